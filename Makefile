@@ -1,0 +1,102 @@
+# Starcloud build. Plain make: one static library (libstarcloud: base, core,
+# simulator), one binary (`starcloud`), cmocka unit tests, scenario tests.
+#
+#   make run      install missing packages, build, run the main job
+#   make test     install, build, run every test (also under ASan+UBSan)
+#   make bench    run the benchmarks in bench/
+#
+# BUILD selects the output folder; SAN=1 builds with AddressSanitizer and
+# UndefinedBehaviorSanitizer into build-san/.
+
+SAN ?= 0
+ifeq ($(SAN),1)
+BUILD ?= build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT := -O1 -g
+else
+BUILD ?= build
+SANFLAGS :=
+OPT := -O2 -g
+endif
+
+CC ?= cc
+PKGS := jansson yaml-0.1 libuv sqlite3 libcurl
+CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wno-unused-parameter -Wvla -Iinclude -Isrc $(SANFLAGS) \
+	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -ldl -lm -lpthread
+LDFLAGS := $(SANFLAGS)
+
+LIB_SRC := $(wildcard src/base/*.c src/core/*.c src/sim/*.c)
+# Daemons and the CLI live in the binary only; the library stays I/O free
+# apart from the simulator's trace readers.
+CLI_SRC := $(wildcard src/net/*.c src/store/*.c src/server/*.c src/agent/*.c src/gateway/*.c \
+	src/worker/*.c src/cli/*.c)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+LIB := $(BUILD)/libstarcloud.a
+BIN := $(BUILD)/starcloud
+
+.PHONY: all deps build run test test-unit test-scenarios test-san bench clean format
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	@$(MAKE) --no-print-directory $(BIN) $(UNIT_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB) $(LDFLAGS) \
+		$(LDLIBS) $(shell pkg-config --libs cmocka)
+
+run: build
+	./$(BIN) schedule -f examples/cluster.yaml -f examples/jobs.yaml
+
+# Unit tests, then scenario tests, then the same two under the sanitizers.
+test: build
+	@$(MAKE) --no-print-directory test-unit test-scenarios
+	@$(MAKE) --no-print-directory SAN=1 test-san
+
+test-unit: $(UNIT_BIN)
+	@scripts/run-unit.sh $(UNIT_BIN)
+
+test-scenarios: $(BIN)
+	@/usr/bin/python3 tests/scenarios/run.py --bin $(BIN) tests/scenarios
+
+test-san: $(BIN) $(UNIT_BIN)
+	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer"
+	@$(MAKE) --no-print-directory SAN=1 test-unit test-scenarios
+
+bench: build
+	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench
+	./$(BUILD)/bench/corebench
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+format:
+	clang-format -i $(LIB_SRC) $(CLI_SRC) $(UNIT_SRC) $(BENCH_SRC) $(wildcard include/starcloud/*.h src/*/*.h)
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Starcloud builds and tests with, but only those
+# that are missing, so `make` stays fast on a machine that already has them.
+# Run as root on Debian 12; anything else is told what to install by hand.
+set -eu
+PKGS="build-essential pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
+libhttp-parser-dev libcurl4-openssl-dev libsqlite3-dev gnuplot-nox python3 python3-pytest
+python3-requests python3-yaml"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing$missing" >&2
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: not root; please run: apt-get install$missing" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
