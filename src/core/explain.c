@@ -142,7 +142,7 @@ static const char *describe_req(sc_arena_t *a, const sc_request_t *r)
 const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int needed,
 			     const sc_filter_t *f)
 {
-	const sjob_t *jb = &s->jobs[j];
+	sjob_t *jb = &s->jobs[j];
 	const sc_task_spec_t *t = &jb->spec->tasks[task];
 	long counts[WHY_COUNT] = {0};
 	size_t n = sc_cluster_nnodes(s->cluster);
@@ -155,7 +155,7 @@ const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int nee
 	if (needed > 1)
 		head = sc_arena_printf(s->arena, "gang needs %d pods, only %d fit", needed, placed);
 	else
-		head = sc_arena_printf(s->arena, "no node fits pod %s (%s)", jb->pods[0].name,
+		head = sc_arena_printf(s->arena, "no node fits pod %s (%s)", sc__pod_name(s, jb, 0),
 				       describe_req(s->arena, &t->req));
 	if (n == 0)
 		return sc_arena_printf(s->arena, "%s: the cluster has no nodes", head);

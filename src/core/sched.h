@@ -135,6 +135,7 @@ struct sc_sched {
 /* snapshot.c */
 int sc__sched_build(sc_sched_t *s, const sc_snapshot_t *snap);
 void sc__sched_release(sc_sched_t *s);
+const char *sc__pod_name(sc_sched_t *s, sjob_t *j, int p);
 res3_t sc__pod_res(const sc_sched_t *s, const sc_request_t *r, const sc_node_view_t *n);
 int sc__record(sc_sched_t *s, const decision_t *d);
 

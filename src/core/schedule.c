@@ -28,10 +28,10 @@ void sc_decisions_free(sc_decisions_t *d)
 
 static int copy_binding(sc_sched_t *s, sc_arena_t *a, const decision_t *d, sc_binding_t *b)
 {
-	const sjob_t *j = &s->jobs[d->job];
+	sjob_t *j = &s->jobs[d->job];
 	const sc_node_view_t *n = sc_cluster_node(s->cluster, d->to.node);
 	b->job = j->index;
-	b->pod = sc_arena_strdup(a, j->pods[d->pod].name);
+	b->pod = sc_arena_strdup(a, sc__pod_name(s, &s->jobs[d->job], d->pod));
 	b->node = sc_arena_strdup(a, n->spec->name);
 	b->ngpus = (size_t)d->to.ngpus;
 	b->gpus = sc_arena_calloc(a, b->ngpus + 1, sizeof(int));
@@ -47,9 +47,9 @@ static int copy_binding(sc_sched_t *s, sc_arena_t *a, const decision_t *d, sc_bi
 
 static int copy_eviction(sc_sched_t *s, sc_arena_t *a, const decision_t *d, sc_eviction_t *e)
 {
-	const sjob_t *j = &s->jobs[d->job];
+	sjob_t *j = &s->jobs[d->job];
 	e->job = j->index;
-	e->pod = sc_arena_strdup(a, j->pods[d->pod].name);
+	e->pod = sc_arena_strdup(a, sc__pod_name(s, &s->jobs[d->job], d->pod));
 	e->node = sc_arena_strdup(a, sc_cluster_node(s->cluster, d->from_node)->spec->name);
 	e->action = d->action;
 	e->by = d->by >= 0 ? sc_arena_strdup(a, s->jobs[d->by].spec->name) : NULL;
@@ -100,15 +100,24 @@ static int build_decisions(sc_sched_t *s, sc_decisions_t *out, sc_arena_t *a)
 		if (rc < 0)
 			return rc;
 	}
+	const char *last_src = NULL, *last_copy = NULL;
 	for (int j = 0; j < s->njobs; j++) {
 		const sjob_t *jb = &s->jobs[j];
 		if (jb->npending == 0 || jb->nrunning >= jb->min_member)
 			continue;
 		sc_pending_t *p = &out->pending[out->npending++];
 		p->job = jb->index;
-		p->reason = sc_arena_strdup(a, pending_reason(s, jb));
+		/* Jobs of one shape share one reason string: copy it once. */
+		const char *why = pending_reason(s, jb);
+		if (why == last_src) {
+			p->reason = last_copy;
+			continue;
+		}
+		p->reason = sc_arena_strdup(a, why);
 		if (!p->reason)
 			return SC_ENOMEM;
+		last_src = why;
+		last_copy = p->reason;
 	}
 	for (int q = 0; q < s->nqueues; q++) {
 		const squeue_t *sq = &s->queues[q];

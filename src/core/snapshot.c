@@ -219,6 +219,17 @@ static void add_pending(sc_sched_t *s, sjob_t *j, const sc_request_t *r)
 	j->npending++;
 }
 
+const char *sc__pod_name(sc_sched_t *s, sjob_t *j, int p)
+{
+	spod_t *pod = &j->pods[p];
+	if (!pod->name) {
+		const char *task = j->spec->tasks[pod->task].name;
+		pod->name = sc_arena_printf(s->arena, "%s-%s-%d", j->spec->name,
+					    task ? task : "task", pod->replica);
+	}
+	return pod->name;
+}
+
 static int build_pods(sc_sched_t *s, sjob_t *j)
 {
 	const sc_job_spec_t *js = j->spec;
@@ -232,11 +243,17 @@ static int build_pods(sc_sched_t *s, sjob_t *j)
 			spod_t *pod = &j->pods[p];
 			pod->task = (int)t;
 			pod->replica = r;
-			pod->name = sc_arena_printf(s->arena, "%s-%s-%d", js->name,
-						    ts->name ? ts->name : "task", r);
-			if (!pod->name)
-				return SC_ENOMEM;
-			const sc_pod_status_t *ps = js->npods ? find_status(js, pod->name) : NULL;
+			/* Names are built only when a status must be matched;
+			 * otherwise on demand (sc__pod_name), which keeps a
+			 * cycle over 100,000 pending jobs from formatting
+			 * 100,000 strings it never prints. */
+			const sc_pod_status_t *ps = NULL;
+			if (js->npods) {
+				pod->name = sc__pod_name(s, j, p);
+				if (!pod->name)
+					return SC_ENOMEM;
+				ps = find_status(js, pod->name);
+			}
 			pod->status = ps;
 			pod->phase = ps ? ps->phase : SC_POD_PENDING;
 			if (pod->phase == SC_POD_RUNNING || pod->phase == SC_POD_RELEASING) {
