@@ -109,8 +109,8 @@ static const char *what(sc_arena_t *a, int why, long n, const sc_request_t *r)
 		return sc_arena_printf(a, "%s %s %s excluded by the job's topology or spread",
 				       cnt, nodes, n == 1 ? "is" : "are");
 	case WHY_GPU:
-		return sc_arena_printf(a, "%s %s lack %d free GPU%s", cnt, nodes, r->gpus,
-				       r->gpus == 1 ? "" : "s");
+		return sc_arena_printf(a, "%s %s lack%s %d free GPU%s", cnt, nodes, n == 1 ? "s" : "",
+				       r->gpus, r->gpus == 1 ? "" : "s");
 	case WHY_SHARE:
 		return sc_arena_printf(a, "%s %s %s no device with enough free share", cnt, nodes,
 				       n == 1 ? "has" : "have");
@@ -118,9 +118,9 @@ static const char *what(sc_arena_t *a, int why, long n, const sc_request_t *r)
 		return sc_arena_printf(a, "%s %s %s no free MIG slot for %s", cnt, nodes,
 				       n == 1 ? "has" : "have", r->mig);
 	case WHY_CPU:
-		return sc_arena_printf(a, "%s %s lack free CPU", cnt, nodes);
+		return sc_arena_printf(a, "%s %s lack%s free CPU", cnt, nodes, n == 1 ? "s" : "");
 	default:
-		return sc_arena_printf(a, "%s %s lack free memory", cnt, nodes);
+		return sc_arena_printf(a, "%s %s lack%s free memory", cnt, nodes, n == 1 ? "s" : "");
 	}
 }
 
@@ -155,8 +155,8 @@ const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int nee
 	if (needed > 1)
 		head = sc_arena_printf(s->arena, "gang needs %d pods, only %d fit", needed, placed);
 	else
-		head = sc_arena_printf(s->arena, "no node fits pod %s (%s)", sc__pod_name(s, jb, 0),
-				       describe_req(s->arena, &t->req));
+		head = sc_arena_printf(s->arena, "no node fits a pod of task %s (%s)",
+				       t->name ? t->name : "", describe_req(s->arena, &t->req));
 	if (n == 0)
 		return sc_arena_printf(s->arena, "%s: the cluster has no nodes", head);
 	const char *out = head;
