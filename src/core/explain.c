@@ -20,6 +20,7 @@ enum {
 	WHY_CONSTRAINT, /* topology domain or spread cap */
 	WHY_GPU,
 	WHY_SHARE,
+	WHY_NO_MIG,
 	WHY_MIG,
 	WHY_CPU,
 	WHY_MEM,
@@ -74,7 +75,10 @@ static int classify(const sc_node_view_t *n, const sc_request_t *r, const sc_fil
 		return WHY_MODEL;
 	if (f->accept && !f->accept(f->accept_ctx, n))
 		return WHY_CONSTRAINT;
-	if (r->mig)
+	if (r->mig && n->spec->mig_mode == SC_MIG_NONE)
+		return WHY_NO_MIG;
+	if (r->mig && !sc_node_fits(n, r) && n->cpu_free >= r->cpu_milli &&
+	    n->mem_free >= r->memory)
 		return WHY_MIG;
 	if (r->gpus > 0 && n->whole_free < r->gpus)
 		return WHY_GPU;
@@ -113,6 +117,9 @@ static const char *what(sc_arena_t *a, int why, long n, const sc_request_t *r)
 				       r->gpus, r->gpus == 1 ? "" : "s");
 	case WHY_SHARE:
 		return sc_arena_printf(a, "%s %s %s no device with enough free share", cnt, nodes,
+				       n == 1 ? "has" : "have");
+	case WHY_NO_MIG:
+		return sc_arena_printf(a, "%s %s %s no MIG-enabled GPUs", cnt, nodes,
 				       n == 1 ? "has" : "have");
 	case WHY_MIG:
 		return sc_arena_printf(a, "%s %s %s no free MIG slot for %s", cnt, nodes,
