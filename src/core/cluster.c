@@ -641,3 +641,30 @@ long sc__names_find(const sc_strmap_t *m, const char *name)
 {
 	return sc_strmap_get(m, name);
 }
+
+/* Takes a pod's resources without checking that they are free. Snapshots
+ * can be over-committed (a node shrank, a status was written by hand); the
+ * pods are real and hold what they hold, so the cycle must see it. */
+void sc__cluster_force_take(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a)
+{
+	sc_node_view_t *n = &c->nodes[a->node];
+	index_del(c, a->node);
+	n->cpu_free -= r->cpu_milli;
+	n->mem_free -= r->memory;
+	for (int k = 0; k < a->ngpus; k++) {
+		int d = a->gpus[k];
+		if (d < 0 || d >= n->gpu_count)
+			continue;
+		if (a->gpu_milli > 0) {
+			int f = n->gpu_free[d] - a->gpu_milli;
+			n->gpu_free[d] = (int16_t)(f < 0 ? 0 : f);
+			n->gpu_mem_free[d] -= a->gpu_memory;
+			n->gpu_shared[d]++;
+		} else {
+			n->gpu_free[d] = 0;
+			n->gpu_mem_free[d] = 0;
+		}
+	}
+	recount_whole(n);
+	index_add(c, a->node);
+}
