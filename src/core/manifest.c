@@ -476,10 +476,11 @@ int sc_manifest_add_json(sc_manifest_set_t *s, json_t *obj, sc_manifest_error_t 
 
 /* ---- snapshot ---------------------------------------------------------- */
 
-/* Classes the core knows without a PriorityClass object: the default
- * "normal" and KAI's built-in ones. */
-static const char *const builtin_classes[] = {"normal", "train", "build-preemptible", "build",
-					      "inference", NULL};
+/* Classes the core knows without a PriorityClass object (src/core/snapshot.c
+ * keeps their values): the default "normal", KAI's and two generic ones. */
+static const char *const builtin_classes[] = {"best-effort", "normal", "train",
+					      "build-preemptible", "build", "inference",
+					      "critical", NULL};
 
 static int ref_fail(sc_manifest_error_t *err, const sc__origin_t *o, sc__pos_t at,
 		    const char *object, const char *path, int code, const char *fmt, ...)
