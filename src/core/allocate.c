@@ -183,13 +183,18 @@ static int try_job(sc_sched_t *s, int j)
 
 int sc__allocate(sc_sched_t *s)
 {
-	int rc = sc__order_init(s);
+	int rc = sc__reserve(s, try_job);
+	if (rc < 0)
+		return rc;
+	rc = sc__order_init(s);
 	if (rc < 0)
 		return rc;
 	int leaf;
 	while ((leaf = sc__order_next(s)) >= 0) {
 		squeue_t *q = &s->queues[leaf];
 		int j = q->jobs[q->next_job++];
+		if (s->jobs[j].done)
+			continue; /* tried first as a starving job */
 		s->jobs[j].done = true;
 		rc = try_job(s, j);
 		if (rc < 0)

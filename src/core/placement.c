@@ -36,7 +36,7 @@ static bool accept_node(void *ctx, const sc_node_view_t *n)
 		return false;
 	if (x->cap > 0 && pods_on_node(x->s, x->job, n->index) >= x->cap)
 		return false;
-	return true;
+	return sc__reservation_allows(x->s, x->job, n->index);
 }
 
 /* Resolves a task's allowed models and selector into a filter; ids must
