@@ -85,6 +85,8 @@ typedef struct conn {
 	int close_after; /* close once pending output is written */
 	int err;         /* ERR_* */
 	int reading;     /* uv_read_start is in effect */
+	int lingering;   /* answered an error; discarding input until EOF */
+	uv_shutdown_t shutdown;
 	size_t pending_out;
 	int handles_open;
 } conn_t;
@@ -99,6 +101,7 @@ typedef struct write_req {
 static void process(conn_t *c);
 static void conn_close(conn_t *c);
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_idle(uv_timer_t *t);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
 /* ---------------------------------------------------------------------
@@ -282,11 +285,14 @@ static void respond_error_close(conn_t *c, int status, const char *reason, const
 	int h = head_printf(head, sizeof(head), status, "application/json", n, 0);
 	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)h), uv_buf_init(body, (unsigned)n) };
 	conn_write(c, parts, 2);
-	c->close_after = 1;
 	if (c->srv->observer)
 		c->srv->observer(c->req.method, "", status, 0, c->srv->observer_ud);
-	uv_read_stop((uv_stream_t *)&c->tcp);
-	c->reading = 0;
+	/* Lingering close: a client still sending its (oversized) body would
+	 * get a reset instead of the answer if we closed now. Send the answer,
+	 * shut our side, discard what still comes, close at EOF or after 5 s. */
+	c->lingering = 1;
+	uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
+	uv_timer_start(&c->idle, on_idle, 5000, 0);
 }
 
 /* ---------------------------------------------------------------------
@@ -471,7 +477,7 @@ static void dispatch(conn_t *c)
 static void process(conn_t *c)
 {
 	c->processing = 1;
-	while (!c->busy && !c->closing && !c->close_after && c->in.len > 0) {
+	while (!c->busy && !c->closing && !c->close_after && !c->lingering && c->in.len > 0) {
 		size_t n = http_parser_execute(&c->parser, &settings, c->in.data, c->in.len);
 		sc_buf_consume(&c->in, n);
 		enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
@@ -491,6 +497,8 @@ static void process(conn_t *c)
 		}
 	}
 	c->processing = 0;
+	if (c->lingering)
+		return;
 	if (!c->busy && !c->closing && c->srv->lim.idle_timeout_ms)
 		uv_timer_again(&c->idle);
 	if (!c->closing && !c->close_after && !c->reading) {
@@ -566,6 +574,20 @@ static size_t in_cap(const sc_http_server_t *s)
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
 	conn_t *c = st->data;
+	if (c->lingering) {
+		if (nread < 0)
+			conn_close(c);
+		return;
+	}
+	if (nread == UV_EOF && !c->busy) {
+		/* A half-closed client still gets the answers already queued. */
+		uv_read_stop(st);
+		c->reading = 0;
+		c->close_after = 1;
+		if (c->pending_out == 0)
+			conn_close(c);
+		return;
+	}
 	if (nread < 0) {
 		conn_close(c);
 		return;
