@@ -1,0 +1,200 @@
+/* The allocate action: best queue -> its best job -> place the job's pods
+ * in a statement -> commit only when at least minMember pods run.
+ *
+ * Before placement a job must keep every queue on its path within its
+ * limit, and a non-preemptible job must stay within its queue's quota
+ * (KAI's rule: non-preemptible work never runs over quota, where it could
+ * not be reclaimed). Jobs whose shape already failed this cycle are skipped
+ * with the same reason: allocate only ever shrinks free capacity. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/statement.h"
+
+static const char *res_name[SC_RES_COUNT] = {"gpu", "cpu", "memory"};
+
+static void fmt_amount(char *buf, size_t n, int r, double v)
+{
+	if (r == SC_RES_GPU)
+		snprintf(buf, n, "%g", v);
+	else if (r == SC_RES_CPU)
+		snprintf(buf, n, "%g", v / 1000.0);
+	else
+		snprintf(buf, n, "%.0fMi", v / (1024.0 * 1024.0));
+}
+
+bool sc__res_fits_limit(const sc_sched_t *s, int q, const res3_t *add, char *why, size_t n)
+{
+	for (; q >= 0; q = s->queues[q].parent) {
+		const squeue_t *sq = &s->queues[q];
+		for (int r = 0; r < SC_RES_COUNT; r++) {
+			if (add->v[r] <= 0 || sq->allocated.v[r] + add->v[r] <= sq->limit.v[r] + 1e-9)
+				continue;
+			char a[32], b[32], c[32];
+			fmt_amount(a, sizeof(a), r, sq->allocated.v[r]);
+			fmt_amount(b, sizeof(b), r, add->v[r]);
+			fmt_amount(c, sizeof(c), r, sq->limit.v[r]);
+			snprintf(why, n, "queue %s would exceed its %s limit (%s used + %s > %s)",
+				 sq->spec->name, res_name[r], a, b, c);
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool within_quota(const sc_sched_t *s, int q, const res3_t *add, char *why, size_t n)
+{
+	const squeue_t *sq = &s->queues[q];
+	for (int r = 0; r < SC_RES_COUNT; r++) {
+		if (add->v[r] <= 0 || sq->alloc_nonpreempt.v[r] + add->v[r] <= sq->quota.v[r] + 1e-9)
+			continue;
+		char a[32], b[32], c[32];
+		fmt_amount(a, sizeof(a), r, sq->alloc_nonpreempt.v[r]);
+		fmt_amount(b, sizeof(b), r, add->v[r]);
+		fmt_amount(c, sizeof(c), r, sq->quota.v[r]);
+		snprintf(why, n,
+			 "non-preemptible job must stay within queue %s's %s quota (%s used + %s > %s)",
+			 sq->spec->name, res_name[r], a, b, c);
+		return false;
+	}
+	return true;
+}
+
+/* ---- failure cache ------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	return h;
+}
+
+static uint64_t mix_str(uint64_t h, const char *s)
+{
+	for (; s && *s; s++)
+		h = mix(h, (unsigned char)*s);
+	return mix(h, 0xff);
+}
+
+/* A hash of everything that decides whether a job fits. Jobs that already
+ * hold pods are never cached: where those pods are matters. */
+static uint64_t signature(const sjob_t *j)
+{
+	const sc_job_spec_t *js = j->spec;
+	uint64_t h = mix(0, (uint64_t)j->min_member);
+	h = mix(h, (uint64_t)js->placement);
+	h = mix(h, (uint64_t)js->spread_factor * 2 + js->serving);
+	h = mix_str(mix_str(h, js->topo_required), js->topo_preferred);
+	for (size_t t = 0; t < js->ntasks; t++) {
+		const sc_task_spec_t *ts = &js->tasks[t];
+		h = mix(h, (uint64_t)ts->replicas);
+		h = mix(h, (uint64_t)ts->req.cpu_milli);
+		h = mix(h, (uint64_t)ts->req.memory);
+		h = mix(h, (uint64_t)ts->req.gpus);
+		h = mix(h, (uint64_t)ts->req.gpu_milli);
+		h = mix(h, (uint64_t)ts->req.gpu_memory);
+		h = mix_str(h, ts->req.mig);
+		for (size_t k = 0; k < ts->ngpu_models; k++)
+			h = mix_str(h, ts->gpu_models[k]);
+		for (size_t k = 0; k < ts->nselector; k++)
+			h = mix_str(mix_str(h, ts->selector[k].key), ts->selector[k].value);
+	}
+	return h | 1; /* never 0, which marks an empty slot */
+}
+
+static const char *cache_get(const sc_sched_t *s, uint64_t sig)
+{
+	if (!s->capfail)
+		return NULL;
+	size_t mask = s->capfail - 1;
+	for (size_t i = sig & mask; s->fail_sig[i]; i = (i + 1) & mask)
+		if (s->fail_sig[i] == sig)
+			return s->fail_reason[i];
+	return NULL;
+}
+
+static int cache_put(sc_sched_t *s, uint64_t sig, const char *reason)
+{
+	if ((s->nfail + 1) * 2 > s->capfail) {
+		size_t cap = s->capfail ? s->capfail * 2 : 1024;
+		uint64_t *ns = sc_arena_calloc(s->arena, cap, sizeof(uint64_t));
+		const char **nr = sc_arena_calloc(s->arena, cap, sizeof(char *));
+		if (!ns || !nr)
+			return SC_ENOMEM;
+		for (size_t i = 0; i < s->capfail; i++) {
+			if (!s->fail_sig[i])
+				continue;
+			size_t k = s->fail_sig[i] & (cap - 1);
+			while (ns[k])
+				k = (k + 1) & (cap - 1);
+			ns[k] = s->fail_sig[i];
+			nr[k] = s->fail_reason[i];
+		}
+		s->fail_sig = ns;
+		s->fail_reason = nr;
+		s->capfail = cap;
+	}
+	size_t mask = s->capfail - 1, i = sig & mask;
+	while (s->fail_sig[i])
+		i = (i + 1) & mask;
+	s->fail_sig[i] = sig;
+	s->fail_reason[i] = reason;
+	s->nfail++;
+	return 0;
+}
+
+/* ---- the action ---------------------------------------------------- */
+
+static int try_job(sc_sched_t *s, int j)
+{
+	sjob_t *jb = &s->jobs[j];
+	char why[256];
+	s->jobs_considered++;
+	if (!sc__res_fits_limit(s, jb->queue, &jb->pod_req_sum_pending, why, sizeof(why)) ||
+	    (!jb->preemptible &&
+	     !within_quota(s, jb->queue, &jb->pod_req_sum_pending, why, sizeof(why)))) {
+		jb->reason = sc_arena_strdup(s->arena, why);
+		return jb->reason ? 0 : SC_ENOMEM;
+	}
+	bool cacheable = jb->nrunning == 0;
+	if (cacheable) {
+		jb->signature = signature(jb);
+		const char *r = cache_get(s, jb->signature);
+		if (r) {
+			jb->reason = r;
+			s->signature_skips++;
+			return 0;
+		}
+	}
+	sc_stmt_t st;
+	sc__stmt_open(&st, s);
+	jb->reason = NULL;
+	int placed = sc__place_job(s, &st, j);
+	if (placed < 0)
+		return placed;
+	if (jb->nrunning >= jb->min_member && placed > 0) {
+		jb->reason = NULL;
+		return sc__stmt_commit(&st);
+	}
+	sc__stmt_rollback(&st, 0);
+	if (!jb->reason)
+		jb->reason = "not enough free resources";
+	return cacheable ? cache_put(s, jb->signature, jb->reason) : 0;
+}
+
+int sc__allocate(sc_sched_t *s)
+{
+	int rc = sc__order_init(s);
+	if (rc < 0)
+		return rc;
+	int leaf;
+	while ((leaf = sc__order_next(s)) >= 0) {
+		squeue_t *q = &s->queues[leaf];
+		int j = q->jobs[q->next_job++];
+		s->jobs[j].done = true;
+		rc = try_job(s, j);
+		if (rc < 0)
+			return rc;
+		sc__order_update(s, leaf);
+	}
+	return 0;
+}

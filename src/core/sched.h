@@ -1,0 +1,166 @@
+/* Internal state of one scheduling cycle.
+ *
+ * sc_schedule() turns the caller's snapshot into this model (queues as a
+ * tree with per-resource accounting, jobs with their pods, the cluster's
+ * free state), runs the configured actions, and copies the outcome into an
+ * sc_decisions_t. Everything here lives in the cycle's arena, except the
+ * cluster (malloc'd, freed at the end of the cycle). */
+#ifndef SC_CORE_SCHED_H
+#define SC_CORE_SCHED_H
+
+#include "base/strmap.h"
+#include "core/cluster_int.h"
+#include "starcloud/arena.h"
+#include "starcloud/core.h"
+
+#define SC_UNLIMITED 1e300
+
+typedef struct sc_sched sc_sched_t;
+typedef struct sc_stmt sc_stmt_t;
+
+/* Resource vector in queue units: gpu devices, cpu millicores, bytes. */
+typedef struct res3 {
+	double v[SC_RES_COUNT];
+} res3_t;
+
+typedef struct squeue {
+	const sc_queue_spec_t *spec;
+	int parent;              /* index or -1 */
+	int *children;
+	int nchildren;
+	int depth;
+	bool leaf;
+	res3_t quota;            /* SC_UNLIMITED for -1 */
+	res3_t limit;            /* effective, SC_UNLIMITED when none */
+	res3_t weight;
+	res3_t allocated;        /* running + releasing + this cycle */
+	res3_t alloc_nonpreempt;
+	res3_t requested;        /* allocated + pending */
+	res3_t fair;
+	size_t order;            /* input order, for ties */
+	/* Allocation order state (queue_order.c). */
+	int *heap;               /* children (internal queues) */
+	int nheap;
+	int heap_pos;            /* position in the parent's heap, -1 none */
+	int *jobs;               /* leaf: jobs in job order */
+	int njobs;
+	int next_job;            /* leaf: next job to try */
+} squeue_t;
+
+/* Placement of one pod decided or found in the snapshot. */
+typedef struct spod {
+	const char *name;
+	int task;
+	int replica;
+	int phase;               /* sc_pod_phase; PENDING when not placed */
+	sc_assign_t assign;
+	bool placed_now;         /* bound in this cycle */
+	bool evicted_now;
+	int64_t started_at;
+	const sc_pod_status_t *status; /* from the snapshot, or NULL */
+} spod_t;
+
+typedef struct sjob {
+	const sc_job_spec_t *spec;
+	size_t index;            /* into the snapshot */
+	int queue;               /* leaf queue index, -1 when unknown */
+	int priority;
+	bool preemptible;
+	int min_member;
+	int total;               /* replicas of all tasks */
+	spod_t *pods;            /* total entries, task-major */
+	int nrunning;            /* running + releasing pods */
+	int npending;
+	res3_t pod_req_sum_pending;
+	res3_t alloc;            /* resources held */
+	const char *reason;      /* pending reason when it stays pending */
+	const char *bad;         /* a reason the job cannot be scheduled at all */
+	uint64_t signature;      /* shape hash for failure caching */
+	bool done;               /* tried this cycle */
+} sjob_t;
+
+typedef struct topo_level {
+	const char *key;
+	int ndomains;
+	const char **domain_names;
+	int *node_domain;        /* per node, -1 when the label is missing */
+} topo_level_t;
+
+/* A decided binding or eviction, kept in order of decision. */
+typedef struct decision {
+	int kind;                /* 0 binding, 1 eviction */
+	int job;
+	int pod;
+	int action;
+	int by;                  /* job index or -1 */
+	const char *reason;
+	uint32_t from_node;
+	sc_assign_t to;          /* binding target */
+	bool pipelined;
+	bool move;               /* consolidation move: eviction + rebind */
+} decision_t;
+
+struct sc_sched {
+	const sc_snapshot_t *snap;
+	sc_arena_t *arena;
+	sc_cluster_t *cluster;
+	squeue_t *queues;
+	int nqueues;
+	int *roots;
+	int nroots;
+	sc_strmap_t queue_names;
+	sjob_t *jobs;
+	int njobs;
+	sc_prio_class_t *classes;
+	size_t nclasses;
+	topo_level_t *levels;
+	int nlevels;
+	res3_t capacity;
+	decision_t *decisions;
+	size_t ndecisions, capdecisions;
+	/* Failure cache for this cycle: signatures of jobs that did not fit
+	 * and their reasons (allocate only ever shrinks free capacity, so a
+	 * shape that failed once fails again). */
+	sc_strmap_t failed;      /* unused: keyed by hash below */
+	uint64_t *fail_sig;
+	const char **fail_reason;
+	size_t nfail, capfail;
+	size_t placements_tried;
+	size_t jobs_considered;
+	size_t signature_skips;
+	char *msg;
+	size_t msgsize;
+};
+
+/* snapshot.c */
+int sc__sched_build(sc_sched_t *s, const sc_snapshot_t *snap);
+void sc__sched_release(sc_sched_t *s);
+const char *sc__pod_name(sc_sched_t *s, sjob_t *j, int p);
+res3_t sc__pod_res(const sc_sched_t *s, const sc_request_t *r, const sc_node_view_t *n);
+int sc__record(sc_sched_t *s, const decision_t *d);
+
+/* fairshare.c */
+void sc__fairshare(sc_sched_t *s);
+
+/* queue_order.c */
+int sc__order_init(sc_sched_t *s);
+int sc__order_next(sc_sched_t *s);
+void sc__order_update(sc_sched_t *s, int leaf);
+
+/* placement.c: tries to place every pending pod of job j inside the open
+ * statement; returns the number placed. */
+int sc__place_job(sc_sched_t *s, sc_stmt_t *st, int j);
+
+/* explain.c */
+const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int needed,
+			     const sc_filter_t *f);
+const char *sc__fmt_count(sc_arena_t *a, long n);
+
+/* allocate.c */
+int sc__allocate(sc_sched_t *s);
+
+/* accounting */
+void sc__queue_add(sc_sched_t *s, int q, const res3_t *r, bool nonpreempt, int sign);
+bool sc__res_fits_limit(const sc_sched_t *s, int q, const res3_t *add, char *why, size_t n);
+
+#endif

@@ -1,0 +1,137 @@
+#include "core/statement.h"
+
+#include <string.h>
+
+void sc__stmt_open(sc_stmt_t *st, sc_sched_t *s)
+{
+	memset(st, 0, sizeof(*st));
+	st->s = s;
+}
+
+static int push(sc_stmt_t *st, const stmt_op_t *op)
+{
+	if (st->nops == st->cap) {
+		size_t cap = st->cap ? st->cap * 2 : 16;
+		stmt_op_t *n = sc_arena_alloc(st->s->arena, cap * sizeof(*n));
+		if (!n)
+			return SC_ENOMEM;
+		if (st->nops)
+			memcpy(n, st->ops, st->nops * sizeof(*n));
+		st->ops = n;
+		st->cap = cap;
+	}
+	st->ops[st->nops++] = *op;
+	return 0;
+}
+
+static const sc_request_t *pod_req(sc_sched_t *s, int job, int pod)
+{
+	const sjob_t *j = &s->jobs[job];
+	return &j->spec->tasks[j->pods[pod].task].req;
+}
+
+/* Moves a pod's resources into or out of its queue's accounting. */
+static void account(sc_sched_t *s, int job, int pod, const sc_assign_t *a, int sign)
+{
+	sjob_t *j = &s->jobs[job];
+	const sc_node_view_t *n = sc_cluster_node(s->cluster, a->node);
+	res3_t r = sc__pod_res(s, pod_req(s, job, pod), n);
+	for (int k = 0; k < SC_RES_COUNT; k++)
+		j->alloc.v[k] += sign * r.v[k];
+	j->nrunning += sign;
+	if (j->queue >= 0)
+		sc__queue_add(s, j->queue, &r, !j->preemptible, sign);
+}
+
+int sc__stmt_allocate(sc_stmt_t *st, int job, int pod, const sc_assign_t *a)
+{
+	sc_sched_t *s = st->s;
+	spod_t *p = &s->jobs[job].pods[pod];
+	int rc = sc_cluster_take(s->cluster, pod_req(s, job, pod), a);
+	if (rc < 0)
+		return rc;
+	stmt_op_t op = {.kind = OP_ALLOC, .job = job, .pod = pod, .assign = *a,
+			.prev_phase = p->phase};
+	rc = push(st, &op);
+	if (rc < 0) {
+		sc_cluster_give(s->cluster, pod_req(s, job, pod), a);
+		return rc;
+	}
+	p->phase = SC_POD_RUNNING;
+	p->assign = *a;
+	p->placed_now = true;
+	s->jobs[job].npending--;
+	account(s, job, pod, a, +1);
+	return 0;
+}
+
+int sc__stmt_evict(sc_stmt_t *st, int job, int pod, int action, int by, const char *reason)
+{
+	sc_sched_t *s = st->s;
+	spod_t *p = &s->jobs[job].pods[pod];
+	if (p->phase != SC_POD_RUNNING)
+		return SC_EINVAL;
+	stmt_op_t op = {.kind = OP_EVICT, .job = job, .pod = pod, .assign = p->assign,
+			.prev_phase = p->phase, .action = action, .by = by, .reason = reason};
+	int rc = push(st, &op);
+	if (rc < 0)
+		return rc;
+	sc_cluster_give(s->cluster, pod_req(s, job, pod), &p->assign);
+	account(s, job, pod, &p->assign, -1);
+	p->phase = SC_POD_PENDING;
+	p->evicted_now = true;
+	s->jobs[job].npending++;
+	return 0;
+}
+
+size_t sc__stmt_mark(const sc_stmt_t *st)
+{
+	return st->nops;
+}
+
+void sc__stmt_rollback(sc_stmt_t *st, size_t mark)
+{
+	sc_sched_t *s = st->s;
+	while (st->nops > mark) {
+		stmt_op_t *op = &st->ops[--st->nops];
+		spod_t *p = &s->jobs[op->job].pods[op->pod];
+		const sc_request_t *r = pod_req(s, op->job, op->pod);
+		if (op->kind == OP_ALLOC) {
+			sc_cluster_give(s->cluster, r, &op->assign);
+			account(s, op->job, op->pod, &op->assign, -1);
+			p->placed_now = false;
+			s->jobs[op->job].npending++;
+		} else {
+			/* Undoing an eviction re-takes exactly what was given
+			 * back, which cannot fail: nothing else was placed on
+			 * it after the later operations were undone. */
+			sc_cluster_take(s->cluster, r, &op->assign);
+			account(s, op->job, op->pod, &op->assign, +1);
+			p->evicted_now = false;
+			s->jobs[op->job].npending--;
+		}
+		p->phase = op->prev_phase;
+		p->assign = op->assign;
+	}
+}
+
+int sc__stmt_commit(sc_stmt_t *st)
+{
+	for (size_t i = 0; i < st->nops; i++) {
+		const stmt_op_t *op = &st->ops[i];
+		decision_t d = {.job = op->job, .pod = op->pod, .by = op->by,
+				.reason = op->reason, .action = op->action};
+		if (op->kind == OP_ALLOC) {
+			d.kind = 0;
+			d.to = op->assign;
+		} else {
+			d.kind = 1;
+			d.from_node = op->assign.node;
+		}
+		int rc = sc__record(st->s, &d);
+		if (rc < 0)
+			return rc;
+	}
+	st->nops = 0;
+	return 0;
+}
