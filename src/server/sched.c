@@ -16,6 +16,7 @@ struct sc_sched {
 	uv_timer_t period;
 	uv_timer_t kick;
 	int kicked;
+	int closed;
 };
 
 static void cycle(sc_sched_t *sc)
@@ -59,7 +60,8 @@ int sc__sched_start(sc_server_t *s)
 static void on_timer_closed(uv_handle_t *h)
 {
 	sc_sched_t *sc = h->data;
-	if (h == (uv_handle_t *)&sc->kick)
+	/* Both timers point here; free after the second, whatever the order. */
+	if (++sc->closed == 2)
 		free(sc);
 }
 
