@@ -748,18 +748,3 @@ int sc_cli_token(int argc, char **argv)
 	json_decref(resp);
 	return rc;
 }
-
-int sc_cli_client_main(int argc, char **argv)
-{
-	static const struct {
-		const char *verb;
-		int (*fn)(int, char **);
-	} verbs[] = {
-		{ "apply", sc_cli_apply },     { "get", sc_cli_get },	{ "describe", sc_cli_describe },
-		{ "delete", sc_cli_delete },   { "top", sc_cli_top },	{ "token", sc_cli_token },
-	};
-	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-		if (strcmp(argv[0], verbs[i].verb) == 0)
-			return verbs[i].fn(argc, argv);
-	return SC_CLI_UNKNOWN_VERB;
-}

@@ -9,16 +9,11 @@
 #ifndef SC_CLI_CLIENT_H
 #define SC_CLI_CLIENT_H
 
-/* Returned by sc_cli_client_main for a verb it does not know. */
-#define SC_CLI_UNKNOWN_VERB 100
-
 int sc_cli_apply(int argc, char **argv);
 int sc_cli_get(int argc, char **argv);
 int sc_cli_describe(int argc, char **argv);
 int sc_cli_delete(int argc, char **argv);
 int sc_cli_top(int argc, char **argv);
 int sc_cli_token(int argc, char **argv);
-/* Dispatches argv[0] to one of the verbs above. */
-int sc_cli_client_main(int argc, char **argv);
 
 #endif

@@ -1,20 +1,90 @@
-/* Entry point: dispatches the first argument to a subcommand. */
+/* Entry point of `starcloud`: finds the verb in a table and runs it. Verbs
+ * that other components provide appear in the table with a NULL function
+ * until they land, so `starcloud --help` already shows the whole tool. */
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "cli/client.h"
 #include "server/server.h"
 
+typedef struct verb {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+} verb_t;
+
+static const verb_t verbs[] = {
+	{"schedule", sc_cli_schedule, "offline scheduling of manifests (one or more cycles)"},
+	{"version", sc_cli_version, "print the version"},
+	{"simulate", NULL, "packing and trace simulation"},
+	{"bench", NULL, "benchmarks"},
+	{"server", sc_server_main, "run the control plane"},
+	{"agent", NULL, "run a node agent"},
+	{"gateway", NULL, "run the serving gateway"},
+	{"worker", NULL, "run the reference model worker"},
+	{"dev", NULL, "run a local cluster (server, agents, gateway)"},
+	{"apply", sc_cli_apply, "create or update objects on a server"},
+	{"get", sc_cli_get, "list or show objects"},
+	{"describe", sc_cli_describe, "show an object in detail"},
+	{"delete", sc_cli_delete, "delete objects"},
+	{"token", sc_cli_token, "create, list and delete API tokens"},
+	{"explain", NULL, "why is a job pending"},
+	{"logs", NULL, "show a pod's logs"},
+	{"top", sc_cli_top, "resource usage"},
+	{"drain", NULL, "drain a node"},
+	{"rollout", NULL, "deployment rollout status, promote, abort"},
+};
+
+#define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: starcloud <command> [options]\n\ncommands:\n");
+	for (size_t i = 0; i < NVERBS; i++)
+		fprintf(f, "  %-10s %s%s\n", verbs[i].name, verbs[i].summary,
+			verbs[i].run ? "" : " (not in this build)");
+	fprintf(f, "\n`starcloud <command> --help` describes a command.\n");
+}
+
+int sc_cli_version(int argc, char **argv)
+{
+	if (sc__cli_wants_help(argc, argv)) {
+		printf("usage: starcloud version\n\nPrints the version of starcloud.\n");
+		return SC_EXIT_OK;
+	}
+	if (argc > 1) {
+		fprintf(stderr, "starcloud version: unexpected argument \"%s\"\n", argv[1]);
+		return SC_EXIT_USAGE;
+	}
+	printf("starcloud %s\n", SC_VERSION);
+	return SC_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc >= 2 && strcmp(argv[1], "server") == 0)
-		return sc_server_main(argc - 1, argv + 1);
-	if (argc >= 2) {
-		int rc = sc_cli_client_main(argc - 1, argv + 1);
-		if (rc != SC_CLI_UNKNOWN_VERB)
-			return rc;
+	if (argc < 2) {
+		usage(stderr);
+		return SC_EXIT_USAGE;
 	}
-	fprintf(stderr, "usage: starcloud <command> [options]\n"
-			"commands: server, apply, get, describe, delete, top, token\n");
-	return 2;
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return SC_EXIT_OK;
+	}
+	if (strcmp(argv[1], "--version") == 0)
+		return sc_cli_version(1, argv + 1);
+	for (size_t i = 0; i < NVERBS; i++) {
+		if (strcmp(argv[1], verbs[i].name) != 0)
+			continue;
+		if (!verbs[i].run) {
+			fprintf(stderr, "starcloud: \"%s\" (%s) is not available in this build\n",
+				verbs[i].name, verbs[i].summary);
+			return SC_EXIT_FAIL;
+		}
+		return verbs[i].run(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "starcloud: unknown command \"%s\"\n\n", argv[1]);
+	usage(stderr);
+	return SC_EXIT_USAGE;
 }

@@ -150,6 +150,8 @@ void sc__order_update(sc_sched_t *s, int leaf);
 /* placement.c: tries to place every pending pod of job j inside the open
  * statement; returns the number placed. */
 int sc__place_job(sc_sched_t *s, sc_stmt_t *st, int j);
+#define SC_MAX_MODEL_FILTER 64
+void sc__task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_filter_t *f);
 
 /* explain.c */
 const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int needed,

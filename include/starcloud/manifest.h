@@ -1,0 +1,87 @@
+/* Manifests: Kubernetes-style objects (apiVersion, kind, metadata, spec)
+ * decoded and validated into the core's input structs.
+ *
+ * A set collects objects from files or single JSON objects and turns them
+ * into an sc_snapshot_t. Decoding is pure (no file I/O): the caller reads
+ * the file and passes its text. Each add is all-or-nothing: when one object
+ * of a text is bad, none of that text's objects are added, and the error
+ * names the file, line, column, object and field path, e.g.
+ *   jobs.yaml:14:7: Job llama: spec.tasks[0].resources.gpu: expected a
+ *   non-negative whole number
+ *
+ * Kinds: Node, Queue (starcloud.dev/v1 and scheduling.run.ai/v2), PriorityClass,
+ * Job, Deployment (decoded into a serving job), SchedulerConfig, Topology.
+ * Field rules and units are in docs/MANIFESTS.md and interface.md.
+ *
+ * Ownership: the set owns every object and string it decodes; pointers in a
+ * snapshot filled by sc_manifest_snapshot() are borrowed from the set and stay
+ * valid until the next add or sc_manifest_set_free(). */
+#ifndef STARCLOUD_MANIFEST_H
+#define STARCLOUD_MANIFEST_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "starcloud/core.h"
+
+typedef struct sc_manifest_set sc_manifest_set_t;
+
+/* Where and why an add or a snapshot failed. Every field is "" / 0 when
+ * unknown (e.g. no file for an object given as JSON). */
+typedef struct sc_manifest_error {
+	int code;         /* the negative SC_E* code returned */
+	char file[256];
+	int line, col;    /* 1-based */
+	char object[192]; /* "Job llama" */
+	char path[256];   /* "spec.tasks[0].resources.gpu" */
+	char msg[512];    /* what was expected */
+} sc_manifest_error_t;
+
+/* Writes "file:line:col: object: path: msg" (parts that are unknown are
+ * left out) into buf; returns buf. */
+char *sc_manifest_error_format(const sc_manifest_error_t *e, char *buf, size_t size);
+
+/* Returns NULL when out of memory. */
+sc_manifest_set_t *sc_manifest_set_new(void);
+/* Frees the set and everything it owns; accepts NULL. */
+void sc_manifest_set_free(sc_manifest_set_t *set);
+
+/* Parses YAML or JSON text (see base/yamljson.h; the text is borrowed) and
+ * adds every object in it: documents separated by `---`, or a JSON/YAML
+ * array of objects. filename (borrowed, copied) is used in errors. An empty
+ * text adds nothing and succeeds. Returns the number of objects added, or
+ * SC_EPARSE (malformed text), SC_ETOOBIG (input limits), SC_EINVAL (an
+ * invalid object), SC_EEXISTS (a duplicate name), SC_ENOMEM; err is filled
+ * on failure and may be NULL. */
+int sc_manifest_add_text(sc_manifest_set_t *set, const char *filename, const char *text,
+			 size_t len, sc_manifest_error_t *err);
+
+/* Adds one object (borrowed; nothing is kept after the call), as the server
+ * does with an API body. Same errors as sc_manifest_add_text, without a
+ * position. Returns 1 on success. */
+int sc_manifest_add_json(sc_manifest_set_t *set, json_t *obj, sc_manifest_error_t *err);
+
+/* Fills *out from the set: nodes, queues, classes and jobs in input order
+ * (their created times are metadata.creationTimestamp, or 0 so that
+ * document order decides), config = sc_config_default() with the
+ * SchedulerConfig and Topology objects applied, and now. Checks references
+ * that may cross files (a job's queue exists and is a leaf, a queue's parent
+ * exists and forms no cycle, a job's priority class exists) and reports them
+ * at the field that names them. Returns 0, SC_EINVAL or SC_ENOTFOUND. */
+int sc_manifest_snapshot(sc_manifest_set_t *set, int64_t now, sc_snapshot_t *out,
+			 sc_manifest_error_t *err);
+
+/* Object counts, for tests and messages. */
+size_t sc_manifest_count(const sc_manifest_set_t *set, const char *kind);
+
+/* Returns the `schedule -o json` object for decisions d made on snapshot s
+ * (both borrowed), as interface.md specifies: bindings, evictions, pending
+ * and queues (gpu in devices, cpu in cores, memory in bytes). The caller owns
+ * the result. Returns NULL when out of memory. */
+json_t *sc_decisions_to_json(const sc_snapshot_t *s, const sc_decisions_t *d);
+
+/* The eviction action names used in that output ("reclaim", "preempt",
+ * "consolidate", "stale-gang"); "allocate" for SC_ACT_ALLOCATE. */
+const char *sc_eviction_action_name(int action);
+
+#endif
