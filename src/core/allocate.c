@@ -193,13 +193,16 @@ int sc__allocate(sc_sched_t *s)
 	while ((leaf = sc__order_next(s)) >= 0) {
 		squeue_t *q = &s->queues[leaf];
 		int j = q->jobs[q->next_job++];
-		if (s->jobs[j].done)
-			continue; /* tried first as a starving job */
-		s->jobs[j].done = true;
-		rc = try_job(s, j);
-		if (rc < 0)
-			return rc;
+		if (!s->jobs[j].done) { /* else tried first, as a starving job */
+			s->jobs[j].done = true;
+			rc = try_job(s, j);
+			if (rc < 0)
+				return rc;
+		}
 		sc__order_update(s, leaf);
 	}
+	/* Reservations bound allocate's backfill only: reclaim and preempt
+	 * enforce fairness and priority, which outrank a waiting job. */
+	s->reserved_by = NULL;
 	return 0;
 }

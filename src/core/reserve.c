@@ -98,7 +98,18 @@ static int reserve_for(sc_sched_t *s, int j, const ending_t *e, int n)
 	if (when < 0)
 		return 0;
 	jb->reservation = when;
-	return 1;
+	int nres = 0;
+	for (size_t i = 0; i < sc_cluster_nnodes(s->cluster); i++)
+		nres += s->reserved_by[i] == j;
+	if (when == INT64_MAX)
+		jb->reason = sc_arena_printf(s->arena, "%s; %d node%s reserved for it until it starts",
+					     saved ? saved : "waiting", nres, nres == 1 ? "" : "s");
+	else
+		jb->reason = sc_arena_printf(
+			s->arena, "%s; %d node%s reserved for it, expected to start in %llds",
+			saved ? saved : "waiting", nres, nres == 1 ? "" : "s",
+			(long long)(when - s->snap->now));
+	return jb->reason ? 1 : SC_ENOMEM;
 }
 
 int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
