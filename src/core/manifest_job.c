@@ -595,7 +595,7 @@ static int decode_roles(sc__rd_t *rd, json_t *dis, const sc_task_spec_t *base, b
 
 static int decode_deployment_tasks(sc__rd_t *rd, json_t *spec, sc_job_spec_t *j)
 {
-	json_t *dis;
+	json_t *dis = NULL;
 	sc_task_spec_t base = {.name = "main", .replicas = 1};
 	int64_t replicas = 1;
 	int rc, has_base;

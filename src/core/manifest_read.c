@@ -336,7 +336,7 @@ static int get_quantity(sc__rd_t *rd, json_t *obj, const char *key, bool req, un
 	rc = parse(s, flags, out);
 	if (rc == SC_ERANGE)
 		return sc__rd_fail(rd, SC_EINVAL, "\"%s\" is out of range (expected %s%s)", s,
-				   flags & SC_QTY_NEGATIVE ? "" : "a non-negative ", what);
+				   what, flags & SC_QTY_NEGATIVE ? ", or -1" : ", not negative");
 	if (rc)
 		return sc__rd_fail(rd, SC_EINVAL, "\"%s\" is not %s", s, what);
 	return done(rd, m, 1);
@@ -346,14 +346,14 @@ int sc__get_cpu(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned f
 		int64_t *out)
 {
 	return get_quantity(rd, obj, key, req, flags, out, sc_quantity_cpu,
-			    "CPU quantity such as 8, 0.5 or 500m");
+			    "a CPU quantity such as 8, 0.5 or 500m");
 }
 
 int sc__get_mem(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned flags,
 		int64_t *out)
 {
 	return get_quantity(rd, obj, key, req, flags, out, sc_quantity_memory,
-			    "memory quantity such as 16Gi, 512Mi or 80G");
+			    "a memory quantity such as 16Gi, 512Mi or 80G");
 }
 
 static int dur_adapter(const char *s, unsigned flags, int64_t *out)
@@ -365,7 +365,7 @@ static int dur_adapter(const char *s, unsigned flags, int64_t *out)
 int sc__get_dur(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t *out)
 {
 	return get_quantity(rd, obj, key, req, 0, out, dur_adapter,
-			    "duration such as 30s, 10m or 1h30m");
+			    "a duration such as 30s, 10m or 1h30m");
 }
 
 int sc__get_time(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t *out)
