@@ -131,6 +131,9 @@ struct sc_sched {
 	size_t signature_skips;
 	int *reserved_by;        /* per node: job holding a reservation, -1 */
 	int64_t *reserved_until; /* per node: the reservation's expected start */
+	bool quiet;              /* simulating: no explanations */
+	int *running;            /* jobs holding pods, grouped by leaf queue */
+	int *running_start;      /* per queue (nqueues + 1 entries) */
 	char *msg;
 	size_t msgsize;
 };
