@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san bench clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e bench clean format
 
 all: build
 
@@ -72,7 +72,7 @@ run: build
 
 # Unit tests, then scenario tests, then the same two under the sanitizers.
 test: build
-	@$(MAKE) --no-print-directory test-unit test-scenarios
+	@$(MAKE) --no-print-directory test-unit test-scenarios test-e2e
 	@$(MAKE) --no-print-directory SAN=1 test-san
 
 test-unit: $(UNIT_BIN)
@@ -80,6 +80,10 @@ test-unit: $(UNIT_BIN)
 
 test-scenarios: $(BIN)
 	@/usr/bin/python3 tests/scenarios/run.py --bin $(BIN) tests/scenarios
+
+# End-to-end: each test starts a real `starcloud server` on a free port.
+test-e2e: $(BIN)
+	@STARCLOUD_BIN=$(BIN) /usr/bin/python3 -m pytest -q tests/e2e
 
 test-san: $(BIN) $(UNIT_BIN)
 	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer"

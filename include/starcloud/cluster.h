@@ -32,6 +32,7 @@ typedef struct sc_node_view {
 	int16_t gpu_free[SC_MAX_GPUS];   /* free milli per device (0..1000) */
 	int64_t gpu_mem_free[SC_MAX_GPUS];
 	uint8_t gpu_shared[SC_MAX_GPUS]; /* share pods on the device */
+	uint8_t mig_used[SC_MAX_GPUS];   /* MIG: memory slices in use (bit i = slice i) */
 	bool schedulable;           /* ready and not cordoned */
 } sc_node_view_t;
 
@@ -44,6 +45,8 @@ typedef struct sc_assign {
 	int gpus[SC_MAX_GPUS];
 	int gpu_milli;
 	int64_t gpu_memory;
+	int mig_start;           /* MIG pods: first memory slice; gpus[0] = device */
+	int mig_slices;          /* MIG pods: memory slices taken, 0 for others */
 } sc_assign_t;
 
 /* Builds a cluster; nodes (and the strings in them) are borrowed and must
@@ -83,6 +86,20 @@ enum sc_device_policy {
 	SC_DEV_PACK = 0, /* shares onto the fullest device that fits */
 	SC_DEV_SPREAD,   /* shares onto the emptiest device */
 };
+
+/* MIG profiles. A device has 8 memory slices; a profile takes `size` of
+ * them starting at one of its valid start slices, and `compute` of the 7
+ * compute slices. The table depends on the device's memory (40 GB class or
+ * 80 GB class, which A100-80GB and H100-80GB share). */
+typedef struct sc_mig_profile {
+	const char *name;
+	int compute;
+	int size;
+	uint8_t starts; /* bit i set = may start at slice i */
+} sc_mig_profile_t;
+
+/* The profile of that name for a device of that memory, or NULL. */
+const sc_mig_profile_t *sc_mig_profile(const char *name, int64_t device_memory);
 
 /* Chooses devices on node n for request r (which must fit) and fills *a.
  * Whole GPUs never take a device that holds shares. Returns 0 or SC_ENOFIT. */

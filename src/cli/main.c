@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/client.h"
+#include "server/server.h"
 
 typedef struct verb {
 	const char *name;
@@ -17,18 +19,19 @@ static const verb_t verbs[] = {
 	{"version", sc_cli_version, "print the version"},
 	{"simulate", NULL, "packing and trace simulation"},
 	{"bench", NULL, "benchmarks"},
-	{"server", NULL, "run the control plane"},
+	{"server", sc_server_main, "run the control plane"},
 	{"agent", NULL, "run a node agent"},
 	{"gateway", NULL, "run the serving gateway"},
 	{"worker", NULL, "run the reference model worker"},
 	{"dev", NULL, "run a local cluster (server, agents, gateway)"},
-	{"apply", NULL, "create or update objects on a server"},
-	{"get", NULL, "list or show objects"},
-	{"describe", NULL, "show an object in detail"},
-	{"delete", NULL, "delete objects"},
+	{"apply", sc_cli_apply, "create or update objects on a server"},
+	{"get", sc_cli_get, "list or show objects"},
+	{"describe", sc_cli_describe, "show an object in detail"},
+	{"delete", sc_cli_delete, "delete objects"},
+	{"token", sc_cli_token, "create, list and delete API tokens"},
 	{"explain", NULL, "why is a job pending"},
 	{"logs", NULL, "show a pod's logs"},
-	{"top", NULL, "resource usage"},
+	{"top", sc_cli_top, "resource usage"},
 	{"drain", NULL, "drain a node"},
 	{"rollout", NULL, "deployment rollout status, promote, abort"},
 };

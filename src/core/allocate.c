@@ -183,18 +183,26 @@ static int try_job(sc_sched_t *s, int j)
 
 int sc__allocate(sc_sched_t *s)
 {
-	int rc = sc__order_init(s);
+	int rc = sc__reserve(s, try_job);
+	if (rc < 0)
+		return rc;
+	rc = sc__order_init(s);
 	if (rc < 0)
 		return rc;
 	int leaf;
 	while ((leaf = sc__order_next(s)) >= 0) {
 		squeue_t *q = &s->queues[leaf];
 		int j = q->jobs[q->next_job++];
-		s->jobs[j].done = true;
-		rc = try_job(s, j);
-		if (rc < 0)
-			return rc;
+		if (!s->jobs[j].done) { /* else tried first, as a starving job */
+			s->jobs[j].done = true;
+			rc = try_job(s, j);
+			if (rc < 0)
+				return rc;
+		}
 		sc__order_update(s, leaf);
 	}
+	/* Reservations bound allocate's backfill only: reclaim and preempt
+	 * enforce fairness and priority, which outrank a waiting job. */
+	s->reserved_by = NULL;
 	return 0;
 }

@@ -286,6 +286,8 @@ int sc_request_share_milli(const sc_request_t *r, const sc_node_view_t *n)
 
 int64_t sc_request_gpu_milli(const sc_request_t *r, const sc_node_view_t *n)
 {
+	if (r->mig)
+		return sc__mig_milli(sc_mig_profile(r->mig, n->spec->gpu_memory));
 	if (r->gpus > 0)
 		return (int64_t)r->gpus * SC_GPU_MILLI;
 	int s = sc_request_share_milli(r, n);
@@ -318,8 +320,10 @@ bool sc_node_fits(const sc_node_view_t *n, const sc_request_t *r)
 {
 	if (!n->schedulable || n->cpu_free < r->cpu_milli || n->mem_free < r->memory)
 		return false;
-	if (r->mig)
-		return false; /* MIG requests go through the MIG allocator */
+	if (r->mig) {
+		int d, st;
+		return sc__mig_choose(n, r->mig, &d, &st) == 0;
+	}
 	if (r->gpus > 0)
 		return n->whole_free >= r->gpus;
 	if (is_share(r)) {
@@ -336,6 +340,19 @@ int sc_node_choose_devices(const sc_node_view_t *n, const sc_request_t *r, int p
 	a->ngpus = 0;
 	a->gpu_milli = 0;
 	a->gpu_memory = 0;
+	a->mig_start = 0;
+	a->mig_slices = 0;
+	if (r->mig) {
+		const sc_mig_profile_t *p = sc_mig_profile(r->mig, n->spec->gpu_memory);
+		int d, st;
+		if (!p || sc__mig_choose(n, r->mig, &d, &st) < 0)
+			return SC_ENOFIT;
+		a->gpus[0] = d;
+		a->ngpus = 1;
+		a->mig_start = st;
+		a->mig_slices = p->size;
+		return 0;
+	}
 	if (r->gpus > 0) {
 		for (int d = 0; d < n->gpu_count && a->ngpus < r->gpus; d++)
 			if (n->gpu_free[d] == SC_GPU_MILLI)
@@ -365,11 +382,36 @@ static void recount_whole(sc_node_view_t *n)
 	n->whole_free = w;
 }
 
+static uint8_t mig_span(const sc_assign_t *a)
+{
+	return (uint8_t)(((1u << a->mig_slices) - 1) << a->mig_start);
+}
+
+/* MIG pods hold slices of one device rather than milli of it. */
+static int mig_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r,
+		    const sc_assign_t *a, bool force)
+{
+	int d = a->gpus[0];
+	if (d < 0 || d >= n->gpu_count || a->mig_slices <= 0 || a->mig_start < 0 ||
+	    a->mig_start + a->mig_slices > 8)
+		return SC_EINVAL;
+	if (!force && (n->cpu_free < r->cpu_milli || n->mem_free < r->memory ||
+		       (n->mig_used[d] & mig_span(a))))
+		return SC_ENOFIT;
+	n->cpu_free -= r->cpu_milli;
+	n->mem_free -= r->memory;
+	n->mig_used[d] |= mig_span(a);
+	c->mig_used_milli += sc__mig_milli(sc_mig_profile(r->mig, n->spec->gpu_memory));
+	return 0;
+}
+
 int sc_cluster_take(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a)
 {
 	if (a->node >= c->nnodes)
 		return SC_EINVAL;
 	sc_node_view_t *n = &c->nodes[a->node];
+	if (a->mig_slices > 0)
+		return mig_take(c, n, r, a, false);
 	if (n->cpu_free < r->cpu_milli || n->mem_free < r->memory)
 		return SC_ENOFIT;
 	for (int k = 0; k < a->ngpus; k++) {
@@ -406,6 +448,13 @@ void sc_cluster_give(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *
 	if (a->node >= c->nnodes)
 		return;
 	sc_node_view_t *n = &c->nodes[a->node];
+	if (a->mig_slices > 0) {
+		n->cpu_free += r->cpu_milli;
+		n->mem_free += r->memory;
+		n->mig_used[a->gpus[0]] &= (uint8_t)~mig_span(a);
+		c->mig_used_milli -= sc__mig_milli(sc_mig_profile(r->mig, n->spec->gpu_memory));
+		return;
+	}
 	index_del(c, a->node);
 	n->cpu_free += r->cpu_milli;
 	n->mem_free += r->memory;
@@ -608,11 +657,31 @@ static uint32_t search_share(const sc_cluster_t *c, const sc_request_t *r, const
 	return best;
 }
 
+/* MIG nodes are few and their state is per slice, so they are scanned:
+ * nodes with instances in use first (packing), then empty ones. */
+static int search_mig(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
+		      int device_policy, sc_assign_t *a)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < c->nnodes; i++) {
+			const sc_node_view_t *n = &c->nodes[i];
+			if (n->spec->mig_mode == SC_MIG_NONE)
+				continue;
+			bool in_use = false;
+			for (int d = 0; d < n->gpu_count; d++)
+				in_use |= n->mig_used[d] != 0;
+			if (in_use != (pass == 0) || !sc_node_fits(n, r) || !sc__filter_pass(f, n))
+				continue;
+			return sc_node_choose_devices(n, r, device_policy, a);
+		}
+	return SC_ENOFIT;
+}
+
 int sc_cluster_best_indexed(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
 			    bool spread, int device_policy, sc_assign_t *a)
 {
 	if (r->mig)
-		return SC_ENOFIT;
+		return search_mig(c, r, f, device_policy, a);
 	uint32_t i = is_share(r) ? search_share(c, r, f, spread) : search_whole(c, r, f, spread);
 	if (i == UINT32_MAX)
 		return SC_ENOFIT;
@@ -648,6 +717,10 @@ long sc__names_find(const sc_strmap_t *m, const char *name)
 void sc__cluster_force_take(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a)
 {
 	sc_node_view_t *n = &c->nodes[a->node];
+	if (a->mig_slices > 0) {
+		mig_take(c, n, r, a, true);
+		return;
+	}
 	index_del(c, a->node);
 	n->cpu_free -= r->cpu_milli;
 	n->mem_free -= r->memory;

@@ -36,4 +36,8 @@ bool sc__filter_pass(const sc_filter_t *f, const sc_node_view_t *n);
 void sc__cluster_set_schedulable(sc_cluster_t *c, uint32_t i, bool on);
 void sc__cluster_force_take(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
 
+/* mig.c */
+int sc__mig_choose(const sc_node_view_t *n, const char *profile, int *dev, int *start);
+int64_t sc__mig_milli(const sc_mig_profile_t *p);
+
 #endif

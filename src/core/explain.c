@@ -20,6 +20,7 @@ enum {
 	WHY_CONSTRAINT, /* topology domain or spread cap */
 	WHY_GPU,
 	WHY_SHARE,
+	WHY_NO_MIG,
 	WHY_MIG,
 	WHY_CPU,
 	WHY_MEM,
@@ -74,7 +75,10 @@ static int classify(const sc_node_view_t *n, const sc_request_t *r, const sc_fil
 		return WHY_MODEL;
 	if (f->accept && !f->accept(f->accept_ctx, n))
 		return WHY_CONSTRAINT;
-	if (r->mig)
+	if (r->mig && n->spec->mig_mode == SC_MIG_NONE)
+		return WHY_NO_MIG;
+	if (r->mig && !sc_node_fits(n, r) && n->cpu_free >= r->cpu_milli &&
+	    n->mem_free >= r->memory)
 		return WHY_MIG;
 	if (r->gpus > 0 && n->whole_free < r->gpus)
 		return WHY_GPU;
@@ -109,18 +113,21 @@ static const char *what(sc_arena_t *a, int why, long n, const sc_request_t *r)
 		return sc_arena_printf(a, "%s %s %s excluded by the job's topology or spread",
 				       cnt, nodes, n == 1 ? "is" : "are");
 	case WHY_GPU:
-		return sc_arena_printf(a, "%s %s lack %d free GPU%s", cnt, nodes, r->gpus,
-				       r->gpus == 1 ? "" : "s");
+		return sc_arena_printf(a, "%s %s lack%s %d free GPU%s", cnt, nodes, n == 1 ? "s" : "",
+				       r->gpus, r->gpus == 1 ? "" : "s");
 	case WHY_SHARE:
 		return sc_arena_printf(a, "%s %s %s no device with enough free share", cnt, nodes,
+				       n == 1 ? "has" : "have");
+	case WHY_NO_MIG:
+		return sc_arena_printf(a, "%s %s %s no MIG-enabled GPUs", cnt, nodes,
 				       n == 1 ? "has" : "have");
 	case WHY_MIG:
 		return sc_arena_printf(a, "%s %s %s no free MIG slot for %s", cnt, nodes,
 				       n == 1 ? "has" : "have", r->mig);
 	case WHY_CPU:
-		return sc_arena_printf(a, "%s %s lack free CPU", cnt, nodes);
+		return sc_arena_printf(a, "%s %s lack%s free CPU", cnt, nodes, n == 1 ? "s" : "");
 	default:
-		return sc_arena_printf(a, "%s %s lack free memory", cnt, nodes);
+		return sc_arena_printf(a, "%s %s lack%s free memory", cnt, nodes, n == 1 ? "s" : "");
 	}
 }
 
@@ -155,8 +162,8 @@ const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int nee
 	if (needed > 1)
 		head = sc_arena_printf(s->arena, "gang needs %d pods, only %d fit", needed, placed);
 	else
-		head = sc_arena_printf(s->arena, "no node fits pod %s (%s)", sc__pod_name(s, jb, 0),
-				       describe_req(s->arena, &t->req));
+		head = sc_arena_printf(s->arena, "no node fits a pod of task %s (%s)",
+				       t->name ? t->name : "", describe_req(s->arena, &t->req));
 	if (n == 0)
 		return sc_arena_printf(s->arena, "%s: the cluster has no nodes", head);
 	const char *out = head;

@@ -36,18 +36,18 @@ static bool accept_node(void *ctx, const sc_node_view_t *n)
 		return false;
 	if (x->cap > 0 && pods_on_node(x->s, x->job, n->index) >= x->cap)
 		return false;
-	return true;
+	return sc__reservation_allows(x->s, x->job, n->index);
 }
 
-/* Resolves a task's allowed models to ids; ids is at least ngpu_models+1. */
-static void task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_filter_t *f,
-			place_ctx_t *x)
+/* Resolves a task's allowed models and selector into a filter; ids must
+ * have room for SC_MAX_MODEL_FILTER entries. */
+void sc__task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_filter_t *f)
 {
 	memset(f, 0, sizeof(*f));
 	bool gpu = t->req.gpus > 0 || t->req.gpu_milli > 0 || t->req.gpu_memory > 0;
 	if (gpu && t->ngpu_models) {
 		size_t n = 0;
-		for (size_t k = 0; k < t->ngpu_models; k++) {
+		for (size_t k = 0; k < t->ngpu_models && n < SC_MAX_MODEL_FILTER; k++) {
 			int id = sc_cluster_model_id(s->cluster, t->gpu_models[k]);
 			if (id >= 0)
 				ids[n++] = id;
@@ -57,6 +57,12 @@ static void task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, 
 	}
 	f->selector = t->selector;
 	f->nselector = t->nselector;
+}
+
+static void task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_filter_t *f,
+			place_ctx_t *x)
+{
+	sc__task_filter(s, t, ids, f);
 	f->accept = accept_node;
 	f->accept_ctx = x;
 }
@@ -91,11 +97,9 @@ static int place_pods(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const char *
 	int placed = 0, p = 0;
 	for (size_t t = 0; t < js->ntasks; t++) {
 		const sc_task_spec_t *ts = &js->tasks[t];
-		int ids[64];
+		int ids[SC_MAX_MODEL_FILTER];
 		sc_filter_t f;
 		task_filter(s, ts, ids, &f, x);
-		if (f.models && ts->ngpu_models > 63)
-			f.nmodels = f.nmodels > 63 ? 63 : f.nmodels;
 		bool failed = false;
 		for (int r = 0; r < ts->replicas; r++, p++) {
 			if (failed || jb->pods[p].phase != SC_POD_PENDING)

@@ -77,6 +77,7 @@ typedef struct sjob {
 	const char *bad;         /* a reason the job cannot be scheduled at all */
 	uint64_t signature;      /* shape hash for failure caching */
 	bool done;               /* tried this cycle */
+	int64_t reservation;     /* expected start of its reservation, 0 none */
 } sjob_t;
 
 typedef struct topo_level {
@@ -128,6 +129,8 @@ struct sc_sched {
 	size_t placements_tried;
 	size_t jobs_considered;
 	size_t signature_skips;
+	int *reserved_by;        /* per node: job holding a reservation, -1 */
+	int64_t *reserved_until; /* per node: the reservation's expected start */
 	char *msg;
 	size_t msgsize;
 };
@@ -150,11 +153,17 @@ void sc__order_update(sc_sched_t *s, int leaf);
 /* placement.c: tries to place every pending pod of job j inside the open
  * statement; returns the number placed. */
 int sc__place_job(sc_sched_t *s, sc_stmt_t *st, int j);
+#define SC_MAX_MODEL_FILTER 64
+void sc__task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_filter_t *f);
 
 /* explain.c */
 const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int needed,
 			     const sc_filter_t *f);
 const char *sc__fmt_count(sc_arena_t *a, long n);
+
+/* reserve.c */
+int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int));
+bool sc__reservation_allows(const sc_sched_t *s, int job, uint32_t node);
 
 /* allocate.c */
 int sc__allocate(sc_sched_t *s);

@@ -39,6 +39,11 @@ static int copy_binding(sc_sched_t *s, sc_arena_t *a, const decision_t *d, sc_bi
 		return SC_ENOMEM;
 	for (int k = 0; k < d->to.ngpus; k++)
 		b->gpus[k] = d->to.gpus[k];
+	if (d->to.mig_slices > 0) {
+		b->mig_profile = sc_arena_strdup(a, j->spec->tasks[j->pods[d->pod].task].req.mig);
+		b->mig_gpu = d->to.gpus[0];
+		b->mig_start = d->to.mig_start;
+	}
 	b->gpu_milli = d->to.gpu_milli;
 	b->gpu_memory = d->to.gpu_memory;
 	b->pipelined = d->pipelined;

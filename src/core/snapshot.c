@@ -30,7 +30,11 @@ static int fail(sc_sched_t *s, const char *fmt, const char *a, const char *b)
 res3_t sc__pod_res(const sc_sched_t *s, const sc_request_t *r, const sc_node_view_t *n)
 {
 	res3_t v = {{0, (double)r->cpu_milli, (double)r->memory}};
-	if (r->gpus > 0)
+	if (r->mig) {
+		const sc_mig_profile_t *p =
+			sc_mig_profile(r->mig, n ? n->spec->gpu_memory : ((int64_t)80 << 30));
+		v.v[SC_RES_GPU] = p ? p->compute / 7.0 : 1.0 / 7.0;
+	} else if (r->gpus > 0)
 		v.v[SC_RES_GPU] = r->gpus;
 	else if (r->gpu_milli > 0)
 		v.v[SC_RES_GPU] = r->gpu_milli / 1000.0;
@@ -200,6 +204,16 @@ static bool status_assign(sc_sched_t *s, const sc_request_t *r, const sc_pod_sta
 	memset(a, 0, sizeof(*a));
 	a->node = (uint32_t)n;
 	const sc_node_view_t *nv = sc_cluster_node(s->cluster, (size_t)n);
+	if (r->mig) {
+		const sc_mig_profile_t *p = sc_mig_profile(r->mig, nv->spec->gpu_memory);
+		if (!p)
+			return false;
+		a->gpus[0] = ps->mig_gpu;
+		a->ngpus = 1;
+		a->mig_start = ps->mig_start;
+		a->mig_slices = p->size;
+		return true;
+	}
 	for (size_t k = 0; k < ps->ngpus && k < SC_MAX_GPUS; k++)
 		a->gpus[a->ngpus++] = ps->gpus[k];
 	if (r->gpus == 0 && (r->gpu_milli > 0 || r->gpu_memory > 0)) {

@@ -115,18 +115,48 @@ void sc__stmt_rollback(sc_stmt_t *st, size_t mark)
 	}
 }
 
+/* A consolidation eviction followed by an allocation of the same pod is a
+ * move: one eviction carrying the new node, plus the binding there. */
+static long move_target(const sc_stmt_t *st, size_t i)
+{
+	const stmt_op_t *op = &st->ops[i];
+	if (op->kind != OP_EVICT || op->action != SC_ACT_CONSOLIDATE)
+		return -1;
+	for (size_t k = i + 1; k < st->nops; k++)
+		if (st->ops[k].kind == OP_ALLOC && st->ops[k].job == op->job &&
+		    st->ops[k].pod == op->pod)
+			return (long)k;
+	return -1;
+}
+
 int sc__stmt_commit(sc_stmt_t *st)
 {
+	char *skip = st->nops ? sc_arena_calloc(st->s->arena, st->nops, 1) : NULL;
+	if (st->nops && !skip)
+		return SC_ENOMEM;
 	for (size_t i = 0; i < st->nops; i++) {
 		const stmt_op_t *op = &st->ops[i];
+		if (skip[i])
+			continue;
 		decision_t d = {.job = op->job, .pod = op->pod, .by = op->by,
 				.reason = op->reason, .action = op->action};
+		long to = move_target(st, i);
 		if (op->kind == OP_ALLOC) {
 			d.kind = 0;
 			d.to = op->assign;
+			d.pipelined = op->pipelined;
 		} else {
 			d.kind = 1;
 			d.from_node = op->assign.node;
+			if (to >= 0) {
+				d.move = true;
+				d.to = st->ops[to].assign;
+				d.pipelined = st->ops[to].pipelined;
+				skip[to] = 1;
+			} else {
+				/* The victim stays pending; say why. */
+				st->s->jobs[op->job].reason = op->reason;
+			}
 		}
 		int rc = sc__record(st->s, &d);
 		if (rc < 0)

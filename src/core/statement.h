@@ -19,6 +19,7 @@ typedef struct stmt_op {
 	int action;         /* evictions: enum sc_action */
 	int by;
 	const char *reason;
+	bool pipelined;     /* allocations onto resources being released */
 } stmt_op_t;
 
 struct sc_stmt {

@@ -1,0 +1,750 @@
+/* CLI client verbs over the REST API (libcurl, blocking). */
+#include "cli/client.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "starcloud/buf.h"
+
+#define MAX_RESPONSE (64u << 20)
+#define MAX_FILE (16u << 20)
+#define MAX_FILES 64
+
+typedef struct cli {
+	char server[512];
+	char token[256];
+	const char *output;   /* table, wide, json, yaml */
+	const char *selector;
+	const char *files[MAX_FILES];
+	size_t nfiles;
+	const char *pos[8];   /* positional arguments */
+	size_t npos;
+	const char *role;
+	const char *queues[32];
+	size_t nqueues;
+} cli_t;
+
+/* ---------------------------------------------------------------------
+ * Configuration and options
+ * ------------------------------------------------------------------- */
+
+/* Reads "key: value" from ~/.config/starcloud/config. */
+static void config_value(const char *key, char *out, size_t outsz)
+{
+	const char *home = getenv("HOME");
+	char path[1024], line[1024];
+	if (!home)
+		return;
+	snprintf(path, sizeof(path), "%s/.config/starcloud/config", home);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	size_t klen = strlen(key);
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, klen) != 0 || line[klen] != ':')
+			continue;
+		char *v = line + klen + 1;
+		v += strspn(v, " \t");
+		v[strcspn(v, "\r\n")] = '\0';
+		snprintf(out, outsz, "%s", v);
+	}
+	fclose(f);
+}
+
+static void pick(char *out, size_t outsz, const char *flag, const char *env, const char *key,
+		 const char *dflt)
+{
+	const char *e = getenv(env);
+	out[0] = '\0';
+	if (flag)
+		snprintf(out, outsz, "%s", flag);
+	else if (e && *e)
+		snprintf(out, outsz, "%s", e);
+	else
+		config_value(key, out, outsz);
+	if (!out[0] && dflt)
+		snprintf(out, outsz, "%s", dflt);
+}
+
+static int parse_args(int argc, char **argv, cli_t *c)
+{
+	const char *server = NULL, *token = NULL;
+	memset(c, 0, sizeof(*c));
+	c->output = "table";
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int takes = 1;
+		if (strcmp(a, "--server") == 0 && v)
+			server = v;
+		else if (strcmp(a, "--token") == 0 && v)
+			token = v;
+		else if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && v)
+			c->output = v;
+		else if ((strcmp(a, "-l") == 0 || strcmp(a, "--selector") == 0) && v)
+			c->selector = v;
+		else if ((strcmp(a, "-f") == 0 || strcmp(a, "--filename") == 0) && v &&
+			 c->nfiles < MAX_FILES)
+			c->files[c->nfiles++] = v;
+		else if (strcmp(a, "--role") == 0 && v)
+			c->role = v;
+		else if (strcmp(a, "--queue") == 0 && v && c->nqueues < 32)
+			c->queues[c->nqueues++] = v;
+		else if (a[0] != '-' && c->npos < 8) {
+			c->pos[c->npos++] = a;
+			takes = 0;
+		} else {
+			fprintf(stderr, "starcloud: unknown or incomplete option \"%s\"\n", a);
+			return -1;
+		}
+		i += takes;
+	}
+	if (strcmp(c->output, "table") && strcmp(c->output, "wide") && strcmp(c->output, "json") &&
+	    strcmp(c->output, "yaml")) {
+		fprintf(stderr, "starcloud: -o: expected table, wide, json or yaml\n");
+		return -1;
+	}
+	pick(c->server, sizeof(c->server), server, "STARCLOUD_SERVER", "server",
+	     "http://127.0.0.1:7070");
+	pick(c->token, sizeof(c->token), token, "STARCLOUD_TOKEN", "token", NULL);
+	size_t n = strlen(c->server);
+	if (n && c->server[n - 1] == '/')
+		c->server[n - 1] = '\0';
+	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * HTTP
+ * ------------------------------------------------------------------- */
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud)
+{
+	return sc_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
+}
+
+/* Performs one request; *resp gets the parsed JSON body (or NULL). Returns
+ * the HTTP status, or -1 when the server could not be reached. */
+static long http(const cli_t *c, const char *method, const char *path, const char *body,
+		 json_t **resp)
+{
+	char url[2048], auth[300];
+	sc_buf_t out;
+	sc_buf_init(&out, MAX_RESPONSE);
+	snprintf(url, sizeof(url), "%s%s", c->server, path);
+	CURL *h = curl_easy_init();
+	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	hdrs = curl_slist_append(hdrs, "Expect:"); /* no 1 s wait for 100-continue */
+	if (c->token[0]) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->token);
+		hdrs = curl_slist_append(hdrs, auth);
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+	if (body)
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	long status = -1;
+	CURLcode rc = curl_easy_perform(h);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	else
+		fprintf(stderr, "starcloud: %s: %s\n", c->server, curl_easy_strerror(rc));
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	*resp = out.len ? json_loadb(out.data, out.len, 0, NULL) : NULL;
+	sc_buf_free(&out);
+	return status;
+}
+
+/* Prints the server's error and maps the status to an exit code. */
+static int report(long status, json_t *resp, const char *what)
+{
+	if (status >= 200 && status < 300)
+		return 0;
+	if (status < 0)
+		return 1;
+	json_t *e = json_object_get(resp, "error");
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	fprintf(stderr, "starcloud: %s: %ld %s\n", what, status, msg ? msg : "request failed");
+	return status == 400 || status == 413 ? 2 : 1;
+}
+
+/* Maps "job", "jobs", "pc", ... to the API's plural. */
+static const char *resource(const char *name)
+{
+	static const char *const map[][2] = {
+		{ "node", "nodes" },	   { "nodes", "nodes" },
+		{ "queue", "queues" },	   { "queues", "queues" },
+		{ "job", "jobs" },	   { "jobs", "jobs" },
+		{ "deployment", "deployments" }, { "deployments", "deployments" },
+		{ "deploy", "deployments" }, { "event", "events" },
+		{ "events", "events" },	   { "priorityclass", "priorityclasses" },
+		{ "priorityclasses", "priorityclasses" }, { "pc", "priorityclasses" },
+	};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (name && strcasecmp(name, map[i][0]) == 0)
+			return map[i][1];
+	return NULL;
+}
+
+static const char *plural_of_kind(const char *kind)
+{
+	static const char *const map[][2] = {
+		{ "Node", "nodes" }, { "Queue", "queues" }, { "PriorityClass", "priorityclasses" },
+		{ "Job", "jobs" }, { "Deployment", "deployments" },
+	};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (kind && strcmp(kind, map[i][0]) == 0)
+			return map[i][1];
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Output
+ * ------------------------------------------------------------------- */
+
+static void yaml_scalar(json_t *v)
+{
+	if (json_is_string(v)) {
+		char *s = json_dumps(v, JSON_ENCODE_ANY); /* quoted: always valid YAML */
+		fputs(s, stdout);
+		free(s);
+	} else {
+		char *s = json_dumps(v, JSON_ENCODE_ANY);
+		fputs(s ? s : "null", stdout);
+		free(s);
+	}
+}
+
+/* A small JSON -> YAML printer (block style, strings double-quoted). */
+static void yaml_print(json_t *v, int indent, int in_list)
+{
+	const char *key;
+	json_t *val;
+	size_t i;
+	int first = 1;
+	if (json_is_object(v) && json_object_size(v)) {
+		json_object_foreach(v, key, val) {
+			if (!(in_list && first))
+				printf("%*s", indent, "");
+			first = 0;
+			printf("%s:", key);
+			if ((json_is_object(val) && json_object_size(val)) ||
+			    (json_is_array(val) && json_array_size(val))) {
+				printf("\n");
+				yaml_print(val, indent + 2, 0);
+			} else {
+				printf(" ");
+				json_is_object(val) ? printf("{}") : json_is_array(val) ? printf("[]")
+											: (yaml_scalar(val), 0);
+				printf("\n");
+			}
+		}
+	} else if (json_is_array(v) && json_array_size(v)) {
+		json_array_foreach(v, i, val) {
+			printf("%*s- ", indent, "");
+			if (json_is_object(val) && json_object_size(val))
+				yaml_print(val, indent + 2, 1);
+			else {
+				yaml_scalar(val);
+				printf("\n");
+			}
+		}
+	} else {
+		printf("%*s", indent, "");
+		yaml_scalar(v);
+		printf("\n");
+	}
+}
+
+static const char *str_at(json_t *obj, const char *a, const char *b)
+{
+	json_t *v = json_object_get(obj, a);
+	if (b)
+		v = json_object_get(v, b);
+	return json_is_string(v) ? json_string_value(v) : "";
+}
+
+static void age(json_t *obj, char *out, size_t outsz)
+{
+	struct tm tm = { 0 };
+	const char *ts = str_at(obj, "metadata", "creationTimestamp");
+	if (!strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm)) {
+		snprintf(out, outsz, "-");
+		return;
+	}
+	long d = (long)(time(NULL) - timegm(&tm));
+	if (d < 120)
+		snprintf(out, outsz, "%lds", d);
+	else if (d < 7200)
+		snprintf(out, outsz, "%ldm", d / 60);
+	else if (d < 172800)
+		snprintf(out, outsz, "%ldh", d / 3600);
+	else
+		snprintf(out, outsz, "%ldd", d / 86400);
+}
+
+static int running_pods(json_t *job, int *gpus)
+{
+	json_t *pods = json_object_get(json_object_get(job, "status"), "pods"), *p;
+	size_t i;
+	int n = 0;
+	json_array_foreach(pods, i, p) {
+		if (strcmp(str_at(p, "phase", NULL), "Running") == 0) {
+			n++;
+			if (gpus)
+				*gpus += (int)json_array_size(json_object_get(p, "gpus"));
+		}
+	}
+	return n;
+}
+
+static int total_replicas(json_t *job)
+{
+	json_t *tasks = json_object_get(json_object_get(job, "spec"), "tasks"), *t;
+	size_t i;
+	int n = 0;
+	json_array_foreach(tasks, i, t) n += (int)json_integer_value(json_object_get(t, "replicas"));
+	return n;
+}
+
+static void print_row(const char *res, json_t *o, int wide)
+{
+	char ag[32], buf[64];
+	json_t *spec = json_object_get(o, "spec");
+	age(o, ag, sizeof(ag));
+	printf("%-28s ", str_at(o, "metadata", "name"));
+	if (strcmp(res, "jobs") == 0) {
+		snprintf(buf, sizeof(buf), "%d/%d", running_pods(o, NULL), total_replicas(o));
+		const char *reason = str_at(o, "status", "reason");
+		printf("%-16s %-8s %-6s %s", str_at(spec, "queue", NULL), buf, ag,
+		       wide ? reason : "");
+	} else if (strcmp(res, "nodes") == 0) {
+		json_t *g = json_object_get(spec, "gpus");
+		printf("%-5lld %-14s %-8s %s", (long long)json_integer_value(json_object_get(g, "count")),
+		       str_at(g, "model", NULL), ag, "");
+	} else if (strcmp(res, "queues") == 0) {
+		json_t *gq = json_object_get(json_object_get(json_object_get(spec, "resources"), "gpu"),
+					     "quota");
+		printf("%-16s %-9g %-6s", str_at(spec, "parentQueue", NULL), json_number_value(gq), ag);
+	} else if (strcmp(res, "priorityclasses") == 0) {
+		printf("%-8lld %-6s", (long long)json_integer_value(json_object_get(spec, "value")), ag);
+	} else if (strcmp(res, "deployments") == 0) {
+		printf("%-16s %-16s %-8lld %-6s", str_at(spec, "queue", NULL), str_at(spec, "model", NULL),
+		       (long long)json_integer_value(json_object_get(spec, "replicas")), ag);
+	} else if (strcmp(res, "events") == 0) {
+		printf("%-16s %-24s %s", str_at(o, "reason", NULL), str_at(o, "involvedObject", "name"),
+		       str_at(o, "message", NULL));
+	}
+	if (wide) {
+		json_t *labels = json_object_get(json_object_get(o, "metadata"), "labels");
+		char *l = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
+		printf(" %s", l ? l : "");
+		free(l);
+	}
+	printf("\n");
+}
+
+static void print_header(const char *res, int wide)
+{
+	printf("%-28s ", "NAME");
+	if (strcmp(res, "jobs") == 0)
+		printf("%-16s %-8s %-6s %s", "QUEUE", "RUNNING", "AGE", wide ? "REASON" : "");
+	else if (strcmp(res, "nodes") == 0)
+		printf("%-5s %-14s %-8s", "GPUS", "MODEL", "AGE");
+	else if (strcmp(res, "queues") == 0)
+		printf("%-16s %-9s %-6s", "PARENT", "GPU-QUOTA", "AGE");
+	else if (strcmp(res, "priorityclasses") == 0)
+		printf("%-8s %-6s", "VALUE", "AGE");
+	else if (strcmp(res, "deployments") == 0)
+		printf("%-16s %-16s %-8s %-6s", "QUEUE", "MODEL", "REPLICAS", "AGE");
+	else if (strcmp(res, "events") == 0)
+		printf("%-16s %-24s %s", "REASON", "OBJECT", "MESSAGE");
+	printf("%s\n", wide ? " LABELS" : "");
+}
+
+static void print_doc(const cli_t *c, const char *res, json_t *doc)
+{
+	if (strcmp(c->output, "json") == 0) {
+		char *s = json_dumps(doc, JSON_INDENT(2));
+		printf("%s\n", s);
+		free(s);
+		return;
+	}
+	if (strcmp(c->output, "yaml") == 0) {
+		yaml_print(doc, 0, 0);
+		return;
+	}
+	int wide = strcmp(c->output, "wide") == 0;
+	json_t *items = json_object_get(doc, "items"), *o;
+	size_t i;
+	print_header(res, wide);
+	if (!items)
+		print_row(res, doc, wide);
+	json_array_foreach(items, i, o) print_row(res, o, wide);
+}
+
+/* ---------------------------------------------------------------------
+ * apply / delete -f
+ * ------------------------------------------------------------------- */
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "starcloud: cannot read %s\n", path);
+		return NULL;
+	}
+	sc_buf_t b;
+	sc_buf_init(&b, MAX_FILE);
+	char chunk[65536];
+	size_t n;
+	int rc = 0;
+	while (rc == 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		rc = sc_buf_append(&b, chunk, n);
+	fclose(f);
+	if (rc < 0) {
+		fprintf(stderr, "starcloud: %s is larger than %u bytes\n", path, MAX_FILE);
+		sc_buf_free(&b);
+		return NULL;
+	}
+	if (!b.data)
+		sc_buf_append(&b, "", 0);
+	return sc_buf_steal(&b, len);
+}
+
+/* Parses a file into an array of objects: one JSON object, a JSON array of
+ * them, or several objects one after another. */
+static json_t *load_objects(const char *path)
+{
+	size_t len;
+	char *text = read_file(path, &len);
+	if (!text)
+		return NULL;
+	json_t *all = json_array();
+	size_t off = 0;
+	while (off < len) {
+		while (off < len && strchr(" \t\r\n", text[off]))
+			off++;
+		if (off == len)
+			break;
+		json_error_t err;
+		json_t *doc = json_loadb(text + off, len - off, JSON_DISABLE_EOF_CHECK, &err);
+		if (!doc) {
+			fprintf(stderr, "%s:%d:%d: %s\n", path, err.line, err.column, err.text);
+			json_decref(all);
+			all = NULL;
+			break;
+		}
+		off += err.position;
+		if (json_is_array(doc))
+			json_array_extend(all, doc);
+		else
+			json_array_append(all, doc);
+		json_decref(doc);
+	}
+	free(text);
+	return all;
+}
+
+/* Expands a folder into its *.json files (sorted, not recursive). */
+static int each_path(const char *path, int (*fn)(const cli_t *, const char *, void *),
+		     const cli_t *c, void *ud)
+{
+	struct stat st;
+	if (stat(path, &st) < 0) {
+		fprintf(stderr, "starcloud: %s: no such file or directory\n", path);
+		return 2;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return fn(c, path, ud);
+	struct dirent **names;
+	int n = scandir(path, &names, NULL, alphasort), worst = 0;
+	for (int i = 0; i < n; i++) {
+		const char *nm = names[i]->d_name;
+		size_t l = strlen(nm);
+		if (l > 5 && strcmp(nm + l - 5, ".json") == 0) {
+			char full[4096];
+			snprintf(full, sizeof(full), "%s/%s", path, nm);
+			int rc = fn(c, full, ud);
+			worst = rc > worst ? rc : worst;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return worst;
+}
+
+/* Creates the object, or replaces it when it exists (server-side the
+ * replacement is conditional on the version just read). */
+static int apply_one(const cli_t *c, json_t *obj)
+{
+	const char *res = plural_of_kind(json_string_value(json_object_get(obj, "kind")));
+	const char *name = str_at(obj, "metadata", "name");
+	char path[512], what[400];
+	if (!res) {
+		fprintf(stderr, "starcloud: unknown kind \"%s\"\n", str_at(obj, "kind", NULL));
+		return 2;
+	}
+	snprintf(what, sizeof(what), "%s/%s", res, name);
+	char *body = json_dumps(obj, JSON_COMPACT);
+	snprintf(path, sizeof(path), "/api/v1/%s", res);
+	json_t *resp = NULL;
+	long st = http(c, "POST", path, body, &resp);
+	const char *verb = "created";
+	if (st == 409) {
+		json_decref(resp);
+		resp = NULL;
+		snprintf(path, sizeof(path), "/api/v1/%s/%s", res, name);
+		st = http(c, "PUT", path, body, &resp);
+		verb = "configured";
+	}
+	free(body);
+	int rc = report(st, resp, what);
+	if (rc == 0)
+		printf("%s %s\n", what, verb);
+	json_decref(resp);
+	return rc;
+}
+
+static int apply_file(const cli_t *c, const char *path, void *ud)
+{
+	json_t *objs = load_objects(path), *o;
+	size_t i;
+	int worst = 0;
+	if (!objs)
+		return 2;
+	int del = ud != NULL;
+	json_array_foreach(objs, i, o) {
+		int rc;
+		if (del) {
+			char p[512], what[400];
+			const char *res = plural_of_kind(str_at(o, "kind", NULL));
+			snprintf(what, sizeof(what), "%s/%s", res ? res : "?", str_at(o, "metadata", "name"));
+			snprintf(p, sizeof(p), "/api/v1/%s/%s", res ? res : "?", str_at(o, "metadata", "name"));
+			json_t *resp = NULL;
+			rc = report(http(c, "DELETE", p, NULL, &resp), resp, what);
+			if (rc == 0)
+				printf("%s deleted\n", what);
+			json_decref(resp);
+		} else {
+			rc = apply_one(c, o);
+		}
+		worst = rc > worst ? rc : worst;
+	}
+	json_decref(objs);
+	return worst;
+}
+
+int sc_cli_apply(int argc, char **argv)
+{
+	cli_t c;
+	if (parse_args(argc, argv, &c) < 0 || c.nfiles == 0) {
+		fprintf(stderr, "usage: starcloud apply -f FILE|DIR [-f ...] [--server URL] [--token T]\n");
+		return 2;
+	}
+	int worst = 0;
+	for (size_t i = 0; i < c.nfiles; i++) {
+		int rc = each_path(c.files[i], apply_file, &c, NULL);
+		worst = rc > worst ? rc : worst;
+	}
+	return worst;
+}
+
+/* ---------------------------------------------------------------------
+ * get / describe / delete
+ * ------------------------------------------------------------------- */
+
+static int fetch(const cli_t *c, const char *res, const char *name, json_t **doc)
+{
+	char path[1024];
+	if (name)
+		snprintf(path, sizeof(path), "/api/v1/%s/%s", res, name);
+	else {
+		char *sel = c->selector ? curl_easy_escape(NULL, c->selector, 0) : NULL;
+		snprintf(path, sizeof(path), "/api/v1/%s%s%s", res, sel ? "?labelSelector=" : "",
+			 sel ? sel : "");
+		curl_free(sel);
+	}
+	long st = http(c, "GET", path, NULL, doc);
+	return report(st, *doc, name ? name : res);
+}
+
+int sc_cli_get(int argc, char **argv)
+{
+	cli_t c;
+	const char *res;
+	if (parse_args(argc, argv, &c) < 0 || c.npos < 1 || !(res = resource(c.pos[0]))) {
+		fprintf(stderr, "usage: starcloud get nodes|queues|priorityclasses|jobs|deployments|"
+				"events [NAME] [-o table|wide|json|yaml] [-l k=v]\n");
+		return 2;
+	}
+	json_t *doc = NULL;
+	int rc = fetch(&c, res, c.npos > 1 ? c.pos[1] : NULL, &doc);
+	if (rc == 0)
+		print_doc(&c, res, doc);
+	json_decref(doc);
+	return rc;
+}
+
+int sc_cli_describe(int argc, char **argv)
+{
+	cli_t c;
+	const char *res;
+	if (parse_args(argc, argv, &c) < 0 || c.npos < 2 || !(res = resource(c.pos[0]))) {
+		fprintf(stderr, "usage: starcloud describe KIND NAME\n");
+		return 2;
+	}
+	json_t *doc = NULL;
+	int rc = fetch(&c, res, c.pos[1], &doc);
+	if (rc == 0) {
+		yaml_print(doc, 0, 0);
+		/* Events about this object, newest last, as kubectl shows them. */
+		json_t *evs = NULL, *e;
+		size_t i;
+		if (fetch(&c, "events", NULL, &evs) == 0) {
+			printf("events:\n");
+			json_array_foreach(json_object_get(evs, "items"), i, e) {
+				if (strcmp(str_at(e, "involvedObject", "name"), c.pos[1]) == 0)
+					printf("  %s  %-14s %s\n", str_at(e, "lastTimestamp", NULL),
+					       str_at(e, "reason", NULL), str_at(e, "message", NULL));
+			}
+		}
+		json_decref(evs);
+	}
+	json_decref(doc);
+	return rc;
+}
+
+int sc_cli_delete(int argc, char **argv)
+{
+	cli_t c;
+	const char *res = NULL;
+	if (parse_args(argc, argv, &c) < 0 ||
+	    (c.nfiles == 0 && (c.npos < 2 || !(res = resource(c.pos[0]))))) {
+		fprintf(stderr, "usage: starcloud delete KIND NAME... | delete -f FILE|DIR\n");
+		return 2;
+	}
+	int worst = 0;
+	for (size_t i = 0; i < c.nfiles; i++) {
+		int rc = each_path(c.files[i], apply_file, &c, (void *)1);
+		worst = rc > worst ? rc : worst;
+	}
+	for (size_t i = 1; res && i < c.npos; i++) {
+		char path[600], what[400];
+		snprintf(path, sizeof(path), "/api/v1/%s/%s", res, c.pos[i]);
+		snprintf(what, sizeof(what), "%s/%s", res, c.pos[i]);
+		json_t *resp = NULL;
+		int rc = report(http(&c, "DELETE", path, NULL, &resp), resp, what);
+		if (rc == 0)
+			printf("%s deleted\n", what);
+		json_decref(resp);
+		worst = rc > worst ? rc : worst;
+	}
+	return worst;
+}
+
+/* ---------------------------------------------------------------------
+ * top / token
+ * ------------------------------------------------------------------- */
+
+/* GPUs in use per queue or per node, summed from running pods. */
+int sc_cli_top(int argc, char **argv)
+{
+	cli_t c;
+	if (parse_args(argc, argv, &c) < 0 || c.npos < 1 ||
+	    (strcmp(c.pos[0], "queues") != 0 && strcmp(c.pos[0], "nodes") != 0)) {
+		fprintf(stderr, "usage: starcloud top queues|nodes\n");
+		return 2;
+	}
+	int by_node = strcmp(c.pos[0], "nodes") == 0;
+	json_t *groups = NULL, *jobs = NULL, *g, *j, *p;
+	size_t i, k, m;
+	int rc = fetch(&c, by_node ? "nodes" : "queues", NULL, &groups);
+	if (rc == 0)
+		rc = fetch(&c, "jobs", NULL, &jobs);
+	if (rc == 0) {
+		printf("%-28s %-10s %-10s %s\n", "NAME", "GPUS-USED", by_node ? "GPUS" : "GPU-QUOTA",
+		       "PODS");
+		json_array_foreach(json_object_get(groups, "items"), i, g) {
+			const char *name = str_at(g, "metadata", "name");
+			int used = 0, pods = 0;
+			json_array_foreach(json_object_get(jobs, "items"), k, j) {
+				json_t *ps = json_object_get(json_object_get(j, "status"), "pods");
+				json_array_foreach(ps, m, p) {
+					if (strcmp(str_at(p, "phase", NULL), "Running") != 0)
+						continue;
+					const char *key = by_node ? str_at(p, "node", NULL)
+								  : str_at(j, "spec", "queue");
+					if (strcmp(key, name) == 0) {
+						used += (int)json_array_size(json_object_get(p, "gpus"));
+						pods++;
+					}
+				}
+			}
+			json_t *spec = json_object_get(g, "spec");
+			double cap = by_node ? (double)json_integer_value(json_object_get(
+						       json_object_get(spec, "gpus"), "count"))
+					     : json_number_value(json_object_get(
+						       json_object_get(json_object_get(spec, "resources"), "gpu"),
+						       "quota"));
+			printf("%-28s %-10d %-10g %d\n", name, used, cap, pods);
+		}
+	}
+	json_decref(groups);
+	json_decref(jobs);
+	return rc;
+}
+
+int sc_cli_token(int argc, char **argv)
+{
+	cli_t c;
+	if (parse_args(argc, argv, &c) < 0 || c.npos < 1) {
+		fprintf(stderr, "usage: starcloud token create --role admin|tenant|viewer [--queue Q]...\n"
+				"       starcloud token list | delete ID | whoami\n");
+		return 2;
+	}
+	json_t *resp = NULL;
+	long st;
+	const char *verb = c.pos[0];
+	if (strcmp(verb, "create") == 0) {
+		if (!c.role) {
+			fprintf(stderr, "starcloud: token create needs --role\n");
+			return 2;
+		}
+		json_t *qs = json_array();
+		for (size_t i = 0; i < c.nqueues; i++)
+			json_array_append_new(qs, json_string(c.queues[i]));
+		json_t *req = json_pack("{s:s,s:o}", "role", c.role, "queues", qs);
+		char *body = json_dumps(req, JSON_COMPACT);
+		json_decref(req);
+		st = http(&c, "POST", "/api/v1/tokens", body, &resp);
+		free(body);
+		if (st == 201)
+			printf("%s\n", str_at(resp, "token", NULL));
+	} else if (strcmp(verb, "list") == 0 || strcmp(verb, "whoami") == 0) {
+		st = http(&c, "GET", verb[0] == 'l' ? "/api/v1/tokens" : "/api/v1/tokens/self", NULL,
+			  &resp);
+		if (st == 200)
+			print_doc(&(cli_t){ .output = "yaml" }, "tokens", resp);
+	} else if (strcmp(verb, "delete") == 0 && c.npos == 2) {
+		char path[300];
+		snprintf(path, sizeof(path), "/api/v1/tokens/%s", c.pos[1]);
+		st = http(&c, "DELETE", path, NULL, &resp);
+	} else {
+		fprintf(stderr, "starcloud: token: unknown action \"%s\"\n", verb);
+		return 2;
+	}
+	int rc = report(st, resp, "token");
+	json_decref(resp);
+	return rc;
+}

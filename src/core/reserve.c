@@ -1,0 +1,179 @@
+/* Reservations against starvation (beyond KAI, after Slurm's backfill).
+ *
+ * A job that has waited longer than `reservations.after` is tried first in
+ * allocate. If it still does not fit, the nodes where it will fit soonest
+ * are reserved for it: running jobs are released in the order they are
+ * expected to end (started + expectedRuntime; jobs without a runtime last,
+ * oldest first), in a statement that is rolled back, until the waiting job
+ * fits. For the rest of the cycle another job may use a reserved node only
+ * when it declares an expected runtime that ends before the reservation's
+ * expected start, so backfill never delays the waiting job. Without known
+ * end times the reservation is held until the job starts. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/actions.h"
+#include "core/statement.h"
+
+#define MAX_RESERVATIONS 4
+
+typedef struct ending {
+	int job;
+	int64_t end; /* INT64_MAX when unknown */
+	int64_t started;
+} ending_t;
+
+static int end_cmp(const void *x, const void *y)
+{
+	const ending_t *a = x, *b = y;
+	if (a->end != b->end)
+		return a->end < b->end ? -1 : 1;
+	if (a->started != b->started)
+		return a->started < b->started ? -1 : 1;
+	return a->job - b->job;
+}
+
+static int64_t oldest_start(const sjob_t *jb)
+{
+	int64_t t = 0;
+	for (int p = 0; p < jb->total; p++)
+		if (jb->pods[p].phase == SC_POD_RUNNING && jb->pods[p].started_at > 0 &&
+		    (t == 0 || jb->pods[p].started_at < t))
+			t = jb->pods[p].started_at;
+	return t;
+}
+
+static int running_by_end(sc_sched_t *s, ending_t **out)
+{
+	ending_t *e = sc_arena_alloc(s->arena, ((size_t)s->njobs + 1) * sizeof(*e));
+	if (!e)
+		return SC_ENOMEM;
+	int n = 0;
+	for (int j = 0; j < s->njobs; j++) {
+		const sjob_t *jb = &s->jobs[j];
+		if (jb->nrunning == 0)
+			continue;
+		int64_t st = oldest_start(jb);
+		int64_t rt = jb->spec->expected_runtime;
+		e[n++] = (ending_t){j, (rt > 0 && st > 0) ? st + rt : INT64_MAX, st};
+	}
+	qsort(e, (size_t)n, sizeof(*e), end_cmp);
+	*out = e;
+	return n;
+}
+
+/* Releases running jobs in end order until job j fits; records the nodes
+ * its pods would take and when. Everything is rolled back. */
+static int reserve_for(sc_sched_t *s, int j, const ending_t *e, int n)
+{
+	sjob_t *jb = &s->jobs[j];
+	sc_stmt_t st;
+	sc__stmt_open(&st, s);
+	int64_t when = -1;
+	const char *saved = jb->reason;
+	for (int i = 0; i < n && when < 0; i++) {
+		const sjob_t *v = &s->jobs[e[i].job];
+		for (int p = 0; p < v->total; p++)
+			if (v->pods[p].phase == SC_POD_RUNNING && !v->pods[p].placed_now) {
+				int rc = sc__stmt_evict(&st, e[i].job, p, SC_ACT_ALLOCATE, j, NULL);
+				if (rc < 0)
+					return rc;
+			}
+		size_t mark = sc__stmt_mark(&st);
+		int placed = sc__place_job(s, &st, j);
+		if (placed < 0)
+			return placed;
+		if (placed > 0 && jb->nrunning >= jb->min_member) {
+			when = e[i].end;
+			for (size_t k = mark; k < st.nops; k++) {
+				uint32_t node = st.ops[k].assign.node;
+				s->reserved_by[node] = j;
+				s->reserved_until[node] = when;
+			}
+		}
+	}
+	sc__stmt_rollback(&st, 0);
+	jb->reason = saved;
+	if (when < 0)
+		return 0;
+	jb->reservation = when;
+	int nres = 0;
+	for (size_t i = 0; i < sc_cluster_nnodes(s->cluster); i++)
+		nres += s->reserved_by[i] == j;
+	if (when == INT64_MAX)
+		jb->reason = sc_arena_printf(s->arena, "%s; %d node%s reserved for it until it starts",
+					     saved ? saved : "waiting", nres, nres == 1 ? "" : "s");
+	else
+		jb->reason = sc_arena_printf(
+			s->arena, "%s; %d node%s reserved for it, expected to start in %llds",
+			saved ? saved : "waiting", nres, nres == 1 ? "" : "s",
+			(long long)(when - s->snap->now));
+	return jb->reason ? 1 : SC_ENOMEM;
+}
+
+int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
+{
+	const sc_config_t *c = &s->snap->config;
+	if (c->reservation_after <= 0)
+		return 0;
+	int cand[MAX_RESERVATIONS], nc = 0;
+	/* The longest-waiting heads: highest priority, then oldest. */
+	for (int j = 0; j < s->njobs; j++) {
+		const sjob_t *jb = &s->jobs[j];
+		if (jb->queue < 0 || jb->bad || jb->npending == 0 || jb->nrunning >= jb->min_member ||
+		    s->snap->now - jb->spec->created < c->reservation_after)
+			continue;
+		int k = nc < MAX_RESERVATIONS ? nc++ : MAX_RESERVATIONS - 1;
+		if (k == MAX_RESERVATIONS - 1 && nc == MAX_RESERVATIONS) {
+			const sjob_t *last = &s->jobs[cand[k]];
+			if (last->priority > jb->priority ||
+			    (last->priority == jb->priority && last->spec->created <= jb->spec->created))
+				continue;
+		}
+		cand[k] = j;
+		for (; k > 0; k--) {
+			const sjob_t *a = &s->jobs[cand[k - 1]], *b = &s->jobs[cand[k]];
+			if (a->priority > b->priority ||
+			    (a->priority == b->priority && a->spec->created <= b->spec->created))
+				break;
+			int t = cand[k];
+			cand[k] = cand[k - 1];
+			cand[k - 1] = t;
+		}
+	}
+	if (nc == 0)
+		return 0;
+	size_t nn = sc_cluster_nnodes(s->cluster);
+	s->reserved_by = sc_arena_alloc(s->arena, (nn + 1) * sizeof(int));
+	s->reserved_until = sc_arena_alloc(s->arena, (nn + 1) * sizeof(int64_t));
+	if (!s->reserved_by || !s->reserved_until)
+		return SC_ENOMEM;
+	for (size_t i = 0; i < nn; i++)
+		s->reserved_by[i] = -1;
+	ending_t *e;
+	int ne = running_by_end(s, &e);
+	if (ne < 0)
+		return ne;
+	for (int i = 0; i < nc; i++) {
+		int rc = try_job(s, cand[i]);
+		if (rc < 0)
+			return rc;
+		s->jobs[cand[i]].done = true;
+		if (s->jobs[cand[i]].nrunning >= s->jobs[cand[i]].min_member)
+			continue;
+		rc = reserve_for(s, cand[i], e, ne);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+bool sc__reservation_allows(const sc_sched_t *s, int job, uint32_t node)
+{
+	if (!s->reserved_by || s->reserved_by[node] < 0 || s->reserved_by[node] == job)
+		return true;
+	int64_t until = s->reserved_until[node];
+	int64_t rt = s->jobs[job].spec->expected_runtime;
+	return until != INT64_MAX && rt > 0 && s->snap->now + rt <= until;
+}

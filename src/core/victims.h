@@ -1,0 +1,45 @@
+/* Victim search shared by reclaim, preempt and consolidation.
+ *
+ * A victim unit is what can be evicted on its own: a whole job, or one pod
+ * of an elastic job that runs more pods than its minMember (evicting such a
+ * pod does not break the gang). The search finds a small set of units whose
+ * eviction lets the preemptor's gang fit, and leaves the evictions and the
+ * preemptor's placements in the statement for the caller to commit. */
+#ifndef SC_CORE_VICTIMS_H
+#define SC_CORE_VICTIMS_H
+
+#include "core/statement.h"
+
+typedef struct vunit {
+	int job;
+	int pod;       /* -1: every running pod of the job */
+	double gpus;   /* GPUs freed */
+	int priority;
+	int64_t runtime;
+	res3_t res;    /* resources freed, queue units */
+} vunit_t;
+
+/* Rule-specific checks, called while the set is built. */
+typedef struct victim_rules {
+	/* May unit u join a set whose units so far are chosen[0..n)? */
+	bool (*allowed)(void *ctx, sc_sched_t *s, int preemptor, const vunit_t *u,
+			const vunit_t *chosen, int n);
+	void *ctx;
+	int action;    /* enum sc_action, recorded on the evictions */
+} victim_rules_t;
+
+/* Collects candidate units: running, preemptible pods not placed in this
+ * cycle, for which pick(job) is true. Returns the count or SC_ENOMEM. */
+int sc__victim_units(sc_sched_t *s, int preemptor, bool (*pick)(void *, sc_sched_t *, int),
+		     void *ctx, vunit_t **out);
+
+/* Finds a set of units among cands whose eviction lets preemptor run. On
+ * success returns 1 with the evictions and placements in st (uncommitted);
+ * returns 0 when no set works (st unchanged), or a negative error. */
+int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands, int n,
+		     const victim_rules_t *rules);
+
+/* Seconds a job has been running (its oldest running pod), 0 if unknown. */
+int64_t sc__job_runtime(const sc_sched_t *s, int j);
+
+#endif

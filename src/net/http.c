@@ -1,0 +1,823 @@
+/* HTTP/1.1 server: connections, parsing, routing, responses.
+ *
+ * Flow of one connection: libuv reads bytes into conn->in (bounded); the
+ * parser runs over them until a request is complete, then pauses so that
+ * exactly one request is in flight. The handler answers; once the answer is
+ * queued, parsing resumes on the bytes that are left (pipelined requests).
+ * Reading continues while a request is in flight, so a client that closes
+ * a long-lived stream is noticed, but stops when the input buffer is full. */
+#include "net/http.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <http_parser.h>
+
+#include "starcloud/buf.h"
+#include "starcloud/error.h"
+
+#define MAX_ROUTES 64
+#define MAX_HEADERS 64
+/* Unsent output a stream may pile up before it is cut off: a watcher that
+ * does not read must not grow the server's memory without bound. */
+#define MAX_PENDING_OUT (8u << 20)
+
+typedef struct route {
+	char *method;
+	char *prefix;
+	size_t plen;
+	sc_http_handler_fn fn;
+	void *ud;
+} route_t;
+
+struct sc_http_server {
+	uv_loop_t *loop;
+	uv_tcp_t listener;
+	sc_http_limits_t lim;
+	route_t routes[MAX_ROUTES];
+	size_t nroutes;
+	sc_http_observer_fn observer;
+	void *observer_ud;
+	struct conn *conns; /* doubly linked list of open connections */
+	size_t nconns;
+	int port;
+	int closing;
+	int listener_open;
+};
+
+/* What the parser reported last, to join split header fields/values. */
+enum { HDR_NONE, HDR_FIELD, HDR_VALUE };
+/* Why parsing stopped with an error of our own. */
+enum { ERR_NONE, ERR_HEADERS, ERR_BODY };
+
+struct sc_http_req {
+	struct conn *conn;
+	char method[16];
+	sc_buf_t url;     /* path and query, NUL between them once parsed */
+	char *query;
+	sc_buf_t hdrs;    /* "name\0value\0" pairs */
+	size_t hdr_off[MAX_HEADERS][2];
+	size_t nhdrs;
+	int hdr_state;
+	sc_buf_t body;
+	const char *route;
+	uint64_t start_ns;
+	int streaming;
+	int status;
+	sc_http_close_fn on_close;
+	void *close_ud;
+};
+
+typedef struct conn {
+	uv_tcp_t tcp;
+	uv_timer_t idle;
+	sc_http_server_t *srv;
+	struct conn *prev, *next;
+	http_parser parser;
+	sc_buf_t in;
+	sc_http_req_t req;
+	int busy;        /* a request is with its handler */
+	int processing;  /* inside process(): no re-entry */
+	int keep_alive;
+	int closing;
+	int close_after; /* close once pending output is written */
+	int err;         /* ERR_* */
+	int reading;     /* uv_read_start is in effect */
+	int lingering;   /* answered an error; discarding input until EOF */
+	uv_shutdown_t shutdown;
+	size_t pending_out;
+	int handles_open;
+} conn_t;
+
+typedef struct write_req {
+	uv_write_t w;
+	conn_t *c;
+	size_t len;
+	char data[];
+} write_req_t;
+
+static void process(conn_t *c);
+static void conn_close(conn_t *c);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_idle(uv_timer_t *t);
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+/* ---------------------------------------------------------------------
+ * Status lines
+ * ------------------------------------------------------------------- */
+
+const char *sc_http_status_text(int status)
+{
+	switch (status) {
+	case 100: return "Continue";
+	case 200: return "OK";
+	case 201: return "Created";
+	case 204: return "No Content";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 410: return "Gone";
+	case 413: return "Payload Too Large";
+	case 415: return "Unsupported Media Type";
+	case 422: return "Unprocessable Entity";
+	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 503: return "Service Unavailable";
+	default: return "Unknown";
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Output
+ * ------------------------------------------------------------------- */
+
+static void on_write(uv_write_t *w, int status)
+{
+	write_req_t *wr = (write_req_t *)w;
+	conn_t *c = wr->c;
+	c->pending_out -= wr->len;
+	free(wr);
+	if (status < 0) {
+		conn_close(c);
+		return;
+	}
+	if (c->close_after && c->pending_out == 0)
+		conn_close(c);
+}
+
+/* Queues parts (copied into one allocation) for writing. */
+static int conn_write(conn_t *c, const uv_buf_t *parts, size_t nparts)
+{
+	if (c->closing)
+		return SC_EIO;
+	size_t len = 0;
+	for (size_t i = 0; i < nparts; i++)
+		len += parts[i].len;
+	write_req_t *wr = malloc(sizeof(*wr) + len);
+	if (!wr)
+		abort(); /* daemons abort on out-of-memory (style rule 7) */
+	wr->c = c;
+	wr->len = len;
+	size_t off = 0;
+	for (size_t i = 0; i < nparts; i++) {
+		memcpy(wr->data + off, parts[i].base, parts[i].len);
+		off += parts[i].len;
+	}
+	uv_buf_t b = uv_buf_init(wr->data, (unsigned)len);
+	c->pending_out += len;
+	if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+		c->pending_out -= len;
+		free(wr);
+		conn_close(c);
+		return SC_EIO;
+	}
+	return 0;
+}
+
+static int head_printf(char *out, size_t outsz, int status, const char *ctype, long long clen,
+		       int keep_alive)
+{
+	int n;
+	if (clen >= 0)
+		n = snprintf(out, outsz,
+			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %lld\r\n"
+			     "Connection: %s\r\n\r\n",
+			     status, sc_http_status_text(status), ctype, clen,
+			     keep_alive ? "keep-alive" : "close");
+	else
+		n = snprintf(out, outsz,
+			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
+			     "Cache-Control: no-cache\r\nConnection: %s\r\n\r\n",
+			     status, sc_http_status_text(status), ctype,
+			     keep_alive ? "keep-alive" : "close");
+	return n;
+}
+
+/* Marks the request finished: reports it, and lets the connection move on
+ * to the next pipelined request (or close). */
+static void req_finish(sc_http_req_t *r)
+{
+	conn_t *c = r->conn;
+	sc_http_server_t *s = c->srv;
+	if (s->observer) {
+		double secs = (double)(uv_hrtime() - r->start_ns) / 1e9;
+		s->observer(r->method, r->route ? r->route : "", r->status, secs, s->observer_ud);
+	}
+	r->streaming = 0;
+	r->on_close = NULL;
+	c->busy = 0;
+	if (!c->keep_alive) {
+		c->close_after = 1;
+		if (c->pending_out == 0)
+			conn_close(c);
+		return;
+	}
+	if (!c->processing)
+		process(c);
+}
+
+void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void *body,
+		     size_t len)
+{
+	conn_t *c = r->conn;
+	char head[512];
+	r->status = status;
+	int n = head_printf(head, sizeof(head), status, ctype ? ctype : "application/json",
+			    (long long)len, c->keep_alive);
+	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)n),
+			      uv_buf_init((char *)body, (unsigned)len) };
+	conn_write(c, parts, len ? 2 : 1);
+	req_finish(r);
+}
+
+void sc_http_stream_start(sc_http_req_t *r, int status, const char *ctype,
+			  sc_http_close_fn on_close, void *ud)
+{
+	char head[512];
+	r->status = status;
+	r->streaming = 1;
+	r->on_close = on_close;
+	r->close_ud = ud;
+	int n = head_printf(head, sizeof(head), status, ctype, -1, r->conn->keep_alive);
+	uv_buf_t part = uv_buf_init(head, (unsigned)n);
+	conn_write(r->conn, &part, 1);
+	/* A stream has no idle timeout: it is idle by design. */
+	uv_timer_stop(&r->conn->idle);
+}
+
+int sc_http_stream_write(sc_http_req_t *r, const void *data, size_t len)
+{
+	conn_t *c = r->conn;
+	if (c->closing)
+		return SC_EIO;
+	if (len == 0)
+		return 0;
+	if (c->pending_out > MAX_PENDING_OUT)
+		return SC_EIO;
+	char size[32];
+	int n = snprintf(size, sizeof(size), "%zx\r\n", len);
+	uv_buf_t parts[3] = { uv_buf_init(size, (unsigned)n), uv_buf_init((char *)data, (unsigned)len),
+			      uv_buf_init("\r\n", 2) };
+	return conn_write(c, parts, 3);
+}
+
+void sc_http_stream_end(sc_http_req_t *r)
+{
+	uv_buf_t part = uv_buf_init("0\r\n\r\n", 5);
+	conn_write(r->conn, &part, 1);
+	req_finish(r);
+}
+
+/* Answers a request the parser refused and closes the connection. */
+static void respond_error_close(conn_t *c, int status, const char *reason, const char *msg)
+{
+	char body[256];
+	int n = snprintf(body, sizeof(body),
+			 "{\"error\":{\"code\":%d,\"reason\":\"%s\",\"message\":\"%s\",\"field\":\"\"}}",
+			 status, reason, msg);
+	char head[512];
+	int h = head_printf(head, sizeof(head), status, "application/json", n, 0);
+	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)h), uv_buf_init(body, (unsigned)n) };
+	conn_write(c, parts, 2);
+	if (c->srv->observer)
+		c->srv->observer(c->req.method, "", status, 0, c->srv->observer_ud);
+	/* Lingering close: a client still sending its (oversized) body would
+	 * get a reset instead of the answer if we closed now. Send the answer,
+	 * shut our side, discard what still comes, close at EOF or after 5 s. */
+	c->lingering = 1;
+	uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
+	uv_timer_start(&c->idle, on_idle, 5000, 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Parser callbacks
+ * ------------------------------------------------------------------- */
+
+static void req_reset(sc_http_req_t *r)
+{
+	sc_buf_reset(&r->url);
+	sc_buf_reset(&r->hdrs);
+	sc_buf_reset(&r->body);
+	r->query = NULL;
+	r->nhdrs = 0;
+	r->hdr_state = HDR_NONE;
+	r->method[0] = '\0';
+	r->route = NULL;
+	r->streaming = 0;
+	r->status = 0;
+	r->on_close = NULL;
+}
+
+static int on_message_begin(http_parser *p)
+{
+	conn_t *c = p->data;
+	req_reset(&c->req);
+	c->req.start_ns = uv_hrtime();
+	return 0;
+}
+
+/* Header bytes (url + fields + values) share one budget. */
+static int header_budget_ok(conn_t *c, size_t more)
+{
+	size_t used = c->req.url.len + c->req.hdrs.len;
+	if (used + more > c->srv->lim.max_header_bytes) {
+		c->err = ERR_HEADERS;
+		return 0;
+	}
+	return 1;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+	conn_t *c = p->data;
+	if (!header_budget_ok(c, len) || sc_buf_append(&c->req.url, at, len) < 0)
+		return 1;
+	return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+	conn_t *c = p->data;
+	sc_http_req_t *r = &c->req;
+	if (!header_budget_ok(c, len + 2))
+		return 1;
+	if (r->hdr_state != HDR_FIELD) {
+		if (r->hdr_state == HDR_VALUE)
+			sc_buf_append(&r->hdrs, "", 1); /* end the previous value */
+		if (r->nhdrs == MAX_HEADERS) {
+			c->err = ERR_HEADERS;
+			return 1;
+		}
+		r->hdr_off[r->nhdrs][0] = r->hdrs.len;
+		r->nhdrs++;
+	}
+	r->hdr_state = HDR_FIELD;
+	return sc_buf_append(&r->hdrs, at, len) < 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+	conn_t *c = p->data;
+	sc_http_req_t *r = &c->req;
+	if (!header_budget_ok(c, len + 2))
+		return 1;
+	if (r->hdr_state != HDR_VALUE) {
+		sc_buf_append(&r->hdrs, "", 1); /* end the field name */
+		r->hdr_off[r->nhdrs - 1][1] = r->hdrs.len;
+	}
+	r->hdr_state = HDR_VALUE;
+	return sc_buf_append(&r->hdrs, at, len) < 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+	conn_t *c = p->data;
+	sc_http_req_t *r = &c->req;
+	if (r->hdr_state == HDR_VALUE)
+		sc_buf_append(&r->hdrs, "", 1);
+	else if (r->hdr_state == HDR_FIELD) { /* a field without a value */
+		sc_buf_append(&r->hdrs, "", 1);
+		r->hdr_off[r->nhdrs - 1][1] = r->hdrs.len;
+		sc_buf_append(&r->hdrs, "", 1);
+	}
+	r->hdr_state = HDR_NONE;
+	/* Refuse a declared oversized body before reading any of it. */
+	if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->srv->lim.max_body_bytes) {
+		c->err = ERR_BODY;
+		return -1;
+	}
+	snprintf(r->method, sizeof(r->method), "%s", http_method_str(p->method));
+	const char *expect = sc_http_header(r, "Expect");
+	if (expect && strcasecmp(expect, "100-continue") == 0) {
+		uv_buf_t part = uv_buf_init("HTTP/1.1 100 Continue\r\n\r\n", 25);
+		conn_write(c, &part, 1);
+	}
+	return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+	conn_t *c = p->data;
+	int rc = sc_buf_append(&c->req.body, at, len);
+	if (rc == SC_ETOOBIG)
+		c->err = ERR_BODY;
+	return rc < 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+	conn_t *c = p->data;
+	c->keep_alive = http_should_keep_alive(p);
+	/* One request at a time: the rest of the input waits. */
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static const http_parser_settings settings = {
+	.on_message_begin = on_message_begin,
+	.on_url = on_url,
+	.on_header_field = on_header_field,
+	.on_header_value = on_header_value,
+	.on_headers_complete = on_headers_complete,
+	.on_body = on_body,
+	.on_message_complete = on_message_complete,
+};
+
+/* ---------------------------------------------------------------------
+ * Dispatch
+ * ------------------------------------------------------------------- */
+
+static const route_t *find_route(const sc_http_server_t *s, const char *method, const char *path)
+{
+	const route_t *best = NULL;
+	for (size_t i = 0; i < s->nroutes; i++) {
+		const route_t *rt = &s->routes[i];
+		if (rt->method && strcmp(rt->method, method) != 0)
+			continue;
+		if (strncmp(path, rt->prefix, rt->plen) != 0)
+			continue;
+		if (!best || rt->plen > best->plen)
+			best = rt;
+	}
+	return best;
+}
+
+static void dispatch(conn_t *c)
+{
+	sc_http_req_t *r = &c->req;
+	char *q = strchr(r->url.data ? r->url.data : "", '?');
+	if (!r->url.data)
+		sc_buf_append(&r->url, "/", 1);
+	if (q) {
+		*q = '\0';
+		r->query = q + 1;
+	} else {
+		r->query = "";
+	}
+	c->busy = 1;
+	const route_t *rt = find_route(c->srv, r->method, r->url.data);
+	if (!rt) {
+		static const char nf[] = "{\"error\":{\"code\":404,\"reason\":\"NotFound\","
+					 "\"message\":\"no such path\",\"field\":\"\"}}";
+		sc_http_respond(r, 404, "application/json", nf, sizeof(nf) - 1);
+		return;
+	}
+	r->route = rt->prefix;
+	rt->fn(r, rt->ud);
+}
+
+/* Parses buffered input, one request at a time, until input runs out or a
+ * request is waiting for its handler. */
+static void process(conn_t *c)
+{
+	c->processing = 1;
+	while (!c->busy && !c->closing && !c->close_after && !c->lingering && c->in.len > 0) {
+		size_t n = http_parser_execute(&c->parser, &settings, c->in.data, c->in.len);
+		sc_buf_consume(&c->in, n);
+		enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+		if (e == HPE_PAUSED) {
+			http_parser_pause(&c->parser, 0);
+			dispatch(c);
+			continue;
+		}
+		if (e != HPE_OK) {
+			if (c->err == ERR_BODY)
+				respond_error_close(c, 413, "TooLarge", "request body too large");
+			else if (c->err == ERR_HEADERS)
+				respond_error_close(c, 431, "TooLarge", "request headers too large");
+			else
+				respond_error_close(c, 400, "BadRequest", "malformed HTTP request");
+			break;
+		}
+	}
+	c->processing = 0;
+	if (c->lingering)
+		return;
+	if (!c->busy && !c->closing && c->srv->lim.idle_timeout_ms)
+		uv_timer_again(&c->idle);
+	if (!c->closing && !c->close_after && !c->reading) {
+		c->reading = 1;
+		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Connections
+ * ------------------------------------------------------------------- */
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	conn_t *c = h->data;
+	if (--c->handles_open > 0)
+		return;
+	sc_http_server_t *s = c->srv;
+	sc_buf_free(&c->in);
+	sc_buf_free(&c->req.url);
+	sc_buf_free(&c->req.hdrs);
+	sc_buf_free(&c->req.body);
+	free(c);
+	s->nconns--;
+	if (s->closing && s->nconns == 0 && !s->listener_open)
+		free(s);
+}
+
+static void conn_close(conn_t *c)
+{
+	if (c->closing)
+		return;
+	c->closing = 1;
+	sc_http_req_t *r = &c->req;
+	if (c->busy && r->streaming && r->on_close) {
+		sc_http_close_fn fn = r->on_close;
+		r->on_close = NULL;
+		fn(r, r->close_ud);
+	}
+	sc_http_server_t *s = c->srv;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+	uv_close((uv_handle_t *)&c->idle, on_handle_closed);
+}
+
+static void on_idle(uv_timer_t *t)
+{
+	conn_t *c = t->data;
+	if (!c->busy)
+		conn_close(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	static char slab[64 * 1024]; /* one loop thread: data is copied out at once */
+	(void)h;
+	(void)hint;
+	*buf = uv_buf_init(slab, sizeof(slab));
+}
+
+/* Input cap: a full request (headers and body) plus one read's worth, so a
+ * pipelining client is throttled instead of buffered without limit. */
+static size_t in_cap(const sc_http_server_t *s)
+{
+	return s->lim.max_header_bytes + s->lim.max_body_bytes + 64 * 1024;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	conn_t *c = st->data;
+	if (c->lingering) {
+		if (nread < 0)
+			conn_close(c);
+		return;
+	}
+	if (nread == UV_EOF && !c->busy) {
+		/* A half-closed client still gets the answers already queued. */
+		uv_read_stop(st);
+		c->reading = 0;
+		c->close_after = 1;
+		if (c->pending_out == 0)
+			conn_close(c);
+		return;
+	}
+	if (nread < 0) {
+		conn_close(c);
+		return;
+	}
+	if (nread == 0)
+		return;
+	if (sc_buf_append(&c->in, buf->base, (size_t)nread) < 0) {
+		/* Only reachable while a request is busy (process() drains
+		 * otherwise): the client sends far ahead; stop reading. */
+		uv_read_stop(st);
+		c->reading = 0;
+		return;
+	}
+	if (c->busy && c->in.len + 64 * 1024 > in_cap(c->srv)) {
+		uv_read_stop(st);
+		c->reading = 0;
+	}
+	if (!c->processing)
+		process(c);
+}
+
+static void on_connection(uv_stream_t *ls, int status)
+{
+	sc_http_server_t *s = ls->data;
+	if (status < 0)
+		return;
+	conn_t *c = calloc(1, sizeof(*c));
+	if (!c)
+		abort();
+	c->srv = s;
+	uv_tcp_init(s->loop, &c->tcp);
+	uv_timer_init(s->loop, &c->idle);
+	c->tcp.data = c->idle.data = c;
+	c->handles_open = 2;
+	c->req.conn = c;
+	sc_buf_init(&c->in, in_cap(s));
+	sc_buf_init(&c->req.url, 0);
+	sc_buf_init(&c->req.hdrs, 0);
+	sc_buf_init(&c->req.body, s->lim.max_body_bytes);
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0 || s->nconns > s->lim.max_conns) {
+		conn_close(c);
+		return;
+	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	if (s->lim.idle_timeout_ms)
+		uv_timer_start(&c->idle, on_idle, s->lim.idle_timeout_ms, s->lim.idle_timeout_ms);
+	c->reading = 1;
+	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+/* ---------------------------------------------------------------------
+ * Server
+ * ------------------------------------------------------------------- */
+
+sc_http_server_t *sc_http_server_new(uv_loop_t *loop, const sc_http_limits_t *lim)
+{
+	sc_http_server_t *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->loop = loop;
+	s->lim.max_header_bytes = 16 * 1024;
+	s->lim.max_body_bytes = 1024 * 1024;
+	s->lim.max_conns = 1024;
+	s->lim.idle_timeout_ms = 60000;
+	if (lim) {
+		if (lim->max_header_bytes)
+			s->lim.max_header_bytes = lim->max_header_bytes;
+		if (lim->max_body_bytes)
+			s->lim.max_body_bytes = lim->max_body_bytes;
+		if (lim->max_conns)
+			s->lim.max_conns = lim->max_conns;
+		s->lim.idle_timeout_ms = lim->idle_timeout_ms;
+	}
+	return s;
+}
+
+int sc_http_route(sc_http_server_t *s, const char *method, const char *prefix,
+		  sc_http_handler_fn fn, void *ud)
+{
+	if (s->nroutes == MAX_ROUTES)
+		return SC_ELIMIT;
+	route_t *rt = &s->routes[s->nroutes];
+	rt->method = method ? strdup(method) : NULL;
+	rt->prefix = strdup(prefix);
+	if ((method && !rt->method) || !rt->prefix) {
+		free(rt->method);
+		free(rt->prefix);
+		return SC_ENOMEM;
+	}
+	rt->plen = strlen(prefix);
+	rt->fn = fn;
+	rt->ud = ud;
+	s->nroutes++;
+	return 0;
+}
+
+void sc_http_set_observer(sc_http_server_t *s, sc_http_observer_fn fn, void *ud)
+{
+	s->observer = fn;
+	s->observer_ud = ud;
+}
+
+int sc_http_listen(sc_http_server_t *s, const char *host, int port)
+{
+	struct sockaddr_in addr;
+	if (uv_ip4_addr(host, port, &addr) < 0)
+		return SC_EINVAL;
+	uv_tcp_init(s->loop, &s->listener);
+	s->listener.data = s;
+	s->listener_open = 1;
+	if (uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0) < 0)
+		return SC_EIO;
+	if (uv_listen((uv_stream_t *)&s->listener, 511, on_connection) < 0)
+		return SC_EIO;
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+	uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
+	s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return 0;
+}
+
+int sc_http_port(const sc_http_server_t *s)
+{
+	return s->port;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+	sc_http_server_t *s = h->data;
+	s->listener_open = 0;
+	if (s->nconns == 0)
+		free(s);
+}
+
+void sc_http_server_close(sc_http_server_t *s)
+{
+	if (!s)
+		return;
+	s->closing = 1;
+	for (size_t i = 0; i < s->nroutes; i++) {
+		free(s->routes[i].method);
+		free(s->routes[i].prefix);
+	}
+	s->nroutes = 0;
+	while (s->conns)
+		conn_close(s->conns);
+	if (s->listener_open)
+		uv_close((uv_handle_t *)&s->listener, on_listener_closed);
+	else if (s->nconns == 0)
+		free(s);
+}
+
+/* ---------------------------------------------------------------------
+ * Request accessors
+ * ------------------------------------------------------------------- */
+
+const char *sc_http_method(const sc_http_req_t *r)
+{
+	return r->method;
+}
+
+const char *sc_http_path(const sc_http_req_t *r)
+{
+	return r->url.data ? r->url.data : "/";
+}
+
+const char *sc_http_query(const sc_http_req_t *r)
+{
+	return r->query ? r->query : "";
+}
+
+const char *sc_http_header(const sc_http_req_t *r, const char *name)
+{
+	for (size_t i = 0; i < r->nhdrs; i++)
+		if (strcasecmp(r->hdrs.data + r->hdr_off[i][0], name) == 0)
+			return r->hdrs.data + r->hdr_off[i][1];
+	return NULL;
+}
+
+const char *sc_http_body(const sc_http_req_t *r, size_t *len)
+{
+	*len = r->body.len;
+	return r->body.data ? r->body.data : "";
+}
+
+static int hexval(int ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	ch = tolower(ch);
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	return -1;
+}
+
+int sc_http_query_param(const sc_http_req_t *r, const char *key, char *out, size_t outsz)
+{
+	const char *p = sc_http_query(r);
+	size_t klen = strlen(key);
+	while (*p) {
+		const char *end = strchr(p, '&');
+		if (!end)
+			end = p + strlen(p);
+		if (strncmp(p, key, klen) == 0 && (p[klen] == '=' || p + klen == end)) {
+			const char *v = p + klen + (p[klen] == '=');
+			size_t n = 0;
+			for (; v < end; v++) {
+				int ch = (unsigned char)*v;
+				if (ch == '+')
+					ch = ' ';
+				else if (ch == '%' && v + 2 < end && hexval(v[1]) >= 0 &&
+					 hexval(v[2]) >= 0) {
+					ch = hexval(v[1]) * 16 + hexval(v[2]);
+					v += 2;
+				}
+				if (n + 1 >= outsz)
+					return SC_ETOOBIG;
+				out[n++] = (char)ch;
+			}
+			out[n] = '\0';
+			return (int)n;
+		}
+		p = *end ? end + 1 : end;
+	}
+	return -1;
+}

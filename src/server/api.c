@@ -1,0 +1,506 @@
+/* REST API: /api/v1/{nodes|queues|priorityclasses|jobs|deployments|events}[/{name}].
+ *
+ * Every request goes: authenticate -> resolve the kind -> check the role ->
+ * read, validate and (for writes) store in one conditional write. Nothing is
+ * written before the whole body has been validated, so a rejected request
+ * changes nothing. Objects are stored without metadata.resourceVersion; the
+ * store's mod_rev is added on the way out, so it can never go stale. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server.h"
+#include "starcloud/error.h"
+#include "starcloud/json_merge.h"
+
+static const sc_kind_t kinds[] = {
+	{ "nodes", "Node", 0, 0 },
+	{ "queues", "Queue", 0, 0 },
+	{ "priorityclasses", "PriorityClass", 0, 0 },
+	{ "jobs", "Job", 1, 0 },
+	{ "deployments", "Deployment", 1, 0 },
+	{ "events", "Event", 0, 1 },
+};
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+const sc_kind_t *sc__kind_by_plural(const char *plural, size_t len)
+{
+	for (size_t i = 0; i < NKINDS; i++)
+		if (strlen(kinds[i].plural) == len && strncmp(kinds[i].plural, plural, len) == 0)
+			return &kinds[i];
+	return NULL;
+}
+
+const sc_kind_t *sc__kind_by_name(const char *kind)
+{
+	for (size_t i = 0; i < NKINDS; i++)
+		if (strcmp(kinds[i].kind, kind) == 0)
+			return &kinds[i];
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Responses
+ * ------------------------------------------------------------------- */
+
+void sc__api_json(sc_http_req_t *r, int code, json_t *doc)
+{
+	char *text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	if (!text)
+		abort();
+	size_t n = strlen(text);
+	text = realloc(text, n + 2);
+	if (!text)
+		abort();
+	text[n++] = '\n';
+	sc_http_respond(r, code, "application/json", text, n);
+	free(text);
+}
+
+void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *field,
+		   const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_t *doc = json_pack("{s:{s:i,s:s,s:s,s:s}}", "error", "code", code, "reason", reason,
+				"message", msg, "field", field ? field : "");
+	sc__api_json(r, code, doc);
+}
+
+/* ---------------------------------------------------------------------
+ * Objects in the store
+ * ------------------------------------------------------------------- */
+
+void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outsz)
+{
+	snprintf(out, outsz, SC_KEY_PREFIX "%s/%s", k->plural, name);
+}
+
+json_t *sc__object_load(const char *value, int64_t mod_rev)
+{
+	json_t *obj = json_loads(value, 0, NULL);
+	if (!obj)
+		return NULL;
+	json_t *md = json_object_get(obj, "metadata");
+	if (json_is_object(md)) {
+		char rv[32];
+		snprintf(rv, sizeof(rv), "%lld", (long long)mod_rev);
+		json_object_set_new(md, "resourceVersion", json_string(rv));
+	}
+	return obj;
+}
+
+/* Serialises an object for the store: without resourceVersion (derived from
+ * the store on read). Returns malloc'd text. */
+static char *object_dump(json_t *obj)
+{
+	json_t *md = json_object_get(obj, "metadata");
+	json_t *rv = json_incref(json_object_get(md, "resourceVersion"));
+	json_object_del(md, "resourceVersion");
+	char *text = json_dumps(obj, JSON_COMPACT);
+	if (rv)
+		json_object_set_new(md, "resourceVersion", rv);
+	if (!text)
+		abort();
+	return text;
+}
+
+/* Parses metadata.resourceVersion: 0 when absent, -1 when not a revision. */
+static int64_t object_rv(json_t *obj)
+{
+	json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
+	if (!rv)
+		return 0;
+	if (json_is_integer(rv))
+		return json_integer_value(rv) > 0 ? json_integer_value(rv) : -1;
+	char *end;
+	long long v = strtoll(json_string_value(rv), &end, 10);
+	return (*end || v <= 0) ? -1 : v;
+}
+
+static const char *object_name(json_t *obj)
+{
+	return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+}
+
+static const char *object_queue(json_t *obj)
+{
+	return json_string_value(json_object_get(json_object_get(obj, "spec"), "queue"));
+}
+
+/* ---------------------------------------------------------------------
+ * Request context
+ * ------------------------------------------------------------------- */
+
+typedef struct api_req {
+	sc_server_t *s;
+	sc_http_req_t *r;
+	sc_principal_t who;
+	const sc_kind_t *kind;
+	char name[SC_MAX_NAME + 1]; /* "" for the collection */
+	char key[SC_MAX_NAME + 64];
+} api_req_t;
+
+/* Splits /api/v1/<plural>[/<name>]; answers and returns < 0 on a bad path. */
+static int parse_path(api_req_t *a)
+{
+	const char *p = sc_http_path(a->r) + strlen(SC_API_PREFIX);
+	const char *slash = strchr(p, '/');
+	size_t plen = slash ? (size_t)(slash - p) : strlen(p);
+	a->kind = sc__kind_by_plural(p, plen);
+	if (!a->kind) {
+		sc__api_error(a->r, 404, "NotFound", "kind", "unknown kind \"%.*s\"",
+			      (int)(plen > 64 ? 64 : plen), p);
+		return SC_ENOTFOUND;
+	}
+	a->name[0] = '\0';
+	if (slash && slash[1]) {
+		const char *name = slash + 1;
+		if (strchr(name, '/')) {
+			sc__api_error(a->r, 404, "NotFound", NULL, "no such path");
+			return SC_ENOTFOUND;
+		}
+		if (strlen(name) > SC_MAX_NAME || !sc__name_valid(name)) {
+			sc__api_error(a->r, 400, "Invalid", "metadata.name",
+				      "invalid object name in the path");
+			return SC_EINVAL;
+		}
+		snprintf(a->name, sizeof(a->name), "%s", name);
+		sc__object_key(a->kind, a->name, a->key, sizeof(a->key));
+	}
+	return 0;
+}
+
+static int is_write(const char *method)
+{
+	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
+}
+
+/* Role rules: viewers read; tenants read what they can see and write only
+ * queue-scoped kinds; admins do everything. Server-owned kinds (events) are
+ * not written through the API except deletes by admins. */
+static int check_role(api_req_t *a, const char *method)
+{
+	if (!is_write(method))
+		return 0;
+	if (a->kind->readonly && (strcmp(method, "DELETE") != 0 || a->who.role != SC_ROLE_ADMIN)) {
+		sc__api_error(a->r, 405, "MethodNotAllowed", NULL, "%s are written by the server",
+			      a->kind->plural);
+		return SC_EINVAL;
+	}
+	if (a->who.role == SC_ROLE_ADMIN)
+		return 0;
+	if (a->who.role == SC_ROLE_TENANT && a->kind->queue_scoped)
+		return 0;
+	sc__api_error(a->r, 403, "Forbidden", NULL, "role %s may not %s %s",
+		      sc__role_name(a->who.role), method, a->kind->plural);
+	return SC_EINVAL;
+}
+
+/* Reads and validates the body as an object of the request's kind. */
+static json_t *read_body(api_req_t *a)
+{
+	size_t len;
+	const char *body = sc_http_body(a->r, &len);
+	json_error_t jerr;
+	char field[256] = "", msg[512] = "";
+	json_t *obj = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!obj) {
+		sc__api_error(a->r, 400, "BadRequest", "", "malformed JSON at line %d column %d: %s",
+			      jerr.line, jerr.column, jerr.text);
+		return NULL;
+	}
+	if (sc__validate_object(a->kind, obj, field, sizeof(field), msg, sizeof(msg)) < 0) {
+		sc__api_error(a->r, 400, "Invalid", field, "%s %s", a->kind->kind, msg);
+		json_decref(obj);
+		return NULL;
+	}
+	return obj;
+}
+
+/* A tenant may only put objects into its own queues. */
+static int check_queue_write(api_req_t *a, json_t *obj)
+{
+	if (a->who.role != SC_ROLE_TENANT || sc__auth_has_queue(&a->who, object_queue(obj)))
+		return 0;
+	sc__api_error(a->r, 403, "Forbidden", "spec.queue", "queue \"%s\" is not bound to this token",
+		      object_queue(obj));
+	return SC_EINVAL;
+}
+
+/* Loads the current object; answers 404 (also for objects of another
+ * tenant, which must look absent) and returns NULL when there is none. */
+static json_t *load_existing(api_req_t *a, int64_t *mod_rev)
+{
+	sc_kv_t kv = { 0 };
+	int rc = sc_store_get(a->s->store, a->key, &kv);
+	if (rc < 0) {
+		if (rc == SC_ENOTFOUND)
+			sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found",
+				      a->kind->kind, a->name);
+		else
+			sc__api_error(a->r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
+		return NULL;
+	}
+	json_t *obj = sc__object_load(kv.value, kv.mod_rev);
+	*mod_rev = kv.mod_rev;
+	sc_kv_free(&kv);
+	if (!obj || !sc__auth_can_see(&a->who, a->kind, obj)) {
+		json_decref(obj);
+		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,
+			      a->name);
+		return NULL;
+	}
+	return obj;
+}
+
+/* Writes obj under the request's key with the condition expect; answers
+ * with the stored object (status code ok) or the error. */
+static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok)
+{
+	char *text = object_dump(obj);
+	int64_t rev = 0;
+	int rc = sc_store_put(a->s->store, a->key, text, expect, &rev);
+	free(text);
+	if (rc == SC_EEXISTS)
+		sc__api_error(a->r, 409, "AlreadyExists", "metadata.name", "%s \"%s\" already exists",
+			      a->kind->kind, a->name);
+	else if (rc == SC_ECONFLICT || rc == SC_ENOTFOUND)
+		sc__api_error(a->r, 409, "Conflict", "metadata.resourceVersion",
+			      "%s \"%s\" was modified (or deleted) since resourceVersion %lld",
+			      a->kind->kind, a->name, (long long)expect);
+	else if (rc < 0)
+		sc__api_error(a->r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
+	if (rc < 0) {
+		json_decref(obj);
+		return;
+	}
+	char rv[32];
+	snprintf(rv, sizeof(rv), "%lld", (long long)rev);
+	json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion", json_string(rv));
+	sc__api_json(a->r, ok, obj);
+	sc__sched_kick(a->s);
+}
+
+/* ---------------------------------------------------------------------
+ * Verbs
+ * ------------------------------------------------------------------- */
+
+static void do_get(api_req_t *a)
+{
+	int64_t rev;
+	json_t *obj = load_existing(a, &rev);
+	if (obj)
+		sc__api_json(a->r, 200, obj);
+}
+
+static void do_list(api_req_t *a)
+{
+	char sel[1024] = "", tmp[32];
+	int64_t from_rev = 0;
+	if (sc_http_query_param(a->r, "labelSelector", sel, sizeof(sel)) == SC_ETOOBIG ||
+	    sc__selector_check(sel) < 0) {
+		sc__api_error(a->r, 400, "BadRequest", "labelSelector",
+			      "labelSelector must be k=v, k!=v or k, comma-separated");
+		return;
+	}
+	if (sc_http_query_param(a->r, "resourceVersion", tmp, sizeof(tmp)) > 0) {
+		char *end;
+		from_rev = strtoll(tmp, &end, 10);
+		if (*end || from_rev < 0) {
+			sc__api_error(a->r, 400, "BadRequest", "resourceVersion",
+				      "resourceVersion must be a non-negative integer");
+			return;
+		}
+	}
+	if (sc_http_query_param(a->r, "watch", tmp, sizeof(tmp)) >= 0 && strcmp(tmp, "0") != 0 &&
+	    strcmp(tmp, "false") != 0) {
+		sc__watch_start(a->s, a->r, a->kind, &a->who, sel, from_rev);
+		return;
+	}
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", a->kind->plural);
+	sc_kv_list_t l;
+	int rc = sc_store_list(a->s->store, prefix, &l);
+	if (rc < 0) {
+		sc__api_error(a->r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
+		return;
+	}
+	json_t *items = json_array();
+	for (size_t i = 0; i < l.n; i++) {
+		json_t *obj = sc__object_load(l.items[i].value, l.items[i].mod_rev);
+		if (obj && sc__auth_can_see(&a->who, a->kind, obj) && sc__selector_match(sel, obj))
+			json_array_append_new(items, obj);
+		else
+			json_decref(obj);
+	}
+	char rv[32], listkind[64];
+	snprintf(rv, sizeof(rv), "%lld", (long long)l.rev);
+	snprintf(listkind, sizeof(listkind), "%sList", a->kind->kind);
+	sc_kv_list_free(&l);
+	sc__api_json(a->r, 200,
+		     json_pack("{s:s,s:s,s:{s:s},s:o}", "apiVersion", "starcloud.dev/v1", "kind",
+			       listkind, "metadata", "resourceVersion", rv, "items", items));
+}
+
+static void do_create(api_req_t *a)
+{
+	json_t *obj = read_body(a);
+	if (!obj)
+		return;
+	if (check_queue_write(a, obj) < 0)
+		goto out;
+	if (a->name[0] && strcmp(a->name, object_name(obj)) != 0) {
+		sc__api_error(a->r, 400, "Invalid", "metadata.name",
+			      "metadata.name \"%s\" does not match the path", object_name(obj));
+		goto out;
+	}
+	snprintf(a->name, sizeof(a->name), "%s", object_name(obj));
+	sc__object_key(a->kind, a->name, a->key, sizeof(a->key));
+	json_t *md = json_object_get(obj, "metadata");
+	if (!json_object_get(md, "creationTimestamp")) {
+		char ts[40];
+		sc__now_rfc3339(ts, sizeof(ts));
+		json_object_set_new(md, "creationTimestamp", json_string(ts));
+	}
+	/* Status belongs to the server (and to admins, who stand in for agents). */
+	if (a->who.role != SC_ROLE_ADMIN)
+		json_object_del(obj, "status");
+	store_and_answer(a, json_incref(obj), SC_REV_ABSENT, 201);
+out:
+	json_decref(obj);
+}
+
+/* Common tail of PUT and PATCH: the new object replaces old. */
+static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
+{
+	const char *name = object_name(obj);
+	if (strcmp(name, a->name) != 0) {
+		sc__api_error(a->r, 400, "Invalid", "metadata.name",
+			      "metadata.name \"%s\" does not match the path", name);
+		return;
+	}
+	if (check_queue_write(a, obj) < 0)
+		return;
+	int64_t rv = object_rv(obj);
+	if (rv < 0) {
+		sc__api_error(a->r, 400, "Invalid", "metadata.resourceVersion",
+			      "metadata.resourceVersion must be a positive integer");
+		return;
+	}
+	json_t *md = json_object_get(obj, "metadata");
+	json_t *ts = json_object_get(json_object_get(old, "metadata"), "creationTimestamp");
+	if (!json_object_get(md, "creationTimestamp") && ts)
+		json_object_set(md, "creationTimestamp", ts);
+	if (a->who.role != SC_ROLE_ADMIN) {
+		json_t *st = json_object_get(old, "status");
+		if (st)
+			json_object_set(obj, "status", st);
+		else
+			json_object_del(obj, "status");
+	}
+	/* Without a resourceVersion the write is still conditional on the
+	 * version we read, so a concurrent change is never silently lost. */
+	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200);
+}
+
+static void do_put(api_req_t *a)
+{
+	json_t *obj = read_body(a);
+	if (!obj)
+		return;
+	int64_t cur;
+	json_t *old = load_existing(a, &cur);
+	if (old)
+		replace(a, old, obj, cur);
+	json_decref(old);
+	json_decref(obj);
+}
+
+static void do_patch(api_req_t *a)
+{
+	size_t len;
+	const char *body = sc_http_body(a->r, &len);
+	json_error_t jerr;
+	json_t *patch = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!patch || !json_is_object(patch)) {
+		sc__api_error(a->r, 400, "BadRequest", "",
+			      "a merge patch must be a JSON object (%s)", patch ? "got another type"
+										 : jerr.text);
+		json_decref(patch);
+		return;
+	}
+	int64_t cur;
+	json_t *old = load_existing(a, &cur);
+	if (!old) {
+		json_decref(patch);
+		return;
+	}
+	/* The merged result carries the resourceVersion we read unless the
+	 * patch names one, so the write is conditional either way. */
+	json_t *merged = sc_json_merge_patch(old, patch);
+	if (!merged)
+		abort();
+	char field[256] = "", msg[512] = "";
+	if (sc__validate_object(a->kind, merged, field, sizeof(field), msg, sizeof(msg)) < 0)
+		sc__api_error(a->r, 400, "Invalid", field, "%s %s", a->kind->kind, msg);
+	else
+		replace(a, old, merged, cur);
+	json_decref(merged);
+	json_decref(patch);
+	json_decref(old);
+}
+
+static void do_delete(api_req_t *a)
+{
+	int64_t cur;
+	json_t *old = load_existing(a, &cur);
+	if (!old)
+		return;
+	int64_t rev;
+	int rc = sc_store_delete(a->s->store, a->key, cur, &rev);
+	if (rc < 0) {
+		sc__api_error(a->r, rc == SC_ECONFLICT ? 409 : 500, "Conflict", NULL,
+			      "delete failed: %s", sc_strerror(rc));
+		json_decref(old);
+		return;
+	}
+	sc__api_json(a->r, 200, old);
+	sc__sched_kick(a->s);
+}
+
+static void handle_objects(sc_http_req_t *r, void *ud)
+{
+	api_req_t a = { .s = ud, .r = r };
+	const char *m = sc_http_method(r);
+	if (sc__auth_check(a.s, r, &a.who) < 0) {
+		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
+		return;
+	}
+	if (parse_path(&a) < 0 || check_role(&a, m) < 0)
+		return;
+	int one = a.name[0] != '\0';
+	if (strcmp(m, "GET") == 0)
+		one ? do_get(&a) : do_list(&a);
+	else if (strcmp(m, "POST") == 0 && !one)
+		do_create(&a);
+	else if (strcmp(m, "PUT") == 0 && one)
+		do_put(&a);
+	else if (strcmp(m, "PATCH") == 0 && one)
+		do_patch(&a);
+	else if (strcmp(m, "DELETE") == 0 && one)
+		do_delete(&a);
+	else
+		sc__api_error(r, 405, "MethodNotAllowed", NULL, "%s is not allowed on %s", m,
+			      sc_http_path(r));
+}
+
+int sc__api_register(sc_server_t *s)
+{
+	return sc_http_route(s->http, NULL, SC_API_PREFIX, handle_objects, s);
+}

@@ -1,0 +1,312 @@
+/* Bearer-token authentication and role checks.
+ *
+ * A token is "sc_" followed by 48 hex digits of kernel randomness. Only its
+ * SHA-256 is stored, under /registry/tokens/<first 16 hex of the digest>
+ * (the token's id), so a copy of the database does not hand out access.
+ * The first start of a server with no tokens mints an admin token and
+ * prints it once on stdout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#include "server/server.h"
+#include "starcloud/error.h"
+#include "starcloud/sha256.h"
+
+#define TOKEN_PREFIX SC_KEY_PREFIX "tokens/"
+#define TOKEN_RANDOM_BYTES 24
+#define MAX_TOKEN_LEN 128
+#define ID_LEN 16
+
+static const char *const role_names[] = { "none", "admin", "tenant", "viewer" };
+
+const char *sc__role_name(int role)
+{
+	return role > 0 && role <= SC_ROLE_VIEWER ? role_names[role] : "none";
+}
+
+int sc__role_parse(const char *name)
+{
+	for (int i = SC_ROLE_ADMIN; i <= SC_ROLE_VIEWER; i++)
+		if (name && strcmp(name, role_names[i]) == 0)
+			return i;
+	return SC_ROLE_NONE;
+}
+
+/* Constant-time comparison so a timing side channel cannot recover a
+ * digest byte by byte. */
+static int digest_equal(const char *a, const char *b)
+{
+	unsigned char d = 0;
+	size_t n = strlen(a);
+	if (n != strlen(b))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return d == 0;
+}
+
+int sc__token_create(sc_server_t *s, int role, json_t *queues, char **secret, char *id,
+		     size_t idsz)
+{
+	unsigned char rnd[TOKEN_RANDOM_BYTES];
+	char tok[4 + 2 * TOKEN_RANDOM_BYTES + 1], hash[65], key[128], ts[40];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return SC_EIO;
+	memcpy(tok, "sc_", 3);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(tok + 3 + 2 * i, 3, "%02x", rnd[i]);
+	sc_sha256_hex(tok, strlen(tok), hash);
+	snprintf(id, idsz, "%.*s", ID_LEN, hash);
+	snprintf(key, sizeof(key), TOKEN_PREFIX "%.*s", ID_LEN, hash);
+	sc__now_rfc3339(ts, sizeof(ts));
+	json_t *qs = queues ? json_incref(queues) : json_array();
+	json_t *rec = json_pack("{s:s,s:s,s:s,s:o,s:s}", "id", id, "hash", hash, "role",
+				sc__role_name(role), "queues", qs, "createdAt", ts);
+	char *text = json_dumps(rec, JSON_COMPACT);
+	json_decref(rec);
+	int rc = sc_store_put(s->store, key, text, SC_REV_ABSENT, NULL);
+	free(text);
+	if (rc < 0)
+		return rc;
+	*secret = strdup(tok);
+	return *secret ? 0 : SC_ENOMEM;
+}
+
+int sc__auth_init(sc_server_t *s)
+{
+	sc_kv_list_t l;
+	int rc = sc_store_list(s->store, TOKEN_PREFIX, &l);
+	if (rc < 0)
+		return rc;
+	size_t n = l.n;
+	sc_kv_list_free(&l);
+	if (n > 0)
+		return 0;
+	char *secret = NULL, id[32];
+	rc = sc__token_create(s, SC_ROLE_ADMIN, NULL, &secret, id, sizeof(id));
+	if (rc < 0)
+		return rc;
+	/* Printed once: only its digest is kept, so it cannot be shown again. */
+	printf("starcloud: admin token (shown once, store it now): %s\n", secret);
+	fflush(stdout);
+	free(secret);
+	return 0;
+}
+
+static int load_principal(json_t *rec, sc_principal_t *who)
+{
+	who->role = sc__role_parse(json_string_value(json_object_get(rec, "role")));
+	snprintf(who->id, sizeof(who->id), "%s", json_string_value(json_object_get(rec, "id")));
+	json_t *qs = json_object_get(rec, "queues"), *q;
+	size_t i;
+	who->nqueues = 0;
+	json_array_foreach(qs, i, q) {
+		if (who->nqueues == SC_MAX_TOKEN_QUEUES || !json_is_string(q))
+			break;
+		snprintf(who->queues[who->nqueues++], sizeof(who->queues[0]), "%s",
+			 json_string_value(q));
+	}
+	return who->role == SC_ROLE_NONE ? SC_EINVAL : 0;
+}
+
+int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
+{
+	const char *h = sc_http_header(r, "Authorization");
+	memset(who, 0, sizeof(*who));
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+		return SC_EINVAL;
+	const char *tok = h + 7;
+	while (*tok == ' ')
+		tok++;
+	size_t n = strlen(tok);
+	if (n < 8 || n > MAX_TOKEN_LEN)
+		return SC_EINVAL;
+	char hash[65], key[128];
+	sc_sha256_hex(tok, n, hash);
+	snprintf(key, sizeof(key), TOKEN_PREFIX "%.*s", ID_LEN, hash);
+	sc_kv_t kv = { 0 };
+	if (sc_store_get(s->store, key, &kv) < 0)
+		return SC_EINVAL;
+	json_t *rec = json_loads(kv.value, 0, NULL);
+	sc_kv_free(&kv);
+	int rc = SC_EINVAL;
+	if (rec && digest_equal(json_string_value(json_object_get(rec, "hash")) ?: "", hash))
+		rc = load_principal(rec, who);
+	json_decref(rec);
+	return rc;
+}
+
+int sc__auth_has_queue(const sc_principal_t *who, const char *queue)
+{
+	if (!queue)
+		return 0;
+	for (size_t i = 0; i < who->nqueues; i++)
+		if (strcmp(who->queues[i], queue) == 0)
+			return 1;
+	return 0;
+}
+
+int sc__auth_can_see(const sc_principal_t *who, const sc_kind_t *k, json_t *obj)
+{
+	if (who->role != SC_ROLE_TENANT)
+		return 1;
+	if (k->queue_scoped)
+		return sc__auth_has_queue(
+			who, json_string_value(json_object_get(json_object_get(obj, "spec"), "queue")));
+	if (strcmp(k->kind, "Queue") == 0)
+		return sc__auth_has_queue(
+			who,
+			json_string_value(json_object_get(json_object_get(obj, "metadata"), "name")));
+	if (strcmp(k->kind, "Event") == 0)
+		return sc__auth_has_queue(who, json_string_value(json_object_get(obj, "queue")));
+	return 1; /* nodes and priority classes are cluster facts tenants need */
+}
+
+/* ---------------------------------------------------------------------
+ * /api/v1/tokens (admin only)
+ * ------------------------------------------------------------------- */
+
+/* Checks a token request {"role": ..., "queues": [...]}; answers on error. */
+static int parse_token_request(sc_http_req_t *r, json_t *req, int *role)
+{
+	const char *key;
+	json_t *v, *q;
+	size_t i;
+	if (!json_is_object(req)) {
+		sc__api_error(r, 400, "BadRequest", "", "expected a JSON object");
+		return SC_EINVAL;
+	}
+	json_object_foreach(req, key, v) {
+		if (strcmp(key, "role") != 0 && strcmp(key, "queues") != 0) {
+			sc__api_error(r, 400, "Invalid", key, "%s: unknown field", key);
+			return SC_EINVAL;
+		}
+	}
+	*role = sc__role_parse(json_string_value(json_object_get(req, "role")));
+	if (*role == SC_ROLE_NONE) {
+		sc__api_error(r, 400, "Invalid", "role", "role: expected admin, tenant or viewer");
+		return SC_EINVAL;
+	}
+	json_t *qs = json_object_get(req, "queues");
+	if (qs && (!json_is_array(qs) || json_array_size(qs) > SC_MAX_TOKEN_QUEUES)) {
+		sc__api_error(r, 400, "Invalid", "queues", "queues: expected at most %d names",
+			      SC_MAX_TOKEN_QUEUES);
+		return SC_EINVAL;
+	}
+	json_array_foreach(qs, i, q) {
+		if (!json_is_string(q) || !sc__name_valid(json_string_value(q))) {
+			sc__api_error(r, 400, "Invalid", "queues", "queues[%zu]: invalid queue name",
+				      i);
+			return SC_EINVAL;
+		}
+	}
+	if (*role == SC_ROLE_TENANT && json_array_size(qs) == 0) {
+		sc__api_error(r, 400, "Invalid", "queues", "queues: a tenant token needs a queue");
+		return SC_EINVAL;
+	}
+	return 0;
+}
+
+static void token_create(sc_server_t *s, sc_http_req_t *r)
+{
+	size_t len;
+	const char *body = sc_http_body(r, &len);
+	json_error_t jerr;
+	json_t *req = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	int role;
+	if (!req) {
+		sc__api_error(r, 400, "BadRequest", "", "malformed JSON: %s", jerr.text);
+		return;
+	}
+	if (parse_token_request(r, req, &role) == 0) {
+		char *secret = NULL, id[32];
+		json_t *qs = json_object_get(req, "queues");
+		int rc = sc__token_create(s, role, qs, &secret, id, sizeof(id));
+		if (rc < 0)
+			sc__api_error(r, 500, "InternalError", NULL, "%s", sc_strerror(rc));
+		else
+			sc__api_json(r, 201,
+				     json_pack("{s:s,s:s,s:s,s:o}", "token", secret, "id", id, "role",
+					       sc__role_name(role), "queues",
+					       qs ? json_incref(qs) : json_array()));
+		free(secret);
+	}
+	json_decref(req);
+}
+
+static void token_list(sc_server_t *s, sc_http_req_t *r)
+{
+	sc_kv_list_t l;
+	if (sc_store_list(s->store, TOKEN_PREFIX, &l) < 0) {
+		sc__api_error(r, 500, "InternalError", NULL, "store error");
+		return;
+	}
+	json_t *items = json_array();
+	for (size_t i = 0; i < l.n; i++) {
+		json_t *rec = json_loads(l.items[i].value, 0, NULL);
+		if (!rec)
+			continue;
+		json_object_del(rec, "hash"); /* never leaves the server */
+		json_array_append_new(items, rec);
+	}
+	sc_kv_list_free(&l);
+	sc__api_json(r, 200, json_pack("{s:s,s:o}", "kind", "TokenList", "items", items));
+}
+
+static void token_delete(sc_server_t *s, sc_http_req_t *r, const char *id)
+{
+	char key[128];
+	if (strlen(id) != ID_LEN || strspn(id, "0123456789abcdef") != ID_LEN) {
+		sc__api_error(r, 404, "NotFound", NULL, "token not found");
+		return;
+	}
+	snprintf(key, sizeof(key), TOKEN_PREFIX "%s", id);
+	int rc = sc_store_delete(s->store, key, SC_REV_ANY, NULL);
+	if (rc == SC_ENOTFOUND)
+		sc__api_error(r, 404, "NotFound", NULL, "token %s not found", id);
+	else if (rc < 0)
+		sc__api_error(r, 500, "InternalError", NULL, "%s", sc_strerror(rc));
+	else
+		sc__api_json(r, 200, json_pack("{s:s}", "deleted", id));
+}
+
+static void handle_tokens(sc_http_req_t *r, void *ud)
+{
+	sc_server_t *s = ud;
+	sc_principal_t who;
+	const char *m = sc_http_method(r);
+	const char *rest = sc_http_path(r) + strlen(SC_API_PREFIX "tokens");
+	if (sc__auth_check(s, r, &who) < 0) {
+		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
+		return;
+	}
+	/* Anyone may ask who they are; the CLI uses it for `token whoami`. */
+	if (strcmp(rest, "/self") == 0 && strcmp(m, "GET") == 0) {
+		json_t *qs = json_array();
+		for (size_t i = 0; i < who.nqueues; i++)
+			json_array_append_new(qs, json_string(who.queues[i]));
+		sc__api_json(r, 200, json_pack("{s:s,s:s,s:o}", "id", who.id, "role",
+					       sc__role_name(who.role), "queues", qs));
+		return;
+	}
+	if (who.role != SC_ROLE_ADMIN) {
+		sc__api_error(r, 403, "Forbidden", NULL, "only admins manage tokens");
+		return;
+	}
+	if ((rest[0] == '\0' || strcmp(rest, "/") == 0) && strcmp(m, "POST") == 0)
+		token_create(s, r);
+	else if ((rest[0] == '\0' || strcmp(rest, "/") == 0) && strcmp(m, "GET") == 0)
+		token_list(s, r);
+	else if (rest[0] == '/' && strcmp(m, "DELETE") == 0)
+		token_delete(s, r, rest + 1);
+	else
+		sc__api_error(r, 405, "MethodNotAllowed", NULL, "%s not allowed here", m);
+}
+
+int sc__auth_register(sc_server_t *s)
+{
+	return sc_http_route(s->http, NULL, SC_API_PREFIX "tokens", handle_tokens, s);
+}

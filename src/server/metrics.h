@@ -1,0 +1,27 @@
+/* Prometheus metrics of the control plane (text exposition format 0.0.4).
+ *
+ * Counters and histograms live in plain arrays: the daemon has one thread,
+ * so no atomics are needed, and the label sets are small and bounded (API
+ * routes, methods, codes; queues from the last cycle). */
+#ifndef SC_SERVER_METRICS_H
+#define SC_SERVER_METRICS_H
+
+#include <stddef.h>
+
+#include "server/server.h"
+
+/* One queue's figures from the last scheduling cycle (GPU devices). */
+typedef struct sc_queue_metrics {
+	char name[SC_MAX_NAME + 1];
+	double quota, fair_share, allocated, requested;
+} sc_queue_metrics_t;
+
+/* Records a finished cycle: its duration, what it decided, and the queue
+ * figures (copied). evictions[a] counts evictions by action a. */
+void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
+		       const size_t *evictions, size_t nactions, size_t pending,
+		       const sc_queue_metrics_t *queues, size_t nqueues);
+/* Records how long a job waited from creation to its first placement. */
+void sc__metrics_wait(sc_metrics_t *m, double seconds);
+
+#endif

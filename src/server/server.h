@@ -1,0 +1,120 @@
+/* Control plane internals shared by the files of src/server/.
+ *
+ * One sc_server_t per process: the event loop, the store, the HTTP server,
+ * metrics and the scheduling loop. Everything runs on the loop's thread,
+ * so a handler's read-modify-write against the store is never interleaved
+ * with another writer. */
+#ifndef SC_SERVER_SERVER_H
+#define SC_SERVER_SERVER_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "net/http.h"
+#include "store/store.h"
+
+#define SC_API_PREFIX "/api/v1/"
+#define SC_KEY_PREFIX "/registry/"
+#define SC_MAX_NAME 253
+#define SC_MAX_TOKEN_QUEUES 32
+
+typedef struct sc_metrics sc_metrics_t;
+typedef struct sc_sched sc_sched_t;
+
+/* An object kind served under /api/v1/<plural>. */
+typedef struct sc_kind {
+	const char *plural;   /* "jobs" */
+	const char *kind;     /* "Job" */
+	int queue_scoped;     /* tenants see only objects whose spec.queue is theirs */
+	int readonly;         /* written by the server only (events) */
+} sc_kind_t;
+
+enum sc_role { SC_ROLE_NONE = 0, SC_ROLE_ADMIN, SC_ROLE_TENANT, SC_ROLE_VIEWER };
+
+/* Who is calling, from the bearer token. */
+typedef struct sc_principal {
+	int role;
+	char id[24];
+	char queues[SC_MAX_TOKEN_QUEUES][SC_MAX_NAME + 1];
+	size_t nqueues;
+} sc_principal_t;
+
+typedef struct sc_server {
+	uv_loop_t *loop;
+	sc_store_t *store;
+	sc_http_server_t *http;
+	sc_metrics_t *metrics;
+	sc_sched_t *sched;
+	uv_signal_t sigint, sigterm;
+	int ready;
+} sc_server_t;
+
+/* ---- api.c ---- */
+const sc_kind_t *sc__kind_by_plural(const char *plural, size_t len);
+const sc_kind_t *sc__kind_by_name(const char *kind);
+int sc__api_register(sc_server_t *s);
+/* Sends {"error":{...}}; field may be NULL. */
+void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *field,
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Sends a JSON document (consumes doc). */
+void sc__api_json(sc_http_req_t *r, int code, json_t *doc);
+/* Builds the key of an object. */
+void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outsz);
+/* Parses a stored value and adds metadata.resourceVersion. New reference. */
+json_t *sc__object_load(const char *value, int64_t mod_rev);
+
+/* ---- watch.c ---- */
+void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
+		     const sc_principal_t *who, const char *selector, int64_t from_rev);
+/* Label selector "k=v,k2!=v2,k3": 1 when obj matches, 0 when not. */
+int sc__selector_match(const char *selector, json_t *obj);
+/* Checks a selector's syntax: 0 or SC_EINVAL. */
+int sc__selector_check(const char *selector);
+
+/* ---- auth.c ---- */
+/* Creates the admin token at first start and prints it once. */
+int sc__auth_init(sc_server_t *s);
+/* Fills who from the Authorization header; 0, or SC_EINVAL (no valid token). */
+int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who);
+/* 1 when a tenant may see an object of kind k (or a queue-scoped kind is
+ * not involved), from the object's spec.queue or, for queues, its name. */
+int sc__auth_can_see(const sc_principal_t *who, const sc_kind_t *k, json_t *obj);
+int sc__auth_has_queue(const sc_principal_t *who, const char *queue);
+int sc__auth_register(sc_server_t *s);
+/* Mints a token with role and queues; writes the secret (owned by caller,
+ * free()) and the id. */
+int sc__token_create(sc_server_t *s, int role, json_t *queues, char **secret, char *id,
+		     size_t idsz);
+const char *sc__role_name(int role);
+int sc__role_parse(const char *name);
+
+/* ---- schema.c ---- */
+/* Validates a manifest of kind k; on failure fills field and msg and returns
+ * SC_EINVAL. The one place to swap for the manifest decoder. */
+int sc__validate_object(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz,
+			char *msg, size_t msgsz);
+
+/* 1 when s is a valid object name (DNS subdomain rules). */
+int sc__name_valid(const char *s);
+
+/* ---- metrics.c ---- */
+sc_metrics_t *sc__metrics_new(void);
+void sc__metrics_free(sc_metrics_t *m);
+void sc__metrics_observe_http(const char *method, const char *route, int status,
+			      double seconds, void *ud);
+int sc__metrics_register(sc_server_t *s);
+
+/* ---- sched.c ---- */
+int sc__sched_start(sc_server_t *s);
+void sc__sched_stop(sc_server_t *s);
+/* Asks for a cycle soon (after a change). */
+void sc__sched_kick(sc_server_t *s);
+
+/* ---- server.c ---- */
+int sc_server_main(int argc, char **argv);
+/* RFC 3339 UTC time of now into out. */
+void sc__now_rfc3339(char *out, size_t outsz);
+
+#endif

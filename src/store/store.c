@@ -1,0 +1,122 @@
+/* Backend-independent part of the store: dispatch and live watchers. */
+#include "store/store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "starcloud/error.h"
+
+struct sc_store_watch {
+	struct sc_store_watch *next;
+	char *prefix;
+	sc_store_watch_fn fn;
+	void *ud;
+};
+
+int sc_store_get(sc_store_t *s, const char *key, sc_kv_t *out)
+{
+	return s->ops->get(s, key, out);
+}
+
+int sc_store_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out)
+{
+	return s->ops->list(s, prefix, out);
+}
+
+int sc_store_put(sc_store_t *s, const char *key, const char *value, int64_t expect_rev,
+		 int64_t *rev)
+{
+	sc_store_op_t op = { SC_STORE_PUT, key, value, expect_rev };
+	return s->ops->txn(s, &op, 1, rev, NULL);
+}
+
+int sc_store_delete(sc_store_t *s, const char *key, int64_t expect_rev, int64_t *rev)
+{
+	sc_store_op_t op = { SC_STORE_DELETE, key, NULL, expect_rev };
+	return s->ops->txn(s, &op, 1, rev, NULL);
+}
+
+int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev,
+		 size_t *failed)
+{
+	return s->ops->txn(s, ops, n, rev, failed);
+}
+
+int64_t sc_store_revision(sc_store_t *s)
+{
+	return s->ops->revision(s);
+}
+
+int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
+		   void *ud, sc_store_watch_t **out)
+{
+	/* Replay first, then register: both happen within one call on the one
+	 * thread that also writes, so no change can slip in between. */
+	int rc = s->ops->replay(s, prefix, from_rev, fn, ud);
+	if (rc < 0)
+		return rc;
+	sc_store_watch_t *w = calloc(1, sizeof(*w));
+	if (!w || !(w->prefix = strdup(prefix))) {
+		free(w);
+		return SC_ENOMEM;
+	}
+	w->fn = fn;
+	w->ud = ud;
+	w->next = s->watchers;
+	s->watchers = w;
+	*out = w;
+	return 0;
+}
+
+void sc_store_unwatch(sc_store_t *s, sc_store_watch_t *w)
+{
+	for (sc_store_watch_t **p = &s->watchers; *p; p = &(*p)->next) {
+		if (*p == w) {
+			*p = w->next;
+			free(w->prefix);
+			free(w);
+			return;
+		}
+	}
+}
+
+void sc__store_notify(sc_store_t *s, const sc_store_event_t *ev)
+{
+	sc_store_watch_t *w = s->watchers, *next;
+	for (; w; w = next) {
+		/* A callback may unwatch itself (a closed stream), so take the
+		 * successor first. It must not unwatch others. */
+		next = w->next;
+		if (strncmp(ev->key, w->prefix, strlen(w->prefix)) == 0)
+			w->fn(ev, w->ud);
+	}
+}
+
+void sc_store_close(sc_store_t *s)
+{
+	if (!s)
+		return;
+	while (s->watchers)
+		sc_store_unwatch(s, s->watchers);
+	s->ops->close(s);
+}
+
+void sc_kv_free(sc_kv_t *kv)
+{
+	if (!kv)
+		return;
+	free(kv->key);
+	free(kv->value);
+	kv->key = kv->value = NULL;
+}
+
+void sc_kv_list_free(sc_kv_list_t *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->n; i++)
+		sc_kv_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}

@@ -1,0 +1,116 @@
+/* Storage interface of the control plane.
+ *
+ * A key-value store of JSON documents with one global, monotonically
+ * increasing revision (etcd's model): every committed transaction gets the
+ * next revision, each key remembers the revision that created it and the one
+ * that last changed it, and a change log lets a watcher resume from any
+ * revision still in the log. The server speaks only to this interface, so a
+ * backend (embedded SQLite now, etcd later) is a table of function pointers
+ * (sc_store_ops_t) behind an opaque handle.
+ *
+ * Durability: a backend returns from a write only when it is on disk, so
+ * the server may acknowledge it at once.
+ *
+ * Threading: a store is used from one thread (the daemon's event loop);
+ * watch callbacks run inside the write that caused them. */
+#ifndef SC_STORE_STORE_H
+#define SC_STORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sc_store sc_store_t;
+typedef struct sc_store_watch sc_store_watch_t;
+
+typedef struct sc_kv {
+	char *key;          /* owned */
+	char *value;        /* owned JSON text */
+	int64_t create_rev;
+	int64_t mod_rev;
+} sc_kv_t;
+
+typedef struct sc_kv_list {
+	sc_kv_t *items;     /* owned, sorted by key */
+	size_t n;
+	int64_t rev;        /* store revision the list was read at */
+} sc_kv_list_t;
+
+enum sc_store_op_type { SC_STORE_PUT = 0, SC_STORE_DELETE };
+
+/* Conditions on a key's mod_rev for writes. */
+#define SC_REV_ANY (-1)   /* no condition */
+#define SC_REV_ABSENT 0   /* the key must not exist (create) */
+
+typedef struct sc_store_op {
+	int type;            /* enum sc_store_op_type */
+	const char *key;     /* borrowed */
+	const char *value;   /* borrowed; PUT only */
+	int64_t expect_rev;  /* SC_REV_ANY, SC_REV_ABSENT, or the mod_rev required */
+} sc_store_op_t;
+
+enum sc_event_type { SC_EV_ADDED = 0, SC_EV_MODIFIED, SC_EV_DELETED };
+
+typedef struct sc_store_event {
+	int type;            /* enum sc_event_type */
+	const char *key;
+	const char *value;   /* new value; for DELETED the last value */
+	int64_t rev;         /* revision of the change */
+} sc_store_event_t;
+
+/* Called for each change; ev is borrowed for the call. */
+typedef void (*sc_store_watch_fn)(const sc_store_event_t *ev, void *ud);
+
+typedef struct sc_store_ops {
+	const char *name;
+	/* Reads one key. SC_ENOTFOUND when absent. out is owned by the caller. */
+	int (*get)(sc_store_t *s, const char *key, sc_kv_t *out);
+	/* Reads every key starting with prefix. */
+	int (*list)(sc_store_t *s, const char *prefix, sc_kv_list_t *out);
+	/* Applies ops atomically at one new revision (*rev), or none of them:
+	 * SC_ECONFLICT when a condition fails (*failed = its index), SC_EIO on
+	 * a storage error. Deleting an absent key is SC_ENOTFOUND. */
+	int (*txn)(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev,
+		   size_t *failed);
+	/* Changes with revision > from_rev, from the log, in order, then live.
+	 * SC_ERANGE when from_rev is older than the log keeps. */
+	int (*replay)(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
+		      void *ud);
+	int64_t (*revision)(sc_store_t *s);
+	void (*close)(sc_store_t *s);
+} sc_store_ops_t;
+
+/* The part every backend starts with. */
+struct sc_store {
+	const sc_store_ops_t *ops;
+	struct sc_store_watch *watchers;
+};
+
+/* ---- generic calls (dispatch to the backend) ---- */
+int sc_store_get(sc_store_t *s, const char *key, sc_kv_t *out);
+int sc_store_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out);
+/* PUT with a condition (SC_REV_ANY / SC_REV_ABSENT / a mod_rev). */
+int sc_store_put(sc_store_t *s, const char *key, const char *value, int64_t expect_rev,
+		 int64_t *rev);
+int sc_store_delete(sc_store_t *s, const char *key, int64_t expect_rev, int64_t *rev);
+int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev,
+		 size_t *failed);
+int64_t sc_store_revision(sc_store_t *s);
+/* Streams changes under prefix after from_rev (replayed from the log), then
+ * every later change until sc_store_unwatch. *out is owned by the store. */
+int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
+		   void *ud, sc_store_watch_t **out);
+void sc_store_unwatch(sc_store_t *s, sc_store_watch_t *w);
+/* Closes the store; accepts NULL. */
+void sc_store_close(sc_store_t *s);
+
+void sc_kv_free(sc_kv_t *kv);
+void sc_kv_list_free(sc_kv_list_t *l);
+
+/* For backends: deliver a committed change to the live watchers. */
+void sc__store_notify(sc_store_t *s, const sc_store_event_t *ev);
+
+/* ---- backends ---- */
+/* Opens (creating and migrating as needed) the SQLite store in dir. */
+int sc_store_sqlite_open(const char *dir, sc_store_t **out);
+
+#endif

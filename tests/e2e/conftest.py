@@ -1,0 +1,123 @@
+"""Fixtures for end-to-end tests: a real `starcloud server` on a free
+loopback port in a temporary data directory, stopped after the test."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+import requests
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("STARCLOUD_BIN", os.path.join(ROOT, "build", "starcloud"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, data_dir, extra=()):
+        self.data_dir = str(data_dir)
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.extra = list(extra)
+        self.proc = None
+        self.token = None
+
+    def start(self):
+        self.out = open(os.path.join(self.data_dir + ".out"), "a+")
+        self.proc = subprocess.Popen(
+            [BIN, "server", "--listen", "127.0.0.1:%d" % self.port, "--data-dir", self.data_dir]
+            + self.extra, stdout=subprocess.PIPE, stderr=self.out, text=True)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                if requests.get(self.url + "/healthz", timeout=0.5).ok:
+                    return self
+            except requests.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("server did not start")
+
+    def read_admin_token(self):
+        line = self.proc.stdout.readline()
+        m = re.search(r"(sc_[0-9a-f]+)", line)
+        assert m, "no admin token printed: %r" % line
+        self.token = m.group(1)
+        return self.token
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=10)
+        self.out.close()
+
+    def session(self, token=None):
+        s = requests.Session()
+        s.headers["Authorization"] = "Bearer " + (token or self.token)
+        s.base = self.url + "/api/v1"
+        return s
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = Server(tmp_path / "data").start()
+    srv.read_admin_token()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def admin(server):
+    return server.session()
+
+
+def manifest(kind, name, spec=None, labels=None, api="starcloud.dev/v1"):
+    md = {"name": name}
+    if labels:
+        md["labels"] = labels
+    obj = {"apiVersion": api, "kind": kind, "metadata": md}
+    if spec is not None:
+        obj["spec"] = spec
+    return obj
+
+
+def node(name, gpus=8, labels=None):
+    return manifest("Node", name, {"cpu": 64, "memory": "512Gi",
+                                   "gpus": {"count": gpus, "model": "A100-80GB",
+                                            "memory": "80Gi"}}, labels)
+
+
+def queue(name, gpu_quota=8):
+    return manifest("Queue", name, {"resources": {"gpu": {"quota": gpu_quota,
+                                                          "overQuotaWeight": 1,
+                                                          "limit": -1}}})
+
+
+def pclass(name, value=100):
+    return manifest("PriorityClass", name, {"value": value, "preemptible": True})
+
+
+def job(name, q="team-a", gpus=1, replicas=1, labels=None):
+    return manifest("Job", name, {"queue": q, "tasks": [
+        {"name": "worker", "replicas": replicas, "command": ["python3", "train.py"],
+         "resources": {"cpu": 1, "memory": "1Gi", "gpu": gpus}}]}, labels)
+
+
+def deployment(name, q="serving"):
+    return manifest("Deployment", name, {"queue": q, "model": "llama-3-8b", "version": "2",
+                                         "replicas": 2,
+                                         "template": {"resources": {"gpu": 1}}})
+
+
+EXAMPLES = {
+    "nodes": lambda n: node(n),
+    "queues": lambda n: queue(n),
+    "priorityclasses": lambda n: pclass(n),
+    "jobs": lambda n: job(n),
+    "deployments": lambda n: deployment(n),
+}
