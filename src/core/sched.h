@@ -117,6 +117,7 @@ struct sc_sched {
 	topo_level_t *levels;
 	int nlevels;
 	res3_t capacity;
+	int64_t max_gpu_memory;  /* largest device, bytes */
 	decision_t *decisions;
 	size_t ndecisions, capdecisions;
 	/* Failure cache for this cycle: signatures of jobs that did not fit
