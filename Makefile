@@ -90,8 +90,9 @@ test-san: $(BIN) $(UNIT_BIN)
 	@$(MAKE) --no-print-directory SAN=1 test-unit test-scenarios
 
 bench: build
-	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench
-	./$(BUILD)/bench/corebench
+	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench $(BUILD)/bench/preemptbench
+	./$(BUILD)/bench/corebench --cycles 5
+	./$(BUILD)/bench/preemptbench --nodes 10000 --pending 10000
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
