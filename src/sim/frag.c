@@ -248,6 +248,66 @@ double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *g
 	return v;
 }
 
+/* The state after typical pod s lands on it (shares on the fullest device
+ * that fits), or false when it does not fit. */
+static bool take_shape(const sc_pod_shape_t *s, int model, int64_t *cpu, int16_t *gpu, int ngpu)
+{
+	uint64_t mbit = model >= 0 && model < 64 ? (uint64_t)1 << model : 0;
+	if (*cpu < s->cpu || (s->milli > 0 && !(s->models & mbit)))
+		return false;
+	*cpu -= s->cpu;
+	if (s->milli == 0)
+		return true;
+	if (s->milli < SC_GPU_MILLI) {
+		int best = -1;
+		for (int d = 0; d < ngpu; d++)
+			if (gpu[d] >= s->milli && (best < 0 || gpu[d] < gpu[best]))
+				best = d;
+		if (best < 0)
+			return false;
+		gpu[best] = (int16_t)(gpu[best] - s->milli);
+		return true;
+	}
+	int need = s->num;
+	for (int d = 0; d < ngpu && need > 0; d++)
+		if (gpu[d] == SC_GPU_MILLI) {
+			gpu[d] = 0;
+			need--;
+		}
+	return need == 0;
+}
+
+double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
+			 int ngpu)
+{
+	state_key_t k;
+	make_key(&k, model, cpu_left, gpu_left, ngpu);
+	k.pad = 1; /* a separate value space in the same memo */
+	slot_t *sl = f->oom ? NULL : find_slot(f->slots, f->cap, &k);
+	if (sl && sl->used)
+		return sl->value;
+	double now = sc_frag_state(f, model, cpu_left, gpu_left, ngpu), next = 0;
+	for (size_t t = 0; t < f->ntypical; t++) {
+		int16_t g[SC_MAX_GPUS];
+		int64_t cpu = cpu_left;
+		memcpy(g, k.gpu, sizeof(g));
+		next += f->typical[t].p * (take_shape(&f->typical[t].shape, model, &cpu, g, ngpu)
+						   ? sc_frag_state(f, model, cpu, g, ngpu)
+						   : now);
+	}
+	double v = now + next;
+	if (f->oom)
+		return v;
+	/* sc_frag_state may have grown the table: find the slot again. */
+	sl = find_slot(f->slots, f->cap, &k);
+	sl->key = k;
+	sl->value = v;
+	sl->used = true;
+	if (++f->count * 2 > f->cap && !grow(f))
+		f->oom = true;
+	return v;
+}
+
 double sc_frag_node(const sc_frag_t *f, uint32_t i)
 {
 	return i < f->nnodes ? f->node[i] : 0;

@@ -57,6 +57,12 @@ double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *g
 double sc_frag_compute(const sc_typical_t *t, size_t nt, int model, int64_t cpu_left,
 		       const int16_t *gpu_left, int ngpu);
 
+/* One-step lookahead: the state's fragmentation plus its expected
+ * fragmentation after the next typical pod lands on it (a pod that does not
+ * fit leaves it as is). Memoised like sc_frag_state. */
+double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
+			 int ngpu);
+
 /* Current fragmentation of node i, as of the last sc_frag_update. */
 double sc_frag_node(const sc_frag_t *f, uint32_t i);
 /* Recomputes node n's current value and the cluster total. */

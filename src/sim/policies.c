@@ -248,30 +248,48 @@ static double fgd_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *
 
 /* ---- default (ours) --------------------------------------------------------- */
 
-/* Growth of fragmentation, unquantised, then best fit. See
- * docs/SIMULATOR.md for why these terms. */
-static double default_node_term(const sc_node_view_t *n, const sc_request_t *r, int64_t left_after)
+/* Lookahead value of node n after taking r (share on device dev). */
+static double lookahead_after(sc_frag_t *f, const sc_node_view_t *n, const sc_request_t *r,
+			      int dev)
 {
-	return -(double)left_after / 1000.0;
+	int16_t left[SC_MAX_GPUS];
+	memcpy(left, n->gpu_free, sizeof(left));
+	if (is_share(r)) {
+		left[dev] = (int16_t)(left[dev] - r->gpu_milli);
+	} else {
+		int need = r->gpus;
+		for (int d = 0; d < n->gpu_count && need > 0; d++)
+			if (left[d] == SC_GPU_MILLI) {
+				left[d] = 0;
+				need--;
+			}
+	}
+	return sc_frag_lookahead(f, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
 }
 
+/* FGD with one step of lookahead: a node state is valued by its
+ * fragmentation now plus the expected fragmentation after the next typical
+ * pod lands on it (halved, so the scale matches FGD's). The change goes
+ * through FGD's sigmoid onto whole points 0..100; equal points go to the
+ * node earlier in the run's node order, which keeps filling the same nodes
+ * and leaves others empty for multi-GPU pods. docs/SIMULATOR.md explains
+ * why the coarse scale matters. */
 static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
 			    const sc_request_t *r, sc_assign_t *a)
 {
 	pctx_t *p = ctx;
-	double old = sc_frag_node(p->frag, n->index);
-	int64_t left_after = gpu_left(n) - req_gpu_milli(r);
-	double tie = default_node_term(n, r, left_after);
-	if (!is_share(r))
-		return -(frag_after(p->frag, n, r, 0) - old) + tie;
-	double best = -INFINITY;
+	double old = sc_frag_lookahead(p->frag, n->model, n->cpu_free, n->gpu_free, n->gpu_count);
+	if (!is_share(r)) {
+		double after = lookahead_after(p->frag, n, r, 0);
+		return trunc_score(sigmoid((old - after) / 2000) * MAX_SCORE);
+	}
+	double best = -1;
 	int dev = -1;
 	for (int d = 0; d < n->gpu_count; d++) {
 		if (n->gpu_free[d] < r->gpu_milli)
 			continue;
-		/* Fuller devices first on equal growth: keeps whole ones whole. */
-		double s = -(frag_after(p->frag, n, r, d) - old) -
-			   (double)(n->gpu_free[d] - r->gpu_milli) / 1e6;
+		double after = lookahead_after(p->frag, n, r, d);
+		double s = trunc_score(sigmoid((old - after) / 2000) * MAX_SCORE);
 		if (dev < 0 || s > best) {
 			best = s;
 			dev = d;
@@ -280,7 +298,7 @@ static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view
 	if (dev < 0)
 		return -INFINITY;
 	set_share(a, r, dev);
-	return best + tie;
+	return best;
 }
 
 /* ---- table ----------------------------------------------------------------- */
