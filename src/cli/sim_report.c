@@ -193,7 +193,7 @@ static int write_plot(const char *dir, const group_t *g, size_t ng, const char *
 	FILE *gp = popen("gnuplot", "w");
 	if (!gp)
 		return -1;
-	fprintf(gp, "set terminal pngcairo size 900,600\nset output '%s'\n", png);
+	fprintf(gp, "set terminal png size 900,600\nset output '%s'\n", png);
 	fprintf(gp, "set title '%s: GPU allocation vs arrived demand'\n", workload);
 	fprintf(gp, "set xlabel 'arrived GPU demand (%% of capacity)'\n"
 		    "set ylabel 'GPUs allocated (%% of capacity)'\n"
