@@ -253,11 +253,11 @@ double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *g
 static bool take_shape(const sc_pod_shape_t *s, int model, int64_t *cpu, int16_t *gpu, int ngpu)
 {
 	uint64_t mbit = model >= 0 && model < 64 ? (uint64_t)1 << model : 0;
-	if (*cpu < s->cpu || (s->milli > 0 && !(s->models & mbit)))
+	/* CPU pods are left out of the lookahead: where they land is decided
+	 * by CPU, and counting them here made CPU-heavy workloads worse. */
+	if (s->milli == 0 || *cpu < s->cpu || !(s->models & mbit))
 		return false;
 	*cpu -= s->cpu;
-	if (s->milli == 0)
-		return true;
 	if (s->milli < SC_GPU_MILLI) {
 		int best = -1;
 		for (int d = 0; d < ngpu; d++)
