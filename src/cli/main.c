@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "agent/agent_opts.h"
 #include "server/server.h"
 
 typedef struct verb {
@@ -20,7 +21,7 @@ static const verb_t verbs[] = {
 	{"simulate", NULL, "packing and trace simulation"},
 	{"bench", NULL, "benchmarks"},
 	{"server", sc_server_main, "run the control plane"},
-	{"agent", NULL, "run a node agent"},
+	{"agent", sc_agent_main, "run a node agent"},
 	{"gateway", NULL, "run the serving gateway"},
 	{"worker", NULL, "run the reference model worker"},
 	{"dev", NULL, "run a local cluster (server, agents, gateway)"},
