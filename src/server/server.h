@@ -55,6 +55,8 @@ typedef struct sc_server {
 const sc_kind_t *sc__kind_by_plural(const char *plural, size_t len);
 const sc_kind_t *sc__kind_by_name(const char *kind);
 int sc__api_register(sc_server_t *s);
+/* ---- agent_api.c: node heartbeats, leases, pod reports ---- */
+int sc__agent_api_register(sc_server_t *s);
 /* Sends {"error":{...}}; field may be NULL. */
 void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *field,
 		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
