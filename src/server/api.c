@@ -216,7 +216,7 @@ static json_t *read_body(api_req_t *a)
 		return NULL;
 	}
 	if (sc__validate_object(a->kind, obj, field, sizeof(field), msg, sizeof(msg)) < 0) {
-		sc__api_error(a->r, 400, "Invalid", field, "%s %s", a->kind->kind, msg);
+		sc__api_error(a->r, 400, "Invalid", field, "%s", msg);
 		json_decref(obj);
 		return NULL;
 	}
@@ -448,7 +448,7 @@ static void do_patch(api_req_t *a)
 		abort();
 	char field[256] = "", msg[512] = "";
 	if (sc__validate_object(a->kind, merged, field, sizeof(field), msg, sizeof(msg)) < 0)
-		sc__api_error(a->r, 400, "Invalid", field, "%s %s", a->kind->kind, msg);
+		sc__api_error(a->r, 400, "Invalid", field, "%s", msg);
 	else
 		replace(a, old, merged, cur);
 	json_decref(merged);
