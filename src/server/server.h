@@ -105,6 +105,13 @@ json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj);
 /* 1 when s is a valid object name (DNS subdomain rules). */
 int sc__name_valid(const char *s);
 
+/* ---- ops.c ---- */
+/* 1 when kind k has the subresource sub ("explain", "drain"). */
+int sc__subresource_known(const sc_kind_t *k, const char *sub);
+/* Answers a request to /api/v1/<plural>/<name>/<sub>. */
+void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+		     const sc_kind_t *k, const char *name, const char *sub);
+
 /* ---- metrics.c ---- */
 sc_metrics_t *sc__metrics_new(void);
 void sc__metrics_free(sc_metrics_t *m);
