@@ -151,6 +151,49 @@ static int map_jobs(sc_cycle_in_t *in)
 	return rc;
 }
 
+static const char *spec_str(const sc_sobj_t *o, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(o->obj, "spec"), key));
+}
+
+/* The commonest refusal, a job whose queue is missing or not a leaf, is
+ * found here in one pass: left to the snapshot, n such jobs would cost n
+ * rebuilds of the whole set. Messages are the decoder's. */
+static void precheck_queues(sc_cycle_in_t *in)
+{
+	sc_strmap_t queues, parents;
+	if (sc_strmap_init(&queues, in->nobjs) < 0 || sc_strmap_init(&parents, in->nobjs) < 0)
+		abort();
+	for (size_t i = 0; i < in->nobjs; i++) {
+		const sc_sobj_t *o = &in->objs[i];
+		const char *parent = spec_str(o, "parentQueue");
+		if (strcmp(o->kind->kind, "Queue") != 0)
+			continue;
+		sc_strmap_put(&queues, sobj_name(o), 1);
+		if (parent)
+			sc_strmap_put(&parents, parent, 1);
+	}
+	for (size_t i = 0; i < in->nobjs; i++) {
+		sc_sobj_t *o = &in->objs[i];
+		const char *q = spec_str(o, "queue");
+		sc_manifest_error_t err = { .code = SC_EINVAL };
+		if (!o->kind->queue_scoped || !q || o->why)
+			continue;
+		snprintf(err.object, sizeof(err.object), "%s %s", o->kind->kind, sobj_name(o));
+		snprintf(err.path, sizeof(err.path), "spec.queue");
+		if (sc_strmap_get(&queues, q) < 0)
+			snprintf(err.msg, sizeof(err.msg), "queue \"%.200s\" does not exist", q);
+		else if (sc_strmap_get(&parents, q) >= 0)
+			snprintf(err.msg, sizeof(err.msg),
+				 "queue \"%.200s\" has child queues; jobs go to leaf queues", q);
+		else
+			continue;
+		exclude(o, &err);
+	}
+	sc_strmap_free(&queues);
+	sc_strmap_free(&parents);
+}
+
 int sc__cycle_load(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
 {
 	size_t cap = 0;
@@ -159,6 +202,8 @@ int sc__cycle_load(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
 	in->now = now;
 	for (size_t k = 0; k < NPLURALS && rc == 0; k++)
 		rc = load_kind(s, sc__kind_by_plural(plurals[k], strlen(plurals[k])), in, &cap);
+	if (rc == 0)
+		precheck_queues(in);
 	for (size_t attempt = 0; rc == 0 && attempt <= in->nobjs; attempt++) {
 		sc_manifest_error_t err;
 		if ((rc = fill_set(in)) < 0)
