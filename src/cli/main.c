@@ -31,10 +31,10 @@ static const verb_t verbs[] = {
 	{"describe", sc_cli_describe, "show an object in detail"},
 	{"delete", sc_cli_delete, "delete objects"},
 	{"token", sc_cli_token, "create, list and delete API tokens"},
-	{"explain", NULL, "why is a job pending"},
+	{"explain", sc_cli_explain, "why is a job pending"},
 	{"logs", NULL, "show a pod's logs"},
 	{"top", sc_cli_top, "resource usage"},
-	{"drain", NULL, "drain a node"},
+	{"drain", sc_cli_drain, "drain a node"},
 	{"rollout", NULL, "deployment rollout status, promote, abort"},
 };
 
