@@ -89,8 +89,11 @@ static void on_report(int status, const char *body, size_t len, void *ud)
 {
 	sc_agent_t *a = ud;
 	a->report_req = NULL;
+	json_t *resp = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
+	int lost = json_is_true(json_object_get(resp, "leaseWasLost"));
+	json_decref(resp);
 	if (status == 200) {
-		if (a->hb_failing) {
+		if (a->hb_failing || lost) {
 			sc__agent_log(a, "server reachable again: listing and watching anew");
 			sc__sync_restart(a);
 		}

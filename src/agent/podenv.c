@@ -175,7 +175,7 @@ static int add_share(sc_pod_t *p, sc_podenv_t *e, json_t *b)
 	json_int_t g = json_integer_value(json_array_get(json_object_get(b, "gpus"), 0));
 	int rc = 0;
 	if (!mem && milli && g >= 0 && g < p->a->gpus.count)
-		mem = (int64_t)(p->a->gpus.dev[g].memory / 1000 * (uint64_t)milli);
+		mem = (int64_t)(p->a->gpus.dev[g].memory * (uint64_t)milli / 1000);
 	if (milli) {
 		rc = add(e, "STARCLOUD_GPU_SHARE=%lld.%03lld", milli / 1000, milli % 1000);
 		if (!rc)

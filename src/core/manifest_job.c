@@ -205,7 +205,7 @@ static int decode_process(sc__rd_t *rd, json_t *o, size_t ncmd)
 	int rc;
 	if ((rc = sc__get_strs(rd, o, "args", false, &args, &nargs)) < 0)
 		return rc;
-	if (rc == 1 && ncmd == 0) {
+	if (json_object_get(o, "args") && !json_object_get(o, "command")) {
 		sc__rd_push(rd, "args");
 		return sc__rd_fail(rd, SC_EINVAL, "args need a command");
 	}
@@ -217,7 +217,7 @@ static int decode_process(sc__rd_t *rd, json_t *o, size_t ncmd)
 	}
 	if ((rc = sc__get_str(rd, o, "workingDir", false, &dir)) < 0)
 		return rc;
-	if (rc == 1 && dir[0] != '/') {
+	if (json_object_get(o, "workingDir") && dir[0] != '/') {
 		sc__rd_push(rd, "workingDir");
 		return sc__rd_fail(rd, SC_EINVAL, "expected an absolute path");
 	}

@@ -333,12 +333,15 @@ static void heartbeat(agent_api_t *api, sc_http_req_t *r, const char *node)
 	json_int_t ms = json_is_integer(lm) ? json_integer_value(lm) : DEFAULT_LEASE_MS;
 	ms = ms < MIN_LEASE_MS ? MIN_LEASE_MS : ms > MAX_LEASE_MS ? MAX_LEASE_MS : ms;
 	lease_t *l = lease_find(api, node, 1);
+	int was_lost = l->lost;
 	l->expires = uv_now(s->loop) + (uint64_t)ms;
 	l->lost = 0;
 	node_status(s, obj, rev, body, (uint64_t)ms);
 	apply_reports(s, node, json_object_get(body, "pods"));
-	sc__api_json(r, 200, json_pack("{s:I,s:I}", "leaseMillis", ms, "revision",
-				       (json_int_t)sc_store_revision(s->store)));
+	/* A node back from a lost lease lists again: its pods were given away. */
+	sc__api_json(r, 200, json_pack("{s:I,s:I,s:b}", "leaseMillis", ms, "revision",
+				       (json_int_t)sc_store_revision(s->store), "leaseWasLost",
+				       was_lost));
 	json_decref(obj);
 	json_decref(body);
 }
