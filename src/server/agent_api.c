@@ -21,7 +21,8 @@
  * Gang policy: when a pod of a job with more than one pod fails for good,
  * spec.gangPolicy decides: FailJob (default) fails the other pods too;
  * RestartGang releases every pod so the gang is placed and started afresh,
- * at most backoffLimit (default 6) times, counted in status.gangRestarts. */
+ * at most backoffLimit (default 6) times, counted in the annotation
+ * starcloud.dev/gang-restarts. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@
 #define MAX_LEASE_MS 600000
 #define DEFAULT_LEASE_MS 6000
 #define MAX_REPORTS 10000
+#define SC_GANG_RESTARTS "starcloud.dev/gang-restarts"
 
 typedef struct lease {
 	char node[SC_MAX_NAME + 1];
@@ -207,12 +209,19 @@ static void gang_failed(json_t *obj, const char *pod)
 		return;
 	json_t *bl = json_object_get(spec, "backoffLimit");
 	int limit = json_is_integer(bl) ? (int)json_integer_value(bl) : 6;
-	json_t *gr = json_object_get(st, "gangRestarts");
-	int restarts = json_is_integer(gr) ? (int)json_integer_value(gr) : 0;
+	/* The count lives in an annotation: the scheduling loop rewrites the
+	 * status it owns and keeps metadata as it is. */
+	json_t *md = json_object_get(obj, "metadata");
+	json_t *ann = json_object_get(md, "annotations");
+	if (!json_is_object(ann))
+		json_object_set_new(md, "annotations", ann = json_object());
+	int restarts = atoi(str_of(ann, SC_GANG_RESTARTS));
 	if (strcmp(str_of(spec, "gangPolicy"), "RestartGang") == 0 && restarts < limit) {
+		char n[16];
 		snprintf(why, sizeof(why), "gang restarted: pod %s failed", pod);
 		set_gang(pods, "Releasing", why, 1);
-		json_object_set_new(st, "gangRestarts", json_integer(restarts + 1));
+		snprintf(n, sizeof(n), "%d", restarts + 1);
+		json_object_set_new(ann, SC_GANG_RESTARTS, json_string(n));
 		return;
 	}
 	snprintf(why, sizeof(why), "gang failed: pod %s failed", pod);

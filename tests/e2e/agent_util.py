@@ -13,7 +13,7 @@ FAST = ["--heartbeat", "300ms", "--backoff-base", "200ms", "--backoff-max", "2s"
 
 class Agent:
     def __init__(self, server_url, token, name, data_dir, gpus="2xA100-80GB", extra=(),
-                 prefix=(), listen_host="127.0.0.1"):
+                 prefix=(), listen_host="127.0.0.1", drain=True):
         self.name = name
         self.data_dir = str(data_dir)
         self.port = free_port()
@@ -23,6 +23,8 @@ class Agent:
         args = list(prefix) + [BIN, "agent", "--server", server_url, "--token", token,
                                "--name", name, "--listen", self.addr,
                                "--data-dir", self.data_dir] + FAST + list(extra)
+        if drain:
+            args.append("--drain")
         if gpus:
             args += ["--gpus", gpus]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
@@ -103,8 +105,11 @@ def processes_with_env(key, value):
             continue
         try:
             with open("/proc/%s/environ" % pid, "rb") as f:
-                if want in f.read().split(b"\0"):
-                    found.append(int(pid))
+                env = f.read()
+            with open("/proc/%s/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            if want in env.split(b"\0") and state not in ("Z", "X"):
+                found.append(int(pid))
         except OSError:
             pass
     return found
