@@ -69,6 +69,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 
 run: build
 	./$(BIN) schedule -f examples/cluster.yaml -f examples/jobs.yaml
+	@scripts/run-dev.sh ./$(BIN)
 
 # Unit tests, then scenario tests, then the same two under the sanitizers.
 test: build
