@@ -64,7 +64,7 @@ $(BIN): $(CLI_OBJ) $(LIB)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB) $(LDFLAGS) \
+	$(CC) $(CFLAGS) -MMD -MP $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB) $(LDFLAGS) \
 		$(LDLIBS) $(shell pkg-config --libs cmocka)
 
 run: build

@@ -187,7 +187,9 @@ static int world_init(world_t *w, const sc_snapshot_t *s)
 		w->cap[j] = s->jobs[j].npods + 4;
 		if (!(w->pods[j] = calloc(w->cap[j], sizeof(sc_pod_status_t))))
 			return SC_ENOMEM;
-		memcpy(w->pods[j], s->jobs[j].pods, s->jobs[j].npods * sizeof(sc_pod_status_t));
+		if (s->jobs[j].npods)
+			memcpy(w->pods[j], s->jobs[j].pods,
+			       s->jobs[j].npods * sizeof(sc_pod_status_t));
 		w->jobs[j].pods = w->pods[j];
 	}
 	w->snap.jobs = w->jobs;
@@ -240,7 +242,8 @@ static int bind_pod(world_t *w, const sc_binding_t *b, int64_t now)
 	};
 	if (!p.name || !p.node || !gpus || (b->mig_profile && !p.mig_profile))
 		return SC_ENOMEM;
-	memcpy(gpus, b->gpus, b->ngpus * sizeof(int));
+	if (b->ngpus)
+		memcpy(gpus, b->gpus, b->ngpus * sizeof(int));
 	w->pods[j][i] = p;
 	return 0;
 }

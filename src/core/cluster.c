@@ -57,9 +57,16 @@ static void node_keys(const sc_node_view_t *n, int *whole, int *partial)
 	*partial = partial_bucket(best);
 }
 
+static void account(sc_cluster_t *c, const sc_node_view_t *n, int sign);
+static void capacity(sc_cluster_t *c, const sc_node_view_t *n, int sign);
+
+/* Every change to a node is bracketed by index_del and index_add, which
+ * also keep the usage and capacity sums. */
 static void index_add(sc_cluster_t *c, uint32_t i)
 {
 	const sc_node_view_t *n = &c->nodes[i];
+	account(c, n, +1);
+	capacity(c, n, +1);
 	if (!n->schedulable)
 		return;
 	group_t *g = &c->groups[n->model + 1];
@@ -76,6 +83,8 @@ static void index_add(sc_cluster_t *c, uint32_t i)
 static void index_del(sc_cluster_t *c, uint32_t i)
 {
 	const sc_node_view_t *n = &c->nodes[i];
+	account(c, n, -1);
+	capacity(c, n, -1);
 	if (!n->schedulable)
 		return;
 	group_t *g = &c->groups[n->model + 1];
@@ -229,43 +238,47 @@ const char *sc_cluster_model_name(const sc_cluster_t *c, int id)
 	return id >= 0 && id < c->nmodels ? c->models[id] : NULL;
 }
 
+/* Usage is kept as running sums so that utilisation checks inside the
+ * actions cost nothing: every change to a node subtracts the node's usage
+ * before and adds it back after. */
+static void account(sc_cluster_t *c, const sc_node_view_t *n, int sign)
+{
+	int64_t g = 0;
+	if (n->spec->mig_mode == SC_MIG_NONE)
+		for (int d = 0; d < n->gpu_count; d++)
+			g += SC_GPU_MILLI - n->gpu_free[d];
+	c->used[0] += sign * g;
+	c->used[1] += sign * (n->spec->cpu_milli - n->cpu_free);
+	c->used[2] += sign * (n->spec->memory - n->mem_free);
+}
+
+static void capacity(sc_cluster_t *c, const sc_node_view_t *n, int sign)
+{
+	if (!n->schedulable)
+		return;
+	c->total[0] += sign * (int64_t)n->gpu_count * SC_GPU_MILLI;
+	c->total[1] += sign * n->spec->cpu_milli;
+	c->total[2] += sign * n->spec->memory;
+}
+
 void sc_cluster_totals(const sc_cluster_t *c, int64_t *gpu, int64_t *cpu, int64_t *mem)
 {
-	int64_t g = 0, p = 0, m = 0;
-	for (size_t i = 0; i < c->nnodes; i++) {
-		const sc_node_view_t *n = &c->nodes[i];
-		if (!n->schedulable)
-			continue;
-		g += (int64_t)n->gpu_count * SC_GPU_MILLI;
-		p += n->spec->cpu_milli;
-		m += n->spec->memory;
-	}
 	if (gpu)
-		*gpu = g;
+		*gpu = c->total[0];
 	if (cpu)
-		*cpu = p;
+		*cpu = c->total[1];
 	if (mem)
-		*mem = m;
+		*mem = c->total[2];
 }
 
 void sc_cluster_used(const sc_cluster_t *c, int64_t *gpu, int64_t *cpu, int64_t *mem)
 {
-	int64_t g = 0, p = 0, m = 0;
-	for (size_t i = 0; i < c->nnodes; i++) {
-		const sc_node_view_t *n = &c->nodes[i];
-		if (n->spec->mig_mode == SC_MIG_NONE)
-			for (int d = 0; d < n->gpu_count; d++)
-				g += SC_GPU_MILLI - n->gpu_free[d];
-		p += n->spec->cpu_milli - n->cpu_free;
-		m += n->spec->memory - n->mem_free;
-	}
-	g += c->mig_used_milli;
 	if (gpu)
-		*gpu = g;
+		*gpu = c->used[0] + c->mig_used_milli;
 	if (cpu)
-		*cpu = p;
+		*cpu = c->used[1];
 	if (mem)
-		*mem = m;
+		*mem = c->used[2];
 }
 
 /* ---- requests ------------------------------------------------------- */
@@ -398,9 +411,11 @@ static int mig_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r,
 	if (!force && (n->cpu_free < r->cpu_milli || n->mem_free < r->memory ||
 		       (n->mig_used[d] & mig_span(a))))
 		return SC_ENOFIT;
+	index_del(c, n->index);
 	n->cpu_free -= r->cpu_milli;
 	n->mem_free -= r->memory;
 	n->mig_used[d] |= mig_span(a);
+	index_add(c, n->index);
 	c->mig_used_milli += sc__mig_milli(sc_mig_profile(r->mig, n->spec->gpu_memory));
 	return 0;
 }
@@ -449,9 +464,11 @@ void sc_cluster_give(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *
 		return;
 	sc_node_view_t *n = &c->nodes[a->node];
 	if (a->mig_slices > 0) {
+		index_del(c, a->node);
 		n->cpu_free += r->cpu_milli;
 		n->mem_free += r->memory;
 		n->mig_used[a->gpus[0]] &= (uint8_t)~mig_span(a);
+		index_add(c, a->node);
 		c->mig_used_milli -= sc__mig_milli(sc_mig_profile(r->mig, n->spec->gpu_memory));
 		return;
 	}

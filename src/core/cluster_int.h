@@ -27,6 +27,8 @@ struct sc_cluster {
 	uint64_t *bits;
 	sc_strmap_t names;
 	int64_t mig_used_milli;
+	int64_t used[3];     /* gpu milli (non-MIG), cpu milli, memory: all nodes */
+	int64_t total[3];    /* the same capacity over schedulable nodes */
 };
 
 int sc__names_build(sc_strmap_t *m, const sc_node_spec_t *nodes, size_t n);

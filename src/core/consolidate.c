@@ -200,7 +200,12 @@ int sc__consolidate(sc_sched_t *s)
 	int attempts = 0;
 	for (int j = 0; j < s->njobs && attempts < MAX_ATTEMPTS; j++) {
 		sjob_t *jb = &s->jobs[j];
-		if (jb->queue < 0 || jb->bad || jb->npending == 0 || jb->nrunning >= jb->min_member)
+		/* Jobs with a topology constraint or a spread factor are left
+		 * to allocate: moving pods one node at a time cannot honour
+		 * a whole-gang domain. */
+		if (jb->queue < 0 || jb->bad || jb->npending == 0 ||
+		    jb->nrunning >= jb->min_member || jb->spec->topo_required ||
+		    jb->spec->topo_preferred || jb->spec->spread_factor > 1 || jb->spec->serving)
 			continue;
 		if ((double)free_gpu(s) / 1000.0 + 1e-9 < jb->pod_req_sum_pending.v[SC_RES_GPU] ||
 		    jb->pod_req_sum_pending.v[SC_RES_GPU] <= 0)

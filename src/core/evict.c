@@ -122,7 +122,7 @@ static int preempt(sc_sched_t *s)
 			continue;
 		preempt_ctx_t x = {p->queue, p->priority, low};
 		vunit_t *c;
-		int nc = sc__victim_units(s, ids[i], preempt_pick, &x, &c);
+		int nc = sc__victim_units(s, ids[i], p->queue, preempt_pick, &x, &c);
 		if (nc <= 0) {
 			if (nc < 0)
 				return nc;
@@ -254,7 +254,7 @@ static int reclaim(sc_sched_t *s)
 			continue;
 		reclaim_ctx_t x = {p->queue, s->snap->config.reclaim_tolerance};
 		vunit_t *c;
-		int nc = sc__victim_units(s, ids[i], reclaim_pick, &x, &c);
+		int nc = sc__victim_units(s, ids[i], -1, reclaim_pick, &x, &c);
 		if (nc <= 0) {
 			if (nc < 0)
 				return nc;

@@ -2,10 +2,12 @@
  *
  * With a dynamic layout the scheduler creates instances itself, so the
  * choice matters: a 1g instance at slice 0 of an empty A100 blocks every
- * 4g and 7g instance there. Each candidate (device, start) is scored by
- * how usable the device's remaining space stays (the number of valid free
- * positions of every profile, weighted by size); ties go to the device
- * already in use, so empty devices stay empty. With a fixed layout only the
+ * 4g and 7g instance there. A device's usability is the number of valid
+ * free positions of every profile, weighted by size; each candidate
+ * (device, start) is scored by how much usability it destroys, and the
+ * smallest loss wins. Filling the last hole of a used device destroys
+ * less than opening an empty one, so this also packs; ties go to the
+ * device already in use, then the lower index. With a fixed layout only the
  * declared instances exist and the first free one of the profile is taken. */
 #include <string.h>
 
@@ -96,7 +98,7 @@ int sc__mig_choose(const sc_node_view_t *n, const char *profile, int *dev, int *
 	const sc_mig_profile_t *p = sc_mig_profile(profile, ns->gpu_memory);
 	if (!p)
 		return SC_ENOFIT;
-	int best = -1, best_u = -1, best_used = -1;
+	int best = -1, best_loss = 1 << 30, best_used = -1;
 	for (int d = 0; d < n->gpu_count; d++) {
 		uint8_t used = n->mig_used[d];
 		if (ns->mig_mode == SC_MIG_FIXED) {
@@ -114,11 +116,12 @@ int sc__mig_choose(const sc_node_view_t *n, const char *profile, int *dev, int *
 		for (int s = 0; s < SLICES; s++) {
 			if (!(p->starts >> s & 1) || s + p->size > SLICES || (used & span(s, p->size)))
 				continue;
-			int u = usability(table(ns->gpu_memory), used | span(s, p->size));
+			const sc_mig_profile_t *t = table(ns->gpu_memory);
+			int loss = usability(t, used) - usability(t, used | span(s, p->size));
 			int nused = __builtin_popcount(used);
-			if (u > best_u || (u == best_u && nused > best_used)) {
+			if (loss < best_loss || (loss == best_loss && nused > best_used)) {
 				best = d * SLICES + s;
-				best_u = u;
+				best_loss = loss;
 				best_used = nused;
 			}
 		}

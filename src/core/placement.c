@@ -116,7 +116,7 @@ static int place_pods(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const char *
 				continue;
 			}
 			failed = true;
-			if (why && !*why)
+			if (why && !*why && !s->quiet)
 				*why = sc__explain_task(s, x->job, (int)t, jb->nrunning,
 							jb->min_member, &f);
 		}

@@ -121,8 +121,7 @@ int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
 	/* The longest-waiting heads: highest priority, then oldest. */
 	for (int j = 0; j < s->njobs; j++) {
 		const sjob_t *jb = &s->jobs[j];
-		/* created == 0: no creation time known, so no known wait either
-		 * (not "waiting since 1970"). */
+		/* A job without a creation time cannot be said to have waited. */
 		if (jb->queue < 0 || jb->bad || jb->npending == 0 || jb->nrunning >= jb->min_member ||
 		    jb->spec->created <= 0 || s->snap->now - jb->spec->created < c->reservation_after)
 			continue;

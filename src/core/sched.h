@@ -117,6 +117,7 @@ struct sc_sched {
 	topo_level_t *levels;
 	int nlevels;
 	res3_t capacity;
+	int64_t max_gpu_memory;  /* largest device, bytes */
 	decision_t *decisions;
 	size_t ndecisions, capdecisions;
 	/* Failure cache for this cycle: signatures of jobs that did not fit
@@ -131,6 +132,9 @@ struct sc_sched {
 	size_t signature_skips;
 	int *reserved_by;        /* per node: job holding a reservation, -1 */
 	int64_t *reserved_until; /* per node: the reservation's expected start */
+	bool quiet;              /* simulating: no explanations */
+	int *running;            /* jobs holding pods, grouped by leaf queue */
+	int *running_start;      /* per queue (nqueues + 1 entries) */
 	char *msg;
 	size_t msgsize;
 };

@@ -40,8 +40,12 @@ res3_t sc__pod_res(const sc_sched_t *s, const sc_request_t *r, const sc_node_vie
 		v.v[SC_RES_GPU] = r->gpu_milli / 1000.0;
 	else if (r->gpu_memory > 0 && n && n->spec->gpu_memory > 0)
 		v.v[SC_RES_GPU] = sc_request_share_milli(r, n) / 1000.0;
-	else if (r->gpu_memory > 0)
-		v.v[SC_RES_GPU] = 0.001; /* unknown device: count it, barely */
+	else if (r->gpu_memory > 0 && s->max_gpu_memory > 0) {
+		/* Not placed yet: measured against the largest device, the
+		 * smallest share it can turn out to be. */
+		double m = (double)r->gpu_memory / (double)s->max_gpu_memory;
+		v.v[SC_RES_GPU] = m > 1 ? 1 : m;
+	}
 	return v;
 }
 
@@ -446,6 +450,9 @@ int sc__sched_build(sc_sched_t *s, const sc_snapshot_t *snap)
 	}
 	int64_t g, c, m;
 	sc_cluster_totals(s->cluster, &g, &c, &m);
+	for (size_t i = 0; i < snap->nnodes; i++)
+		if (snap->nodes[i].gpu_memory > s->max_gpu_memory)
+			s->max_gpu_memory = snap->nodes[i].gpu_memory;
 	s->capacity.v[SC_RES_GPU] = (double)g / SC_GPU_MILLI;
 	s->capacity.v[SC_RES_CPU] = (double)c;
 	s->capacity.v[SC_RES_MEM] = (double)m;

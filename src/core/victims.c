@@ -49,14 +49,42 @@ static void unit_res(sc_sched_t *s, int j, int pod, vunit_t *u)
 	u->gpus = u->res.v[SC_RES_GPU];
 }
 
-int sc__victim_units(sc_sched_t *s, int preemptor, bool (*pick)(void *, sc_sched_t *, int),
-		     void *ctx, vunit_t **out)
+int sc__running_index(sc_sched_t *s)
+{
+	if (s->running)
+		return 0;
+	s->running_start = sc_arena_calloc(s->arena, (size_t)s->nqueues + 2, sizeof(int));
+	s->running = sc_arena_calloc(s->arena, (size_t)s->njobs + 1, sizeof(int));
+	int *fill = sc_arena_calloc(s->arena, (size_t)s->nqueues + 1, sizeof(int));
+	if (!s->running_start || !s->running || !fill)
+		return SC_ENOMEM;
+	for (int j = 0; j < s->njobs; j++)
+		if (s->jobs[j].queue >= 0 && s->jobs[j].nrunning > 0)
+			s->running_start[s->jobs[j].queue + 1]++;
+	for (int q = 1; q <= s->nqueues; q++)
+		s->running_start[q] += s->running_start[q - 1];
+	for (int j = 0; j < s->njobs; j++) {
+		int q = s->jobs[j].queue;
+		if (q >= 0 && s->jobs[j].nrunning > 0)
+			s->running[s->running_start[q] + fill[q]++] = j;
+	}
+	return 0;
+}
+
+int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
+		     bool (*pick)(void *, sc_sched_t *, int), void *ctx, vunit_t **out)
 {
 	int n = 0, cap = 64;
 	vunit_t *u = sc_arena_alloc(s->arena, (size_t)cap * sizeof(*u));
-	if (!u)
+	int rc = sc__running_index(s);
+	if (!u || rc < 0)
 		return SC_ENOMEM;
-	for (int j = 0; j < s->njobs; j++) {
+	/* Jobs that held pods when the index was built: the only possible
+	 * victims, since pods placed in this cycle are never evicted. */
+	int lo = queue >= 0 ? s->running_start[queue] : 0;
+	int hi = queue >= 0 ? s->running_start[queue + 1] : s->running_start[s->nqueues];
+	for (int k = lo; k < hi; k++) {
+		int j = s->running[k];
 		sjob_t *jb = &s->jobs[j];
 		if (j == preemptor || !jb->preemptible || jb->nrunning == 0 || !pick(ctx, s, j))
 			continue;
@@ -148,7 +176,10 @@ static int try_set(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c
 	}
 	sjob_t *pj = &s->jobs[preemptor];
 	const char *saved = pj->reason;
+	bool quiet = s->quiet;
+	s->quiet = true; /* a failed trial needs no explanation */
 	int placed = sc__place_job(s, st, preemptor);
+	s->quiet = quiet;
 	pj->reason = saved;
 	if (placed < 0)
 		return placed;

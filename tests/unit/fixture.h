@@ -70,7 +70,8 @@ static inline sc_job_spec_t *fx_job(const char *queue, int replicas, int gpus, i
 				      .req = {.cpu_milli = 1000, .memory = 1 << 30, .gpus = gpus}};
 	F.jobs[k] = (sc_job_spec_t){.name = F.jnames[k], .queue = queue, .preemptible = -1,
 				    .min_member = min_member, .tasks = &F.tasks[k], .ntasks = 1,
-				    .created = (int64_t)k + 1, .staleness_grace = -1};
+				    .created = F.snap.now - 600 + (int64_t)k,
+				    .staleness_grace = -1};
 	return &F.jobs[k];
 }
 

@@ -436,7 +436,9 @@ static void test_add_json(void **state)
 	json_object_set_new(json_object_get(json_object_get(o, "spec"), "gpus"), "model",
 			    json_string("L4"));
 	assert_int_equal(sc_manifest_add_json(s, o, &err), 1);
-	assert_int_equal(sc_manifest_add_json(s, json_integer(1), &err), SC_EINVAL);
+	json_t *num = json_integer(1);
+	assert_int_equal(sc_manifest_add_json(s, num, &err), SC_EINVAL);
+	json_decref(num);
 	json_decref(o);
 	sc_manifest_set_free(s);
 	sc_manifest_set_free(NULL);
