@@ -185,8 +185,12 @@ static int try_job(sc_sched_t *s, const node_pods_t *np, int j)
 		if (clear_node(s, &st, np, best_node, req, budget - moved, j, why) < 0 ||
 		    sc_node_choose_devices(sc_cluster_node(s->cluster, best_node), req, SC_DEV_PACK,
 					   &a) < 0 ||
-		    sc__stmt_allocate(&st, j, p, &a) < 0 || !replace_moved(s, &st, mark))
+		    sc__stmt_allocate(&st, j, p, &a) < 0 || !replace_moved(s, &st, mark)) {
+			/* Undo this pod's moves and placement: a move whose
+			 * pods find no other node must not be committed. */
+			sc__stmt_rollback(&st, mark);
 			break;
+		}
 		moved += best_moves;
 	}
 	if (jb->nrunning >= jb->min_member) {
