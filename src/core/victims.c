@@ -133,7 +133,7 @@ static int unit_cmp(const void *x, const void *y)
 		return a->runtime < b->runtime ? -1 : 1;
 	if (a->job != b->job)
 		return a->job < b->job ? -1 : 1;
-	return a->pod < b->pod ? -1 : 1;
+	return a->pod > b->pod ? -1 : 1; /* spare pods: newest replica first */
 }
 
 static char *pod_reason(sc_sched_t *s, int action, int preemptor)
