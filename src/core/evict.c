@@ -110,6 +110,18 @@ static bool preempt_allowed(void *ctx, sc_sched_t *s, int p, const vunit_t *u,
 	return true; /* the pick already holds every preempt rule */
 }
 
+/* After a preemption inside queue q: every queue on q's path is within its
+ * GPU limit, or q did not grow (it may already have been over its limit). */
+static bool queue_path_within_limit(const sc_sched_t *s, int q, double before)
+{
+	if (s->queues[q].allocated.v[SC_RES_GPU] <= before + EPS)
+		return true;
+	for (int a = q; a >= 0; a = s->queues[a].parent)
+		if (s->queues[a].allocated.v[SC_RES_GPU] > s->queues[a].limit.v[SC_RES_GPU] + EPS)
+			return false;
+	return true;
+}
+
 static int preempt(sc_sched_t *s)
 {
 	int *ids, n = pending_jobs(s, &ids);
@@ -131,9 +143,17 @@ static int preempt(sc_sched_t *s)
 		victim_rules_t rules = {preempt_allowed, NULL, SC_ACT_PREEMPT};
 		sc_stmt_t st;
 		sc__stmt_open(&st, s);
+		double before = s->queues[p->queue].allocated.v[SC_RES_GPU];
 		int rc = sc__find_victims(s, &st, ids[i], c, nc, &rules);
 		if (rc < 0)
 			return rc;
+		if (rc == 1 && !queue_path_within_limit(s, p->queue, before)) {
+			/* victims of the same queue freed less than the
+			 * preemptor takes, and the queue would grow past its
+			 * limit */
+			sc__stmt_rollback(&st, 0);
+			rc = 0;
+		}
 		if (rc == 1 && (rc = commit_preemption(s, &st, ids[i])) < 0)
 			return rc;
 	}
