@@ -23,7 +23,10 @@ typedef struct node_pods {
 static bool movable(const sc_sched_t *s, int j, int p)
 {
 	const sjob_t *jb = &s->jobs[j];
-	return jb->preemptible && jb->pods[p].phase == SC_POD_RUNNING && !jb->pods[p].placed_now &&
+	/* A gang running below minMember is stale-gang eviction's to take:
+	 * moving its pods would bind a pod that is then evicted again. */
+	return jb->preemptible && jb->nrunning >= jb->min_member &&
+	       jb->pods[p].phase == SC_POD_RUNNING && !jb->pods[p].placed_now &&
 	       !jb->pods[p].evicted_now;
 }
 
