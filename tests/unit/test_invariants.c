@@ -33,14 +33,14 @@
 
 typedef struct world {
 	sc_node_spec_t nodes[MAXN];
-	char nname[MAXN][8];
+	char nname[MAXN][16];
 	sc_queue_spec_t queues[MAXQ];
-	char qname[MAXQ][8];
+	char qname[MAXQ][16];
 	sc_job_spec_t jobs[MAXJ];
 	sc_task_spec_t tasks[MAXJ];
-	char jname[MAXJ][8];
+	char jname[MAXJ][16];
 	sc_pod_status_t pods[MAXJ][MAXP];
-	char pname[MAXJ][MAXP][24];
+	char pname[MAXJ][MAXP][40];
 	int pgpus[MAXJ][MAXP][8];
 	int64_t used_milli[MAXN][8]; /* per device, while building */
 	bool mig_used[MAXN][8];
@@ -119,7 +119,7 @@ static bool place_running(world_t *w, int j, int r)
 			p->gpu_milli = q->gpu_milli;
 		}
 		w->cpu_used[n] += q->cpu_milli;
-		snprintf(w->pname[j][js->npods], 24, "%s-w-%d", js->name, r);
+		snprintf(w->pname[j][js->npods], 40, "%s-w-%d", js->name, r);
 		p->name = w->pname[j][js->npods];
 		p->phase = SC_POD_RUNNING;
 		p->node = nd->name;
@@ -145,7 +145,7 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 	int nn = tiny ? 1 : 1 + (int)rnd(4);
 	for (int i = 0; i < nn; i++) {
 		sc_node_spec_t *n = &w->nodes[i];
-		snprintf(w->nname[i], 8, "n%d", i);
+		snprintf(w->nname[i], 16, "n%d", i);
 		*n = (sc_node_spec_t){.name = w->nname[i], .cpu_milli = 16000 + 16000 * rnd(3),
 				      .memory = (int64_t)256 << 30, .gpu_count = 1 + (int)rnd(8),
 				      .gpu_model = rnd(4) ? "A100" : "H100",
@@ -160,13 +160,13 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 	int nq = 0, leaves[MAXQ], nleaves = 0;
 	int nparents = tiny ? 0 : (int)rnd(3);
 	for (int p = 0; p < nparents; p++) {
-		snprintf(w->qname[nq], 8, "p%d", p);
+		snprintf(w->qname[nq], 16, "p%d", p);
 		w->queues[nq] = (sc_queue_spec_t){.name = w->qname[nq], .priority = 100};
 		nq++;
 	}
 	int nleaf = tiny ? 1 : 1 + (int)rnd(3);
 	for (int l = 0; l < nleaf && nq < MAXQ; l++) {
-		snprintf(w->qname[nq], 8, "q%d", l);
+		snprintf(w->qname[nq], 16, "q%d", l);
 		w->queues[nq] = (sc_queue_spec_t){
 			.name = w->qname[nq], .priority = rnd(4) ? 100 : 200,
 			.parent = nparents ? w->qname[rnd((uint32_t)nparents)] : NULL};
@@ -186,7 +186,7 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 	for (int j = 0; j < nj; j++) {
 		sc_job_spec_t *js = &w->jobs[j];
 		sc_task_spec_t *t = &w->tasks[j];
-		snprintf(w->jname[j], 8, "j%d", j);
+		snprintf(w->jname[j], 16, "j%d", j);
 		*t = (sc_task_spec_t){.name = "w", .replicas = 1 + (int)rnd(tiny ? 2 : 4),
 				      .req = {.cpu_milli = 1000 * (1 + rnd(4)), .memory = 1 << 30}};
 		int kind = (int)rnd(10);
