@@ -29,6 +29,17 @@ static int pending_cmp(const void *x, const void *y, void *ctx)
 	return a->index < b->index ? -1 : 1;
 }
 
+/* A job evicted in this cycle does not turn around and evict others in the
+ * same cycle: its pods would be evicted and bound again at once, which only
+ * churns work. It competes again next cycle, from the pending state. */
+static bool evicted_this_cycle(const sjob_t *jb)
+{
+	for (int p = 0; p < jb->total; p++)
+		if (jb->pods[p].evicted_now)
+			return true;
+	return false;
+}
+
 static int pending_jobs(sc_sched_t *s, int **out)
 {
 	int *ids = sc_arena_alloc(s->arena, ((size_t)s->njobs + 1) * sizeof(int));
@@ -37,7 +48,8 @@ static int pending_jobs(sc_sched_t *s, int **out)
 	int n = 0;
 	for (int j = 0; j < s->njobs; j++) {
 		const sjob_t *jb = &s->jobs[j];
-		if (jb->queue >= 0 && !jb->bad && jb->npending > 0 && jb->nrunning < jb->min_member)
+		if (jb->queue >= 0 && !jb->bad && jb->npending > 0 &&
+		    jb->nrunning < jb->min_member && !evicted_this_cycle(jb))
 			ids[n++] = j;
 	}
 	qsort_r(ids, (size_t)n, sizeof(int), pending_cmp, s);
