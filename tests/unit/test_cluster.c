@@ -25,7 +25,7 @@ static uint64_t next(void)
 }
 
 static sc_node_spec_t nodes[N];
-static char names[N][8];
+static char names[N][16];
 
 static void make_nodes(void)
 {
