@@ -103,6 +103,11 @@ bench: build
 	./$(BUILD)/bench/corebench --cycles 5
 	./$(BUILD)/bench/preemptbench --nodes 10000 --pending 10000
 
+# Control-plane API benchmark: starts its own servers on free loopback ports.
+bench-api: build
+	@$(MAKE) --no-print-directory $(BUILD)/bench/api_bench
+	./$(BUILD)/bench/api_bench --bin $(BIN)
+
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
