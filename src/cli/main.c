@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "gateway/gateway.h"
 #include "server/server.h"
 
 typedef struct verb {
@@ -21,7 +22,7 @@ static const verb_t verbs[] = {
 	{"bench", NULL, "benchmarks"},
 	{"server", sc_server_main, "run the control plane"},
 	{"agent", NULL, "run a node agent"},
-	{"gateway", NULL, "run the serving gateway"},
+	{"gateway", sc_gateway_main, "run the serving gateway"},
 	{"worker", NULL, "run the reference model worker"},
 	{"dev", NULL, "run a local cluster (server, agents, gateway)"},
 	{"apply", sc_cli_apply, "create or update objects on a server"},
@@ -33,7 +34,7 @@ static const verb_t verbs[] = {
 	{"logs", NULL, "show a pod's logs"},
 	{"top", sc_cli_top, "resource usage"},
 	{"drain", NULL, "drain a node"},
-	{"rollout", NULL, "deployment rollout status, promote, abort"},
+	{"rollout", sc_cli_rollout, "deployment rollout status, promote, abort"},
 };
 
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))

@@ -62,6 +62,7 @@ struct sc_http_req {
 	size_t nhdrs;
 	int hdr_state;
 	sc_buf_t body;
+	sc_buf_t extra;   /* response headers added by the handler */
 	const char *route;
 	uint64_t start_ns;
 	int streaming;
@@ -128,7 +129,9 @@ const char *sc_http_status_text(int status)
 	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";
+	case 502: return "Bad Gateway";
 	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
 	default: return "Unknown";
 	}
 }
@@ -187,13 +190,13 @@ static int head_printf(char *out, size_t outsz, int status, const char *ctype, l
 	if (clen >= 0)
 		n = snprintf(out, outsz,
 			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %lld\r\n"
-			     "Connection: %s\r\n\r\n",
+			     "Connection: %s\r\n",
 			     status, sc_http_status_text(status), ctype, clen,
 			     keep_alive ? "keep-alive" : "close");
 	else
 		n = snprintf(out, outsz,
 			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
-			     "Cache-Control: no-cache\r\nConnection: %s\r\n\r\n",
+			     "Cache-Control: no-cache\r\nConnection: %s\r\n",
 			     status, sc_http_status_text(status), ctype,
 			     keep_alive ? "keep-alive" : "close");
 	return n;
@@ -230,9 +233,10 @@ void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void
 	r->status = status;
 	int n = head_printf(head, sizeof(head), status, ctype ? ctype : "application/json",
 			    (long long)len, c->keep_alive);
-	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)n),
-			      uv_buf_init((char *)body, (unsigned)len) };
-	conn_write(c, parts, len ? 2 : 1);
+	uv_buf_t parts[4] = { uv_buf_init(head, (unsigned)n),
+			      uv_buf_init(r->extra.data, (unsigned)r->extra.len),
+			      uv_buf_init("\r\n", 2), uv_buf_init((char *)body, (unsigned)len) };
+	conn_write(c, parts, len ? 4 : 3);
 	req_finish(r);
 }
 
@@ -245,8 +249,10 @@ void sc_http_stream_start(sc_http_req_t *r, int status, const char *ctype,
 	r->on_close = on_close;
 	r->close_ud = ud;
 	int n = head_printf(head, sizeof(head), status, ctype, -1, r->conn->keep_alive);
-	uv_buf_t part = uv_buf_init(head, (unsigned)n);
-	conn_write(r->conn, &part, 1);
+	uv_buf_t parts[3] = { uv_buf_init(head, (unsigned)n),
+			      uv_buf_init(r->extra.data, (unsigned)r->extra.len),
+			      uv_buf_init("\r\n", 2) };
+	conn_write(r->conn, parts, 3);
 	/* A stream has no idle timeout: it is idle by design. */
 	uv_timer_stop(&r->conn->idle);
 }
@@ -283,8 +289,9 @@ static void respond_error_close(conn_t *c, int status, const char *reason, const
 			 status, reason, msg);
 	char head[512];
 	int h = head_printf(head, sizeof(head), status, "application/json", n, 0);
-	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)h), uv_buf_init(body, (unsigned)n) };
-	conn_write(c, parts, 2);
+	uv_buf_t parts[3] = { uv_buf_init(head, (unsigned)h), uv_buf_init("\r\n", 2),
+			      uv_buf_init(body, (unsigned)n) };
+	conn_write(c, parts, 3);
 	if (c->srv->observer)
 		c->srv->observer(c->req.method, "", status, 0, c->srv->observer_ud);
 	/* Lingering close: a client still sending its (oversized) body would
@@ -293,6 +300,14 @@ static void respond_error_close(conn_t *c, int status, const char *reason, const
 	c->lingering = 1;
 	uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
 	uv_timer_start(&c->idle, on_idle, 5000, 0);
+}
+
+int sc_http_set_header(sc_http_req_t *r, const char *name, const char *value)
+{
+	/* Header injection: a value from a backend must not end the line. */
+	if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
+		return SC_EINVAL;
+	return sc_buf_printf(&r->extra, "%s: %s\r\n", name, value);
 }
 
 /* ---------------------------------------------------------------------
@@ -304,6 +319,7 @@ static void req_reset(sc_http_req_t *r)
 	sc_buf_reset(&r->url);
 	sc_buf_reset(&r->hdrs);
 	sc_buf_reset(&r->body);
+	sc_buf_reset(&r->extra);
 	r->query = NULL;
 	r->nhdrs = 0;
 	r->hdr_state = HDR_NONE;
@@ -521,6 +537,7 @@ static void on_handle_closed(uv_handle_t *h)
 	sc_buf_free(&c->req.url);
 	sc_buf_free(&c->req.hdrs);
 	sc_buf_free(&c->req.body);
+	sc_buf_free(&c->req.extra);
 	free(c);
 	s->nconns--;
 	if (s->closing && s->nconns == 0 && !s->listener_open)
@@ -627,6 +644,7 @@ static void on_connection(uv_stream_t *ls, int status)
 	sc_buf_init(&c->req.url, 0);
 	sc_buf_init(&c->req.hdrs, 0);
 	sc_buf_init(&c->req.body, s->lim.max_body_bytes);
+	sc_buf_init(&c->req.extra, 4096);
 	http_parser_init(&c->parser, HTTP_REQUEST);
 	c->parser.data = c;
 	c->next = s->conns;

@@ -67,6 +67,10 @@ const char *sc_http_body(const sc_http_req_t *r, size_t *len);
 int sc_http_query_param(const sc_http_req_t *r, const char *key, char *out, size_t outsz);
 
 /* ---- responses ---- */
+/* Adds a response header (both copied) before sc_http_respond or
+ * sc_http_stream_start. SC_EINVAL when either holds CR/LF (or name a ':'),
+ * SC_ETOOBIG past 4 KiB of added headers. */
+int sc_http_set_header(sc_http_req_t *r, const char *name, const char *value);
 /* Sends a complete response; body (borrowed) is copied. */
 void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void *body,
 		     size_t len);
