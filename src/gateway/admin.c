@@ -127,7 +127,8 @@ static void h_rollouts_post(sc_http_req_t *r, void *ud)
 		return;
 	}
 	size_t len;
-	json_t *b = json_loadb(sc_http_body(r, &len), len, 0, NULL);
+	const char *raw = sc_http_body(r, &len);
+	json_t *b = json_loadb(raw, len, 0, NULL);
 	const char *action = json_string_value(json_object_get(b, "action"));
 	if (!action || sc__gw_rollout_action(gw, ro, action) < 0) {
 		json_decref(b);

@@ -1,18 +1,21 @@
 /* Prefill/decode disaggregation.
  *
  * A completion for a model that has prefill and decode replicas runs in two
- * phases: POST /v1/prefill on a prefill replica returns a KV handle (the
- * computed cache, held by the prefill side), then POST /v1/decode on a
- * decode replica with the original request plus "kv_handle" generates the
- * tokens (streamed or not). From then on the request is an ordinary
- * attempt loop over decode replicas with the same handle: a failed decode
- * is retried on another decode replica without a second prefill, and a
- * stream broken mid-way continues there with the emitted text appended.
+ * phases (docs/WORKER.md, "KV handle protocol"): POST /v1/prefill on a
+ * prefill replica returns {kv_handle, kv_url, first_token}; POST /v1/decode
+ * on a decode replica with {kv_url, first_token, max_tokens, stream,
+ * format} fetches the KV cache from the prefill side and generates. From
+ * then on the request is an ordinary attempt loop over decode replicas with
+ * the same handle: a failed decode is retried on another decode replica
+ * without a second prefill, and a stream broken mid-way continues there with
+ * "generated_ids" (the token ids already relayed after first_token), so the
+ * worker emits only what the client has not seen.
  *
- * When the prefill replica fails (or a decode replica reports the handle
- * gone with 410), --prefill-failure decides: `fail` answers 502 at once
- * (fail fast across the P->D boundary instead of waiting on a dead peer),
- * `retry` prefills again on another prefill replica. */
+ * When the prefill replica fails, or a decode replica cannot fetch the KV
+ * (502 with error.field "kv_url": the prefill side is gone),
+ * --prefill-failure decides: `fail` answers 502 at once (fail fast across
+ * the P->D boundary instead of waiting on a dead peer), `retry` prefills
+ * again on another prefill replica. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,14 +86,14 @@ static void pf_done(sc_httpc_req_t *up, int err, void *ud)
 		return;
 	}
 	json_t *j = st == 200 ? json_loadb(q->resp.data, q->resp.len, 0, NULL) : NULL;
-	json_t *kv = json_object_get(j, "kv_handle");
-	int ok = kv && !json_is_null(kv);
+	int ok = json_is_string(json_object_get(j, "kv_url")) &&
+		 json_is_integer(json_object_get(j, "first_token"));
 	sc__gw_attempt_end(q, !ok);
 	if (ok)
-		decode_phase(q, kv);
+		decode_phase(q, j);
 	else
 		prefill_failed(q, err < 0	? sc_strerror(err)
-				  : st == 200 ? "no kv_handle in the answer"
+				  : st == 200 ? "no kv_url/first_token in the answer"
 					      : "upstream error");
 	json_decref(j);
 }
@@ -126,13 +129,7 @@ static void prefill_try(gw_req_t *q)
 	sc__gw_traceparent(&q->att, tp);
 	snprintf(hdrs, sizeof(hdrs), "traceparent: %s\r\n", tp);
 	size_t blen;
-	json_t *saved_kv = q->kv;
-	int saved_tok = q->ntok;
-	q->kv = NULL;
-	q->ntok = 0; /* the prefill always sees the original prompt */
 	char *body = sc__gw_body_for_attempt(q, &blen);
-	q->kv = saved_kv;
-	q->ntok = saved_tok;
 	sc_httpc_call_t call = {
 		.method = "POST",
 		.url = url,
@@ -173,4 +170,72 @@ void sc__gw_pd_kv_lost(gw_req_t *q)
 	q->role = GW_ROLE_PREFILL;
 	q->ntried = 0;
 	prefill_try(q);
+}
+
+/* ---------------------------------------------------------------------
+ * Bodies
+ * ------------------------------------------------------------------- */
+
+static void copy_field(json_t *dst, const json_t *src, const char *key)
+{
+	json_t *v = json_object_get(src, key);
+	if (v)
+		json_object_set(dst, key, v);
+}
+
+/* The prompt (or messages) and the sampling fields of the original request. */
+json_t *sc__gw_pd_prefill_body(const gw_req_t *q)
+{
+	json_t *b = json_pack("{s:s}", "model", q->model);
+	copy_field(b, q->body, q->kind == GW_K_CHAT ? "messages" : "prompt");
+	copy_field(b, q->body, "temperature");
+	copy_field(b, q->body, "seed");
+	return b;
+}
+
+json_t *sc__gw_pd_decode_body(const gw_req_t *q)
+{
+	json_t *b = json_pack("{s:s,s:O,s:O,s:b,s:s}", "model", q->model, "kv_url",
+			      json_object_get(q->kv, "kv_url"), "first_token",
+			      json_object_get(q->kv, "first_token"), "stream", q->stream, "format",
+			      q->kind == GW_K_CHAT ? "chat" : "completion");
+	copy_field(b, q->body, "max_tokens");
+	copy_field(b, q->body, "temperature");
+	copy_field(b, q->body, "seed");
+	size_t n = json_array_size(q->ids);
+	if (n > 1) {
+		/* Everything after first_token that the client already has. */
+		json_t *g = json_array();
+		for (size_t i = 1; i < n; i++)
+			json_array_append(g, json_array_get(q->ids, i));
+		json_object_set_new(b, "generated_ids", g);
+	}
+	return b;
+}
+
+int sc__gw_pd_kv_gone(const gw_req_t *q)
+{
+	if (q->up_status != 502 || !q->resp.len)
+		return 0;
+	json_t *j = json_loadb(q->resp.data, q->resp.len, 0, NULL);
+	const char *f = json_string_value(json_object_get(json_object_get(j, "error"), "field"));
+	int gone = f && strcmp(f, "kv_url") == 0;
+	json_decref(j);
+	return gone;
+}
+
+static void delete_done(sc_httpc_req_t *r, int err, void *ud)
+{
+}
+
+void sc__gw_pd_release(gw_req_t *q)
+{
+	const char *url = json_string_value(json_object_get(q->kv, "kv_url"));
+	if (!url || !q->gw->hc)
+		return;
+	sc_httpc_call_t call = {.method = "DELETE",
+				.url = url,
+				.timeout_ms = 2000,
+				.cbs = {.on_done = delete_done}};
+	sc_httpc_start(q->gw->hc, &call, NULL);
 }

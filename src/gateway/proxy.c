@@ -95,6 +95,7 @@ static void on_timer_closed(uv_handle_t *h)
 	gw_req_t *q = h->data;
 	json_decref(q->body);
 	json_decref(q->kv);
+	json_decref(q->ids);
 	sc_buf_free(&q->resp);
 	sc_buf_free(&q->sse);
 	sc_buf_free(&q->emitted);
@@ -106,6 +107,7 @@ static void req_release(gw_req_t *q)
 	if (q->closed)
 		return;
 	q->closed = 1;
+	sc__gw_pd_release(q);
 	if (q->up) {
 		sc_httpc_cancel(q->up);
 		q->up = NULL;
@@ -171,6 +173,12 @@ static void note_text(gw_req_t *q, const char *data, size_t len)
 	if (t && *t) {
 		sc_buf_puts(&q->emitted, t);
 		q->ntok++;
+	}
+	json_t *ids = json_object_get(c0, "token_ids");
+	if (json_is_array(ids) && json_array_size(q->ids) < 65536) {
+		if (!q->ids)
+			q->ids = json_array();
+		json_array_extend(q->ids, ids);
 	}
 	json_decref(j);
 }
@@ -323,8 +331,10 @@ void sc__gw_attempt_end(gw_req_t *q, int failed)
 static void resume_or_fail(gw_req_t *q)
 {
 	int resumable = q->body && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT);
-	if (q->kind == GW_K_COMPL && !json_is_string(json_object_get(q->body, "prompt")))
+	if (q->kind == GW_K_COMPL && !q->pd && !json_is_string(json_object_get(q->body, "prompt")))
 		resumable = 0;
+	if (q->pd && json_array_size(q->ids) < (size_t)(q->ntok > 0 ? 1 : 0))
+		resumable = 0; /* without token ids a decode cannot skip what was sent */
 	if (resumable && q->resumes < q->gw->o.max_retries + 1 && sc__gw_may_retry(q)) {
 		q->resumes++;
 		sc__gw_log("stream from %s broke after %d chunks; continuing elsewhere",
@@ -339,6 +349,7 @@ static void up_done(sc_httpc_req_t *up, int err, void *ud)
 {
 	gw_req_t *q = ud;
 	q->up = NULL;
+	q->free_retry = err < 0 && up && !sc_httpc_reached(up);
 	if (err < 0)
 		q->up_status = err == SC_ELIMIT ? 504 : -1;
 	if (q->started) {
@@ -373,7 +384,7 @@ static void up_done(sc_httpc_req_t *up, int err, void *ud)
 		snprintf(q->last_err, sizeof(q->last_err), "replica %s sent an empty answer",
 			 q->be->id);
 	}
-	if (q->pd && (q->up_status == 410 || q->up_status == 424)) {
+	if (q->pd && sc__gw_pd_kv_gone(q)) {
 		/* Not the decode replica's fault: the KV it was sent is gone. */
 		sc__gw_attempt_end(q, 0);
 		sc__gw_pd_kv_lost(q);
@@ -413,6 +424,10 @@ int sc__gw_may_retry(gw_req_t *q)
 	sc_gw_t *gw = q->gw;
 	if (q->attempts + q->prefill_attempts > gw->o.max_retries + q->resumes)
 		return 0;
+	/* A request refused at connect time added no load anywhere: the
+	 * budget, which protects struggling replicas, does not apply. */
+	if (q->free_retry)
+		return 1;
 	double budget = gw->o.retry_budget * (double)gw->active;
 	if (budget < gw->o.retry_budget_min)
 		budget = gw->o.retry_budget_min;
@@ -452,7 +467,7 @@ static void add_continuation(gw_req_t *q, json_t *b)
 
 char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
 {
-	if (!q->body || (!q->rewrite && !q->kv && q->ntok == 0)) {
+	if (!q->body || (!q->rewrite && !q->pd && q->ntok == 0)) {
 		char *c = malloc(q->rawlen + 1);
 		if (!c)
 			abort();
@@ -460,12 +475,17 @@ char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
 		*len = q->rawlen;
 		return c;
 	}
-	json_t *b = json_deep_copy(q->body);
-	json_object_set_new(b, "model", json_string(q->model));
-	if (q->kv)
-		json_object_set(b, "kv_handle", q->kv);
-	if (q->ntok > 0)
-		add_continuation(q, b);
+	json_t *b;
+	if (q->pd && q->role == GW_ROLE_PREFILL) {
+		b = sc__gw_pd_prefill_body(q);
+	} else if (q->pd) {
+		b = sc__gw_pd_decode_body(q);
+	} else {
+		b = json_deep_copy(q->body);
+		json_object_set_new(b, "model", json_string(q->model));
+		if (q->ntok > 0)
+			add_continuation(q, b);
+	}
 	char *s = json_dumps(b, JSON_COMPACT);
 	json_decref(b);
 	if (!s)
@@ -592,6 +612,8 @@ static gw_req_t *req_new(sc_gw_t *gw, sc_http_req_t *hr, int kind)
 	uv_timer_init(gw->loop, &q->timer);
 	q->timer.data = q;
 	uv_timer_start(&q->timer, on_deadline, gw->o.timeout_ms, 0);
+	/* The answer comes later: hear about a client that leaves first. */
+	sc_http_on_close(hr, on_client_gone, q);
 	gw->active++;
 	q->next = gw->reqs;
 	if (gw->reqs)
@@ -776,7 +798,8 @@ static void h_kserve(sc_http_req_t *hr, void *ud)
 	}
 	if (infer) {
 		size_t len;
-		json_t *b = json_loadb(sc_http_body(hr, &len), len, 0, NULL);
+		const char *raw = sc_http_body(hr, &len);
+		json_t *b = json_loadb(raw, len, 0, NULL);
 		const char *bad = !json_is_object(b) ? "the body must be a JSON object"
 				  : !json_is_array(json_object_get(b, "inputs"))
 				      ? "inputs: expected an array"

@@ -35,6 +35,7 @@ typedef struct gw_req {
 	int attempts;
 	int resumes;
 	int in_retry;             /* the attempt in flight counts as a retry */
+	int free_retry;           /* the failed attempt never reached its replica */
 	int started;              /* the client stream is open */
 	int up_status;
 	char up_ctype[128];
@@ -51,7 +52,8 @@ typedef struct gw_req {
 	char last_err[640];
 	/* prefill/decode */
 	int pd;
-	json_t *kv;               /* the prefill's kv handle (owned) */
+	json_t *kv;               /* the prefill's answer: kv_handle, kv_url, first_token (owned) */
+	json_t *ids;              /* token ids sent to the client (streamed chunks' token_ids) */
 	gw_backend_t *prefill_be;
 	int prefill_attempts;
 	int closed;
@@ -76,6 +78,13 @@ void sc__gw_pd_start(gw_req_t *q);
 void sc__gw_pd_kv_lost(gw_req_t *q);
 /* The request body for the next attempt (caller frees with free()). */
 char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len);
+/* Bodies of the two phases (docs/WORKER.md, "KV handle protocol"). */
+json_t *sc__gw_pd_prefill_body(const gw_req_t *q);
+json_t *sc__gw_pd_decode_body(const gw_req_t *q);
+/* Frees the prefill's KV handle early (DELETE, best effort). */
+void sc__gw_pd_release(gw_req_t *q);
+/* True when a decode answer says the KV could not be fetched. */
+int sc__gw_pd_kv_gone(const gw_req_t *q);
 
 /* Ends every request in flight (shutdown). */
 void sc__gw_proxy_shutdown(sc_gw_t *gw);

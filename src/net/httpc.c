@@ -61,6 +61,7 @@ struct sc_httpc_req {
 	size_t nhdrs;
 	int hdr_state;
 	int got_bytes;     /* any byte of the answer arrived */
+	int reached;       /* written on an open connection */
 	int resent;        /* already resent after a stale connection */
 	int cancelled;
 	int complete;
@@ -500,6 +501,7 @@ static void conn_write_req(hc_conn_t *k, sc_httpc_req_t *r)
 		return;
 	}
 	uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+	r->reached = 1;
 	arm_timer(r);
 }
 
@@ -530,6 +532,7 @@ static int req_send(sc_httpc_req_t *r, int fresh)
 	hc_pool_t *p = r->pool;
 	r->status = 0;
 	r->nhdrs = 0;
+	r->reached = 0;
 	r->hdr_state = HDR_NONE;
 	sc_buf_reset(&r->hdrs);
 	hc_conn_t *k = fresh ? NULL : p->idle;
@@ -620,6 +623,11 @@ void sc_httpc_cancel(sc_httpc_req_t *r)
 		conn_release(k, 0);
 	}
 	req_free(r);
+}
+
+int sc_httpc_reached(const sc_httpc_req_t *r)
+{
+	return r->reached;
 }
 
 int sc_httpc_status(const sc_httpc_req_t *r)

@@ -73,6 +73,10 @@ void sc_httpc_cancel(sc_httpc_req_t *r);
 /* The answer's status (0 before on_head) and a header (case-insensitive,
  * NULL when absent); borrowed, valid as the request. */
 int sc_httpc_status(const sc_httpc_req_t *r);
+/* True once the request was written on an open connection: a request that
+ * failed without reaching the server (connection refused) is always safe
+ * to send elsewhere, and costs that server nothing. */
+int sc_httpc_reached(const sc_httpc_req_t *r);
 const char *sc_httpc_header(const sc_httpc_req_t *r, const char *name);
 
 /* Splits http://HOST:PORT/path into its parts (port defaults to 80).
