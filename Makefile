@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e bench clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e bench bench-gateway clean format
 
 all: build
 
@@ -92,6 +92,10 @@ test-san: $(BIN) $(UNIT_BIN)
 bench: build
 	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench
 	./$(BUILD)/bench/corebench
+
+# Gateway against nginx on the same backends (wrk); see docs/BENCHMARKS.md.
+bench-gateway: build
+	STARCLOUD_BIN=$(BIN) bench/gateway_bench.sh
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
