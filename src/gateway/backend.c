@@ -239,12 +239,12 @@ typedef struct probe {
 	gw_backend_t *b;
 } probe_t;
 
-static void probe_done(sc_httpc_req_t *r, int err, void *ud)
+static void probe_done(sc_hcli_req_t *r, int err, void *ud)
 {
 	probe_t *p = ud;
 	gw_backend_t *b = p->b;
 	b->probing = 0;
-	int ok = err == 0 && sc_httpc_status(r) == 200;
+	int ok = err == 0 && sc_hcli_status(r) == 200;
 	if (!b->gone && ok != b->ready) {
 		sc__gw_log("replica %s (%s:%s) is %s", b->id, b->model, b->version,
 			   ok ? "ready again" : "not ready");
@@ -264,14 +264,14 @@ static void probe_one(sc_gw_t *gw, gw_backend_t *b)
 		abort();
 	p->gw = gw;
 	p->b = b;
-	sc_httpc_call_t call = {
+	sc_hcli_call_t call = {
 		.method = "GET",
 		.url = url,
 		.timeout_ms = gw->o.probe_interval_ms < 2000 ? gw->o.probe_interval_ms : 2000,
 		.cbs = {.on_done = probe_done},
 		.ud = p,
 	};
-	if (sc_httpc_start(gw->hc, &call, NULL) < 0) {
+	if (sc_hcli_start(gw->hc, &call, NULL) < 0) {
 		free(p);
 		return;
 	}

@@ -21,7 +21,7 @@ typedef struct control {
 	sc_gw_t *gw;
 	json_t *deps;      /* name -> latest object */
 	sc_buf_t line;
-	sc_httpc_req_t *watch;
+	sc_hcli_req_t *watch;
 	uv_timer_t retry;
 	int stopping;
 } control_t;
@@ -53,7 +53,7 @@ static void add_endpoint(sc_gw_t *gw, const char *dep, const char *model, const 
 	int port;
 	const char *path;
 	if (!url || role < 0 || strlen(url) >= sizeof(d.url) ||
-	    sc_httpc_parse_url(url, host, sizeof(host), &port, &path) < 0) {
+	    sc_hcli_parse_url(url, host, sizeof(host), &port, &path) < 0) {
 		sc__gw_log("deployment %s: skipping an endpoint with a bad url or role", dep);
 		return;
 	}
@@ -148,7 +148,7 @@ static void on_event(control_t *ct, const char *line, size_t len)
 	json_decref(ev);
 }
 
-static int w_head(sc_httpc_req_t *r, int status, void *ud)
+static int w_head(sc_hcli_req_t *r, int status, void *ud)
 {
 	control_t *ct = ud;
 	if (status != 200) {
@@ -160,10 +160,10 @@ static int w_head(sc_httpc_req_t *r, int status, void *ud)
 	return 0;
 }
 
-static int w_data(sc_httpc_req_t *r, const char *d, size_t n, void *ud)
+static int w_data(sc_hcli_req_t *r, const char *d, size_t n, void *ud)
 {
 	control_t *ct = ud;
-	if (sc_httpc_status(r) != 200)
+	if (sc_hcli_status(r) != 200)
 		return 0;
 	if (sc_buf_append(&ct->line, d, n) < 0)
 		return 0; /* an oversized line: dropped by the reset below */
@@ -184,7 +184,7 @@ static void on_retry(uv_timer_t *t)
 	watch_start(t->data);
 }
 
-static void w_done(sc_httpc_req_t *r, int err, void *ud)
+static void w_done(sc_hcli_req_t *r, int err, void *ud)
 {
 	control_t *ct = ud;
 	ct->watch = NULL;
@@ -199,14 +199,14 @@ static void watch_start(control_t *ct)
 	char url[GW_MAX_URL + 64], hdrs[300];
 	snprintf(url, sizeof(url), "%s/api/v1/deployments?watch=1", gw->o.server);
 	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n", gw->o.token);
-	sc_httpc_call_t call = {
+	sc_hcli_call_t call = {
 		.method = "GET",
 		.url = url,
 		.headers = hdrs,
 		.cbs = {.on_head = w_head, .on_data = w_data, .on_done = w_done},
 		.ud = ct,
 	};
-	if (sc_httpc_start(gw->hc, &call, &ct->watch) < 0) {
+	if (sc_hcli_start(gw->hc, &call, &ct->watch) < 0) {
 		ct->watch = NULL;
 		uv_timer_start(&ct->retry, on_retry, 1000, 0);
 	}
@@ -244,7 +244,7 @@ void sc__gw_control_stop(sc_gw_t *gw)
 		return;
 	ct->stopping = 1;
 	if (ct->watch)
-		sc_httpc_cancel(ct->watch);
+		sc_hcli_cancel(ct->watch);
 	gw->control = NULL;
 	uv_close((uv_handle_t *)&ct->retry, on_retry_closed);
 }
@@ -253,9 +253,9 @@ void sc__gw_control_stop(sc_gw_t *gw)
  * Reporting rollout outcomes
  * ------------------------------------------------------------------- */
 
-static void report_done(sc_httpc_req_t *r, int err, void *ud)
+static void report_done(sc_hcli_req_t *r, int err, void *ud)
 {
-	if (err < 0 || sc_httpc_status(r) >= 300)
+	if (err < 0 || sc_hcli_status(r) >= 300)
 		sc__gw_log("control plane: rollout report failed (%s)",
 			   err < 0 ? sc_strerror(err) : "HTTP error");
 }
@@ -278,14 +278,14 @@ void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outc
 	char url[GW_MAX_URL + GW_MAX_NAME + 48], hdrs[300];
 	snprintf(url, sizeof(url), "%s/api/v1/deployments/%s/rollout", gw->o.server, dep);
 	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n", gw->o.token);
-	sc_httpc_call_t call = {.method = "POST",
+	sc_hcli_call_t call = {.method = "POST",
 				.url = url,
 				.headers = hdrs,
 				.body = body,
 				.body_len = strlen(body),
 				.timeout_ms = 5000,
 				.cbs = {.on_done = report_done}};
-	if (sc_httpc_start(gw->hc, &call, NULL) < 0)
+	if (sc_hcli_start(gw->hc, &call, NULL) < 0)
 		sc__gw_log("control plane: bad server URL %s", gw->o.server);
 	free(body);
 }

@@ -129,7 +129,7 @@ static int backend_check(gw_backend_t *b, char *err, size_t errsz)
 		snprintf(err, errsz, "model, version and url are required");
 		return SC_EINVAL;
 	}
-	if (sc_httpc_parse_url(b->url, host, sizeof(host), &port, &path) < 0 ||
+	if (sc_hcli_parse_url(b->url, host, sizeof(host), &port, &path) < 0 ||
 	    strcmp(path, "/") != 0) {
 		snprintf(err, errsz, "url: expected http://HOST:PORT, got \"%s\"", b->url);
 		return SC_EINVAL;
@@ -598,7 +598,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	sc__gw_rollout_stop_all(gw);
 	if (gw->o.probe_interval_ms)
 		uv_close((uv_handle_t *)&gw->probe_timer, NULL);
-	sc_httpc_close(gw->hc);
+	sc_hcli_close(gw->hc);
 	gw->hc = NULL;
 	uv_close((uv_handle_t *)&gw->sigint, NULL);
 	uv_close((uv_handle_t *)&gw->sigterm, NULL);
@@ -611,8 +611,8 @@ static int setup(sc_gw_t *gw, args_t *a)
 	sc_http_limits_t lim = {.max_body_bytes = a->o.max_body, .max_conns = 16384,
 				.idle_timeout_ms = 120000};
 	gw->http = sc_http_server_new(gw->loop, &lim);
-	sc_httpc_opts_t hco = {.max_idle_per_host = 256, .connect_timeout_ms = 1000};
-	gw->hc = sc_httpc_new(gw->loop, &hco);
+	sc_hcli_opts_t hco = {.max_idle_per_host = 256, .connect_timeout_ms = 1000};
+	gw->hc = sc_hcli_new(gw->loop, &hco);
 	if (!gw->http || !gw->hc)
 		return SC_ENOMEM;
 	for (size_t i = 0; i < a->nbackends; i++)

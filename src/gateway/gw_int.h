@@ -21,7 +21,7 @@
 #include <uv.h>
 
 #include "net/http.h"
-#include "net/httpc.h"
+#include "net/hclient.h"
 #include "starcloud/buf.h"
 
 #define GW_MAX_NAME 128
@@ -124,7 +124,7 @@ typedef struct sc_gw {
 	uv_loop_t *loop;
 	gw_opts_t o;
 	sc_http_server_t *http;
-	sc_httpc_t *hc;
+	sc_hcli_t *hc;
 	gw_backend_t *be[GW_MAX_BACKENDS];
 	size_t nbe;
 	gw_rollout_t ro[GW_MAX_ROLLOUTS];

@@ -24,16 +24,16 @@
 
 static void prefill_try(gw_req_t *q);
 
-static int pf_head(sc_httpc_req_t *up, int status, void *ud)
+static int pf_head(sc_hcli_req_t *up, int status, void *ud)
 {
 	gw_req_t *q = ud;
 	q->up_status = status;
-	const char *ct = sc_httpc_header(up, "content-type");
+	const char *ct = sc_hcli_header(up, "content-type");
 	snprintf(q->up_ctype, sizeof(q->up_ctype), "%s", ct ? ct : "");
 	return 0;
 }
 
-static int pf_data(sc_httpc_req_t *up, const char *d, size_t n, void *ud)
+static int pf_data(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
 {
 	gw_req_t *q = ud;
 	if (sc_buf_append(&q->resp, d, n) < 0)
@@ -71,7 +71,7 @@ static void decode_phase(gw_req_t *q, json_t *kv)
 	sc__gw_attempt(q);
 }
 
-static void pf_done(sc_httpc_req_t *up, int err, void *ud)
+static void pf_done(sc_hcli_req_t *up, int err, void *ud)
 {
 	gw_req_t *q = ud;
 	q->up = NULL;
@@ -130,7 +130,7 @@ static void prefill_try(gw_req_t *q)
 	snprintf(hdrs, sizeof(hdrs), "traceparent: %s\r\n", tp);
 	size_t blen;
 	char *body = sc__gw_body_for_attempt(q, &blen);
-	sc_httpc_call_t call = {
+	sc_hcli_call_t call = {
 		.method = "POST",
 		.url = url,
 		.headers = hdrs,
@@ -143,7 +143,7 @@ static void prefill_try(gw_req_t *q)
 	q->att_ns = uv_hrtime();
 	q->up_status = 0;
 	sc_buf_reset(&q->resp);
-	int rc = sc_httpc_start(q->gw->hc, &call, &q->up);
+	int rc = sc_hcli_start(q->gw->hc, &call, &q->up);
 	free(body);
 	if (rc < 0) {
 		q->up = NULL;
@@ -224,7 +224,7 @@ int sc__gw_pd_kv_gone(const gw_req_t *q)
 	return gone;
 }
 
-static void delete_done(sc_httpc_req_t *r, int err, void *ud)
+static void delete_done(sc_hcli_req_t *r, int err, void *ud)
 {
 }
 
@@ -233,9 +233,9 @@ void sc__gw_pd_release(gw_req_t *q)
 	const char *url = json_string_value(json_object_get(q->kv, "kv_url"));
 	if (!url || !q->gw->hc)
 		return;
-	sc_httpc_call_t call = {.method = "DELETE",
+	sc_hcli_call_t call = {.method = "DELETE",
 				.url = url,
 				.timeout_ms = 2000,
 				.cbs = {.on_done = delete_done}};
-	sc_httpc_start(q->gw->hc, &call, NULL);
+	sc_hcli_start(q->gw->hc, &call, NULL);
 }

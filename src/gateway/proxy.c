@@ -109,7 +109,7 @@ static void req_release(gw_req_t *q)
 	q->closed = 1;
 	sc__gw_pd_release(q);
 	if (q->up) {
-		sc_httpc_cancel(q->up);
+		sc_hcli_cancel(q->up);
 		q->up = NULL;
 	}
 	if (q->be && q->held) {
@@ -231,22 +231,22 @@ static int pump_events(gw_req_t *q)
  * Upstream callbacks
  * ------------------------------------------------------------------- */
 
-static int is_event_stream(sc_httpc_req_t *up)
+static int is_event_stream(sc_hcli_req_t *up)
 {
-	const char *ct = sc_httpc_header(up, "content-type");
+	const char *ct = sc_hcli_header(up, "content-type");
 	return ct && strstr(ct, "text/event-stream");
 }
 
-static int up_head(sc_httpc_req_t *up, int status, void *ud)
+static int up_head(sc_hcli_req_t *up, int status, void *ud)
 {
 	gw_req_t *q = ud;
 	q->up_status = status;
-	const char *ct = sc_httpc_header(up, "content-type");
+	const char *ct = sc_hcli_header(up, "content-type");
 	snprintf(q->up_ctype, sizeof(q->up_ctype), "%s", ct ? ct : "");
 	return 0;
 }
 
-static int up_data(sc_httpc_req_t *up, const char *d, size_t n, void *ud)
+static int up_data(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
 {
 	gw_req_t *q = ud;
 	if (q->stream && q->up_status == 200 && is_event_stream(up)) {
@@ -261,7 +261,7 @@ static int up_data(sc_httpc_req_t *up, const char *d, size_t n, void *ud)
 
 /* Has a streamed attempt sent whole events? Then pump them (in on_data
  * the request must not end, so pumping is done here and in up_done). */
-static int up_data_stream(sc_httpc_req_t *up, const char *d, size_t n, void *ud)
+static int up_data_stream(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
 {
 	gw_req_t *q = ud;
 	if (up_data(up, d, n, ud))
@@ -345,11 +345,11 @@ static void resume_or_fail(gw_req_t *q)
 	sc__gw_fail(q, 502, "upstream_error", "the stream broke and could not be continued");
 }
 
-static void up_done(sc_httpc_req_t *up, int err, void *ud)
+static void up_done(sc_hcli_req_t *up, int err, void *ud)
 {
 	gw_req_t *q = ud;
 	q->up = NULL;
-	q->free_retry = err < 0 && up && !sc_httpc_reached(up);
+	q->free_retry = err < 0 && up && !sc_hcli_reached(up);
 	if (err < 0)
 		q->up_status = err == SC_ELIMIT ? 504 : -1;
 	if (q->started) {
@@ -529,7 +529,7 @@ static void attempt_send(gw_req_t *q, gw_backend_t *b)
 		 q->stream ? "Accept: text/event-stream\r\n" : "");
 	size_t blen = 0;
 	char *body = strcmp(q->method, "POST") == 0 ? sc__gw_body_for_attempt(q, &blen) : NULL;
-	sc_httpc_call_t call = {
+	sc_hcli_call_t call = {
 		.method = q->method,
 		.url = url,
 		.headers = hdrs,
@@ -544,7 +544,7 @@ static void attempt_send(gw_req_t *q, gw_backend_t *b)
 	sc_buf_reset(&q->resp);
 	sc_buf_reset(&q->sse);
 	q->saw_done = 0;
-	int rc = sc_httpc_start(q->gw->hc, &call, &q->up);
+	int rc = sc_hcli_start(q->gw->hc, &call, &q->up);
 	free(body);
 	if (rc < 0) {
 		q->up = NULL;

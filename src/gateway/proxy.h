@@ -29,7 +29,7 @@ typedef struct gw_req {
 	int stream;
 	int role;                 /* backends this phase uses */
 	gw_backend_t *be;         /* the attempt in flight */
-	sc_httpc_req_t *up;
+	sc_hcli_req_t *up;
 	gw_backend_t *tried[GW_MAX_TRIED];
 	size_t ntried;
 	int attempts;

@@ -172,9 +172,9 @@ void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind
 	json_array_append_new(t->spans, span);
 }
 
-static void export_done(sc_httpc_req_t *r, int err, void *ud)
+static void export_done(sc_hcli_req_t *r, int err, void *ud)
 {
-	if (err < 0 || sc_httpc_status(r) >= 300)
+	if (err < 0 || sc_hcli_status(r) >= 300)
 		sc__gw_log("otlp export failed: %s", err < 0 ? "connection error" : "HTTP error");
 }
 
@@ -197,13 +197,13 @@ static void flush(sc_gw_t *gw)
 	json_decref(doc);
 	char url[GW_MAX_URL + 16];
 	snprintf(url, sizeof(url), "%s/v1/traces", gw->o.otlp);
-	sc_httpc_call_t call = {.method = "POST",
+	sc_hcli_call_t call = {.method = "POST",
 				.url = url,
 				.body = body,
 				.body_len = strlen(body),
 				.timeout_ms = 5000,
 				.cbs = {.on_done = export_done}};
-	if (sc_httpc_start(gw->hc, &call, NULL) < 0)
+	if (sc_hcli_start(gw->hc, &call, NULL) < 0)
 		sc__gw_log("otlp export: bad collector URL %s", gw->o.otlp);
 	t->exported += json_array_size(batch);
 	free(body);

@@ -1,86 +1,55 @@
-/* Asynchronous HTTP/1.1 client on libuv + http_parser.
+/* Asynchronous HTTP client on a libuv loop: libcurl's multi interface driven
+ * by uv_poll and uv_timer handles (curl_multi_socket_action).
  *
- * One sc_httpc_t per event loop holds a keep-alive connection pool per
- * backend (host:port). A request borrows an idle connection or opens a new
- * one, writes the request, and reports the answer through three callbacks:
- * on_head once the status line and headers are in, on_data for each piece
- * of the body as it arrives (nothing is buffered here, so server-sent
- * events pass straight through), and on_done exactly once at the end.
- * After on_done returns the request object is gone.
+ * Why libcurl and not a hand-written client on http_parser: the agent needs
+ * long-lived chunked streams (watch), request timeouts, connection reuse and
+ * keep-alive probing; libcurl is already linked for the CLI and does all of
+ * these correctly, so the only new code is the loop glue below.
  *
- * A connection taken from the pool may have been closed by the server while
- * idle; when such a connection fails before any byte of the answer came
- * back, the request is sent once more on a fresh connection (what nginx and
- * Envoy do), so callers never see a stale keep-alive as a backend failure.
+ * A request either buffers its whole response (bounded by max_body, then
+ * done() with the body) or, with on_data set, hands each received piece to
+ * on_data as it arrives (for streams) and calls done() with an empty body.
  *
- * Only IPv4 literals and "localhost" are accepted as hosts: the platform's
- * daemons talk to each other by address, and no resolver runs on the loop.
- *
- * Errors given to on_done: 0 complete; SC_EIO connection refused, reset or
- * closed early; SC_ELIMIT the inactivity timeout fired; SC_ETOOBIG the
- * response headers passed the limit; SC_EPARSE a malformed response. */
+ * Ownership: every string in sc_httpc_opts_t is copied; the request belongs
+ * to the client until done() has returned or sc_httpc_cancel() is called. */
 #ifndef SC_NET_HTTPC_H
 #define SC_NET_HTTPC_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #include <uv.h>
 
 typedef struct sc_httpc sc_httpc_t;
 typedef struct sc_httpc_req sc_httpc_req_t;
 
+/* status: the HTTP status, or a negative SC_E* code when no response came
+ * (SC_EIO: connection failed or timed out; SC_ETOOBIG: body over max_body). */
+typedef void (*sc_httpc_done_fn)(int status, const char *body, size_t len, void *ud);
+/* Returns 0 to go on, < 0 to abort the transfer (done() then gets SC_EIO). */
+typedef int (*sc_httpc_data_fn)(const char *data, size_t len, void *ud);
+
 typedef struct sc_httpc_opts {
-	size_t max_idle_per_host;  /* idle keep-alive connections kept; default 64 */
-	size_t max_header_bytes;   /* response status line + headers; default 16 KiB */
-	uint64_t idle_close_ms;    /* idle pooled connection closed after; default 30 s */
-	uint64_t connect_timeout_ms; /* default 2 s */
+	const char *method;      /* "GET" when NULL */
+	const char *url;
+	const char *token;       /* bearer token, or NULL */
+	const char *body;        /* request body (JSON), or NULL */
+	size_t body_len;
+	long timeout_ms;         /* whole transfer; 0 = none (streams) */
+	long connect_timeout_ms; /* default 2000 */
+	size_t max_body;         /* buffered responses; default 4 MiB */
+	sc_httpc_data_fn on_data;
+	sc_httpc_done_fn done;   /* may be NULL */
+	void *ud;
 } sc_httpc_opts_t;
 
-/* Return non-zero from on_head or on_data to stop reading (the request is
- * then cancelled: no further callback, on_done included). */
-typedef struct sc_httpc_cbs {
-	int (*on_head)(sc_httpc_req_t *r, int status, void *ud);
-	int (*on_data)(sc_httpc_req_t *r, const char *data, size_t len, void *ud);
-	void (*on_done)(sc_httpc_req_t *r, int err, void *ud);
-} sc_httpc_cbs_t;
-
-typedef struct sc_httpc_call {
-	const char *method;   /* "GET", "POST", ... */
-	const char *url;      /* http://HOST:PORT/path?query (borrowed, copied) */
-	const char *headers;  /* extra "Name: value\r\n" lines or NULL (copied) */
-	const void *body;     /* copied; NULL for none */
-	size_t body_len;
-	const char *ctype;    /* Content-Type of body; default application/json */
-	uint64_t timeout_ms;  /* inactivity limit: connect, first byte, between reads; 0 = none */
-	sc_httpc_cbs_t cbs;
-	void *ud;
-} sc_httpc_call_t;
-
-/* Creates a client on loop (borrowed); opts may be NULL for defaults. */
-sc_httpc_t *sc_httpc_new(uv_loop_t *loop, const sc_httpc_opts_t *opts);
-/* Cancels every request (without callbacks) and closes every connection;
- * memory is released once libuv has closed the handles. Accepts NULL. */
-void sc_httpc_close(sc_httpc_t *c);
-
-/* Starts a request. On success *out (may be NULL) is the request, valid
- * until on_done returns or sc_httpc_cancel. SC_EINVAL for a bad URL. The
- * callbacks never run before sc_httpc_start has returned. */
-int sc_httpc_start(sc_httpc_t *c, const sc_httpc_call_t *call, sc_httpc_req_t **out);
-/* Abandons a request: its connection is closed, no callback runs. */
+/* Creates a client on loop (borrowed). NULL when out of memory. */
+sc_httpc_t *sc_httpc_new(uv_loop_t *loop);
+/* Cancels every request (without callbacks) and frees the client once its
+ * handles are closed; accepts NULL. */
+void sc_httpc_free(sc_httpc_t *c);
+/* Starts a request; NULL when it could not be created. */
+sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o);
+/* Stops a request; its done() is not called. Accepts NULL. */
 void sc_httpc_cancel(sc_httpc_req_t *r);
-
-/* The answer's status (0 before on_head) and a header (case-insensitive,
- * NULL when absent); borrowed, valid as the request. */
-int sc_httpc_status(const sc_httpc_req_t *r);
-/* True once the request was written on an open connection: a request that
- * failed without reaching the server (connection refused) is always safe
- * to send elsewhere, and costs that server nothing. */
-int sc_httpc_reached(const sc_httpc_req_t *r);
-const char *sc_httpc_header(const sc_httpc_req_t *r, const char *name);
-
-/* Splits http://HOST:PORT/path into its parts (port defaults to 80).
- * Returns SC_EINVAL for anything else. */
-int sc_httpc_parse_url(const char *url, char *host, size_t hostsz, int *port, const char **path);
 
 #endif

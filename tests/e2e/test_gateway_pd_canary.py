@@ -14,7 +14,7 @@ def test_decode_killed_midstream_is_retried_without_second_prefill(procs):
     d1 = procs.worker("1", "decode", "tiny", "--die-after-chunks", "3")
     d2 = procs.worker("1", "decode")
     gw = procs.gateway([pre, d1, d2])
-    for _ in range(6):
+    for _ in range(14):  # the picker may choose either decode worker first
         r = completion(gw, stream=True, max_tokens=10)
         assert r.status_code == 200
         texts, done, _ = sse_texts(r)
