@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-sim clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-sim bench-gateway clean format
 
 all: build
 
@@ -107,6 +107,10 @@ bench: build
 bench-api: build
 	@$(MAKE) --no-print-directory $(BUILD)/bench/api_bench
 	./$(BUILD)/bench/api_bench --bin $(BIN)
+
+# Gateway against nginx on the same backends (wrk); see docs/BENCHMARKS.md.
+bench-gateway: build
+	STARCLOUD_BIN=$(BIN) bench/gateway_bench.sh
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
