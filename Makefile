@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-sim bench-gateway clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-sim bench-api bench-gateway clean format
 
 all: build
 
