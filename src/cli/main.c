@@ -9,6 +9,7 @@
 #include "cli/client.h"
 #include "agent/agent_opts.h"
 #include "cli/cli_agent.h"
+#include "cli/cli_store.h"
 #include "server/server.h"
 
 typedef struct verb {
@@ -37,6 +38,7 @@ static const verb_t verbs[] = {
 	{"top", sc_cli_top, "resource usage"},
 	{"drain", sc_cli_drain, "drain a node"},
 	{"rollout", NULL, "deployment rollout status, promote, abort"},
+	{"store", sc_cli_store, "copy a store (sqlite to etcd)"},
 };
 
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))

@@ -31,7 +31,7 @@ int sc__ha_open_store(const char *url, const char *data_dir, const char *etcd_pr
 		      sc_store_t **out)
 {
 	if (!url)
-		return sc_store_sqlite_open(data_dir, out);
+		return data_dir ? sc_store_sqlite_open(data_dir, out) : SC_EINVAL;
 	if (strncmp(url, "sqlite:", 7) == 0 && url[7])
 		return sc_store_sqlite_open(url + 7, out);
 	if (strncmp(url, "etcd://", 7) == 0)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "starcloud/error.h"
 #include "store/etcd_int.h"
@@ -218,6 +219,25 @@ static int explain_failure(etcd_store_t *e, const sc_store_op_t *ops, size_t n, 
 	return SC_EFENCED;
 }
 
+/* Test hook (docs/HA.md): when the file named by STARCLOUD_ETCD_STALL_FILE
+ * exists at a fenced write, the write waits the seconds it holds (once; the
+ * file is removed), as a leader frozen between deciding and writing would.
+ * The HA tests use it to show that such a late write is refused. */
+static void stall_hook(void)
+{
+	const char *path = getenv("STARCLOUD_ETCD_STALL_FILE");
+	FILE *f = path ? fopen(path, "r") : NULL;
+	int secs = 0;
+	if (!f)
+		return;
+	if (fscanf(f, "%d", &secs) != 1 || secs < 0 || secs > 120)
+		secs = 0;
+	fclose(f);
+	unlink(path);
+	fprintf(stderr, "store: test hook: stalling a fenced write for %d s\n", secs);
+	sleep((unsigned)secs);
+}
+
 static int et_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev,
 		  size_t *failed)
 {
@@ -227,6 +247,8 @@ static int et_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 	for (size_t i = 0; i < n && rc == 0; i++)
 		if ((rc = add_op(e, &ops[i], cmp, ok, fail)) < 0 && failed)
 			*failed = i;
+	if (e->fence > 0)
+		stall_hook();
 	if (e->fence > 0)
 		json_array_append_new(cmp, compare(e->leader_key, "MOD", "EQUAL", "mod_revision",
 						   e->fence));
