@@ -192,6 +192,16 @@ static int explain_failure(etcd_store_t *e, const sc_store_op_t *ops, size_t n, 
 			   size_t *failed)
 {
 	json_t *rs = json_object_get(resp, "responses");
+	/* The fence first: a deposed leader's write is refused as such even
+	 * when the objects it read have changed too (they usually have). */
+	json_t *lk = json_array_get(json_object_get(json_object_get(json_array_get(rs, n),
+								     "response_range"), "kvs"), 0);
+	if (e->fence > 0 && sc__etcd_int(lk, "mod_revision") != e->fence) {
+		e->stats.fenced++;
+		if (failed)
+			*failed = n;
+		return SC_EFENCED;
+	}
 	for (size_t i = 0; i < n; i++) {
 		json_t *kvs = json_object_get(
 			json_object_get(json_array_get(rs, i), "response_range"), "kvs");
@@ -213,10 +223,7 @@ static int explain_failure(etcd_store_t *e, const sc_store_op_t *ops, size_t n, 
 			return rc;
 		}
 	}
-	e->stats.fenced++;
-	if (failed)
-		*failed = n;
-	return SC_EFENCED;
+	return SC_EIO; /* refused, yet every condition holds: cannot be */
 }
 
 /* Test hook (docs/HA.md): when the file named by STARCLOUD_ETCD_STALL_FILE
@@ -249,9 +256,13 @@ static int et_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 			*failed = i;
 	if (e->fence > 0)
 		stall_hook();
-	if (e->fence > 0)
+	if (e->fence > 0) {
+		json_t *r = json_object();
+		sc__etcd_set_b64(r, "key", e->leader_key);
+		json_array_append_new(fail, json_pack("{s:o}", "request_range", r));
 		json_array_append_new(cmp, compare(e->leader_key, "MOD", "EQUAL", "mod_revision",
 						   e->fence));
+	}
 	json_t *req = json_pack("{s:o,s:o,s:o}", "compare", cmp, "success", ok, "failure", fail);
 	if (rc == 0)
 		rc = sc__etcd_call(&e->conn, "/v3/kv/txn", req, &resp);
