@@ -18,6 +18,7 @@ struct sc_ha {
 	int ticking, polling;
 	int64_t ttl;
 	int64_t lease;
+	uint64_t renewed_ms;     /* uv_now of the last keepalive */
 	int leader;
 	int64_t leader_rev;      /* mod_revision of our leader key: the fence */
 	uint64_t fenced_seen;
@@ -91,9 +92,19 @@ static void campaign(sc_ha_t *ha)
 	free(holder);
 }
 
+/* The lease is renewed three times per TTL, so one lost or slow call does
+ * not cost it; a follower also tries for the key every TICK_MS, so it
+ * takes over within TICK_MS of the old leader's key expiring. */
+#define TICK_MS 250
+
 static void on_tick(uv_timer_t *t)
 {
-	campaign(t->data);
+	sc_ha_t *ha = t->data;
+	uint64_t now = uv_now(ha->s->loop);
+	if (!ha->leader || !ha->lease || now - ha->renewed_ms >= (uint64_t)ha->ttl * 1000 / 3) {
+		ha->renewed_ms = now;
+		campaign(ha);
+	}
 }
 
 static void on_poll(uv_poll_t *p, int status, int events)
@@ -139,9 +150,7 @@ int sc__ha_start(sc_server_t *s, const char *id, int ttl_s)
 	ha->polling = 1;
 	uv_timer_init(s->loop, &ha->tick);
 	ha->tick.data = ha;
-	/* Three renewals per TTL: one lost or slow call does not cost the
-	 * lease. */
-	uv_timer_start(&ha->tick, on_tick, 0, (uint64_t)ttl_s * 1000 / 3);
+	uv_timer_start(&ha->tick, on_tick, 0, TICK_MS);
 	ha->ticking = 1;
 	return 0;
 }
