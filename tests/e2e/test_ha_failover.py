@@ -46,7 +46,10 @@ def wait_leader(servers, timeout=15.0, exclude=None):
 
 
 def metric(srv, name):
-    text = requests.get(srv.url + "/metrics", timeout=2).text
+    try:
+        text = requests.get(srv.url + "/metrics", timeout=2).text
+    except requests.RequestException:
+        return 0.0  # a stalled server: asked again later
     for line in text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[1])
