@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-sim bench-api bench-gateway clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway clean format
 
 all: build
 
@@ -94,6 +94,10 @@ test-san: $(BIN) $(UNIT_BIN)
 # runs 350 packing simulations; skips when ../shared/traces is absent).
 test-repro: $(BIN)
 	@/usr/bin/python3 tests/repro/check_repro.py --bin $(BIN) --shared ../shared
+
+# HA control plane: etcd versus SQLite, leader failover (docs/BENCHMARKS.md).
+bench-ha: $(BIN)
+	@STARCLOUD_BIN=$(BIN) /usr/bin/python3 bench/ha_bench.py
 
 bench-sim: $(BIN)
 	@bench/sim_bench.sh $(BIN)

@@ -10,6 +10,7 @@
 #include "agent/agent_opts.h"
 #include "cli/cli_agent.h"
 #include "gateway/gateway.h"
+#include "cli/cli_store.h"
 #include "server/server.h"
 
 typedef struct verb {
@@ -38,6 +39,7 @@ static const verb_t verbs[] = {
 	{"top", sc_cli_top, "resource usage"},
 	{"drain", sc_cli_drain, "drain a node"},
 	{"rollout", sc_cli_rollout, "deployment rollout status, promote, abort"},
+	{"store", sc_cli_store, "copy a store (sqlite to etcd)"},
 };
 
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
