@@ -103,9 +103,8 @@ bench-sim: $(BIN)
 	@bench/sim_bench.sh $(BIN)
 
 bench: build
-	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench $(BUILD)/bench/preemptbench
-	./$(BUILD)/bench/corebench --cycles 5
-	./$(BUILD)/bench/preemptbench --nodes 10000 --pending 10000
+	./$(BIN) bench core --cycles 5
+	./$(BIN) bench preempt --nodes 10000 --pending 10000
 
 # Control-plane API benchmark: starts its own servers on free loopback ports.
 bench-api: build

@@ -23,7 +23,7 @@ static const verb_t verbs[] = {
 	{"schedule", sc_cli_schedule, "offline scheduling of manifests (one or more cycles)"},
 	{"version", sc_cli_version, "print the version"},
 	{"simulate", sc_cli_simulate, "packing and trace simulation"},
-	{"bench", NULL, "benchmarks"},
+	{"bench", sc_cli_bench, "scheduler benchmarks (core, preempt)"},
 	{"server", sc_server_main, "run the control plane"},
 	{"agent", sc_agent_main, "run a node agent"},
 	{"gateway", sc_gateway_main, "run the serving gateway"},
