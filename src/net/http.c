@@ -68,6 +68,8 @@ struct sc_http_req {
 	int status;
 	sc_http_close_fn on_close;
 	void *close_ud;
+	char xhdrs[512]; /* extra response headers, "Name: value\r\n" each */
+	size_t xlen;
 };
 
 typedef struct conn {
@@ -181,20 +183,20 @@ static int conn_write(conn_t *c, const uv_buf_t *parts, size_t nparts)
 }
 
 static int head_printf(char *out, size_t outsz, int status, const char *ctype, long long clen,
-		       int keep_alive)
+		       int keep_alive, const char *xhdrs)
 {
 	int n;
 	if (clen >= 0)
 		n = snprintf(out, outsz,
 			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %lld\r\n"
-			     "Connection: %s\r\n\r\n",
-			     status, sc_http_status_text(status), ctype, clen,
+			     "%sConnection: %s\r\n\r\n",
+			     status, sc_http_status_text(status), ctype, clen, xhdrs,
 			     keep_alive ? "keep-alive" : "close");
 	else
 		n = snprintf(out, outsz,
 			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
-			     "Cache-Control: no-cache\r\nConnection: %s\r\n\r\n",
-			     status, sc_http_status_text(status), ctype,
+			     "Cache-Control: no-cache\r\n%sConnection: %s\r\n\r\n",
+			     status, sc_http_status_text(status), ctype, xhdrs,
 			     keep_alive ? "keep-alive" : "close");
 	return n;
 }
@@ -226,10 +228,10 @@ void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void
 		     size_t len)
 {
 	conn_t *c = r->conn;
-	char head[512];
+	char head[1024];
 	r->status = status;
 	int n = head_printf(head, sizeof(head), status, ctype ? ctype : "application/json",
-			    (long long)len, c->keep_alive);
+			    (long long)len, c->keep_alive, r->xhdrs);
 	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)n),
 			      uv_buf_init((char *)body, (unsigned)len) };
 	conn_write(c, parts, len ? 2 : 1);
@@ -239,12 +241,12 @@ void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void
 void sc_http_stream_start(sc_http_req_t *r, int status, const char *ctype,
 			  sc_http_close_fn on_close, void *ud)
 {
-	char head[512];
+	char head[1024];
 	r->status = status;
 	r->streaming = 1;
 	r->on_close = on_close;
 	r->close_ud = ud;
-	int n = head_printf(head, sizeof(head), status, ctype, -1, r->conn->keep_alive);
+	int n = head_printf(head, sizeof(head), status, ctype, -1, r->conn->keep_alive, r->xhdrs);
 	uv_buf_t part = uv_buf_init(head, (unsigned)n);
 	conn_write(r->conn, &part, 1);
 	/* A stream has no idle timeout: it is idle by design. */
@@ -267,6 +269,40 @@ int sc_http_stream_write(sc_http_req_t *r, const void *data, size_t len)
 	return conn_write(c, parts, 3);
 }
 
+int sc_http_set_header(sc_http_req_t *r, const char *name, const char *value)
+{
+	/* Header injection guard: names and values come from our own code,
+	 * but a value echoed from a request must not smuggle a new line. */
+	if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
+		return SC_EINVAL;
+	int n = snprintf(r->xhdrs + r->xlen, sizeof(r->xhdrs) - r->xlen, "%s: %s\r\n", name,
+			 value);
+	if (n < 0 || (size_t)n >= sizeof(r->xhdrs) - r->xlen) {
+		r->xhdrs[r->xlen] = '\0';
+		return SC_ETOOBIG;
+	}
+	r->xlen += (size_t)n;
+	return 0;
+}
+
+void sc_http_on_close(sc_http_req_t *r, sc_http_close_fn on_close, void *ud)
+{
+	r->on_close = on_close;
+	r->close_ud = ud;
+}
+
+void sc_http_abort(sc_http_req_t *r)
+{
+	conn_t *c = r->conn;
+	r->on_close = NULL;
+	if (c->srv->observer) {
+		double secs = (double)(uv_hrtime() - r->start_ns) / 1e9;
+		c->srv->observer(r->method, r->route ? r->route : "", r->status ? r->status : 499,
+				 secs, c->srv->observer_ud);
+	}
+	conn_close(c);
+}
+
 void sc_http_stream_end(sc_http_req_t *r)
 {
 	uv_buf_t part = uv_buf_init("0\r\n\r\n", 5);
@@ -282,7 +318,7 @@ static void respond_error_close(conn_t *c, int status, const char *reason, const
 			 "{\"error\":{\"code\":%d,\"reason\":\"%s\",\"message\":\"%s\",\"field\":\"\"}}",
 			 status, reason, msg);
 	char head[512];
-	int h = head_printf(head, sizeof(head), status, "application/json", n, 0);
+	int h = head_printf(head, sizeof(head), status, "application/json", n, 0, "");
 	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)h), uv_buf_init(body, (unsigned)n) };
 	conn_write(c, parts, 2);
 	if (c->srv->observer)
@@ -312,6 +348,8 @@ static void req_reset(sc_http_req_t *r)
 	r->streaming = 0;
 	r->status = 0;
 	r->on_close = NULL;
+	r->xhdrs[0] = '\0';
+	r->xlen = 0;
 }
 
 static int on_message_begin(http_parser *p)
@@ -533,7 +571,8 @@ static void conn_close(conn_t *c)
 		return;
 	c->closing = 1;
 	sc_http_req_t *r = &c->req;
-	if (c->busy && r->streaming && r->on_close) {
+	/* A stream's close callback, or one a deferred answer registered. */
+	if (c->busy && r->on_close) {
 		sc_http_close_fn fn = r->on_close;
 		r->on_close = NULL;
 		fn(r, r->close_ud);

@@ -79,6 +79,19 @@ int sc_http_stream_write(sc_http_req_t *r, const void *data, size_t len);
 /* Sends the last chunk; the request is gone after this. */
 void sc_http_stream_end(sc_http_req_t *r);
 
+/* Adds a response header (copied) to the answer of r; call before
+ * sc_http_respond or sc_http_stream_start. SC_EINVAL for a name or value
+ * holding CR/LF, SC_ETOOBIG past 512 bytes of extra headers in all. */
+int sc_http_set_header(sc_http_req_t *r, const char *name, const char *value);
+/* For a handler that answers later (after a timer or a thread): on_close is
+ * called if the connection goes away first; the request is gone after it
+ * returns. A later sc_http_stream_start replaces it. */
+void sc_http_on_close(sc_http_req_t *r, sc_http_close_fn on_close, void *ud);
+/* Closes the connection at once without finishing the answer (fault
+ * injection: a reply cut mid-stream). No close callback runs; the request
+ * is gone after this. */
+void sc_http_abort(sc_http_req_t *r);
+
 const char *sc_http_status_text(int status);
 
 #endif
