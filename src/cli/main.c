@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "server/server.h"
+#include "worker/worker.h"
 
 typedef struct verb {
 	const char *name;
@@ -22,7 +23,7 @@ static const verb_t verbs[] = {
 	{"server", sc_server_main, "run the control plane"},
 	{"agent", NULL, "run a node agent"},
 	{"gateway", NULL, "run the serving gateway"},
-	{"worker", NULL, "run the reference model worker"},
+	{"worker", sc_worker_main, "run the reference model worker"},
 	{"dev", NULL, "run a local cluster (server, agents, gateway)"},
 	{"apply", sc_cli_apply, "create or update objects on a server"},
 	{"get", sc_cli_get, "list or show objects"},

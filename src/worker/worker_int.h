@@ -62,6 +62,7 @@ typedef struct wreq {
 	char trace_id[33], span_id[17], parent_id[17];
 	char name[64];
 	int kserve_errors; /* {"error": "msg"} instead of the OpenAI shape */
+	int model_req;     /* counts for --crash-after when it ends */
 	int ended;
 } wreq_t;
 
@@ -85,6 +86,8 @@ uint64_t sc__now_ms(void);
 int sc__worker_faults(wreq_t *q);
 /* Counts a finished model request (for --crash-after). */
 void sc__worker_request_done(sc_worker_t *w);
+/* Routes, observer and timers of a worker whose http server exists. */
+void sc__worker_serve_init(sc_worker_t *w);
 
 /* ---- gen.c ---- */
 typedef struct gen_params {
@@ -115,6 +118,14 @@ int sc__http_get(const char *url, size_t max, char **body, size_t *len, char *er
 int sc__http_post_json(const char *url, const char *body, size_t len);
 
 /* ---- handlers ---- */
+typedef void (*sc_whandler_fn)(wreq_t *q);
+/* Adds a route whose handler gets a ready request context (and nothing at
+ * all once the worker hangs, --hang-after). */
+void sc__worker_route(sc_worker_t *w, const char *method, const char *prefix, sc_whandler_fn fn);
+/* 404 naming "role" unless the worker's role includes need. */
+int sc__need_role(wreq_t *q, int need);
+/* 404 naming "model" unless name (may be "name:version") is ours. */
+int sc__check_model(wreq_t *q, const char *name);
 void sc__api_routes(sc_worker_t *w);
 void sc__disagg_routes(sc_worker_t *w);
 /* Reads a JSON object body; answers 400 and returns NULL when it is not. */
