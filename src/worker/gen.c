@@ -170,7 +170,7 @@ static int sse_send(sc_gen_t *g, json_t *obj)
 
 static void stream_begin(sc_gen_t *g)
 {
-	sc_http_stream_start(g->q.req, 200, "text/event-stream", on_req_close, g);
+	sc_http_stream_start(g->q.req, 200, "text/event-stream; charset=utf-8", on_req_close, g);
 	g->streaming = 1;
 	if (g->p.fmt == FMT_CHAT) {
 		json_t *c = chunk_json(g, "", 0, NULL, 0, NULL);
