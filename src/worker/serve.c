@@ -171,7 +171,7 @@ static void h_counters(wreq_t *q)
 		json_object_set_new(o, counter_defs[i].name, json_integer((json_int_t)counter(w, i)));
 	for (int code = 100; code < 600; code++)
 		if (w->c.by_code[code]) {
-			char k[8];
+			char k[16];
 			snprintf(k, sizeof(k), "%d", code);
 			json_object_set_new(codes, k, json_integer((json_int_t)w->c.by_code[code]));
 		}
