@@ -459,6 +459,47 @@ def test_decode_retry_with_generated_ids(pd):
     assert r.status_code == 400 and r.json()["error"]["field"] == "generated_ids"
 
 
+def test_mid_stream_failure_resumed_on_another_decode_worker(spawn):
+    """The gateway's scenario: decode worker 1 dies after 5 tokens; the
+    tokens relayed so far go to worker 2 as generated_ids, with the KV the
+    prefill worker already computed; the client's text is unchanged."""
+    p = spawn("--role", "prefill")
+    d1 = spawn("--role", "decode", "--fail-decode-after-tokens", "5")
+    d2 = spawn("--role", "decode")
+    b = spawn()
+    ref = completion(b, "a story about a fox", 18)["choices"][0]
+    pre = prefill(p, prompt="a story about a fox")
+    body = {"kv_url": pre["kv_url"], "first_token": pre["first_token"], "max_tokens": 18,
+            "stream": True}
+    r = requests.post(d1.url + "/v1/decode", json=body, stream=True, timeout=5)
+    raw = b""
+    with pytest.raises(requests.exceptions.ChunkedEncodingError):
+        for part in r.iter_content(chunk_size=None):
+            raw += part
+    relayed = [json.loads(block[len("data: "):]) for block in raw.decode().split("\n\n")
+               if block.startswith("data: ")]
+    got_ids = [i for ch in relayed for i in ch["choices"][0]["token_ids"]]
+    got_text = "".join(ch["choices"][0]["text"] for ch in relayed)
+    assert len(got_ids) == 5
+    r2 = d2.post("/v1/decode", dict(body, generated_ids=got_ids))
+    chunks, done = sse_events(r2)
+    assert done
+    ids = got_ids + [i for ch in chunks for i in ch["choices"][0]["token_ids"]]
+    text = got_text + "".join(ch["choices"][0]["text"] for ch in chunks)
+    assert ids == ref["token_ids"] and text == ref["text"]
+    assert p.counters()["prefills"] == 1 and p.counters()["kv_fetches_served"] == 2
+    assert d2.counters()["prefills"] == 0
+
+
+def test_both_worker_decodes_its_own_handle(spawn):
+    b = spawn()
+    ref = completion(b, "self", 8)
+    pre = prefill(b, prompt="self")
+    r = b.post("/v1/decode", {"kv_url": pre["kv_url"], "first_token": pre["first_token"],
+                              "max_tokens": 8})
+    assert r.status_code == 200 and r.json()["choices"] == ref["choices"]
+
+
 def test_prefill_input_ids_and_kv_block(pd):
     p, d, b = pd
     pre = prefill(p, input_ids=[1, 80, 81, 82])
