@@ -1,89 +1,15 @@
 /* Prefill/decode disaggregation: /v1/prefill, /v1/kv/{handle} (GET, renew,
- * DELETE), /v1/decode, and the small blocking HTTP client (libcurl) the
- * decode fetch and the OTLP export run in the thread pool. The protocol is
- * in docs/WORKER.md. */
+ * DELETE) and /v1/decode (its KV pull is in gen.c). The protocol is in
+ * docs/WORKER.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <curl/curl.h>
 
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 #include "worker/worker_int.h"
 
 #define MAX_KV_URL 1024
-
-/* ---------------------------------------------------------------------
- * HTTP client (runs in worker threads: no loop state here)
- * ------------------------------------------------------------------- */
-
-static size_t on_data(char *p, size_t size, size_t n, void *ud)
-{
-	sc_buf_t *b = ud;
-	return sc_buf_append(b, p, size * n) < 0 ? 0 : size * n;
-}
-
-static CURL *easy_for(const char *url, long timeout_ms)
-{
-	CURL *c = curl_easy_init();
-	if (!c)
-		return NULL;
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-	return c;
-}
-
-int sc__http_get(const char *url, size_t max, char **body, size_t *len, char *err, size_t errsz)
-{
-	sc_buf_t b;
-	sc_buf_init(&b, max);
-	CURL *c = easy_for(url, 10000);
-	if (!c) {
-		snprintf(err, errsz, "no HTTP client");
-		return SC_ENOMEM;
-	}
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	CURLcode rc = curl_easy_perform(c);
-	long status = 0;
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
-	if (rc != CURLE_OK) {
-		snprintf(err, errsz, "%s", rc == CURLE_WRITE_ERROR ? "KV block too large"
-								    : curl_easy_strerror(rc));
-		sc_buf_free(&b);
-		return SC_EIO;
-	}
-	*body = sc_buf_steal(&b, len);
-	return (int)status;
-}
-
-int sc__http_post_json(const char *url, const char *body, size_t len)
-{
-	sc_buf_t sink;
-	sc_buf_init(&sink, 64 * 1024);
-	CURL *c = easy_for(url, 5000);
-	if (!c)
-		return SC_ENOMEM;
-	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-	CURLcode rc = curl_easy_perform(c);
-	long status = 0;
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
-	curl_slist_free_all(h);
-	sc_buf_free(&sink);
-	return rc == CURLE_OK ? (int)status : SC_EIO;
-}
 
 /* ---------------------------------------------------------------------
  * Prefill

@@ -1,7 +1,7 @@
 /* Generation jobs. A job lives on the heap from the handler that starts it
  * until its answer is complete or its client is gone. It moves through
  * phases driven by one timer (so the loop keeps serving other requests
- * between tokens) and, for decode, one thread-pool fetch:
+ * between tokens) and, for decode, one asynchronous KV fetch:
  *
  *   delay (--latency-ms) -> prefill | fetch KV -> step, step, ... -> finish
  *
@@ -23,7 +23,6 @@ struct sc_gen {
 	wreq_t q;
 	gen_params_t p;
 	uv_timer_t timer;
-	uv_work_t work;
 	sc_session_t *sess;
 	int *prompt, n_prompt;
 	int *forced, n_forced;
@@ -31,15 +30,10 @@ struct sc_gen {
 	int pending, n_out, prev_tok;
 	sc_buf_t text;
 	sc_utf8_t utf8;
-	int streaming, working, emitted;
+	int streaming, fetching, emitted;
 	char id[48];
 	long long created;
-	/* decode */
-	char *kv_url;
-	char *kv_body;
-	size_t kv_len;
-	int kv_rc;
-	char kv_err[256];
+	char *kv_url; /* decode */
 };
 
 static void step_cb(uv_timer_t *t);
@@ -56,7 +50,6 @@ static void on_timer_closed(uv_handle_t *h)
 	free(g->forced);
 	free(g->out_ids);
 	free(g->kv_url);
-	free(g->kv_body);
 	sc_buf_free(&g->text);
 	free(g);
 }
@@ -97,7 +90,6 @@ static sc_gen_t *gen_new(const wreq_t *q, const gen_params_t *p)
 	sc_buf_init(&g->text, 0);
 	uv_timer_init(w->loop, &g->timer);
 	g->timer.data = g;
-	g->work.data = g;
 	g->prev_tok = SC_TOK_BOS;
 	g->created = (long long)time(NULL);
 	static unsigned long long seq;
@@ -361,22 +353,14 @@ void sc__gen_prompt(const wreq_t *q, const gen_params_t *p, const int *ids, int 
  * Decode path
  * ------------------------------------------------------------------- */
 
-static void fetch_work(uv_work_t *wk)
-{
-	sc_gen_t *g = wk->data;
-	size_t max = SC_KV_HEADER + sc_session_kv_bytes(g->q.w->model, g->q.w->model->cfg.seq_len);
-	g->kv_rc = sc__http_get(g->kv_url, max, &g->kv_body, &g->kv_len, g->kv_err,
-				sizeof(g->kv_err));
-}
-
 /* Checks a fetched block against this worker's model and loads it. */
-static int load_kv(sc_gen_t *g, int first_token)
+static int load_kv(sc_gen_t *g, const char *body, size_t len, int first_token)
 {
 	const sc_model_t *m = g->q.w->model;
 	sc_kv_header_t h;
 	const void *payload;
 	char err[256];
-	if (sc_kv_parse(g->kv_body, g->kv_len, &h, &payload, err, sizeof(err)) < 0) {
+	if (sc_kv_parse(body, len, &h, &payload, err, sizeof(err)) < 0) {
 		sc__reply_error(&g->q, 502, "kv_url", "%s", err);
 		return -1;
 	}
@@ -397,39 +381,51 @@ static int load_kv(sc_gen_t *g, int first_token)
 	return 0;
 }
 
-static void fetch_done(uv_work_t *wk, int status)
+/* The KV pull finished (status: HTTP status or SC_EIO/SC_ETOOBIG); body is
+ * borrowed for this call. */
+static void fetch_done(int status, const char *body, size_t len, void *ud)
 {
-	sc_gen_t *g = wk->data;
+	sc_gen_t *g = ud;
 	sc_worker_t *w = g->q.w;
-	g->working = 0;
+	g->fetching = 0;
 	if (!g->q.req)
 		return gen_destroy(g);
-	if (g->kv_rc != 200) {
+	if (status != 200) {
 		w->c.kv_pull_failures++;
-		if (g->kv_rc < 0)
-			sc__reply_error(&g->q, 502, "kv_url", "KV fetch failed: %s", g->kv_err);
+		if (status < 0)
+			sc__reply_error(&g->q, 502, "kv_url", "KV fetch failed: %s",
+					status == SC_ETOOBIG ? "block larger than this model's "
+							       "full context"
+							     : "connection failed or timed out");
 		else
-			sc__reply_error(&g->q, 502, "kv_url", "KV fetch answered %d", g->kv_rc);
+			sc__reply_error(&g->q, 502, "kv_url", "KV fetch answered %d", status);
 		return gen_destroy(g);
 	}
-	if (load_kv(g, g->pending) < 0) {
+	if (load_kv(g, body, len, g->pending) < 0) {
 		w->c.kv_pull_failures++;
 		return gen_destroy(g);
 	}
 	w->c.kv_pulls++;
-	free(g->kv_body);
-	g->kv_body = NULL;
 	start_steps(g);
 }
 
+/* Starts the pull. A client that goes away meanwhile is noticed when the
+ * pull ends (at most its 10 s timeout later). */
 static void fetch_cb(uv_timer_t *timer)
 {
 	sc_gen_t *g = timer->data;
+	sc_worker_t *w = g->q.w;
 	if (!g->q.req)
 		return gen_destroy(g);
-	g->working = 1;
-	if (uv_queue_work(g->q.w->loop, &g->work, fetch_work, fetch_done) < 0) {
-		g->working = 0;
+	sc_httpc_opts_t o = { .url = g->kv_url,
+			      .timeout_ms = 10000,
+			      .max_body = SC_KV_HEADER +
+					  sc_session_kv_bytes(w->model, w->model->cfg.seq_len),
+			      .done = fetch_done,
+			      .ud = g };
+	g->fetching = 1;
+	if (!sc_httpc_start(w->httpc, &o)) {
+		g->fetching = 0;
 		sc__reply_error(&g->q, 503, NULL, "cannot start the KV fetch");
 		gen_destroy(g);
 	}

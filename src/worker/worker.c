@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
-
 #include "cli/cli.h"
 #include "starcloud/error.h"
 #include "worker/worker_int.h"
@@ -321,7 +319,8 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	w->kv = sc_kvstore_new((size_t)o->kv_max, o->kv_lease_ms, uv_hrtime());
 	sc_http_limits_t lim = { .max_body_bytes = SC_WORKER_MAX_BODY, .idle_timeout_ms = 60000 };
 	w->http = sc_http_server_new(w->loop, &lim);
-	if (!w->kv || !w->http)
+	w->httpc = sc_httpc_new(w->loop);
+	if (!w->kv || !w->http || !w->httpc)
 		return SC_ENOMEM;
 	sc__worker_serve_init(w);
 	if (sc_http_listen(w->http, o->host, o->port) < 0) {
@@ -353,7 +352,6 @@ int sc_worker_main(int argc, char **argv)
 	static sc_worker_t w;
 	if (load_model(&w, &o) < 0)
 		return SC_EXIT_USAGE;
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 	int rc = setup(&w, &o);
 	if (rc < 0)
 		return SC_EXIT_FAIL;
@@ -369,10 +367,10 @@ int sc_worker_main(int argc, char **argv)
 	fflush(stdout);
 	uv_run(w.loop, UV_RUN_DEFAULT);
 	sc_http_server_close(w.http);
+	sc_httpc_free(w.httpc);
 	uv_run(w.loop, UV_RUN_NOWAIT);
 	sc_kvstore_free(w.kv);
 	sc_tokenizer_free(w.tok);
 	sc_model_free(w.model);
-	curl_global_cleanup();
 	return SC_EXIT_OK;
 }

@@ -5,7 +5,7 @@
  *   wreq.c     request context: replies, errors, traceparent, OTLP spans
  *   gen.c      generation jobs (prefill, token steps, SSE and JSON output)
  *   api.c      OpenAI and KServe v2 handlers (parsing and validation)
- *   disagg.c   /v1/prefill, /v1/kv/..., /v1/decode and the KV fetch
+ *   disagg.c   /v1/prefill, /v1/kv/... and /v1/decode
  *   model.c, tokenizer.c, kvstore.c   pure modules (unit-tested) */
 #ifndef SC_WORKER_INT_H
 #define SC_WORKER_INT_H
@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "net/http.h"
+#include "net/httpc.h"
 #include "worker/kvstore.h"
 #include "worker/model.h"
 #include "worker/tokenizer.h"
@@ -36,6 +37,7 @@ typedef struct sc_counters {
 typedef struct sc_worker {
 	uv_loop_t *loop;
 	sc_http_server_t *http;
+	sc_httpc_t *httpc; /* KV pulls and OTLP exports, on the loop */
 	sc_model_t *model;
 	sc_tokenizer_t *tok;
 	sc_kvstore_t *kv;
@@ -102,7 +104,7 @@ typedef struct sc_gen sc_gen_t;
 /* Starts generation for a prompt of n ids (copied): after the latency
  * delay, prefill, then one token per loop turn. q is copied. */
 void sc__gen_prompt(const wreq_t *q, const gen_params_t *p, const int *ids, int n);
-/* Starts a decode job: fetches kv_url in the thread pool, then continues
+/* Starts a decode job: fetches kv_url (net/httpc, on the loop), then continues
  * from first_token, feeding forced (copied, n_forced ids, which start with
  * first_token) without emitting them. */
 void sc__gen_decode(const wreq_t *q, const gen_params_t *p, const char *kv_url, int first_token,
@@ -112,10 +114,6 @@ void sc__gen_decode(const wreq_t *q, const gen_params_t *p, const char *kv_url, 
 /* Stores the first n tokens of s's cache as a KV handle and answers the
  * prefill request. */
 void sc__prefill_reply(wreq_t *q, sc_session_t *s, int n, int first_token);
-/* Blocking GET of url into *body (malloc'd) with a size limit; runs in a
- * thread. Returns the HTTP status or a negative SC_E* code. */
-int sc__http_get(const char *url, size_t max, char **body, size_t *len, char *err, size_t errsz);
-int sc__http_post_json(const char *url, const char *body, size_t len);
 
 /* ---- handlers ---- */
 typedef void (*sc_whandler_fn)(wreq_t *q);

@@ -86,29 +86,14 @@ void sc__wreq_begin(wreq_t *q, sc_worker_t *w, sc_http_req_t *r)
  * OTLP export
  * ------------------------------------------------------------------- */
 
-typedef struct otlp_job {
-	uv_work_t work;
-	sc_worker_t *w;
-	char *body;
-	int rc;
-} otlp_job_t;
-
-static void otlp_work(uv_work_t *wk)
+static void otlp_done(int status, const char *body, size_t len, void *ud)
 {
-	otlp_job_t *j = wk->data;
-	j->rc = sc__http_post_json(j->w->otlp_url, j->body, strlen(j->body));
-}
-
-static void otlp_done(uv_work_t *wk, int status)
-{
-	otlp_job_t *j = wk->data;
-	j->w->otlp_inflight--;
-	if (j->rc >= 200 && j->rc < 300)
-		j->w->c.spans_exported++;
+	sc_worker_t *w = ud;
+	w->otlp_inflight--;
+	if (status >= 200 && status < 300)
+		w->c.spans_exported++;
 	else
-		j->w->c.spans_dropped++;
-	free(j->body);
-	free(j);
+		w->c.spans_dropped++;
 }
 
 static json_t *attr_str(const char *k, const char *v)
@@ -153,21 +138,19 @@ static void otlp_export(wreq_t *q, int status)
 	json_t *doc = span_json(q, status, unix_ns());
 	char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
-	otlp_job_t *j = body ? calloc(1, sizeof(*j)) : NULL;
-	if (!j) {
-		free(body);
+	sc_httpc_opts_t o = { .method = "POST",
+			      .url = w->otlp_url,
+			      .body = body,
+			      .body_len = body ? strlen(body) : 0,
+			      .timeout_ms = 5000,
+			      .max_body = 64 * 1024,
+			      .done = otlp_done,
+			      .ud = w };
+	if (body && sc_httpc_start(w->httpc, &o))
+		w->otlp_inflight++;
+	else
 		w->c.spans_dropped++;
-		return;
-	}
-	j->w = w;
-	j->body = body;
-	j->work.data = j;
-	w->otlp_inflight++;
-	if (uv_queue_work(w->loop, &j->work, otlp_work, otlp_done) < 0) {
-		w->otlp_inflight--;
-		free(body);
-		free(j);
-	}
+	free(body);
 }
 
 void sc__span_end(wreq_t *q, int status)
