@@ -26,7 +26,7 @@ json_t *sc__body_json(wreq_t *q)
 	if (!j || !json_is_object(j)) {
 		json_decref(j);
 		sc__reply_error(q, 400, "body", "the body must be a JSON object%s%s",
-				len ? ": " : "", len ? e.text : "");
+		                len ? ": " : "", len ? e.text : "");
 		return NULL;
 	}
 	return j;
@@ -40,9 +40,10 @@ int sc__check_model(wreq_t *q, const char *name)
 	    (strncmp(name, w->model_name, n) == 0 && name[n] == ':' &&
 	     strcmp(name + n + 1, w->version) == 0))
 		return 0;
-	sc__reply_error(q, 404, "model", "model \"%.100s\" is not served here (this worker serves "
-					 "\"%s\" version \"%s\")",
-			name, w->model_name, w->version);
+	sc__reply_error(q, 404, "model",
+	                "model \"%.100s\" is not served here (this worker serves "
+	                "\"%s\" version \"%s\")",
+	                name, w->model_name, w->version);
 	return -1;
 }
 
@@ -50,19 +51,20 @@ int sc__need_role(wreq_t *q, int need)
 {
 	if ((q->w->role & need) == need)
 		return 0;
-	static const char *names[] = { "", "prefill", "decode", "both" };
+	static const char *names[] = {"", "prefill", "decode", "both"};
 	sc__reply_error(q, 404, "role", "not served by a worker with role %s", names[q->w->role]);
 	return -1;
 }
 
 static int get_int(wreq_t *q, json_t *obj, const char *key, long long lo, long long hi,
-		   long long *out)
+                   long long *out)
 {
 	json_t *v = json_object_get(obj, key);
 	if (!v || json_is_null(v))
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-		sc__reply_error(q, 400, key, "%s must be an integer from %lld to %lld", key, lo, hi);
+		sc__reply_error(q, 400, key, "%s must be an integer from %lld to %lld", key, lo,
+		                hi);
 		return -1;
 	}
 	*out = json_integer_value(v);
@@ -73,8 +75,8 @@ int sc__gen_params(wreq_t *q, json_t *obj, gen_params_t *p)
 {
 	sc_worker_t *w = q->w;
 	long long v;
-	p->max_tokens = DEFAULT_MAX_TOKENS < w->max_tokens_cap ? DEFAULT_MAX_TOKENS
-							       : w->max_tokens_cap;
+	p->max_tokens =
+	    DEFAULT_MAX_TOKENS < w->max_tokens_cap ? DEFAULT_MAX_TOKENS : w->max_tokens_cap;
 	p->seed = 1;
 	json_t *m = json_object_get(obj, "model");
 	if (m && !json_is_string(m)) {
@@ -103,7 +105,8 @@ int sc__gen_params(wreq_t *q, json_t *obj, gen_params_t *p)
 	json_t *t = json_object_get(obj, "temperature");
 	if (t && !json_is_null(t)) {
 		if (!json_is_number(t) || json_number_value(t) < 0 || json_number_value(t) > 2) {
-			sc__reply_error(q, 400, "temperature", "temperature must be a number from 0 to 2");
+			sc__reply_error(q, 400, "temperature",
+			                "temperature must be a number from 0 to 2");
 			return -1;
 		}
 		p->temperature = (float)json_number_value(t);
@@ -128,7 +131,7 @@ static int ids_from_array(wreq_t *q, json_t *a, const char *field, int bos, int 
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 		    json_integer_value(v) >= vocab) {
 			sc__reply_error(q, 400, field, "%s[%zu] must be a token id from 0 to %d",
-					field, i, vocab - 1);
+			                field, i, vocab - 1);
 			return -1;
 		}
 		ids[n++] = (int)json_integer_value(v);
@@ -137,13 +140,14 @@ static int ids_from_array(wreq_t *q, json_t *a, const char *field, int bos, int 
 }
 
 static int encode_text(wreq_t *q, const char *field, const char *text, size_t len, int *ids,
-		       int max)
+                       int max)
 {
 	int n = sc_tokenizer_encode(q->w->tok, text, len, 1, ids, max);
 	if (n < 0)
-		sc__reply_error(q, 400, field, "%s is longer than %d tokens (seq_len %d leaves room "
-					       "for one generated token)",
-				field, max, q->w->model->cfg.seq_len);
+		sc__reply_error(q, 400, field,
+		                "%s is longer than %d tokens (seq_len %d leaves room "
+		                "for one generated token)",
+		                field, max, q->w->model->cfg.seq_len);
 	return n;
 }
 
@@ -164,10 +168,10 @@ static int messages_ids(wreq_t *q, json_t *msgs, int *ids, int max)
 		const char *role = json_string_value(json_object_get(m, "role"));
 		json_t *content = json_object_get(m, "content");
 		if (!role || (strcmp(role, "system") && strcmp(role, "user") &&
-			      strcmp(role, "assistant") && strcmp(role, "tool"))) {
+		              strcmp(role, "assistant") && strcmp(role, "tool"))) {
 			snprintf(field, sizeof(field), "messages[%zu].role", i);
 			sc__reply_error(q, 400, field, "%s must be system, user, assistant or tool",
-					field);
+			                field);
 			return sc_buf_free(&b), -1;
 		}
 		if (!json_is_string(content)) {
@@ -190,7 +194,8 @@ int sc__prompt_ids(wreq_t *q, json_t *body, int *ids, int max)
 	json_t *msgs = json_object_get(body, "messages"), *prompt = json_object_get(body, "prompt");
 	json_t *iids = json_object_get(body, "input_ids");
 	if (!!msgs + !!prompt + !!iids != 1) {
-		sc__reply_error(q, 400, "prompt", "give exactly one of prompt, messages, input_ids");
+		sc__reply_error(q, 400, "prompt",
+		                "give exactly one of prompt, messages, input_ids");
 		return -1;
 	}
 	if (msgs)
@@ -199,17 +204,17 @@ int sc__prompt_ids(wreq_t *q, json_t *body, int *ids, int max)
 		return ids_from_array(q, iids, "input_ids", 0, ids, max);
 	if (json_is_string(prompt))
 		return encode_text(q, "prompt", json_string_value(prompt),
-				   json_string_length(prompt), ids, max);
+		                   json_string_length(prompt), ids, max);
 	if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
 	    json_is_string(json_array_get(prompt, 0))) {
 		json_t *s = json_array_get(prompt, 0);
 		return encode_text(q, "prompt", json_string_value(s), json_string_length(s), ids,
-				   max);
+		                   max);
 	}
 	if (json_is_array(prompt) && json_is_integer(json_array_get(prompt, 0)))
 		return ids_from_array(q, prompt, "prompt", 0, ids, max);
 	sc__reply_error(q, 400, "prompt",
-			"prompt must be a string, a one-string array or an array of token ids");
+	                "prompt must be a string, a one-string array or an array of token ids");
 	return -1;
 }
 
@@ -226,7 +231,7 @@ static void openai_generate(wreq_t *q, int fmt)
 		return;
 	int max = q->w->model->cfg.seq_len - 1;
 	int *ids = malloc((size_t)max * sizeof(int));
-	gen_params_t p = { .fmt = fmt };
+	gen_params_t p = {.fmt = fmt};
 	if (!ids) {
 		sc__reply_error(q, 503, NULL, "out of memory");
 	} else if (fmt == FMT_CHAT && json_object_get(body, "prompt")) {
@@ -256,10 +261,10 @@ static void h_models(wreq_t *q)
 {
 	sc_worker_t *w = q->w;
 	sc__reply_json(q, 200,
-		       json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:s}]}", "object", "list", "data",
-				 "id", w->model_name, "object", "model", "created",
-				 (json_int_t)time(NULL), "owned_by", "starcloud", "version",
-				 w->version));
+	               json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:s}]}", "object", "list", "data",
+	                         "id", w->model_name, "object", "model", "created",
+	                         (json_int_t)time(NULL), "owned_by", "starcloud", "version",
+	                         w->version));
 }
 
 /* ---------------------------------------------------------------------
@@ -275,8 +280,9 @@ static void h_v2(wreq_t *q)
 {
 	if (strcmp(sc_http_path(q->req), "/v2") != 0 && strcmp(sc_http_path(q->req), "/v2/") != 0)
 		return sc__reply_error(q, 404, "path", "no such path");
-	sc__reply_json(q, 200, json_pack("{s:s, s:s, s:[]}", "name", "starcloud-worker", "version",
-					 SC_VERSION, "extensions"));
+	sc__reply_json(q, 200,
+	               json_pack("{s:s, s:s, s:[]}", "name", "starcloud-worker", "version",
+	                         SC_VERSION, "extensions"));
 }
 
 static json_t *tensor_meta(const char *name, const char *dtype, int dim)
@@ -293,7 +299,7 @@ static int model_path(wreq_t *q, const char **rest)
 	size_t n = strcspn(p, "/");
 	if (n != strlen(w->model_name) || strncmp(p, w->model_name, n) != 0) {
 		sc__reply_error(q, 404, "model", "unknown model \"%.*s\"", (int)(n > 100 ? 100 : n),
-				p);
+		                p);
 		return -1;
 	}
 	p += n;
@@ -302,7 +308,7 @@ static int model_path(wreq_t *q, const char **rest)
 		n = strcspn(p, "/");
 		if (n != strlen(w->version) || strncmp(p, w->version, n) != 0) {
 			sc__reply_error(q, 404, "version", "unknown version \"%.*s\" of model %s",
-					(int)(n > 100 ? 100 : n), p, w->model_name);
+			                (int)(n > 100 ? 100 : n), p, w->model_name);
 			return -1;
 		}
 		p += n;
@@ -315,12 +321,13 @@ static void model_metadata(wreq_t *q)
 {
 	sc_worker_t *w = q->w;
 	json_t *in = json_pack("[o, o]", tensor_meta("text_input", "BYTES", 1),
-			       tensor_meta("input_ids", "INT64", -1));
+	                       tensor_meta("input_ids", "INT64", -1));
 	json_t *out = json_pack("[o, o]", tensor_meta("text_output", "BYTES", 1),
-				tensor_meta("output_ids", "INT64", -1));
-	sc__reply_json(q, 200, json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name", w->model_name,
-					 "versions", w->version, "platform", "starcloud_llama2c",
-					 "inputs", in, "outputs", out));
+	                        tensor_meta("output_ids", "INT64", -1));
+	sc__reply_json(q, 200,
+	               json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name", w->model_name, "versions",
+	                         w->version, "platform", "starcloud_llama2c", "inputs", in,
+	                         "outputs", out));
 }
 
 static void h_model_get(wreq_t *q)
@@ -361,8 +368,8 @@ static int check_tensor(wreq_t *q, json_t *t, size_t i, const char *dtype)
 	const char *dt = json_string_value(json_object_get(t, "datatype"));
 	json_t *data = json_object_get(t, "data");
 	long long elems = shape_elems(json_object_get(t, "shape"));
-	if (!dt || (strcmp(dt, dtype) != 0 && !(strcmp(dtype, "INT64") == 0 &&
-						 strcmp(dt, "INT32") == 0))) {
+	if (!dt || (strcmp(dt, dtype) != 0 &&
+	            !(strcmp(dtype, "INT64") == 0 && strcmp(dt, "INT32") == 0))) {
 		snprintf(f, sizeof(f), "inputs[%zu].datatype", i);
 		sc__reply_error(q, 400, f, "%s must be %s", f, dtype);
 		return -1;
@@ -375,10 +382,11 @@ static int check_tensor(wreq_t *q, json_t *t, size_t i, const char *dtype)
 	if (!json_is_array(data) || (long long)json_array_size(data) != elems) {
 		snprintf(f, sizeof(f), "inputs[%zu].data", i);
 		sc__reply_error(q, 400, f, "%s must be an array of %lld elements (the shape)", f,
-				elems);
+		                elems);
 		return -1;
 	}
-	if (strcmp(dtype, "BYTES") == 0 && (elems != 1 || !json_is_string(json_array_get(data, 0)))) {
+	if (strcmp(dtype, "BYTES") == 0 &&
+	    (elems != 1 || !json_is_string(json_array_get(data, 0)))) {
 		snprintf(f, sizeof(f), "inputs[%zu].data", i);
 		sc__reply_error(q, 400, f, "%s must hold exactly one string (batch size 1)", f);
 		return -1;
@@ -421,7 +429,7 @@ static int infer_inputs(wreq_t *q, json_t *body, int *ids, int max)
 	}
 	json_t *s = json_array_get(data, 0);
 	return encode_text(q, "inputs[].data", json_string_value(s), json_string_length(s), ids,
-			   max);
+	                   max);
 }
 
 /* "outputs": which of text_output/output_ids to return (default both). */
@@ -481,7 +489,7 @@ static void h_infer(wreq_t *q)
 {
 	sc_worker_t *w = q->w;
 	int max = w->model->cfg.seq_len - 1;
-	gen_params_t p = { .fmt = FMT_KSERVE };
+	gen_params_t p = {.fmt = FMT_KSERVE};
 	json_t *body = sc__body_json(q);
 	if (!body)
 		return;

@@ -24,26 +24,26 @@ void sc__prefill_reply(wreq_t *q, sc_session_t *s, int n, int first_token)
 	if (!block)
 		return sc__reply_error(q, 503, NULL, "out of memory for the KV block");
 	sc_session_kv_export(s, n, block + SC_KV_HEADER);
-	sc_kv_header_t h = { .n_layers = (uint32_t)m->cfg.n_layers,
-			     .kv_dim = (uint32_t)m->kv_dim,
-			     .n_tokens = (uint32_t)n,
-			     .seq_len = (uint32_t)m->cfg.seq_len,
-			     .first_token = first_token,
-			     .fingerprint = m->fingerprint };
+	sc_kv_header_t h = {.n_layers = (uint32_t)m->cfg.n_layers,
+	                    .kv_dim = (uint32_t)m->kv_dim,
+	                    .n_tokens = (uint32_t)n,
+	                    .seq_len = (uint32_t)m->cfg.seq_len,
+	                    .first_token = first_token,
+	                    .fingerprint = m->fingerprint};
 	sc_kv_header_write(&h, block + SC_KV_HEADER, plen, block);
 	char handle[SC_KV_HANDLE_LEN];
 	if (sc_kvstore_put(w->kv, block, SC_KV_HEADER + plen, n, first_token, sc__now_ms(),
-			   handle) < 0)
+	                   handle) < 0)
 		return sc__reply_error(q, 503, "kv_handle",
-				       "KV store full (%zu live handles, --kv-max-handles)",
-				       sc_kvstore_live(w->kv));
+		                       "KV store full (%zu live handles, --kv-max-handles)",
+		                       sc_kvstore_live(w->kv));
 	w->c.kv_created++;
 	char url[256];
 	snprintf(url, sizeof(url), "http://%s:%d/v1/kv/%s", w->host, w->port, handle);
 	sc__reply_json(q, 200,
-		       json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "kv_handle", handle, "kv_url",
-				 url, "first_token", first_token, "n_tokens", n, "lease_ms",
-				 (json_int_t)sc_kvstore_lease_ms(w->kv), "model", w->model_name));
+	               json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "kv_handle", handle, "kv_url",
+	                         url, "first_token", first_token, "n_tokens", n, "lease_ms",
+	                         (json_int_t)sc_kvstore_lease_ms(w->kv), "model", w->model_name));
 }
 
 static void h_prefill(wreq_t *q)
@@ -55,7 +55,7 @@ static void h_prefill(wreq_t *q)
 		return;
 	int max = q->w->model->cfg.seq_len - 1;
 	int *ids = malloc((size_t)max * sizeof(int));
-	gen_params_t p = { .fmt = FMT_PREFILL };
+	gen_params_t p = {.fmt = FMT_PREFILL};
 	if (!ids) {
 		sc__reply_error(q, 503, NULL, "out of memory");
 	} else if (sc__gen_params(q, body, &p) == 0) {
@@ -98,7 +98,7 @@ static void h_kv_get(wreq_t *q)
 	sc_kv_entry_t *e = *rest ? NULL : sc_kvstore_touch(w->kv, handle, sc__now_ms());
 	if (!e)
 		return sc__reply_error(q, 404, "kv_handle", "unknown or expired KV handle %s",
-				       handle);
+		                       handle);
 	w->c.kv_fetches_served++;
 	w->c.kv_bytes_served += e->len;
 	/* The answer is copied into the connection's output at once, so the
@@ -118,9 +118,10 @@ static void h_kv_post(wreq_t *q)
 		return sc__reply_error(q, 404, "path", "no such path");
 	if (!sc_kvstore_touch(w->kv, handle, sc__now_ms()))
 		return sc__reply_error(q, 404, "kv_handle", "unknown or expired KV handle %s",
-				       handle);
-	sc__reply_json(q, 200, json_pack("{s:s, s:I}", "kv_handle", handle, "lease_ms",
-					 (json_int_t)sc_kvstore_lease_ms(w->kv)));
+		                       handle);
+	sc__reply_json(q, 200,
+	               json_pack("{s:s, s:I}", "kv_handle", handle, "lease_ms",
+	                         (json_int_t)sc_kvstore_lease_ms(w->kv)));
 }
 
 static void h_kv_delete(wreq_t *q)
@@ -143,14 +144,15 @@ static int decode_fields(wreq_t *q, json_t *body, const char **url, int *first, 
 	json_t *u = json_object_get(body, "kv_url"), *ft = json_object_get(body, "first_token");
 	const char *s = json_string_value(u);
 	if (!s || strncmp(s, "http://", 7) != 0 || strlen(s) > MAX_KV_URL) {
-		sc__reply_error(q, 400, "kv_url", "kv_url must be an http:// URL (at most %d bytes)",
-				MAX_KV_URL);
+		sc__reply_error(q, 400, "kv_url",
+		                "kv_url must be an http:// URL (at most %d bytes)", MAX_KV_URL);
 		return -1;
 	}
 	if (!json_is_integer(ft) || json_integer_value(ft) < 0 ||
 	    json_integer_value(ft) >= q->w->model->cfg.vocab_size) {
-		sc__reply_error(q, 400, "first_token", "first_token must be a token id from 0 to %d",
-				q->w->model->cfg.vocab_size - 1);
+		sc__reply_error(q, 400, "first_token",
+		                "first_token must be a token id from 0 to %d",
+		                q->w->model->cfg.vocab_size - 1);
 		return -1;
 	}
 	const char *fmt = json_string_value(json_object_get(body, "format"));
@@ -173,8 +175,8 @@ static int decode_forced(wreq_t *q, json_t *body, int first, int max_tokens, int
 		return 0;
 	if (!json_is_array(g) || json_array_size(g) >= (size_t)max_tokens) {
 		sc__reply_error(q, 400, "generated_ids",
-				"generated_ids must be an array shorter than max_tokens (%d)",
-				max_tokens);
+		                "generated_ids must be an array shorter than max_tokens (%d)",
+		                max_tokens);
 		return -1;
 	}
 	size_t i;
@@ -185,8 +187,8 @@ static int decode_forced(wreq_t *q, json_t *body, int first, int max_tokens, int
 		    json_integer_value(v) >= q->w->model->cfg.vocab_size ||
 		    (i == 0 && json_integer_value(v) != first)) {
 			sc__reply_error(q, 400, "generated_ids",
-					"generated_ids[%zu] must be a token id%s", i,
-					i == 0 ? " equal to first_token" : "");
+			                "generated_ids[%zu] must be a token id%s", i,
+			                i == 0 ? " equal to first_token" : "");
 			return -1;
 		}
 		ids[i] = (int)json_integer_value(v);
@@ -201,14 +203,14 @@ static void h_decode(wreq_t *q)
 	json_t *body = sc__body_json(q);
 	if (!body)
 		return;
-	gen_params_t p = { 0 };
+	gen_params_t p = {0};
 	const char *url;
 	int first;
 	int *forced = malloc((size_t)q->w->max_tokens_cap * sizeof(int));
 	if (!forced) {
 		sc__reply_error(q, 503, NULL, "out of memory");
 	} else if (sc__gen_params(q, body, &p) == 0 &&
-		   decode_fields(q, body, &url, &first, &p) == 0) {
+	           decode_fields(q, body, &url, &first, &p) == 0) {
 		int n = decode_forced(q, body, first, p.max_tokens, forced);
 		if (n >= 0)
 			sc__gen_decode(q, &p, url, first, forced, n);

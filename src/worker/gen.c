@@ -94,8 +94,10 @@ static sc_gen_t *gen_new(const wreq_t *q, const gen_params_t *p)
 	g->created = (long long)time(NULL);
 	static unsigned long long seq;
 	snprintf(g->id, sizeof(g->id), "%s-%s%llx",
-		 p->fmt == FMT_CHAT ? "chatcmpl" : p->fmt == FMT_KSERVE ? "infer" : "cmpl",
-		 q->span_id, ++seq);
+	         p->fmt == FMT_CHAT     ? "chatcmpl"
+	         : p->fmt == FMT_KSERVE ? "infer"
+	                                : "cmpl",
+	         q->span_id, ++seq);
 	sc_http_on_close(g->q.req, on_req_close, g);
 	return g;
 }
@@ -107,7 +109,7 @@ static sc_gen_t *gen_new(const wreq_t *q, const gen_params_t *p)
 static json_t *usage_json(const sc_gen_t *g)
 {
 	return json_pack("{s:i, s:i, s:i}", "prompt_tokens", g->n_prompt, "completion_tokens",
-			 g->n_out, "total_tokens", g->n_prompt + g->n_out);
+	                 g->n_out, "total_tokens", g->n_prompt + g->n_out);
 }
 
 static json_t *ids_json(const int *ids, int n)
@@ -121,7 +123,7 @@ static json_t *ids_json(const int *ids, int n)
 /* One streamed chunk: text (valid UTF-8) and the ids it carries; finish
  * NULL until the last. */
 static json_t *chunk_json(const sc_gen_t *g, const char *text, size_t len, const int *ids, int n,
-			  const char *finish)
+                          const char *finish)
 {
 	sc_worker_t *w = g->q.w;
 	json_t *choice;
@@ -135,10 +137,10 @@ static json_t *chunk_json(const sc_gen_t *g, const char *text, size_t len, const
 	}
 	json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
 	json_object_set_new(choice, "token_ids", ids_json(ids, n));
-	json_t *c = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", g->id, "object",
-			      g->p.fmt == FMT_CHAT ? "chat.completion.chunk" : "text_completion",
-			      "created", (json_int_t)g->created, "model", w->model_name, "choices",
-			      choice);
+	json_t *c =
+	    json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", g->id, "object",
+	              g->p.fmt == FMT_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+	              (json_int_t)g->created, "model", w->model_name, "choices", choice);
 	if (finish)
 		json_object_set_new(c, "usage", usage_json(g));
 	return c;
@@ -166,8 +168,8 @@ static void stream_begin(sc_gen_t *g)
 	g->streaming = 1;
 	if (g->p.fmt == FMT_CHAT) {
 		json_t *c = chunk_json(g, "", 0, NULL, 0, NULL);
-		json_t *delta = json_object_get(json_array_get(json_object_get(c, "choices"), 0),
-						"delta");
+		json_t *delta =
+		    json_object_get(json_array_get(json_object_get(c, "choices"), 0), "delta");
 		json_object_set_new(delta, "role", json_string("assistant"));
 		sse_send(g, c);
 	}
@@ -180,33 +182,34 @@ static json_t *final_json(const sc_gen_t *g, const char *finish)
 	if (g->p.fmt == FMT_KSERVE) {
 		json_t *outs = json_array();
 		if (g->p.want_text)
-			json_array_append_new(outs, json_pack("{s:s, s:s, s:[i], s:[s%]}", "name",
-							      "text_output", "datatype", "BYTES",
-							      "shape", 1, "data", text, g->text.len));
+			json_array_append_new(outs,
+			                      json_pack("{s:s, s:s, s:[i], s:[s%]}", "name",
+			                                "text_output", "datatype", "BYTES", "shape",
+			                                1, "data", text, g->text.len));
 		if (g->p.want_ids)
 			json_array_append_new(outs, json_pack("{s:s, s:s, s:[i], s:o}", "name",
-							      "output_ids", "datatype", "INT64",
-							      "shape", g->n_ids, "data",
-							      ids_json(g->out_ids, g->n_ids)));
+			                                      "output_ids", "datatype", "INT64",
+			                                      "shape", g->n_ids, "data",
+			                                      ids_json(g->out_ids, g->n_ids)));
 		return json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:i, s:i}}", "model_name",
-				 w->model_name, "model_version", w->version, "id",
-				 g->p.req_id[0] ? g->p.req_id : g->id, "outputs", outs,
-				 "parameters", "finish_reason", finish, "prompt_tokens",
-				 g->n_prompt, "completion_tokens", g->n_out);
+		                 w->model_name, "model_version", w->version, "id",
+		                 g->p.req_id[0] ? g->p.req_id : g->id, "outputs", outs,
+		                 "parameters", "finish_reason", finish, "prompt_tokens",
+		                 g->n_prompt, "completion_tokens", g->n_out);
 	}
 	json_t *choice;
 	if (g->p.fmt == FMT_CHAT)
-		choice = json_pack("{s:i, s:{s:s, s:s%}, s:s}", "index", 0, "message", "role",
-				   "assistant", "content", text, g->text.len, "finish_reason",
-				   finish);
+		choice =
+		    json_pack("{s:i, s:{s:s, s:s%}, s:s}", "index", 0, "message", "role",
+		              "assistant", "content", text, g->text.len, "finish_reason", finish);
 	else
 		choice = json_pack("{s:i, s:s%, s:n, s:s}", "index", 0, "text", text, g->text.len,
-				   "logprobs", "finish_reason", finish);
+		                   "logprobs", "finish_reason", finish);
 	json_object_set_new(choice, "token_ids", ids_json(g->out_ids, g->n_ids));
 	return json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", g->id, "object",
-			 g->p.fmt == FMT_CHAT ? "chat.completion" : "text_completion", "created",
-			 (json_int_t)g->created, "model", w->model_name, "choices", choice, "usage",
-			 usage_json(g));
+	                 g->p.fmt == FMT_CHAT ? "chat.completion" : "text_completion", "created",
+	                 (json_int_t)g->created, "model", w->model_name, "choices", choice, "usage",
+	                 usage_json(g));
 }
 
 static void finish(sc_gen_t *g, const char *reason)
@@ -260,7 +263,7 @@ static int advance(sc_gen_t *g, int t)
 		return 1;
 	}
 	g->pending = sc_sample((float *)logits, w->model->cfg.vocab_size, g->p.temperature,
-			       g->p.seed, g->n_out);
+	                       g->p.seed, g->n_out);
 	return 1;
 }
 
@@ -326,8 +329,8 @@ static void prefill_cb(uv_timer_t *timer)
 		sc__reply_error(&g->q, 500, NULL, "forward pass failed");
 		return gen_destroy(g);
 	}
-	g->pending = sc_sample((float *)logits, w->model->cfg.vocab_size, g->p.temperature,
-			       g->p.seed, 0);
+	g->pending =
+	    sc_sample((float *)logits, w->model->cfg.vocab_size, g->p.temperature, g->p.seed, 0);
 	if (g->p.fmt == FMT_PREFILL) {
 		sc__prefill_reply(&g->q, g->sess, g->n_prompt, g->pending);
 		return gen_destroy(g);
@@ -365,15 +368,15 @@ static int load_kv(sc_gen_t *g, const char *body, size_t len, int first_token)
 		return -1;
 	}
 	if ((int)h.n_layers != m->cfg.n_layers || (int)h.kv_dim != m->kv_dim ||
-	    (int)h.seq_len != m->cfg.seq_len || h.fingerprint != m->fingerprint ||
-	    h.n_tokens < 1 || (int)h.n_tokens >= m->cfg.seq_len) {
+	    (int)h.seq_len != m->cfg.seq_len || h.fingerprint != m->fingerprint || h.n_tokens < 1 ||
+	    (int)h.n_tokens >= m->cfg.seq_len) {
 		sc__reply_error(&g->q, 502, "kv_url", "KV block is for another model");
 		return -1;
 	}
 	if (h.first_token != first_token) {
 		sc__reply_error(&g->q, 400, "first_token",
-				"first_token %d does not match the KV handle's %d", first_token,
-				h.first_token);
+		                "first_token %d does not match the KV handle's %d", first_token,
+		                h.first_token);
 		return -1;
 	}
 	sc_session_kv_import(g->sess, (int)h.n_tokens, payload);
@@ -394,9 +397,9 @@ static void fetch_done(int status, const char *body, size_t len, void *ud)
 		w->c.kv_pull_failures++;
 		if (status < 0)
 			sc__reply_error(&g->q, 502, "kv_url", "KV fetch failed: %s",
-					status == SC_ETOOBIG ? "block larger than this model's "
-							       "full context"
-							     : "connection failed or timed out");
+			                status == SC_ETOOBIG ? "block larger than this model's "
+			                                       "full context"
+			                                     : "connection failed or timed out");
 		else
 			sc__reply_error(&g->q, 502, "kv_url", "KV fetch answered %d", status);
 		return gen_destroy(g);
@@ -417,12 +420,12 @@ static void fetch_cb(uv_timer_t *timer)
 	sc_worker_t *w = g->q.w;
 	if (!g->q.req)
 		return gen_destroy(g);
-	sc_httpc_opts_t o = { .url = g->kv_url,
-			      .timeout_ms = 10000,
-			      .max_body = SC_KV_HEADER +
-					  sc_session_kv_bytes(w->model, w->model->cfg.seq_len),
-			      .done = fetch_done,
-			      .ud = g };
+	sc_httpc_opts_t o = {.url = g->kv_url,
+	                     .timeout_ms = 10000,
+	                     .max_body = SC_KV_HEADER +
+	                                 sc_session_kv_bytes(w->model, w->model->cfg.seq_len),
+	                     .done = fetch_done,
+	                     .ud = g};
 	g->fetching = 1;
 	if (!sc_httpc_start(w->httpc, &o)) {
 		g->fetching = 0;
@@ -432,7 +435,7 @@ static void fetch_cb(uv_timer_t *timer)
 }
 
 void sc__gen_decode(const wreq_t *q, const gen_params_t *p, const char *kv_url, int first_token,
-		    const int *forced, int n_forced)
+                    const int *forced, int n_forced)
 {
 	sc_gen_t *g = gen_new(q, p);
 	if (!g)

@@ -38,7 +38,7 @@ static uint64_t get64(const unsigned char *p)
 }
 
 void sc_kv_header_write(sc_kv_header_t *h, const void *payload, size_t len,
-			unsigned char out[SC_KV_HEADER])
+                        unsigned char out[SC_KV_HEADER])
 {
 	h->version = SC_KV_VERSION;
 	h->checksum = sc__fnv1a(SC_FNV_INIT, payload, len);
@@ -55,7 +55,7 @@ void sc_kv_header_write(sc_kv_header_t *h, const void *payload, size_t len,
 }
 
 int sc_kv_parse(const void *data, size_t len, sc_kv_header_t *h, const void **payload, char *err,
-		size_t errsz)
+                size_t errsz)
 {
 	const unsigned char *p = data;
 	if (len < SC_KV_HEADER || memcmp(p, SC_KV_MAGIC, 4) != 0) {
@@ -71,14 +71,15 @@ int sc_kv_parse(const void *data, size_t len, sc_kv_header_t *h, const void **pa
 	h->fingerprint = get64(p + 32);
 	h->checksum = get64(p + 40);
 	if (h->version != SC_KV_VERSION) {
-		snprintf(err, errsz, "KV block: version %u, expected %d", h->version, SC_KV_VERSION);
+		snprintf(err, errsz, "KV block: version %u, expected %d", h->version,
+		         SC_KV_VERSION);
 		return SC_EPARSE;
 	}
 	uint64_t want = (uint64_t)h->n_layers * 2 * h->n_tokens * h->kv_dim * 4;
 	if (h->n_layers > SC_MODEL_MAX_LAYERS || h->kv_dim > SC_MODEL_MAX_DIM ||
 	    h->n_tokens > SC_MODEL_MAX_SEQ || want != len - SC_KV_HEADER) {
 		snprintf(err, errsz, "KV block: %zu payload bytes do not match its shape",
-			 len - SC_KV_HEADER);
+		         len - SC_KV_HEADER);
 		return SC_EPARSE;
 	}
 	if (sc__fnv1a(SC_FNV_INIT, p + SC_KV_HEADER, len - SC_KV_HEADER) != h->checksum) {
@@ -130,8 +131,8 @@ static sc_kv_entry_t *find(sc_kvstore_t *s, const char *handle)
 	return NULL;
 }
 
-int sc_kvstore_put(sc_kvstore_t *s, unsigned char *block, size_t len, int n_tokens,
-		   int first_token, uint64_t now_ms, char handle_out[SC_KV_HANDLE_LEN])
+int sc_kvstore_put(sc_kvstore_t *s, unsigned char *block, size_t len, int n_tokens, int first_token,
+                   uint64_t now_ms, char handle_out[SC_KV_HANDLE_LEN])
 {
 	sc_kvstore_sweep(s, now_ms);
 	sc_kv_entry_t *slot = NULL;
@@ -144,7 +145,7 @@ int sc_kvstore_put(sc_kvstore_t *s, unsigned char *block, size_t len, int n_toke
 	}
 	do
 		snprintf(slot->handle, sizeof(slot->handle), "kv-%016llx",
-			 (unsigned long long)next_id(s));
+		         (unsigned long long)next_id(s));
 	while (find(s, slot->handle));
 	slot->block = block;
 	slot->len = len;

@@ -22,12 +22,12 @@ typedef struct sc_kv_header {
 
 /* Writes the 48-byte header for payload (len bytes) into out. */
 void sc_kv_header_write(sc_kv_header_t *h, const void *payload, size_t len,
-			unsigned char out[SC_KV_HEADER]);
+                        unsigned char out[SC_KV_HEADER]);
 /* Reads and checks a whole block: magic, version, payload size against the
  * shape, checksum. On success *h is filled and *payload points into data.
  * SC_EPARSE with a message in err otherwise. */
 int sc_kv_parse(const void *data, size_t len, sc_kv_header_t *h, const void **payload, char *err,
-		size_t errsz);
+                size_t errsz);
 
 typedef struct sc_kvstore sc_kvstore_t;
 
@@ -43,8 +43,8 @@ sc_kvstore_t *sc_kvstore_new(size_t max_handles, uint64_t lease_ms, uint64_t see
 void sc_kvstore_free(sc_kvstore_t *s);
 /* Stores block (taken: freed by the store, also on failure) under a new
  * handle, copied to handle_out. SC_ELIMIT when the store is full. */
-int sc_kvstore_put(sc_kvstore_t *s, unsigned char *block, size_t len, int n_tokens,
-		   int first_token, uint64_t now_ms, char handle_out[SC_KV_HANDLE_LEN]);
+int sc_kvstore_put(sc_kvstore_t *s, unsigned char *block, size_t len, int n_tokens, int first_token,
+                   uint64_t now_ms, char handle_out[SC_KV_HANDLE_LEN]);
 /* The live entry for handle (borrowed, valid until the next put, delete or
  * sweep), with its lease restarted; NULL when unknown or expired. */
 sc_kv_entry_t *sc_kvstore_touch(sc_kvstore_t *s, const char *handle, uint64_t now_ms);

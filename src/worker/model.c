@@ -32,13 +32,13 @@ void sc__matmul(float *out, const float *x, const float *w, int n, int d)
 {
 	for (int i = 0; i < d; i++) {
 		const float *row = w + (size_t)i * n;
-		float lane[8] = { 0 };
+		float lane[8] = {0};
 		int j = 0;
 		for (; j + 8 <= n; j += 8)
 			for (int k = 0; k < 8; k++)
 				lane[k] += row[j + k] * x[j + k];
 		float acc = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-			    ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+		            ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 		for (; j < n; j++)
 			acc += row[j] * x[j];
 		out[i] = acc;
@@ -146,10 +146,10 @@ static uint64_t weight_floats(const sc_model_config_t *c)
 	uint64_t d = (uint64_t)c->dim, h = (uint64_t)c->hidden_dim, L = (uint64_t)c->n_layers;
 	uint64_t v = (uint64_t)c->vocab_size, hs = d / (uint64_t)c->n_heads;
 	uint64_t kv = hs * (uint64_t)c->n_kv_heads;
-	uint64_t n = v * d;                                 /* embedding */
+	uint64_t n = v * d;                                        /* embedding */
 	n += L * (d + d * d + 2 * kv * d + d * d + d + 3 * h * d); /* layers */
-	n += d;                                             /* final norm */
-	n += (uint64_t)c->seq_len * hs;                     /* two half tables */
+	n += d;                                                    /* final norm */
+	n += (uint64_t)c->seq_len * hs;                            /* two half tables */
 	if (!c->shared_classifier)
 		n += v * d;
 	return n;
@@ -197,21 +197,22 @@ int sc_model_load_mem(const void *data, size_t len, sc_model_t **out, char *err,
 		return SC_EPARSE;
 	}
 	memcpy(hdr, data, sizeof(hdr));
-	sc_model_config_t c = { hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], 1 };
+	sc_model_config_t c = {hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], 1};
 	if (c.vocab_size < 0 && c.vocab_size != INT32_MIN) {
 		c.vocab_size = -c.vocab_size;
 		c.shared_classifier = 0;
 	}
 	uint64_t want = sc_model_file_size(&c);
 	if (!want) {
-		set_err(err, errsz, "checkpoint: invalid header (dim, hidden_dim, n_layers, "
-				    "n_heads, n_kv_heads, vocab_size, seq_len)");
+		set_err(err, errsz,
+		        "checkpoint: invalid header (dim, hidden_dim, n_layers, "
+		        "n_heads, n_kv_heads, vocab_size, seq_len)");
 		return SC_ERANGE;
 	}
 	if (want != len) {
 		char msg[160];
 		snprintf(msg, sizeof(msg), "checkpoint: %zu bytes, the header implies %llu%s", len,
-			 (unsigned long long)want, len < want ? " (truncated)" : "");
+		         (unsigned long long)want, len < want ? " (truncated)" : "");
 		set_err(err, errsz, msg);
 		return SC_EPARSE;
 	}
@@ -289,10 +290,12 @@ int sc_model_gen(const sc_model_gen_t *g, void **buf, size_t *len)
 	char *p = malloc((size_t)size);
 	if (!p)
 		return SC_ENOMEM;
-	int32_t hdr[7] = { c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
-			   c.shared_classifier ? c.vocab_size : -c.vocab_size, c.seq_len };
+	int32_t hdr[7] = {c.dim,        c.hidden_dim,
+	                  c.n_layers,   c.n_heads,
+	                  c.n_kv_heads, c.shared_classifier ? c.vocab_size : -c.vocab_size,
+	                  c.seq_len};
 	memcpy(p, hdr, sizeof(hdr));
-	sc_model_t tmp = { .cfg = c };
+	sc_model_t tmp = {.cfg = c};
 	tmp.head_size = c.dim / c.n_heads;
 	tmp.kv_dim = tmp.head_size * c.n_kv_heads;
 	tmp.data = (float *)(p + sizeof(hdr));
@@ -336,8 +339,8 @@ sc_session_t *sc_session_new(const sc_model_t *m)
 	s->hb2 = calloc((size_t)c->hidden_dim, sizeof(float));
 	s->att = calloc((size_t)c->seq_len, sizeof(float));
 	s->logits = calloc((size_t)c->vocab_size, sizeof(float));
-	if (!s->kcache || !s->vcache || !s->x || !s->xb || !s->xb2 || !s->q || !s->hb ||
-	    !s->hb2 || !s->att || !s->logits) {
+	if (!s->kcache || !s->vcache || !s->x || !s->xb || !s->xb2 || !s->q || !s->hb || !s->hb2 ||
+	    !s->att || !s->logits) {
 		sc_session_free(s);
 		return NULL;
 	}

@@ -40,8 +40,7 @@ typedef struct sc_model {
 	int head_size, kv_dim;
 	uint64_t fingerprint; /* FNV-1a 64 of the checkpoint bytes */
 	float *data;          /* owned: every weight, in file order */
-	const float *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final,
-		*wcls;
+	const float *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
 } sc_model_t;
 
 /* One generation's state: position, KV cache [layer][seq_len][kv_dim] for

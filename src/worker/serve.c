@@ -72,7 +72,7 @@ int sc__worker_faults(wreq_t *q)
 	w->model_requests++;
 	if (w->hang_after > 0 && w->model_requests > w->hang_after) {
 		fprintf(stderr, "worker %s: --hang-after %ld reached, no more answers\n", w->id,
-			w->hang_after);
+		        w->hang_after);
 		w->hung = 1;
 		w->c.faults_injected++;
 		return 1;
@@ -110,23 +110,26 @@ typedef struct counter_def {
 	size_t off;
 } counter_def_t;
 
-#define C(field, help) { #field, help, offsetof(sc_counters_t, field) }
+#define C(field, help)                                                                             \
+	{                                                                                          \
+#field, help, offsetof(sc_counters_t, field)                                       \
+	}
 static const counter_def_t counter_defs[] = {
-	C(requests, "requests received"),
-	C(prefills, "prompt prefills computed"),
-	C(prefill_tokens, "prompt tokens prefilled"),
-	C(decode_requests, "decode requests (prefilled elsewhere)"),
-	C(decode_steps, "forward passes after the prompt"),
-	C(tokens_generated, "tokens generated and sent"),
-	C(kv_created, "KV handles created"),
-	C(kv_expired, "KV handles freed by lease expiry"),
-	C(kv_fetches_served, "KV blocks served to decode workers"),
-	C(kv_bytes_served, "KV bytes served"),
-	C(kv_pulls, "KV blocks pulled from prefill workers"),
-	C(kv_pull_failures, "failed KV pulls"),
-	C(faults_injected, "faults injected by the fault flags"),
-	C(spans_exported, "spans exported to OTLP"),
-	C(spans_dropped, "spans not exported"),
+    C(requests, "requests received"),
+    C(prefills, "prompt prefills computed"),
+    C(prefill_tokens, "prompt tokens prefilled"),
+    C(decode_requests, "decode requests (prefilled elsewhere)"),
+    C(decode_steps, "forward passes after the prompt"),
+    C(tokens_generated, "tokens generated and sent"),
+    C(kv_created, "KV handles created"),
+    C(kv_expired, "KV handles freed by lease expiry"),
+    C(kv_fetches_served, "KV blocks served to decode workers"),
+    C(kv_bytes_served, "KV bytes served"),
+    C(kv_pulls, "KV blocks pulled from prefill workers"),
+    C(kv_pull_failures, "failed KV pulls"),
+    C(faults_injected, "faults injected by the fault flags"),
+    C(spans_exported, "spans exported to OTLP"),
+    C(spans_dropped, "spans not exported"),
 };
 #undef C
 #define NCOUNTERS (sizeof(counter_defs) / sizeof(counter_defs[0]))
@@ -142,23 +145,23 @@ static void h_metrics(wreq_t *q)
 	sc_buf_t b;
 	sc_buf_init(&b, 0);
 	sc_buf_puts(&b, "# HELP starcloud_worker_responses_total Responses sent, by status code.\n"
-			"# TYPE starcloud_worker_responses_total counter\n");
+	                "# TYPE starcloud_worker_responses_total counter\n");
 	for (int code = 100; code < 600; code++)
 		if (w->c.by_code[code])
 			sc_buf_printf(&b, "starcloud_worker_responses_total{code=\"%d\"} %llu\n",
-				      code, (unsigned long long)w->c.by_code[code]);
+			              code, (unsigned long long)w->c.by_code[code]);
 	for (size_t i = 0; i < NCOUNTERS; i++)
 		sc_buf_printf(&b,
-			      "# HELP starcloud_worker_%s_total %s.\n"
-			      "# TYPE starcloud_worker_%s_total counter\n"
-			      "starcloud_worker_%s_total %llu\n",
-			      counter_defs[i].name, counter_defs[i].help, counter_defs[i].name,
-			      counter_defs[i].name, (unsigned long long)counter(w, i));
+		              "# HELP starcloud_worker_%s_total %s.\n"
+		              "# TYPE starcloud_worker_%s_total counter\n"
+		              "starcloud_worker_%s_total %llu\n",
+		              counter_defs[i].name, counter_defs[i].help, counter_defs[i].name,
+		              counter_defs[i].name, (unsigned long long)counter(w, i));
 	sc_buf_printf(&b,
-		      "# HELP starcloud_worker_kv_handles_live KV handles held under a lease.\n"
-		      "# TYPE starcloud_worker_kv_handles_live gauge\n"
-		      "starcloud_worker_kv_handles_live %zu\n",
-		      sc_kvstore_live(w->kv));
+	              "# HELP starcloud_worker_kv_handles_live KV handles held under a lease.\n"
+	              "# TYPE starcloud_worker_kv_handles_live gauge\n"
+	              "starcloud_worker_kv_handles_live %zu\n",
+	              sc_kvstore_live(w->kv));
 	sc__reply_raw(q, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);
 }
@@ -168,7 +171,8 @@ static void h_counters(wreq_t *q)
 	sc_worker_t *w = q->w;
 	json_t *o = json_object(), *codes = json_object();
 	for (size_t i = 0; i < NCOUNTERS; i++)
-		json_object_set_new(o, counter_defs[i].name, json_integer((json_int_t)counter(w, i)));
+		json_object_set_new(o, counter_defs[i].name,
+		                    json_integer((json_int_t)counter(w, i)));
 	for (int code = 100; code < 600; code++)
 		if (w->c.by_code[code]) {
 			char k[16];
@@ -178,9 +182,10 @@ static void h_counters(wreq_t *q)
 	json_object_set_new(o, "responses_by_code", codes);
 	json_object_set_new(o, "kv_handles_live", json_integer((json_int_t)sc_kvstore_live(w->kv)));
 	json_object_set_new(o, "model_requests", json_integer(w->model_requests));
-	json_object_set_new(o, "role", json_string(w->role == ROLE_BOTH      ? "both"
-						   : w->role == ROLE_PREFILL ? "prefill"
-									     : "decode"));
+	json_object_set_new(o, "role",
+	                    json_string(w->role == ROLE_BOTH      ? "both"
+	                                : w->role == ROLE_PREFILL ? "prefill"
+	                                                          : "decode"));
 	sc__reply_json(q, 200, o);
 }
 

@@ -14,10 +14,10 @@
 struct sc_tokenizer {
 	int vocab;
 	int bytes_only;
-	char **pieces;  /* vocab entries, NUL-terminated; NULL for bytes_only */
+	char **pieces; /* vocab entries, NUL-terminated; NULL for bytes_only */
 	size_t *lens;
 	float *scores;
-	int *sorted;    /* ids sorted by piece, for lookups */
+	int *sorted; /* ids sorted by piece, for lookups */
 	unsigned char byte_piece[256][1];
 	char ascii[95][1];
 };
@@ -68,7 +68,7 @@ static int sort_cmp(const void *a, const void *b)
 {
 	int x = *(const int *)a, y = *(const int *)b;
 	int c = piece_cmp(sort_ctx->pieces[x], sort_ctx->lens[x], sort_ctx->pieces[y],
-			  sort_ctx->lens[y]);
+	                  sort_ctx->lens[y]);
 	return c ? c : (x > y) - (x < y);
 }
 
@@ -92,7 +92,7 @@ static int lookup(const sc_tokenizer_t *t, const char *s, size_t n)
 }
 
 static int load_entries(sc_tokenizer_t *t, const unsigned char *p, size_t len, char *err,
-			size_t errsz)
+                        size_t errsz)
 {
 	size_t off = 4;
 	for (int i = 0; i < t->vocab; i++) {
@@ -119,7 +119,7 @@ static int load_entries(sc_tokenizer_t *t, const unsigned char *p, size_t len, c
 }
 
 int sc_tokenizer_load_mem(const void *data, size_t len, int vocab_size, sc_tokenizer_t **out,
-			  char *err, size_t errsz)
+                          char *err, size_t errsz)
 {
 	if (vocab_size < 3 || len < 4) {
 		snprintf(err, errsz, "tokenizer: too short or vocabulary too small");
@@ -153,7 +153,7 @@ fail:
 }
 
 int sc_tokenizer_load_file(const char *path, int vocab_size, sc_tokenizer_t **out, char *err,
-			   size_t errsz)
+                           size_t errsz)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
@@ -248,7 +248,7 @@ static int bpe_merge(const sc_tokenizer_t *t, int *ids, int n)
 }
 
 int sc_tokenizer_encode(const sc_tokenizer_t *t, const char *text, size_t len, int bos, int *ids,
-			int max)
+                        int max)
 {
 	int n = 0;
 	if (bos) {
@@ -343,11 +343,12 @@ static int utf8_valid(const unsigned char *s, size_t n)
 	if (n == 2)
 		cp = ((uint32_t)(s[0] & 0x1f) << 6) | (s[1] & 0x3f);
 	else if (n == 3)
-		cp = ((uint32_t)(s[0] & 0x0f) << 12) | ((uint32_t)(s[1] & 0x3f) << 6) | (s[2] & 0x3f);
+		cp = ((uint32_t)(s[0] & 0x0f) << 12) | ((uint32_t)(s[1] & 0x3f) << 6) |
+		     (s[2] & 0x3f);
 	else
 		cp = ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3f) << 12) |
 		     ((uint32_t)(s[2] & 0x3f) << 6) | (s[3] & 0x3f);
-	static const uint32_t minv[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+	static const uint32_t minv[5] = {0, 0, 0x80, 0x800, 0x10000};
 	return cp >= minv[n] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
 }
 

@@ -28,15 +28,15 @@ typedef struct sc_tokenizer sc_tokenizer_t;
 int sc_tokenizer_bytes(int vocab_size, sc_tokenizer_t **out);
 /* Reads tokenizer.bin data (borrowed) for vocab_size entries. */
 int sc_tokenizer_load_mem(const void *data, size_t len, int vocab_size, sc_tokenizer_t **out,
-			  char *err, size_t errsz);
+                          char *err, size_t errsz);
 int sc_tokenizer_load_file(const char *path, int vocab_size, sc_tokenizer_t **out, char *err,
-			   size_t errsz);
+                           size_t errsz);
 void sc_tokenizer_free(sc_tokenizer_t *t);
 
 /* Encodes text (len bytes) into ids (room for max), BOS first when bos.
  * Returns the count, or SC_ETOOBIG when more than max ids are needed. */
 int sc_tokenizer_encode(const sc_tokenizer_t *t, const char *text, size_t len, int bos, int *ids,
-			int max);
+                        int max);
 /* The bytes token id stands for after token prev (borrowed, valid as the
  * tokenizer; *len set). BOS/EOS/unknown ids give "". */
 const char *sc_tokenizer_piece(const sc_tokenizer_t *t, int prev, int id, size_t *len);

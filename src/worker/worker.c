@@ -25,30 +25,30 @@ typedef struct wopts {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: starcloud worker [--checkpoint FILE] [options]\n"
-		"       starcloud worker --gen-checkpoint FILE [--dim 64 --hidden-dim 0 --layers 2\n"
-		"                        --heads 4 --kv-heads 2 --vocab 512 --seq-len 256 --seed 1\n"
-		"                        --shared]\n\n"
-		"Serves a llama2.c checkpoint over OpenAI and KServe v2 (docs/WORKER.md).\n"
-		"  --checkpoint FILE   model weights (default: a built-in tiny model, seed 1)\n"
-		"  --tokenizer FILE    llama2.c tokenizer.bin (default: byte-level tokenizer)\n"
-		"  --model NAME        served model name (default tiny)\n"
-		"  --version V         served version (default 1)\n"
-		"  --listen HOST:PORT  address (default 127.0.0.1:9000; port 0 = any free port)\n"
-		"  --id ID             x-starcloud-replica value (default HOST:PORT)\n"
-		"  --role R            prefill | decode | both (default both)\n"
-		"  --max-tokens N      largest max_tokens accepted (default 256, at most seq_len)\n"
-		"  --kv-lease DUR      KV handle lease, e.g. 30s, 500ms (default 30s)\n"
-		"  --kv-max-handles N  live KV handles at most (default 64)\n"
-		"  --otlp URL          export a span per request (OTLP/HTTP JSON, URL/v1/traces)\n"
-		"fault injection (model requests only: completions, chat, infer, prefill, decode):\n"
-		"  --crash-after N     exit (status 3) once N model requests were answered\n"
-		"  --hang-after N      from model request N+1 on, answer nothing at all\n"
-		"  --fail-rate F       answer this fraction of model requests 500 (seeded)\n"
-		"  --fault-seed N      seed of --fail-rate (default 1)\n"
-		"  --latency-ms L      wait L ms before working on each model request\n"
-		"  --fail-decode-after-tokens K  close the connection after K generated tokens\n");
+	fprintf(
+	    f, "usage: starcloud worker [--checkpoint FILE] [options]\n"
+	       "       starcloud worker --gen-checkpoint FILE [--dim 64 --hidden-dim 0 --layers 2\n"
+	       "                        --heads 4 --kv-heads 2 --vocab 512 --seq-len 256 --seed 1\n"
+	       "                        --shared]\n\n"
+	       "Serves a llama2.c checkpoint over OpenAI and KServe v2 (docs/WORKER.md).\n"
+	       "  --checkpoint FILE   model weights (default: a built-in tiny model, seed 1)\n"
+	       "  --tokenizer FILE    llama2.c tokenizer.bin (default: byte-level tokenizer)\n"
+	       "  --model NAME        served model name (default tiny)\n"
+	       "  --version V         served version (default 1)\n"
+	       "  --listen HOST:PORT  address (default 127.0.0.1:9000; port 0 = any free port)\n"
+	       "  --id ID             x-starcloud-replica value (default HOST:PORT)\n"
+	       "  --role R            prefill | decode | both (default both)\n"
+	       "  --max-tokens N      largest max_tokens accepted (default 256, at most seq_len)\n"
+	       "  --kv-lease DUR      KV handle lease, e.g. 30s, 500ms (default 30s)\n"
+	       "  --kv-max-handles N  live KV handles at most (default 64)\n"
+	       "  --otlp URL          export a span per request (OTLP/HTTP JSON, URL/v1/traces)\n"
+	       "fault injection (model requests only: completions, chat, infer, prefill, decode):\n"
+	       "  --crash-after N     exit (status 3) once N model requests were answered\n"
+	       "  --hang-after N      from model request N+1 on, answer nothing at all\n"
+	       "  --fail-rate F       answer this fraction of model requests 500 (seeded)\n"
+	       "  --fault-seed N      seed of --fail-rate (default 1)\n"
+	       "  --latency-ms L      wait L ms before working on each model request\n"
+	       "  --fail-decode-after-tokens K  close the connection after K generated tokens\n");
 }
 
 static int parse_listen(const char *s, wopts_t *o)
@@ -85,9 +85,10 @@ static int parse_duration_ms(const char *v, uint64_t *ms)
 	double d = strtod(v, &end);
 	if (end == v || errno || !(d > 0) || d > 86400)
 		return SC_EINVAL;
-	double mult = strcmp(end, "ms") == 0 ? 1 : (strcmp(end, "s") == 0 || !*end) ? 1000
-						 : strcmp(end, "m") == 0	       ? 60000
-											: -1;
+	double mult = strcmp(end, "ms") == 0             ? 1
+	              : (strcmp(end, "s") == 0 || !*end) ? 1000
+	              : strcmp(end, "m") == 0            ? 60000
+	                                                 : -1;
 	if (mult < 0)
 		return SC_EINVAL;
 	*ms = (uint64_t)ceil(d * mult);
@@ -102,22 +103,28 @@ typedef struct int_flag {
 	int is_int;
 } int_flag_t;
 
-#define L(n, lo, hi, f) { n, lo, hi, offsetof(wopts_t, f), 0 }
-#define I(n, lo, hi, f) { n, lo, hi, offsetof(wopts_t, f), 1 }
+#define L(n, lo, hi, f)                                                                            \
+	{                                                                                          \
+		n, lo, hi, offsetof(wopts_t, f), 0                                                 \
+	}
+#define I(n, lo, hi, f)                                                                            \
+	{                                                                                          \
+		n, lo, hi, offsetof(wopts_t, f), 1                                                 \
+	}
 static const int_flag_t int_flags[] = {
-	L("--crash-after", 1, 1L << 40, crash_after),
-	L("--hang-after", 0, 1L << 40, hang_after),
-	L("--latency-ms", 0, 600000, latency_ms),
-	L("--fail-decode-after-tokens", 1, 1 << 20, fail_decode_after),
-	I("--max-tokens", 1, SC_MODEL_MAX_SEQ, max_tokens),
-	I("--kv-max-handles", 1, 100000, kv_max),
-	I("--dim", 2, SC_MODEL_MAX_DIM, gen.cfg.dim),
-	I("--hidden-dim", 0, 4 * SC_MODEL_MAX_DIM, gen.cfg.hidden_dim),
-	I("--layers", 1, SC_MODEL_MAX_LAYERS, gen.cfg.n_layers),
-	I("--heads", 1, SC_MODEL_MAX_DIM, gen.cfg.n_heads),
-	I("--kv-heads", 1, SC_MODEL_MAX_DIM, gen.cfg.n_kv_heads),
-	I("--vocab", 259, SC_MODEL_MAX_VOCAB, gen.cfg.vocab_size),
-	I("--seq-len", 2, SC_MODEL_MAX_SEQ, gen.cfg.seq_len),
+    L("--crash-after", 1, 1L << 40, crash_after),
+    L("--hang-after", 0, 1L << 40, hang_after),
+    L("--latency-ms", 0, 600000, latency_ms),
+    L("--fail-decode-after-tokens", 1, 1 << 20, fail_decode_after),
+    I("--max-tokens", 1, SC_MODEL_MAX_SEQ, max_tokens),
+    I("--kv-max-handles", 1, 100000, kv_max),
+    I("--dim", 2, SC_MODEL_MAX_DIM, gen.cfg.dim),
+    I("--hidden-dim", 0, 4 * SC_MODEL_MAX_DIM, gen.cfg.hidden_dim),
+    I("--layers", 1, SC_MODEL_MAX_LAYERS, gen.cfg.n_layers),
+    I("--heads", 1, SC_MODEL_MAX_DIM, gen.cfg.n_heads),
+    I("--kv-heads", 1, SC_MODEL_MAX_DIM, gen.cfg.n_kv_heads),
+    I("--vocab", 259, SC_MODEL_MAX_VOCAB, gen.cfg.vocab_size),
+    I("--seq-len", 2, SC_MODEL_MAX_SEQ, gen.cfg.seq_len),
 };
 #undef L
 #undef I
@@ -130,8 +137,9 @@ static int int_flag(wopts_t *o, const char *a, const char *v)
 			continue;
 		long n;
 		if (!v || parse_long(v, f->lo, f->hi, &n) < 0) {
-			fprintf(stderr, "starcloud worker: %s: expected an integer from %ld to %ld\n",
-				a, f->lo, f->hi);
+			fprintf(stderr,
+			        "starcloud worker: %s: expected an integer from %ld to %ld\n", a,
+			        f->lo, f->hi);
 			return SC_EINVAL;
 		}
 		if (f->is_int)
@@ -154,7 +162,7 @@ static void defaults(wopts_t *o)
 	o->kv_max = 64;
 	o->kv_lease_ms = 30000;
 	o->fault_seed = 1;
-	o->gen.cfg = (sc_model_config_t){ 64, 0, 2, 4, 2, 512, 256, 0 };
+	o->gen.cfg = (sc_model_config_t){64, 0, 2, 4, 2, 512, 256, 0};
 	o->gen.seed = 1;
 }
 
@@ -180,18 +188,21 @@ static int str_flag(wopts_t *o, const char *a, const char *v)
 	else if (!strcmp(a, "--model") || !strcmp(a, "--version")) {
 		char *dst = a[2] == 'm' ? o->model : o->version;
 		size_t cap = a[2] == 'm' ? sizeof(o->model) : sizeof(o->version);
-		if (!v || !*v || strlen(v) >= cap || strspn(v, "abcdefghijklmnopqrstuvwxyz"
-							      "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-							      "0123456789._-") != strlen(v))
+		if (!v || !*v || strlen(v) >= cap ||
+		    strspn(v, "abcdefghijklmnopqrstuvwxyz"
+		              "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		              "0123456789._-") != strlen(v))
 			return bad(a, "expected a short name of letters, digits, '.', '_', '-'");
 		snprintf(dst, cap, "%s", v);
 	} else if (!strcmp(a, "--listen")) {
 		if (!v || parse_listen(v, o) < 0)
 			return bad(a, "expected HOST:PORT");
 	} else if (!strcmp(a, "--role")) {
-		o->role = !v ? 0 : !strcmp(v, "both") ? ROLE_BOTH : !strcmp(v, "prefill") ? ROLE_PREFILL
-							: !strcmp(v, "decode")	      ? ROLE_DECODE
-										      : 0;
+		o->role = !v                      ? 0
+		          : !strcmp(v, "both")    ? ROLE_BOTH
+		          : !strcmp(v, "prefill") ? ROLE_PREFILL
+		          : !strcmp(v, "decode")  ? ROLE_DECODE
+		                                  : 0;
 		if (!o->role)
 			return bad(a, "expected prefill, decode or both");
 	} else if (!strcmp(a, "--kv-lease")) {
@@ -230,7 +241,8 @@ static int parse_opts(int argc, char **argv, wopts_t *o)
 		if (rc < 0)
 			return rc;
 		if (rc == 0) {
-			fprintf(stderr, "starcloud worker: unknown option \"%s\" (see --help)\n", a);
+			fprintf(stderr, "starcloud worker: unknown option \"%s\" (see --help)\n",
+			        a);
 			return SC_EINVAL;
 		}
 		if (rc == 1)
@@ -244,8 +256,9 @@ static int gen_checkpoint(const wopts_t *o)
 	void *buf;
 	size_t len;
 	if (sc_model_gen(&o->gen, &buf, &len) < 0) {
-		fprintf(stderr, "starcloud worker: --gen-checkpoint: invalid shape (dim must divide "
-				"by heads, heads by kv-heads, dim/heads must be even)\n");
+		fprintf(stderr,
+		        "starcloud worker: --gen-checkpoint: invalid shape (dim must divide "
+		        "by heads, heads by kv-heads, dim/heads must be even)\n");
 		return SC_EXIT_USAGE;
 	}
 	FILE *f = fopen(o->gen_out, "wb");
@@ -276,16 +289,18 @@ static int load_model(sc_worker_t *w, const wopts_t *o)
 		}
 	}
 	if (rc < 0) {
-		fprintf(stderr, "starcloud worker: %s\n", rc == SC_EINVAL ? "bad model shape" : err);
+		fprintf(stderr, "starcloud worker: %s\n",
+		        rc == SC_EINVAL ? "bad model shape" : err);
 		return rc;
 	}
 	int vocab = w->model->cfg.vocab_size;
 	rc = o->tokenizer ? sc_tokenizer_load_file(o->tokenizer, vocab, &w->tok, err, sizeof(err))
-			  : sc_tokenizer_bytes(vocab, &w->tok);
+	                  : sc_tokenizer_bytes(vocab, &w->tok);
 	if (rc < 0) {
 		fprintf(stderr, "starcloud worker: %s\n",
-			o->tokenizer ? err : "the byte-level tokenizer needs a vocabulary of at "
-					     "least 259 (give --tokenizer)");
+		        o->tokenizer ? err
+		                     : "the byte-level tokenizer needs a vocabulary of at "
+		                       "least 259 (give --tokenizer)");
 		return rc;
 	}
 	return 0;
@@ -306,10 +321,10 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	snprintf(w->version, sizeof(w->version), "%s", o->version);
 	snprintf(w->host, sizeof(w->host), "%s", o->host);
 	snprintf(w->otlp_url, sizeof(w->otlp_url), "%s%s", o->otlp ? o->otlp : "",
-		 o->otlp && !strstr(o->otlp, "/v1/traces") ? "/v1/traces" : "");
+	         o->otlp && !strstr(o->otlp, "/v1/traces") ? "/v1/traces" : "");
 	w->role = o->role;
-	w->max_tokens_cap = o->max_tokens < w->model->cfg.seq_len ? o->max_tokens
-								  : w->model->cfg.seq_len;
+	w->max_tokens_cap =
+	    o->max_tokens < w->model->cfg.seq_len ? o->max_tokens : w->model->cfg.seq_len;
 	w->crash_after = o->crash_after;
 	w->hang_after = o->hang_after;
 	w->latency_ms = o->latency_ms;
@@ -317,7 +332,7 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	w->fail_rate = o->fail_rate;
 	w->fault_rng = o->fault_seed * 0x9e3779b97f4a7c15ull + 1;
 	w->kv = sc_kvstore_new((size_t)o->kv_max, o->kv_lease_ms, uv_hrtime());
-	sc_http_limits_t lim = { .max_body_bytes = SC_WORKER_MAX_BODY, .idle_timeout_ms = 60000 };
+	sc_http_limits_t lim = {.max_body_bytes = SC_WORKER_MAX_BODY, .idle_timeout_ms = 60000};
 	w->http = sc_http_server_new(w->loop, &lim);
 	w->httpc = sc_httpc_new(w->loop);
 	if (!w->kv || !w->http || !w->httpc)
@@ -357,12 +372,14 @@ int sc_worker_main(int argc, char **argv)
 		return SC_EXIT_FAIL;
 	const sc_model_config_t *c = &w.model->cfg;
 	fprintf(stderr,
-		"worker %s: serving %s:%s (dim %d, layers %d, heads %d/%d, vocab %d, seq_len %d) "
-		"role %s on http://%s:%d\n",
-		w.id, w.model_name, w.version, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
-		c->vocab_size, c->seq_len,
-		w.role == ROLE_BOTH ? "both" : w.role == ROLE_PREFILL ? "prefill" : "decode", w.host,
-		w.port);
+	        "worker %s: serving %s:%s (dim %d, layers %d, heads %d/%d, vocab %d, seq_len %d) "
+	        "role %s on http://%s:%d\n",
+	        w.id, w.model_name, w.version, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
+	        c->vocab_size, c->seq_len,
+	        w.role == ROLE_BOTH      ? "both"
+	        : w.role == ROLE_PREFILL ? "prefill"
+	                                 : "decode",
+	        w.host, w.port);
 	printf("listening on http://%s:%d\n", w.host, w.port);
 	fflush(stdout);
 	uv_run(w.loop, UV_RUN_DEFAULT);

@@ -76,7 +76,7 @@ void sc__reply_json(wreq_t *q, int status, json_t *obj);
 void sc__reply_raw(wreq_t *q, int status, const char *ctype, const void *body, size_t len);
 /* Answers an error naming field (may be NULL) and ends the span. */
 void sc__reply_error(wreq_t *q, int status, const char *field, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 /* Ends the span (log line, OTLP export) without answering. */
 void sc__span_end(wreq_t *q, int status);
 /* Wall clock and monotonic milliseconds. */
@@ -108,7 +108,7 @@ void sc__gen_prompt(const wreq_t *q, const gen_params_t *p, const int *ids, int 
  * from first_token, feeding forced (copied, n_forced ids, which start with
  * first_token) without emitting them. */
 void sc__gen_decode(const wreq_t *q, const gen_params_t *p, const char *kv_url, int first_token,
-		    const int *forced, int n_forced);
+                    const int *forced, int n_forced);
 
 /* ---- disagg.c ---- */
 /* Stores the first n tokens of s's cache as a KV handle and answers the

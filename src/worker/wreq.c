@@ -118,14 +118,14 @@ static json_t *span_json(const wreq_t *q, int status, uint64_t end_ns)
 	json_array_append_new(attrs, attr_str("starcloud.replica", q->w->id));
 	json_array_append_new(attrs, attr_str("starcloud.model", q->w->model_name));
 	json_t *span = json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:o, s:{s:i}}", "traceId",
-				 q->trace_id, "spanId", q->span_id, "name", q->name, "kind", 2,
-				 "startTimeUnixNano", st, "endTimeUnixNano", en, "attributes",
-				 attrs, "status", "code", status >= 500 ? 2 : 0);
+	                         q->trace_id, "spanId", q->span_id, "name", q->name, "kind", 2,
+	                         "startTimeUnixNano", st, "endTimeUnixNano", en, "attributes",
+	                         attrs, "status", "code", status >= 500 ? 2 : 0);
 	if (q->parent_id[0])
 		json_object_set_new(span, "parentSpanId", json_string(q->parent_id));
 	return json_pack("{s:[{s:{s:[o]}, s:[{s:{s:s}, s:[o]}]}]}", "resourceSpans", "resource",
-			 "attributes", attr_str("service.name", "starcloud-worker"),
-			 "scopeSpans", "scope", "name", "starcloud.worker", "spans", span);
+	                 "attributes", attr_str("service.name", "starcloud-worker"), "scopeSpans",
+	                 "scope", "name", "starcloud.worker", "spans", span);
 }
 
 static void otlp_export(wreq_t *q, int status)
@@ -138,14 +138,14 @@ static void otlp_export(wreq_t *q, int status)
 	json_t *doc = span_json(q, status, unix_ns());
 	char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
-	sc_httpc_opts_t o = { .method = "POST",
-			      .url = w->otlp_url,
-			      .body = body,
-			      .body_len = body ? strlen(body) : 0,
-			      .timeout_ms = 5000,
-			      .max_body = 64 * 1024,
-			      .done = otlp_done,
-			      .ud = w };
+	sc_httpc_opts_t o = {.method = "POST",
+	                     .url = w->otlp_url,
+	                     .body = body,
+	                     .body_len = body ? strlen(body) : 0,
+	                     .timeout_ms = 5000,
+	                     .max_body = 64 * 1024,
+	                     .done = otlp_done,
+	                     .ud = w};
 	if (body && sc_httpc_start(w->httpc, &o))
 		w->otlp_inflight++;
 	else
@@ -159,9 +159,8 @@ void sc__span_end(wreq_t *q, int status)
 		return;
 	q->ended = 1;
 	double ms = (double)(uv_hrtime() - q->start_ns) / 1e6;
-	fprintf(stderr, "worker %s: %s %d %.2fms trace=%s span=%s%s%s\n", q->w->id, q->name,
-		status, ms, q->trace_id, q->span_id, q->parent_id[0] ? " parent=" : "",
-		q->parent_id);
+	fprintf(stderr, "worker %s: %s %d %.2fms trace=%s span=%s%s%s\n", q->w->id, q->name, status,
+	        ms, q->trace_id, q->span_id, q->parent_id[0] ? " parent=" : "", q->parent_id);
 	if (q->w->otlp_url[0])
 		otlp_export(q, status);
 	if (q->model_req)
@@ -185,7 +184,8 @@ void sc__reply_json(wreq_t *q, int status, json_t *obj)
 	char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
 	json_decref(obj);
 	if (!s) {
-		static const char oom[] = "{\"error\":{\"code\":500,\"message\":\"out of memory\"}}";
+		static const char oom[] =
+		    "{\"error\":{\"code\":500,\"message\":\"out of memory\"}}";
 		sc__reply_raw(q, 500, "application/json", oom, sizeof(oom) - 1);
 		return;
 	}
@@ -205,8 +205,9 @@ void sc__reply_error(wreq_t *q, int status, const char *field, const char *fmt, 
 		err = json_pack("{s:s}", "error", msg);
 	else
 		err = json_pack("{s:{s:i, s:s, s:s, s:s}}", "error", "code", status, "reason",
-				status >= 500 ? "InternalError" : status == 404 ? "NotFound"
-								  : "Invalid",
-				"message", msg, "field", field ? field : "");
+		                status >= 500   ? "InternalError"
+		                : status == 404 ? "NotFound"
+		                                : "Invalid",
+		                "message", msg, "field", field ? field : "");
 	sc__reply_json(q, status, err);
 }

@@ -20,7 +20,7 @@
 
 static void test_rmsnorm(void **state)
 {
-	float x[4] = { 1, 2, 3, 4 }, w[4] = { 1, 1, 2, 1 }, out[4];
+	float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 1}, out[4];
 	sc__rmsnorm(out, x, w, 4);
 	float s = 1.0f / sqrtf(7.5f + 1e-5f);
 	assert_float_equal(out[0], 1 * s, EPS);
@@ -31,7 +31,7 @@ static void test_rmsnorm(void **state)
 static void test_matmul(void **state)
 {
 	/* W is 2x3 (out x in). */
-	float w[6] = { 1, 2, 3, 4, 5, 6 }, x[3] = { 1, 0, -1 }, out[2];
+	float w[6] = {1, 2, 3, 4, 5, 6}, x[3] = {1, 0, -1}, out[2];
 	sc__matmul(out, x, w, 3, 2);
 	assert_float_equal(out[0], -2, EPS);
 	assert_float_equal(out[1], -2, EPS);
@@ -39,13 +39,13 @@ static void test_matmul(void **state)
 
 static void test_softmax(void **state)
 {
-	float x[3] = { 1, 2, 3 };
+	float x[3] = {1, 2, 3};
 	sc__softmax(x, 3);
 	float z = expf(1) + expf(2) + expf(3);
 	assert_float_equal(x[0], expf(1) / z, EPS);
 	assert_float_equal(x[2], expf(3) / z, EPS);
 	/* Large logits must not overflow. */
-	float big[2] = { 1000, 1000 };
+	float big[2] = {1000, 1000};
 	sc__softmax(big, 2);
 	assert_float_equal(big[0], 0.5, EPS);
 	assert_int_equal(sc__argmax(x, 3), 2);
@@ -53,17 +53,17 @@ static void test_softmax(void **state)
 
 static void test_rope(void **state)
 {
-	float v[4] = { 1, 0, 0, 1 };
+	float v[4] = {1, 0, 0, 1};
 	sc__rope(v, 4, 4, 0); /* position 0: no rotation */
 	assert_float_equal(v[0], 1, EPS);
 	assert_float_equal(v[3], 1, EPS);
 	/* head_size 2: every pair has frequency 1, rotation by pos radians. */
-	float u[2] = { 1, 0 };
+	float u[2] = {1, 0};
 	sc__rope(u, 2, 2, 1);
 	assert_float_equal(u[0], cosf(1), EPS);
 	assert_float_equal(u[1], sinf(1), EPS);
 	/* Second pair of a head of 4 turns slower: 10000^(-2/4) = 0.01. */
-	float q[4] = { 0, 0, 1, 0 };
+	float q[4] = {0, 0, 1, 0};
 	sc__rope(q, 4, 4, 3);
 	assert_float_equal(q[2], cosf(0.03f), EPS);
 	assert_float_equal(q[3], sinf(0.03f), EPS);
@@ -71,7 +71,7 @@ static void test_rope(void **state)
 
 static sc_model_gen_t tiny(int shared)
 {
-	sc_model_gen_t g = { .cfg = { 16, 0, 2, 4, 2, 300, 32, shared }, .seed = 3 };
+	sc_model_gen_t g = {.cfg = {16, 0, 2, 4, 2, 300, 32, shared}, .seed = 3};
 	return g;
 }
 
@@ -139,12 +139,12 @@ static void test_forward_and_kv_transfer(void **state)
 {
 	sc_model_t *m = load_tiny(0);
 	sc_session_t *a = sc_session_new(m), *b = sc_session_new(m);
-	int prompt[5] = { 1, 40, 41, 42, 43 };
+	int prompt[5] = {1, 40, 41, 42, 43};
 	const float *la = NULL;
 	for (int i = 0; i < 5; i++)
 		la = sc_session_forward(a, prompt[i]);
 	assert_non_null(la);
-	int next = sc_sample((float[300]){ 0 }, 300, 0, 1, 0); /* argmax of zeros */
+	int next = sc_sample((float[300]){0}, 300, 0, 1, 0); /* argmax of zeros */
 	assert_int_equal(next, 0);
 	size_t n = sc_session_kv_bytes(m, 5);
 	assert_int_equal(n, 2 * 2 * 5 * 8 * sizeof(float));
@@ -176,7 +176,7 @@ static void test_forward_and_kv_transfer(void **state)
 
 static void test_sampling(void **state)
 {
-	float l1[4] = { 0.1f, 3, 0.2f, 1 }, l2[4], l3[4];
+	float l1[4] = {0.1f, 3, 0.2f, 1}, l2[4], l3[4];
 	memcpy(l2, l1, sizeof(l1));
 	memcpy(l3, l1, sizeof(l1));
 	assert_int_equal(sc_sample(l1, 4, 0, 9, 0), 1);
@@ -187,10 +187,14 @@ static void test_sampling(void **state)
 
 static void test_kv_format(void **state)
 {
-	float payload[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	float payload[8] = {1, 2, 3, 4, 5, 6, 7, 8};
 	unsigned char blk[SC_KV_HEADER + sizeof(payload)];
-	sc_kv_header_t h = { .n_layers = 1, .kv_dim = 2, .n_tokens = 2, .seq_len = 16,
-			     .first_token = 7, .fingerprint = 99 };
+	sc_kv_header_t h = {.n_layers = 1,
+	                    .kv_dim = 2,
+	                    .n_tokens = 2,
+	                    .seq_len = 16,
+	                    .first_token = 7,
+	                    .fingerprint = 99};
 	sc_kv_header_write(&h, payload, sizeof(payload), blk);
 	memcpy(blk + SC_KV_HEADER, payload, sizeof(payload));
 	sc_kv_header_t got;
@@ -233,16 +237,16 @@ static void test_kvstore_leases(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rmsnorm),
-		cmocka_unit_test(test_matmul),
-		cmocka_unit_test(test_softmax),
-		cmocka_unit_test(test_rope),
-		cmocka_unit_test(test_checkpoint_read),
-		cmocka_unit_test(test_checkpoint_bad),
-		cmocka_unit_test(test_forward_and_kv_transfer),
-		cmocka_unit_test(test_sampling),
-		cmocka_unit_test(test_kv_format),
-		cmocka_unit_test(test_kvstore_leases),
+	    cmocka_unit_test(test_rmsnorm),
+	    cmocka_unit_test(test_matmul),
+	    cmocka_unit_test(test_softmax),
+	    cmocka_unit_test(test_rope),
+	    cmocka_unit_test(test_checkpoint_read),
+	    cmocka_unit_test(test_checkpoint_bad),
+	    cmocka_unit_test(test_forward_and_kv_transfer),
+	    cmocka_unit_test(test_sampling),
+	    cmocka_unit_test(test_kv_format),
+	    cmocka_unit_test(test_kvstore_leases),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

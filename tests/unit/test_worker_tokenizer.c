@@ -59,8 +59,8 @@ static void test_bytes_round_trip(void **state)
  * " ", "a", "b", "ab", " ab", "c" with scores that favour longer merges. */
 static size_t build_bin(unsigned char *buf, int *vocab)
 {
-	const char *extra[] = { " ", "a", "b", "ab", " ab", "c" };
-	float escore[] = { -5, -4, -4, -1, 0, -4 };
+	const char *extra[] = {" ", "a", "b", "ab", " ab", "c"};
+	float escore[] = {-5, -4, -4, -1, 0, -4};
 	size_t off = 0;
 	int32_t maxlen = 6;
 	memcpy(buf, &maxlen, 4), off += 4;
@@ -113,16 +113,16 @@ static void test_bin_bpe(void **state)
 	sc_tokenizer_free(t);
 	/* Truncated files and bad lengths are errors. */
 	assert_int_equal(sc_tokenizer_load_mem(bin, len - 3, vocab, &t, err, sizeof(err)),
-			 SC_EPARSE);
+	                 SC_EPARSE);
 	assert_non_null(strstr(err, "tokenizer"));
 	assert_int_equal(sc_tokenizer_load_mem(bin, 2, vocab, &t, err, sizeof(err)), SC_EPARSE);
-	assert_int_equal(sc_tokenizer_load_file("/nonexistent/tok.bin", vocab, &t, err, sizeof(err)),
-			 SC_EIO);
+	assert_int_equal(
+	    sc_tokenizer_load_file("/nonexistent/tok.bin", vocab, &t, err, sizeof(err)), SC_EIO);
 }
 
 static void test_utf8_cleaner(void **state)
 {
-	sc_utf8_t u = { 0 };
+	sc_utf8_t u = {0};
 	char out[64];
 	/* "é" split over two feeds comes out whole, once. */
 	assert_int_equal(sc_utf8_feed(&u, "a\xc3", 2, 0, out, sizeof(out)), 1);
@@ -131,11 +131,18 @@ static void test_utf8_cleaner(void **state)
 	assert_string_equal(out, "\xc3\xa9");
 	/* Invalid bytes become U+FFFD, one each, also the bytes of a sequence
 	 * cut short by the end of the text. */
-	size_t n = sc_utf8_feed(&u, "\xff" "b\xe2\x82", 4, 1, out, sizeof(out));
+	size_t n = sc_utf8_feed(&u,
+	                        "\xff"
+	                        "b\xe2\x82",
+	                        4, 1, out, sizeof(out));
 	assert_int_equal(n, 3 + 1 + 3 + 3);
-	assert_memory_equal(out, "\xef\xbf\xbd" "b" "\xef\xbf\xbd\xef\xbf\xbd", n);
+	assert_memory_equal(out,
+	                    "\xef\xbf\xbd"
+	                    "b"
+	                    "\xef\xbf\xbd\xef\xbf\xbd",
+	                    n);
 	/* Overlong and surrogate encodings are refused. */
-	sc_utf8_t v = { 0 };
+	sc_utf8_t v = {0};
 	n = sc_utf8_feed(&v, "\xc0\xaf\xed\xa0\x80", 5, 1, out, sizeof(out));
 	assert_null(memchr(out, 0xc0, n));
 	assert_null(memchr(out, 0xed, n));
@@ -144,9 +151,9 @@ static void test_utf8_cleaner(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bytes_round_trip),
-		cmocka_unit_test(test_bin_bpe),
-		cmocka_unit_test(test_utf8_cleaner),
+	    cmocka_unit_test(test_bytes_round_trip),
+	    cmocka_unit_test(test_bin_bpe),
+	    cmocka_unit_test(test_utf8_cleaner),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
