@@ -115,7 +115,7 @@ typedef struct counter_def {
 #field, help, offsetof(sc_counters_t, field)                                       \
 	}
 static const counter_def_t counter_defs[] = {
-    C(requests, "requests received"),
+    C(requests_received, "requests received (routed to a handler)"),
     C(prefills, "prompt prefills computed"),
     C(prefill_tokens, "prompt tokens prefilled"),
     C(decode_requests, "decode requests (prefilled elsewhere)"),
@@ -144,11 +144,11 @@ static void h_metrics(wreq_t *q)
 	sc_worker_t *w = q->w;
 	sc_buf_t b;
 	sc_buf_init(&b, 0);
-	sc_buf_puts(&b, "# HELP starcloud_worker_responses_total Responses sent, by status code.\n"
-	                "# TYPE starcloud_worker_responses_total counter\n");
+	sc_buf_puts(&b, "# HELP starcloud_worker_requests_total Requests answered, by status code.\n"
+	                "# TYPE starcloud_worker_requests_total counter\n");
 	for (int code = 100; code < 600; code++)
 		if (w->c.by_code[code])
-			sc_buf_printf(&b, "starcloud_worker_responses_total{code=\"%d\"} %llu\n",
+			sc_buf_printf(&b, "starcloud_worker_requests_total{code=\"%d\"} %llu\n",
 			              code, (unsigned long long)w->c.by_code[code]);
 	for (size_t i = 0; i < NCOUNTERS; i++)
 		sc_buf_printf(&b,

@@ -28,7 +28,7 @@ enum { FMT_COMPLETION, FMT_CHAT, FMT_KSERVE, FMT_PREFILL };
 #define SC_WORKER_MAX_OTLP_INFLIGHT 32
 
 typedef struct sc_counters {
-	uint64_t requests, prefills, prefill_tokens, decode_requests, decode_steps;
+	uint64_t requests_received, prefills, prefill_tokens, decode_requests, decode_steps;
 	uint64_t tokens_generated, kv_created, kv_expired, kv_fetches_served, kv_bytes_served;
 	uint64_t kv_pulls, kv_pull_failures, faults_injected, spans_exported, spans_dropped;
 	uint64_t by_code[600];

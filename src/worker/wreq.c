@@ -79,7 +79,7 @@ void sc__wreq_begin(wreq_t *q, sc_worker_t *w, sc_http_req_t *r)
 	snprintf(tp, sizeof(tp), "00-%s-%s-01", q->trace_id, q->span_id);
 	sc_http_set_header(r, "x-starcloud-replica", w->id);
 	sc_http_set_header(r, "traceparent", tp);
-	w->c.requests++;
+	w->c.requests_received++;
 }
 
 /* ---------------------------------------------------------------------

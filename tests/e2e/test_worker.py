@@ -384,7 +384,7 @@ def test_malformed_json_and_big_body(both):
 def test_metrics_and_counters(both):
     completion(both, "metrics", 3)
     text = both.get("/metrics").text
-    for name in ("starcloud_worker_responses_total{code=\"200\"}",
+    for name in ("starcloud_worker_requests_total{code=\"200\"}",
                  "starcloud_worker_tokens_generated_total", "starcloud_worker_prefills_total",
                  "starcloud_worker_decode_steps_total", "starcloud_worker_kv_handles_live"):
         assert name in text
