@@ -14,7 +14,7 @@
 #include "worker/worker_int.h"
 
 typedef struct wopts {
-	const char *checkpoint, *tokenizer, *gen_out, *id, *otlp;
+	const char *checkpoint, *tokenizer, *gen_out, *id, *otlp, *advertise;
 	char model[128], version[32], host[64];
 	int port, role, max_tokens, kv_max;
 	uint64_t kv_lease_ms, fault_seed;
@@ -37,6 +37,8 @@ static void usage(FILE *f)
 	       "  --version V         served version (default 1)\n"
 	       "  --listen HOST:PORT  address (default 127.0.0.1:9000; port 0 = any free port)\n"
 	       "  --id ID             x-starcloud-replica value (default HOST:PORT)\n"
+	       "  --advertise HOST    host named in kv_url (default: the listen host; 127.0.0.1\n"
+	       "                      when listening on 0.0.0.0)\n"
 	       "  --role R            prefill | decode | both (default both)\n"
 	       "  --max-tokens N      largest max_tokens accepted (default 256, at most seq_len)\n"
 	       "  --kv-lease DUR      KV handle lease, e.g. 30s, 500ms (default 30s)\n"
@@ -185,6 +187,8 @@ static int str_flag(wopts_t *o, const char *a, const char *v)
 		o->id = v;
 	else if (!strcmp(a, "--otlp"))
 		o->otlp = v;
+	else if (!strcmp(a, "--advertise"))
+		o->advertise = v;
 	else if (!strcmp(a, "--model") || !strcmp(a, "--version")) {
 		char *dst = a[2] == 'm' ? o->model : o->version;
 		size_t cap = a[2] == 'm' ? sizeof(o->model) : sizeof(o->version);
@@ -319,7 +323,11 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	w->loop = uv_default_loop();
 	snprintf(w->model_name, sizeof(w->model_name), "%s", o->model);
 	snprintf(w->version, sizeof(w->version), "%s", o->version);
-	snprintf(w->host, sizeof(w->host), "%s", o->host);
+	/* kv_url must name an address a decode worker can reach. */
+	const char *adv = o->advertise                      ? o->advertise
+	                  : strcmp(o->host, "0.0.0.0") == 0 ? "127.0.0.1"
+	                                                    : o->host;
+	snprintf(w->host, sizeof(w->host), "%s", adv);
 	snprintf(w->otlp_url, sizeof(w->otlp_url), "%s%s", o->otlp ? o->otlp : "",
 	         o->otlp && !strstr(o->otlp, "/v1/traces") ? "/v1/traces" : "");
 	w->role = o->role;
@@ -345,7 +353,7 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	w->port = sc_http_port(w->http);
 	snprintf(w->id, sizeof(w->id), "%s", o->id ? o->id : "");
 	if (!o->id)
-		snprintf(w->id, sizeof(w->id), "%s:%d", w->host, w->port);
+		snprintf(w->id, sizeof(w->id), "%s:%d", o->host, w->port);
 	uv_signal_init(w->loop, &sigint_h);
 	uv_signal_init(w->loop, &sigterm_h);
 	uv_signal_start(&sigint_h, on_signal, SIGINT);
