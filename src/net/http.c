@@ -45,6 +45,8 @@ struct sc_http_server {
 	int port;
 	int closing;
 	int listener_open;
+	int batching;       /* hold output until sc_http_flush (group commit) */
+	size_t nholding;    /* connections with held output */
 };
 
 /* What the parser reported last, to join split header fields/values. */
@@ -91,6 +93,9 @@ typedef struct conn {
 	uv_shutdown_t shutdown;
 	size_t pending_out;
 	int handles_open;
+	sc_buf_t held;   /* output held until the next sc_http_flush */
+	int holding;
+	int shutdown_after_flush;
 } conn_t;
 
 typedef struct write_req {
@@ -154,10 +159,64 @@ static void on_write(uv_write_t *w, int status)
 }
 
 /* Queues parts (copied into one allocation) for writing. */
+static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts);
+
+/* With batching on, output waits in c->held (counted in pending_out, so a
+ * close-after-answer waits for it too) until sc_http_flush: the daemon
+ * makes the loop iteration's writes durable first, then answers them. */
 static int conn_write(conn_t *c, const uv_buf_t *parts, size_t nparts)
 {
 	if (c->closing)
 		return SC_EIO;
+	if (!c->srv->batching)
+		return conn_send(c, parts, nparts);
+	for (size_t i = 0; i < nparts; i++) {
+		if (sc_buf_append(&c->held, parts[i].base, parts[i].len) < 0)
+			abort();
+		c->pending_out += parts[i].len;
+	}
+	if (!c->holding) {
+		c->holding = 1;
+		c->srv->nholding++;
+	}
+	return 0;
+}
+
+void sc_http_set_batching(sc_http_server_t *s, int on)
+{
+	s->batching = on;
+}
+
+size_t sc_http_holding(const sc_http_server_t *s)
+{
+	return s->nholding;
+}
+
+void sc_http_flush(sc_http_server_t *s)
+{
+	conn_t *c = s->conns, *next;
+	for (; c && s->nholding; c = next) {
+		next = c->next; /* a failed write closes (unlinks) c */
+		if (!c->holding)
+			continue;
+		c->holding = 0;
+		s->nholding--;
+		c->pending_out -= c->held.len;
+		uv_buf_t b = uv_buf_init(c->held.data, (unsigned)c->held.len);
+		if (c->held.len)
+			conn_send(c, &b, 1);
+		sc_buf_reset(&c->held);
+		if (c->shutdown_after_flush && !c->closing) {
+			c->shutdown_after_flush = 0;
+			uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
+		}
+		if (c->close_after && c->pending_out == 0 && !c->closing)
+			conn_close(c);
+	}
+}
+
+static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts)
+{
 	size_t len = 0;
 	for (size_t i = 0; i < nparts; i++)
 		len += parts[i].len;
@@ -327,7 +386,10 @@ static void respond_error_close(conn_t *c, int status, const char *reason, const
 	 * get a reset instead of the answer if we closed now. Send the answer,
 	 * shut our side, discard what still comes, close at EOF or after 5 s. */
 	c->lingering = 1;
-	uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
+	if (c->holding)
+		c->shutdown_after_flush = 1; /* the answer is held: shut after it */
+	else
+		uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
 	uv_timer_start(&c->idle, on_idle, 5000, 0);
 }
 
@@ -578,6 +640,11 @@ static void conn_close(conn_t *c)
 		fn(r, r->close_ud);
 	}
 	sc_http_server_t *s = c->srv;
+	if (c->holding) {
+		c->holding = 0;
+		s->nholding--;
+	}
+	sc_buf_free(&c->held);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -663,6 +730,7 @@ static void on_connection(uv_stream_t *ls, int status)
 	c->handles_open = 2;
 	c->req.conn = c;
 	sc_buf_init(&c->in, in_cap(s));
+	sc_buf_init(&c->held, 0);
 	sc_buf_init(&c->req.url, 0);
 	sc_buf_init(&c->req.hdrs, 0);
 	sc_buf_init(&c->req.body, s->lim.max_body_bytes);

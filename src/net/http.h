@@ -46,6 +46,13 @@ sc_http_server_t *sc_http_server_new(uv_loop_t *loop, const sc_http_limits_t *li
 /* Adds a route. method NULL matches every method. prefix is copied. */
 int sc_http_route(sc_http_server_t *s, const char *method, const char *prefix,
 		  sc_http_handler_fn fn, void *ud);
+/* Group commit support: with batching on, every answer is held until
+ * sc_http_flush() (per connection, in order), so a daemon can make all the
+ * writes of one loop iteration durable with one fsync before any of them is
+ * acknowledged. sc_http_holding() counts connections with held output. */
+void sc_http_set_batching(sc_http_server_t *s, int on);
+size_t sc_http_holding(const sc_http_server_t *s);
+void sc_http_flush(sc_http_server_t *s);
 void sc_http_set_observer(sc_http_server_t *s, sc_http_observer_fn fn, void *ud);
 /* Binds and listens on host:port (port 0 picks a free one). */
 int sc_http_listen(sc_http_server_t *s, const char *host, int port);
