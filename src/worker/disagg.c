@@ -167,33 +167,55 @@ static int decode_fields(wreq_t *q, json_t *body, const char **url, int *first, 
 	return 0;
 }
 
-/* generated_ids: tokens already relayed, first_token first. */
+/* The tokens a retried decode must feed without emitting them (into ids,
+ * room for max_tokens): first_token when the client already has it, then
+ * generated_ids, the tokens relayed after it. first_token counts as relayed
+ * when generated_ids is non-empty or first_token_relayed is true. */
 static int decode_forced(wreq_t *q, json_t *body, int first, int max_tokens, int *ids)
 {
 	json_t *g = json_object_get(body, "generated_ids");
-	if (!g || (json_is_array(g) && json_array_size(g) == 0))
-		return 0;
-	if (!json_is_array(g) || json_array_size(g) >= (size_t)max_tokens) {
+	json_t *fr = json_object_get(body, "first_token_relayed");
+	if (g && !json_is_array(g)) {
 		sc__reply_error(q, 400, "generated_ids",
-		                "generated_ids must be an array shorter than max_tokens (%d)",
+		                "generated_ids must be an array of token ids");
+		return -1;
+	}
+	if (fr && !json_is_boolean(fr)) {
+		sc__reply_error(q, 400, "first_token_relayed",
+		                "first_token_relayed must be a boolean");
+		return -1;
+	}
+	size_t n = json_array_size(g);
+	int relayed = fr ? json_is_true(fr) : n > 0;
+	if (n > 0 && !relayed) {
+		sc__reply_error(q, 400, "first_token_relayed",
+		                "generated_ids follow first_token, so first_token_relayed cannot "
+		                "be false");
+		return -1;
+	}
+	if (!relayed)
+		return 0;
+	if (1 + n > (size_t)max_tokens) {
+		sc__reply_error(q, 400, "generated_ids",
+		                "first_token and generated_ids (%zu) exceed max_tokens (%d)", n,
 		                max_tokens);
 		return -1;
 	}
+	ids[0] = first;
 	size_t i;
 	json_t *v;
 	json_array_foreach(g, i, v)
 	{
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) >= q->w->model->cfg.vocab_size ||
-		    (i == 0 && json_integer_value(v) != first)) {
+		    json_integer_value(v) >= q->w->model->cfg.vocab_size) {
 			sc__reply_error(q, 400, "generated_ids",
-			                "generated_ids[%zu] must be a token id%s", i,
-			                i == 0 ? " equal to first_token" : "");
+			                "generated_ids[%zu] must be a token id from 0 to %d", i,
+			                q->w->model->cfg.vocab_size - 1);
 			return -1;
 		}
-		ids[i] = (int)json_integer_value(v);
+		ids[1 + i] = (int)json_integer_value(v);
 	}
-	return (int)json_array_size(g);
+	return (int)(1 + n);
 }
 
 static void h_decode(wreq_t *q)

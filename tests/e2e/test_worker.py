@@ -447,16 +447,32 @@ def test_decode_retry_with_generated_ids(pd):
     p, d, b = pd
     ref = completion(b, "resume me", 20)["choices"][0]
     pre = prefill(p, prompt="resume me")
+    base = {"kv_url": pre["kv_url"], "first_token": pre["first_token"], "max_tokens": 20,
+            "stream": True}
+
+    def rest(**extra):
+        r = d.post("/v1/decode", dict(base, **extra))
+        assert r.status_code == 200, r.text
+        chunks, done = sse_events(r)
+        assert done and chunks[-1]["choices"][0]["finish_reason"] == ref["finish_reason"]
+        return [i for ch in chunks for i in ch["choices"][0]["token_ids"]]
+    # The client has t1..t7: generated_ids carries t2..t7.
     got = ref["token_ids"][:7]
-    r = d.post("/v1/decode", {"kv_url": pre["kv_url"], "first_token": pre["first_token"],
-                              "max_tokens": 20, "generated_ids": got, "stream": True})
-    chunks, done = sse_events(r)
-    ids = [i for ch in chunks for i in ch["choices"][0]["token_ids"]]
-    assert done and got + ids == ref["token_ids"]
-    # The same handle serves a second decode worker too (retry elsewhere).
-    r = d.post("/v1/decode", {"kv_url": pre["kv_url"], "first_token": pre["first_token"],
-                              "max_tokens": 20, "generated_ids": [pre["first_token"] + 1]})
-    assert r.status_code == 400 and r.json()["error"]["field"] == "generated_ids"
+    assert got + rest(generated_ids=got[1:]) == ref["token_ids"]
+    # Only t1 arrived.
+    assert [ref["token_ids"][0]] + rest(first_token_relayed=True) == ref["token_ids"]
+    # Nothing arrived: an empty list is a fresh attempt.
+    assert rest(generated_ids=[]) == ref["token_ids"]
+    # Everything arrived but the end: only the final chunk and [DONE].
+    assert rest(generated_ids=ref["token_ids"][1:]) == []
+    for extra, field in [({"generated_ids": [1], "first_token_relayed": False},
+                          "first_token_relayed"),
+                         ({"generated_ids": ref["token_ids"]}, "generated_ids"),
+                         ({"generated_ids": [-1]}, "generated_ids"),
+                         ({"generated_ids": 5}, "generated_ids"),
+                         ({"first_token_relayed": "yes"}, "first_token_relayed")]:
+        r = d.post("/v1/decode", dict(base, **extra))
+        assert r.status_code == 400 and r.json()["error"]["field"] == field, extra
 
 
 def test_mid_stream_failure_resumed_on_another_decode_worker(spawn):
@@ -481,7 +497,7 @@ def test_mid_stream_failure_resumed_on_another_decode_worker(spawn):
     got_ids = [i for ch in relayed for i in ch["choices"][0]["token_ids"]]
     got_text = "".join(ch["choices"][0]["text"] for ch in relayed)
     assert len(got_ids) == 5
-    r2 = d2.post("/v1/decode", dict(body, generated_ids=got_ids))
+    r2 = d2.post("/v1/decode", dict(body, generated_ids=got_ids[1:]))
     chunks, done = sse_events(r2)
     assert done
     ids = got_ids + [i for ch in chunks for i in ch["choices"][0]["token_ids"]]
