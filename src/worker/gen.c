@@ -246,6 +246,17 @@ static int emit(sc_gen_t *g, int t)
 	return sc_buf_append(&g->text, clean, n);
 }
 
+/* A token the client already has: its text is not sent again, but its
+ * bytes go through the UTF-8 cleaner so that a character split across the
+ * resume point is completed exactly as in an uninterrupted answer. */
+static void replay(sc_gen_t *g, int t)
+{
+	size_t plen;
+	const char *piece = sc_tokenizer_piece(g->q.w->tok, g->prev_tok, t, &plen);
+	char sink[3 * 260 + 16];
+	sc_utf8_feed(&g->utf8, piece, plen > 256 ? 256 : plen, 0, sink, sizeof(sink));
+}
+
 /* ---------------------------------------------------------------------
  * Steps
  * ------------------------------------------------------------------- */
@@ -278,7 +289,9 @@ static void step_cb(uv_timer_t *timer)
 		if (t == SC_TOK_EOS)
 			return finish(g, "stop");
 		int skip = g->n_out < g->n_forced;
-		if (!skip && emit(g, t) < 0) {
+		if (skip)
+			replay(g, t);
+		else if (emit(g, t) < 0) {
 			if (g->q.req)
 				sc_http_abort(g->q.req);
 			g->q.req = NULL;
