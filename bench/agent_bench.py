@@ -6,9 +6,9 @@ real agents on 127.0.0.1, with the agent's DEFAULT timing unless stated:
              Running again on other nodes with live processes; p50/p99 over
              --trials (default 20). Heartbeat 2 s, lease 3 heartbeats.
   liveness   a liveness probe starts failing -> the new process runs
-             (exec probe, periodSeconds 1, failureThreshold 1,
-             --backoff-base 100ms so the number is the agent's reaction,
-             not the configured back-off).
+             (exec probe, periodSeconds 1, failureThreshold 1, back-off fixed
+             at 100 ms so the number is the agent's reaction, not the
+             configured back-off); includes up to one probe period.
   footprint  one agent running --pods (default 100) pods: its RSS and CPU
              share over --seconds (default 30).
 
@@ -89,14 +89,15 @@ class Cluster:
         r = self.s.get(self.s.base + "/jobs/" + job)
         return {p["name"]: p for p in r.json().get("status", {}).get("pods", [])} if r.ok else {}
 
-    def run_job(self, name, command, replicas=1, gpu=0, **task_extra):
+    def run_job(self, name, command, replicas=1, gpu=0, spec_extra=None, **task_extra):
         task = {"name": "main", "replicas": replicas, "command": command,
                 "resources": {"cpu": "10m", "memory": "1Mi"}}
         if gpu:
             task["resources"]["gpu"] = gpu
         task.update(task_extra)
         r = self.s.post(self.s.base + "/jobs", json=conftest.manifest(
-            "Job", name, {"queue": "q", "restartPolicy": "Always", "tasks": [task]}))
+            "Job", name, dict({"queue": "q", "restartPolicy": "Always", "tasks": [task]},
+                              **(spec_extra or {}))))
         assert r.status_code == 201, r.text
 
     def kill_node(self, name):
@@ -171,30 +172,50 @@ def failover(binary, trials):
     return summary(times)
 
 
+def pod_procs(pod):
+    """Pids of the pod's own process (exec probes carry the pod's
+    environment too, so they are told apart by their command)."""
+    out = []
+    for pid in env_pids(STARCLOUD_POD=pod):
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                if f.read().strip() in ("sh", "sleep"):
+                    out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
 def liveness(binary, trials):
     tmp = tempfile.mkdtemp(prefix="sc-agent-bench-")
     c = Cluster(binary, tmp)
     times = []
     try:
-        c.start_agent("l0", gpus=None, extra=["--drain", "--backoff-base", "100ms"])
+        # A fixed 100 ms back-off (base = max) and a high backoffLimit: every
+        # trial measures the same thing, not the back-off's growth.
+        c.start_agent("l0", gpus=None, extra=["--drain", "--backoff-base", "100ms",
+                                              "--backoff-max", "100ms"])
         wait_for(lambda: c.node_ready("l0"), what="node")
         c.run_job("live", ["sh", "-c", "touch alive; exec sleep 100000"],
-                  env={"STARCLOUD_QUEUE_BENCH": "1"},
+                  env={"STARCLOUD_QUEUE_BENCH": "1"}, spec_extra={"backoffLimit": 1000},
                   probes={"liveness": {"exec": {"command": ["test", "-f", "alive"]},
                                        "periodSeconds": 1, "failureThreshold": 1}})
         for t in range(trials):
             def one():
-                live = env_pids(STARCLOUD_POD="live-main-0")
+                live = pod_procs("live-main-0")
                 if len(live) != 1:
                     return None
-                pid, env = list(live.items())[0]
+                pid = live[0]
+                env = env_pids(STARCLOUD_POD="live-main-0").get(pid)
+                if not env:
+                    return None
                 alive = os.path.join(env["HOME"], "alive")
                 return (pid, alive) if os.path.exists(alive) else None
             pid, alive = wait_for(one, what="pod running")
             time.sleep(random.uniform(0, 1.0))
             t0 = time.time()
             os.unlink(alive)
-            wait_for(lambda: [p for p in env_pids(STARCLOUD_POD="live-main-0") if p != pid],
+            wait_for(lambda: [p for p in pod_procs("live-main-0") if p != pid],
                      what="restart")
             times.append(time.time() - t0)
             print("liveness trial %d: %.2f s" % (t + 1, times[-1]), flush=True)
@@ -260,8 +281,10 @@ def main():
     out = {}
     if o.what in ("all", "failover"):
         out["failover_s"] = failover(binary, o.trials)
+        print(json.dumps({"failover_s": out["failover_s"]}), flush=True)
     if o.what in ("all", "liveness"):
-        out["liveness_restart_s"] = liveness(binary, min(o.trials, 10))
+        out["liveness_restart_s"] = liveness(binary, o.trials)
+        print(json.dumps({"liveness_restart_s": out["liveness_restart_s"]}), flush=True)
     if o.what in ("all", "footprint"):
         out["footprint"] = footprint(binary, o.pods, o.seconds)
     print(json.dumps(out, indent=1))
