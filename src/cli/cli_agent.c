@@ -317,6 +317,22 @@ static void agent_token(const char *url, const char *admin, const char *node, ch
 	json_decref(resp);
 }
 
+/* The server prints its admin token before it listens: wait (at most
+ * 10 s) until /healthz answers, so the agent tokens can be minted. */
+static void wait_server(const char *url)
+{
+	char hurl[128];
+	snprintf(hurl, sizeof(hurl), "%s/healthz", url);
+	for (int i = 0; i < 200; i++) {
+		json_t *j = NULL;
+		long code = get_json(hurl, "", &j);
+		json_decref(j);
+		if (code == 200)
+			return;
+		usleep(50 * 1000);
+	}
+}
+
 int sc_cli_dev(int argc, char **argv)
 {
 	int nagents = 1;
@@ -360,6 +376,7 @@ int sc_cli_dev(int argc, char **argv)
 	close(pfd[0]);
 	if (!token[0] && getenv("STARCLOUD_TOKEN"))
 		snprintf(token, sizeof(token), "%s", getenv("STARCLOUD_TOKEN"));
+	wait_server(url);
 	printf("server:  %s\ntoken:   %s\ndata:    %s\n", url, token, dir);
 	for (int i = 0; i < nagents; i++) {
 		char name[32], listen[32], adir[1100], atok[256];

@@ -112,8 +112,13 @@ def test_dev_agents_use_agent_tokens(tmp_path):
         url, admin_tok = lines["server"].strip(), lines["token"].strip()
         s = requests.Session()
         s.headers["Authorization"] = "Bearer " + admin_tok
-        wait_for(lambda: s.get(url + "/api/v1/nodes/dev-node-0").json()
-                 .get("status", {}).get("ready"), timeout=10, what="the dev agent")
+        def ready():
+            try:
+                return s.get(url + "/api/v1/nodes/dev-node-0").json().get(
+                    "status", {}).get("ready")
+            except requests.ConnectionError:
+                return None
+        wait_for(ready, timeout=10, what="the dev agent")
 
         def agent_token():
             for pid in os.listdir("/proc"):
