@@ -185,9 +185,10 @@ int sc__podstore_adopt_all(sc_agent_t *a)
 
 /* ---- retention --------------------------------------------------------- */
 
+/* Sized as a dirent name (longer ones are skipped anyway). */
 typedef struct folder {
-	char job[SC_AGENT_NAME_MAX + 1];
-	char pod[SC_AGENT_NAME_MAX + 1];
+	char job[sizeof(((struct dirent *)0)->d_name)];
+	char pod[sizeof(((struct dirent *)0)->d_name)];
 } folder_t;
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
