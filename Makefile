@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-sim bench-agent clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
 
 all: build
 
@@ -95,6 +95,10 @@ test-san: $(BIN) $(UNIT_BIN)
 test-repro: $(BIN)
 	@/usr/bin/python3 tests/repro/check_repro.py --bin $(BIN) --shared ../shared
 
+# HA control plane: etcd versus SQLite, leader failover (docs/BENCHMARKS.md).
+bench-ha: $(BIN)
+	@STARCLOUD_BIN=$(BIN) /usr/bin/python3 bench/ha_bench.py
+
 bench-sim: $(BIN)
 	@bench/sim_bench.sh $(BIN)
 
@@ -104,9 +108,17 @@ bench-agent: $(BIN)
 	@/usr/bin/python3 bench/agent_bench.py --bin $(BIN) all
 
 bench: build
-	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench $(BUILD)/bench/preemptbench
-	./$(BUILD)/bench/corebench --cycles 5
-	./$(BUILD)/bench/preemptbench --nodes 10000 --pending 10000
+	./$(BIN) bench core --cycles 5
+	./$(BIN) bench preempt --nodes 10000 --pending 10000
+
+# Control-plane API benchmark: starts its own servers on free loopback ports.
+bench-api: build
+	@$(MAKE) --no-print-directory $(BUILD)/bench/api_bench
+	./$(BUILD)/bench/api_bench --bin $(BIN)
+
+# Gateway against nginx on the same backends (wrk); see docs/BENCHMARKS.md.
+bench-gateway: build
+	STARCLOUD_BIN=$(BIN) bench/gateway_bench.sh
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

@@ -6,7 +6,7 @@
  * period), so under a stream of writes the loop spends at most about a
  * third of the event loop's time scheduling and the API stays responsive.
  *
- * A cycle: load + decode (sched_load.c), sc_schedule(), write back in one
+ * A cycle: load + decode (sched_load.c), sc_scheduler_run(), write back in one
  * conditional transaction (sched_write.c). A conflict (an API write to a
  * job between read and write cannot happen on this one thread today, but
  * will with a remote store) runs the cycle again, up to MAX_TRIES. The
@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/ha.h"
 #include "server/metrics.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
@@ -34,6 +35,7 @@ struct sc_sched {
 	long events;       /* events in the store, as far as we know; -1 = unknown */
 	sc_queue_report_t *queues; /* last cycle's; names owned */
 	size_t nqueues;
+	sc_scheduler_t *core; /* keeps the core's scratch memory between cycles */
 	char last_error[600];
 };
 
@@ -102,7 +104,7 @@ static int attempt(sc_sched_t *sc, int64_t now, sc_decisions_t **d, sc_cycle_out
 	char msg[512];
 	int rc = sc__cycle_load(sc->s, now, &in);
 	if (rc == 0) {
-		rc = sc_schedule(&in.snap, d, msg, sizeof(msg));
+		rc = sc_scheduler_run(sc->core, &in.snap, d, msg, sizeof(msg));
 		if (rc < 0)
 			snprintf(sc->last_error, sizeof(sc->last_error), "schedule: %s", msg);
 	}
@@ -128,7 +130,7 @@ static void trim_events(sc_sched_t *sc, size_t created)
 
 static void arm_kick(sc_sched_t *sc);
 
-static void cycle(sc_sched_t *sc)
+static void cycle_run(sc_sched_t *sc)
 {
 	uint64_t t0 = uv_hrtime();
 	int64_t now = (int64_t)time(NULL);
@@ -160,6 +162,15 @@ static void cycle(sc_sched_t *sc)
 	free(out.waits);
 }
 
+/* Only the leader schedules; its writes are fenced (ha.c). */
+static void cycle(sc_sched_t *sc)
+{
+	if (!sc__ha_leader_begin(sc->s))
+		return;
+	cycle_run(sc);
+	sc__ha_leader_end(sc->s);
+}
+
 static void on_period(uv_timer_t *t)
 {
 	cycle(t->data);
@@ -188,6 +199,11 @@ int sc__sched_start(sc_server_t *s)
 	sc_sched_t *sc = calloc(1, sizeof(*sc));
 	if (!sc)
 		return SC_ENOMEM;
+	sc->core = sc_scheduler_new();
+	if (!sc->core) {
+		free(sc);
+		return SC_ENOMEM;
+	}
 	sc->s = s;
 	sc->events = -1;
 	uv_timer_init(s->loop, &sc->period);
@@ -204,6 +220,7 @@ static void on_timer_closed(uv_handle_t *h)
 	/* Both timers point here; free after the second, whatever the order. */
 	if (++sc->closed == 2) {
 		free_queues(sc);
+		sc_scheduler_free(sc->core);
 		free(sc);
 	}
 }
