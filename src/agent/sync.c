@@ -138,7 +138,9 @@ static void reconcile(sc_watch_t *w, const char *job, json_t *obj)
 {
 	sc_agent_t *a = w->a;
 	stop_unwanted(a, w->kind, job, obj);
-	if (obj && !a->stopping)
+	/* Fenced: the lease is gone and our view may be stale; start nothing
+	 * until a heartbeat succeeds and we have listed again. */
+	if (obj && !a->stopping && !a->fenced)
 		start_wanted(a, w->kind, obj);
 }
 

@@ -28,6 +28,7 @@ typedef struct cli {
 	const char *pos[8];   /* positional arguments */
 	size_t npos;
 	const char *role;
+	const char *node; /* token create --node (agent tokens) */
 	const char *queues[32];
 	size_t nqueues;
 } cli_t;
@@ -95,6 +96,8 @@ static int parse_args(int argc, char **argv, cli_t *c)
 			c->files[c->nfiles++] = v;
 		else if (strcmp(a, "--role") == 0 && v)
 			c->role = v;
+		else if (strcmp(a, "--node") == 0 && v)
+			c->node = v;
 		else if (strcmp(a, "--queue") == 0 && v && c->nqueues < 32)
 			c->queues[c->nqueues++] = v;
 		else if (a[0] != '-' && c->npos < 8) {
@@ -770,7 +773,8 @@ int sc_cli_token(int argc, char **argv)
 {
 	cli_t c;
 	if (parse_args(argc, argv, &c) < 0 || c.npos < 1) {
-		fprintf(stderr, "usage: starcloud token create --role admin|tenant|viewer [--queue Q]...\n"
+		fprintf(stderr, "usage: starcloud token create --role admin|tenant|viewer|agent "
+				"[--queue Q]... [--node NODE]\n"
 				"       starcloud token list | delete ID | whoami\n");
 		return 2;
 	}
@@ -786,6 +790,8 @@ int sc_cli_token(int argc, char **argv)
 		for (size_t i = 0; i < c.nqueues; i++)
 			json_array_append_new(qs, json_string(c.queues[i]));
 		json_t *req = json_pack("{s:s,s:o}", "role", c.role, "queues", qs);
+		if (c.node)
+			json_object_set_new(req, "node", json_string(c.node));
 		char *body = json_dumps(req, JSON_COMPACT);
 		json_decref(req);
 		st = http(&c, "POST", "/api/v1/tokens", body, &resp);

@@ -1,6 +1,6 @@
 /* Server side of the node agent (docs/AGENT.md):
  *
- *   POST /api/v1/agents/{node}/heartbeat
+ *   POST /api/v1/agents/{node}/heartbeat   (admin, or an agent token of node)
  *     {"address","leaseMillis","conditions","devices","gpuSource","pods":[...]}
  *
  * A heartbeat renews the node's lease (kept in memory: it is soft state, and
@@ -365,8 +365,8 @@ static void handle_agents(sc_http_req_t *r, void *ud)
 		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
 		return;
 	}
-	if (who.role != SC_ROLE_ADMIN) {
-		sc__api_error(r, 403, "Forbidden", NULL, "agents use an admin token");
+	if (who.role != SC_ROLE_ADMIN && who.role != SC_ROLE_AGENT) {
+		sc__api_error(r, 403, "Forbidden", NULL, "heartbeats need an agent or admin token");
 		return;
 	}
 	const char *p = sc_http_path(r) + strlen(SC_AGENT_PREFIX);
@@ -378,6 +378,11 @@ static void handle_agents(sc_http_req_t *r, void *ud)
 	snprintf(node, sizeof(node), "%.*s", (int)(slash - p), p);
 	if (!sc__name_valid(node)) {
 		sc__api_error(r, 400, "Invalid", "node", "invalid node name");
+		return;
+	}
+	if (who.role == SC_ROLE_AGENT && strcmp(who.node, node) != 0) {
+		sc__api_error(r, 403, "Forbidden", NULL,
+			      "this agent token acts for node \"%s\" only", who.node);
 		return;
 	}
 	if (strcmp(sc_http_method(r), "POST") != 0) {
