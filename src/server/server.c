@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/deploy.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "starcloud/error.h"
@@ -122,7 +123,7 @@ static int setup(sc_server_t *s, const opts_t *o)
 		fprintf(stderr, "server: cannot listen on %s:%d\n", o->host, o->port);
 		return rc;
 	}
-	if ((rc = sc__sched_start(s)) < 0)
+	if ((rc = sc__sched_start(s)) < 0 || (rc = sc__deploy_start(s)) < 0)
 		return rc;
 	uv_signal_init(s->loop, &s->sigint);
 	uv_signal_init(s->loop, &s->sigterm);
