@@ -382,8 +382,6 @@ static void do_create(api_req_t *a)
 	/* Status belongs to the server (and to admins, who stand in for agents). */
 	if (a->who.role != SC_ROLE_ADMIN)
 		json_object_del(obj, "status");
-	if (strcmp(a->kind->kind, "Deployment") == 0)
-		sc__deploy_on_write(NULL, obj);
 	store_and_answer(a, json_incref(obj), SC_REV_ABSENT, 201);
 out:
 	json_decref(obj);

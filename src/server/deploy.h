@@ -82,6 +82,10 @@ double sc__deploy_max_error(json_t *dep);
 
 /* ---- deploy_ctl.c ---- */
 int sc__deploy_start(sc_server_t *s);
+/* One pass over every Deployment. Also run right after each scheduling
+ * cycle, in the same loop callback, so no API request sees a status the
+ * scheduler wrote that the controller has not completed yet. */
+void sc__deploy_tick(sc_server_t *s);
 /* API write hook: obj (a Deployment about to be stored, status settled)
  * replaces old (NULL on create). Records templates and starts, retargets
  * or ends a canary when spec.version changed. */

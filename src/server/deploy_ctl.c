@@ -439,9 +439,8 @@ static void reconcile_one(sc_server_t *s, const sc_kv_t *kv, json_t *nodes, int6
 	json_decref(obj);
 }
 
-static void on_tick(uv_timer_t *t)
+void sc__deploy_tick(sc_server_t *s)
 {
-	sc_server_t *s = t->data;
 	sc_kv_list_t l;
 	if (sc_store_list(s->store, SC_KEY_PREFIX "deployments/", &l) < 0)
 		return;
@@ -453,6 +452,11 @@ static void on_tick(uv_timer_t *t)
 		json_decref(nodes);
 	}
 	sc_kv_list_free(&l);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	sc__deploy_tick(t->data);
 }
 
 int sc__deploy_start(sc_server_t *s)
@@ -480,10 +484,52 @@ void sc__deploy_keep_status(json_t *old, json_t *st)
 	}
 }
 
-/* "node:port" of every deployment pod that holds a port. */
+/* Ports belong to a host, and several nodes may share one (`starcloud dev`
+ * runs every agent on loopback): pairs are keyed by the node's address.
+ * A node whose agent has not reported an address yet could be any host,
+ * so its pods count as "?" and the port as taken everywhere ("*"). */
+static const char *host_key(json_t *addrs, const char *node)
+{
+	const char *a = str_of(addrs, node);
+	return a[0] ? a : "?";
+}
+
+static void mark(json_t *used, const char *host, json_int_t port)
+{
+	char key[SC_MAX_NAME + 16];
+	snprintf(key, sizeof(key), "%s:%lld", host, (long long)port);
+	json_object_set_new(used, key, json_true());
+	snprintf(key, sizeof(key), "*:%lld", (long long)port);
+	json_object_set_new(used, key, json_true());
+}
+
+static bool taken(json_t *used, const char *host, json_int_t port)
+{
+	char key[SC_MAX_NAME + 16];
+	snprintf(key, sizeof(key), "%s:%lld", strcmp(host, "?") ? host : "*", (long long)port);
+	if (json_object_get(used, key))
+		return true;
+	snprintf(key, sizeof(key), "?:%lld", (long long)port);
+	return json_object_get(used, key) != NULL;
+}
+
+static json_t *addresses(const sc_cycle_in_t *in)
+{
+	json_t *m = json_object();
+	for (size_t i = 0; i < in->nobjs; i++) {
+		json_t *st = json_object_get(in->objs[i].obj, "status");
+		if (strcmp(in->objs[i].kind->kind, "Node") == 0 && str_of(st, "address")[0])
+			json_object_set(m, name_of(in->objs[i].obj), json_object_get(st, "address"));
+	}
+	return m;
+}
+
+/* "host:port" of every deployment pod that holds a port; "" -> the node
+ * addresses. */
 static json_t *ports_in_use(const sc_cycle_in_t *in)
 {
-	json_t *used = json_object(), *e;
+	json_t *used = json_object(), *e, *addrs = addresses(in);
+	json_object_set_new(used, "", addrs);
 	for (size_t i = 0; i < in->nobjs; i++) {
 		size_t k;
 		if (strcmp(in->objs[i].kind->kind, "Deployment") != 0)
@@ -492,14 +538,12 @@ static json_t *ports_in_use(const sc_cycle_in_t *in)
 						   "pods"),
 				   k, e)
 		{
-			char key[SC_MAX_NAME + 16];
 			const char *ph = str_of(e, "phase");
 			if (!json_is_integer(json_object_get(e, "port")) ||
 			    (strcmp(ph, "Running") && strcmp(ph, "Releasing")))
 				continue;
-			snprintf(key, sizeof(key), "%s:%lld", str_of(e, "node"),
-				 (long long)json_integer_value(json_object_get(e, "port")));
-			json_object_set_new(used, key, json_true());
+			mark(used, host_key(addrs, str_of(e, "node")),
+			     json_integer_value(json_object_get(e, "port")));
 		}
 	}
 	return used;
@@ -515,12 +559,11 @@ void sc__deploy_bind_port(const sc_cycle_in_t *in, json_t *obj, json_t *np, json
 	json_int_t base = json_is_integer(want) ? json_integer_value(want) : SC_DEPLOY_DEFAULT_PORT;
 	if (!*used)
 		*used = ports_in_use(in);
+	const char *host = host_key(json_object_get(*used, ""), str_of(np, "node"));
 	for (json_int_t port = base; port < base + PORT_SPAN && port <= 65535; port++) {
-		char key[SC_MAX_NAME + 16];
-		snprintf(key, sizeof(key), "%s:%lld", str_of(np, "node"), (long long)port);
-		if (json_object_get(*used, key))
+		if (taken(*used, host, port))
 			continue;
-		json_object_set_new(*used, key, json_true());
+		mark(*used, host, port);
 		json_object_set_new(np, "port", json_integer(port));
 		return;
 	}

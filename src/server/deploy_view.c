@@ -311,11 +311,10 @@ static json_t *view_task(const sc_deploy_task_t *t)
 	return task;
 }
 
-/* The core's fields of a pod entry (the controller adds port). */
-static const char *const pod_fields[] = { "name",     "phase",	 "node",     "gpus",
-					  "gpuShare", "gpuMemory", "mig",	     "startedAt",
-					  "ready",    "restarts",  "exitCode", "message",
-					  "generation", NULL };
+/* The fields of a pod entry the core uses; what agents report (ready,
+ * restarts, message, ...) and the port are the server's business. */
+static const char *const pod_fields[] = { "name",      "phase", "node",	     "gpus", "gpuShare",
+					  "gpuMemory", "mig",   "startedAt", NULL };
 
 static json_t *view_pod(json_t *e)
 {
