@@ -17,18 +17,6 @@
 
 #define EPS 1e-9
 
-/* Pending jobs that may still start: by priority, then age. */
-static int pending_cmp(const void *x, const void *y, void *ctx)
-{
-	const sc_sched_t *s = ctx;
-	const sjob_t *a = &s->jobs[*(const int *)x], *b = &s->jobs[*(const int *)y];
-	if (a->priority != b->priority)
-		return a->priority > b->priority ? -1 : 1;
-	if (a->spec->created != b->spec->created)
-		return a->spec->created < b->spec->created ? -1 : 1;
-	return a->index < b->index ? -1 : 1;
-}
-
 /* A job evicted in this cycle does not turn around and evict others in the
  * same cycle: its pods would be evicted and bound again at once, which only
  * churns work. It competes again next cycle, from the pending state. */
@@ -52,7 +40,7 @@ static int pending_jobs(sc_sched_t *s, int **out)
 		    jb->nrunning < jb->min_member && !evicted_this_cycle(jb))
 			ids[n++] = j;
 	}
-	qsort_r(ids, (size_t)n, sizeof(int), pending_cmp, s);
+	qsort_r(ids, (size_t)n, sizeof(int), sc__job_order_cmp, s);
 	*out = ids;
 	return n;
 }
