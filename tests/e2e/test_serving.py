@@ -2,6 +2,7 @@
 real agents, canary rollouts with automatic rollback, the rollout API."""
 import os
 import signal
+import subprocess
 
 import pytest
 import requests
@@ -156,9 +157,14 @@ def test_promote_and_abort(cluster):
     assert [e for e in events if e["reason"] == "Promoted"]
 
     set_version(s, "svc", port, "3")
-    r = rollout(s, "svc", {"action": "abort"})
-    assert r.status_code == 200, r.text
-    ro = r.json()["rollout"]
+    cli = [BIN, "rollout", "--server", s.base.replace("/api/v1", ""),
+           "--token", s.headers["Authorization"].split()[1]]
+    out = subprocess.run(cli + ["status", "svc"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "Progressing" in out.stdout and "3=10%" in out.stdout
+    out = subprocess.run(cli + ["abort", "svc"], capture_output=True, text=True)
+    assert out.returncode == 0 and "RolledBack" in out.stdout, out.stderr
+    ro = dep(s, "svc")["status"]["rollout"]
     assert ro["phase"] == "RolledBack" and ro["stable"] == "2"
     got = s.get(s.base + "/deployments/svc/rollout").json()
     assert got["rollout"]["phase"] == "RolledBack" and got["version"] == "3"
@@ -166,6 +172,8 @@ def test_promote_and_abort(cluster):
     assert 'starcloud_rollbacks_total{reason="abort"} 1' in metrics
     # Nothing left to abort.
     assert rollout(s, "svc", {"action": "abort"}).status_code == 409
+    assert subprocess.run(cli + ["abort", "svc"], capture_output=True).returncode == 1
+    assert subprocess.run(cli + ["explode", "svc"], capture_output=True).returncode == 2
 
 
 def test_rollout_bad_input(server, admin):
