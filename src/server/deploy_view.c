@@ -263,12 +263,12 @@ int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p)
 	sc__deploy_version(dep, v, sizeof(v));
 	if (strlen(v) > SC_DEPLOY_VERSION_MAX)
 		return SC_EINVAL;
-	snprintf(p->stable, sizeof(p->stable), "%s", json_is_string(json_object_get(ro, "stable"))
+	snprintf(p->stable, sizeof(p->stable), "%.63s", json_is_string(json_object_get(ro, "stable"))
 							     ? str_of(ro, "stable")
 							     : v);
 	if ((strcmp(phase, "Progressing") == 0 || strcmp(phase, "Paused") == 0) &&
 	    str_of(ro, "canary")[0] && strcmp(str_of(ro, "canary"), p->stable) != 0) {
-		snprintf(p->canary, sizeof(p->canary), "%s", str_of(ro, "canary"));
+		snprintf(p->canary, sizeof(p->canary), "%.63s", str_of(ro, "canary"));
 		p->weight = canary_weight(dep, ro);
 	}
 	add_version(p, dep, p->stable, false);
