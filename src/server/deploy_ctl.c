@@ -29,6 +29,7 @@
 
 #include "base/quantity.h"
 #include "server/deploy.h"
+#include "server/ha.h"
 #include "server/metrics.h"
 #include "starcloud/error.h"
 
@@ -454,9 +455,14 @@ void sc__deploy_tick(sc_server_t *s)
 	sc_kv_list_free(&l);
 }
 
+/* Only the leader runs controllers; its writes are fenced (ha.c). */
 static void on_tick(uv_timer_t *t)
 {
-	sc__deploy_tick(t->data);
+	sc_server_t *s = t->data;
+	if (!sc__ha_leader_begin(s))
+		return;
+	sc__deploy_tick(s);
+	sc__ha_leader_end(s);
 }
 
 int sc__deploy_start(sc_server_t *s)
