@@ -289,10 +289,23 @@ static void apply_reports(sc_server_t *s, const char *node, json_t *reports)
 
 /* ---- node status ------------------------------------------------------- */
 
+/* The node's address for clients of its pods (serving endpoints): the host
+ * part of the address the agent advertises. */
+static void host_of(const char *addr, char *out, size_t outsz)
+{
+	snprintf(out, outsz, "%s", addr);
+	char *colon = strrchr(out, ':');
+	if (colon)
+		*colon = '\0';
+}
+
 static void node_status(sc_server_t *s, json_t *node, int64_t rev, json_t *body,
 			uint64_t lease_ms)
 {
-	json_t *st = json_pack("{s:b,s:O,s:{s:s,s:s,s:I},s:O}", "ready", 1, "conditions",
+	char host[300];
+	host_of(str_of(body, "address"), host, sizeof(host));
+	json_t *st = json_pack("{s:b,s:s,s:O,s:{s:s,s:s,s:I},s:O}", "ready", 1, "address", host,
+			       "conditions",
 			       json_object_get(body, "conditions"), "agent", "address",
 			       str_of(body, "address"), "gpuSource", str_of(body, "gpuSource"),
 			       "leaseMillis", (json_int_t)lease_ms, "devices",

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/deploy.h"
 #include "server/server.h"
 #include "starcloud/error.h"
 #include "starcloud/json_merge.h"
@@ -172,7 +173,7 @@ static int parse_path(api_req_t *a)
 		const char *sub = strchr(name, '/');
 		if (sub) {
 			/* /jobs/{name}/explain, /nodes/{name}/drain (ops.c). */
-			if ((size_t)(sub - name) > SC_MAX_NAME || strchr(sub + 1, '/') ||
+			if ((size_t)(sub - name) > SC_MAX_NAME ||
 			    !sc__subresource_known(a->kind, sub + 1)) {
 				sc__api_error(a->r, 404, "NotFound", NULL, "no such path");
 				return SC_ENOTFOUND;
@@ -451,6 +452,8 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 		else
 			json_object_del(obj, "status");
 	}
+	if (strcmp(a->kind->kind, "Deployment") == 0)
+		sc__deploy_on_write(old, obj);
 	/* Without a resourceVersion the write is still conditional on the
 	 * version we read, so a concurrent change is never silently lost. */
 	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200);
