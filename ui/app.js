@@ -1,0 +1,831 @@
+/* Starcloud dashboard. Plain JS, no framework.
+ *
+ * Data: everything comes from the server's API with the token the user
+ * typed (sessionStorage, sent as Authorization: Bearer on every call).
+ * Nodes, jobs and events are listed once and then followed with the watch
+ * API (?watch=1&resourceVersion=N, a streaming fetch of NDJSON); queues and
+ * deployments, which change rarely, are listed every few seconds, so the
+ * page never holds more than three of the browser's six connections.
+ *
+ * Rendering: changes only mark parts of the page dirty; one
+ * requestAnimationFrame callback redraws what is dirty, and each redraw is
+ * bounded by what is on screen (the GPU canvas draws only visible rows, the
+ * running-job list only visible rows, at most EVENTS_PER_FRAME new event
+ * lines per frame), so 10,000 nodes stay responsive. Derived figures (GPU
+ * use per node, queue sums) are recomputed at most every DERIVE_MS. */
+"use strict";
+
+const TOKEN_KEY = "starcloud.token";
+const API = "/api/v1/";
+const DERIVE_MS = 250;
+const POLL_MS = 3000;
+const EVENTS_MAX = 300;
+const EVENTS_PER_FRAME = 50;
+const EXPLAIN_MAX = 30; /* explain calls kept for the first N pending jobs */
+const CELL_GAP = 1, NODE_GAP = 6, ROW_GAP = 5, ROW_PX = 22;
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  token: sessionStorage.getItem(TOKEN_KEY) || "",
+  who: null,
+  objs: { nodes: new Map(), jobs: new Map(), events: new Map(), queues: new Map(),
+          deployments: new Map() },
+  derived: null,          /* see derive() */
+  derivedAt: 0,
+  dirty: new Set(),
+  pendingEvents: [],      /* feed lines not yet on the page */
+  eventCount: 0,
+  explain: new Map(),     /* job name -> {rv, text} */
+  explainBusy: 0,
+  rollouts: new Map(),    /* deployment name -> rollout status from the API */
+  aborts: [],
+  generation: 0,          /* bumps at logout so old streams stop */
+  connErrors: 0,
+  hover: -1,
+  selected: -1,
+};
+window.starcloud = state; /* for the browser console and the UI tests */
+
+/* ------------------------------------------------------------------ API */
+
+async function api(path, opts = {}) {
+  const headers = Object.assign({ Authorization: "Bearer " + state.token }, opts.headers || {});
+  const res = await fetch(API + path, Object.assign({}, opts, { headers }));
+  if (res.status === 401) {
+    logout("token rejected by the server (401)");
+    throw new Error("unauthorized");
+  }
+  return res;
+}
+
+async function apiJSON(path) {
+  const res = await api(path);
+  if (!res.ok) {
+    const err = new Error(path + ": HTTP " + res.status);
+    err.status = res.status;
+    throw err;
+  }
+  return res.json();
+}
+
+function setConn(ok, text) {
+  const el = $("conn");
+  el.textContent = text;
+  el.classList.toggle("bad", !ok);
+}
+
+/* Lists a kind, replaces what we hold, and returns the list's revision. */
+async function list(kind) {
+  const doc = await apiJSON(kind);
+  const m = new Map();
+  for (const o of doc.items || []) m.set(o.metadata.name, o);
+  state.objs[kind] = m;
+  markDirty(kind);
+  return (doc.metadata && doc.metadata.resourceVersion) || "0";
+}
+
+/* Follows a kind: list, then watch from the list's revision; on any break
+ * the watch resumes from the last revision seen, or lists again after a
+ * 410 (the change log moved on). */
+async function follow(kind, gen) {
+  let rv = null, delay = 500;
+  while (gen === state.generation) {
+    try {
+      if (rv === null) rv = await list(kind);
+      const ctrl = new AbortController();
+      state.aborts.push(ctrl);
+      const res = await api(kind + "?watch=1&resourceVersion=" + encodeURIComponent(rv),
+                            { signal: ctrl.signal });
+      if (res.status === 410) { rv = null; continue; }
+      if (!res.ok) throw new Error(kind + " watch: HTTP " + res.status);
+      setConn(true, "live");
+      delay = 500;
+      const reader = res.body.getReader();
+      const dec = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done || gen !== state.generation) break;
+        buf += dec.decode(value, { stream: true });
+        let nl;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          if (!line.trim()) continue;
+          const ev = JSON.parse(line);
+          const orv = ev.object && ev.object.metadata && ev.object.metadata.resourceVersion;
+          if (orv) rv = orv;
+          onWatchEvent(kind, ev);
+        }
+      }
+    } catch (e) {
+      if (gen !== state.generation || e.message === "unauthorized") return;
+      setConn(false, "reconnecting (" + e.message + ")");
+    }
+    await sleep(delay);
+    delay = Math.min(delay * 2, 10000);
+  }
+}
+
+async function poll(kind, gen) {
+  while (gen === state.generation) {
+    try {
+      await list(kind);
+    } catch (e) {
+      if (e.message === "unauthorized") return;
+    }
+    if (kind === "deployments") await pollRollouts(gen);
+    await sleep(POLL_MS);
+  }
+}
+
+/* Rollout status of each deployment, when the server has the endpoint. */
+async function pollRollouts(gen) {
+  for (const name of state.objs.deployments.keys()) {
+    if (gen !== state.generation) return;
+    try {
+      const res = await api("deployments/" + encodeURIComponent(name) + "/rollout");
+      if (res.ok) state.rollouts.set(name, await res.json());
+      else state.rollouts.delete(name);
+    } catch (e) { return; }
+  }
+  markDirty("deployments");
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function onWatchEvent(kind, ev) {
+  const o = ev.object;
+  if (!o || !o.metadata) return;
+  const m = state.objs[kind];
+  if (ev.type === "DELETED") m.delete(o.metadata.name);
+  else m.set(o.metadata.name, o);
+  markDirty(kind);
+  state.pendingEvents.push({ kind, type: ev.type, obj: o, at: new Date() });
+  if (state.pendingEvents.length > EVENTS_MAX) state.pendingEvents.shift();
+  schedule();
+}
+
+/* ------------------------------------------------------------ login */
+
+async function login(token) {
+  state.token = token;
+  try {
+    state.who = await apiJSON("tokens/self");
+  } catch (e) {
+    if (e.message === "unauthorized") return; /* logout() said why */
+    state.token = "";
+    sessionStorage.removeItem(TOKEN_KEY);
+    showLogin(e.status ? "the server refused this token (HTTP " + e.status + ")"
+                       : "cannot reach the server: " + e.message);
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $("login").hidden = true;
+  $("app").hidden = false;
+  $("logout").hidden = false;
+  const w = state.who;
+  $("whoami").textContent = "role " + (w.role || "?") +
+    (w.queues && w.queues.length ? " · queues " + w.queues.join(", ") : "");
+  const gen = ++state.generation;
+  for (const k of ["nodes", "jobs", "events"]) follow(k, gen);
+  for (const k of ["queues", "deployments"]) poll(k, gen);
+  resizeCanvas();
+  schedule();
+}
+
+function logout(why) {
+  state.generation++;
+  for (const c of state.aborts) c.abort();
+  state.aborts = [];
+  state.token = "";
+  sessionStorage.removeItem(TOKEN_KEY);
+  for (const k in state.objs) state.objs[k] = new Map();
+  state.explain.clear();
+  state.rollouts.clear();
+  $("events").textContent = "";
+  state.eventCount = 0;
+  showLogin(why || "");
+}
+
+function showLogin(msg) {
+  $("app").hidden = true;
+  $("logout").hidden = true;
+  $("login").hidden = false;
+  $("whoami").textContent = "";
+  $("login-error").textContent = msg || "";
+}
+
+/* ------------------------------------------------------- derived data */
+
+const num = (v) => (typeof v === "number" && isFinite(v) ? v : null);
+const get = (o, ...path) => path.reduce((x, k) => (x == null ? undefined : x[k]), o);
+
+function parseBytes(q) {
+  if (typeof q === "number") return q;
+  if (typeof q !== "string") return null;
+  const m = /^([0-9.]+)\s*([KMGTPE]i?)?$/.exec(q.trim());
+  if (!m) return null;
+  const pow = { K: 1, M: 2, G: 3, T: 4, P: 5, E: 6 };
+  const u = m[2];
+  if (!u) return parseFloat(m[1]);
+  return parseFloat(m[1]) * Math.pow(u.endsWith("i") ? 1024 : 1000, pow[u[0]]);
+}
+
+/* GPU devices a running pod holds, for queue sums: whole devices count 1,
+ * shares their fraction, MIG slices their compute slices out of 7. */
+function podGpus(p, devMem) {
+  if (p.mig) {
+    const g = /^(\d+)g\./.exec(p.mig.profile || "");
+    return g ? +g[1] / 7 : 0;
+  }
+  if (num(p.gpuShare) !== null) return p.gpuShare / 1000 * Math.max(1, (p.gpus || []).length);
+  if (p.gpuMemory != null && devMem) return Math.min(1, parseBytes(p.gpuMemory) / devMem);
+  return (p.gpus || []).length;
+}
+
+/* What one task replica asks for, in devices (for "requested"). */
+function taskGpus(res) {
+  if (!res) return 0;
+  if (num(res.gpu) !== null) return res.gpu;
+  if (typeof res.gpu === "string") return parseFloat(res.gpu) || 0;
+  if (num(res.gpuFraction) !== null) return res.gpuFraction;
+  if (res.mig) { const g = /^(\d+)g\./.exec(res.mig); return g ? +g[1] / 7 : 0; }
+  if (res.gpuMemory != null) return 0; /* a share of a device whose size is not yet known */
+  return 0;
+}
+
+const HOLDING = new Set(["Running", "Releasing"]);
+const FINISHED = new Set(["Succeeded", "Failed"]);
+
+function jobPods(j) { return get(j, "status", "pods") || []; }
+function jobReplicas(j) {
+  let n = 0;
+  for (const t of get(j, "spec", "tasks") || []) n += t.replicas == null ? 1 : t.replicas;
+  return n;
+}
+
+/* Recomputes per-node device use and per-queue sums from nodes and jobs:
+ * O(nodes + pods), at most once every DERIVE_MS. */
+function derive() {
+  const nodes = [...state.objs.nodes.values()].sort((a, b) =>
+    a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0);
+  const index = new Map();
+  const dev = [];
+  let maxCount = 1;
+  nodes.forEach((n, i) => {
+    index.set(n.metadata.name, i);
+    const g = get(n, "spec", "gpus") || {};
+    const count = Math.max(0, Math.min(64, g.count | 0));
+    maxCount = Math.max(maxCount, count);
+    const devices = [];
+    for (let d = 0; d < count; d++) devices.push({ whole: null, share: 0, mig: [], releasing: false, pods: [] });
+    dev.push({ devices, mem: parseBytes(g.memory), reserved: null });
+  });
+  const queues = new Map();
+  const q = (name) => {
+    if (!queues.has(name)) queues.set(name, { allocated: 0, requested: 0, pending: 0 });
+    return queues.get(name);
+  };
+  const running = [], pending = [];
+  for (const j of state.objs.jobs.values()) {
+    const pods = jobPods(j);
+    const qn = get(j, "spec", "queue") || "";
+    let holding = 0, done = 0, gpus = 0;
+    const onNodes = new Set();
+    for (const p of pods) {
+      if (FINISHED.has(p.phase)) { done++; continue; }
+      if (!HOLDING.has(p.phase) || !p.node) continue;
+      holding++;
+      onNodes.add(p.node);
+      const ni = index.get(p.node);
+      const nd = ni === undefined ? null : dev[ni];
+      gpus += podGpus(p, nd && nd.mem);
+      if (!nd) continue;
+      const rel = p.phase === "Releasing";
+      if (p.mig) {
+        const d = nd.devices[p.mig.gpu];
+        if (d) { d.mig.push({ profile: p.mig.profile, start: p.mig.start | 0, rel }); d.pods.push(p.name); }
+        continue;
+      }
+      for (const gi of p.gpus || []) {
+        const d = nd.devices[gi];
+        if (!d) continue;
+        d.pods.push(p.name);
+        if (rel) d.releasing = true;
+        if (num(p.gpuShare) !== null) d.share += p.gpuShare;
+        else if (p.gpuMemory != null && nd.mem) d.share += Math.round(1000 * parseBytes(p.gpuMemory) / nd.mem);
+        else d.whole = j.metadata.name;
+      }
+    }
+    /* A reservation the server reports for a waiting job. */
+    for (const rn of [].concat(get(j, "status", "reservation", "nodes") || [])) {
+      const ni = index.get(rn);
+      if (ni !== undefined) dev[ni].reserved = j.metadata.name;
+    }
+    const total = jobReplicas(j);
+    const minMember = get(j, "spec", "minMember") || total;
+    let req = 0;
+    for (const t of get(j, "spec", "tasks") || [])
+      req += (t.replicas == null ? 1 : t.replicas) * taskGpus(t.resources);
+    const qs = q(qn);
+    qs.allocated += gpus;
+    if (done < total) qs.requested += Math.max(gpus, req * (total - done) / Math.max(1, total));
+    const info = { job: j, name: j.metadata.name, queue: qn, holding, total, gpus, nodes: [...onNodes] };
+    if (holding > 0) running.push(info);
+    if (done < total && holding < minMember) { pending.push(info); qs.pending++; }
+  }
+  running.sort((a, b) => (a.name < b.name ? -1 : 1));
+  pending.sort((a, b) => created(a.job) - created(b.job));
+  const sum = { nodes: nodes.length, notReady: 0, cordoned: 0, reserved: 0, gpus: 0, whole: 0,
+                shared: 0, mig: 0, free: 0, releasing: 0 };
+  nodes.forEach((n, i) => {
+    if (get(n, "status", "ready") === false) sum.notReady++;
+    if (get(n, "spec", "unschedulable")) sum.cordoned++;
+    if (dev[i].reserved) sum.reserved++;
+    for (const d of dev[i].devices) {
+      sum.gpus++;
+      if (d.releasing) sum.releasing++;
+      if (d.whole) sum.whole++;
+      else if (d.mig.length) sum.mig++;
+      else if (d.share > 0) sum.shared++;
+      else sum.free++;
+    }
+  });
+  state.derived = { nodes, index, dev, maxCount, queues, running, pending, sum };
+  state.derivedAt = performance.now();
+}
+
+function created(j) {
+  const t = Date.parse(get(j, "metadata", "creationTimestamp") || "");
+  return isNaN(t) ? 0 : t;
+}
+
+/* ------------------------------------------------------------ render */
+
+let frameQueued = false;
+function markDirty(kind) { state.dirty.add(kind); schedule(); }
+function schedule() {
+  if (!frameQueued) { frameQueued = true; requestAnimationFrame(frame); }
+}
+
+function frame() {
+  frameQueued = false;
+  if ($("app").hidden) return;
+  const d = state.dirty;
+  const needDerive = d.has("nodes") || d.has("jobs") || d.has("queues");
+  if (needDerive || !state.derived) {
+    const wait = DERIVE_MS - (performance.now() - state.derivedAt);
+    if (wait > 0 && state.derived) { setTimeout(schedule, wait); drainEvents(); return; }
+    derive();
+    d.add("gpu"); d.add("queuesView"); d.add("pending"); d.add("running");
+  }
+  if (d.has("gpu")) drawGpus();
+  if (d.has("queuesView") || d.has("queues")) renderQueues();
+  if (d.has("pending")) renderPending();
+  if (d.has("running")) renderRunning();
+  if (d.has("deployments")) renderDeployments();
+  d.clear();
+  drainEvents();
+}
+
+/* ---- GPU map (canvas) ---- */
+
+const canvas = $("gpu-canvas");
+const ctx = canvas.getContext("2d");
+const scroller = $("gpu-scroll");
+const COLORS = {};
+function colors() {
+  const cs = getComputedStyle(document.documentElement);
+  for (const k of ["free", "whole", "shared", "mig", "releasing", "reserved", "notready", "cordoned"])
+    COLORS[k] = cs.getPropertyValue("--" + k).trim();
+}
+
+function layout() {
+  const D = state.derived;
+  const n = D ? D.nodes.length : 0;
+  /* Bigger cells for small clusters; 8 px keeps 10,000 nodes scrollable. */
+  const cell = n <= 64 ? 16 : n <= 1000 ? 12 : 8;
+  const perNode = Math.max(1, Math.min(16, D ? D.maxCount : 8));
+  const nodeW = perNode * (cell + CELL_GAP) + NODE_GAP;
+  const width = scroller.clientWidth || 800;
+  const cols = Math.max(1, Math.floor((width - 4) / nodeW));
+  const rowsPerNode = D ? Math.ceil(D.maxCount / perNode) || 1 : 1;
+  const nodeH = rowsPerNode * (cell + CELL_GAP) + ROW_GAP;
+  return { cell, perNode, nodeW, cols, nodeH, width, rowsPerNode };
+}
+
+function resizeCanvas() {
+  const dpr = window.devicePixelRatio || 1;
+  const w = scroller.clientWidth || 800, h = scroller.clientHeight || 360;
+  canvas.width = Math.floor(w * dpr);
+  canvas.height = Math.floor(h * dpr);
+  canvas.style.width = w + "px";
+  canvas.style.height = h + "px";
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  state.dirty.add("gpu");
+  schedule();
+}
+
+/* Draws the rows of nodes inside the scroll window only. */
+function drawGpus() {
+  const D = state.derived;
+  if (!D) return;
+  if (!COLORS.free) colors();
+  const L = layout();
+  const rows = Math.ceil(D.nodes.length / L.cols);
+  $("gpu-spacer").style.height = rows * L.nodeH + "px";
+  const want = Math.max(60, Math.min(360, rows * L.nodeH + 6)) + "px";
+  if (scroller.style.height !== want) { scroller.style.height = want; resizeCanvas(); return; }
+  const top = scroller.scrollTop, h = scroller.clientHeight || 360;
+  ctx.clearRect(0, 0, L.width, h);
+  const r0 = Math.floor(top / L.nodeH), r1 = Math.min(rows, Math.ceil((top + h) / L.nodeH));
+  for (let r = r0; r < r1; r++) {
+    for (let c = 0; c < L.cols; c++) {
+      const i = r * L.cols + c;
+      if (i >= D.nodes.length) break;
+      drawNode(D, i, 2 + c * L.nodeW, r * L.nodeH - top + 2, L);
+    }
+  }
+  const s = D.sum;
+  $("gpu-summary").textContent =
+    `${s.nodes} nodes (${s.notReady} not ready, ${s.cordoned} cordoned, ${s.reserved} reserved) · ` +
+    `${s.gpus} GPUs: ${s.whole} whole, ${s.shared} shared, ${s.mig} MIG, ${s.free} free` +
+    (s.releasing ? `, ${s.releasing} releasing` : "");
+  scroller.dataset.nodes = s.nodes;
+  scroller.dataset.gpus = s.gpus;
+}
+
+function drawNode(D, i, x, y, L) {
+  const n = D.nodes[i], info = D.dev[i];
+  const notReady = get(n, "status", "ready") === false;
+  const cordoned = !!get(n, "spec", "unschedulable");
+  const CELL = L.cell, rowsPerNode = L.rowsPerNode;
+  const w = L.perNode * (CELL + CELL_GAP) - CELL_GAP;
+  const h = rowsPerNode * (CELL + CELL_GAP) - CELL_GAP;
+  info.devices.forEach((d, k) => {
+    const cx = x + (k % L.perNode) * (CELL + CELL_GAP);
+    const cy = y + Math.floor(k / L.perNode) * (CELL + CELL_GAP);
+    ctx.fillStyle = cordoned ? COLORS.cordoned : COLORS.free;
+    ctx.fillRect(cx, cy, CELL, CELL);
+    if (d.whole) {
+      ctx.fillStyle = d.releasing ? COLORS.releasing : COLORS.whole;
+      ctx.fillRect(cx, cy, CELL, CELL);
+    } else if (d.mig.length) {
+      /* seven compute slots stacked bottom-up, one band per instance */
+      for (const m of d.mig) {
+        const g = /^(\d+)g\./.exec(m.profile || "");
+        const size = g ? +g[1] : 1;
+        ctx.fillStyle = m.rel ? COLORS.releasing : COLORS.mig;
+        const y0 = cy + CELL - Math.round((m.start + size) * CELL / 7);
+        ctx.fillRect(cx, y0, CELL, Math.max(1, Math.round(size * CELL / 7) - 0.5));
+      }
+    } else if (d.share > 0) {
+      const fh = Math.max(1, Math.round(CELL * Math.min(1000, d.share) / 1000));
+      ctx.fillStyle = d.releasing ? COLORS.releasing : COLORS.shared;
+      ctx.fillRect(cx, cy + CELL - fh, CELL, fh);
+    }
+  });
+  if (info.reserved || notReady || i === state.selected || i === state.hover) {
+    ctx.strokeStyle = notReady ? COLORS.notready : info.reserved ? COLORS.reserved : "#fff";
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(x - 1.5, y - 1.5, w + 3, h + 3);
+  }
+}
+
+function nodeAt(ev) {
+  const D = state.derived;
+  if (!D) return -1;
+  const L = layout();
+  const rect = canvas.getBoundingClientRect();
+  const x = ev.clientX - rect.left - 2, y = ev.clientY - rect.top + scroller.scrollTop - 2;
+  const c = Math.floor(x / L.nodeW), r = Math.floor(y / L.nodeH);
+  if (c < 0 || c >= L.cols || r < 0 || x - c * L.nodeW > L.nodeW - NODE_GAP) return -1;
+  const i = r * L.cols + c;
+  return i < D.nodes.length ? i : -1;
+}
+
+function describeNode(i) {
+  const D = state.derived;
+  const n = D.nodes[i], info = D.dev[i];
+  const g = get(n, "spec", "gpus") || {};
+  const labels = Object.entries(get(n, "metadata", "labels") || {}).map(([k, v]) => k + "=" + v).join(",");
+  const lines = [`${n.metadata.name}  ${g.count || 0}× ${g.model || "no GPU"}` +
+    (g.mig ? " (MIG " + (typeof g.mig === "string" ? g.mig : "layout") + ")" : "") +
+    (labels ? "  " + labels : "") +
+    (get(n, "status", "ready") === false ? "  NOT READY" : "") +
+    (get(n, "spec", "unschedulable") ? "  cordoned" : "") +
+    (info.reserved ? "  reserved for " + info.reserved : "")];
+  info.devices.forEach((d, k) => {
+    let s = "free";
+    if (d.whole) s = "whole: " + d.pods.join(", ");
+    else if (d.mig.length) s = "MIG " + d.mig.map((m) => m.profile + "@" + m.start).join(" ") + ": " + d.pods.join(", ");
+    else if (d.share > 0) s = "shared " + (d.share / 10).toFixed(0) + "%: " + d.pods.join(", ");
+    lines.push(`  gpu ${k}: ${s}${d.releasing ? " (releasing)" : ""}`);
+  });
+  return lines.join("\n");
+}
+
+canvas.addEventListener("mousemove", (ev) => {
+  const i = nodeAt(ev), tip = $("tooltip");
+  if (i !== state.hover) { state.hover = i; markDirty("gpu"); }
+  if (i < 0) { tip.hidden = true; return; }
+  tip.textContent = describeNode(i);
+  tip.style.left = ev.clientX + 14 + "px";
+  tip.style.top = ev.clientY + 14 + "px";
+  tip.hidden = false;
+});
+canvas.addEventListener("mouseleave", () => { $("tooltip").hidden = true; state.hover = -1; markDirty("gpu"); });
+canvas.addEventListener("click", (ev) => {
+  state.selected = nodeAt(ev);
+  $("node-detail").textContent = state.selected >= 0 ? describeNode(state.selected) : "";
+  markDirty("gpu");
+});
+scroller.addEventListener("scroll", () => markDirty("gpu"), { passive: true });
+window.addEventListener("resize", resizeCanvas);
+$("node-find").addEventListener("change", (ev) => {
+  const D = state.derived, name = ev.target.value.trim();
+  if (!D || !name) return;
+  const i = D.index.get(name);
+  if (i === undefined) { $("node-detail").textContent = "no node " + name; return; }
+  const L = layout();
+  scroller.scrollTop = Math.floor(i / L.cols) * L.nodeH;
+  state.selected = i;
+  $("node-detail").textContent = describeNode(i);
+  markDirty("gpu");
+});
+
+/* ---- queues ---- */
+
+function fmt(v) {
+  if (v == null) return "–";
+  if (v < 0) return "∞";
+  return Number.isInteger(v) ? String(v) : v.toFixed(2);
+}
+
+/* Server-written status (as in `schedule -o json`) when present; otherwise
+ * quota from the spec and allocated/requested summed from the jobs. */
+function queueFigures(qo, sums) {
+  const st = qo.status || {};
+  const pick = (x) => (x == null ? null : num(x.gpu) !== null ? x.gpu : num(x) !== null ? x : null);
+  const specQuota = get(qo, "spec", "resources", "gpu", "quota");
+  const fromServer = st.allocated != null || st.fairShare != null;
+  return {
+    fromServer,
+    quota: pick(st.quota) ?? (num(specQuota) !== null ? specQuota : null),
+    fair: pick(st.fairShare),
+    allocated: pick(st.allocated) ?? (sums ? sums.allocated : 0),
+    requested: pick(st.requested) ?? (sums ? sums.requested : 0),
+    pending: sums ? sums.pending : 0,
+    parent: get(qo, "spec", "parentQueue") || st.parent || null,
+  };
+}
+
+function renderQueues() {
+  const D = state.derived;
+  const box = $("queues");
+  const qs = [...state.objs.queues.values()];
+  const figs = qs.map((qo) => [qo.metadata.name, queueFigures(qo, D && D.queues.get(qo.metadata.name))]);
+  const byName = new Map(figs);
+  const depth = (name, seen = 0) => {
+    const f = byName.get(name);
+    return f && f.parent && seen < 16 ? 1 + depth(f.parent, seen + 1) : 0;
+  };
+  const path = (name, seen = 0) => {
+    const f = byName.get(name);
+    return (f && f.parent && seen < 16 ? path(f.parent, seen + 1) + "/" : "") + name;
+  };
+  figs.sort((a, b) => (path(a[0]) < path(b[0]) ? -1 : 1));
+  let max = 0;
+  for (const [, f] of figs)
+    for (const v of [f.quota, f.fair, f.allocated, f.requested]) if (v != null && v > max) max = v;
+  max = max || 1;
+  const server = figs.some(([, f]) => f.fromServer);
+  $("queue-source").textContent = !figs.length ? "no queues visible to this token" :
+    server ? "figures from the scheduler (queue status)"
+           : "no scheduler status yet: quota from the spec, allocated/requested summed from jobs, fair share unknown";
+  const frag = document.createDocumentFragment();
+  for (const [name, f] of figs) {
+    const row = document.createElement("div");
+    row.className = "qrow";
+    row.dataset.queue = name;
+    const nm = document.createElement("span");
+    nm.className = "qname";
+    nm.style.paddingLeft = depth(name) * 12 + "px";
+    nm.textContent = name;
+    nm.title = name;
+    const bar = document.createElement("div");
+    bar.className = "qbar";
+    const pct = (v) => Math.max(0, Math.min(100, (100 * v) / max)) + "%";
+    const add = (cls, style) => { const e = document.createElement("div"); e.className = cls; Object.assign(e.style, style); bar.appendChild(e); };
+    add("req", { width: pct(f.requested || 0) });
+    add("alloc", { width: pct(f.allocated || 0) });
+    if (f.quota != null && f.quota >= 0) add("quota", { left: pct(f.quota) });
+    if (f.fair != null) add("fair", { left: pct(f.fair) });
+    const nums = document.createElement("span");
+    nums.className = "qnums";
+    nums.textContent = `alloc ${fmt(f.allocated)} / req ${fmt(f.requested)} · quota ${fmt(f.quota)} · fair ${fmt(f.fair)}` +
+      (f.pending ? ` · ${f.pending} pending` : "");
+    row.append(nm, bar, nums);
+    frag.appendChild(row);
+  }
+  box.replaceChildren(frag);
+}
+
+/* ---- pending jobs ---- */
+
+function statusReason(j) {
+  const st = j.status || {};
+  for (const k of ["pendingReason", "reason", "message"]) if (typeof st[k] === "string" && st[k]) return st[k];
+  for (const c of st.conditions || []) if (c && c.message && c.status !== "False") return c.message;
+  return null;
+}
+
+/* Asks /explain for the first EXPLAIN_MAX pending jobs (one call at a time,
+ * again only when the job's resourceVersion changed). */
+function explainSome(pending) {
+  for (const p of pending.slice(0, EXPLAIN_MAX)) {
+    if (state.explainBusy >= 1) return;
+    const rv = p.job.metadata.resourceVersion;
+    const have = state.explain.get(p.name);
+    if (have && (have.rv === rv || performance.now() - have.at < 5000)) continue;
+    state.explainBusy++;
+    const gen = state.generation;
+    api("jobs/" + encodeURIComponent(p.name) + "/explain")
+      .then(async (res) => {
+        let text = null;
+        if (res.ok) {
+          const ct = res.headers.get("content-type") || "";
+          if (ct.includes("json")) {
+            const doc = await res.json();
+            text = doc.reason || doc.message || get(doc, "status", "reason") || JSON.stringify(doc);
+          } else text = (await res.text()).trim();
+        }
+        if (gen === state.generation) state.explain.set(p.name, { rv, text, at: performance.now() });
+      })
+      .catch(() => {})
+      .finally(() => { state.explainBusy--; markDirty("pending"); });
+  }
+}
+
+function renderPending() {
+  const D = state.derived;
+  const box = $("pending");
+  const pending = D ? D.pending : [];
+  $("pending-count").textContent = pending.length + " pending";
+  explainSome(pending);
+  const frag = document.createDocumentFragment();
+  for (const p of pending.slice(0, 200)) {
+    const row = document.createElement("div");
+    row.className = "pjob";
+    row.dataset.job = p.name;
+    const ex = state.explain.get(p.name);
+    const reason = (ex && ex.text) || statusReason(p.job);
+    const head = document.createElement("div");
+    head.textContent = `${p.name}  · queue ${p.queue} · ${p.holding}/${p.total} pods running`;
+    const r = document.createElement("div");
+    r.className = "reason";
+    r.textContent = reason || "no reason reported by the server yet";
+    if (!reason) r.classList.add("muted");
+    row.append(head, r);
+    frag.appendChild(row);
+  }
+  if (pending.length > 200) {
+    const more = document.createElement("div");
+    more.className = "muted";
+    more.textContent = `… and ${pending.length - 200} more (oldest shown first)`;
+    frag.appendChild(more);
+  }
+  box.replaceChildren(frag);
+}
+
+/* ---- running jobs (virtualised) ---- */
+
+const runBox = $("running");
+runBox.addEventListener("scroll", () => markDirty("running"), { passive: true });
+
+function renderRunning() {
+  const D = state.derived;
+  const rows = D ? D.running : [];
+  $("running-count").textContent = rows.length + " running";
+  const spacer = runBox.firstElementChild;
+  spacer.style.height = rows.length * ROW_PX + "px";
+  const top = runBox.scrollTop, h = runBox.clientHeight || 300;
+  const i0 = Math.floor(top / ROW_PX), i1 = Math.min(rows.length, Math.ceil((top + h) / ROW_PX) + 1);
+  const frag = document.createDocumentFragment();
+  frag.appendChild(spacer);
+  for (let i = i0; i < i1; i++) {
+    const r = rows[i];
+    const el = document.createElement("div");
+    el.className = "vrow";
+    el.style.top = i * ROW_PX + "px";
+    el.dataset.job = r.name;
+    for (const t of [r.name, r.queue, r.holding + "/" + r.total, fmt(r.gpus), r.nodes.join(", ")]) {
+      const s = document.createElement("span");
+      s.textContent = t;
+      s.title = t;
+      el.appendChild(s);
+    }
+    frag.appendChild(el);
+  }
+  runBox.replaceChildren(frag);
+}
+
+/* ---- deployments ---- */
+
+function pct(v) { return v == null ? "–" : (100 * v).toFixed(1) + " %"; }
+
+function renderDeployments() {
+  const deps = [...state.objs.deployments.values()].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
+  $("deploy-count").textContent = deps.length + " deployments";
+  const box = $("deployments");
+  if (!deps.length) { box.textContent = "none visible to this token"; return; }
+  const t = document.createElement("table");
+  t.innerHTML = "<tr><th>name</th><th>model</th><th>versions</th><th>replicas</th>" +
+    "<th>traffic split</th><th>error rate</th><th>rollout</th></tr>";
+  for (const d of deps) {
+    const st = d.status || {};
+    const ro = state.rollouts.get(d.metadata.name) || st.rollout || {};
+    const versions = ro.versions || st.versions || null;
+    const traffic = ro.traffic || st.traffic || null;
+    const split = traffic ? Object.entries(traffic).map(([v, w]) => `v${v}: ${w}%`).join(", ") : "–";
+    let vtxt = "v" + (get(d, "spec", "version") || "?");
+    if (Array.isArray(versions)) vtxt = versions.map((v) => "v" + (v.version || v.name || v)).join(", ");
+    else if (versions && typeof versions === "object") vtxt = Object.keys(versions).map((v) => "v" + v).join(", ");
+    let err = ro.errorRate ?? st.errorRate;
+    if (err == null && versions && typeof versions === "object" && !Array.isArray(versions))
+      err = Object.entries(versions).map(([v, x]) => x && x.errorRate != null ? `v${v}: ${pct(x.errorRate)}` : null).filter(Boolean).join(", ") || null;
+    else if (typeof err === "number") err = pct(err);
+    const phase = ro.phase || ro.state || st.phase || null;
+    const step = ro.step != null ? ` step ${ro.step}` : "";
+    const ready = st.readyReplicas != null ? `${st.readyReplicas}/` : "";
+    const tr = document.createElement("tr");
+    tr.dataset.deployment = d.metadata.name;
+    for (const v of [d.metadata.name, get(d, "spec", "model") || "–", vtxt,
+                     ready + (get(d, "spec", "replicas") ?? "–"), split, err || "–",
+                     phase ? phase + step : "no rollout status from the server"]) {
+      const td = document.createElement("td");
+      td.textContent = v;
+      tr.appendChild(td);
+    }
+    t.appendChild(tr);
+  }
+  box.replaceChildren(t);
+}
+
+/* ---- live events ---- */
+
+function eventText(e) {
+  const o = e.obj, md = o.metadata || {};
+  if (e.kind === "events") {
+    const inv = o.involvedObject || o.regarding || {};
+    const what = inv.kind ? `${inv.kind}/${inv.name}` : "";
+    return { cls: "EVENT", text: `${o.type || "Event"} ${o.reason || ""} ${what} ${o.message || ""}`.replace(/\s+/g, " ").trim() };
+  }
+  const kind = o.kind || e.kind;
+  let extra = "";
+  if (e.kind === "jobs" && e.type !== "DELETED") {
+    const pods = jobPods(o);
+    const run = pods.filter((p) => HOLDING.has(p.phase)).length;
+    extra = ` (${run}/${jobReplicas(o)} running)`;
+  }
+  return { cls: e.type, text: `${e.type} ${kind}/${md.name}${extra}` };
+}
+
+function drainEvents() {
+  const list = $("events");
+  const batch = state.pendingEvents.splice(0, EVENTS_PER_FRAME);
+  if (!batch.length) return;
+  const frag = document.createDocumentFragment();
+  for (let i = batch.length - 1; i >= 0; i--) {
+    const e = batch[i];
+    const { cls, text } = eventText(e);
+    const li = document.createElement("li");
+    const t = document.createElement("span");
+    t.className = "t";
+    t.textContent = e.at.toLocaleTimeString();
+    const s = document.createElement("span");
+    s.className = cls;
+    s.textContent = text;
+    li.append(t, s);
+    li.dataset.kind = e.kind;
+    li.dataset.name = (e.obj.metadata || {}).name || "";
+    frag.appendChild(li);
+  }
+  list.insertBefore(frag, list.firstChild);
+  while (list.childElementCount > EVENTS_MAX) list.lastElementChild.remove();
+  state.eventCount += batch.length;
+  $("event-count").textContent = state.eventCount + " received";
+  if (state.pendingEvents.length) schedule();
+}
+
+/* ------------------------------------------------------------ start */
+
+$("login-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  login($("token").value.trim());
+});
+$("logout").addEventListener("click", () => logout(""));
+if (state.token) login(state.token);
+else showLogin("");
