@@ -44,7 +44,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e bench clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro bench bench-sim clean format
 
 all: build
 
@@ -82,7 +82,7 @@ run: build
 
 # Unit tests, then scenario tests, then the same two under the sanitizers.
 test: build
-	@$(MAKE) --no-print-directory test-unit test-scenarios test-e2e
+	@$(MAKE) --no-print-directory test-unit test-scenarios test-e2e test-repro
 	@$(MAKE) --no-print-directory SAN=1 test-san
 
 test-unit: $(UNIT_BIN)
@@ -99,9 +99,18 @@ test-san: $(BIN) $(UNIT_BIN)
 	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@$(MAKE) --no-print-directory SAN=1 test-unit test-scenarios
 
+# The simulator against the FGD reference results (optimised build only: it
+# runs 350 packing simulations; skips when ../shared/traces is absent).
+test-repro: $(BIN)
+	@/usr/bin/python3 tests/repro/check_repro.py --bin $(BIN) --shared ../shared
+
+bench-sim: $(BIN)
+	@bench/sim_bench.sh $(BIN)
+
 bench: build
-	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench
-	./$(BUILD)/bench/corebench
+	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench $(BUILD)/bench/preemptbench
+	./$(BUILD)/bench/corebench --cycles 5
+	./$(BUILD)/bench/preemptbench --nodes 10000 --pending 10000
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

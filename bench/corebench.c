@@ -137,20 +137,28 @@ static void destroy(world_t *w)
 	free(w->names);
 }
 
+static uint64_t seed = 42;
+
 static int run(size_t nnodes, size_t njobs, int cycles)
 {
 	world_t w = {0};
+	rng_state = seed; /* each size gets the same workload stream */
 	build(&w, nnodes, njobs);
 	double best = 1e9;
 	size_t bound = 0, pods = 0, pending = 0;
+	/* One scheduler for every cycle, as the server keeps one. */
+	sc_scheduler_t *sch = sc_scheduler_new();
+	if (!sch)
+		return 1;
 	for (int c = 0; c < cycles; c++) {
 		sc_decisions_t *d;
 		char msg[256];
 		double t0 = now_s();
-		int rc = sc_schedule(&w.snap, &d, msg, sizeof(msg));
+		int rc = sc_scheduler_run(sch, &w.snap, &d, msg, sizeof(msg));
 		double dt = now_s() - t0;
 		if (rc < 0) {
 			fprintf(stderr, "corebench: %s\n", msg);
+			sc_scheduler_free(sch);
 			destroy(&w);
 			return 1;
 		}
@@ -165,6 +173,7 @@ static int run(size_t nnodes, size_t njobs, int cycles)
 	       "(%.0f placements/s) | tried %zu | pending jobs %zu | peak RSS %ld MiB\n",
 	       nnodes, nnodes * 8, njobs, best, bound, (double)bound / best, pods, pending,
 	       peak_rss_mib());
+	sc_scheduler_free(sch);
 	destroy(&w);
 	return 0;
 }
@@ -173,7 +182,6 @@ int main(int argc, char **argv)
 {
 	size_t nodes = 0, jobs = 100000;
 	int cycles = 3;
-	rng_state = 42;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "--nodes") == 0)
 			nodes = strtoul(argv[i + 1], NULL, 10);
@@ -182,7 +190,7 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--cycles") == 0)
 			cycles = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--seed") == 0)
-			rng_state = strtoull(argv[i + 1], NULL, 10);
+			seed = strtoull(argv[i + 1], NULL, 10);
 	}
 	if (nodes)
 		return run(nodes, jobs, cycles);

@@ -15,7 +15,7 @@ typedef struct sc_arena sc_arena_t;
 sc_arena_t *sc_arena_new(size_t chunk_size);
 /* Frees the arena and everything allocated from it. Accepts NULL. */
 void sc_arena_free(sc_arena_t *a);
-/* Forgets every allocation but keeps the first block for reuse. */
+/* Forgets every allocation but keeps every block for reuse. */
 void sc_arena_reset(sc_arena_t *a);
 /* Returns n bytes aligned for any type, or NULL when out of memory. */
 void *sc_arena_alloc(sc_arena_t *a, size_t n);

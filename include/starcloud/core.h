@@ -268,7 +268,21 @@ typedef struct sc_decisions {
  * msg (msgsize bytes). */
 int sc_snapshot_validate(const sc_snapshot_t *s, char *msg, size_t msgsize);
 
-/* Runs one scheduling cycle. On success *out holds the decisions (free with
+/* A scheduler keeps its scratch memory from one cycle to the next, so a
+ * daemon that schedules every second does not pay for page faults each
+ * time. It holds no scheduling state: every cycle starts from its snapshot.
+ * Not thread-safe; use one per thread. */
+typedef struct sc_scheduler sc_scheduler_t;
+
+/* Returns a new scheduler, or NULL when out of memory. */
+sc_scheduler_t *sc_scheduler_new(void);
+/* Frees it; accepts NULL. Decisions it returned stay valid. */
+void sc_scheduler_free(sc_scheduler_t *sch);
+/* Runs one cycle, as sc_schedule(). */
+int sc_scheduler_run(sc_scheduler_t *sch, const sc_snapshot_t *s, sc_decisions_t **out,
+		     char *msg, size_t msgsize);
+
+/* Runs one scheduling cycle (with a scheduler made for the call). On success *out holds the decisions (free with
  * sc_decisions_free). Errors: SC_EINVAL for an invalid snapshot (message in
  * msg), SC_ENOMEM. The result depends only on the snapshot. */
 int sc_schedule(const sc_snapshot_t *s, sc_decisions_t **out, char *msg, size_t msgsize);

@@ -17,6 +17,7 @@ typedef struct block {
 
 struct sc_arena {
 	block_t *head;
+	block_t *spare; /* blocks kept by reset for reuse */
 	size_t chunk;
 	size_t used;
 	long fail_after;
@@ -37,36 +38,57 @@ void sc_arena_free(sc_arena_t *a)
 {
 	if (!a)
 		return;
-	block_t *b = a->head;
-	while (b) {
-		block_t *n = b->next;
-		free(b);
-		b = n;
+	for (int list = 0; list < 2; list++) {
+		block_t *b = list ? a->spare : a->head;
+		while (b) {
+			block_t *n = b->next;
+			free(b);
+			b = n;
+		}
 	}
 	free(a);
 }
 
+/* Every block is kept for the next cycle: a scheduler that runs every
+ * second would otherwise hand its pages back to the kernel and fault them
+ * in again each time, which costs more than the cycle's own work. */
 void sc_arena_reset(sc_arena_t *a)
 {
-	if (!a || !a->head)
+	if (!a)
 		return;
-	/* Keep the oldest block (usually the standard chunk size) for reuse. */
-	block_t *b = a->head, *last = NULL;
-	while (b->next) {
+	block_t *b = a->head;
+	while (b) {
 		block_t *n = b->next;
-		free(b);
+		b->used = 0;
+		b->next = a->spare;
+		a->spare = b;
 		b = n;
 	}
-	last = b;
-	last->used = 0;
-	a->head = last;
+	a->head = NULL;
 	a->used = 0;
+}
+
+/* Takes a spare block of at least `need` bytes, or NULL. */
+static block_t *reuse_block(sc_arena_t *a, size_t need)
+{
+	for (block_t **pp = &a->spare; *pp; pp = &(*pp)->next)
+		if ((*pp)->size >= need) {
+			block_t *b = *pp;
+			*pp = b->next;
+			b->next = NULL;
+			b->used = 0;
+			return b;
+		}
+	return NULL;
 }
 
 static block_t *new_block(sc_arena_t *a, size_t need)
 {
 	if (a->fail_after > 0 && --a->fail_after == 0)
 		return NULL;
+	block_t *r = reuse_block(a, need);
+	if (r)
+		return r;
 	size_t size = need > a->chunk ? need : a->chunk;
 	if (size > SIZE_MAX - sizeof(block_t))
 		return NULL;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_simulate.h"
 #include "cli/client.h"
 #include "server/server.h"
 
@@ -17,7 +18,7 @@ typedef struct verb {
 static const verb_t verbs[] = {
 	{"schedule", sc_cli_schedule, "offline scheduling of manifests (one or more cycles)"},
 	{"version", sc_cli_version, "print the version"},
-	{"simulate", NULL, "packing and trace simulation"},
+	{"simulate", sc_cli_simulate, "packing and trace simulation"},
 	{"bench", NULL, "benchmarks"},
 	{"server", sc_server_main, "run the control plane"},
 	{"agent", NULL, "run a node agent"},

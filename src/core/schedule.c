@@ -172,16 +172,41 @@ int sc_snapshot_validate(const sc_snapshot_t *snap, char *msg, size_t msgsize)
 	return rc;
 }
 
-int sc_schedule(const sc_snapshot_t *snap, sc_decisions_t **out, char *msg, size_t msgsize)
+struct sc_scheduler {
+	sc_arena_t *arena;
+};
+
+sc_scheduler_t *sc_scheduler_new(void)
+{
+	sc_scheduler_t *sch = calloc(1, sizeof(*sch));
+	if (!sch)
+		return NULL;
+	sch->arena = sc_arena_new(1 << 20);
+	if (!sch->arena) {
+		free(sch);
+		return NULL;
+	}
+	return sch;
+}
+
+void sc_scheduler_free(sc_scheduler_t *sch)
+{
+	if (!sch)
+		return;
+	sc_arena_free(sch->arena);
+	free(sch);
+}
+
+int sc_scheduler_run(sc_scheduler_t *sch, const sc_snapshot_t *snap, sc_decisions_t **out,
+		     char *msg, size_t msgsize)
 {
 	int rc = SC_ENOMEM;
 	*out = NULL;
 	if (msg && msgsize)
 		msg[0] = 0;
-	sc_sched_t s = {.msg = msg, .msgsize = msgsize};
+	sc_sched_t s = {.msg = msg, .msgsize = msgsize, .arena = sch->arena};
 	decisions_impl_t *impl = calloc(1, sizeof(*impl));
-	s.arena = sc_arena_new(1 << 20);
-	if (!impl || !s.arena || !(impl->arena = sc_arena_new(0)))
+	if (!impl || !(impl->arena = sc_arena_new(0)))
 		goto error;
 	rc = sc__sched_build(&s, snap);
 	if (rc < 0)
@@ -194,16 +219,30 @@ int sc_schedule(const sc_snapshot_t *snap, sc_decisions_t **out, char *msg, size
 	if (rc < 0)
 		goto error;
 	sc__sched_release(&s);
-	sc_arena_free(s.arena);
+	sc_arena_reset(sch->arena);
 	*out = &impl->pub;
 	return 0;
 error:
 	if (rc == SC_ENOMEM && msg && msgsize)
 		snprintf(msg, msgsize, "out of memory");
 	sc__sched_release(&s);
-	sc_arena_free(s.arena);
+	sc_arena_reset(sch->arena);
 	if (impl)
 		sc_arena_free(impl->arena);
 	free(impl);
+	return rc;
+}
+
+int sc_schedule(const sc_snapshot_t *snap, sc_decisions_t **out, char *msg, size_t msgsize)
+{
+	sc_scheduler_t *sch = sc_scheduler_new();
+	if (!sch) {
+		*out = NULL;
+		if (msg && msgsize)
+			snprintf(msg, msgsize, "out of memory");
+		return SC_ENOMEM;
+	}
+	int rc = sc_scheduler_run(sch, snap, out, msg, msgsize);
+	sc_scheduler_free(sch);
 	return rc;
 }

@@ -1,0 +1,75 @@
+/* GPU fragmentation as the FGD paper defines it (Weng et al., USENIX ATC'23).
+ *
+ * A node's free GPU milli counts as fragmented with respect to one pod
+ * shape when that pod cannot use it: all of it when the pod does not fit
+ * the node at all (too little CPU, no device with enough room, a GPU model
+ * the pod does not accept, or a CPU-only pod, which uses no GPU), and, when
+ * it fits, the devices whose free share is smaller than the pod's per-GPU
+ * request. The node's fragmentation is the expectation of that amount over
+ * the "typical pods": the most frequent pod shapes of the workload, taken
+ * until they cover 95 % of its pods, weighted by their frequency.
+ *
+ * A node state is (GPU model, CPU left, multiset of free milli per device);
+ * fragmentation depends on nothing else, so values are memoised per state:
+ * thousands of nodes share a few hundred distinct states, which is what
+ * makes FGD scoring cheap. The memo is private to one sc_frag_t (one run),
+ * so parallel runs share nothing. */
+#ifndef SC_SIM_FRAG_H
+#define SC_SIM_FRAG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starcloud/cluster.h"
+
+/* The resource shape of a pod as fragmentation sees it. */
+typedef struct sc_pod_shape {
+	int64_t cpu;     /* millicores; 0 is counted as 100 (kube-scheduler's
+			  * non-zero default for pods without requests) */
+	int milli;       /* per-GPU milli: 0 (CPU pod), 1..999 (share), 1000 */
+	int num;         /* GPUs */
+	int spec;        /* caller's id of the allowed-model list (grouping) */
+	uint64_t models; /* bit m = accepts model id m; all ones = any */
+} sc_pod_shape_t;
+
+typedef struct sc_typical {
+	sc_pod_shape_t shape;
+	double p;        /* frequency; the list sums to 1 */
+} sc_typical_t;
+
+/* Picks the typical pods of a workload: shapes by decreasing frequency
+ * (ties: larger cpu, then milli, num, spec first) until they cover
+ * `coverage` (0.95) of the pods, renormalised to sum to 1. Returns the
+ * count written to *out (malloc'd, caller frees) or SC_ENOMEM. */
+int sc_typical_pods(const sc_pod_shape_t *pods, size_t n, double coverage, sc_typical_t **out);
+
+typedef struct sc_frag sc_frag_t;
+
+/* typical is copied. nnodes sizes the per-node current values. */
+sc_frag_t *sc_frag_new(const sc_typical_t *typical, size_t ntypical, size_t nnodes);
+void sc_frag_free(sc_frag_t *f);
+
+/* Fragmented milli of one node state (memoised). gpu_left has ngpu
+ * entries in any order. */
+double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
+		     int ngpu);
+/* The same computed directly, without the memo (for tests). */
+double sc_frag_compute(const sc_typical_t *t, size_t nt, int model, int64_t cpu_left,
+		       const int16_t *gpu_left, int ngpu);
+
+/* One-step lookahead: the state's fragmentation plus its expected
+ * fragmentation after the next typical pod lands on it (a pod that does not
+ * fit leaves it as is). Memoised like sc_frag_state. */
+double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
+			 int ngpu);
+
+/* Current fragmentation of node i, as of the last sc_frag_update. */
+double sc_frag_node(const sc_frag_t *f, uint32_t i);
+/* Recomputes node n's current value and the cluster total. */
+void sc_frag_update(sc_frag_t *f, const sc_node_view_t *n);
+/* Sum over all nodes updated so far. */
+double sc_frag_total(const sc_frag_t *f);
+/* Memo statistics, for benchmarks. */
+size_t sc_frag_memo_size(const sc_frag_t *f);
+
+#endif

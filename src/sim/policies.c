@@ -1,0 +1,373 @@
+/* Placement policies of the packing simulator. See policies.h. */
+#include "sim/policies.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/rng.h"
+
+/* The reference normalises by the largest node it expects. */
+#define MAX_SPEC_CPU 128000.0
+#define MAX_SPEC_GPU 8000.0
+#define MAX_SCORE 100
+
+typedef struct pctx {
+	sc_policy_t pol; /* first: the table handed out is the context */
+	sc_frag_t *frag;
+	const sc_cluster_t *cluster;
+	sc_rng_t rng;
+	uint32_t *tags;  /* gpuclustering: GPU-count classes present per node */
+	size_t nnodes;
+} pctx_t;
+
+const char *const sc_sim_policy_names[] = {
+	"random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd", "default", NULL,
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* kube-scheduler scores are int64: the plugins truncate toward zero. */
+static double trunc_score(double x)
+{
+	return (double)(int64_t)x;
+}
+
+static bool is_share(const sc_request_t *r)
+{
+	return r->gpus == 0 && r->gpu_milli > 0;
+}
+
+static int64_t gpu_left(const sc_node_view_t *n)
+{
+	int64_t t = 0;
+	for (int d = 0; d < n->gpu_count; d++)
+		t += n->gpu_free[d];
+	return t;
+}
+
+static int64_t req_gpu_milli(const sc_request_t *r)
+{
+	return r->gpus > 0 ? (int64_t)r->gpus * SC_GPU_MILLI : r->gpu_milli;
+}
+
+/* A pod's CPU as the reference's resource model sees it (non-zero). */
+static int64_t req_cpu(const sc_request_t *r)
+{
+	return r->cpu_milli > 0 ? r->cpu_milli : 100;
+}
+
+static double sigmoid(double x)
+{
+	return 1.0 / (1.0 + exp(-x));
+}
+
+/* Fragmentation of node n after taking r, with a share on device `dev`
+ * (ignored for whole-GPU and CPU pods, whose frag does not depend on which
+ * free devices they take). */
+static double frag_after(sc_frag_t *f, const sc_node_view_t *n, const sc_request_t *r, int dev)
+{
+	int16_t left[SC_MAX_GPUS];
+	memcpy(left, n->gpu_free, sizeof(left));
+	if (is_share(r)) {
+		left[dev] = (int16_t)(left[dev] - r->gpu_milli);
+	} else {
+		int need = r->gpus;
+		for (int d = 0; d < n->gpu_count && need > 0; d++)
+			if (left[d] == SC_GPU_MILLI) {
+				left[d] = 0;
+				need--;
+			}
+	}
+	return sc_frag_state(f, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
+}
+
+static void set_share(sc_assign_t *a, const sc_request_t *r, int dev)
+{
+	a->gpus[0] = dev;
+	a->ngpus = 1;
+	a->gpu_milli = r->gpu_milli;
+}
+
+/* ---- random --------------------------------------------------------------- */
+
+/* An independent uniform number per fitting node: the maximum is a uniform
+ * choice among the nodes that fit, as the reference's PreScore draw is. */
+static double random_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
+			   const sc_request_t *r, sc_assign_t *a)
+{
+	pctx_t *p = ctx;
+	if (is_share(r)) {
+		/* Reservoir choice among the devices that fit. */
+		int seen = 0, dev = -1;
+		for (int d = 0; d < n->gpu_count; d++)
+			if (n->gpu_free[d] >= r->gpu_milli && sc_rng_below(&p->rng, (uint64_t)++seen) == 0)
+				dev = d;
+		if (dev >= 0)
+			set_share(a, r, dev);
+	}
+	return sc_rng_double(&p->rng);
+}
+
+/* ---- dotprod (Tetris) ------------------------------------------------------ */
+
+static double dotprod_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
+			    const sc_request_t *r, sc_assign_t *a)
+{
+	double dot = ((double)n->cpu_free / MAX_SPEC_CPU) * ((double)req_cpu(r) / MAX_SPEC_CPU) +
+		     ((double)gpu_left(n) / MAX_SPEC_GPU) *
+			     ((double)req_gpu_milli(r) / MAX_SPEC_GPU);
+	return trunc_score(MAX_SCORE * (1.0 - dot / 2.0));
+}
+
+/* ---- gpuclustering --------------------------------------------------------- */
+
+/* Bit 0: share pods; bit k: pods of k whole GPUs. */
+static uint32_t gpu_tag(const sc_request_t *r)
+{
+	if (is_share(r))
+		return 1;
+	return r->gpus > 0 && r->gpus < 32 ? (uint32_t)1 << r->gpus : 0;
+}
+
+static double gpuclustering_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
+				  const sc_request_t *r, sc_assign_t *a)
+{
+	pctx_t *p = ctx;
+	uint32_t tag = gpu_tag(r);
+	if (!tag)
+		return 0;
+	uint32_t have = p->tags[n->index];
+	/* Integer arithmetic as in the reference: 0..25 for how full the
+	 * node is, plus a class offset. */
+	int64_t fill = MAX_SCORE / 4 * ((int64_t)MAX_SPEC_GPU - gpu_left(n)) / (int64_t)MAX_SPEC_GPU;
+	if (have & tag)
+		return (double)(fill + (have == tag ? MAX_SCORE * 3 / 4 : MAX_SCORE * 2 / 4));
+	return (double)(fill + (have == 0 ? MAX_SCORE / 4 : 0));
+}
+
+static void gpuclustering_taken(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
+				const sc_request_t *r, const sc_assign_t *a)
+{
+	pctx_t *p = ctx;
+	p->tags[n->index] |= gpu_tag(r);
+}
+
+/* ---- gpupacking ------------------------------------------------------------ */
+
+static int fully_free(const sc_node_view_t *n)
+{
+	int k = 0;
+	for (int d = 0; d < n->gpu_count; d++)
+		k += n->gpu_free[d] == SC_GPU_MILLI;
+	return k;
+}
+
+/* Prefer devices already shared (the fuller the better), then free devices
+ * on a used node (the fewer the better), then empty nodes (smaller first). */
+static double gpupacking_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
+			       const sc_request_t *r, sc_assign_t *a)
+{
+	if (req_gpu_milli(r) <= 0)
+		return 0;
+	int free_n = fully_free(n);
+	if (free_n == n->gpu_count) {
+		int s = MAX_SCORE / 3 - free_n;
+		return s > free_n ? s : free_n;
+	}
+	int milli = r->gpus > 0 ? SC_GPU_MILLI : r->gpu_milli;
+	int need = r->gpus > 0 ? r->gpus : 1;
+	/* Walk devices from the least free up (stable), as the reference. */
+	int order[SC_MAX_GPUS];
+	for (int d = 0; d < n->gpu_count; d++) {
+		int j = d;
+		while (j > 0 && n->gpu_free[order[j - 1]] > n->gpu_free[d]) {
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = d;
+	}
+	int used_free = 0;
+	int64_t ratio = 0;
+	for (int k = 0; k < n->gpu_count && need > 0; k++) {
+		int left = n->gpu_free[order[k]];
+		if (left < milli)
+			continue;
+		need--;
+		used_free += left == SC_GPU_MILLI;
+		ratio += (int64_t)left * 100 / SC_GPU_MILLI;
+	}
+	if (need > 0)
+		return -INFINITY;
+	if (used_free > 0) {
+		int s = MAX_SCORE / 2 - used_free;
+		return s > MAX_SCORE / 3 ? s : MAX_SCORE / 3;
+	}
+	int64_t s = MAX_SCORE - ratio / 10;
+	return (double)(s > MAX_SCORE / 2 ? s : MAX_SCORE / 2);
+}
+
+/* ---- bestfit -------------------------------------------------------------- */
+
+static double bestfit_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
+			    const sc_request_t *r, sc_assign_t *a)
+{
+	double s = 0.5 * (double)(n->cpu_free - req_cpu(r)) / MAX_SPEC_CPU +
+		   0.5 * (double)(gpu_left(n) - req_gpu_milli(r)) / MAX_SPEC_GPU;
+	return trunc_score((1.0 - s) * MAX_SCORE);
+}
+
+/* ---- fgd ------------------------------------------------------------------ */
+
+/* The reference maps the drop in fragmentation through a sigmoid onto
+ * 0..100 and truncates; for a share it tries every device that fits and
+ * keeps the first with the best score. */
+static double fgd_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
+			const sc_request_t *r, sc_assign_t *a)
+{
+	pctx_t *p = ctx;
+	double old = sc_frag_node(p->frag, n->index);
+	if (!is_share(r))
+		return trunc_score(sigmoid((old - frag_after(p->frag, n, r, 0)) / 1000) * MAX_SCORE);
+	double best = -1;
+	int dev = -1;
+	for (int d = 0; d < n->gpu_count; d++) {
+		if (n->gpu_free[d] < r->gpu_milli)
+			continue;
+		double s = trunc_score(sigmoid((old - frag_after(p->frag, n, r, d)) / 1000) * MAX_SCORE);
+		if (dev < 0 || s > best) {
+			best = s;
+			dev = d;
+		}
+	}
+	if (dev < 0)
+		return -INFINITY;
+	set_share(a, r, dev);
+	return best;
+}
+
+/* ---- default (ours) --------------------------------------------------------- */
+
+/* Lookahead value of node n after taking r (share on device dev). */
+static double lookahead_after(sc_frag_t *f, const sc_node_view_t *n, const sc_request_t *r,
+			      int dev)
+{
+	int16_t left[SC_MAX_GPUS];
+	memcpy(left, n->gpu_free, sizeof(left));
+	if (is_share(r)) {
+		left[dev] = (int16_t)(left[dev] - r->gpu_milli);
+	} else {
+		int need = r->gpus;
+		for (int d = 0; d < n->gpu_count && need > 0; d++)
+			if (left[d] == SC_GPU_MILLI) {
+				left[d] = 0;
+				need--;
+			}
+	}
+	return sc_frag_lookahead(f, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
+}
+
+/* FGD with one step of lookahead: a node state is valued by its
+ * fragmentation now plus the expected fragmentation after the next typical
+ * pod lands on it (halved, so the scale matches FGD's). The change goes
+ * through FGD's sigmoid onto whole points 0..100; equal points go to the
+ * node earlier in the run's node order, which keeps filling the same nodes
+ * and leaves others empty for multi-GPU pods. docs/SIMULATOR.md explains
+ * why the coarse scale matters. */
+static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
+			    const sc_request_t *r, sc_assign_t *a)
+{
+	pctx_t *p = ctx;
+	double old = sc_frag_lookahead(p->frag, n->model, n->cpu_free, n->gpu_free, n->gpu_count);
+	if (!is_share(r)) {
+		double after = lookahead_after(p->frag, n, r, 0);
+		return trunc_score(sigmoid((old - after) / 2000) * MAX_SCORE);
+	}
+	double best = -1;
+	int dev = -1;
+	for (int d = 0; d < n->gpu_count; d++) {
+		if (n->gpu_free[d] < r->gpu_milli)
+			continue;
+		double after = lookahead_after(p->frag, n, r, d);
+		double s = trunc_score(sigmoid((old - after) / 2000) * MAX_SCORE);
+		if (dev < 0 || s > best) {
+			best = s;
+			dev = d;
+		}
+	}
+	if (dev < 0)
+		return -INFINITY;
+	set_share(a, r, dev);
+	return best;
+}
+
+/* ---- table ----------------------------------------------------------------- */
+
+typedef struct entry {
+	const char *name;
+	double (*score)(void *, const sc_cluster_t *, const sc_node_view_t *,
+			const sc_request_t *, sc_assign_t *);
+	void (*taken)(void *, const sc_cluster_t *, const sc_node_view_t *,
+		      const sc_request_t *, const sc_assign_t *);
+	bool needs_frag;
+} entry_t;
+
+static const entry_t entries[] = {
+	{"random", random_score, NULL, false},
+	{"dotprod", dotprod_score, NULL, false},
+	{"gpuclustering", gpuclustering_score, gpuclustering_taken, false},
+	{"gpupacking", gpupacking_score, NULL, false},
+	{"bestfit", bestfit_score, NULL, false},
+	{"fgd", fgd_score, NULL, true},
+	{"default", default_score, NULL, true},
+};
+
+static const entry_t *find_entry(const char *name)
+{
+	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
+		if (strcmp(entries[i].name, name) == 0)
+			return &entries[i];
+	return NULL;
+}
+
+bool sc_sim_policy_known(const char *name)
+{
+	return find_entry(name) != NULL;
+}
+
+int sc_sim_policy_new(const char *name, const sc_sim_env_t *env, sc_policy_t **out)
+{
+	*out = NULL;
+	const entry_t *e = find_entry(name);
+	if (!e || (e->needs_frag && !env->frag))
+		return SC_EINVAL;
+	pctx_t *p = calloc(1, sizeof(*p));
+	if (!p)
+		return SC_ENOMEM;
+	p->nnodes = env->cluster ? sc_cluster_nnodes(env->cluster) : 0;
+	p->tags = calloc(p->nnodes ? p->nnodes : 1, sizeof(uint32_t));
+	if (!p->tags) {
+		free(p);
+		return SC_ENOMEM;
+	}
+	p->frag = env->frag;
+	p->cluster = env->cluster;
+	/* Stream 2: independent of the shuffle and inflation streams. */
+	sc_rng_seed(&p->rng, env->seed, 2);
+	p->pol.name = e->name;
+	p->pol.score = e->score;
+	p->pol.taken = e->taken;
+	p->pol.device_policy = SC_DEV_PACK;
+	p->pol.ctx = p;
+	*out = &p->pol;
+	return 0;
+}
+
+void sc_sim_policy_free(sc_policy_t *pol)
+{
+	if (!pol)
+		return;
+	pctx_t *p = (pctx_t *)pol;
+	free(p->tags);
+	free(p);
+}
