@@ -38,6 +38,7 @@ const state = {
   eventCount: 0,
   explain: new Map(),     /* job name -> {rv, text} */
   explainBusy: 0,
+  queueMetrics: null,     /* queue -> figures from /metrics */
   rollouts: new Map(),    /* deployment name -> rollout status from the API */
   aborts: [],
   generation: 0,          /* bumps at logout so old streams stop */
@@ -153,6 +154,30 @@ async function pollRollouts(gen) {
   markDirty("deployments");
 }
 
+/* The scheduler's per-queue figures from the server's own /metrics
+ * (starcloud_queue_{quota,fair_share,allocated,requested}_gpus), used for
+ * the queues this token can list; queue objects carry no status. */
+async function pollQueueMetrics(gen) {
+  const re = /^starcloud_queue_(quota|fair_share|allocated|requested)_gpus\{queue="([^"]*)"\} (\S+)$/;
+  while (gen === state.generation) {
+    try {
+      const res = await fetch("/metrics");
+      if (res.ok) {
+        const m = new Map();
+        for (const line of (await res.text()).split("\n")) {
+          const x = re.exec(line);
+          if (!x) continue;
+          if (!m.has(x[2])) m.set(x[2], {});
+          m.get(x[2])[x[1]] = parseFloat(x[3]);
+        }
+        state.queueMetrics = m;
+        markDirty("queuesView");
+      }
+    } catch (e) { /* the figures stay as they were */ }
+    await sleep(POLL_MS);
+  }
+}
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function onWatchEvent(kind, ev) {
@@ -191,6 +216,7 @@ async function login(token) {
   const gen = ++state.generation;
   for (const k of ["nodes", "jobs", "events"]) follow(k, gen);
   for (const k of ["queues", "deployments"]) poll(k, gen);
+  pollQueueMetrics(gen);
   resizeCanvas();
   schedule();
 }
@@ -564,10 +590,16 @@ function fmt(v) {
   return Number.isInteger(v) ? String(v) : v.toFixed(2);
 }
 
+function metricsStatus(name) {
+  const m = state.queueMetrics && state.queueMetrics.get(name);
+  if (!m) return {};
+  return { quota: m.quota, fairShare: m.fair_share, allocated: m.allocated, requested: m.requested };
+}
+
 /* Server-written status (as in `schedule -o json`) when present; otherwise
  * quota from the spec and allocated/requested summed from the jobs. */
 function queueFigures(qo, sums) {
-  const st = qo.status || {};
+  const st = Object.assign({}, metricsStatus(qo.metadata.name), qo.status || {});
   const pick = (x) => (x == null ? null : num(x.gpu) !== null ? x.gpu : num(x) !== null ? x : null);
   const specQuota = get(qo, "spec", "resources", "gpu", "quota");
   const fromServer = st.allocated != null || st.fairShare != null;
@@ -603,7 +635,7 @@ function renderQueues() {
   max = max || 1;
   const server = figs.some(([, f]) => f.fromServer);
   $("queue-source").textContent = !figs.length ? "no queues visible to this token" :
-    server ? "figures from the scheduler (queue status)"
+    server ? "figures from the scheduler's last cycle"
            : "no scheduler status yet: quota from the spec, allocated/requested summed from jobs, fair share unknown";
   const frag = document.createDocumentFragment();
   for (const [name, f] of figs) {
@@ -638,7 +670,7 @@ function renderQueues() {
 function statusReason(j) {
   const st = j.status || {};
   for (const k of ["pendingReason", "reason", "message"]) if (typeof st[k] === "string" && st[k]) return st[k];
-  for (const c of st.conditions || []) if (c && c.message && c.status !== "False") return c.message;
+  for (const c of st.conditions || []) if (c && c.message) return c.message;
   return null;
 }
 
