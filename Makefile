@@ -95,6 +95,10 @@ test-scenarios: $(BIN)
 test-e2e: $(BIN)
 	@STARCLOUD_BIN=$(BIN) /usr/bin/python3 -m pytest -q tests/e2e
 
+# Alert rules and scrape config of deploy/prometheus (promtool check + test).
+test-prometheus:
+	@scripts/check-prometheus.sh
+
 test-san: $(BIN) $(UNIT_BIN)
 	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@$(MAKE) --no-print-directory SAN=1 test-unit test-scenarios
