@@ -292,23 +292,51 @@ function jobReplicas(j) {
   return n;
 }
 
-/* Recomputes per-node device use and per-queue sums from nodes and jobs:
- * O(nodes + pods), at most once every DERIVE_MS. */
-function derive() {
-  const nodes = [...state.objs.nodes.values()].sort((a, b) =>
+/* The node order and device offsets: rebuilt (one sort) only when the set
+ * of nodes or a device count changes, not when a node's status does. */
+function topology(prev) {
+  const objs = state.objs.nodes;
+  if (prev && prev.nodes.length === objs.size) {
+    let same = true;
+    const nodes = prev.nodes.slice();
+    for (let i = 0; i < nodes.length && same; i++) {
+      const o = objs.get(nodes[i].metadata.name);
+      if (!o || gpuCount(o) !== prev.off[i + 1] - prev.off[i]) same = false;
+      else nodes[i] = o;
+    }
+    if (same) return Object.assign({}, prev, { nodes });
+  }
+  const nodes = [...objs.values()].sort((a, b) =>
     a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0);
   const index = new Map();
-  const dev = [];
+  const off = new Int32Array(nodes.length + 1);
+  const mem = new Float64Array(nodes.length);
   let maxCount = 1;
   nodes.forEach((n, i) => {
     index.set(n.metadata.name, i);
-    const g = get(n, "spec", "gpus") || {};
-    const count = Math.max(0, Math.min(64, g.count | 0));
-    maxCount = Math.max(maxCount, count);
-    const devices = [];
-    for (let d = 0; d < count; d++) devices.push({ whole: null, share: 0, mig: [], releasing: false, pods: [] });
-    dev.push({ devices, mem: parseBytes(g.memory), reserved: null });
+    const c = gpuCount(n);
+    maxCount = Math.max(maxCount, c);
+    off[i + 1] = off[i] + c;
+    mem[i] = parseBytes(get(n, "spec", "gpus", "memory")) || 0;
   });
+  return { nodes, index, off, mem, maxCount };
+}
+
+function gpuCount(n) {
+  return Math.max(0, Math.min(64, get(n, "spec", "gpus", "count") | 0));
+}
+
+/* Recomputes device use per node (flat typed arrays, one slot per device)
+ * and the per-queue sums and job lists: O(nodes + pods), at most once
+ * every DERIVE_MS. */
+function derive() {
+  const T = topology(state.derived);
+  const ndev = T.off[T.nodes.length];
+  const whole = new Uint8Array(ndev);   /* 1 = held whole */
+  const share = new Uint16Array(ndev);  /* milli in use by shares */
+  const mig = new Uint8Array(ndev);     /* bit s = compute slice s in use */
+  const rel = new Uint8Array(ndev);     /* something on it is releasing */
+  const reserved = new Uint8Array(T.nodes.length);
   const queues = new Map();
   const q = (name) => {
     if (!queues.has(name)) queues.set(name, { allocated: 0, requested: 0, pending: 0 });
@@ -325,30 +353,33 @@ function derive() {
       if (!HOLDING.has(p.phase) || !p.node) continue;
       holding++;
       onNodes.add(p.node);
-      const ni = index.get(p.node);
-      const nd = ni === undefined ? null : dev[ni];
-      gpus += podGpus(p, nd && nd.mem);
-      if (!nd) continue;
-      const rel = p.phase === "Releasing";
+      const ni = T.index.get(p.node);
+      gpus += podGpus(p, ni === undefined ? 0 : T.mem[ni]);
+      if (ni === undefined) continue;
+      const base = T.off[ni], count = T.off[ni + 1] - base;
+      const isRel = p.phase === "Releasing" ? 1 : 0;
       if (p.mig) {
-        const d = nd.devices[p.mig.gpu];
-        if (d) { d.mig.push({ profile: p.mig.profile, start: p.mig.start | 0, rel }); d.pods.push(p.name); }
+        const d = p.mig.gpu | 0;
+        if (d < 0 || d >= count) continue;
+        const g = /^(\d+)g\./.exec(p.mig.profile || "");
+        const size = g ? +g[1] : 1, start = p.mig.start | 0;
+        for (let s = start; s < Math.min(7, start + size); s++) mig[base + d] |= 1 << s;
+        rel[base + d] |= isRel;
         continue;
       }
       for (const gi of p.gpus || []) {
-        const d = nd.devices[gi];
-        if (!d) continue;
-        d.pods.push(p.name);
-        if (rel) d.releasing = true;
-        if (num(p.gpuShare) !== null) d.share += p.gpuShare;
-        else if (p.gpuMemory != null && nd.mem) d.share += Math.round(1000 * parseBytes(p.gpuMemory) / nd.mem);
-        else d.whole = j.metadata.name;
+        if (gi < 0 || gi >= count) continue;
+        rel[base + gi] |= isRel;
+        if (num(p.gpuShare) !== null) share[base + gi] = Math.min(1000, share[base + gi] + p.gpuShare);
+        else if (p.gpuMemory != null && T.mem[ni])
+          share[base + gi] = Math.min(1000, share[base + gi] + Math.round(1000 * parseBytes(p.gpuMemory) / T.mem[ni]));
+        else whole[base + gi] = 1;
       }
     }
     /* A reservation the server reports for a waiting job. */
     for (const rn of [].concat(get(j, "status", "reservation", "nodes") || [])) {
-      const ni = index.get(rn);
-      if (ni !== undefined) dev[ni].reserved = j.metadata.name;
+      const ni = T.index.get(rn);
+      if (ni !== undefined) reserved[ni] = 1;
     }
     const total = jobReplicas(j);
     const minMember = get(j, "spec", "minMember") || total;
@@ -360,27 +391,31 @@ function derive() {
     if (done < total) qs.requested += Math.max(gpus, req * (total - done) / Math.max(1, total));
     const info = { job: j, name: j.metadata.name, queue: qn, holding, total, gpus, nodes: [...onNodes] };
     if (holding > 0) running.push(info);
-    if (done < total && holding < minMember) { pending.push(info); qs.pending++; }
+    if (done < total && holding < minMember) {
+      info.created = created(j);
+      pending.push(info);
+      qs.pending++;
+    }
   }
   running.sort((a, b) => (a.name < b.name ? -1 : 1));
-  pending.sort((a, b) => created(a.job) - created(b.job));
-  const sum = { nodes: nodes.length, notReady: 0, cordoned: 0, reserved: 0, gpus: 0, whole: 0,
-                shared: 0, mig: 0, free: 0, releasing: 0 };
-  nodes.forEach((n, i) => {
+  pending.sort((a, b) => a.created - b.created);
+  const sum = { nodes: T.nodes.length, notReady: 0, cordoned: 0, reserved: 0, gpus: ndev,
+                whole: 0, shared: 0, mig: 0, free: 0, releasing: 0 };
+  T.nodes.forEach((n, i) => {
     if (get(n, "status", "ready") === false) sum.notReady++;
     if (get(n, "spec", "unschedulable")) sum.cordoned++;
-    if (dev[i].reserved) sum.reserved++;
-    for (const d of dev[i].devices) {
-      sum.gpus++;
-      if (d.releasing) sum.releasing++;
-      if (d.whole) sum.whole++;
-      else if (d.mig.length) sum.mig++;
-      else if (d.share > 0) sum.shared++;
-      else sum.free++;
-    }
+    sum.reserved += reserved[i];
   });
-  state.derived = { nodes, index, dev, maxCount, queues, running, pending, sum };
+  for (let k = 0; k < ndev; k++) {
+    sum.releasing += rel[k];
+    if (whole[k]) sum.whole++;
+    else if (mig[k]) sum.mig++;
+    else if (share[k]) sum.shared++;
+    else sum.free++;
+  }
+  state.derived = Object.assign(T, { whole, share, mig, rel, reserved, queues, running, pending, sum });
   state.derivedAt = performance.now();
+  state.podsOn = null; /* describeNode's cache */
 }
 
 function created(j) {
@@ -467,13 +502,7 @@ function drawGpus() {
   const top = scroller.scrollTop, h = scroller.clientHeight || 360;
   ctx.clearRect(0, 0, L.width, h);
   const r0 = Math.floor(top / L.nodeH), r1 = Math.min(rows, Math.ceil((top + h) / L.nodeH));
-  for (let r = r0; r < r1; r++) {
-    for (let c = 0; c < L.cols; c++) {
-      const i = r * L.cols + c;
-      if (i >= D.nodes.length) break;
-      drawNode(D, i, 2 + c * L.nodeW, r * L.nodeH - top + 2, L);
-    }
-  }
+  drawNodes(D, L, r0, r1, top);
   const s = D.sum;
   $("gpu-summary").textContent =
     `${s.nodes} nodes (${s.notReady} not ready, ${s.cordoned} cordoned, ${s.reserved} reserved) · ` +
@@ -483,40 +512,58 @@ function drawGpus() {
   scroller.dataset.gpus = s.gpus;
 }
 
-function drawNode(D, i, x, y, L) {
-  const n = D.nodes[i], info = D.dev[i];
-  const notReady = get(n, "status", "ready") === false;
-  const cordoned = !!get(n, "spec", "unschedulable");
-  const CELL = L.cell, rowsPerNode = L.rowsPerNode;
+/* Cells are collected per colour and each colour filled once, so a frame
+ * costs a few fill() calls however many nodes are visible. */
+function drawNodes(D, L, r0, r1, top) {
+  const CELL = L.cell;
   const w = L.perNode * (CELL + CELL_GAP) - CELL_GAP;
-  const h = rowsPerNode * (CELL + CELL_GAP) - CELL_GAP;
-  info.devices.forEach((d, k) => {
-    const cx = x + (k % L.perNode) * (CELL + CELL_GAP);
-    const cy = y + Math.floor(k / L.perNode) * (CELL + CELL_GAP);
-    ctx.fillStyle = cordoned ? COLORS.cordoned : COLORS.free;
-    ctx.fillRect(cx, cy, CELL, CELL);
-    if (d.whole) {
-      ctx.fillStyle = d.releasing ? COLORS.releasing : COLORS.whole;
-      ctx.fillRect(cx, cy, CELL, CELL);
-    } else if (d.mig.length) {
-      /* seven compute slots stacked bottom-up, one band per instance */
-      for (const m of d.mig) {
-        const g = /^(\d+)g\./.exec(m.profile || "");
-        const size = g ? +g[1] : 1;
-        ctx.fillStyle = m.rel ? COLORS.releasing : COLORS.mig;
-        const y0 = cy + CELL - Math.round((m.start + size) * CELL / 7);
-        ctx.fillRect(cx, y0, CELL, Math.max(1, Math.round(size * CELL / 7) - 0.5));
+  const h = L.rowsPerNode * (CELL + CELL_GAP) - CELL_GAP;
+  const paths = {};
+  const rect = (color, x, y, rw, rh) => (paths[color] || (paths[color] = [])).push(x, y, rw, rh);
+  const outlines = [];
+  for (let r = r0; r < r1; r++) {
+    for (let c = 0; c < L.cols; c++) {
+      const i = r * L.cols + c;
+      if (i >= D.nodes.length) break;
+      const x = 2 + c * L.nodeW, y = r * L.nodeH - top + 2;
+      const n = D.nodes[i];
+      const notReady = get(n, "status", "ready") === false;
+      const cordoned = !!get(n, "spec", "unschedulable");
+      const base = D.off[i], count = D.off[i + 1] - base;
+      for (let k = 0; k < count; k++) {
+        const dv = base + k;
+        const cx = x + (k % L.perNode) * (CELL + CELL_GAP);
+        const cy = y + Math.floor(k / L.perNode) * (CELL + CELL_GAP);
+        const busy = D.rel[dv] ? "releasing" : null;
+        if (D.whole[dv]) { rect(busy || "whole", cx, cy, CELL, CELL); continue; }
+        rect(cordoned ? "cordoned" : "free", cx, cy, CELL, CELL);
+        if (D.mig[dv]) {
+          /* seven compute slices stacked bottom-up */
+          for (let s = 0; s < 7; s++) {
+            if (!(D.mig[dv] & (1 << s))) continue;
+            const y0 = cy + CELL - Math.round((s + 1) * CELL / 7);
+            rect(busy || "mig", cx, y0, CELL, Math.max(1, Math.round(CELL / 7)));
+          }
+        } else if (D.share[dv]) {
+          const fh = Math.max(1, Math.round(CELL * D.share[dv] / 1000));
+          rect(busy || "shared", cx, cy + CELL - fh, CELL, fh);
+        }
       }
-    } else if (d.share > 0) {
-      const fh = Math.max(1, Math.round(CELL * Math.min(1000, d.share) / 1000));
-      ctx.fillStyle = d.releasing ? COLORS.releasing : COLORS.shared;
-      ctx.fillRect(cx, cy + CELL - fh, CELL, fh);
+      if (D.reserved[i] || notReady || i === state.selected || i === state.hover)
+        outlines.push(notReady ? "notready" : D.reserved[i] ? "reserved" : "highlight", x, y);
     }
-  });
-  if (info.reserved || notReady || i === state.selected || i === state.hover) {
-    ctx.strokeStyle = notReady ? COLORS.notready : info.reserved ? COLORS.reserved : "#fff";
-    ctx.lineWidth = 1.5;
-    ctx.strokeRect(x - 1.5, y - 1.5, w + 3, h + 3);
+  }
+  for (const color in paths) {
+    const a = paths[color];
+    ctx.fillStyle = COLORS[color];
+    ctx.beginPath();
+    for (let k = 0; k < a.length; k += 4) ctx.rect(a[k], a[k + 1], a[k + 2], a[k + 3]);
+    ctx.fill();
+  }
+  ctx.lineWidth = 1.5;
+  for (let k = 0; k < outlines.length; k += 3) {
+    ctx.strokeStyle = outlines[k] === "highlight" ? "#fff" : COLORS[outlines[k]];
+    ctx.strokeRect(outlines[k + 1] - 1.5, outlines[k + 2] - 1.5, w + 3, h + 3);
   }
 }
 
@@ -534,22 +581,44 @@ function nodeAt(ev) {
 
 function describeNode(i) {
   const D = state.derived;
-  const n = D.nodes[i], info = D.dev[i];
+  const n = D.nodes[i];
+  const name = n.metadata.name;
+  /* Pods on this node, by device: one pass over the pods, cached per node. */
+  if (!state.podsOn || state.podsOn.node !== name) {
+    const byDev = new Map();
+    for (const j of state.objs.jobs.values())
+      for (const p of jobPods(j)) {
+        if (p.node !== name || !HOLDING.has(p.phase)) continue;
+        const devs = p.mig ? [p.mig.gpu] : p.gpus || [];
+        for (const d of devs) {
+          if (!byDev.has(d)) byDev.set(d, []);
+          let s = p.name;
+          if (p.mig) s += " (MIG " + p.mig.profile + "@" + p.mig.start + ")";
+          else if (num(p.gpuShare) !== null) s += " (" + (p.gpuShare / 10).toFixed(0) + "%)";
+          if (p.phase === "Releasing") s += " releasing";
+          byDev.get(d).push(s);
+        }
+      }
+    state.podsOn = { node: name, byDev };
+  }
   const g = get(n, "spec", "gpus") || {};
   const labels = Object.entries(get(n, "metadata", "labels") || {}).map(([k, v]) => k + "=" + v).join(",");
-  const lines = [`${n.metadata.name}  ${g.count || 0}× ${g.model || "no GPU"}` +
+  const lines = [`${name}  ${g.count || 0}× ${g.model || "no GPU"}` +
     (g.mig ? " (MIG " + (typeof g.mig === "string" ? g.mig : "layout") + ")" : "") +
     (labels ? "  " + labels : "") +
     (get(n, "status", "ready") === false ? "  NOT READY" : "") +
     (get(n, "spec", "unschedulable") ? "  cordoned" : "") +
-    (info.reserved ? "  reserved for " + info.reserved : "")];
-  info.devices.forEach((d, k) => {
+    (D.reserved[i] ? "  reserved" : "")];
+  const base = D.off[i], count = D.off[i + 1] - base;
+  for (let k = 0; k < count; k++) {
+    const dv = base + k;
+    const pods = (state.podsOn.byDev.get(k) || []).join(", ");
     let s = "free";
-    if (d.whole) s = "whole: " + d.pods.join(", ");
-    else if (d.mig.length) s = "MIG " + d.mig.map((m) => m.profile + "@" + m.start).join(" ") + ": " + d.pods.join(", ");
-    else if (d.share > 0) s = "shared " + (d.share / 10).toFixed(0) + "%: " + d.pods.join(", ");
-    lines.push(`  gpu ${k}: ${s}${d.releasing ? " (releasing)" : ""}`);
-  });
+    if (D.whole[dv]) s = "whole: " + pods;
+    else if (D.mig[dv]) s = "MIG: " + pods;
+    else if (D.share[dv]) s = "shared " + (D.share[dv] / 10).toFixed(0) + "%: " + pods;
+    lines.push(`  gpu ${k}: ${s}`);
+  }
   return lines.join("\n");
 }
 
