@@ -811,8 +811,9 @@ function renderRunning() {
   const rows = D ? D.running : [];
   $("running-count").textContent = rows.length + " running";
   const spacer = runBox.firstElementChild;
-  spacer.style.height = rows.length * ROW_PX + "px";
+  /* Read the scroll position before writing, so there is one layout. */
   const top = runBox.scrollTop, h = runBox.clientHeight || 300;
+  spacer.style.height = rows.length * ROW_PX + "px";
   const i0 = Math.floor(top / ROW_PX), i1 = Math.min(rows.length, Math.ceil((top + h) / ROW_PX) + 1);
   const frag = document.createDocumentFragment();
   frag.appendChild(spacer);
