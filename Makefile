@@ -82,7 +82,7 @@ run: build
 
 # Unit tests, then scenario tests, then the same two under the sanitizers.
 test: build
-	@$(MAKE) --no-print-directory test-unit test-scenarios test-e2e test-repro
+	@$(MAKE) --no-print-directory test-unit test-scenarios test-prometheus test-e2e test-repro
 	@$(MAKE) --no-print-directory SAN=1 test-san
 
 test-unit: $(UNIT_BIN)
