@@ -6,9 +6,9 @@ set -eu
 # Dashboard and monitoring tests: headless Chromium driven over the DevTools
 # protocol (python3-websocket), promtool and a real Prometheus.
 TEST_PKGS="chromium python3-websocket prometheus"
-PKGS="build-essential pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
+PKGS="build-essential clang pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
 libhttp-parser-dev libcurl4-openssl-dev libsqlite3-dev gnuplot-nox python3 python3-pytest
-python3-requests python3-yaml"
+python3-requests python3-yaml prometheus"
 missing=""
 for p in $PKGS $TEST_PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -39,7 +39,7 @@ struct sc_metrics {
 	size_t nlat;
 	hist_t cycle;
 	hist_t wait;
-	unsigned long long cycles, placements, evictions[SC_ACT_COUNT];
+	unsigned long long cycles, placements, evictions[SC_ACT_COUNT], drained;
 	size_t pending;
 	sc_queue_metrics_t *queues;
 	size_t nqueues;
@@ -108,9 +108,10 @@ void sc__metrics_observe_http(const char *method, const char *route, int status,
 }
 
 void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
-		       const size_t *evictions, size_t nactions, size_t pending,
+		       const size_t *evictions, size_t nactions, size_t drained, size_t pending,
 		       const sc_queue_metrics_t *queues, size_t nqueues)
 {
+	m->drained += drained;
 	hist_observe(&m->cycle, seconds);
 	m->cycles++;
 	m->placements += placements;
@@ -165,10 +166,6 @@ static void write_queues(sc_buf_t *b, const sc_metrics_t *m)
 	}
 }
 
-/* The eviction reasons, as sc_action_name() spells the actions. */
-static const char *const action_names[SC_ACT_COUNT] = { "allocate", "consolidation", "reclaim",
-							"preempt", "stalegangeviction" };
-
 static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 {
 	sc_buf_puts(b, "# HELP starcloud_api_requests_total API requests by method, route and code.\n"
@@ -204,9 +201,12 @@ static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 		      "# HELP starcloud_evictions_total Pods evicted, by reason.\n"
 		      "# TYPE starcloud_evictions_total counter\n",
 		      m->cycles, m->placements, m->pending);
+	/* Reasons are the action names of manifests (sc_action_name), plus
+	 * "drain" for pods moved off a drained node. */
 	for (int a = 0; a < SC_ACT_COUNT; a++)
 		sc_buf_printf(b, "starcloud_evictions_total{reason=\"%s\"} %llu\n",
-			      action_names[a], m->evictions[a]);
+			      sc_action_name(a), m->evictions[a]);
+	sc_buf_printf(b, "starcloud_evictions_total{reason=\"drain\"} %llu\n", m->drained);
 	write_queues(b, m);
 }
 

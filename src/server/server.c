@@ -115,6 +115,7 @@ static int setup(sc_server_t *s, const opts_t *o)
 		return SC_ENOMEM;
 	sc_http_set_observer(s->http, sc__metrics_observe_http, s->metrics);
 	if ((rc = sc__api_register(s)) < 0 || (rc = sc__auth_register(s)) < 0 ||
+	    (rc = sc__agent_api_register(s)) < 0 ||
 	    (rc = sc__metrics_register(s)) < 0 || (rc = sc__ui_register(s)) < 0)
 		return rc;
 	if ((rc = sc_http_listen(s->http, o->host, o->port)) < 0) {

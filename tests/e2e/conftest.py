@@ -121,3 +121,15 @@ EXAMPLES = {
     "jobs": lambda n: job(n),
     "deployments": lambda n: deployment(n),
 }
+
+
+def settled(session, url, timeout=5.0):
+    """Waits until the scheduler has written the object's first status (jobs
+    and deployments get one from the first cycle after a change) and
+    returns the object; a write based on it then does not race that cycle."""
+    deadline = time.time() + timeout
+    while True:
+        obj = session.get(url).json()
+        if "status" in obj or time.time() > deadline:
+            return obj
+        time.sleep(0.02)
