@@ -435,19 +435,23 @@ function frame() {
   frameQueued = false;
   if ($("app").hidden) return;
   const d = state.dirty;
-  const needDerive = d.has("nodes") || d.has("jobs") || d.has("queues");
-  if (needDerive || !state.derived) {
+  let derived = false;
+  if (d.has("nodes") || d.has("jobs") || d.has("queues") || !state.derived) {
     const wait = DERIVE_MS - (performance.now() - state.derivedAt);
-    if (wait > 0 && state.derived) { setTimeout(schedule, wait); drainEvents(); return; }
-    derive();
-    d.add("gpu"); d.add("queuesView"); d.add("pending"); d.add("running");
+    if (wait > 0 && state.derived) setTimeout(schedule, wait);
+    else { derive(); derived = true; }
   }
-  if (d.has("gpu")) drawGpus();
-  if (d.has("queuesView") || d.has("queues")) renderQueues();
-  if (d.has("pending")) renderPending();
-  if (d.has("running")) renderRunning();
-  if (d.has("deployments")) renderDeployments();
+  /* Work on a copy: drawing may mark things dirty again (a resize), and
+   * those marks must survive for the next frame. */
+  const todo = new Set(d);
   d.clear();
+  if (derived) for (const k of ["gpu", "queuesView", "pending", "running"]) todo.add(k);
+  else for (const k of ["nodes", "jobs", "queues"]) if (todo.has(k)) d.add(k);
+  if (todo.has("gpu")) drawGpus();
+  if (todo.has("queuesView") || (derived && todo.has("queues"))) renderQueues();
+  if (todo.has("pending")) renderPending();
+  if (todo.has("running")) renderRunning();
+  if (todo.has("deployments")) renderDeployments();
   drainEvents();
 }
 

@@ -35,6 +35,20 @@ def login(browser, server, token):
     browser.wait_for("!document.getElementById('app').hidden", what="the dashboard after login")
 
 
+def painted(browser, rgb):
+    """Pixels of the GPU canvas in colour rgb (the map really drew)."""
+    return browser.eval("""(() => {
+        const c = document.getElementById('gpu-canvas');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4)
+            if (d[i] === %d && d[i+1] === %d && d[i+2] === %d) n++;
+        return n; })()""" % rgb)
+
+
+FREE, WHOLE = (0x2c, 0x36, 0x40), (0x3b, 0x82, 0xf6)
+
+
 def cluster(admin):
     post(admin, "nodes", node("gpu-a1", 8, {"zone": "z1"}))
     post(admin, "nodes", node("gpu-a2", 8, {"zone": "z1"}))
@@ -81,14 +95,8 @@ def test_cluster_map(browser, server, admin):
         "(t => t.includes('3 nodes') && t)(document.getElementById('gpu-summary').innerText)",
         what="3 nodes in the GPU summary")
     assert "20 GPUs: 2 whole, 1 shared, 1 MIG, 16 free" in summary, summary
-    # The canvas really drew something: a whole-GPU cell's colour is there.
-    drawn = browser.eval("""(() => {
-        const c = document.getElementById('gpu-canvas');
-        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-        let blue = 0;
-        for (let i = 0; i < d.length; i += 4) if (d[i] === 0x3b && d[i+1] === 0x82 && d[i+2] === 0xf6) blue++;
-        return blue; })()""")
-    assert drawn > 0
+    # The canvas really drew the cells: whole-GPU and free colours are there.
+    assert painted(browser, WHOLE) > 0 and painted(browser, FREE) > 0
     # Finding a node shows its devices.
     browser.eval("const f = document.getElementById('node-find'); f.value = 'gpu-a2';"
                  "f.dispatchEvent(new Event('change'))")
@@ -150,6 +158,12 @@ def test_live_event(browser, server, admin):
     assert "ADDED Node/gpu-late" in browser.text("events")
     browser.wait_for("document.getElementById('gpu-summary').innerText.includes('4 nodes')",
                      what="the map to grow")
+    free = painted(browser, FREE)
+    deadline = time.time() + 5
+    while free == 0 and time.time() < deadline:
+        time.sleep(0.1)
+        free = painted(browser, FREE)
+    assert free > 0, "the GPU map is blank after the cluster grew"
     admin.delete(admin.base + "/jobs/late-job")
     browser.wait_for("document.getElementById('events').innerText.includes('DELETED Job/late-job')",
                      what="the DELETED event")
