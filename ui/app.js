@@ -39,6 +39,7 @@ const state = {
   explain: new Map(),     /* job name -> {rv, text} */
   explainBusy: 0,
   queueMetrics: null,     /* queue -> figures from /metrics */
+  clusterGpus: {},        /* {total, allocated} from /metrics */
   rollouts: new Map(),    /* deployment name -> rollout status from the API */
   aborts: [],
   generation: 0,          /* bumps at logout so old streams stop */
@@ -165,6 +166,8 @@ async function pollQueueMetrics(gen) {
       if (res.ok) {
         const m = new Map();
         for (const line of (await res.text()).split("\n")) {
+          const c = /^starcloud_cluster_gpus(_allocated)? (\S+)$/.exec(line);
+          if (c) state.clusterGpus[c[1] ? "allocated" : "total"] = parseFloat(c[2]);
           const x = re.exec(line);
           if (!x) continue;
           if (!m.has(x[2])) m.set(x[2], {});
@@ -172,6 +175,7 @@ async function pollQueueMetrics(gen) {
         }
         state.queueMetrics = m;
         markDirty("queuesView");
+        markDirty("gpu");
       }
     } catch (e) { /* the figures stay as they were */ }
     await sleep(POLL_MS);
@@ -489,8 +493,8 @@ function resizeCanvas() {
   canvas.style.width = w + "px";
   canvas.style.height = h + "px";
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  state.dirty.add("gpu");
-  schedule();
+  /* Resizing cleared the canvas: draw again now, not a frame later. */
+  if (state.derived && !$("app").hidden) drawGpus();
 }
 
 /* Draws the rows of nodes inside the scroll window only. */
@@ -511,7 +515,12 @@ function drawGpus() {
   $("gpu-summary").textContent =
     `${s.nodes} nodes (${s.notReady} not ready, ${s.cordoned} cordoned, ${s.reserved} reserved) · ` +
     `${s.gpus} GPUs: ${s.whole} whole, ${s.shared} shared, ${s.mig} MIG, ${s.free} free` +
-    (s.releasing ? `, ${s.releasing} releasing` : "");
+    (s.releasing ? `, ${s.releasing} releasing` : "") +
+    /* A tenant cannot list other queues' jobs, so their devices look free
+     * on the map; say so, with the server's cluster-wide figure. */
+    (state.who && state.who.role === "tenant" && state.clusterGpus.total != null
+      ? ` · cluster-wide ${fmt(state.clusterGpus.allocated)} of ${fmt(state.clusterGpus.total)} allocated` +
+        " (other queues' pods are not shown to this token)" : "");
   scroller.dataset.nodes = s.nodes;
   scroller.dataset.gpus = s.gpus;
 }

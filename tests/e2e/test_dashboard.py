@@ -188,6 +188,9 @@ def test_tenant_sees_only_own_queue(browser, server, admin):
     assert "job-of-b" not in browser.eval("document.body.innerText")
     assert "team-b" not in browser.text("queues")
     assert "tenant" in browser.text("whoami")
+    # Other queues' pods are hidden, and the map says so with the cluster-wide figure.
+    browser.wait_for("document.getElementById('gpu-summary').innerText.includes('cluster-wide')",
+                     what="the tenant's note on hidden pods")
     # Live events of the other queue do not reach the tenant either.
     post(admin, "jobs", job("job-of-b-2", "team-b"))
     post(admin, "jobs", job("job-of-a-2", "team-a"))
