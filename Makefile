@@ -44,7 +44,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-sim clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-sim bench-api bench-gateway clean format
 
 all: build
 
@@ -116,6 +116,15 @@ bench: build
 	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench $(BUILD)/bench/preemptbench
 	./$(BUILD)/bench/corebench --cycles 5
 	./$(BUILD)/bench/preemptbench --nodes 10000 --pending 10000
+
+# Control-plane API benchmark: starts its own servers on free loopback ports.
+bench-api: build
+	@$(MAKE) --no-print-directory $(BUILD)/bench/api_bench
+	./$(BUILD)/bench/api_bench --bin $(BIN)
+
+# Gateway against nginx on the same backends (wrk); see docs/BENCHMARKS.md.
+bench-gateway: build
+	STARCLOUD_BIN=$(BIN) bench/gateway_bench.sh
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

@@ -18,3 +18,11 @@ done
 "$BIN" get jobs
 echo "--- starcloud logs hello"
 "$BIN" logs hello
+# On a terminal the cluster stays up for the user to try (the addresses and
+# token are above, and the CLI finds them in $HOME/.config/starcloud/config);
+# elsewhere (CI, scripts) the demo ends here.
+if [ -t 1 ]; then
+	echo "--- the dev cluster keeps running; try: HOME=$DIR $BIN get nodes"
+	echo "--- press Ctrl-C to stop it"
+	wait $DEV
+fi

@@ -9,6 +9,7 @@
 #include "cli/client.h"
 #include "agent/agent_opts.h"
 #include "cli/cli_agent.h"
+#include "gateway/gateway.h"
 #include "server/server.h"
 
 typedef struct verb {
@@ -24,7 +25,7 @@ static const verb_t verbs[] = {
 	{"bench", NULL, "benchmarks"},
 	{"server", sc_server_main, "run the control plane"},
 	{"agent", sc_agent_main, "run a node agent"},
-	{"gateway", NULL, "run the serving gateway"},
+	{"gateway", sc_gateway_main, "run the serving gateway"},
 	{"worker", NULL, "run the reference model worker"},
 	{"dev", sc_cli_dev, "run a local cluster (server, agents, gateway)"},
 	{"apply", sc_cli_apply, "create or update objects on a server"},
@@ -36,7 +37,7 @@ static const verb_t verbs[] = {
 	{"logs", sc_cli_logs, "show a pod's logs"},
 	{"top", sc_cli_top, "resource usage"},
 	{"drain", sc_cli_drain, "drain a node"},
-	{"rollout", NULL, "deployment rollout status, promote, abort"},
+	{"rollout", sc_cli_rollout, "deployment rollout status, promote, abort"},
 };
 
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))

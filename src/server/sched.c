@@ -6,7 +6,7 @@
  * period), so under a stream of writes the loop spends at most about a
  * third of the event loop's time scheduling and the API stays responsive.
  *
- * A cycle: load + decode (sched_load.c), sc_schedule(), write back in one
+ * A cycle: load + decode (sched_load.c), sc_scheduler_run(), write back in one
  * conditional transaction (sched_write.c). A conflict (an API write to a
  * job between read and write cannot happen on this one thread today, but
  * will with a remote store) runs the cycle again, up to MAX_TRIES. The
@@ -34,6 +34,7 @@ struct sc_sched {
 	long events;       /* events in the store, as far as we know; -1 = unknown */
 	sc_queue_report_t *queues; /* last cycle's; names owned */
 	size_t nqueues;
+	sc_scheduler_t *core; /* keeps the core's scratch memory between cycles */
 	char last_error[600];
 };
 
@@ -102,7 +103,7 @@ static int attempt(sc_sched_t *sc, int64_t now, sc_decisions_t **d, sc_cycle_out
 	char msg[512];
 	int rc = sc__cycle_load(sc->s, now, &in);
 	if (rc == 0) {
-		rc = sc_schedule(&in.snap, d, msg, sizeof(msg));
+		rc = sc_scheduler_run(sc->core, &in.snap, d, msg, sizeof(msg));
 		if (rc < 0)
 			snprintf(sc->last_error, sizeof(sc->last_error), "schedule: %s", msg);
 	}
@@ -188,6 +189,11 @@ int sc__sched_start(sc_server_t *s)
 	sc_sched_t *sc = calloc(1, sizeof(*sc));
 	if (!sc)
 		return SC_ENOMEM;
+	sc->core = sc_scheduler_new();
+	if (!sc->core) {
+		free(sc);
+		return SC_ENOMEM;
+	}
 	sc->s = s;
 	sc->events = -1;
 	uv_timer_init(s->loop, &sc->period);
@@ -204,6 +210,7 @@ static void on_timer_closed(uv_handle_t *h)
 	/* Both timers point here; free after the second, whatever the order. */
 	if (++sc->closed == 2) {
 		free_queues(sc);
+		sc_scheduler_free(sc->core);
 		free(sc);
 	}
 }

@@ -95,10 +95,33 @@ static void on_signal(uv_signal_t *h, int signum)
 	sc_server_t *s = h->data;
 	fprintf(stderr, "server: signal %d, shutting down\n", signum);
 	sc__sched_stop(s);
+	if (sc_store_sync(s->store) == 0)
+		sc_http_flush(s->http); /* answer what is already durable */
 	sc_http_server_close(s->http);
 	s->http = NULL;
+	uv_close((uv_handle_t *)&s->commit, NULL);
 	uv_close((uv_handle_t *)&s->sigint, NULL);
 	uv_close((uv_handle_t *)&s->sigterm, NULL);
+}
+
+/* Group commit: runs after each loop iteration has handled its I/O. The
+ * answers of that iteration were held by the HTTP layer; one fsync makes
+ * all their writes durable, then they go out. Persist before
+ * acknowledging, at the cost of one fsync per iteration, not per write. */
+static void on_commit(uv_check_t *h)
+{
+	sc_server_t *s = h->data;
+	if (!s->http || !sc_http_holding(s->http)) {
+		if (s->store)
+			sc_store_sync(s->store); /* the scheduler's own writes */
+		return;
+	}
+	if (sc_store_sync(s->store) < 0) {
+		/* Nothing may be acknowledged that is not on disk. */
+		fprintf(stderr, "server: store sync failed; exiting\n");
+		abort();
+	}
+	sc_http_flush(s->http);
 }
 
 static int setup(sc_server_t *s, const opts_t *o)
@@ -106,7 +129,7 @@ static int setup(sc_server_t *s, const opts_t *o)
 	int rc = sc_store_sqlite_open(o->data_dir, &s->store);
 	if (rc < 0)
 		return rc;
-	if ((rc = sc__auth_init(s)) < 0)
+	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0)
 		return rc;
 	sc_http_limits_t lim = { .max_body_bytes = o->max_body, .idle_timeout_ms = 60000 };
 	s->http = sc_http_server_new(s->loop, &lim);
@@ -114,6 +137,11 @@ static int setup(sc_server_t *s, const opts_t *o)
 	if (!s->http || !s->metrics)
 		return SC_ENOMEM;
 	sc_http_set_observer(s->http, sc__metrics_observe_http, s->metrics);
+	sc_http_set_batching(s->http, 1);
+	uv_check_init(s->loop, &s->commit);
+	s->commit.data = s;
+	uv_check_start(&s->commit, on_commit);
+	uv_unref((uv_handle_t *)&s->commit);
 	if ((rc = sc__api_register(s)) < 0 || (rc = sc__auth_register(s)) < 0 ||
 	    (rc = sc__agent_api_register(s)) < 0 ||
 	    (rc = sc__metrics_register(s)) < 0 || (rc = sc__ui_register(s)) < 0)

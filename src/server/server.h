@@ -48,6 +48,7 @@ typedef struct sc_server {
 	sc_metrics_t *metrics;
 	sc_sched_t *sched;
 	uv_signal_t sigint, sigterm;
+	uv_check_t commit; /* group commit at the end of each loop iteration */
 	int ready;
 } sc_server_t;
 

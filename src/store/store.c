@@ -47,6 +47,11 @@ int64_t sc_store_revision(sc_store_t *s)
 	return s->ops->revision(s);
 }
 
+int sc_store_sync(sc_store_t *s)
+{
+	return s->ops->sync(s);
+}
+
 int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
 		   void *ud, sc_store_watch_t **out)
 {
