@@ -291,6 +291,7 @@ const FINISHED = new Set(["Succeeded", "Failed"]);
 
 function jobPods(j) { return get(j, "status", "pods") || []; }
 function jobReplicas(j) {
+  if (!get(j, "spec", "tasks")) return get(j, "spec", "replicas") ?? 1; /* a deployment */
   let n = 0;
   for (const t of get(j, "spec", "tasks") || []) n += t.replicas == null ? 1 : t.replicas;
   return n;
@@ -347,7 +348,9 @@ function derive() {
     return queues.get(name);
   };
   const running = [], pending = [];
-  for (const j of state.objs.jobs.values()) {
+  /* Jobs and deployments both hold devices (a deployment's replicas are
+   * pods in its status too); only jobs go into the job lists. */
+  const account = (j, isJob) => {
     const pods = jobPods(j);
     const qn = get(j, "spec", "queue") || "";
     let holding = 0, done = 0, gpus = 0;
@@ -390,9 +393,11 @@ function derive() {
     let req = 0;
     for (const t of get(j, "spec", "tasks") || [])
       req += (t.replicas == null ? 1 : t.replicas) * taskGpus(t.resources);
+    if (!isJob) req = total * taskGpus(get(j, "spec", "template", "resources"));
     const qs = q(qn);
     qs.allocated += gpus;
     if (done < total) qs.requested += Math.max(gpus, req * (total - done) / Math.max(1, total));
+    if (!isJob) return;
     const info = { job: j, name: j.metadata.name, queue: qn, holding, total, gpus, nodes: [...onNodes] };
     if (holding > 0) running.push(info);
     if (done < total && holding < minMember) {
@@ -400,7 +405,9 @@ function derive() {
       pending.push(info);
       qs.pending++;
     }
-  }
+  };
+  for (const j of state.objs.jobs.values()) account(j, true);
+  for (const d of state.objs.deployments.values()) account(d, false);
   running.sort((a, b) => (a.name < b.name ? -1 : 1));
   pending.sort((a, b) => a.created - b.created);
   const sum = { nodes: T.nodes.length, notReady: 0, cordoned: 0, reserved: 0, gpus: ndev,
@@ -440,7 +447,7 @@ function frame() {
   if ($("app").hidden) return;
   const d = state.dirty;
   let derived = false;
-  if (d.has("nodes") || d.has("jobs") || d.has("queues") || !state.derived) {
+  if (d.has("nodes") || d.has("jobs") || d.has("queues") || d.has("deployments") || !state.derived) {
     const wait = DERIVE_MS - (performance.now() - state.derivedAt);
     if (wait > 0 && state.derived) setTimeout(schedule, wait);
     else { derive(); derived = true; }
@@ -450,12 +457,12 @@ function frame() {
   const todo = new Set(d);
   d.clear();
   if (derived) for (const k of ["gpu", "queuesView", "pending", "running"]) todo.add(k);
-  else for (const k of ["nodes", "jobs", "queues"]) if (todo.has(k)) d.add(k);
+  else for (const k of ["nodes", "jobs", "queues", "deployments"]) if (todo.has(k)) d.add(k);
   if (todo.has("gpu")) drawGpus();
   if (todo.has("queuesView") || (derived && todo.has("queues"))) renderQueues();
   if (todo.has("pending")) renderPending();
   if (todo.has("running")) renderRunning();
-  if (todo.has("deployments")) renderDeployments();
+  if (derived && todo.has("deployments")) renderDeployments();
   drainEvents();
 }
 
@@ -599,7 +606,7 @@ function describeNode(i) {
   /* Pods on this node, by device: one pass over the pods, cached per node. */
   if (!state.podsOn || state.podsOn.node !== name) {
     const byDev = new Map();
-    for (const j of state.objs.jobs.values())
+    for (const j of [...state.objs.jobs.values(), ...state.objs.deployments.values()])
       for (const p of jobPods(j)) {
         if (p.node !== name || !HOLDING.has(p.phase)) continue;
         const devs = p.mig ? [p.mig.gpu] : p.gpus || [];
@@ -849,7 +856,45 @@ function renderRunning() {
 
 /* ---- deployments ---- */
 
-function pct(v) { return v == null ? "–" : (100 * v).toFixed(1) + " %"; }
+/* Deployments: versions and readiness from status.endpoints (one per
+ * replica, as the gateway reads them), the rollout from status.rollout or
+ * the server's /rollout subresource (the gateway reports a finished rollout
+ * there: outcome, canaryErrorRate); what the server does not report is "–". */
+function deploymentRow(d) {
+  const st = d.status || {};
+  const ro = state.rollouts.get(d.metadata.name) || st.rollout || {};
+  const eps = Array.isArray(st.endpoints) ? st.endpoints : [];
+  const byVer = new Map();
+  for (const e of eps) {
+    const v = String(e.version ?? get(d, "spec", "version") ?? "?");
+    if (!byVer.has(v)) byVer.set(v, { n: 0, ready: 0, weight: 0 });
+    const x = byVer.get(v);
+    x.n++;
+    if (e.ready !== false) { x.ready++; x.weight += num(e.weight) ?? 1; }
+  }
+  const versions = byVer.size
+    ? [...byVer].map(([v, x]) => `v${v} ${x.ready}/${x.n} ready`).join(", ")
+    : "v" + (get(d, "spec", "version") ?? "?");
+  let split = "–";
+  const w = num(ro.weight);
+  if (w !== null && ro.canary != null)
+    split = `v${ro.stable ?? st.stableVersion ?? "?"} ${100 - w}% / v${ro.canary} ${w}%`;
+  else if (byVer.size) {
+    const total = [...byVer.values()].reduce((s, x) => s + x.weight, 0);
+    if (total > 0)
+      split = [...byVer].map(([v, x]) => `v${v} ${Math.round(100 * x.weight / total)}%`).join(" / ") +
+        " (by replica weight)";
+  }
+  const er = num(ro.canaryErrorRate) ?? num(ro.errorRate) ?? num(st.errorRate);
+  const err = er === null ? "–" : (100 * er).toFixed(1) + " %" + (ro.canary != null ? ` (v${ro.canary})` : "");
+  const phase = ro.outcome || ro.state || ro.phase || null;
+  const rollout = phase ? phase + (ro.step != null ? ` step ${ro.step}` : "") +
+    (ro.reason ? ": " + ro.reason : "") : "no rollout status from the server";
+  const running = jobPods(d).filter((p) => HOLDING.has(p.phase)).length;
+  return [d.metadata.name, get(d, "spec", "model") || "–", versions,
+          `${running}/${get(d, "spec", "replicas") ?? "–"}` + (st.phase ? " " + st.phase : ""),
+          split, err, rollout];
+}
 
 function renderDeployments() {
   const deps = [...state.objs.deployments.values()].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
@@ -857,29 +902,12 @@ function renderDeployments() {
   const box = $("deployments");
   if (!deps.length) { box.textContent = "none visible to this token"; return; }
   const t = document.createElement("table");
-  t.innerHTML = "<tr><th>name</th><th>model</th><th>versions</th><th>replicas</th>" +
+  t.innerHTML = "<tr><th>name</th><th>model</th><th>versions</th><th>replicas running</th>" +
     "<th>traffic split</th><th>error rate</th><th>rollout</th></tr>";
-  for (const d of deps) {
-    const st = d.status || {};
-    const ro = state.rollouts.get(d.metadata.name) || st.rollout || {};
-    const versions = ro.versions || st.versions || null;
-    const traffic = ro.traffic || st.traffic || null;
-    const split = traffic ? Object.entries(traffic).map(([v, w]) => `v${v}: ${w}%`).join(", ") : "–";
-    let vtxt = "v" + (get(d, "spec", "version") || "?");
-    if (Array.isArray(versions)) vtxt = versions.map((v) => "v" + (v.version || v.name || v)).join(", ");
-    else if (versions && typeof versions === "object") vtxt = Object.keys(versions).map((v) => "v" + v).join(", ");
-    let err = ro.errorRate ?? st.errorRate;
-    if (err == null && versions && typeof versions === "object" && !Array.isArray(versions))
-      err = Object.entries(versions).map(([v, x]) => x && x.errorRate != null ? `v${v}: ${pct(x.errorRate)}` : null).filter(Boolean).join(", ") || null;
-    else if (typeof err === "number") err = pct(err);
-    const phase = ro.phase || ro.state || st.phase || null;
-    const step = ro.step != null ? ` step ${ro.step}` : "";
-    const ready = st.readyReplicas != null ? `${st.readyReplicas}/` : "";
+  for (const d of deps.slice(0, 500)) {
     const tr = document.createElement("tr");
     tr.dataset.deployment = d.metadata.name;
-    for (const v of [d.metadata.name, get(d, "spec", "model") || "–", vtxt,
-                     ready + (get(d, "spec", "replicas") ?? "–"), split, err || "–",
-                     phase ? phase + step : "no rollout status from the server"]) {
+    for (const v of deploymentRow(d)) {
       const td = document.createElement("td");
       td.textContent = v;
       tr.appendChild(td);

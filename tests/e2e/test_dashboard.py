@@ -131,6 +131,7 @@ def test_pending_reason(browser, server, admin):
     login(browser, server, server.token)
     browser.wait_for("document.getElementById('pending').innerText.includes('too-big')",
                      what="the pending job")
+    browser.wait_for("document.getElementById('gpu-summary').innerText.includes('3 nodes')")
     reason = explain_reason(server, admin, "too-big")
     if not reason:
         browser.screenshot("dashboard-pending-no-reason")
@@ -210,3 +211,21 @@ def test_ui_assets_served(server):
     assert r.status_code == 200 and "javascript" in r.headers["Content-Type"]
     assert requests.get(server.url + "/ui/nope.js").status_code == 404
     assert requests.get(server.url + "/uinope").status_code == 404
+
+
+def test_deployments(browser, server, admin):
+    cluster(admin)
+    post(admin, "queues", queue("serving", 8))
+    post(admin, "deployments", manifest("Deployment", "llama-chat", {
+        "queue": "serving", "model": "llama-3-8b", "version": "2", "replicas": 2,
+        "template": {"resources": {"gpu": 1}}}))
+    login(browser, server, server.token)
+    row = "document.querySelector('[data-deployment=\"llama-chat\"]')"
+    browser.wait_for(row + " !== null", what="the deployment row")
+    text = browser.eval(row + ".innerText")
+    assert "llama-3-8b" in text and "v2" in text, text
+    # Replicas placed by the scheduler show up as running, and on the GPU map.
+    browser.wait_for("%s.innerText.includes('2/2')" % row, 15, what="2/2 replicas running")
+    browser.wait_for("document.getElementById('gpu-summary').innerText.includes('2 whole')",
+                     what="the replicas' GPUs on the map")
+    browser.screenshot("dashboard-deployments")
