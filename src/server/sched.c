@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/ha.h"
 #include "server/metrics.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
@@ -129,7 +130,7 @@ static void trim_events(sc_sched_t *sc, size_t created)
 
 static void arm_kick(sc_sched_t *sc);
 
-static void cycle(sc_sched_t *sc)
+static void cycle_run(sc_sched_t *sc)
 {
 	uint64_t t0 = uv_hrtime();
 	int64_t now = (int64_t)time(NULL);
@@ -159,6 +160,15 @@ static void cycle(sc_sched_t *sc)
 		arm_kick(sc);
 	sc_decisions_free(d);
 	free(out.waits);
+}
+
+/* Only the leader schedules; its writes are fenced (ha.c). */
+static void cycle(sc_sched_t *sc)
+{
+	if (!sc__ha_leader_begin(sc->s))
+		return;
+	cycle_run(sc);
+	sc__ha_leader_end(sc->s);
 }
 
 static void on_period(uv_timer_t *t)
