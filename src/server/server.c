@@ -176,7 +176,7 @@ static int setup(sc_server_t *s, const opts_t *o)
 	uv_unref((uv_handle_t *)&s->commit);
 	if ((rc = sc__api_register(s)) < 0 || (rc = sc__auth_register(s)) < 0 ||
 	    (rc = sc__agent_api_register(s)) < 0 ||
-	    (rc = sc__metrics_register(s)) < 0)
+	    (rc = sc__metrics_register(s)) < 0 || (rc = sc__ui_register(s)) < 0)
 		return rc;
 	if ((rc = sc_http_listen(s->http, o->host, o->port)) < 0) {
 		fprintf(stderr, "server: cannot listen on %s:%d\n", o->host, o->port);

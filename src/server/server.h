@@ -135,6 +135,9 @@ void sc__sched_stop(sc_server_t *s);
 /* Asks for a cycle soon (after a change). */
 void sc__sched_kick(sc_server_t *s);
 
+/* ---- ui.c ---- */
+int sc__ui_register(sc_server_t *s);
+
 /* ---- server.c ---- */
 int sc_server_main(int argc, char **argv);
 /* RFC 3339 UTC time of now into out. */
