@@ -236,6 +236,11 @@ static int gavel_row(fields_t *f, const char *fname, size_t line, const char *qu
 		return field_error(msg, msgsize, fname, line, f, 6,
 				   "scale_factor: expected GPUs 1..4096");
 	double tput = gavel_throughput(root, gpu_type, f->v[0], scale);
+	/* Some types are measured on one GPU only (Recommendation, A3C):
+	 * assume linear scaling from one GPU, as data-parallel training
+	 * approximates. */
+	if (tput <= 0 && scale > 1)
+		tput = gavel_throughput(root, gpu_type, f->v[0], 1) * (double)scale;
 	if (tput <= 0)
 		return field_error(msg, msgsize, fname, line, f, 0,
 				   "job_type: no throughput for this type and scale factor "

@@ -388,7 +388,9 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 	for (;;) {
 		size_t running;
 		size_t pending = advance(s, now, &running);
-		if (pending > 0) {
+		/* A cycle also when only running jobs remain: the core's
+		 * fair shares (for Jain's index) follow the demand. */
+		if (pending + running > 0) {
 			int rc = cycle(s, now, msg, msgsize);
 			if (rc < 0)
 				return rc;
