@@ -236,19 +236,38 @@ static int load_openb(const topts_t *o, const char *path, sc_tjobs_t *jobs, char
 	return rc;
 }
 
+/* A path that does not exist may be an OpenB pod list's short name
+ * (`default`, `gpushare40`), looked up like the packing mode does. */
+static const char *resolve(const char *arg, char *buf, size_t n)
+{
+	static const char *const dirs[] = {"traces", "../shared/traces"};
+	if (access(arg, R_OK) == 0 || strchr(arg, '/'))
+		return arg;
+	const char *prefix = strncmp(arg, "openb_", 6) != 0 ? "openb_pod_list_" : "";
+	const char *ext = ends_with(arg, ".csv") ? "" : ".csv";
+	for (int i = 0; i < 2; i++) {
+		snprintf(buf, n, "%s/openb/%s%s%s", dirs[i], prefix, arg, ext);
+		if (access(buf, R_OK) == 0)
+			return buf;
+	}
+	return arg;
+}
+
 static int load_jobs(const topts_t *o, sc_tjobs_t *jobs, int *format, char *msg, size_t msgsize)
 {
 	int rc = 0;
 	for (int i = 0; rc == 0 && i < o->ntraces; i++) {
-		int f = o->format >= 0 ? o->format : detect_format(o->traces[i]);
+		char buf[4096];
+		const char *path = resolve(o->traces[i], buf, sizeof(buf));
+		int f = o->format >= 0 ? o->format : detect_format(path);
 		if (i == 0)
 			*format = f;
 		if (f == SC_TJOB_GAVEL)
-			rc = load_gavel(o, o->traces[i], jobs, msg, msgsize);
+			rc = load_gavel(o, path, jobs, msg, msgsize);
 		else if (f == SC_TJOB_TIRESIAS)
-			rc = sc_tjobs_read_tiresias(o->traces[i], jobs, msg, msgsize);
+			rc = sc_tjobs_read_tiresias(path, jobs, msg, msgsize);
 		else
-			rc = load_openb(o, o->traces[i], jobs, msg, msgsize);
+			rc = load_openb(o, path, jobs, msg, msgsize);
 	}
 	return rc;
 }
