@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro bench bench-sim clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway clean format
 
 all: build
 
@@ -69,10 +69,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 
 run: build
 	./$(BIN) schedule -f examples/cluster.yaml -f examples/jobs.yaml
+	@scripts/run-dev.sh ./$(BIN)
 
 # Unit tests, then scenario tests, then the same two under the sanitizers.
 test: build
-	@$(MAKE) --no-print-directory test-unit test-scenarios test-e2e test-repro
+	@$(MAKE) --no-print-directory test-unit test-scenarios test-e2e test-repro test-fuzz
 	@$(MAKE) --no-print-directory SAN=1 test-san
 
 test-unit: $(UNIT_BIN)
@@ -94,22 +95,54 @@ test-san: $(BIN) $(UNIT_BIN)
 test-repro: $(BIN)
 	@/usr/bin/python3 tests/repro/check_repro.py --bin $(BIN) --shared ../shared
 
+# HA control plane: etcd versus SQLite, leader failover (docs/BENCHMARKS.md).
+bench-ha: $(BIN)
+	@STARCLOUD_BIN=$(BIN) /usr/bin/python3 bench/ha_bench.py
+
 bench-sim: $(BIN)
 	@bench/sim_bench.sh $(BIN)
 
 bench: build
-	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench $(BUILD)/bench/preemptbench
-	./$(BUILD)/bench/corebench --cycles 5
-	./$(BUILD)/bench/preemptbench --nodes 10000 --pending 10000
+	./$(BIN) bench core --cycles 5
+	./$(BIN) bench preempt --nodes 10000 --pending 10000
+
+# Control-plane API benchmark: starts its own servers on free loopback ports.
+bench-api: build
+	@$(MAKE) --no-print-directory $(BUILD)/bench/api_bench
+	./$(BUILD)/bench/api_bench --bin $(BIN)
+
+# Gateway against nginx on the same backends (wrk); see docs/BENCHMARKS.md.
+bench-gateway: build
+	STARCLOUD_BIN=$(BIN) bench/gateway_bench.sh
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
+# Fuzz targets for every parser (libFuzzer, clang), with ASan + UBSan.
+FUZZ_BUILD := build-fuzz
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
+	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@clang $(subst fuzzer$(comma),fuzzer-no-link$(comma),$(FUZZ_CFLAGS)) -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJ) $(LDLIBS)
+
+comma := ,
+.SECONDARY: $(FUZZ_LIB_OBJ)
+fuzz: deps $(FUZZ_BUILD)/fuzz_manifest $(FUZZ_BUILD)/fuzz_trace
+
+test-fuzz: fuzz
+	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_RUNS)
+
 format:
 	clang-format -i $(LIB_SRC) $(CLI_SRC) $(UNIT_SRC) $(BENCH_SRC) $(wildcard include/starcloud/*.h src/*/*.h)
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz build-dev
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -282,6 +282,10 @@ void sc_scheduler_free(sc_scheduler_t *sch);
 int sc_scheduler_run(sc_scheduler_t *sch, const sc_snapshot_t *s, sc_decisions_t **out,
 		     char *msg, size_t msgsize);
 
+/* Test hook: the n-th block request of the scheduler's scratch arena from
+ * now fails (0 = never), so a test can fail allocations one by one. */
+void sc_scheduler_fail_after(sc_scheduler_t *sch, long n);
+
 /* Runs one scheduling cycle (with a scheduler made for the call). On success *out holds the decisions (free with
  * sc_decisions_free). Errors: SC_EINVAL for an invalid snapshot (message in
  * msg), SC_ENOMEM. The result depends only on the snapshot. */

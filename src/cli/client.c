@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "base/yamljson.h"
 #include "starcloud/buf.h"
 
 #define MAX_RESPONSE (64u << 20)
@@ -128,15 +129,16 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
 	return sc_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
 }
 
-/* Performs one request; *resp gets the parsed JSON body (or NULL). Returns
- * the HTTP status, or -1 when the server could not be reached. */
-static long http(const cli_t *c, const char *method, const char *path, const char *body,
-		 json_t **resp)
+/* Performs one request on the server base (n bytes); *resp gets the
+ * parsed JSON body (or NULL). Returns the HTTP status, or -1 when the
+ * server could not be reached. */
+static long http_one(const cli_t *c, const char *base, int n, const char *method,
+		     const char *path, const char *body, json_t **resp)
 {
 	char url[2048], auth[300];
 	sc_buf_t out;
 	sc_buf_init(&out, MAX_RESPONSE);
-	snprintf(url, sizeof(url), "%s%s", c->server, path);
+	snprintf(url, sizeof(url), "%.*s%s", n, base, path);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
 	hdrs = curl_slist_append(hdrs, "Expect:"); /* no 1 s wait for 100-continue */
@@ -157,11 +159,31 @@ static long http(const cli_t *c, const char *method, const char *path, const cha
 	if (rc == CURLE_OK)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	else
-		fprintf(stderr, "starcloud: %s: %s\n", c->server, curl_easy_strerror(rc));
+		fprintf(stderr, "starcloud: %.*s: %s\n", n, base, curl_easy_strerror(rc));
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);
 	*resp = out.len ? json_loadb(out.data, out.len, 0, NULL) : NULL;
 	sc_buf_free(&out);
+	return status;
+}
+
+/* --server may list several servers (URL1,URL2: an HA control plane):
+ * a request goes to the next one when a server cannot be reached or
+ * answers 503 (its store is unreachable). A 503 is retried only for
+ * reads and for writes the server refused before writing anything. */
+static long http(const cli_t *c, const char *method, const char *path, const char *body,
+		 json_t **resp)
+{
+	const char *p = c->server;
+	long status = -1;
+	*resp = NULL;
+	do {
+		int n = (int)strcspn(p, ",");
+		json_decref(*resp);
+		status = http_one(c, p, n, method, path, body, resp);
+		p += n;
+		p += *p == ',';
+	} while (*p && (status < 0 || status == 503));
 	return status;
 }
 
@@ -422,41 +444,79 @@ static char *read_file(const char *path, size_t *len)
 	return sc_buf_steal(&b, len);
 }
 
-/* Parses a file into an array of objects: one JSON object, a JSON array of
- * them, or several objects one after another. */
+/* Several JSON values one after another (`{...}\n{...}`), which YAML does
+ * not accept but JSON tooling writes. Returns NULL unless all parse. */
+static json_t *json_stream(const char *text, size_t len)
+{
+	json_t *all = json_array();
+	size_t off = 0;
+	while (all && off < len) {
+		while (off < len && strchr(" \t\r\n", text[off]))
+			off++;
+		if (off == len)
+			break;
+		json_error_t err;
+		json_t *doc = json_loadb(text + off, len - off,
+					 JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &err);
+		if (!doc) {
+			json_decref(all);
+			return NULL;
+		}
+		off += err.position;
+		json_is_array(doc) ? json_array_extend(all, doc) : json_array_append(all, doc);
+		json_decref(doc);
+	}
+	return all;
+}
+
+/* Parses a file into an array of objects with the YAML/JSON loader the
+ * offline commands use: YAML documents separated by `---`, one JSON object,
+ * a JSON or YAML list of objects; or a stream of JSON objects. The server
+ * validates each object. */
 static json_t *load_objects(const char *path)
 {
 	size_t len;
 	char *text = read_file(path, &len);
 	if (!text)
 		return NULL;
-	json_t *all = json_array();
-	size_t off = 0;
-	while (off < len) {
-		while (off < len && strchr(" \t\r\n", text[off]))
-			off++;
-		if (off == len)
-			break;
-		json_error_t err;
-		json_t *doc = json_loadb(text + off, len - off, JSON_DISABLE_EOF_CHECK, &err);
-		if (!doc) {
-			fprintf(stderr, "%s:%d:%d: %s\n", path, err.line, err.column, err.text);
-			json_decref(all);
-			all = NULL;
-			break;
-		}
-		off += err.position;
+	sc_yj_docs_t *docs = NULL;
+	sc_yj_error_t err;
+	json_t *all = NULL;
+	size_t lead = strspn(text, " \t\r\n");
+	if (sc_yj_load(text, len, NULL, &docs, &err) < 0) {
+		if (text[lead] == '{' || text[lead] == '[')
+			all = json_stream(text, len);
+		if (!all)
+			fprintf(stderr, "starcloud: %s:%d:%d: %s\n", path, err.line, err.col,
+				err.msg);
+		goto out;
+	}
+	all = json_array();
+	for (size_t i = 0; i < sc_yj_count(docs); i++) {
+		json_t *doc = sc_yj_doc(docs, i);
 		if (json_is_array(doc))
 			json_array_extend(all, doc);
 		else
 			json_array_append(all, doc);
-		json_decref(doc);
 	}
+out:
+	sc_yj_free(docs);
 	free(text);
 	return all;
 }
 
-/* Expands a folder into its *.json files (sorted, not recursive). */
+static int manifest_file(const char *name)
+{
+	static const char *const exts[] = { ".json", ".yaml", ".yml", NULL };
+	size_t l = strlen(name);
+	for (size_t i = 0; exts[i] && name[0] != '.'; i++)
+		if (l > strlen(exts[i]) && strcmp(name + l - strlen(exts[i]), exts[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* Expands a folder into its *.json, *.yaml and *.yml files (sorted, not
+ * recursive). */
 static int each_path(const char *path, int (*fn)(const cli_t *, const char *, void *),
 		     const cli_t *c, void *ud)
 {
@@ -471,8 +531,7 @@ static int each_path(const char *path, int (*fn)(const cli_t *, const char *, vo
 	int n = scandir(path, &names, NULL, alphasort), worst = 0;
 	for (int i = 0; i < n; i++) {
 		const char *nm = names[i]->d_name;
-		size_t l = strlen(nm);
-		if (l > 5 && strcmp(nm + l - 5, ".json") == 0) {
+		if (manifest_file(nm)) {
 			char full[4096];
 			snprintf(full, sizeof(full), "%s/%s", path, nm);
 			int rc = fn(c, full, ud);
@@ -532,7 +591,8 @@ static int apply_file(const cli_t *c, const char *path, void *ud)
 			snprintf(what, sizeof(what), "%s/%s", res ? res : "?", str_at(o, "metadata", "name"));
 			snprintf(p, sizeof(p), "/api/v1/%s/%s", res ? res : "?", str_at(o, "metadata", "name"));
 			json_t *resp = NULL;
-			rc = report(http(c, "DELETE", p, NULL, &resp), resp, what);
+			long st = http(c, "DELETE", p, NULL, &resp);
+			rc = report(st, resp, what);
 			if (rc == 0)
 				printf("%s deleted\n", what);
 			json_decref(resp);
@@ -644,7 +704,8 @@ int sc_cli_delete(int argc, char **argv)
 		snprintf(path, sizeof(path), "/api/v1/%s/%s", res, c.pos[i]);
 		snprintf(what, sizeof(what), "%s/%s", res, c.pos[i]);
 		json_t *resp = NULL;
-		int rc = report(http(&c, "DELETE", path, NULL, &resp), resp, what);
+		long st = http(&c, "DELETE", path, NULL, &resp);
+		int rc = report(st, resp, what);
 		if (rc == 0)
 			printf("%s deleted\n", what);
 		json_decref(resp);
@@ -746,5 +807,101 @@ int sc_cli_token(int argc, char **argv)
 	}
 	int rc = report(st, resp, "token");
 	json_decref(resp);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------
+ * explain / drain
+ * ------------------------------------------------------------------- */
+
+static void print_res(const char *label, json_t *r)
+{
+	json_t *g = json_object_get(r, "gpu");
+	if (json_is_null(g) || !g)
+		printf(" %s unlimited", label);
+	else
+		printf(" %s %g", label, json_number_value(g));
+}
+
+static void print_explain(json_t *e)
+{
+	json_t *asks = json_object_get(e, "asks"), *q = json_object_get(e, "queueStatus"), *t;
+	size_t i;
+	printf("Job %s (queue %s): %s\n", str_at(e, "job", NULL), str_at(e, "queue", NULL),
+	       str_at(e, "phase", NULL));
+	printf("Reason: %s\n", str_at(e, "reason", NULL));
+	printf("Asks: %lld pods (minMember %lld), %lld whole GPUs\n",
+	       (long long)json_integer_value(json_object_get(asks, "pods")),
+	       (long long)json_integer_value(json_object_get(asks, "minMember")),
+	       (long long)json_integer_value(json_object_get(asks, "gpus")));
+	json_array_foreach(json_object_get(asks, "tasks"), i, t) {
+		char *res = json_dumps(json_object_get(t, "resources"), JSON_COMPACT);
+		printf("  task %s: %lld x %s\n", str_at(t, "name", NULL),
+		       (long long)json_integer_value(json_object_get(t, "replicas")), res ? res : "{}");
+		free(res);
+	}
+	if (!json_is_object(q)) {
+		printf("Queue: no figures yet (not in the last scheduling cycle)\n");
+		return;
+	}
+	printf("Queue %s GPUs:", str_at(q, "name", NULL));
+	print_res("fair share", json_object_get(q, "fairShare"));
+	print_res(", allocated", json_object_get(q, "allocated"));
+	print_res(", requested", json_object_get(q, "requested"));
+	print_res(", quota", json_object_get(q, "quota"));
+	print_res(", limit", json_object_get(q, "limit"));
+	printf("\n");
+}
+
+/* `starcloud explain job NAME`: why a job is pending, what it asks for and
+ * how its queue stands. */
+int sc_cli_explain(int argc, char **argv)
+{
+	cli_t c;
+	const char *res;
+	if (parse_args(argc, argv, &c) < 0 || c.npos != 2 || !(res = resource(c.pos[0])) ||
+	    (strcmp(res, "jobs") != 0 && strcmp(res, "deployments") != 0)) {
+		fprintf(stderr, "usage: starcloud explain job|deployment NAME [-o json]\n");
+		return 2;
+	}
+	char path[600];
+	json_t *doc = NULL;
+	snprintf(path, sizeof(path), "/api/v1/%s/%s/explain", res, c.pos[1]);
+	long st = http(&c, "GET", path, NULL, &doc);
+	int rc = report(st, doc, c.pos[1]);
+	if (rc == 0 && strcmp(c.output, "table") != 0)
+		print_doc(&c, res, doc);
+	else if (rc == 0)
+		print_explain(doc);
+	json_decref(doc);
+	return rc;
+}
+
+/* `starcloud drain NODE [--undo]`: cordon the node and let the scheduler
+ * move its jobs; --undo makes it schedulable again. */
+int sc_cli_drain(int argc, char **argv)
+{
+	cli_t c;
+	int undo = 0;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--undo") == 0) {
+			undo = 1;
+			memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(*argv));
+			argc--;
+			break;
+		}
+	if (parse_args(argc, argv, &c) < 0 || c.npos != 1) {
+		fprintf(stderr, "usage: starcloud drain NODE [--undo]\n");
+		return 2;
+	}
+	char path[600];
+	json_t *doc = NULL;
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s/drain", c.pos[0]);
+	long st = http(&c, undo ? "DELETE" : "POST", path, NULL, &doc);
+	int rc = report(st, doc, c.pos[0]);
+	if (rc == 0)
+		printf("node/%s %s\n", c.pos[0],
+		       undo ? "uncordoned" : "drained (its jobs are evicted and placed elsewhere)");
+	json_decref(doc);
 	return rc;
 }

@@ -15,5 +15,7 @@ int sc_cli_describe(int argc, char **argv);
 int sc_cli_delete(int argc, char **argv);
 int sc_cli_top(int argc, char **argv);
 int sc_cli_token(int argc, char **argv);
+int sc_cli_explain(int argc, char **argv);
+int sc_cli_drain(int argc, char **argv);
 
 #endif

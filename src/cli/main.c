@@ -7,6 +7,10 @@
 #include "cli/cli.h"
 #include "cli/cli_simulate.h"
 #include "cli/client.h"
+#include "agent/agent_opts.h"
+#include "cli/cli_agent.h"
+#include "gateway/gateway.h"
+#include "cli/cli_store.h"
 #include "server/server.h"
 
 typedef struct verb {
@@ -19,22 +23,23 @@ static const verb_t verbs[] = {
 	{"schedule", sc_cli_schedule, "offline scheduling of manifests (one or more cycles)"},
 	{"version", sc_cli_version, "print the version"},
 	{"simulate", sc_cli_simulate, "packing and trace simulation"},
-	{"bench", NULL, "benchmarks"},
+	{"bench", sc_cli_bench, "scheduler benchmarks (core, preempt)"},
 	{"server", sc_server_main, "run the control plane"},
-	{"agent", NULL, "run a node agent"},
-	{"gateway", NULL, "run the serving gateway"},
+	{"agent", sc_agent_main, "run a node agent"},
+	{"gateway", sc_gateway_main, "run the serving gateway"},
 	{"worker", NULL, "run the reference model worker"},
-	{"dev", NULL, "run a local cluster (server, agents, gateway)"},
+	{"dev", sc_cli_dev, "run a local cluster (server, agents, gateway)"},
 	{"apply", sc_cli_apply, "create or update objects on a server"},
 	{"get", sc_cli_get, "list or show objects"},
 	{"describe", sc_cli_describe, "show an object in detail"},
 	{"delete", sc_cli_delete, "delete objects"},
 	{"token", sc_cli_token, "create, list and delete API tokens"},
-	{"explain", NULL, "why is a job pending"},
-	{"logs", NULL, "show a pod's logs"},
+	{"explain", sc_cli_explain, "why is a job pending"},
+	{"logs", sc_cli_logs, "show a pod's logs"},
 	{"top", sc_cli_top, "resource usage"},
-	{"drain", NULL, "drain a node"},
-	{"rollout", NULL, "deployment rollout status, promote, abort"},
+	{"drain", sc_cli_drain, "drain a node"},
+	{"rollout", sc_cli_rollout, "deployment rollout status, promote, abort"},
+	{"store", sc_cli_store, "copy a store (sqlite to etcd)"},
 };
 
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))

@@ -84,6 +84,8 @@ static uint64_t signature(const sjob_t *j)
 	h = mix(h, (uint64_t)js->placement);
 	h = mix(h, (uint64_t)js->spread_factor * 2 + js->serving);
 	h = mix_str(mix_str(h, js->topo_required), js->topo_preferred);
+	/* Backfill onto reserved nodes depends on the declared runtime. */
+	h = mix(h, (uint64_t)js->expected_runtime);
 	for (size_t t = 0; t < js->ntasks; t++) {
 		const sc_task_spec_t *ts = &js->tasks[t];
 		h = mix(h, (uint64_t)ts->replicas);

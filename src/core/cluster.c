@@ -420,6 +420,33 @@ static int mig_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r,
 	return 0;
 }
 
+/* Takes a pod's resources from node n, unchecked. Devices out of range
+ * are skipped and a share never drives a device below zero, so an
+ * over-committed snapshot (force_take) stays a valid state. */
+static void apply_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r,
+		       const sc_assign_t *a)
+{
+	index_del(c, n->index);
+	n->cpu_free -= r->cpu_milli;
+	n->mem_free -= r->memory;
+	for (int k = 0; k < a->ngpus; k++) {
+		int d = a->gpus[k];
+		if (d < 0 || d >= n->gpu_count)
+			continue;
+		if (a->gpu_milli > 0) {
+			int f = n->gpu_free[d] - a->gpu_milli;
+			n->gpu_free[d] = (int16_t)(f < 0 ? 0 : f);
+			n->gpu_mem_free[d] -= a->gpu_memory;
+			n->gpu_shared[d]++;
+		} else {
+			n->gpu_free[d] = 0;
+			n->gpu_mem_free[d] = 0;
+		}
+	}
+	recount_whole(n);
+	index_add(c, n->index);
+}
+
 int sc_cluster_take(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a)
 {
 	if (a->node >= c->nnodes)
@@ -439,22 +466,7 @@ int sc_cluster_take(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a
 		if (a->gpu_milli == 0 && n->gpu_shared[d])
 			return SC_ENOFIT;
 	}
-	index_del(c, a->node);
-	n->cpu_free -= r->cpu_milli;
-	n->mem_free -= r->memory;
-	for (int k = 0; k < a->ngpus; k++) {
-		int d = a->gpus[k];
-		if (a->gpu_milli > 0) {
-			n->gpu_free[d] = (int16_t)(n->gpu_free[d] - a->gpu_milli);
-			n->gpu_mem_free[d] -= a->gpu_memory;
-			n->gpu_shared[d]++;
-		} else {
-			n->gpu_free[d] = 0;
-			n->gpu_mem_free[d] = 0;
-		}
-	}
-	recount_whole(n);
-	index_add(c, a->node);
+	apply_take(c, n, r, a);
 	return 0;
 }
 
@@ -738,23 +750,5 @@ void sc__cluster_force_take(sc_cluster_t *c, const sc_request_t *r, const sc_ass
 		mig_take(c, n, r, a, true);
 		return;
 	}
-	index_del(c, a->node);
-	n->cpu_free -= r->cpu_milli;
-	n->mem_free -= r->memory;
-	for (int k = 0; k < a->ngpus; k++) {
-		int d = a->gpus[k];
-		if (d < 0 || d >= n->gpu_count)
-			continue;
-		if (a->gpu_milli > 0) {
-			int f = n->gpu_free[d] - a->gpu_milli;
-			n->gpu_free[d] = (int16_t)(f < 0 ? 0 : f);
-			n->gpu_mem_free[d] -= a->gpu_memory;
-			n->gpu_shared[d]++;
-		} else {
-			n->gpu_free[d] = 0;
-			n->gpu_mem_free[d] = 0;
-		}
-	}
-	recount_whole(n);
-	index_add(c, a->node);
+	apply_take(c, n, r, a);
 }

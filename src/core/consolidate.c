@@ -23,7 +23,10 @@ typedef struct node_pods {
 static bool movable(const sc_sched_t *s, int j, int p)
 {
 	const sjob_t *jb = &s->jobs[j];
-	return jb->preemptible && jb->pods[p].phase == SC_POD_RUNNING && !jb->pods[p].placed_now &&
+	/* A gang running below minMember is stale-gang eviction's to take:
+	 * moving its pods would bind a pod that is then evicted again. */
+	return jb->preemptible && jb->nrunning >= jb->min_member &&
+	       jb->pods[p].phase == SC_POD_RUNNING && !jb->pods[p].placed_now &&
 	       !jb->pods[p].evicted_now;
 }
 
@@ -115,6 +118,18 @@ static bool replace_moved(sc_sched_t *s, sc_stmt_t *st, size_t from)
 	return true;
 }
 
+/* KAI: non-preemptible work never runs over its queue's quota, where it
+ * could not be reclaimed. */
+static bool nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *jb)
+{
+	const squeue_t *q = &s->queues[jb->queue];
+	for (int r = 0; r < SC_RES_COUNT; r++)
+		if (jb->pod_req_sum_pending.v[r] > 0 &&
+		    q->alloc_nonpreempt.v[r] + jb->pod_req_sum_pending.v[r] > q->quota.v[r] + 1e-9)
+			return false;
+	return true;
+}
+
 /* Total free GPU milli of the cluster: consolidation is only worth trying
  * when the job's GPUs are free, just not together. */
 static int64_t free_gpu(const sc_sched_t *s)
@@ -173,8 +188,12 @@ static int try_job(sc_sched_t *s, const node_pods_t *np, int j)
 		if (clear_node(s, &st, np, best_node, req, budget - moved, j, why) < 0 ||
 		    sc_node_choose_devices(sc_cluster_node(s->cluster, best_node), req, SC_DEV_PACK,
 					   &a) < 0 ||
-		    sc__stmt_allocate(&st, j, p, &a) < 0 || !replace_moved(s, &st, mark))
+		    sc__stmt_allocate(&st, j, p, &a) < 0 || !replace_moved(s, &st, mark)) {
+			/* Undo this pod's moves and placement: a move whose
+			 * pods find no other node must not be committed. */
+			sc__stmt_rollback(&st, mark);
 			break;
+		}
 		moved += best_moves;
 	}
 	if (jb->nrunning >= jb->min_member) {
@@ -210,9 +229,11 @@ int sc__consolidate(sc_sched_t *s)
 		if ((double)free_gpu(s) / 1000.0 + 1e-9 < jb->pod_req_sum_pending.v[SC_RES_GPU] ||
 		    jb->pod_req_sum_pending.v[SC_RES_GPU] <= 0)
 			continue;
-		/* Must also respect the queue's limit, as allocate does. */
+		/* Must also respect the queue's limit, and a non-preemptible
+		 * job its queue's quota, as allocate does. */
 		char why[256];
-		if (!sc__res_fits_limit(s, jb->queue, &jb->pod_req_sum_pending, why, sizeof(why)))
+		if (!sc__res_fits_limit(s, jb->queue, &jb->pod_req_sum_pending, why, sizeof(why)) ||
+		    (!jb->preemptible && !nonpreempt_within_quota(s, jb)))
 			continue;
 		attempts++;
 		rc = try_job(s, &np, j);

@@ -17,16 +17,15 @@
 
 #define EPS 1e-9
 
-/* Pending jobs that may still start: by priority, then age. */
-static int pending_cmp(const void *x, const void *y, void *ctx)
+/* A job evicted in this cycle does not turn around and evict others in the
+ * same cycle: its pods would be evicted and bound again at once, which only
+ * churns work. It competes again next cycle, from the pending state. */
+static bool evicted_this_cycle(const sjob_t *jb)
 {
-	const sc_sched_t *s = ctx;
-	const sjob_t *a = &s->jobs[*(const int *)x], *b = &s->jobs[*(const int *)y];
-	if (a->priority != b->priority)
-		return a->priority > b->priority ? -1 : 1;
-	if (a->spec->created != b->spec->created)
-		return a->spec->created < b->spec->created ? -1 : 1;
-	return a->index < b->index ? -1 : 1;
+	for (int p = 0; p < jb->total; p++)
+		if (jb->pods[p].evicted_now)
+			return true;
+	return false;
 }
 
 static int pending_jobs(sc_sched_t *s, int **out)
@@ -37,10 +36,11 @@ static int pending_jobs(sc_sched_t *s, int **out)
 	int n = 0;
 	for (int j = 0; j < s->njobs; j++) {
 		const sjob_t *jb = &s->jobs[j];
-		if (jb->queue >= 0 && !jb->bad && jb->npending > 0 && jb->nrunning < jb->min_member)
+		if (jb->queue >= 0 && !jb->bad && jb->npending > 0 &&
+		    jb->nrunning < jb->min_member && !evicted_this_cycle(jb))
 			ids[n++] = j;
 	}
-	qsort_r(ids, (size_t)n, sizeof(int), pending_cmp, s);
+	qsort_r(ids, (size_t)n, sizeof(int), sc__job_order_cmp, s);
 	*out = ids;
 	return n;
 }
@@ -110,6 +110,18 @@ static bool preempt_allowed(void *ctx, sc_sched_t *s, int p, const vunit_t *u,
 	return true; /* the pick already holds every preempt rule */
 }
 
+/* After a preemption inside queue q: every queue on q's path is within its
+ * GPU limit, or q did not grow (it may already have been over its limit). */
+static bool queue_path_within_limit(const sc_sched_t *s, int q, double before)
+{
+	if (s->queues[q].allocated.v[SC_RES_GPU] <= before + EPS)
+		return true;
+	for (int a = q; a >= 0; a = s->queues[a].parent)
+		if (s->queues[a].allocated.v[SC_RES_GPU] > s->queues[a].limit.v[SC_RES_GPU] + EPS)
+			return false;
+	return true;
+}
+
 static int preempt(sc_sched_t *s)
 {
 	int *ids, n = pending_jobs(s, &ids);
@@ -131,9 +143,17 @@ static int preempt(sc_sched_t *s)
 		victim_rules_t rules = {preempt_allowed, NULL, SC_ACT_PREEMPT};
 		sc_stmt_t st;
 		sc__stmt_open(&st, s);
+		double before = s->queues[p->queue].allocated.v[SC_RES_GPU];
 		int rc = sc__find_victims(s, &st, ids[i], c, nc, &rules);
 		if (rc < 0)
 			return rc;
+		if (rc == 1 && !queue_path_within_limit(s, p->queue, before)) {
+			/* victims of the same queue freed less than the
+			 * preemptor takes, and the queue would grow past its
+			 * limit */
+			sc__stmt_rollback(&st, 0);
+			rc = 0;
+		}
 		if (rc == 1 && (rc = commit_preemption(s, &st, ids[i])) < 0)
 			return rc;
 	}

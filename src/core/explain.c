@@ -18,6 +18,7 @@ enum {
 	WHY_NO_GPU,
 	WHY_MODEL,
 	WHY_CONSTRAINT, /* topology domain or spread cap */
+	WHY_RESERVED,   /* held for a job that has waited too long */
 	WHY_GPU,
 	WHY_SHARE,
 	WHY_NO_MIG,
@@ -60,7 +61,8 @@ static bool model_ok(const sc_filter_t *f, int model)
 	return false;
 }
 
-static int classify(const sc_node_view_t *n, const sc_request_t *r, const sc_filter_t *f)
+static int classify(const sc_sched_t *s, int j, const sc_node_view_t *n, const sc_request_t *r,
+		    const sc_filter_t *f)
 {
 	bool gpu = r->gpus > 0 || r->gpu_milli > 0 || r->gpu_memory > 0 || r->mig;
 	if (n->spec->not_ready)
@@ -73,6 +75,8 @@ static int classify(const sc_node_view_t *n, const sc_request_t *r, const sc_fil
 		return WHY_NO_GPU;
 	if (gpu && !model_ok(f, n->model))
 		return WHY_MODEL;
+	if (s->reserved_by && !sc__reservation_allows(s, j, n->index))
+		return WHY_RESERVED;
 	if (f->accept && !f->accept(f->accept_ctx, n))
 		return WHY_CONSTRAINT;
 	if (r->mig && n->spec->mig_mode == SC_MIG_NONE)
@@ -109,6 +113,9 @@ static const char *what(sc_arena_t *a, int why, long n, const sc_request_t *r)
 	case WHY_MODEL:
 		return sc_arena_printf(a, "%s %s %s the wrong GPU model", cnt, nodes,
 				       n == 1 ? "has" : "have");
+	case WHY_RESERVED:
+		return sc_arena_printf(a, "%s %s %s reserved for a job that has waited longer", cnt,
+				       nodes, n == 1 ? "is" : "are");
 	case WHY_CONSTRAINT:
 		return sc_arena_printf(a, "%s %s %s excluded by the job's topology or spread",
 				       cnt, nodes, n == 1 ? "is" : "are");
@@ -154,7 +161,7 @@ const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int nee
 	long counts[WHY_COUNT] = {0};
 	size_t n = sc_cluster_nnodes(s->cluster);
 	for (size_t i = 0; i < n; i++) {
-		int w = classify(sc_cluster_node(s->cluster, i), &t->req, f);
+		int w = classify(s, j, sc_cluster_node(s->cluster, i), &t->req, f);
 		if (w >= 0)
 			counts[w]++;
 	}

@@ -136,9 +136,12 @@ static void round_units(fs_ctx_t *x)
 			squeue_t *q = &qs[x->ids[i]];
 			if (x->extra[i] <= EPS || q->fair.v[x->res] + 1 > x->demand[i] + EPS)
 				continue;
+			const squeue_t *b = best < 0 ? NULL : &qs[x->ids[best]];
 			if (best < 0 || x->extra[i] > x->extra[best] + EPS ||
 			    (fabs(x->extra[i] - x->extra[best]) <= EPS &&
-			     q->order < qs[x->ids[best]].order))
+			     (q->spec->created != b->spec->created
+				      ? q->spec->created < b->spec->created
+				      : q->order < b->order)))
 				best = i;
 		}
 		if (best < 0)

@@ -196,6 +196,34 @@ static int decode_probes(sc__rd_t *rd, json_t *task)
 
 /* ---- tasks ------------------------------------------------------------- */
 
+/* How the agent starts the process: args follow command, workingDir is an
+ * absolute path; a command must name a program (docs/AGENT.md). */
+static int decode_process(sc__rd_t *rd, json_t *o, size_t ncmd)
+{
+	const char **args, *dir, *first;
+	size_t nargs;
+	int rc;
+	if ((rc = sc__get_strs(rd, o, "args", false, &args, &nargs)) < 0)
+		return rc;
+	if (json_object_get(o, "args") && !json_object_get(o, "command")) {
+		sc__rd_push(rd, "args");
+		return sc__rd_fail(rd, SC_EINVAL, "args need a command");
+	}
+	first = json_string_value(json_array_get(json_object_get(o, "command"), 0));
+	if (json_object_get(o, "command") && (!first || !first[0])) {
+		sc__rd_push(rd, "command");
+		return sc__rd_fail(rd, SC_EINVAL, "expected a non-empty list whose first "
+						  "element names a program");
+	}
+	if ((rc = sc__get_str(rd, o, "workingDir", false, &dir)) < 0)
+		return rc;
+	if (json_object_get(o, "workingDir") && dir[0] != '/') {
+		sc__rd_push(rd, "workingDir");
+		return sc__rd_fail(rd, SC_EINVAL, "expected an absolute path");
+	}
+	return 0;
+}
+
 /* The body of a task, shared with a Deployment's templates. */
 static int decode_task_body(sc__rd_t *rd, json_t *o, sc_task_spec_t *t)
 {
@@ -205,6 +233,7 @@ static int decode_task_body(sc__rd_t *rd, json_t *o, sc_task_spec_t *t)
 	size_t nenv;
 	int rc;
 	if ((rc = sc__get_strs(rd, o, "command", false, &cmd, &ncmd)) < 0 ||
+	    (rc = decode_process(rd, o, ncmd)) < 0 ||
 	    (rc = sc__get_labels(rd, o, "env", &env, &nenv)) < 0 ||
 	    (rc = decode_resources(rd, o, t)) < 0 ||
 	    (rc = sc__get_labels(rd, o, "nodeSelector", &sel, &t->nselector)) < 0 ||
@@ -217,7 +246,8 @@ static int decode_task_body(sc__rd_t *rd, json_t *o, sc_task_spec_t *t)
 static int decode_task(sc__rd_t *rd, json_t *o, sc_task_spec_t *t)
 {
 	static const char *const fields[] = {"name",	     "replicas", "command", "env",
-					     "resources",    "nodeSelector", "probes", NULL};
+					     "resources",    "nodeSelector", "probes", "args",
+					     "workingDir",   NULL};
 	int64_t replicas = 1;
 	int rc;
 	if (!json_is_object(o))
@@ -347,10 +377,29 @@ static int decode_pod_mig(sc__rd_t *rd, json_t *o, sc_pod_status_t *p)
 	return 0;
 }
 
+/* What the node agent reports about a pod; checked, not used by the core. */
+static int decode_pod_report(sc__rd_t *rd, json_t *o)
+{
+	bool ready;
+	int64_t v;
+	const char *msg;
+	int rc;
+	if ((rc = sc__get_bool(rd, o, "ready", false, &ready)) < 0 ||
+	    (rc = sc__get_int(rd, o, "restarts", false, 0, INT32_MAX, &v)) < 0 ||
+	    (rc = sc__get_int(rd, o, "exitCode", false, -255, 255, &v)) < 0 ||
+	    (rc = sc__get_str(rd, o, "message", false, &msg)) < 0 ||
+	    (rc = sc__get_int(rd, o, "generation", false, 0, INT64_MAX, &v)) < 0)
+		return rc;
+	return 0;
+}
+
 static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_status_t *p)
 {
-	static const char *const fields[] = {"name", "phase",	  "node", "gpus",
-					     "gpuShare", "gpuMemory", "mig", "startedAt", NULL};
+	/* ready .. generation are reported by the node agent (docs/AGENT.md). */
+	static const char *const fields[] = {"name",	  "phase",    "node",	  "gpus",
+					     "gpuShare",  "gpuMemory", "mig",	  "startedAt",
+					     "ready",	  "restarts", "exitCode", "message",
+					     "generation", NULL};
 	static const char *const phases[] = {"Pending", "Running", "Releasing", "Succeeded",
 					     "Failed", NULL};
 	int64_t share = 0;
@@ -373,7 +422,8 @@ static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_st
 	    (rc = sc__get_int(rd, o, "gpuShare", false, 1, 999, &share)) < 0 ||
 	    (rc = sc__get_mem(rd, o, "gpuMemory", false, 0, &p->gpu_memory)) < 0 ||
 	    (rc = decode_pod_mig(rd, o, p)) < 0 ||
-	    (rc = sc__get_time(rd, o, "startedAt", false, &p->started_at)) < 0)
+	    (rc = sc__get_time(rd, o, "startedAt", false, &p->started_at)) < 0 ||
+	    (rc = decode_pod_report(rd, o)) < 0)
 		return rc;
 	p->gpu_milli = (int)share;
 	return 0;
@@ -470,6 +520,19 @@ static int64_t total_replicas(const sc_job_spec_t *j)
 
 /* ---- Job --------------------------------------------------------------- */
 
+/* Settings only the node agent and the server's agent API use (docs/AGENT.md). */
+static int decode_agent_settings(sc__rd_t *rd, json_t *spec)
+{
+	static const char *const gang[] = {"FailJob", "RestartGang", NULL};
+	int policy, rc;
+	int64_t v;
+	if ((rc = sc__get_enum(rd, spec, "gangPolicy", false, gang, &policy)) < 0 ||
+	    (rc = sc__get_int(rd, spec, "backoffLimit", false, 0, 1000, &v)) < 0 ||
+	    (rc = sc__get_int(rd, spec, "terminationGracePeriodSeconds", false, 0, 3600, &v)) < 0)
+		return rc;
+	return 0;
+}
+
 int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
 	static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status",
@@ -479,7 +542,9 @@ int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 					     "placement",	      "spreadFactor",
 					     "topology",	      "restartPolicy",
 					     "expectedRuntime",    "stalenessGracePeriod",
-					     "tasks",	      NULL};
+					     "tasks",	      "gangPolicy",
+					     "backoffLimit",	      "terminationGracePeriodSeconds",
+					     NULL};
 	static const char *const restart[] = {"Always", "OnFailure", "Never", NULL};
 	sc__job_t job = {0};
 	sc_job_spec_t *j = &job.spec;
@@ -500,7 +565,8 @@ int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	    (rc = sc__get_dur(rd, spec, "expectedRuntime", false, &j->expected_runtime)) < 0 ||
 	    (rc = sc__get_dur(rd, spec, "stalenessGracePeriod", false, &j->staleness_grace)) < 0 ||
 	    (rc = decode_tasks(rd, spec, j)) < 0 ||
-	    (rc = sc__get_int(rd, spec, "minMember", false, 0, MAX_REPLICAS, &min)) < 0)
+	    (rc = sc__get_int(rd, spec, "minMember", false, 0, MAX_REPLICAS, &min)) < 0 ||
+	    (rc = decode_agent_settings(rd, spec)) < 0)
 		return rc;
 	if (min > total_replicas(j)) {
 		sc__rd_push(rd, "minMember");
@@ -519,8 +585,8 @@ int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 static int decode_template(sc__rd_t *rd, json_t *o, const char *key, bool req,
 			   sc_task_spec_t *t)
 {
-	static const char *const fields[] = {"command", "env", "resources", "nodeSelector",
-					     "probes", NULL};
+	static const char *const fields[] = {"command", "args",		"workingDir", "env",
+					     "resources", "nodeSelector", "probes",	NULL};
 	json_t *tpl;
 	int rc = sc__get_object(rd, o, key, req, &tpl);
 	if (rc <= 0)

@@ -135,8 +135,9 @@ static bool active(const squeue_t *q)
 	return q->leaf ? q->next_job < q->njobs : q->nheap > 0;
 }
 
-/* Job order inside a queue: higher priority, then older, then input order. */
-static int job_cmp(const void *x, const void *y, void *ctx)
+/* Job order inside a queue: higher priority, then older, then input order.
+ * Also the order in which reclaim and preempt consider pending jobs. */
+int sc__job_order_cmp(const void *x, const void *y, void *ctx)
 {
 	const sc_sched_t *s = ctx;
 	const sjob_t *a = &s->jobs[*(const int *)x], *b = &s->jobs[*(const int *)y];
@@ -163,7 +164,7 @@ static int fill_leaf_jobs(sc_sched_t *s)
 	}
 	for (int q = 0; q < s->nqueues; q++)
 		if (s->queues[q].njobs > 1)
-			qsort_r(s->queues[q].jobs, (size_t)s->queues[q].njobs, sizeof(int), job_cmp, s);
+			qsort_r(s->queues[q].jobs, (size_t)s->queues[q].njobs, sizeof(int), sc__job_order_cmp, s);
 	return 0;
 }
 

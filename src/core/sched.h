@@ -153,6 +153,8 @@ void sc__fairshare(sc_sched_t *s);
 int sc__order_init(sc_sched_t *s);
 int sc__order_next(sc_sched_t *s);
 void sc__order_update(sc_sched_t *s, int leaf);
+/* qsort_r comparator of job indices (ctx = the sc_sched_t). */
+int sc__job_order_cmp(const void *x, const void *y, void *ctx);
 
 /* placement.c: tries to place every pending pod of job j inside the open
  * statement; returns the number placed. */

@@ -197,6 +197,11 @@ void sc_scheduler_free(sc_scheduler_t *sch)
 	free(sch);
 }
 
+void sc_scheduler_fail_after(sc_scheduler_t *sch, long n)
+{
+	sc_arena_fail_after(sch->arena, n);
+}
+
 int sc_scheduler_run(sc_scheduler_t *sch, const sc_snapshot_t *snap, sc_decisions_t **out,
 		     char *msg, size_t msgsize)
 {

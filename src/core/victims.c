@@ -133,7 +133,7 @@ static int unit_cmp(const void *x, const void *y)
 		return a->runtime < b->runtime ? -1 : 1;
 	if (a->job != b->job)
 		return a->job < b->job ? -1 : 1;
-	return a->pod < b->pod ? -1 : 1;
+	return a->pod > b->pod ? -1 : 1; /* spare pods: newest replica first */
 }
 
 static char *pod_reason(sc_sched_t *s, int action, int preemptor)
@@ -305,6 +305,14 @@ int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands
 	const char *why = pod_reason(s, rules->action, preemptor);
 	if (!why)
 		return SC_ENOMEM;
+	/* A preemptor that fits without evicting anything needs no victims:
+	 * evicting would only cost work (allocate decides such jobs). */
+	int rc = try_set(s, st, preemptor, cands, NULL, 0, rules, why);
+	if (rc != 0) {
+		if (rc == 1)
+			sc__stmt_rollback(st, 0);
+		return rc < 0 ? rc : 0;
+	}
 	if (n <= EXACT_MAX)
 		return exact(s, st, preemptor, cands, n, rules, why);
 	return greedy(s, st, preemptor, cands, n, rules, why);

@@ -45,6 +45,8 @@ struct sc_http_server {
 	int port;
 	int closing;
 	int listener_open;
+	int batching;       /* hold output until sc_http_flush (group commit) */
+	size_t nholding;    /* connections with held output */
 };
 
 /* What the parser reported last, to join split header fields/values. */
@@ -68,6 +70,8 @@ struct sc_http_req {
 	int status;
 	sc_http_close_fn on_close;
 	void *close_ud;
+	char xhdrs[512]; /* extra response headers, "Name: value\r\n" each */
+	size_t xlen;
 };
 
 typedef struct conn {
@@ -89,6 +93,9 @@ typedef struct conn {
 	uv_shutdown_t shutdown;
 	size_t pending_out;
 	int handles_open;
+	sc_buf_t held;   /* output held until the next sc_http_flush */
+	int holding;
+	int shutdown_after_flush;
 } conn_t;
 
 typedef struct write_req {
@@ -152,10 +159,64 @@ static void on_write(uv_write_t *w, int status)
 }
 
 /* Queues parts (copied into one allocation) for writing. */
+static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts);
+
+/* With batching on, output waits in c->held (counted in pending_out, so a
+ * close-after-answer waits for it too) until sc_http_flush: the daemon
+ * makes the loop iteration's writes durable first, then answers them. */
 static int conn_write(conn_t *c, const uv_buf_t *parts, size_t nparts)
 {
 	if (c->closing)
 		return SC_EIO;
+	if (!c->srv->batching)
+		return conn_send(c, parts, nparts);
+	for (size_t i = 0; i < nparts; i++) {
+		if (sc_buf_append(&c->held, parts[i].base, parts[i].len) < 0)
+			abort();
+		c->pending_out += parts[i].len;
+	}
+	if (!c->holding) {
+		c->holding = 1;
+		c->srv->nholding++;
+	}
+	return 0;
+}
+
+void sc_http_set_batching(sc_http_server_t *s, int on)
+{
+	s->batching = on;
+}
+
+size_t sc_http_holding(const sc_http_server_t *s)
+{
+	return s->nholding;
+}
+
+void sc_http_flush(sc_http_server_t *s)
+{
+	conn_t *c = s->conns, *next;
+	for (; c && s->nholding; c = next) {
+		next = c->next; /* a failed write closes (unlinks) c */
+		if (!c->holding)
+			continue;
+		c->holding = 0;
+		s->nholding--;
+		c->pending_out -= c->held.len;
+		uv_buf_t b = uv_buf_init(c->held.data, (unsigned)c->held.len);
+		if (c->held.len)
+			conn_send(c, &b, 1);
+		sc_buf_reset(&c->held);
+		if (c->shutdown_after_flush && !c->closing) {
+			c->shutdown_after_flush = 0;
+			uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
+		}
+		if (c->close_after && c->pending_out == 0 && !c->closing)
+			conn_close(c);
+	}
+}
+
+static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts)
+{
 	size_t len = 0;
 	for (size_t i = 0; i < nparts; i++)
 		len += parts[i].len;
@@ -181,20 +242,20 @@ static int conn_write(conn_t *c, const uv_buf_t *parts, size_t nparts)
 }
 
 static int head_printf(char *out, size_t outsz, int status, const char *ctype, long long clen,
-		       int keep_alive)
+		       int keep_alive, const char *xhdrs)
 {
 	int n;
 	if (clen >= 0)
 		n = snprintf(out, outsz,
 			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %lld\r\n"
-			     "Connection: %s\r\n\r\n",
-			     status, sc_http_status_text(status), ctype, clen,
+			     "%sConnection: %s\r\n\r\n",
+			     status, sc_http_status_text(status), ctype, clen, xhdrs,
 			     keep_alive ? "keep-alive" : "close");
 	else
 		n = snprintf(out, outsz,
 			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
-			     "Cache-Control: no-cache\r\nConnection: %s\r\n\r\n",
-			     status, sc_http_status_text(status), ctype,
+			     "Cache-Control: no-cache\r\n%sConnection: %s\r\n\r\n",
+			     status, sc_http_status_text(status), ctype, xhdrs,
 			     keep_alive ? "keep-alive" : "close");
 	return n;
 }
@@ -226,10 +287,10 @@ void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void
 		     size_t len)
 {
 	conn_t *c = r->conn;
-	char head[512];
+	char head[1024];
 	r->status = status;
 	int n = head_printf(head, sizeof(head), status, ctype ? ctype : "application/json",
-			    (long long)len, c->keep_alive);
+			    (long long)len, c->keep_alive, r->xhdrs);
 	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)n),
 			      uv_buf_init((char *)body, (unsigned)len) };
 	conn_write(c, parts, len ? 2 : 1);
@@ -239,12 +300,12 @@ void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void
 void sc_http_stream_start(sc_http_req_t *r, int status, const char *ctype,
 			  sc_http_close_fn on_close, void *ud)
 {
-	char head[512];
+	char head[1024];
 	r->status = status;
 	r->streaming = 1;
 	r->on_close = on_close;
 	r->close_ud = ud;
-	int n = head_printf(head, sizeof(head), status, ctype, -1, r->conn->keep_alive);
+	int n = head_printf(head, sizeof(head), status, ctype, -1, r->conn->keep_alive, r->xhdrs);
 	uv_buf_t part = uv_buf_init(head, (unsigned)n);
 	conn_write(r->conn, &part, 1);
 	/* A stream has no idle timeout: it is idle by design. */
@@ -267,6 +328,40 @@ int sc_http_stream_write(sc_http_req_t *r, const void *data, size_t len)
 	return conn_write(c, parts, 3);
 }
 
+int sc_http_set_header(sc_http_req_t *r, const char *name, const char *value)
+{
+	/* Header injection guard: names and values come from our own code,
+	 * but a value echoed from a request must not smuggle a new line. */
+	if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
+		return SC_EINVAL;
+	int n = snprintf(r->xhdrs + r->xlen, sizeof(r->xhdrs) - r->xlen, "%s: %s\r\n", name,
+			 value);
+	if (n < 0 || (size_t)n >= sizeof(r->xhdrs) - r->xlen) {
+		r->xhdrs[r->xlen] = '\0';
+		return SC_ETOOBIG;
+	}
+	r->xlen += (size_t)n;
+	return 0;
+}
+
+void sc_http_on_close(sc_http_req_t *r, sc_http_close_fn on_close, void *ud)
+{
+	r->on_close = on_close;
+	r->close_ud = ud;
+}
+
+void sc_http_abort(sc_http_req_t *r)
+{
+	conn_t *c = r->conn;
+	r->on_close = NULL;
+	if (c->srv->observer) {
+		double secs = (double)(uv_hrtime() - r->start_ns) / 1e9;
+		c->srv->observer(r->method, r->route ? r->route : "", r->status ? r->status : 499,
+				 secs, c->srv->observer_ud);
+	}
+	conn_close(c);
+}
+
 void sc_http_stream_end(sc_http_req_t *r)
 {
 	uv_buf_t part = uv_buf_init("0\r\n\r\n", 5);
@@ -282,7 +377,7 @@ static void respond_error_close(conn_t *c, int status, const char *reason, const
 			 "{\"error\":{\"code\":%d,\"reason\":\"%s\",\"message\":\"%s\",\"field\":\"\"}}",
 			 status, reason, msg);
 	char head[512];
-	int h = head_printf(head, sizeof(head), status, "application/json", n, 0);
+	int h = head_printf(head, sizeof(head), status, "application/json", n, 0, "");
 	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)h), uv_buf_init(body, (unsigned)n) };
 	conn_write(c, parts, 2);
 	if (c->srv->observer)
@@ -291,7 +386,10 @@ static void respond_error_close(conn_t *c, int status, const char *reason, const
 	 * get a reset instead of the answer if we closed now. Send the answer,
 	 * shut our side, discard what still comes, close at EOF or after 5 s. */
 	c->lingering = 1;
-	uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
+	if (c->holding)
+		c->shutdown_after_flush = 1; /* the answer is held: shut after it */
+	else
+		uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
 	uv_timer_start(&c->idle, on_idle, 5000, 0);
 }
 
@@ -312,6 +410,8 @@ static void req_reset(sc_http_req_t *r)
 	r->streaming = 0;
 	r->status = 0;
 	r->on_close = NULL;
+	r->xhdrs[0] = '\0';
+	r->xlen = 0;
 }
 
 static int on_message_begin(http_parser *p)
@@ -533,12 +633,18 @@ static void conn_close(conn_t *c)
 		return;
 	c->closing = 1;
 	sc_http_req_t *r = &c->req;
-	if (c->busy && r->streaming && r->on_close) {
+	/* A stream's close callback, or one a deferred answer registered. */
+	if (c->busy && r->on_close) {
 		sc_http_close_fn fn = r->on_close;
 		r->on_close = NULL;
 		fn(r, r->close_ud);
 	}
 	sc_http_server_t *s = c->srv;
+	if (c->holding) {
+		c->holding = 0;
+		s->nholding--;
+	}
+	sc_buf_free(&c->held);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -624,6 +730,7 @@ static void on_connection(uv_stream_t *ls, int status)
 	c->handles_open = 2;
 	c->req.conn = c;
 	sc_buf_init(&c->in, in_cap(s));
+	sc_buf_init(&c->held, 0);
 	sc_buf_init(&c->req.url, 0);
 	sc_buf_init(&c->req.hdrs, 0);
 	sc_buf_init(&c->req.body, s->lim.max_body_bytes);

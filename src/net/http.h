@@ -46,6 +46,13 @@ sc_http_server_t *sc_http_server_new(uv_loop_t *loop, const sc_http_limits_t *li
 /* Adds a route. method NULL matches every method. prefix is copied. */
 int sc_http_route(sc_http_server_t *s, const char *method, const char *prefix,
 		  sc_http_handler_fn fn, void *ud);
+/* Group commit support: with batching on, every answer is held until
+ * sc_http_flush() (per connection, in order), so a daemon can make all the
+ * writes of one loop iteration durable with one fsync before any of them is
+ * acknowledged. sc_http_holding() counts connections with held output. */
+void sc_http_set_batching(sc_http_server_t *s, int on);
+size_t sc_http_holding(const sc_http_server_t *s);
+void sc_http_flush(sc_http_server_t *s);
 void sc_http_set_observer(sc_http_server_t *s, sc_http_observer_fn fn, void *ud);
 /* Binds and listens on host:port (port 0 picks a free one). */
 int sc_http_listen(sc_http_server_t *s, const char *host, int port);
@@ -78,6 +85,19 @@ void sc_http_stream_start(sc_http_req_t *r, int status, const char *ctype,
 int sc_http_stream_write(sc_http_req_t *r, const void *data, size_t len);
 /* Sends the last chunk; the request is gone after this. */
 void sc_http_stream_end(sc_http_req_t *r);
+
+/* Adds a response header (copied) to the answer of r; call before
+ * sc_http_respond or sc_http_stream_start. SC_EINVAL for a name or value
+ * holding CR/LF, SC_ETOOBIG past 512 bytes of extra headers in all. */
+int sc_http_set_header(sc_http_req_t *r, const char *name, const char *value);
+/* For a handler that answers later (after a timer or a thread): on_close is
+ * called if the connection goes away first; the request is gone after it
+ * returns. A later sc_http_stream_start replaces it. */
+void sc_http_on_close(sc_http_req_t *r, sc_http_close_fn on_close, void *ud);
+/* Closes the connection at once without finishing the answer (fault
+ * injection: a reply cut mid-stream). No close callback runs; the request
+ * is gone after this. */
+void sc_http_abort(sc_http_req_t *r);
 
 const char *sc_http_status_text(int status);
 

@@ -67,6 +67,13 @@ void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *f
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* The store could not be reached (etcd down): nothing was written,
+	 * and the client should retry, maybe on another server. */
+	if ((code == 500 || code == 401) && sc_store_last_unavailable()) {
+		code = 503;
+		reason = "ServiceUnavailable";
+		snprintf(msg, sizeof(msg), "the store cannot be reached; nothing was changed");
+	}
 	json_t *doc = json_pack("{s:{s:i,s:s,s:s,s:s}}", "error", "code", code, "reason", reason,
 				"message", msg, "field", field ? field : "");
 	sc__api_json(r, code, doc);
@@ -144,6 +151,7 @@ typedef struct api_req {
 	const sc_kind_t *kind;
 	char name[SC_MAX_NAME + 1]; /* "" for the collection */
 	char key[SC_MAX_NAME + 64];
+	char sub[16];               /* subresource ("explain", "drain") or "" */
 } api_req_t;
 
 /* Splits /api/v1/<plural>[/<name>]; answers and returns < 0 on a bad path. */
@@ -161,16 +169,25 @@ static int parse_path(api_req_t *a)
 	a->name[0] = '\0';
 	if (slash && slash[1]) {
 		const char *name = slash + 1;
-		if (strchr(name, '/')) {
-			sc__api_error(a->r, 404, "NotFound", NULL, "no such path");
-			return SC_ENOTFOUND;
+		const char *sub = strchr(name, '/');
+		if (sub) {
+			/* /jobs/{name}/explain, /nodes/{name}/drain (ops.c). */
+			if ((size_t)(sub - name) > SC_MAX_NAME || strchr(sub + 1, '/') ||
+			    !sc__subresource_known(a->kind, sub + 1)) {
+				sc__api_error(a->r, 404, "NotFound", NULL, "no such path");
+				return SC_ENOTFOUND;
+			}
+			snprintf(a->sub, sizeof(a->sub), "%s", sub + 1);
+			snprintf(a->name, sizeof(a->name), "%.*s", (int)(sub - name), name);
+			name = a->name;
 		}
 		if (strlen(name) > SC_MAX_NAME || !sc__name_valid(name)) {
 			sc__api_error(a->r, 400, "Invalid", "metadata.name",
 				      "invalid object name in the path");
 			return SC_EINVAL;
 		}
-		snprintf(a->name, sizeof(a->name), "%s", name);
+		if (name != a->name)
+			snprintf(a->name, sizeof(a->name), "%s", name);
 		sc__object_key(a->kind, a->name, a->key, sizeof(a->key));
 	}
 	return 0;
@@ -216,7 +233,7 @@ static json_t *read_body(api_req_t *a)
 		return NULL;
 	}
 	if (sc__validate_object(a->kind, obj, field, sizeof(field), msg, sizeof(msg)) < 0) {
-		sc__api_error(a->r, 400, "Invalid", field, "%s %s", a->kind->kind, msg);
+		sc__api_error(a->r, 400, "Invalid", field, "%s", msg);
 		json_decref(obj);
 		return NULL;
 	}
@@ -397,8 +414,11 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 	json_t *ts = json_object_get(json_object_get(old, "metadata"), "creationTimestamp");
 	if (!json_object_get(md, "creationTimestamp") && ts)
 		json_object_set(md, "creationTimestamp", ts);
-	if (a->who.role != SC_ROLE_ADMIN) {
-		json_t *st = json_object_get(old, "status");
+	/* Status belongs to the scheduler: a write without one (an `apply` of
+	 * the spec) keeps it, so re-applying a running job does not drop its
+	 * pods; only admins (standing in for node agents) may replace it. */
+	json_t *st = json_object_get(old, "status");
+	if (a->who.role != SC_ROLE_ADMIN || !json_object_get(obj, "status")) {
 		if (st)
 			json_object_set(obj, "status", st);
 		else
@@ -448,7 +468,7 @@ static void do_patch(api_req_t *a)
 		abort();
 	char field[256] = "", msg[512] = "";
 	if (sc__validate_object(a->kind, merged, field, sizeof(field), msg, sizeof(msg)) < 0)
-		sc__api_error(a->r, 400, "Invalid", field, "%s %s", a->kind->kind, msg);
+		sc__api_error(a->r, 400, "Invalid", field, "%s", msg);
 	else
 		replace(a, old, merged, cur);
 	json_decref(merged);
@@ -482,7 +502,13 @@ static void handle_objects(sc_http_req_t *r, void *ud)
 		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
 		return;
 	}
-	if (parse_path(&a) < 0 || check_role(&a, m) < 0)
+	if (parse_path(&a) < 0)
+		return;
+	if (a.sub[0]) {
+		sc__subresource(a.s, r, &a.who, a.kind, a.name, a.sub);
+		return;
+	}
+	if (check_role(&a, m) < 0)
 		return;
 	int one = a.name[0] != '\0';
 	if (strcmp(m, "GET") == 0)

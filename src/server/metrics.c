@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/ha.h"
 #include "starcloud/buf.h"
 #include "starcloud/core.h"
 
@@ -37,7 +38,7 @@ struct sc_metrics {
 	size_t nlat;
 	hist_t cycle;
 	hist_t wait;
-	unsigned long long cycles, placements, evictions[SC_ACT_COUNT];
+	unsigned long long cycles, placements, evictions[SC_ACT_COUNT], drained;
 	size_t pending;
 	sc_queue_metrics_t *queues;
 	size_t nqueues;
@@ -106,9 +107,10 @@ void sc__metrics_observe_http(const char *method, const char *route, int status,
 }
 
 void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
-		       const size_t *evictions, size_t nactions, size_t pending,
+		       const size_t *evictions, size_t nactions, size_t drained, size_t pending,
 		       const sc_queue_metrics_t *queues, size_t nqueues)
 {
+	m->drained += drained;
 	hist_observe(&m->cycle, seconds);
 	m->cycles++;
 	m->placements += placements;
@@ -163,10 +165,6 @@ static void write_queues(sc_buf_t *b, const sc_metrics_t *m)
 	}
 }
 
-/* The eviction reasons, as sc_action_name() spells the actions. */
-static const char *const action_names[SC_ACT_COUNT] = { "allocate", "consolidation", "reclaim",
-							"preempt", "stalegangeviction" };
-
 static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 {
 	sc_buf_puts(b, "# HELP starcloud_api_requests_total API requests by method, route and code.\n"
@@ -202,9 +200,12 @@ static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 		      "# HELP starcloud_evictions_total Pods evicted, by reason.\n"
 		      "# TYPE starcloud_evictions_total counter\n",
 		      m->cycles, m->placements, m->pending);
+	/* Reasons are the action names of manifests (sc_action_name), plus
+	 * "drain" for pods moved off a drained node. */
 	for (int a = 0; a < SC_ACT_COUNT; a++)
 		sc_buf_printf(b, "starcloud_evictions_total{reason=\"%s\"} %llu\n",
-			      action_names[a], m->evictions[a]);
+			      sc_action_name(a), m->evictions[a]);
+	sc_buf_printf(b, "starcloud_evictions_total{reason=\"drain\"} %llu\n", m->drained);
 	write_queues(b, m);
 }
 
@@ -214,6 +215,7 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	sc_buf_t b;
 	sc_buf_init(&b, 0);
 	write_metrics(&b, s->metrics);
+	sc__ha_metrics(s, &b);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);
 }
@@ -227,11 +229,7 @@ static void handle_healthz(sc_http_req_t *r, void *ud)
  * so a load balancer never sends traffic to a server with stale state. */
 static void handle_readyz(sc_http_req_t *r, void *ud)
 {
-	sc_server_t *s = ud;
-	if (s->ready)
-		sc_http_respond(r, 200, "text/plain", "ready\n", 6);
-	else
-		sc_http_respond(r, 503, "text/plain", "starting\n", 9);
+	sc__ha_readyz(ud, r);
 }
 
 int sc__metrics_register(sc_server_t *s)

@@ -22,6 +22,7 @@
 
 typedef struct sc_metrics sc_metrics_t;
 typedef struct sc_sched sc_sched_t;
+typedef struct sc_ha sc_ha_t;
 
 /* An object kind served under /api/v1/<plural>. */
 typedef struct sc_kind {
@@ -47,7 +48,9 @@ typedef struct sc_server {
 	sc_http_server_t *http;
 	sc_metrics_t *metrics;
 	sc_sched_t *sched;
+	sc_ha_t *ha; /* leader election on etcd (ha.c) */
 	uv_signal_t sigint, sigterm;
+	uv_check_t commit; /* group commit at the end of each loop iteration */
 	int ready;
 } sc_server_t;
 
@@ -55,6 +58,8 @@ typedef struct sc_server {
 const sc_kind_t *sc__kind_by_plural(const char *plural, size_t len);
 const sc_kind_t *sc__kind_by_name(const char *kind);
 int sc__api_register(sc_server_t *s);
+/* ---- agent_api.c: node heartbeats, leases, pod reports ---- */
+int sc__agent_api_register(sc_server_t *s);
 /* Sends {"error":{...}}; field may be NULL. */
 void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *field,
 		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -90,14 +95,27 @@ int sc__token_create(sc_server_t *s, int role, json_t *queues, char **secret, ch
 const char *sc__role_name(int role);
 int sc__role_parse(const char *name);
 
-/* ---- schema.c ---- */
-/* Validates a manifest of kind k; on failure fills field and msg and returns
- * SC_EINVAL. The one place to swap for the manifest decoder. */
+/* ---- validate.c ---- */
+/* Validates an object of kind k with the manifest decoder; on failure fills
+ * field (the dotted path) and msg ("Job x: path: what was expected") and
+ * returns SC_EINVAL. */
 int sc__validate_object(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz,
 			char *msg, size_t msgsz);
+/* The object as the decoder sees it: for jobs and deployments, status keeps
+ * only the fields the scheduler reads back (pods, staleSince); the rest of
+ * status (phase, reason, conditions) is written by the server for people.
+ * Returns a new reference (obj itself when nothing is set aside). */
+json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj);
 
 /* 1 when s is a valid object name (DNS subdomain rules). */
 int sc__name_valid(const char *s);
+
+/* ---- ops.c ---- */
+/* 1 when kind k has the subresource sub ("explain", "drain"). */
+int sc__subresource_known(const sc_kind_t *k, const char *sub);
+/* Answers a request to /api/v1/<plural>/<name>/<sub>. */
+void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+		     const sc_kind_t *k, const char *name, const char *sub);
 
 /* ---- metrics.c ---- */
 sc_metrics_t *sc__metrics_new(void);

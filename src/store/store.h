@@ -8,8 +8,11 @@
  * backend (embedded SQLite now, etcd later) is a table of function pointers
  * (sc_store_ops_t) behind an opaque handle.
  *
- * Durability: a backend returns from a write only when it is on disk, so
- * the server may acknowledge it at once.
+ * Durability: a write is committed (visible, and safe from a crash of the
+ * process) when txn returns; it is on disk (safe from power loss) after
+ * the next sync. The server acknowledges writes only after a sync, and
+ * syncs once per event-loop iteration for every write of that iteration
+ * (group commit: one fsync for many writes).
  *
  * Threading: a store is used from one thread (the daemon's event loop);
  * watch callbacks run inside the write that caused them. */
@@ -76,6 +79,8 @@ typedef struct sc_store_ops {
 	int (*replay)(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
 		      void *ud);
 	int64_t (*revision)(sc_store_t *s);
+	/* Makes every committed write durable (fsync); cheap when none is new. */
+	int (*sync)(sc_store_t *s);
 	void (*close)(sc_store_t *s);
 } sc_store_ops_t;
 
@@ -95,6 +100,8 @@ int sc_store_delete(sc_store_t *s, const char *key, int64_t expect_rev, int64_t 
 int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev,
 		 size_t *failed);
 int64_t sc_store_revision(sc_store_t *s);
+/* Makes committed writes durable; 0 or SC_EIO. */
+int sc_store_sync(sc_store_t *s);
 /* Streams changes under prefix after from_rev (replayed from the log), then
  * every later change until sc_store_unwatch. *out is owned by the store. */
 int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
@@ -102,6 +109,10 @@ int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store
 void sc_store_unwatch(sc_store_t *s, sc_store_watch_t *w);
 /* Closes the store; accepts NULL. */
 void sc_store_close(sc_store_t *s);
+
+/* 1 when the last call on this thread failed with SC_EUNAVAIL (the
+ * backend could not be reached). */
+int sc_store_last_unavailable(void);
 
 void sc_kv_free(sc_kv_t *kv);
 void sc_kv_list_free(sc_kv_list_t *l);
@@ -112,5 +123,6 @@ void sc__store_notify(sc_store_t *s, const sc_store_event_t *ev);
 /* ---- backends ---- */
 /* Opens (creating and migrating as needed) the SQLite store in dir. */
 int sc_store_sqlite_open(const char *dir, sc_store_t **out);
+/* The etcd backend: store_etcd.h. */
 
 #endif

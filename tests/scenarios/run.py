@@ -117,6 +117,14 @@ def check_output(expect, out, errors):
         if job in bound:
             errors.append("notBound: job %s has bindings" % job)
     check_queues(errors, expect.get("queues", []), out.get("queues", []))
+    if "cycles" in expect:  # per-cycle expectations for --cycles N
+        got = out.get("cycles", [])
+        if len(got) != len(expect["cycles"]):
+            errors.append("cycles: expected %d, got %d" % (len(expect["cycles"]), len(got)))
+        for i, (want, cyc) in enumerate(zip(expect["cycles"], got)):
+            sub = []
+            check_output(want, cyc, sub)
+            errors.extend("cycle %d: %s" % (i + 1, e) for e in sub)
 
 
 def run_one(binary, path):

@@ -3,90 +3,31 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
-#include "starcloud/core.h"
-
-#define MAXN 64
-
-typedef struct fixture {
-	sc_node_spec_t nodes[MAXN];
-	char names[MAXN][16];
-	sc_queue_spec_t queues[8];
-	sc_job_spec_t jobs[512];
-	sc_task_spec_t tasks[512];
-	char jnames[512][16];
-	sc_snapshot_t snap;
-} fixture_t;
-
-static fixture_t F;
-
-static void reset(void)
-{
-	memset(&F, 0, sizeof(F));
-	sc_config_default(&F.snap.config);
-	F.snap.nodes = F.nodes;
-	F.snap.queues = F.queues;
-	F.snap.jobs = F.jobs;
-}
-
-static void add_nodes(int n, int gpus)
-{
-	for (int i = 0; i < n; i++) {
-		size_t k = F.snap.nnodes++;
-		snprintf(F.names[k], sizeof(F.names[k]), "n%02zu", k);
-		F.nodes[k] = (sc_node_spec_t){.name = F.names[k], .cpu_milli = 64000,
-					      .memory = (int64_t)512 << 30, .gpu_count = gpus,
-					      .gpu_model = "A100", .gpu_memory = (int64_t)80 << 30};
-	}
-}
-
-static void add_queue(const char *name, const char *parent, double quota, double weight,
-		      double limit)
-{
-	sc_queue_spec_t *q = &F.queues[F.snap.nqueues++];
-	q->name = name;
-	q->parent = parent;
-	q->priority = 100;
-	q->res[SC_RES_GPU] = (sc_queue_res_t){quota, limit, weight};
-	q->res[SC_RES_CPU] = (sc_queue_res_t){-1, -1, 1};
-	q->res[SC_RES_MEM] = (sc_queue_res_t){-1, -1, 1};
-}
-
-static void add_job(const char *queue, int replicas, int gpus, int min_member)
-{
-	size_t k = F.snap.njobs++;
-	snprintf(F.jnames[k], sizeof(F.jnames[k]), "j%03zu", k);
-	F.tasks[k] = (sc_task_spec_t){.name = "main", .replicas = replicas,
-				      .req = {.cpu_milli = 1000, .memory = 1 << 30, .gpus = gpus}};
-	F.jobs[k] = (sc_job_spec_t){.name = F.jnames[k], .queue = queue, .preemptible = -1,
-				    .min_member = min_member, .tasks = &F.tasks[k], .ntasks = 1,
-				    .created = (int64_t)k, .staleness_grace = -1};
-}
+#include "fixture.h"
 
 static const sc_queue_report_t *queue(const sc_decisions_t *d, const char *name)
 {
-	for (size_t i = 0; i < d->nqueues; i++)
-		if (strcmp(d->queues[i].name, name) == 0)
-			return &d->queues[i];
-	fail_msg("no queue %s", name);
-	return NULL;
+	const sc_queue_report_t *q = fx_qr(d, name);
+	if (!q)
+		fail_msg("no queue %s", name);
+	return q;
 }
 
 /* KAI's own test vector: 100 GPUs, two queues with quota 10 and request
  * 100, weights 3 and 1 -> 70 and 30. */
 static void test_kai_vector(void **state)
 {
-	reset();
-	add_nodes(25, 4);
-	add_queue("a", NULL, 10, 3, -1);
-	add_queue("b", NULL, 10, 1, -1);
+	fx_reset();
+	fx_nodes(25, 4);
+	fx_queue("a", NULL, 10, 3, -1);
+	fx_queue("b", NULL, 10, 1, -1);
 	for (int i = 0; i < 100; i++) {
-		add_job("a", 1, 1, 0);
-		add_job("b", 1, 1, 0);
+		fx_job("a", 1, 1, 0);
+		fx_job("b", 1, 1, 0);
 	}
 	sc_decisions_t *d;
 	char msg[256];
@@ -104,16 +45,16 @@ static void test_kai_vector(void **state)
 /* Hierarchy: the parent's share is divided among its children. */
 static void test_hierarchy(void **state)
 {
-	reset();
-	add_nodes(10, 8);
-	add_queue("org", NULL, 40, 1, -1);
-	add_queue("other", NULL, 40, 1, -1);
-	add_queue("t1", "org", 10, 1, -1);
-	add_queue("t2", "org", 10, 3, -1);
+	fx_reset();
+	fx_nodes(10, 8);
+	fx_queue("org", NULL, 40, 1, -1);
+	fx_queue("other", NULL, 40, 1, -1);
+	fx_queue("t1", "org", 10, 1, -1);
+	fx_queue("t2", "org", 10, 3, -1);
 	for (int i = 0; i < 30; i++) {
-		add_job("t1", 1, 2, 0);
-		add_job("t2", 1, 2, 0);
-		add_job("other", 1, 1, 0);
+		fx_job("t1", 1, 2, 0);
+		fx_job("t2", 1, 2, 0);
+		fx_job("other", 1, 1, 0);
 	}
 	sc_decisions_t *d;
 	char msg[256];
@@ -131,11 +72,11 @@ static void test_hierarchy(void **state)
 /* A gang that does not fit is rolled back whole. */
 static void test_gang_rollback(void **state)
 {
-	reset();
-	add_nodes(2, 4);
-	add_queue("a", NULL, -1, 1, -1);
-	add_job("a", 3, 4, 0); /* 12 GPUs on 8: nothing */
-	add_job("a", 2, 4, 0); /* fits exactly */
+	fx_reset();
+	fx_nodes(2, 4);
+	fx_queue("a", NULL, -1, 1, -1);
+	fx_job("a", 3, 4, 0); /* 12 GPUs on 8: nothing */
+	fx_job("a", 2, 4, 0); /* fits exactly */
 	sc_decisions_t *d;
 	char msg[256];
 	assert_int_equal(sc_schedule(&F.snap, &d, msg, sizeof(msg)), 0);
@@ -149,11 +90,11 @@ static void test_gang_rollback(void **state)
 /* Limits are never exceeded. */
 static void test_limit(void **state)
 {
-	reset();
-	add_nodes(4, 8);
-	add_queue("a", NULL, 4, 1, 6);
+	fx_reset();
+	fx_nodes(4, 8);
+	fx_queue("a", NULL, 4, 1, 6);
 	for (int i = 0; i < 10; i++)
-		add_job("a", 1, 1, 0);
+		fx_job("a", 1, 1, 0);
 	sc_decisions_t *d;
 	char msg[256];
 	assert_int_equal(sc_schedule(&F.snap, &d, msg, sizeof(msg)), 0);

@@ -1,0 +1,341 @@
+/* API benchmark of the control plane (`make bench-api`).
+ *
+ * Starts `starcloud server` on a free loopback port with a fresh data
+ * folder, then measures with N concurrent clients (threads, one keep-alive
+ * connection each):
+ *   1. apply: POST of small single-pod jobs (throughput, p50/p99 latency),
+ *      with the scheduling loop running (4 nodes x 8 GPUs, one queue, so
+ *      32 jobs run and the rest get a pending reason written back);
+ *   2. get: GET of one job;
+ *   3. list: GET of the whole job collection (10,000 jobs by default);
+ *   4. apply-to-bound on a second, idle server: one client POSTs a
+ *      single-pod job and polls it until status.pods[0] is Running, then
+ *      deletes it; the event-triggered cycle is what binds it.
+ * Prints one line per measurement; docs/BENCHMARKS.md keeps the figures. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct server {
+	pid_t pid;
+	int port;
+	char token[128];
+	char dir[64];
+} server_t;
+
+static const char *bin = "build/starcloud";
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	bind(fd, (struct sockaddr *)&a, sizeof(a));
+	getsockname(fd, (struct sockaddr *)&a, &len);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static int dial(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* One request on a keep-alive connection; the body of the answer goes to
+ * *body (malloc'd, caller frees) when body is not NULL. Returns the status
+ * or -1. */
+static int request(int fd, const char *token, const char *method, const char *path,
+		   const char *data, char **body)
+{
+	char head[1024];
+	size_t dlen = data ? strlen(data) : 0;
+	int n = snprintf(head, sizeof(head),
+			 "%s %s HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer %s\r\n"
+			 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+			 method, path, token, dlen);
+	if (write(fd, head, (size_t)n) != n || (dlen && write(fd, data, dlen) != (ssize_t)dlen))
+		return -1;
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap + 1), *end = NULL;
+	while (!end) {
+		if (len == cap) {
+			cap *= 2;
+			buf = realloc(buf, cap + 1);
+		}
+		ssize_t r = read(fd, buf + len, cap - len);
+		if (r <= 0) {
+			free(buf);
+			return -1;
+		}
+		len += (size_t)r;
+		buf[len] = '\0';
+		end = strstr(buf, "\r\n\r\n");
+	}
+	int status = atoi(buf + 9);
+	const char *cl = strcasestr(buf, "Content-Length:");
+	size_t want = cl ? strtoul(cl + 15, NULL, 10) : 0;
+	size_t hlen = (size_t)(end + 4 - buf);
+	if (hlen + want > cap) {
+		cap = hlen + want;
+		buf = realloc(buf, cap + 1);
+	}
+	while (len < hlen + want) {
+		ssize_t r = read(fd, buf + len, hlen + want - len);
+		if (r <= 0) {
+			free(buf);
+			return -1;
+		}
+		len += (size_t)r;
+	}
+	buf[len] = '\0';
+	if (body) {
+		memmove(buf, buf + hlen, want + 1);
+		*body = buf;
+	} else {
+		free(buf);
+	}
+	return status;
+}
+
+static int start_server(server_t *s)
+{
+	int pipefd[2];
+	snprintf(s->dir, sizeof(s->dir), "/tmp/sc-bench-XXXXXX");
+	if (!mkdtemp(s->dir) || pipe(pipefd) < 0)
+		return -1;
+	s->port = free_port();
+	char listen[64], data[96];
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", s->port);
+	snprintf(data, sizeof(data), "%s/data", s->dir);
+	s->pid = fork();
+	if (s->pid == 0) {
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		execl(bin, bin, "server", "--listen", listen, "--data-dir", data, (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	FILE *f = fdopen(pipefd[0], "r");
+	char line[512];
+	if (!f || !fgets(line, sizeof(line), f))
+		return -1;
+	const char *t = strstr(line, "sc_");
+	if (!t)
+		return -1;
+	snprintf(s->token, sizeof(s->token), "%.*s", (int)strspn(t, "sc_0123456789abcdef"), t);
+	fclose(f);
+	for (int i = 0; i < 200; i++) {
+		int fd = dial(s->port);
+		if (fd >= 0) {
+			int st = request(fd, s->token, "GET", "/readyz", NULL, NULL);
+			close(fd);
+			if (st == 200)
+				return 0;
+		}
+		usleep(20000);
+	}
+	return -1;
+}
+
+static void stop_server(server_t *s)
+{
+	char cmd[128];
+	kill(s->pid, SIGTERM);
+	waitpid(s->pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", s->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "bench: could not remove %s\n", s->dir);
+}
+
+static const char *node_json = "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Node\",\"metadata\":"
+			       "{\"name\":\"n%d\"},\"spec\":{\"cpu\":64,\"memory\":\"512Gi\","
+			       "\"gpus\":{\"count\":8,\"model\":\"A100-80GB\",\"memory\":\"80Gi\"}}}";
+static const char *queue_json = "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Queue\",\"metadata\":"
+				"{\"name\":\"bench\"},\"spec\":{\"resources\":{\"gpu\":{\"quota\":"
+				"32,\"overQuotaWeight\":1,\"limit\":-1}}}}";
+static const char *job_json = "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Job\",\"metadata\":"
+			      "{\"name\":\"%s\"},\"spec\":{\"queue\":\"bench\",\"tasks\":[{\"name\":"
+			      "\"w\",\"replicas\":1,\"resources\":{\"cpu\":1,\"memory\":\"1Gi\","
+			      "\"gpu\":1}}]}}";
+
+static void cluster(server_t *s, int nodes)
+{
+	char body[512];
+	int fd = dial(s->port);
+	for (int i = 0; i < nodes; i++) {
+		snprintf(body, sizeof(body), node_json, i);
+		request(fd, s->token, "POST", "/api/v1/nodes", body, NULL);
+	}
+	request(fd, s->token, "POST", "/api/v1/queues", queue_json, NULL);
+	close(fd);
+}
+
+/* ---- concurrent phases ---------------------------------------------- */
+
+enum { OP_APPLY, OP_GET, OP_LIST };
+
+typedef struct worker {
+	pthread_t th;
+	server_t *s;
+	int op, id, n, errors;
+	double *lat;
+} worker_t;
+
+static void *work(void *p)
+{
+	worker_t *w = p;
+	char body[512], name[64];
+	int fd = dial(w->s->port);
+	for (int i = 0; i < w->n; i++) {
+		double t0 = now_s();
+		int st;
+		if (w->op == OP_APPLY) {
+			snprintf(name, sizeof(name), "j-%d-%d", w->id, i);
+			snprintf(body, sizeof(body), job_json, name);
+			st = request(fd, w->s->token, "POST", "/api/v1/jobs", body, NULL) == 201;
+		} else if (w->op == OP_GET) {
+			st = request(fd, w->s->token, "GET", "/api/v1/jobs/j-0-0", NULL, NULL) == 200;
+		} else {
+			st = request(fd, w->s->token, "GET", "/api/v1/jobs", NULL, NULL) == 200;
+		}
+		w->lat[i] = now_s() - t0;
+		w->errors += !st;
+	}
+	close(fd);
+	return NULL;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void report(const char *what, double *lat, size_t n, double wall, int errors)
+{
+	qsort(lat, n, sizeof(*lat), cmp_d);
+	printf("%-16s %7zu requests %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms  errors %d\n",
+	       what, n, (double)n / wall, lat[n / 2] * 1e3, lat[n * 99 / 100] * 1e3,
+	       lat[n - 1] * 1e3, errors);
+	fflush(stdout);
+}
+
+static void phase(server_t *s, const char *what, int op, int clients, int per_client)
+{
+	worker_t *w = calloc((size_t)clients, sizeof(*w));
+	double *lat = calloc((size_t)clients * (size_t)per_client, sizeof(*lat));
+	int errors = 0;
+	double t0 = now_s();
+	for (int i = 0; i < clients; i++) {
+		w[i] = (worker_t){ .s = s, .op = op, .id = i, .n = per_client,
+				   .lat = lat + (size_t)i * (size_t)per_client };
+		pthread_create(&w[i].th, NULL, work, &w[i]);
+	}
+	for (int i = 0; i < clients; i++) {
+		pthread_join(w[i].th, NULL);
+		errors += w[i].errors;
+	}
+	report(what, lat, (size_t)clients * (size_t)per_client, now_s() - t0, errors);
+	free(lat);
+	free(w);
+}
+
+/* ---- apply-to-bound --------------------------------------------------- */
+
+static void apply_to_bound(server_t *s, int rounds)
+{
+	double *lat = calloc((size_t)rounds, sizeof(*lat));
+	char body[512], name[64], path[128];
+	int fd = dial(s->port), errors = 0;
+	double t0 = now_s();
+	for (int i = 0; i < rounds; i++) {
+		snprintf(name, sizeof(name), "b-%d", i);
+		snprintf(body, sizeof(body), job_json, name);
+		snprintf(path, sizeof(path), "/api/v1/jobs/%s", name);
+		double start = now_s();
+		if (request(fd, s->token, "POST", "/api/v1/jobs", body, NULL) != 201)
+			errors++;
+		for (;;) {
+			char *resp = NULL;
+			request(fd, s->token, "GET", path, NULL, &resp);
+			int bound = resp && strstr(resp, "\"phase\":\"Running\"") != NULL;
+			free(resp);
+			if (bound || now_s() - start > 5)
+				break;
+			usleep(200); /* poll every 0.2 ms */
+		}
+		lat[i] = now_s() - start;
+		request(fd, s->token, "DELETE", path, NULL, NULL);
+		usleep(5000); /* idle between rounds: the cluster is empty again */
+	}
+	close(fd);
+	report("apply-to-bound", lat, (size_t)rounds, now_s() - t0, errors);
+	free(lat);
+}
+
+int main(int argc, char **argv)
+{
+	int clients = 32, jobs = 10000, gets = 20000, lists = 64, rounds = 200;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--bin") == 0)
+			bin = argv[i + 1];
+		else if (strcmp(argv[i], "--clients") == 0)
+			clients = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--jobs") == 0)
+			jobs = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--rounds") == 0)
+			rounds = atoi(argv[i + 1]);
+		else {
+			fprintf(stderr, "usage: api_bench [--bin PATH] [--clients N] [--jobs N] "
+					"[--rounds N]\n");
+			return 2;
+		}
+	}
+	if (clients < 1 || jobs < clients || rounds < 1)
+		return 2;
+	server_t s;
+	if (start_server(&s) < 0) {
+		fprintf(stderr, "bench: cannot start %s server\n", bin);
+		return 1;
+	}
+	printf("starcloud api bench: %d clients, %d jobs, server on 127.0.0.1:%d\n", clients, jobs,
+	       s.port);
+	cluster(&s, 4);
+	phase(&s, "apply (POST job)", OP_APPLY, clients, jobs / clients);
+	phase(&s, "get one job", OP_GET, clients, gets / clients);
+	phase(&s, "list all jobs", OP_LIST, clients, lists / clients > 0 ? lists / clients : 1);
+	stop_server(&s);
+
+	server_t idle;
+	if (start_server(&idle) < 0)
+		return 1;
+	cluster(&idle, 4);
+	usleep(100000);
+	apply_to_bound(&idle, rounds);
+	stop_server(&idle);
+	return 0;
+}

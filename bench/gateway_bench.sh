@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Gateway benchmark (make bench-gateway): throughput and added latency of
+# `starcloud gateway` against nginx proxying to the same backends, failover
+# after a replica crash, and canary rollback time. Everything on loopback;
+# backends are nginx instances answering a fixed completion (so the figures
+# measure the proxies, not a model). Needs wrk and nginx (scripts/deps.sh).
+set -eu
+BIN=${STARCLOUD_BIN:-build/starcloud}
+DUR=${BENCH_SECONDS:-5}
+CONNS=${BENCH_CONNS:-32}
+T=$(mktemp -d)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_up() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.05; done; echo "no answer from $1" >&2; exit 1; }
+
+# One nginx per backend so that one can be killed alone.
+backend() { # name port status
+	mkdir -p "$T/$1"
+	cat > "$T/$1/nginx.conf" <<CONF
+worker_processes 1; daemon off; pid $T/$1/nginx.pid; error_log $T/$1/error.log;
+events { worker_connections 4096; }
+http { access_log off; client_body_temp_path $T/$1; proxy_temp_path $T/$1;
+  fastcgi_temp_path $T/$1; uwsgi_temp_path $T/$1; scgi_temp_path $T/$1;
+  server { listen 127.0.0.1:$2; keepalive_requests 1000000;
+    location / { default_type application/json;
+      return $3 '{"id":"c","object":"text_completion","model":"bench","choices":[{"index":0,"text":"t0 ","finish_reason":"length"}]}'; } } }
+CONF
+	nginx -c "$T/$1/nginx.conf" -e "$T/$1/error.log" & PIDS+=($!); eval "$1_PID=$!"
+	wait_up "http://127.0.0.1:$2/"
+}
+B1=$(port); B2=$(port); BAD=$(port); GW=$(port); NG=$(port); GW2=$(port)
+backend b1 "$B1" 200; backend b2 "$B2" 200; backend bad "$BAD" 500
+
+"$BIN" gateway --listen 127.0.0.1:$GW --probe-interval 0 \
+	--backend model=bench,version=1,url=http://127.0.0.1:$B1 \
+	--backend model=bench,version=1,url=http://127.0.0.1:$B2 2>"$T/gw.log" & PIDS+=($!)
+mkdir -p "$T/px"
+cat > "$T/px/nginx.conf" <<CONF
+worker_processes 1; daemon off; pid $T/px/nginx.pid; error_log $T/px/error.log;
+events { worker_connections 4096; }
+http { access_log off; client_body_temp_path $T/px; proxy_temp_path $T/px;
+  fastcgi_temp_path $T/px; uwsgi_temp_path $T/px; scgi_temp_path $T/px;
+  upstream be { least_conn; server 127.0.0.1:$B1; server 127.0.0.1:$B2; keepalive 128; }
+  server { listen 127.0.0.1:$NG; keepalive_requests 1000000;
+    location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
+CONF
+nginx -c "$T/px/nginx.conf" -e "$T/px/error.log" & PIDS+=($!)
+wait_up "http://127.0.0.1:$GW/healthz"; wait_up "http://127.0.0.1:$NG/"
+
+cat > "$T/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"model":"bench","prompt":"hello","max_tokens":1}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+run() { # label url -> "req/s p50_ms p99_ms"
+	wrk -t1 -c"$CONNS" -d"${DUR}s" --latency -s "$T/post.lua" "$2/v1/completions" > "$T/$1.wrk"
+	/usr/bin/python3 - "$T/$1.wrk" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+def ms(s):
+    v, u = re.match(r"([\d.]+)(us|ms|s)", s).groups()
+    return float(v) * {"us": 0.001, "ms": 1, "s": 1000}[u]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+p50 = ms(re.search(r"50%\s+(\S+)", t).group(1)); p99 = ms(re.search(r"99%\s+(\S+)", t).group(1))
+errs = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
+print("%.0f %.3f %.3f %s" % (rps, p50, p99, errs.group(1) if errs else 0))
+PY
+}
+read -r D_RPS D_P50 D_P99 _ <<<"$(run direct http://127.0.0.1:$B1)"
+read -r G_RPS G_P50 G_P99 G_ERR <<<"$(run gateway http://127.0.0.1:$GW)"
+read -r N_RPS N_P50 N_P99 N_ERR <<<"$(run nginx http://127.0.0.1:$NG)"
+# Added latency at light load (one connection), where queueing does not hide it.
+CONNS=1
+read -r d1 d50 d99 _ <<<"$(run direct1 http://127.0.0.1:$B1)"
+read -r g1 g50 g99 _ <<<"$(run gateway1 http://127.0.0.1:$GW)"
+read -r n1 n50 n99 _ <<<"$(run nginx1 http://127.0.0.1:$NG)"
+
+echo "== throughput, $DUR s, wrk -t1 -c${BENCH_CONNS:-32}, small POST /v1/completions"
+printf "%-10s %10s %9s %9s %s\n" target req/s p50_ms p99_ms non2xx
+printf "%-10s %10s %9s %9s\n" direct "$D_RPS" "$D_P50" "$D_P99"
+printf "%-10s %10s %9s %9s %s\n" gateway "$G_RPS" "$G_P50" "$G_P99" "$G_ERR"
+printf "%-10s %10s %9s %9s %s\n" nginx "$N_RPS" "$N_P50" "$N_P99" "$N_ERR"
+echo "== added latency at 1 connection (proxy minus direct), ms"
+/usr/bin/python3 -c "
+print('gateway: p50 +%.3f  p99 +%.3f  (%s req/s)' % ($g50-$d50, $g99-$d99, '$g1'))
+print('nginx:   p50 +%.3f  p99 +%.3f  (%s req/s)' % ($n50-$d50, $n99-$d99, '$n1'))"
+
+# Failover: steady load through the gateway, one backend killed at 1 s.
+echo "== failover: 8 clients, backend killed after 1 s, 3 s run"
+/usr/bin/python3 - "http://127.0.0.1:$GW" "$b1_PID" <<'PY'
+import os, signal, sys, threading, time, requests
+url, pid = sys.argv[1], int(sys.argv[2])
+res, stop = [], time.time() + 3
+def load():
+    s = requests.Session()
+    while time.time() < stop:
+        t0 = time.time()
+        try:
+            c = s.post(url + "/v1/completions", json={"model": "bench", "prompt": "x"}, timeout=5).status_code
+        except Exception:
+            c = 0
+        res.append((t0, time.time() - t0, c))
+ts = [threading.Thread(target=load) for _ in range(8)]
+[t.start() for t in ts]
+time.sleep(1); kill_at = time.time(); os.kill(pid, signal.SIGKILL)
+[t.join() for t in ts]
+after = [r for r in res if r[0] + r[1] >= kill_at]
+bad = [r for r in res if r[2] != 200]
+print("requests %d, failed %d, slowest request around the crash %.1f ms, "
+      "first success after the crash %.1f ms" % (len(res), len(bad),
+      1000 * max(r[1] for r in after), 1000 * (min(r[0] + r[1] for r in after if r[2] == 200) - kill_at)))
+PY
+
+# Rollback: canary answering 500 to everything, 1 s analysis window.
+"$BIN" gateway --listen 127.0.0.1:$GW2 --probe-interval 0 \
+	--backend model=bench,version=1,url=http://127.0.0.1:$B2 \
+	--backend model=bench,version=2,url=http://127.0.0.1:$BAD \
+	--rollout model=bench,stable=1,canary=2,window=1s 2>"$T/gw2.log" & PIDS+=($!)
+wait_up "http://127.0.0.1:$GW2/healthz"
+echo "== rollback: canary with 100 % errors at 10 %, window 1 s"
+/usr/bin/python3 - "http://127.0.0.1:$GW2" <<'PY'
+import sys, time, requests
+url = sys.argv[1]; s = requests.Session(); t0 = time.time(); n = bad = 0
+while time.time() - t0 < 10:
+    n += 1; bad += s.post(url + "/v1/completions", json={"model": "bench", "prompt": "x"}).status_code != 200
+    if n % 20 == 0 and s.get(url + "/admin/rollouts/bench").json()["state"] == "rolled_back":
+        break
+print("rolled back after %.2f s; %d of %d requests failed (%.1f %%)" % (time.time() - t0, bad, n, 100.0 * bad / n))
+PY
+echo "machine: $(nproc) cores, $(uname -sr), $(date -u +%Y-%m-%d)"

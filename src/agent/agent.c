@@ -1,0 +1,386 @@
+/* `starcloud agent`: registers this node, keeps its lease alive, runs the
+ * pods the scheduler binds here and reports on them (docs/AGENT.md).
+ *
+ * Start-up: discover GPUs (NVML, else --gpus) -> open the status port ->
+ * register the Node (create, or patch labels and capacity so a drain's
+ * cordon survives) -> heartbeat every --heartbeat (the server expires the
+ * lease after three missed ones) -> list + watch jobs and deployments.
+ * A heartbeat carries every pod's report; a change sends one at once. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/agent_opts.h"
+#include "agent/pod.h"
+#include "agent/podenv.h"
+#include "starcloud/error.h"
+
+#define REPORT_DELAY_MS 20
+#define TICK_MS 1000
+
+void sc__agent_log(sc_agent_t *a, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "agent %s: %s\n", a->o.name, msg);
+}
+
+uint64_t sc__agent_now_ms(sc_agent_t *a)
+{
+	uv_update_time(a->loop);
+	return uv_now(a->loop);
+}
+
+static void url_of(sc_agent_t *a, char *out, size_t outsz, const char *fmt, const char *arg)
+{
+	int n = snprintf(out, outsz, "%s", a->server);
+	snprintf(out + n, outsz - (size_t)n, fmt, arg);
+}
+
+void sc__agent_next_server(sc_agent_t *a)
+{
+	const char *p = a->o.server;
+	size_t count = 0, i = 0;
+	for (const char *q = p; q; q = strchr(q + 1, ','))
+		count++;
+	a->server_idx = (a->server_idx + 1) % count;
+	while (i++ < a->server_idx)
+		p = strchr(p, ',') + 1;
+	snprintf(a->server, sizeof(a->server), "%.*s", (int)strcspn(p, ","), p);
+}
+
+static void request(sc_agent_t *a, const char *method, const char *url, json_t *body,
+		    sc_httpc_done_fn done, sc_httpc_req_t **out)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	sc_httpc_opts_t o = { .method = method, .url = url, .token = a->o.token, .body = text,
+			      .body_len = text ? strlen(text) : 0,
+			      .timeout_ms = (long)(a->o.heartbeat_ms * 2 + 1000), .done = done,
+			      .ud = a };
+	sc_httpc_req_t *r = sc_httpc_start(a->http, &o);
+	if (out)
+		*out = r;
+	free(text);
+}
+
+/* ---- reports and heartbeats -------------------------------------------- */
+
+static json_t *conditions(sc_agent_t *a)
+{
+	int gpu_ok = a->gpus.error[0] == '\0';
+	return json_pack("[{s:s,s:s},{s:s,s:s,s:s}]", "type", "Ready", "status", "True", "type",
+			 "GPUHealthy", "status", gpu_ok ? "True" : "False", "message",
+			 a->gpus.error);
+}
+
+static json_t *report_body(sc_agent_t *a)
+{
+	json_t *pods = json_array();
+	for (sc_pod_t *p = a->pods; p; p = p->next)
+		if (!p->stopping)
+			json_array_append_new(pods, sc__pod_report(p));
+	json_t *b = json_pack("{s:s,s:I,s:o,s:o,s:o,s:s}", "address", a->advertise,
+			      "leaseSeconds",
+			      (json_int_t)((a->o.heartbeat_ms * 3 + 999) / 1000), "conditions",
+			      conditions(a), "devices", sc_gpu_devices_json(&a->gpus), "pods", pods,
+			      "gpuSource", a->gpus.source);
+	json_object_set_new(b, "leaseMillis", json_integer((json_int_t)(a->o.heartbeat_ms * 3)));
+	return b;
+}
+
+static void send_report(sc_agent_t *a);
+static void do_register(sc_agent_t *a);
+
+static void on_report(int status, const char *body, size_t len, void *ud)
+{
+	sc_agent_t *a = ud;
+	a->report_req = NULL;
+	json_t *resp = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
+	int lost = json_is_true(json_object_get(resp, "leaseWasLost"));
+	json_decref(resp);
+	if (status == 200) {
+		if (a->hb_failing || lost) {
+			sc__agent_log(a, "server reachable again: listing and watching anew");
+			sc__sync_restart(a);
+		}
+		a->hb_failing = 0;
+		a->last_hb_ok = sc__agent_now_ms(a);
+	} else {
+		if (!a->hb_failing)
+			sc__agent_log(a, "heartbeat failed (%d%s)", status,
+				      status < 0 ? ": server unreachable" : "");
+		a->hb_failing = 1;
+		/* Unreachable, or a follower (503): try the next server; the
+		 * success there lists and watches anew. */
+		if (status < 0 || status == 503)
+			sc__agent_next_server(a);
+		if (status == 404) {
+			a->registered = 0;
+			do_register(a);
+			return;
+		}
+	}
+	if (a->report_again) {
+		a->report_again = 0;
+		send_report(a);
+	}
+}
+
+static void send_report(sc_agent_t *a)
+{
+	char url[1024];
+	if (!a->registered)
+		return;
+	if (a->report_req) {
+		a->report_again = 1;
+		return;
+	}
+	json_t *b = report_body(a);
+	url_of(a, url, sizeof(url), "/api/v1/agents/%s/heartbeat", a->o.name);
+	request(a, "POST", url, b, on_report, &a->report_req);
+	json_decref(b);
+}
+
+static void on_report_timer(uv_timer_t *t)
+{
+	send_report(t->data);
+}
+
+void sc__agent_report_soon(sc_agent_t *a)
+{
+	if (!uv_is_active((uv_handle_t *)&a->report_timer))
+		uv_timer_start(&a->report_timer, on_report_timer, REPORT_DELAY_MS, 0);
+}
+
+/* A node that cannot renew its lease has been given up by the server
+ * (which evicts its pods); with --fence-on-lease-loss we stop them too, so
+ * no pod runs twice even while the network is cut. */
+static void fence_check(sc_agent_t *a)
+{
+	uint64_t now = sc__agent_now_ms(a);
+	if (!a->o.fence || !a->hb_failing || now - a->last_hb_ok < a->o.heartbeat_ms * 3)
+		return;
+	for (sc_pod_t *p = a->pods, *next; p; p = next) {
+		next = p->next;
+		sc__pod_stop(p, "lease lost: the server has given this node's pods away");
+	}
+}
+
+static void on_heartbeat(uv_timer_t *t)
+{
+	sc_agent_t *a = t->data;
+	fence_check(a);
+	send_report(a);
+}
+
+/* ---- registration ------------------------------------------------------ */
+
+static json_t *node_object(sc_agent_t *a)
+{
+	json_t *labels = json_object();
+	sc__agent_labels(a->o.labels, labels);
+	return json_pack("{s:s,s:s,s:{s:s,s:o},s:{s:f,s:I,s:o}}", "apiVersion",
+			 "starcloud.dev/v1", "kind", "Node", "metadata", "name", a->o.name,
+			 "labels", labels, "spec", "cpu", (double)a->o.cpu_milli / 1000.0,
+			 "memory", (json_int_t)a->o.memory, "gpus", sc_gpu_node_spec(&a->gpus));
+}
+
+static void registered(sc_agent_t *a)
+{
+	if (a->registered)
+		return;
+	a->registered = 1;
+	a->last_hb_ok = sc__agent_now_ms(a);
+	sc__agent_log(a, "registered with %s (%d GPUs, %s)", a->server, a->gpus.count,
+		      a->gpus.source);
+	uv_timer_start(&a->hb_timer, on_heartbeat, 0, a->o.heartbeat_ms);
+	sc__sync_start(a);
+}
+
+static void on_register_timer(uv_timer_t *t);
+
+static void on_patched(int status, const char *body, size_t len, void *ud)
+{
+	sc_agent_t *a = ud;
+	if (status == 200) {
+		registered(a);
+		return;
+	}
+	sc__agent_log(a, "cannot update Node %s (%d): %.*s", a->o.name, status,
+		      (int)(len > 300 ? 300 : len), body);
+	uv_timer_start(&a->hb_timer, on_register_timer, a->o.heartbeat_ms, 0);
+}
+
+static void on_created(int status, const char *body, size_t len, void *ud)
+{
+	sc_agent_t *a = ud;
+	char url[1024];
+	if (status == 201) {
+		registered(a);
+		return;
+	}
+	if (status == 409) {
+		/* Exists: a merge patch of labels and capacity keeps what others
+		 * set (a drain's cordon, annotations). */
+		json_t *n = node_object(a);
+		json_object_del(n, "apiVersion");
+		json_object_del(n, "kind");
+		url_of(a, url, sizeof(url), "/api/v1/nodes/%s", a->o.name);
+		request(a, "PATCH", url, n, on_patched, NULL);
+		json_decref(n);
+		return;
+	}
+	sc__agent_log(a, "cannot register Node %s (%d): %.*s", a->o.name, status,
+		      (int)(len > 300 ? 300 : len), body);
+	uv_timer_start(&a->hb_timer, on_register_timer, a->o.heartbeat_ms, 0);
+}
+
+static void on_register_timer(uv_timer_t *t)
+{
+	do_register(t->data);
+}
+
+static void do_register(sc_agent_t *a)
+{
+	char url[1024];
+	if (a->stopping)
+		return;
+	uv_timer_stop(&a->hb_timer);
+	json_t *n = node_object(a);
+	url_of(a, url, sizeof(url), "/api/v1/nodes%s", "");
+	request(a, "POST", url, n, on_created, NULL);
+	json_decref(n);
+}
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+static void on_tick(uv_timer_t *t)
+{
+	sc_agent_t *a = t->data;
+	sc__pods_tick(a);
+	if (a->stopping && a->npods == 0)
+		uv_stop(a->loop);
+}
+
+static void close_all(sc_agent_t *a)
+{
+	sc__sync_stop(a);
+	uv_timer_stop(&a->hb_timer);
+	uv_timer_stop(&a->report_timer);
+	uv_close((uv_handle_t *)&a->sigterm, NULL);
+	uv_close((uv_handle_t *)&a->sigint, NULL);
+	if (a->status)
+		sc_http_server_close(a->status);
+	a->status = NULL;
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	sc_agent_t *a = h->data;
+	if (a->stopping)
+		return;
+	a->stopping = 1;
+	sc__agent_log(a, "signal %d: no new pods; %s", signum,
+		      a->o.drain ? "stopping every pod (--drain)" : "leaving running pods alone");
+	sc__sync_stop(a);
+	if (!a->o.drain) {
+		uv_stop(a->loop);
+		return;
+	}
+	for (sc_pod_t *p = a->pods, *next; p; p = next) {
+		next = p->next;
+		sc__pod_stop(p, "agent draining");
+	}
+	if (a->npods == 0)
+		uv_stop(a->loop);
+}
+
+static int setup(sc_agent_t *a)
+{
+	int rc;
+	if ((rc = sc__status_start(a)) < 0)
+		return rc;
+	sc__podenv_cgroup_init(a);
+	uv_timer_start(&a->tick_timer, on_tick, TICK_MS, TICK_MS);
+	uv_signal_start(&a->sigterm, on_signal, SIGTERM);
+	uv_signal_start(&a->sigint, on_signal, SIGINT);
+	do_register(a);
+	return 0;
+}
+
+/* Without --drain the pods outlive us: close their handles without
+ * touching the processes (they lead their own sessions). */
+static void release_pods(sc_agent_t *a)
+{
+	for (sc_pod_t *p = a->pods; p; p = p->next) {
+		for (int k = 0; k < SC_PROBE_KINDS; k++)
+			sc__probe_free(p->probes[k]);
+		if (p->proc_open && !uv_is_closing((uv_handle_t *)&p->proc))
+			uv_close((uv_handle_t *)&p->proc, NULL);
+		uv_close((uv_handle_t *)&p->timer, NULL);
+		if (p->log_fd >= 0)
+			close(p->log_fd);
+	}
+}
+
+static void free_pods(sc_agent_t *a)
+{
+	while (a->pods) {
+		sc_pod_t *p = a->pods;
+		a->pods = p->next;
+		json_decref(p->task);
+		json_decref(p->binding);
+		free(p);
+	}
+}
+
+int sc_agent_main(int argc, char **argv)
+{
+	sc_agent_t *a = calloc(1, sizeof(*a));
+	if (!a)
+		return 1;
+	int rc = sc__agent_parse(argc, argv, a);
+	if (rc != 0) {
+		free(a);
+		return rc > 0 ? 0 : 2;
+	}
+	a->server_idx = (size_t)-1;
+	sc__agent_next_server(a);
+	a->loop = uv_default_loop();
+	a->http = sc_httpc_new(a->loop);
+	if (!a->http)
+		abort();
+	uv_timer_init(a->loop, &a->hb_timer);
+	uv_timer_init(a->loop, &a->report_timer);
+	uv_timer_init(a->loop, &a->tick_timer);
+	a->hb_timer.data = a->report_timer.data = a->tick_timer.data = a;
+	uv_signal_init(a->loop, &a->sigterm);
+	uv_signal_init(a->loop, &a->sigint);
+	a->sigterm.data = a->sigint.data = a;
+	sc__sync_init(a);
+	if ((rc = sc__agent_discover(a)) < 0 || (rc = setup(a)) < 0) {
+		fprintf(stderr, "agent: start failed: %s\n", sc_strerror(rc));
+		rc = 1;
+		goto out;
+	}
+	uv_run(a->loop, UV_RUN_DEFAULT);
+	rc = 0;
+out:
+	close_all(a);
+	release_pods(a);
+	uv_close((uv_handle_t *)&a->hb_timer, NULL);
+	uv_close((uv_handle_t *)&a->report_timer, NULL);
+	uv_close((uv_handle_t *)&a->tick_timer, NULL);
+	sc__sync_free(a);
+	sc_httpc_free(a->http);
+	uv_run(a->loop, UV_RUN_NOWAIT);
+	free_pods(a);
+	free(a);
+	return rc;
+}

@@ -1,0 +1,424 @@
+/* Pods: processes, restarts, graceful stops (see pod.h); the environment,
+ * logs and cgroups a process starts with are in podenv.c. */
+#include "agent/pod.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/podenv.h"
+#include "starcloud/error.h"
+
+#define MAX_ARGS 256
+
+static void pod_spawn(sc_pod_t *p);
+
+sc_pod_t *sc__pod_find(sc_agent_t *a, const char *job, const char *name)
+{
+	for (sc_pod_t *p = a->pods; p; p = p->next)
+		if (strcmp(p->job, job) == 0 && strcmp(p->name, name) == 0)
+			return p;
+	return NULL;
+}
+
+static const char *state_name(int s)
+{
+	static const char *const names[] = { "Running", "Running", "Succeeded", "Failed" };
+	return names[s];
+}
+
+json_t *sc__pod_report(const sc_pod_t *p)
+{
+	json_t *r = json_pack("{s:s,s:s,s:s,s:s,s:b,s:i,s:s}", "kind", p->kind, "job", p->job,
+			      "name", p->name, "phase", state_name(p->state), "ready",
+			      p->ready && p->state == SC_PS_RUNNING, "restarts", p->restarts,
+			      "message", p->message);
+	if (p->generation)
+		json_object_set_new(r, "generation", json_integer(p->generation));
+	if (p->started_at[0])
+		json_object_set_new(r, "startedAt", json_string(p->started_at));
+	if (p->has_exit)
+		json_object_set_new(r, "exitCode", json_integer(p->exit_code));
+	return r;
+}
+
+static void set_message(sc_pod_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_message(sc_pod_t *p, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->message, sizeof(p->message), fmt, ap);
+	va_end(ap);
+}
+
+static void changed(sc_pod_t *p)
+{
+	sc__agent_report_soon(p->a);
+}
+
+/* ---- freeing ----------------------------------------------------------- */
+
+/* Handles: the timer (always) and the process (while spawned). The pod is
+ * freed when it is finished and the last of them has closed. */
+static void on_handle_closed(uv_handle_t *h)
+{
+	sc_pod_t *p = h->data;
+	if (h == (uv_handle_t *)&p->proc)
+		p->proc_open = 0;
+	if (--p->handles_open > 0 || !p->closing)
+		return;
+	json_decref(p->task);
+	json_decref(p->binding);
+	free(p);
+}
+
+static void pod_unlink(sc_pod_t *p)
+{
+	sc_agent_t *a = p->a;
+	for (sc_pod_t **pp = &a->pods; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			a->npods--;
+			break;
+		}
+}
+
+/* The process is gone and the pod is not wanted: release everything. */
+static void pod_finish(sc_pod_t *p)
+{
+	if (p->closing)
+		return;
+	p->closing = 1;
+	pod_unlink(p);
+	for (int k = 0; k < SC_PROBE_KINDS; k++)
+		sc__probe_free(p->probes[k]);
+	if (p->log_fd >= 0)
+		close(p->log_fd);
+	sc__podenv_cgroup_remove(p);
+	sc__agent_log(p->a, "pod %s/%s stopped", p->job, p->name);
+	sc__agent_report_soon(p->a);
+	sc__sync_resync(p->a);
+	uv_close((uv_handle_t *)&p->timer, on_handle_closed);
+}
+
+/* ---- restarts ---------------------------------------------------------- */
+
+static void on_backoff(uv_timer_t *t)
+{
+	sc_pod_t *p = t->data;
+	if (p->stopping || p->alive)
+		return;
+	if (p->proc_open) {
+		uv_timer_start(&p->timer, on_backoff, 10, 0);
+		return;
+	}
+	p->restarts++;
+	pod_spawn(p);
+}
+
+/* Doubling delay from base to max; a pod that ran healthy for the reset
+ * time starts again from base. */
+static uint64_t next_backoff(sc_pod_t *p)
+{
+	const sc_agent_opts_t *o = &p->a->o;
+	uint64_t ran = sc__agent_now_ms(p->a) - p->started_ms;
+	if (p->backoff_ms == 0 || ran >= o->backoff_reset_ms)
+		p->backoff_ms = o->backoff_base_ms;
+	else
+		p->backoff_ms = p->backoff_ms * 2 > o->backoff_max_ms ? o->backoff_max_ms
+								 : p->backoff_ms * 2;
+	return p->backoff_ms;
+}
+
+/* Decides what follows an exit by the restart policy. */
+static void after_exit(sc_pod_t *p, int failed)
+{
+	int restart = p->restart_policy == SC_RESTART_ALWAYS ||
+		      (p->restart_policy == SC_RESTART_ONFAILURE && failed);
+	if (failed)
+		p->failures++;
+	if (restart && failed && p->failures > p->backoff_limit) {
+		restart = 0;
+		size_t n = strlen(p->message);
+		snprintf(p->message + n, sizeof(p->message) - n, "; back-off limit %d reached",
+			 p->backoff_limit);
+	}
+	if (!restart) {
+		p->state = failed ? SC_PS_FAILED : SC_PS_SUCCEEDED;
+		return;
+	}
+	uint64_t delay = next_backoff(p);
+	p->state = SC_PS_BACKOFF;
+	size_t n = strlen(p->message);
+	snprintf(p->message + n, sizeof(p->message) - n, "; restarting in %.1fs",
+		 (double)delay / 1000.0);
+	uv_timer_start(&p->timer, on_backoff, delay, 0);
+}
+
+static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
+{
+	sc_pod_t *p = proc->data;
+	/* Reap whatever the main process left behind in its group. */
+	kill(-proc->pid, SIGKILL);
+	p->alive = 0;
+	p->ready = 0;
+	uv_timer_stop(&p->timer);
+	for (int k = 0; k < SC_PROBE_KINDS; k++)
+		sc__probe_stop(p->probes[k]);
+	uv_close((uv_handle_t *)proc, on_handle_closed);
+	if (p->stopping) {
+		pod_finish(p);
+		return;
+	}
+	p->has_exit = 1;
+	p->exit_code = sig ? 128 + sig : (int)status;
+	int failed = status != 0 || sig != 0 || p->restart_kill;
+	if (p->restart_kill)
+		; /* the probe's message stays */
+	else if (sig)
+		set_message(p, "killed by signal %d", sig);
+	else
+		set_message(p, "exited with status %d", (int)status);
+	sc__agent_log(p->a, "pod %s/%s: %s", p->job, p->name, p->message);
+	p->restart_kill = 0;
+	after_exit(p, failed);
+	changed(p);
+}
+
+/* ---- starting ---------------------------------------------------------- */
+
+static int build_args(sc_pod_t *p, char **argv)
+{
+	size_t n = 0, i;
+	json_t *v;
+	json_array_foreach(json_object_get(p->task, "command"), i, v)
+	{
+		if (n < MAX_ARGS && json_is_string(v))
+			argv[n++] = (char *)json_string_value(v);
+	}
+	json_array_foreach(json_object_get(p->task, "args"), i, v)
+	{
+		if (n < MAX_ARGS && json_is_string(v))
+			argv[n++] = (char *)json_string_value(v);
+	}
+	argv[n] = NULL;
+	return n ? 0 : SC_EINVAL;
+}
+
+static void start_probes(sc_pod_t *p)
+{
+	p->started = p->probes[SC_PROBE_STARTUP] == NULL;
+	p->ready = p->started && p->probes[SC_PROBE_READINESS] == NULL;
+	if (!p->started) {
+		sc__probe_start(p->probes[SC_PROBE_STARTUP]);
+		return;
+	}
+	sc__probe_start(p->probes[SC_PROBE_LIVENESS]);
+	sc__probe_start(p->probes[SC_PROBE_READINESS]);
+}
+
+static void spawn_failed(sc_pod_t *p, const char *what, int err)
+{
+	set_message(p, "cannot start: %s: %s", what, uv_strerror(err));
+	sc__agent_log(p->a, "pod %s/%s: %s", p->job, p->name, p->message);
+	p->has_exit = 1;
+	p->exit_code = 127;
+	after_exit(p, 1);
+	changed(p);
+}
+
+static void pod_spawn(sc_pod_t *p)
+{
+	char *argv[MAX_ARGS + 1];
+	sc_podenv_t env;
+	uv_process_options_t po = { 0 };
+	uv_stdio_container_t stdio[3];
+	if (build_args(p, argv) < 0) {
+		spawn_failed(p, "command", UV_EINVAL);
+		return;
+	}
+	if (sc__podenv_build(p, &env) < 0) {
+		spawn_failed(p, "environment", UV_E2BIG);
+		return;
+	}
+	stdio[0].flags = UV_IGNORE;
+	stdio[1].flags = stdio[2].flags = UV_INHERIT_FD;
+	stdio[1].data.fd = stdio[2].data.fd = p->log_fd;
+	po.file = argv[0];
+	po.args = argv;
+	po.env = env.vars;
+	po.cwd = env.cwd;
+	po.stdio = stdio;
+	po.stdio_count = 3;
+	po.exit_cb = on_exit_cb;
+	/* Detached = setsid(): the pod leads its own process group, so a stop
+	 * reaches every process it started, and the agent's signals do not. */
+	po.flags = UV_PROCESS_DETACHED;
+	p->proc.data = p;
+	int rc = uv_spawn(p->a->loop, &p->proc, &po);
+	sc__podenv_free(&env);
+	if (rc < 0) {
+		/* A failed uv_spawn leaves an initialised handle that must be
+		 * closed like any other. */
+		p->proc_open = 1;
+		p->handles_open++;
+		uv_close((uv_handle_t *)&p->proc, on_handle_closed);
+		spawn_failed(p, argv[0], rc);
+		return;
+	}
+	p->proc_open = 1;
+	p->handles_open++;
+	p->alive = 1;
+	p->state = SC_PS_RUNNING;
+	p->started_ms = sc__agent_now_ms(p->a);
+	set_message(p, "%s", "");
+	sc__podenv_cgroup_enter(p, p->proc.pid);
+	sc__agent_log(p->a, "pod %s/%s started (pid %d, restarts %d)", p->job, p->name,
+		      p->proc.pid, p->restarts);
+	start_probes(p);
+	changed(p);
+}
+
+static int policy_of(json_t *spec)
+{
+	const char *s = json_string_value(json_object_get(spec, "restartPolicy"));
+	if (s && strcmp(s, "Always") == 0)
+		return SC_RESTART_ALWAYS;
+	if (s && strcmp(s, "Never") == 0)
+		return SC_RESTART_NEVER;
+	/* Kubernetes Jobs default to OnFailure-like retries; serving
+	 * deployments (no restartPolicy field) restart always. */
+	return s ? SC_RESTART_ONFAILURE : -1;
+}
+
+static void pod_settings(sc_pod_t *p, const char *kind, json_t *spec)
+{
+	json_t *bl = json_object_get(spec, "backoffLimit");
+	json_t *gr = json_object_get(spec, "terminationGracePeriodSeconds");
+	int pol = policy_of(spec);
+	p->restart_policy = pol >= 0		       ? pol
+			    : strcmp(kind, "Deployment") == 0 ? SC_RESTART_ALWAYS
+							      : SC_RESTART_ONFAILURE;
+	p->backoff_limit = json_is_integer(bl) ? (int)json_integer_value(bl) : 6;
+	p->grace_ms = json_is_integer(gr) ? (uint64_t)json_integer_value(gr) * 1000
+					  : p->a->o.grace_ms;
+}
+
+sc_pod_t *sc__pod_start(sc_agent_t *a, const char *kind, const char *job, json_t *spec,
+			json_t *task, json_t *binding)
+{
+	sc_pod_t *p = calloc(1, sizeof(*p));
+	if (!p)
+		abort();
+	p->a = a;
+	p->log_fd = -1;
+	snprintf(p->kind, sizeof(p->kind), "%s", kind);
+	snprintf(p->job, sizeof(p->job), "%s", job);
+	snprintf(p->name, sizeof(p->name), "%s",
+		 json_string_value(json_object_get(binding, "name")));
+	json_t *gen = json_object_get(binding, "generation");
+	p->generation = json_is_integer(gen) ? json_integer_value(gen) : 0;
+	const char *st = json_string_value(json_object_get(binding, "startedAt"));
+	snprintf(p->started_at, sizeof(p->started_at), "%s", st ? st : "");
+	p->task = json_deep_copy(task);
+	p->binding = json_deep_copy(binding);
+	pod_settings(p, kind, spec);
+	uv_timer_init(a->loop, &p->timer);
+	p->timer.data = p;
+	p->handles_open = 1;
+	json_t *probes = json_object_get(task, "probes");
+	static const char *const names[] = { "startup", "liveness", "readiness" };
+	for (int k = 0; k < SC_PROBE_KINDS; k++)
+		p->probes[k] = sc__probe_new(p, k, json_object_get(probes, names[k]));
+	p->next = a->pods;
+	a->pods = p;
+	a->npods++;
+	if (sc__podenv_prepare(p) < 0) {
+		spawn_failed(p, "log file", UV_EIO);
+		return p;
+	}
+	pod_spawn(p);
+	return p;
+}
+
+/* ---- stopping ---------------------------------------------------------- */
+
+static void on_grace(uv_timer_t *t)
+{
+	sc_pod_t *p = t->data;
+	if (p->alive) {
+		sc__agent_log(p->a, "pod %s/%s: grace period over, SIGKILL", p->job, p->name);
+		kill(-p->proc.pid, SIGKILL);
+	}
+}
+
+/* SIGTERM to the group now, SIGKILL after the grace period. */
+static void terminate(sc_pod_t *p)
+{
+	kill(-p->proc.pid, SIGTERM);
+	uv_timer_start(&p->timer, on_grace, p->grace_ms, 0);
+}
+
+void sc__pod_stop(sc_pod_t *p, const char *reason)
+{
+	if (p->stopping)
+		return;
+	p->stopping = 1;
+	sc__agent_log(p->a, "pod %s/%s: stopping (%s)", p->job, p->name, reason);
+	uv_timer_stop(&p->timer);
+	for (int k = 0; k < SC_PROBE_KINDS; k++)
+		sc__probe_stop(p->probes[k]);
+	if (p->alive)
+		terminate(p);
+	else
+		pod_finish(p);
+}
+
+/* ---- probes ------------------------------------------------------------ */
+
+void sc__pod_probe_verdict(sc_pod_t *p, int kind, int ok, const char *msg)
+{
+	if (!p->alive || p->stopping || p->restart_kill)
+		return;
+	if (kind == SC_PROBE_READINESS) {
+		if (p->ready != ok) {
+			p->ready = ok;
+			if (!ok)
+				set_message(p, "readiness probe failed: %s", msg);
+			else
+				set_message(p, "%s", "");
+			changed(p);
+		}
+		return;
+	}
+	if (kind == SC_PROBE_STARTUP && ok) {
+		p->started = 1;
+		p->ready = p->probes[SC_PROBE_READINESS] == NULL;
+		sc__probe_stop(p->probes[SC_PROBE_STARTUP]);
+		sc__probe_start(p->probes[SC_PROBE_LIVENESS]);
+		sc__probe_start(p->probes[SC_PROBE_READINESS]);
+		changed(p);
+		return;
+	}
+	if (ok)
+		return;
+	/* Liveness or startup failed: restart the process. */
+	set_message(p, "%s probe failed: %s", kind == SC_PROBE_STARTUP ? "startup" : "liveness",
+		    msg);
+	sc__agent_log(p->a, "pod %s/%s: %s; killing it", p->job, p->name, p->message);
+	p->restart_kill = 1;
+	p->ready = 0;
+	for (int k = 0; k < SC_PROBE_KINDS; k++)
+		sc__probe_stop(p->probes[k]);
+	terminate(p);
+	changed(p);
+}
+
+void sc__pods_tick(sc_agent_t *a)
+{
+	for (sc_pod_t *p = a->pods; p; p = p->next)
+		sc__podenv_rotate(p);
+}

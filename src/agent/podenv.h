@@ -1,0 +1,30 @@
+/* What a pod's process starts with: its folder and log file, its
+ * environment (task env, pod identity, devices) and its cgroup. */
+#ifndef SC_AGENT_PODENV_H
+#define SC_AGENT_PODENV_H
+
+#include "agent/pod.h"
+
+#define SC_PODENV_MAX 512
+
+typedef struct sc_podenv {
+	char *vars[SC_PODENV_MAX + 1]; /* owned "K=V" strings, NULL-terminated */
+	size_t n;
+	char cwd[1024];
+} sc_podenv_t;
+
+/* Creates the pod's folder and opens its log (append). 0 or SC_EIO. */
+int sc__podenv_prepare(sc_pod_t *p);
+/* Fills env for the next start. SC_ETOOBIG when over SC_PODENV_MAX. */
+int sc__podenv_build(sc_pod_t *p, sc_podenv_t *env);
+void sc__podenv_free(sc_podenv_t *env);
+/* Copy-truncate rotation when the log passed the size cap: the process
+ * keeps its O_APPEND descriptor and goes on writing at the new end. */
+void sc__podenv_rotate(sc_pod_t *p);
+/* Checks once whether cgroup v2 limits can be set; fills a->cgroup_ok. */
+void sc__podenv_cgroup_init(sc_agent_t *a);
+/* Moves pid into a new cgroup with the task's cpu and memory limits. */
+void sc__podenv_cgroup_enter(sc_pod_t *p, int pid);
+void sc__podenv_cgroup_remove(sc_pod_t *p);
+
+#endif

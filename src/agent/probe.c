@@ -1,0 +1,303 @@
+/* Probes: startup, liveness and readiness, each an http GET (2xx/3xx is a
+ * success), a tcp connect or an exec (status 0), every periodSeconds with a
+ * timeoutSeconds deadline; failureThreshold consecutive failures or
+ * successThreshold consecutive successes give a verdict to the pod
+ * (sc__pod_probe_verdict), which decides what it means.
+ *
+ * Each check is an "attempt" allocated on its own: stopping a probe only
+ * detaches its attempt in flight, which then finishes (closes its handles)
+ * without reporting, so a probe never waits for a slow target. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/pod.h"
+#include "starcloud/error.h"
+
+#define MAX_EXEC_ARGS 64
+
+enum { PT_HTTP = 0, PT_TCP, PT_EXEC };
+
+typedef struct attempt attempt_t;
+
+struct sc_probe {
+	sc_pod_t *p;
+	int kind, type;
+	char path[512];
+	int port;
+	json_t *cmd; /* owned */
+	uint64_t period_ms, timeout_ms, initial_ms;
+	int fail_thr, succ_thr;
+	int fails, succs, verdict;
+	int running;
+	uv_timer_t timer;
+	attempt_t *cur;
+};
+
+struct attempt {
+	sc_probe_t *pr; /* NULL once detached */
+	int type;
+	int done;
+	int handles;
+	sc_httpc_req_t *http;
+	uv_tcp_t tcp;
+	uv_connect_t conn;
+	uv_process_t proc;
+	uv_timer_t deadline;
+};
+
+/* ---- verdicts ---------------------------------------------------------- */
+
+static void probe_result(sc_probe_t *pr, int ok, const char *msg)
+{
+	if (ok) {
+		pr->fails = 0;
+		if (++pr->succs >= pr->succ_thr && pr->verdict != 1) {
+			pr->verdict = 1;
+			sc__pod_probe_verdict(pr->p, pr->kind, 1, "");
+		}
+		return;
+	}
+	pr->succs = 0;
+	if (++pr->fails >= pr->fail_thr && pr->verdict != 0) {
+		pr->verdict = 0;
+		sc__pod_probe_verdict(pr->p, pr->kind, 0, msg);
+	}
+}
+
+/* ---- attempts ---------------------------------------------------------- */
+
+static void on_attempt_closed(uv_handle_t *h)
+{
+	attempt_t *at = h->data;
+	if (--at->handles == 0)
+		free(at);
+}
+
+static void attempt_close(attempt_t *at)
+{
+	if (at->handles == 0) {
+		free(at);
+		return;
+	}
+	uv_close((uv_handle_t *)&at->deadline, on_attempt_closed);
+	if (at->type == PT_TCP)
+		uv_close((uv_handle_t *)&at->tcp, on_attempt_closed);
+	else if (at->type == PT_EXEC && at->handles == 2)
+		uv_close((uv_handle_t *)&at->proc, on_attempt_closed);
+}
+
+/* Reports once, then releases the attempt. */
+static void attempt_end(attempt_t *at, int ok, const char *msg)
+{
+	if (at->done)
+		return;
+	at->done = 1;
+	sc_probe_t *pr = at->pr;
+	if (pr) {
+		pr->cur = NULL;
+		probe_result(pr, ok, msg);
+	}
+	if (at->type == PT_HTTP)
+		free(at);
+	else
+		attempt_close(at);
+}
+
+static void on_http(int status, const char *body, size_t len, void *ud)
+{
+	attempt_t *at = ud;
+	char msg[96];
+	if (status < 0)
+		snprintf(msg, sizeof(msg), "http GET failed: %s", sc_strerror(status));
+	else
+		snprintf(msg, sizeof(msg), "http GET returned %d", status);
+	at->http = NULL;
+	attempt_end(at, status >= 200 && status < 400, msg);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+	attempt_t *at = t->data;
+	if (at->type == PT_EXEC && at->handles == 2)
+		uv_process_kill(&at->proc, SIGKILL);
+	attempt_end(at, 0, "timed out");
+}
+
+static void on_connect(uv_connect_t *c, int status)
+{
+	attempt_t *at = c->data;
+	char msg[96];
+	snprintf(msg, sizeof(msg), "tcp connect failed: %s", status ? uv_strerror(status) : "");
+	attempt_end(at, status == 0, msg);
+}
+
+static void on_exec_exit(uv_process_t *proc, int64_t status, int sig)
+{
+	attempt_t *at = proc->data;
+	char msg[96];
+	if (sig)
+		snprintf(msg, sizeof(msg), "exec killed by signal %d", sig);
+	else
+		snprintf(msg, sizeof(msg), "exec exited with status %d", (int)status);
+	attempt_end(at, status == 0 && sig == 0, msg);
+}
+
+static int start_tcp(sc_probe_t *pr, attempt_t *at)
+{
+	struct sockaddr_in sa;
+	uv_ip4_addr("127.0.0.1", pr->port, &sa);
+	uv_tcp_init(pr->p->a->loop, &at->tcp);
+	at->tcp.data = at;
+	at->handles++;
+	at->conn.data = at;
+	return uv_tcp_connect(&at->conn, &at->tcp, (struct sockaddr *)&sa, on_connect);
+}
+
+static int start_exec(sc_probe_t *pr, attempt_t *at)
+{
+	char *argv[MAX_EXEC_ARGS + 1];
+	size_t i, n = 0;
+	json_t *v;
+	json_array_foreach(pr->cmd, i, v)
+	{
+		if (n < MAX_EXEC_ARGS)
+			argv[n++] = (char *)json_string_value(v);
+	}
+	argv[n] = NULL;
+	uv_stdio_container_t stdio[3] = { { .flags = UV_IGNORE },
+					   { .flags = UV_IGNORE },
+					   { .flags = UV_IGNORE } };
+	uv_process_options_t po = { .file = argv[0], .args = argv, .cwd = pr->p->dir,
+				    .stdio = stdio, .stdio_count = 3, .exit_cb = on_exec_exit };
+	at->proc.data = at;
+	int rc = uv_spawn(pr->p->a->loop, &at->proc, &po);
+	at->handles++;
+	return rc;
+}
+
+static void attempt_start(sc_probe_t *pr)
+{
+	attempt_t *at = calloc(1, sizeof(*at));
+	char url[700];
+	int rc = 0;
+	if (!at)
+		abort();
+	at->pr = pr;
+	at->type = pr->type;
+	pr->cur = at;
+	if (pr->type == PT_HTTP) {
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", pr->port, pr->path);
+		sc_httpc_opts_t o = { .url = url, .timeout_ms = (long)pr->timeout_ms,
+				      .connect_timeout_ms = (long)pr->timeout_ms,
+				      .max_body = 64 * 1024, .done = on_http, .ud = at };
+		at->http = sc_httpc_start(pr->p->a->http, &o);
+		if (!at->http)
+			attempt_end(at, 0, "cannot start the http request");
+		return;
+	}
+	uv_timer_init(pr->p->a->loop, &at->deadline);
+	at->deadline.data = at;
+	at->handles = 1;
+	uv_timer_start(&at->deadline, on_deadline, pr->timeout_ms, 0);
+	rc = pr->type == PT_TCP ? start_tcp(pr, at) : start_exec(pr, at);
+	if (rc < 0) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "%s: %s", pr->type == PT_TCP ? "tcp" : "exec",
+			 uv_strerror(rc));
+		attempt_end(at, 0, msg);
+	}
+}
+
+/* Leaves the attempt in flight to finish on its own. */
+static void attempt_detach(sc_probe_t *pr)
+{
+	attempt_t *at = pr->cur;
+	if (!at)
+		return;
+	pr->cur = NULL;
+	at->pr = NULL;
+	if (at->type == PT_HTTP) {
+		sc_httpc_cancel(at->http);
+		free(at);
+	}
+}
+
+/* ---- probe ------------------------------------------------------------- */
+
+static void on_tick(uv_timer_t *t)
+{
+	sc_probe_t *pr = t->data;
+	if (pr->running && !pr->cur)
+		attempt_start(pr);
+}
+
+static uint64_t seconds(json_t *spec, const char *key, uint64_t dflt)
+{
+	json_t *v = json_object_get(spec, key);
+	return json_is_integer(v) ? (uint64_t)json_integer_value(v) : dflt;
+}
+
+sc_probe_t *sc__probe_new(sc_pod_t *p, int kind, json_t *spec)
+{
+	json_t *http = json_object_get(spec, "http"), *tcp = json_object_get(spec, "tcp");
+	json_t *ex = json_object_get(spec, "exec");
+	if (!json_is_object(spec) || (!http && !tcp && !ex))
+		return NULL;
+	sc_probe_t *pr = calloc(1, sizeof(*pr));
+	if (!pr)
+		abort();
+	pr->p = p;
+	pr->kind = kind;
+	pr->type = http ? PT_HTTP : tcp ? PT_TCP : PT_EXEC;
+	json_t *a = http ? http : tcp;
+	pr->port = (int)json_integer_value(json_object_get(a, "port"));
+	const char *path = json_string_value(json_object_get(http, "path"));
+	snprintf(pr->path, sizeof(pr->path), "%s", path ? path : "/");
+	pr->cmd = json_incref(json_object_get(ex, "command"));
+	pr->period_ms = seconds(spec, "periodSeconds", 10) * 1000;
+	pr->timeout_ms = seconds(spec, "timeoutSeconds", 1) * 1000;
+	pr->initial_ms = seconds(spec, "initialDelaySeconds", 0) * 1000;
+	pr->fail_thr = (int)seconds(spec, "failureThreshold", 3);
+	pr->succ_thr = (int)seconds(spec, "successThreshold", 1);
+	pr->verdict = -1;
+	uv_timer_init(p->a->loop, &pr->timer);
+	pr->timer.data = pr;
+	return pr;
+}
+
+void sc__probe_start(sc_probe_t *pr)
+{
+	if (!pr)
+		return;
+	attempt_detach(pr);
+	pr->fails = pr->succs = 0;
+	pr->verdict = -1;
+	pr->running = 1;
+	uv_timer_start(&pr->timer, on_tick, pr->initial_ms, pr->period_ms);
+}
+
+void sc__probe_stop(sc_probe_t *pr)
+{
+	if (!pr)
+		return;
+	pr->running = 0;
+	uv_timer_stop(&pr->timer);
+	attempt_detach(pr);
+}
+
+static void on_probe_closed(uv_handle_t *h)
+{
+	sc_probe_t *pr = h->data;
+	json_decref(pr->cmd);
+	free(pr);
+}
+
+void sc__probe_free(sc_probe_t *pr)
+{
+	if (!pr)
+		return;
+	sc__probe_stop(pr);
+	uv_close((uv_handle_t *)&pr->timer, on_probe_closed);
+}

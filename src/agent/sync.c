@@ -1,0 +1,349 @@
+/* Desired state from the server: list, then watch, jobs and deployments.
+ *
+ * The pods this node must run are the status.pods entries with
+ * node == our name and phase == Running (the scheduling loop writes them
+ * when it binds). Each entry's identity is its assignment generation
+ * (status.pods[].generation), or its startedAt when the loop writes no
+ * generation: a local pod whose identity differs from the server's entry
+ * belongs to an older assignment and is stopped, and the new one starts
+ * only once the old process is gone, so a pod never runs twice here.
+ *
+ * List-then-watch (Kubernetes' informer pattern): the list gives every
+ * object and a revision, so pods of objects that vanished while we were
+ * away are stopped (fencing after a partition); the watch then streams
+ * changes after that revision. A failed stream resumes from the last
+ * revision seen; 410 Gone (the log moved on) or a heartbeat that succeeds
+ * after failures starts over with a list. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "agent/pod.h"
+#include "starcloud/error.h"
+
+#define MAX_LIST (64u << 20)
+#define MAX_EVENT (8u << 20)
+#define RETRY_MS 1000
+
+static void start_list(sc_watch_t *w);
+static void start_watch(sc_watch_t *w);
+
+static const char *str_of(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v ? v : "";
+}
+
+static const char *name_of(json_t *obj)
+{
+	return str_of(json_object_get(obj, "metadata"), "name");
+}
+
+/* ---- which task a pod runs --------------------------------------------- */
+
+/* "<job>-<task>-<index>" -> task. */
+static int task_name(const char *job, const char *pod, char *out, size_t outsz)
+{
+	size_t jl = strlen(job);
+	if (strncmp(pod, job, jl) != 0 || pod[jl] != '-')
+		return SC_EINVAL;
+	const char *t = pod + jl + 1, *dash = strrchr(t, '-');
+	if (!dash || dash == t || (size_t)(dash - t) >= outsz)
+		return SC_EINVAL;
+	snprintf(out, outsz, "%.*s", (int)(dash - t), t);
+	return 0;
+}
+
+static json_t *task_of(const char *kind, json_t *obj, const char *pod)
+{
+	char t[SC_AGENT_NAME_MAX + 1];
+	json_t *spec = json_object_get(obj, "spec"), *v;
+	size_t i;
+	if (task_name(name_of(obj), pod, t, sizeof(t)) < 0)
+		return NULL;
+	if (strcmp(kind, "Deployment") == 0) {
+		json_t *role = json_object_get(json_object_get(spec, "disaggregation"), t);
+		json_t *tpl = json_object_get(role, "template");
+		return tpl ? tpl : json_object_get(spec, "template");
+	}
+	json_array_foreach(json_object_get(spec, "tasks"), i, v)
+	{
+		const char *n = json_string_value(json_object_get(v, "name"));
+		if (strcmp(n ? n : "main", t) == 0)
+			return v;
+	}
+	return NULL;
+}
+
+/* ---- reconcile --------------------------------------------------------- */
+
+static json_t *desired_entry(sc_agent_t *a, json_t *obj, const char *pod)
+{
+	json_t *e;
+	size_t i;
+	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
+	{
+		if (strcmp(str_of(e, "name"), pod) == 0 && strcmp(str_of(e, "node"), a->o.name) == 0 &&
+		    strcmp(str_of(e, "phase"), "Running") == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static int same_assignment(const sc_pod_t *p, json_t *e)
+{
+	json_t *g = json_object_get(e, "generation");
+	if (p->generation || json_is_integer(g))
+		return json_is_integer(g) && json_integer_value(g) == p->generation;
+	return strcmp(p->started_at, str_of(e, "startedAt")) == 0;
+}
+
+/* Stops local pods of job that obj (NULL: deleted) no longer assigns here. */
+static void stop_unwanted(sc_agent_t *a, const char *kind, const char *job, json_t *obj)
+{
+	for (sc_pod_t *p = a->pods, *next; p; p = next) {
+		next = p->next;
+		if (p->stopping || strcmp(p->kind, kind) != 0 || strcmp(p->job, job) != 0)
+			continue;
+		json_t *e = obj ? desired_entry(a, obj, p->name) : NULL;
+		if (!e)
+			sc__pod_stop(p, "no longer assigned to this node");
+		else if (!same_assignment(p, e))
+			sc__pod_stop(p, "assigned again under a newer generation");
+	}
+}
+
+static void start_wanted(sc_agent_t *a, const char *kind, json_t *obj)
+{
+	json_t *e;
+	size_t i;
+	const char *job = name_of(obj);
+	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
+	{
+		const char *pod = str_of(e, "name");
+		if (strcmp(str_of(e, "node"), a->o.name) != 0 ||
+		    strcmp(str_of(e, "phase"), "Running") != 0 || sc__pod_find(a, job, pod))
+			continue;
+		json_t *task = task_of(kind, obj, pod);
+		if (!task) {
+			sc__agent_log(a, "%s %s: no task for pod %s; not started", kind, job, pod);
+			continue;
+		}
+		sc__pod_start(a, kind, job, json_object_get(obj, "spec"), task, e);
+	}
+}
+
+static void reconcile(sc_watch_t *w, const char *job, json_t *obj)
+{
+	sc_agent_t *a = w->a;
+	stop_unwanted(a, w->kind, job, obj);
+	if (obj && !a->stopping)
+		start_wanted(a, w->kind, obj);
+}
+
+/* Reconciles every cached object (after a list, or when a stopped pod
+ * makes room for its newer assignment). */
+static void reconcile_all(sc_watch_t *w)
+{
+	const char *name;
+	json_t *obj;
+	for (sc_pod_t *p = w->a->pods, *next; p; p = next) {
+		next = p->next;
+		if (strcmp(p->kind, w->kind) == 0 && !json_object_get(w->cache, p->job))
+			sc__pod_stop(p, "its object is gone");
+	}
+	json_object_foreach(w->cache, name, obj)
+		reconcile(w, name, obj);
+}
+
+static void on_resync(uv_timer_t *t)
+{
+	sc_agent_t *a = t->data;
+	for (int i = 0; i < 2; i++)
+		reconcile_all(&a->watches[i]);
+}
+
+void sc__sync_resync(sc_agent_t *a)
+{
+	if (!a->stopping && !uv_is_active((uv_handle_t *)&a->resync_timer))
+		uv_timer_start(&a->resync_timer, on_resync, 0, 0);
+}
+
+/* ---- list -------------------------------------------------------------- */
+
+static int64_t rev_of(json_t *obj)
+{
+	const char *rv = str_of(json_object_get(obj, "metadata"), "resourceVersion");
+	return strtoll(rv, NULL, 10);
+}
+
+static void on_retry(uv_timer_t *t)
+{
+	sc_watch_t *w = t->data;
+	if (w->rev)
+		start_watch(w);
+	else
+		start_list(w);
+}
+
+static void retry_later(sc_watch_t *w)
+{
+	if (!w->a->stopping)
+		uv_timer_start(&w->retry, on_retry, RETRY_MS, 0);
+}
+
+static void on_list(int status, const char *body, size_t len, void *ud)
+{
+	sc_watch_t *w = ud;
+	w->req = NULL;
+	json_t *doc = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
+	json_t *items = json_object_get(doc, "items"), *obj;
+	size_t i;
+	if (!json_is_array(items)) {
+		json_decref(doc);
+		w->rev = 0;
+		retry_later(w);
+		return;
+	}
+	json_object_clear(w->cache);
+	json_array_foreach(items, i, obj)
+		json_object_set(w->cache, name_of(obj), obj);
+	w->rev = rev_of(doc);
+	json_decref(doc);
+	reconcile_all(w);
+	start_watch(w);
+}
+
+static void start_list(sc_watch_t *w)
+{
+	char url[1024];
+	snprintf(url, sizeof(url), "%s/api/v1/%s", w->a->server, w->plural);
+	w->rev = 0;
+	sc_httpc_opts_t o = { .url = url, .token = w->a->o.token, .timeout_ms = 30000,
+			      .max_body = MAX_LIST, .done = on_list, .ud = w };
+	w->req = sc_httpc_start(w->a->http, &o);
+	if (!w->req)
+		retry_later(w);
+}
+
+/* ---- watch ------------------------------------------------------------- */
+
+static void handle_event(sc_watch_t *w, json_t *ev)
+{
+	const char *type = str_of(ev, "type");
+	json_t *obj = json_object_get(ev, "object");
+	const char *name = name_of(obj);
+	if (!json_is_object(obj) || !name[0])
+		return;
+	int64_t rev = rev_of(obj);
+	if (rev > w->rev)
+		w->rev = rev;
+	if (strcmp(type, "DELETED") == 0) {
+		json_object_del(w->cache, name);
+		reconcile(w, name, NULL);
+		return;
+	}
+	json_object_set(w->cache, name, obj);
+	reconcile(w, name, obj);
+}
+
+static int on_watch_data(const char *data, size_t len, void *ud)
+{
+	sc_watch_t *w = ud;
+	if (sc_buf_append(&w->buf, data, len) < 0)
+		return SC_ETOOBIG; /* one event over the limit: start over */
+	char *nl;
+	while ((nl = memchr(w->buf.data, '\n', w->buf.len))) {
+		size_t n = (size_t)(nl - w->buf.data);
+		json_t *ev = json_loadb(w->buf.data, n, 0, NULL);
+		sc_buf_consume(&w->buf, n + 1);
+		if (ev)
+			handle_event(w, ev);
+		json_decref(ev);
+	}
+	return 0;
+}
+
+static void on_watch_done(int status, const char *body, size_t len, void *ud)
+{
+	sc_watch_t *w = ud;
+	w->req = NULL;
+	sc_buf_reset(&w->buf);
+	if (status == 410 || status == SC_ETOOBIG)
+		w->rev = 0; /* the change log moved on: list again */
+	retry_later(w);
+}
+
+static void start_watch(sc_watch_t *w)
+{
+	char url[1024];
+	snprintf(url, sizeof(url), "%s/api/v1/%s?watch=1&resourceVersion=%lld", w->a->server,
+		 w->plural, (long long)w->rev);
+	sc_buf_reset(&w->buf);
+	sc_httpc_opts_t o = { .url = url, .token = w->a->o.token, .on_data = on_watch_data,
+			      .done = on_watch_done, .ud = w };
+	w->req = sc_httpc_start(w->a->http, &o);
+	if (!w->req)
+		retry_later(w);
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+void sc__sync_init(sc_agent_t *a)
+{
+	static const char *const plurals[] = { "jobs", "deployments" };
+	static const char *const kinds[] = { "Job", "Deployment" };
+	uv_timer_init(a->loop, &a->resync_timer);
+	a->resync_timer.data = a;
+	for (int i = 0; i < 2; i++) {
+		sc_watch_t *w = &a->watches[i];
+		w->a = a;
+		w->plural = plurals[i];
+		w->kind = kinds[i];
+		w->cache = json_object();
+		sc_buf_init(&w->buf, MAX_EVENT);
+		uv_timer_init(a->loop, &w->retry);
+		w->retry.data = w;
+	}
+}
+
+void sc__sync_start(sc_agent_t *a)
+{
+	for (int i = 0; i < 2; i++)
+		if (!a->watches[i].req)
+			start_list(&a->watches[i]);
+}
+
+void sc__sync_restart(sc_agent_t *a)
+{
+	for (int i = 0; i < 2; i++) {
+		sc_watch_t *w = &a->watches[i];
+		sc_httpc_cancel(w->req);
+		w->req = NULL;
+		uv_timer_stop(&w->retry);
+		start_list(w);
+	}
+}
+
+void sc__sync_stop(sc_agent_t *a)
+{
+	uv_timer_stop(&a->resync_timer);
+	for (int i = 0; i < 2; i++) {
+		sc_watch_t *w = &a->watches[i];
+		sc_httpc_cancel(w->req);
+		w->req = NULL;
+		uv_timer_stop(&w->retry);
+	}
+}
+
+void sc__sync_free(sc_agent_t *a)
+{
+	uv_close((uv_handle_t *)&a->resync_timer, NULL);
+	for (int i = 0; i < 2; i++) {
+		sc_watch_t *w = &a->watches[i];
+		uv_close((uv_handle_t *)&w->retry, NULL);
+		json_decref(w->cache);
+		sc_buf_free(&w->buf);
+	}
+}

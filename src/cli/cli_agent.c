@@ -1,0 +1,363 @@
+/* `starcloud logs JOB [POD] [-f]` and `starcloud dev`.
+ *
+ * logs: the CLI asks the agent directly (docs/AGENT.md): it reads the job
+ * from the server to find the pod's node, the node for its agent's
+ * address (status.agent.address), then streams /logs from that agent with
+ * the same token; the agent has the server authorise it.
+ *
+ * dev: a server (temporary or given data dir) and N agents with declared
+ * GPUs as child processes of this one, like `nomad agent -dev`; prints the
+ * addresses and the admin token and writes ~/.config/starcloud/config. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/cli_agent.h"
+#include "starcloud/buf.h"
+
+#define MAX_DOC (64u << 20)
+#define MAX_AGENTS 64
+
+/* ---- shared: server, token ---------------------------------------------- */
+
+static void config_value(const char *key, char *out, size_t outsz)
+{
+	const char *home = getenv("HOME");
+	char path[1024], line[1024];
+	size_t klen = strlen(key);
+	snprintf(path, sizeof(path), "%s/.config/starcloud/config", home ? home : "");
+	FILE *f = home ? fopen(path, "r") : NULL;
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, klen) != 0 || line[klen] != ':')
+			continue;
+		char *v = line + klen + 1;
+		v += strspn(v, " \t");
+		v[strcspn(v, "\r\n")] = '\0';
+		snprintf(out, outsz, "%s", v);
+	}
+	if (f)
+		fclose(f);
+}
+
+static void pick(char *out, size_t outsz, const char *flag, const char *env, const char *key)
+{
+	const char *e = getenv(env);
+	out[0] = '\0';
+	if (flag)
+		snprintf(out, outsz, "%s", flag);
+	else if (e && *e)
+		snprintf(out, outsz, "%s", e);
+	else
+		config_value(key, out, outsz);
+}
+
+static size_t to_buf(char *p, size_t size, size_t n, void *ud)
+{
+	return sc_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
+}
+
+static size_t to_stdout(char *p, size_t size, size_t n, void *ud)
+{
+	size_t w = fwrite(p, size, n, stdout);
+	fflush(stdout);
+	return w * size;
+}
+
+/* GET url with the token; the JSON body in *out (NULL when not JSON).
+ * Returns the HTTP status or -1. */
+static long get_json(const char *url, const char *token, json_t **out)
+{
+	char auth[600];
+	sc_buf_t b;
+	long code = -1;
+	sc_buf_init(&b, MAX_DOC);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+	CURL *h = curl_easy_init();
+	struct curl_slist *hs = curl_slist_append(NULL, auth);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+	if (curl_easy_perform(h) == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	*out = b.len ? json_loadb(b.data, b.len, 0, NULL) : NULL;
+	curl_slist_free_all(hs);
+	curl_easy_cleanup(h);
+	sc_buf_free(&b);
+	return code;
+}
+
+/* ---- logs --------------------------------------------------------------- */
+
+static int logs_usage(FILE *f, int rc)
+{
+	fprintf(f, "usage: starcloud logs JOB [POD] [-f] [--server URL] [--token T]\n"
+		   "Prints a pod's output (the job's first pod when POD is left out), read\n"
+		   "from the agent of the node it runs or ran on; -f follows it.\n");
+	return rc;
+}
+
+/* Finds pod (or the first pod) of job: its name and node. */
+static int find_pod(json_t *job, const char *want, const char **pod, const char **node)
+{
+	json_t *e;
+	size_t i;
+	json_array_foreach(json_object_get(json_object_get(job, "status"), "pods"), i, e)
+	{
+		const char *n = json_string_value(json_object_get(e, "name"));
+		const char *nd = json_string_value(json_object_get(e, "node"));
+		if (n && nd && (!want || strcmp(want, n) == 0)) {
+			*pod = n;
+			*node = nd;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int stream_logs(const char *addr, const char *token, const char *job, const char *pod,
+		       int follow)
+{
+	char url[1400], auth[600];
+	snprintf(url, sizeof(url), "http://%s/logs?job=%s&pod=%s%s", addr, job, pod,
+		 follow ? "&follow=1" : "");
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+	CURL *h = curl_easy_init();
+	struct curl_slist *hs = curl_slist_append(NULL, auth);
+	long code = 0;
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_stdout);
+	curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
+	CURLcode rc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	curl_slist_free_all(hs);
+	curl_easy_cleanup(h);
+	if (rc != CURLE_OK) {
+		fprintf(stderr, "starcloud logs: agent at %s: %s (HTTP %ld)\n", addr,
+			curl_easy_strerror(rc), code);
+		return SC_EXIT_FAIL;
+	}
+	return SC_EXIT_OK;
+}
+
+int sc_cli_logs(int argc, char **argv)
+{
+	const char *pos[2] = { 0 }, *server_f = NULL, *token_f = NULL;
+	int npos = 0, follow = 0;
+	char server[512], token[256], url[1024];
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return logs_usage(stdout, SC_EXIT_OK);
+		if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--follow"))
+			follow = 1;
+		else if (!strcmp(argv[i], "--server") && v)
+			server_f = argv[++i];
+		else if (!strcmp(argv[i], "--token") && v)
+			token_f = argv[++i];
+		else if (argv[i][0] != '-' && npos < 2)
+			pos[npos++] = argv[i];
+		else
+			return logs_usage(stderr, SC_EXIT_USAGE);
+	}
+	if (npos < 1 || strlen(pos[0]) > 253 || (pos[1] && strlen(pos[1]) > 253))
+		return logs_usage(stderr, SC_EXIT_USAGE);
+	pick(server, sizeof(server), server_f, "STARCLOUD_SERVER", "server");
+	pick(token, sizeof(token), token_f, "STARCLOUD_TOKEN", "token");
+	if (!server[0])
+		snprintf(server, sizeof(server), "http://127.0.0.1:7070");
+	json_t *job = NULL, *node = NULL;
+	const char *pod, *nodename;
+	int rc = SC_EXIT_FAIL;
+	snprintf(url, sizeof(url), "%s/api/v1/jobs/%s", server, pos[0]);
+	long code = get_json(url, token, &job);
+	if (code != 200) {
+		fprintf(stderr, "starcloud logs: job %s: %s\n", pos[0],
+			code < 0 ? "server unreachable" : "not found");
+		goto out;
+	}
+	if (find_pod(job, pos[1], &pod, &nodename) < 0) {
+		fprintf(stderr, "starcloud logs: job %s has no %s%s placed on a node yet\n", pos[0],
+			pos[1] ? "pod " : "pod", pos[1] ? pos[1] : "");
+		goto out;
+	}
+	snprintf(url, sizeof(url), "%s/api/v1/nodes/%s", server, nodename);
+	get_json(url, token, &node);
+	const char *addr = json_string_value(json_object_get(
+		json_object_get(json_object_get(node, "status"), "agent"), "address"));
+	if (!addr) {
+		fprintf(stderr, "starcloud logs: node %s has no agent address\n", nodename);
+		goto out;
+	}
+	rc = stream_logs(addr, token, pos[0], pod, follow);
+out:
+	json_decref(job);
+	json_decref(node);
+	return rc;
+}
+
+/* ---- dev ---------------------------------------------------------------- */
+
+static int free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static pid_t spawn(char *const argv[], int out_fd)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (out_fd >= 0)
+			dup2(out_fd, 1);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Reads the server's stdout until the admin token line. */
+static int read_token(int fd, char *token, size_t tsz)
+{
+	char buf[4096];
+	size_t n = 0;
+	ssize_t r;
+	while (n < sizeof(buf) - 1 && (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0) {
+		n += (size_t)r;
+		buf[n] = '\0';
+		char *t = strstr(buf, "): sc_");
+		if (t && strchr(t, '\n')) {
+			t += 3;
+			snprintf(token, tsz, "%.*s", (int)strcspn(t, "\r\n"), t);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static void write_config(const char *server, const char *token)
+{
+	const char *home = getenv("HOME");
+	char path[1024];
+	if (!home)
+		return;
+	snprintf(path, sizeof(path), "%s/.config", home);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/.config/starcloud", home);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/.config/starcloud/config", home);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return;
+	fchmod(fileno(f), 0600);
+	fprintf(f, "server: %s\ntoken: %s\n", server, token);
+	fclose(f);
+	printf("config:  %s\n", path);
+}
+
+static int dev_usage(FILE *f, int rc)
+{
+	fprintf(f, "usage: starcloud dev [--agents N] [--gpus 8xA100-80GB] [--data-dir DIR]\n"
+		   "Runs a server and N agents (default 1) with declared GPUs on loopback\n"
+		   "until interrupted; writes ~/.config/starcloud/config.\n");
+	return rc;
+}
+
+static volatile sig_atomic_t dev_stop;
+static void on_dev_signal(int sig)
+{
+	dev_stop = 1;
+}
+
+int sc_cli_dev(int argc, char **argv)
+{
+	int nagents = 1;
+	const char *gpus = "8xA100-80GB", *dir = NULL;
+	char tmp[] = "/tmp/starcloud-dev-XXXXXX", url[64], token[256] = "";
+	pid_t pids[MAX_AGENTS + 1];
+	int npids = 0, pfd[2];
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return dev_usage(stdout, SC_EXIT_OK);
+		if (!strcmp(argv[i], "--agents") && v)
+			nagents = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--gpus") && v)
+			gpus = argv[++i];
+		else if (!strcmp(argv[i], "--data-dir") && v)
+			dir = argv[++i];
+		else
+			return dev_usage(stderr, SC_EXIT_USAGE);
+	}
+	if (nagents < 0 || nagents > MAX_AGENTS)
+		return dev_usage(stderr, SC_EXIT_USAGE);
+	if (!dir && !(dir = mkdtemp(tmp))) {
+		perror("starcloud dev: mkdtemp");
+		return SC_EXIT_FAIL;
+	}
+	mkdir(dir, 0755);
+	char sdir[1024], sport[16];
+	snprintf(sdir, sizeof(sdir), "%s/server", dir);
+	snprintf(sport, sizeof(sport), "127.0.0.1:%d", free_port());
+	snprintf(url, sizeof(url), "http://%s", sport);
+	if (pipe(pfd) < 0)
+		return SC_EXIT_FAIL;
+	char *sargv[] = { "starcloud", "server", "--listen", sport, "--data-dir", sdir, NULL };
+	pids[npids++] = spawn(sargv, pfd[1]);
+	close(pfd[1]);
+	if (read_token(pfd[0], token, sizeof(token)) < 0)
+		fprintf(stderr, "starcloud dev: no admin token from the server (data dir %s in "
+				"use before?); agents need STARCLOUD_TOKEN\n",
+			sdir);
+	close(pfd[0]);
+	if (!token[0] && getenv("STARCLOUD_TOKEN"))
+		snprintf(token, sizeof(token), "%s", getenv("STARCLOUD_TOKEN"));
+	printf("server:  %s\ntoken:   %s\ndata:    %s\n", url, token, dir);
+	for (int i = 0; i < nagents; i++) {
+		char name[32], listen[32], adir[1100];
+		snprintf(name, sizeof(name), "dev-node-%d", i);
+		snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
+		snprintf(adir, sizeof(adir), "%s/%s", dir, name);
+		char *aargv[] = { "starcloud", "agent",	 "--server", url,    "--token",
+				  token,       "--name", name,	     "--gpus", (char *)gpus,
+				  "--listen",  listen,	 "--data-dir", adir, "--drain", NULL };
+		pids[npids++] = spawn(aargv, -1);
+		printf("agent:   %s at http://%s\n", name, listen);
+	}
+	write_config(url, token);
+	fflush(stdout);
+	/* No SA_RESTART: the signal must interrupt waitpid. */
+	struct sigaction sa = { .sa_handler = on_dev_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	while (!dev_stop) {
+		int st;
+		pid_t p = waitpid(-1, &st, 0);
+		if (p > 0 || (p < 0 && errno != EINTR))
+			break; /* a child died: stop the rest */
+	}
+	for (int i = npids - 1; i >= 0; i--)
+		kill(pids[i], SIGTERM);
+	while (wait(NULL) > 0)
+		;
+	return SC_EXIT_OK;
+}

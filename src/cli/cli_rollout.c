@@ -1,0 +1,147 @@
+/* `starcloud rollout status|promote|abort [MODEL] [--gateway URL] [-o json]`:
+ * a thin client of the gateway's /admin/rollouts (libcurl, blocking).
+ *
+ * The gateway is found in --gateway, then STARCLOUD_GATEWAY, then
+ * http://127.0.0.1:8080. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "cli/cli.h"
+#include "gateway/gateway.h"
+#include "starcloud/buf.h"
+
+#define MAX_ANSWER (4u << 20)
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+	return sc_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
+}
+
+/* Performs one request; returns the HTTP status, or -1 when the gateway
+ * could not be reached (the message is printed). */
+static long call(const char *method, const char *url, const char *body, sc_buf_t *out)
+{
+	CURL *h = curl_easy_init();
+	if (!h)
+		return -1;
+	struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+	if (body)
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	long status = -1;
+	CURLcode rc = curl_easy_perform(h);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	else
+		fprintf(stderr, "starcloud rollout: %s: %s\n", url, curl_easy_strerror(rc));
+	curl_slist_free_all(hd);
+	curl_easy_cleanup(h);
+	return status;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: starcloud rollout status [MODEL] [--gateway URL] [-o table|json]\n"
+		   "       starcloud rollout promote|abort MODEL [--gateway URL]\n\n"
+		   "Shows or steers the canary rollouts of a gateway (/admin/rollouts).\n"
+		   "The gateway is --gateway, else $STARCLOUD_GATEWAY, else "
+		   "http://127.0.0.1:8080.\n");
+}
+
+static void print_row(json_t *ro)
+{
+	json_t *lw = json_object_get(json_object_get(ro, "lastWindow"), "canary");
+	printf("%-24s %-8s %-8s %-12s %6lld%%  %5.1f%%  %s\n",
+	       json_string_value(json_object_get(ro, "model")),
+	       json_string_value(json_object_get(ro, "stable")),
+	       json_string_value(json_object_get(ro, "canary")),
+	       json_string_value(json_object_get(ro, "state")),
+	       (long long)json_integer_value(json_object_get(ro, "weight")),
+	       100 * json_number_value(json_object_get(lw, "errorRate")),
+	       json_string_value(json_object_get(ro, "reason")));
+}
+
+static int show(const char *text, int as_json)
+{
+	if (as_json) {
+		printf("%s\n", text);
+		return SC_EXIT_OK;
+	}
+	json_t *j = json_loads(text, 0, NULL);
+	if (!j) {
+		fprintf(stderr, "starcloud rollout: the gateway sent something that is not JSON\n");
+		return SC_EXIT_FAIL;
+	}
+	printf("%-24s %-8s %-8s %-12s %7s %6s  %s\n", "MODEL", "STABLE", "CANARY", "STATE",
+	       "WEIGHT", "ERR", "REASON");
+	json_t *list = json_object_get(j, "rollouts");
+	if (list) {
+		for (size_t i = 0; i < json_array_size(list); i++)
+			print_row(json_array_get(list, i));
+	} else {
+		print_row(j);
+	}
+	json_decref(j);
+	return SC_EXIT_OK;
+}
+
+int sc_cli_rollout(int argc, char **argv)
+{
+	if (sc__cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return SC_EXIT_OK;
+	}
+	const char *gw = getenv("STARCLOUD_GATEWAY");
+	const char *pos[2] = {NULL, NULL};
+	size_t npos = 0;
+	int as_json = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--gateway") == 0 && i + 1 < argc) {
+			gw = argv[++i];
+		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+			as_json = strcmp(argv[++i], "json") == 0;
+		} else if (argv[i][0] != '-' && npos < 2) {
+			pos[npos++] = argv[i];
+		} else {
+			fprintf(stderr, "starcloud rollout: unexpected argument \"%s\"\n", argv[i]);
+			usage(stderr);
+			return SC_EXIT_USAGE;
+		}
+	}
+	if (!gw)
+		gw = "http://127.0.0.1:8080";
+	const char *verb = pos[0];
+	int status = verb && strcmp(verb, "status") == 0;
+	if (!verb || (!status && strcmp(verb, "promote") != 0 && strcmp(verb, "abort") != 0) ||
+	    (!status && !pos[1])) {
+		usage(stderr);
+		return SC_EXIT_USAGE;
+	}
+	char url[1024], body[64];
+	snprintf(url, sizeof(url), "%s/admin/rollouts%s%s", gw, pos[1] ? "/" : "",
+		 pos[1] ? pos[1] : "");
+	snprintf(body, sizeof(body), "{\"action\":\"%s\"}", verb);
+	sc_buf_t out;
+	sc_buf_init(&out, MAX_ANSWER);
+	long st = call(status ? "GET" : "POST", url, status ? NULL : body, &out);
+	int rc;
+	if (st < 0) {
+		rc = SC_EXIT_FAIL;
+	} else if (st != 200) {
+		fprintf(stderr, "starcloud rollout: HTTP %ld: %s\n", st, out.data ? out.data : "");
+		rc = st == 400 ? SC_EXIT_USAGE : SC_EXIT_FAIL;
+	} else {
+		rc = show(out.data ? out.data : "{}", as_json);
+	}
+	sc_buf_free(&out);
+	return rc;
+}

@@ -1,0 +1,154 @@
+/* Endpoints the gateway answers itself: the model list, KServe health,
+ * rollout administration, /healthz and /metrics. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gateway/gw_int.h"
+#include "starcloud/error.h"
+
+static void respond_json(sc_http_req_t *r, int status, json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	sc_http_respond(r, status, "application/json", s, strlen(s));
+	free(s);
+}
+
+/* GET /v1/models: one entry per model, with its versions. */
+static void h_models(sc_http_req_t *r, void *ud)
+{
+	sc_gw_t *gw = ud;
+	json_t *data = json_array();
+	json_t *seen = json_object();
+	for (size_t i = 0; i < gw->nbe; i++) {
+		gw_backend_t *b = gw->be[i];
+		if (b->gone)
+			continue;
+		json_t *m = json_object_get(seen, b->model);
+		if (!m) {
+			m = json_pack("{s:s,s:s,s:I,s:s,s:[]}", "id", b->model, "object", "model",
+				      "created", (json_int_t)time(NULL), "owned_by", "starcloud",
+				      "versions");
+			json_object_set_new(seen, b->model, m);
+			json_array_append(data, m);
+		}
+		json_t *vs = json_object_get(m, "versions");
+		int have = 0;
+		for (size_t k = 0; k < json_array_size(vs); k++)
+			have |= strcmp(json_string_value(json_array_get(vs, k)), b->version) == 0;
+		if (!have)
+			json_array_append_new(vs, json_string(b->version));
+	}
+	json_decref(seen);
+	respond_json(r, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
+}
+
+/* Ready when every model has at least one replica that takes traffic. */
+static int all_ready(sc_gw_t *gw)
+{
+	int any = 0;
+	for (size_t i = 0; i < gw->nbe; i++) {
+		gw_backend_t *b = gw->be[i];
+		if (b->gone)
+			continue;
+		any = 1;
+		int ok = 0;
+		for (size_t k = 0; k < gw->nbe && !ok; k++) {
+			gw_backend_t *o = gw->be[k];
+			ok = strcmp(o->model, b->model) == 0 && o->role != GW_ROLE_PREFILL &&
+			     sc__gw_backend_usable(gw, o);
+		}
+		if (!ok)
+			return 0;
+	}
+	return any;
+}
+
+static void h_v2_health(sc_http_req_t *r, void *ud)
+{
+	sc_gw_t *gw = ud;
+	const char *p = sc_http_path(r);
+	if (strcmp(p, "/v2/health/live") == 0)
+		sc_http_respond(r, 200, "application/json", "", 0);
+	else if (strcmp(p, "/v2/health/ready") == 0)
+		sc_http_respond(r, all_ready(gw) ? 200 : 503, "application/json", "", 0);
+	else
+		sc__gw_error(r, 404, "not_found", "no such path");
+}
+
+static void h_v2(sc_http_req_t *r, void *ud)
+{
+	if (strcmp(sc_http_path(r), "/v2") != 0) {
+		sc__gw_error(r, 404, "not_found", "no such path");
+		return;
+	}
+	respond_json(r, 200, json_pack("{s:s,s:s,s:[]}", "name", "starcloud-gateway", "version",
+				       "0.1.0", "extensions"));
+}
+
+static void h_healthz(sc_http_req_t *r, void *ud)
+{
+	sc_http_respond(r, 200, "text/plain", "ok\n", 3);
+}
+
+static void h_rollouts_get(sc_http_req_t *r, void *ud)
+{
+	sc_gw_t *gw = ud;
+	const char *p = sc_http_path(r) + strlen("/admin/rollouts");
+	if (*p == '/' && p[1]) {
+		gw_rollout_t *ro = sc__gw_rollout_find(gw, p + 1);
+		if (!ro) {
+			sc__gw_error(r, 404, "not_found", "no rollout for this model");
+			return;
+		}
+		respond_json(r, 200, sc__gw_rollout_json(ro));
+		return;
+	}
+	json_t *list = json_array();
+	for (size_t i = 0; i < GW_MAX_ROLLOUTS; i++)
+		if (gw->ro[i].used)
+			json_array_append_new(list, sc__gw_rollout_json(&gw->ro[i]));
+	respond_json(r, 200, json_pack("{s:o}", "rollouts", list));
+}
+
+/* POST /admin/rollouts/{model} {"action":"promote|abort"} */
+static void h_rollouts_post(sc_http_req_t *r, void *ud)
+{
+	sc_gw_t *gw = ud;
+	const char *p = sc_http_path(r) + strlen("/admin/rollouts");
+	if (*p != '/' || !p[1]) {
+		sc__gw_error(r, 404, "not_found", "expected /admin/rollouts/{model}");
+		return;
+	}
+	gw_rollout_t *ro = sc__gw_rollout_find(gw, p + 1);
+	if (!ro) {
+		sc__gw_error(r, 404, "not_found", "no rollout for this model");
+		return;
+	}
+	size_t len;
+	const char *raw = sc_http_body(r, &len);
+	json_t *b = json_loadb(raw, len, 0, NULL);
+	const char *action = json_string_value(json_object_get(b, "action"));
+	if (!action || sc__gw_rollout_action(gw, ro, action) < 0) {
+		json_decref(b);
+		sc__gw_error(r, 400, "invalid_request_error",
+			     "action: expected \"promote\" or \"abort\"");
+		return;
+	}
+	json_decref(b);
+	respond_json(r, 200, sc__gw_rollout_json(ro));
+}
+
+int sc__gw_admin_routes(sc_gw_t *gw)
+{
+	int rc = 0;
+	rc = rc ? rc : sc_http_route(gw->http, "GET", "/v1/models", h_models, gw);
+	rc = rc ? rc : sc_http_route(gw->http, "GET", "/v2/health/", h_v2_health, gw);
+	rc = rc ? rc : sc_http_route(gw->http, "GET", "/v2", h_v2, gw);
+	rc = rc ? rc : sc_http_route(gw->http, "GET", "/healthz", h_healthz, gw);
+	rc = rc ? rc : sc_http_route(gw->http, "GET", "/metrics", sc__gw_metrics, gw);
+	rc = rc ? rc : sc_http_route(gw->http, "GET", "/admin/rollouts", h_rollouts_get, gw);
+	rc = rc ? rc : sc_http_route(gw->http, "POST", "/admin/rollouts", h_rollouts_post, gw);
+	return rc;
+}

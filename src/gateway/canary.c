@@ -1,0 +1,247 @@
+/* Canary rollouts between two versions of one model.
+ *
+ * Unpinned requests go to the canary with probability weight/100. Every
+ * analysis window the gateway compares what the canary did (attempts,
+ * failures, p99 latency) against the rollout's limits, as Argo Rollouts'
+ * analysis does: a window with too many failures rolls the canary back at
+ * once (weight 0, every unpinned request to the stable version); a good
+ * window with enough canary traffic moves to the next step (10 -> 50 ->
+ * 100 %); a good window at the last step promotes the canary. A window
+ * without canary traffic proves nothing and holds the step. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/gw_int.h"
+#include "starcloud/error.h"
+
+static const char *const state_names[] = {"progressing", "promoted", "rolled_back", "aborted"};
+
+const char *sc__gw_rollout_state(int state)
+{
+	return state_names[state];
+}
+
+gw_rollout_t *sc__gw_rollout_find(sc_gw_t *gw, const char *model)
+{
+	for (size_t i = 0; i < GW_MAX_ROLLOUTS; i++)
+		if (gw->ro[i].used && strcmp(gw->ro[i].model, model) == 0)
+			return &gw->ro[i];
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Windows
+ * ------------------------------------------------------------------- */
+
+static void window_add(sc_gw_t *gw, gw_window_t *w, int error, double secs)
+{
+	w->requests++;
+	if (error)
+		w->errors++;
+	/* Reservoir sampling keeps the p99 estimate fair at any rate. */
+	size_t cap = sizeof(w->lat) / sizeof(w->lat[0]);
+	w->seen++;
+	if (w->nlat < cap) {
+		w->lat[w->nlat++] = secs;
+	} else {
+		uint64_t j = sc__gw_rand(gw) % w->seen;
+		if (j < cap)
+			w->lat[j] = secs;
+	}
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double window_p99(gw_window_t *w)
+{
+	if (w->nlat == 0)
+		return 0;
+	qsort(w->lat, w->nlat, sizeof(double), cmp_double);
+	size_t i = (size_t)ceil(0.99 * (double)w->nlat);
+	return w->lat[i ? i - 1 : 0];
+}
+
+static double window_err(const gw_window_t *w)
+{
+	return w->requests ? (double)w->errors / (double)w->requests : 0;
+}
+
+/* ---------------------------------------------------------------------
+ * State changes
+ * ------------------------------------------------------------------- */
+
+static void finish(sc_gw_t *gw, gw_rollout_t *ro, int state, const char *reason)
+{
+	ro->state = state;
+	ro->weight = state == RO_PROMOTED ? 100 : 0;
+	snprintf(ro->reason, sizeof(ro->reason), "%s", reason);
+	uv_timer_stop(&ro->timer);
+	sc__gw_log("rollout %s %s -> %s: %s (%s)", ro->model, ro->stable, ro->canary,
+		   state_names[state], reason);
+	if (state == RO_ROLLED_BACK)
+		sc__gw_stats_rollback(sc__gw_stats(gw, ro->model, ro->canary));
+	sc__gw_control_report(gw, ro, state == RO_PROMOTED ? "promoted" : state_names[state]);
+}
+
+static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
+{
+	for (int i = 0; i < 2; i++) {
+		ro->last_err[i] = window_err(&ro->cur[i]);
+		ro->last_p99[i] = window_p99(&ro->cur[i]);
+		ro->last[i] = ro->cur[i];
+		memset(&ro->cur[i], 0, sizeof(ro->cur[i]));
+	}
+	ro->windows++;
+	const gw_window_t *c = &ro->last[1];
+	char why[256];
+	if (c->requests > 0 && ro->last_err[1] > ro->max_error_rate) {
+		snprintf(why, sizeof(why), "canary error rate %.3f > %.3f in window %llu (%llu/%llu)",
+			 ro->last_err[1], ro->max_error_rate, (unsigned long long)ro->windows,
+			 (unsigned long long)c->errors, (unsigned long long)c->requests);
+		finish(gw, ro, RO_ROLLED_BACK, why);
+		return;
+	}
+	if (c->requests > 0 && ro->max_p99 > 0 && ro->last_p99[1] > ro->max_p99) {
+		snprintf(why, sizeof(why), "canary p99 %.3fs > %.3fs in window %llu",
+			 ro->last_p99[1], ro->max_p99, (unsigned long long)ro->windows);
+		finish(gw, ro, RO_ROLLED_BACK, why);
+		return;
+	}
+	if (c->requests < ro->min_requests)
+		return;
+	if (ro->step + 1 >= ro->nsteps) {
+		finish(gw, ro, RO_PROMOTED, "every step passed its analysis");
+		return;
+	}
+	ro->step++;
+	ro->weight = ro->steps[ro->step];
+	sc__gw_log("rollout %s: canary %s at %d %%", ro->model, ro->canary, ro->weight);
+}
+
+static void on_window(uv_timer_t *t)
+{
+	gw_rollout_t *ro = t->data;
+	evaluate(ro->gw, ro);
+}
+
+gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *stable,
+				 const char *canary, const int *steps, size_t nsteps,
+				 uint64_t window_ms, double max_error_rate, int source)
+{
+	gw_rollout_t *ro = sc__gw_rollout_find(gw, model);
+	int fresh = !ro || strcmp(ro->stable, stable) != 0 || strcmp(ro->canary, canary) != 0;
+	if (!ro) {
+		for (size_t i = 0; i < GW_MAX_ROLLOUTS && !ro; i++)
+			if (!gw->ro[i].used)
+				ro = &gw->ro[i];
+		if (!ro)
+			return NULL;
+		memset(ro, 0, sizeof(*ro));
+		ro->used = 1;
+		ro->gw = gw;
+		uv_timer_init(gw->loop, &ro->timer);
+		ro->timer.data = ro;
+	}
+	snprintf(ro->model, sizeof(ro->model), "%s", model);
+	snprintf(ro->stable, sizeof(ro->stable), "%s", stable);
+	snprintf(ro->canary, sizeof(ro->canary), "%s", canary);
+	if (nsteps > GW_MAX_STEPS)
+		nsteps = GW_MAX_STEPS;
+	memcpy(ro->steps, steps, nsteps * sizeof(int));
+	ro->nsteps = nsteps;
+	ro->window_ms = window_ms;
+	ro->max_error_rate = max_error_rate;
+	ro->source = source;
+	if (!ro->min_requests)
+		ro->min_requests = 1;
+	if (!fresh)
+		return ro;
+	ro->step = 0;
+	ro->weight = steps[0];
+	ro->state = RO_PROGRESSING;
+	ro->windows = 0;
+	ro->reason[0] = '\0';
+	memset(ro->cur, 0, sizeof(ro->cur));
+	memset(ro->last, 0, sizeof(ro->last));
+	uv_timer_start(&ro->timer, on_window, window_ms, window_ms);
+	sc__gw_log("rollout %s: %s -> %s, canary at %d %%, window %llu ms, max error rate %.3f",
+		   model, stable, canary, ro->weight, (unsigned long long)window_ms,
+		   max_error_rate);
+	return ro;
+}
+
+const char *sc__gw_rollout_choose(sc_gw_t *gw, const char *model)
+{
+	gw_rollout_t *ro = sc__gw_rollout_find(gw, model);
+	if (!ro)
+		return NULL;
+	if (ro->state == RO_PROMOTED)
+		return ro->canary;
+	if (ro->state != RO_PROGRESSING)
+		return ro->stable;
+	return (int)(sc__gw_rand(gw) % 100) < ro->weight ? ro->canary : ro->stable;
+}
+
+void sc__gw_rollout_observe(sc_gw_t *gw, const char *model, const char *version, int error,
+			    double seconds)
+{
+	gw_rollout_t *ro = sc__gw_rollout_find(gw, model);
+	if (!ro || ro->state != RO_PROGRESSING)
+		return;
+	int i = strcmp(version, ro->canary) == 0 ? 1 : strcmp(version, ro->stable) == 0 ? 0 : -1;
+	if (i >= 0)
+		window_add(gw, &ro->cur[i], error, seconds);
+}
+
+int sc__gw_rollout_action(sc_gw_t *gw, gw_rollout_t *ro, const char *action)
+{
+	if (strcmp(action, "promote") == 0) {
+		if (ro->state != RO_PROMOTED)
+			finish(gw, ro, RO_PROMOTED, "promoted by an operator");
+		return 0;
+	}
+	if (strcmp(action, "abort") == 0) {
+		if (ro->state == RO_PROGRESSING || ro->state == RO_PROMOTED)
+			finish(gw, ro, RO_ABORTED, "aborted by an operator");
+		return 0;
+	}
+	return SC_EINVAL;
+}
+
+static json_t *window_json(const gw_window_t *w, double err, double p99)
+{
+	return json_pack("{s:I,s:I,s:f,s:f}", "requests", (json_int_t)w->requests, "errors",
+			 (json_int_t)w->errors, "errorRate", err, "p99Seconds", p99);
+}
+
+json_t *sc__gw_rollout_json(const gw_rollout_t *ro)
+{
+	json_t *steps = json_array();
+	for (size_t i = 0; i < ro->nsteps; i++)
+		json_array_append_new(steps, json_integer(ro->steps[i]));
+	json_t *last = json_pack("{s:o,s:o}", "stable",
+				 window_json(&ro->last[0], ro->last_err[0], ro->last_p99[0]),
+				 "canary",
+				 window_json(&ro->last[1], ro->last_err[1], ro->last_p99[1]));
+	json_t *cur = json_pack("{s:o,s:o}", "stable",
+				window_json(&ro->cur[0], window_err(&ro->cur[0]), 0), "canary",
+				window_json(&ro->cur[1], window_err(&ro->cur[1]), 0));
+	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:f,s:f,s:I,s:s,s:o,s:o}", "model",
+			 ro->model, "stable", ro->stable, "canary", ro->canary, "state",
+			 state_names[ro->state], "step", (int)ro->step, "weight", ro->weight,
+			 "steps", steps, "analysisWindowSeconds", (double)ro->window_ms / 1000.0,
+			 "maxErrorRate", ro->max_error_rate, "windows", (json_int_t)ro->windows,
+			 "reason", ro->reason, "lastWindow", last, "currentWindow", cur);
+}
+
+void sc__gw_rollout_stop_all(sc_gw_t *gw)
+{
+	for (size_t i = 0; i < GW_MAX_ROLLOUTS; i++)
+		if (gw->ro[i].used)
+			uv_close((uv_handle_t *)&gw->ro[i].timer, NULL);
+}

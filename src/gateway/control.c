@@ -1,0 +1,291 @@
+/* Backends and rollouts from the control plane.
+ *
+ * With --server and --token the gateway watches
+ * GET /api/v1/deployments?watch=1 (newline-delimited JSON events, ADDED for
+ * every object first) and keeps the latest object of each deployment. After
+ * each event the server-sourced backends are rebuilt from every
+ * deployment's status.endpoints (see docs/GATEWAY.md for the shape), and a
+ * deployment whose endpoints carry two versions gets a rollout from
+ * spec.rollout. A broken watch is restarted after a second; on restart the
+ * object map is rebuilt from scratch (DELETED events may have been missed).
+ * Static --backend flags are never touched by this. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/gw_int.h"
+#include "starcloud/error.h"
+
+#define MAX_LINE (4u << 20)
+
+typedef struct control {
+	sc_gw_t *gw;
+	json_t *deps;      /* name -> latest object */
+	sc_buf_t line;
+	sc_hcli_req_t *watch;
+	uv_timer_t retry;
+	int stopping;
+} control_t;
+
+static void watch_start(control_t *ct);
+
+static int role_of(const char *r)
+{
+	if (!r || strcmp(r, "both") == 0)
+		return GW_ROLE_BOTH;
+	if (strcmp(r, "prefill") == 0)
+		return GW_ROLE_PREFILL;
+	if (strcmp(r, "decode") == 0)
+		return GW_ROLE_DECODE;
+	return -1;
+}
+
+/* Adds one endpoint of a deployment; bad entries are logged and skipped. */
+static void add_endpoint(sc_gw_t *gw, const char *dep, const char *model, const char *ver,
+			 json_t *ep)
+{
+	const char *url = json_string_value(json_object_get(ep, "url"));
+	const char *v = json_string_value(json_object_get(ep, "version"));
+	int role = role_of(json_string_value(json_object_get(ep, "role")));
+	json_t *ready = json_object_get(ep, "ready");
+	json_t *w = json_object_get(ep, "weight");
+	gw_backend_t d = {0};
+	char host[64];
+	int port;
+	const char *path;
+	if (!url || role < 0 || strlen(url) >= sizeof(d.url) ||
+	    sc_hcli_parse_url(url, host, sizeof(host), &port, &path) < 0) {
+		sc__gw_log("deployment %s: skipping an endpoint with a bad url or role", dep);
+		return;
+	}
+	snprintf(d.model, sizeof(d.model), "%s", model);
+	snprintf(d.version, sizeof(d.version), "%s", v ? v : ver);
+	snprintf(d.url, sizeof(d.url), "%.*s", (int)(strlen(url) - (*path == '/' && !path[1])),
+		 url);
+	d.role = role;
+	d.weight = json_is_number(w) && json_number_value(w) > 0 ? json_number_value(w) : 1;
+	d.ready = !json_is_false(ready);
+	d.source = GW_SRC_SERVER;
+	sc__gw_backend_add(gw, &d);
+}
+
+/* A deployment with endpoints of two versions is a rollout: the spec's
+ * version is the canary, status.stableVersion (or the other version) the
+ * stable one. */
+static void rollout_from(sc_gw_t *gw, const char *dep, const char *model, const char *ver,
+			 json_t *obj)
+{
+	json_t *spec = json_object_get(obj, "spec");
+	json_t *status = json_object_get(obj, "status");
+	const char *stable = json_string_value(json_object_get(status, "stableVersion"));
+	json_t *eps = json_object_get(status, "endpoints");
+	for (size_t i = 0; !stable && i < json_array_size(eps); i++) {
+		const char *v = json_string_value(json_object_get(json_array_get(eps, i), "version"));
+		if (v && strcmp(v, ver) != 0)
+			stable = v;
+	}
+	if (!stable || strcmp(stable, ver) == 0)
+		return;
+	json_t *ro = json_object_get(spec, "rollout");
+	int steps[GW_MAX_STEPS];
+	size_t n = 0;
+	json_t *js = json_object_get(ro, "steps");
+	for (size_t i = 0; i < json_array_size(js) && n < GW_MAX_STEPS; i++) {
+		json_int_t v = json_integer_value(json_array_get(js, i));
+		if (v > 0 && v <= 100)
+			steps[n++] = (int)v;
+	}
+	if (n == 0) {
+		memcpy(steps, gw->o.steps, gw->o.nsteps * sizeof(int));
+		n = gw->o.nsteps;
+	}
+	uint64_t win = gw->o.window_ms;
+	const char *ws = json_string_value(json_object_get(ro, "analysisWindow"));
+	if (ws && sc__gw_parse_duration_ms(ws, &win) < 0)
+		win = gw->o.window_ms;
+	json_t *me = json_object_get(ro, "maxErrorRate");
+	double mer = json_is_number(me) ? json_number_value(me) : gw->o.max_error_rate;
+	gw_rollout_t *r = sc__gw_rollout_set(gw, model, stable, ver, steps, n, win, mer,
+					     GW_SRC_SERVER);
+	if (r)
+		snprintf(r->deployment, sizeof(r->deployment), "%s", dep);
+}
+
+static void rebuild(control_t *ct)
+{
+	sc_gw_t *gw = ct->gw;
+	sc__gw_backend_mark(gw, GW_SRC_SERVER);
+	const char *name;
+	json_t *obj;
+	json_object_foreach(ct->deps, name, obj)
+	{
+		json_t *spec = json_object_get(obj, "spec");
+		const char *model = json_string_value(json_object_get(spec, "model"));
+		const char *ver = json_string_value(json_object_get(spec, "version"));
+		json_t *eps = json_object_get(json_object_get(obj, "status"), "endpoints");
+		if (!model || !ver)
+			continue;
+		for (size_t i = 0; i < json_array_size(eps); i++)
+			add_endpoint(gw, name, model, ver, json_array_get(eps, i));
+		rollout_from(gw, name, model, ver, obj);
+	}
+	sc__gw_backend_sweep(gw, GW_SRC_SERVER);
+}
+
+static void on_event(control_t *ct, const char *line, size_t len)
+{
+	json_t *ev = json_loadb(line, len, 0, NULL);
+	const char *type = json_string_value(json_object_get(ev, "type"));
+	json_t *obj = json_object_get(ev, "object");
+	const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"),
+							     "name"));
+	if (type && name) {
+		if (strcmp(type, "DELETED") == 0)
+			json_object_del(ct->deps, name);
+		else
+			json_object_set(ct->deps, name, obj);
+		rebuild(ct);
+	}
+	json_decref(ev);
+}
+
+static int w_head(sc_hcli_req_t *r, int status, void *ud)
+{
+	control_t *ct = ud;
+	if (status != 200) {
+		sc__gw_log("control plane watch: HTTP %d", status);
+		return 0;
+	}
+	json_object_clear(ct->deps);
+	sc_buf_reset(&ct->line);
+	return 0;
+}
+
+static int w_data(sc_hcli_req_t *r, const char *d, size_t n, void *ud)
+{
+	control_t *ct = ud;
+	if (sc_hcli_status(r) != 200)
+		return 0;
+	if (sc_buf_append(&ct->line, d, n) < 0)
+		return 0; /* an oversized line: dropped by the reset below */
+	char *nl;
+	while (ct->line.len && (nl = memchr(ct->line.data, '\n', ct->line.len))) {
+		size_t len = (size_t)(nl - ct->line.data);
+		if (len)
+			on_event(ct, ct->line.data, len);
+		sc_buf_consume(&ct->line, len + 1);
+	}
+	if (ct->line.len >= MAX_LINE)
+		sc_buf_reset(&ct->line);
+	return 0;
+}
+
+static void on_retry(uv_timer_t *t)
+{
+	watch_start(t->data);
+}
+
+static void w_done(sc_hcli_req_t *r, int err, void *ud)
+{
+	control_t *ct = ud;
+	ct->watch = NULL;
+	if (ct->stopping)
+		return;
+	uv_timer_start(&ct->retry, on_retry, 1000, 0);
+}
+
+static void watch_start(control_t *ct)
+{
+	sc_gw_t *gw = ct->gw;
+	char url[GW_MAX_URL + 64], hdrs[300];
+	snprintf(url, sizeof(url), "%s/api/v1/deployments?watch=1", gw->o.server);
+	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n", gw->o.token);
+	sc_hcli_call_t call = {
+		.method = "GET",
+		.url = url,
+		.headers = hdrs,
+		.cbs = {.on_head = w_head, .on_data = w_data, .on_done = w_done},
+		.ud = ct,
+	};
+	if (sc_hcli_start(gw->hc, &call, &ct->watch) < 0) {
+		ct->watch = NULL;
+		uv_timer_start(&ct->retry, on_retry, 1000, 0);
+	}
+}
+
+int sc__gw_control_start(sc_gw_t *gw)
+{
+	if (!gw->o.server[0])
+		return 0;
+	control_t *ct = calloc(1, sizeof(*ct));
+	if (!ct)
+		abort();
+	ct->gw = gw;
+	ct->deps = json_object();
+	sc_buf_init(&ct->line, MAX_LINE + 64 * 1024);
+	uv_timer_init(gw->loop, &ct->retry);
+	ct->retry.data = ct;
+	gw->control = ct;
+	watch_start(ct);
+	return 0;
+}
+
+static void on_retry_closed(uv_handle_t *h)
+{
+	control_t *ct = h->data;
+	json_decref(ct->deps);
+	sc_buf_free(&ct->line);
+	free(ct);
+}
+
+void sc__gw_control_stop(sc_gw_t *gw)
+{
+	control_t *ct = gw->control;
+	if (!ct)
+		return;
+	ct->stopping = 1;
+	if (ct->watch)
+		sc_hcli_cancel(ct->watch);
+	gw->control = NULL;
+	uv_close((uv_handle_t *)&ct->retry, on_retry_closed);
+}
+
+/* ---------------------------------------------------------------------
+ * Reporting rollout outcomes
+ * ------------------------------------------------------------------- */
+
+static void report_done(sc_hcli_req_t *r, int err, void *ud)
+{
+	if (err < 0 || sc_hcli_status(r) >= 300)
+		sc__gw_log("control plane: rollout report failed (%s)",
+			   err < 0 ? sc_strerror(err) : "HTTP error");
+}
+
+void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outcome)
+{
+	if (!gw->o.server[0])
+		return;
+	const char *dep = ro->deployment[0] ? ro->deployment : ro->model;
+	/* rolled_back and aborted both ask the server to abort; the reason and
+	 * outcome say which it was. */
+	const char *action = strcmp(outcome, "promoted") == 0 ? "promote" : "abort";
+	json_t *b = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f,s:I}", "action", action, "source",
+			      "gateway", "outcome", outcome, "model", ro->model, "stable",
+			      ro->stable, "canary", ro->canary, "reason", ro->reason,
+			      "canaryErrorRate", ro->last_err[1], "window",
+			      (json_int_t)ro->windows);
+	char *body = json_dumps(b, JSON_COMPACT);
+	json_decref(b);
+	char url[GW_MAX_URL + GW_MAX_NAME + 48], hdrs[300];
+	snprintf(url, sizeof(url), "%s/api/v1/deployments/%s/rollout", gw->o.server, dep);
+	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n", gw->o.token);
+	sc_hcli_call_t call = {.method = "POST",
+				.url = url,
+				.headers = hdrs,
+				.body = body,
+				.body_len = strlen(body),
+				.timeout_ms = 5000,
+				.cbs = {.on_done = report_done}};
+	if (sc_hcli_start(gw->hc, &call, NULL) < 0)
+		sc__gw_log("control plane: bad server URL %s", gw->o.server);
+	free(body);
+}

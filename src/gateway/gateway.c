@@ -1,0 +1,684 @@
+/* `starcloud gateway`: options, configuration, start-up and shutdown.
+ *
+ * Backends come from --backend flags, a --config file (JSON or YAML) and,
+ * with --server, from the control plane; all three may be combined. The
+ * configuration is read and checked completely before anything listens, so
+ * a bad flag or file changes nothing and exits 2 naming the field. */
+#include "gateway/gateway.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/yamljson.h"
+#include "gateway/gw_int.h"
+#include "gateway/proxy.h"
+#include "starcloud/error.h"
+
+#define MAX_CONFIG (4u << 20)
+
+/* ---------------------------------------------------------------------
+ * Helpers shared by the gateway's modules
+ * ------------------------------------------------------------------- */
+
+uint64_t sc__gw_now_ms(const sc_gw_t *gw)
+{
+	return uv_now(gw->loop);
+}
+
+/* xorshift64*: fast, good enough for load balancing and span ids. */
+uint64_t sc__gw_rand(sc_gw_t *gw)
+{
+	uint64_t x = gw->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	gw->rng = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+void sc__gw_log(const char *fmt, ...)
+{
+	char ts[32];
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s gateway: ", ts);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *msg)
+{
+	json_t *e = json_pack("{s:{s:s,s:s,s:n,s:i}}", "error", "message", msg, "type", type,
+			      "param", "code", status);
+	char *s = json_dumps(e, JSON_COMPACT);
+	json_decref(e);
+	sc_http_respond(r, status, "application/json", s, strlen(s));
+	free(s);
+}
+
+int sc__gw_parse_duration_ms(const char *s, uint64_t *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || v < 0)
+		return SC_EINVAL;
+	double mul = 1000;
+	if (strcmp(end, "ms") == 0)
+		mul = 1;
+	else if (strcmp(end, "s") == 0 || *end == '\0')
+		mul = 1000;
+	else if (strcmp(end, "m") == 0)
+		mul = 60000;
+	else if (strcmp(end, "h") == 0)
+		mul = 3600000;
+	else
+		return SC_EINVAL;
+	if (v * mul > 86400000.0 * 7)
+		return SC_ERANGE;
+	*out = (uint64_t)(v * mul);
+	return 0;
+}
+
+int sc__gw_parse_steps(const char *s, int *steps, size_t *n)
+{
+	*n = 0;
+	const char *p = s;
+	while (*p) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p || v < 1 || v > 100 || *n == GW_MAX_STEPS ||
+		    (*n && v <= steps[*n - 1]))
+			return SC_EINVAL;
+		steps[(*n)++] = (int)v;
+		p = end;
+		if (*p == ',' || *p == '/')
+			p++;
+		else if (*p)
+			return SC_EINVAL;
+	}
+	return *n && steps[*n - 1] == 100 ? 0 : SC_EINVAL;
+}
+
+/* ---------------------------------------------------------------------
+ * Backend and rollout descriptions
+ * ------------------------------------------------------------------- */
+
+static int set_field(char *dst, size_t dsz, const char *v, size_t vl)
+{
+	if (vl == 0 || vl >= dsz)
+		return SC_EINVAL;
+	memcpy(dst, v, vl);
+	dst[vl] = '\0';
+	return 0;
+}
+
+static int backend_check(gw_backend_t *b, char *err, size_t errsz)
+{
+	char host[64];
+	int port;
+	const char *path;
+	if (!b->model[0] || !b->version[0] || !b->url[0]) {
+		snprintf(err, errsz, "model, version and url are required");
+		return SC_EINVAL;
+	}
+	if (sc_hcli_parse_url(b->url, host, sizeof(host), &port, &path) < 0 ||
+	    strcmp(path, "/") != 0) {
+		snprintf(err, errsz, "url: expected http://HOST:PORT, got \"%s\"", b->url);
+		return SC_EINVAL;
+	}
+	size_t ul = strlen(b->url);
+	if (b->url[ul - 1] == '/')
+		b->url[ul - 1] = '\0';
+	if (strchr(b->model, ':')) {
+		snprintf(err, errsz, "model: a name may not contain ':'");
+		return SC_EINVAL;
+	}
+	return 0;
+}
+
+static int role_parse(const char *v, size_t vl)
+{
+	if (vl == 4 && strncmp(v, "both", 4) == 0)
+		return GW_ROLE_BOTH;
+	if (vl == 7 && strncmp(v, "prefill", 7) == 0)
+		return GW_ROLE_PREFILL;
+	if (vl == 6 && strncmp(v, "decode", 6) == 0)
+		return GW_ROLE_DECODE;
+	return -1;
+}
+
+int sc__gw_parse_backend(const char *spec, gw_backend_t *b, char *err, size_t errsz)
+{
+	memset(b, 0, sizeof(*b));
+	b->weight = 1;
+	b->ready = 1;
+	const char *p = spec;
+	while (*p) {
+		size_t fl = strcspn(p, ",");
+		const char *eq = memchr(p, '=', fl);
+		if (!eq) {
+			snprintf(err, errsz, "expected key=value, got \"%.*s\"", (int)fl, p);
+			return SC_EINVAL;
+		}
+		size_t kl = (size_t)(eq - p);
+		const char *v = eq + 1;
+		size_t vl = fl - kl - 1;
+		int rc = 0;
+		if (kl == 5 && strncmp(p, "model", 5) == 0)
+			rc = set_field(b->model, sizeof(b->model), v, vl);
+		else if (kl == 7 && strncmp(p, "version", 7) == 0)
+			rc = set_field(b->version, sizeof(b->version), v, vl);
+		else if (kl == 3 && strncmp(p, "url", 3) == 0)
+			rc = set_field(b->url, sizeof(b->url), v, vl);
+		else if (kl == 4 && strncmp(p, "role", 4) == 0)
+			rc = (b->role = role_parse(v, vl)) < 0 ? SC_EINVAL : 0;
+		else if (kl == 6 && strncmp(p, "weight", 6) == 0) {
+			char *end;
+			b->weight = strtod(v, &end);
+			rc = end != v + vl || b->weight <= 0 || b->weight > 1000 ? SC_EINVAL : 0;
+		} else {
+			snprintf(err, errsz, "unknown field \"%.*s\"", (int)kl, p);
+			return SC_EINVAL;
+		}
+		if (rc < 0) {
+			snprintf(err, errsz, "%.*s: bad value \"%.*s\"", (int)kl, p, (int)vl, v);
+			return rc;
+		}
+		p += fl + (p[fl] == ',');
+	}
+	return backend_check(b, err, errsz);
+}
+
+typedef struct rollout_desc {
+	char model[GW_MAX_NAME], stable[GW_MAX_VERSION], canary[GW_MAX_VERSION];
+	char deployment[GW_MAX_NAME];
+	int steps[GW_MAX_STEPS];
+	size_t nsteps;
+	uint64_t window_ms;
+	double max_error_rate;
+} rollout_desc_t;
+
+static int parse_rollout_field(rollout_desc_t *d, const char *k, size_t kl, const char *v,
+			       size_t vl)
+{
+	char val[256];
+	if (vl >= sizeof(val))
+		return SC_EINVAL;
+	memcpy(val, v, vl);
+	val[vl] = '\0';
+	if (kl == 5 && strncmp(k, "model", 5) == 0)
+		return set_field(d->model, sizeof(d->model), v, vl);
+	if (kl == 6 && strncmp(k, "stable", 6) == 0)
+		return set_field(d->stable, sizeof(d->stable), v, vl);
+	if (kl == 6 && strncmp(k, "canary", 6) == 0)
+		return set_field(d->canary, sizeof(d->canary), v, vl);
+	if (kl == 10 && strncmp(k, "deployment", 10) == 0)
+		return set_field(d->deployment, sizeof(d->deployment), v, vl);
+	if (kl == 5 && strncmp(k, "steps", 5) == 0)
+		return sc__gw_parse_steps(val, d->steps, &d->nsteps);
+	if (kl == 6 && strncmp(k, "window", 6) == 0)
+		return sc__gw_parse_duration_ms(val, &d->window_ms) < 0 || d->window_ms < 50
+			       ? SC_EINVAL
+			       : 0;
+	if (kl == 14 && strncmp(k, "max-error-rate", 14) == 0) {
+		char *end;
+		d->max_error_rate = strtod(val, &end);
+		return *end || d->max_error_rate < 0 || d->max_error_rate > 1 ? SC_EINVAL : 0;
+	}
+	return SC_ENOTFOUND;
+}
+
+static int parse_rollout(const gw_opts_t *o, const char *spec, rollout_desc_t *d, char *err,
+			 size_t errsz)
+{
+	memset(d, 0, sizeof(*d));
+	memcpy(d->steps, o->steps, sizeof(d->steps));
+	d->nsteps = o->nsteps;
+	d->window_ms = o->window_ms;
+	d->max_error_rate = o->max_error_rate;
+	const char *p = spec;
+	while (*p) {
+		size_t fl = strcspn(p, ",");
+		const char *eq = memchr(p, '=', fl);
+		if (!eq) {
+			snprintf(err, errsz, "expected key=value, got \"%.*s\"", (int)fl, p);
+			return SC_EINVAL;
+		}
+		size_t kl = (size_t)(eq - p);
+		int rc = parse_rollout_field(d, p, kl, eq + 1, fl - kl - 1);
+		if (rc == SC_ENOTFOUND) {
+			snprintf(err, errsz, "unknown field \"%.*s\"", (int)kl, p);
+			return SC_EINVAL;
+		}
+		if (rc < 0) {
+			snprintf(err, errsz, "%.*s: bad value \"%.*s\"", (int)kl, p,
+				 (int)(fl - kl - 1), eq + 1);
+			return SC_EINVAL;
+		}
+		p += fl + (p[fl] == ',');
+	}
+	if (!d->model[0] || !d->stable[0] || !d->canary[0] || strcmp(d->stable, d->canary) == 0) {
+		snprintf(err, errsz, "model, stable and canary are required (two versions)");
+		return SC_EINVAL;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------- */
+
+#define MAX_FLAGS 256
+
+typedef struct args {
+	gw_opts_t o;
+	gw_backend_t backends[MAX_FLAGS];
+	size_t nbackends;
+	rollout_desc_t rollouts[16];
+	size_t nrollouts;
+	const char *rollout_specs[16];
+	const char *config;
+} args_t;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: starcloud gateway [options]\n"
+		"  --listen HOST:PORT        where to serve (default 127.0.0.1:8080)\n"
+		"  --backend SPEC            model=NAME,version=V,url=http://HOST:PORT\n"
+		"                            [,role=both|prefill|decode][,weight=W] (repeatable)\n"
+		"  --config FILE             JSON or YAML: {backends: [...], rollouts: [...]}\n"
+		"  --rollout SPEC            model=M,stable=V1,canary=V2[,steps=10/50/100]\n"
+		"                            [,window=60s][,max-error-rate=0.05][,deployment=NAME]\n"
+		"  --server URL --token T    watch deployments on the control plane\n"
+		"  --otlp URL                export spans to URL/v1/traces (OTLP/HTTP JSON)\n"
+		"  --timeout DUR             whole request (default 60s)\n"
+		"  --attempt-timeout DUR     one upstream attempt, inactivity (default: --timeout)\n"
+		"  --max-inflight N          requests per replica before 429 (default 128)\n"
+		"  --max-retries N           per request (default 2)\n"
+		"  --retry-budget F          retries in flight / active requests (default 0.2, min 3)\n"
+		"  --eject-after N           consecutive failures (default 5)\n"
+		"  --eject-time DUR          base ejection, x ejections, max 300s (default 30s)\n"
+		"  --probe-interval DUR      readiness probes, 0 = off (default 2s)\n"
+		"  --prefill-failure fail|retry   (default retry)\n"
+		"  --analysis-window DUR     default rollout window (default 60s)\n"
+		"  --max-error-rate F        default rollout threshold (default 0.05)\n"
+		"  --max-body BYTES          largest request body (default 4194304)\n");
+}
+
+static int parse_listen(const char *s, gw_opts_t *o)
+{
+	const char *colon = strrchr(s, ':');
+	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(o->host))
+		return SC_EINVAL;
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+	if (*end || colon[1] == '\0' || port < 0 || port > 65535)
+		return SC_EINVAL;
+	snprintf(o->host, sizeof(o->host), "%.*s", (int)(colon - s), s);
+	o->port = (int)port;
+	return 0;
+}
+
+static void defaults(gw_opts_t *o)
+{
+	memset(o, 0, sizeof(*o));
+	parse_listen("127.0.0.1:8080", o);
+	o->timeout_ms = 60000;
+	o->max_inflight = 128;
+	o->max_retries = 2;
+	o->retry_budget = 0.2;
+	o->retry_budget_min = 3;
+	o->eject_after = 5;
+	o->eject_base_ms = 30000;
+	o->eject_max_ms = 300000;
+	o->probe_interval_ms = 2000;
+	o->prefill_retry = 1;
+	o->max_body = 4u << 20;
+	o->max_response = 16u << 20;
+	o->window_ms = 60000;
+	o->max_error_rate = 0.05;
+	int st[] = {10, 50, 100};
+	memcpy(o->steps, st, sizeof(st));
+	o->nsteps = 3;
+}
+
+static int num_opt(const char *name, const char *v, double lo, double hi, double *out)
+{
+	char *end;
+	double x = strtod(v, &end);
+	if (end == v || *end || x < lo || x > hi) {
+		fprintf(stderr, "gateway: %s: expected a number in %g..%g, got \"%s\"\n", name, lo,
+			hi, v);
+		return SC_EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+static int dur_opt(const char *name, const char *v, uint64_t *out)
+{
+	if (sc__gw_parse_duration_ms(v, out) < 0) {
+		fprintf(stderr, "gateway: %s: expected a duration like 30s or 500ms, got \"%s\"\n",
+			name, v);
+		return SC_EINVAL;
+	}
+	return 0;
+}
+
+static int str_opt(const char *name, const char *v, char *out, size_t outsz)
+{
+	if (strlen(v) >= outsz) {
+		fprintf(stderr, "gateway: %s: too long\n", name);
+		return SC_EINVAL;
+	}
+	snprintf(out, outsz, "%s", v);
+	return 0;
+}
+
+static int one_opt(args_t *a, const char *k, const char *v)
+{
+	gw_opts_t *o = &a->o;
+	double x;
+	char err[256];
+	int rc = 0;
+	if (strcmp(k, "--listen") == 0) {
+		if (parse_listen(v, o) < 0) {
+			fprintf(stderr, "gateway: --listen: expected HOST:PORT, got \"%s\"\n", v);
+			return SC_EINVAL;
+		}
+	} else if (strcmp(k, "--backend") == 0) {
+		if (a->nbackends == MAX_FLAGS ||
+		    sc__gw_parse_backend(v, &a->backends[a->nbackends], err, sizeof(err)) < 0) {
+			fprintf(stderr, "gateway: --backend \"%s\": %s\n", v,
+				a->nbackends == MAX_FLAGS ? "too many" : err);
+			return SC_EINVAL;
+		}
+		a->nbackends++;
+	} else if (strcmp(k, "--rollout") == 0) {
+		if (a->nrollouts == 16) {
+			fprintf(stderr, "gateway: --rollout: at most 16\n");
+			return SC_EINVAL;
+		}
+		a->rollout_specs[a->nrollouts++] = v; /* parsed once defaults are final */
+	} else if (strcmp(k, "--config") == 0) {
+		a->config = v;
+	} else if (strcmp(k, "--server") == 0) {
+		rc = str_opt(k, v, o->server, sizeof(o->server));
+	} else if (strcmp(k, "--token") == 0) {
+		rc = str_opt(k, v, o->token, sizeof(o->token));
+	} else if (strcmp(k, "--otlp") == 0) {
+		rc = str_opt(k, v, o->otlp, sizeof(o->otlp));
+	} else if (strcmp(k, "--timeout") == 0) {
+		rc = dur_opt(k, v, &o->timeout_ms);
+	} else if (strcmp(k, "--attempt-timeout") == 0) {
+		rc = dur_opt(k, v, &o->attempt_timeout_ms);
+	} else if (strcmp(k, "--eject-time") == 0) {
+		rc = dur_opt(k, v, &o->eject_base_ms);
+	} else if (strcmp(k, "--probe-interval") == 0) {
+		rc = dur_opt(k, v, &o->probe_interval_ms);
+	} else if (strcmp(k, "--analysis-window") == 0) {
+		rc = dur_opt(k, v, &o->window_ms);
+	} else if (strcmp(k, "--max-inflight") == 0) {
+		if ((rc = num_opt(k, v, 1, 1e6, &x)) == 0)
+			o->max_inflight = (int)x;
+	} else if (strcmp(k, "--max-retries") == 0) {
+		if ((rc = num_opt(k, v, 0, 10, &x)) == 0)
+			o->max_retries = (int)x;
+	} else if (strcmp(k, "--retry-budget") == 0) {
+		rc = num_opt(k, v, 0, 1, &o->retry_budget);
+	} else if (strcmp(k, "--eject-after") == 0) {
+		if ((rc = num_opt(k, v, 1, 1000, &x)) == 0)
+			o->eject_after = (int)x;
+	} else if (strcmp(k, "--max-error-rate") == 0) {
+		rc = num_opt(k, v, 0, 1, &o->max_error_rate);
+	} else if (strcmp(k, "--max-body") == 0) {
+		if ((rc = num_opt(k, v, 1024, 64 << 20, &x)) == 0)
+			o->max_body = (size_t)x;
+	} else if (strcmp(k, "--prefill-failure") == 0) {
+		if (strcmp(v, "fail") != 0 && strcmp(v, "retry") != 0) {
+			fprintf(stderr, "gateway: --prefill-failure: expected fail or retry\n");
+			return SC_EINVAL;
+		}
+		o->prefill_retry = strcmp(v, "retry") == 0;
+	} else {
+		fprintf(stderr, "gateway: unknown option \"%s\"\n", k);
+		return SC_EINVAL;
+	}
+	return rc;
+}
+
+static int parse_args(int argc, char **argv, args_t *a)
+{
+	defaults(&a->o);
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			usage(stdout);
+			return 1;
+		}
+		if (i + 1 >= argc) {
+			fprintf(stderr, "gateway: option \"%s\" needs a value\n", argv[i]);
+			return SC_EINVAL;
+		}
+		int rc = one_opt(a, argv[i], argv[i + 1]);
+		if (rc < 0)
+			return rc;
+		i++;
+	}
+	char err[256];
+	size_t n = a->nrollouts;
+	for (size_t i = 0; i < n; i++) {
+		if (parse_rollout(&a->o, a->rollout_specs[i], &a->rollouts[i], err, sizeof(err)) < 0) {
+			fprintf(stderr, "gateway: --rollout \"%s\": %s\n", a->rollout_specs[i], err);
+			return SC_EINVAL;
+		}
+	}
+	if (!a->o.attempt_timeout_ms)
+		a->o.attempt_timeout_ms = a->o.timeout_ms;
+	if (a->o.server[0] && !a->o.token[0]) {
+		const char *t = getenv("STARCLOUD_TOKEN");
+		if (t)
+			snprintf(a->o.token, sizeof(a->o.token), "%s", t);
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Config file: {"backends":[{model,version,url,role?,weight?}],
+ *               "rollouts":[{model,stable,canary,steps?,analysisWindow?,maxErrorRate?}]}
+ * ------------------------------------------------------------------- */
+
+static int config_backend(args_t *a, json_t *e, size_t i)
+{
+	char spec[1024], err[256];
+	const char *role = json_string_value(json_object_get(e, "role"));
+	json_t *w = json_object_get(e, "weight");
+	snprintf(spec, sizeof(spec), "model=%s,version=%s,url=%s,role=%s",
+		 json_string_value(json_object_get(e, "model")) ?: "",
+		 json_string_value(json_object_get(e, "version")) ?: "",
+		 json_string_value(json_object_get(e, "url")) ?: "", role ? role : "both");
+	if (json_is_number(w))
+		snprintf(spec + strlen(spec), sizeof(spec) - strlen(spec), ",weight=%g",
+			 json_number_value(w));
+	if (a->nbackends == MAX_FLAGS ||
+	    sc__gw_parse_backend(spec, &a->backends[a->nbackends], err, sizeof(err)) < 0) {
+		fprintf(stderr, "gateway: %s: backends[%zu]: %s\n", a->config, i,
+			a->nbackends == MAX_FLAGS ? "too many" : err);
+		return SC_EINVAL;
+	}
+	a->nbackends++;
+	return 0;
+}
+
+static int config_rollout(args_t *a, json_t *e, size_t i)
+{
+	char spec[1024], steps[128] = "", err[256];
+	json_t *js = json_object_get(e, "steps");
+	for (size_t k = 0; k < json_array_size(js); k++)
+		snprintf(steps + strlen(steps), sizeof(steps) - strlen(steps), "%s%lld",
+			 k ? "/" : "", (long long)json_integer_value(json_array_get(js, k)));
+	const char *win = json_string_value(json_object_get(e, "analysisWindow"));
+	json_t *mer = json_object_get(e, "maxErrorRate");
+	int n = snprintf(spec, sizeof(spec), "model=%s,stable=%s,canary=%s",
+			 json_string_value(json_object_get(e, "model")) ?: "",
+			 json_string_value(json_object_get(e, "stable")) ?: "",
+			 json_string_value(json_object_get(e, "canary")) ?: "");
+	if (steps[0])
+		n += snprintf(spec + n, sizeof(spec) - (size_t)n, ",steps=%s", steps);
+	if (win)
+		n += snprintf(spec + n, sizeof(spec) - (size_t)n, ",window=%s", win);
+	if (json_is_number(mer))
+		snprintf(spec + n, sizeof(spec) - (size_t)n, ",max-error-rate=%g",
+			 json_number_value(mer));
+	if (a->nrollouts == 16 ||
+	    parse_rollout(&a->o, spec, &a->rollouts[a->nrollouts], err, sizeof(err)) < 0) {
+		fprintf(stderr, "gateway: %s: rollouts[%zu]: %s\n", a->config, i,
+			a->nrollouts == 16 ? "too many" : err);
+		return SC_EINVAL;
+	}
+	a->nrollouts++;
+	return 0;
+}
+
+static int load_config(args_t *a)
+{
+	FILE *f = fopen(a->config, "rb");
+	if (!f) {
+		fprintf(stderr, "gateway: cannot read %s\n", a->config);
+		return SC_EIO;
+	}
+	static char text[MAX_CONFIG];
+	size_t len = fread(text, 1, sizeof(text), f);
+	fclose(f);
+	sc_yj_docs_t *docs = NULL;
+	sc_yj_error_t yerr;
+	int rc = sc_yj_load(text, len, NULL, &docs, &yerr);
+	if (rc < 0) {
+		fprintf(stderr, "gateway: %s:%d:%d: %s\n", a->config, yerr.line, yerr.col, yerr.msg);
+		return SC_EPARSE;
+	}
+	json_t *doc = sc_yj_count(docs) ? sc_yj_doc(docs, 0) : NULL;
+	json_t *bs = json_object_get(doc, "backends"), *rs = json_object_get(doc, "rollouts");
+	if (!json_is_object(doc) || (bs && !json_is_array(bs)) || (rs && !json_is_array(rs))) {
+		fprintf(stderr, "gateway: %s: expected an object with arrays backends and rollouts\n",
+			a->config);
+		rc = SC_EINVAL;
+		goto out;
+	}
+	for (size_t i = 0; rc == 0 && i < json_array_size(bs); i++)
+		rc = config_backend(a, json_array_get(bs, i), i);
+	for (size_t i = 0; rc == 0 && i < json_array_size(rs); i++)
+		rc = config_rollout(a, json_array_get(rs, i), i);
+out:
+	sc_yj_free(docs);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------
+ * Start-up and shutdown
+ * ------------------------------------------------------------------- */
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	sc_gw_t *gw = h->data;
+	sc__gw_log("signal %d, shutting down", signum);
+	sc__gw_proxy_shutdown(gw);
+	sc_http_server_close(gw->http);
+	gw->http = NULL;
+	sc__gw_control_stop(gw);
+	sc__gw_trace_close(gw);
+	sc__gw_rollout_stop_all(gw);
+	if (gw->o.probe_interval_ms)
+		uv_close((uv_handle_t *)&gw->probe_timer, NULL);
+	sc_hcli_close(gw->hc);
+	gw->hc = NULL;
+	uv_close((uv_handle_t *)&gw->sigint, NULL);
+	uv_close((uv_handle_t *)&gw->sigterm, NULL);
+}
+
+static int setup(sc_gw_t *gw, args_t *a)
+{
+	gw->o = a->o;
+	gw->rng = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ull;
+	sc_http_limits_t lim = {.max_body_bytes = a->o.max_body, .max_conns = 16384,
+				.idle_timeout_ms = 120000};
+	gw->http = sc_http_server_new(gw->loop, &lim);
+	sc_hcli_opts_t hco = {.max_idle_per_host = 256, .connect_timeout_ms = 1000};
+	gw->hc = sc_hcli_new(gw->loop, &hco);
+	if (!gw->http || !gw->hc)
+		return SC_ENOMEM;
+	for (size_t i = 0; i < a->nbackends; i++)
+		if (!sc__gw_backend_add(gw, &a->backends[i]))
+			return SC_ELIMIT;
+	for (size_t i = 0; i < a->nrollouts; i++) {
+		rollout_desc_t *d = &a->rollouts[i];
+		gw_rollout_t *ro = sc__gw_rollout_set(gw, d->model, d->stable, d->canary, d->steps,
+						      d->nsteps, d->window_ms, d->max_error_rate,
+						      GW_SRC_STATIC);
+		if (!ro)
+			return SC_ELIMIT;
+		snprintf(ro->deployment, sizeof(ro->deployment), "%s", d->deployment);
+	}
+	int rc = sc__gw_proxy_routes(gw);
+	if (rc == 0)
+		rc = sc__gw_admin_routes(gw);
+	if (rc < 0)
+		return rc;
+	if ((rc = sc_http_listen(gw->http, a->o.host, a->o.port)) < 0) {
+		fprintf(stderr, "gateway: cannot listen on %s:%d\n", a->o.host, a->o.port);
+		return rc;
+	}
+	sc__gw_trace_init(gw);
+	sc__gw_probe_start(gw);
+	sc__gw_control_start(gw);
+	uv_signal_init(gw->loop, &gw->sigint);
+	uv_signal_init(gw->loop, &gw->sigterm);
+	gw->sigint.data = gw->sigterm.data = gw;
+	uv_signal_start(&gw->sigint, on_signal, SIGINT);
+	uv_signal_start(&gw->sigterm, on_signal, SIGTERM);
+	return 0;
+}
+
+static void free_all(sc_gw_t *gw)
+{
+	for (size_t i = 0; i < gw->nbe; i++)
+		free(gw->be[i]);
+	for (size_t i = 0; i < gw->nstats; i++)
+		free(gw->stats[i]);
+}
+
+int sc_gateway_main(int argc, char **argv)
+{
+	static args_t a; /* large: backends and rollouts from flags */
+	memset(&a, 0, sizeof(a));
+	int rc = parse_args(argc, argv, &a);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	if (a.config && (rc = load_config(&a)) < 0)
+		return 2;
+	static sc_gw_t gw;
+	memset(&gw, 0, sizeof(gw));
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	gw.loop = &loop;
+	rc = setup(&gw, &a);
+	if (rc < 0) {
+		fprintf(stderr, "gateway: start-up failed: %s\n", sc_strerror(rc));
+		return 1;
+	}
+	printf("starcloud gateway listening on http://%s:%d (%zu backends)\n", a.o.host,
+	       sc_http_port(gw.http), gw.nbe);
+	fflush(stdout);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_loop_close(&loop);
+	free_all(&gw);
+	return 0;
+}

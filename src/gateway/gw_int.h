@@ -1,0 +1,244 @@
+/* Internal interfaces of the serving gateway (src/gateway).
+ *
+ * One sc_gw_t per process, on one libuv loop: no locks. Modules:
+ *   gateway.c   options, start-up, routes, shutdown
+ *   backend.c   the replica table, picking (least outstanding, power of two
+ *               choices), passive ejection, active readiness probes
+ *   proxy.c     one client request: attempts, retries, streaming, resume
+ *   pd.c        prefill/decode disaggregation
+ *   canary.c    versioned rollouts: weights, analysis windows, rollback
+ *   trace.c     W3C traceparent, spans, OTLP/HTTP JSON export
+ *   stats.c     per model/version counters and /metrics
+ *   control.c   backends and rollouts from the control plane (watch)
+ *   admin.c     /v1/models, /v2 health, /admin/rollouts, /healthz */
+#ifndef SC_GATEWAY_GW_INT_H
+#define SC_GATEWAY_GW_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "net/http.h"
+#include "net/hclient.h"
+#include "starcloud/buf.h"
+
+#define GW_MAX_NAME 128
+#define GW_MAX_VERSION 64
+#define GW_MAX_URL 256
+#define GW_MAX_BACKENDS 1024
+#define GW_MAX_ROLLOUTS 64
+#define GW_MAX_STEPS 16
+#define GW_MAX_STATS 512
+#define GW_MAX_TRIED 16
+
+enum { GW_ROLE_BOTH, GW_ROLE_PREFILL, GW_ROLE_DECODE };
+enum { GW_SRC_STATIC, GW_SRC_SERVER };
+
+typedef struct gw_stats gw_stats_t;
+
+/* One replica of one version of one model. Backends are never freed while
+ * the gateway runs: a removed one is marked gone and its slot is reused
+ * once nothing refers to it (no request in flight, no probe). */
+typedef struct gw_backend {
+	char model[GW_MAX_NAME];
+	char version[GW_MAX_VERSION];
+	char url[GW_MAX_URL];   /* http://HOST:PORT, no trailing slash */
+	char id[GW_MAX_URL];    /* HOST:PORT, the x-starcloud-replica value */
+	int role;
+	double weight;
+	int source;
+	int gone;
+	int ready;              /* last readiness probe (1 until one fails) */
+	int inflight;
+	int consec_fail;
+	int ejections;
+	uint64_t ejected_until; /* ms on the loop clock; 0 = not ejected */
+	int probing;
+	uint64_t requests, failures;
+	gw_stats_t *stats;      /* the model/version figures */
+} gw_backend_t;
+
+typedef struct gw_window {
+	uint64_t requests, errors;
+	double lat[1024];       /* a reservoir of latencies (s) for the p99 */
+	size_t nlat;
+	uint64_t seen;          /* latencies offered to the reservoir */
+} gw_window_t;
+
+enum { RO_PROGRESSING, RO_PROMOTED, RO_ROLLED_BACK, RO_ABORTED };
+
+/* A canary rollout between two versions of one model. */
+typedef struct gw_rollout {
+	char model[GW_MAX_NAME];
+	char stable[GW_MAX_VERSION];
+	char canary[GW_MAX_VERSION];
+	char deployment[GW_MAX_NAME]; /* control plane object to report to, or "" */
+	int steps[GW_MAX_STEPS];
+	size_t nsteps;
+	size_t step;
+	int weight;             /* percent of unpinned traffic to the canary */
+	int state;
+	double max_error_rate;
+	double max_p99;         /* seconds; 0 = not checked */
+	uint64_t window_ms;
+	uint64_t min_requests;  /* canary requests a window needs to advance */
+	uint64_t windows;
+	gw_window_t cur[2];     /* [0] stable, [1] canary */
+	gw_window_t last[2];
+	double last_err[2], last_p99[2];
+	char reason[256];
+	uv_timer_t timer;
+	struct sc_gw *gw;
+	int used;
+	int source;
+} gw_rollout_t;
+
+typedef struct gw_opts {
+	char host[64];
+	int port;
+	uint64_t timeout_ms;        /* whole request */
+	uint64_t attempt_timeout_ms;/* one upstream attempt, inactivity */
+	int max_inflight;           /* per replica, then 429 */
+	int max_retries;            /* per request */
+	double retry_budget;        /* share of active requests */
+	int retry_budget_min;
+	int eject_after;            /* consecutive failures */
+	uint64_t eject_base_ms;
+	uint64_t eject_max_ms;
+	uint64_t probe_interval_ms;
+	int prefill_retry;          /* --prefill-failure retry */
+	size_t max_body;            /* client request body */
+	size_t max_response;        /* buffered upstream answer */
+	char server[GW_MAX_URL];
+	char token[256];
+	char otlp[GW_MAX_URL];
+	uint64_t window_ms;         /* default analysis window */
+	double max_error_rate;
+	int steps[GW_MAX_STEPS];
+	size_t nsteps;
+} gw_opts_t;
+
+typedef struct sc_gw {
+	uv_loop_t *loop;
+	gw_opts_t o;
+	sc_http_server_t *http;
+	sc_hcli_t *hc;
+	gw_backend_t *be[GW_MAX_BACKENDS];
+	size_t nbe;
+	gw_rollout_t ro[GW_MAX_ROLLOUTS];
+	gw_stats_t *stats[GW_MAX_STATS];
+	size_t nstats;
+	uint64_t active;            /* client requests in flight */
+	uint64_t active_retries;    /* retry attempts in flight */
+	uint64_t shed, budget_exhausted;
+	struct gw_req *reqs;        /* every request in flight */
+	uv_timer_t probe_timer;
+	uv_signal_t sigint, sigterm;
+	void *trace;                /* trace.c exporter state */
+	void *control;              /* control.c watch state */
+	uint64_t rng;
+} sc_gw_t;
+
+/* ---- gateway.c ---- */
+uint64_t sc__gw_now_ms(const sc_gw_t *gw);
+uint64_t sc__gw_rand(sc_gw_t *gw);
+void sc__gw_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Answers {"error":{"code","type","message"}} (OpenAI shape; KServe clients
+ * read the same "error" key). */
+void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *msg);
+/* Parses "model=M,version=V,url=U[,role=R][,weight=W]" into a backend
+ * description; errors name the field. */
+int sc__gw_parse_backend(const char *spec, gw_backend_t *out, char *err, size_t errsz);
+
+/* "60s", "500ms", "2m", "1h" or plain seconds; SC_EINVAL otherwise. */
+int sc__gw_parse_duration_ms(const char *s, uint64_t *out);
+/* Parses "10,50,100" (or '/' separated) percent steps ending at 100. */
+int sc__gw_parse_steps(const char *s, int *steps, size_t *n);
+
+/* ---- backend.c ---- */
+/* Adds (or refreshes) a backend; returns it, or NULL when the table is full. */
+gw_backend_t *sc__gw_backend_add(sc_gw_t *gw, const gw_backend_t *desc);
+/* Marks every backend of source src not touched since sc__gw_backend_mark as gone. */
+void sc__gw_backend_mark(sc_gw_t *gw, int src);
+void sc__gw_backend_sweep(sc_gw_t *gw, int src);
+typedef struct gw_pick {
+	const char *model;
+	const char *version;        /* NULL = any */
+	int role;                   /* GW_ROLE_BOTH: serving backends */
+	gw_backend_t *const *tried; /* to avoid */
+	size_t ntried;
+} gw_pick_t;
+/* Picks a backend, or NULL with *why = 404 (no such model/version), 503 (none
+ * usable) or 429 (all saturated). */
+gw_backend_t *sc__gw_pick(sc_gw_t *gw, const gw_pick_t *p, int *why);
+/* Records an attempt's outcome: ok resets the failure run, a failure may
+ * eject the backend. */
+void sc__gw_backend_result(sc_gw_t *gw, gw_backend_t *b, int ok);
+int sc__gw_backend_usable(const sc_gw_t *gw, const gw_backend_t *b);
+int sc__gw_model_known(const sc_gw_t *gw, const char *model, const char *version);
+int sc__gw_model_has_role(const sc_gw_t *gw, const char *model, int role);
+void sc__gw_probe_start(sc_gw_t *gw);
+
+/* ---- canary.c ---- */
+gw_rollout_t *sc__gw_rollout_find(sc_gw_t *gw, const char *model);
+/* Creates or updates the rollout of model from stable to canary. */
+gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *stable,
+				 const char *canary, const int *steps, size_t nsteps,
+				 uint64_t window_ms, double max_error_rate, int source);
+/* Chooses the version for an unpinned request (NULL = no rollout: any). */
+const char *sc__gw_rollout_choose(sc_gw_t *gw, const char *model);
+/* Records a finished request of model/version for the analysis. */
+void sc__gw_rollout_observe(sc_gw_t *gw, const char *model, const char *version, int error,
+			    double seconds);
+int sc__gw_rollout_action(sc_gw_t *gw, gw_rollout_t *ro, const char *action);
+json_t *sc__gw_rollout_json(const gw_rollout_t *ro);
+const char *sc__gw_rollout_state(int state);
+void sc__gw_rollout_stop_all(sc_gw_t *gw);
+
+/* ---- stats.c ---- */
+gw_stats_t *sc__gw_stats(sc_gw_t *gw, const char *model, const char *version);
+void sc__gw_stats_done(gw_stats_t *s, int code, double total, double ttft);
+void sc__gw_stats_inflight(gw_stats_t *s, int delta);
+void sc__gw_stats_retry(gw_stats_t *s);
+void sc__gw_stats_ejection(gw_stats_t *s);
+void sc__gw_stats_rollback(gw_stats_t *s);
+void sc__gw_stats_shed(gw_stats_t *s);
+void sc__gw_metrics(sc_http_req_t *r, void *ud);
+
+/* ---- trace.c ---- */
+typedef struct gw_span {
+	uint8_t trace_id[16];
+	uint8_t span_id[8];
+	uint8_t parent_id[8];
+	int has_parent;
+	int sampled;
+	uint64_t start_ns;          /* unix time */
+} gw_span_t;
+/* Starts the request's root span from a traceparent header (NULL or
+ * invalid: a new trace). */
+void sc__gw_span_root(sc_gw_t *gw, gw_span_t *s, const char *traceparent);
+void sc__gw_span_child(sc_gw_t *gw, const gw_span_t *parent, gw_span_t *child);
+/* Writes the traceparent naming span s (55 chars + NUL). */
+void sc__gw_traceparent(const gw_span_t *s, char out[56]);
+/* Ends a span and queues it for export (when --otlp is set). attrs is a
+ * jansson object of string/int attributes (taken). */
+void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, int error,
+		     json_t *attrs);
+int sc__gw_trace_init(sc_gw_t *gw);
+void sc__gw_trace_close(sc_gw_t *gw);
+
+/* ---- control.c ---- */
+int sc__gw_control_start(sc_gw_t *gw);
+void sc__gw_control_stop(sc_gw_t *gw);
+/* Tells the control plane a rollout was rolled back (best effort). */
+void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *action);
+
+/* ---- admin.c ---- */
+int sc__gw_admin_routes(sc_gw_t *gw);
+
+/* ---- proxy.c ---- */
+int sc__gw_proxy_routes(sc_gw_t *gw);
+
+#endif

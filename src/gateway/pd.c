@@ -1,0 +1,241 @@
+/* Prefill/decode disaggregation.
+ *
+ * A completion for a model that has prefill and decode replicas runs in two
+ * phases (docs/WORKER.md, "KV handle protocol"): POST /v1/prefill on a
+ * prefill replica returns {kv_handle, kv_url, first_token}; POST /v1/decode
+ * on a decode replica with {kv_url, first_token, max_tokens, stream,
+ * format} fetches the KV cache from the prefill side and generates. From
+ * then on the request is an ordinary attempt loop over decode replicas with
+ * the same handle: a failed decode is retried on another decode replica
+ * without a second prefill, and a stream broken mid-way continues there with
+ * "generated_ids" (the token ids already relayed after first_token), so the
+ * worker emits only what the client has not seen.
+ *
+ * When the prefill replica fails, or a decode replica cannot fetch the KV
+ * (502 with error.field "kv_url": the prefill side is gone),
+ * --prefill-failure decides: `fail` answers 502 at once (fail fast across
+ * the P->D boundary instead of waiting on a dead peer), `retry` prefills
+ * again on another prefill replica. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/proxy.h"
+#include "starcloud/error.h"
+
+static void prefill_try(gw_req_t *q);
+
+static int pf_head(sc_hcli_req_t *up, int status, void *ud)
+{
+	gw_req_t *q = ud;
+	q->up_status = status;
+	const char *ct = sc_hcli_header(up, "content-type");
+	snprintf(q->up_ctype, sizeof(q->up_ctype), "%s", ct ? ct : "");
+	return 0;
+}
+
+static int pf_data(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
+{
+	gw_req_t *q = ud;
+	if (sc_buf_append(&q->resp, d, n) < 0)
+		q->up_status = -1;
+	return 0;
+}
+
+/* The prefill phase failed: retry it or give up, per the policy. */
+static void prefill_failed(gw_req_t *q, const char *why)
+{
+	snprintf(q->last_err, sizeof(q->last_err), "prefill on %s failed: %s",
+		 q->be ? q->be->id : "?", why);
+	sc__gw_log("%s", q->last_err);
+	if (q->gw->o.prefill_retry && sc__gw_may_retry(q)) {
+		prefill_try(q);
+		return;
+	}
+	sc__gw_fail(q, 502, "prefill_failed", q->last_err);
+}
+
+/* Moves on to the decode phase with the handle the prefill returned. */
+static void decode_phase(gw_req_t *q, json_t *kv)
+{
+	json_decref(q->kv);
+	q->kv = json_incref(kv);
+	q->prefill_be = q->be;
+	q->be = NULL;
+	q->role = GW_ROLE_DECODE;
+	/* The KV cache is only meaningful to the same version's decoder. */
+	snprintf(q->version, sizeof(q->version), "%s", q->prefill_be->version);
+	q->rollout_chosen = 0;
+	snprintf(q->path, sizeof(q->path), "/v1/decode");
+	/* Decode replicas tried before a re-prefill may be tried again. */
+	q->ntried = 0;
+	sc__gw_attempt(q);
+}
+
+static void pf_done(sc_hcli_req_t *up, int err, void *ud)
+{
+	gw_req_t *q = ud;
+	q->up = NULL;
+	int st = err < 0 ? -1 : q->up_status;
+	if (st >= 400 && st < 500) {
+		/* The request itself was refused: the client hears why. */
+		sc__gw_attempt_end(q, 0);
+		char msg[160];
+		snprintf(msg, sizeof(msg), "the prefill replica refused the request: %.100s",
+			 q->resp.len ? q->resp.data : "");
+		sc__gw_fail(q, st, "invalid_request_error", msg);
+		return;
+	}
+	json_t *j = st == 200 ? json_loadb(q->resp.data, q->resp.len, 0, NULL) : NULL;
+	int ok = json_is_string(json_object_get(j, "kv_url")) &&
+		 json_is_integer(json_object_get(j, "first_token"));
+	sc__gw_attempt_end(q, !ok);
+	if (ok)
+		decode_phase(q, j);
+	else
+		prefill_failed(q, err < 0	? sc_strerror(err)
+				  : st == 200 ? "no kv_url/first_token in the answer"
+					      : "upstream error");
+	json_decref(j);
+}
+
+static void prefill_try(gw_req_t *q)
+{
+	gw_pick_t p = {
+		.model = q->model,
+		.version = q->version[0] ? q->version : NULL,
+		.role = GW_ROLE_PREFILL,
+		.tried = q->tried,
+		.ntried = q->ntried,
+	};
+	int why = 503;
+	gw_backend_t *b = sc__gw_pick(q->gw, &p, &why);
+	if (!b && q->rollout_chosen) {
+		p.version = NULL;
+		b = sc__gw_pick(q->gw, &p, &why);
+	}
+	if (!b) {
+		if (q->prefill_attempts == 0 && why == 429)
+			sc__gw_fail(q, 429, "overloaded", "every prefill replica is saturated");
+		else
+			sc__gw_fail(q, q->prefill_attempts ? 502 : 503, "prefill_failed",
+				    q->last_err[0] ? q->last_err : "no ready prefill replica");
+		return;
+	}
+	sc__gw_attempt_take(q, b);
+	q->prefill_attempts++;
+	char url[GW_MAX_URL + 32], hdrs[128], tp[56];
+	snprintf(url, sizeof(url), "%s/v1/prefill", b->url);
+	sc__gw_span_child(q->gw, &q->root, &q->att);
+	sc__gw_traceparent(&q->att, tp);
+	snprintf(hdrs, sizeof(hdrs), "traceparent: %s\r\n", tp);
+	size_t blen;
+	char *body = sc__gw_body_for_attempt(q, &blen);
+	sc_hcli_call_t call = {
+		.method = "POST",
+		.url = url,
+		.headers = hdrs,
+		.body = body,
+		.body_len = blen,
+		.timeout_ms = q->gw->o.attempt_timeout_ms,
+		.cbs = {.on_head = pf_head, .on_data = pf_data, .on_done = pf_done},
+		.ud = q,
+	};
+	q->att_ns = uv_hrtime();
+	q->up_status = 0;
+	sc_buf_reset(&q->resp);
+	int rc = sc_hcli_start(q->gw->hc, &call, &q->up);
+	free(body);
+	if (rc < 0) {
+		q->up = NULL;
+		pf_done(NULL, SC_EIO, q);
+	}
+}
+
+void sc__gw_pd_start(gw_req_t *q)
+{
+	q->pd = 1;
+	q->role = GW_ROLE_PREFILL;
+	prefill_try(q);
+}
+
+void sc__gw_pd_kv_lost(gw_req_t *q)
+{
+	snprintf(q->last_err, sizeof(q->last_err), "decode on %s: the KV handle is gone",
+		 q->be ? q->be->id : "?");
+	if (q->started || !q->gw->o.prefill_retry || !sc__gw_may_retry(q)) {
+		sc__gw_fail(q, 502, "prefill_failed", q->last_err);
+		return;
+	}
+	sc__gw_log("%s; prefilling again", q->last_err);
+	q->role = GW_ROLE_PREFILL;
+	q->ntried = 0;
+	prefill_try(q);
+}
+
+/* ---------------------------------------------------------------------
+ * Bodies
+ * ------------------------------------------------------------------- */
+
+static void copy_field(json_t *dst, const json_t *src, const char *key)
+{
+	json_t *v = json_object_get(src, key);
+	if (v)
+		json_object_set(dst, key, v);
+}
+
+/* The prompt (or messages) and the sampling fields of the original request. */
+json_t *sc__gw_pd_prefill_body(const gw_req_t *q)
+{
+	json_t *b = json_pack("{s:s}", "model", q->model);
+	copy_field(b, q->body, q->kind == GW_K_CHAT ? "messages" : "prompt");
+	copy_field(b, q->body, "temperature");
+	copy_field(b, q->body, "seed");
+	return b;
+}
+
+json_t *sc__gw_pd_decode_body(const gw_req_t *q)
+{
+	json_t *b = json_pack("{s:s,s:O,s:O,s:b,s:s}", "model", q->model, "kv_url",
+			      json_object_get(q->kv, "kv_url"), "first_token",
+			      json_object_get(q->kv, "first_token"), "stream", q->stream, "format",
+			      q->kind == GW_K_CHAT ? "chat" : "completion");
+	copy_field(b, q->body, "max_tokens");
+	copy_field(b, q->body, "temperature");
+	copy_field(b, q->body, "seed");
+	size_t n = json_array_size(q->ids);
+	if (n > 1) {
+		/* Everything after first_token that the client already has. */
+		json_t *g = json_array();
+		for (size_t i = 1; i < n; i++)
+			json_array_append(g, json_array_get(q->ids, i));
+		json_object_set_new(b, "generated_ids", g);
+	}
+	return b;
+}
+
+int sc__gw_pd_kv_gone(const gw_req_t *q)
+{
+	if (q->up_status != 502 || !q->resp.len)
+		return 0;
+	json_t *j = json_loadb(q->resp.data, q->resp.len, 0, NULL);
+	const char *f = json_string_value(json_object_get(json_object_get(j, "error"), "field"));
+	int gone = f && strcmp(f, "kv_url") == 0;
+	json_decref(j);
+	return gone;
+}
+
+static void delete_done(sc_hcli_req_t *r, int err, void *ud)
+{
+}
+
+void sc__gw_pd_release(gw_req_t *q)
+{
+	const char *url = json_string_value(json_object_get(q->kv, "kv_url"));
+	if (!url || !q->gw->hc)
+		return;
+	sc_hcli_call_t call = {.method = "DELETE",
+				.url = url,
+				.timeout_ms = 2000,
+				.cbs = {.on_done = delete_done}};
+	sc_hcli_start(q->gw->hc, &call, NULL);
+}

@@ -1,0 +1,830 @@
+/* Client requests: validation, routing to a version and a replica, upstream
+ * attempts, retries, buffering and streaming, mid-stream continuation.
+ *
+ * Retry rules (Envoy's, with the buffering that makes them safe):
+ *   - connection errors, timeouts and 502/503/504 are retried on another
+ *     replica while nothing has reached the client, at most --max-retries
+ *     times, and only while the retries in flight stay under the budget
+ *     (20 % of active requests, at least 3) so a failing fleet is not
+ *     hammered by its own retries;
+ *   - a 200 with an empty or shapeless body is a failure too (never an
+ *     empty 200 to a client);
+ *   - other answers, 500 included, go to the client as they are. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/proxy.h"
+#include "starcloud/error.h"
+
+static void req_release(gw_req_t *q);
+
+/* ---------------------------------------------------------------------
+ * Answers
+ * ------------------------------------------------------------------- */
+
+static void set_headers(gw_req_t *q, gw_backend_t *b)
+{
+	if (!q->hr || !b)
+		return;
+	sc_http_set_header(q->hr, "x-starcloud-replica", b->id);
+	sc_http_set_header(q->hr, "x-starcloud-version", b->version);
+	if (q->prefill_be)
+		sc_http_set_header(q->hr, "x-starcloud-prefill-replica", q->prefill_be->id);
+	char tp[56];
+	sc__gw_traceparent(&q->root, tp);
+	sc_http_set_header(q->hr, "traceparent", tp);
+}
+
+static double since(uint64_t t0)
+{
+	return (double)(uv_hrtime() - t0) / 1e9;
+}
+
+/* Records the end of the request in the metrics and the root span. */
+static void req_account(gw_req_t *q, int status)
+{
+	const char *ver = q->be ? q->be->version : q->version;
+	gw_stats_t *s = sc__gw_stats(q->gw, q->model, ver);
+	double total = since(q->t0_ns);
+	double ttft = q->ttft_ns ? (double)(q->ttft_ns - q->t0_ns) / 1e9 : total;
+	sc__gw_stats_done(s, status, total, ttft);
+	json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "model", q->model, "version", ver,
+			      "http.status_code", status, "retries",
+			      q->attempts > 0 ? q->attempts - 1 : 0);
+	sc__gw_span_end(q->gw, &q->root, "gateway request", 2, status >= 500, a);
+}
+
+void sc__gw_fail(gw_req_t *q, int status, const char *type, const char *msg)
+{
+	if (q->hr && q->started) {
+		char ev[512];
+		int n = snprintf(ev, sizeof(ev),
+				 "data: {\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"code\":%d}}\n\n",
+				 msg, type, status);
+		sc_http_stream_write(q->hr, ev, (size_t)n);
+		sc_http_stream_end(q->hr);
+		q->hr = NULL;
+	} else if (q->hr) {
+		if (q->be)
+			set_headers(q, q->be);
+		if (status == 429)
+			sc_http_set_header(q->hr, "Retry-After", "1");
+		sc__gw_error(q->hr, status, type, msg);
+		q->hr = NULL;
+	}
+	req_account(q, status);
+	req_release(q);
+}
+
+static void respond_upstream(gw_req_t *q)
+{
+	set_headers(q, q->be);
+	sc_http_respond(q->hr, q->up_status, q->up_ctype[0] ? q->up_ctype : "application/json",
+			q->resp.data, q->resp.len);
+	q->hr = NULL;
+	req_account(q, q->up_status);
+	req_release(q);
+}
+
+/* ---------------------------------------------------------------------
+ * Lifetime
+ * ------------------------------------------------------------------- */
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	gw_req_t *q = h->data;
+	json_decref(q->body);
+	json_decref(q->kv);
+	json_decref(q->ids);
+	sc_buf_free(&q->resp);
+	sc_buf_free(&q->sse);
+	sc_buf_free(&q->emitted);
+	free(q);
+}
+
+static void req_release(gw_req_t *q)
+{
+	if (q->closed)
+		return;
+	q->closed = 1;
+	sc__gw_pd_release(q);
+	if (q->up) {
+		sc_hcli_cancel(q->up);
+		q->up = NULL;
+	}
+	if (q->be && q->held) {
+		q->held = 0;
+		q->be->inflight--;
+		sc__gw_stats_inflight(q->be->stats, -1);
+	}
+	if (q->in_retry)
+		q->gw->active_retries--;
+	q->gw->active--;
+	if (q->prev)
+		q->prev->next = q->next;
+	else
+		q->gw->reqs = q->next;
+	if (q->next)
+		q->next->prev = q->prev;
+	uv_close((uv_handle_t *)&q->timer, on_timer_closed);
+}
+
+void sc__gw_proxy_shutdown(sc_gw_t *gw)
+{
+	while (gw->reqs) {
+		gw_req_t *q = gw->reqs;
+		if (q->hr && q->started)
+			sc_http_stream_end(q->hr);
+		else if (q->hr)
+			sc__gw_error(q->hr, 503, "unavailable", "the gateway is shutting down");
+		q->hr = NULL;
+		req_release(q);
+	}
+}
+
+static void on_client_gone(sc_http_req_t *r, void *ud)
+{
+	gw_req_t *q = ud;
+	q->hr = NULL;
+	req_account(q, 499);
+	req_release(q);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+	gw_req_t *q = t->data;
+	sc__gw_fail(q, 504, "timeout", "the request timed out");
+}
+
+/* ---------------------------------------------------------------------
+ * Streaming: forward whole server-sent events, remember emitted text
+ * ------------------------------------------------------------------- */
+
+/* Pulls the generated text out of one completion or chat chunk. */
+static void note_text(gw_req_t *q, const char *data, size_t len)
+{
+	json_t *j = json_loadb(data, len, 0, NULL);
+	if (!j)
+		return;
+	json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+	const char *t = json_string_value(json_object_get(c0, "text"));
+	if (!t)
+		t = json_string_value(json_object_get(json_object_get(c0, "delta"), "content"));
+	if (t && *t) {
+		sc_buf_puts(&q->emitted, t);
+		q->ntok++;
+	}
+	json_t *ids = json_object_get(c0, "token_ids");
+	if (json_is_array(ids) && json_array_size(q->ids) < 65536) {
+		if (!q->ids)
+			q->ids = json_array();
+		json_array_extend(q->ids, ids);
+	}
+	json_decref(j);
+}
+
+static int start_client_stream(gw_req_t *q)
+{
+	set_headers(q, q->be);
+	sc_http_stream_start(q->hr, 200, "text/event-stream", on_client_gone, q);
+	q->started = 1;
+	q->ttft_ns = uv_hrtime();
+	return 0;
+}
+
+/* Sends one complete event (with its blank line) to the client. */
+static int forward_event(gw_req_t *q, const char *ev, size_t len)
+{
+	const char *d = ev;
+	if (len >= 6 && strncmp(d, "data: ", 6) == 0) {
+		size_t dl = len - 6;
+		while (dl && (d[6 + dl - 1] == '\n' || d[6 + dl - 1] == '\r'))
+			dl--;
+		if (dl == 6 && strncmp(d + 6, "[DONE]", 6) == 0)
+			q->saw_done = 1;
+		else
+			note_text(q, d + 6, dl);
+	}
+	if (!q->hr)
+		return 1;
+	if (!q->started)
+		start_client_stream(q);
+	if (sc_http_stream_write(q->hr, ev, len) < 0)
+		return 1;
+	return 0;
+}
+
+static int pump_events(gw_req_t *q)
+{
+	for (;;) {
+		char *end = q->sse.len ? strstr(q->sse.data, "\n\n") : NULL;
+		if (!end)
+			return 0;
+		size_t n = (size_t)(end - q->sse.data) + 2;
+		if (forward_event(q, q->sse.data, n))
+			return 1;
+		sc_buf_consume(&q->sse, n);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Upstream callbacks
+ * ------------------------------------------------------------------- */
+
+static int is_event_stream(sc_hcli_req_t *up)
+{
+	const char *ct = sc_hcli_header(up, "content-type");
+	return ct && strstr(ct, "text/event-stream");
+}
+
+static int up_head(sc_hcli_req_t *up, int status, void *ud)
+{
+	gw_req_t *q = ud;
+	q->up_status = status;
+	const char *ct = sc_hcli_header(up, "content-type");
+	snprintf(q->up_ctype, sizeof(q->up_ctype), "%s", ct ? ct : "");
+	return 0;
+}
+
+static int up_data(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
+{
+	gw_req_t *q = ud;
+	if (q->stream && q->up_status == 200 && is_event_stream(up)) {
+		if (sc_buf_append(&q->sse, d, n) < 0)
+			return 1;
+		return 0;
+	}
+	if (sc_buf_append(&q->resp, d, n) < 0)
+		q->up_status = -1; /* over the limit: a failed attempt */
+	return 0;
+}
+
+/* Has a streamed attempt sent whole events? Then pump them (in on_data
+ * the request must not end, so pumping is done here and in up_done). */
+static int up_data_stream(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
+{
+	gw_req_t *q = ud;
+	if (up_data(up, d, n, ud))
+		return 1;
+	if (q->stream && q->sse.len && pump_events(q)) {
+		/* The client is gone or cannot keep up: end it all. The
+		 * returned 1 cancels the upstream request (no on_done). */
+		if (!q->closed) {
+			q->up = NULL;
+			sc__gw_attempt_end(q, 0);
+			if (q->hr)
+				sc_http_stream_end(q->hr);
+			q->hr = NULL;
+			req_account(q, 499);
+			req_release(q);
+		}
+		return 1;
+	}
+	return 0;
+}
+
+static int valid_answer(gw_req_t *q)
+{
+	if (q->resp.len == 0)
+		return 0;
+	if (q->kind != GW_K_COMPL && q->kind != GW_K_CHAT)
+		return 1;
+	json_t *j = json_loadb(q->resp.data, q->resp.len, 0, NULL);
+	size_t nc = json_array_size(json_object_get(j, "choices"));
+	json_decref(j);
+	return nc > 0;
+}
+
+static int retryable_status(int s)
+{
+	return s == 502 || s == 503 || s == 504 || s < 0;
+}
+
+/* Finishes the attempt's bookkeeping: replica load, ejection, canary. */
+void sc__gw_attempt_end(gw_req_t *q, int failed)
+{
+	gw_backend_t *b = q->be;
+	if (!q->held)
+		return;
+	q->held = 0;
+	double secs = since(q->att_ns);
+	sc__gw_backend_result(q->gw, b, !failed);
+	if (b->role != GW_ROLE_PREFILL)
+		sc__gw_rollout_observe(q->gw, q->model, b->version, failed, secs);
+	json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "replica", b->id, "version", b->version,
+			      "http.status_code", q->up_status, "attempt", q->attempts);
+	sc__gw_span_end(q->gw, &q->att,
+			b->role == GW_ROLE_DECODE	 ? "decode"
+			: b->role == GW_ROLE_PREFILL ? "prefill"
+						     : "attempt",
+			3, failed, a);
+	b->inflight--;
+	sc__gw_stats_inflight(b->stats, -1);
+	if (q->in_retry) {
+		q->in_retry = 0;
+		q->gw->active_retries--;
+	}
+}
+
+/* A streamed attempt broke after events went out: continue elsewhere
+ * with the text so far appended, or end the stream with an error event. */
+static void resume_or_fail(gw_req_t *q)
+{
+	int resumable = q->body && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT);
+	if (q->kind == GW_K_COMPL && !q->pd && !json_is_string(json_object_get(q->body, "prompt")))
+		resumable = 0;
+	if (q->pd && json_array_size(q->ids) < (size_t)(q->ntok > 0 ? 1 : 0))
+		resumable = 0; /* without token ids a decode cannot skip what was sent */
+	if (resumable && q->resumes < q->gw->o.max_retries + 1 && sc__gw_may_retry(q)) {
+		q->resumes++;
+		sc__gw_log("stream from %s broke after %d chunks; continuing elsewhere",
+			   q->be->id, q->ntok);
+		sc__gw_attempt(q);
+		return;
+	}
+	sc__gw_fail(q, 502, "upstream_error", "the stream broke and could not be continued");
+}
+
+static void up_done(sc_hcli_req_t *up, int err, void *ud)
+{
+	gw_req_t *q = ud;
+	q->up = NULL;
+	q->free_retry = err < 0 && up && !sc_hcli_reached(up);
+	if (err < 0)
+		q->up_status = err == SC_ELIMIT ? 504 : -1;
+	if (q->started) {
+		/* Streaming: flush what is whole; a clean end finishes. */
+		int broken = err < 0 || q->up_status != 200;
+		if (!broken)
+			pump_events(q);
+		if (!q->hr) {
+			sc__gw_attempt_end(q, broken);
+			req_account(q, 499);
+			req_release(q);
+			return;
+		}
+		if (!broken && (q->saw_done || q->sse.len == 0)) {
+			sc__gw_attempt_end(q, 0);
+			sc_http_stream_end(q->hr);
+			q->hr = NULL;
+			req_account(q, 200);
+			req_release(q);
+			return;
+		}
+		sc__gw_attempt_end(q, 1);
+		sc_buf_reset(&q->sse);
+		resume_or_fail(q);
+		return;
+	}
+	int failed = err < 0 || q->up_status >= 500 || q->up_status < 0;
+	int retry = retryable_status(q->up_status);
+	if (!failed && q->up_status == 200 && !q->stream && !valid_answer(q)) {
+		failed = retry = 1;
+		q->up_status = 502;
+		snprintf(q->last_err, sizeof(q->last_err), "replica %s sent an empty answer",
+			 q->be->id);
+	}
+	if (q->pd && sc__gw_pd_kv_gone(q)) {
+		/* Not the decode replica's fault: the KV it was sent is gone. */
+		sc__gw_attempt_end(q, 0);
+		sc__gw_pd_kv_lost(q);
+		return;
+	}
+	if (q->stream && q->up_status == 200 && !q->started &&
+	    strstr(q->up_ctype, "text/event-stream")) {
+		/* A stream that ended before its first event is a failure. */
+		failed = retry = 1;
+		snprintf(q->last_err, sizeof(q->last_err), "replica %s ended the stream early",
+			 q->be->id);
+	}
+	sc__gw_attempt_end(q, failed);
+	if (!failed || !retry) {
+		if (!q->hr)
+			return;
+		respond_upstream(q);
+		return;
+	}
+	q->last_status = q->up_status > 0 ? q->up_status : 502;
+	if (!q->last_err[0] || err < 0)
+		snprintf(q->last_err, sizeof(q->last_err), "replica %s: %s", q->be->id,
+			 err < 0 ? sc_strerror(err) : "upstream error");
+	if (sc__gw_may_retry(q)) {
+		sc__gw_attempt(q);
+		return;
+	}
+	sc__gw_fail(q, q->last_status == 504 ? 504 : 502, "upstream_error", q->last_err);
+}
+
+/* ---------------------------------------------------------------------
+ * Attempts
+ * ------------------------------------------------------------------- */
+
+int sc__gw_may_retry(gw_req_t *q)
+{
+	sc_gw_t *gw = q->gw;
+	if (q->attempts + q->prefill_attempts > gw->o.max_retries + q->resumes)
+		return 0;
+	/* A request refused at connect time added no load anywhere: the
+	 * budget, which protects struggling replicas, does not apply. */
+	if (q->free_retry)
+		return 1;
+	double budget = gw->o.retry_budget * (double)gw->active;
+	if (budget < gw->o.retry_budget_min)
+		budget = gw->o.retry_budget_min;
+	if ((double)gw->active_retries >= budget) {
+		gw->budget_exhausted++;
+		return 0;
+	}
+	return 1;
+}
+
+/* Appends the emitted text to the prompt (completions) or as a partial
+ * assistant message (chat), and lowers max_tokens by what was sent. */
+static void add_continuation(gw_req_t *q, json_t *b)
+{
+	const char *text = q->emitted.data ? q->emitted.data : "";
+	if (q->kind == GW_K_COMPL) {
+		const char *p = json_string_value(json_object_get(b, "prompt"));
+		sc_buf_t np;
+		sc_buf_init(&np, 0);
+		sc_buf_puts(&np, p ? p : "");
+		sc_buf_puts(&np, text);
+		json_object_set_new(b, "prompt", json_stringn(np.data ? np.data : "", np.len));
+		sc_buf_free(&np);
+	} else {
+		json_t *msgs = json_object_get(b, "messages");
+		json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "assistant", "content",
+						      text));
+		json_object_set_new(b, "continue_final_message", json_true());
+		json_object_set_new(b, "add_generation_prompt", json_false());
+	}
+	json_t *mt = json_object_get(b, "max_tokens");
+	if (json_is_integer(mt)) {
+		json_int_t left = json_integer_value(mt) - q->ntok;
+		json_object_set_new(b, "max_tokens", json_integer(left > 1 ? left : 1));
+	}
+}
+
+char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
+{
+	if (!q->body || (!q->rewrite && !q->pd && q->ntok == 0)) {
+		char *c = malloc(q->rawlen + 1);
+		if (!c)
+			abort();
+		memcpy(c, q->raw, q->rawlen);
+		*len = q->rawlen;
+		return c;
+	}
+	json_t *b;
+	if (q->pd && q->role == GW_ROLE_PREFILL) {
+		b = sc__gw_pd_prefill_body(q);
+	} else if (q->pd) {
+		b = sc__gw_pd_decode_body(q);
+	} else {
+		b = json_deep_copy(q->body);
+		json_object_set_new(b, "model", json_string(q->model));
+		if (q->ntok > 0)
+			add_continuation(q, b);
+	}
+	char *s = json_dumps(b, JSON_COMPACT);
+	json_decref(b);
+	if (!s)
+		abort();
+	*len = strlen(s);
+	return s;
+}
+
+static gw_backend_t *pick_for(gw_req_t *q, int *why)
+{
+	gw_pick_t p = {
+		.model = q->model,
+		.version = q->version[0] ? q->version : NULL,
+		.role = q->role,
+		.tried = q->tried,
+		.ntried = q->ntried,
+	};
+	gw_backend_t *b = sc__gw_pick(q->gw, &p, why);
+	if (!b && q->rollout_chosen && *why != 404) {
+		/* The rollout's version has no usable replica left: any other
+		 * version of the model is better than failing the request. */
+		p.version = NULL;
+		b = sc__gw_pick(q->gw, &p, why);
+	}
+	if (!b && q->ntried > 0 && *why == 503) {
+		/* Every replica was tried: allow a second go on the least bad. */
+		p.ntried = 0;
+		b = sc__gw_pick(q->gw, &p, why);
+	}
+	return b;
+}
+
+static void attempt_send(gw_req_t *q, gw_backend_t *b)
+{
+	char url[GW_MAX_URL + 512], hdrs[256];
+	snprintf(url, sizeof(url), "%s%s", b->url, q->path);
+	sc__gw_span_child(q->gw, &q->root, &q->att);
+	char tp[56];
+	sc__gw_traceparent(&q->att, tp);
+	snprintf(hdrs, sizeof(hdrs), "traceparent: %s\r\n%s", tp,
+		 q->stream ? "Accept: text/event-stream\r\n" : "");
+	size_t blen = 0;
+	char *body = strcmp(q->method, "POST") == 0 ? sc__gw_body_for_attempt(q, &blen) : NULL;
+	sc_hcli_call_t call = {
+		.method = q->method,
+		.url = url,
+		.headers = hdrs,
+		.body = body,
+		.body_len = blen,
+		.timeout_ms = q->gw->o.attempt_timeout_ms,
+		.cbs = {.on_head = up_head, .on_data = up_data_stream, .on_done = up_done},
+		.ud = q,
+	};
+	q->att_ns = uv_hrtime();
+	q->up_status = 0;
+	sc_buf_reset(&q->resp);
+	sc_buf_reset(&q->sse);
+	q->saw_done = 0;
+	int rc = sc_hcli_start(q->gw->hc, &call, &q->up);
+	free(body);
+	if (rc < 0) {
+		q->up = NULL;
+		up_done(NULL, SC_EIO, q);
+	}
+}
+
+void sc__gw_attempt(gw_req_t *q)
+{
+	int why = 503;
+	gw_backend_t *b = pick_for(q, &why);
+	if (!b) {
+		if (q->attempts == 0 && why == 429) {
+			sc__gw_stats_shed(sc__gw_stats(q->gw, q->model, q->version));
+			q->gw->shed++;
+			sc__gw_fail(q, 429, "overloaded", "every replica is saturated; retry later");
+		} else if (q->attempts == 0 && why == 404) {
+			sc__gw_fail(q, 404, "model_not_found", "no such model or version");
+		} else if (q->attempts == 0) {
+			sc__gw_fail(q, 503, "unavailable", "no ready replica for this model");
+		} else {
+			sc__gw_fail(q, q->last_status == 504 ? 504 : 502, "upstream_error",
+				    q->last_err[0] ? q->last_err : "no replica left to retry on");
+		}
+		return;
+	}
+	sc__gw_attempt_take(q, b);
+	q->attempts++;
+	attempt_send(q, b);
+}
+
+void sc__gw_attempt_take(gw_req_t *q, gw_backend_t *b)
+{
+	if (q->attempts + q->prefill_attempts > 0) {
+		q->in_retry = 1;
+		q->gw->active_retries++;
+		sc__gw_stats_retry(b->stats);
+	}
+	if (q->ntried < GW_MAX_TRIED)
+		q->tried[q->ntried++] = b;
+	q->be = b;
+	q->held = 1;
+	b->inflight++;
+	sc__gw_stats_inflight(b->stats, 1);
+}
+
+/* ---------------------------------------------------------------------
+ * Request intake
+ * ------------------------------------------------------------------- */
+
+static gw_req_t *req_new(sc_gw_t *gw, sc_http_req_t *hr, int kind)
+{
+	gw_req_t *q = calloc(1, sizeof(*q));
+	if (!q)
+		abort();
+	q->gw = gw;
+	q->hr = hr;
+	q->kind = kind;
+	q->method = sc_http_method(hr);
+	q->raw = sc_http_body(hr, &q->rawlen);
+	q->t0_ns = uv_hrtime();
+	sc_buf_init(&q->resp, gw->o.max_response);
+	sc_buf_init(&q->sse, gw->o.max_response);
+	sc_buf_init(&q->emitted, gw->o.max_response);
+	uv_timer_init(gw->loop, &q->timer);
+	q->timer.data = q;
+	uv_timer_start(&q->timer, on_deadline, gw->o.timeout_ms, 0);
+	/* The answer comes later: hear about a client that leaves first. */
+	sc_http_on_close(hr, on_client_gone, q);
+	gw->active++;
+	q->next = gw->reqs;
+	if (gw->reqs)
+		gw->reqs->prev = q;
+	gw->reqs = q;
+	sc__gw_span_root(gw, &q->root, sc_http_header(hr, "traceparent"));
+	return q;
+}
+
+/* Splits "name:version" into the request's model and pinned version. */
+static int set_model(gw_req_t *q, const char *m, const char *v)
+{
+	const char *colon = v ? NULL : strchr(m, ':');
+	size_t ml = colon ? (size_t)(colon - m) : strlen(m);
+	if (ml == 0 || ml >= sizeof(q->model))
+		return SC_EINVAL;
+	memcpy(q->model, m, ml);
+	q->model[ml] = '\0';
+	const char *ver = v ? v : colon ? colon + 1 : NULL;
+	if (ver) {
+		if (!*ver || strlen(ver) >= sizeof(q->version))
+			return SC_EINVAL;
+		snprintf(q->version, sizeof(q->version), "%s", ver);
+		q->pinned = 1;
+		q->rewrite = colon != NULL;
+	}
+	return 0;
+}
+
+/* Starts routing once model and version are known. */
+static void route(gw_req_t *q)
+{
+	if (!sc__gw_model_known(q->gw, q->model, q->pinned ? q->version : NULL)) {
+		/* Unknown names are not metric labels: they are unbounded. */
+		q->model[0] = q->version[0] = '\0';
+		sc__gw_fail(q, 404, "model_not_found", "no such model or version");
+		return;
+	}
+	if (!q->pinned) {
+		const char *v = sc__gw_rollout_choose(q->gw, q->model);
+		if (v) {
+			snprintf(q->version, sizeof(q->version), "%s", v);
+			q->rollout_chosen = 1;
+		}
+	}
+	if ((q->kind == GW_K_COMPL || q->kind == GW_K_CHAT) &&
+	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_PREFILL) &&
+	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_DECODE)) {
+		sc__gw_pd_start(q);
+		return;
+	}
+	sc__gw_attempt(q);
+}
+
+static const char *openai_check(const json_t *b, int kind)
+{
+	if (!json_is_object(b))
+		return "the body must be a JSON object";
+	if (!json_is_string(json_object_get(b, "model")))
+		return "model: expected a string";
+	json_t *s = json_object_get(b, "stream");
+	if (s && !json_is_boolean(s))
+		return "stream: expected true or false";
+	json_t *mt = json_object_get(b, "max_tokens");
+	if (mt && !json_is_null(mt) && (!json_is_integer(mt) || json_integer_value(mt) < 0))
+		return "max_tokens: expected a non-negative integer";
+	if (kind == GW_K_COMPL) {
+		json_t *p = json_object_get(b, "prompt");
+		if (!json_is_string(p) && !json_is_array(p))
+			return "prompt: expected a string or an array";
+	} else {
+		json_t *m = json_object_get(b, "messages");
+		if (!json_is_array(m) || json_array_size(m) == 0)
+			return "messages: expected a non-empty array";
+		for (size_t i = 0; i < json_array_size(m); i++)
+			if (!json_is_object(json_array_get(m, i)))
+				return "messages: every message must be an object";
+	}
+	return NULL;
+}
+
+static void openai(sc_http_req_t *hr, sc_gw_t *gw, int kind, const char *path)
+{
+	size_t len;
+	const char *raw = sc_http_body(hr, &len);
+	json_error_t je;
+	json_t *b = json_loadb(raw, len, JSON_REJECT_DUPLICATES, &je);
+	const char *bad = b ? openai_check(b, kind) : "the body is not valid JSON";
+	if (bad) {
+		json_decref(b);
+		sc__gw_error(hr, 400, "invalid_request_error", bad);
+		return;
+	}
+	gw_req_t *q = req_new(gw, hr, kind);
+	q->body = b;
+	q->stream = json_is_true(json_object_get(b, "stream"));
+	snprintf(q->path, sizeof(q->path), "%s", path);
+	if (set_model(q, json_string_value(json_object_get(b, "model")), NULL) < 0) {
+		sc__gw_fail(q, 400, "invalid_request_error", "model: expected NAME or NAME:VERSION");
+		return;
+	}
+	route(q);
+}
+
+static void h_completions(sc_http_req_t *hr, void *ud)
+{
+	openai(hr, ud, GW_K_COMPL, "/v1/completions");
+}
+
+static void h_chat(sc_http_req_t *hr, void *ud)
+{
+	openai(hr, ud, GW_K_CHAT, "/v1/chat/completions");
+}
+
+/* /v2/models/{m}[/versions/{v}][/rest]: splits the path; rest is what
+ * follows ("/infer", "/ready", ""). */
+static int kserve_path(const char *path, char *m, size_t msz, char *v, size_t vsz,
+		       const char **rest)
+{
+	const char *p = path + strlen("/v2/models/");
+	size_t ml = strcspn(p, "/");
+	if (ml == 0 || ml >= msz)
+		return SC_EINVAL;
+	memcpy(m, p, ml);
+	m[ml] = '\0';
+	p += ml;
+	v[0] = '\0';
+	if (strncmp(p, "/versions/", 10) == 0) {
+		p += 10;
+		size_t vl = strcspn(p, "/");
+		if (vl == 0 || vl >= vsz)
+			return SC_EINVAL;
+		memcpy(v, p, vl);
+		v[vl] = '\0';
+		p += vl;
+	}
+	*rest = p;
+	return 0;
+}
+
+static void kserve_error(sc_http_req_t *hr, int status, const char *msg)
+{
+	json_t *e = json_pack("{s:s}", "error", msg);
+	char *s = json_dumps(e, JSON_COMPACT);
+	sc_http_respond(hr, status, "application/json", s, strlen(s));
+	free(s);
+	json_decref(e);
+}
+
+static int kserve_ready(sc_gw_t *gw, const char *m, const char *v)
+{
+	for (size_t i = 0; i < gw->nbe; i++) {
+		gw_backend_t *b = gw->be[i];
+		if (strcmp(b->model, m) == 0 && (!*v || strcmp(b->version, v) == 0) &&
+		    b->role != GW_ROLE_PREFILL && sc__gw_backend_usable(gw, b))
+			return 1;
+	}
+	return 0;
+}
+
+static void h_kserve(sc_http_req_t *hr, void *ud)
+{
+	sc_gw_t *gw = ud;
+	char m[GW_MAX_NAME], v[GW_MAX_VERSION];
+	const char *rest;
+	const char *path = sc_http_path(hr);
+	const char *method = sc_http_method(hr);
+	if (kserve_path(path, m, sizeof(m), v, sizeof(v), &rest) < 0) {
+		kserve_error(hr, 400, "expected /v2/models/{model}[/versions/{version}]/...");
+		return;
+	}
+	int infer = strcmp(rest, "/infer") == 0;
+	if (strcmp(rest, "/ready") == 0 && strcmp(method, "GET") == 0) {
+		int ok = kserve_ready(gw, m, v);
+		sc_http_respond(hr, ok ? 200 : 400, "application/json", "", 0);
+		return;
+	}
+	if ((infer && strcmp(method, "POST") != 0) || (!infer && strcmp(method, "GET") != 0) ||
+	    (!infer && *rest)) {
+		kserve_error(hr, infer ? 405 : 404, infer ? "infer takes POST" : "no such path");
+		return;
+	}
+	if (infer) {
+		size_t len;
+		const char *raw = sc_http_body(hr, &len);
+		json_t *b = json_loadb(raw, len, 0, NULL);
+		const char *bad = !json_is_object(b) ? "the body must be a JSON object"
+				  : !json_is_array(json_object_get(b, "inputs"))
+				      ? "inputs: expected an array"
+				      : NULL;
+		json_decref(b);
+		if (bad) {
+			kserve_error(hr, 400, bad);
+			return;
+		}
+	}
+	gw_req_t *q = req_new(gw, hr, infer ? GW_K_INFER : GW_K_PASS);
+	set_model(q, m, *v ? v : NULL);
+	if (*v)
+		snprintf(q->path, sizeof(q->path), "/v2/models/%s/versions/%s%s", m, v, rest);
+	else
+		snprintf(q->path, sizeof(q->path), "/v2/models/%s%s", m, rest);
+	route(q);
+}
+
+int sc__gw_proxy_routes(sc_gw_t *gw)
+{
+	int rc = sc_http_route(gw->http, "POST", "/v1/completions", h_completions, gw);
+	if (rc == 0)
+		rc = sc_http_route(gw->http, "POST", "/v1/chat/completions", h_chat, gw);
+	if (rc == 0)
+		rc = sc_http_route(gw->http, NULL, "/v2/models/", h_kserve, gw);
+	return rc;
+}

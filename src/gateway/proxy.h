@@ -1,0 +1,92 @@
+/* One client request as it moves through the gateway (proxy.c, pd.c).
+ *
+ * A request is answered by one or more upstream attempts. Non-streamed
+ * answers are buffered (bounded) before anything reaches the client, so any
+ * failed attempt can be retried elsewhere; streamed answers are forwarded
+ * event by event, and a stream broken after tokens went out is continued on
+ * another replica with the emitted text appended to the prompt. */
+#ifndef SC_GATEWAY_PROXY_H
+#define SC_GATEWAY_PROXY_H
+
+#include "gateway/gw_int.h"
+
+enum { GW_K_COMPL, GW_K_CHAT, GW_K_INFER, GW_K_PASS };
+
+typedef struct gw_req {
+	sc_gw_t *gw;
+	sc_http_req_t *hr;        /* NULL once the client is gone */
+	int kind;
+	char model[GW_MAX_NAME];
+	char version[GW_MAX_VERSION]; /* pinned or chosen by the rollout; "" = any */
+	int pinned;
+	int rollout_chosen;       /* version came from the rollout, may widen */
+	json_t *body;             /* parsed OpenAI request (owned), NULL otherwise */
+	const char *raw;          /* the client's body (borrowed from hr) */
+	size_t rawlen;
+	int rewrite;              /* body must be re-serialized (model:version) */
+	char path[512];           /* upstream path and query */
+	const char *method;
+	int stream;
+	int role;                 /* backends this phase uses */
+	gw_backend_t *be;         /* the attempt in flight */
+	sc_hcli_req_t *up;
+	gw_backend_t *tried[GW_MAX_TRIED];
+	size_t ntried;
+	int attempts;
+	int resumes;
+	int in_retry;             /* the attempt in flight counts as a retry */
+	int free_retry;           /* the failed attempt never reached its replica */
+	int started;              /* the client stream is open */
+	int up_status;
+	char up_ctype[128];
+	int held;                 /* be->inflight counts this request */
+	sc_buf_t resp;            /* buffered upstream answer */
+	sc_buf_t sse;             /* an upstream event not yet complete */
+	sc_buf_t emitted;         /* completion text sent to the client */
+	int ntok;                 /* text chunks sent to the client */
+	int saw_done;
+	uint64_t t0_ns, ttft_ns, att_ns;
+	uv_timer_t timer;
+	gw_span_t root, att;
+	int last_status;          /* of the last failed attempt, for the answer */
+	char last_err[640];
+	/* prefill/decode */
+	int pd;
+	json_t *kv;               /* the prefill's answer: kv_handle, kv_url, first_token (owned) */
+	json_t *ids;              /* token ids sent to the client (streamed chunks' token_ids) */
+	gw_backend_t *prefill_be;
+	int prefill_attempts;
+	int closed;
+	struct gw_req *prev, *next; /* sc_gw_t.reqs */
+} gw_req_t;
+
+/* Starts (or retries) an upstream attempt for the current phase. */
+void sc__gw_attempt(gw_req_t *q);
+/* Ends the request with an error answer (or an error event on an open
+ * stream) and releases it. */
+void sc__gw_fail(gw_req_t *q, int status, const char *type, const char *msg);
+/* True when another attempt is allowed (retry limit and budget). */
+int sc__gw_may_retry(gw_req_t *q);
+/* Ends the attempt in flight: replica load, ejection, canary, span. */
+void sc__gw_attempt_end(gw_req_t *q, int failed);
+/* Takes b for the next attempt (inflight, retry budget, tried list). */
+void sc__gw_attempt_take(gw_req_t *q, gw_backend_t *b);
+/* Starts the prefill phase (pd.c); the decode phase follows by itself. */
+void sc__gw_pd_start(gw_req_t *q);
+/* The decode replica lost the KV handle (410): prefill again or fail,
+ * per --prefill-failure. */
+void sc__gw_pd_kv_lost(gw_req_t *q);
+/* The request body for the next attempt (caller frees with free()). */
+char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len);
+/* Bodies of the two phases (docs/WORKER.md, "KV handle protocol"). */
+json_t *sc__gw_pd_prefill_body(const gw_req_t *q);
+json_t *sc__gw_pd_decode_body(const gw_req_t *q);
+/* Frees the prefill's KV handle early (DELETE, best effort). */
+void sc__gw_pd_release(gw_req_t *q);
+/* True when a decode answer says the KV could not be fetched. */
+int sc__gw_pd_kv_gone(const gw_req_t *q);
+
+/* Ends every request in flight (shutdown). */
+void sc__gw_proxy_shutdown(sc_gw_t *gw);
+
+#endif

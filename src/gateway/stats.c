@@ -1,0 +1,234 @@
+/* Per model and version figures, and the /metrics page (Prometheus text
+ * format 0.0.4).
+ *
+ * Label sets are bounded: a model/version pair gets an entry only when a
+ * backend for it exists or a request was routed to it (unknown names are
+ * reported under model=""), and the table holds GW_MAX_STATS entries; past
+ * that, figures go to one shared overflow entry rather than growing. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/gw_int.h"
+
+#define NBUCKETS 14
+#define MAX_CODES 16
+
+static const double bounds[NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+					0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+
+typedef struct hist {
+	uint64_t b[NBUCKETS + 1];
+	double sum;
+	uint64_t count;
+} hist_t;
+
+struct gw_stats {
+	char model[GW_MAX_NAME];
+	char version[GW_MAX_VERSION];
+	int codes[MAX_CODES];
+	uint64_t code_n[MAX_CODES];
+	size_t ncodes;
+	hist_t total, ttft;
+	uint64_t retries, ejections, rollbacks, shed;
+	long long inflight;
+};
+
+static gw_stats_t overflow = {.model = "(overflow)"};
+
+gw_stats_t *sc__gw_stats(sc_gw_t *gw, const char *model, const char *version)
+{
+	for (size_t i = 0; i < gw->nstats; i++) {
+		gw_stats_t *s = gw->stats[i];
+		if (strcmp(s->model, model) == 0 && strcmp(s->version, version) == 0)
+			return s;
+	}
+	if (gw->nstats == GW_MAX_STATS)
+		return &overflow;
+	gw_stats_t *s = calloc(1, sizeof(*s));
+	if (!s)
+		abort();
+	snprintf(s->model, sizeof(s->model), "%s", model);
+	snprintf(s->version, sizeof(s->version), "%s", version);
+	gw->stats[gw->nstats++] = s;
+	return s;
+}
+
+static void hist_add(hist_t *h, double v)
+{
+	size_t i = 0;
+	while (i < NBUCKETS && v > bounds[i])
+		i++;
+	h->b[i]++;
+	h->sum += v;
+	h->count++;
+}
+
+void sc__gw_stats_done(gw_stats_t *s, int code, double total, double ttft)
+{
+	size_t i;
+	for (i = 0; i < s->ncodes; i++)
+		if (s->codes[i] == code)
+			break;
+	if (i == s->ncodes) {
+		if (s->ncodes == MAX_CODES)
+			i = MAX_CODES - 1; /* the last slot absorbs rare codes */
+		else
+			s->codes[s->ncodes++] = code;
+	}
+	s->code_n[i]++;
+	hist_add(&s->total, total);
+	hist_add(&s->ttft, ttft);
+}
+
+void sc__gw_stats_inflight(gw_stats_t *s, int delta)
+{
+	s->inflight += delta;
+}
+
+void sc__gw_stats_retry(gw_stats_t *s)
+{
+	s->retries++;
+}
+
+void sc__gw_stats_ejection(gw_stats_t *s)
+{
+	s->ejections++;
+}
+
+void sc__gw_stats_rollback(gw_stats_t *s)
+{
+	s->rollbacks++;
+}
+
+void sc__gw_stats_shed(gw_stats_t *s)
+{
+	s->shed++;
+}
+
+/* ---------------------------------------------------------------------
+ * Exposition
+ * ------------------------------------------------------------------- */
+
+static void hist_out(sc_buf_t *o, const char *name, const gw_stats_t *s, const hist_t *h)
+{
+	uint64_t cum = 0;
+	for (size_t i = 0; i <= NBUCKETS; i++) {
+		cum += h->b[i];
+		if (i < NBUCKETS)
+			sc_buf_printf(o, "%s_bucket{model=\"%s\",version=\"%s\",le=\"%g\"} %llu\n", name,
+				      s->model, s->version, bounds[i], (unsigned long long)cum);
+		else
+			sc_buf_printf(o, "%s_bucket{model=\"%s\",version=\"%s\",le=\"+Inf\"} %llu\n",
+				      name, s->model, s->version, (unsigned long long)cum);
+	}
+	sc_buf_printf(o, "%s_sum{model=\"%s\",version=\"%s\"} %.6f\n", name, s->model, s->version,
+		      h->sum);
+	sc_buf_printf(o, "%s_count{model=\"%s\",version=\"%s\"} %llu\n", name, s->model,
+		      s->version, (unsigned long long)h->count);
+}
+
+#define FOR_STATS(gw, s) \
+	for (size_t _i = 0; _i < (gw)->nstats && ((s) = (gw)->stats[_i]); _i++)
+
+static void counter_out(sc_buf_t *o, sc_gw_t *gw, const char *name, const char *help,
+			size_t off, int gauge)
+{
+	gw_stats_t *s;
+	sc_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+		      gauge ? "gauge" : "counter");
+	FOR_STATS(gw, s)
+	{
+		long long v = gauge ? *(const long long *)((const char *)s + off)
+				    : (long long)*(const uint64_t *)((const char *)s + off);
+		sc_buf_printf(o, "%s{model=\"%s\",version=\"%s\"} %lld\n", name, s->model,
+			      s->version, v);
+	}
+}
+
+static void replicas_out(sc_buf_t *o, sc_gw_t *gw)
+{
+	static const char *roles[] = {"both", "prefill", "decode"};
+	sc_buf_puts(o, "# HELP sc_gateway_replica_up 1 when the replica takes traffic (ready, "
+		       "not ejected)\n# TYPE sc_gateway_replica_up gauge\n");
+	for (size_t i = 0; i < gw->nbe; i++) {
+		gw_backend_t *b = gw->be[i];
+		if (!b->gone)
+			sc_buf_printf(o,
+				      "sc_gateway_replica_up{replica=\"%s\",model=\"%s\",version=\"%s\","
+				      "role=\"%s\"} %d\n",
+				      b->id, b->model, b->version, roles[b->role],
+				      sc__gw_backend_usable(gw, b));
+	}
+	sc_buf_puts(o, "# TYPE sc_gateway_replica_inflight gauge\n");
+	for (size_t i = 0; i < gw->nbe; i++)
+		if (!gw->be[i]->gone)
+			sc_buf_printf(o, "sc_gateway_replica_inflight{replica=\"%s\"} %d\n",
+				      gw->be[i]->id, gw->be[i]->inflight);
+	sc_buf_puts(o, "# TYPE sc_gateway_replica_requests_total counter\n");
+	for (size_t i = 0; i < gw->nbe; i++)
+		if (!gw->be[i]->gone)
+			sc_buf_printf(o, "sc_gateway_replica_requests_total{replica=\"%s\"} %llu\n",
+				      gw->be[i]->id, (unsigned long long)gw->be[i]->requests);
+	sc_buf_puts(o, "# TYPE sc_gateway_replica_failures_total counter\n");
+	for (size_t i = 0; i < gw->nbe; i++)
+		if (!gw->be[i]->gone)
+			sc_buf_printf(o, "sc_gateway_replica_failures_total{replica=\"%s\"} %llu\n",
+				      gw->be[i]->id, (unsigned long long)gw->be[i]->failures);
+}
+
+static void rollouts_out(sc_buf_t *o, sc_gw_t *gw)
+{
+	sc_buf_puts(o, "# HELP sc_gateway_canary_weight percent of unpinned traffic to the "
+		       "canary\n# TYPE sc_gateway_canary_weight gauge\n");
+	for (size_t i = 0; i < GW_MAX_ROLLOUTS; i++) {
+		gw_rollout_t *ro = &gw->ro[i];
+		if (ro->used)
+			sc_buf_printf(o,
+				      "sc_gateway_canary_weight{model=\"%s\",canary=\"%s\","
+				      "state=\"%s\"} %d\n",
+				      ro->model, ro->canary, sc__gw_rollout_state(ro->state),
+				      ro->weight);
+	}
+}
+
+void sc__gw_metrics(sc_http_req_t *r, void *ud)
+{
+	sc_gw_t *gw = ud;
+	sc_buf_t o;
+	sc_buf_init(&o, 0);
+	gw_stats_t *s;
+	sc_buf_puts(&o, "# HELP sc_gateway_requests_total client requests by final status\n"
+			"# TYPE sc_gateway_requests_total counter\n");
+	FOR_STATS(gw, s)
+	for (size_t i = 0; i < s->ncodes; i++)
+		sc_buf_printf(&o, "sc_gateway_requests_total{model=\"%s\",version=\"%s\",code=\"%d\"} %llu\n",
+			      s->model, s->version, s->codes[i], (unsigned long long)s->code_n[i]);
+	sc_buf_puts(&o, "# HELP sc_gateway_request_seconds whole request latency\n"
+			"# TYPE sc_gateway_request_seconds histogram\n");
+	FOR_STATS(gw, s)
+	hist_out(&o, "sc_gateway_request_seconds", s, &s->total);
+	sc_buf_puts(&o, "# HELP sc_gateway_ttft_seconds time to first token (first byte)\n"
+			"# TYPE sc_gateway_ttft_seconds histogram\n");
+	FOR_STATS(gw, s)
+	hist_out(&o, "sc_gateway_ttft_seconds", s, &s->ttft);
+	counter_out(&o, gw, "sc_gateway_retries_total", "upstream attempts after the first",
+		    offsetof(gw_stats_t, retries), 0);
+	counter_out(&o, gw, "sc_gateway_ejections_total", "replicas ejected after failures",
+		    offsetof(gw_stats_t, ejections), 0);
+	counter_out(&o, gw, "sc_gateway_rollbacks_total", "canaries rolled back",
+		    offsetof(gw_stats_t, rollbacks), 0);
+	counter_out(&o, gw, "sc_gateway_shed_total", "requests refused with 429",
+		    offsetof(gw_stats_t, shed), 0);
+	counter_out(&o, gw, "sc_gateway_inflight", "upstream attempts in flight",
+		    offsetof(gw_stats_t, inflight), 1);
+	sc_buf_printf(&o,
+		      "# TYPE sc_gateway_active_requests gauge\nsc_gateway_active_requests %llu\n"
+		      "# TYPE sc_gateway_retry_budget_exhausted_total counter\n"
+		      "sc_gateway_retry_budget_exhausted_total %llu\n",
+		      (unsigned long long)gw->active, (unsigned long long)gw->budget_exhausted);
+	replicas_out(&o, gw);
+	rollouts_out(&o, gw);
+	sc_http_respond(r, 200, "text/plain; version=0.0.4", o.data, o.len);
+	sc_buf_free(&o);
+}

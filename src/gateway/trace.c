@@ -1,0 +1,252 @@
+/* Tracing: W3C traceparent in and out, spans exported as OTLP/HTTP JSON.
+ *
+ * The gateway joins the caller's trace when a valid traceparent comes in
+ * (version 00..fe, non-zero ids, lower-case hex) and starts a new one
+ * otherwise. Each upstream attempt is a child span whose id goes to the
+ * worker in the traceparent header, so the worker's spans hang below the
+ * attempt that caused them. Finished spans are batched and POSTed to
+ * {--otlp}/v1/traces once a second (or at 512 spans); at most 8192 wait,
+ * later ones are dropped and counted, so a dead collector costs bounded
+ * memory. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gateway/gw_int.h"
+
+#define MAX_PENDING 8192
+#define BATCH 512
+
+typedef struct tracer {
+	json_t *spans; /* array of OTLP span objects */
+	uv_timer_t timer;
+	uint64_t dropped, exported;
+} tracer_t;
+
+static uint64_t unix_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void rand_bytes(sc_gw_t *gw, uint8_t *out, size_t n)
+{
+	int nonzero = 0;
+	while (!nonzero) {
+		for (size_t i = 0; i < n; i++) {
+			out[i] = (uint8_t)(sc__gw_rand(gw) >> 24);
+			nonzero |= out[i];
+		}
+	}
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[b[i] >> 4];
+		out[2 * i + 1] = digits[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+static int unhex(const char *s, uint8_t *out, size_t n)
+{
+	int nonzero = 0;
+	for (size_t i = 0; i < 2 * n; i++) {
+		char c = s[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+		if (v < 0)
+			return 0;
+		if (i % 2 == 0)
+			out[i / 2] = (uint8_t)(v << 4);
+		else
+			out[i / 2] |= (uint8_t)v;
+		nonzero |= v;
+	}
+	return nonzero;
+}
+
+/* 00-<32 hex>-<16 hex>-<2 hex>; later versions may append fields. */
+static int parse_traceparent(const char *tp, gw_span_t *s)
+{
+	size_t len = strlen(tp);
+	if (len < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-')
+		return 0;
+	uint8_t ver[1], flags[1];
+	if (!unhex(tp, ver, 1) && !(tp[0] == '0' && tp[1] == '0'))
+		return 0;
+	if (ver[0] == 0xff || (ver[0] == 0 && len != 55))
+		return 0;
+	if (!unhex(tp + 3, s->trace_id, 16) || !unhex(tp + 36, s->parent_id, 8))
+		return 0;
+	if (!unhex(tp + 53, flags, 1) && !(tp[53] == '0' && tp[54] == '0'))
+		return 0;
+	s->sampled = flags[0] & 1;
+	s->has_parent = 1;
+	return 1;
+}
+
+void sc__gw_span_root(sc_gw_t *gw, gw_span_t *s, const char *traceparent)
+{
+	memset(s, 0, sizeof(*s));
+	if (!traceparent || !parse_traceparent(traceparent, s)) {
+		memset(s, 0, sizeof(*s));
+		rand_bytes(gw, s->trace_id, 16);
+		s->sampled = 1;
+	}
+	rand_bytes(gw, s->span_id, 8);
+	s->start_ns = unix_ns();
+}
+
+void sc__gw_span_child(sc_gw_t *gw, const gw_span_t *parent, gw_span_t *child)
+{
+	memcpy(child->trace_id, parent->trace_id, 16);
+	memcpy(child->parent_id, parent->span_id, 8);
+	child->has_parent = 1;
+	child->sampled = parent->sampled;
+	rand_bytes(gw, child->span_id, 8);
+	child->start_ns = unix_ns();
+}
+
+void sc__gw_traceparent(const gw_span_t *s, char out[56])
+{
+	char t[33], p[17];
+	hex(s->trace_id, 16, t);
+	hex(s->span_id, 8, p);
+	snprintf(out, 56, "00-%s-%s-%02x", t, p, s->sampled ? 1 : 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Export
+ * ------------------------------------------------------------------- */
+
+static json_t *attributes(json_t *attrs)
+{
+	json_t *out = json_array();
+	const char *k;
+	json_t *v;
+	json_object_foreach(attrs, k, v)
+	{
+		json_t *val = json_object();
+		if (json_is_integer(v)) {
+			char n[32];
+			snprintf(n, sizeof(n), "%lld", (long long)json_integer_value(v));
+			json_object_set_new(val, "intValue", json_string(n));
+		} else {
+			json_object_set_new(val, "stringValue",
+					    json_string(json_is_string(v) ? json_string_value(v) : ""));
+		}
+		json_array_append_new(out, json_pack("{s:s,s:o}", "key", k, "value", val));
+	}
+	return out;
+}
+
+void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, int error,
+		     json_t *attrs)
+{
+	tracer_t *t = gw->trace;
+	if (!t || !s->sampled) {
+		json_decref(attrs);
+		return;
+	}
+	if (json_array_size(t->spans) >= MAX_PENDING) {
+		t->dropped++;
+		json_decref(attrs);
+		return;
+	}
+	char tid[33], sid[17], pid[17], st[24], en[24];
+	hex(s->trace_id, 16, tid);
+	hex(s->span_id, 8, sid);
+	hex(s->parent_id, 8, pid);
+	snprintf(st, sizeof(st), "%llu", (unsigned long long)s->start_ns);
+	snprintf(en, sizeof(en), "%llu", (unsigned long long)unix_ns());
+	json_t *span = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:{s:i}}", "traceId", tid, "spanId",
+				 sid, "name", name, "kind", kind, "startTimeUnixNano", st,
+				 "endTimeUnixNano", en, "attributes", attributes(attrs), "status",
+				 "code", error ? 2 : 1);
+	if (s->has_parent)
+		json_object_set_new(span, "parentSpanId", json_string(pid));
+	json_decref(attrs);
+	json_array_append_new(t->spans, span);
+}
+
+static void export_done(sc_hcli_req_t *r, int err, void *ud)
+{
+	if (err < 0 || sc_hcli_status(r) >= 300)
+		sc__gw_log("otlp export failed: %s", err < 0 ? "connection error" : "HTTP error");
+}
+
+static void flush(sc_gw_t *gw)
+{
+	tracer_t *t = gw->trace;
+	size_t n = json_array_size(t->spans);
+	if (n == 0)
+		return;
+	json_t *batch = json_array();
+	for (size_t i = 0; i < n && i < BATCH; i++)
+		json_array_append(batch, json_array_get(t->spans, i));
+	for (size_t i = 0; i < json_array_size(batch); i++)
+		json_array_remove(t->spans, 0);
+	json_t *doc = json_pack(
+		"{s:[{s:{s:[{s:s,s:{s:s}}]},s:[{s:{s:s},s:o}]}]}", "resourceSpans", "resource",
+		"attributes", "key", "service.name", "value", "stringValue", "starcloud-gateway",
+		"scopeSpans", "scope", "name", "starcloud.gateway", "spans", batch);
+	char *body = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	char url[GW_MAX_URL + 16];
+	snprintf(url, sizeof(url), "%s/v1/traces", gw->o.otlp);
+	sc_hcli_call_t call = {.method = "POST",
+				.url = url,
+				.body = body,
+				.body_len = strlen(body),
+				.timeout_ms = 5000,
+				.cbs = {.on_done = export_done}};
+	if (sc_hcli_start(gw->hc, &call, NULL) < 0)
+		sc__gw_log("otlp export: bad collector URL %s", gw->o.otlp);
+	t->exported += json_array_size(batch);
+	free(body);
+}
+
+static void on_flush(uv_timer_t *tm)
+{
+	sc_gw_t *gw = tm->data;
+	tracer_t *t = gw->trace;
+	do
+		flush(gw);
+	while (json_array_size(t->spans) >= BATCH);
+}
+
+int sc__gw_trace_init(sc_gw_t *gw)
+{
+	if (!gw->o.otlp[0])
+		return 0;
+	tracer_t *t = calloc(1, sizeof(*t));
+	if (!t)
+		abort();
+	t->spans = json_array();
+	uv_timer_init(gw->loop, &t->timer);
+	t->timer.data = gw;
+	uv_timer_start(&t->timer, on_flush, 1000, 1000);
+	gw->trace = t;
+	return 0;
+}
+
+static void on_trace_timer_closed(uv_handle_t *h)
+{
+	sc_gw_t *gw = h->data;
+	tracer_t *t = gw->trace;
+	json_decref(t->spans);
+	free(t);
+	gw->trace = NULL;
+}
+
+void sc__gw_trace_close(sc_gw_t *gw)
+{
+	tracer_t *t = gw->trace;
+	if (!t)
+		return;
+	flush(gw);
+	uv_close((uv_handle_t *)&t->timer, on_trace_timer_closed);
+}

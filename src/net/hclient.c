@@ -1,0 +1,697 @@
+/* Asynchronous HTTP/1.1 client: pools, connections, requests.
+ *
+ * A connection is in one of three places: attached to a request (active),
+ * in its pool's idle list, or closing. A request owns its connection while
+ * attached; when the answer is complete and both sides allow keep-alive, the
+ * connection goes back to the idle list (reading, so that a server's close
+ * is noticed at once), otherwise it is closed.
+ *
+ * User callbacks run from inside http_parser_execute(); a callback may
+ * cancel its request or start new ones, so the parser callbacks check the
+ * request's `cancelled` flag and stop the parser instead of touching freed
+ * memory: a cancelled request is only freed once the read callback that is
+ * running has unwound (see conn_after_parse). */
+#include "net/hclient.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <http_parser.h>
+
+#include "starcloud/buf.h"
+#include "starcloud/error.h"
+
+#define MAX_HOST 64
+#define MAX_RESP_HEADERS 64
+#define READ_SLAB (64 * 1024)
+
+typedef struct hc_conn hc_conn_t;
+
+typedef struct hc_pool {
+	char host[MAX_HOST];
+	int port;
+	hc_conn_t *idle; /* singly linked through next_idle */
+	size_t nidle;
+	struct hc_pool *next;
+} hc_pool_t;
+
+struct sc_hcli {
+	uv_loop_t *loop;
+	sc_hcli_opts_t opts;
+	hc_pool_t *pools;
+	hc_conn_t *conns; /* every open connection, for sc_hcli_close */
+	size_t nconns;
+	int closing;
+};
+
+enum { HDR_NONE, HDR_FIELD, HDR_VALUE };
+
+struct sc_hcli_req {
+	sc_hcli_t *c;
+	hc_conn_t *conn;
+	hc_pool_t *pool;
+	sc_buf_t out;      /* the serialized request, kept for one resend */
+	sc_hcli_cbs_t cbs;
+	void *ud;
+	uint64_t timeout_ms;
+	int status;
+	sc_buf_t hdrs;     /* "name\0value\0" */
+	size_t hdr_off[MAX_RESP_HEADERS][2];
+	size_t nhdrs;
+	int hdr_state;
+	int got_bytes;     /* any byte of the answer arrived */
+	int reached;       /* written on an open connection */
+	int resent;        /* already resent after a stale connection */
+	int cancelled;
+	int complete;
+	int in_parse;      /* inside the parser: free later */
+};
+
+struct hc_conn {
+	uv_tcp_t tcp;
+	uv_timer_t timer;
+	uv_connect_t connect;
+	sc_hcli_t *c;
+	hc_pool_t *pool;
+	sc_hcli_req_t *req;
+	hc_conn_t *next_idle;
+	hc_conn_t *prev, *next; /* all connections */
+	http_parser parser;
+	int connected;
+	int reused;
+	int in_pool;
+	int closing;
+	int handles;
+	int deferred_err; /* error to deliver from the timer (sync failures) */
+};
+
+typedef struct hc_write {
+	uv_write_t w;
+	hc_conn_t *conn;
+	char data[];
+} hc_write_t;
+
+static void conn_close(hc_conn_t *k);
+static void req_fail(sc_hcli_req_t *r, int err);
+static int req_send(sc_hcli_req_t *r, int fresh);
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n);
+	if (!p)
+		abort(); /* daemons abort on out-of-memory (style rule 7) */
+	return p;
+}
+
+/* ---------------------------------------------------------------------
+ * URLs and pools
+ * ------------------------------------------------------------------- */
+
+int sc_hcli_parse_url(const char *url, char *host, size_t hostsz, int *port, const char **path)
+{
+	if (strncmp(url, "http://", 7) != 0)
+		return SC_EINVAL;
+	const char *h = url + 7;
+	size_t hl = strcspn(h, ":/?");
+	if (hl == 0 || hl >= hostsz)
+		return SC_EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	const char *p = h + hl;
+	*port = 80;
+	if (*p == ':') {
+		char *end;
+		long v = strtol(p + 1, &end, 10);
+		if (end == p + 1 || v < 1 || v > 65535)
+			return SC_EINVAL;
+		*port = (int)v;
+		p = end;
+	}
+	if (*p && *p != '/' && *p != '?')
+		return SC_EINVAL;
+	*path = *p ? p : "/";
+	if (strcmp(host, "localhost") == 0)
+		snprintf(host, hostsz, "127.0.0.1");
+	struct sockaddr_in sa;
+	if (uv_ip4_addr(host, *port, &sa) < 0)
+		return SC_EINVAL;
+	return 0;
+}
+
+static hc_pool_t *pool_get(sc_hcli_t *c, const char *host, int port)
+{
+	for (hc_pool_t *p = c->pools; p; p = p->next)
+		if (p->port == port && strcmp(p->host, host) == 0)
+			return p;
+	hc_pool_t *p = calloc(1, sizeof(*p));
+	if (!p)
+		abort();
+	snprintf(p->host, sizeof(p->host), "%s", host);
+	p->port = port;
+	p->next = c->pools;
+	c->pools = p;
+	return p;
+}
+
+static void pool_remove_idle(hc_pool_t *p, hc_conn_t *k)
+{
+	for (hc_conn_t **pp = &p->idle; *pp; pp = &(*pp)->next_idle) {
+		if (*pp == k) {
+			*pp = k->next_idle;
+			k->next_idle = NULL;
+			k->in_pool = 0;
+			p->nidle--;
+			return;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Connections
+ * ------------------------------------------------------------------- */
+
+static void on_conn_handle_closed(uv_handle_t *h)
+{
+	hc_conn_t *k = h->data;
+	if (--k->handles > 0)
+		return;
+	sc_hcli_t *c = k->c;
+	free(k);
+	c->nconns--;
+	if (c->closing && c->nconns == 0) {
+		while (c->pools) {
+			hc_pool_t *p = c->pools;
+			c->pools = p->next;
+			free(p);
+		}
+		free(c);
+	}
+}
+
+/* Closes a connection wherever it is (idle in its pool or detached). */
+static void conn_close(hc_conn_t *k)
+{
+	if (k->closing)
+		return;
+	k->closing = 1;
+	if (k->in_pool)
+		pool_remove_idle(k->pool, k);
+	k->req = NULL;
+	sc_hcli_t *c = k->c;
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		c->conns = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	k->prev = k->next = NULL;
+	uv_close((uv_handle_t *)&k->tcp, on_conn_handle_closed);
+	uv_close((uv_handle_t *)&k->timer, on_conn_handle_closed);
+}
+
+static void on_idle_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+	/* An idle connection has nothing to say: any byte or EOF ends it. */
+	hc_conn_t *k = st->data;
+	if (n != 0)
+		conn_close(k);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	static char slab[READ_SLAB]; /* one loop thread: the parser copies out */
+	*buf = uv_buf_init(slab, sizeof(slab));
+}
+
+static void on_idle_timer(uv_timer_t *t)
+{
+	conn_close(t->data);
+}
+
+/* Returns a connection whose answer is complete to its pool, or closes it. */
+static void conn_release(hc_conn_t *k, int keep)
+{
+	sc_hcli_t *c = k->c;
+	k->req = NULL;
+	if (!keep || c->closing || k->pool->nidle >= c->opts.max_idle_per_host) {
+		conn_close(k);
+		return;
+	}
+	k->reused = 1;
+	k->in_pool = 1;
+	k->next_idle = k->pool->idle;
+	k->pool->idle = k;
+	k->pool->nidle++;
+	uv_read_stop((uv_stream_t *)&k->tcp);
+	uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_idle_read);
+	uv_timer_start(&k->timer, on_idle_timer, c->opts.idle_close_ms, 0);
+}
+
+static hc_conn_t *conn_new(sc_hcli_t *c, hc_pool_t *p)
+{
+	hc_conn_t *k = calloc(1, sizeof(*k));
+	if (!k)
+		abort();
+	k->c = c;
+	k->pool = p;
+	uv_tcp_init(c->loop, &k->tcp);
+	uv_timer_init(c->loop, &k->timer);
+	k->tcp.data = k->timer.data = k->connect.data = k;
+	k->handles = 2;
+	k->next = c->conns;
+	if (c->conns)
+		c->conns->prev = k;
+	c->conns = k;
+	c->nconns++;
+	return k;
+}
+
+/* ---------------------------------------------------------------------
+ * Response parsing
+ * ------------------------------------------------------------------- */
+
+static int rp_header_field(http_parser *hp, const char *at, size_t len)
+{
+	sc_hcli_req_t *r = ((hc_conn_t *)hp->data)->req;
+	if (!r || r->cancelled)
+		return 1;
+	if (r->hdrs.len + len + 2 > r->c->opts.max_header_bytes)
+		return 1;
+	if (r->hdr_state != HDR_FIELD) {
+		if (r->hdr_state == HDR_VALUE)
+			sc_buf_append(&r->hdrs, "", 1);
+		if (r->nhdrs == MAX_RESP_HEADERS)
+			return 1;
+		r->hdr_off[r->nhdrs][0] = r->hdrs.len;
+		r->nhdrs++;
+	}
+	r->hdr_state = HDR_FIELD;
+	return sc_buf_append(&r->hdrs, at, len) < 0;
+}
+
+static int rp_header_value(http_parser *hp, const char *at, size_t len)
+{
+	sc_hcli_req_t *r = ((hc_conn_t *)hp->data)->req;
+	if (!r || r->cancelled || r->nhdrs == 0)
+		return 1;
+	if (r->hdrs.len + len + 2 > r->c->opts.max_header_bytes)
+		return 1;
+	if (r->hdr_state != HDR_VALUE) {
+		sc_buf_append(&r->hdrs, "", 1);
+		r->hdr_off[r->nhdrs - 1][1] = r->hdrs.len;
+	}
+	r->hdr_state = HDR_VALUE;
+	return sc_buf_append(&r->hdrs, at, len) < 0;
+}
+
+static int rp_headers_complete(http_parser *hp)
+{
+	sc_hcli_req_t *r = ((hc_conn_t *)hp->data)->req;
+	if (!r || r->cancelled)
+		return -1;
+	if (r->hdr_state == HDR_VALUE)
+		sc_buf_append(&r->hdrs, "", 1);
+	else if (r->hdr_state == HDR_FIELD) {
+		sc_buf_append(&r->hdrs, "", 1);
+		r->hdr_off[r->nhdrs - 1][1] = r->hdrs.len;
+		sc_buf_append(&r->hdrs, "", 1);
+	}
+	r->hdr_state = HDR_NONE;
+	r->status = hp->status_code;
+	if (r->status == 100) /* interim answer: wait for the real one */
+		return 0;
+	if (r->cbs.on_head && r->cbs.on_head(r, r->status, r->ud))
+		r->cancelled = 1;
+	return r->cancelled ? -1 : 0;
+}
+
+static int rp_body(http_parser *hp, const char *at, size_t len)
+{
+	sc_hcli_req_t *r = ((hc_conn_t *)hp->data)->req;
+	if (!r || r->cancelled)
+		return 1;
+	if (r->cbs.on_data && r->cbs.on_data(r, at, len, r->ud))
+		r->cancelled = 1;
+	return r->cancelled;
+}
+
+static int rp_message_complete(http_parser *hp)
+{
+	hc_conn_t *k = hp->data;
+	sc_hcli_req_t *r = k->req;
+	if (!r || r->cancelled)
+		return 1;
+	if (r->status == 100) {
+		r->status = 0;
+		r->nhdrs = 0;
+		sc_buf_reset(&r->hdrs);
+		return 0;
+	}
+	r->complete = 1;
+	http_parser_pause(hp, 1);
+	return 0;
+}
+
+static const http_parser_settings rp_settings = {
+	.on_header_field = rp_header_field,
+	.on_header_value = rp_header_value,
+	.on_headers_complete = rp_headers_complete,
+	.on_body = rp_body,
+	.on_message_complete = rp_message_complete,
+};
+
+/* ---------------------------------------------------------------------
+ * Requests
+ * ------------------------------------------------------------------- */
+
+static void req_free(sc_hcli_req_t *r)
+{
+	sc_buf_free(&r->out);
+	sc_buf_free(&r->hdrs);
+	free(r);
+}
+
+/* Ends a request with on_done(err) and frees it. The connection has been
+ * detached (released or closed) by the caller. */
+static void req_finish(sc_hcli_req_t *r, int err)
+{
+	if (!r->cancelled && r->cbs.on_done)
+		r->cbs.on_done(r, err, r->ud);
+	req_free(r);
+}
+
+static void req_fail(sc_hcli_req_t *r, int err)
+{
+	hc_conn_t *k = r->conn;
+	int reused = k && k->reused;
+	r->conn = NULL;
+	if (k)
+		conn_close(k);
+	/* A pooled connection that died before answering was stale: send the
+	 * request once more on a new connection. */
+	if (err == SC_EIO && reused && !r->got_bytes && !r->resent && !r->cancelled) {
+		r->resent = 1;
+		if (req_send(r, 1) == 0)
+			return;
+	}
+	req_finish(r, err);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	hc_conn_t *k = t->data;
+	sc_hcli_req_t *r = k->req;
+	if (!r)
+		return;
+	if (k->deferred_err) {
+		req_fail(r, k->deferred_err);
+		return;
+	}
+	req_fail(r, SC_ELIMIT);
+}
+
+static void arm_timer(sc_hcli_req_t *r)
+{
+	if (r->timeout_ms && r->conn)
+		uv_timer_start(&r->conn->timer, on_timeout, r->timeout_ms, 0);
+}
+
+/* After the parser ran: finish a complete answer, or a cancelled request. */
+static void conn_after_parse(hc_conn_t *k, sc_hcli_req_t *r, int extra)
+{
+	r->in_parse = 0;
+	if (r->cancelled) {
+		r->conn = NULL;
+		k->req = NULL;
+		conn_release(k, 0);
+		req_free(r);
+		return;
+	}
+	if (!r->complete)
+		return;
+	uv_timer_stop(&k->timer);
+	int keep = !extra && http_should_keep_alive(&k->parser);
+	r->conn = NULL;
+	conn_release(k, keep);
+	req_finish(r, 0);
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+	hc_conn_t *k = st->data;
+	sc_hcli_req_t *r = k->req;
+	if (!r || n == 0)
+		return;
+	if (n < 0) {
+		if (n == UV_EOF && r->got_bytes) {
+			/* A close-delimited body ends at EOF. */
+			r->in_parse = 1;
+			http_parser_execute(&k->parser, &rp_settings, NULL, 0);
+			r->in_parse = 0;
+			if (r->complete && !r->cancelled) {
+				r->conn = NULL;
+				conn_release(k, 0);
+				req_finish(r, 0);
+				return;
+			}
+		}
+		req_fail(r, SC_EIO);
+		return;
+	}
+	r->got_bytes = 1;
+	arm_timer(r);
+	r->in_parse = 1;
+	size_t used = http_parser_execute(&k->parser, &rp_settings, buf->base, (size_t)n);
+	enum http_errno e = HTTP_PARSER_ERRNO(&k->parser);
+	if (r->cancelled || r->complete) {
+		/* Bytes after a complete answer mean the server is confused:
+		 * never reuse such a connection. */
+		int extra = r->complete && used < (size_t)n;
+		conn_after_parse(k, r, extra);
+		return;
+	}
+	r->in_parse = 0;
+	if (e != HPE_OK)
+		req_fail(r, r->hdrs.len >= r->c->opts.max_header_bytes ? SC_ETOOBIG : SC_EPARSE);
+}
+
+static void on_write(uv_write_t *w, int status)
+{
+	hc_write_t *hw = (hc_write_t *)w;
+	hc_conn_t *k = hw->conn;
+	free(hw);
+	if (status < 0 && status != UV_ECANCELED && k->req && !k->closing)
+		req_fail(k->req, SC_EIO);
+}
+
+static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
+{
+	hc_write_t *hw = xmalloc(sizeof(*hw) + r->out.len);
+	hw->conn = k;
+	memcpy(hw->data, r->out.data, r->out.len);
+	uv_buf_t b = uv_buf_init(hw->data, (unsigned)r->out.len);
+	http_parser_init(&k->parser, HTTP_RESPONSE);
+	k->parser.data = k;
+	uv_read_stop((uv_stream_t *)&k->tcp);
+	if (uv_write(&hw->w, (uv_stream_t *)&k->tcp, &b, 1, on_write) < 0) {
+		free(hw);
+		k->deferred_err = SC_EIO;
+		uv_timer_start(&k->timer, on_timeout, 0, 0);
+		return;
+	}
+	uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+	r->reached = 1;
+	arm_timer(r);
+}
+
+static void on_connect(uv_connect_t *cr, int status)
+{
+	hc_conn_t *k = cr->data;
+	if (k->closing)
+		return;
+	sc_hcli_req_t *r = k->req;
+	if (!r) {
+		conn_close(k);
+		return;
+	}
+	if (status < 0) {
+		req_fail(r, SC_EIO);
+		return;
+	}
+	k->connected = 1;
+	uv_tcp_nodelay(&k->tcp, 1);
+	conn_write_req(k, r);
+}
+
+/* Sends r on an idle pooled connection, or on a new one when fresh is set
+ * or none is idle. */
+static int req_send(sc_hcli_req_t *r, int fresh)
+{
+	sc_hcli_t *c = r->c;
+	hc_pool_t *p = r->pool;
+	r->status = 0;
+	r->nhdrs = 0;
+	r->reached = 0;
+	r->hdr_state = HDR_NONE;
+	sc_buf_reset(&r->hdrs);
+	hc_conn_t *k = fresh ? NULL : p->idle;
+	if (k) {
+		pool_remove_idle(p, k);
+		uv_timer_stop(&k->timer);
+		k->req = r;
+		r->conn = k;
+		conn_write_req(k, r);
+		return 0;
+	}
+	k = conn_new(c, p);
+	k->req = r;
+	r->conn = k;
+	struct sockaddr_in sa;
+	uv_ip4_addr(p->host, p->port, &sa);
+	if (uv_tcp_connect(&k->connect, &k->tcp, (const struct sockaddr *)&sa, on_connect) < 0) {
+		k->deferred_err = SC_EIO;
+		uv_timer_start(&k->timer, on_timeout, 0, 0);
+		return 0;
+	}
+	uint64_t t = c->opts.connect_timeout_ms;
+	if (r->timeout_ms && r->timeout_ms < t)
+		t = r->timeout_ms;
+	uv_timer_start(&k->timer, on_timeout, t, 0);
+	return 0;
+}
+
+static int build_request(sc_hcli_req_t *r, const sc_hcli_call_t *call, const char *host,
+			 int port, const char *path)
+{
+	int rc = sc_buf_printf(&r->out, "%s %s HTTP/1.1\r\nHost: %s:%d\r\n", call->method, path,
+			       host, port);
+	if (rc == 0 && call->headers)
+		rc = sc_buf_puts(&r->out, call->headers);
+	if (rc == 0 && (call->body || strcmp(call->method, "POST") == 0 ||
+			strcmp(call->method, "PUT") == 0 || strcmp(call->method, "PATCH") == 0))
+		rc = sc_buf_printf(&r->out, "Content-Type: %s\r\nContent-Length: %zu\r\n",
+				   call->ctype ? call->ctype : "application/json", call->body_len);
+	if (rc == 0)
+		rc = sc_buf_puts(&r->out, "\r\n");
+	if (rc == 0 && call->body_len)
+		rc = sc_buf_append(&r->out, call->body, call->body_len);
+	return rc;
+}
+
+int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out)
+{
+	char host[MAX_HOST];
+	int port;
+	const char *path;
+	int rc = sc_hcli_parse_url(call->url, host, sizeof(host), &port, &path);
+	if (rc < 0)
+		return rc;
+	if (c->closing)
+		return SC_EIO;
+	sc_hcli_req_t *r = calloc(1, sizeof(*r));
+	if (!r)
+		abort();
+	r->c = c;
+	r->cbs = call->cbs;
+	r->ud = call->ud;
+	r->timeout_ms = call->timeout_ms;
+	sc_buf_init(&r->out, 0);
+	sc_buf_init(&r->hdrs, c->opts.max_header_bytes + 64);
+	rc = build_request(r, call, host, port, path);
+	if (rc < 0) {
+		req_free(r);
+		return rc;
+	}
+	r->pool = pool_get(c, host, port);
+	if (out)
+		*out = r;
+	return req_send(r, 0);
+}
+
+void sc_hcli_cancel(sc_hcli_req_t *r)
+{
+	if (!r || r->cancelled)
+		return;
+	r->cancelled = 1;
+	if (r->in_parse)
+		return; /* conn_after_parse frees it */
+	hc_conn_t *k = r->conn;
+	r->conn = NULL;
+	if (k) {
+		k->req = NULL;
+		conn_release(k, 0);
+	}
+	req_free(r);
+}
+
+int sc_hcli_reached(const sc_hcli_req_t *r)
+{
+	return r->reached;
+}
+
+int sc_hcli_status(const sc_hcli_req_t *r)
+{
+	return r->status;
+}
+
+const char *sc_hcli_header(const sc_hcli_req_t *r, const char *name)
+{
+	for (size_t i = 0; i < r->nhdrs; i++)
+		if (strcasecmp(r->hdrs.data + r->hdr_off[i][0], name) == 0)
+			return r->hdrs.data + r->hdr_off[i][1];
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Client
+ * ------------------------------------------------------------------- */
+
+sc_hcli_t *sc_hcli_new(uv_loop_t *loop, const sc_hcli_opts_t *opts)
+{
+	sc_hcli_t *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->loop = loop;
+	c->opts.max_idle_per_host = 64;
+	c->opts.max_header_bytes = 16 * 1024;
+	c->opts.idle_close_ms = 30000;
+	c->opts.connect_timeout_ms = 2000;
+	if (opts) {
+		if (opts->max_idle_per_host)
+			c->opts.max_idle_per_host = opts->max_idle_per_host;
+		if (opts->max_header_bytes)
+			c->opts.max_header_bytes = opts->max_header_bytes;
+		if (opts->idle_close_ms)
+			c->opts.idle_close_ms = opts->idle_close_ms;
+		if (opts->connect_timeout_ms)
+			c->opts.connect_timeout_ms = opts->connect_timeout_ms;
+	}
+	return c;
+}
+
+void sc_hcli_close(sc_hcli_t *c)
+{
+	if (!c)
+		return;
+	c->closing = 1;
+	while (c->conns) {
+		hc_conn_t *k = c->conns;
+		sc_hcli_req_t *r = k->req;
+		if (r) {
+			r->cancelled = 1;
+			r->conn = NULL;
+			if (!r->in_parse)
+				req_free(r);
+		}
+		conn_close(k);
+	}
+	if (c->nconns == 0) {
+		while (c->pools) {
+			hc_pool_t *p = c->pools;
+			c->pools = p->next;
+			free(p);
+		}
+		free(c);
+	}
+}

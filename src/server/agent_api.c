@@ -1,0 +1,520 @@
+/* Server side of the node agent (docs/AGENT.md):
+ *
+ *   POST /api/v1/agents/{node}/heartbeat
+ *     {"address","leaseMillis","conditions","devices","gpuSource","pods":[...]}
+ *
+ * A heartbeat renews the node's lease (kept in memory: it is soft state, and
+ * after a server restart every agent-managed node gets one lease period to
+ * call in), refreshes the node's status (ready, conditions, agent address,
+ * devices; written only when it changed) and applies the pod reports to the
+ * jobs' status.pods (phase, ready, restarts, exitCode, message). A report
+ * counts only when the entry still names this node and the same assignment
+ * (generation, or startedAt), so a node back from a partition cannot
+ * overwrite the state of a pod that now runs elsewhere.
+ *
+ * When a lease expires the node is marked NotReady (status.ready: false, so
+ * the scheduler places nothing there) and its pods are evicted: every
+ * Running pod of a Job with a pod there becomes Releasing (a gang is only
+ * useful whole), for a Deployment only the pods on that node. The
+ * scheduling loop then removes them and places the jobs elsewhere.
+ *
+ * Gang policy: when a pod of a job with more than one pod fails for good,
+ * spec.gangPolicy decides: FailJob (default) fails the other pods too;
+ * RestartGang releases every pod so the gang is placed and started afresh,
+ * at most backoffLimit (default 6) times, counted in the annotation
+ * starcloud.dev/gang-restarts. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/ha.h"
+#include "server/server.h"
+#include "starcloud/error.h"
+
+#define SC_AGENT_PREFIX SC_API_PREFIX "agents/"
+#define SCAN_MS 250
+#define MIN_LEASE_MS 300
+#define MAX_LEASE_MS 600000
+#define DEFAULT_LEASE_MS 6000
+#define MAX_REPORTS 10000
+#define SC_GANG_RESTARTS "starcloud.dev/gang-restarts"
+
+typedef struct lease {
+	char node[SC_MAX_NAME + 1];
+	uint64_t expires;
+	int lost;
+} lease_t;
+
+typedef struct agent_api {
+	sc_server_t *s;
+	uv_timer_t timer;
+	lease_t *leases;
+	size_t n, cap;
+	int scanned; /* nodes from before our start have been given a lease */
+} agent_api_t;
+
+static const char *str_of(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v ? v : "";
+}
+
+/* ---- store helpers ----------------------------------------------------- */
+
+static json_t *load(sc_server_t *s, const char *kind, const char *name, int64_t *rev)
+{
+	char key[SC_MAX_NAME + 64];
+	sc_kv_t kv = { 0 };
+	sc__object_key(sc__kind_by_name(kind), name, key, sizeof(key));
+	if (sc_store_get(s->store, key, &kv) < 0)
+		return NULL;
+	json_t *obj = json_loads(kv.value, 0, NULL);
+	*rev = kv.mod_rev;
+	sc_kv_free(&kv);
+	return obj;
+}
+
+static int save(sc_server_t *s, const char *kind, json_t *obj, int64_t rev)
+{
+	char key[SC_MAX_NAME + 64];
+	const char *name = str_of(json_object_get(obj, "metadata"), "name");
+	sc__object_key(sc__kind_by_name(kind), name, key, sizeof(key));
+	char *text = json_dumps(obj, JSON_COMPACT);
+	int64_t nrev;
+	int rc = sc_store_put(s->store, key, text, rev, &nrev);
+	free(text);
+	if (rc == 0)
+		sc__sched_kick(s);
+	return rc;
+}
+
+static json_t *status_of(json_t *obj)
+{
+	json_t *st = json_object_get(obj, "status");
+	if (!json_is_object(st)) {
+		st = json_object();
+		json_object_set_new(obj, "status", st);
+	}
+	return st;
+}
+
+/* ---- leases ------------------------------------------------------------ */
+
+static lease_t *lease_find(agent_api_t *api, const char *node, int create)
+{
+	for (size_t i = 0; i < api->n; i++)
+		if (strcmp(api->leases[i].node, node) == 0)
+			return &api->leases[i];
+	if (!create)
+		return NULL;
+	if (api->n == api->cap) {
+		api->cap = api->cap ? api->cap * 2 : 16;
+		api->leases = realloc(api->leases, api->cap * sizeof(*api->leases));
+		if (!api->leases)
+			abort();
+	}
+	lease_t *l = &api->leases[api->n++];
+	memset(l, 0, sizeof(*l));
+	snprintf(l->node, sizeof(l->node), "%s", node);
+	return l;
+}
+
+/* ---- pod reports ------------------------------------------------------- */
+
+static json_t *find_entry(json_t *pods, const char *name)
+{
+	json_t *e;
+	size_t i;
+	json_array_foreach(pods, i, e)
+	{
+		if (strcmp(str_of(e, "name"), name) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+/* The report is about the assignment this entry records. */
+static int same_assignment(json_t *entry, json_t *rep, const char *node)
+{
+	json_t *g = json_object_get(entry, "generation"), *rg = json_object_get(rep, "generation");
+	if (strcmp(str_of(entry, "node"), node) != 0 || strcmp(str_of(entry, "phase"), "Running"))
+		return 0;
+	if (g || rg)
+		return json_equal(g, rg);
+	return strcmp(str_of(entry, "startedAt"), str_of(rep, "startedAt")) == 0;
+}
+
+static int set_if(json_t *e, const char *key, json_t *v)
+{
+	if (!v || json_equal(json_object_get(e, key), v))
+		return 0;
+	json_object_set(e, key, v);
+	return 1;
+}
+
+/* Copies the reported fields; 1 when something changed, 2 when the pod
+ * has just failed for good. */
+static int apply_report(json_t *e, json_t *rep)
+{
+	const char *phase = str_of(rep, "phase");
+	int changed = 0;
+	changed |= set_if(e, "ready", json_object_get(rep, "ready"));
+	changed |= set_if(e, "restarts", json_object_get(rep, "restarts"));
+	changed |= set_if(e, "exitCode", json_object_get(rep, "exitCode"));
+	json_t *msg = json_object_get(rep, "message");
+	if (json_is_string(msg) && strlen(json_string_value(msg)) > 1024)
+		msg = NULL;
+	changed |= set_if(e, "message", msg);
+	if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) {
+		json_object_set_new(e, "phase", json_string(phase));
+		json_object_set_new(e, "ready", json_false());
+		return strcmp(phase, "Failed") == 0 ? 2 : 1;
+	}
+	return changed;
+}
+
+static int replicas_of(json_t *obj)
+{
+	json_t *t;
+	size_t i;
+	int n = 0;
+	json_array_foreach(json_object_get(json_object_get(obj, "spec"), "tasks"), i, t)
+	{
+		json_t *r = json_object_get(t, "replicas");
+		n += json_is_integer(r) ? (int)json_integer_value(r) : 1;
+	}
+	return n;
+}
+
+/* Every other Running pod takes phase (Failed or Releasing). */
+static void set_gang(json_t *pods, const char *phase, const char *why, int all)
+{
+	json_t *e;
+	size_t i;
+	json_array_foreach(pods, i, e)
+	{
+		const char *ph = str_of(e, "phase");
+		if (strcmp(ph, "Running") != 0 && !(all && strcmp(ph, "Failed") == 0))
+			continue;
+		json_object_set_new(e, "phase", json_string(phase));
+		json_object_set_new(e, "message", json_string(why));
+	}
+}
+
+static void gang_failed(json_t *obj, const char *pod)
+{
+	json_t *spec = json_object_get(obj, "spec"), *st = status_of(obj);
+	json_t *pods = json_object_get(st, "pods");
+	char why[400];
+	if (replicas_of(obj) < 2)
+		return;
+	json_t *bl = json_object_get(spec, "backoffLimit");
+	int limit = json_is_integer(bl) ? (int)json_integer_value(bl) : 6;
+	/* The count lives in an annotation: the scheduling loop rewrites the
+	 * status it owns and keeps metadata as it is. */
+	json_t *md = json_object_get(obj, "metadata");
+	json_t *ann = json_object_get(md, "annotations");
+	if (!json_is_object(ann))
+		json_object_set_new(md, "annotations", ann = json_object());
+	int restarts = atoi(str_of(ann, SC_GANG_RESTARTS));
+	if (strcmp(str_of(spec, "gangPolicy"), "RestartGang") == 0 && restarts < limit) {
+		char n[16];
+		snprintf(why, sizeof(why), "gang restarted: pod %s failed", pod);
+		set_gang(pods, "Releasing", why, 1);
+		snprintf(n, sizeof(n), "%d", restarts + 1);
+		json_object_set_new(ann, SC_GANG_RESTARTS, json_string(n));
+		return;
+	}
+	snprintf(why, sizeof(why), "gang failed: pod %s failed", pod);
+	set_gang(pods, "Failed", why, 0);
+}
+
+/* Applies the reports about one job (all of kind/job) in one write. */
+static void apply_job(sc_server_t *s, const char *node, const char *kind, const char *job,
+		      json_t *reps)
+{
+	int64_t rev;
+	json_t *obj = load(s, kind, job, &rev), *rep;
+	size_t i;
+	int changed = 0;
+	if (!obj)
+		return;
+	json_t *pods = json_object_get(status_of(obj), "pods");
+	json_array_foreach(reps, i, rep)
+	{
+		json_t *e = find_entry(pods, str_of(rep, "name"));
+		if (!e || !same_assignment(e, rep, node))
+			continue;
+		int rc = apply_report(e, rep);
+		changed |= rc != 0;
+		if (rc == 2 && strcmp(kind, "Job") == 0)
+			gang_failed(obj, str_of(rep, "name"));
+	}
+	/* A conflict (the loop wrote meanwhile) is fine: every heartbeat
+	 * carries every report again. */
+	if (changed)
+		save(s, kind, obj, rev);
+	json_decref(obj);
+}
+
+/* Groups the reports by job and applies each group. */
+static void apply_reports(sc_server_t *s, const char *node, json_t *reports)
+{
+	json_t *groups = json_object(), *rep;
+	size_t i;
+	char key[2 * SC_MAX_NAME + 8];
+	json_array_foreach(reports, i, rep)
+	{
+		const char *kind = str_of(rep, "kind"), *job = str_of(rep, "job");
+		if (i >= MAX_REPORTS || (strcmp(kind, "Job") && strcmp(kind, "Deployment")) ||
+		    !sc__name_valid(job))
+			continue;
+		snprintf(key, sizeof(key), "%s/%s", kind, job);
+		json_t *g = json_object_get(groups, key);
+		if (!g)
+			json_object_set_new(groups, key, g = json_array());
+		json_array_append(g, rep);
+	}
+	const char *k;
+	json_t *g;
+	json_object_foreach(groups, k, g)
+	{
+		const char *slash = strchr(k, '/');
+		char kind[16];
+		snprintf(kind, sizeof(kind), "%.*s", (int)(slash - k), k);
+		apply_job(s, node, kind, slash + 1, g);
+	}
+	json_decref(groups);
+}
+
+/* ---- node status ------------------------------------------------------- */
+
+static void node_status(sc_server_t *s, json_t *node, int64_t rev, json_t *body,
+			uint64_t lease_ms)
+{
+	json_t *st = json_pack("{s:b,s:O,s:{s:s,s:s,s:I},s:O}", "ready", 1, "conditions",
+			       json_object_get(body, "conditions"), "agent", "address",
+			       str_of(body, "address"), "gpuSource", str_of(body, "gpuSource"),
+			       "leaseMillis", (json_int_t)lease_ms, "devices",
+			       json_object_get(body, "devices"));
+	if (!st)
+		return; /* conditions or devices missing: keep what is stored */
+	if (!json_equal(st, json_object_get(node, "status"))) {
+		json_object_set(node, "status", st);
+		save(s, "Node", node, rev);
+	}
+	json_decref(st);
+}
+
+/* ---- handler ----------------------------------------------------------- */
+
+static int parse_body(sc_http_req_t *r, json_t **out)
+{
+	size_t len;
+	const char *text = sc_http_body(r, &len);
+	json_t *b = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(b) || !json_is_array(json_object_get(b, "pods")) ||
+	    !json_is_array(json_object_get(b, "conditions")) ||
+	    !json_is_array(json_object_get(b, "devices")) ||
+	    strlen(str_of(b, "address")) > 256) {
+		json_decref(b);
+		sc__api_error(r, 400, "BadRequest", "", "expected {address, leaseMillis, "
+							"conditions, devices, pods}");
+		return SC_EINVAL;
+	}
+	*out = b;
+	return 0;
+}
+
+static void heartbeat(agent_api_t *api, sc_http_req_t *r, const char *node)
+{
+	sc_server_t *s = api->s;
+	json_t *body;
+	int64_t rev;
+	if (parse_body(r, &body) < 0)
+		return;
+	json_t *obj = load(s, "Node", node, &rev);
+	if (!obj) {
+		json_decref(body);
+		sc__api_error(r, 404, "NotFound", NULL, "Node \"%s\" not found: register it", node);
+		return;
+	}
+	json_t *lm = json_object_get(body, "leaseMillis");
+	json_int_t ms = json_is_integer(lm) ? json_integer_value(lm) : DEFAULT_LEASE_MS;
+	ms = ms < MIN_LEASE_MS ? MIN_LEASE_MS : ms > MAX_LEASE_MS ? MAX_LEASE_MS : ms;
+	lease_t *l = lease_find(api, node, 1);
+	int was_lost = l->lost;
+	l->expires = uv_now(s->loop) + (uint64_t)ms;
+	l->lost = 0;
+	node_status(s, obj, rev, body, (uint64_t)ms);
+	apply_reports(s, node, json_object_get(body, "pods"));
+	/* A node back from a lost lease lists again: its pods were given away. */
+	sc__api_json(r, 200, json_pack("{s:I,s:I,s:b}", "leaseMillis", ms, "revision",
+				       (json_int_t)sc_store_revision(s->store), "leaseWasLost",
+				       was_lost));
+	json_decref(obj);
+	json_decref(body);
+}
+
+static void handle_agents(sc_http_req_t *r, void *ud)
+{
+	agent_api_t *api = ud;
+	sc_principal_t who;
+	char node[SC_MAX_NAME + 1];
+	if (sc__auth_check(api->s, r, &who) < 0) {
+		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
+		return;
+	}
+	if (who.role != SC_ROLE_ADMIN) {
+		sc__api_error(r, 403, "Forbidden", NULL, "agents use an admin token");
+		return;
+	}
+	const char *p = sc_http_path(r) + strlen(SC_AGENT_PREFIX);
+	const char *slash = strchr(p, '/');
+	if (!slash || strcmp(slash, "/heartbeat") != 0 || (size_t)(slash - p) > SC_MAX_NAME) {
+		sc__api_error(r, 404, "NotFound", NULL, "no such path");
+		return;
+	}
+	snprintf(node, sizeof(node), "%.*s", (int)(slash - p), p);
+	if (!sc__name_valid(node)) {
+		sc__api_error(r, 400, "Invalid", "node", "invalid node name");
+		return;
+	}
+	if (strcmp(sc_http_method(r), "POST") != 0) {
+		sc__api_error(r, 405, "MethodNotAllowed", NULL, "heartbeats are POSTed");
+		return;
+	}
+	/* Node leases live in the leader's memory: a follower sends the
+	 * agent on to the next server in its list (docs/HA.md). */
+	if (!sc__ha_is_leader(api->s)) {
+		sc__api_error(r, 503, "NotLeader", NULL, "this server is not the leader");
+		return;
+	}
+	heartbeat(api, r, node);
+}
+
+/* ---- expiry ------------------------------------------------------------ */
+
+/* Releases the pods of one job or deployment that node held. */
+static void evict_from(sc_server_t *s, const char *kind, const char *name, const char *node)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int64_t rev;
+		json_t *obj = load(s, kind, name, &rev), *e;
+		json_t *pods = json_object_get(status_of(obj), "pods");
+		size_t i;
+		int hit = 0, whole = strcmp(kind, "Job") == 0;
+		char why[300];
+		snprintf(why, sizeof(why), "node %s lost (lease expired)", node);
+		json_array_foreach(pods, i, e)
+			hit |= strcmp(str_of(e, "node"), node) == 0 &&
+			       strcmp(str_of(e, "phase"), "Running") == 0;
+		json_array_foreach(pods, i, e)
+		{
+			if (!hit || strcmp(str_of(e, "phase"), "Running") != 0 ||
+			    (!whole && strcmp(str_of(e, "node"), node) != 0))
+				continue;
+			json_object_set_new(e, "phase", json_string("Releasing"));
+			json_object_set_new(e, "message", json_string(why));
+		}
+		int rc = hit ? save(s, kind, obj, rev) : 0;
+		json_decref(obj);
+		if (rc != SC_ECONFLICT)
+			return;
+	}
+}
+
+static void evict_node(sc_server_t *s, const char *node)
+{
+	static const char *const kinds[] = { "Job", "Deployment" };
+	for (int k = 0; k < 2; k++) {
+		char prefix[64];
+		sc_kv_list_t l;
+		snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/",
+			 sc__kind_by_name(kinds[k])->plural);
+		if (sc_store_list(s->store, prefix, &l) < 0)
+			continue;
+		for (size_t i = 0; i < l.n; i++) {
+			/* Cheap filter before parsing: the node's name in the text. */
+			if (!strstr(l.items[i].value, node))
+				continue;
+			evict_from(s, kinds[k], l.items[i].key + strlen(prefix), node);
+		}
+		sc_kv_list_free(&l);
+	}
+}
+
+static void node_lost(agent_api_t *api, lease_t *l)
+{
+	sc_server_t *s = api->s;
+	int64_t rev;
+	l->lost = 1;
+	json_t *obj = load(s, "Node", l->node, &rev);
+	if (!obj)
+		return;
+	fprintf(stderr, "server: node %s lost (lease expired); evicting its pods\n", l->node);
+	json_t *st = status_of(obj);
+	json_object_set_new(st, "ready", json_false());
+	json_object_set_new(st, "conditions",
+			    json_pack("[{s:s,s:s,s:s,s:s}]", "type", "Ready", "status", "False",
+				      "reason", "NodeLeaseExpired", "message",
+				      "the agent stopped renewing its lease"));
+	save(s, "Node", obj, rev);
+	json_decref(obj);
+	evict_node(s, l->node);
+}
+
+/* Nodes an agent registered before this server started get one lease
+ * period to call in. */
+static void adopt_known_nodes(agent_api_t *api)
+{
+	sc_kv_list_t l;
+	api->scanned = 1;
+	if (sc_store_list(api->s->store, SC_KEY_PREFIX "nodes/", &l) < 0)
+		return;
+	for (size_t i = 0; i < l.n; i++) {
+		json_t *obj = json_loads(l.items[i].value, 0, NULL);
+		json_t *st = json_object_get(obj, "status");
+		json_t *agent = json_object_get(st, "agent");
+		const char *name = str_of(json_object_get(obj, "metadata"), "name");
+		if (agent && !json_is_false(json_object_get(st, "ready")) &&
+		    !lease_find(api, name, 0)) {
+			json_t *lm = json_object_get(agent, "leaseMillis");
+			lease_t *ls = lease_find(api, name, 1);
+			ls->expires = uv_now(api->s->loop) +
+				      (json_is_integer(lm) ? (uint64_t)json_integer_value(lm)
+							   : DEFAULT_LEASE_MS);
+		}
+		json_decref(obj);
+	}
+	sc_kv_list_free(&l);
+}
+
+static void on_scan(uv_timer_t *t)
+{
+	agent_api_t *api = t->data;
+	uint64_t now = uv_now(api->s->loop);
+	if (!sc__ha_leader_begin(api->s))
+		return;
+	if (!api->scanned)
+		adopt_known_nodes(api);
+	for (size_t i = 0; i < api->n; i++)
+		if (!api->leases[i].lost && api->leases[i].expires < now)
+			node_lost(api, &api->leases[i]);
+	sc__ha_leader_end(api->s);
+}
+
+int sc__agent_api_register(sc_server_t *s)
+{
+	agent_api_t *api = calloc(1, sizeof(*api));
+	if (!api)
+		return SC_ENOMEM;
+	api->s = s;
+	uv_timer_init(s->loop, &api->timer);
+	api->timer.data = api;
+	uv_timer_start(&api->timer, on_scan, SCAN_MS, SCAN_MS);
+	/* The lease timer must not keep the loop alive at shutdown; the few
+	 * bytes of leases live as long as the process. */
+	uv_unref((uv_handle_t *)&api->timer);
+	return sc_http_route(s->http, NULL, SC_AGENT_PREFIX, handle_agents, api);
+}

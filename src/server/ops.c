@@ -1,0 +1,196 @@
+/* Subresources: GET /api/v1/jobs/{name}/explain (also deployments) and
+ * POST|DELETE /api/v1/nodes/{name}/drain.
+ *
+ * Explain answers "why is my job pending?" from three sources: the job's
+ * status (the core's pending reason, written by the last cycle), the last
+ * cycle's figures for its queue (fair share against allocated and
+ * requested), and what the job asks for (its tasks as written).
+ *
+ * Drain cordons a node (spec.unschedulable: true) and marks it with the
+ * starcloud.dev/drain annotation; the scheduling loop then evicts every job
+ * that has a pod on it (whole, since a gang is only useful whole) and the
+ * core places them elsewhere. DELETE undoes both (uncordon). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/sched_int.h"
+#include "starcloud/error.h"
+
+int sc__subresource_known(const sc_kind_t *k, const char *sub)
+{
+	if (strcmp(sub, "explain") == 0)
+		return k->queue_scoped;
+	if (strcmp(sub, "drain") == 0)
+		return strcmp(k->kind, "Node") == 0;
+	return 0;
+}
+
+static json_t *load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+		    const sc_kind_t *k, const char *name, int64_t *mod_rev)
+{
+	char key[SC_MAX_NAME + 64];
+	sc_kv_t kv = { 0 };
+	sc__object_key(k, name, key, sizeof(key));
+	int rc = sc_store_get(s->store, key, &kv);
+	json_t *obj = rc == 0 ? json_loads(kv.value, 0, NULL) : NULL;
+	*mod_rev = kv.mod_rev;
+	sc_kv_free(&kv);
+	if (rc < 0 && rc != SC_ENOTFOUND) {
+		sc__api_error(r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
+		return NULL;
+	}
+	if (!obj || !sc__auth_can_see(who, k, obj)) {
+		json_decref(obj);
+		sc__api_error(r, 404, "NotFound", NULL, "%s \"%s\" not found", k->kind, name);
+		return NULL;
+	}
+	return obj;
+}
+
+/* ---- explain ----------------------------------------------------------- */
+
+/* {"gpu": devices, "cpu": cores, "memory": bytes}, as `schedule -o json`. */
+static json_t *num(double v, double scale)
+{
+	return v < 0 ? json_null() : json_real(v / scale); /* < 0: unlimited */
+}
+
+static json_t *res_json(const double *v)
+{
+	return json_pack("{s:o,s:o,s:o}", "gpu", num(v[SC_RES_GPU], 1), "cpu",
+			 num(v[SC_RES_CPU], 1000.0), "memory", num(v[SC_RES_MEM], 1));
+}
+
+static json_t *queue_json(sc_server_t *s, const char *queue)
+{
+	const sc_queue_report_t *q = sc__sched_queue(s, queue);
+	if (!q)
+		return json_null();
+	return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}", "name", q->name, "fairShare",
+			 res_json(q->fair_share), "allocated", res_json(q->allocated), "requested",
+			 res_json(q->requested), "quota", res_json(q->quota), "limit",
+			 res_json(q->limit));
+}
+
+/* What the job asks for: its tasks as written, with totals of pods and
+ * whole GPUs. */
+static json_t *asks_json(json_t *obj)
+{
+	json_t *spec = json_object_get(obj, "spec");
+	json_t *tasks = json_object_get(spec, "tasks"), *t, *out = json_array();
+	size_t i;
+	json_int_t pods = 0, gpus = 0;
+	if (!tasks && json_object_get(spec, "template")) { /* a deployment */
+		json_t *tmpl = json_object_get(spec, "template");
+		json_int_t n = json_integer_value(json_object_get(spec, "replicas"));
+		json_array_append_new(out, json_pack("{s:s,s:I,s:O*}", "name", "serve", "replicas",
+						     n, "resources",
+						     json_object_get(tmpl, "resources")));
+	}
+	json_array_foreach(tasks, i, t)
+	{
+		json_t *res = json_object_get(t, "resources");
+		json_int_t n = json_integer_value(json_object_get(t, "replicas"));
+		json_array_append_new(out, json_pack("{s:s?,s:I,s:O*}", "name",
+						     json_string_value(json_object_get(t, "name")),
+						     "replicas", n, "resources", res));
+	}
+	json_array_foreach(out, i, t)
+	{
+		json_int_t n = json_integer_value(json_object_get(t, "replicas"));
+		pods += n;
+		gpus += n * json_integer_value(
+				    json_object_get(json_object_get(t, "resources"), "gpu"));
+	}
+	json_t *min = json_object_get(spec, "minMember");
+	return json_pack("{s:I,s:I,s:I,s:o}", "pods", pods, "minMember",
+			 min ? json_integer_value(min) : pods, "gpus", gpus, "tasks", out);
+}
+
+static void explain(sc_server_t *s, sc_http_req_t *r, json_t *obj)
+{
+	json_t *spec = json_object_get(obj, "spec"), *st = json_object_get(obj, "status");
+	const char *queue = json_string_value(json_object_get(spec, "queue"));
+	const char *phase = json_string_value(json_object_get(st, "phase"));
+	const char *reason = json_string_value(json_object_get(st, "reason"));
+	json_t *doc = json_pack(
+		"{s:s,s:s,s:s,s:s?,s:s?,s:o,s:o,s:O*}", "kind", "Explanation", "job",
+		json_string_value(json_object_get(json_object_get(obj, "metadata"), "name")),
+		"phase", phase ? phase : "Unknown", "queue", queue, "reason",
+		reason ? reason : (phase && strcmp(phase, "Running") == 0 ? "running" : NULL),
+		"asks", asks_json(obj), "queueStatus", queue_json(s, queue), "pods",
+		json_object_get(st, "pods"));
+	if (!doc)
+		abort();
+	if (!phase)
+		json_object_set_new(doc, "reason",
+				    json_string("not scheduled yet: the next cycle will decide"));
+	sc__api_json(r, 200, doc);
+}
+
+/* ---- drain ------------------------------------------------------------- */
+
+static void drain(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, json_t *node,
+		  int64_t mod_rev, int on)
+{
+	char key[SC_MAX_NAME + 64];
+	json_t *md = json_object_get(node, "metadata"), *spec = json_object_get(node, "spec");
+	json_t *ann = json_object_get(md, "annotations");
+	if (!json_is_object(ann)) {
+		ann = json_object();
+		json_object_set_new(md, "annotations", ann);
+	}
+	if (on) {
+		json_object_set_new(spec, "unschedulable", json_true());
+		json_object_set_new(ann, SC_DRAIN_ANNOTATION, json_string("true"));
+	} else {
+		json_object_del(spec, "unschedulable");
+		json_object_del(ann, SC_DRAIN_ANNOTATION);
+	}
+	char *text = json_dumps(node, JSON_COMPACT);
+	int64_t rev;
+	sc__object_key(k, json_string_value(json_object_get(md, "name")), key, sizeof(key));
+	int rc = sc_store_put(s->store, key, text, mod_rev, &rev);
+	free(text);
+	if (rc < 0) {
+		sc__api_error(r, rc == SC_ECONFLICT || rc == SC_ENOTFOUND ? 409 : 500, "Conflict",
+			      NULL, "drain: %s", sc_strerror(rc));
+		return;
+	}
+	sc__sched_kick(s);
+	char rv[32];
+	snprintf(rv, sizeof(rv), "%lld", (long long)rev);
+	json_object_set_new(md, "resourceVersion", json_string(rv));
+	sc__api_json(r, 200, json_incref(node));
+}
+
+void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+		     const sc_kind_t *k, const char *name, const char *sub)
+{
+	const char *m = sc_http_method(r);
+	int is_drain = strcmp(sub, "drain") == 0;
+	int64_t rev;
+	if (!is_drain && strcmp(m, "GET") != 0) {
+		sc__api_error(r, 405, "MethodNotAllowed", NULL, "explain is read with GET");
+		return;
+	}
+	if (is_drain && strcmp(m, "POST") != 0 && strcmp(m, "DELETE") != 0) {
+		sc__api_error(r, 405, "MethodNotAllowed", NULL,
+			      "drain is POST (drain) or DELETE (uncordon)");
+		return;
+	}
+	if (is_drain && who->role != SC_ROLE_ADMIN) {
+		sc__api_error(r, 403, "Forbidden", NULL, "role %s may not drain nodes",
+			      sc__role_name(who->role));
+		return;
+	}
+	json_t *obj = load(s, r, who, k, name, &rev);
+	if (!obj)
+		return;
+	if (is_drain)
+		drain(s, r, k, obj, rev, strcmp(m, "POST") == 0);
+	else
+		explain(s, r, obj);
+	json_decref(obj);
+}

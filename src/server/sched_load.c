@@ -1,0 +1,240 @@
+/* Loading a cycle's input: the store's objects, decoded by the manifest
+ * decoder into one snapshot.
+ *
+ * The decoder checks references between objects (a job's queue exists and
+ * is a leaf, a priority class exists) only when the snapshot is built, and
+ * then refuses the whole set. A control plane cannot stop scheduling
+ * because one tenant's job names a queue that does not exist yet, so a
+ * refused object is left out, with the decoder's message kept as the reason
+ * the job shows, and the snapshot is built again without it. Each retry
+ * removes one object, so the loop ends; in a healthy cluster there is none. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/strmap.h"
+#include "server/sched_int.h"
+#include "starcloud/error.h"
+
+/* The kinds the scheduler reads, in the order they are added (the
+ * decoder keeps input order, which breaks ties between equal jobs). */
+static const char *const plurals[] = { "nodes", "queues", "priorityclasses", "jobs",
+				       "deployments" };
+#define NPLURALS (sizeof(plurals) / sizeof(plurals[0]))
+
+static char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		abort(); /* daemon code: out of memory is fatal */
+	return p;
+}
+
+/* Appends the objects of one kind; values that are not JSON (never written
+ * by this server) are skipped. */
+static int load_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, size_t *cap)
+{
+	char prefix[64];
+	sc_kv_list_t l;
+	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", k->plural);
+	int rc = sc_store_list(s->store, prefix, &l);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < l.n; i++) {
+		json_t *obj = json_loads(l.items[i].value, 0, NULL);
+		if (!obj)
+			continue;
+		if (in->nobjs == *cap) {
+			*cap = *cap ? *cap * 2 : 256;
+			in->objs = realloc(in->objs, *cap * sizeof(*in->objs));
+			if (!in->objs)
+				abort();
+		}
+		sc_sobj_t *o = &in->objs[in->nobjs++];
+		memset(o, 0, sizeof(*o));
+		o->kind = k;
+		o->key = l.items[i].key;
+		l.items[i].key = NULL; /* taken */
+		o->obj = obj;
+		o->mod_rev = l.items[i].mod_rev;
+		o->job = -1;
+	}
+	sc_kv_list_free(&l);
+	return 0;
+}
+
+static const char *sobj_name(const sc_sobj_t *o)
+{
+	const char *n =
+		json_string_value(json_object_get(json_object_get(o->obj, "metadata"), "name"));
+	return n ? n : "";
+}
+
+static void exclude(sc_sobj_t *o, const sc_manifest_error_t *err)
+{
+	char msg[1400];
+	sc_manifest_error_t e = *err;
+	e.file[0] = '\0';
+	free(o->why);
+	o->why = xstrdup(sc_manifest_error_format(&e, msg, sizeof(msg)));
+}
+
+/* Adds every object still included to a fresh set. */
+static int fill_set(sc_cycle_in_t *in)
+{
+	in->set = sc_manifest_set_new();
+	if (!in->set)
+		return SC_ENOMEM;
+	for (size_t i = 0; i < in->nobjs; i++) {
+		sc_sobj_t *o = &in->objs[i];
+		sc_manifest_error_t err;
+		if (o->why)
+			continue;
+		json_t *view = sc__decoder_view(o->kind, o->obj);
+		int rc = sc_manifest_add_json(in->set, view, &err);
+		json_decref(view);
+		if (rc == SC_ENOMEM)
+			return rc;
+		if (rc < 0)
+			exclude(o, &err);
+	}
+	return 0;
+}
+
+/* The object an error names ("Job train-1"), or NULL. */
+static sc_sobj_t *blamed(sc_cycle_in_t *in, const sc_manifest_error_t *err)
+{
+	const char *sp = strchr(err->object, ' ');
+	if (!sp)
+		return NULL;
+	size_t klen = (size_t)(sp - err->object);
+	for (size_t i = 0; i < in->nobjs; i++) {
+		sc_sobj_t *o = &in->objs[i];
+		if (!o->why && strlen(o->kind->kind) == klen &&
+		    strncmp(o->kind->kind, err->object, klen) == 0 &&
+		    strcmp(sobj_name(o), sp + 1) == 0)
+			return o;
+	}
+	/* A deployment is decoded into a job of the same name. */
+	for (size_t i = 0; i < in->nobjs; i++) {
+		sc_sobj_t *o = &in->objs[i];
+		if (!o->why && o->kind->queue_scoped && strcmp(sobj_name(o), sp + 1) == 0)
+			return o;
+	}
+	return NULL;
+}
+
+/* Maps each snapshot job to its object by name (jobs and deployments share
+ * one name space in the decoder). */
+static int map_jobs(sc_cycle_in_t *in)
+{
+	sc_strmap_t m;
+	int rc = sc_strmap_init(&m, in->nobjs);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < in->nobjs; i++)
+		if (in->objs[i].kind->queue_scoped && !in->objs[i].why)
+			sc_strmap_put(&m, sobj_name(&in->objs[i]), (uint32_t)i);
+	in->job_obj = calloc(in->snap.njobs + 1, sizeof(*in->job_obj));
+	if (!in->job_obj)
+		abort();
+	for (size_t j = 0; j < in->snap.njobs; j++) {
+		long i = sc_strmap_get(&m, in->snap.jobs[j].name);
+		if (i < 0) {
+			rc = SC_EINVAL; /* cannot happen: every job came from an object */
+			break;
+		}
+		in->job_obj[j] = &in->objs[i];
+		in->objs[i].job = (long)j;
+	}
+	sc_strmap_free(&m);
+	return rc;
+}
+
+static const char *spec_str(const sc_sobj_t *o, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(o->obj, "spec"), key));
+}
+
+/* The commonest refusal, a job whose queue is missing or not a leaf, is
+ * found here in one pass: left to the snapshot, n such jobs would cost n
+ * rebuilds of the whole set. Messages are the decoder's. */
+static void precheck_queues(sc_cycle_in_t *in)
+{
+	sc_strmap_t queues, parents;
+	if (sc_strmap_init(&queues, in->nobjs) < 0 || sc_strmap_init(&parents, in->nobjs) < 0)
+		abort();
+	for (size_t i = 0; i < in->nobjs; i++) {
+		const sc_sobj_t *o = &in->objs[i];
+		const char *parent = spec_str(o, "parentQueue");
+		if (strcmp(o->kind->kind, "Queue") != 0)
+			continue;
+		sc_strmap_put(&queues, sobj_name(o), 1);
+		if (parent)
+			sc_strmap_put(&parents, parent, 1);
+	}
+	for (size_t i = 0; i < in->nobjs; i++) {
+		sc_sobj_t *o = &in->objs[i];
+		const char *q = spec_str(o, "queue");
+		sc_manifest_error_t err = { .code = SC_EINVAL };
+		if (!o->kind->queue_scoped || !q || o->why)
+			continue;
+		snprintf(err.object, sizeof(err.object), "%s %s", o->kind->kind, sobj_name(o));
+		snprintf(err.path, sizeof(err.path), "spec.queue");
+		if (sc_strmap_get(&queues, q) < 0)
+			snprintf(err.msg, sizeof(err.msg), "queue \"%.200s\" does not exist", q);
+		else if (sc_strmap_get(&parents, q) >= 0)
+			snprintf(err.msg, sizeof(err.msg),
+				 "queue \"%.200s\" has child queues; jobs go to leaf queues", q);
+		else
+			continue;
+		exclude(o, &err);
+	}
+	sc_strmap_free(&queues);
+	sc_strmap_free(&parents);
+}
+
+int sc__cycle_load(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
+{
+	size_t cap = 0;
+	int rc = 0;
+	memset(in, 0, sizeof(*in));
+	in->now = now;
+	for (size_t k = 0; k < NPLURALS && rc == 0; k++)
+		rc = load_kind(s, sc__kind_by_plural(plurals[k], strlen(plurals[k])), in, &cap);
+	if (rc == 0)
+		precheck_queues(in);
+	for (size_t attempt = 0; rc == 0 && attempt <= in->nobjs; attempt++) {
+		sc_manifest_error_t err;
+		if ((rc = fill_set(in)) < 0)
+			break;
+		rc = sc_manifest_snapshot(in->set, now, &in->snap, &err);
+		if (rc == 0)
+			return map_jobs(in);
+		sc_sobj_t *o = blamed(in, &err);
+		if (!o) {
+			char msg[1400];
+			fprintf(stderr, "server: snapshot refused: %s\n",
+				sc_manifest_error_format(&err, msg, sizeof(msg)));
+			break;
+		}
+		exclude(o, &err);
+		sc_manifest_set_free(in->set);
+		in->set = NULL;
+		rc = 0;
+	}
+	return rc < 0 ? rc : SC_EINVAL;
+}
+
+void sc__cycle_in_free(sc_cycle_in_t *in)
+{
+	for (size_t i = 0; i < in->nobjs; i++) {
+		free(in->objs[i].key);
+		free(in->objs[i].why);
+		json_decref(in->objs[i].obj);
+	}
+	free(in->objs);
+	free(in->job_obj);
+	sc_manifest_set_free(in->set);
+	memset(in, 0, sizeof(*in));
+}

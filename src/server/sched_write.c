@@ -1,0 +1,567 @@
+/* Writing a cycle's decisions back to the store.
+ *
+ * Pod lifecycle (there is no node agent yet, so the server plays its part):
+ *   binding        -> the pod is listed in the job's status.pods as Running
+ *                     with its node and devices (Bound and Running are one
+ *                     step until an agent reports the process started);
+ *   eviction       -> the pod's phase becomes Releasing: it still holds its
+ *                     resources, so the core does not place on them twice;
+ *   next cycle     -> a Releasing pod is removed (the agent would report
+ *                     the process gone); its replica is pending again.
+ *   drained node   -> every job with a Running pod on a node annotated
+ *                     starcloud.dev/drain is evicted as a whole (a gang is
+ *                     only useful whole) and placed again elsewhere.
+ * Job status: phase (Pending, Running, Succeeded, Failed, Evicted), reason
+ * (the core's pending explanation), one Scheduled condition, staleSince
+ * (set while 0 < running pods < minMember), pods.
+ *
+ * Every job whose status changes is written in ONE transaction together
+ * with the cycle's events, each put conditional on the revision the cycle
+ * read; a job changed by the API meanwhile fails the transaction with
+ * SC_ECONFLICT and the cycle runs again on fresh data. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/sched_int.h"
+#include "starcloud/error.h"
+
+void sc__rfc3339(int64_t t, char *out, size_t outsz)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	gmtime_r(&tt, &tm);
+	strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Per-job views of the decisions (index lists in one array each). */
+typedef struct by_job {
+	size_t *bstart, *border; /* bindings of job j: border[bstart[j]..bstart[j+1]) */
+	size_t *estart, *eorder;
+	const char **pending;
+} by_job_t;
+
+static size_t *xcalloc(size_t n)
+{
+	size_t *p = calloc(n + 1, sizeof(size_t));
+	if (!p)
+		abort();
+	return p;
+}
+
+/* Counting sort of n items by job into start/order. */
+static void bucket(size_t njobs, size_t n, const void *items, size_t size, size_t **start,
+		   size_t **order)
+{
+	size_t *st = xcalloc(njobs + 1), *ord = xcalloc(n), *fill = xcalloc(njobs + 1);
+	for (size_t i = 0; i < n; i++) {
+		size_t j = *(const size_t *)((const char *)items + i * size);
+		if (j < njobs)
+			st[j + 1]++;
+	}
+	for (size_t j = 0; j < njobs; j++)
+		st[j + 1] += st[j];
+	for (size_t i = 0; i < n; i++) {
+		size_t j = *(const size_t *)((const char *)items + i * size);
+		if (j < njobs)
+			ord[st[j] + fill[j]++] = i;
+	}
+	free(fill);
+	*start = st;
+	*order = ord;
+}
+
+static void by_job_init(by_job_t *b, const sc_cycle_in_t *in, const sc_decisions_t *d)
+{
+	size_t nj = in->snap.njobs;
+	/* `job` is the first member of both structs. */
+	bucket(nj, d->nbindings, d->bindings, sizeof(sc_binding_t), &b->bstart, &b->border);
+	bucket(nj, d->nevictions, d->evictions, sizeof(sc_eviction_t), &b->estart, &b->eorder);
+	b->pending = calloc(nj + 1, sizeof(*b->pending));
+	if (!b->pending)
+		abort();
+	for (size_t i = 0; i < d->npending; i++)
+		if (d->pending[i].job < nj)
+			b->pending[d->pending[i].job] = d->pending[i].reason;
+}
+
+static void by_job_free(by_job_t *b)
+{
+	free(b->bstart);
+	free(b->border);
+	free(b->estart);
+	free(b->eorder);
+	free(b->pending);
+}
+
+/* ---------------------------------------------------------------------
+ * Events
+ * ------------------------------------------------------------------- */
+
+typedef struct wctx {
+	sc_server_t *s;
+	const sc_cycle_in_t *in;
+	const sc_decisions_t *d;
+	by_job_t bj;
+	json_t *events; /* new Event objects */
+	json_t *drained; /* names of nodes being drained -> true */
+	char now[40];
+	sc_cycle_out_t *out;
+} wctx_t;
+
+static const char *name_of(json_t *obj)
+{
+	const char *n = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+	return n ? n : "";
+}
+
+static const char *str_of(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v ? v : "";
+}
+
+/* Queues an Event about a job; extra (consumed, may be NULL) adds fields. */
+static void event(wctx_t *w, const sc_sobj_t *o, const char *reason, const char *type,
+		  json_t *extra, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void event(wctx_t *w, const sc_sobj_t *o, const char *reason, const char *type,
+		  json_t *extra, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_t *ev = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s},s:s,s:s,s:s,s:s,s:s}", "apiVersion",
+			       "starcloud.dev/v1", "kind", "Event", "metadata",
+			       "creationTimestamp", w->now, "involvedObject", "kind",
+			       o->kind->kind, "name", name_of(o->obj), "queue",
+			       str_of(json_object_get(o->obj, "spec"), "queue"), "reason", reason,
+			       "type", type, "message", msg, "lastTimestamp", w->now);
+	if (!ev)
+		abort();
+	if (extra)
+		json_object_update(ev, extra);
+	json_decref(extra);
+	json_array_append_new(w->events, ev);
+}
+
+/* ---------------------------------------------------------------------
+ * Pods
+ * ------------------------------------------------------------------- */
+
+typedef struct counts {
+	int running, releasing, succeeded, failed;
+} counts_t;
+
+static counts_t count_pods(json_t *pods);
+
+static json_t *find_pod(json_t *pods, const char *name, size_t *at)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach(pods, i, p)
+	{
+		if (strcmp(str_of(p, "name"), name) == 0) {
+			if (at)
+				*at = i;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+static json_t *binding_pod(const sc_binding_t *b, const char *now)
+{
+	json_t *p = json_pack("{s:s,s:s,s:s,s:s}", "name", b->pod, "phase", "Running", "node",
+			      b->node, "startedAt", now);
+	if (!p)
+		abort();
+	if (b->ngpus) {
+		json_t *g = json_array();
+		for (size_t i = 0; i < b->ngpus; i++)
+			json_array_append_new(g, json_integer(b->gpus[i]));
+		json_object_set_new(p, "gpus", g);
+	}
+	if (b->gpu_milli)
+		json_object_set_new(p, "gpuShare", json_integer(b->gpu_milli));
+	if (b->gpu_memory)
+		json_object_set_new(p, "gpuMemory", json_integer(b->gpu_memory));
+	if (b->mig_profile)
+		json_object_set_new(p, "mig", json_pack("{s:i,s:s,s:i}", "gpu", b->mig_gpu,
+							"profile", b->mig_profile, "start",
+							b->mig_start));
+	return p;
+}
+
+/* The pods as they were, minus those that were Releasing (their release
+ * completes now), each copied so the stored object stays untouched. */
+static json_t *carried_pods(json_t *old)
+{
+	json_t *pods = json_array(), *p;
+	size_t i;
+	json_array_foreach(old, i, p)
+	{
+		if (json_is_object(p) && strcmp(str_of(p, "phase"), "Releasing") != 0)
+			json_array_append_new(pods, json_deep_copy(p));
+	}
+	return pods;
+}
+
+static size_t apply_evictions(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j)
+{
+	for (size_t k = w->bj.estart[j]; k < w->bj.estart[j + 1]; k++) {
+		const sc_eviction_t *e = &w->d->evictions[w->bj.eorder[k]];
+		json_t *p = find_pod(pods, e->pod, NULL);
+		if (p)
+			json_object_set_new(p, "phase", json_string("Releasing"));
+		const char *action = sc_action_name(e->action);
+		json_t *extra = json_pack("{s:s,s:s,s:s,s:s}", "action", action, "by",
+					  e->by ? e->by : "", "pod", e->pod, "node",
+					  e->node ? e->node : "");
+		event(w, o, "Evicted", "Warning", extra, "pod %s evicted from %s by %s%s%s: %s",
+		      e->pod, e->node ? e->node : "?", action, e->by ? " for " : "",
+		      e->by ? e->by : "", e->reason ? e->reason : "");
+		if (e->action >= 0 && e->action < SC_ACT_COUNT)
+			w->out->evictions[e->action]++;
+		w->out->releasing = true;
+	}
+	return w->bj.estart[j + 1] - w->bj.estart[j];
+}
+
+/* A job with a Running pod on a drained node is evicted whole. */
+static size_t apply_drain(wctx_t *w, const sc_sobj_t *o, json_t *pods)
+{
+	json_t *p;
+	size_t i, n = 0;
+	const char *node = NULL;
+	json_array_foreach(pods, i, p)
+	{
+		if (strcmp(str_of(p, "phase"), "Running") == 0 &&
+		    json_object_get(w->drained, str_of(p, "node"))) {
+			node = str_of(p, "node");
+			break;
+		}
+	}
+	if (!node)
+		return 0;
+	char nodebuf[SC_MAX_NAME + 1];
+	snprintf(nodebuf, sizeof(nodebuf), "%s", node);
+	json_array_foreach(pods, i, p)
+	{
+		if (strcmp(str_of(p, "phase"), "Running") != 0)
+			continue;
+		json_object_set_new(p, "phase", json_string("Releasing"));
+		json_t *extra = json_pack("{s:s,s:s,s:s,s:s}", "action", "drain", "by", "",
+					  "pod", str_of(p, "name"), "node", str_of(p, "node"));
+		event(w, o, "Evicted", "Warning", extra, "pod %s evicted from %s: node %s is drained",
+		      str_of(p, "name"), str_of(p, "node"), nodebuf);
+		w->out->drained++;
+		w->out->releasing = true;
+		n++;
+	}
+	return n;
+}
+
+static void record_wait(sc_cycle_out_t *out, double seconds)
+{
+	if (out->nwaits % 64 == 0) {
+		out->waits = realloc(out->waits, (out->nwaits + 64) * sizeof(*out->waits));
+		if (!out->waits)
+			abort();
+	}
+	out->waits[out->nwaits++] = seconds;
+}
+
+static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j)
+{
+	/* A job's wait ends with its first placement. */
+	const sc_job_spec_t *js = &w->in->snap.jobs[j];
+	if (w->bj.bstart[j + 1] > w->bj.bstart[j] && count_pods(pods).running == 0 && js->created > 0)
+		record_wait(w->out, (double)(w->in->now - js->created));
+	for (size_t k = w->bj.bstart[j]; k < w->bj.bstart[j + 1]; k++) {
+		const sc_binding_t *b = &w->d->bindings[w->bj.border[k]];
+		size_t at;
+		json_t *np = binding_pod(b, w->now);
+		if (find_pod(pods, b->pod, &at))
+			json_array_set_new(pods, at, np);
+		else
+			json_array_append_new(pods, np);
+		char gpus[128] = "";
+		for (size_t g = 0, n = 0; g < b->ngpus && n < sizeof(gpus) - 8; g++)
+			n += (size_t)snprintf(gpus + n, sizeof(gpus) - n, "%s%d", g ? "," : "",
+					      b->gpus[g]);
+		json_t *extra = json_pack("{s:s,s:s}", "pod", b->pod, "node", b->node);
+		event(w, o, "Bound", "Normal", extra, "pod %s bound to %s%s%s%s", b->pod, b->node,
+		      gpus[0] ? " (gpus " : "", gpus, gpus[0] ? ")" : "");
+		w->out->placements++;
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Status
+ * ------------------------------------------------------------------- */
+
+static counts_t count_pods(json_t *pods)
+{
+	counts_t c = { 0 };
+	json_t *p;
+	size_t i;
+	json_array_foreach(pods, i, p)
+	{
+		const char *ph = str_of(p, "phase");
+		c.running += strcmp(ph, "Running") == 0;
+		c.releasing += strcmp(ph, "Releasing") == 0;
+		c.succeeded += strcmp(ph, "Succeeded") == 0;
+		c.failed += strcmp(ph, "Failed") == 0;
+	}
+	return c;
+}
+
+static int replicas_of(const sc_job_spec_t *j)
+{
+	int n = 0;
+	for (size_t t = 0; j && t < j->ntasks; t++)
+		n += j->tasks[t].replicas;
+	return n;
+}
+
+/* Evicted sticks until the job runs again, so a user sees why it stopped. */
+static const char *job_phase(counts_t c, int total, const char *old_phase, bool evicted)
+{
+	if (total > 0 && c.succeeded == total)
+		return "Succeeded";
+	if (c.failed > 0 && c.running == 0)
+		return "Failed";
+	if (c.running > 0)
+		return "Running";
+	if (evicted || c.releasing > 0 || strcmp(old_phase, "Evicted") == 0)
+		return "Evicted";
+	return "Pending";
+}
+
+/* The Scheduled condition; its transition time moves only when it flips. */
+static json_t *condition(json_t *old_status, const char *phase, const char *reason,
+			 const char *now)
+{
+	int ok = strcmp(phase, "Running") == 0 || strcmp(phase, "Succeeded") == 0;
+	const char *st = ok ? "True" : "False";
+	const char *why = ok ? "Bound" : strcmp(phase, "Evicted") == 0 ? "Evicted"
+					 : strcmp(phase, "Failed") == 0  ? "Failed"
+									 : "Unschedulable";
+	json_t *old = json_array_get(json_object_get(old_status, "conditions"), 0);
+	const char *since = now;
+	if (old && strcmp(str_of(old, "status"), st) == 0 && strcmp(str_of(old, "reason"), why) == 0)
+		since = str_of(old, "lastTransitionTime");
+	return json_pack("[{s:s,s:s,s:s,s:s,s:s}]", "type", "Scheduled", "status", st, "reason",
+			 why, "message", reason ? reason : "", "lastTransitionTime", since);
+}
+
+static void set_stale(json_t *status, json_t *old_status, const sc_job_spec_t *j, counts_t c,
+		      const char *now)
+{
+	int total = replicas_of(j);
+	int min = j && j->min_member ? j->min_member : total;
+	json_t *old = json_object_get(old_status, "staleSince");
+	if (j && c.running > 0 && c.running < min)
+		json_object_set_new(status, "staleSince", old ? json_incref(old) : json_string(now));
+}
+
+/* Builds job o's new status (a new object). */
+static json_t *job_status(wctx_t *w, const sc_sobj_t *o)
+{
+	json_t *old = json_object_get(o->obj, "status");
+	json_t *pods = carried_pods(json_object_get(old, "pods"));
+	const sc_job_spec_t *j = o->job >= 0 ? &w->in->snap.jobs[o->job] : NULL;
+	const char *reason = o->why;
+	size_t evicted = 0;
+	if (j) {
+		evicted = apply_evictions(w, o, pods, (size_t)o->job);
+		evicted += apply_drain(w, o, pods);
+		apply_bindings(w, o, pods, (size_t)o->job);
+		reason = w->bj.pending[o->job];
+	}
+	counts_t c = count_pods(pods);
+	const char *phase = job_phase(c, replicas_of(j), str_of(old, "phase"), evicted > 0);
+	json_t *st = json_object();
+	json_object_set_new(st, "phase", json_string(phase));
+	if (reason && strcmp(phase, "Running") != 0 && strcmp(phase, "Succeeded") != 0)
+		json_object_set_new(st, "reason", json_string(reason));
+	json_object_set_new(st, "conditions", condition(old, phase, reason, w->now));
+	set_stale(st, old, j, c, w->now);
+	json_object_set_new(st, "pods", pods);
+	return st;
+}
+
+/* The pending reason is announced when it changes, not every cycle. */
+static void pending_event(wctx_t *w, const sc_sobj_t *o, json_t *old, json_t *st)
+{
+	const char *was = str_of(old, "reason"), *now = str_of(st, "reason");
+	if (now[0] && strcmp(was, now) != 0)
+		event(w, o, o->why ? "Invalid" : "Pending", "Warning", NULL, "%s", now);
+}
+
+/* ---------------------------------------------------------------------
+ * The transaction
+ * ------------------------------------------------------------------- */
+
+typedef struct ops {
+	sc_store_op_t *v;
+	char **owned; /* keys and values to free */
+	size_t n, cap, nowned, owncap;
+} ops_t;
+
+static char *own(ops_t *o, char *p)
+{
+	if (!p)
+		abort();
+	if (o->nowned == o->owncap) {
+		o->owncap = o->owncap ? o->owncap * 2 : 128;
+		o->owned = realloc(o->owned, o->owncap * sizeof(*o->owned));
+		if (!o->owned)
+			abort();
+	}
+	o->owned[o->nowned++] = p;
+	return p;
+}
+
+static void ops_add(ops_t *o, const char *key, char *value, int64_t expect)
+{
+	if (o->n == o->cap) {
+		o->cap = o->cap ? o->cap * 2 : 64;
+		o->v = realloc(o->v, o->cap * sizeof(*o->v));
+		if (!o->v)
+			abort();
+	}
+	o->v[o->n++] = (sc_store_op_t){ SC_STORE_PUT, key, own(o, value), expect };
+}
+
+static void ops_free(ops_t *o)
+{
+	for (size_t i = 0; i < o->nowned; i++)
+		free(o->owned[i]);
+	free(o->owned);
+	free(o->v);
+}
+
+static void add_job_writes(wctx_t *w, ops_t *ops)
+{
+	for (size_t i = 0; i < w->in->nobjs; i++) {
+		const sc_sobj_t *o = &w->in->objs[i];
+		if (!o->kind->queue_scoped)
+			continue;
+		json_t *old = json_object_get(o->obj, "status");
+		json_t *st = job_status(w, o);
+		if (json_object_get(st, "reason"))
+			w->out->pending++;
+		if (old && json_equal(old, st)) {
+			json_decref(st);
+			continue;
+		}
+		pending_event(w, o, old, st);
+		json_t *obj = json_copy(o->obj);
+		json_object_set_new(obj, "status", st);
+		ops_add(ops, o->key, json_dumps(obj, JSON_COMPACT), o->mod_rev);
+		json_decref(obj);
+		w->out->writes++;
+	}
+}
+
+/* Event names: "<object>.<revision>.<n>", unique because the revision is
+ * the one this transaction will get. */
+static void add_event_writes(wctx_t *w, ops_t *ops)
+{
+	int64_t rev = sc_store_revision(w->s->store) + 1;
+	json_t *ev;
+	size_t i;
+	json_array_foreach(w->events, i, ev)
+	{
+		char name[SC_MAX_NAME + 1], key[SC_MAX_NAME + 64];
+		snprintf(name, sizeof(name), "%.200s.%lld.%zu",
+			 str_of(json_object_get(ev, "involvedObject"), "name"), (long long)rev, i);
+		json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
+		sc__object_key(sc__kind_by_name("Event"), name, key, sizeof(key));
+		ops_add(ops, own(ops, strdup(key)), json_dumps(ev, JSON_COMPACT), SC_REV_ABSENT);
+	}
+	w->out->events = json_array_size(w->events);
+}
+
+static json_t *drained_nodes(const sc_cycle_in_t *in)
+{
+	json_t *set = json_object();
+	for (size_t i = 0; i < in->nobjs; i++) {
+		const sc_sobj_t *o = &in->objs[i];
+		json_t *ann = json_object_get(json_object_get(o->obj, "metadata"), "annotations");
+		const char *v = json_string_value(json_object_get(ann, SC_DRAIN_ANNOTATION));
+		if (strcmp(o->kind->kind, "Node") == 0 && v && strcmp(v, "true") == 0)
+			json_object_set_new(set, name_of(o->obj), json_true());
+	}
+	return set;
+}
+
+int sc__cycle_write(sc_server_t *s, const sc_cycle_in_t *in, const sc_decisions_t *d,
+		    sc_cycle_out_t *out)
+{
+	wctx_t w = { .s = s, .in = in, .d = d, .out = out };
+	ops_t ops = { 0 };
+	int rc = 0;
+	free(out->waits);
+	memset(out, 0, sizeof(*out));
+	sc__rfc3339(in->now, w.now, sizeof(w.now));
+	by_job_init(&w.bj, in, d);
+	w.events = json_array();
+	w.drained = drained_nodes(in);
+	add_job_writes(&w, &ops);
+	add_event_writes(&w, &ops);
+	if (ops.n) {
+		int64_t rev;
+		size_t failed = 0;
+		/* A put that fails its condition (an API write came first) is
+		 * SC_ECONFLICT or SC_ENOTFOUND (deleted): both mean "read again". */
+		rc = sc_store_txn(s->store, ops.v, ops.n, &rev, &failed);
+		if (rc == SC_ENOTFOUND || rc == SC_EEXISTS)
+			rc = SC_ECONFLICT;
+	}
+	json_decref(w.events);
+	json_decref(w.drained);
+	by_job_free(&w.bj);
+	ops_free(&ops);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------
+ * Event retention
+ * ------------------------------------------------------------------- */
+
+static int cmp_rev(const void *a, const void *b)
+{
+	const sc_kv_t *x = a, *y = b;
+	return x->create_rev < y->create_rev ? -1 : x->create_rev > y->create_rev;
+}
+
+long sc__events_trim(sc_server_t *s)
+{
+	sc_kv_list_t l;
+	int rc = sc_store_list(s->store, SC_KEY_PREFIX "events/", &l);
+	if (rc < 0)
+		return rc;
+	long left = (long)l.n;
+	if (l.n > SC_EVENT_LIMIT) {
+		size_t n = l.n - SC_EVENT_LIMIT;
+		sc_store_op_t *ops = calloc(n, sizeof(*ops));
+		if (!ops)
+			abort();
+		qsort(l.items, l.n, sizeof(*l.items), cmp_rev);
+		for (size_t i = 0; i < n; i++)
+			ops[i] = (sc_store_op_t){ SC_STORE_DELETE, l.items[i].key, NULL,
+						  l.items[i].mod_rev };
+		int64_t rev;
+		rc = sc_store_txn(s->store, ops, n, &rev, NULL);
+		free(ops);
+		left = rc < 0 ? rc : SC_EVENT_LIMIT;
+	}
+	sc_kv_list_free(&l);
+	return left;
+}

@@ -1,0 +1,132 @@
+/* Validation of API objects with the manifest decoder (src/core/manifest*.c).
+ *
+ * The API and offline manifests (`starcloud schedule -f`) accept exactly the
+ * same objects because both go through sc_manifest_add_json(): the decoder
+ * checks unknown fields, types, ranges, units and required fields and names
+ * the dotted field path of the first problem. What the decoder cannot know
+ * is checked here: the kind must match the URL, and the status fields the
+ * server writes for people (phase, reason, conditions, ...) are not part of
+ * the manifest format, so they are set aside before decoding (see
+ * sc__decoder_view). References between objects (a job's queue) are not
+ * checked on write: as in Kubernetes, a job may name a queue that is created
+ * later, and until then it stays Pending with the reason. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server.h"
+#include "starcloud/error.h"
+#include "starcloud/manifest.h"
+
+int sc__name_valid(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > SC_MAX_NAME)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (!alnum && !((c == '-' || c == '.') && i > 0 && i + 1 < n))
+			return 0;
+	}
+	return 1;
+}
+
+/* Status fields of jobs and deployments that the decoder reads back (the
+ * scheduler's own input); everything else in status is for people. */
+static const char *const job_status_input[] = { "pods", "staleSince", NULL };
+
+static int is_input_field(const char *key)
+{
+	for (size_t i = 0; job_status_input[i]; i++)
+		if (strcmp(job_status_input[i], key) == 0)
+			return 1;
+	return 0;
+}
+
+json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj)
+{
+	json_t *status = json_object_get(obj, "status");
+	if (!k->queue_scoped || !json_is_object(status))
+		return json_incref(obj);
+	json_t *view = json_copy(obj); /* shallow: only status is replaced */
+	json_t *st = json_object();
+	const char *key;
+	json_t *v;
+	if (!view || !st)
+		abort();
+	json_object_foreach(status, key, v)
+	{
+		if (is_input_field(key))
+			json_object_set(st, key, v);
+	}
+	json_object_set_new(view, "status", st);
+	return view;
+}
+
+/* The kind and apiVersion must be those of the URL: the decoder accepts any
+ * kind, the API stores each under its own collection. */
+static int check_kind(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
+		      size_t msgsz)
+{
+	const char *kind = json_string_value(json_object_get(obj, "kind"));
+	if (kind && strcmp(kind, k->kind) != 0) {
+		snprintf(field, fieldsz, "kind");
+		snprintf(msg, msgsz, "kind \"%.64s\" does not match this path (expected %s)", kind,
+			 k->kind);
+		return SC_EINVAL;
+	}
+	if (!kind) {
+		snprintf(field, fieldsz, "kind");
+		snprintf(msg, msgsz, "kind: required field is missing (expected %s)", k->kind);
+		return SC_EINVAL;
+	}
+	return 0;
+}
+
+int sc__validate_object(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
+			size_t msgsz)
+{
+	if (k->readonly) {
+		snprintf(field, fieldsz, "kind");
+		snprintf(msg, msgsz, "objects of kind %s cannot be written", k->kind);
+		return SC_EINVAL;
+	}
+	if (!json_is_object(obj)) {
+		snprintf(field, fieldsz, "%s", "");
+		snprintf(msg, msgsz, "expected a JSON object with apiVersion and kind");
+		return SC_EINVAL;
+	}
+	int rc = check_kind(k, obj, field, fieldsz, msg, msgsz);
+	if (rc < 0)
+		return rc;
+	/* Names become store keys and URL segments, so the API keeps to
+	 * Kubernetes' DNS-subdomain rule, stricter than the file format. */
+	const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+	if (name && !sc__name_valid(name)) {
+		snprintf(field, fieldsz, "metadata.name");
+		snprintf(msg, msgsz,
+			 "%s: metadata.name: \"%.64s\" is not a valid name (lower-case letters, "
+			 "digits, '-' and '.', at most %d characters)",
+			 k->kind, name, SC_MAX_NAME);
+		return SC_EINVAL;
+	}
+	sc_manifest_set_t *set = sc_manifest_set_new();
+	sc_manifest_error_t err;
+	if (!set)
+		abort();
+	json_t *view = sc__decoder_view(k, obj);
+	rc = sc_manifest_add_json(set, view, &err);
+	json_decref(view);
+	sc_manifest_set_free(set);
+	if (rc >= 0)
+		return 0;
+	if (rc == SC_ENOMEM)
+		abort(); /* daemon code: out of memory is fatal */
+	/* "Job x: spec.tasks[0].resources.gpu: expected ..." names the object and
+	 * the field; the field also goes into its own member of the answer. */
+	err.file[0] = '\0';
+	snprintf(field, fieldsz, "%s", err.path);
+	sc_manifest_error_format(&err, msg, msgsz);
+	return SC_EINVAL;
+}

@@ -1,0 +1,115 @@
+"""Helpers for the node agent's end-to-end tests: real `starcloud agent`
+processes against a real server, with short heartbeats and back-offs."""
+import os
+import signal
+import subprocess
+import time
+
+from conftest import BIN, free_port, manifest
+
+FAST = ["--heartbeat", "300ms", "--backoff-base", "200ms", "--backoff-max", "2s",
+        "--grace", "2s"]
+
+
+class Agent:
+    def __init__(self, server_url, token, name, data_dir, gpus="2xA100-80GB", extra=(),
+                 prefix=(), listen_host="127.0.0.1", drain=True):
+        self.name = name
+        self.data_dir = str(data_dir)
+        self.port = free_port()
+        self.addr = "%s:%d" % (listen_host, self.port)
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.log = open(self.data_dir + ".log", "a+")
+        args = list(prefix) + [BIN, "agent", "--server", server_url, "--token", token,
+                               "--name", name, "--listen", self.addr,
+                               "--data-dir", self.data_dir] + FAST + list(extra)
+        if drain:
+            args.append("--drain")
+        if gpus:
+            args += ["--gpus", gpus]
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+    def output(self):
+        self.log.flush()
+        with open(self.data_dir + ".log") as f:
+            return f.read()
+
+    def pod_dir(self, job, pod):
+        return os.path.join(self.data_dir, "pods", job, pod)
+
+
+def wait_for(fn, timeout=10.0, step=0.05, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(step)
+    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+
+def job_obj(session, name):
+    r = session.get(session.base + "/jobs/" + name)
+    return r.json() if r.ok else None
+
+
+def pods_of(session, name):
+    obj = job_obj(session, name) or {}
+    return {p["name"]: p for p in obj.get("status", {}).get("pods", [])}
+
+
+def pod_where(session, job, pod, pred):
+    def check():
+        p = pods_of(session, job).get(pod)
+        return p if p and pred(p) else None
+    return check
+
+
+def setup_queue(session, name="q", gpus=64):
+    r = session.post(session.base + "/queues", json=manifest(
+        "Queue", name, {"resources": {"gpu": {"quota": gpus}}}))
+    assert r.status_code == 201, r.text
+
+
+def run_job(session, name, command, replicas=1, gpu=0, q="q", **spec):
+    task = {"name": "main", "replicas": replicas, "command": command,
+            "resources": {"cpu": "100m", "memory": "64Mi"}}
+    if gpu:
+        task["resources"]["gpu"] = gpu
+    for k in ("probes", "env", "args", "workingDir"):
+        if k in spec:
+            task[k] = spec.pop(k)
+    body = manifest("Job", name, dict({"queue": q, "tasks": [task]}, **spec))
+    r = session.post(session.base + "/jobs", json=body)
+    assert r.status_code == 201, r.text
+    return r
+
+
+def processes_with_env(key, value):
+    """PIDs whose environment holds key=value (pods carry STARCLOUD_POD)."""
+    want = ("%s=%s" % (key, value)).encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read()
+            with open("/proc/%s/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            if want in env.split(b"\0") and state not in ("Z", "X"):
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found

@@ -1,0 +1,168 @@
+"""Node agent: probes (each kind), liveness restarts, readiness toggles,
+back-off growth, gang policies, node loss and fencing (one host)."""
+import os
+import signal
+import time
+
+import pytest
+
+from agent_util import (Agent, pod_where, pods_of, processes_with_env, run_job, setup_queue,
+                        wait_for)
+from conftest import free_port
+
+
+@pytest.fixture
+def agent(server, tmp_path):
+    a = Agent(server.url, server.token, "n1", tmp_path / "n1")
+    yield a
+    a.stop()
+
+
+def running(p):
+    return p["phase"] == "Running"
+
+
+def test_liveness_exec_failure_restarts(admin, agent):
+    setup_queue(admin)
+    run_job(admin, "live", ["sh", "-c", "touch alive; exec sleep 600"], restartPolicy="Always",
+            probes={"liveness": {"exec": {"command": ["test", "-f", "alive"]},
+                                 "periodSeconds": 1, "failureThreshold": 2}})
+    wait_for(pod_where(admin, "live", "live-main-0", running))
+    d = agent.pod_dir("live", "live-main-0")
+    wait_for(lambda: os.path.exists(d + "/alive"))
+    time.sleep(1.5)
+    assert pods_of(admin, "live")["live-main-0"].get("restarts", 0) == 0
+    t0 = time.time()
+    os.unlink(d + "/alive")
+    pod = wait_for(pod_where(admin, "live", "live-main-0", lambda p: p.get("restarts") == 1),
+                   timeout=8)
+    # period x threshold = 2 s, plus one period of phase and the 0.2 s back-off.
+    assert time.time() - t0 < 5.0
+    assert "liveness probe failed" in pod["message"] or pod["message"] == ""
+
+
+def test_readiness_http_toggles(admin, agent):
+    setup_queue(admin)
+    port = free_port()
+    run_job(admin, "web", ["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+            restartPolicy="Always",
+            probes={"readiness": {"http": {"path": "/ready", "port": port},
+                                  "periodSeconds": 1, "failureThreshold": 1}})
+    wait_for(pod_where(admin, "web", "web-main-0", running))
+    time.sleep(1.5)
+    assert pods_of(admin, "web")["web-main-0"].get("ready") is False
+    d = agent.pod_dir("web", "web-main-0")
+    open(d + "/ready", "w").close()
+    wait_for(pod_where(admin, "web", "web-main-0", lambda p: p.get("ready") is True), timeout=5)
+    os.unlink(d + "/ready")
+    p = wait_for(pod_where(admin, "web", "web-main-0", lambda p: p.get("ready") is False),
+                 timeout=5)
+    assert "readiness probe failed" in p["message"] and p.get("restarts", 0) == 0
+
+
+def test_startup_tcp_then_liveness(admin, agent):
+    setup_queue(admin)
+    port = free_port()
+    run_job(admin, "tcp", ["sh", "-c", "sleep 1; exec python3 -m http.server %d --bind 127.0.0.1" % port],
+            restartPolicy="Always",
+            probes={"startup": {"tcp": {"port": port}, "periodSeconds": 1, "failureThreshold": 10},
+                    "liveness": {"tcp": {"port": port}, "periodSeconds": 1}})
+    p = wait_for(pod_where(admin, "tcp", "tcp-main-0", lambda p: p.get("ready") is True),
+                 timeout=8)
+    assert p.get("restarts", 0) == 0
+
+
+def test_startup_failure_restarts(admin, agent):
+    setup_queue(admin)
+    run_job(admin, "nostart", ["sleep", "600"], restartPolicy="Always",
+            probes={"startup": {"tcp": {"port": free_port()}, "periodSeconds": 1,
+                                "failureThreshold": 1}})
+    p = wait_for(pod_where(admin, "nostart", "nostart-main-0", lambda p: p.get("restarts", 0) >= 1),
+                 timeout=6)
+    assert "startup probe failed" in p["message"] or "restarting" in p["message"]
+
+
+def test_backoff_grows_then_fails(admin, agent):
+    setup_queue(admin)
+    run_job(admin, "crash", ["sh", "-c", "date +%s.%N >> ../starts; exit 1"],
+            restartPolicy="OnFailure", backoffLimit=3)
+    p = wait_for(pod_where(admin, "crash", "crash-main-0", lambda p: p["phase"] == "Failed"),
+                 timeout=10)
+    assert p["restarts"] == 3 and "back-off limit 3" in p["message"]
+    with open(os.path.join(agent.data_dir, "pods", "crash", "starts")) as f:
+        starts = [float(x) for x in f.read().split()]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert len(gaps) == 3
+    # 0.2 s, 0.4 s, 0.8 s: each gap longer than the one before.
+    assert gaps[0] >= 0.15 and gaps[1] > gaps[0] * 1.5 and gaps[2] > gaps[1] * 1.5, gaps
+
+
+GANG_CMD = ("if [ $STARCLOUD_POD = {job}-main-1 ] && [ ! -e ../../failed-once ]; then "
+            "touch ../../failed-once; sleep 0.5; exit 1; fi; exec sleep 600")
+
+
+def test_gang_restart(admin, agent):
+    setup_queue(admin)
+    run_job(admin, "gang", ["sh", "-c", GANG_CMD.format(job="gang")], replicas=2,
+            restartPolicy="Never", gangPolicy="RestartGang", backoffLimit=2)
+
+    def restarted():
+        obj = admin.get(admin.base + "/jobs/gang").json()
+        pods = obj.get("status", {}).get("pods", [])
+        ann = obj["metadata"].get("annotations", {})
+        return (ann.get("starcloud.dev/gang-restarts") == "1" and len(pods) == 2 and
+                all(p["phase"] == "Running" for p in pods)) and pods
+    wait_for(restarted, timeout=10, what="gang running again")
+    wait_for(lambda: len(processes_with_env("STARCLOUD_JOB", "gang")) == 2, timeout=5,
+             what="two gang processes")
+
+
+def test_gang_fail_job(admin, agent):
+    setup_queue(admin)
+    run_job(admin, "gf", ["sh", "-c", GANG_CMD.format(job="gf")], replicas=2,
+            restartPolicy="Never", gangPolicy="FailJob")
+    wait_for(lambda: all(p["phase"] == "Failed" for p in pods_of(admin, "gf").values())
+             and len(pods_of(admin, "gf")) == 2, timeout=10)
+    wait_for(lambda: not processes_with_env("STARCLOUD_JOB", "gf"), timeout=5,
+             what="the other member stopped")
+
+
+def test_node_loss_moves_gang_and_fences(server, admin, tmp_path):
+    a1 = Agent(server.url, server.token, "n1", tmp_path / "n1", gpus="1xA100-80GB")
+    a2 = Agent(server.url, server.token, "n2", tmp_path / "n2", gpus="1xA100-80GB")
+    try:
+        wait_for(lambda: all(admin.get(admin.base + "/nodes/" + n).ok for n in ("n1", "n2")))
+        setup_queue(admin)
+        run_job(admin, "mv", ["sleep", "600"], gpu=1, restartPolicy="Always")
+        p = wait_for(pod_where(admin, "mv", "mv-main-0", running))
+        first = a1 if p["node"] == "n1" else a2
+        other = a2 if first is a1 else a1
+        wait_for(lambda: processes_with_env("STARCLOUD_POD", "mv-main-0"))
+        # Freeze the agent (its pod keeps running, as on a partitioned node).
+        first.proc.send_signal(signal.SIGSTOP)
+        t0 = time.time()
+        wait_for(pod_where(admin, "mv", "mv-main-0",
+                           lambda q: running(q) and q["node"] == other.name), timeout=10)
+        moved = time.time() - t0
+        node = admin.get(admin.base + "/nodes/" + first.name).json()
+        assert node["status"]["ready"] is False
+        first.proc.send_signal(signal.SIGCONT)
+        # Back: it learns its pod was given away and stops it.
+        wait_for(lambda: len(processes_with_env("STARCLOUD_POD", "mv-main-0")) == 1, timeout=10,
+                 what="one copy left")
+        assert moved < 5.0
+    finally:
+        a1.stop()
+        a2.stop()
+
+
+def test_agent_sigterm_leaves_pods_unless_drain(server, admin, tmp_path):
+    a = Agent(server.url, server.token, "n1", tmp_path / "n1", drain=False)
+    setup_queue(admin)
+    run_job(admin, "keep", ["sleep", "600"], restartPolicy="Always")
+    wait_for(lambda: processes_with_env("STARCLOUD_POD", "keep-main-0"))
+    a.stop()
+    pids = processes_with_env("STARCLOUD_POD", "keep-main-0")
+    assert pids, "the pod must outlive the agent without --drain"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)

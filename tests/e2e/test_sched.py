@@ -1,0 +1,191 @@
+"""The scheduling loop through the API: jobs become Running with pods bound,
+a gang that does not fit stays Pending with the reason, explain, priority
+preemption, drain, events and metrics; and the CLI verbs around them."""
+import os
+import re
+import time
+
+import requests
+
+from conftest import BIN, job, manifest, node, queue
+from test_cli import cli
+
+
+def wait_for(fn, timeout=5.0, what="condition"):
+    deadline = time.time() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.time() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
+def phase(admin, name):
+    st = admin.get(admin.base + "/jobs/" + name).json().get("status", {})
+    return st.get("phase")
+
+
+def cluster(admin, nodes=1, gpus=8):
+    for i in range(nodes):
+        assert admin.post(admin.base + "/nodes", json=node("n%d" % i, gpus=gpus)).status_code == 201
+    assert admin.post(admin.base + "/queues", json=queue("team-a", 8)).status_code == 201
+
+
+def metric(server, name, labels=""):
+    text = requests.get(server.url + "/metrics").text
+    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_job_runs_and_gang_waits(server, admin):
+    cluster(admin)
+    admin.post(admin.base + "/jobs", json=job("small", gpus=2, replicas=2))
+    wait_for(lambda: phase(admin, "small") == "Running", what="small Running")
+    pods = admin.get(admin.base + "/jobs/small").json()["status"]["pods"]
+    assert sorted(p["name"] for p in pods) == ["small-worker-0", "small-worker-1"]
+    assert all(p["phase"] == "Running" and p["node"] == "n0" and len(p["gpus"]) == 2
+               for p in pods)
+    assert len({g for p in pods for g in p["gpus"]}) == 4  # distinct devices
+
+    # A gang of 4 x 8 GPUs cannot fit on one 8-GPU node: Pending with the reason.
+    admin.post(admin.base + "/jobs", json=job("gang", gpus=8, replicas=4))
+    wait_for(lambda: phase(admin, "gang") == "Pending", what="gang Pending")
+    st = admin.get(admin.base + "/jobs/gang").json()["status"]
+    assert "gang" in st["reason"] and st["conditions"][0]["status"] == "False"
+    assert not st.get("pods")
+
+    ex = admin.get(admin.base + "/jobs/gang/explain").json()
+    assert ex["phase"] == "Pending" and ex["reason"] == st["reason"]
+    assert ex["asks"]["pods"] == 4 and ex["asks"]["gpus"] == 32
+    assert ex["queueStatus"]["name"] == "team-a"
+    assert ex["queueStatus"]["allocated"]["gpu"] == 4
+    assert ex["queueStatus"]["requested"]["gpu"] == 36
+
+    evs = admin.get(admin.base + "/events").json()["items"]
+    bound = [e for e in evs if e["reason"] == "Bound" and e["involvedObject"]["name"] == "small"]
+    assert len(bound) == 2
+    pending = [e for e in evs if e["reason"] == "Pending" and e["involvedObject"]["name"] == "gang"]
+    assert len(pending) == 1  # announced once, not every cycle
+    time.sleep(1.2)  # a periodic cycle later: still one
+    evs = admin.get(admin.base + "/events").json()["items"]
+    assert len([e for e in evs if e["reason"] == "Pending"]) == 1
+
+    assert metric(server, "starcloud_placements_total") >= 2
+    assert metric(server, "starcloud_queue_allocated_gpus", '{queue="team-a"}') == 4
+    assert metric(server, "starcloud_pending_jobs") >= 1
+    assert requests.get(server.url + "/readyz").status_code == 200
+
+
+def test_unknown_queue_is_pending_not_fatal(server, admin):
+    cluster(admin)
+    admin.post(admin.base + "/jobs", json=job("lost", q="nowhere"))
+    admin.post(admin.base + "/jobs", json=job("fine"))
+    wait_for(lambda: phase(admin, "fine") == "Running", what="fine Running")
+    st = admin.get(admin.base + "/jobs/lost").json()["status"]
+    assert st["phase"] == "Pending" and 'queue "nowhere" does not exist' in st["reason"]
+
+
+def test_priority_preemption(server, admin):
+    cluster(admin)
+    for name, value in (("low", 50), ("high", 500)):
+        admin.post(admin.base + "/priorityclasses",
+                   json=manifest("PriorityClass", name, {"value": value, "preemptible": True}))
+    lo = job("lo", gpus=8)
+    lo["spec"]["priorityClass"] = "low"
+    admin.post(admin.base + "/jobs", json=lo)
+    wait_for(lambda: phase(admin, "lo") == "Running", what="lo Running")
+    hi = job("hi", gpus=8)
+    hi["spec"]["priorityClass"] = "high"
+    admin.post(admin.base + "/jobs", json=hi)
+    wait_for(lambda: phase(admin, "hi") == "Running", timeout=8, what="hi Running")
+    assert phase(admin, "lo") in ("Evicted", "Pending")
+    evs = admin.get(admin.base + "/events").json()["items"]
+    ev = [e for e in evs if e["reason"] == "Evicted" and e["involvedObject"]["name"] == "lo"]
+    assert ev and ev[0]["action"] == "preempt" and ev[0]["by"] == "hi"
+    assert metric(server, "starcloud_evictions_total", '{reason="preempt"}') >= 1
+    # Once released, the victim's pod is gone from its status.
+    wait_for(lambda: not admin.get(admin.base + "/jobs/lo").json()["status"].get("pods"),
+             what="lo's pod removed")
+
+
+def test_cli_yaml_apply_explain_drain_events(server, admin, tmp_path):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "cluster.yaml").write_text("""\
+apiVersion: starcloud.dev/v1
+kind: Node
+metadata: {name: n0}
+spec: {cpu: 64, memory: 512Gi, gpus: {count: 8, model: A100-80GB, memory: 80Gi}}
+---
+apiVersion: starcloud.dev/v1
+kind: Node
+metadata: {name: n1}
+spec: {cpu: 64, memory: 512Gi, gpus: {count: 8, model: A100-80GB, memory: 80Gi}}
+---
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: team-a}
+spec:
+  resources:
+    gpu: {quota: 16, overQuotaWeight: 1, limit: -1}
+""")
+    (d / "jobs.yml").write_text("""\
+- apiVersion: starcloud.dev/v1
+  kind: Job
+  metadata: {name: train}
+  spec:
+    queue: team-a
+    tasks:
+    - {name: worker, replicas: 1, resources: {gpu: 4}}  # KAI queue: no cpu quota
+""")
+    r = cli(server, "apply", "-f", str(d))
+    assert r.returncode == 0, r.stderr
+    assert "nodes/n1 created" in r.stdout and "jobs/train created" in r.stdout
+    wait_for(lambda: phase(admin, "train") == "Running", what="train Running")
+    r = cli(server, "explain", "job", "train")
+    assert r.returncode == 0 and "Running" in r.stdout and "4 whole GPUs" in r.stdout
+    assert "fair share" in r.stdout
+    # Re-applying the spec keeps the pods (status belongs to the scheduler).
+    r = cli(server, "apply", "-f", str(d / "jobs.yml"))
+    assert r.returncode == 0 and "jobs/train configured" in r.stdout
+    assert admin.get(admin.base + "/jobs/train").json()["status"]["pods"]
+
+    first = admin.get(admin.base + "/jobs/train").json()["status"]["pods"][0]["node"]
+    r = cli(server, "drain", first)
+    assert r.returncode == 0, r.stderr
+    assert admin.get(admin.base + "/nodes/" + first).json()["spec"]["unschedulable"] is True
+
+    def moved():
+        pods = admin.get(admin.base + "/jobs/train").json()["status"].get("pods", [])
+        return pods and pods[0]["phase"] == "Running" and pods[0]["node"] != first
+    wait_for(moved, timeout=8, what="train moved off the drained node")
+    r = cli(server, "get", "events")
+    assert r.returncode == 0 and "Evicted" in r.stdout and "drained" in r.stdout
+    assert metric(server, "starcloud_evictions_total", '{reason="drain"}') >= 1
+    r = cli(server, "drain", first, "--undo")
+    assert r.returncode == 0
+    assert "unschedulable" not in admin.get(admin.base + "/nodes/" + first).json()["spec"]
+
+    bad = d / "bad.yaml"
+    bad.write_text("apiVersion: starcloud.dev/v1\nkind: Job\nmetadata: {name: b}\n"
+                   "spec: {queue: team-a, tasks: [{name: w, replicas: two}]}\n")
+    r = cli(server, "apply", "-f", str(bad))
+    assert r.returncode == 2 and "spec.tasks[0].replicas" in r.stderr
+    r = cli(server, "explain", "job", "nope")
+    assert r.returncode == 1 and "not found" in r.stderr
+
+
+def test_tenant_explain_and_drain_rules(server, admin):
+    cluster(admin)
+    tok = admin.post(admin.base + "/tokens", json={"role": "tenant", "queues": ["team-a"]}).json()
+    t = server.session(tok["token"])
+    admin.post(admin.base + "/jobs", json=job("mine"))
+    admin.post(admin.base + "/queues", json=queue("team-b"))
+    admin.post(admin.base + "/jobs", json=job("theirs", q="team-b"))
+    assert t.get(t.base + "/jobs/mine/explain").status_code == 200
+    assert t.get(t.base + "/jobs/theirs/explain").status_code == 404
+    assert t.post(t.base + "/nodes/n0/drain").status_code == 403
+    assert admin.get(admin.base + "/jobs/mine/bogus").status_code == 404
+    assert admin.post(admin.base + "/jobs/mine/explain").status_code == 405
