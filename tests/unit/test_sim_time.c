@@ -73,6 +73,31 @@ static void test_never_fits(void **state)
 	sc_tjobs_free(&jobs);
 }
 
+/* Two queues with equal demand on a full node: the core's fair share gives
+ * each half of the GPUs, so both get x_q = 1 and Jain's index is 1. */
+static void test_two_queues_fair(void **state)
+{
+	sc_tjob_t v[8];
+	char names[8][8];
+	for (int i = 0; i < 8; i++) {
+		snprintf(names[i], sizeof(names[i]), "j%d", i);
+		v[i] = (sc_tjob_t){.name = names[i], .queue = i % 2 ? "b" : "a", .arrival = 0,
+				   .duration = 100, .pods = 1, .gpus = 1, .cpu_milli = 1000,
+				   .memory = 1 << 30};
+	}
+	sc_tjobs_t jobs = {.v = v, .n = 8};
+	sc_tsim_config_t c = {.nodes = &one_node, .nnodes = 1, .tick = 1};
+	sc_tsim_result_t r;
+	char msg[256] = "";
+	assert_int_equal(sc_tsim_run(&jobs, &c, &r, msg, sizeof(msg)), 0);
+	assert_int_equal(r.nqueues, 2);
+	assert_int_equal(r.finished, 8);
+	assert_int_equal(r.makespan, 200);
+	assert_true(r.queues[0].wait.mean == 50.0 && r.queues[1].wait.mean == 50.0);
+	assert_true(r.jain > 0.999);
+	sc_tsim_result_free(&r);
+}
+
 static void test_tiresias_errors(void **state)
 {
 	sc_tjobs_t jobs = {0};
@@ -132,6 +157,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_known_waits),
 		cmocka_unit_test(test_never_fits),
+		cmocka_unit_test(test_two_queues_fair),
 		cmocka_unit_test(test_tiresias_errors),
 		cmocka_unit_test(test_gavel),
 	};
