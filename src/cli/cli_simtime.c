@@ -173,16 +173,19 @@ static int detect_format(const char *path)
 /* simulation_throughputs.json in the trace's folder or its parent. */
 static void default_throughputs(const char *trace, char *out, size_t n)
 {
-	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s", trace);
+	char dir[2048]; /* leaves room for the file name in out */
+	if (snprintf(dir, sizeof(dir), "%s", trace) >= (int)sizeof(dir)) {
+		snprintf(out, n, "simulation_throughputs.json"); /* too long: look here */
+		return;
+	}
 	char *slash = is_dir(dir) ? dir + strlen(dir) : strrchr(dir, '/');
 	if (slash)
 		*slash = 0;
 	else
 		snprintf(dir, sizeof(dir), ".");
 	for (int up = 0; up < 2; up++) {
-		snprintf(out, n, "%s%s/simulation_throughputs.json", dir, up ? "/.." : "");
-		if (access(out, R_OK) == 0)
+		int len = snprintf(out, n, "%s%s/simulation_throughputs.json", dir, up ? "/.." : "");
+		if (len < (int)n && access(out, R_OK) == 0)
 			return;
 	}
 }
@@ -204,7 +207,7 @@ static int load_gavel(const topts_t *o, const char *path, sc_tjobs_t *jobs, char
 		return sc_tjobs_read_gavel(path, tput, o->gpu_type, jobs, msg, msgsize);
 	DIR *d = opendir(path);
 	if (!d) {
-		snprintf(msg, msgsize, "%s: %s", path, strerror(errno));
+		snprintf(msg, msgsize, "%.900s: %s", path, strerror(errno));
 		return SC_EIO;
 	}
 	/* Read the folder's .trace files in name order, for a stable job order. */
