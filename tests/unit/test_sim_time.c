@@ -78,7 +78,7 @@ static void test_never_fits(void **state)
 static void test_two_queues_fair(void **state)
 {
 	sc_tjob_t v[8];
-	char names[8][8];
+	char names[8][16];
 	for (int i = 0; i < 8; i++) {
 		snprintf(names[i], sizeof(names[i]), "j%d", i);
 		v[i] = (sc_tjob_t){.name = names[i], .queue = i % 2 ? "b" : "a", .arrival = 0,
