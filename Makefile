@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
 
 all: build
 
@@ -101,6 +101,11 @@ bench-ha: $(BIN)
 
 bench-sim: $(BIN)
 	@bench/sim_bench.sh $(BIN)
+
+# Node agent: failover after a node kill (default lease), liveness restart,
+# RSS and CPU with 100 pods (docs/BENCHMARKS.md). About four minutes.
+bench-agent: $(BIN)
+	@/usr/bin/python3 bench/agent_bench.py --bin $(BIN) all
 
 bench: build
 	./$(BIN) bench core --cycles 5

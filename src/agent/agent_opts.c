@@ -27,6 +27,8 @@ static void usage(FILE *f)
 		"  --backoff-reset DUR    of healthy running (default 10m)\n"
 		"  --grace DUR            SIGTERM -> SIGKILL grace period (default 30s)\n"
 		"  --log-max BYTES        log size before rotation (default 10Mi)\n"
+		"  --pod-retention DUR    keep folders of finished pods this long (default 24h)\n"
+		"  --keep-pods N          and at most N of them (default 100)\n"
 		"  --drain                stop every pod on SIGTERM (default: leave them)\n"
 		"  --fence-on-lease-loss  stop every pod when the lease cannot be renewed\n"
 		"Durations take ms, s, m, h units (250ms, 2s, 5m).\n");
@@ -90,6 +92,8 @@ static void defaults(sc_agent_opts_t *o)
 	o->backoff_reset_ms = 600000;
 	o->grace_ms = 30000;
 	o->log_max = 10u << 20;
+	o->pod_retention_ms = 24ull * 3600 * 1000;
+	o->keep_pods = 100;
 	o->nvml_lib = getenv("STARCLOUD_NVML_LIB");
 }
 
@@ -98,9 +102,9 @@ static void defaults(sc_agent_opts_t *o)
 static int value_opt(sc_agent_opts_t *o, const char *a, const char *v)
 {
 	uint64_t *durs[] = { &o->heartbeat_ms, &o->backoff_base_ms, &o->backoff_max_ms,
-			     &o->backoff_reset_ms, &o->grace_ms };
-	static const char *const dnames[] = { "--heartbeat", "--backoff-base", "--backoff-max",
-					      "--backoff-reset", "--grace" };
+			     &o->backoff_reset_ms, &o->grace_ms, &o->pod_retention_ms };
+	static const char *const dnames[] = { "--heartbeat",	 "--backoff-base", "--backoff-max",
+					      "--backoff-reset", "--grace",	   "--pod-retention" };
 	const char **strs[] = { &o->server, &o->token, &o->name, &o->gpus, &o->labels,
 				&o->data_dir, &o->nvml_lib, &o->advertise };
 	static const char *const snames[] = { "--server", "--token",    "--name",
@@ -123,6 +127,14 @@ static int value_opt(sc_agent_opts_t *o, const char *a, const char *v)
 		return sc_quantity_cpu(v, 0, &o->cpu_milli) < 0 ? SC_EINVAL : 1;
 	if (strcmp(a, "--memory") == 0)
 		return sc_quantity_memory(v, 0, &o->memory) < 0 ? SC_EINVAL : 1;
+	if (strcmp(a, "--keep-pods") == 0) {
+		char *end;
+		long n = strtol(v, &end, 10);
+		if (end == v || *end || n < 0 || n > 100000)
+			return SC_EINVAL;
+		o->keep_pods = (size_t)n;
+		return 1;
+	}
 	if (strcmp(a, "--log-max") == 0) {
 		int64_t b;
 		if (sc_quantity_memory(v, 0, &b) < 0 || b < 4096)

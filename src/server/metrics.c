@@ -39,6 +39,7 @@ struct sc_metrics {
 	hist_t cycle;
 	hist_t wait;
 	unsigned long long cycles, placements, evictions[SC_ACT_COUNT], drained;
+	unsigned long long rollbacks[3]; /* by rollback_reasons */
 	size_t pending;
 	sc_queue_metrics_t *queues;
 	size_t nqueues;
@@ -127,6 +128,17 @@ void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
 	m->nqueues = nqueues;
 }
 
+/* Why a canary was rolled back: the server's analysis of the gateway's
+ * reports, the gateway's own analysis, or a user's abort. */
+static const char *const rollback_reasons[3] = { "error_rate", "gateway", "abort" };
+
+void sc__metrics_rollback(sc_metrics_t *m, const char *reason)
+{
+	for (int i = 0; i < 3; i++)
+		if (strcmp(rollback_reasons[i], reason) == 0)
+			m->rollbacks[i]++;
+}
+
 void sc__metrics_wait(sc_metrics_t *m, double seconds)
 {
 	hist_observe(&m->wait, seconds);
@@ -206,6 +218,11 @@ static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 		sc_buf_printf(b, "starcloud_evictions_total{reason=\"%s\"} %llu\n",
 			      sc_action_name(a), m->evictions[a]);
 	sc_buf_printf(b, "starcloud_evictions_total{reason=\"drain\"} %llu\n", m->drained);
+	sc_buf_printf(b, "# HELP starcloud_rollbacks_total Canary rollouts rolled back, by reason.\n"
+			 "# TYPE starcloud_rollbacks_total counter\n");
+	for (int i = 0; i < 3; i++)
+		sc_buf_printf(b, "starcloud_rollbacks_total{reason=\"%s\"} %llu\n",
+			      rollback_reasons[i], m->rollbacks[i]);
 	write_queues(b, m);
 }
 
