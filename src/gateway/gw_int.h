@@ -222,6 +222,9 @@ void sc__gw_span_root(sc_gw_t *gw, gw_span_t *s, const char *traceparent);
 void sc__gw_span_child(sc_gw_t *gw, const gw_span_t *parent, gw_span_t *child);
 /* Writes the traceparent naming span s (55 chars + NUL). */
 void sc__gw_traceparent(const gw_span_t *s, char out[56]);
+/* True when s would be exported (sampled, --otlp set): lets callers skip
+ * building attributes on the hot path. */
+int sc__gw_span_wanted(const sc_gw_t *gw, const gw_span_t *s);
 /* Ends a span and queues it for export (when --otlp is set). attrs is a
  * jansson object of string/int attributes (taken). */
 void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, int error,

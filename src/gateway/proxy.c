@@ -15,6 +15,7 @@
 
 #include "gateway/proxy.h"
 #include "starcloud/error.h"
+#include "starcloud/jscan.h"
 
 static void req_release(gw_req_t *q);
 
@@ -48,6 +49,8 @@ static void req_account(gw_req_t *q, int status)
 	double total = since(q->t0_ns);
 	double ttft = q->ttft_ns ? (double)(q->ttft_ns - q->t0_ns) / 1e9 : total;
 	sc__gw_stats_done(s, status, total, ttft);
+	if (!sc__gw_span_wanted(q->gw, &q->root))
+		return;
 	json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "model", q->model, "version", ver,
 			      "http.status_code", status, "retries",
 			      q->attempts > 0 ? q->attempts - 1 : 0);
@@ -289,9 +292,14 @@ static int valid_answer(gw_req_t *q)
 		return 0;
 	if (q->kind != GW_K_COMPL && q->kind != GW_K_CHAT)
 		return 1;
-	json_t *j = json_loadb(q->resp.data, q->resp.len, 0, NULL);
-	size_t nc = json_array_size(json_object_get(j, "choices"));
-	json_decref(j);
+	/* Only "choices" matters: a validating scan, no tree. */
+	static const char *const keys[] = { "choices" };
+	sc_jval_t v;
+	size_t nc = 0;
+	int same;
+	if (sc_jscan_object(q->resp.data, q->resp.len, keys, 1, &v) < 0 ||
+	    sc_jscan_array(&v, &nc, &same) < 0)
+		return 0;
 	return nc > 0;
 }
 
@@ -311,13 +319,16 @@ void sc__gw_attempt_end(gw_req_t *q, int failed)
 	sc__gw_backend_result(q->gw, b, !failed);
 	if (b->role != GW_ROLE_PREFILL)
 		sc__gw_rollout_observe(q->gw, q->model, b->version, failed, secs);
-	json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "replica", b->id, "version", b->version,
-			      "http.status_code", q->up_status, "attempt", q->attempts);
-	sc__gw_span_end(q->gw, &q->att,
-			b->role == GW_ROLE_DECODE	 ? "decode"
-			: b->role == GW_ROLE_PREFILL ? "prefill"
-						     : "attempt",
-			3, failed, a);
+	if (sc__gw_span_wanted(q->gw, &q->att)) {
+		json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "replica", b->id, "version",
+				      b->version, "http.status_code", q->up_status, "attempt",
+				      q->attempts);
+		sc__gw_span_end(q->gw, &q->att,
+				b->role == GW_ROLE_DECODE    ? "decode"
+				: b->role == GW_ROLE_PREFILL ? "prefill"
+							     : "attempt",
+				3, failed, a);
+	}
 	b->inflight--;
 	sc__gw_stats_inflight(b->stats, -1);
 	if (q->in_retry) {
@@ -330,8 +341,9 @@ void sc__gw_attempt_end(gw_req_t *q, int failed)
  * with the text so far appended, or end the stream with an error event. */
 static void resume_or_fail(gw_req_t *q)
 {
-	int resumable = q->body && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT);
-	if (q->kind == GW_K_COMPL && !q->pd && !json_is_string(json_object_get(q->body, "prompt")))
+	json_t *body = sc__gw_req_json(q);
+	int resumable = body != NULL;
+	if (q->kind == GW_K_COMPL && !q->pd && !json_is_string(json_object_get(body, "prompt")))
 		resumable = 0;
 	if (q->pd && json_array_size(q->ids) < (size_t)(q->ntok > 0 ? 1 : 0))
 		resumable = 0; /* without token ids a decode cannot skip what was sent */
@@ -465,9 +477,23 @@ static void add_continuation(gw_req_t *q, json_t *b)
 	}
 }
 
+json_t *sc__gw_req_json(gw_req_t *q)
+{
+	if (!q->body && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT))
+		q->body = json_loadb(q->raw, q->rawlen, 0, NULL);
+	return q->body;
+}
+
+int sc__gw_body_verbatim(const gw_req_t *q)
+{
+	if (q->kind != GW_K_COMPL && q->kind != GW_K_CHAT)
+		return 1;
+	return !q->rewrite && !q->pd && q->ntok == 0;
+}
+
 char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
 {
-	if (!q->body || (!q->rewrite && !q->pd && q->ntok == 0)) {
+	if (sc__gw_body_verbatim(q) || !sc__gw_req_json(q)) {
 		char *c = malloc(q->rawlen + 1);
 		if (!c)
 			abort();
@@ -528,12 +554,19 @@ static void attempt_send(gw_req_t *q, gw_backend_t *b)
 	snprintf(hdrs, sizeof(hdrs), "traceparent: %s\r\n%s", tp,
 		 q->stream ? "Accept: text/event-stream\r\n" : "");
 	size_t blen = 0;
-	char *body = strcmp(q->method, "POST") == 0 ? sc__gw_body_for_attempt(q, &blen) : NULL;
+	char *body = NULL;
+	const char *send = NULL;
+	if (strcmp(q->method, "POST") == 0 && sc__gw_body_verbatim(q)) {
+		send = q->raw; /* the common case: no copy, no re-serializing */
+		blen = q->rawlen;
+	} else if (strcmp(q->method, "POST") == 0) {
+		send = body = sc__gw_body_for_attempt(q, &blen);
+	}
 	sc_hcli_call_t call = {
 		.method = q->method,
 		.url = url,
 		.headers = hdrs,
-		.body = body,
+		.body = send,
 		.body_len = blen,
 		.timeout_ms = q->gw->o.attempt_timeout_ms,
 		.cbs = {.on_head = up_head, .on_data = up_data_stream, .on_done = up_done},
@@ -662,56 +695,72 @@ static void route(gw_req_t *q)
 	if ((q->kind == GW_K_COMPL || q->kind == GW_K_CHAT) &&
 	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_PREFILL) &&
 	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_DECODE)) {
+		sc__gw_req_json(q); /* the phases' bodies are built from it */
 		sc__gw_pd_start(q);
 		return;
 	}
 	sc__gw_attempt(q);
 }
 
-static const char *openai_check(const json_t *b, int kind)
+/* The top-level fields an OpenAI request is checked and routed on. */
+enum { OA_MODEL, OA_STREAM, OA_MAX_TOKENS, OA_PROMPT, OA_MESSAGES, OA_N };
+static const char *const oa_keys[OA_N] = { "model", "stream", "max_tokens", "prompt",
+					   "messages" };
+
+/* Validates a scanned request; NULL when good, else the message. */
+static const char *openai_check(int rc, const sc_jval_t *v, int kind)
 {
-	if (!json_is_object(b))
+	if (rc == SC_EPARSE)
+		return "the body is not valid JSON";
+	if (rc == SC_EINVAL)
 		return "the body must be a JSON object";
-	if (!json_is_string(json_object_get(b, "model")))
+	if (rc == SC_EEXISTS)
+		return "the body repeats a key (model, stream, max_tokens, prompt or messages)";
+	if (v[OA_MODEL].type != SC_JT_STRING)
 		return "model: expected a string";
-	json_t *s = json_object_get(b, "stream");
-	if (s && !json_is_boolean(s))
+	int st = v[OA_STREAM].type;
+	if (st != SC_JT_ABSENT && st != SC_JT_TRUE && st != SC_JT_FALSE)
 		return "stream: expected true or false";
-	json_t *mt = json_object_get(b, "max_tokens");
-	if (mt && !json_is_null(mt) && (!json_is_integer(mt) || json_integer_value(mt) < 0))
+	long long mt = 0;
+	int mtt = v[OA_MAX_TOKENS].type;
+	if (mtt != SC_JT_ABSENT && mtt != SC_JT_NULL &&
+	    (sc_jscan_int(&v[OA_MAX_TOKENS], &mt) < 0 || mt < 0))
 		return "max_tokens: expected a non-negative integer";
 	if (kind == GW_K_COMPL) {
-		json_t *p = json_object_get(b, "prompt");
-		if (!json_is_string(p) && !json_is_array(p))
+		int pt = v[OA_PROMPT].type;
+		if (pt != SC_JT_STRING && pt != SC_JT_ARRAY)
 			return "prompt: expected a string or an array";
-	} else {
-		json_t *m = json_object_get(b, "messages");
-		if (!json_is_array(m) || json_array_size(m) == 0)
-			return "messages: expected a non-empty array";
-		for (size_t i = 0; i < json_array_size(m); i++)
-			if (!json_is_object(json_array_get(m, i)))
-				return "messages: every message must be an object";
+		return NULL;
 	}
+	size_t n = 0;
+	int same = SC_JT_ABSENT;
+	if (sc_jscan_array(&v[OA_MESSAGES], &n, &same) < 0 || n == 0)
+		return "messages: expected a non-empty array";
+	if (same != SC_JT_OBJECT)
+		return "messages: every message must be an object";
 	return NULL;
 }
 
+/* Checks and routes an OpenAI request from a validating scan of its body:
+ * the body is forwarded as it came, never parsed into a tree, unless a
+ * retry must rewrite it (see sc__gw_req_json). */
 static void openai(sc_http_req_t *hr, sc_gw_t *gw, int kind, const char *path)
 {
 	size_t len;
 	const char *raw = sc_http_body(hr, &len);
-	json_error_t je;
-	json_t *b = json_loadb(raw, len, JSON_REJECT_DUPLICATES, &je);
-	const char *bad = b ? openai_check(b, kind) : "the body is not valid JSON";
+	sc_jval_t v[OA_N];
+	int rc = sc_jscan_object(raw, len, oa_keys, OA_N, v);
+	const char *bad = openai_check(rc, v, kind);
 	if (bad) {
-		json_decref(b);
 		sc__gw_error(hr, 400, "invalid_request_error", bad);
 		return;
 	}
 	gw_req_t *q = req_new(gw, hr, kind);
-	q->body = b;
-	q->stream = json_is_true(json_object_get(b, "stream"));
+	q->stream = v[OA_STREAM].type == SC_JT_TRUE;
 	snprintf(q->path, sizeof(q->path), "%s", path);
-	if (set_model(q, json_string_value(json_object_get(b, "model")), NULL) < 0) {
+	char model[GW_MAX_NAME + GW_MAX_VERSION + 2];
+	if (sc_jscan_string(&v[OA_MODEL], model, sizeof(model)) < 0 ||
+	    set_model(q, model, NULL) < 0) {
 		sc__gw_fail(q, 400, "invalid_request_error", "model: expected NAME or NAME:VERSION");
 		return;
 	}
@@ -799,12 +848,14 @@ static void h_kserve(sc_http_req_t *hr, void *ud)
 	if (infer) {
 		size_t len;
 		const char *raw = sc_http_body(hr, &len);
-		json_t *b = json_loadb(raw, len, 0, NULL);
-		const char *bad = !json_is_object(b) ? "the body must be a JSON object"
-				  : !json_is_array(json_object_get(b, "inputs"))
-				      ? "inputs: expected an array"
-				      : NULL;
-		json_decref(b);
+		static const char *const keys[] = { "inputs" };
+		sc_jval_t in;
+		int rc = sc_jscan_object(raw, len, keys, 1, &in);
+		const char *bad = rc == SC_EPARSE || rc == SC_EINVAL
+					  ? "the body must be a JSON object"
+				  : rc == SC_EEXISTS	    ? "inputs: given twice"
+				  : in.type != SC_JT_ARRAY ? "inputs: expected an array"
+							   : NULL;
 		if (bad) {
 			kserve_error(hr, 400, bad);
 			return;

@@ -143,6 +143,11 @@ static json_t *attributes(json_t *attrs)
 	return out;
 }
 
+int sc__gw_span_wanted(const sc_gw_t *gw, const gw_span_t *s)
+{
+	return gw->trace != NULL && s->sampled;
+}
+
 void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, int error,
 		     json_t *attrs)
 {

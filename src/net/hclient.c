@@ -79,6 +79,7 @@ struct hc_conn {
 	hc_conn_t *prev, *next; /* all connections */
 	http_parser parser;
 	int connected;
+	int reading;      /* uv_read_start is in effect (it stays so) */
 	int reused;
 	int in_pool;
 	int closing;
@@ -210,14 +211,6 @@ static void conn_close(hc_conn_t *k)
 	uv_close((uv_handle_t *)&k->timer, on_conn_handle_closed);
 }
 
-static void on_idle_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
-{
-	/* An idle connection has nothing to say: any byte or EOF ends it. */
-	hc_conn_t *k = st->data;
-	if (n != 0)
-		conn_close(k);
-}
-
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
 	static char slab[READ_SLAB]; /* one loop thread: the parser copies out */
@@ -243,8 +236,9 @@ static void conn_release(hc_conn_t *k, int keep)
 	k->next_idle = k->pool->idle;
 	k->pool->idle = k;
 	k->pool->nidle++;
-	uv_read_stop((uv_stream_t *)&k->tcp);
-	uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_idle_read);
+	/* The connection keeps reading (on_read sees no request and closes it
+	 * on any byte or EOF): stopping and restarting reads would cost two
+	 * epoll_ctl calls per request. */
 	uv_timer_start(&k->timer, on_idle_timer, c->opts.idle_close_ms, 0);
 }
 
@@ -441,7 +435,13 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
 	hc_conn_t *k = st->data;
 	sc_hcli_req_t *r = k->req;
-	if (!r || n == 0)
+	if (!r) {
+		/* An idle connection has nothing to say: any byte or EOF ends it. */
+		if (n != 0)
+			conn_close(k);
+		return;
+	}
+	if (n == 0)
 		return;
 	if (n < 0) {
 		if (n == UV_EOF && r->got_bytes) {
@@ -485,22 +485,37 @@ static void on_write(uv_write_t *w, int status)
 		req_fail(k->req, SC_EIO);
 }
 
-static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
+/* Queues what uv_try_write did not take (a copy: r->out may be resent). */
+static int conn_write_rest(hc_conn_t *k, const char *data, size_t len)
 {
-	hc_write_t *hw = xmalloc(sizeof(*hw) + r->out.len);
+	hc_write_t *hw = xmalloc(sizeof(*hw) + len);
 	hw->conn = k;
-	memcpy(hw->data, r->out.data, r->out.len);
-	uv_buf_t b = uv_buf_init(hw->data, (unsigned)r->out.len);
-	http_parser_init(&k->parser, HTTP_RESPONSE);
-	k->parser.data = k;
-	uv_read_stop((uv_stream_t *)&k->tcp);
+	memcpy(hw->data, data, len);
+	uv_buf_t b = uv_buf_init(hw->data, (unsigned)len);
 	if (uv_write(&hw->w, (uv_stream_t *)&k->tcp, &b, 1, on_write) < 0) {
 		free(hw);
+		return SC_EIO;
+	}
+	return 0;
+}
+
+static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
+{
+	http_parser_init(&k->parser, HTTP_RESPONSE);
+	k->parser.data = k;
+	/* Most requests fit the socket buffer: written here, no copy. */
+	uv_buf_t b = uv_buf_init(r->out.data, (unsigned)r->out.len);
+	int n = uv_try_write((uv_stream_t *)&k->tcp, &b, 1);
+	size_t done = n > 0 ? (size_t)n : 0;
+	if (done < r->out.len && conn_write_rest(k, r->out.data + done, r->out.len - done) < 0) {
 		k->deferred_err = SC_EIO;
 		uv_timer_start(&k->timer, on_timeout, 0, 0);
 		return;
 	}
-	uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+	if (!k->reading) {
+		k->reading = 1;
+		uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+	}
 	r->reached = 1;
 	arm_timer(r);
 }

@@ -215,25 +215,36 @@ void sc_http_flush(sc_http_server_t *s)
 	}
 }
 
+/* Writes parts at once when the socket takes them (the common case: one
+ * writev, no copy, no write request, no epoll change); whatever is left is
+ * copied into one allocation and queued. */
 static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts)
 {
 	size_t len = 0;
 	for (size_t i = 0; i < nparts; i++)
 		len += parts[i].len;
-	write_req_t *wr = malloc(sizeof(*wr) + len);
+	size_t skip = 0;
+	int n = uv_try_write((uv_stream_t *)&c->tcp, parts, (unsigned)nparts);
+	if (n > 0)
+		skip = (size_t)n;
+	if (skip == len)
+		return 0;
+	write_req_t *wr = malloc(sizeof(*wr) + (len - skip));
 	if (!wr)
 		abort(); /* daemons abort on out-of-memory (style rule 7) */
 	wr->c = c;
-	wr->len = len;
+	wr->len = len - skip;
 	size_t off = 0;
 	for (size_t i = 0; i < nparts; i++) {
-		memcpy(wr->data + off, parts[i].base, parts[i].len);
-		off += parts[i].len;
+		size_t pl = parts[i].len, from = skip < pl ? skip : pl;
+		skip -= from;
+		memcpy(wr->data + off, parts[i].base + from, pl - from);
+		off += pl - from;
 	}
-	uv_buf_t b = uv_buf_init(wr->data, (unsigned)len);
-	c->pending_out += len;
+	uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
+	c->pending_out += wr->len;
 	if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
-		c->pending_out -= len;
+		c->pending_out -= wr->len;
 		free(wr);
 		conn_close(c);
 		return SC_EIO;
