@@ -649,6 +649,7 @@ static int setup(sc_gw_t *gw, args_t *a)
 
 static void free_all(sc_gw_t *gw)
 {
+	sc__gw_proxy_free_pool(gw);
 	for (size_t i = 0; i < gw->nbe; i++)
 		free(gw->be[i]);
 	for (size_t i = 0; i < gw->nstats; i++)

@@ -23,6 +23,7 @@
 #include "net/http.h"
 #include "net/hclient.h"
 #include "starcloud/buf.h"
+#include "starcloud/serve.h"
 
 #define GW_MAX_NAME 128
 #define GW_MAX_VERSION 64
@@ -60,12 +61,7 @@ typedef struct gw_backend {
 	gw_stats_t *stats;      /* the model/version figures */
 } gw_backend_t;
 
-typedef struct gw_window {
-	uint64_t requests, errors;
-	double lat[1024];       /* a reservoir of latencies (s) for the p99 */
-	size_t nlat;
-	uint64_t seen;          /* latencies offered to the reservoir */
-} gw_window_t;
+typedef sc_window_t gw_window_t; /* starcloud/serve.h */
 
 enum { RO_PROGRESSING, RO_PROMOTED, RO_ROLLED_BACK, RO_ABORTED };
 
@@ -134,6 +130,8 @@ typedef struct sc_gw {
 	uint64_t active_retries;    /* retry attempts in flight */
 	uint64_t shed, budget_exhausted;
 	struct gw_req *reqs;        /* every request in flight */
+	struct gw_req *pool;        /* finished requests kept for reuse (proxy.c) */
+	size_t npool;
 	uv_timer_t probe_timer;
 	uv_signal_t sigint, sigterm;
 	void *trace;                /* trace.c exporter state */

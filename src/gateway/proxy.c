@@ -10,6 +10,7 @@
  *   - a 200 with an empty or shapeless body is a failure too (never an
  *     empty 200 to a client);
  *   - other answers, 500 included, go to the client as they are. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,16 +94,74 @@ static void respond_upstream(gw_req_t *q)
  * Lifetime
  * ------------------------------------------------------------------- */
 
+/* Finished requests are kept (with their buffers) for the next ones, up
+ * to GW_REQ_POOL: no allocation per request once the gateway is warm. A
+ * buffer that grew past GW_REQ_KEEP_BYTES is given back instead. */
+#define GW_REQ_POOL 512
+#define GW_REQ_KEEP_BYTES (64u << 10)
+
+static void buf_trim(sc_buf_t *b)
+{
+	if (b->cap > GW_REQ_KEEP_BYTES)
+		sc_buf_free(b);
+	sc_buf_reset(b);
+}
+
 static void on_timer_closed(uv_handle_t *h)
 {
 	gw_req_t *q = h->data;
+	sc_gw_t *gw = q->gw;
 	json_decref(q->body);
 	json_decref(q->kv);
 	json_decref(q->ids);
-	sc_buf_free(&q->resp);
-	sc_buf_free(&q->sse);
-	sc_buf_free(&q->emitted);
-	free(q);
+	if (gw->npool >= GW_REQ_POOL) {
+		sc_buf_free(&q->resp);
+		sc_buf_free(&q->sse);
+		sc_buf_free(&q->emitted);
+		free(q);
+		return;
+	}
+	buf_trim(&q->resp);
+	buf_trim(&q->sse);
+	buf_trim(&q->emitted);
+	q->next = gw->pool;
+	gw->pool = q;
+	gw->npool++;
+}
+
+/* A zeroed request, from the pool when one is there. */
+static gw_req_t *req_alloc(sc_gw_t *gw)
+{
+	gw_req_t *q = gw->pool;
+	if (!q) {
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			abort();
+		return q;
+	}
+	gw->pool = q->next;
+	gw->npool--;
+	sc_buf_t keep[3] = { q->resp, q->sse, q->emitted };
+	memset(q, 0, offsetof(gw_req_t, last_err));
+	q->last_err[0] = '\0';
+	memset(&q->pd, 0, sizeof(*q) - offsetof(gw_req_t, pd));
+	q->resp = keep[0];
+	q->sse = keep[1];
+	q->emitted = keep[2];
+	return q;
+}
+
+void sc__gw_proxy_free_pool(sc_gw_t *gw)
+{
+	while (gw->pool) {
+		gw_req_t *q = gw->pool;
+		gw->pool = q->next;
+		sc_buf_free(&q->resp);
+		sc_buf_free(&q->sse);
+		sc_buf_free(&q->emitted);
+		free(q);
+	}
+	gw->npool = 0;
 }
 
 static void req_release(gw_req_t *q)
@@ -198,15 +257,13 @@ static int start_client_stream(gw_req_t *q)
 /* Sends one complete event (with its blank line) to the client. */
 static int forward_event(gw_req_t *q, const char *ev, size_t len)
 {
-	const char *d = ev;
-	if (len >= 6 && strncmp(d, "data: ", 6) == 0) {
-		size_t dl = len - 6;
-		while (dl && (d[6 + dl - 1] == '\n' || d[6 + dl - 1] == '\r'))
-			dl--;
-		if (dl == 6 && strncmp(d + 6, "[DONE]", 6) == 0)
+	const char *d;
+	size_t dl;
+	if (sc_sse_data(ev, len, &d, &dl)) {
+		if (sc_sse_is_done(d, dl))
 			q->saw_done = 1;
 		else
-			note_text(q, d + 6, dl);
+			note_text(q, d, dl);
 	}
 	if (!q->hr)
 		return 1;
@@ -220,10 +277,9 @@ static int forward_event(gw_req_t *q, const char *ev, size_t len)
 static int pump_events(gw_req_t *q)
 {
 	for (;;) {
-		char *end = q->sse.len ? strstr(q->sse.data, "\n\n") : NULL;
-		if (!end)
+		size_t n = sc_sse_next(q->sse.data, q->sse.len);
+		if (!n)
 			return 0;
-		size_t n = (size_t)(end - q->sse.data) + 2;
 		if (forward_event(q, q->sse.data, n))
 			return 1;
 		sc_buf_consume(&q->sse, n);
@@ -440,10 +496,8 @@ int sc__gw_may_retry(gw_req_t *q)
 	 * budget, which protects struggling replicas, does not apply. */
 	if (q->free_retry)
 		return 1;
-	double budget = gw->o.retry_budget * (double)gw->active;
-	if (budget < gw->o.retry_budget_min)
-		budget = gw->o.retry_budget_min;
-	if ((double)gw->active_retries >= budget) {
+	if (!sc_retry_budget_ok(gw->active, gw->active_retries, gw->o.retry_budget,
+				gw->o.retry_budget_min)) {
 		gw->budget_exhausted++;
 		return 0;
 	}
@@ -630,18 +684,14 @@ void sc__gw_attempt_take(gw_req_t *q, gw_backend_t *b)
 
 static gw_req_t *req_new(sc_gw_t *gw, sc_http_req_t *hr, int kind)
 {
-	gw_req_t *q = calloc(1, sizeof(*q));
-	if (!q)
-		abort();
+	gw_req_t *q = req_alloc(gw);
 	q->gw = gw;
 	q->hr = hr;
 	q->kind = kind;
 	q->method = sc_http_method(hr);
 	q->raw = sc_http_body(hr, &q->rawlen);
 	q->t0_ns = uv_hrtime();
-	sc_buf_init(&q->resp, gw->o.max_response);
-	sc_buf_init(&q->sse, gw->o.max_response);
-	sc_buf_init(&q->emitted, gw->o.max_response);
+	q->resp.max = q->sse.max = q->emitted.max = gw->o.max_response;
 	uv_timer_init(gw->loop, &q->timer);
 	q->timer.data = q;
 	uv_timer_start(&q->timer, on_deadline, gw->o.timeout_ms, 0);

@@ -94,5 +94,7 @@ int sc__gw_pd_kv_gone(const gw_req_t *q);
 
 /* Ends every request in flight (shutdown). */
 void sc__gw_proxy_shutdown(sc_gw_t *gw);
+/* Frees the pool of finished requests (after the loop has stopped). */
+void sc__gw_proxy_free_pool(sc_gw_t *gw);
 
 #endif

@@ -25,6 +25,8 @@
 #define MAX_HOST 64
 #define MAX_RESP_HEADERS 64
 #define READ_SLAB (64 * 1024)
+#define REQ_POOL 512
+#define REQ_KEEP_BYTES (64u << 10)
 
 typedef struct hc_conn hc_conn_t;
 
@@ -42,6 +44,8 @@ struct sc_hcli {
 	hc_pool_t *pools;
 	hc_conn_t *conns; /* every open connection, for sc_hcli_close */
 	size_t nconns;
+	sc_hcli_req_t *pool; /* finished requests kept for reuse */
+	size_t npool;
 	int closing;
 };
 
@@ -66,6 +70,7 @@ struct sc_hcli_req {
 	int cancelled;
 	int complete;
 	int in_parse;      /* inside the parser: free later */
+	sc_hcli_req_t *next_free; /* in sc_hcli_t.pool */
 };
 
 struct hc_conn {
@@ -359,11 +364,54 @@ static const http_parser_settings rp_settings = {
  * Requests
  * ------------------------------------------------------------------- */
 
+/* Finished requests are kept with their buffers for the next ones (up to
+ * REQ_POOL): no allocation per request once the client is warm. */
 static void req_free(sc_hcli_req_t *r)
 {
-	sc_buf_free(&r->out);
-	sc_buf_free(&r->hdrs);
-	free(r);
+	sc_hcli_t *c = r->c;
+	if (c->closing || c->npool >= REQ_POOL || r->out.cap > REQ_KEEP_BYTES) {
+		sc_buf_free(&r->out);
+		sc_buf_free(&r->hdrs);
+		free(r);
+		return;
+	}
+	r->next_free = c->pool;
+	c->pool = r;
+	c->npool++;
+}
+
+static sc_hcli_req_t *req_alloc(sc_hcli_t *c)
+{
+	sc_hcli_req_t *r = c->pool;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			abort();
+		sc_buf_init(&r->out, 0);
+		sc_buf_init(&r->hdrs, c->opts.max_header_bytes + 64);
+		return r;
+	}
+	c->pool = r->next_free;
+	c->npool--;
+	sc_buf_t out = r->out, hdrs = r->hdrs;
+	memset(r, 0, sizeof(*r));
+	r->out = out;
+	r->hdrs = hdrs;
+	sc_buf_reset(&r->out);
+	sc_buf_reset(&r->hdrs);
+	return r;
+}
+
+static void pool_free_reqs(sc_hcli_t *c)
+{
+	while (c->pool) {
+		sc_hcli_req_t *r = c->pool;
+		c->pool = r->next_free;
+		sc_buf_free(&r->out);
+		sc_buf_free(&r->hdrs);
+		free(r);
+	}
+	c->npool = 0;
 }
 
 /* Ends a request with on_done(err) and frees it. The connection has been
@@ -604,15 +652,11 @@ int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out)
 		return rc;
 	if (c->closing)
 		return SC_EIO;
-	sc_hcli_req_t *r = calloc(1, sizeof(*r));
-	if (!r)
-		abort();
+	sc_hcli_req_t *r = req_alloc(c);
 	r->c = c;
 	r->cbs = call->cbs;
 	r->ud = call->ud;
 	r->timeout_ms = call->timeout_ms;
-	sc_buf_init(&r->out, 0);
-	sc_buf_init(&r->hdrs, c->opts.max_header_bytes + 64);
 	rc = build_request(r, call, host, port, path);
 	if (rc < 0) {
 		req_free(r);
@@ -690,6 +734,7 @@ void sc_hcli_close(sc_hcli_t *c)
 	if (!c)
 		return;
 	c->closing = 1;
+	pool_free_reqs(c);
 	while (c->conns) {
 		hc_conn_t *k = c->conns;
 		sc_hcli_req_t *r = k->req;
