@@ -8,7 +8,6 @@
  * window with enough canary traffic moves to the next step (10 -> 50 ->
  * 100 %); a good window at the last step promotes the canary. A window
  * without canary traffic proves nothing and holds the step. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
