@@ -33,6 +33,7 @@
 #define GW_MAX_STEPS 16
 #define GW_MAX_STATS 512
 #define GW_MAX_TRIED 16
+#define GW_MAX_SERVERS 8
 
 enum { GW_ROLE_BOTH, GW_ROLE_PREFILL, GW_ROLE_DECODE };
 enum { GW_SRC_STATIC, GW_SRC_SERVER };
@@ -107,7 +108,9 @@ typedef struct gw_opts {
 	int prefill_retry;          /* --prefill-failure retry */
 	size_t max_body;            /* client request body */
 	size_t max_response;        /* buffered upstream answer */
-	char server[GW_MAX_URL];
+	char server[GW_MAX_SERVERS * GW_MAX_URL]; /* --server URL1,URL2,... as given */
+	char servers[GW_MAX_SERVERS][GW_MAX_URL]; /* the same, split and checked */
+	size_t nservers;
 	char token[256];
 	char otlp[GW_MAX_URL];
 	uint64_t window_ms;         /* default analysis window */
@@ -136,6 +139,7 @@ typedef struct sc_gw {
 	uv_signal_t sigint, sigterm;
 	void *trace;                /* trace.c exporter state */
 	void *control;              /* control.c watch state */
+	size_t server_idx;          /* the control plane server in use (o.servers) */
 	uint64_t rng;
 } sc_gw_t;
 
@@ -231,6 +235,13 @@ int sc__gw_trace_init(sc_gw_t *gw);
 void sc__gw_trace_close(sc_gw_t *gw);
 
 /* ---- control.c ---- */
+/* Splits o->server ("URL1,URL2,...") into o->servers; errors name the
+ * entry. */
+int sc__gw_parse_servers(gw_opts_t *o, char *err, size_t errsz);
+/* The control plane server in use, and a move to the next one of the list
+ * (after it was unreachable or answered as a follower). */
+const char *sc__gw_server(const sc_gw_t *gw);
+void sc__gw_server_next(sc_gw_t *gw);
 int sc__gw_control_start(sc_gw_t *gw);
 void sc__gw_control_stop(sc_gw_t *gw);
 /* Tells the control plane a rollout was rolled back (best effort). */

@@ -583,6 +583,9 @@ static void on_connect(uv_connect_t *cr, int status)
 		return;
 	}
 	k->connected = 1;
+	/* The connect timeout is over; the request's own inactivity limit (if
+	 * any) is armed by the write. A watch without one stays open. */
+	uv_timer_stop(&k->timer);
 	uv_tcp_nodelay(&k->tcp, 1);
 	conn_write_req(k, r);
 }
