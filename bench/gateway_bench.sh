@@ -72,24 +72,55 @@ errs = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
 print("%.0f %.3f %.3f %s" % (rps, p50, p99, errs.group(1) if errs else 0))
 PY
 }
+# Gateway and nginx alternate, BENCH_REPS times, so that a change in the
+# machine's load touches both alike; every repetition is printed, then the
+# medians.
+REPS=${BENCH_REPS:-3}
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 read -r D_RPS D_P50 D_P99 _ <<<"$(run direct http://127.0.0.1:$B1)"
-read -r G_RPS G_P50 G_P99 G_ERR <<<"$(run gateway http://127.0.0.1:$GW)"
-read -r N_RPS N_P50 N_P99 N_ERR <<<"$(run nginx http://127.0.0.1:$NG)"
+echo "== throughput, $DUR s per run, wrk -t1 -c$CONNS, small POST /v1/completions, $REPS repetitions"
+printf "%-10s %4s %10s %9s %9s %s\n" target rep req/s p50_ms p99_ms non2xx
+printf "%-10s %4s %10s %9s %9s\n" direct - "$D_RPS" "$D_P50" "$D_P99"
+: > "$T/rows"
+for rep in $(seq "$REPS"); do
+	for tgt in gateway nginx; do
+		url=http://127.0.0.1:$GW; [ "$tgt" = nginx ] && url=http://127.0.0.1:$NG
+		read -r rps p50 p99 err <<<"$(run "$tgt$rep" "$url")"
+		printf "%-10s %4s %10s %9s %9s %s\n" "$tgt" "$rep" "$rps" "$p50" "$p99" "$err"
+		echo "$tgt $rps $p50 $p99" >> "$T/rows"
+	done
+done
+/usr/bin/python3 - "$T/rows" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+med = {t: [statistics.median(float(r[i]) for r in rows if r[0] == t) for i in (1, 2, 3)]
+       for t in ("gateway", "nginx")}
+for t, (rps, p50, p99) in med.items():
+    print("median %-8s %8.0f req/s  p50 %.3f ms  p99 %.3f ms" % (t, rps, p50, p99))
+print("gateway / nginx throughput: %.2f" % (med["gateway"][0] / med["nginx"][0]))
+PY
 # Added latency at light load (one connection), where queueing does not hide it.
 CONNS=1
-read -r d1 d50 d99 _ <<<"$(run direct1 http://127.0.0.1:$B1)"
-read -r g1 g50 g99 _ <<<"$(run gateway1 http://127.0.0.1:$GW)"
-read -r n1 n50 n99 _ <<<"$(run nginx1 http://127.0.0.1:$NG)"
-
-echo "== throughput, $DUR s, wrk -t1 -c${BENCH_CONNS:-32}, small POST /v1/completions"
-printf "%-10s %10s %9s %9s %s\n" target req/s p50_ms p99_ms non2xx
-printf "%-10s %10s %9s %9s\n" direct "$D_RPS" "$D_P50" "$D_P99"
-printf "%-10s %10s %9s %9s %s\n" gateway "$G_RPS" "$G_P50" "$G_P99" "$G_ERR"
-printf "%-10s %10s %9s %9s %s\n" nginx "$N_RPS" "$N_P50" "$N_P99" "$N_ERR"
-echo "== added latency at 1 connection (proxy minus direct), ms"
-/usr/bin/python3 -c "
-print('gateway: p50 +%.3f  p99 +%.3f  (%s req/s)' % ($g50-$d50, $g99-$d99, '$g1'))
-print('nginx:   p50 +%.3f  p99 +%.3f  (%s req/s)' % ($n50-$d50, $n99-$d99, '$n1'))"
+echo "== added latency at 1 connection (proxy minus direct, medians of $REPS), ms"
+: > "$T/rows1"
+for rep in $(seq "$REPS"); do
+	read -r d1 d50 d99 _ <<<"$(run direct1 http://127.0.0.1:$B1)"
+	read -r g1 g50 g99 _ <<<"$(run gateway1 http://127.0.0.1:$GW)"
+	read -r n1 n50 n99 _ <<<"$(run nginx1 http://127.0.0.1:$NG)"
+	echo "$d50 $d99 $g50 $g99 $n50 $n99 $g1 $n1" >> "$T/rows1"
+done
+/usr/bin/python3 - "$T/rows1" <<'PY'
+import statistics, sys
+rows = [[float(x) for x in l.split()] for l in open(sys.argv[1])]
+m = lambda i: statistics.median(r[i] for r in rows)
+gp50 = [r[2] - r[0] for r in rows]; gp99 = [r[3] - r[1] for r in rows]
+np50 = [r[4] - r[0] for r in rows]; np99 = [r[5] - r[1] for r in rows]
+print("gateway: p50 +%.3f  p99 +%.3f  (%.0f req/s)  per run p99: %s" % (
+    statistics.median(gp50), statistics.median(gp99), m(6), " ".join("%+.3f" % x for x in gp99)))
+print("nginx:   p50 +%.3f  p99 +%.3f  (%.0f req/s)  per run p99: %s" % (
+    statistics.median(np50), statistics.median(np99), m(7), " ".join("%+.3f" % x for x in np99)))
+PY
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Failover: steady load through the gateway, one backend killed at 1 s.
 echo "== failover: 8 clients, backend killed after 1 s, 3 s run"
