@@ -60,7 +60,12 @@ static void req_account(gw_req_t *q, int status)
 
 void sc__gw_fail(gw_req_t *q, int status, const char *type, const char *msg)
 {
-	if (q->hr && q->started) {
+	if (q->hr && q->started && q->passthru) {
+		/* Half a body went out: cut the connection so the client sees
+		 * a truncated answer, never a complete-looking one. */
+		sc_http_abort(q->hr);
+		q->hr = NULL;
+	} else if (q->hr && q->started) {
 		char ev[512];
 		int n = snprintf(ev, sizeof(ev),
 				 "data: {\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"code\":%d}}\n\n",
@@ -195,7 +200,9 @@ void sc__gw_proxy_shutdown(sc_gw_t *gw)
 {
 	while (gw->reqs) {
 		gw_req_t *q = gw->reqs;
-		if (q->hr && q->started)
+		if (q->hr && q->started && q->passthru)
+			sc_http_abort(q->hr);
+		else if (q->hr && q->started)
 			sc_http_stream_end(q->hr);
 		else if (q->hr)
 			sc__gw_error(q->hr, 503, "unavailable", "the gateway is shutting down");
@@ -296,13 +303,73 @@ static int is_event_stream(sc_hcli_req_t *up)
 	return ct && strstr(ct, "text/event-stream");
 }
 
+static int retryable_status(int s)
+{
+	return s == 502 || s == 503 || s == 504 || s < 0;
+}
+
+/* An answer whose status and headers are final and that would not be
+ * retried whatever its body (KServe and pass-through answers, errors other
+ * than 502/503/504) is forwarded as it arrives once it is big: holding it
+ * buys nothing. Small ones are held and sent with one write; OpenAI 200s
+ * are always held, to be checked for choices before anything goes out. */
+#define GW_PASSTHRU_MIN (64u << 10)
+
+static int passthru_wanted(const gw_req_t *q, sc_hcli_req_t *up, int status)
+{
+	if (q->stream || q->pd || !q->hr || retryable_status(status))
+		return 0;
+	if (status == 200 && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT))
+		return 0;
+	const char *cl = sc_hcli_header(up, "content-length");
+	return !cl || strtoull(cl, NULL, 10) > GW_PASSTHRU_MIN;
+}
+
 static int up_head(sc_hcli_req_t *up, int status, void *ud)
 {
 	gw_req_t *q = ud;
 	q->up_status = status;
 	const char *ct = sc_hcli_header(up, "content-type");
-	snprintf(q->up_ctype, sizeof(q->up_ctype), "%s", ct ? ct : "");
+	size_t cl = ct ? strnlen(ct, sizeof(q->up_ctype) - 1) : 0;
+	memcpy(q->up_ctype, ct ? ct : "", cl);
+	q->up_ctype[cl] = '\0';
+	q->passthru = passthru_wanted(q, up, status);
 	return 0;
+}
+
+/* Forwards a piece of a pass-through answer; non-zero when the client is
+ * gone or cannot keep up. */
+static int passthru_write(gw_req_t *q, const char *d, size_t n)
+{
+	if (!q->hr)
+		return 1;
+	if (!q->started) {
+		set_headers(q, q->be);
+		sc_http_stream_start(q->hr, q->up_status,
+				     q->up_ctype[0] ? q->up_ctype : "application/json",
+				     on_client_gone, q);
+		q->started = 1;
+		q->ttft_ns = uv_hrtime();
+	}
+	return sc_http_stream_write(q->hr, d, n) < 0;
+}
+
+/* The end of a pass-through answer that has started: a clean end ends the
+ * client's answer, a broken one cuts the client connection. */
+static void passthru_done(gw_req_t *q, int err)
+{
+	int broken = err < 0;
+	sc__gw_attempt_end(q, broken || q->up_status >= 500);
+	int status = broken ? 502 : q->up_status;
+	if (q->hr && broken)
+		sc_http_abort(q->hr);
+	else if (q->hr)
+		sc_http_stream_end(q->hr);
+	else
+		status = 499;
+	q->hr = NULL;
+	req_account(q, status);
+	req_release(q);
 }
 
 static int up_data(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
@@ -323,15 +390,18 @@ static int up_data(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
 static int up_data_stream(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
 {
 	gw_req_t *q = ud;
-	if (up_data(up, d, n, ud))
+	int gone = q->passthru ? passthru_write(q, d, n) : up_data(up, d, n, ud);
+	if (gone && !q->passthru)
 		return 1;
-	if (q->stream && q->sse.len && pump_events(q)) {
+	if (gone || (q->stream && q->sse.len && pump_events(q))) {
 		/* The client is gone or cannot keep up: end it all. The
 		 * returned 1 cancels the upstream request (no on_done). */
 		if (!q->closed) {
 			q->up = NULL;
 			sc__gw_attempt_end(q, 0);
-			if (q->hr)
+			if (q->hr && q->passthru)
+				sc_http_abort(q->hr);
+			else if (q->hr)
 				sc_http_stream_end(q->hr);
 			q->hr = NULL;
 			req_account(q, 499);
@@ -357,11 +427,6 @@ static int valid_answer(gw_req_t *q)
 	    sc_jscan_array(&v, &nc, &same) < 0)
 		return 0;
 	return nc > 0;
-}
-
-static int retryable_status(int s)
-{
-	return s == 502 || s == 503 || s == 504 || s < 0;
 }
 
 /* Finishes the attempt's bookkeeping: replica load, ejection, canary. */
@@ -418,6 +483,10 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 	gw_req_t *q = ud;
 	q->up = NULL;
 	q->free_retry = err < 0 && up && !sc_hcli_reached(up);
+	if (q->passthru && q->started) {
+		passthru_done(q, err);
+		return;
+	}
 	if (err < 0)
 		q->up_status = err == SC_ELIMIT ? 504 : -1;
 	if (q->started) {
@@ -600,13 +669,19 @@ static gw_backend_t *pick_for(gw_req_t *q, int *why)
 
 static void attempt_send(gw_req_t *q, gw_backend_t *b)
 {
-	char url[GW_MAX_URL + 512], hdrs[256];
-	snprintf(url, sizeof(url), "%s%s", b->url, q->path);
+	/* Both strings are bounded by their parts' sizes; built without
+	 * printf, as this runs for every attempt. */
+	char url[GW_MAX_URL + sizeof(q->path)], hdrs[128];
+	size_t ul = strlen(b->url), pl = strlen(q->path);
+	memcpy(url, b->url, ul);
+	memcpy(url + ul, q->path, pl + 1);
 	sc__gw_span_child(q->gw, &q->root, &q->att);
-	char tp[56];
-	sc__gw_traceparent(&q->att, tp);
-	snprintf(hdrs, sizeof(hdrs), "traceparent: %s\r\n%s", tp,
-		 q->stream ? "Accept: text/event-stream\r\n" : "");
+	static const char tph[] = "traceparent: ", acc[] = "Accept: text/event-stream\r\n";
+	memcpy(hdrs, tph, sizeof(tph) - 1);
+	sc__gw_traceparent(&q->att, hdrs + sizeof(tph) - 1);
+	memcpy(hdrs + sizeof(tph) - 1 + 55, "\r\n", 3);
+	if (q->stream)
+		memcpy(hdrs + sizeof(tph) - 1 + 57, acc, sizeof(acc));
 	size_t blen = 0;
 	char *body = NULL;
 	const char *send = NULL;
@@ -628,6 +703,7 @@ static void attempt_send(gw_req_t *q, gw_backend_t *b)
 	};
 	q->att_ns = uv_hrtime();
 	q->up_status = 0;
+	q->passthru = 0;
 	sc_buf_reset(&q->resp);
 	sc_buf_reset(&q->sse);
 	q->saw_done = 0;

@@ -37,6 +37,7 @@ typedef struct gw_req {
 	int in_retry;             /* the attempt in flight counts as a retry */
 	int free_retry;           /* the failed attempt never reached its replica */
 	int started;              /* the client stream is open */
+	int passthru;             /* this attempt's answer is forwarded as it arrives */
 	int up_status;
 	char up_ctype[128];
 	int held;                 /* be->inflight counts this request */

@@ -139,3 +139,59 @@ def test_bad_flags_exit_2(procs):
         p = subprocess.run([BIN, "gateway"] + args, capture_output=True, text=True, timeout=5)
         assert p.returncode == 2, (args, p.stderr)
         assert "gateway:" in p.stderr
+
+
+class BigAnswer(BaseHTTPRequestHandler):
+    """A KServe backend with a 300 KB answer; /cut/ sends half and closes."""
+    protocol_version = "HTTP/1.1"
+    body = json.dumps({"model_name": "big", "outputs": [{"name": "o", "datatype": "BYTES",
+                                                         "shape": [1], "data": ["x" * 300000]}]}).encode()
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        if "/versions/2/" in self.path:
+            self.wfile.write(self.body[:100000])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(self.body)
+
+
+def test_big_answer_streamed_through_and_a_cut_one_cut(procs):
+    port = free_port()
+    srv = ThreadingHTTPServer(("127.0.0.1", port), BigAnswer)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = "http://127.0.0.1:%d" % port
+        w = type("W", (), {"model": "big", "url": url, "role": "both"})
+        w1, w2 = w(), w()
+        w1.version, w2.version = "1", "2"
+        gw = procs.gateway([w1, w2])
+        inp = {"inputs": [{"name": "x", "shape": [1], "datatype": "BYTES", "data": ["a"]}]}
+        r = requests.post(gw.url + "/v2/models/big/versions/1/infer", json=inp, timeout=10)
+        assert r.status_code == 200 and r.content == BigAnswer.body
+        assert r.headers["x-starcloud-version"] == "1"
+        # Cut after the first bytes went out: the client must see a broken
+        # answer, never a complete-looking one.
+        try:
+            r = requests.post(gw.url + "/v2/models/big/versions/2/infer", json=inp, timeout=10)
+            assert len(r.content) < len(BigAnswer.body)
+            raise AssertionError("a cut answer looked complete")
+        except requests.exceptions.ChunkedEncodingError:
+            pass
+        except requests.exceptions.ConnectionError:
+            pass
+    finally:
+        srv.shutdown()
