@@ -63,11 +63,16 @@ run() { # label url -> "req/s p50_ms p99_ms"
 	/usr/bin/python3 - "$T/$1.wrk" <<'PY'
 import re, sys
 t = open(sys.argv[1]).read()
-def ms(s):
-    v, u = re.match(r"([\d.]+)(us|ms|s)", s).groups()
-    return float(v) * {"us": 0.001, "ms": 1, "s": 1000}[u]
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-p50 = ms(re.search(r"50%\s+(\S+)", t).group(1)); p99 = ms(re.search(r"99%\s+(\S+)", t).group(1))
+def ms(pat):
+    # wrk prints us, ms, s, m; a run that completed nothing prints no value.
+    m = re.search(pat + r"\s+([\d.]+)(us|ms|s|m)\b", t)
+    if not m:
+        sys.stderr.write("wrk output not understood:\n" + t[:2000])
+        return float("nan")
+    return float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000, "m": 60000}[m.group(2)]
+r = re.search(r"Requests/sec:\s+([\d.]+)", t)
+rps = float(r.group(1)) if r else float("nan")
+p50 = ms("50%"); p99 = ms("99%")
 errs = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
 print("%.0f %.3f %.3f %s" % (rps, p50, p99, errs.group(1) if errs else 0))
 PY
@@ -93,7 +98,9 @@ done
 /usr/bin/python3 - "$T/rows" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-med = {t: [statistics.median(float(r[i]) for r in rows if r[0] == t) for i in (1, 2, 3)]
+import math
+med = {t: [statistics.median(v for v in (float(r[i]) for r in rows if r[0] == t)
+                             if not math.isnan(v)) for i in (1, 2, 3)]
        for t in ("gateway", "nginx")}
 for t, (rps, p50, p99) in med.items():
     print("median %-8s %8.0f req/s  p50 %.3f ms  p99 %.3f ms" % (t, rps, p50, p99))
