@@ -39,7 +39,7 @@ backend b1 "$B1" 200; backend b2 "$B2" 200; backend bad "$BAD" 500
 
 "$BIN" gateway --listen 127.0.0.1:$GW --probe-interval 0 \
 	--backend model=bench,version=1,url=http://127.0.0.1:$B1 \
-	--backend model=bench,version=1,url=http://127.0.0.1:$B2 2>"$T/gw.log" & PIDS+=($!)
+	--backend model=bench,version=1,url=http://127.0.0.1:$B2 2>"$T/gw.log" & PIDS+=($!); GPID=$!
 mkdir -p "$T/px"
 cat > "$T/px/nginx.conf" <<CONF
 worker_processes 1; daemon off; pid $T/px/nginx.pid; error_log $T/px/error.log;
@@ -50,8 +50,12 @@ http { access_log off; client_body_temp_path $T/px; proxy_temp_path $T/px;
   server { listen 127.0.0.1:$NG; keepalive_requests 1000000;
     location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 CONF
-nginx -c "$T/px/nginx.conf" -e "$T/px/error.log" & PIDS+=($!)
+nginx -c "$T/px/nginx.conf" -e "$T/px/error.log" & PIDS+=($!); NPX=$!
 wait_up "http://127.0.0.1:$GW/healthz"; wait_up "http://127.0.0.1:$NG/"
+NWK=$(pgrep -P "$NPX" | head -1)
+# CPU time (user + system, clock ticks) of a process: per request it is a
+# figure the machine's load does not distort the way throughput is.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 cat > "$T/post.lua" <<'LUA'
 wrk.method = "POST"
@@ -84,15 +88,19 @@ REPS=${BENCH_REPS:-3}
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 read -r D_RPS D_P50 D_P99 _ <<<"$(run direct http://127.0.0.1:$B1)"
 echo "== throughput, $DUR s per run, wrk -t1 -c$CONNS, small POST /v1/completions, $REPS repetitions"
-printf "%-10s %4s %10s %9s %9s %s\n" target rep req/s p50_ms p99_ms non2xx
+printf "%-10s %4s %10s %9s %9s %6s %s\n" target rep req/s p50_ms p99_ms non2xx us_cpu/req
 printf "%-10s %4s %10s %9s %9s\n" direct - "$D_RPS" "$D_P50" "$D_P99"
 : > "$T/rows"
 for rep in $(seq "$REPS"); do
 	for tgt in gateway nginx; do
-		url=http://127.0.0.1:$GW; [ "$tgt" = nginx ] && url=http://127.0.0.1:$NG
+		url=http://127.0.0.1:$GW pid=$GPID
+		[ "$tgt" = nginx ] && url=http://127.0.0.1:$NG pid=$NWK
+		c0=$(ticks "$pid")
 		read -r rps p50 p99 err <<<"$(run "$tgt$rep" "$url")"
-		printf "%-10s %4s %10s %9s %9s %s\n" "$tgt" "$rep" "$rps" "$p50" "$p99" "$err"
-		echo "$tgt $rps $p50 $p99" >> "$T/rows"
+		c1=$(ticks "$pid")
+		cpu=$(/usr/bin/python3 -c "import os; print('%.1f' % (($c1 - $c0) / os.sysconf('SC_CLK_TCK') / max($rps * $DUR, 1) * 1e6))")
+		printf "%-10s %4s %10s %9s %9s %6s %s\n" "$tgt" "$rep" "$rps" "$p50" "$p99" "$err" "$cpu"
+		echo "$tgt $rps $p50 $p99 $cpu" >> "$T/rows"
 	done
 done
 /usr/bin/python3 - "$T/rows" <<'PY'
@@ -100,11 +108,13 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 import math
 med = {t: [statistics.median(v for v in (float(r[i]) for r in rows if r[0] == t)
-                             if not math.isnan(v)) for i in (1, 2, 3)]
+                             if not math.isnan(v)) for i in (1, 2, 3, 4)]
        for t in ("gateway", "nginx")}
-for t, (rps, p50, p99) in med.items():
-    print("median %-8s %8.0f req/s  p50 %.3f ms  p99 %.3f ms" % (t, rps, p50, p99))
-print("gateway / nginx throughput: %.2f" % (med["gateway"][0] / med["nginx"][0]))
+for t, (rps, p50, p99, cpu) in med.items():
+    print("median %-8s %8.0f req/s  p50 %.3f ms  p99 %.3f ms  %.1f us CPU/request" % (
+        t, rps, p50, p99, cpu))
+print("gateway / nginx throughput: %.2f, CPU per request: %.2f" % (
+    med["gateway"][0] / med["nginx"][0], med["gateway"][3] / med["nginx"][3]))
 PY
 # Added latency at light load (one connection), where queueing does not hide it.
 CONNS=1

@@ -70,6 +70,7 @@ struct sc_hcli_req {
 	int cancelled;
 	int complete;
 	int in_parse;      /* inside the parser: free later */
+	uint64_t last_io;  /* loop time of the last write or read (inactivity) */
 	sc_hcli_req_t *next_free; /* in sc_hcli_t.pool */
 };
 
@@ -450,11 +451,19 @@ static void on_timeout(uv_timer_t *t)
 		req_fail(r, k->deferred_err);
 		return;
 	}
+	/* Reads do not re-arm the timer (a heap operation each): they note the
+	 * time, and an early expiry re-arms for what is left. */
+	uint64_t idle = uv_now(r->c->loop) - r->last_io;
+	if (r->timeout_ms && r->reached && idle < r->timeout_ms) {
+		uv_timer_start(&k->timer, on_timeout, r->timeout_ms - idle, 0);
+		return;
+	}
 	req_fail(r, SC_ELIMIT);
 }
 
 static void arm_timer(sc_hcli_req_t *r)
 {
+	r->last_io = uv_now(r->c->loop);
 	if (r->timeout_ms && r->conn)
 		uv_timer_start(&r->conn->timer, on_timeout, r->timeout_ms, 0);
 }
@@ -508,7 +517,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 		return;
 	}
 	r->got_bytes = 1;
-	arm_timer(r);
+	r->last_io = uv_now(r->c->loop);
 	r->in_parse = 1;
 	size_t used = http_parser_execute(&k->parser, &rp_settings, buf->base, (size_t)n);
 	enum http_errno e = HTTP_PARSER_ERRNO(&k->parser);
