@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
 #include "server/sched_int.h"
@@ -153,6 +154,7 @@ static void cycle_run(sc_sched_t *sc)
 	feed_metrics(sc, secs, d, &out);
 	trim_events(sc, out.events);
 	sc->s->ready = 1;
+	sc__deploy_tick(sc->s);
 	/* Releasing pods are removed by the next cycle; run it soon so an
 	 * eviction completes (and its preemptor starts) without waiting a
 	 * whole period. */

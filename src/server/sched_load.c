@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/strmap.h"
+#include "server/deploy.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -90,7 +91,9 @@ static int fill_set(sc_cycle_in_t *in)
 		sc_manifest_error_t err;
 		if (o->why)
 			continue;
-		json_t *view = sc__decoder_view(o->kind, o->obj);
+		json_t *view = strcmp(o->kind->kind, "Deployment") == 0
+				       ? sc__deploy_view(o->obj)
+				       : sc__decoder_view(o->kind, o->obj);
 		int rc = sc_manifest_add_json(in->set, view, &err);
 		json_decref(view);
 		if (rc == SC_ENOMEM)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -175,7 +176,7 @@ static int setup(sc_server_t *s, const opts_t *o)
 	uv_unref((uv_handle_t *)&s->commit);
 	if ((rc = sc__api_register(s)) < 0 || (rc = sc__auth_register(s)) < 0 ||
 	    (rc = sc__agent_api_register(s)) < 0 ||
-	    (rc = sc__metrics_register(s)) < 0)
+	    (rc = sc__metrics_register(s)) < 0 || (rc = sc__ui_register(s)) < 0)
 		return rc;
 	if ((rc = sc_http_listen(s->http, o->host, o->port)) < 0) {
 		fprintf(stderr, "server: cannot listen on %s:%d\n", o->host, o->port);
@@ -183,7 +184,8 @@ static int setup(sc_server_t *s, const opts_t *o)
 	}
 	char id[128];
 	snprintf(id, sizeof(id), "%s:%d", o->host, sc_http_port(s->http));
-	if ((rc = sc__ha_start(s, id, o->leader_ttl)) < 0 || (rc = sc__sched_start(s)) < 0)
+	if ((rc = sc__ha_start(s, id, o->leader_ttl)) < 0 || (rc = sc__sched_start(s)) < 0 ||
+	    (rc = sc__deploy_start(s)) < 0)
 		return rc;
 	uv_signal_init(s->loop, &s->sigint);
 	uv_signal_init(s->loop, &s->sigterm);
