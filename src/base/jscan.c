@@ -1,9 +1,9 @@
-/* Validating JSON scanner: see include/starcloud/jscan.h.
+/* Validating JSON scanner: see src/base/jscan.h.
  *
  * A recursive-descent recogniser over a byte range. Recursion depth is the
  * JSON nesting depth, capped at SC_JSCAN_MAX_DEPTH, so a hostile body of
  * nested brackets costs a fixed amount of stack. */
-#include "starcloud/jscan.h"
+#include "base/jscan.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* Pure policy arithmetic of the serving gateway: see
- * include/starcloud/serve.h. */
-#include "starcloud/serve.h"
+ * src/base/serve.h. */
+#include "base/serve.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -23,7 +23,7 @@
 #include "net/http.h"
 #include "net/hclient.h"
 #include "starcloud/buf.h"
-#include "starcloud/serve.h"
+#include "base/serve.h"
 
 #define GW_MAX_NAME 128
 #define GW_MAX_VERSION 64
@@ -62,7 +62,7 @@ typedef struct gw_backend {
 	gw_stats_t *stats;      /* the model/version figures */
 } gw_backend_t;
 
-typedef sc_window_t gw_window_t; /* starcloud/serve.h */
+typedef sc_window_t gw_window_t; /* src/base/serve.h */
 
 enum { RO_PROGRESSING, RO_PROMOTED, RO_ROLLED_BACK, RO_ABORTED };
 

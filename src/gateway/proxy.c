@@ -16,7 +16,7 @@
 
 #include "gateway/proxy.h"
 #include "starcloud/error.h"
-#include "starcloud/jscan.h"
+#include "base/jscan.h"
 
 static void req_release(gw_req_t *q);
 

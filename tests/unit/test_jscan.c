@@ -1,4 +1,4 @@
-/* The validating JSON scanner (starcloud/jscan.h) the gateway routes on. */
+/* The validating JSON scanner (src/base/jscan.h) the gateway routes on. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "starcloud/error.h"
-#include "starcloud/jscan.h"
+#include "base/jscan.h"
 
 static const char *const keys[] = { "model", "stream", "max_tokens", "messages" };
 

@@ -5,8 +5,8 @@
  *
  * Nothing here allocates, does I/O or keeps state between calls; random
  * numbers are passed in, so every decision is reproducible in a test. */
-#ifndef STARCLOUD_SERVE_H
-#define STARCLOUD_SERVE_H
+#ifndef SC_BASE_SERVE_H
+#define SC_BASE_SERVE_H
 
 #include <stddef.h>
 #include <stdint.h>

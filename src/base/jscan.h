@@ -9,8 +9,8 @@
  *
  * Everything is bounded by the input length: no allocation, no recursion
  * deeper than SC_JSCAN_MAX_DEPTH. */
-#ifndef STARCLOUD_JSCAN_H
-#define STARCLOUD_JSCAN_H
+#ifndef SC_BASE_JSCAN_H
+#define SC_BASE_JSCAN_H
 
 #include <stddef.h>
 
