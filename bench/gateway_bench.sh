@@ -39,7 +39,7 @@ backend b1 "$B1" 200; backend b2 "$B2" 200; backend bad "$BAD" 500
 
 "$BIN" gateway --listen 127.0.0.1:$GW --probe-interval 0 \
 	--backend model=bench,version=1,url=http://127.0.0.1:$B1 \
-	--backend model=bench,version=1,url=http://127.0.0.1:$B2 2>"$T/gw.log" & PIDS+=($!)
+	--backend model=bench,version=1,url=http://127.0.0.1:$B2 2>"$T/gw.log" & PIDS+=($!); GPID=$!
 mkdir -p "$T/px"
 cat > "$T/px/nginx.conf" <<CONF
 worker_processes 1; daemon off; pid $T/px/nginx.pid; error_log $T/px/error.log;
@@ -50,8 +50,12 @@ http { access_log off; client_body_temp_path $T/px; proxy_temp_path $T/px;
   server { listen 127.0.0.1:$NG; keepalive_requests 1000000;
     location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 CONF
-nginx -c "$T/px/nginx.conf" -e "$T/px/error.log" & PIDS+=($!)
+nginx -c "$T/px/nginx.conf" -e "$T/px/error.log" & PIDS+=($!); NPX=$!
 wait_up "http://127.0.0.1:$GW/healthz"; wait_up "http://127.0.0.1:$NG/"
+NWK=$(pgrep -P "$NPX" | head -1)
+# CPU time (user + system, clock ticks) of a process: per request it is a
+# figure the machine's load does not distort the way throughput is.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 cat > "$T/post.lua" <<'LUA'
 wrk.method = "POST"
@@ -63,33 +67,77 @@ run() { # label url -> "req/s p50_ms p99_ms"
 	/usr/bin/python3 - "$T/$1.wrk" <<'PY'
 import re, sys
 t = open(sys.argv[1]).read()
-def ms(s):
-    v, u = re.match(r"([\d.]+)(us|ms|s)", s).groups()
-    return float(v) * {"us": 0.001, "ms": 1, "s": 1000}[u]
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-p50 = ms(re.search(r"50%\s+(\S+)", t).group(1)); p99 = ms(re.search(r"99%\s+(\S+)", t).group(1))
+def ms(pat):
+    # wrk prints us, ms, s, m; a run that completed nothing prints no value.
+    m = re.search(pat + r"\s+([\d.]+)(us|ms|s|m)\b", t)
+    if not m:
+        sys.stderr.write("wrk output not understood:\n" + t[:2000])
+        return float("nan")
+    return float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000, "m": 60000}[m.group(2)]
+r = re.search(r"Requests/sec:\s+([\d.]+)", t)
+rps = float(r.group(1)) if r else float("nan")
+p50 = ms("50%"); p99 = ms("99%")
 errs = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
 print("%.0f %.3f %.3f %s" % (rps, p50, p99, errs.group(1) if errs else 0))
 PY
 }
+# Gateway and nginx alternate, BENCH_REPS times, so that a change in the
+# machine's load touches both alike; every repetition is printed, then the
+# medians.
+REPS=${BENCH_REPS:-3}
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 read -r D_RPS D_P50 D_P99 _ <<<"$(run direct http://127.0.0.1:$B1)"
-read -r G_RPS G_P50 G_P99 G_ERR <<<"$(run gateway http://127.0.0.1:$GW)"
-read -r N_RPS N_P50 N_P99 N_ERR <<<"$(run nginx http://127.0.0.1:$NG)"
+echo "== throughput, $DUR s per run, wrk -t1 -c$CONNS, small POST /v1/completions, $REPS repetitions"
+printf "%-10s %4s %10s %9s %9s %6s %s\n" target rep req/s p50_ms p99_ms non2xx us_cpu/req
+printf "%-10s %4s %10s %9s %9s\n" direct - "$D_RPS" "$D_P50" "$D_P99"
+: > "$T/rows"
+for rep in $(seq "$REPS"); do
+	for tgt in gateway nginx; do
+		url=http://127.0.0.1:$GW pid=$GPID
+		[ "$tgt" = nginx ] && url=http://127.0.0.1:$NG pid=$NWK
+		c0=$(ticks "$pid")
+		read -r rps p50 p99 err <<<"$(run "$tgt$rep" "$url")"
+		c1=$(ticks "$pid")
+		cpu=$(/usr/bin/python3 -c "import os; print('%.1f' % (($c1 - $c0) / os.sysconf('SC_CLK_TCK') / max($rps * $DUR, 1) * 1e6))")
+		printf "%-10s %4s %10s %9s %9s %6s %s\n" "$tgt" "$rep" "$rps" "$p50" "$p99" "$err" "$cpu"
+		echo "$tgt $rps $p50 $p99 $cpu" >> "$T/rows"
+	done
+done
+/usr/bin/python3 - "$T/rows" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+import math
+med = {t: [statistics.median(v for v in (float(r[i]) for r in rows if r[0] == t)
+                             if not math.isnan(v)) for i in (1, 2, 3, 4)]
+       for t in ("gateway", "nginx")}
+for t, (rps, p50, p99, cpu) in med.items():
+    print("median %-8s %8.0f req/s  p50 %.3f ms  p99 %.3f ms  %.1f us CPU/request" % (
+        t, rps, p50, p99, cpu))
+print("gateway / nginx throughput: %.2f, CPU per request: %.2f" % (
+    med["gateway"][0] / med["nginx"][0], med["gateway"][3] / med["nginx"][3]))
+PY
 # Added latency at light load (one connection), where queueing does not hide it.
 CONNS=1
-read -r d1 d50 d99 _ <<<"$(run direct1 http://127.0.0.1:$B1)"
-read -r g1 g50 g99 _ <<<"$(run gateway1 http://127.0.0.1:$GW)"
-read -r n1 n50 n99 _ <<<"$(run nginx1 http://127.0.0.1:$NG)"
-
-echo "== throughput, $DUR s, wrk -t1 -c${BENCH_CONNS:-32}, small POST /v1/completions"
-printf "%-10s %10s %9s %9s %s\n" target req/s p50_ms p99_ms non2xx
-printf "%-10s %10s %9s %9s\n" direct "$D_RPS" "$D_P50" "$D_P99"
-printf "%-10s %10s %9s %9s %s\n" gateway "$G_RPS" "$G_P50" "$G_P99" "$G_ERR"
-printf "%-10s %10s %9s %9s %s\n" nginx "$N_RPS" "$N_P50" "$N_P99" "$N_ERR"
-echo "== added latency at 1 connection (proxy minus direct), ms"
-/usr/bin/python3 -c "
-print('gateway: p50 +%.3f  p99 +%.3f  (%s req/s)' % ($g50-$d50, $g99-$d99, '$g1'))
-print('nginx:   p50 +%.3f  p99 +%.3f  (%s req/s)' % ($n50-$d50, $n99-$d99, '$n1'))"
+echo "== added latency at 1 connection (proxy minus direct, medians of $REPS), ms"
+: > "$T/rows1"
+for rep in $(seq "$REPS"); do
+	read -r d1 d50 d99 _ <<<"$(run direct1 http://127.0.0.1:$B1)"
+	read -r g1 g50 g99 _ <<<"$(run gateway1 http://127.0.0.1:$GW)"
+	read -r n1 n50 n99 _ <<<"$(run nginx1 http://127.0.0.1:$NG)"
+	echo "$d50 $d99 $g50 $g99 $n50 $n99 $g1 $n1" >> "$T/rows1"
+done
+/usr/bin/python3 - "$T/rows1" <<'PY'
+import statistics, sys
+rows = [[float(x) for x in l.split()] for l in open(sys.argv[1])]
+m = lambda i: statistics.median(r[i] for r in rows)
+gp50 = [r[2] - r[0] for r in rows]; gp99 = [r[3] - r[1] for r in rows]
+np50 = [r[4] - r[0] for r in rows]; np99 = [r[5] - r[1] for r in rows]
+print("gateway: p50 +%.3f  p99 +%.3f  (%.0f req/s)  per run p99: %s" % (
+    statistics.median(gp50), statistics.median(gp99), m(6), " ".join("%+.3f" % x for x in gp99)))
+print("nginx:   p50 +%.3f  p99 +%.3f  (%.0f req/s)  per run p99: %s" % (
+    statistics.median(np50), statistics.median(np99), m(7), " ".join("%+.3f" % x for x in np99)))
+PY
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Failover: steady load through the gateway, one backend killed at 1 s.
 echo "== failover: 8 clients, backend killed after 1 s, 3 s run"

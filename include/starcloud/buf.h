@@ -27,6 +27,9 @@ int sc_buf_append(sc_buf_t *b, const void *data, size_t len);
 int sc_buf_puts(sc_buf_t *b, const char *s);
 int sc_buf_printf(sc_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int sc_buf_vprintf(sc_buf_t *b, const char *fmt, va_list ap);
+/* Appends v in decimal (what printf's %llu would, without its cost on a
+ * hot path). */
+int sc_buf_putu(sc_buf_t *b, unsigned long long v);
 /* Drops the first n bytes (consumed input). */
 void sc_buf_consume(sc_buf_t *b, size_t n);
 /* Hands the data to the caller (free() it) and empties the buffer. */

@@ -64,6 +64,17 @@ int sc_buf_puts(sc_buf_t *b, const char *s)
 	return sc_buf_append(b, s, strlen(s));
 }
 
+int sc_buf_putu(sc_buf_t *b, unsigned long long v)
+{
+	char t[24];
+	size_t i = sizeof(t);
+	do {
+		t[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return sc_buf_append(b, t + i, sizeof(t) - i);
+}
+
 int sc_buf_vprintf(sc_buf_t *b, const char *fmt, va_list ap)
 {
 	va_list ap2;

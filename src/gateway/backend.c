@@ -135,32 +135,12 @@ static int was_tried(const gw_pick_t *p, const gw_backend_t *b)
  * Picking
  * ------------------------------------------------------------------- */
 
-static gw_backend_t *weighted_draw(sc_gw_t *gw, gw_backend_t **c, size_t n, double total,
-				   gw_backend_t *skip)
-{
-	double x = (double)(sc__gw_rand(gw) % 1000000) / 1e6 * total;
-	gw_backend_t *last = NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (c[i] == skip)
-			continue;
-		last = c[i];
-		if (x < c[i]->weight)
-			return c[i];
-		x -= c[i]->weight;
-	}
-	return last;
-}
-
-static double load(const gw_backend_t *b)
-{
-	return (double)(b->inflight + 1) / (b->weight > 0 ? b->weight : 1);
-}
-
 gw_backend_t *sc__gw_pick(sc_gw_t *gw, const gw_pick_t *p, int *why)
 {
 	gw_backend_t *cand[GW_MAX_BACKENDS];
+	double weight[GW_MAX_BACKENDS];
+	int inflight[GW_MAX_BACKENDS];
 	size_t n = 0, known = 0, saturated = 0;
-	double total = 0;
 	for (size_t i = 0; i < gw->nbe; i++) {
 		gw_backend_t *b = gw->be[i];
 		if (!matches(b, p->model, p->version, p->role))
@@ -172,8 +152,9 @@ gw_backend_t *sc__gw_pick(sc_gw_t *gw, const gw_pick_t *p, int *why)
 			saturated++;
 			continue;
 		}
+		weight[n] = b->weight;
+		inflight[n] = b->inflight;
 		cand[n++] = b;
-		total += b->weight;
 	}
 	if (n == 0) {
 		*why = known == 0 ? 404 : saturated > 0 ? 429 : 503;
@@ -181,11 +162,8 @@ gw_backend_t *sc__gw_pick(sc_gw_t *gw, const gw_pick_t *p, int *why)
 	}
 	if (n == 1)
 		return cand[0];
-	gw_backend_t *a = weighted_draw(gw, cand, n, total, NULL);
-	gw_backend_t *b = weighted_draw(gw, cand, n, total - a->weight, a);
-	if (!b)
-		return a;
-	return load(b) < load(a) ? b : a;
+	uint64_t r1 = sc__gw_rand(gw), r2 = sc__gw_rand(gw);
+	return cand[sc_lb_p2c(weight, inflight, n, r1, r2)];
 }
 
 /* ---------------------------------------------------------------------
@@ -205,7 +183,7 @@ static int may_eject(const sc_gw_t *gw, const gw_backend_t *b)
 		if (is_ejected(gw, o))
 			ejected++;
 	}
-	return (ejected + 1) * 2 <= total;
+	return sc_eject_allowed(ejected, total);
 }
 
 void sc__gw_backend_result(sc_gw_t *gw, gw_backend_t *b, int ok)
@@ -220,9 +198,7 @@ void sc__gw_backend_result(sc_gw_t *gw, gw_backend_t *b, int ok)
 	if (b->consec_fail < gw->o.eject_after || is_ejected(gw, b) || !may_eject(gw, b))
 		return;
 	b->ejections++;
-	uint64_t d = gw->o.eject_base_ms * (uint64_t)b->ejections;
-	if (d > gw->o.eject_max_ms)
-		d = gw->o.eject_max_ms;
+	uint64_t d = sc_eject_ms(gw->o.eject_base_ms, gw->o.eject_max_ms, b->ejections);
 	b->ejected_until = sc__gw_now_ms(gw) + d;
 	b->consec_fail = 0;
 	sc__gw_stats_ejection(b->stats);

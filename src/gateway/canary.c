@@ -8,7 +8,6 @@
  * window with enough canary traffic moves to the next step (10 -> 50 ->
  * 100 %); a good window at the last step promotes the canary. A window
  * without canary traffic proves nothing and holds the step. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,43 +33,6 @@ gw_rollout_t *sc__gw_rollout_find(sc_gw_t *gw, const char *model)
  * Windows
  * ------------------------------------------------------------------- */
 
-static void window_add(sc_gw_t *gw, gw_window_t *w, int error, double secs)
-{
-	w->requests++;
-	if (error)
-		w->errors++;
-	/* Reservoir sampling keeps the p99 estimate fair at any rate. */
-	size_t cap = sizeof(w->lat) / sizeof(w->lat[0]);
-	w->seen++;
-	if (w->nlat < cap) {
-		w->lat[w->nlat++] = secs;
-	} else {
-		uint64_t j = sc__gw_rand(gw) % w->seen;
-		if (j < cap)
-			w->lat[j] = secs;
-	}
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double window_p99(gw_window_t *w)
-{
-	if (w->nlat == 0)
-		return 0;
-	qsort(w->lat, w->nlat, sizeof(double), cmp_double);
-	size_t i = (size_t)ceil(0.99 * (double)w->nlat);
-	return w->lat[i ? i - 1 : 0];
-}
-
-static double window_err(const gw_window_t *w)
-{
-	return w->requests ? (double)w->errors / (double)w->requests : 0;
-}
-
 /* ---------------------------------------------------------------------
  * State changes
  * ------------------------------------------------------------------- */
@@ -91,36 +53,39 @@ static void finish(sc_gw_t *gw, gw_rollout_t *ro, int state, const char *reason)
 static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
 {
 	for (int i = 0; i < 2; i++) {
-		ro->last_err[i] = window_err(&ro->cur[i]);
-		ro->last_p99[i] = window_p99(&ro->cur[i]);
+		ro->last_err[i] = sc_window_err(&ro->cur[i]);
+		ro->last_p99[i] = sc_window_p99(&ro->cur[i]);
 		ro->last[i] = ro->cur[i];
 		memset(&ro->cur[i], 0, sizeof(ro->cur[i]));
 	}
 	ro->windows++;
 	const gw_window_t *c = &ro->last[1];
 	char why[256];
-	if (c->requests > 0 && ro->last_err[1] > ro->max_error_rate) {
+	int v = sc_canary_verdict(c->requests, ro->last_err[1], ro->last_p99[1], ro->max_error_rate,
+				  ro->max_p99, ro->min_requests, ro->step, ro->nsteps);
+	switch (v) {
+	case SC_CANARY_ROLLBACK_ERR:
 		snprintf(why, sizeof(why), "canary error rate %.3f > %.3f in window %llu (%llu/%llu)",
 			 ro->last_err[1], ro->max_error_rate, (unsigned long long)ro->windows,
 			 (unsigned long long)c->errors, (unsigned long long)c->requests);
 		finish(gw, ro, RO_ROLLED_BACK, why);
 		return;
-	}
-	if (c->requests > 0 && ro->max_p99 > 0 && ro->last_p99[1] > ro->max_p99) {
+	case SC_CANARY_ROLLBACK_P99:
 		snprintf(why, sizeof(why), "canary p99 %.3fs > %.3fs in window %llu",
 			 ro->last_p99[1], ro->max_p99, (unsigned long long)ro->windows);
 		finish(gw, ro, RO_ROLLED_BACK, why);
 		return;
-	}
-	if (c->requests < ro->min_requests)
-		return;
-	if (ro->step + 1 >= ro->nsteps) {
+	case SC_CANARY_PROMOTE:
 		finish(gw, ro, RO_PROMOTED, "every step passed its analysis");
 		return;
+	case SC_CANARY_ADVANCE:
+		ro->step++;
+		ro->weight = ro->steps[ro->step];
+		sc__gw_log("rollout %s: canary %s at %d %%", ro->model, ro->canary, ro->weight);
+		return;
+	default:
+		return; /* hold the step */
 	}
-	ro->step++;
-	ro->weight = ro->steps[ro->step];
-	sc__gw_log("rollout %s: canary %s at %d %%", ro->model, ro->canary, ro->weight);
 }
 
 static void on_window(uv_timer_t *t)
@@ -195,7 +160,7 @@ void sc__gw_rollout_observe(sc_gw_t *gw, const char *model, const char *version,
 		return;
 	int i = strcmp(version, ro->canary) == 0 ? 1 : strcmp(version, ro->stable) == 0 ? 0 : -1;
 	if (i >= 0)
-		window_add(gw, &ro->cur[i], error, seconds);
+		sc_window_add(&ro->cur[i], error, seconds, sc__gw_rand(gw));
 }
 
 int sc__gw_rollout_action(sc_gw_t *gw, gw_rollout_t *ro, const char *action)
@@ -229,8 +194,8 @@ json_t *sc__gw_rollout_json(const gw_rollout_t *ro)
 				 "canary",
 				 window_json(&ro->last[1], ro->last_err[1], ro->last_p99[1]));
 	json_t *cur = json_pack("{s:o,s:o}", "stable",
-				window_json(&ro->cur[0], window_err(&ro->cur[0]), 0), "canary",
-				window_json(&ro->cur[1], window_err(&ro->cur[1]), 0));
+				window_json(&ro->cur[0], sc_window_err(&ro->cur[0]), 0), "canary",
+				window_json(&ro->cur[1], sc_window_err(&ro->cur[1]), 0));
 	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:f,s:f,s:I,s:s,s:o,s:o}", "model",
 			 ro->model, "stable", ro->stable, "canary", ro->canary, "state",
 			 state_names[ro->state], "step", (int)ro->step, "weight", ro->weight,

@@ -8,7 +8,12 @@
  * deployment whose endpoints carry two versions gets a rollout from
  * spec.rollout. A broken watch is restarted after a second; on restart the
  * object map is rebuilt from scratch (DELETED events may have been missed).
- * Static --backend flags are never touched by this. */
+ * Static --backend flags are never touched by this.
+ *
+ * --server may list several servers (an HA control plane): the gateway uses
+ * one at a time and moves to the next when it is unreachable or answers
+ * 503 (a follower), as the CLI and the agent do. Rollout reports follow the
+ * same list. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,9 +29,62 @@ typedef struct control {
 	sc_hcli_req_t *watch;
 	uv_timer_t retry;
 	int stopping;
+	int status;        /* of the watch in flight */
 } control_t;
 
 static void watch_start(control_t *ct);
+
+/* ---------------------------------------------------------------------
+ * The server list
+ * ------------------------------------------------------------------- */
+
+int sc__gw_parse_servers(gw_opts_t *o, char *err, size_t errsz)
+{
+	const char *p = o->server;
+	o->nservers = 0;
+	for (;;) {
+		size_t n = strcspn(p, ",");
+		char host[64];
+		int port;
+		const char *path;
+		char *url = o->servers[o->nservers];
+		if (o->nservers == GW_MAX_SERVERS) {
+			snprintf(err, errsz, "at most %d servers", GW_MAX_SERVERS);
+			return SC_EINVAL;
+		}
+		while (n > 0 && p[n - 1] == '/')
+			n--; /* "http://h:p/" names the same server */
+		if (n == 0 || n >= GW_MAX_URL) {
+			snprintf(err, errsz, "entry %zu: expected http://HOST:PORT", o->nservers + 1);
+			return SC_EINVAL;
+		}
+		memcpy(url, p, n);
+		url[n] = '\0';
+		if (sc_hcli_parse_url(url, host, sizeof(host), &port, &path) < 0 ||
+		    strcmp(path, "/") != 0) {
+			snprintf(err, errsz, "\"%s\": expected http://HOST:PORT", url);
+			return SC_EINVAL;
+		}
+		o->nservers++;
+		p += strcspn(p, ",");
+		if (!*p)
+			return 0;
+		p++;
+	}
+}
+
+const char *sc__gw_server(const sc_gw_t *gw)
+{
+	return gw->o.servers[gw->server_idx % (gw->o.nservers ? gw->o.nservers : 1)];
+}
+
+void sc__gw_server_next(sc_gw_t *gw)
+{
+	if (gw->o.nservers < 2)
+		return;
+	gw->server_idx = (gw->server_idx + 1) % gw->o.nservers;
+	sc__gw_log("control plane: trying %s", sc__gw_server(gw));
+}
 
 static int role_of(const char *r)
 {
@@ -59,8 +117,10 @@ static void add_endpoint(sc_gw_t *gw, const char *dep, const char *model, const 
 	}
 	snprintf(d.model, sizeof(d.model), "%s", model);
 	snprintf(d.version, sizeof(d.version), "%s", v ? v : ver);
-	snprintf(d.url, sizeof(d.url), "%.*s", (int)(strlen(url) - (*path == '/' && !path[1])),
-		 url);
+	size_t ul = strlen(url);
+	if (ul > 0 && url[ul - 1] == '/' && strcmp(path, "/") == 0)
+		ul--; /* "http://h:p/" and "http://h:p" name the same replica */
+	snprintf(d.url, sizeof(d.url), "%.*s", (int)ul, url);
 	d.role = role;
 	d.weight = json_is_number(w) && json_number_value(w) > 0 ? json_number_value(w) : 1;
 	d.ready = !json_is_false(ready);
@@ -151,6 +211,7 @@ static void on_event(control_t *ct, const char *line, size_t len)
 static int w_head(sc_hcli_req_t *r, int status, void *ud)
 {
 	control_t *ct = ud;
+	ct->status = status;
 	if (status != 200) {
 		sc__gw_log("control plane watch: HTTP %d", status);
 		return 0;
@@ -190,14 +251,22 @@ static void w_done(sc_hcli_req_t *r, int err, void *ud)
 	ct->watch = NULL;
 	if (ct->stopping)
 		return;
-	uv_timer_start(&ct->retry, on_retry, 1000, 0);
+	/* Unreachable, or not the leader (503): the next server of the list.
+	 * A watch the server ended after a 200 is reopened on the same one;
+	 * with one server, after a second; going round a list, at once. */
+	int move = err < 0 || ct->status == 503 || ct->status >= 500;
+	if (move)
+		sc__gw_server_next(ct->gw);
+	uint64_t delay = move && ct->gw->o.nservers > 1 && ct->gw->server_idx != 0 ? 0 : 1000;
+	uv_timer_start(&ct->retry, on_retry, delay, 0);
 }
 
 static void watch_start(control_t *ct)
 {
 	sc_gw_t *gw = ct->gw;
 	char url[GW_MAX_URL + 64], hdrs[300];
-	snprintf(url, sizeof(url), "%s/api/v1/deployments?watch=1", gw->o.server);
+	ct->status = 0;
+	snprintf(url, sizeof(url), "%s/api/v1/deployments?watch=1", sc__gw_server(gw));
 	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n", gw->o.token);
 	sc_hcli_call_t call = {
 		.method = "GET",
@@ -253,11 +322,54 @@ void sc__gw_control_stop(sc_gw_t *gw)
  * Reporting rollout outcomes
  * ------------------------------------------------------------------- */
 
+/* One rollout report; sent to the server in use, then to the others of
+ * the list while they are unreachable or followers. */
+typedef struct report {
+	sc_gw_t *gw;
+	char path[GW_MAX_NAME + 48];
+	char *body;
+	size_t tries;
+} report_t;
+
+static void report_send(report_t *rp);
+
 static void report_done(sc_hcli_req_t *r, int err, void *ud)
 {
-	if (err < 0 || sc_hcli_status(r) >= 300)
+	report_t *rp = ud;
+	int status = err < 0 ? 0 : sc_hcli_status(r);
+	if ((err < 0 || status == 503) && rp->tries < rp->gw->o.nservers &&
+	    rp->gw->control) {
+		sc__gw_server_next(rp->gw);
+		report_send(rp);
+		return;
+	}
+	if (err < 0 || status >= 300)
 		sc__gw_log("control plane: rollout report failed (%s)",
 			   err < 0 ? sc_strerror(err) : "HTTP error");
+	free(rp->body);
+	free(rp);
+}
+
+static void report_send(report_t *rp)
+{
+	sc_gw_t *gw = rp->gw;
+	char url[GW_MAX_URL + sizeof(rp->path)], hdrs[300];
+	snprintf(url, sizeof(url), "%s%s", sc__gw_server(gw), rp->path);
+	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n", gw->o.token);
+	rp->tries++;
+	sc_hcli_call_t call = {.method = "POST",
+				.url = url,
+				.headers = hdrs,
+				.body = rp->body,
+				.body_len = strlen(rp->body),
+				.timeout_ms = 5000,
+				.cbs = {.on_done = report_done},
+				.ud = rp};
+	if (sc_hcli_start(gw->hc, &call, NULL) < 0) {
+		sc__gw_log("control plane: bad server URL %s", sc__gw_server(gw));
+		free(rp->body);
+		free(rp);
+	}
 }
 
 void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outcome)
@@ -273,19 +385,14 @@ void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outc
 			      ro->stable, "canary", ro->canary, "reason", ro->reason,
 			      "canaryErrorRate", ro->last_err[1], "window",
 			      (json_int_t)ro->windows);
-	char *body = json_dumps(b, JSON_COMPACT);
+	report_t *rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		abort();
+	rp->gw = gw;
+	rp->body = json_dumps(b, JSON_COMPACT);
 	json_decref(b);
-	char url[GW_MAX_URL + GW_MAX_NAME + 48], hdrs[300];
-	snprintf(url, sizeof(url), "%s/api/v1/deployments/%s/rollout", gw->o.server, dep);
-	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n", gw->o.token);
-	sc_hcli_call_t call = {.method = "POST",
-				.url = url,
-				.headers = hdrs,
-				.body = body,
-				.body_len = strlen(body),
-				.timeout_ms = 5000,
-				.cbs = {.on_done = report_done}};
-	if (sc_hcli_start(gw->hc, &call, NULL) < 0)
-		sc__gw_log("control plane: bad server URL %s", gw->o.server);
-	free(body);
+	if (!rp->body)
+		abort();
+	snprintf(rp->path, sizeof(rp->path), "/api/v1/deployments/%s/rollout", dep);
+	report_send(rp);
 }

@@ -298,7 +298,8 @@ static void usage(FILE *f)
 		"  --config FILE             JSON or YAML: {backends: [...], rollouts: [...]}\n"
 		"  --rollout SPEC            model=M,stable=V1,canary=V2[,steps=10/50/100]\n"
 		"                            [,window=60s][,max-error-rate=0.05][,deployment=NAME]\n"
-		"  --server URL --token T    watch deployments on the control plane\n"
+		"  --server URL[,URL...] --token T  watch deployments on the control plane\n"
+		"                             (the next server when one is down or a follower)\n"
 		"  --otlp URL                export spans to URL/v1/traces (OTLP/HTTP JSON)\n"
 		"  --timeout DUR             whole request (default 60s)\n"
 		"  --attempt-timeout DUR     one upstream attempt, inactivity (default: --timeout)\n"
@@ -483,6 +484,11 @@ static int parse_args(int argc, char **argv, args_t *a)
 	}
 	if (!a->o.attempt_timeout_ms)
 		a->o.attempt_timeout_ms = a->o.timeout_ms;
+	char serr[GW_MAX_URL + 64];
+	if (a->o.server[0] && sc__gw_parse_servers(&a->o, serr, sizeof(serr)) < 0) {
+		fprintf(stderr, "gateway: --server: %s\n", serr);
+		return SC_EINVAL;
+	}
 	if (a->o.server[0] && !a->o.token[0]) {
 		const char *t = getenv("STARCLOUD_TOKEN");
 		if (t)
@@ -649,6 +655,7 @@ static int setup(sc_gw_t *gw, args_t *a)
 
 static void free_all(sc_gw_t *gw)
 {
+	sc__gw_proxy_free_pool(gw);
 	for (size_t i = 0; i < gw->nbe; i++)
 		free(gw->be[i]);
 	for (size_t i = 0; i < gw->nstats; i++)

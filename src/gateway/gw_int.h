@@ -23,6 +23,7 @@
 #include "net/http.h"
 #include "net/hclient.h"
 #include "starcloud/buf.h"
+#include "base/serve.h"
 
 #define GW_MAX_NAME 128
 #define GW_MAX_VERSION 64
@@ -32,6 +33,7 @@
 #define GW_MAX_STEPS 16
 #define GW_MAX_STATS 512
 #define GW_MAX_TRIED 16
+#define GW_MAX_SERVERS 8
 
 enum { GW_ROLE_BOTH, GW_ROLE_PREFILL, GW_ROLE_DECODE };
 enum { GW_SRC_STATIC, GW_SRC_SERVER };
@@ -60,12 +62,7 @@ typedef struct gw_backend {
 	gw_stats_t *stats;      /* the model/version figures */
 } gw_backend_t;
 
-typedef struct gw_window {
-	uint64_t requests, errors;
-	double lat[1024];       /* a reservoir of latencies (s) for the p99 */
-	size_t nlat;
-	uint64_t seen;          /* latencies offered to the reservoir */
-} gw_window_t;
+typedef sc_window_t gw_window_t; /* src/base/serve.h */
 
 enum { RO_PROGRESSING, RO_PROMOTED, RO_ROLLED_BACK, RO_ABORTED };
 
@@ -111,7 +108,9 @@ typedef struct gw_opts {
 	int prefill_retry;          /* --prefill-failure retry */
 	size_t max_body;            /* client request body */
 	size_t max_response;        /* buffered upstream answer */
-	char server[GW_MAX_URL];
+	char server[GW_MAX_SERVERS * GW_MAX_URL]; /* --server URL1,URL2,... as given */
+	char servers[GW_MAX_SERVERS][GW_MAX_URL]; /* the same, split and checked */
+	size_t nservers;
 	char token[256];
 	char otlp[GW_MAX_URL];
 	uint64_t window_ms;         /* default analysis window */
@@ -134,10 +133,13 @@ typedef struct sc_gw {
 	uint64_t active_retries;    /* retry attempts in flight */
 	uint64_t shed, budget_exhausted;
 	struct gw_req *reqs;        /* every request in flight */
+	struct gw_req *pool;        /* finished requests kept for reuse (proxy.c) */
+	size_t npool;
 	uv_timer_t probe_timer;
 	uv_signal_t sigint, sigterm;
 	void *trace;                /* trace.c exporter state */
 	void *control;              /* control.c watch state */
+	size_t server_idx;          /* the control plane server in use (o.servers) */
 	uint64_t rng;
 } sc_gw_t;
 
@@ -222,6 +224,9 @@ void sc__gw_span_root(sc_gw_t *gw, gw_span_t *s, const char *traceparent);
 void sc__gw_span_child(sc_gw_t *gw, const gw_span_t *parent, gw_span_t *child);
 /* Writes the traceparent naming span s (55 chars + NUL). */
 void sc__gw_traceparent(const gw_span_t *s, char out[56]);
+/* True when s would be exported (sampled, --otlp set): lets callers skip
+ * building attributes on the hot path. */
+int sc__gw_span_wanted(const sc_gw_t *gw, const gw_span_t *s);
 /* Ends a span and queues it for export (when --otlp is set). attrs is a
  * jansson object of string/int attributes (taken). */
 void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, int error,
@@ -230,6 +235,13 @@ int sc__gw_trace_init(sc_gw_t *gw);
 void sc__gw_trace_close(sc_gw_t *gw);
 
 /* ---- control.c ---- */
+/* Splits o->server ("URL1,URL2,...") into o->servers; errors name the
+ * entry. */
+int sc__gw_parse_servers(gw_opts_t *o, char *err, size_t errsz);
+/* The control plane server in use, and a move to the next one of the list
+ * (after it was unreachable or answered as a follower). */
+const char *sc__gw_server(const sc_gw_t *gw);
+void sc__gw_server_next(sc_gw_t *gw);
 int sc__gw_control_start(sc_gw_t *gw);
 void sc__gw_control_stop(sc_gw_t *gw);
 /* Tells the control plane a rollout was rolled back (best effort). */

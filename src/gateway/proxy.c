@@ -10,11 +10,13 @@
  *   - a 200 with an empty or shapeless body is a failure too (never an
  *     empty 200 to a client);
  *   - other answers, 500 included, go to the client as they are. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gateway/proxy.h"
 #include "starcloud/error.h"
+#include "base/jscan.h"
 
 static void req_release(gw_req_t *q);
 
@@ -48,6 +50,8 @@ static void req_account(gw_req_t *q, int status)
 	double total = since(q->t0_ns);
 	double ttft = q->ttft_ns ? (double)(q->ttft_ns - q->t0_ns) / 1e9 : total;
 	sc__gw_stats_done(s, status, total, ttft);
+	if (!sc__gw_span_wanted(q->gw, &q->root))
+		return;
 	json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "model", q->model, "version", ver,
 			      "http.status_code", status, "retries",
 			      q->attempts > 0 ? q->attempts - 1 : 0);
@@ -56,7 +60,12 @@ static void req_account(gw_req_t *q, int status)
 
 void sc__gw_fail(gw_req_t *q, int status, const char *type, const char *msg)
 {
-	if (q->hr && q->started) {
+	if (q->hr && q->started && q->passthru) {
+		/* Half a body went out: cut the connection so the client sees
+		 * a truncated answer, never a complete-looking one. */
+		sc_http_abort(q->hr);
+		q->hr = NULL;
+	} else if (q->hr && q->started) {
 		char ev[512];
 		int n = snprintf(ev, sizeof(ev),
 				 "data: {\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"code\":%d}}\n\n",
@@ -90,16 +99,74 @@ static void respond_upstream(gw_req_t *q)
  * Lifetime
  * ------------------------------------------------------------------- */
 
+/* Finished requests are kept (with their buffers) for the next ones, up
+ * to GW_REQ_POOL: no allocation per request once the gateway is warm. A
+ * buffer that grew past GW_REQ_KEEP_BYTES is given back instead. */
+#define GW_REQ_POOL 512
+#define GW_REQ_KEEP_BYTES (64u << 10)
+
+static void buf_trim(sc_buf_t *b)
+{
+	if (b->cap > GW_REQ_KEEP_BYTES)
+		sc_buf_free(b);
+	sc_buf_reset(b);
+}
+
 static void on_timer_closed(uv_handle_t *h)
 {
 	gw_req_t *q = h->data;
+	sc_gw_t *gw = q->gw;
 	json_decref(q->body);
 	json_decref(q->kv);
 	json_decref(q->ids);
-	sc_buf_free(&q->resp);
-	sc_buf_free(&q->sse);
-	sc_buf_free(&q->emitted);
-	free(q);
+	if (gw->npool >= GW_REQ_POOL) {
+		sc_buf_free(&q->resp);
+		sc_buf_free(&q->sse);
+		sc_buf_free(&q->emitted);
+		free(q);
+		return;
+	}
+	buf_trim(&q->resp);
+	buf_trim(&q->sse);
+	buf_trim(&q->emitted);
+	q->next = gw->pool;
+	gw->pool = q;
+	gw->npool++;
+}
+
+/* A zeroed request, from the pool when one is there. */
+static gw_req_t *req_alloc(sc_gw_t *gw)
+{
+	gw_req_t *q = gw->pool;
+	if (!q) {
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			abort();
+		return q;
+	}
+	gw->pool = q->next;
+	gw->npool--;
+	sc_buf_t keep[3] = { q->resp, q->sse, q->emitted };
+	memset(q, 0, offsetof(gw_req_t, last_err));
+	q->last_err[0] = '\0';
+	memset(&q->pd, 0, sizeof(*q) - offsetof(gw_req_t, pd));
+	q->resp = keep[0];
+	q->sse = keep[1];
+	q->emitted = keep[2];
+	return q;
+}
+
+void sc__gw_proxy_free_pool(sc_gw_t *gw)
+{
+	while (gw->pool) {
+		gw_req_t *q = gw->pool;
+		gw->pool = q->next;
+		sc_buf_free(&q->resp);
+		sc_buf_free(&q->sse);
+		sc_buf_free(&q->emitted);
+		free(q);
+	}
+	gw->npool = 0;
 }
 
 static void req_release(gw_req_t *q)
@@ -133,7 +200,9 @@ void sc__gw_proxy_shutdown(sc_gw_t *gw)
 {
 	while (gw->reqs) {
 		gw_req_t *q = gw->reqs;
-		if (q->hr && q->started)
+		if (q->hr && q->started && q->passthru)
+			sc_http_abort(q->hr);
+		else if (q->hr && q->started)
 			sc_http_stream_end(q->hr);
 		else if (q->hr)
 			sc__gw_error(q->hr, 503, "unavailable", "the gateway is shutting down");
@@ -195,15 +264,13 @@ static int start_client_stream(gw_req_t *q)
 /* Sends one complete event (with its blank line) to the client. */
 static int forward_event(gw_req_t *q, const char *ev, size_t len)
 {
-	const char *d = ev;
-	if (len >= 6 && strncmp(d, "data: ", 6) == 0) {
-		size_t dl = len - 6;
-		while (dl && (d[6 + dl - 1] == '\n' || d[6 + dl - 1] == '\r'))
-			dl--;
-		if (dl == 6 && strncmp(d + 6, "[DONE]", 6) == 0)
+	const char *d;
+	size_t dl;
+	if (sc_sse_data(ev, len, &d, &dl)) {
+		if (sc_sse_is_done(d, dl))
 			q->saw_done = 1;
 		else
-			note_text(q, d + 6, dl);
+			note_text(q, d, dl);
 	}
 	if (!q->hr)
 		return 1;
@@ -217,10 +284,9 @@ static int forward_event(gw_req_t *q, const char *ev, size_t len)
 static int pump_events(gw_req_t *q)
 {
 	for (;;) {
-		char *end = q->sse.len ? strstr(q->sse.data, "\n\n") : NULL;
-		if (!end)
+		size_t n = sc_sse_next(q->sse.data, q->sse.len);
+		if (!n)
 			return 0;
-		size_t n = (size_t)(end - q->sse.data) + 2;
 		if (forward_event(q, q->sse.data, n))
 			return 1;
 		sc_buf_consume(&q->sse, n);
@@ -237,13 +303,73 @@ static int is_event_stream(sc_hcli_req_t *up)
 	return ct && strstr(ct, "text/event-stream");
 }
 
+static int retryable_status(int s)
+{
+	return s == 502 || s == 503 || s == 504 || s < 0;
+}
+
+/* An answer whose status and headers are final and that would not be
+ * retried whatever its body (KServe and pass-through answers, errors other
+ * than 502/503/504) is forwarded as it arrives once it is big: holding it
+ * buys nothing. Small ones are held and sent with one write; OpenAI 200s
+ * are always held, to be checked for choices before anything goes out. */
+#define GW_PASSTHRU_MIN (64u << 10)
+
+static int passthru_wanted(const gw_req_t *q, sc_hcli_req_t *up, int status)
+{
+	if (q->stream || q->pd || !q->hr || retryable_status(status))
+		return 0;
+	if (status == 200 && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT))
+		return 0;
+	const char *cl = sc_hcli_header(up, "content-length");
+	return !cl || strtoull(cl, NULL, 10) > GW_PASSTHRU_MIN;
+}
+
 static int up_head(sc_hcli_req_t *up, int status, void *ud)
 {
 	gw_req_t *q = ud;
 	q->up_status = status;
 	const char *ct = sc_hcli_header(up, "content-type");
-	snprintf(q->up_ctype, sizeof(q->up_ctype), "%s", ct ? ct : "");
+	size_t cl = ct ? strnlen(ct, sizeof(q->up_ctype) - 1) : 0;
+	memcpy(q->up_ctype, ct ? ct : "", cl);
+	q->up_ctype[cl] = '\0';
+	q->passthru = passthru_wanted(q, up, status);
 	return 0;
+}
+
+/* Forwards a piece of a pass-through answer; non-zero when the client is
+ * gone or cannot keep up. */
+static int passthru_write(gw_req_t *q, const char *d, size_t n)
+{
+	if (!q->hr)
+		return 1;
+	if (!q->started) {
+		set_headers(q, q->be);
+		sc_http_stream_start(q->hr, q->up_status,
+				     q->up_ctype[0] ? q->up_ctype : "application/json",
+				     on_client_gone, q);
+		q->started = 1;
+		q->ttft_ns = uv_hrtime();
+	}
+	return sc_http_stream_write(q->hr, d, n) < 0;
+}
+
+/* The end of a pass-through answer that has started: a clean end ends the
+ * client's answer, a broken one cuts the client connection. */
+static void passthru_done(gw_req_t *q, int err)
+{
+	int broken = err < 0;
+	sc__gw_attempt_end(q, broken || q->up_status >= 500);
+	int status = broken ? 502 : q->up_status;
+	if (q->hr && broken)
+		sc_http_abort(q->hr);
+	else if (q->hr)
+		sc_http_stream_end(q->hr);
+	else
+		status = 499;
+	q->hr = NULL;
+	req_account(q, status);
+	req_release(q);
 }
 
 static int up_data(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
@@ -264,15 +390,18 @@ static int up_data(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
 static int up_data_stream(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
 {
 	gw_req_t *q = ud;
-	if (up_data(up, d, n, ud))
+	int gone = q->passthru ? passthru_write(q, d, n) : up_data(up, d, n, ud);
+	if (gone && !q->passthru)
 		return 1;
-	if (q->stream && q->sse.len && pump_events(q)) {
+	if (gone || (q->stream && q->sse.len && pump_events(q))) {
 		/* The client is gone or cannot keep up: end it all. The
 		 * returned 1 cancels the upstream request (no on_done). */
 		if (!q->closed) {
 			q->up = NULL;
 			sc__gw_attempt_end(q, 0);
-			if (q->hr)
+			if (q->hr && q->passthru)
+				sc_http_abort(q->hr);
+			else if (q->hr)
 				sc_http_stream_end(q->hr);
 			q->hr = NULL;
 			req_account(q, 499);
@@ -289,15 +418,15 @@ static int valid_answer(gw_req_t *q)
 		return 0;
 	if (q->kind != GW_K_COMPL && q->kind != GW_K_CHAT)
 		return 1;
-	json_t *j = json_loadb(q->resp.data, q->resp.len, 0, NULL);
-	size_t nc = json_array_size(json_object_get(j, "choices"));
-	json_decref(j);
+	/* Only "choices" matters: a validating scan, no tree. */
+	static const char *const keys[] = { "choices" };
+	sc_jval_t v;
+	size_t nc = 0;
+	int same;
+	if (sc_jscan_object(q->resp.data, q->resp.len, keys, 1, &v) < 0 ||
+	    sc_jscan_array(&v, &nc, &same) < 0)
+		return 0;
 	return nc > 0;
-}
-
-static int retryable_status(int s)
-{
-	return s == 502 || s == 503 || s == 504 || s < 0;
 }
 
 /* Finishes the attempt's bookkeeping: replica load, ejection, canary. */
@@ -311,13 +440,16 @@ void sc__gw_attempt_end(gw_req_t *q, int failed)
 	sc__gw_backend_result(q->gw, b, !failed);
 	if (b->role != GW_ROLE_PREFILL)
 		sc__gw_rollout_observe(q->gw, q->model, b->version, failed, secs);
-	json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "replica", b->id, "version", b->version,
-			      "http.status_code", q->up_status, "attempt", q->attempts);
-	sc__gw_span_end(q->gw, &q->att,
-			b->role == GW_ROLE_DECODE	 ? "decode"
-			: b->role == GW_ROLE_PREFILL ? "prefill"
-						     : "attempt",
-			3, failed, a);
+	if (sc__gw_span_wanted(q->gw, &q->att)) {
+		json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "replica", b->id, "version",
+				      b->version, "http.status_code", q->up_status, "attempt",
+				      q->attempts);
+		sc__gw_span_end(q->gw, &q->att,
+				b->role == GW_ROLE_DECODE    ? "decode"
+				: b->role == GW_ROLE_PREFILL ? "prefill"
+							     : "attempt",
+				3, failed, a);
+	}
 	b->inflight--;
 	sc__gw_stats_inflight(b->stats, -1);
 	if (q->in_retry) {
@@ -330,8 +462,9 @@ void sc__gw_attempt_end(gw_req_t *q, int failed)
  * with the text so far appended, or end the stream with an error event. */
 static void resume_or_fail(gw_req_t *q)
 {
-	int resumable = q->body && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT);
-	if (q->kind == GW_K_COMPL && !q->pd && !json_is_string(json_object_get(q->body, "prompt")))
+	json_t *body = sc__gw_req_json(q);
+	int resumable = body != NULL;
+	if (q->kind == GW_K_COMPL && !q->pd && !json_is_string(json_object_get(body, "prompt")))
 		resumable = 0;
 	if (q->pd && json_array_size(q->ids) < (size_t)(q->ntok > 0 ? 1 : 0))
 		resumable = 0; /* without token ids a decode cannot skip what was sent */
@@ -350,6 +483,10 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 	gw_req_t *q = ud;
 	q->up = NULL;
 	q->free_retry = err < 0 && up && !sc_hcli_reached(up);
+	if (q->passthru && q->started) {
+		passthru_done(q, err);
+		return;
+	}
 	if (err < 0)
 		q->up_status = err == SC_ELIMIT ? 504 : -1;
 	if (q->started) {
@@ -428,10 +565,8 @@ int sc__gw_may_retry(gw_req_t *q)
 	 * budget, which protects struggling replicas, does not apply. */
 	if (q->free_retry)
 		return 1;
-	double budget = gw->o.retry_budget * (double)gw->active;
-	if (budget < gw->o.retry_budget_min)
-		budget = gw->o.retry_budget_min;
-	if ((double)gw->active_retries >= budget) {
+	if (!sc_retry_budget_ok(gw->active, gw->active_retries, gw->o.retry_budget,
+				gw->o.retry_budget_min)) {
 		gw->budget_exhausted++;
 		return 0;
 	}
@@ -465,9 +600,23 @@ static void add_continuation(gw_req_t *q, json_t *b)
 	}
 }
 
+json_t *sc__gw_req_json(gw_req_t *q)
+{
+	if (!q->body && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT))
+		q->body = json_loadb(q->raw, q->rawlen, 0, NULL);
+	return q->body;
+}
+
+int sc__gw_body_verbatim(const gw_req_t *q)
+{
+	if (q->kind != GW_K_COMPL && q->kind != GW_K_CHAT)
+		return 1;
+	return !q->rewrite && !q->pd && q->ntok == 0;
+}
+
 char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
 {
-	if (!q->body || (!q->rewrite && !q->pd && q->ntok == 0)) {
+	if (sc__gw_body_verbatim(q) || !sc__gw_req_json(q)) {
 		char *c = malloc(q->rawlen + 1);
 		if (!c)
 			abort();
@@ -520,20 +669,33 @@ static gw_backend_t *pick_for(gw_req_t *q, int *why)
 
 static void attempt_send(gw_req_t *q, gw_backend_t *b)
 {
-	char url[GW_MAX_URL + 512], hdrs[256];
-	snprintf(url, sizeof(url), "%s%s", b->url, q->path);
+	/* Both strings are bounded by their parts' sizes; built without
+	 * printf, as this runs for every attempt. */
+	char url[GW_MAX_URL + sizeof(q->path)], hdrs[128];
+	size_t ul = strlen(b->url), pl = strlen(q->path);
+	memcpy(url, b->url, ul);
+	memcpy(url + ul, q->path, pl + 1);
 	sc__gw_span_child(q->gw, &q->root, &q->att);
-	char tp[56];
-	sc__gw_traceparent(&q->att, tp);
-	snprintf(hdrs, sizeof(hdrs), "traceparent: %s\r\n%s", tp,
-		 q->stream ? "Accept: text/event-stream\r\n" : "");
+	static const char tph[] = "traceparent: ", acc[] = "Accept: text/event-stream\r\n";
+	memcpy(hdrs, tph, sizeof(tph) - 1);
+	sc__gw_traceparent(&q->att, hdrs + sizeof(tph) - 1);
+	memcpy(hdrs + sizeof(tph) - 1 + 55, "\r\n", 3);
+	if (q->stream)
+		memcpy(hdrs + sizeof(tph) - 1 + 57, acc, sizeof(acc));
 	size_t blen = 0;
-	char *body = strcmp(q->method, "POST") == 0 ? sc__gw_body_for_attempt(q, &blen) : NULL;
+	char *body = NULL;
+	const char *send = NULL;
+	if (strcmp(q->method, "POST") == 0 && sc__gw_body_verbatim(q)) {
+		send = q->raw; /* the common case: no copy, no re-serializing */
+		blen = q->rawlen;
+	} else if (strcmp(q->method, "POST") == 0) {
+		send = body = sc__gw_body_for_attempt(q, &blen);
+	}
 	sc_hcli_call_t call = {
 		.method = q->method,
 		.url = url,
 		.headers = hdrs,
-		.body = body,
+		.body = send,
 		.body_len = blen,
 		.timeout_ms = q->gw->o.attempt_timeout_ms,
 		.cbs = {.on_head = up_head, .on_data = up_data_stream, .on_done = up_done},
@@ -541,6 +703,7 @@ static void attempt_send(gw_req_t *q, gw_backend_t *b)
 	};
 	q->att_ns = uv_hrtime();
 	q->up_status = 0;
+	q->passthru = 0;
 	sc_buf_reset(&q->resp);
 	sc_buf_reset(&q->sse);
 	q->saw_done = 0;
@@ -597,18 +760,14 @@ void sc__gw_attempt_take(gw_req_t *q, gw_backend_t *b)
 
 static gw_req_t *req_new(sc_gw_t *gw, sc_http_req_t *hr, int kind)
 {
-	gw_req_t *q = calloc(1, sizeof(*q));
-	if (!q)
-		abort();
+	gw_req_t *q = req_alloc(gw);
 	q->gw = gw;
 	q->hr = hr;
 	q->kind = kind;
 	q->method = sc_http_method(hr);
 	q->raw = sc_http_body(hr, &q->rawlen);
 	q->t0_ns = uv_hrtime();
-	sc_buf_init(&q->resp, gw->o.max_response);
-	sc_buf_init(&q->sse, gw->o.max_response);
-	sc_buf_init(&q->emitted, gw->o.max_response);
+	q->resp.max = q->sse.max = q->emitted.max = gw->o.max_response;
 	uv_timer_init(gw->loop, &q->timer);
 	q->timer.data = q;
 	uv_timer_start(&q->timer, on_deadline, gw->o.timeout_ms, 0);
@@ -662,56 +821,72 @@ static void route(gw_req_t *q)
 	if ((q->kind == GW_K_COMPL || q->kind == GW_K_CHAT) &&
 	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_PREFILL) &&
 	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_DECODE)) {
+		sc__gw_req_json(q); /* the phases' bodies are built from it */
 		sc__gw_pd_start(q);
 		return;
 	}
 	sc__gw_attempt(q);
 }
 
-static const char *openai_check(const json_t *b, int kind)
+/* The top-level fields an OpenAI request is checked and routed on. */
+enum { OA_MODEL, OA_STREAM, OA_MAX_TOKENS, OA_PROMPT, OA_MESSAGES, OA_N };
+static const char *const oa_keys[OA_N] = { "model", "stream", "max_tokens", "prompt",
+					   "messages" };
+
+/* Validates a scanned request; NULL when good, else the message. */
+static const char *openai_check(int rc, const sc_jval_t *v, int kind)
 {
-	if (!json_is_object(b))
+	if (rc == SC_EPARSE)
+		return "the body is not valid JSON";
+	if (rc == SC_EINVAL)
 		return "the body must be a JSON object";
-	if (!json_is_string(json_object_get(b, "model")))
+	if (rc == SC_EEXISTS)
+		return "the body repeats a key (model, stream, max_tokens, prompt or messages)";
+	if (v[OA_MODEL].type != SC_JT_STRING)
 		return "model: expected a string";
-	json_t *s = json_object_get(b, "stream");
-	if (s && !json_is_boolean(s))
+	int st = v[OA_STREAM].type;
+	if (st != SC_JT_ABSENT && st != SC_JT_TRUE && st != SC_JT_FALSE)
 		return "stream: expected true or false";
-	json_t *mt = json_object_get(b, "max_tokens");
-	if (mt && !json_is_null(mt) && (!json_is_integer(mt) || json_integer_value(mt) < 0))
+	long long mt = 0;
+	int mtt = v[OA_MAX_TOKENS].type;
+	if (mtt != SC_JT_ABSENT && mtt != SC_JT_NULL &&
+	    (sc_jscan_int(&v[OA_MAX_TOKENS], &mt) < 0 || mt < 0))
 		return "max_tokens: expected a non-negative integer";
 	if (kind == GW_K_COMPL) {
-		json_t *p = json_object_get(b, "prompt");
-		if (!json_is_string(p) && !json_is_array(p))
+		int pt = v[OA_PROMPT].type;
+		if (pt != SC_JT_STRING && pt != SC_JT_ARRAY)
 			return "prompt: expected a string or an array";
-	} else {
-		json_t *m = json_object_get(b, "messages");
-		if (!json_is_array(m) || json_array_size(m) == 0)
-			return "messages: expected a non-empty array";
-		for (size_t i = 0; i < json_array_size(m); i++)
-			if (!json_is_object(json_array_get(m, i)))
-				return "messages: every message must be an object";
+		return NULL;
 	}
+	size_t n = 0;
+	int same = SC_JT_ABSENT;
+	if (sc_jscan_array(&v[OA_MESSAGES], &n, &same) < 0 || n == 0)
+		return "messages: expected a non-empty array";
+	if (same != SC_JT_OBJECT)
+		return "messages: every message must be an object";
 	return NULL;
 }
 
+/* Checks and routes an OpenAI request from a validating scan of its body:
+ * the body is forwarded as it came, never parsed into a tree, unless a
+ * retry must rewrite it (see sc__gw_req_json). */
 static void openai(sc_http_req_t *hr, sc_gw_t *gw, int kind, const char *path)
 {
 	size_t len;
 	const char *raw = sc_http_body(hr, &len);
-	json_error_t je;
-	json_t *b = json_loadb(raw, len, JSON_REJECT_DUPLICATES, &je);
-	const char *bad = b ? openai_check(b, kind) : "the body is not valid JSON";
+	sc_jval_t v[OA_N];
+	int rc = sc_jscan_object(raw, len, oa_keys, OA_N, v);
+	const char *bad = openai_check(rc, v, kind);
 	if (bad) {
-		json_decref(b);
 		sc__gw_error(hr, 400, "invalid_request_error", bad);
 		return;
 	}
 	gw_req_t *q = req_new(gw, hr, kind);
-	q->body = b;
-	q->stream = json_is_true(json_object_get(b, "stream"));
+	q->stream = v[OA_STREAM].type == SC_JT_TRUE;
 	snprintf(q->path, sizeof(q->path), "%s", path);
-	if (set_model(q, json_string_value(json_object_get(b, "model")), NULL) < 0) {
+	char model[GW_MAX_NAME + GW_MAX_VERSION + 2];
+	if (sc_jscan_string(&v[OA_MODEL], model, sizeof(model)) < 0 ||
+	    set_model(q, model, NULL) < 0) {
 		sc__gw_fail(q, 400, "invalid_request_error", "model: expected NAME or NAME:VERSION");
 		return;
 	}
@@ -799,12 +974,14 @@ static void h_kserve(sc_http_req_t *hr, void *ud)
 	if (infer) {
 		size_t len;
 		const char *raw = sc_http_body(hr, &len);
-		json_t *b = json_loadb(raw, len, 0, NULL);
-		const char *bad = !json_is_object(b) ? "the body must be a JSON object"
-				  : !json_is_array(json_object_get(b, "inputs"))
-				      ? "inputs: expected an array"
-				      : NULL;
-		json_decref(b);
+		static const char *const keys[] = { "inputs" };
+		sc_jval_t in;
+		int rc = sc_jscan_object(raw, len, keys, 1, &in);
+		const char *bad = rc == SC_EPARSE || rc == SC_EINVAL
+					  ? "the body must be a JSON object"
+				  : rc == SC_EEXISTS	    ? "inputs: given twice"
+				  : in.type != SC_JT_ARRAY ? "inputs: expected an array"
+							   : NULL;
 		if (bad) {
 			kserve_error(hr, 400, bad);
 			return;

@@ -20,7 +20,7 @@ typedef struct gw_req {
 	char version[GW_MAX_VERSION]; /* pinned or chosen by the rollout; "" = any */
 	int pinned;
 	int rollout_chosen;       /* version came from the rollout, may widen */
-	json_t *body;             /* parsed OpenAI request (owned), NULL otherwise */
+	json_t *body;             /* parsed OpenAI request (owned), lazily: sc__gw_req_json */
 	const char *raw;          /* the client's body (borrowed from hr) */
 	size_t rawlen;
 	int rewrite;              /* body must be re-serialized (model:version) */
@@ -37,6 +37,7 @@ typedef struct gw_req {
 	int in_retry;             /* the attempt in flight counts as a retry */
 	int free_retry;           /* the failed attempt never reached its replica */
 	int started;              /* the client stream is open */
+	int passthru;             /* this attempt's answer is forwarded as it arrives */
 	int up_status;
 	char up_ctype[128];
 	int held;                 /* be->inflight counts this request */
@@ -76,6 +77,12 @@ void sc__gw_pd_start(gw_req_t *q);
 /* The decode replica lost the KV handle (410): prefill again or fail,
  * per --prefill-failure. */
 void sc__gw_pd_kv_lost(gw_req_t *q);
+/* The client's OpenAI body as a tree, parsed on first use (only retries
+ * that rewrite it and prefill/decode need one); NULL for other kinds or a
+ * body jansson refuses. Owned by q. */
+json_t *sc__gw_req_json(gw_req_t *q);
+/* True when the client's body can go upstream byte for byte. */
+int sc__gw_body_verbatim(const gw_req_t *q);
 /* The request body for the next attempt (caller frees with free()). */
 char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len);
 /* Bodies of the two phases (docs/WORKER.md, "KV handle protocol"). */
@@ -88,5 +95,7 @@ int sc__gw_pd_kv_gone(const gw_req_t *q);
 
 /* Ends every request in flight (shutdown). */
 void sc__gw_proxy_shutdown(sc_gw_t *gw);
+/* Frees the pool of finished requests (after the loop has stopped). */
+void sc__gw_proxy_free_pool(sc_gw_t *gw);
 
 #endif

@@ -51,39 +51,10 @@ static void hex(const uint8_t *b, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-static int unhex(const char *s, uint8_t *out, size_t n)
-{
-	int nonzero = 0;
-	for (size_t i = 0; i < 2 * n; i++) {
-		char c = s[i];
-		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-		if (v < 0)
-			return 0;
-		if (i % 2 == 0)
-			out[i / 2] = (uint8_t)(v << 4);
-		else
-			out[i / 2] |= (uint8_t)v;
-		nonzero |= v;
-	}
-	return nonzero;
-}
-
-/* 00-<32 hex>-<16 hex>-<2 hex>; later versions may append fields. */
 static int parse_traceparent(const char *tp, gw_span_t *s)
 {
-	size_t len = strlen(tp);
-	if (len < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-')
+	if (!sc_traceparent_parse(tp, s->trace_id, s->parent_id, &s->sampled))
 		return 0;
-	uint8_t ver[1], flags[1];
-	if (!unhex(tp, ver, 1) && !(tp[0] == '0' && tp[1] == '0'))
-		return 0;
-	if (ver[0] == 0xff || (ver[0] == 0 && len != 55))
-		return 0;
-	if (!unhex(tp + 3, s->trace_id, 16) || !unhex(tp + 36, s->parent_id, 8))
-		return 0;
-	if (!unhex(tp + 53, flags, 1) && !(tp[53] == '0' && tp[54] == '0'))
-		return 0;
-	s->sampled = flags[0] & 1;
 	s->has_parent = 1;
 	return 1;
 }
@@ -112,10 +83,7 @@ void sc__gw_span_child(sc_gw_t *gw, const gw_span_t *parent, gw_span_t *child)
 
 void sc__gw_traceparent(const gw_span_t *s, char out[56])
 {
-	char t[33], p[17];
-	hex(s->trace_id, 16, t);
-	hex(s->span_id, 8, p);
-	snprintf(out, 56, "00-%s-%s-%02x", t, p, s->sampled ? 1 : 0);
+	sc_traceparent_format(s->trace_id, s->span_id, s->sampled, out);
 }
 
 /* ---------------------------------------------------------------------
@@ -141,6 +109,11 @@ static json_t *attributes(json_t *attrs)
 		json_array_append_new(out, json_pack("{s:s,s:o}", "key", k, "value", val));
 	}
 	return out;
+}
+
+int sc__gw_span_wanted(const sc_gw_t *gw, const gw_span_t *s)
+{
+	return gw->trace != NULL && s->sampled;
 }
 
 void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, int error,

@@ -25,6 +25,8 @@
 #define MAX_HOST 64
 #define MAX_RESP_HEADERS 64
 #define READ_SLAB (64 * 1024)
+#define REQ_POOL 512
+#define REQ_KEEP_BYTES (64u << 10)
 
 typedef struct hc_conn hc_conn_t;
 
@@ -42,6 +44,8 @@ struct sc_hcli {
 	hc_pool_t *pools;
 	hc_conn_t *conns; /* every open connection, for sc_hcli_close */
 	size_t nconns;
+	sc_hcli_req_t *pool; /* finished requests kept for reuse */
+	size_t npool;
 	int closing;
 };
 
@@ -66,6 +70,8 @@ struct sc_hcli_req {
 	int cancelled;
 	int complete;
 	int in_parse;      /* inside the parser: free later */
+	uint64_t last_io;  /* loop time of the last write or read (inactivity) */
+	sc_hcli_req_t *next_free; /* in sc_hcli_t.pool */
 };
 
 struct hc_conn {
@@ -79,6 +85,7 @@ struct hc_conn {
 	hc_conn_t *prev, *next; /* all connections */
 	http_parser parser;
 	int connected;
+	int reading;      /* uv_read_start is in effect (it stays so) */
 	int reused;
 	int in_pool;
 	int closing;
@@ -210,14 +217,6 @@ static void conn_close(hc_conn_t *k)
 	uv_close((uv_handle_t *)&k->timer, on_conn_handle_closed);
 }
 
-static void on_idle_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
-{
-	/* An idle connection has nothing to say: any byte or EOF ends it. */
-	hc_conn_t *k = st->data;
-	if (n != 0)
-		conn_close(k);
-}
-
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
 	static char slab[READ_SLAB]; /* one loop thread: the parser copies out */
@@ -243,8 +242,9 @@ static void conn_release(hc_conn_t *k, int keep)
 	k->next_idle = k->pool->idle;
 	k->pool->idle = k;
 	k->pool->nidle++;
-	uv_read_stop((uv_stream_t *)&k->tcp);
-	uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_idle_read);
+	/* The connection keeps reading (on_read sees no request and closes it
+	 * on any byte or EOF): stopping and restarting reads would cost two
+	 * epoll_ctl calls per request. */
 	uv_timer_start(&k->timer, on_idle_timer, c->opts.idle_close_ms, 0);
 }
 
@@ -365,11 +365,54 @@ static const http_parser_settings rp_settings = {
  * Requests
  * ------------------------------------------------------------------- */
 
+/* Finished requests are kept with their buffers for the next ones (up to
+ * REQ_POOL): no allocation per request once the client is warm. */
 static void req_free(sc_hcli_req_t *r)
 {
-	sc_buf_free(&r->out);
-	sc_buf_free(&r->hdrs);
-	free(r);
+	sc_hcli_t *c = r->c;
+	if (c->closing || c->npool >= REQ_POOL || r->out.cap > REQ_KEEP_BYTES) {
+		sc_buf_free(&r->out);
+		sc_buf_free(&r->hdrs);
+		free(r);
+		return;
+	}
+	r->next_free = c->pool;
+	c->pool = r;
+	c->npool++;
+}
+
+static sc_hcli_req_t *req_alloc(sc_hcli_t *c)
+{
+	sc_hcli_req_t *r = c->pool;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			abort();
+		sc_buf_init(&r->out, 0);
+		sc_buf_init(&r->hdrs, c->opts.max_header_bytes + 64);
+		return r;
+	}
+	c->pool = r->next_free;
+	c->npool--;
+	sc_buf_t out = r->out, hdrs = r->hdrs;
+	memset(r, 0, sizeof(*r));
+	r->out = out;
+	r->hdrs = hdrs;
+	sc_buf_reset(&r->out);
+	sc_buf_reset(&r->hdrs);
+	return r;
+}
+
+static void pool_free_reqs(sc_hcli_t *c)
+{
+	while (c->pool) {
+		sc_hcli_req_t *r = c->pool;
+		c->pool = r->next_free;
+		sc_buf_free(&r->out);
+		sc_buf_free(&r->hdrs);
+		free(r);
+	}
+	c->npool = 0;
 }
 
 /* Ends a request with on_done(err) and frees it. The connection has been
@@ -408,11 +451,19 @@ static void on_timeout(uv_timer_t *t)
 		req_fail(r, k->deferred_err);
 		return;
 	}
+	/* Reads do not re-arm the timer (a heap operation each): they note the
+	 * time, and an early expiry re-arms for what is left. */
+	uint64_t idle = uv_now(r->c->loop) - r->last_io;
+	if (r->timeout_ms && r->reached && idle < r->timeout_ms) {
+		uv_timer_start(&k->timer, on_timeout, r->timeout_ms - idle, 0);
+		return;
+	}
 	req_fail(r, SC_ELIMIT);
 }
 
 static void arm_timer(sc_hcli_req_t *r)
 {
+	r->last_io = uv_now(r->c->loop);
 	if (r->timeout_ms && r->conn)
 		uv_timer_start(&r->conn->timer, on_timeout, r->timeout_ms, 0);
 }
@@ -441,7 +492,13 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
 	hc_conn_t *k = st->data;
 	sc_hcli_req_t *r = k->req;
-	if (!r || n == 0)
+	if (!r) {
+		/* An idle connection has nothing to say: any byte or EOF ends it. */
+		if (n != 0)
+			conn_close(k);
+		return;
+	}
+	if (n == 0)
 		return;
 	if (n < 0) {
 		if (n == UV_EOF && r->got_bytes) {
@@ -460,7 +517,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 		return;
 	}
 	r->got_bytes = 1;
-	arm_timer(r);
+	r->last_io = uv_now(r->c->loop);
 	r->in_parse = 1;
 	size_t used = http_parser_execute(&k->parser, &rp_settings, buf->base, (size_t)n);
 	enum http_errno e = HTTP_PARSER_ERRNO(&k->parser);
@@ -485,22 +542,37 @@ static void on_write(uv_write_t *w, int status)
 		req_fail(k->req, SC_EIO);
 }
 
-static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
+/* Queues what uv_try_write did not take (a copy: r->out may be resent). */
+static int conn_write_rest(hc_conn_t *k, const char *data, size_t len)
 {
-	hc_write_t *hw = xmalloc(sizeof(*hw) + r->out.len);
+	hc_write_t *hw = xmalloc(sizeof(*hw) + len);
 	hw->conn = k;
-	memcpy(hw->data, r->out.data, r->out.len);
-	uv_buf_t b = uv_buf_init(hw->data, (unsigned)r->out.len);
-	http_parser_init(&k->parser, HTTP_RESPONSE);
-	k->parser.data = k;
-	uv_read_stop((uv_stream_t *)&k->tcp);
+	memcpy(hw->data, data, len);
+	uv_buf_t b = uv_buf_init(hw->data, (unsigned)len);
 	if (uv_write(&hw->w, (uv_stream_t *)&k->tcp, &b, 1, on_write) < 0) {
 		free(hw);
+		return SC_EIO;
+	}
+	return 0;
+}
+
+static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
+{
+	http_parser_init(&k->parser, HTTP_RESPONSE);
+	k->parser.data = k;
+	/* Most requests fit the socket buffer: written here, no copy. */
+	uv_buf_t b = uv_buf_init(r->out.data, (unsigned)r->out.len);
+	int n = uv_try_write((uv_stream_t *)&k->tcp, &b, 1);
+	size_t done = n > 0 ? (size_t)n : 0;
+	if (done < r->out.len && conn_write_rest(k, r->out.data + done, r->out.len - done) < 0) {
 		k->deferred_err = SC_EIO;
 		uv_timer_start(&k->timer, on_timeout, 0, 0);
 		return;
 	}
-	uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+	if (!k->reading) {
+		k->reading = 1;
+		uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+	}
 	r->reached = 1;
 	arm_timer(r);
 }
@@ -520,6 +592,9 @@ static void on_connect(uv_connect_t *cr, int status)
 		return;
 	}
 	k->connected = 1;
+	/* The connect timeout is over; the request's own inactivity limit (if
+	 * any) is armed by the write. A watch without one stays open. */
+	uv_timer_stop(&k->timer);
 	uv_tcp_nodelay(&k->tcp, 1);
 	conn_write_req(k, r);
 }
@@ -564,14 +639,28 @@ static int req_send(sc_hcli_req_t *r, int fresh)
 static int build_request(sc_hcli_req_t *r, const sc_hcli_call_t *call, const char *host,
 			 int port, const char *path)
 {
-	int rc = sc_buf_printf(&r->out, "%s %s HTTP/1.1\r\nHost: %s:%d\r\n", call->method, path,
-			       host, port);
+	/* Built piece by piece: this runs for every proxied request. */
+	sc_buf_t *o = &r->out;
+	int rc = 0;
+	rc |= sc_buf_puts(o, call->method);
+	rc |= sc_buf_append(o, " ", 1);
+	rc |= sc_buf_puts(o, path);
+	rc |= sc_buf_puts(o, " HTTP/1.1\r\nHost: ");
+	rc |= sc_buf_puts(o, host);
+	rc |= sc_buf_append(o, ":", 1);
+	rc |= sc_buf_putu(o, (unsigned long long)port);
+	rc |= sc_buf_append(o, "\r\n", 2);
 	if (rc == 0 && call->headers)
-		rc = sc_buf_puts(&r->out, call->headers);
+		rc = sc_buf_puts(o, call->headers);
 	if (rc == 0 && (call->body || strcmp(call->method, "POST") == 0 ||
-			strcmp(call->method, "PUT") == 0 || strcmp(call->method, "PATCH") == 0))
-		rc = sc_buf_printf(&r->out, "Content-Type: %s\r\nContent-Length: %zu\r\n",
-				   call->ctype ? call->ctype : "application/json", call->body_len);
+			strcmp(call->method, "PUT") == 0 || strcmp(call->method, "PATCH") == 0)) {
+		rc |= sc_buf_puts(o, "Content-Type: ");
+		rc |= sc_buf_puts(o, call->ctype ? call->ctype : "application/json");
+		rc |= sc_buf_puts(o, "\r\nContent-Length: ");
+		rc |= sc_buf_putu(o, (unsigned long long)call->body_len);
+		rc |= sc_buf_append(o, "\r\n", 2);
+	}
+	rc = rc ? SC_ETOOBIG : 0;
 	if (rc == 0)
 		rc = sc_buf_puts(&r->out, "\r\n");
 	if (rc == 0 && call->body_len)
@@ -589,15 +678,11 @@ int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out)
 		return rc;
 	if (c->closing)
 		return SC_EIO;
-	sc_hcli_req_t *r = calloc(1, sizeof(*r));
-	if (!r)
-		abort();
+	sc_hcli_req_t *r = req_alloc(c);
 	r->c = c;
 	r->cbs = call->cbs;
 	r->ud = call->ud;
 	r->timeout_ms = call->timeout_ms;
-	sc_buf_init(&r->out, 0);
-	sc_buf_init(&r->hdrs, c->opts.max_header_bytes + 64);
 	rc = build_request(r, call, host, port, path);
 	if (rc < 0) {
 		req_free(r);
@@ -675,6 +760,7 @@ void sc_hcli_close(sc_hcli_t *c)
 	if (!c)
 		return;
 	c->closing = 1;
+	pool_free_reqs(c);
 	while (c->conns) {
 		hc_conn_t *k = c->conns;
 		sc_hcli_req_t *r = k->req;

@@ -215,25 +215,36 @@ void sc_http_flush(sc_http_server_t *s)
 	}
 }
 
+/* Writes parts at once when the socket takes them (the common case: one
+ * writev, no copy, no write request, no epoll change); whatever is left is
+ * copied into one allocation and queued. */
 static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts)
 {
 	size_t len = 0;
 	for (size_t i = 0; i < nparts; i++)
 		len += parts[i].len;
-	write_req_t *wr = malloc(sizeof(*wr) + len);
+	size_t skip = 0;
+	int n = uv_try_write((uv_stream_t *)&c->tcp, parts, (unsigned)nparts);
+	if (n > 0)
+		skip = (size_t)n;
+	if (skip == len)
+		return 0;
+	write_req_t *wr = malloc(sizeof(*wr) + (len - skip));
 	if (!wr)
 		abort(); /* daemons abort on out-of-memory (style rule 7) */
 	wr->c = c;
-	wr->len = len;
+	wr->len = len - skip;
 	size_t off = 0;
 	for (size_t i = 0; i < nparts; i++) {
-		memcpy(wr->data + off, parts[i].base, parts[i].len);
-		off += parts[i].len;
+		size_t pl = parts[i].len, from = skip < pl ? skip : pl;
+		skip -= from;
+		memcpy(wr->data + off, parts[i].base + from, pl - from);
+		off += pl - from;
 	}
-	uv_buf_t b = uv_buf_init(wr->data, (unsigned)len);
-	c->pending_out += len;
+	uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
+	c->pending_out += wr->len;
 	if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
-		c->pending_out -= len;
+		c->pending_out -= wr->len;
 		free(wr);
 		conn_close(c);
 		return SC_EIO;
@@ -241,23 +252,59 @@ static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts)
 	return 0;
 }
 
+/* A fixed-size text builder: the response head is built on every answer,
+ * so without printf. Output past cap is dropped (and the head cut short,
+ * which the 512-byte bound on extra headers rules out). */
+typedef struct head {
+	char *p;
+	size_t cap, len;
+} head_t;
+
+static void head_put(head_t *h, const char *s, size_t n)
+{
+	if (h->len + n >= h->cap)
+		n = h->cap - 1 - h->len;
+	memcpy(h->p + h->len, s, n);
+	h->len += n;
+}
+
+static void head_str(head_t *h, const char *s)
+{
+	head_put(h, s, strlen(s));
+}
+
+static void head_num(head_t *h, unsigned long long v)
+{
+	char t[24];
+	size_t i = sizeof(t);
+	do {
+		t[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	head_put(h, t + i, sizeof(t) - i);
+}
+
 static int head_printf(char *out, size_t outsz, int status, const char *ctype, long long clen,
 		       int keep_alive, const char *xhdrs)
 {
-	int n;
-	if (clen >= 0)
-		n = snprintf(out, outsz,
-			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %lld\r\n"
-			     "%sConnection: %s\r\n\r\n",
-			     status, sc_http_status_text(status), ctype, clen, xhdrs,
-			     keep_alive ? "keep-alive" : "close");
-	else
-		n = snprintf(out, outsz,
-			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
-			     "Cache-Control: no-cache\r\n%sConnection: %s\r\n\r\n",
-			     status, sc_http_status_text(status), ctype, xhdrs,
-			     keep_alive ? "keep-alive" : "close");
-	return n;
+	head_t h = { out, outsz, 0 };
+	head_str(&h, "HTTP/1.1 ");
+	head_num(&h, (unsigned long long)status);
+	head_str(&h, " ");
+	head_str(&h, sc_http_status_text(status));
+	head_str(&h, "\r\nContent-Type: ");
+	head_str(&h, ctype);
+	if (clen >= 0) {
+		head_str(&h, "\r\nContent-Length: ");
+		head_num(&h, (unsigned long long)clen);
+		head_str(&h, "\r\n");
+	} else {
+		head_str(&h, "\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache\r\n");
+	}
+	head_str(&h, xhdrs);
+	head_str(&h, keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
+	out[h.len] = '\0';
+	return (int)h.len;
 }
 
 /* Marks the request finished: reports it, and lets the connection move on
@@ -334,13 +381,15 @@ int sc_http_set_header(sc_http_req_t *r, const char *name, const char *value)
 	 * but a value echoed from a request must not smuggle a new line. */
 	if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
 		return SC_EINVAL;
-	int n = snprintf(r->xhdrs + r->xlen, sizeof(r->xhdrs) - r->xlen, "%s: %s\r\n", name,
-			 value);
-	if (n < 0 || (size_t)n >= sizeof(r->xhdrs) - r->xlen) {
-		r->xhdrs[r->xlen] = '\0';
+	size_t nl = strlen(name), vl = strlen(value);
+	if (r->xlen + nl + vl + 4 >= sizeof(r->xhdrs))
 		return SC_ETOOBIG;
-	}
-	r->xlen += (size_t)n;
+	char *o = r->xhdrs + r->xlen;
+	memcpy(o, name, nl);
+	memcpy(o + nl, ": ", 2);
+	memcpy(o + nl + 2, value, vl);
+	memcpy(o + nl + 2 + vl, "\r\n", 3); /* with the NUL */
+	r->xlen += nl + vl + 4;
 	return 0;
 }
 

@@ -1,0 +1,96 @@
+/* Pure policy arithmetic of the serving gateway (src/gateway), kept in the
+ * library so that it is unit-tested without sockets or an event loop:
+ * power-of-two-choices picking, the retry budget, ejection backoff, canary
+ * analysis windows, server-sent event framing and W3C traceparent.
+ *
+ * Nothing here allocates, does I/O or keeps state between calls; random
+ * numbers are passed in, so every decision is reproducible in a test. */
+#ifndef SC_BASE_SERVE_H
+#define SC_BASE_SERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- picking: least outstanding requests, power of two choices ---- */
+
+/* Load of a replica: requests in flight (counting the one being placed)
+ * per unit of weight; a weight <= 0 counts as 1. */
+double sc_lb_load(int inflight, double weight);
+/* Draws one index in [0, n) with probability weight[i] / total, leaving
+ * out index skip (pass n to leave out none); total is the sum of the
+ * weights drawn from. r is a random number. Returns n when nothing is left. */
+size_t sc_lb_draw(const double *weight, size_t n, double total, size_t skip, uint64_t r);
+/* Envoy's LEAST_REQUEST: draws two distinct candidates (weighted) with r1
+ * and r2 and returns the index of the less loaded one (the first on a
+ * tie). n must be at least 1. */
+size_t sc_lb_p2c(const double *weight, const int *inflight, size_t n, uint64_t r1, uint64_t r2);
+
+/* ---- retries and ejection ---- */
+
+/* True when one more retry may start: retries in flight stay under
+ * ratio x active requests, and at least min are always allowed. */
+int sc_retry_budget_ok(uint64_t active, uint64_t retries_in_flight, double ratio, int min);
+/* How long the n-th ejection (n >= 1) of a replica lasts: base x n, at
+ * most max. */
+uint64_t sc_eject_ms(uint64_t base_ms, uint64_t max_ms, int ejections);
+/* True when one more of total replicas may be ejected while ejected
+ * already are: never more than half of them at once. */
+int sc_eject_allowed(size_t ejected, size_t total);
+
+/* ---- canary analysis windows ---- */
+
+#define SC_WINDOW_SAMPLES 1024
+
+typedef struct sc_window {
+	uint64_t requests, errors;
+	double lat[SC_WINDOW_SAMPLES]; /* a reservoir of latencies (s) */
+	size_t nlat;
+	uint64_t seen;                 /* latencies offered to the reservoir */
+} sc_window_t;
+
+/* Counts one finished attempt; r is a random number (reservoir sampling
+ * keeps the p99 estimate fair at any rate). */
+void sc_window_add(sc_window_t *w, int error, double seconds, uint64_t r);
+/* Errors / requests, 0 for an empty window. */
+double sc_window_err(const sc_window_t *w);
+/* The 99th percentile of the sampled latencies (nearest rank), 0 for an
+ * empty window. Sorts the reservoir in place. */
+double sc_window_p99(sc_window_t *w);
+
+enum {
+	SC_CANARY_HOLD,        /* too few canary requests: same step */
+	SC_CANARY_ADVANCE,     /* next step */
+	SC_CANARY_PROMOTE,     /* the last step passed */
+	SC_CANARY_ROLLBACK_ERR,
+	SC_CANARY_ROLLBACK_P99,
+};
+/* The verdict on a finished window of the canary: err and p99 are the
+ * window's figures, max_p99 0 means unchecked, step is the index of the
+ * current step among nsteps. */
+int sc_canary_verdict(uint64_t requests, double err, double p99, double max_err, double max_p99,
+		      uint64_t min_requests, size_t step, size_t nsteps);
+
+/* ---- server-sent events ---- */
+
+/* Length of the first complete event in buf (through its blank line,
+ * "\n\n" or "\r\n\r\n"), 0 when none is complete yet. */
+size_t sc_sse_next(const char *buf, size_t len);
+/* The payload of an event's "data:" line (one optional space after the
+ * colon, line end removed): 1 with data and dlen set, or 0 when the event has
+ * no data line. */
+int sc_sse_data(const char *ev, size_t len, const char **data, size_t *dlen);
+/* True for the OpenAI end marker "[DONE]". */
+int sc_sse_is_done(const char *data, size_t dlen);
+
+/* ---- W3C trace context ---- */
+
+/* Parses "00-<32 hex>-<16 hex>-<2 hex>" (a later version may append
+ * "-..." fields). Returns 1 and fills the ids and the sampled flag, or 0
+ * for version ff, all-zero ids, upper-case or bad hex, a wrong length. */
+int sc_traceparent_parse(const char *tp, uint8_t trace_id[16], uint8_t parent_id[8],
+			 int *sampled);
+/* Writes "00-<trace>-<span>-0x" and a NUL (56 bytes). */
+void sc_traceparent_format(const uint8_t trace_id[16], const uint8_t span_id[8], int sampled,
+			   char out[56]);
+
+#endif

@@ -1,0 +1,215 @@
+/* The gateway's pure policy arithmetic (src/base/serve.h): picking,
+ * retry budget, ejection backoff, canary windows, SSE framing, traceparent. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/serve.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next_rand(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static void test_draw_respects_weights_and_skip(void **state)
+{
+	double w[3] = { 1, 3, 0 };
+	size_t hits[3] = { 0 };
+	for (int i = 0; i < 40000; i++)
+		hits[sc_lb_draw(w, 3, 4, 3, next_rand())]++;
+	assert_int_equal(hits[2], 0); /* weight 0 is never drawn */
+	/* 1:3 within a few percent */
+	assert_true(hits[1] > 2.7 * (double)hits[0] && hits[1] < 3.3 * (double)hits[0]);
+	/* Skipping index 1 leaves only index 0 with weight. */
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(sc_lb_draw(w, 3, 1, 1, next_rand()), 0);
+	/* Nothing left to draw. */
+	double one[1] = { 1 };
+	assert_int_equal(sc_lb_draw(one, 1, 0, 0, 7), 1);
+}
+
+static void test_p2c_prefers_less_loaded(void **state)
+{
+	double w[2] = { 1, 1 };
+	int inflight[2] = { 10, 0 };
+	/* Two candidates are always both drawn: the idle one wins every time. */
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(sc_lb_p2c(w, inflight, 2, next_rand(), next_rand()), 1);
+	/* Load is per unit of weight: 10 in flight at weight 20 beats 1 at 1. */
+	double w2[2] = { 20, 1 };
+	int f2[2] = { 10, 1 };
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(sc_lb_p2c(w2, f2, 2, next_rand(), next_rand()), 0);
+	assert_int_equal(sc_lb_p2c(w, inflight, 1, 1, 2), 0);
+	/* Of four, the most loaded can only win a draw against itself, which
+	 * P2C never makes: it is never chosen. */
+	double w4[4] = { 1, 1, 1, 1 };
+	int f4[4] = { 1, 2, 3, 9 };
+	size_t hits[4] = { 0 };
+	for (int i = 0; i < 4000; i++)
+		hits[sc_lb_p2c(w4, f4, 4, next_rand(), next_rand())]++;
+	assert_int_equal(hits[3], 0);
+	assert_true(hits[0] > hits[1] && hits[1] > hits[2]);
+	assert_float_equal(sc_lb_load(3, 0), 4.0, 1e-9);
+	assert_float_equal(sc_lb_load(3, 2), 2.0, 1e-9);
+}
+
+static void test_retry_budget(void **state)
+{
+	/* 20 % of 100 active requests: 19 retries in flight may add one more. */
+	assert_true(sc_retry_budget_ok(100, 19, 0.2, 3));
+	assert_false(sc_retry_budget_ok(100, 20, 0.2, 3));
+	/* At low load the minimum applies. */
+	assert_true(sc_retry_budget_ok(1, 2, 0.2, 3));
+	assert_false(sc_retry_budget_ok(1, 3, 0.2, 3));
+	assert_true(sc_retry_budget_ok(0, 0, 0.2, 3));
+	assert_false(sc_retry_budget_ok(0, 0, 0, 0));
+}
+
+static void test_eject_backoff(void **state)
+{
+	assert_int_equal(sc_eject_ms(30000, 300000, 1), 30000);
+	assert_int_equal(sc_eject_ms(30000, 300000, 3), 90000);
+	assert_int_equal(sc_eject_ms(30000, 300000, 10), 300000);
+	assert_int_equal(sc_eject_ms(30000, 300000, 11), 300000);
+	assert_int_equal(sc_eject_ms(30000, 300000, 0), 30000);
+	/* No overflow with a huge count. */
+	assert_int_equal(sc_eject_ms(UINT64_MAX / 2, UINT64_MAX - 1, 1000), UINT64_MAX - 1);
+	/* Never more than half of the replicas. */
+	assert_true(sc_eject_allowed(0, 2));
+	assert_false(sc_eject_allowed(1, 2));
+	assert_false(sc_eject_allowed(0, 1));
+	assert_true(sc_eject_allowed(1, 4));
+	assert_false(sc_eject_allowed(2, 4));
+	assert_true(sc_eject_allowed(2, 5) == 0);
+}
+
+static void test_window_math(void **state)
+{
+	static sc_window_t w;
+	memset(&w, 0, sizeof(w));
+	assert_float_equal(sc_window_err(&w), 0, 0);
+	assert_float_equal(sc_window_p99(&w), 0, 0);
+	for (int i = 1; i <= 100; i++)
+		sc_window_add(&w, i % 10 == 0, i / 1000.0, next_rand());
+	assert_int_equal(w.requests, 100);
+	assert_int_equal(w.errors, 10);
+	assert_float_equal(sc_window_err(&w), 0.1, 1e-9);
+	assert_float_equal(sc_window_p99(&w), 0.099, 1e-9); /* nearest rank 99 of 100 */
+	/* Past the reservoir the sample stays bounded and representative. */
+	memset(&w, 0, sizeof(w));
+	for (int i = 0; i < 100000; i++)
+		sc_window_add(&w, 0, (i % 100) / 100.0, next_rand());
+	assert_int_equal(w.nlat, SC_WINDOW_SAMPLES);
+	assert_int_equal(w.seen, 100000);
+	double p99 = sc_window_p99(&w);
+	assert_true(p99 >= 0.97 && p99 <= 0.99);
+}
+
+static void test_canary_verdict(void **state)
+{
+	/* 6 % errors over a 5 % limit: rolled back whatever the step. */
+	assert_int_equal(sc_canary_verdict(100, 0.06, 0.1, 0.05, 0, 1, 0, 3), SC_CANARY_ROLLBACK_ERR);
+	/* Exactly at the limit passes. */
+	assert_int_equal(sc_canary_verdict(100, 0.05, 0.1, 0.05, 0, 1, 0, 3), SC_CANARY_ADVANCE);
+	assert_int_equal(sc_canary_verdict(100, 0.0, 2.0, 0.05, 1.0, 1, 0, 3), SC_CANARY_ROLLBACK_P99);
+	assert_int_equal(sc_canary_verdict(100, 0.0, 2.0, 0.05, 0, 1, 0, 3), SC_CANARY_ADVANCE);
+	/* No canary traffic, or too little: hold. */
+	assert_int_equal(sc_canary_verdict(0, 0, 0, 0.05, 0, 1, 1, 3), SC_CANARY_HOLD);
+	assert_int_equal(sc_canary_verdict(4, 0, 0, 0.05, 0, 5, 1, 3), SC_CANARY_HOLD);
+	/* A good window at the last step promotes. */
+	assert_int_equal(sc_canary_verdict(10, 0, 0, 0.05, 0, 1, 2, 3), SC_CANARY_PROMOTE);
+}
+
+static void test_sse_framing(void **state)
+{
+	const char *s = "data: {\"a\":1}\n\ndata: [DONE]\n\n";
+	size_t n = sc_sse_next(s, strlen(s));
+	assert_int_equal(n, 15);
+	const char *d;
+	size_t dl;
+	assert_true(sc_sse_data(s, n, &d, &dl));
+	assert_int_equal(dl, 7);
+	assert_memory_equal(d, "{\"a\":1}", 7);
+	assert_false(sc_sse_is_done(d, dl));
+	size_t m = sc_sse_next(s + n, strlen(s) - n);
+	assert_true(sc_sse_data(s + n, m, &d, &dl));
+	assert_true(sc_sse_is_done(d, dl));
+	/* Incomplete: no blank line yet, or only half of one. */
+	assert_int_equal(sc_sse_next("data: x\n", 8), 0);
+	assert_int_equal(sc_sse_next("data: x", 7), 0);
+	assert_int_equal(sc_sse_next("", 0), 0);
+	/* CRLF line ends, a comment line first, no space after the colon. */
+	const char *c = ": ping\r\ndata:{}\r\n\r\n";
+	n = sc_sse_next(c, strlen(c));
+	assert_int_equal(n, strlen(c));
+	assert_true(sc_sse_data(c, n, &d, &dl));
+	assert_int_equal(dl, 2);
+	assert_memory_equal(d, "{}", 2);
+	/* An event without data. */
+	assert_false(sc_sse_data("event: x\n\n", 10, &d, &dl));
+}
+
+static void test_traceparent(void **state)
+{
+	uint8_t t[16], p[8];
+	int sampled = -1;
+	const char *ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+	assert_int_equal(sc_traceparent_parse(ok, t, p, &sampled), 1);
+	assert_int_equal(sampled, 1);
+	assert_int_equal(t[0], 0x4b);
+	assert_int_equal(p[7], 0xb7);
+	char out[56];
+	sc_traceparent_format(t, p, 1, out);
+	assert_string_equal(out, ok);
+	sc_traceparent_format(t, p, 0, out);
+	assert_string_equal(out + 53, "00");
+	/* Unsampled flag. */
+	assert_int_equal(
+		sc_traceparent_parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", t, p,
+				     &sampled),
+		1);
+	assert_int_equal(sampled, 0);
+	/* Refused: version ff, zero ids, upper case, short, trailing data on 00. */
+	const char *bad[] = {
+		"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+		"00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(sc_traceparent_parse(bad[i], t, p, &sampled), 0);
+	/* A later version may carry more fields. */
+	assert_int_equal(
+		sc_traceparent_parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-ext",
+				     t, p, &sampled),
+		1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_draw_respects_weights_and_skip),
+		cmocka_unit_test(test_p2c_prefers_less_loaded),
+		cmocka_unit_test(test_retry_budget),
+		cmocka_unit_test(test_eject_backoff),
+		cmocka_unit_test(test_window_math),
+		cmocka_unit_test(test_canary_verdict),
+		cmocka_unit_test(test_sse_framing),
+		cmocka_unit_test(test_traceparent),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
