@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/cache.h"
 #include "server/server.h"
 #include "starcloud/error.h"
 #include "starcloud/json_merge.h"
@@ -301,12 +302,18 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok)
  * Verbs
  * ------------------------------------------------------------------- */
 
+/* Served from the cache: no store read, no parse, and the answer bytes
+ * are made once per object revision. */
 static void do_get(api_req_t *a)
 {
-	int64_t rev;
-	json_t *obj = load_existing(a, &rev);
-	if (obj)
-		sc__api_json(a->r, 200, obj);
+	sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(a->s->cache, a->kind, a->name);
+	if (!o || !sc__auth_can_see(&a->who, a->kind, o->obj)) {
+		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,
+			      a->name);
+		return;
+	}
+	const sc_wire_t *w = sc__cache_wire(o);
+	sc_http_respond(a->r, 200, "application/json", w->data, w->len + 1);
 }
 
 static void do_list(api_req_t *a)
@@ -333,29 +340,7 @@ static void do_list(api_req_t *a)
 		sc__watch_start(a->s, a->r, a->kind, &a->who, sel, from_rev);
 		return;
 	}
-	char prefix[64];
-	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", a->kind->plural);
-	sc_kv_list_t l;
-	int rc = sc_store_list(a->s->store, prefix, &l);
-	if (rc < 0) {
-		sc__api_error(a->r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
-		return;
-	}
-	json_t *items = json_array();
-	for (size_t i = 0; i < l.n; i++) {
-		json_t *obj = sc__object_load(l.items[i].value, l.items[i].mod_rev);
-		if (obj && sc__auth_can_see(&a->who, a->kind, obj) && sc__selector_match(sel, obj))
-			json_array_append_new(items, obj);
-		else
-			json_decref(obj);
-	}
-	char rv[32], listkind[64];
-	snprintf(rv, sizeof(rv), "%lld", (long long)l.rev);
-	snprintf(listkind, sizeof(listkind), "%sList", a->kind->kind);
-	sc_kv_list_free(&l);
-	sc__api_json(a->r, 200,
-		     json_pack("{s:s,s:s,s:{s:s},s:o}", "apiVersion", "starcloud.dev/v1", "kind",
-			       listkind, "metadata", "resourceVersion", rv, "items", items));
+	sc__list_serve(a->s, a->r, a->kind, &a->who, sel);
 }
 
 static void do_create(api_req_t *a)

@@ -1,5 +1,8 @@
-/* Loading a cycle's input: the store's objects, decoded by the manifest
- * decoder into one snapshot.
+/* Loading a cycle's input: the cached objects (cache.h: parsed once per
+ * revision), decoded by the manifest decoder into one snapshot. Collecting
+ * runs on the loop thread (references only); decoding and the snapshot run
+ * on the cycle's worker thread, touching nothing shared but the immutable
+ * cached objects.
  *
  * The decoder checks references between objects (a job's queue exists and
  * is a leaf, a priority class exists) only when the snapshot is built, and
@@ -13,6 +16,7 @@
 #include <string.h>
 
 #include "base/strmap.h"
+#include "server/cache.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -30,20 +34,13 @@ static char *xstrdup(const char *s)
 	return p;
 }
 
-/* Appends the objects of one kind; values that are not JSON (never written
- * by this server) are skipped. */
-static int load_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, size_t *cap)
+/* Appends the cached objects of one kind: references, not copies, so
+ * taking a snapshot's input costs no parsing on the loop thread. */
+static void collect_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, size_t *cap)
 {
-	char prefix[64];
-	sc_kv_list_t l;
-	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", k->plural);
-	int rc = sc_store_list(s->store, prefix, &l);
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < l.n; i++) {
-		json_t *obj = json_loads(l.items[i].value, 0, NULL);
-		if (!obj)
-			continue;
+	size_t n;
+	sc_cobj_t *const *v = sc__cache_items(s->cache, k, &n);
+	for (size_t i = 0; i < n; i++) {
 		if (in->nobjs == *cap) {
 			*cap = *cap ? *cap * 2 : 256;
 			in->objs = realloc(in->objs, *cap * sizeof(*in->objs));
@@ -53,14 +50,11 @@ static int load_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, size
 		sc_sobj_t *o = &in->objs[in->nobjs++];
 		memset(o, 0, sizeof(*o));
 		o->kind = k;
-		o->key = l.items[i].key;
-		l.items[i].key = NULL; /* taken */
-		o->obj = obj;
-		o->mod_rev = l.items[i].mod_rev;
+		o->key = xstrdup(v[i]->key);
+		o->obj = json_incref(v[i]->obj);
+		o->mod_rev = v[i]->mod_rev;
 		o->job = -1;
 	}
-	sc_kv_list_free(&l);
-	return 0;
 }
 
 static const char *sobj_name(const sc_sobj_t *o)
@@ -194,21 +188,24 @@ static void precheck_queues(sc_cycle_in_t *in)
 	sc_strmap_free(&parents);
 }
 
-int sc__cycle_load(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
+void sc__cycle_collect(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
 {
 	size_t cap = 0;
-	int rc = 0;
 	memset(in, 0, sizeof(*in));
 	in->now = now;
-	for (size_t k = 0; k < NPLURALS && rc == 0; k++)
-		rc = load_kind(s, sc__kind_by_plural(plurals[k], strlen(plurals[k])), in, &cap);
-	if (rc == 0)
-		precheck_queues(in);
-	for (size_t attempt = 0; rc == 0 && attempt <= in->nobjs; attempt++) {
+	for (size_t k = 0; k < NPLURALS; k++)
+		collect_kind(s, sc__kind_by_plural(plurals[k], strlen(plurals[k])), in, &cap);
+}
+
+int sc__cycle_build(sc_cycle_in_t *in)
+{
+	int rc = 0;
+	precheck_queues(in);
+	for (size_t attempt = 0; attempt <= in->nobjs; attempt++) {
 		sc_manifest_error_t err;
 		if ((rc = fill_set(in)) < 0)
 			break;
-		rc = sc_manifest_snapshot(in->set, now, &in->snap, &err);
+		rc = sc_manifest_snapshot(in->set, in->now, &in->snap, &err);
 		if (rc == 0)
 			return map_jobs(in);
 		sc_sobj_t *o = blamed(in, &err);

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/cache.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -101,7 +102,6 @@ static void by_job_free(by_job_t *b)
  * ------------------------------------------------------------------- */
 
 typedef struct wctx {
-	sc_server_t *s;
 	const sc_cycle_in_t *in;
 	const sc_decisions_t *d;
 	by_job_t bj;
@@ -407,11 +407,7 @@ static void pending_event(wctx_t *w, const sc_sobj_t *o, json_t *old, json_t *st
  * The transaction
  * ------------------------------------------------------------------- */
 
-typedef struct ops {
-	sc_store_op_t *v;
-	char **owned; /* keys and values to free */
-	size_t n, cap, nowned, owncap;
-} ops_t;
+typedef sc_cycle_plan_t ops_t;
 
 static char *own(ops_t *o, char *p)
 {
@@ -438,12 +434,14 @@ static void ops_add(ops_t *o, const char *key, char *value, int64_t expect)
 	o->v[o->n++] = (sc_store_op_t){ SC_STORE_PUT, key, own(o, value), expect };
 }
 
-static void ops_free(ops_t *o)
+void sc__cycle_plan_free(sc_cycle_plan_t *o)
 {
 	for (size_t i = 0; i < o->nowned; i++)
 		free(o->owned[i]);
 	free(o->owned);
 	free(o->v);
+	json_decref(o->events);
+	memset(o, 0, sizeof(*o));
 }
 
 static void add_job_writes(wctx_t *w, ops_t *ops)
@@ -470,13 +468,14 @@ static void add_job_writes(wctx_t *w, ops_t *ops)
 }
 
 /* Event names: "<object>.<revision>.<n>", unique because the revision is
- * the one this transaction will get. */
-static void add_event_writes(wctx_t *w, ops_t *ops)
+ * the one this transaction will get; so they are named at commit time, on
+ * the loop thread. */
+static void add_event_writes(sc_server_t *s, ops_t *ops)
 {
-	int64_t rev = sc_store_revision(w->s->store) + 1;
+	int64_t rev = sc_store_revision(s->store) + 1;
 	json_t *ev;
 	size_t i;
-	json_array_foreach(w->events, i, ev)
+	json_array_foreach(ops->events, i, ev)
 	{
 		char name[SC_MAX_NAME + 1], key[SC_MAX_NAME + 64];
 		snprintf(name, sizeof(name), "%.200s.%lld.%zu",
@@ -485,7 +484,6 @@ static void add_event_writes(wctx_t *w, ops_t *ops)
 		sc__object_key(sc__kind_by_name("Event"), name, key, sizeof(key));
 		ops_add(ops, own(ops, strdup(key)), json_dumps(ev, JSON_COMPACT), SC_REV_ABSENT);
 	}
-	w->out->events = json_array_size(w->events);
 }
 
 static json_t *drained_nodes(const sc_cycle_in_t *in)
@@ -501,33 +499,38 @@ static json_t *drained_nodes(const sc_cycle_in_t *in)
 	return set;
 }
 
-int sc__cycle_write(sc_server_t *s, const sc_cycle_in_t *in, const sc_decisions_t *d,
-		    sc_cycle_out_t *out)
+int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_cycle_plan_t *p,
+		   sc_cycle_out_t *out)
 {
-	wctx_t w = { .s = s, .in = in, .d = d, .out = out };
-	ops_t ops = { 0 };
-	int rc = 0;
+	wctx_t w = { .in = in, .d = d, .out = out };
 	free(out->waits);
 	memset(out, 0, sizeof(*out));
+	memset(p, 0, sizeof(*p));
 	sc__rfc3339(in->now, w.now, sizeof(w.now));
 	by_job_init(&w.bj, in, d);
 	w.events = json_array();
 	w.drained = drained_nodes(in);
-	add_job_writes(&w, &ops);
-	add_event_writes(&w, &ops);
-	if (ops.n) {
+	add_job_writes(&w, p);
+	p->events = w.events;
+	out->events = json_array_size(w.events);
+	json_decref(w.drained);
+	by_job_free(&w.bj);
+	return 0;
+}
+
+int sc__cycle_commit(sc_server_t *s, sc_cycle_plan_t *p)
+{
+	int rc = 0;
+	add_event_writes(s, p);
+	if (p->n) {
 		int64_t rev;
 		size_t failed = 0;
 		/* A put that fails its condition (an API write came first) is
 		 * SC_ECONFLICT or SC_ENOTFOUND (deleted): both mean "read again". */
-		rc = sc_store_txn(s->store, ops.v, ops.n, &rev, &failed);
+		rc = sc_store_txn(s->store, p->v, p->n, &rev, &failed);
 		if (rc == SC_ENOTFOUND || rc == SC_EEXISTS)
 			rc = SC_ECONFLICT;
 	}
-	json_decref(w.events);
-	json_decref(w.drained);
-	by_job_free(&w.bj);
-	ops_free(&ops);
 	return rc;
 }
 
@@ -537,31 +540,37 @@ int sc__cycle_write(sc_server_t *s, const sc_cycle_in_t *in, const sc_decisions_
 
 static int cmp_rev(const void *a, const void *b)
 {
-	const sc_kv_t *x = a, *y = b;
+	const sc_cobj_t *x = *(sc_cobj_t *const *)a, *y = *(sc_cobj_t *const *)b;
 	return x->create_rev < y->create_rev ? -1 : x->create_rev > y->create_rev;
 }
 
+/* Reads the events from the cache (no store scan), oldest first. */
 long sc__events_trim(sc_server_t *s)
 {
-	sc_kv_list_t l;
-	int rc = sc_store_list(s->store, SC_KEY_PREFIX "events/", &l);
-	if (rc < 0)
-		return rc;
-	long left = (long)l.n;
-	if (l.n > SC_EVENT_LIMIT) {
-		size_t n = l.n - SC_EVENT_LIMIT;
-		sc_store_op_t *ops = calloc(n, sizeof(*ops));
-		if (!ops)
+	size_t n;
+	sc_cobj_t *const *v = sc__cache_items(s->cache, sc__kind_by_name("Event"), &n);
+	if (n <= SC_EVENT_LIMIT)
+		return (long)n;
+	sc_cobj_t **byrev = malloc(n * sizeof(*byrev));
+	size_t ndel = n - SC_EVENT_LIMIT;
+	sc_store_op_t *ops = calloc(ndel, sizeof(*ops));
+	if (!byrev || !ops)
+		abort();
+	memcpy(byrev, v, n * sizeof(*byrev));
+	qsort(byrev, n, sizeof(*byrev), cmp_rev);
+	/* Keys are copied: the deletes remove the cache entries they name
+	 * while the transaction is still reading them. */
+	for (size_t i = 0; i < ndel; i++) {
+		char *key = strdup(byrev[i]->key);
+		if (!key)
 			abort();
-		qsort(l.items, l.n, sizeof(*l.items), cmp_rev);
-		for (size_t i = 0; i < n; i++)
-			ops[i] = (sc_store_op_t){ SC_STORE_DELETE, l.items[i].key, NULL,
-						  l.items[i].mod_rev };
-		int64_t rev;
-		rc = sc_store_txn(s->store, ops, n, &rev, NULL);
-		free(ops);
-		left = rc < 0 ? rc : SC_EVENT_LIMIT;
+		ops[i] = (sc_store_op_t){ SC_STORE_DELETE, key, NULL, byrev[i]->mod_rev };
 	}
-	sc_kv_list_free(&l);
-	return left;
+	free(byrev);
+	int64_t rev;
+	int rc = sc_store_txn(s->store, ops, ndel, &rev, NULL);
+	for (size_t i = 0; i < ndel; i++)
+		free((char *)ops[i].key);
+	free(ops);
+	return rc < 0 ? rc : SC_EVENT_LIMIT;
 }

@@ -1,0 +1,66 @@
+/* The server's in-memory cache of API objects (nodes, queues, priority
+ * classes, jobs, deployments, events).
+ *
+ * Filled once from the store at start-up, then kept current by a store
+ * watch: every committed change (put or delete) reaches the cache inside
+ * the write that made it, so a read after a write always sees it. Each
+ * object is parsed once per revision; its answer bytes (the object with
+ * metadata.resourceVersion) are serialised at most once per revision, on
+ * first use, and shared by every get and list that sends them.
+ *
+ * Threading: the cache belongs to the event-loop thread. A cached json_t is
+ * never modified after it is cached (a change replaces it), so a cycle on a
+ * worker thread may read the objects it took references to (jansson's
+ * reference counts and read-only calls are thread-safe).
+ *
+ * Memory: one entry per stored object; the store bounds how many there are
+ * (events are trimmed to SC_EVENT_LIMIT). */
+#ifndef SC_SERVER_CACHE_H
+#define SC_SERVER_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/server.h"
+
+typedef struct sc_cache sc_cache_t;
+
+/* Serialised answer bytes of one object revision, shared by reference:
+ * data[len] is '\n' (so a single GET sends len + 1 bytes). */
+typedef struct sc_wire {
+	size_t refs;
+	size_t len;
+	char data[];
+} sc_wire_t;
+
+typedef struct sc_cobj {
+	const sc_kind_t *kind;
+	char *key;           /* owned: /registry/<plural>/<name> */
+	const char *name;    /* points into key */
+	json_t *obj;         /* owned reference; immutable (stored form, no resourceVersion) */
+	int64_t mod_rev, create_rev;
+	sc_wire_t *wire;     /* owned reference; NULL until first needed */
+} sc_cobj_t;
+
+/* Loads every object of the API kinds and starts following the store. */
+int sc__cache_open(sc_store_t *st, sc_cache_t **out);
+/* Stops following and frees everything; accepts NULL. Wire bytes still
+ * referenced elsewhere stay valid until their last sc__wire_unref. */
+void sc__cache_close(sc_cache_t *c);
+
+/* The object, or NULL. Valid until the next store write. */
+const sc_cobj_t *sc__cache_get(const sc_cache_t *c, const sc_kind_t *k, const char *name);
+/* Objects of kind k sorted by name; *n receives the count. Valid until the
+ * next store write. */
+sc_cobj_t *const *sc__cache_items(const sc_cache_t *c, const sc_kind_t *k, size_t *n);
+/* Index of the first object of kind k whose name sorts after `after`. */
+size_t sc__cache_after(const sc_cache_t *c, const sc_kind_t *k, const char *after);
+/* The store revision the cache reflects. */
+int64_t sc__cache_rev(const sc_cache_t *c);
+
+/* The object's answer bytes (made on first use; borrowed from o). */
+sc_wire_t *sc__cache_wire(sc_cobj_t *o);
+sc_wire_t *sc__wire_ref(sc_wire_t *w);
+void sc__wire_unref(sc_wire_t *w);
+
+#endif
