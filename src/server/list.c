@@ -93,18 +93,20 @@ static void choose(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k,
 	size_t n, cap = 0;
 	sc_cobj_t *const *v = sc__cache_items(s->cache, k, &n);
 	size_t i = after[0] ? sc__cache_after(s->cache, k, after) : 0;
+	const char *last = NULL;
 	*more = NULL;
 	for (; i < n; i++) {
 		sc_cobj_t *o = v[i];
 		if (!sc__auth_can_see(who, k, o->obj) || !sc__selector_match(sel, o->obj))
 			continue;
 		if (limit > 0 && ls->n == (size_t)limit) {
-			/* The next page starts after the object before this one:
-			 * the last sent, or one the filters skip anyway. */
-			*more = v[i - 1]->name;
+			/* The token is the last name sent, never one the caller
+			 * may not see (a tenant must not learn other queues' jobs). */
+			*more = last;
 			break;
 		}
 		ls_add(ls, &cap, sc__cache_wire(o));
+		last = o->name;
 	}
 }
 
