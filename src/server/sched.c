@@ -44,6 +44,7 @@ struct sc_sched {
 	sc_queue_report_t *queues; /* last cycle's; names owned */
 	size_t nqueues;
 	sc_scheduler_t *core; /* keeps the core's scratch memory between cycles */
+	sc_decode_cache_t *decoded; /* worker's: objects decoded by earlier cycles */
 	char last_error[600];
 };
 
@@ -144,6 +145,7 @@ static void sched_free(sc_sched_t *sc)
 {
 	free_queues(sc);
 	sc_scheduler_free(sc->core);
+	sc__decode_cache_free(sc->decoded);
 	free(sc);
 }
 
@@ -151,7 +153,7 @@ static void sched_free(sc_sched_t *sc)
 static void work(uv_work_t *req)
 {
 	cycle_job_t *j = req->data;
-	j->rc = sc__cycle_build(&j->in);
+	j->rc = sc__cycle_build(&j->in, j->sc->decoded);
 	if (j->rc == 0) {
 		j->rc = sc_scheduler_run(j->sc->core, &j->in.snap, &j->d, j->msg, sizeof(j->msg));
 		if (j->rc < 0)
@@ -207,8 +209,10 @@ static void after_work(uv_work_t *req, int status)
 	if (j->rc == 0)
 		j->rc = sc__cycle_commit(sc->s, &j->plan);
 	if (j->rc == SC_ECONFLICT && j->tries + 1 < MAX_TRIES) {
-		start_attempt(sc, j->tries + 1, j->t0);
-		job_free(j);
+		int tries = j->tries + 1;
+		uint64_t t0 = j->t0;
+		job_free(j); /* first: its snapshot borrows from the decode cache */
+		start_attempt(sc, tries, t0);
 		return;
 	}
 	cycle_done(sc, j);
@@ -276,7 +280,10 @@ int sc__sched_start(sc_server_t *s)
 	if (!sc)
 		return SC_ENOMEM;
 	sc->core = sc_scheduler_new();
-	if (!sc->core) {
+	sc->decoded = sc__decode_cache_new();
+	if (!sc->core || !sc->decoded) {
+		sc_scheduler_free(sc->core);
+		sc__decode_cache_free(sc->decoded);
 		free(sc);
 		return SC_ENOMEM;
 	}

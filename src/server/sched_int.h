@@ -42,6 +42,7 @@ typedef struct sc_cycle_in {
 	sc_snapshot_t snap;
 	sc_sobj_t **job_obj;     /* snap.jobs[i] -> its object; owned array */
 	int64_t now;
+	size_t decoded;          /* objects decoded by this cycle (new or changed) */
 } sc_cycle_in_t;
 
 /* What a written cycle decided, for metrics and the loop. */
@@ -66,15 +67,36 @@ typedef struct sc_cycle_plan {
 	json_t *events; /* new Event objects, unnamed */
 } sc_cycle_plan_t;
 
+/* ---- sched_decode.c: decoded objects kept between cycles ---- */
+typedef struct sc_decoded {
+	int rank;                /* the kind's place in the cycle's order */
+	char *key;               /* owned */
+	int64_t mod_rev;
+	sc_manifest_set_t *one;  /* owned: this object alone, decoded; NULL if refused */
+	char *why;               /* owned: the decoder's refusal, or NULL */
+} sc_decoded_t;
+typedef struct sc_decode_cache sc_decode_cache_t;
+sc_decode_cache_t *sc__decode_cache_new(void);
+void sc__decode_cache_free(sc_decode_cache_t *dc);
+/* Brings dc in line with in's objects (ranks[i] is the kind rank of
+ * in->objs[i]): decodes only objects that are new or changed (*decoded
+ * counts them), drops deleted ones. Afterwards sc__decoded(dc, i) is
+ * in->objs[i]'s entry, valid until the next refresh. 0 or SC_ENOMEM. */
+int sc__decode_refresh(sc_decode_cache_t *dc, const sc_cycle_in_t *in, const int *ranks,
+		       size_t *decoded);
+const sc_decoded_t *sc__decoded(const sc_decode_cache_t *dc, size_t i);
+
 /* ---- sched_load.c ---- */
 /* Loop thread: takes references to every cached object the scheduler
  * reads (no parsing). */
 void sc__cycle_collect(sc_server_t *s, int64_t now, sc_cycle_in_t *in);
-/* Any thread (touches only in): decodes the objects into the snapshot.
+/* Worker thread (touches only in and dc): builds the snapshot from the
+ * decoded objects, decoding only what changed since the last cycle. in's
+ * snapshot borrows from dc: free in before the next refresh of dc.
  * Objects the decoder refuses, or that the snapshot refuses (a job naming
  * a missing queue), are left out with the reason in their `why`, so one
  * bad object never stops the loop. Returns 0, SC_EINVAL or SC_ENOMEM. */
-int sc__cycle_build(sc_cycle_in_t *in);
+int sc__cycle_build(sc_cycle_in_t *in, sc_decode_cache_t *dc);
 void sc__cycle_in_free(sc_cycle_in_t *in);
 
 /* ---- sched_write.c ---- */

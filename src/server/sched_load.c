@@ -73,20 +73,24 @@ static void exclude(sc_sobj_t *o, const sc_manifest_error_t *err)
 	o->why = xstrdup(sc_manifest_error_format(&e, msg, sizeof(msg)));
 }
 
-/* Adds every object still included to a fresh set. */
-static int fill_set(sc_cycle_in_t *in)
+/* Adds every object still included to a fresh set, from the decoded
+ * forms (no decoding here). */
+static int fill_set(sc_cycle_in_t *in, const sc_decode_cache_t *dc)
 {
 	in->set = sc_manifest_set_new();
 	if (!in->set)
 		return SC_ENOMEM;
 	for (size_t i = 0; i < in->nobjs; i++) {
 		sc_sobj_t *o = &in->objs[i];
+		const sc_decoded_t *d = sc__decoded(dc, i);
 		sc_manifest_error_t err;
 		if (o->why)
 			continue;
-		json_t *view = sc__decoder_view(o->kind, o->obj);
-		int rc = sc_manifest_add_json(in->set, view, &err);
-		json_decref(view);
+		if (d->why) {
+			o->why = xstrdup(d->why);
+			continue;
+		}
+		int rc = sc_manifest_add_set(in->set, d->one, &err);
 		if (rc == SC_ENOMEM)
 			return rc;
 		if (rc < 0)
@@ -197,13 +201,30 @@ void sc__cycle_collect(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
 		collect_kind(s, sc__kind_by_plural(plurals[k], strlen(plurals[k])), in, &cap);
 }
 
-int sc__cycle_build(sc_cycle_in_t *in)
+/* The place of each object's kind in the cycle's order. */
+static int *kind_ranks(const sc_cycle_in_t *in)
 {
-	int rc = 0;
+	int *r = calloc(in->nobjs + 1, sizeof(*r));
+	if (!r)
+		abort();
+	for (size_t i = 0; i < in->nobjs; i++)
+		for (size_t k = 0; k < NPLURALS; k++)
+			if (strcmp(in->objs[i].kind->plural, plurals[k]) == 0)
+				r[i] = (int)k;
+	return r;
+}
+
+int sc__cycle_build(sc_cycle_in_t *in, sc_decode_cache_t *dc)
+{
+	int *ranks = kind_ranks(in);
+	int rc = sc__decode_refresh(dc, in, ranks, &in->decoded);
+	free(ranks);
+	if (rc < 0)
+		return rc;
 	precheck_queues(in);
 	for (size_t attempt = 0; attempt <= in->nobjs; attempt++) {
 		sc_manifest_error_t err;
-		if ((rc = fill_set(in)) < 0)
+		if ((rc = fill_set(in, dc)) < 0)
 			break;
 		rc = sc_manifest_snapshot(in->set, in->now, &in->snap, &err);
 		if (rc == 0)
