@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-sim bench-api bench-gateway clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway clean format
 
 all: build
 
@@ -106,13 +106,16 @@ test-e2e-san:
 test-repro: $(BIN)
 	@/usr/bin/python3 tests/repro/check_repro.py --bin $(BIN) --shared ../shared
 
+# HA control plane: etcd versus SQLite, leader failover (docs/BENCHMARKS.md).
+bench-ha: $(BIN)
+	@STARCLOUD_BIN=$(BIN) /usr/bin/python3 bench/ha_bench.py
+
 bench-sim: $(BIN)
 	@bench/sim_bench.sh $(BIN)
 
 bench: build
-	@$(MAKE) --no-print-directory $(BUILD)/bench/corebench $(BUILD)/bench/preemptbench
-	./$(BUILD)/bench/corebench --cycles 5
-	./$(BUILD)/bench/preemptbench --nodes 10000 --pending 10000
+	./$(BIN) bench core --cycles 5
+	./$(BIN) bench preempt --nodes 10000 --pending 10000
 
 # Control-plane API benchmark: starts its own servers on free loopback ports.
 bench-api: build

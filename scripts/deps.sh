@@ -5,7 +5,7 @@
 set -eu
 PKGS="build-essential clang pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
 libhttp-parser-dev libcurl4-openssl-dev libsqlite3-dev gnuplot-nox python3 python3-pytest
-python3-requests python3-yaml prometheus wrk nginx-light curl"
+python3-requests python3-yaml prometheus wrk nginx-light curl etcd-server"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

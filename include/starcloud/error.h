@@ -17,7 +17,9 @@
 	X(IO, "input/output error")                                            \
 	X(RANGE, "value out of range")                                         \
 	X(NOFIT, "does not fit")                                               \
-	X(LIMIT, "over a limit")
+	X(LIMIT, "over a limit")                                               \
+	X(UNAVAIL, "service unavailable")                                      \
+	X(FENCED, "no longer the leader (write fenced)")
 
 enum {
 	SC_OK = 0,

@@ -39,8 +39,20 @@ uint64_t sc__agent_now_ms(sc_agent_t *a)
 
 static void url_of(sc_agent_t *a, char *out, size_t outsz, const char *fmt, const char *arg)
 {
-	int n = snprintf(out, outsz, "%s", a->o.server);
+	int n = snprintf(out, outsz, "%s", a->server);
 	snprintf(out + n, outsz - (size_t)n, fmt, arg);
+}
+
+void sc__agent_next_server(sc_agent_t *a)
+{
+	const char *p = a->o.server;
+	size_t count = 0, i = 0;
+	for (const char *q = p; q; q = strchr(q + 1, ','))
+		count++;
+	a->server_idx = (a->server_idx + 1) % count;
+	while (i++ < a->server_idx)
+		p = strchr(p, ',') + 1;
+	snprintf(a->server, sizeof(a->server), "%.*s", (int)strcspn(p, ","), p);
 }
 
 static void request(sc_agent_t *a, const char *method, const char *url, json_t *body,
@@ -104,6 +116,10 @@ static void on_report(int status, const char *body, size_t len, void *ud)
 			sc__agent_log(a, "heartbeat failed (%d%s)", status,
 				      status < 0 ? ": server unreachable" : "");
 		a->hb_failing = 1;
+		/* Unreachable, or a follower (503): try the next server; the
+		 * success there lists and watches anew. */
+		if (status < 0 || status == 503)
+			sc__agent_next_server(a);
 		if (status == 404) {
 			a->registered = 0;
 			do_register(a);
@@ -181,7 +197,7 @@ static void registered(sc_agent_t *a)
 		return;
 	a->registered = 1;
 	a->last_hb_ok = sc__agent_now_ms(a);
-	sc__agent_log(a, "registered with %s (%d GPUs, %s)", a->o.server, a->gpus.count,
+	sc__agent_log(a, "registered with %s (%d GPUs, %s)", a->server, a->gpus.count,
 		      a->gpus.source);
 	uv_timer_start(&a->hb_timer, on_heartbeat, 0, a->o.heartbeat_ms);
 	sc__sync_start(a);
@@ -334,6 +350,8 @@ int sc_agent_main(int argc, char **argv)
 		free(a);
 		return rc > 0 ? 0 : 2;
 	}
+	a->server_idx = (size_t)-1;
+	sc__agent_next_server(a);
 	a->loop = uv_default_loop();
 	a->http = sc_httpc_new(a->loop);
 	if (!a->http)

@@ -83,6 +83,8 @@ struct sc_agent {
 	int cgroup_ok;
 	char cgroup_root[256];
 	char advertise[128];
+	char server[520];       /* the server in use, from --server URL1,URL2 */
+	size_t server_idx;
 };
 
 /* ---- agent.c ---- */
@@ -90,6 +92,8 @@ struct sc_agent {
 void sc__agent_report_soon(sc_agent_t *a);
 void sc__agent_log(sc_agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 uint64_t sc__agent_now_ms(sc_agent_t *a);
+/* Moves a->server to the next URL of --server (HA control plane). */
+void sc__agent_next_server(sc_agent_t *a);
 
 /* ---- sync.c ---- */
 /* Initialises the watch handles (once, before anything can fail). */

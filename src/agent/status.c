@@ -39,7 +39,7 @@ static long server_allows(sc_agent_t *a, sc_http_req_t *r, const char *path)
 	char url[1200], hdr[600];
 	if (!auth || strlen(auth) > 512)
 		return 401;
-	snprintf(url, sizeof(url), "%s/api/v1/%s", a->o.server, path);
+	snprintf(url, sizeof(url), "%s/api/v1/%s", a->server, path);
 	snprintf(hdr, sizeof(hdr), "Authorization: %s", auth);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hs = curl_slist_append(NULL, hdr);

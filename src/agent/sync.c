@@ -218,7 +218,7 @@ static void on_list(int status, const char *body, size_t len, void *ud)
 static void start_list(sc_watch_t *w)
 {
 	char url[1024];
-	snprintf(url, sizeof(url), "%s/api/v1/%s", w->a->o.server, w->plural);
+	snprintf(url, sizeof(url), "%s/api/v1/%s", w->a->server, w->plural);
 	w->rev = 0;
 	sc_httpc_opts_t o = { .url = url, .token = w->a->o.token, .timeout_ms = 30000,
 			      .max_body = MAX_LIST, .done = on_list, .ud = w };
@@ -278,7 +278,7 @@ static void on_watch_done(int status, const char *body, size_t len, void *ud)
 static void start_watch(sc_watch_t *w)
 {
 	char url[1024];
-	snprintf(url, sizeof(url), "%s/api/v1/%s?watch=1&resourceVersion=%lld", w->a->o.server,
+	snprintf(url, sizeof(url), "%s/api/v1/%s?watch=1&resourceVersion=%lld", w->a->server,
 		 w->plural, (long long)w->rev);
 	sc_buf_reset(&w->buf);
 	sc_httpc_opts_t o = { .url = url, .token = w->a->o.token, .on_data = on_watch_data,

@@ -21,6 +21,7 @@ enum { SC_EXIT_OK = 0, SC_EXIT_FAIL = 1, SC_EXIT_USAGE = 2 };
 /* Verbs implemented in this binary. */
 int sc_cli_schedule(int argc, char **argv);
 int sc_cli_version(int argc, char **argv);
+int sc_cli_bench(int argc, char **argv);
 
 /* ---- helpers shared by verbs (cli_files.c) ---- */
 

@@ -129,15 +129,16 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
 	return sc_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
 }
 
-/* Performs one request; *resp gets the parsed JSON body (or NULL). Returns
- * the HTTP status, or -1 when the server could not be reached. */
-static long http(const cli_t *c, const char *method, const char *path, const char *body,
-		 json_t **resp)
+/* Performs one request on the server base (n bytes); *resp gets the
+ * parsed JSON body (or NULL). Returns the HTTP status, or -1 when the
+ * server could not be reached. */
+static long http_one(const cli_t *c, const char *base, int n, const char *method,
+		     const char *path, const char *body, json_t **resp)
 {
 	char url[2048], auth[300];
 	sc_buf_t out;
 	sc_buf_init(&out, MAX_RESPONSE);
-	snprintf(url, sizeof(url), "%s%s", c->server, path);
+	snprintf(url, sizeof(url), "%.*s%s", n, base, path);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
 	hdrs = curl_slist_append(hdrs, "Expect:"); /* no 1 s wait for 100-continue */
@@ -158,11 +159,31 @@ static long http(const cli_t *c, const char *method, const char *path, const cha
 	if (rc == CURLE_OK)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	else
-		fprintf(stderr, "starcloud: %s: %s\n", c->server, curl_easy_strerror(rc));
+		fprintf(stderr, "starcloud: %.*s: %s\n", n, base, curl_easy_strerror(rc));
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);
 	*resp = out.len ? json_loadb(out.data, out.len, 0, NULL) : NULL;
 	sc_buf_free(&out);
+	return status;
+}
+
+/* --server may list several servers (URL1,URL2: an HA control plane):
+ * a request goes to the next one when a server cannot be reached or
+ * answers 503 (its store is unreachable). A 503 is retried only for
+ * reads and for writes the server refused before writing anything. */
+static long http(const cli_t *c, const char *method, const char *path, const char *body,
+		 json_t **resp)
+{
+	const char *p = c->server;
+	long status = -1;
+	*resp = NULL;
+	do {
+		int n = (int)strcspn(p, ",");
+		json_decref(*resp);
+		status = http_one(c, p, n, method, path, body, resp);
+		p += n;
+		p += *p == ',';
+	} while (*p && (status < 0 || status == 503));
 	return status;
 }
 

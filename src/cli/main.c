@@ -10,6 +10,7 @@
 #include "agent/agent_opts.h"
 #include "cli/cli_agent.h"
 #include "gateway/gateway.h"
+#include "cli/cli_store.h"
 #include "server/server.h"
 
 typedef struct verb {
@@ -22,7 +23,7 @@ static const verb_t verbs[] = {
 	{"schedule", sc_cli_schedule, "offline scheduling of manifests (one or more cycles)"},
 	{"version", sc_cli_version, "print the version"},
 	{"simulate", sc_cli_simulate, "packing and trace simulation"},
-	{"bench", NULL, "benchmarks"},
+	{"bench", sc_cli_bench, "scheduler benchmarks (core, preempt)"},
 	{"server", sc_server_main, "run the control plane"},
 	{"agent", sc_agent_main, "run a node agent"},
 	{"gateway", sc_gateway_main, "run the serving gateway"},
@@ -38,6 +39,7 @@ static const verb_t verbs[] = {
 	{"top", sc_cli_top, "resource usage"},
 	{"drain", sc_cli_drain, "drain a node"},
 	{"rollout", sc_cli_rollout, "deployment rollout status, promote, abort"},
+	{"store", sc_cli_store, "copy a store (sqlite to etcd)"},
 };
 
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))

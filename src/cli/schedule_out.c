@@ -5,6 +5,7 @@
  * dropped, a consolidated pod shows its last node), every eviction decided,
  * and the last cycle's pending jobs and queues; "cycles" holds each cycle's
  * own decisions object. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -110,6 +111,11 @@ static void print_pending(const sc_snapshot_t *s, const sc_decisions_t *d)
 		       d->pending[i].reason ? d->pending[i].reason : "");
 }
 
+static double round2(double v)
+{
+	return round(v * 100) / 100;
+}
+
 static void print_queues(const sc_decisions_t *d)
 {
 	int wq = 5;
@@ -124,10 +130,12 @@ static void print_queues(const sc_decisions_t *d)
 		char name[300], gpu[64], cpu[64], mem[64];
 		const double gib = 1024.0 * 1024 * 1024;
 		snprintf(name, sizeof(name), "%s%s", q->parent ? "  " : "", q->name);
-		snprintf(gpu, sizeof(gpu), "%g / %g / %g", q->fair_share[SC_RES_GPU],
-			 q->allocated[SC_RES_GPU], q->requested[SC_RES_GPU]);
-		snprintf(cpu, sizeof(cpu), "%g / %g / %g", q->fair_share[SC_RES_CPU] / 1000,
-			 q->allocated[SC_RES_CPU] / 1000, q->requested[SC_RES_CPU] / 1000);
+		/* Two decimals at most: shares and MIG slices make long fractions. */
+		snprintf(gpu, sizeof(gpu), "%.6g / %.6g / %.6g", round2(q->fair_share[SC_RES_GPU]),
+			 round2(q->allocated[SC_RES_GPU]), round2(q->requested[SC_RES_GPU]));
+		snprintf(cpu, sizeof(cpu), "%.6g / %.6g / %.6g",
+			 round2(q->fair_share[SC_RES_CPU] / 1000),
+			 round2(q->allocated[SC_RES_CPU] / 1000), round2(q->requested[SC_RES_CPU] / 1000));
 		snprintf(mem, sizeof(mem), "%.4g / %.4g / %.4g", q->fair_share[SC_RES_MEM] / gib,
 			 q->allocated[SC_RES_MEM] / gib, q->requested[SC_RES_MEM] / gib);
 		printf("  %-*s  %-22s  %-22s  %s\n", wq, name, gpu, cpu, mem);

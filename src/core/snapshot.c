@@ -31,8 +31,14 @@ res3_t sc__pod_res(const sc_sched_t *s, const sc_request_t *r, const sc_node_vie
 {
 	res3_t v = {{0, (double)r->cpu_milli, (double)r->memory}};
 	if (r->mig) {
+		/* Not placed yet: the profile name says its class (1g.10gb is in
+		 * both tables with the same compute, so either answer is right). */
 		const sc_mig_profile_t *p =
-			sc_mig_profile(r->mig, n ? n->spec->gpu_memory : ((int64_t)80 << 30));
+			n ? sc_mig_profile(r->mig, n->spec->gpu_memory) : NULL;
+		if (!n)
+			p = sc_mig_profile(r->mig, (int64_t)80 << 30);
+		if (!n && !p)
+			p = sc_mig_profile(r->mig, (int64_t)40 << 30);
 		v.v[SC_RES_GPU] = p ? p->compute / 7.0 : 1.0 / 7.0;
 	} else if (r->gpus > 0)
 		v.v[SC_RES_GPU] = r->gpus;

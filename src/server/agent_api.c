@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/ha.h"
 #include "server/server.h"
 #include "starcloud/error.h"
 
@@ -383,6 +384,12 @@ static void handle_agents(sc_http_req_t *r, void *ud)
 		sc__api_error(r, 405, "MethodNotAllowed", NULL, "heartbeats are POSTed");
 		return;
 	}
+	/* Node leases live in the leader's memory: a follower sends the
+	 * agent on to the next server in its list (docs/HA.md). */
+	if (!sc__ha_is_leader(api->s)) {
+		sc__api_error(r, 503, "NotLeader", NULL, "this server is not the leader");
+		return;
+	}
 	heartbeat(api, r, node);
 }
 
@@ -487,11 +494,14 @@ static void on_scan(uv_timer_t *t)
 {
 	agent_api_t *api = t->data;
 	uint64_t now = uv_now(api->s->loop);
+	if (!sc__ha_leader_begin(api->s))
+		return;
 	if (!api->scanned)
 		adopt_known_nodes(api);
 	for (size_t i = 0; i < api->n; i++)
 		if (!api->leases[i].lost && api->leases[i].expires < now)
 			node_lost(api, &api->leases[i]);
+	sc__ha_leader_end(api->s);
 }
 
 int sc__agent_api_register(sc_server_t *s)

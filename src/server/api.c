@@ -68,6 +68,13 @@ void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *f
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* The store could not be reached (etcd down): nothing was written,
+	 * and the client should retry, maybe on another server. */
+	if ((code == 500 || code == 401) && sc_store_last_unavailable()) {
+		code = 503;
+		reason = "ServiceUnavailable";
+		snprintf(msg, sizeof(msg), "the store cannot be reached; nothing was changed");
+	}
 	json_t *doc = json_pack("{s:{s:i,s:s,s:s,s:s}}", "error", "code", code, "reason", reason,
 				"message", msg, "field", field ? field : "");
 	sc__api_json(r, code, doc);
@@ -306,6 +313,13 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok)
  * are made once per object revision. */
 static void do_get(api_req_t *a)
 {
+	if (!sc__cache_serves_reads(a->s->cache)) {
+		int64_t rev;
+		json_t *obj = load_existing(a, &rev);
+		if (obj)
+			sc__api_json(a->r, 200, obj);
+		return;
+	}
 	sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(a->s->cache, a->kind, a->name);
 	if (!o || !sc__auth_can_see(&a->who, a->kind, o->obj)) {
 		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,

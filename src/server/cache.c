@@ -27,6 +27,7 @@ struct sc_cache {
 	sc_store_watch_t *watch;
 	kindset_t sets[NCACHED];
 	int64_t rev;
+	int serves_reads;
 };
 
 static kindset_t *set_of(const sc_cache_t *c, const sc_kind_t *k)
@@ -185,6 +186,7 @@ int sc__cache_open(sc_store_t *st, sc_cache_t **out)
 	if (!c)
 		return SC_ENOMEM;
 	c->st = st;
+	c->serves_reads = strcmp(st->ops->name, "sqlite") == 0;
 	for (size_t i = 0; i < NCACHED && rc == 0; i++) {
 		c->sets[i].kind = sc__kind_by_plural(cached_plurals[i], strlen(cached_plurals[i]));
 		rc = load_kind(c, &c->sets[i], &c->rev);
@@ -245,6 +247,11 @@ size_t sc__cache_after(const sc_cache_t *c, const sc_kind_t *k, const char *afte
 int64_t sc__cache_rev(const sc_cache_t *c)
 {
 	return c->rev;
+}
+
+int sc__cache_serves_reads(const sc_cache_t *c)
+{
+	return c->serves_reads;
 }
 
 /* The object as answered: metadata gains resourceVersion (last, as the

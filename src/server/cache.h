@@ -57,6 +57,13 @@ sc_cobj_t *const *sc__cache_items(const sc_cache_t *c, const sc_kind_t *k, size_
 size_t sc__cache_after(const sc_cache_t *c, const sc_kind_t *k, const char *after);
 /* The store revision the cache reflects. */
 int64_t sc__cache_rev(const sc_cache_t *c);
+/* 1 when reads may be served from the cache: the store delivers a write to
+ * watchers inside the call that made it (SQLite), so the cache never misses
+ * a write this server acknowledged. The etcd backend delivers even this
+ * server's writes through its change feed, a moment later; there GET and
+ * list read the store, and only the scheduling loop (which tolerates a
+ * slightly old view: its writes are conditional) uses the cache. */
+int sc__cache_serves_reads(const sc_cache_t *c);
 
 /* The object's answer bytes (made on first use; borrowed from o). */
 sc_wire_t *sc__cache_wire(sc_cobj_t *o);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/ha.h"
 #include "starcloud/buf.h"
 #include "starcloud/core.h"
 
@@ -214,6 +215,7 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	sc_buf_t b;
 	sc_buf_init(&b, 0);
 	write_metrics(&b, s->metrics);
+	sc__ha_metrics(s, &b);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);
 }
@@ -227,11 +229,7 @@ static void handle_healthz(sc_http_req_t *r, void *ud)
  * so a load balancer never sends traffic to a server with stale state. */
 static void handle_readyz(sc_http_req_t *r, void *ud)
 {
-	sc_server_t *s = ud;
-	if (s->ready)
-		sc_http_respond(r, 200, "text/plain", "ready\n", 6);
-	else
-		sc_http_respond(r, 503, "text/plain", "starting\n", 9);
+	sc__ha_readyz(ud, r);
 }
 
 int sc__metrics_register(sc_server_t *s)

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "server/cache.h"
+#include "server/ha.h"
 #include "server/metrics.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
@@ -206,16 +207,23 @@ static void after_work(uv_work_t *req, int status)
 			sched_free(sc);
 		return;
 	}
+	/* Deposed while the worker ran: the new leader schedules. */
+	if (!sc__ha_leader_begin(sc->s)) {
+		job_free(j);
+		return;
+	}
 	if (j->rc == 0)
 		j->rc = sc__cycle_commit(sc->s, &j->plan);
 	if (j->rc == SC_ECONFLICT && j->tries + 1 < MAX_TRIES) {
 		int tries = j->tries + 1;
 		uint64_t t0 = j->t0;
+		sc__ha_leader_end(sc->s);
 		job_free(j); /* first: its snapshot borrows from the decode cache */
 		start_attempt(sc, tries, t0);
 		return;
 	}
-	cycle_done(sc, j);
+	cycle_done(sc, j); /* trims events: still fenced */
+	sc__ha_leader_end(sc->s);
 	job_free(j);
 	if (sc->again) {
 		sc->again = 0;
@@ -242,8 +250,11 @@ static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0)
 	}
 }
 
+/* Only the leader schedules (ha.c); its writes are fenced at commit. */
 static void cycle(sc_sched_t *sc)
 {
+	if (!sc__ha_is_leader(sc->s))
+		return;
 	if (sc->job) {
 		sc->again = 1;
 		return;

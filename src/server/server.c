@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "server/cache.h"
+#include "server/ha.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "starcloud/error.h"
@@ -18,6 +19,9 @@ typedef struct opts {
 	char host[64];
 	int port;
 	const char *data_dir;
+	const char *store;       /* --store URL, or NULL: SQLite in data_dir */
+	const char *etcd_prefix; /* --etcd-prefix */
+	int leader_ttl;          /* --leader-ttl seconds */
 	size_t max_body;
 } opts_t;
 
@@ -32,9 +36,15 @@ void sc__now_rfc3339(char *out, size_t outsz)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: starcloud server [--listen HOST:PORT] [--data-dir DIR] [--max-body BYTES]\n"
+		   "                        [--store sqlite:PATH|etcd://H:P[,H:P...]]\n"
+		   "                        [--etcd-prefix /starcloud/] [--leader-ttl 5]\n"
 		   "  --listen    address to serve the API on (default " DEFAULT_LISTEN ")\n"
 		   "  --data-dir  where the store lives (default ./" DEFAULT_DATA_DIR ")\n"
-		   "  --max-body  largest request body accepted (default 1048576)\n");
+		   "  --max-body  largest request body accepted (default 1048576)\n"
+		   "  --store     sqlite:PATH (default: the data dir) or etcd://host:port,...\n"
+		   "              (several servers, one elected leader; docs/HA.md)\n"
+		   "  --etcd-prefix  etcd key prefix (default /starcloud/)\n"
+		   "  --leader-ttl   leader lease in seconds, 2..60 (default 5)\n");
 }
 
 /* Splits HOST:PORT; only IPv4 literals (the API is for loopback and LANs
@@ -58,6 +68,8 @@ static int parse_opts(int argc, char **argv, opts_t *o)
 	parse_listen(DEFAULT_LISTEN, o);
 	o->data_dir = DEFAULT_DATA_DIR;
 	o->max_body = 1024 * 1024;
+	o->store = o->etcd_prefix = NULL;
+	o->leader_ttl = 5;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -72,6 +84,21 @@ static int parse_opts(int argc, char **argv, opts_t *o)
 			i++;
 		} else if (strcmp(a, "--data-dir") == 0 && v) {
 			o->data_dir = v;
+			i++;
+		} else if (strcmp(a, "--store") == 0 && v) {
+			o->store = v;
+			i++;
+		} else if (strcmp(a, "--etcd-prefix") == 0 && v) {
+			o->etcd_prefix = v;
+			i++;
+		} else if (strcmp(a, "--leader-ttl") == 0 && v) {
+			char *end;
+			long n = strtol(v, &end, 10);
+			if (*end || n < 2 || n > 60) {
+				fprintf(stderr, "server: --leader-ttl: expected 2..60 seconds\n");
+				return SC_EINVAL;
+			}
+			o->leader_ttl = (int)n;
 			i++;
 		} else if (strcmp(a, "--max-body") == 0 && v) {
 			char *end;
@@ -96,6 +123,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	sc_server_t *s = h->data;
 	fprintf(stderr, "server: signal %d, shutting down\n", signum);
 	sc__sched_stop(s);
+	sc__ha_stop(s);
 	if (sc_store_sync(s->store) == 0)
 		sc_http_flush(s->http); /* answer what is already durable */
 	sc_http_server_close(s->http);
@@ -127,7 +155,10 @@ static void on_commit(uv_check_t *h)
 
 static int setup(sc_server_t *s, const opts_t *o)
 {
-	int rc = sc_store_sqlite_open(o->data_dir, &s->store);
+	int rc = sc__ha_open_store(o->store, o->data_dir, o->etcd_prefix, &s->store);
+	if (rc == SC_EINVAL)
+		fprintf(stderr, "server: --store: expected sqlite:PATH or etcd://HOST:PORT[,...]"
+				" and --etcd-prefix /a/b/\n");
 	if (rc < 0)
 		return rc;
 	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0 ||
@@ -152,7 +183,9 @@ static int setup(sc_server_t *s, const opts_t *o)
 		fprintf(stderr, "server: cannot listen on %s:%d\n", o->host, o->port);
 		return rc;
 	}
-	if ((rc = sc__sched_start(s)) < 0)
+	char id[128];
+	snprintf(id, sizeof(id), "%s:%d", o->host, sc_http_port(s->http));
+	if ((rc = sc__ha_start(s, id, o->leader_ttl)) < 0 || (rc = sc__sched_start(s)) < 0)
 		return rc;
 	uv_signal_init(s->loop, &s->sigint);
 	uv_signal_init(s->loop, &s->sigterm);
@@ -176,13 +209,15 @@ int sc_server_main(int argc, char **argv)
 		goto out;
 	}
 	fprintf(stderr, "server: listening on http://%s:%d (data in %s)\n", o.host,
-		sc_http_port(s.http), o.data_dir);
+		sc_http_port(s.http), o.store ? o.store : o.data_dir);
 	uv_run(s.loop, UV_RUN_DEFAULT);
 out:
 	sc__sched_stop(&s);
+	sc__ha_stop(&s);
 	sc_http_server_close(s.http);
 	uv_run(s.loop, UV_RUN_NOWAIT);
 	sc__cache_close(s.cache);
+	sc__ha_free(&s);
 	sc_store_close(s.store);
 	sc__metrics_free(s.metrics);
 	return rc < 0 ? 1 : 0;

@@ -23,6 +23,7 @@
 typedef struct sc_metrics sc_metrics_t;
 typedef struct sc_sched sc_sched_t;
 typedef struct sc_cache sc_cache_t;
+typedef struct sc_ha sc_ha_t;
 
 /* An object kind served under /api/v1/<plural>. */
 typedef struct sc_kind {
@@ -49,6 +50,7 @@ typedef struct sc_server {
 	sc_metrics_t *metrics;
 	sc_sched_t *sched;
 	sc_cache_t *cache; /* decoded objects, kept current by a store watch */
+	sc_ha_t *ha; /* leader election on etcd (ha.c) */
 	uv_signal_t sigint, sigterm;
 	uv_check_t commit; /* group commit at the end of each loop iteration */
 	int ready;

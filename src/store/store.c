@@ -11,35 +11,52 @@ struct sc_store_watch {
 	char *prefix;
 	sc_store_watch_fn fn;
 	void *ud;
+	int64_t from_rev; /* live events at or before it were replayed or seen */
 };
+
+/* Whether the last call failed because the backend could not be reached
+ * (etcd down): the API then answers 503 instead of 500. One store per
+ * thread in practice, so one flag per thread. */
+static _Thread_local int last_unavailable;
+
+static int note(int rc)
+{
+	last_unavailable = rc == SC_EUNAVAIL;
+	return rc;
+}
+
+int sc_store_last_unavailable(void)
+{
+	return last_unavailable;
+}
 
 int sc_store_get(sc_store_t *s, const char *key, sc_kv_t *out)
 {
-	return s->ops->get(s, key, out);
+	return note(s->ops->get(s, key, out));
 }
 
 int sc_store_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out)
 {
-	return s->ops->list(s, prefix, out);
+	return note(s->ops->list(s, prefix, out));
 }
 
 int sc_store_put(sc_store_t *s, const char *key, const char *value, int64_t expect_rev,
 		 int64_t *rev)
 {
 	sc_store_op_t op = { SC_STORE_PUT, key, value, expect_rev };
-	return s->ops->txn(s, &op, 1, rev, NULL);
+	return note(s->ops->txn(s, &op, 1, rev, NULL));
 }
 
 int sc_store_delete(sc_store_t *s, const char *key, int64_t expect_rev, int64_t *rev)
 {
 	sc_store_op_t op = { SC_STORE_DELETE, key, NULL, expect_rev };
-	return s->ops->txn(s, &op, 1, rev, NULL);
+	return note(s->ops->txn(s, &op, 1, rev, NULL));
 }
 
 int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev,
 		 size_t *failed)
 {
-	return s->ops->txn(s, ops, n, rev, failed);
+	return note(s->ops->txn(s, ops, n, rev, failed));
 }
 
 int64_t sc_store_revision(sc_store_t *s)
@@ -67,6 +84,7 @@ int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store
 	}
 	w->fn = fn;
 	w->ud = ud;
+	w->from_rev = from_rev;
 	w->next = s->watchers;
 	s->watchers = w;
 	*out = w;
@@ -92,7 +110,9 @@ void sc__store_notify(sc_store_t *s, const sc_store_event_t *ev)
 		/* A callback may unwatch itself (a closed stream), so take the
 		 * successor first. It must not unwatch others. */
 		next = w->next;
-		if (strncmp(ev->key, w->prefix, strlen(w->prefix)) == 0)
+		/* A backend whose changes arrive late (etcd) may deliver
+		 * one the watcher asked to start after. */
+		if (ev->rev > w->from_rev && strncmp(ev->key, w->prefix, strlen(w->prefix)) == 0)
 			w->fn(ev, w->ud);
 	}
 }

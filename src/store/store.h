@@ -110,6 +110,10 @@ void sc_store_unwatch(sc_store_t *s, sc_store_watch_t *w);
 /* Closes the store; accepts NULL. */
 void sc_store_close(sc_store_t *s);
 
+/* 1 when the last call on this thread failed with SC_EUNAVAIL (the
+ * backend could not be reached). */
+int sc_store_last_unavailable(void);
+
 void sc_kv_free(sc_kv_t *kv);
 void sc_kv_list_free(sc_kv_list_t *l);
 
@@ -119,5 +123,6 @@ void sc__store_notify(sc_store_t *s, const sc_store_event_t *ev);
 /* ---- backends ---- */
 /* Opens (creating and migrating as needed) the SQLite store in dir. */
 int sc_store_sqlite_open(const char *dir, sc_store_t **out);
+/* The etcd backend: store_etcd.h. */
 
 #endif

@@ -79,9 +79,41 @@ class Server:
         return s
 
 
+# Modules whose tests run against both store backends (the etcd one needs
+# etcd-server; see etcd_util.py).
+BOTH_BACKENDS = {"test_api", "test_auth_input"}
+
+
+def pytest_generate_tests(metafunc):
+    if "server" in metafunc.fixturenames and \
+            metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKENDS:
+        metafunc.parametrize("backend", ["sqlite", "etcd"], indirect=True)
+
+
 @pytest.fixture
-def server(tmp_path):
-    srv = Server(tmp_path / "data").start()
+def backend(request):
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def etcd_session(tmp_path_factory):
+    from etcd_util import Etcd
+    e = Etcd(tmp_path_factory.mktemp("etcd")).start()
+    yield e
+    e.stop()
+
+
+_prefixes = iter(range(1, 1 << 30))
+
+
+@pytest.fixture
+def server(tmp_path, backend, request):
+    extra = []
+    if backend == "etcd":
+        # One etcd for the session; each server gets its own key prefix.
+        etcd = request.getfixturevalue("etcd_session")
+        extra = ["--store", etcd.store_url, "--etcd-prefix", "/t%d/" % next(_prefixes)]
+    srv = Server(tmp_path / "data", extra).start()
     srv.read_admin_token()
     yield srv
     srv.stop()

@@ -1,0 +1,161 @@
+/* `starcloud bench core|preempt`: the scheduler benchmarks of `make bench`
+ * (docs/BENCHMARKS.md), on the synthetic worlds of src/sim/synth.c.
+ *
+ * core: for each size, a full allocate cycle over 100,000 pending jobs,
+ * best of C cycles with one sc_scheduler_t kept across cycles (as the
+ * server keeps one). preempt: one full cycle of all five actions on a
+ * full cluster where every pending gang must evict. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "sim/synth.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long peak_rss_mib(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss / 1024;
+}
+
+typedef struct bench_opts {
+	size_t nodes, jobs, pending, queues;
+	int cycles;
+	uint64_t seed;
+} bench_opts_t;
+
+static int usage(FILE *f, int rc)
+{
+	fprintf(f, "usage: starcloud bench core [--nodes N] [--jobs J] [--cycles C] [--seed S]\n"
+		   "       starcloud bench preempt [--nodes N] [--pending P] [--queues Q]\n\n"
+		   "core: allocate cycles on N nodes x 8 GPUs, 1,110 queues, J pending jobs\n"
+		   "      (without --nodes: 1,000, 10,000 and 50,000 nodes).\n"
+		   "preempt: one cycle on a full cluster where P high-priority gangs must\n"
+		   "      evict (default 10,000 nodes, 10,000 gangs, 100 queues).\n");
+	return rc;
+}
+
+static int parse(int argc, char **argv, bench_opts_t *o)
+{
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		if (i + 1 >= argc)
+			return -1;
+		char *end;
+		unsigned long long v = strtoull(argv[++i], &end, 10);
+		if (*end || v == 0 || v > 10000000)
+			return -1;
+		if (!strcmp(a, "--nodes"))
+			o->nodes = v;
+		else if (!strcmp(a, "--jobs"))
+			o->jobs = v;
+		else if (!strcmp(a, "--pending"))
+			o->pending = v;
+		else if (!strcmp(a, "--queues"))
+			o->queues = v;
+		else if (!strcmp(a, "--cycles") && v <= 1000)
+			o->cycles = (int)v;
+		else if (!strcmp(a, "--seed"))
+			o->seed = v;
+		else
+			return -1;
+	}
+	return 0;
+}
+
+static int run_core(size_t nodes, const bench_opts_t *o)
+{
+	sc_synth_t *w = sc_synth_pending(nodes, o->jobs, o->seed);
+	sc_scheduler_t *sch = sc_scheduler_new();
+	int rc = SC_EXIT_FAIL;
+	double best = 1e9;
+	size_t bound = 0, pending = 0;
+	if (!w || !sch)
+		goto out;
+	for (int c = 0; c < o->cycles; c++) {
+		sc_decisions_t *d;
+		char msg[256];
+		double t0 = now_s();
+		if (sc_scheduler_run(sch, sc_synth_snapshot(w), &d, msg, sizeof(msg)) < 0) {
+			fprintf(stderr, "starcloud bench: %s\n", msg);
+			goto out;
+		}
+		double dt = now_s() - t0;
+		best = dt < best ? dt : best;
+		bound = d->nbindings;
+		pending = d->npending;
+		sc_decisions_free(d);
+	}
+	printf("core: nodes=%zu gpus=%zu queues=1110 jobs=%zu | cycle %.3f s | bound %zu pods "
+	       "(%.0f placements/s) | pending jobs %zu | peak RSS %ld MiB\n",
+	       nodes, nodes * 8, o->jobs, best, bound, (double)bound / best, pending,
+	       peak_rss_mib());
+	rc = SC_EXIT_OK;
+out:
+	sc_scheduler_free(sch);
+	sc_synth_free(w);
+	return rc;
+}
+
+static int run_preempt(const bench_opts_t *o)
+{
+	sc_synth_t *w = sc_synth_preempt(o->nodes, o->pending, o->queues);
+	if (!w)
+		return SC_EXIT_FAIL;
+	sc_decisions_t *d;
+	char msg[256];
+	double t0 = now_s();
+	if (sc_schedule(sc_synth_snapshot(w), &d, msg, sizeof(msg)) < 0) {
+		fprintf(stderr, "starcloud bench: %s\n", msg);
+		sc_synth_free(w);
+		return SC_EXIT_FAIL;
+	}
+	double dt = now_s() - t0;
+	size_t pre = 0;
+	for (size_t i = 0; i < d->nevictions; i++)
+		pre += d->evictions[i].action == SC_ACT_PREEMPT;
+	printf("preempt: nodes=%zu running=%zu pending gangs=%zu queues=%zu | cycle %.3f s | "
+	       "evictions %zu (preempt %zu, %.0f evictions/s) | bound %zu | pending %zu | "
+	       "peak RSS %ld MiB\n",
+	       o->nodes, 2 * o->nodes, o->pending, o->queues, dt, d->nevictions, pre,
+	       (double)d->nevictions / dt, d->nbindings, d->npending, peak_rss_mib());
+	sc_decisions_free(d);
+	sc_synth_free(w);
+	return SC_EXIT_OK;
+}
+
+int sc_cli_bench(int argc, char **argv)
+{
+	if (sc__cli_wants_help(argc, argv))
+		return usage(stdout, SC_EXIT_OK);
+	if (argc < 2)
+		return usage(stderr, SC_EXIT_USAGE);
+	bench_opts_t o = {.jobs = 100000, .pending = 10000, .queues = 100, .cycles = 5,
+			  .seed = 42};
+	if (parse(argc, argv, &o) < 0)
+		return usage(stderr, SC_EXIT_USAGE);
+	if (!strcmp(argv[1], "preempt")) {
+		if (!o.nodes)
+			o.nodes = 10000;
+		return run_preempt(&o);
+	}
+	if (strcmp(argv[1], "core") != 0)
+		return usage(stderr, SC_EXIT_USAGE);
+	if (o.nodes)
+		return run_core(o.nodes, &o);
+	static const size_t sizes[] = {1000, 10000, 50000};
+	for (size_t i = 0; i < 3; i++)
+		if (run_core(sizes[i], &o) != SC_EXIT_OK)
+			return SC_EXIT_FAIL;
+	return SC_EXIT_OK;
+}

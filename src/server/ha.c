@@ -1,0 +1,276 @@
+/* Leader election, fencing, /readyz and HA metrics (see ha.h). */
+#include "server/ha.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "starcloud/buf.h"
+#include "starcloud/error.h"
+#include "store/store_etcd.h"
+
+struct sc_ha {
+	sc_server_t *s;
+	uv_timer_t tick;
+	uv_poll_t poll;
+	sc_store_watch_t *kick_watch;
+	int etcd;
+	int ticking, polling;
+	int64_t ttl;
+	int64_t lease;
+	uint64_t renewed_ms;     /* uv_now of the last keepalive */
+	int leader;
+	int64_t leader_rev;      /* mod_revision of our leader key: the fence */
+	uint64_t fenced_seen;
+	uint64_t leader_changes; /* this server gained or lost leadership */
+	int store_ok;
+	char id[200];
+	char holder[256];        /* the leader key's value when another leads */
+};
+
+int sc__ha_open_store(const char *url, const char *data_dir, const char *etcd_prefix,
+		      sc_store_t **out)
+{
+	if (!url)
+		return data_dir ? sc_store_sqlite_open(data_dir, out) : SC_EINVAL;
+	if (strncmp(url, "sqlite:", 7) == 0 && url[7])
+		return sc_store_sqlite_open(url + 7, out);
+	if (strncmp(url, "etcd://", 7) == 0)
+		return sc_store_etcd_open(url + 7, etcd_prefix ? etcd_prefix : SC_ETCD_DEFAULT_PREFIX,
+					  out);
+	return SC_EINVAL;
+}
+
+static void step_down(sc_ha_t *ha, const char *why)
+{
+	if (!ha->leader)
+		return;
+	ha->leader = 0;
+	ha->leader_rev = 0;
+	ha->leader_changes++;
+	fprintf(stderr, "server: %s: no longer the leader (%s)\n", ha->id, why);
+}
+
+static void become_leader(sc_ha_t *ha, int64_t rev)
+{
+	ha->leader_rev = rev;
+	if (ha->leader)
+		return;
+	ha->leader = 1;
+	ha->leader_changes++;
+	ha->holder[0] = '\0';
+	fprintf(stderr, "server: %s: elected leader (leader key revision %lld)\n", ha->id,
+		(long long)rev);
+	sc__sched_kick(ha->s);
+}
+
+/* Renews the lease (or gets one), then claims or re-checks the key. */
+static void campaign(sc_ha_t *ha)
+{
+	sc_store_t *st = ha->s->store;
+	int64_t left = 0, rev = 0;
+	int rc = ha->lease ? sc_etcd_lease_keepalive(st, ha->lease, &left)
+			   : sc_etcd_lease_grant(st, ha->ttl, &ha->lease);
+	if (rc == SC_ENOTFOUND) {
+		step_down(ha, "lease expired");
+		ha->lease = 0;
+		rc = sc_etcd_lease_grant(st, ha->ttl, &ha->lease);
+	}
+	ha->store_ok = rc == 0;
+	if (rc < 0)
+		return; /* etcd unreachable: our fenced writes fail anyway */
+	char value[400], *holder = NULL;
+	snprintf(value, sizeof(value), "{\"id\":\"%s\",\"lease\":\"%lld\"}", ha->id,
+		 (long long)ha->lease);
+	rc = sc_etcd_campaign(st, ha->lease, value, &rev, &holder);
+	if (rc == 1) {
+		become_leader(ha, rev);
+	} else if (rc == 0) {
+		step_down(ha, "another server holds the leader key");
+		snprintf(ha->holder, sizeof(ha->holder), "%s", holder ? holder : "");
+	}
+	free(holder);
+}
+
+/* The lease is renewed three times per TTL, so one lost or slow call does
+ * not cost it; a follower also tries for the key every TICK_MS, so it
+ * takes over within TICK_MS of the old leader's key expiring. */
+#define TICK_MS 250
+
+static void on_tick(uv_timer_t *t)
+{
+	sc_ha_t *ha = t->data;
+	uint64_t now = uv_now(ha->s->loop);
+	if (!ha->leader || !ha->lease || now - ha->renewed_ms >= (uint64_t)ha->ttl * 1000 / 3) {
+		ha->renewed_ms = now;
+		campaign(ha);
+	}
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+	sc_ha_t *ha = p->data;
+	sc_store_etcd_dispatch(ha->s->store);
+}
+
+/* Another server's write to an object the scheduler reads: run a cycle. */
+static void on_change(const sc_store_event_t *ev, void *ud)
+{
+	sc_ha_t *ha = ud;
+	static const char *const kinds[] = { "jobs/", "nodes/", "queues/", "priorityclasses/",
+					     "deployments/" };
+	const char *k = ev->key + strlen(SC_KEY_PREFIX);
+	for (size_t i = 0; ha->leader && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strncmp(k, kinds[i], strlen(kinds[i])) == 0)
+			sc__sched_kick(ha->s);
+}
+
+int sc__ha_start(sc_server_t *s, const char *id, int ttl_s)
+{
+	sc_ha_t *ha = calloc(1, sizeof(*ha));
+	if (!ha)
+		return SC_ENOMEM;
+	ha->s = s;
+	s->ha = ha;
+	ha->etcd = sc_store_is_etcd(s->store);
+	ha->ttl = ttl_s;
+	ha->store_ok = 1;
+	snprintf(ha->id, sizeof(ha->id), "%s", id);
+	if (!ha->etcd) {
+		ha->leader = 1;
+		return 0;
+	}
+	int rc = sc_store_watch(s->store, SC_KEY_PREFIX, sc_store_revision(s->store), on_change,
+				ha, &ha->kick_watch);
+	if (rc < 0)
+		return rc;
+	uv_poll_init(s->loop, &ha->poll, sc_store_etcd_poll_fd(s->store));
+	ha->poll.data = ha;
+	uv_poll_start(&ha->poll, UV_READABLE, on_poll);
+	ha->polling = 1;
+	uv_timer_init(s->loop, &ha->tick);
+	ha->tick.data = ha;
+	uv_timer_start(&ha->tick, on_tick, 0, TICK_MS);
+	ha->ticking = 1;
+	return 0;
+}
+
+void sc__ha_stop(sc_server_t *s)
+{
+	sc_ha_t *ha = s->ha;
+	if (!ha)
+		return;
+	if (ha->ticking)
+		uv_close((uv_handle_t *)&ha->tick, NULL);
+	if (ha->polling)
+		uv_close((uv_handle_t *)&ha->poll, NULL);
+	ha->ticking = ha->polling = 0;
+	/* Resigning hands over at once instead of after the TTL. */
+	if (ha->etcd && ha->leader)
+		sc_etcd_resign(s->store, ha->leader_rev);
+	if (ha->etcd && ha->lease)
+		sc_etcd_lease_revoke(s->store, ha->lease);
+	ha->leader = 0;
+	ha->lease = 0;
+}
+
+void sc__ha_free(sc_server_t *s)
+{
+	free(s->ha);
+	s->ha = NULL;
+}
+
+/* A refused write means someone else leads: stop at once rather than at
+ * the next tick. */
+static void check_fenced(sc_ha_t *ha)
+{
+	const sc_etcd_stats_t *st = sc_store_etcd_stats(ha->s->store);
+	if (st->fenced > ha->fenced_seen) {
+		ha->fenced_seen = st->fenced;
+		step_down(ha, "a write was fenced by etcd");
+	}
+}
+
+int sc__ha_leader_begin(sc_server_t *s)
+{
+	sc_ha_t *ha = s->ha;
+	if (!ha || !ha->etcd)
+		return 1;
+	check_fenced(ha);
+	if (!ha->leader)
+		return 0;
+	sc_store_etcd_fence(s->store, ha->leader_rev);
+	return 1;
+}
+
+void sc__ha_leader_end(sc_server_t *s)
+{
+	sc_ha_t *ha = s->ha;
+	if (!ha || !ha->etcd)
+		return;
+	sc_store_etcd_fence(s->store, 0);
+	check_fenced(ha);
+}
+
+int sc__ha_is_leader(sc_server_t *s)
+{
+	return !s->ha || s->ha->leader;
+}
+
+void sc__ha_readyz(sc_server_t *s, sc_http_req_t *r)
+{
+	sc_ha_t *ha = s->ha;
+	int etcd = ha && ha->etcd;
+	int reachable = etcd ? sc_store_etcd_ping(s->store) == 0 : 1;
+	/* A follower serves the API as soon as the store answers; with
+	 * SQLite the server waits for its first cycle. */
+	int ready = etcd ? reachable : s->ready;
+	json_t *doc = json_pack("{s:b,s:b,s:s,s:b,s:s,s:s}", "ready", ready, "leader",
+				sc__ha_is_leader(s), "store", etcd ? "etcd" : "sqlite",
+				"storeReachable", reachable, "id", ha ? ha->id : "",
+				"leaderHolder", ha && !ha->leader ? ha->holder : "");
+	sc__api_json(r, ready ? 200 : 503, doc);
+}
+
+void sc__ha_metrics(sc_server_t *s, sc_buf_t *b)
+{
+	sc_ha_t *ha = s->ha;
+	sc_buf_printf(b,
+		      "# HELP starcloud_ha_leader 1 when this server is the leader.\n"
+		      "# TYPE starcloud_ha_leader gauge\nstarcloud_ha_leader %d\n"
+		      "# HELP starcloud_ha_leader_changes_total Leadership gained or lost here.\n"
+		      "# TYPE starcloud_ha_leader_changes_total counter\n"
+		      "starcloud_ha_leader_changes_total %llu\n",
+		      sc__ha_is_leader(s), ha ? (unsigned long long)ha->leader_changes : 0ULL);
+	if (!ha || !ha->etcd)
+		return;
+	const sc_etcd_stats_t *st = sc_store_etcd_stats(s->store);
+	sc_buf_printf(b,
+		      "# HELP starcloud_ha_fenced_writes_total Writes etcd refused: not leader.\n"
+		      "# TYPE starcloud_ha_fenced_writes_total counter\n"
+		      "starcloud_ha_fenced_writes_total %llu\n"
+		      "# HELP starcloud_store_errors_total Store calls that failed.\n"
+		      "# TYPE starcloud_store_errors_total counter\n"
+		      "starcloud_store_errors_total{store=\"etcd\"} %llu\n"
+		      "# HELP starcloud_store_failovers_total Switches to another etcd endpoint.\n"
+		      "# TYPE starcloud_store_failovers_total counter\n"
+		      "starcloud_store_failovers_total %llu\n"
+		      "# HELP starcloud_store_request_duration_seconds Store call latency.\n"
+		      "# TYPE starcloud_store_request_duration_seconds histogram\n",
+		      (unsigned long long)st->fenced, (unsigned long long)st->errors,
+		      (unsigned long long)st->failovers);
+	unsigned long long cum = 0;
+	for (size_t i = 0; i < SC_ETCD_LAT_BUCKETS; i++) {
+		cum += st->lat[i];
+		sc_buf_printf(b,
+			      "starcloud_store_request_duration_seconds_bucket{store=\"etcd\","
+			      "le=\"%g\"} %llu\n",
+			      sc_etcd_lat_bounds[i], cum);
+	}
+	cum += st->lat[SC_ETCD_LAT_BUCKETS];
+	sc_buf_printf(b,
+		      "starcloud_store_request_duration_seconds_bucket{store=\"etcd\",le=\"+Inf\"} "
+		      "%llu\nstarcloud_store_request_duration_seconds_sum{store=\"etcd\"} %g\n"
+		      "starcloud_store_request_duration_seconds_count{store=\"etcd\"} %llu\n",
+		      cum, st->lat_sum, cum);
+}

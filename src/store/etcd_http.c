@@ -1,0 +1,244 @@
+/* HTTP side of the etcd backend: endpoint lists with failover, JSON calls
+ * to the gateway, base64 and the gateway's int64-as-string fields. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "starcloud/buf.h"
+#include "starcloud/error.h"
+#include "store/etcd_int.h"
+
+const double sc_etcd_lat_bounds[SC_ETCD_LAT_BUCKETS] = { 0.0005, 0.001, 0.002, 0.005,
+							   0.01,   0.02,  0.05,  0.1,
+							   0.25,   0.5,   1,     2.5 };
+
+static int add_endpoint(sc_etcd_conn_t *c, const char *s, size_t n)
+{
+	if (n == 0 || n > 200 || c->nep == SC_ETCD_MAX_ENDPOINTS)
+		return SC_EINVAL;
+	const char *colon = memchr(s, ':', n);
+	if (!colon || colon == s || colon + 1 == s + n)
+		return SC_EINVAL;
+	for (const char *p = colon + 1; p < s + n; p++)
+		if (*p < '0' || *p > '9')
+			return SC_EINVAL;
+	char *ep = malloc(n + 8);
+	if (!ep)
+		return SC_ENOMEM;
+	snprintf(ep, n + 8, "http://%.*s", (int)n, s);
+	c->eps[c->nep++] = ep;
+	return 0;
+}
+
+int sc__etcd_conn_init(sc_etcd_conn_t *c, const char *list, long timeout_ms)
+{
+	memset(c, 0, sizeof(*c));
+	c->timeout_ms = timeout_ms;
+	if (strncmp(list, "etcd://", 7) == 0)
+		list += 7;
+	int rc = 0;
+	while (*list && rc == 0) {
+		if (strncmp(list, "http://", 7) == 0)
+			list += 7;
+		size_t n = strcspn(list, ",");
+		rc = add_endpoint(c, list, n);
+		list += n;
+		if (*list == ',')
+			list++;
+	}
+	if (rc == 0 && c->nep == 0)
+		rc = SC_EINVAL;
+	if (rc == 0 && !(c->curl = curl_easy_init()))
+		rc = SC_ENOMEM;
+	if (rc < 0)
+		sc__etcd_conn_free(c);
+	return rc;
+}
+
+void sc__etcd_conn_free(sc_etcd_conn_t *c)
+{
+	for (size_t i = 0; i < c->nep; i++)
+		free(c->eps[i]);
+	c->nep = 0;
+	if (c->curl)
+		curl_easy_cleanup(c->curl);
+	c->curl = NULL;
+}
+
+static size_t on_body(char *data, size_t sz, size_t n, void *ud)
+{
+	sc_buf_t *b = ud;
+	/* Over the limit the append fails and so does the transfer:
+	 * bounded input. */
+	return sc_buf_append(b, data, sz * n) < 0 ? 0 : sz * n;
+}
+
+static void record(sc_etcd_conn_t *c, double secs, int failed)
+{
+	sc_etcd_stats_t *st = c->stats;
+	if (!st)
+		return;
+	st->calls++;
+	st->errors += failed != 0;
+	st->lat_sum += secs;
+	size_t i = 0;
+	while (i < SC_ETCD_LAT_BUCKETS && secs > sc_etcd_lat_bounds[i])
+		i++;
+	st->lat[i]++;
+}
+
+/* etcd answers a request it cannot serve now (no leader, a member cut
+ * off) with gRPC code 14 UNAVAILABLE (HTTP 503) or 4 DEADLINE_EXCEEDED;
+ * another member may serve it. */
+static int retryable(long status, json_t *doc)
+{
+	int64_t code = sc__etcd_int(doc, "code");
+	return status == 503 || status == 504 || code == 14 || code == 4;
+}
+
+/* One attempt on the current endpoint: 0, SC_EUNAVAIL (try another) or
+ * SC_EIO (etcd refused the request). */
+static int call_once(sc_etcd_conn_t *c, const char *path, const char *body, json_t **resp)
+{
+	char url[512];
+	sc_buf_t b;
+	sc_buf_init(&b, SC_ETCD_MAX_RESPONSE);
+	snprintf(url, sizeof(url), "%s%s", c->eps[c->cur], path);
+	CURL *h = c->curl;
+	curl_easy_reset(h);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 500L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+	CURLcode cc = curl_easy_perform(h);
+	long status = 0;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	int rc = cc == CURLE_OK ? 0 : SC_EUNAVAIL;
+	json_t *doc = NULL;
+	if (rc == 0 && !(doc = json_loadb(b.data ? b.data : "", b.len, 0, NULL)))
+		rc = SC_EIO;
+	if (rc == 0 && status != 200) {
+		rc = retryable(status, doc) ? SC_EUNAVAIL : SC_EIO;
+		fprintf(stderr, "store: etcd %s %s: HTTP %ld: %s\n", c->eps[c->cur], path, status,
+			json_string_value(json_object_get(doc, "error")) ?: "?");
+	}
+	if (rc == 0)
+		*resp = doc;
+	else
+		json_decref(doc);
+	sc_buf_free(&b);
+	return rc;
+}
+
+int sc__etcd_call(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp)
+{
+	char *body = json_dumps(req, JSON_COMPACT);
+	if (!body)
+		return SC_ENOMEM;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int rc = SC_EUNAVAIL;
+	for (size_t i = 0; i < c->nep && rc == SC_EUNAVAIL; i++) {
+		rc = call_once(c, path, body, resp);
+		if (rc == SC_EUNAVAIL && c->nep > 1) {
+			c->cur = (c->cur + 1) % c->nep;
+			if (c->stats)
+				c->stats->failovers++;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	record(c, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, rc);
+	free(body);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------
+ * base64 and fields
+ * ------------------------------------------------------------------- */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *sc__b64_enc(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+	if (!out)
+		abort(); /* daemon code: out of memory is fatal */
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)p[i + 1] << 8;
+		if (i + 2 < n)
+			v |= p[i + 2];
+		*o++ = B64[(v >> 18) & 63];
+		*o++ = B64[(v >> 12) & 63];
+		*o++ = i + 1 < n ? B64[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < n ? B64[v & 63] : '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+static int b64_val(char c)
+{
+	const char *p = c ? strchr(B64, c) : NULL;
+	return p ? (int)(p - B64) : -1;
+}
+
+int sc__b64_dec(const char *s, char **out, size_t *n)
+{
+	size_t len = strlen(s);
+	char *o = malloc(len / 4 * 3 + 4);
+	size_t k = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+	if (!o)
+		abort();
+	for (size_t i = 0; i < len && s[i] != '='; i++) {
+		int v = b64_val(s[i]);
+		if (v < 0) {
+			free(o);
+			return SC_EPARSE;
+		}
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			o[k++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	o[k] = '\0';
+	*out = o;
+	if (n)
+		*n = k;
+	return 0;
+}
+
+int64_t sc__etcd_int(json_t *obj, const char *field)
+{
+	json_t *v = json_object_get(obj, field);
+	if (json_is_integer(v))
+		return json_integer_value(v);
+	if (json_is_string(v))
+		return strtoll(json_string_value(v), NULL, 10);
+	return 0;
+}
+
+void sc__etcd_set_b64(json_t *obj, const char *field, const char *s)
+{
+	char *b = sc__b64_enc(s, strlen(s));
+	json_object_set_new(obj, field, json_string(b));
+	free(b);
+}
+
+void sc__etcd_set_int(json_t *obj, const char *field, int64_t v)
+{
+	char num[32];
+	snprintf(num, sizeof(num), "%lld", (long long)v);
+	json_object_set_new(obj, field, json_string(num));
+}

@@ -1,0 +1,94 @@
+/* Internals of the etcd backend (store_etcd.c, etcd_http.c, etcd_watch.c,
+ * etcd_lease.c).
+ *
+ * The backend speaks etcd v3's JSON gateway (grpc-gateway) over HTTP/1.1
+ * with libcurl: POST /v3/kv/range, /v3/kv/txn, /v3/watch (a stream of
+ * newline-delimited JSON messages), /v3/lease/grant|keepalive|revoke. In
+ * that API keys and values are base64 and 64-bit integers are JSON
+ * strings. Paths are those of etcd 3.4 (Debian 12's etcd-server). */
+#ifndef SC_STORE_ETCD_INT_H
+#define SC_STORE_ETCD_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "store/store.h"
+#include "store/store_etcd.h"
+
+#define SC_ETCD_MAX_ENDPOINTS 16
+/* Largest response accepted from etcd (a list of every job). */
+#define SC_ETCD_MAX_RESPONSE (256u << 20)
+/* Largest single watch message. */
+#define SC_ETCD_MAX_WATCH_MSG (64u << 20)
+
+/* One HTTP client over a list of endpoints. A call goes to the current
+ * endpoint and, on a transport error or an etcd "unavailable" answer, to
+ * the next one, each at most once per call. Not thread-safe: the loop
+ * thread and the watch thread have one each. */
+typedef struct sc_etcd_conn {
+	char *eps[SC_ETCD_MAX_ENDPOINTS]; /* owned "http://host:port" */
+	size_t nep;
+	size_t cur;
+	CURL *curl;
+	long timeout_ms;
+	sc_etcd_stats_t *stats; /* borrowed; may be NULL */
+} sc_etcd_conn_t;
+
+/* Parses "host:port[,host:port...]" (an optional "etcd://" or "http://"
+ * in front). SC_EINVAL names nothing; the caller reports the option. */
+int sc__etcd_conn_init(sc_etcd_conn_t *c, const char *list, long timeout_ms);
+void sc__etcd_conn_free(sc_etcd_conn_t *c);
+/* POSTs req (borrowed) to path; *resp is a new reference on success.
+ * SC_EUNAVAIL when no endpoint answered, SC_EIO on an etcd error. */
+int sc__etcd_call(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp);
+
+/* base64 of n bytes, malloc'd. */
+char *sc__b64_enc(const char *s, size_t n);
+/* Decodes base64 text into a malloc'd NUL-terminated string; SC_EPARSE. */
+int sc__b64_dec(const char *s, char **out, size_t *n);
+/* An int64 field of the gateway (a JSON string or number); 0 when absent. */
+int64_t sc__etcd_int(json_t *obj, const char *field);
+/* Sets a field to a base64 string. */
+void sc__etcd_set_b64(json_t *obj, const char *field, const char *s);
+/* Sets an int64 field as the gateway's string form. */
+void sc__etcd_set_int(json_t *obj, const char *field, int64_t v);
+
+/* store_etcd.c, for etcd_lease.c: the store's connection and leader key. */
+sc_etcd_conn_t *sc__etcd_store_conn(sc_store_t *s, const char **leader_key);
+
+/* ---- etcd_watch.c: one watch stream over the whole prefix ---- */
+typedef struct sc_etcd_ev sc_etcd_ev_t;
+typedef struct sc_etcd_watch {
+	sc_etcd_conn_t conn; /* the thread's own */
+	char *prefix;        /* etcd key prefix (owned) */
+	pthread_t thread;
+	int started;
+	volatile int stop;
+	pthread_mutex_t mu;
+	int pipefd[2];           /* the thread writes a byte when events queue up */
+	sc_etcd_ev_t *qhead, *qtail; /* received, not yet dispatched (mu) */
+	int64_t next_rev;        /* where the stream (re)starts (thread only) */
+	/* Dispatched events, for replay (loop thread only): a ring. */
+	sc_etcd_ev_t **log;
+	size_t logcap, loghead, logn;
+	int64_t log_from;        /* replays of from_rev >= log_from are complete */
+	int64_t dispatched_rev;
+	char *skip_key;          /* etcd key never reported (the leader key) */
+} sc_etcd_watch_t;
+
+/* Starts the stream at start_rev (events with revision >= start_rev). */
+int sc__etcd_watch_start(sc_etcd_watch_t *w, const char *endpoints, const char *prefix,
+			 const char *skip_key, int64_t start_rev);
+void sc__etcd_watch_stop(sc_etcd_watch_t *w);
+/* Loop thread: hands queued events to the store's watchers. */
+void sc__etcd_watch_dispatch(sc_etcd_watch_t *w, sc_store_t *s);
+/* Loop thread: replays logged events with revision > from_rev under the
+ * store key prefix; SC_ERANGE when the log does not reach back. */
+int sc__etcd_watch_replay(sc_etcd_watch_t *w, const char *prefix, int64_t from_rev,
+			  sc_store_watch_fn fn, void *ud);
+
+#endif

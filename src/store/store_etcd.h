@@ -1,0 +1,75 @@
+/* The etcd v3 backend of the store, and the leases and leader key the
+ * control plane's high availability is built on (docs/HA.md).
+ *
+ * Keys: a store key "/registry/jobs/x" is the etcd key
+ * "<prefix>registry/jobs/x" (prefix default "/starcloud/"); the leader key
+ * is "<prefix>leader" and is never listed or watched as data. Values are
+ * the JSON text unchanged; a key's mod_rev is etcd's mod_revision, so
+ * resourceVersion is the etcd revision.
+ *
+ * Writes: one /v3/kv/txn per sc_store_txn, every condition a compare on
+ * create_revision or mod_revision. While a fence is set
+ * (sc_store_etcd_fence), every txn also compares the leader key's
+ * mod_revision, so the writes of a leader that lost its lease fail with
+ * SC_EFENCED whatever it believes.
+ *
+ * Changes: a thread keeps one etcd watch on the prefix and queues what it
+ * receives; the loop thread dispatches them to the store's watchers when
+ * the fd of sc_store_etcd_poll_fd becomes readable. Replays are served
+ * from the events seen since the store was opened (older: SC_ERANGE).
+ *
+ * Threading: as every store, used from one thread; the watch thread only
+ * fills the queue. */
+#ifndef SC_STORE_STORE_ETCD_H
+#define SC_STORE_STORE_ETCD_H
+
+#include <stdint.h>
+
+#include "store/store.h"
+
+#define SC_ETCD_DEFAULT_PREFIX "/starcloud/"
+#define SC_ETCD_LAT_BUCKETS 12
+
+/* Client-side figures for /metrics. */
+typedef struct sc_etcd_stats {
+	uint64_t calls;
+	uint64_t errors;       /* calls that failed (transport or etcd error) */
+	uint64_t failovers;    /* switches to another endpoint */
+	uint64_t fenced;       /* txns refused because the fence moved */
+	uint64_t lat[SC_ETCD_LAT_BUCKETS + 1]; /* by sc_etcd_lat_bounds, +Inf */
+	double lat_sum;
+} sc_etcd_stats_t;
+
+/* Upper bounds (seconds) of the latency buckets. */
+extern const double sc_etcd_lat_bounds[SC_ETCD_LAT_BUCKETS];
+
+/* Opens the store on "host:port[,host:port...]" under prefix (borrowed;
+ * must start and end with '/'). SC_EUNAVAIL when no endpoint answers. */
+int sc_store_etcd_open(const char *endpoints, const char *prefix, sc_store_t **out);
+/* 1 when s is an etcd store. */
+int sc_store_is_etcd(sc_store_t *s);
+/* A descriptor that becomes readable when changes wait for
+ * sc_store_etcd_dispatch. */
+int sc_store_etcd_poll_fd(sc_store_t *s);
+void sc_store_etcd_dispatch(sc_store_t *s);
+const sc_etcd_stats_t *sc_store_etcd_stats(sc_store_t *s);
+/* 0 when etcd answers a read now, else a negative SC_E* code. */
+int sc_store_etcd_ping(sc_store_t *s);
+/* Sets (mod_rev > 0) or clears (0) the fence on the leader key. */
+void sc_store_etcd_fence(sc_store_t *s, int64_t leader_mod_rev);
+
+/* ---- leases and the leader key (etcd_lease.c) ---- */
+int sc_etcd_lease_grant(sc_store_t *s, int64_t ttl_s, int64_t *id);
+/* Renews a lease; *ttl_left is 0 (and SC_ENOTFOUND returned) when it is gone. */
+int sc_etcd_lease_keepalive(sc_store_t *s, int64_t id, int64_t *ttl_left);
+int sc_etcd_lease_revoke(sc_store_t *s, int64_t id);
+/* Tries to become leader: creates the leader key with value (borrowed)
+ * under lease id if no one holds it. Returns 1 and the key's mod_rev when
+ * we hold it (now or already), 0 when another does (*holder: its value,
+ * malloc'd, may be NULL), or a negative SC_E* code. */
+int sc_etcd_campaign(sc_store_t *s, int64_t lease, const char *value, int64_t *mod_rev,
+		     char **holder);
+/* Deletes the leader key if it still is ours (mod_rev). */
+int sc_etcd_resign(sc_store_t *s, int64_t mod_rev);
+
+#endif
