@@ -279,8 +279,29 @@ static json_t *load_existing(api_req_t *a, int64_t *mod_rev)
 
 /* Writes obj under the request's key with the condition expect; answers
  * with the stored object (status code ok) or the error. */
+/* Answers a stored write: the cache takes obj (so the write is parsed and
+ * serialised once, and later reads reuse the answer bytes). */
+static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok)
+{
+	sc_cobj_t *o = NULL;
+	if (sc__cache_serves_reads(a->s->cache))
+		o = sc__cache_adopt(a->s->cache, a->key, rev, obj);
+	if (o) {
+		const sc_wire_t *w = sc__cache_wire(o);
+		sc_http_respond(a->r, ok, "application/json", w->data, w->len + 1);
+		json_decref(obj);
+		return;
+	}
+	char rv[32];
+	snprintf(rv, sizeof(rv), "%lld", (long long)rev);
+	json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion", json_string(rv));
+	sc__api_json(a->r, ok, obj);
+}
+
 static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok)
 {
+	/* The stored form has no resourceVersion (it is derived on the way out). */
+	json_object_del(json_object_get(obj, "metadata"), "resourceVersion");
 	char *text = object_dump(obj);
 	int64_t rev = 0;
 	int rc = sc_store_put(a->s->store, a->key, text, expect, &rev);
@@ -298,10 +319,7 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok)
 		json_decref(obj);
 		return;
 	}
-	char rv[32];
-	snprintf(rv, sizeof(rv), "%lld", (long long)rev);
-	json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion", json_string(rv));
-	sc__api_json(a->r, ok, obj);
+	answer_stored(a, obj, rev, ok);
 	sc__sched_kick(a->s);
 }
 
@@ -321,7 +339,7 @@ static void do_get(api_req_t *a)
 		return;
 	}
 	sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(a->s->cache, a->kind, a->name);
-	if (!o || !sc__auth_can_see(&a->who, a->kind, o->obj)) {
+	if (!o || !sc__cache_obj(o) || !sc__auth_can_see(&a->who, a->kind, o->obj)) {
 		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,
 			      a->name);
 		return;

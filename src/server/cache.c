@@ -77,6 +77,7 @@ static void entry_free(sc_cobj_t *o)
 	if (!o)
 		return;
 	free(o->key);
+	free(o->text);
 	json_decref(o->obj);
 	sc__wire_unref(o->wire);
 	free(o);
@@ -102,8 +103,8 @@ static void insert_at(kindset_t *ks, size_t i, sc_cobj_t *o)
 	ks->n++;
 }
 
-/* Puts a new revision of key; a value that is not a JSON object (never
- * written by this server) leaves the object out, as the loop always did. */
+/* Puts a new revision of key, kept as text until someone needs it parsed
+ * (or the writer hands over its parsed copy). */
 static void cache_put(sc_cache_t *c, const char *key, const char *value, int64_t mod_rev,
 		      int64_t create_rev)
 {
@@ -115,19 +116,11 @@ static void cache_put(sc_cache_t *c, const char *key, const char *value, int64_t
 	size_t i = search(ks, name, &found);
 	if (found && ks->v[i]->mod_rev >= mod_rev)
 		return; /* a replayed change we already hold */
-	json_t *obj = json_loads(value, 0, NULL);
-	if (!json_is_object(obj)) {
-		json_decref(obj);
-		if (found)
-			remove_at(ks, i);
-		return;
-	}
 	sc_cobj_t *o = calloc(1, sizeof(*o));
-	if (!o || !(o->key = strdup(key)))
-		abort();
+	if (!o || !(o->key = strdup(key)) || !(o->text = strdup(value)))
+		abort(); /* daemon code: out of memory is fatal */
 	o->kind = ks->kind;
 	o->name = o->key + (name - key);
-	o->obj = obj;
 	o->mod_rev = mod_rev;
 	o->create_rev = create_rev;
 	if (found) {
@@ -254,11 +247,44 @@ int sc__cache_serves_reads(const sc_cache_t *c)
 	return c->serves_reads;
 }
 
+json_t *sc__cache_obj(sc_cobj_t *o)
+{
+	if (!o->obj && o->text) {
+		o->obj = json_loads(o->text, 0, NULL);
+		if (!json_is_object(o->obj)) {
+			json_decref(o->obj);
+			o->obj = NULL;
+		}
+		free(o->text);
+		o->text = NULL;
+	}
+	return o->obj;
+}
+
+sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj)
+{
+	const char *name;
+	kindset_t *ks = set_of_key(c, key, &name);
+	int found;
+	if (!ks || !obj)
+		return NULL;
+	size_t i = search(ks, name, &found);
+	sc_cobj_t *o = found ? ks->v[i] : NULL;
+	if (!o || o->mod_rev != mod_rev)
+		return NULL;
+	if (!o->obj) {
+		o->obj = json_incref(obj);
+		free(o->text);
+		o->text = NULL;
+	}
+	return o;
+}
+
 /* The object as answered: metadata gains resourceVersion (last, as the
  * API always put it); the cached object itself is not touched. */
-static sc_wire_t *make_wire(const sc_cobj_t *o)
+static sc_wire_t *make_wire(sc_cobj_t *o)
 {
-	json_t *top = json_copy(o->obj); /* shallow */
+	json_t *top = json_copy(sc__cache_obj(o)); /* shallow */
 	json_t *md = json_copy(json_object_get(o->obj, "metadata"));
 	if (!top)
 		abort();

@@ -4,7 +4,9 @@
  * Filled once from the store at start-up, then kept current by a store
  * watch: every committed change (put or delete) reaches the cache inside
  * the write that made it, so a read after a write always sees it. Each
- * object is parsed once per revision; its answer bytes (the object with
+ * object is parsed at most once per revision, on first use, or not at all
+ * when the writer hands over its own parsed copy (sc__cache_adopt: the API
+ * and the scheduling loop do); its answer bytes (the object with
  * metadata.resourceVersion) are serialised at most once per revision, on
  * first use, and shared by every get and list that sends them.
  *
@@ -37,7 +39,9 @@ typedef struct sc_cobj {
 	const sc_kind_t *kind;
 	char *key;           /* owned: /registry/<plural>/<name> */
 	const char *name;    /* points into key */
-	json_t *obj;         /* owned reference; immutable (stored form, no resourceVersion) */
+	json_t *obj;         /* owned reference; immutable (stored form, no resourceVersion);
+			      * NULL until parsed: use sc__cache_obj() */
+	char *text;          /* owned: the stored value until it is parsed */
 	int64_t mod_rev, create_rev;
 	sc_wire_t *wire;     /* owned reference; NULL until first needed */
 } sc_cobj_t;
@@ -64,6 +68,15 @@ int64_t sc__cache_rev(const sc_cache_t *c);
  * list read the store, and only the scheduling loop (which tolerates a
  * slightly old view: its writes are conditional) uses the cache. */
 int sc__cache_serves_reads(const sc_cache_t *c);
+
+/* The object's parsed form (parsed on first use; borrowed from o), or NULL
+ * for a value that is not a JSON object (never written by this server). */
+json_t *sc__cache_obj(sc_cobj_t *o);
+/* Hands the cache obj, the parsed form of the value just written under key
+ * at mod_rev, so the write's own parse is reused; the cache takes a
+ * reference and obj must never change again. Returns the entry, or NULL
+ * when the cache holds another revision. */
+sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj);
 
 /* The object's answer bytes (made on first use; borrowed from o). */
 sc_wire_t *sc__cache_wire(sc_cobj_t *o);

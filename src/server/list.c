@@ -97,7 +97,8 @@ static void choose(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k,
 	*more = NULL;
 	for (; i < n; i++) {
 		sc_cobj_t *o = v[i];
-		if (!sc__auth_can_see(who, k, o->obj) || !sc__selector_match(sel, o->obj))
+		json_t *obj = sc__cache_obj(o);
+		if (!obj || !sc__auth_can_see(who, k, obj) || !sc__selector_match(sel, obj))
 			continue;
 		if (limit > 0 && ls->n == (size_t)limit) {
 			/* The token is the last name sent, never one the caller

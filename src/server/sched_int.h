@@ -62,6 +62,7 @@ typedef struct sc_cycle_out {
  * owned), and the new events (named at commit, when the revision is known). */
 typedef struct sc_cycle_plan {
 	sc_store_op_t *v;
+	json_t **objs; /* objs[i]: v[i]'s value parsed (references), for the cache */
 	char **owned; /* keys and values to free */
 	size_t n, cap, nowned, owncap;
 	json_t *events; /* new Event objects, unnamed */

@@ -41,6 +41,9 @@ static void collect_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, 
 	size_t n;
 	sc_cobj_t *const *v = sc__cache_items(s->cache, k, &n);
 	for (size_t i = 0; i < n; i++) {
+		json_t *obj = sc__cache_obj(v[i]);
+		if (!obj)
+			continue; /* not JSON: never written by this server */
 		if (in->nobjs == *cap) {
 			*cap = *cap ? *cap * 2 : 256;
 			in->objs = realloc(in->objs, *cap * sizeof(*in->objs));
@@ -51,7 +54,7 @@ static void collect_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, 
 		memset(o, 0, sizeof(*o));
 		o->kind = k;
 		o->key = xstrdup(v[i]->key);
-		o->obj = json_incref(v[i]->obj);
+		o->obj = json_incref(obj);
 		o->mod_rev = v[i]->mod_rev;
 		o->job = -1;
 	}

@@ -423,14 +423,18 @@ static char *own(ops_t *o, char *p)
 	return p;
 }
 
-static void ops_add(ops_t *o, const char *key, char *value, int64_t expect)
+/* Adds a put of value (taken); obj (a reference taken) is the same object
+ * parsed, handed to the cache after the commit so it is not parsed again. */
+static void ops_add(ops_t *o, const char *key, char *value, int64_t expect, json_t *obj)
 {
 	if (o->n == o->cap) {
 		o->cap = o->cap ? o->cap * 2 : 64;
 		o->v = realloc(o->v, o->cap * sizeof(*o->v));
-		if (!o->v)
+		o->objs = realloc(o->objs, o->cap * sizeof(*o->objs));
+		if (!o->v || !o->objs)
 			abort();
 	}
+	o->objs[o->n] = obj;
 	o->v[o->n++] = (sc_store_op_t){ SC_STORE_PUT, key, own(o, value), expect };
 }
 
@@ -439,6 +443,9 @@ void sc__cycle_plan_free(sc_cycle_plan_t *o)
 	for (size_t i = 0; i < o->nowned; i++)
 		free(o->owned[i]);
 	free(o->owned);
+	for (size_t i = 0; i < o->n; i++)
+		json_decref(o->objs[i]);
+	free(o->objs);
 	free(o->v);
 	json_decref(o->events);
 	memset(o, 0, sizeof(*o));
@@ -461,8 +468,7 @@ static void add_job_writes(wctx_t *w, ops_t *ops)
 		pending_event(w, o, old, st);
 		json_t *obj = json_copy(o->obj);
 		json_object_set_new(obj, "status", st);
-		ops_add(ops, o->key, json_dumps(obj, JSON_COMPACT), o->mod_rev);
-		json_decref(obj);
+		ops_add(ops, o->key, json_dumps(obj, JSON_COMPACT), o->mod_rev, obj);
 		w->out->writes++;
 	}
 }
@@ -482,7 +488,8 @@ static void add_event_writes(sc_server_t *s, ops_t *ops)
 			 str_of(json_object_get(ev, "involvedObject"), "name"), (long long)rev, i);
 		json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
 		sc__object_key(sc__kind_by_name("Event"), name, key, sizeof(key));
-		ops_add(ops, own(ops, strdup(key)), json_dumps(ev, JSON_COMPACT), SC_REV_ABSENT);
+		ops_add(ops, own(ops, strdup(key)), json_dumps(ev, JSON_COMPACT), SC_REV_ABSENT,
+			json_incref(ev));
 	}
 }
 
@@ -530,6 +537,8 @@ int sc__cycle_commit(sc_server_t *s, sc_cycle_plan_t *p)
 		rc = sc_store_txn(s->store, p->v, p->n, &rev, &failed);
 		if (rc == SC_ENOTFOUND || rc == SC_EEXISTS)
 			rc = SC_ECONFLICT;
+		for (size_t i = 0; rc == 0 && i < p->n; i++)
+			sc__cache_adopt(s->cache, p->v[i].key, rev, p->objs[i]);
 	}
 	return rc;
 }
