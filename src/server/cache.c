@@ -16,6 +16,14 @@ static const char *const cached_plurals[] = { "nodes",	     "queues",	    "prior
 					      "jobs",	     "deployments", "events" };
 #define NCACHED (sizeof(cached_plurals) / sizeof(cached_plurals[0]))
 
+/* Tokens remembered (direct-mapped by digest); a principal is ~8 KiB. */
+#define TOKEN_SLOTS 64
+
+typedef struct token_slot {
+	char digest[65]; /* "" = empty */
+	sc_principal_t who;
+} token_slot_t;
+
 typedef struct kindset {
 	const sc_kind_t *kind;
 	sc_cobj_t **v; /* sorted by name */
@@ -28,6 +36,7 @@ struct sc_cache {
 	kindset_t sets[NCACHED];
 	int64_t rev;
 	int serves_reads;
+	token_slot_t tokens[TOKEN_SLOTS];
 };
 
 static kindset_t *set_of(const sc_cache_t *c, const sc_kind_t *k)
@@ -147,6 +156,9 @@ static void cache_delete(sc_cache_t *c, const char *key)
 static void on_change(const sc_store_event_t *ev, void *ud)
 {
 	sc_cache_t *c = ud;
+	if (strncmp(ev->key, SC_KEY_PREFIX "tokens/", strlen(SC_KEY_PREFIX "tokens/")) == 0)
+		for (size_t i = 0; i < TOKEN_SLOTS; i++)
+			c->tokens[i].digest[0] = '\0';
 	if (ev->type == SC_EV_DELETED)
 		cache_delete(c, ev->key);
 	else
@@ -240,6 +252,34 @@ size_t sc__cache_after(const sc_cache_t *c, const sc_kind_t *k, const char *afte
 int64_t sc__cache_rev(const sc_cache_t *c)
 {
 	return c->rev;
+}
+
+static size_t token_slot(const char *digest)
+{
+	return (size_t)strtoul((char[3]){ digest[0], digest[1], '\0' }, NULL, 16) % TOKEN_SLOTS;
+}
+
+int sc__cache_token_get(const sc_cache_t *c, const char *digest, sc_principal_t *who)
+{
+	const token_slot_t *t = &c->tokens[token_slot(digest)];
+	unsigned char d = 0;
+	if (!c->serves_reads || strlen(digest) != 64 || !t->digest[0])
+		return 0;
+	for (size_t i = 0; i < 64; i++) /* constant time, like the store path */
+		d |= (unsigned char)(t->digest[i] ^ digest[i]);
+	if (d)
+		return 0;
+	*who = t->who;
+	return 1;
+}
+
+void sc__cache_token_put(sc_cache_t *c, const char *digest, const sc_principal_t *who)
+{
+	if (!c->serves_reads || strlen(digest) != 64)
+		return;
+	token_slot_t *t = &c->tokens[token_slot(digest)];
+	memcpy(t->digest, digest, 65);
+	t->who = *who;
 }
 
 int sc__cache_serves_reads(const sc_cache_t *c)

@@ -69,6 +69,13 @@ int64_t sc__cache_rev(const sc_cache_t *c);
  * slightly old view: its writes are conditional) uses the cache. */
 int sc__cache_serves_reads(const sc_cache_t *c);
 
+/* Tokens: the principal a token digest (64 hex) resolved to, so a request
+ * does not read and parse its token record. Any change under
+ * /registry/tokens/ empties this (revocation takes effect with the write
+ * that deletes the token). Only when sc__cache_serves_reads(). 1 = found. */
+int sc__cache_token_get(const sc_cache_t *c, const char *digest, sc_principal_t *who);
+void sc__cache_token_put(sc_cache_t *c, const char *digest, const sc_principal_t *who);
+
 /* The object's parsed form (parsed on first use; borrowed from o), or NULL
  * for a value that is not a JSON object (never written by this server). */
 json_t *sc__cache_obj(sc_cobj_t *o);
