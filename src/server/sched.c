@@ -163,7 +163,7 @@ static void work(uv_work_t *req)
 			j->msg[0] = '\0';
 	}
 	if (j->rc == 0)
-		j->rc = sc__cycle_plan(&j->in, j->d, &j->plan, &j->out);
+		j->rc = sc__cycle_plan(&j->in, j->d, j->sc->decoded, &j->plan, &j->out);
 }
 
 static void cycle_failed(sc_sched_t *sc, cycle_job_t *j)

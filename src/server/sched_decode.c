@@ -31,6 +31,8 @@ static void decoded_free(sc_decoded_t *d)
 {
 	free(d->key);
 	free(d->why);
+	free(d->settled_why);
+	free(d->settled_reason);
 	sc_manifest_set_free(d->one);
 	memset(d, 0, sizeof(*d));
 }
@@ -114,7 +116,7 @@ int sc__decode_refresh(sc_decode_cache_t *dc, const sc_cycle_in_t *in, const int
 	return rc;
 }
 
-const sc_decoded_t *sc__decoded(const sc_decode_cache_t *dc, size_t i)
+sc_decoded_t *sc__decoded(const sc_decode_cache_t *dc, size_t i)
 {
 	return i < dc->n ? &dc->v[i] : NULL;
 }

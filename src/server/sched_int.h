@@ -75,6 +75,14 @@ typedef struct sc_decoded {
 	int64_t mod_rev;
 	sc_manifest_set_t *one;  /* owned: this object alone, decoded; NULL if refused */
 	char *why;               /* owned: the decoder's refusal, or NULL */
+	/* Set by sched_write.c when this revision's status was found up to
+	 * date; while the same inputs hold (no decision for the job, the same
+	 * reasons, the same drained nodes) it is skipped without building it. */
+	bool settled;
+	bool settled_pending;    /* it counted as pending */
+	uint64_t settled_drain;  /* hash of the drained nodes' names */
+	char *settled_why;       /* owned copies, or NULL */
+	char *settled_reason;
 } sc_decoded_t;
 typedef struct sc_decode_cache sc_decode_cache_t;
 sc_decode_cache_t *sc__decode_cache_new(void);
@@ -85,7 +93,7 @@ void sc__decode_cache_free(sc_decode_cache_t *dc);
  * in->objs[i]'s entry, valid until the next refresh. 0 or SC_ENOMEM. */
 int sc__decode_refresh(sc_decode_cache_t *dc, const sc_cycle_in_t *in, const int *ranks,
 		       size_t *decoded);
-const sc_decoded_t *sc__decoded(const sc_decode_cache_t *dc, size_t i);
+sc_decoded_t *sc__decoded(const sc_decode_cache_t *dc, size_t i);
 
 /* ---- sched_load.c ---- */
 /* Loop thread: takes references to every cached object the scheduler
@@ -101,10 +109,11 @@ int sc__cycle_build(sc_cycle_in_t *in, sc_decode_cache_t *dc);
 void sc__cycle_in_free(sc_cycle_in_t *in);
 
 /* ---- sched_write.c ---- */
-/* Any thread (touches only its arguments): turns the decisions d taken on
- * in into the cycle's writes p (job statuses, new events). */
-int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_cycle_plan_t *p,
-		   sc_cycle_out_t *out);
+/* Worker thread (touches only its arguments): turns the decisions d taken
+ * on in into the cycle's writes p (job statuses, new events); dc (refreshed
+ * for in) remembers which jobs' statuses are up to date. */
+int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_cache_t *dc,
+		   sc_cycle_plan_t *p, sc_cycle_out_t *out);
 /* Loop thread: names the events and writes p in one transaction, each job
  * put conditional on the revision the cycle read. SC_ECONFLICT when an
  * object changed since: the caller runs the cycle again. */

@@ -103,6 +103,8 @@ static void by_job_free(by_job_t *b)
 
 typedef struct wctx {
 	const sc_cycle_in_t *in;
+	sc_decode_cache_t *dc;
+	uint64_t drain_hash; /* of the drained nodes' names */
 	const sc_decisions_t *d;
 	by_job_t bj;
 	json_t *events; /* new Event objects */
@@ -451,17 +453,70 @@ void sc__cycle_plan_free(sc_cycle_plan_t *o)
 	memset(o, 0, sizeof(*o));
 }
 
+static int same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The inputs of job_status() besides the stored object (fixed by its
+ * revision): the decisions for the job, its reasons, the drained nodes.
+ * `now` matters only when something flips, which is never "up to date". */
+static const char *reason_of(const wctx_t *w, const sc_sobj_t *o)
+{
+	return o->job >= 0 ? w->bj.pending[o->job] : o->why;
+}
+
+static int decided(const wctx_t *w, const sc_sobj_t *o)
+{
+	size_t j = (size_t)o->job;
+	return o->job >= 0 && (w->bj.bstart[j + 1] > w->bj.bstart[j] ||
+			       w->bj.estart[j + 1] > w->bj.estart[j]);
+}
+
+/* 1 when job o's status is known to be up to date: skip building it. */
+static int settled(wctx_t *w, const sc_sobj_t *o, const sc_decoded_t *d)
+{
+	if (!d || !d->settled || decided(w, o) || d->settled_drain != w->drain_hash ||
+	    !same_str(d->settled_why, o->why) || !same_str(d->settled_reason, reason_of(w, o)))
+		return 0;
+	w->out->pending += d->settled_pending;
+	return 1;
+}
+
+static char *dup_or_null(const char *s)
+{
+	char *p = s ? strdup(s) : NULL;
+	if (s && !p)
+		abort();
+	return p;
+}
+
+static void settle(wctx_t *w, const sc_sobj_t *o, sc_decoded_t *d, json_t *st)
+{
+	if (!d || decided(w, o))
+		return;
+	free(d->settled_why);
+	free(d->settled_reason);
+	d->settled_why = dup_or_null(o->why);
+	d->settled_reason = dup_or_null(reason_of(w, o));
+	d->settled_drain = w->drain_hash;
+	d->settled_pending = json_object_get(st, "reason") != NULL;
+	d->settled = true;
+}
+
 static void add_job_writes(wctx_t *w, ops_t *ops)
 {
 	for (size_t i = 0; i < w->in->nobjs; i++) {
 		const sc_sobj_t *o = &w->in->objs[i];
-		if (!o->kind->queue_scoped)
+		sc_decoded_t *d = sc__decoded(w->dc, i);
+		if (!o->kind->queue_scoped || settled(w, o, d))
 			continue;
 		json_t *old = json_object_get(o->obj, "status");
 		json_t *st = job_status(w, o);
 		if (json_object_get(st, "reason"))
 			w->out->pending++;
 		if (old && json_equal(old, st)) {
+			settle(w, o, d, st);
 			json_decref(st);
 			continue;
 		}
@@ -506,10 +561,24 @@ static json_t *drained_nodes(const sc_cycle_in_t *in)
 	return set;
 }
 
-int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_cycle_plan_t *p,
-		   sc_cycle_out_t *out)
+static uint64_t drain_hash(json_t *drained)
 {
-	wctx_t w = { .in = in, .d = d, .out = out };
+	uint64_t h = 1469598103934665603ULL;
+	const char *name;
+	json_t *v;
+	json_object_foreach(drained, name, v)
+	{
+		for (const char *p = name; *p; p++)
+			h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+		h = (h ^ 0xff) * 1099511628211ULL; /* separator */
+	}
+	return h;
+}
+
+int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_cache_t *dc,
+		   sc_cycle_plan_t *p, sc_cycle_out_t *out)
+{
+	wctx_t w = { .in = in, .dc = dc, .d = d, .out = out };
 	free(out->waits);
 	memset(out, 0, sizeof(*out));
 	memset(p, 0, sizeof(*p));
@@ -517,6 +586,7 @@ int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_cycle_pl
 	by_job_init(&w.bj, in, d);
 	w.events = json_array();
 	w.drained = drained_nodes(in);
+	w.drain_hash = drain_hash(w.drained);
 	add_job_writes(&w, p);
 	p->events = w.events;
 	out->events = json_array_size(w.events);
