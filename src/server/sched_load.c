@@ -167,28 +167,29 @@ static void precheck_queues(sc_cycle_in_t *in)
 		abort();
 	for (size_t i = 0; i < in->nobjs; i++) {
 		const sc_sobj_t *o = &in->objs[i];
-		const char *parent = spec_str(o, "parentQueue");
 		if (strcmp(o->kind->kind, "Queue") != 0)
 			continue;
+		const char *parent = spec_str(o, "parentQueue");
 		sc_strmap_put(&queues, sobj_name(o), 1);
 		if (parent)
 			sc_strmap_put(&parents, parent, 1);
 	}
 	for (size_t i = 0; i < in->nobjs; i++) {
 		sc_sobj_t *o = &in->objs[i];
-		const char *q = spec_str(o, "queue");
-		sc_manifest_error_t err = { .code = SC_EINVAL };
-		if (!o->kind->queue_scoped || !q || o->why)
+		const char *q = o->kind->queue_scoped && !o->why ? spec_str(o, "queue") : NULL;
+		if (!q)
 			continue;
+		int missing = sc_strmap_get(&queues, q) < 0;
+		if (!missing && sc_strmap_get(&parents, q) < 0)
+			continue; /* a leaf queue: the common case, no message built */
+		sc_manifest_error_t err = { .code = SC_EINVAL };
 		snprintf(err.object, sizeof(err.object), "%s %s", o->kind->kind, sobj_name(o));
 		snprintf(err.path, sizeof(err.path), "spec.queue");
-		if (sc_strmap_get(&queues, q) < 0)
+		if (missing)
 			snprintf(err.msg, sizeof(err.msg), "queue \"%.200s\" does not exist", q);
-		else if (sc_strmap_get(&parents, q) >= 0)
+		else
 			snprintf(err.msg, sizeof(err.msg),
 				 "queue \"%.200s\" has child queues; jobs go to leaf queues", q);
-		else
-			continue;
 		exclude(o, &err);
 	}
 	sc_strmap_free(&queues);
