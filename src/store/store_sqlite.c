@@ -41,6 +41,7 @@ typedef struct sqlite_store {
 	int walfd;       /* store.db-wal, opened at the first sync */
 	char walpath[4096];
 	sqlite3_stmt *get, *list, *ins, *upd, *del, *log, *setrev, *replay;
+	sqlite3_stmt *sp, *release, *rollback_to; /* the per-transaction savepoint */
 } sqlite_store_t;
 
 /* Each entry moves the schema one version forward. Never edit an entry
@@ -272,23 +273,26 @@ static int batch_begin(sqlite_store_t *q)
 			return SC_EIO;
 		q->batch_open = 1;
 	}
-	return exec(q->db, "SAVEPOINT txn");
+	return step_done(q->sp);
 }
 
 /* Undoes this store transaction only; earlier ones of the batch stay. */
 static void txn_undo(sqlite_store_t *q)
 {
-	exec(q->db, "ROLLBACK TO txn");
-	exec(q->db, "RELEASE txn");
+	step_done(q->rollback_to);
+	step_done(q->release);
 }
 
-/* Commits the batch; on failure the batch is rolled back and SC_EIO. */
+/* Commits the batch with the newest revision (written once per batch: it
+ * commits with the writes, so it can never disagree with them); on failure
+ * the batch is rolled back and SC_EIO. */
 static int batch_commit(sqlite_store_t *q)
 {
 	if (!q->batch_open)
 		return 0;
 	q->batch_open = 0;
-	if (exec(q->db, "COMMIT") < 0) {
+	sqlite3_bind_int64(q->setrev, 1, q->rev);
+	if (step_done(q->setrev) < 0 || exec(q->db, "COMMIT") < 0) {
 		exec(q->db, "ROLLBACK");
 		return SC_EIO;
 	}
@@ -318,8 +322,7 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 			goto out;
 		}
 	}
-	sqlite3_bind_int64(q->setrev, 1, rev);
-	if (step_done(q->setrev) < 0 || exec(q->db, "RELEASE txn") < 0) {
+	if (step_done(q->release) < 0) {
 		txn_undo(q);
 		rc = SC_EIO;
 		goto out;
@@ -401,8 +404,9 @@ static void sq_close(sc_store_t *s)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
 	batch_commit(q); /* a caller that never synced still keeps its writes */
-	sqlite3_stmt *sts[] = { q->get, q->list, q->ins, q->upd, q->del, q->log, q->setrev,
-				q->replay };
+	sqlite3_stmt *sts[] = { q->get,	   q->list,   q->ins, q->upd,	   q->del,
+				q->log,	   q->setrev, q->replay, q->sp, q->release,
+				q->rollback_to };
 	for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
 		sqlite3_finalize(sts[i]);
 	sqlite3_close(q->db);
@@ -437,6 +441,9 @@ static int prepare_all(sqlite_store_t *q)
 		{ &q->log, "INSERT INTO changes(rev, key, type, value) VALUES(?1, ?2, ?3, ?4)" },
 		{ &q->setrev, "UPDATE meta SET value = ?1 WHERE name = 'revision'" },
 		{ &q->replay, "SELECT rev, key, type, value FROM changes WHERE rev > ?1 ORDER BY id" },
+		{ &q->sp, "SAVEPOINT txn" },
+		{ &q->release, "RELEASE txn" },
+		{ &q->rollback_to, "ROLLBACK TO txn" },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		if (sqlite3_prepare_v3(q->db, t[i].sql, -1, SQLITE_PREPARE_PERSISTENT, t[i].st,
