@@ -33,15 +33,18 @@ LIB_SRC := $(wildcard src/base/*.c src/core/*.c src/sim/*.c)
 CLI_SRC := $(wildcard src/net/*.c src/store/*.c src/server/*.c src/agent/*.c src/gateway/*.c \
 	src/worker/*.c src/cli/*.c)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
+# The dashboard (ui/) is embedded into the binary by a generated C file.
+UI_FILES := $(sort $(wildcard ui/*.html ui/*.css ui/*.js))
+UI_GEN := $(BUILD)/gen/ui_assets.c
 BENCH_SRC := $(wildcard bench/*.c)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
-CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(UI_GEN:.c=.o)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
 
 all: build
 
@@ -54,6 +57,13 @@ build: deps
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(UI_GEN): $(UI_FILES) scripts/embed-ui.py
+	@mkdir -p $(dir $@)
+	/usr/bin/python3 scripts/embed-ui.py -o $@ $(UI_FILES)
+
+$(UI_GEN:.c=.o): $(UI_GEN)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -73,7 +83,7 @@ run: build
 
 # Unit tests, then scenario tests, then the same two under the sanitizers.
 test: build
-	@$(MAKE) --no-print-directory test-unit test-scenarios test-e2e test-repro test-fuzz
+	@$(MAKE) --no-print-directory test-unit test-scenarios test-prometheus test-e2e test-repro test-fuzz
 	@$(MAKE) --no-print-directory SAN=1 test-san
 
 test-unit: $(UNIT_BIN)
@@ -85,6 +95,10 @@ test-scenarios: $(BIN)
 # End-to-end: each test starts a real `starcloud server` on a free port.
 test-e2e: $(BIN)
 	@STARCLOUD_BIN=$(BIN) /usr/bin/python3 -m pytest -q tests/e2e
+
+# Alert rules and scrape config of deploy/prometheus (promtool check + test).
+test-prometheus:
+	@scripts/check-prometheus.sh
 
 test-san: $(BIN) $(UNIT_BIN)
 	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer"
@@ -112,6 +126,11 @@ bench-ha: $(BIN)
 
 bench-sim: $(BIN)
 	@bench/sim_bench.sh $(BIN)
+
+# Node agent: failover after a node kill (default lease), liveness restart,
+# RSS and CPU with 100 pods (docs/BENCHMARKS.md). About four minutes.
+bench-agent: $(BIN)
+	@/usr/bin/python3 bench/agent_bench.py --bin $(BIN) all
 
 bench: build
 	./$(BIN) bench core --cycles 5

@@ -3,11 +3,14 @@
 # that are missing, so `make` stays fast on a machine that already has them.
 # Run as root on Debian 12; anything else is told what to install by hand.
 set -eu
+# Dashboard and monitoring tests: headless Chromium driven over the DevTools
+# protocol (python3-websocket), promtool and a real Prometheus.
+TEST_PKGS="chromium python3-websocket prometheus"
 PKGS="build-essential clang pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
 libhttp-parser-dev libcurl4-openssl-dev libsqlite3-dev gnuplot-nox python3 python3-pytest
 python3-requests python3-yaml prometheus wrk nginx-light curl etcd-server"
 missing=""
-for p in $PKGS; do
+for p in $PKGS $TEST_PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0

@@ -16,10 +16,12 @@
 #include "agent/agent_opts.h"
 #include "agent/pod.h"
 #include "agent/podenv.h"
+#include "agent/podstore.h"
 #include "starcloud/error.h"
 
 #define REPORT_DELAY_MS 20
 #define TICK_MS 1000
+#define GC_EVERY_TICKS 600 /* old pod folders: checked every ten minutes */
 
 void sc__agent_log(sc_agent_t *a, const char *fmt, ...)
 {
@@ -96,6 +98,7 @@ static json_t *report_body(sc_agent_t *a)
 
 static void send_report(sc_agent_t *a);
 static void do_register(sc_agent_t *a);
+static void fence_arm(sc_agent_t *a);
 
 static void on_report(int status, const char *body, size_t len, void *ud)
 {
@@ -105,12 +108,15 @@ static void on_report(int status, const char *body, size_t len, void *ud)
 	int lost = json_is_true(json_object_get(resp, "leaseWasLost"));
 	json_decref(resp);
 	if (status == 200) {
-		if (a->hb_failing || lost) {
+		int was_fenced = a->fenced;
+		a->fenced = 0;
+		if (a->hb_failing || lost || was_fenced) {
 			sc__agent_log(a, "server reachable again: listing and watching anew");
 			sc__sync_restart(a);
 		}
 		a->hb_failing = 0;
 		a->last_hb_ok = sc__agent_now_ms(a);
+		fence_arm(a);
 	} else {
 		if (!a->hb_failing)
 			sc__agent_log(a, "heartbeat failed (%d%s)", status,
@@ -142,6 +148,7 @@ static void send_report(sc_agent_t *a)
 		return;
 	}
 	json_t *b = report_body(a);
+	a->report_sent = sc__agent_now_ms(a);
 	url_of(a, url, sizeof(url), "/api/v1/agents/%s/heartbeat", a->o.name);
 	request(a, "POST", url, b, on_report, &a->report_req);
 	json_decref(b);
@@ -160,23 +167,40 @@ void sc__agent_report_soon(sc_agent_t *a)
 
 /* A node that cannot renew its lease has been given up by the server
  * (which evicts its pods); with --fence-on-lease-loss we stop them too, so
- * no pod runs twice even while the network is cut. */
-static void fence_check(sc_agent_t *a)
+ * no pod runs twice even while the network is cut.
+ *
+ * The server's lease runs from when it received our last heartbeat, which
+ * is after we sent it: counting from the send time, minus half a
+ * heartbeat of margin for the stop itself, puts our deadline before the
+ * server's, so the pods are gone before the scheduler can place them
+ * elsewhere. The in-flight request may still time out much later, so the
+ * deadline has its own timer rather than waiting for a failed heartbeat. */
+static void on_fence(uv_timer_t *t)
 {
-	uint64_t now = sc__agent_now_ms(a);
-	if (!a->o.fence || !a->hb_failing || now - a->last_hb_ok < a->o.heartbeat_ms * 3)
+	sc_agent_t *a = t->data;
+	if (a->fenced || a->stopping)
 		return;
+	a->fenced = 1;
+	sc__agent_log(a, "lease not renewed for %llu ms: stopping every pod (fencing)",
+		      (unsigned long long)(sc__agent_now_ms(a) - a->last_hb_ok));
 	for (sc_pod_t *p = a->pods, *next; p; p = next) {
 		next = p->next;
-		sc__pod_stop(p, "lease lost: the server has given this node's pods away");
+		sc__pod_fence(p);
 	}
+}
+
+static void fence_arm(sc_agent_t *a)
+{
+	uint64_t lease = a->o.heartbeat_ms * 3, now = sc__agent_now_ms(a);
+	uint64_t deadline = a->report_sent + lease - a->o.heartbeat_ms / 2;
+	if (!a->o.fence)
+		return;
+	uv_timer_start(&a->fence_timer, on_fence, deadline > now ? deadline - now : 0, 0);
 }
 
 static void on_heartbeat(uv_timer_t *t)
 {
-	sc_agent_t *a = t->data;
-	fence_check(a);
-	send_report(a);
+	send_report(t->data);
 }
 
 /* ---- registration ------------------------------------------------------ */
@@ -196,7 +220,8 @@ static void registered(sc_agent_t *a)
 	if (a->registered)
 		return;
 	a->registered = 1;
-	a->last_hb_ok = sc__agent_now_ms(a);
+	a->last_hb_ok = a->report_sent = sc__agent_now_ms(a);
+	fence_arm(a);
 	sc__agent_log(a, "registered with %s (%d GPUs, %s)", a->server, a->gpus.count,
 		      a->gpus.source);
 	uv_timer_start(&a->hb_timer, on_heartbeat, 0, a->o.heartbeat_ms);
@@ -264,6 +289,8 @@ static void on_tick(uv_timer_t *t)
 {
 	sc_agent_t *a = t->data;
 	sc__pods_tick(a);
+	if (++a->ticks % GC_EVERY_TICKS == 0)
+		sc__podstore_gc(a);
 	if (a->stopping && a->npods == 0)
 		uv_stop(a->loop);
 }
@@ -273,6 +300,7 @@ static void close_all(sc_agent_t *a)
 	sc__sync_stop(a);
 	uv_timer_stop(&a->hb_timer);
 	uv_timer_stop(&a->report_timer);
+	uv_timer_stop(&a->fence_timer);
 	uv_close((uv_handle_t *)&a->sigterm, NULL);
 	uv_close((uv_handle_t *)&a->sigint, NULL);
 	if (a->status)
@@ -307,6 +335,11 @@ static int setup(sc_agent_t *a)
 	if ((rc = sc__status_start(a)) < 0)
 		return rc;
 	sc__podenv_cgroup_init(a);
+	/* Before the first list: pods still running from an earlier agent are
+	 * taken over, so the reconcile after the list keeps them (same
+	 * assignment) or stops them, and never starts a second copy. */
+	sc__podstore_adopt_all(a);
+	sc__podstore_gc(a);
 	uv_timer_start(&a->tick_timer, on_tick, TICK_MS, TICK_MS);
 	uv_signal_start(&a->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&a->sigint, on_signal, SIGINT);
@@ -323,6 +356,10 @@ static void release_pods(sc_agent_t *a)
 			sc__probe_free(p->probes[k]);
 		if (p->proc_open && !uv_is_closing((uv_handle_t *)&p->proc))
 			uv_close((uv_handle_t *)&p->proc, NULL);
+		if (p->pidfd >= 0 && !uv_is_closing((uv_handle_t *)&p->pidpoll)) {
+			uv_close((uv_handle_t *)&p->pidpoll, NULL);
+			close(p->pidfd);
+		}
 		uv_close((uv_handle_t *)&p->timer, NULL);
 		if (p->log_fd >= 0)
 			close(p->log_fd);
@@ -359,7 +396,8 @@ int sc_agent_main(int argc, char **argv)
 	uv_timer_init(a->loop, &a->hb_timer);
 	uv_timer_init(a->loop, &a->report_timer);
 	uv_timer_init(a->loop, &a->tick_timer);
-	a->hb_timer.data = a->report_timer.data = a->tick_timer.data = a;
+	uv_timer_init(a->loop, &a->fence_timer);
+	a->hb_timer.data = a->report_timer.data = a->tick_timer.data = a->fence_timer.data = a;
 	uv_signal_init(a->loop, &a->sigterm);
 	uv_signal_init(a->loop, &a->sigint);
 	a->sigterm.data = a->sigint.data = a;
@@ -377,6 +415,7 @@ out:
 	uv_close((uv_handle_t *)&a->hb_timer, NULL);
 	uv_close((uv_handle_t *)&a->report_timer, NULL);
 	uv_close((uv_handle_t *)&a->tick_timer, NULL);
+	uv_close((uv_handle_t *)&a->fence_timer, NULL);
 	sc__sync_free(a);
 	sc_httpc_free(a->http);
 	uv_run(a->loop, UV_RUN_NOWAIT);

@@ -47,6 +47,8 @@ typedef struct sc_agent_opts {
 	uint64_t backoff_base_ms, backoff_max_ms, backoff_reset_ms;
 	uint64_t grace_ms;      /* default termination grace period */
 	uint64_t log_max;       /* bytes per log file before rotation */
+	uint64_t pod_retention_ms; /* folders of finished pods kept this long */
+	size_t keep_pods;       /* and at most this many of them */
 	int drain;              /* stop pods on SIGTERM */
 	int fence;              /* stop pods when the lease cannot be renewed */
 } sc_agent_opts_t;
@@ -72,15 +74,18 @@ struct sc_agent {
 	sc_pod_t *pods;
 	size_t npods;
 	sc_watch_t watches[2];
-	uv_timer_t hb_timer, report_timer, tick_timer, resync_timer;
+	uv_timer_t hb_timer, report_timer, tick_timer, resync_timer, fence_timer;
 	uv_signal_t sigterm, sigint;
 	sc_httpc_req_t *report_req;
 	int registered;
 	int report_again;       /* a change came while a report was in flight */
 	int hb_failing;         /* the last heartbeat failed */
 	uint64_t last_hb_ok;    /* uv_now of the last accepted heartbeat */
+	uint64_t report_sent;   /* uv_now when the in-flight report was sent */
+	int fenced;             /* pods stopped for a lost lease: start none */
 	int stopping;
 	int cgroup_ok;
+	unsigned ticks;         /* seconds since start, for hourly chores */
 	char cgroup_root[256];
 	char advertise[128];
 	char server[520];       /* the server in use, from --server URL1,URL2 */

@@ -21,12 +21,15 @@ static void usage(FILE *f)
 		"  --data-dir DIR         pod folders and logs (default ./starcloud-agent)\n"
 		"  --listen HOST:PORT     status port (default 127.0.0.1:7071)\n"
 		"  --advertise HOST:PORT  address given to the server (default: --listen)\n"
-		"  --heartbeat DUR        lease renewal (default 2s; the lease is 3 of these)\n"
+		"  --heartbeat DUR        lease renewal (default 667ms: the 2 s lease expires\n"
+		"                         after 3 missed renewals)\n"
 		"  --backoff-base DUR     first restart delay (default 10s), doubling to\n"
 		"  --backoff-max DUR      (default 5m), reset after\n"
 		"  --backoff-reset DUR    of healthy running (default 10m)\n"
 		"  --grace DUR            SIGTERM -> SIGKILL grace period (default 30s)\n"
 		"  --log-max BYTES        log size before rotation (default 10Mi)\n"
+		"  --pod-retention DUR    keep folders of finished pods this long (default 24h)\n"
+		"  --keep-pods N          and at most N of them (default 100)\n"
 		"  --drain                stop every pod on SIGTERM (default: leave them)\n"
 		"  --fence-on-lease-loss  stop every pod when the lease cannot be renewed\n"
 		"Durations take ms, s, m, h units (250ms, 2s, 5m).\n");
@@ -84,12 +87,17 @@ static void defaults(sc_agent_opts_t *o)
 	snprintf(o->listen_host, sizeof(o->listen_host), "127.0.0.1");
 	o->listen_port = 7071;
 	o->data_dir = "starcloud-agent";
-	o->heartbeat_ms = 2000;
+	/* The lease is 2 s and expires after 3 missed renewals, so a dead
+	 * node is noticed within 2 s and its gangs run elsewhere in well under
+	 * 5 s (issue 6's target); renewing every 2 s would take 6 s. */
+	o->heartbeat_ms = 667;
 	o->backoff_base_ms = 10000;
 	o->backoff_max_ms = 300000;
 	o->backoff_reset_ms = 600000;
 	o->grace_ms = 30000;
 	o->log_max = 10u << 20;
+	o->pod_retention_ms = 24ull * 3600 * 1000;
+	o->keep_pods = 100;
 	o->nvml_lib = getenv("STARCLOUD_NVML_LIB");
 }
 
@@ -98,9 +106,9 @@ static void defaults(sc_agent_opts_t *o)
 static int value_opt(sc_agent_opts_t *o, const char *a, const char *v)
 {
 	uint64_t *durs[] = { &o->heartbeat_ms, &o->backoff_base_ms, &o->backoff_max_ms,
-			     &o->backoff_reset_ms, &o->grace_ms };
-	static const char *const dnames[] = { "--heartbeat", "--backoff-base", "--backoff-max",
-					      "--backoff-reset", "--grace" };
+			     &o->backoff_reset_ms, &o->grace_ms, &o->pod_retention_ms };
+	static const char *const dnames[] = { "--heartbeat",	 "--backoff-base", "--backoff-max",
+					      "--backoff-reset", "--grace",	   "--pod-retention" };
 	const char **strs[] = { &o->server, &o->token, &o->name, &o->gpus, &o->labels,
 				&o->data_dir, &o->nvml_lib, &o->advertise };
 	static const char *const snames[] = { "--server", "--token",    "--name",
@@ -123,6 +131,14 @@ static int value_opt(sc_agent_opts_t *o, const char *a, const char *v)
 		return sc_quantity_cpu(v, 0, &o->cpu_milli) < 0 ? SC_EINVAL : 1;
 	if (strcmp(a, "--memory") == 0)
 		return sc_quantity_memory(v, 0, &o->memory) < 0 ? SC_EINVAL : 1;
+	if (strcmp(a, "--keep-pods") == 0) {
+		char *end;
+		long n = strtol(v, &end, 10);
+		if (end == v || *end || n < 0 || n > 100000)
+			return SC_EINVAL;
+		o->keep_pods = (size_t)n;
+		return 1;
+	}
 	if (strcmp(a, "--log-max") == 0) {
 		int64_t b;
 		if (sc_quantity_memory(v, 0, &b) < 0 || b < 4096)

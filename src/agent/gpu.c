@@ -6,6 +6,7 @@
  * three unsigned long longs). A test builds a small fake library with the
  * same symbols (tests/e2e/fake_nvml.c) and points --nvml-lib at it. */
 #include "agent/gpu.h"
+#include "base/gpudecl.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -14,6 +15,8 @@
 #include <string.h>
 
 #include "starcloud/error.h"
+
+_Static_assert(SC_GPU_DECL_MAX <= SC_GPU_MAX, "a declaration must fit the inventory");
 
 typedef void *nvml_dev_t;
 typedef struct {
@@ -163,46 +166,22 @@ out:
 	return rc;
 }
 
-/* "80GB" at the end of a model name -> bytes (GiB, as devices are sold). */
-static uint64_t model_memory(const char *model)
-{
-	const char *dash = strrchr(model, '-');
-	if (!dash)
-		return 0;
-	char *end;
-	unsigned long v = strtoul(dash + 1, &end, 10);
-	if (end == dash + 1 || (strcmp(end, "GB") != 0 && strcmp(end, "G") != 0) || v > 4096)
-		return 0;
-	return (uint64_t)v << 30;
-}
-
 int sc_gpu_parse_decl(const char *decl, sc_gpu_inv_t *out)
 {
-	char model[96];
+	sc_gpu_decl_t d;
 	memset(out, 0, sizeof(*out));
 	out->source = "declared";
-	char *end;
-	long count = strtol(decl, &end, 10);
-	if (end == decl || *end != 'x' || count < 0 || count > SC_GPU_MAX)
+	if (sc_gpu_decl_parse(decl, &d) < 0)
 		return SC_EINVAL;
-	const char *m = end + 1;
-	const char *colon = strchr(m, ':');
-	size_t mlen = colon ? (size_t)(colon - m) : strlen(m);
-	if (mlen == 0 || mlen >= sizeof(model) || (colon && strcmp(colon, ":mig") != 0))
-		return SC_EINVAL;
-	for (size_t i = 0; i < mlen; i++)
-		if (!isalnum((unsigned char)m[i]) && m[i] != '-' && m[i] != '.' && m[i] != '_')
-			return SC_EINVAL;
-	snprintf(model, sizeof(model), "%.*s", (int)mlen, m);
-	for (long i = 0; i < count; i++) {
-		sc_gpu_dev_t *d = &out->dev[i];
-		d->index = (int)i;
-		snprintf(d->model, sizeof(d->model), "%s", model);
-		snprintf(d->name, sizeof(d->name), "%s", model);
-		d->memory = model_memory(model);
-		d->mig_mode = colon != NULL;
+	for (int i = 0; i < d.count; i++) {
+		sc_gpu_dev_t *dev = &out->dev[i];
+		dev->index = i;
+		snprintf(dev->model, sizeof(dev->model), "%s", d.model);
+		snprintf(dev->name, sizeof(dev->name), "%s", d.model);
+		dev->memory = d.memory;
+		dev->mig_mode = d.mig;
 	}
-	out->count = (int)count;
+	out->count = d.count;
 	return 0;
 }
 

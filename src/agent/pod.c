@@ -7,9 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/podenv.h"
+#include "agent/podstore.h"
+#include "base/backoff.h"
 #include "starcloud/error.h"
 
 #define MAX_ARGS 256
@@ -68,6 +71,10 @@ static void on_handle_closed(uv_handle_t *h)
 	sc_pod_t *p = h->data;
 	if (h == (uv_handle_t *)&p->proc)
 		p->proc_open = 0;
+	if (h == (uv_handle_t *)&p->pidpoll) {
+		close(p->pidfd);
+		p->pidfd = -1;
+	}
 	if (--p->handles_open > 0 || !p->closing)
 		return;
 	json_decref(p->task);
@@ -98,6 +105,7 @@ static void pod_finish(sc_pod_t *p)
 	if (p->log_fd >= 0)
 		close(p->log_fd);
 	sc__podenv_cgroup_remove(p);
+	sc__podstore_forget(p);
 	sc__agent_log(p->a, "pod %s/%s stopped", p->job, p->name);
 	sc__agent_report_soon(p->a);
 	sc__sync_resync(p->a);
@@ -125,11 +133,8 @@ static uint64_t next_backoff(sc_pod_t *p)
 {
 	const sc_agent_opts_t *o = &p->a->o;
 	uint64_t ran = sc__agent_now_ms(p->a) - p->started_ms;
-	if (p->backoff_ms == 0 || ran >= o->backoff_reset_ms)
-		p->backoff_ms = o->backoff_base_ms;
-	else
-		p->backoff_ms = p->backoff_ms * 2 > o->backoff_max_ms ? o->backoff_max_ms
-								 : p->backoff_ms * 2;
+	p->backoff_ms = sc_backoff_next(p->backoff_ms, ran, o->backoff_base_ms, o->backoff_max_ms,
+					o->backoff_reset_ms);
 	return p->backoff_ms;
 }
 
@@ -158,21 +163,59 @@ static void after_exit(sc_pod_t *p, int failed)
 	uv_timer_start(&p->timer, on_backoff, delay, 0);
 }
 
-static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
+/* Common to both ways a process ends (our child, or adopted): reaps
+ * what it left in its group, stops the probes. 0 when the pod was being
+ * stopped for good (and is now finished). */
+static int process_gone(sc_pod_t *p)
 {
-	sc_pod_t *p = proc->data;
 	/* Reap whatever the main process left behind in its group. */
-	kill(-proc->pid, SIGKILL);
+	kill(-p->pid, SIGKILL);
 	p->alive = 0;
 	p->ready = 0;
+	p->adopted = 0;
 	uv_timer_stop(&p->timer);
 	for (int k = 0; k < SC_PROBE_KINDS; k++)
 		sc__probe_stop(p->probes[k]);
-	uv_close((uv_handle_t *)proc, on_handle_closed);
 	if (p->stopping) {
 		pod_finish(p);
-		return;
+		return 0;
 	}
+	return 1;
+}
+
+/* An adopted process ended. It was not our child, so its status is
+ * unknown: it counts as a failure (a restart under Always or OnFailure). */
+static void adopted_exit(sc_pod_t *p)
+{
+	if (!p->alive || !p->adopted)
+		return;
+	if (p->pidfd >= 0) {
+		uv_poll_stop(&p->pidpoll);
+		uv_close((uv_handle_t *)&p->pidpoll, on_handle_closed);
+	}
+	int killed = p->restart_kill;
+	if (!process_gone(p))
+		return;
+	if (!killed)
+		set_message(p, "%s", "exited while adopted (status unknown)");
+	sc__agent_log(p->a, "pod %s/%s: %s", p->job, p->name, p->message);
+	p->has_exit = 0;
+	p->restart_kill = 0;
+	after_exit(p, 1);
+	changed(p);
+}
+
+static void on_pidfd(uv_poll_t *h, int status, int events)
+{
+	adopted_exit(h->data);
+}
+
+static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
+{
+	sc_pod_t *p = proc->data;
+	uv_close((uv_handle_t *)proc, on_handle_closed);
+	if (!process_gone(p))
+		return;
 	p->has_exit = 1;
 	p->exit_code = sig ? 128 + sig : (int)status;
 	int failed = status != 0 || sig != 0 || p->restart_kill;
@@ -272,12 +315,16 @@ static void pod_spawn(sc_pod_t *p)
 	p->proc_open = 1;
 	p->handles_open++;
 	p->alive = 1;
+	p->pid = p->proc.pid;
 	p->state = SC_PS_RUNNING;
 	p->started_ms = sc__agent_now_ms(p->a);
 	set_message(p, "%s", "");
-	sc__podenv_cgroup_enter(p, p->proc.pid);
-	sc__agent_log(p->a, "pod %s/%s started (pid %d, restarts %d)", p->job, p->name,
-		      p->proc.pid, p->restarts);
+	sc__podenv_cgroup_enter(p, p->pid);
+	if (sc__podstore_save(p) < 0)
+		sc__agent_log(p->a, "pod %s/%s: cannot save its record: a restarted agent will not "
+				    "adopt it", p->job, p->name);
+	sc__agent_log(p->a, "pod %s/%s started (pid %d, restarts %d)", p->job, p->name, p->pid,
+		      p->restarts);
 	start_probes(p);
 	changed(p);
 }
@@ -307,14 +354,15 @@ static void pod_settings(sc_pod_t *p, const char *kind, json_t *spec)
 					  : p->a->o.grace_ms;
 }
 
-sc_pod_t *sc__pod_start(sc_agent_t *a, const char *kind, const char *job, json_t *spec,
-			json_t *task, json_t *binding)
+/* A pod object without a process; linked into the agent's list. */
+static sc_pod_t *pod_new(sc_agent_t *a, const char *kind, const char *job, json_t *task,
+			 json_t *binding)
 {
 	sc_pod_t *p = calloc(1, sizeof(*p));
 	if (!p)
 		abort();
 	p->a = a;
-	p->log_fd = -1;
+	p->log_fd = p->pidfd = -1;
 	snprintf(p->kind, sizeof(p->kind), "%s", kind);
 	snprintf(p->job, sizeof(p->job), "%s", job);
 	snprintf(p->name, sizeof(p->name), "%s",
@@ -325,7 +373,6 @@ sc_pod_t *sc__pod_start(sc_agent_t *a, const char *kind, const char *job, json_t
 	snprintf(p->started_at, sizeof(p->started_at), "%s", st ? st : "");
 	p->task = json_deep_copy(task);
 	p->binding = json_deep_copy(binding);
-	pod_settings(p, kind, spec);
 	uv_timer_init(a->loop, &p->timer);
 	p->timer.data = p;
 	p->handles_open = 1;
@@ -336,11 +383,55 @@ sc_pod_t *sc__pod_start(sc_agent_t *a, const char *kind, const char *job, json_t
 	p->next = a->pods;
 	a->pods = p;
 	a->npods++;
+	return p;
+}
+
+sc_pod_t *sc__pod_start(sc_agent_t *a, const char *kind, const char *job, json_t *spec,
+			json_t *task, json_t *binding)
+{
+	sc_pod_t *p = pod_new(a, kind, job, task, binding);
+	pod_settings(p, kind, spec);
 	if (sc__podenv_prepare(p) < 0) {
 		spawn_failed(p, "log file", UV_EIO);
 		return p;
 	}
 	pod_spawn(p);
+	return p;
+}
+
+/* Watches an adopted process: a pidfd polled by the loop when the kernel
+ * has pidfd_open (5.3+), else the once-a-second tick. */
+static void watch_adopted(sc_pod_t *p)
+{
+	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	if (p->pidfd < 0)
+		return;
+	if (uv_poll_init(p->a->loop, &p->pidpoll, p->pidfd) < 0) {
+		close(p->pidfd);
+		p->pidfd = -1;
+		return;
+	}
+	p->pidpoll.data = p;
+	p->handles_open++;
+	uv_poll_start(&p->pidpoll, UV_READABLE, on_pidfd);
+}
+
+sc_pod_t *sc__pod_adopt(sc_agent_t *a, json_t *rec)
+{
+	sc_pod_t *p = pod_new(a, json_string_value(json_object_get(rec, "kind")),
+			      json_string_value(json_object_get(rec, "job")),
+			      json_object_get(rec, "task"), json_object_get(rec, "binding"));
+	sc__podstore_settings(p, rec);
+	p->adopted = p->alive = 1;
+	p->state = SC_PS_RUNNING;
+	p->started_ms = sc__agent_now_ms(a);
+	if (sc__podenv_prepare(p) < 0)
+		sc__agent_log(a, "pod %s/%s: cannot open its log", p->job, p->name);
+	watch_adopted(p);
+	sc__agent_log(a, "pod %s/%s adopted (pid %d, restarts %d)", p->job, p->name, p->pid,
+		      p->restarts);
+	start_probes(p);
+	changed(p);
 	return p;
 }
 
@@ -351,15 +442,23 @@ static void on_grace(uv_timer_t *t)
 	sc_pod_t *p = t->data;
 	if (p->alive) {
 		sc__agent_log(p->a, "pod %s/%s: grace period over, SIGKILL", p->job, p->name);
-		kill(-p->proc.pid, SIGKILL);
+		kill(-p->pid, SIGKILL);
 	}
 }
 
 /* SIGTERM to the group now, SIGKILL after the grace period. */
 static void terminate(sc_pod_t *p)
 {
-	kill(-p->proc.pid, SIGTERM);
+	kill(-p->pid, SIGTERM);
 	uv_timer_start(&p->timer, on_grace, p->grace_ms, 0);
+}
+
+void sc__pod_fence(sc_pod_t *p)
+{
+	uint64_t cap = p->a->o.heartbeat_ms / 2;
+	if (p->grace_ms > cap)
+		p->grace_ms = cap;
+	sc__pod_stop(p, "lease lost: the server gives this node's pods away");
 }
 
 void sc__pod_stop(sc_pod_t *p, const char *reason)
@@ -419,6 +518,10 @@ void sc__pod_probe_verdict(sc_pod_t *p, int kind, int ok, const char *msg)
 
 void sc__pods_tick(sc_agent_t *a)
 {
-	for (sc_pod_t *p = a->pods; p; p = p->next)
+	for (sc_pod_t *p = a->pods, *next; p; p = next) {
+		next = p->next;
 		sc__podenv_rotate(p);
+		if (p->adopted && p->alive && !sc__proc_alive(p->pid, p->start_ticks))
+			adopted_exit(p);
+	}
 }

@@ -38,7 +38,12 @@ struct sc_pod {
 	uint64_t grace_ms;
 
 	uv_process_t proc;
-	int alive;                          /* proc is running */
+	int pid;                            /* the process (group leader), 0 if none */
+	unsigned long long start_ticks;     /* its start time: guards against pid reuse */
+	int adopted;                        /* started by an earlier agent: not our child */
+	int pidfd;                          /* adopted: readable when it exits, or -1 */
+	uv_poll_t pidpoll;
+	int alive;                          /* the process is running */
 	int state;                          /* enum sc_pod_state */
 	int stopping;                       /* being stopped for good */
 	int restart_kill;                   /* killed by a failed probe: restart */
@@ -61,6 +66,14 @@ struct sc_pod {
  * (borrowed, copied); spec is the job's spec for restartPolicy etc. */
 sc_pod_t *sc__pod_start(sc_agent_t *a, const char *kind, const char *job, json_t *spec,
 			json_t *task, json_t *binding);
+/* Takes over a pod an earlier agent started (its record, borrowed, from
+ * podstore.c) whose process is still running: no second copy starts. The
+ * process is not our child, so its exit is seen through a pidfd (or the
+ * once-a-second tick) and its exit status is unknown. */
+sc_pod_t *sc__pod_adopt(sc_agent_t *a, json_t *rec);
+/* Stops a pod for a lost lease: as sc__pod_stop, with the grace period
+ * cut to half a heartbeat so it is gone before the server's lease ends. */
+void sc__pod_fence(sc_pod_t *p);
 /* Stops a pod for good; it unlinks and frees itself once the process is
  * gone. reason goes to the agent's log. */
 void sc__pod_stop(sc_pod_t *p, const char *reason);
@@ -69,7 +82,7 @@ json_t *sc__pod_report(const sc_pod_t *p);
 /* A probe's verdict: kind failed threshold times (ok=0) or passed success
  * threshold times (ok=1). msg describes the last result. */
 void sc__pod_probe_verdict(sc_pod_t *p, int kind, int ok, const char *msg);
-/* Once a second: log rotation. */
+/* Once a second: log rotation; exits of adopted pods without a pidfd. */
 void sc__pods_tick(sc_agent_t *a);
 /* The pod's current log file path. */
 void sc__pod_log_path(const sc_pod_t *p, int rotated, char *out, size_t outsz);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "agent/pod.h"
+#include "base/backoff.h"
 #include "starcloud/error.h"
 
 #define MAX_EXEC_ARGS 64
@@ -29,7 +30,7 @@ struct sc_probe {
 	json_t *cmd; /* owned */
 	uint64_t period_ms, timeout_ms, initial_ms;
 	int fail_thr, succ_thr;
-	int fails, succs, verdict;
+	sc_threshold_t thr;
 	int running;
 	uv_timer_t timer;
 	attempt_t *cur;
@@ -51,19 +52,9 @@ struct attempt {
 
 static void probe_result(sc_probe_t *pr, int ok, const char *msg)
 {
-	if (ok) {
-		pr->fails = 0;
-		if (++pr->succs >= pr->succ_thr && pr->verdict != 1) {
-			pr->verdict = 1;
-			sc__pod_probe_verdict(pr->p, pr->kind, 1, "");
-		}
-		return;
-	}
-	pr->succs = 0;
-	if (++pr->fails >= pr->fail_thr && pr->verdict != 0) {
-		pr->verdict = 0;
-		sc__pod_probe_verdict(pr->p, pr->kind, 0, msg);
-	}
+	int v = sc_threshold_add(&pr->thr, ok, pr->fail_thr, pr->succ_thr);
+	if (v >= 0)
+		sc__pod_probe_verdict(pr->p, pr->kind, v, v ? "" : msg);
 }
 
 /* ---- attempts ---------------------------------------------------------- */
@@ -261,7 +252,7 @@ sc_probe_t *sc__probe_new(sc_pod_t *p, int kind, json_t *spec)
 	pr->initial_ms = seconds(spec, "initialDelaySeconds", 0) * 1000;
 	pr->fail_thr = (int)seconds(spec, "failureThreshold", 3);
 	pr->succ_thr = (int)seconds(spec, "successThreshold", 1);
-	pr->verdict = -1;
+	sc_threshold_init(&pr->thr);
 	uv_timer_init(p->a->loop, &pr->timer);
 	pr->timer.data = pr;
 	return pr;
@@ -272,8 +263,7 @@ void sc__probe_start(sc_probe_t *pr)
 	if (!pr)
 		return;
 	attempt_detach(pr);
-	pr->fails = pr->succs = 0;
-	pr->verdict = -1;
+	sc_threshold_init(&pr->thr);
 	pr->running = 1;
 	uv_timer_start(&pr->timer, on_tick, pr->initial_ms, pr->period_ms);
 }

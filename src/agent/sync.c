@@ -20,6 +20,7 @@
 
 #include "agent/agent.h"
 #include "agent/pod.h"
+#include "agent/pod_serving.h"
 #include "starcloud/error.h"
 
 #define MAX_LIST (64u << 20)
@@ -125,12 +126,13 @@ static void start_wanted(sc_agent_t *a, const char *kind, json_t *obj)
 		if (strcmp(str_of(e, "node"), a->o.name) != 0 ||
 		    strcmp(str_of(e, "phase"), "Running") != 0 || sc__pod_find(a, job, pod))
 			continue;
-		json_t *task = task_of(kind, obj, pod);
+		json_t *task = sc__pod_serving_task(kind, obj, e, task_of(kind, obj, pod));
 		if (!task) {
 			sc__agent_log(a, "%s %s: no task for pod %s; not started", kind, job, pod);
 			continue;
 		}
 		sc__pod_start(a, kind, job, json_object_get(obj, "spec"), task, e);
+		json_decref(task);
 	}
 }
 
@@ -138,7 +140,9 @@ static void reconcile(sc_watch_t *w, const char *job, json_t *obj)
 {
 	sc_agent_t *a = w->a;
 	stop_unwanted(a, w->kind, job, obj);
-	if (obj && !a->stopping)
+	/* Fenced: the lease is gone and our view may be stale; start nothing
+	 * until a heartbeat succeeds and we have listed again. */
+	if (obj && !a->stopping && !a->fenced)
 		start_wanted(a, w->kind, obj);
 }
 

@@ -73,9 +73,9 @@ static size_t to_stdout(char *p, size_t size, size_t n, void *ud)
 	return w * size;
 }
 
-/* GET url with the token; the JSON body in *out (NULL when not JSON).
- * Returns the HTTP status or -1. */
-static long get_json(const char *url, const char *token, json_t **out)
+/* GET url (POST body when not NULL) with the token; the JSON answer in
+ * *out (NULL when not JSON). Returns the HTTP status or -1. */
+static long call_json(const char *url, const char *token, const char *body, json_t **out)
 {
 	char auth[600];
 	sc_buf_t b;
@@ -84,6 +84,10 @@ static long get_json(const char *url, const char *token, json_t **out)
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hs = curl_slist_append(NULL, auth);
+	if (body) {
+		hs = curl_slist_append(hs, "Content-Type: application/json");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	}
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
@@ -96,6 +100,11 @@ static long get_json(const char *url, const char *token, json_t **out)
 	curl_easy_cleanup(h);
 	sc_buf_free(&b);
 	return code;
+}
+
+static long get_json(const char *url, const char *token, json_t **out)
+{
+	return call_json(url, token, NULL, out);
 }
 
 /* ---- logs --------------------------------------------------------------- */
@@ -288,6 +297,42 @@ static void on_dev_signal(int sig)
 	dev_stop = 1;
 }
 
+/* Mints an agent token for node (docs/AGENT.md: an agent may heartbeat its
+ * node and read jobs and deployments only), so the dev agents do not hold
+ * the admin token. Falls back to the admin token when that fails. */
+static void agent_token(const char *url, const char *admin, const char *node, char *out,
+			size_t outsz)
+{
+	char turl[128], body[128];
+	json_t *resp = NULL;
+	snprintf(turl, sizeof(turl), "%s/api/v1/tokens", url);
+	snprintf(body, sizeof(body), "{\"role\":\"agent\",\"node\":\"%s\"}", node);
+	const char *t = NULL;
+	if (admin[0] && call_json(turl, admin, body, &resp) == 201)
+		t = json_string_value(json_object_get(resp, "token"));
+	if (!t)
+		fprintf(stderr, "starcloud dev: cannot mint an agent token for %s; it uses the "
+				"admin token\n", node);
+	snprintf(out, outsz, "%s", t ? t : admin);
+	json_decref(resp);
+}
+
+/* The server prints its admin token before it listens: wait (at most
+ * 10 s) until /healthz answers, so the agent tokens can be minted. */
+static void wait_server(const char *url)
+{
+	char hurl[128];
+	snprintf(hurl, sizeof(hurl), "%s/healthz", url);
+	for (int i = 0; i < 200; i++) {
+		json_t *j = NULL;
+		long code = get_json(hurl, "", &j);
+		json_decref(j);
+		if (code == 200)
+			return;
+		usleep(50 * 1000);
+	}
+}
+
 int sc_cli_dev(int argc, char **argv)
 {
 	int nagents = 1;
@@ -331,14 +376,16 @@ int sc_cli_dev(int argc, char **argv)
 	close(pfd[0]);
 	if (!token[0] && getenv("STARCLOUD_TOKEN"))
 		snprintf(token, sizeof(token), "%s", getenv("STARCLOUD_TOKEN"));
+	wait_server(url);
 	printf("server:  %s\ntoken:   %s\ndata:    %s\n", url, token, dir);
 	for (int i = 0; i < nagents; i++) {
-		char name[32], listen[32], adir[1100];
+		char name[32], listen[32], adir[1100], atok[256];
 		snprintf(name, sizeof(name), "dev-node-%d", i);
+		agent_token(url, token, name, atok, sizeof(atok));
 		snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
 		snprintf(adir, sizeof(adir), "%s/%s", dir, name);
 		char *aargv[] = { "starcloud", "agent",	 "--server", url,    "--token",
-				  token,       "--name", name,	     "--gpus", (char *)gpus,
+				  atok,        "--name", name,	     "--gpus", (char *)gpus,
 				  "--listen",  listen,	 "--data-dir", adir, "--drain", NULL };
 		pids[npids++] = spawn(aargv, -1);
 		printf("agent:   %s at http://%s\n", name, listen);

@@ -1,8 +1,10 @@
-/* `starcloud rollout status|promote|abort [MODEL] [--gateway URL] [-o json]`:
- * a thin client of the gateway's /admin/rollouts (libcurl, blocking).
+/* `starcloud rollout status|promote|abort ...`: one verb, two back ends.
  *
- * The gateway is found in --gateway, then STARCLOUD_GATEWAY, then
- * http://127.0.0.1:8080. */
+ * By default it talks to the server, the source of truth for rollouts of
+ * Deployments (sc_cli_rollout_server in client.c, docs/SERVING.md). With
+ * --gateway URL, or STARCLOUD_GATEWAY set, it is a thin client of a
+ * gateway's /admin/rollouts (libcurl, blocking), for rollouts a gateway
+ * runs from its own --rollout flags. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "cli/client.h"
 #include "gateway/gateway.h"
 #include "starcloud/buf.h"
 
@@ -50,11 +53,14 @@ static long call(const char *method, const char *url, const char *body, sc_buf_t
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: starcloud rollout status [MODEL] [--gateway URL] [-o table|json]\n"
-		   "       starcloud rollout promote|abort MODEL [--gateway URL]\n\n"
-		   "Shows or steers the canary rollouts of a gateway (/admin/rollouts).\n"
-		   "The gateway is --gateway, else $STARCLOUD_GATEWAY, else "
-		   "http://127.0.0.1:8080.\n");
+	fprintf(f, "usage: starcloud rollout status [DEPLOYMENT] [--server URL] [-o table|json]\n"
+		   "       starcloud rollout promote|abort|pause|resume DEPLOYMENT [--server URL]\n"
+		   "       starcloud rollout status [MODEL] --gateway URL [-o table|json]\n"
+		   "       starcloud rollout promote|abort MODEL --gateway URL\n\n"
+		   "Shows or steers canary rollouts. Without --gateway (and without\n"
+		   "$STARCLOUD_GATEWAY) it asks the server (the source of truth for\n"
+		   "Deployments: /api/v1/deployments/NAME/rollout); with them, a\n"
+		   "gateway's own rollouts (/admin/rollouts).\n");
 }
 
 static void print_row(json_t *ro)
@@ -94,12 +100,23 @@ static int show(const char *text, int as_json)
 	return SC_EXIT_OK;
 }
 
+static int wants_gateway(int argc, char **argv)
+{
+	const char *env = getenv("STARCLOUD_GATEWAY");
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--gateway") == 0)
+			return 1;
+	return env && *env;
+}
+
 int sc_cli_rollout(int argc, char **argv)
 {
 	if (sc__cli_wants_help(argc, argv)) {
 		usage(stdout);
 		return SC_EXIT_OK;
 	}
+	if (!wants_gateway(argc, argv))
+		return sc_cli_rollout_server(argc, argv);
 	const char *gw = getenv("STARCLOUD_GATEWAY");
 	const char *pos[2] = {NULL, NULL};
 	size_t npos = 0;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli_simtime.h"
 #include "cli/sim_report.h"
 #include "sim/packing.h"
 #include "sim/policies.h"
@@ -65,7 +66,9 @@ static void usage(FILE *f)
 	      "  --plot DIR  PNG per workload: allocation vs arrived demand (gnuplot)\n"
 	      "  --sweep     defaults to the 5 reference workloads x all policies x\n"
 	      "              seeds 42-51 for whatever is not given\n"
-	      "  -j N        parallel runs (default: all cores)\n",
+	      "  -j N        parallel runs (default: all cores)\n"
+	      "Time mode (arrivals, departures, queues): starcloud simulate --time TRACE;\n"
+	      "see `starcloud simulate --time x --help`.\n",
 	      f);
 }
 
@@ -389,6 +392,9 @@ static int output(const opts_t *o, const sc_sim_result_t *res, size_t n)
 
 int sc_cli_simulate(int argc, char **argv)
 {
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--time") == 0)
+			return sc_cli_simulate_time(argc, argv);
 	opts_t *o = calloc(1, sizeof(*o));
 	loaded_t *l = calloc(1, sizeof(*l));
 	sweep_t s = {0};

@@ -28,6 +28,7 @@ typedef struct cli {
 	const char *pos[8];   /* positional arguments */
 	size_t npos;
 	const char *role;
+	const char *node; /* token create --node (agent tokens) */
 	const char *queues[32];
 	size_t nqueues;
 } cli_t;
@@ -95,6 +96,8 @@ static int parse_args(int argc, char **argv, cli_t *c)
 			c->files[c->nfiles++] = v;
 		else if (strcmp(a, "--role") == 0 && v)
 			c->role = v;
+		else if (strcmp(a, "--node") == 0 && v)
+			c->node = v;
 		else if (strcmp(a, "--queue") == 0 && v && c->nqueues < 32)
 			c->queues[c->nqueues++] = v;
 		else if (a[0] != '-' && c->npos < 8) {
@@ -770,7 +773,8 @@ int sc_cli_token(int argc, char **argv)
 {
 	cli_t c;
 	if (parse_args(argc, argv, &c) < 0 || c.npos < 1) {
-		fprintf(stderr, "usage: starcloud token create --role admin|tenant|viewer [--queue Q]...\n"
+		fprintf(stderr, "usage: starcloud token create --role admin|tenant|viewer|agent "
+				"[--queue Q]... [--node NODE]\n"
 				"       starcloud token list | delete ID | whoami\n");
 		return 2;
 	}
@@ -786,6 +790,8 @@ int sc_cli_token(int argc, char **argv)
 		for (size_t i = 0; i < c.nqueues; i++)
 			json_array_append_new(qs, json_string(c.queues[i]));
 		json_t *req = json_pack("{s:s,s:o}", "role", c.role, "queues", qs);
+		if (c.node)
+			json_object_set_new(req, "node", json_string(c.node));
 		char *body = json_dumps(req, JSON_COMPACT);
 		json_decref(req);
 		st = http(&c, "POST", "/api/v1/tokens", body, &resp);
@@ -902,6 +908,103 @@ int sc_cli_drain(int argc, char **argv)
 	if (rc == 0)
 		printf("node/%s %s\n", c.pos[0],
 		       undo ? "uncordoned" : "drained (its jobs are evicted and placed elsewhere)");
+	json_decref(doc);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------
+ * Rollouts (the server side; cli_rollout.c sends --gateway to a gateway)
+ * ------------------------------------------------------------------- */
+
+static void rollout_row(json_t *doc)
+{
+	json_t *ro = json_object_get(doc, "rollout");
+	json_t *ws = json_object_get(ro, "weights"), *w;
+	const char *v;
+	char weights[256] = "";
+	size_t n = 0;
+	json_object_foreach(ws, v, w)
+	{
+		if (n < sizeof(weights))
+			n += (size_t)snprintf(weights + n, sizeof(weights) - n, "%s%.32s=%lld%%",
+					      n ? "," : "", v, (long long)json_integer_value(w));
+	}
+	printf("%-24s %-16s %-8s %-8s %-12s %-16s %s\n", str_at(doc, "deployment", NULL),
+	       str_at(doc, "model", NULL), str_at(ro, "stable", NULL),
+	       str_at(ro, "canary", NULL)[0] ? str_at(ro, "canary", NULL) : "-",
+	       str_at(ro, "phase", NULL), weights, str_at(ro, "reason", NULL));
+}
+
+static int rollout_show(const cli_t *c, const char *name)
+{
+	char path[600];
+	json_t *doc = NULL, *list = NULL, *item;
+	size_t i;
+	int rc = 0;
+	if (name) {
+		snprintf(path, sizeof(path), "/api/v1/deployments/%s/rollout", name);
+		if ((rc = report(http(c, "GET", path, NULL, &doc), doc, name)) == 0)
+			list = json_pack("[O]", doc);
+	} else {
+		json_t *all = NULL;
+		rc = report(http(c, "GET", "/api/v1/deployments", NULL, &all), all, "deployments");
+		list = json_array();
+		json_array_foreach(json_object_get(all, "items"), i, item)
+		{
+			json_t *md = json_object_get(item, "metadata"), *st;
+			st = json_object_get(item, "status");
+			json_array_append_new(
+				list, json_pack("{s:O*,s:O*,s:O*}", "deployment",
+						json_object_get(md, "name"), "model",
+						json_object_get(json_object_get(item, "spec"), "model"),
+						"rollout", json_object_get(st, "rollout")));
+		}
+		json_decref(all);
+	}
+	if (rc == 0 && strcmp(c->output, "json") == 0) {
+		char *text = json_dumps(name ? doc : list, JSON_INDENT(2));
+		printf("%s\n", text ? text : "null");
+		free(text);
+	} else if (rc == 0) {
+		printf("%-24s %-16s %-8s %-8s %-12s %-16s %s\n", "DEPLOYMENT", "MODEL", "STABLE",
+		       "CANARY", "PHASE", "WEIGHTS", "REASON");
+		json_array_foreach(list, i, item)
+			rollout_row(item);
+	}
+	json_decref(list);
+	json_decref(doc);
+	return rc;
+}
+
+int sc_cli_rollout_server(int argc, char **argv)
+{
+	static const char *const actions[] = { "promote", "abort", "pause", "resume", NULL };
+	cli_t c;
+	if (parse_args(argc, argv, &c) < 0 || c.npos < 1 || c.npos > 2) {
+		fprintf(stderr, "usage: starcloud rollout status [DEPLOYMENT] | "
+				"promote|abort|pause|resume DEPLOYMENT (see --help)\n");
+		return 2;
+	}
+	if (strcmp(c.pos[0], "status") == 0)
+		return rollout_show(&c, c.npos == 2 ? c.pos[1] : NULL);
+	size_t a;
+	for (a = 0; actions[a] && strcmp(actions[a], c.pos[0]) != 0; a++)
+		;
+	if (!actions[a] || c.npos != 2) {
+		fprintf(stderr, "starcloud rollout: expected status, promote, abort, pause or "
+				"resume and a deployment\n");
+		return 2;
+	}
+	char path[600], body[64];
+	json_t *doc = NULL;
+	snprintf(path, sizeof(path), "/api/v1/deployments/%s/rollout", c.pos[1]);
+	snprintf(body, sizeof(body), "{\"action\":\"%s\"}", actions[a]);
+	int rc = report(http(&c, "POST", path, body, &doc), doc, c.pos[1]);
+	if (rc == 0) {
+		json_t *ro = json_object_get(doc, "rollout");
+		printf("deployment/%s: %s (%s)\n", c.pos[1], str_at(ro, "phase", NULL),
+		       str_at(ro, "reason", NULL));
+	}
 	json_decref(doc);
 	return rc;
 }

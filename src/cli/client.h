@@ -17,5 +17,7 @@ int sc_cli_top(int argc, char **argv);
 int sc_cli_token(int argc, char **argv);
 int sc_cli_explain(int argc, char **argv);
 int sc_cli_drain(int argc, char **argv);
+/* `starcloud rollout ...` against the server (cli_rollout.c dispatches). */
+int sc_cli_rollout_server(int argc, char **argv);
 
 #endif

@@ -12,6 +12,7 @@
 #include "gateway/gateway.h"
 #include "cli/cli_store.h"
 #include "server/server.h"
+#include "worker/worker.h"
 
 typedef struct verb {
 	const char *name;
@@ -27,7 +28,7 @@ static const verb_t verbs[] = {
 	{"server", sc_server_main, "run the control plane"},
 	{"agent", sc_agent_main, "run a node agent"},
 	{"gateway", sc_gateway_main, "run the serving gateway"},
-	{"worker", NULL, "run the reference model worker"},
+	{"worker", sc_worker_main, "run the reference model worker"},
 	{"dev", sc_cli_dev, "run a local cluster (server, agents, gateway)"},
 	{"apply", sc_cli_apply, "create or update objects on a server"},
 	{"get", sc_cli_get, "list or show objects"},

@@ -231,8 +231,12 @@ static int decode_task_body(sc__rd_t *rd, json_t *o, sc_task_spec_t *t)
 	size_t ncmd;
 	sc_label_t *env, *sel = NULL;
 	size_t nenv;
+	int64_t port;
 	int rc;
+	/* port: where a serving replica listens (docs/SERVING.md); the agent
+	 * passes it as STARCLOUD_PORT. */
 	if ((rc = sc__get_strs(rd, o, "command", false, &cmd, &ncmd)) < 0 ||
+	    (rc = sc__get_int(rd, o, "port", false, 1, 65535, &port)) < 0 ||
 	    (rc = decode_process(rd, o, ncmd)) < 0 ||
 	    (rc = sc__get_labels(rd, o, "env", &env, &nenv)) < 0 ||
 	    (rc = decode_resources(rd, o, t)) < 0 ||
@@ -247,7 +251,7 @@ static int decode_task(sc__rd_t *rd, json_t *o, sc_task_spec_t *t)
 {
 	static const char *const fields[] = {"name",	     "replicas", "command", "env",
 					     "resources",    "nodeSelector", "probes", "args",
-					     "workingDir",   NULL};
+					     "workingDir",   "port",	     NULL};
 	int64_t replicas = 1;
 	int rc;
 	if (!json_is_object(o))
@@ -585,8 +589,8 @@ int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 static int decode_template(sc__rd_t *rd, json_t *o, const char *key, bool req,
 			   sc_task_spec_t *t)
 {
-	static const char *const fields[] = {"command", "args",		"workingDir", "env",
-					     "resources", "nodeSelector", "probes",	NULL};
+	static const char *const fields[] = {"command",	"args",	 "workingDir", "env",
+					     "resources", "nodeSelector", "probes", "port",	  NULL};
 	json_t *tpl;
 	int rc = sc__get_object(rd, o, key, req, &tpl);
 	if (rc <= 0)

@@ -148,10 +148,11 @@ static int decode_node_gpus(sc__rd_t *rd, json_t *spec, sc_node_spec_t *n)
 int sc__decode_node(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
 	static const char *const spec_fields[] = {"cpu", "memory", "gpus", "unschedulable", NULL};
-	/* conditions, agent and devices are written by the node agent's
-	 * heartbeat (docs/AGENT.md); the scheduler reads only ready. */
-	static const char *const status_fields[] = {"ready", "conditions", "agent", "devices",
-						    NULL};
+	/* address, conditions, agent and devices are written by the node
+	 * agent's heartbeat (docs/AGENT.md, docs/SERVING.md); the scheduler
+	 * reads only ready. */
+	static const char *const status_fields[] = {"ready",  "address", "conditions",
+						    "agent", "devices", NULL};
 	sc__node_t node = {0};
 	sc_node_spec_t *n = &node.spec;
 	sc_label_t *labels = NULL;

@@ -1,6 +1,6 @@
 /* Server side of the node agent (docs/AGENT.md):
  *
- *   POST /api/v1/agents/{node}/heartbeat
+ *   POST /api/v1/agents/{node}/heartbeat   (admin, or an agent token of node)
  *     {"address","leaseMillis","conditions","devices","gpuSource","pods":[...]}
  *
  * A heartbeat renews the node's lease (kept in memory: it is soft state, and
@@ -289,10 +289,23 @@ static void apply_reports(sc_server_t *s, const char *node, json_t *reports)
 
 /* ---- node status ------------------------------------------------------- */
 
+/* The node's address for clients of its pods (serving endpoints): the host
+ * part of the address the agent advertises. */
+static void host_of(const char *addr, char *out, size_t outsz)
+{
+	snprintf(out, outsz, "%s", addr);
+	char *colon = strrchr(out, ':');
+	if (colon)
+		*colon = '\0';
+}
+
 static void node_status(sc_server_t *s, json_t *node, int64_t rev, json_t *body,
 			uint64_t lease_ms)
 {
-	json_t *st = json_pack("{s:b,s:O,s:{s:s,s:s,s:I},s:O}", "ready", 1, "conditions",
+	char host[300];
+	host_of(str_of(body, "address"), host, sizeof(host));
+	json_t *st = json_pack("{s:b,s:s,s:O,s:{s:s,s:s,s:I},s:O}", "ready", 1, "address", host,
+			       "conditions",
 			       json_object_get(body, "conditions"), "agent", "address",
 			       str_of(body, "address"), "gpuSource", str_of(body, "gpuSource"),
 			       "leaseMillis", (json_int_t)lease_ms, "devices",
@@ -365,8 +378,8 @@ static void handle_agents(sc_http_req_t *r, void *ud)
 		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
 		return;
 	}
-	if (who.role != SC_ROLE_ADMIN) {
-		sc__api_error(r, 403, "Forbidden", NULL, "agents use an admin token");
+	if (who.role != SC_ROLE_ADMIN && who.role != SC_ROLE_AGENT) {
+		sc__api_error(r, 403, "Forbidden", NULL, "heartbeats need an agent or admin token");
 		return;
 	}
 	const char *p = sc_http_path(r) + strlen(SC_AGENT_PREFIX);
@@ -378,6 +391,11 @@ static void handle_agents(sc_http_req_t *r, void *ud)
 	snprintf(node, sizeof(node), "%.*s", (int)(slash - p), p);
 	if (!sc__name_valid(node)) {
 		sc__api_error(r, 400, "Invalid", "node", "invalid node name");
+		return;
+	}
+	if (who.role == SC_ROLE_AGENT && strcmp(who.node, node) != 0) {
+		sc__api_error(r, 403, "Forbidden", NULL,
+			      "this agent token acts for node \"%s\" only", who.node);
 		return;
 	}
 	if (strcmp(sc_http_method(r), "POST") != 0) {

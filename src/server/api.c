@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "server/cache.h"
+#include "server/deploy.h"
 #include "server/server.h"
 #include "starcloud/error.h"
 #include "starcloud/json_merge.h"
@@ -173,7 +174,7 @@ static int parse_path(api_req_t *a)
 		const char *sub = strchr(name, '/');
 		if (sub) {
 			/* /jobs/{name}/explain, /nodes/{name}/drain (ops.c). */
-			if ((size_t)(sub - name) > SC_MAX_NAME || strchr(sub + 1, '/') ||
+			if ((size_t)(sub - name) > SC_MAX_NAME ||
 			    !sc__subresource_known(a->kind, sub + 1)) {
 				sc__api_error(a->r, 404, "NotFound", NULL, "no such path");
 				return SC_ENOTFOUND;
@@ -199,11 +200,29 @@ static int is_write(const char *method)
 	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
 }
 
+/* Agents read jobs and deployments (their desired state) and create or
+ * patch their own Node (registration); the name is checked against the
+ * token's node in check_queue_write. Heartbeats are in agent_api.c. */
+static int agent_allowed(api_req_t *a, const char *method)
+{
+	const char *plural = a->kind->plural;
+	if (!is_write(method))
+		return strcmp(plural, "jobs") == 0 || strcmp(plural, "deployments") == 0;
+	return strcmp(plural, "nodes") == 0 &&
+	       (strcmp(method, "POST") == 0 || strcmp(method, "PATCH") == 0);
+}
+
 /* Role rules: viewers read; tenants read what they can see and write only
- * queue-scoped kinds; admins do everything. Server-owned kinds (events) are
- * not written through the API except deletes by admins. */
+ * queue-scoped kinds; agents as agent_allowed; admins do everything.
+ * Server-owned kinds (events) are not written through the API except
+ * deletes by admins. */
 static int check_role(api_req_t *a, const char *method)
 {
+	if (a->who.role == SC_ROLE_AGENT && !agent_allowed(a, method)) {
+		sc__api_error(a->r, 403, "Forbidden", NULL, "role agent may not %s %s", method,
+			      a->kind->plural);
+		return SC_EINVAL;
+	}
 	if (!is_write(method))
 		return 0;
 	if (a->kind->readonly && (strcmp(method, "DELETE") != 0 || a->who.role != SC_ROLE_ADMIN)) {
@@ -213,7 +232,8 @@ static int check_role(api_req_t *a, const char *method)
 	}
 	if (a->who.role == SC_ROLE_ADMIN)
 		return 0;
-	if (a->who.role == SC_ROLE_TENANT && a->kind->queue_scoped)
+	if ((a->who.role == SC_ROLE_TENANT && a->kind->queue_scoped) ||
+	    a->who.role == SC_ROLE_AGENT)
 		return 0;
 	sc__api_error(a->r, 403, "Forbidden", NULL, "role %s may not %s %s",
 		      sc__role_name(a->who.role), method, a->kind->plural);
@@ -241,9 +261,17 @@ static json_t *read_body(api_req_t *a)
 	return obj;
 }
 
-/* A tenant may only put objects into its own queues. */
+/* A tenant may only put objects into its own queues; an agent may only
+ * write the Node its token names. */
 static int check_queue_write(api_req_t *a, json_t *obj)
 {
+	if (a->who.role == SC_ROLE_AGENT) {
+		if (strcmp(object_name(obj), a->who.node) == 0)
+			return 0;
+		sc__api_error(a->r, 403, "Forbidden", "metadata.name",
+			      "this agent token acts for node \"%s\" only", a->who.node);
+		return SC_EINVAL;
+	}
 	if (a->who.role != SC_ROLE_TENANT || sc__auth_has_queue(&a->who, object_queue(obj)))
 		return 0;
 	sc__api_error(a->r, 403, "Forbidden", "spec.queue", "queue \"%s\" is not bound to this token",
@@ -434,6 +462,8 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 		else
 			json_object_del(obj, "status");
 	}
+	if (strcmp(a->kind->kind, "Deployment") == 0)
+		sc__deploy_on_write(old, obj);
 	/* Without a resourceVersion the write is still conditional on the
 	 * version we read, so a concurrent change is never silently lost. */
 	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200);

@@ -21,16 +21,16 @@
 #define MAX_TOKEN_LEN 128
 #define ID_LEN 16
 
-static const char *const role_names[] = { "none", "admin", "tenant", "viewer" };
+static const char *const role_names[] = { "none", "admin", "tenant", "viewer", "agent" };
 
 const char *sc__role_name(int role)
 {
-	return role > 0 && role <= SC_ROLE_VIEWER ? role_names[role] : "none";
+	return role > 0 && role <= SC_ROLE_AGENT ? role_names[role] : "none";
 }
 
 int sc__role_parse(const char *name)
 {
-	for (int i = SC_ROLE_ADMIN; i <= SC_ROLE_VIEWER; i++)
+	for (int i = SC_ROLE_ADMIN; i <= SC_ROLE_AGENT; i++)
 		if (name && strcmp(name, role_names[i]) == 0)
 			return i;
 	return SC_ROLE_NONE;
@@ -49,8 +49,8 @@ static int digest_equal(const char *a, const char *b)
 	return d == 0;
 }
 
-int sc__token_create(sc_server_t *s, int role, json_t *queues, char **secret, char *id,
-		     size_t idsz)
+int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node, char **secret,
+		     char *id, size_t idsz)
 {
 	unsigned char rnd[TOKEN_RANDOM_BYTES];
 	char tok[4 + 2 * TOKEN_RANDOM_BYTES + 1], hash[65], key[128], ts[40];
@@ -66,6 +66,8 @@ int sc__token_create(sc_server_t *s, int role, json_t *queues, char **secret, ch
 	json_t *qs = queues ? json_incref(queues) : json_array();
 	json_t *rec = json_pack("{s:s,s:s,s:s,s:o,s:s}", "id", id, "hash", hash, "role",
 				sc__role_name(role), "queues", qs, "createdAt", ts);
+	if (node)
+		json_object_set_new(rec, "node", json_string(node));
 	char *text = json_dumps(rec, JSON_COMPACT);
 	json_decref(rec);
 	int rc = sc_store_put(s->store, key, text, SC_REV_ABSENT, NULL);
@@ -87,7 +89,7 @@ int sc__auth_init(sc_server_t *s)
 	if (n > 0)
 		return 0;
 	char *secret = NULL, id[32];
-	rc = sc__token_create(s, SC_ROLE_ADMIN, NULL, &secret, id, sizeof(id));
+	rc = sc__token_create(s, SC_ROLE_ADMIN, NULL, NULL, &secret, id, sizeof(id));
 	if (rc < 0)
 		return rc;
 	/* Printed once: only its digest is kept, so it cannot be shown again. */
@@ -102,7 +104,11 @@ static int load_principal(json_t *rec, sc_principal_t *who)
 	who->role = sc__role_parse(json_string_value(json_object_get(rec, "role")));
 	snprintf(who->id, sizeof(who->id), "%s", json_string_value(json_object_get(rec, "id")));
 	json_t *qs = json_object_get(rec, "queues"), *q;
+	const char *node = json_string_value(json_object_get(rec, "node"));
 	size_t i;
+	snprintf(who->node, sizeof(who->node), "%s", node ? node : "");
+	if (who->role == SC_ROLE_AGENT && !who->node[0])
+		return SC_EINVAL; /* an agent token acts for one node */
 	who->nqueues = 0;
 	json_array_foreach(qs, i, q) {
 		if (who->nqueues == SC_MAX_TOKEN_QUEUES || !json_is_string(q))
@@ -174,7 +180,25 @@ int sc__auth_can_see(const sc_principal_t *who, const sc_kind_t *k, json_t *obj)
  * /api/v1/tokens (admin only)
  * ------------------------------------------------------------------- */
 
-/* Checks a token request {"role": ..., "queues": [...]}; answers on error. */
+/* An agent token names the one node it acts for; others name none. */
+static int check_token_node(sc_http_req_t *r, json_t *req, int role)
+{
+	json_t *node = json_object_get(req, "node");
+	if (role != SC_ROLE_AGENT && node) {
+		sc__api_error(r, 400, "Invalid", "node", "node: only agent tokens name a node");
+		return SC_EINVAL;
+	}
+	if (role == SC_ROLE_AGENT &&
+	    (!json_is_string(node) || !sc__name_valid(json_string_value(node)))) {
+		sc__api_error(r, 400, "Invalid", "node",
+			      "node: an agent token needs the name of its node");
+		return SC_EINVAL;
+	}
+	return 0;
+}
+
+/* Checks a token request {"role": ..., "queues": [...], "node": ...};
+ * answers on error. */
 static int parse_token_request(sc_http_req_t *r, json_t *req, int *role)
 {
 	const char *key;
@@ -185,14 +209,16 @@ static int parse_token_request(sc_http_req_t *r, json_t *req, int *role)
 		return SC_EINVAL;
 	}
 	json_object_foreach(req, key, v) {
-		if (strcmp(key, "role") != 0 && strcmp(key, "queues") != 0) {
+		if (strcmp(key, "role") != 0 && strcmp(key, "queues") != 0 &&
+		    strcmp(key, "node") != 0) {
 			sc__api_error(r, 400, "Invalid", key, "%s: unknown field", key);
 			return SC_EINVAL;
 		}
 	}
 	*role = sc__role_parse(json_string_value(json_object_get(req, "role")));
 	if (*role == SC_ROLE_NONE) {
-		sc__api_error(r, 400, "Invalid", "role", "role: expected admin, tenant or viewer");
+		sc__api_error(r, 400, "Invalid", "role",
+			      "role: expected admin, tenant, viewer or agent");
 		return SC_EINVAL;
 	}
 	json_t *qs = json_object_get(req, "queues");
@@ -212,7 +238,7 @@ static int parse_token_request(sc_http_req_t *r, json_t *req, int *role)
 		sc__api_error(r, 400, "Invalid", "queues", "queues: a tenant token needs a queue");
 		return SC_EINVAL;
 	}
-	return 0;
+	return check_token_node(r, req, *role);
 }
 
 static void token_create(sc_server_t *s, sc_http_req_t *r)
@@ -229,14 +255,18 @@ static void token_create(sc_server_t *s, sc_http_req_t *r)
 	if (parse_token_request(r, req, &role) == 0) {
 		char *secret = NULL, id[32];
 		json_t *qs = json_object_get(req, "queues");
-		int rc = sc__token_create(s, role, qs, &secret, id, sizeof(id));
+		const char *node = json_string_value(json_object_get(req, "node"));
+		int rc = sc__token_create(s, role, qs, node, &secret, id, sizeof(id));
+		json_t *out = rc < 0 ? NULL
+				     : json_pack("{s:s,s:s,s:s,s:o}", "token", secret, "id", id,
+						 "role", sc__role_name(role), "queues",
+						 qs ? json_incref(qs) : json_array());
+		if (out && node)
+			json_object_set_new(out, "node", json_string(node));
 		if (rc < 0)
 			sc__api_error(r, 500, "InternalError", NULL, "%s", sc_strerror(rc));
 		else
-			sc__api_json(r, 201,
-				     json_pack("{s:s,s:s,s:s,s:o}", "token", secret, "id", id, "role",
-					       sc__role_name(role), "queues",
-					       qs ? json_incref(qs) : json_array()));
+			sc__api_json(r, 201, out);
 		free(secret);
 	}
 	json_decref(req);
@@ -293,8 +323,11 @@ static void handle_tokens(sc_http_req_t *r, void *ud)
 		json_t *qs = json_array();
 		for (size_t i = 0; i < who.nqueues; i++)
 			json_array_append_new(qs, json_string(who.queues[i]));
-		sc__api_json(r, 200, json_pack("{s:s,s:s,s:o}", "id", who.id, "role",
-					       sc__role_name(who.role), "queues", qs));
+		json_t *self = json_pack("{s:s,s:s,s:o}", "id", who.id, "role",
+					 sc__role_name(who.role), "queues", qs);
+		if (who.node[0])
+			json_object_set_new(self, "node", json_string(who.node));
+		sc__api_json(r, 200, self);
 		return;
 	}
 	if (who.role != SC_ROLE_ADMIN) {

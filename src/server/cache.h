@@ -46,8 +46,15 @@ typedef struct sc_cobj {
 	sc_wire_t *wire;     /* owned reference; NULL until first needed */
 } sc_cobj_t;
 
-/* Loads every object of the API kinds and starts following the store. */
-int sc__cache_open(sc_store_t *st, sc_cache_t **out);
+/* Called after the cache took in a change of an API object. */
+typedef void (*sc_cache_changed_fn)(void *ud);
+
+/* Loads every object of the API kinds and starts following the store.
+ * changed (may be NULL) is called after each change the cache takes in
+ * when the cache does not serve reads (see sc__cache_serves_reads): there a
+ * change reaches the cache a moment after its write, and the scheduling
+ * loop must run again once it has. */
+int sc__cache_open(sc_store_t *st, sc_cache_changed_fn changed, void *ud, sc_cache_t **out);
 /* Stops following and frees everything; accepts NULL. Wire bytes still
  * referenced elsewhere stay valid until their last sc__wire_unref. */
 void sc__cache_close(sc_cache_t *c);

@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "server/ha.h"
 #include "starcloud/buf.h"
 #include "starcloud/core.h"
+#include "starcloud/error.h"
 
 #define MAX_SERIES 256
 #define NBUCKETS 12
@@ -39,6 +41,7 @@ struct sc_metrics {
 	hist_t cycle;
 	hist_t wait;
 	unsigned long long cycles, placements, evictions[SC_ACT_COUNT], drained;
+	unsigned long long rollbacks[3]; /* by rollback_reasons */
 	size_t pending;
 	sc_queue_metrics_t *queues;
 	size_t nqueues;
@@ -127,6 +130,17 @@ void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
 	m->nqueues = nqueues;
 }
 
+/* Why a canary was rolled back: the server's analysis of the gateway's
+ * reports, the gateway's own analysis, or a user's abort. */
+static const char *const rollback_reasons[3] = { "error_rate", "gateway", "abort" };
+
+void sc__metrics_rollback(sc_metrics_t *m, const char *reason)
+{
+	for (int i = 0; i < 3; i++)
+		if (strcmp(rollback_reasons[i], reason) == 0)
+			m->rollbacks[i]++;
+}
+
 void sc__metrics_wait(sc_metrics_t *m, double seconds)
 {
 	hist_observe(&m->wait, seconds);
@@ -206,7 +220,153 @@ static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 		sc_buf_printf(b, "starcloud_evictions_total{reason=\"%s\"} %llu\n",
 			      sc_action_name(a), m->evictions[a]);
 	sc_buf_printf(b, "starcloud_evictions_total{reason=\"drain\"} %llu\n", m->drained);
+	sc_buf_printf(b, "# HELP starcloud_rollbacks_total Canary rollouts rolled back, by reason.\n"
+			 "# TYPE starcloud_rollbacks_total counter\n");
+	for (int i = 0; i < 3; i++)
+		sc_buf_printf(b, "starcloud_rollbacks_total{reason=\"%s\"} %llu\n",
+			      rollback_reasons[i], m->rollbacks[i]);
 	write_queues(b, m);
+}
+
+/* ---------------------------------------------------------------------
+ * Cluster state gauges, read from the store at scrape time so they hold
+ * whether or not a cycle has run: node readiness, GPU capacity and
+ * allocation, and each queue's oldest waiting job (for the alert rules in
+ * deploy/prometheus/). A scrape costs one pass over nodes, queues and jobs.
+ * ------------------------------------------------------------------- */
+
+static int64_t parse_rfc3339(const char *ts)
+{
+	struct tm tm = { 0 };
+	if (!ts || !strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm))
+		return 0;
+	return (int64_t)timegm(&tm);
+}
+
+/* GPU devices a pod holds: whole devices, a share's fraction, or a MIG
+ * instance's compute slices out of seven. */
+static double pod_gpus(json_t *p)
+{
+	json_t *mig = json_object_get(p, "mig"), *share = json_object_get(p, "gpuShare");
+	size_t n = json_array_size(json_object_get(p, "gpus"));
+	if (json_is_object(mig)) {
+		const char *prof = json_string_value(json_object_get(mig, "profile"));
+		int g = prof ? atoi(prof) : 0;
+		return g > 0 && g <= 7 ? g / 7.0 : 0;
+	}
+	if (json_is_number(share))
+		return json_number_value(share) / 1000.0 * (double)(n ? n : 1);
+	return (double)n;
+}
+
+typedef struct queue_wait {
+	const char *name;
+	double oldest;
+} queue_wait_t;
+
+/* Loads the objects under /registry/<plural>/ into l; 0 or < 0. */
+static int list_kind(sc_server_t *s, const char *plural, sc_kv_list_t *l)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", plural);
+	return sc_store_list(s->store, prefix, l);
+}
+
+static void write_nodes(sc_buf_t *b, sc_server_t *s, double *capacity)
+{
+	sc_kv_list_t l;
+	sc_buf_puts(b, "# HELP starcloud_node_ready 1 when the node is ready (status.ready is not "
+		       "false), else 0.\n# TYPE starcloud_node_ready gauge\n");
+	if (list_kind(s, "nodes", &l) < 0)
+		return;
+	for (size_t i = 0; i < l.n; i++) {
+		json_t *n = json_loads(l.items[i].value, 0, NULL);
+		const char *name =
+			json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
+		json_t *ready = json_object_get(json_object_get(n, "status"), "ready");
+		json_t *count = json_object_get(json_object_get(json_object_get(n, "spec"), "gpus"),
+						"count");
+		if (name)
+			sc_buf_printf(b, "starcloud_node_ready{node=\"%s\"} %d\n", name,
+				      !json_is_false(ready));
+		*capacity += (double)json_integer_value(count);
+		json_decref(n);
+	}
+	sc_kv_list_free(&l);
+}
+
+/* Adds a job's held GPUs to *allocated and, when it waits (no phase yet,
+ * or phase Pending), its age to its queue's oldest wait. */
+static void account_job(json_t *j, int64_t now, queue_wait_t *qw, size_t nq, double *allocated)
+{
+	json_t *st = json_object_get(j, "status"), *p;
+	const char *phase = json_string_value(json_object_get(st, "phase"));
+	size_t i, holding = 0;
+	json_array_foreach(json_object_get(st, "pods"), i, p)
+	{
+		const char *ph = json_string_value(json_object_get(p, "phase"));
+		if (ph && (strcmp(ph, "Running") == 0 || strcmp(ph, "Releasing") == 0)) {
+			*allocated += pod_gpus(p);
+			holding++;
+		}
+	}
+	int waiting = phase ? strcmp(phase, "Pending") == 0 : holding == 0;
+	if (!waiting)
+		return;
+	const char *queue = json_string_value(json_object_get(json_object_get(j, "spec"), "queue"));
+	int64_t created = parse_rfc3339(json_string_value(
+		json_object_get(json_object_get(j, "metadata"), "creationTimestamp")));
+	for (i = 0; queue && created && i < nq; i++)
+		if (strcmp(qw[i].name, queue) == 0 && (double)(now - created) > qw[i].oldest)
+			qw[i].oldest = (double)(now - created);
+}
+
+static void write_state(sc_buf_t *b, sc_server_t *s)
+{
+	double capacity = 0, allocated = 0;
+	sc_kv_list_t ql = { 0 }, jl = { 0 };
+	write_nodes(b, s, &capacity);
+	int qrc = list_kind(s, "queues", &ql), jrc = list_kind(s, "jobs", &jl);
+	queue_wait_t *qw = calloc(ql.n + 1, sizeof(*qw));
+	json_t **qobjs = calloc(ql.n + 1, sizeof(*qobjs));
+	if (!qw || !qobjs)
+		abort();
+	for (size_t i = 0; qrc == 0 && i < ql.n; i++) {
+		qobjs[i] = json_loads(ql.items[i].value, 0, NULL);
+		qw[i].name = json_string_value(
+			json_object_get(json_object_get(qobjs[i], "metadata"), "name"));
+		if (!qw[i].name)
+			qw[i].name = "";
+	}
+	int64_t now = (int64_t)time(NULL);
+	for (size_t i = 0; jrc == 0 && i < jl.n; i++) {
+		json_t *j = json_loads(jl.items[i].value, 0, NULL);
+		account_job(j, now, qw, qrc == 0 ? ql.n : 0, &allocated);
+		json_decref(j);
+	}
+	sc_buf_printf(b,
+		      "# HELP starcloud_cluster_gpus GPU devices on all nodes.\n"
+		      "# TYPE starcloud_cluster_gpus gauge\nstarcloud_cluster_gpus %g\n"
+		      "# HELP starcloud_cluster_gpus_allocated GPU devices held by running or "
+		      "releasing pods (shares and MIG slices as fractions).\n"
+		      "# TYPE starcloud_cluster_gpus_allocated gauge\n"
+		      "starcloud_cluster_gpus_allocated %g\n"
+		      "# HELP starcloud_queue_oldest_pending_seconds Age of the queue's oldest "
+		      "waiting job (0 when none waits).\n"
+		      "# TYPE starcloud_queue_oldest_pending_seconds gauge\n",
+		      capacity, allocated);
+	for (size_t i = 0; qrc == 0 && i < ql.n; i++) {
+		if (qw[i].name[0])
+			sc_buf_printf(b, "starcloud_queue_oldest_pending_seconds{queue=\"%s\"} %g\n",
+				      qw[i].name, qw[i].oldest);
+		json_decref(qobjs[i]);
+	}
+	free(qw);
+	free(qobjs);
+	if (qrc == 0)
+		sc_kv_list_free(&ql);
+	if (jrc == 0)
+		sc_kv_list_free(&jl);
 }
 
 static void handle_metrics(sc_http_req_t *r, void *ud)
@@ -215,6 +375,7 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	sc_buf_t b;
 	sc_buf_init(&b, 0);
 	write_metrics(&b, s->metrics);
+	write_state(&b, s);
 	sc__ha_metrics(s, &b);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);

@@ -24,5 +24,7 @@ void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
 		       const sc_queue_metrics_t *queues, size_t nqueues);
 /* Records how long a job waited from creation to its first placement. */
 void sc__metrics_wait(sc_metrics_t *m, double seconds);
+/* Counts a canary rollback; reason is "error_rate", "gateway" or "abort". */
+void sc__metrics_rollback(sc_metrics_t *m, const char *reason);
 
 #endif

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/deploy.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -23,6 +24,8 @@ int sc__subresource_known(const sc_kind_t *k, const char *sub)
 		return k->queue_scoped;
 	if (strcmp(sub, "drain") == 0)
 		return strcmp(k->kind, "Node") == 0;
+	if (strcmp(sub, "rollout") == 0 || strcmp(sub, "rollout/report") == 0)
+		return strcmp(k->kind, "Deployment") == 0;
 	return 0;
 }
 
@@ -171,6 +174,10 @@ void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who
 	const char *m = sc_http_method(r);
 	int is_drain = strcmp(sub, "drain") == 0;
 	int64_t rev;
+	if (strncmp(sub, "rollout", 7) == 0) {
+		sc__rollout_api(s, r, who, name, sub);
+		return;
+	}
 	if (!is_drain && strcmp(m, "GET") != 0) {
 		sc__api_error(r, 405, "MethodNotAllowed", NULL, "explain is read with GET");
 		return;

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "server/cache.h"
+#include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
 #include "server/sched_int.h"
@@ -168,6 +169,10 @@ static void work(uv_work_t *req)
 
 static void cycle_failed(sc_sched_t *sc, cycle_job_t *j)
 {
+	/* Writes kept racing this cycle's commit: try again soon, on fresher
+	 * objects, rather than a whole period later. */
+	if (j->rc == SC_ECONFLICT)
+		sc->again = 1;
 	if (j->msg[0])
 		snprintf(sc->last_error, sizeof(sc->last_error), "schedule: %s", j->msg);
 	else
@@ -188,6 +193,7 @@ static void cycle_done(sc_sched_t *sc, cycle_job_t *j)
 	feed_metrics(sc, secs, j->d, &j->out);
 	trim_events(sc, j->out.events);
 	sc->s->ready = 1;
+	sc__deploy_tick(sc->s);
 	/* Releasing pods are removed by the next cycle; run it soon so an
 	 * eviction completes (and its preemptor starts) without waiting a
 	 * whole period. */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/deploy.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -67,7 +68,10 @@ static int decode(const sc_sobj_t *o, int rank, sc_decoded_t *d)
 	d->one = sc_manifest_set_new();
 	if (!d->key || !d->one)
 		return SC_ENOMEM;
-	json_t *view = sc__decoder_view(o->kind, o->obj);
+	/* A Deployment's view (its live tasks) follows from its spec and
+	 * status alone, so it too is fixed by the revision. */
+	json_t *view = strcmp(o->kind->kind, "Deployment") == 0 ? sc__deploy_view(o->obj)
+								  : sc__decoder_view(o->kind, o->obj);
 	int rc = sc_manifest_add_json(d->one, view, &err);
 	json_decref(view);
 	if (rc == SC_ENOMEM)

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "server/cache.h"
+#include "server/deploy.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -111,6 +112,7 @@ typedef struct wctx {
 	json_t *drained; /* names of nodes being drained -> true */
 	char now[40];
 	sc_cycle_out_t *out;
+	json_t *ports; /* "node:port" of deployment pods (deploy_ctl.c) */
 } wctx_t;
 
 static const char *name_of(json_t *obj)
@@ -287,6 +289,8 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 		const sc_binding_t *b = &w->d->bindings[w->bj.border[k]];
 		size_t at;
 		json_t *np = binding_pod(b, w->now);
+		if (strcmp(o->kind->kind, "Deployment") == 0)
+			sc__deploy_bind_port(w->in, o->obj, np, &w->ports);
 		if (find_pod(pods, b->pod, &at))
 			json_array_set_new(pods, at, np);
 		else
@@ -394,6 +398,7 @@ static json_t *job_status(wctx_t *w, const sc_sobj_t *o)
 	json_object_set_new(st, "conditions", condition(old, phase, reason, w->now));
 	set_stale(st, old, j, c, w->now);
 	json_object_set_new(st, "pods", pods);
+	sc__deploy_keep_status(old, st);
 	return st;
 }
 
@@ -591,6 +596,7 @@ int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_c
 	p->events = w.events;
 	out->events = json_array_size(w.events);
 	json_decref(w.drained);
+	json_decref(w.ports);
 	by_job_free(&w.bj);
 	return 0;
 }

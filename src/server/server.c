@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "server/cache.h"
+#include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -153,6 +154,13 @@ static void on_commit(uv_check_t *h)
 	sc_http_flush(s->http);
 }
 
+/* With a store whose watch lags its writes (etcd), a change reaches the
+ * cache after the write's own kick; kick again so a cycle sees it. */
+static void on_cache_change(void *ud)
+{
+	sc__sched_kick(ud);
+}
+
 static int setup(sc_server_t *s, const opts_t *o)
 {
 	int rc = sc__ha_open_store(o->store, o->data_dir, o->etcd_prefix, &s->store);
@@ -162,7 +170,7 @@ static int setup(sc_server_t *s, const opts_t *o)
 	if (rc < 0)
 		return rc;
 	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0 ||
-	    (rc = sc__cache_open(s->store, &s->cache)) < 0)
+	    (rc = sc__cache_open(s->store, on_cache_change, s, &s->cache)) < 0)
 		return rc;
 	sc_http_limits_t lim = { .max_body_bytes = o->max_body, .idle_timeout_ms = 60000 };
 	s->http = sc_http_server_new(s->loop, &lim);
@@ -177,7 +185,7 @@ static int setup(sc_server_t *s, const opts_t *o)
 	uv_unref((uv_handle_t *)&s->commit);
 	if ((rc = sc__api_register(s)) < 0 || (rc = sc__auth_register(s)) < 0 ||
 	    (rc = sc__agent_api_register(s)) < 0 ||
-	    (rc = sc__metrics_register(s)) < 0)
+	    (rc = sc__metrics_register(s)) < 0 || (rc = sc__ui_register(s)) < 0)
 		return rc;
 	if ((rc = sc_http_listen(s->http, o->host, o->port)) < 0) {
 		fprintf(stderr, "server: cannot listen on %s:%d\n", o->host, o->port);
@@ -185,7 +193,8 @@ static int setup(sc_server_t *s, const opts_t *o)
 	}
 	char id[128];
 	snprintf(id, sizeof(id), "%s:%d", o->host, sc_http_port(s->http));
-	if ((rc = sc__ha_start(s, id, o->leader_ttl)) < 0 || (rc = sc__sched_start(s)) < 0)
+	if ((rc = sc__ha_start(s, id, o->leader_ttl)) < 0 || (rc = sc__sched_start(s)) < 0 ||
+	    (rc = sc__deploy_start(s)) < 0)
 		return rc;
 	uv_signal_init(s->loop, &s->sigint);
 	uv_signal_init(s->loop, &s->sigterm);

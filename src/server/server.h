@@ -33,7 +33,10 @@ typedef struct sc_kind {
 	int readonly;         /* written by the server only (events) */
 } sc_kind_t;
 
-enum sc_role { SC_ROLE_NONE = 0, SC_ROLE_ADMIN, SC_ROLE_TENANT, SC_ROLE_VIEWER };
+/* agent: a node agent's credential, bound to one node: it may register and
+ * heartbeat that node (and so report its pods) and read jobs and
+ * deployments, nothing else (docs/AGENT.md). */
+enum sc_role { SC_ROLE_NONE = 0, SC_ROLE_ADMIN, SC_ROLE_TENANT, SC_ROLE_VIEWER, SC_ROLE_AGENT };
 
 /* Who is calling, from the bearer token. */
 typedef struct sc_principal {
@@ -41,6 +44,7 @@ typedef struct sc_principal {
 	char id[24];
 	char queues[SC_MAX_TOKEN_QUEUES][SC_MAX_NAME + 1];
 	size_t nqueues;
+	char node[SC_MAX_NAME + 1]; /* agent tokens: the node they act for */
 } sc_principal_t;
 
 typedef struct sc_server {
@@ -96,10 +100,11 @@ int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who);
 int sc__auth_can_see(const sc_principal_t *who, const sc_kind_t *k, json_t *obj);
 int sc__auth_has_queue(const sc_principal_t *who, const char *queue);
 int sc__auth_register(sc_server_t *s);
-/* Mints a token with role and queues; writes the secret (owned by caller,
+/* Mints a token with role, queues (borrowed, may be NULL) and, for agent
+ * tokens, node (borrowed, else NULL); writes the secret (owned by caller,
  * free()) and the id. */
-int sc__token_create(sc_server_t *s, int role, json_t *queues, char **secret, char *id,
-		     size_t idsz);
+int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node, char **secret,
+		     char *id, size_t idsz);
 const char *sc__role_name(int role);
 int sc__role_parse(const char *name);
 
@@ -137,6 +142,9 @@ int sc__sched_start(sc_server_t *s);
 void sc__sched_stop(sc_server_t *s);
 /* Asks for a cycle soon (after a change). */
 void sc__sched_kick(sc_server_t *s);
+
+/* ---- ui.c ---- */
+int sc__ui_register(sc_server_t *s);
 
 /* ---- server.c ---- */
 int sc_server_main(int argc, char **argv);

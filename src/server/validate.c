@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/deploy.h"
 #include "server/server.h"
 #include "starcloud/error.h"
 #include "starcloud/manifest.h"
@@ -49,6 +50,9 @@ json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj)
 	json_t *status = json_object_get(obj, "status");
 	if (!k->queue_scoped || !json_is_object(status))
 		return json_incref(obj);
+	/* A Deployment's status is the server's (pods of versioned tasks, see
+	 * deploy_view.c): only the spec is checked against the manifest format. */
+	int deployment = strcmp(k->kind, "Deployment") == 0;
 	json_t *view = json_copy(obj); /* shallow: only status is replaced */
 	json_t *st = json_object();
 	const char *key;
@@ -57,7 +61,7 @@ json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj)
 		abort();
 	json_object_foreach(status, key, v)
 	{
-		if (is_input_field(key))
+		if (!deployment && is_input_field(key))
 			json_object_set(st, key, v);
 	}
 	json_object_set_new(view, "status", st);
@@ -109,6 +113,14 @@ int sc__validate_object(const sc_kind_t *k, json_t *obj, char *field, size_t fie
 			 "%s: metadata.name: \"%.64s\" is not a valid name (lower-case letters, "
 			 "digits, '-' and '.', at most %d characters)",
 			 k->kind, name, SC_MAX_NAME);
+		return SC_EINVAL;
+	}
+	json_t *ver = json_object_get(json_object_get(obj, "spec"), "version");
+	if (strcmp(k->kind, "Deployment") == 0 && json_is_string(ver) &&
+	    json_string_length(ver) > SC_DEPLOY_VERSION_MAX) {
+		snprintf(field, fieldsz, "spec.version");
+		snprintf(msg, msgsz, "Deployment %.64s: spec.version: at most %d characters",
+			 name ? name : "", SC_DEPLOY_VERSION_MAX);
 		return SC_EINVAL;
 	}
 	sc_manifest_set_t *set = sc_manifest_set_new();

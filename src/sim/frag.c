@@ -248,26 +248,14 @@ double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *g
 	return v;
 }
 
-/* The state after typical pod s lands on it (shares on the fullest device
- * that fits), or false when it does not fit. */
-static bool take_shape(const sc_pod_shape_t *s, int model, int64_t *cpu, int16_t *gpu, int ngpu)
+/* The state after whole-GPU typical pod s lands on it, or false when it
+ * does not fit (too little CPU, another model, too few free devices). */
+static bool take_whole(const sc_pod_shape_t *s, int model, int64_t *cpu, int16_t *gpu, int ngpu)
 {
 	uint64_t mbit = model >= 0 && model < 64 ? (uint64_t)1 << model : 0;
-	/* CPU pods are left out of the lookahead: where they land is decided
-	 * by CPU, and counting them here made CPU-heavy workloads worse. */
-	if (s->milli == 0 || *cpu < s->cpu || !(s->models & mbit))
+	if (s->milli < SC_GPU_MILLI || *cpu < s->cpu || !(s->models & mbit))
 		return false;
 	*cpu -= s->cpu;
-	if (s->milli < SC_GPU_MILLI) {
-		int best = -1;
-		for (int d = 0; d < ngpu; d++)
-			if (gpu[d] >= s->milli && (best < 0 || gpu[d] < gpu[best]))
-				best = d;
-		if (best < 0)
-			return false;
-		gpu[best] = (int16_t)(gpu[best] - s->milli);
-		return true;
-	}
 	int need = s->num;
 	for (int d = 0; d < ngpu && need > 0; d++)
 		if (gpu[d] == SC_GPU_MILLI) {
@@ -291,7 +279,7 @@ double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_
 		int16_t g[SC_MAX_GPUS];
 		int64_t cpu = cpu_left;
 		memcpy(g, k.gpu, sizeof(g));
-		next += f->typical[t].p * (take_shape(&f->typical[t].shape, model, &cpu, g, ngpu)
+		next += f->typical[t].p * (take_whole(&f->typical[t].shape, model, &cpu, g, ngpu)
 						   ? sc_frag_state(f, model, cpu, g, ngpu)
 						   : now);
 	}

@@ -48,14 +48,20 @@ class Server:
         self.proc = subprocess.Popen(
             [BIN, "server", "--listen", "127.0.0.1:%d" % self.port, "--data-dir", self.data_dir]
             + self.extra, stdout=subprocess.PIPE, stderr=self.out, text=True)
-        deadline = time.time() + 10
+        # Generous: on a loaded 2-core machine a first start (fsync of a new
+        # database) can take seconds. A server that exited is reported at once.
+        deadline = time.time() + 30
         while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.out.seek(0)
+                raise RuntimeError("server exited with %d: %s" % (self.proc.returncode,
+                                                                  self.out.read()[-2000:]))
             try:
-                if requests.get(self.url + "/healthz", timeout=0.5).ok:
+                if requests.get(self.url + "/healthz", timeout=1).ok:
                     return self
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
                 time.sleep(0.05)
-        raise RuntimeError("server did not start")
+        raise RuntimeError("server did not start within 30 s")
 
     def read_admin_token(self):
         line = self.proc.stdout.readline()

@@ -1,0 +1,126 @@
+/* Deployments: the serving side of the control plane (docs/SERVING.md).
+ *
+ * A Deployment is kept running as a serving job whose tasks are its live
+ * (version, role) pairs: "main-v1" (role both), or "prefill-v1" and
+ * "decode-v1" when disaggregated; during a canary the new version's tasks
+ * sit beside the stable ones ("main-v2"). Pods are "<deployment>-<task>-<i>".
+ *
+ * Server-owned status fields (besides the scheduling loop's phase, reason,
+ * conditions and pods):
+ *   templates     {task: {version, role, replicas, template}}: what each
+ *                 task runs, so a replacement pod of the stable version runs
+ *                 the stable template after spec.template moved on; read by
+ *                 the node agent;
+ *   rollout       {stable, canary, step, steps, weights, phase,
+ *                 lastTransition, reason, analysis};
+ *   endpoints     [{url, pod, node, version, role, ready}], ready replicas;
+ *   stableVersion the gateway's name for rollout.stable.
+ *
+ * deploy_view.c derives the live tasks (the plan) and the scheduler's view;
+ * deploy_ctl.c runs the controller (steps, promotion, clean-up, endpoints)
+ * and the write hook that starts a canary; rollout.c is the API. */
+#ifndef SC_SERVER_DEPLOY_H
+#define SC_SERVER_DEPLOY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "server/sched_int.h"
+#include "server/server.h"
+
+#define SC_DEPLOY_DEFAULT_PORT 9000
+#define SC_DEPLOY_VERSION_MAX 63   /* longest version string accepted */
+#define SC_DEPLOY_TASK_MAX 48      /* task names: role + "-" + slug */
+#define SC_DEPLOY_MAX_TASKS 4      /* two versions x two roles */
+#define SC_DEPLOY_DEFAULT_WINDOW 60
+#define SC_DEPLOY_DEFAULT_MAX_ERROR 0.05
+
+/* Status keys the deployment controller owns; the scheduling loop keeps
+ * them when it rewrites a status. NULL-terminated. */
+extern const char *const sc__deploy_status_keys[];
+
+/* One live (version, role) pair. */
+typedef struct sc_deploy_task {
+	char name[SC_DEPLOY_TASK_MAX + 1];
+	char version[SC_DEPLOY_VERSION_MAX + 1];
+	const char *role;  /* "both", "prefill", "decode" (static) */
+	int replicas;      /* pods wanted now */
+	int full;          /* replicas of the version at 100 % */
+	bool canary;
+	json_t *tpl;       /* borrowed effective template, or NULL */
+} sc_deploy_task_t;
+
+typedef struct sc_deploy_plan {
+	sc_deploy_task_t t[SC_DEPLOY_MAX_TASKS];
+	size_t n;
+	char stable[SC_DEPLOY_VERSION_MAX + 1];
+	char canary[SC_DEPLOY_VERSION_MAX + 1]; /* "" without a live canary */
+	int weight;                             /* canary traffic, percent */
+} sc_deploy_plan_t;
+
+/* ---- deploy_view.c ---- */
+/* spec.version as a string ("1" when absent; integers printed). */
+void sc__deploy_version(json_t *dep, char *out, size_t outsz);
+/* Live tasks of dep from its spec and status. Templates are borrowed from
+ * dep. Returns 0 or SC_EINVAL (a version too long). */
+int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p);
+/* The task of pod "<dep>-<task>-<i>" in p, with its index; NULL if none. */
+const sc_deploy_task_t *sc__deploy_task_of(const sc_deploy_plan_t *p, const char *dep,
+					   const char *pod, long *index);
+/* The scheduler's view of a Deployment: a serving Job whose tasks are the
+ * plan's, with the pods of those tasks (new reference). */
+json_t *sc__deploy_view(json_t *dep);
+/* The templates entries for version v of spec (one per role), named so
+ * they differ from every task in avoid (may be NULL); added to out. */
+void sc__deploy_record(json_t *spec, const char *v, json_t *avoid, json_t *out);
+/* Rollout settings: effective steps (ending at 100), window (s), max rate. */
+size_t sc__deploy_steps(json_t *dep, int *steps, size_t max);
+int64_t sc__deploy_window(json_t *dep);
+double sc__deploy_max_error(json_t *dep);
+
+/* ---- deploy_ctl.c ---- */
+int sc__deploy_start(sc_server_t *s);
+/* One pass over every Deployment. Also run right after each scheduling
+ * cycle, in the same loop callback, so no API request sees a status the
+ * scheduler wrote that the controller has not completed yet. */
+void sc__deploy_tick(sc_server_t *s);
+/* API write hook: obj (a Deployment about to be stored, status settled)
+ * replaces old (NULL on create). Records templates and starts, retargets
+ * or ends a canary when spec.version changed. */
+void sc__deploy_on_write(json_t *old, json_t *obj);
+/* Brings obj's controller-owned status up to date at time now (s):
+ * rollout steps, promotion, clean-up of pods no longer wanted, endpoints.
+ * nodes maps node name -> address (borrowed); events (may be NULL) gets
+ * new Event objects. */
+void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t now,
+			  json_t *events);
+/* Rollout transitions (rollout.c and the controller). reason is copied. */
+void sc__deploy_rollback(sc_server_t *s, json_t *obj, const char *reason, const char *why,
+			 json_t *events);
+void sc__deploy_promote(json_t *obj, int64_t now);
+void sc__deploy_pause(json_t *obj, bool pause, int64_t now);
+/* Writes obj (conditional on rev) and events in one transaction; kicks
+ * the scheduler. Returns 0 or SC_E*. */
+int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events);
+/* Node name -> address ("" when unknown) for every node (new reference). */
+json_t *sc__deploy_node_addresses(sc_server_t *s);
+/* Builds an Event about a deployment into events. */
+void sc__deploy_event(json_t *events, json_t *obj, const char *reason, const char *type,
+		      const char *msg);
+
+/* ---- rollout.c ---- */
+/* GET|POST /api/v1/deployments/{name}/rollout and POST .../rollout/report. */
+void sc__rollout_api(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+		     const char *name, const char *sub);
+
+/* ---- sched_write.c hooks ---- */
+/* Picks a port for a new pod entry np of deployment obj on its node, not
+ * used by another deployment pod there; *used (created on first call,
+ * owned by the caller) remembers "node:port" pairs across one cycle. */
+void sc__deploy_bind_port(const sc_cycle_in_t *in, json_t *obj, json_t *np, json_t **used);
+/* Copies the controller-owned keys of old status into st. */
+void sc__deploy_keep_status(json_t *old, json_t *st);
+
+#endif

@@ -1,0 +1,576 @@
+/* The deployment controller (docs/SERVING.md).
+ *
+ * Every TICK_MS it brings each Deployment's controller-owned status up to
+ * date and writes it when it changed:
+ *   - rollout steps: a canary moves to the next step once every canary pod
+ *     of the current step is ready and analysisWindow has passed since the
+ *     last transition (Paused holds it); at 100 % with every canary pod
+ *     ready the canary becomes the stable version (Complete, event
+ *     Promoted);
+ *   - clean-up: a pod whose task is no longer live (the old version after a
+ *     promotion, the canary after a rollback) or whose index is beyond its
+ *     task's replicas (scale-down, a canary step back) is set Releasing, so
+ *     the agent stops it and the next scheduling cycle removes it;
+ *   - endpoints: one per ready pod, http://<node address>:<pod port>.
+ * The replica count itself is kept by the scheduling loop on the view of
+ * deploy_view.c: a pod that is gone, evicted, lost with its node or failed
+ * for good leaves a gap that the core fills.
+ *
+ * A rollout starts in the API write itself (sc__deploy_on_write), so the
+ * template of the version being replaced is recorded before anything can
+ * place a pod from the new spec. Everything runs on the loop's thread;
+ * each write is conditional on the revision read, and a conflict is simply
+ * retried at the next tick. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/quantity.h"
+#include "server/deploy.h"
+#include "server/ha.h"
+#include "server/metrics.h"
+#include "starcloud/error.h"
+
+#define TICK_MS 500
+#define PORT_SPAN 1000
+
+static const char *str_of(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v ? v : "";
+}
+
+static const char *name_of(json_t *obj)
+{
+	return str_of(json_object_get(obj, "metadata"), "name");
+}
+
+static json_t *obj_at(json_t *parent, const char *key)
+{
+	json_t *o = json_object_get(parent, key);
+	if (!json_is_object(o)) {
+		o = json_object();
+		json_object_set_new(parent, key, o);
+	}
+	return o;
+}
+
+static void stamp(json_t *o, const char *key, int64_t t)
+{
+	char ts[40];
+	sc__rfc3339(t, ts, sizeof(ts));
+	json_object_set_new(o, key, json_string(ts));
+}
+
+/* ---- events and writes --------------------------------------------------- */
+
+void sc__deploy_event(json_t *events, json_t *obj, const char *reason, const char *type,
+		      const char *msg)
+{
+	char now[40];
+	if (!events)
+		return;
+	sc__now_rfc3339(now, sizeof(now));
+	json_t *ev = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:s}", "apiVersion",
+			       "starcloud.dev/v1", "kind", "Event", "metadata", "creationTimestamp",
+			       now, "involvedObject", "kind", "Deployment", "name", name_of(obj),
+			       "queue", str_of(json_object_get(obj, "spec"), "queue"), "reason",
+			       reason, "type", type, "message", msg, "lastTimestamp", now);
+	if (!ev)
+		abort();
+	json_array_append_new(events, ev);
+}
+
+int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
+{
+	size_t n = 1 + json_array_size(events), i;
+	sc_store_op_t *ops = calloc(n, sizeof(*ops));
+	char **owned = calloc(2 * n, sizeof(*owned));
+	char key[SC_MAX_NAME + 64];
+	int64_t next = sc_store_revision(s->store) + 1, nrev;
+	json_t *ev;
+	if (!ops || !owned)
+		abort();
+	sc__object_key(sc__kind_by_name("Deployment"), name_of(obj), key, sizeof(key));
+	owned[0] = json_dumps(obj, JSON_COMPACT);
+	ops[0] = (sc_store_op_t){ SC_STORE_PUT, key, owned[0], rev };
+	json_array_foreach(events, i, ev)
+	{
+		char name[SC_MAX_NAME + 1], ekey[SC_MAX_NAME + 64];
+		snprintf(name, sizeof(name), "%.200s.%lld.d%zu", name_of(obj), (long long)next, i);
+		json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
+		sc__object_key(sc__kind_by_name("Event"), name, ekey, sizeof(ekey));
+		owned[2 * i + 1] = json_dumps(ev, JSON_COMPACT);
+		owned[2 * i + 2] = strdup(ekey);
+		ops[i + 1] = (sc_store_op_t){ SC_STORE_PUT, owned[2 * i + 2], owned[2 * i + 1],
+					      SC_REV_ABSENT };
+	}
+	int rc = sc_store_txn(s->store, ops, n, &nrev, NULL);
+	for (i = 0; i < 2 * n; i++)
+		free(owned[i]);
+	free(owned);
+	free(ops);
+	if (rc == 0)
+		sc__sched_kick(s);
+	return rc;
+}
+
+/* The host an agent advertised ("127.0.0.1:7071" -> "127.0.0.1"), unless
+ * the node has status.address. */
+json_t *sc__deploy_node_addresses(sc_server_t *s)
+{
+	json_t *out = json_object();
+	sc_kv_list_t l;
+	if (sc_store_list(s->store, SC_KEY_PREFIX "nodes/", &l) < 0)
+		return out;
+	for (size_t i = 0; i < l.n; i++) {
+		json_t *node = json_loads(l.items[i].value, 0, NULL);
+		json_t *st = json_object_get(node, "status");
+		char host[300];
+		snprintf(host, sizeof(host), "%s", str_of(st, "address"));
+		if (!host[0]) {
+			snprintf(host, sizeof(host), "%s",
+				 str_of(json_object_get(st, "agent"), "address"));
+			char *colon = strrchr(host, ':');
+			if (colon)
+				*colon = '\0';
+		}
+		if (node)
+			json_object_set_new(out, name_of(node), json_string(host));
+		json_decref(node);
+	}
+	sc_kv_list_free(&l);
+	return out;
+}
+
+/* ---- rollout state ------------------------------------------------------- */
+
+static void set_weights(json_t *ro, const char *stable, const char *canary, int w)
+{
+	json_t *ws = json_object();
+	json_object_set_new(ws, stable, json_integer(canary && canary[0] ? 100 - w : 100));
+	if (canary && canary[0])
+		json_object_set_new(ws, canary, json_integer(w));
+	json_object_set_new(ro, "weights", ws);
+}
+
+static void set_phase(json_t *ro, const char *phase, const char *reason, int64_t now)
+{
+	json_object_set_new(ro, "phase", json_string(phase));
+	json_object_set_new(ro, "reason", json_string(reason));
+	stamp(ro, "lastTransition", now);
+}
+
+static void store_steps(json_t *obj, json_t *ro)
+{
+	int steps[34];
+	size_t n = sc__deploy_steps(obj, steps, 34);
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, json_integer(steps[i]));
+	json_object_set_new(ro, "steps", arr);
+}
+
+/* Drops templates of versions that are neither stable nor canary. */
+static void prune_templates(json_t *st, const char *stable, const char *canary)
+{
+	json_t *tpls = json_object_get(st, "templates"), *e;
+	const char *k;
+	void *tmp;
+	json_object_foreach_safe(tpls, tmp, k, e)
+	{
+		const char *v = str_of(e, "version");
+		if (strcmp(v, stable) != 0 && strcmp(v, canary) != 0)
+			json_object_del(tpls, k);
+	}
+}
+
+/* Re-records version v from spec, keeping its task names if known. */
+static void record(json_t *spec, const char *v, json_t *tpls)
+{
+	json_t *fresh = json_object(), *avoid = json_object(), *e;
+	const char *k;
+	void *tmp;
+	json_object_foreach_safe(tpls, tmp, k, e)
+	{
+		if (strcmp(str_of(e, "version"), v) == 0)
+			json_object_del(tpls, k);
+		else
+			json_object_set(avoid, k, e);
+	}
+	sc__deploy_record(spec, v, avoid, fresh);
+	json_object_update(tpls, fresh);
+	json_decref(fresh);
+	json_decref(avoid);
+}
+
+static void start_canary(json_t *obj, json_t *ro, const char *stable, const char *v,
+			 int64_t now)
+{
+	int steps[34];
+	sc__deploy_steps(obj, steps, 34);
+	char why[200];
+	snprintf(why, sizeof(why), "version %.63s applied: canary at %d%%", v, steps[0]);
+	json_object_set_new(ro, "canary", json_string(v));
+	json_object_set_new(ro, "step", json_integer(0));
+	json_object_del(ro, "promote");
+	json_object_del(ro, "analysis");
+	store_steps(obj, ro);
+	set_weights(ro, stable, v, steps[0]);
+	set_phase(ro, "Progressing", why, now);
+}
+
+static void complete(json_t *ro, const char *stable, const char *reason, int64_t now)
+{
+	json_object_set_new(ro, "stable", json_string(stable));
+	json_object_del(ro, "canary");
+	json_object_del(ro, "promote");
+	json_object_set_new(ro, "step", json_integer(0));
+	set_weights(ro, stable, NULL, 0);
+	set_phase(ro, "Complete", reason, now);
+}
+
+void sc__deploy_on_write(json_t *old, json_t *obj)
+{
+	char v[SC_DEPLOY_VERSION_MAX + 2], stable[SC_DEPLOY_VERSION_MAX + 1];
+	int64_t now = (int64_t)time(NULL);
+	json_t *st = obj_at(obj, "status"), *tpls = obj_at(st, "templates");
+	json_t *ro = json_object_get(st, "rollout");
+	sc__deploy_version(obj, v, sizeof(v));
+	if (strlen(v) > SC_DEPLOY_VERSION_MAX)
+		return; /* refused by validation before this point */
+	if (!json_is_object(ro)) {
+		ro = obj_at(st, "rollout");
+		record(json_object_get(obj, "spec"), v, tpls);
+		complete(ro, v, "first version", now);
+		return;
+	}
+	snprintf(stable, sizeof(stable), "%s", str_of(ro, "stable"));
+	const char *phase = str_of(ro, "phase"), *canary = str_of(ro, "canary");
+	int live = strcmp(phase, "Progressing") == 0 || strcmp(phase, "Paused") == 0;
+	/* The stable version's template must survive the spec moving on. */
+	if (old && !json_object_size(tpls))
+		record(json_object_get(old, "spec"), stable, tpls);
+	if (strcmp(v, stable) == 0) {
+		record(json_object_get(obj, "spec"), v, tpls);
+		if (live)
+			complete(ro, stable, "spec.version set back to the stable version", now);
+	} else if (strcmp(v, canary) == 0 && (live || strcmp(phase, "RolledBack") == 0)) {
+		record(json_object_get(obj, "spec"), v, tpls); /* edited in place */
+	} else {
+		record(json_object_get(obj, "spec"), v, tpls);
+		start_canary(obj, ro, stable, v, now);
+	}
+	prune_templates(st, stable, str_of(ro, "canary"));
+	json_object_set_new(st, "stableVersion", json_string(stable));
+}
+
+void sc__deploy_rollback(sc_server_t *s, json_t *obj, const char *reason, const char *why,
+			 json_t *events)
+{
+	json_t *ro = obj_at(obj_at(obj, "status"), "rollout");
+	char msg[600];
+	int64_t now = (int64_t)time(NULL);
+	snprintf(msg, sizeof(msg), "canary %.63s rolled back to %.63s: %s", str_of(ro, "canary"),
+		 str_of(ro, "stable"), why);
+	set_weights(ro, str_of(ro, "stable"), NULL, 0);
+	json_object_set_new(json_object_get(ro, "weights"), str_of(ro, "canary"),
+			    json_integer(0));
+	set_phase(ro, "RolledBack", why, now);
+	json_object_del(ro, "promote");
+	sc__deploy_event(events, obj, "RolledBack", "Warning", msg);
+	if (s && s->metrics)
+		sc__metrics_rollback(s->metrics, reason);
+}
+
+void sc__deploy_promote(json_t *obj, int64_t now)
+{
+	json_t *ro = obj_at(obj_at(obj, "status"), "rollout");
+	int steps[34];
+	size_t n = sc__deploy_steps(obj, steps, 34);
+	json_object_set_new(ro, "step", json_integer((json_int_t)n - 1));
+	json_object_set_new(ro, "promote", json_true());
+	store_steps(obj, ro);
+	set_weights(ro, str_of(ro, "stable"), str_of(ro, "canary"), 100);
+	set_phase(ro, "Progressing", "promoted: canary at 100 % once its pods are ready", now);
+}
+
+void sc__deploy_pause(json_t *obj, bool pause, int64_t now)
+{
+	json_t *ro = obj_at(obj_at(obj, "status"), "rollout");
+	set_phase(ro, pause ? "Paused" : "Progressing", pause ? "paused" : "resumed", now);
+}
+
+/* ---- reconcile ----------------------------------------------------------- */
+
+static int ready_pods(json_t *obj, const sc_deploy_plan_t *p, const sc_deploy_task_t *t)
+{
+	json_t *e;
+	size_t i;
+	int n = 0;
+	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
+	{
+		long idx;
+		if (sc__deploy_task_of(p, name_of(obj), str_of(e, "name"), &idx) == t &&
+		    idx < t->replicas && strcmp(str_of(e, "phase"), "Running") == 0 &&
+		    json_is_true(json_object_get(e, "ready")))
+			n++;
+	}
+	return n;
+}
+
+static bool canary_ready(json_t *obj, const sc_deploy_plan_t *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->t[i].canary && ready_pods(obj, p, &p->t[i]) < p->t[i].replicas)
+			return false;
+	return true;
+}
+
+/* Next step, or promotion at the last one, when the window has passed. */
+static void progress(sc_server_t *s, json_t *obj, int64_t now, json_t *events)
+{
+	sc_deploy_plan_t p;
+	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
+	int64_t since = 0;
+	if (strcmp(str_of(ro, "phase"), "Progressing") != 0 || sc__deploy_plan(obj, &p) < 0 ||
+	    !p.canary[0] || !canary_ready(obj, &p))
+		return;
+	bool promote = json_is_true(json_object_get(ro, "promote"));
+	sc_quantity_time(str_of(ro, "lastTransition"), &since);
+	if (!promote && now - since < sc__deploy_window(obj))
+		return;
+	int steps[34];
+	size_t n = sc__deploy_steps(obj, steps, 34);
+	json_int_t step = json_integer_value(json_object_get(ro, "step"));
+	char msg[300];
+	if (p.weight >= 100 || (size_t)step + 1 >= n) {
+		snprintf(msg, sizeof(msg), "version %.63s promoted: it replaces %.63s", p.canary,
+			 p.stable);
+		complete(ro, p.canary, "promoted", now);
+		sc__deploy_event(events, obj, "Promoted", "Normal", msg);
+		return;
+	}
+	json_object_set_new(ro, "step", json_integer(step + 1));
+	set_weights(ro, p.stable, p.canary, steps[step + 1]);
+	snprintf(msg, sizeof(msg), "canary %.63s at %d%%", p.canary, steps[step + 1]);
+	set_phase(ro, "Progressing", msg, now);
+	sc__deploy_event(events, obj, "RolloutStep", "Normal", msg);
+	(void)s;
+}
+
+/* Pods no task wants any more are released. */
+static void cleanup(json_t *obj, const sc_deploy_plan_t *p)
+{
+	json_t *e;
+	size_t i;
+	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
+	{
+		long idx = 0;
+		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(obj), str_of(e, "name"),
+							       &idx);
+		if (strcmp(str_of(e, "phase"), "Running") != 0 || (t && idx < t->replicas))
+			continue;
+		json_object_set_new(e, "phase", json_string("Releasing"));
+		json_object_set_new(e, "ready", json_false());
+		json_object_set_new(e, "message",
+				    json_string(t ? "scaled down by the deployment controller"
+						  : "version retired by the deployment controller"));
+	}
+}
+
+static json_t *endpoints(json_t *obj, const sc_deploy_plan_t *p, json_t *nodes)
+{
+	json_t *out = json_array(), *e;
+	size_t i;
+	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
+	{
+		long idx;
+		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(obj), str_of(e, "name"),
+							       &idx);
+		const char *addr = str_of(nodes, str_of(e, "node"));
+		json_t *port = json_object_get(e, "port");
+		if (!t || idx >= t->replicas || strcmp(str_of(e, "phase"), "Running") != 0 ||
+		    !json_is_true(json_object_get(e, "ready")) || !addr[0] ||
+		    !json_is_integer(port))
+			continue;
+		char url[400];
+		snprintf(url, sizeof(url), "http://%s:%lld", addr,
+			 (long long)json_integer_value(port));
+		json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "url", url, "pod",
+						     str_of(e, "name"), "node",
+						     str_of(e, "node"), "version", t->version,
+						     "role", t->role, "ready", 1));
+	}
+	return out;
+}
+
+void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t now,
+			  json_t *events)
+{
+	sc_deploy_plan_t p;
+	json_t *st = obj_at(obj, "status");
+	if (!json_is_object(json_object_get(st, "rollout")))
+		sc__deploy_on_write(NULL, obj);
+	progress(s, obj, now, events);
+	if (sc__deploy_plan(obj, &p) < 0)
+		return;
+	cleanup(obj, &p);
+	json_object_set_new(st, "endpoints", endpoints(obj, &p, nodes));
+	json_object_set_new(st, "stableVersion", json_string(p.stable));
+	prune_templates(st, p.stable, p.canary);
+}
+
+static void reconcile_one(sc_server_t *s, const sc_kv_t *kv, json_t *nodes, int64_t now)
+{
+	json_t *obj = json_loads(kv->value, 0, NULL);
+	if (!json_is_object(obj) || !json_is_object(json_object_get(obj, "spec"))) {
+		json_decref(obj);
+		return;
+	}
+	json_t *before = json_deep_copy(obj), *events = json_array();
+	sc__deploy_reconcile(s, obj, nodes, now, events);
+	/* A conflict (an API write or a heartbeat came first): next tick. */
+	if (!json_equal(before, obj))
+		sc__deploy_save(s, obj, kv->mod_rev, events);
+	json_decref(before);
+	json_decref(events);
+	json_decref(obj);
+}
+
+void sc__deploy_tick(sc_server_t *s)
+{
+	sc_kv_list_t l;
+	if (sc_store_list(s->store, SC_KEY_PREFIX "deployments/", &l) < 0)
+		return;
+	if (l.n) {
+		json_t *nodes = sc__deploy_node_addresses(s);
+		int64_t now = (int64_t)time(NULL);
+		for (size_t i = 0; i < l.n; i++)
+			reconcile_one(s, &l.items[i], nodes, now);
+		json_decref(nodes);
+	}
+	sc_kv_list_free(&l);
+}
+
+/* Only the leader runs controllers; its writes are fenced (ha.c). */
+static void on_tick(uv_timer_t *t)
+{
+	sc_server_t *s = t->data;
+	if (!sc__ha_leader_begin(s))
+		return;
+	sc__deploy_tick(s);
+	sc__ha_leader_end(s);
+}
+
+int sc__deploy_start(sc_server_t *s)
+{
+	uv_timer_t *t = calloc(1, sizeof(*t));
+	if (!t)
+		return SC_ENOMEM;
+	uv_timer_init(s->loop, t);
+	t->data = s;
+	uv_timer_start(t, on_tick, TICK_MS, TICK_MS);
+	/* Like the lease timer: it must not keep the loop alive at shutdown;
+	 * the handle lives as long as the process. */
+	uv_unref((uv_handle_t *)t);
+	return 0;
+}
+
+/* ---- hooks of the scheduling loop ---------------------------------------- */
+
+void sc__deploy_keep_status(json_t *old, json_t *st)
+{
+	for (size_t i = 0; sc__deploy_status_keys[i]; i++) {
+		json_t *v = json_object_get(old, sc__deploy_status_keys[i]);
+		if (v)
+			json_object_set(st, sc__deploy_status_keys[i], v);
+	}
+}
+
+/* Ports belong to a host, and several nodes may share one (`starcloud dev`
+ * runs every agent on loopback): pairs are keyed by the node's address.
+ * A node whose agent has not reported an address yet could be any host,
+ * so its pods count as "?" and the port as taken everywhere ("*"). */
+static const char *host_key(json_t *addrs, const char *node)
+{
+	const char *a = str_of(addrs, node);
+	return a[0] ? a : "?";
+}
+
+static void mark(json_t *used, const char *host, json_int_t port)
+{
+	char key[SC_MAX_NAME + 16];
+	snprintf(key, sizeof(key), "%s:%lld", host, (long long)port);
+	json_object_set_new(used, key, json_true());
+	snprintf(key, sizeof(key), "*:%lld", (long long)port);
+	json_object_set_new(used, key, json_true());
+}
+
+static bool taken(json_t *used, const char *host, json_int_t port)
+{
+	char key[SC_MAX_NAME + 16];
+	snprintf(key, sizeof(key), "%s:%lld", strcmp(host, "?") ? host : "*", (long long)port);
+	if (json_object_get(used, key))
+		return true;
+	snprintf(key, sizeof(key), "?:%lld", (long long)port);
+	return json_object_get(used, key) != NULL;
+}
+
+static json_t *addresses(const sc_cycle_in_t *in)
+{
+	json_t *m = json_object();
+	for (size_t i = 0; i < in->nobjs; i++) {
+		json_t *st = json_object_get(in->objs[i].obj, "status");
+		if (strcmp(in->objs[i].kind->kind, "Node") == 0 && str_of(st, "address")[0])
+			json_object_set(m, name_of(in->objs[i].obj), json_object_get(st, "address"));
+	}
+	return m;
+}
+
+/* "host:port" of every deployment pod that holds a port; "" -> the node
+ * addresses. */
+static json_t *ports_in_use(const sc_cycle_in_t *in)
+{
+	json_t *used = json_object(), *e, *addrs = addresses(in);
+	json_object_set_new(used, "", addrs);
+	for (size_t i = 0; i < in->nobjs; i++) {
+		size_t k;
+		if (strcmp(in->objs[i].kind->kind, "Deployment") != 0)
+			continue;
+		json_array_foreach(json_object_get(json_object_get(in->objs[i].obj, "status"),
+						   "pods"),
+				   k, e)
+		{
+			const char *ph = str_of(e, "phase");
+			if (!json_is_integer(json_object_get(e, "port")) ||
+			    (strcmp(ph, "Running") && strcmp(ph, "Releasing")))
+				continue;
+			mark(used, host_key(addrs, str_of(e, "node")),
+			     json_integer_value(json_object_get(e, "port")));
+		}
+	}
+	return used;
+}
+
+void sc__deploy_bind_port(const sc_cycle_in_t *in, json_t *obj, json_t *np, json_t **used)
+{
+	sc_deploy_plan_t p;
+	if (sc__deploy_plan(obj, &p) < 0)
+		return;
+	const sc_deploy_task_t *t = sc__deploy_task_of(&p, name_of(obj), str_of(np, "name"), NULL);
+	json_t *want = t ? json_object_get(t->tpl, "port") : NULL;
+	json_int_t base = json_is_integer(want) ? json_integer_value(want) : SC_DEPLOY_DEFAULT_PORT;
+	if (!*used)
+		*used = ports_in_use(in);
+	const char *host = host_key(json_object_get(*used, ""), str_of(np, "node"));
+	for (json_int_t port = base; port < base + PORT_SPAN && port <= 65535; port++) {
+		if (taken(*used, host, port))
+			continue;
+		mark(*used, host, port);
+		json_object_set_new(np, "port", json_integer(port));
+		return;
+	}
+}

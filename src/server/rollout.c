@@ -1,0 +1,310 @@
+/* The rollout API of a Deployment (docs/SERVING.md):
+ *
+ *   GET  /api/v1/deployments/{name}/rollout          the rollout status
+ *   POST /api/v1/deployments/{name}/rollout          {"action": "promote|abort|pause|resume"}
+ *   POST /api/v1/deployments/{name}/rollout/report   {"version","requests","errors","p99"}
+ *
+ * The gateway reports each analysis window per version; a canary whose
+ * error rate in a window exceeds spec.rollout.maxErrorRate is rolled back
+ * here, so the server stays the source of truth. The gateway's own outcome
+ * posts ({"action":"abort","source":"gateway","outcome":"rolled_back",...})
+ * are accepted too: a rolled_back outcome counts as an automatic rollback.
+ * Every body is checked whole before anything changes; a field of the
+ * wrong type or an unknown field is a 400 that names it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/deploy.h"
+#include "starcloud/error.h"
+
+#define MAX_TRIES 3
+#define MAX_TEXT 256
+
+static const char *str_of(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v ? v : "";
+}
+
+/* ---- bodies -------------------------------------------------------------- */
+
+typedef struct body_field {
+	const char *name;
+	int type; /* JSON_STRING, JSON_INTEGER, JSON_REAL (any number) */
+} body_field_t;
+
+static const body_field_t action_fields[] = {
+	{ "action", JSON_STRING },	 { "source", JSON_STRING }, { "outcome", JSON_STRING },
+	{ "model", JSON_STRING },	 { "stable", JSON_STRING }, { "canary", JSON_STRING },
+	{ "reason", JSON_STRING },	 { "canaryErrorRate", JSON_REAL },
+	{ "window", JSON_INTEGER },	 { NULL, 0 },
+};
+
+static const body_field_t report_fields[] = {
+	{ "version", JSON_STRING }, { "requests", JSON_INTEGER }, { "errors", JSON_INTEGER },
+	{ "p99", JSON_REAL },	     { "window", JSON_INTEGER },   { "source", JSON_STRING },
+	{ NULL, 0 },
+};
+
+static int type_ok(json_t *v, int type)
+{
+	if (type == JSON_REAL)
+		return json_is_number(v);
+	if (type == JSON_STRING)
+		return json_is_string(v) && json_string_length(v) <= MAX_TEXT;
+	return json_is_integer(v);
+}
+
+/* Parses the body and checks every member; answers 400 and returns NULL
+ * on the first problem. */
+static json_t *read_body(sc_http_req_t *r, const body_field_t *fields)
+{
+	size_t len, i;
+	const char *text = sc_http_body(r, &len);
+	json_error_t jerr;
+	json_t *b = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr), *v;
+	const char *k;
+	if (!json_is_object(b)) {
+		sc__api_error(r, 400, "BadRequest", "", "expected a JSON object (%s)",
+			      b ? "got another type" : jerr.text);
+		json_decref(b);
+		return NULL;
+	}
+	json_object_foreach(b, k, v)
+	{
+		for (i = 0; fields[i].name && strcmp(fields[i].name, k) != 0; i++)
+			;
+		if (!fields[i].name || !type_ok(v, fields[i].type)) {
+			sc__api_error(r, 400, "Invalid", k, "%.64s: %s", k,
+				      fields[i].name ? "wrong type" : "unknown field");
+			json_decref(b);
+			return NULL;
+		}
+	}
+	return b;
+}
+
+/* ---- answers ------------------------------------------------------------- */
+
+static json_t *rollout_doc(json_t *obj)
+{
+	json_t *st = json_object_get(obj, "status");
+	json_t *ro = json_object_get(st, "rollout");
+	char v[SC_DEPLOY_VERSION_MAX + 2];
+	sc__deploy_version(obj, v, sizeof(v));
+	json_t *doc = json_pack("{s:s,s:s,s:s,s:s,s:O*,s:O*}", "kind", "Rollout", "deployment",
+				str_of(json_object_get(obj, "metadata"), "name"), "model",
+				str_of(json_object_get(obj, "spec"), "model"), "version", v,
+				"rollout", ro, "endpoints", json_object_get(st, "endpoints"));
+	if (!doc)
+		abort();
+	return doc;
+}
+
+static json_t *load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+		    const char *name, int64_t *rev)
+{
+	const sc_kind_t *k = sc__kind_by_name("Deployment");
+	char key[SC_MAX_NAME + 64];
+	sc_kv_t kv = { 0 };
+	sc__object_key(k, name, key, sizeof(key));
+	int rc = sc_store_get(s->store, key, &kv);
+	json_t *obj = rc == 0 ? json_loads(kv.value, 0, NULL) : NULL;
+	*rev = kv.mod_rev;
+	sc_kv_free(&kv);
+	if (rc < 0 && rc != SC_ENOTFOUND) {
+		sc__api_error(r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
+		return NULL;
+	}
+	if (!obj || !sc__auth_can_see(who, k, obj)) {
+		json_decref(obj);
+		sc__api_error(r, 404, "NotFound", NULL, "Deployment \"%s\" not found", name);
+		return NULL;
+	}
+	return obj;
+}
+
+/* ---- changes ------------------------------------------------------------- */
+
+/* A change: 0, or ANSWERED when it refused and answered the request. */
+#define ANSWERED 1
+typedef int (*change_fn)(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body,
+			 json_t *events);
+
+static int live(json_t *obj)
+{
+	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
+	const char *ph = str_of(ro, "phase");
+	return (strcmp(ph, "Progressing") == 0 || strcmp(ph, "Paused") == 0) &&
+	       str_of(ro, "canary")[0];
+}
+
+static int no_rollout(sc_http_req_t *r, json_t *obj)
+{
+	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
+	sc__api_error(r, 409, "Conflict", "action", "no rollout in progress (phase %s)",
+		      str_of(ro, "phase")[0] ? str_of(ro, "phase") : "none");
+	return ANSWERED;
+}
+
+static int do_action(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body,
+		     json_t *events)
+{
+	const char *action = str_of(body, "action"), *outcome = str_of(body, "outcome");
+	int64_t now = (int64_t)time(NULL);
+	char why[400];
+	if (!live(obj))
+		return no_rollout(r, obj);
+	if (strcmp(action, "promote") == 0) {
+		sc__deploy_promote(obj, now);
+	} else if (strcmp(action, "abort") == 0) {
+		int gw = strcmp(outcome, "rolled_back") == 0;
+		if (gw)
+			snprintf(why, sizeof(why), "gateway: %.256s", str_of(body, "reason"));
+		else
+			snprintf(why, sizeof(why), "aborted by a user");
+		sc__deploy_rollback(s, obj, gw ? "gateway" : "abort", why, events);
+	} else {
+		sc__deploy_pause(obj, strcmp(action, "pause") == 0, now);
+	}
+	return 0;
+}
+
+static void set_analysis(json_t *obj, json_t *body, double rate)
+{
+	json_t *st = json_object_get(obj, "status"), *ro = json_object_get(st, "rollout");
+	json_t *an = json_object_get(ro, "analysis");
+	char now[40];
+	if (!json_is_object(an))
+		json_object_set_new(ro, "analysis", an = json_object());
+	sc__now_rfc3339(now, sizeof(now));
+	json_t *p99 = json_object_get(body, "p99");
+	json_object_set_new(an, str_of(body, "version"),
+			    json_pack("{s:O,s:O,s:f,s:f,s:s}", "requests",
+				      json_object_get(body, "requests"), "errors",
+				      json_object_get(body, "errors"), "errorRate", rate, "p99",
+				      p99 ? json_number_value(p99) : 0.0, "at", now));
+}
+
+static int do_report(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body,
+		     json_t *events)
+{
+	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
+	const char *v = str_of(body, "version");
+	json_int_t req = json_integer_value(json_object_get(body, "requests"));
+	json_int_t err = json_integer_value(json_object_get(body, "errors"));
+	int is_canary = live(obj) && strcmp(v, str_of(ro, "canary")) == 0;
+	if (!is_canary && strcmp(v, str_of(ro, "stable")) != 0) {
+		sc__api_error(r, 409, "Conflict", "version",
+			      "version \"%.64s\" is neither the stable nor a live canary", v);
+		return ANSWERED;
+	}
+	double rate = req > 0 ? (double)err / (double)req : 0.0;
+	set_analysis(obj, body, rate);
+	double max = sc__deploy_max_error(obj);
+	if (is_canary && req > 0 && rate > max) {
+		char why[200];
+		snprintf(why, sizeof(why), "error rate %.3f > maxErrorRate %.3f (%lld of %lld)",
+			 rate, max, (long long)err, (long long)req);
+		sc__deploy_rollback(s, obj, "error_rate", why, events);
+	}
+	return 0;
+}
+
+/* Load, change, reconcile, write; again on a write conflict. */
+static void change(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+		   const char *name, json_t *body, change_fn fn)
+{
+	for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+		int64_t rev;
+		json_t *obj = load(s, r, who, name, &rev);
+		if (!obj)
+			return;
+		json_t *events = json_array(), *nodes = sc__deploy_node_addresses(s);
+		int rc = fn(s, r, obj, body, events);
+		if (rc == 0) {
+			sc__deploy_reconcile(s, obj, nodes, (int64_t)time(NULL), events);
+			rc = sc__deploy_save(s, obj, rev, events);
+			if (rc == 0)
+				sc__api_json(r, 200, rollout_doc(obj));
+			else if (rc != SC_ECONFLICT || attempt + 1 == MAX_TRIES)
+				sc__api_error(r, 500, "InternalError", NULL, "store: %s",
+					      sc_strerror(rc));
+		}
+		json_decref(nodes);
+		json_decref(events);
+		json_decref(obj);
+		if (rc != SC_ECONFLICT)
+			return; /* done, or answered */
+	}
+}
+
+static int check_report(sc_http_req_t *r, json_t *b)
+{
+	static const char *const req[] = { "version", "requests", "errors", NULL };
+	for (size_t i = 0; req[i]; i++)
+		if (!json_object_get(b, req[i])) {
+			sc__api_error(r, 400, "Invalid", req[i], "%s: required field is missing",
+				      req[i]);
+			return SC_EINVAL;
+		}
+	json_int_t n = json_integer_value(json_object_get(b, "requests"));
+	json_int_t e = json_integer_value(json_object_get(b, "errors"));
+	json_t *p99 = json_object_get(b, "p99");
+	if (n < 0 || e < 0 || e > n) {
+		sc__api_error(r, 400, "Invalid", n < 0 ? "requests" : "errors",
+			      "expected 0 <= errors <= requests");
+		return SC_EINVAL;
+	}
+	if (p99 && (json_number_value(p99) < 0 || !isfinite(json_number_value(p99)))) {
+		sc__api_error(r, 400, "Invalid", "p99", "p99: expected seconds >= 0");
+		return SC_EINVAL;
+	}
+	return 0;
+}
+
+static int check_action(sc_http_req_t *r, json_t *b)
+{
+	static const char *const actions[] = { "promote", "abort", "pause", "resume", NULL };
+	const char *a = str_of(b, "action");
+	for (size_t i = 0; actions[i]; i++)
+		if (strcmp(actions[i], a) == 0)
+			return 0;
+	sc__api_error(r, 400, "Invalid", "action",
+		      "action: expected promote, abort, pause or resume, got \"%.64s\"", a);
+	return SC_EINVAL;
+}
+
+void sc__rollout_api(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+		     const char *name, const char *sub)
+{
+	const char *m = sc_http_method(r);
+	int report = strcmp(sub, "rollout/report") == 0;
+	int64_t rev;
+	if (!report && strcmp(m, "GET") == 0) {
+		json_t *obj = load(s, r, who, name, &rev);
+		if (obj)
+			sc__api_json(r, 200, rollout_doc(obj));
+		json_decref(obj);
+		return;
+	}
+	if (strcmp(m, "POST") != 0) {
+		sc__api_error(r, 405, "MethodNotAllowed", NULL, "%s is %s", sub,
+			      report ? "POSTed" : "read with GET or changed with POST");
+		return;
+	}
+	if (who->role != SC_ROLE_ADMIN && who->role != SC_ROLE_TENANT) {
+		sc__api_error(r, 403, "Forbidden", NULL, "role %s may not change rollouts",
+			      sc__role_name(who->role));
+		return;
+	}
+	json_t *body = read_body(r, report ? report_fields : action_fields);
+	if (!body)
+		return;
+	if ((report ? check_report(r, body) : check_action(r, body)) == 0)
+		change(s, r, who, name, body, report ? do_report : do_action);
+	json_decref(body);
+}

@@ -1,0 +1,83 @@
+/* Time mode of `starcloud simulate` (`--time`): jobs arrive and finish
+ * over time and the real scheduler core decides who runs.
+ *
+ * The simulator keeps the jobs' state (waiting for arrival, pending,
+ * running with its pods' nodes and devices, done). At every event time
+ * (an arrival or a completion, rounded up to the `tick` grid) it takes a
+ * snapshot of the arrived, unfinished jobs (running pods as
+ * sc_pod_status_t), calls sc_scheduler_run with the actions allocate,
+ * reclaim and preempt, and applies the decisions: an eviction stops the
+ * whole gang (it keeps its progress and waits again, as with checkpointing
+ * schedulers), a job whose every pod is bound starts and will finish after
+ * its remaining run time. Queues are the jobs' queues, each with an equal
+ * deserved share of the GPUs (quota = GPUs / queues, weight 1, no limit),
+ * so the core's fair share, cross-queue reclaim and in-queue preemption
+ * (normal over best-effort) are all active.
+ *
+ * Metrics: queue wait (first start minus arrival; mean, p50, p99), job
+ * completion time (finish minus arrival), makespan (last finish minus first
+ * arrival), GPU allocation over time and its time-weighted mean, and Jain's
+ * fairness index over queues of x_q = integral of allocated GPUs / integral
+ * of the core's fair share (1 = every queue got its fair share). */
+#ifndef SC_SIM_TIMESIM_H
+#define SC_SIM_TIMESIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/jobs.h"
+#include "starcloud/core.h"
+
+typedef struct sc_tsim_config {
+	const sc_node_spec_t *nodes; /* borrowed */
+	size_t nnodes;
+	int64_t tick;                /* cycle grid, seconds (>= 1) */
+} sc_tsim_config_t;
+
+typedef struct sc_tsim_point {
+	int64_t t;           /* seconds since the first arrival */
+	double util;         /* GPU allocated, % of capacity */
+	size_t pending, running;
+} sc_tsim_point_t;
+
+typedef struct sc_tsim_job {
+	int64_t arrival, start, finish; /* start/finish -1 when never */
+	int preemptions;
+	size_t queue;        /* index into queues */
+} sc_tsim_job_t;
+
+typedef struct sc_tsim_stats {
+	double mean, p50, p99;
+} sc_tsim_stats_t;
+
+typedef struct sc_tsim_queue {
+	char name[64];
+	size_t jobs, finished;
+	sc_tsim_stats_t wait, jct;
+	double gpu_seconds;  /* integral of allocated GPUs */
+	double fair_seconds; /* integral of the core's fair share */
+} sc_tsim_queue_t;
+
+typedef struct sc_tsim_result {
+	size_t jobs, finished, never_fit, preemptions, cycles;
+	sc_tsim_stats_t wait, jct;
+	int64_t makespan;
+	double util_mean;    /* time-weighted, % */
+	double jain;
+	int total_gpus;
+	sc_tsim_queue_t *queues;
+	size_t nqueues;
+	sc_tsim_point_t *series; /* one point per cycle */
+	size_t nseries;
+	sc_tsim_job_t *job;      /* per input job, same order */
+	double wall_seconds;
+} sc_tsim_result_t;
+
+/* Runs the simulation. Jobs that can never fit (a gang larger than the
+ * cluster) are counted in never_fit and left out. Errors: SC_EINVAL with a
+ * message (no nodes, a core error), SC_ENOMEM. Free with sc_tsim_result_free. */
+int sc_tsim_run(const sc_tjobs_t *jobs, const sc_tsim_config_t *c, sc_tsim_result_t *res,
+		char *msg, size_t msgsize);
+void sc_tsim_result_free(sc_tsim_result_t *r);
+
+#endif

@@ -1,0 +1,107 @@
+/* A small decoder-only transformer that reads llama2.c checkpoints.
+ *
+ * Checkpoint format (all little-endian): a header of seven int32 (dim,
+ * hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len; a negative
+ * vocab_size means the classifier is stored separately instead of being the
+ * token embedding), then float32 tensors in this order, each row-major with
+ * the output dimension first:
+ *   token embedding [vocab][dim], attention RMSNorm [L][dim],
+ *   wq [L][dim][dim], wk [L][kv_dim][dim], wv [L][kv_dim][dim],
+ *   wo [L][dim][dim], FFN RMSNorm [L][dim], w1 [L][hidden][dim],
+ *   w2 [L][dim][hidden], w3 [L][hidden][dim], final RMSNorm [dim],
+ *   two legacy RoPE tables [seq_len][head_size/2] each (ignored here),
+ *   and the classifier [vocab][dim] when vocab_size was negative.
+ *
+ * The module is pure (libc and libm only, no I/O apart from the two file
+ * helpers) so the unit tests can include it directly. Nothing here keeps
+ * global state: a model is read-only after loading and may serve many
+ * sessions; a session owns its KV cache and scratch. */
+#ifndef SC_WORKER_MODEL_H
+#define SC_WORKER_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Limits on a checkpoint header: well above llama2.c's 110M model, low
+ * enough that sizes computed from them cannot overflow. */
+#define SC_MODEL_MAX_DIM 16384
+#define SC_MODEL_MAX_LAYERS 256
+#define SC_MODEL_MAX_VOCAB (1 << 20)
+#define SC_MODEL_MAX_SEQ 65536
+#define SC_MODEL_MAX_FILE ((uint64_t)4 << 30)
+
+typedef struct sc_model_config {
+	int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
+	int shared_classifier; /* 1 when the header's vocab_size was positive */
+} sc_model_config_t;
+
+typedef struct sc_model {
+	sc_model_config_t cfg;
+	int head_size, kv_dim;
+	uint64_t fingerprint; /* FNV-1a 64 of the checkpoint bytes */
+	float *data;          /* owned: every weight, in file order */
+	const float *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
+} sc_model_t;
+
+/* One generation's state: position, KV cache [layer][seq_len][kv_dim] for
+ * keys and values, and scratch vectors. */
+typedef struct sc_session {
+	const sc_model_t *m; /* borrowed */
+	int pos;             /* tokens in the cache */
+	float *kcache, *vcache;
+	float *x, *xb, *xb2, *hb, *hb2, *q, *att, *logits;
+} sc_session_t;
+
+/* Reads a checkpoint from len bytes at data (borrowed; copied). On failure
+ * returns SC_EPARSE/SC_ERANGE/SC_ENOMEM and writes a message to err. */
+int sc_model_load_mem(const void *data, size_t len, sc_model_t **out, char *err, size_t errsz);
+/* Reads a checkpoint file; SC_EIO when it cannot be read. */
+int sc_model_load_file(const char *path, sc_model_t **out, char *err, size_t errsz);
+void sc_model_free(sc_model_t *m);
+
+/* Bytes of a checkpoint with this header (0 when the header is invalid). */
+uint64_t sc_model_file_size(const sc_model_config_t *c);
+
+/* Parameters of a generated checkpoint (`starcloud worker --gen-checkpoint`). */
+typedef struct sc_model_gen {
+	sc_model_config_t cfg; /* hidden_dim 0 = 4 * dim * 2 / 3 rounded to 8 */
+	uint64_t seed;
+} sc_model_gen_t;
+/* Builds a checkpoint with fixed pseudo-random weights in *buf (malloc'd,
+ * caller frees) of *len bytes. SC_EINVAL for a bad shape. */
+int sc_model_gen(const sc_model_gen_t *g, void **buf, size_t *len);
+
+/* A session for m (borrowed; must outlive it); NULL on out-of-memory. */
+sc_session_t *sc_session_new(const sc_model_t *m);
+void sc_session_free(sc_session_t *s);
+/* Feeds token at the next position and returns the logits (vocab floats,
+ * owned by the session, valid until the next call). NULL when the cache is
+ * full or the token is out of range. */
+const float *sc_session_forward(sc_session_t *s, int token);
+/* Bytes of the K and V caches for n tokens, as exported: for each layer,
+ * K[0..n)[kv_dim] then V[0..n)[kv_dim] (float32). */
+size_t sc_session_kv_bytes(const sc_model_t *m, int n);
+/* Copies the cache of the first n tokens into out (sc_session_kv_bytes). */
+void sc_session_kv_export(const sc_session_t *s, int n, void *out);
+/* Loads n tokens of cache (layout as exported) and sets pos = n.
+ * SC_ERANGE when n does not fit. */
+int sc_session_kv_import(sc_session_t *s, int n, const void *in);
+
+/* Picks the next token: argmax when temperature <= 0, else a draw from
+ * softmax(logits / temperature) with a generator derived from seed and
+ * step only, so a prefill worker and a decode worker agree. logits is
+ * scratch (overwritten when sampling). */
+int sc_sample(float *logits, int n, float temperature, uint64_t seed, int step);
+
+/* ---- pure kernels (exposed for the unit tests) ---- */
+void sc__rmsnorm(float *out, const float *x, const float *w, int n);
+/* out[d] = W[d][n] . x[n] */
+void sc__matmul(float *out, const float *x, const float *w, int n, int d);
+void sc__softmax(float *x, int n);
+/* Rotates pairs (v[i], v[i+1]) of each head at position pos. */
+void sc__rope(float *v, int n, int head_size, int pos);
+int sc__argmax(const float *x, int n);
+uint64_t sc__fnv1a(uint64_t h, const void *data, size_t len);
+#define SC_FNV_INIT 14695981039346656037ull
+
+#endif

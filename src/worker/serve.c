@@ -1,0 +1,228 @@
+/* The worker's HTTP side apart from the model APIs: the route wrapper,
+ * fault injection, /metrics, /debug/counters, the 404 catch-all, and the
+ * timers that expire KV leases and carry out --crash-after. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "starcloud/buf.h"
+#include "starcloud/error.h"
+#include "worker/worker.h"
+#include "worker/worker_int.h"
+
+#define MAX_WROUTES 32
+
+typedef struct wroute {
+	sc_worker_t *w;
+	sc_whandler_fn fn;
+	int exact; /* the path must equal the prefix */
+	char prefix[64];
+} wroute_t;
+
+static wroute_t wroutes[MAX_WROUTES];
+static size_t nwroutes;
+
+static void on_route(sc_http_req_t *r, void *ud)
+{
+	wroute_t *rt = ud;
+	/* A hung worker reads requests and never answers: what a wedged
+	 * process looks like from outside. */
+	if (rt->w->hung)
+		return;
+	if (rt->exact && strcmp(sc_http_path(r), rt->prefix) != 0) {
+		wreq_t q;
+		sc__wreq_begin(&q, rt->w, r);
+		return sc__reply_error(&q, 404, "path", "no such path");
+	}
+	wreq_t q;
+	sc__wreq_begin(&q, rt->w, r);
+	rt->fn(&q);
+}
+
+void sc__worker_route(sc_worker_t *w, const char *method, const char *prefix, sc_whandler_fn fn)
+{
+	if (nwroutes == MAX_WROUTES)
+		abort(); /* a programming error: the table is sized for our routes */
+	wroute_t *rt = &wroutes[nwroutes++];
+	rt->w = w;
+	rt->fn = fn;
+	size_t n = strlen(prefix);
+	rt->exact = n > 1 && prefix[n - 1] != '/';
+	snprintf(rt->prefix, sizeof(rt->prefix), "%s", prefix);
+	if (sc_http_route(w->http, method, prefix, on_route, rt) < 0)
+		abort();
+}
+
+/* ---------------------------------------------------------------------
+ * Faults
+ * ------------------------------------------------------------------- */
+
+static double fault_draw(sc_worker_t *w)
+{
+	w->fault_rng ^= w->fault_rng << 13;
+	w->fault_rng ^= w->fault_rng >> 7;
+	w->fault_rng ^= w->fault_rng << 17;
+	return (double)(w->fault_rng >> 11) / (double)(1ull << 53);
+}
+
+int sc__worker_faults(wreq_t *q)
+{
+	sc_worker_t *w = q->w;
+	q->model_req = 1;
+	w->model_requests++;
+	if (w->hang_after > 0 && w->model_requests > w->hang_after) {
+		fprintf(stderr, "worker %s: --hang-after %ld reached, no more answers\n", w->id,
+		        w->hang_after);
+		w->hung = 1;
+		w->c.faults_injected++;
+		return 1;
+	}
+	if (w->fail_rate > 0 && fault_draw(w) < w->fail_rate) {
+		w->c.faults_injected++;
+		sc__reply_error(q, 500, NULL, "injected failure (--fail-rate)");
+		return 1;
+	}
+	return 0;
+}
+
+static void on_exit_timer(uv_timer_t *t)
+{
+	sc_worker_t *w = t->data;
+	fprintf(stderr, "worker %s: --crash-after %ld reached, exiting\n", w->id, w->crash_after);
+	exit(3);
+}
+
+void sc__worker_request_done(sc_worker_t *w)
+{
+	static long done;
+	if (w->crash_after > 0 && ++done == w->crash_after) {
+		/* A short delay lets the last answer reach its client. */
+		uv_timer_start(&w->exit_timer, on_exit_timer, 20, 0);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Metrics and counters
+ * ------------------------------------------------------------------- */
+
+typedef struct counter_def {
+	const char *name, *help;
+	size_t off;
+} counter_def_t;
+
+#define C(field, help)                                                                             \
+	{                                                                                          \
+#field, help, offsetof(sc_counters_t, field)                                       \
+	}
+static const counter_def_t counter_defs[] = {
+    C(requests_received, "requests received (routed to a handler)"),
+    C(prefills, "prompt prefills computed"),
+    C(prefill_tokens, "prompt tokens prefilled"),
+    C(decode_requests, "decode requests (prefilled elsewhere)"),
+    C(decode_steps, "forward passes after the prompt"),
+    C(tokens_generated, "tokens generated and sent"),
+    C(kv_created, "KV handles created"),
+    C(kv_expired, "KV handles freed by lease expiry"),
+    C(kv_fetches_served, "KV blocks served to decode workers"),
+    C(kv_bytes_served, "KV bytes served"),
+    C(kv_pulls, "KV blocks pulled from prefill workers"),
+    C(kv_pull_failures, "failed KV pulls"),
+    C(faults_injected, "faults injected by the fault flags"),
+    C(spans_exported, "spans exported to OTLP"),
+    C(spans_dropped, "spans not exported"),
+};
+#undef C
+#define NCOUNTERS (sizeof(counter_defs) / sizeof(counter_defs[0]))
+
+static uint64_t counter(const sc_worker_t *w, size_t i)
+{
+	return *(const uint64_t *)((const char *)&w->c + counter_defs[i].off);
+}
+
+static void h_metrics(wreq_t *q)
+{
+	sc_worker_t *w = q->w;
+	sc_buf_t b;
+	sc_buf_init(&b, 0);
+	sc_buf_puts(&b, "# HELP starcloud_worker_requests_total Requests answered, by status code.\n"
+	                "# TYPE starcloud_worker_requests_total counter\n");
+	for (int code = 100; code < 600; code++)
+		if (w->c.by_code[code])
+			sc_buf_printf(&b, "starcloud_worker_requests_total{code=\"%d\"} %llu\n",
+			              code, (unsigned long long)w->c.by_code[code]);
+	for (size_t i = 0; i < NCOUNTERS; i++)
+		sc_buf_printf(&b,
+		              "# HELP starcloud_worker_%s_total %s.\n"
+		              "# TYPE starcloud_worker_%s_total counter\n"
+		              "starcloud_worker_%s_total %llu\n",
+		              counter_defs[i].name, counter_defs[i].help, counter_defs[i].name,
+		              counter_defs[i].name, (unsigned long long)counter(w, i));
+	sc_buf_printf(&b,
+	              "# HELP starcloud_worker_kv_handles_live KV handles held under a lease.\n"
+	              "# TYPE starcloud_worker_kv_handles_live gauge\n"
+	              "starcloud_worker_kv_handles_live %zu\n",
+	              sc_kvstore_live(w->kv));
+	sc__reply_raw(q, 200, "text/plain; version=0.0.4", b.data, b.len);
+	sc_buf_free(&b);
+}
+
+static void h_counters(wreq_t *q)
+{
+	sc_worker_t *w = q->w;
+	json_t *o = json_object(), *codes = json_object();
+	for (size_t i = 0; i < NCOUNTERS; i++)
+		json_object_set_new(o, counter_defs[i].name,
+		                    json_integer((json_int_t)counter(w, i)));
+	for (int code = 100; code < 600; code++)
+		if (w->c.by_code[code]) {
+			char k[16];
+			snprintf(k, sizeof(k), "%d", code);
+			json_object_set_new(codes, k, json_integer((json_int_t)w->c.by_code[code]));
+		}
+	json_object_set_new(o, "responses_by_code", codes);
+	json_object_set_new(o, "kv_handles_live", json_integer((json_int_t)sc_kvstore_live(w->kv)));
+	json_object_set_new(o, "model_requests", json_integer(w->model_requests));
+	json_object_set_new(o, "role",
+	                    json_string(w->role == ROLE_BOTH      ? "both"
+	                                : w->role == ROLE_PREFILL ? "prefill"
+	                                                          : "decode"));
+	sc__reply_json(q, 200, o);
+}
+
+static void h_notfound(wreq_t *q)
+{
+	sc__reply_error(q, 404, "path", "no such path");
+}
+
+static void h_healthz(wreq_t *q)
+{
+	sc__reply_raw(q, 200, "text/plain", "ok\n", 3);
+}
+
+static void observe(const char *method, const char *route, int status, double secs, void *ud)
+{
+	sc_worker_t *w = ud;
+	if (status >= 100 && status < 600)
+		w->c.by_code[status]++;
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+	sc_worker_t *w = t->data;
+	w->c.kv_expired += (uint64_t)sc_kvstore_sweep(w->kv, sc__now_ms());
+}
+
+void sc__worker_serve_init(sc_worker_t *w)
+{
+	sc_http_set_observer(w->http, observe, w);
+	sc__worker_route(w, NULL, "/", h_notfound);
+	sc__worker_route(w, "GET", "/metrics", h_metrics);
+	sc__worker_route(w, "GET", "/debug/counters", h_counters);
+	sc__worker_route(w, "GET", "/healthz", h_healthz);
+	sc__api_routes(w);
+	sc__disagg_routes(w);
+	uv_timer_init(w->loop, &w->sweep_timer);
+	uv_timer_init(w->loop, &w->exit_timer);
+	w->sweep_timer.data = w->exit_timer.data = w;
+	uv_timer_start(&w->sweep_timer, on_sweep, 250, 250);
+}

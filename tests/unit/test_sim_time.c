@@ -1,0 +1,165 @@
+/* Time mode: a hand-made trace with known waits, and malformed lines. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sim/jobs.h"
+#include "sim/timesim.h"
+
+static sc_node_spec_t one_node = {.name = "n0", .cpu_milli = 64000,
+				  .memory = (int64_t)512 << 30, .gpu_count = 4,
+				  .gpu_model = "A100", .gpu_memory = (int64_t)80 << 30};
+
+/* One node of 4 GPUs, one queue. Job 0 takes all 4 GPUs for 100 s; jobs 1
+ * and 2 (2 GPUs each) wait until it finishes at 100 and then run side by
+ * side; job 3 (1 GPU) arrives at 120 to a full node and starts when job 2
+ * ends at 130. */
+static void test_known_waits(void **state)
+{
+	const char *trace = "job_id,num_gpu,submit_time,duration\n"
+			    "0,4,0,100\n"
+			    "1,2,10,50\n"
+			    "2,2,20,30\n"
+			    "3,1,120,10\n";
+	sc_tjobs_t jobs = {0};
+	char msg[256] = "";
+	assert_int_equal(sc_tjobs_parse_tiresias(trace, "t.csv", &jobs, msg, sizeof(msg)), 0);
+	assert_int_equal(jobs.n, 4);
+	sc_tsim_config_t c = {.nodes = &one_node, .nnodes = 1, .tick = 1};
+	sc_tsim_result_t r;
+	assert_int_equal(sc_tsim_run(&jobs, &c, &r, msg, sizeof(msg)), 0);
+	const int64_t start[] = {0, 100, 100, 130}, finish[] = {100, 150, 130, 140};
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(r.job[i].start, start[i]);
+		assert_int_equal(r.job[i].finish, finish[i]);
+	}
+	assert_int_equal(r.finished, 4);
+	assert_int_equal(r.makespan, 150);
+	/* Waits 0, 90, 80, 10. */
+	assert_true(r.wait.mean == 45.0);
+	assert_true(r.wait.p50 == 10.0);
+	assert_true(r.wait.p99 == 90.0);
+	/* JCTs 100, 140, 110, 20. */
+	assert_true(r.jct.mean == 92.5);
+	/* GPU-seconds: 400 + 100 + 60 + 10 = 570 over 150 s x 4 GPUs. */
+	assert_true(r.util_mean > 94.99 && r.util_mean < 95.01);
+	assert_int_equal(r.nqueues, 1);
+	assert_true(r.jain == 1.0);
+	sc_tsim_result_free(&r);
+	sc_tjobs_free(&jobs);
+}
+
+/* A gang that needs more GPUs than exist is set aside, not left pending. */
+static void test_never_fits(void **state)
+{
+	const char *trace = "job_id,num_gpu,submit_time,duration\n"
+			    "0,8,0,10\n"
+			    "1,1,0,10\n";
+	sc_tjobs_t jobs = {0};
+	char msg[256] = "";
+	assert_int_equal(sc_tjobs_parse_tiresias(trace, "t.csv", &jobs, msg, sizeof(msg)), 0);
+	sc_tsim_config_t c = {.nodes = &one_node, .nnodes = 1, .tick = 1};
+	sc_tsim_result_t r;
+	assert_int_equal(sc_tsim_run(&jobs, &c, &r, msg, sizeof(msg)), 0);
+	assert_int_equal(r.never_fit, 1);
+	assert_int_equal(r.finished, 1);
+	assert_int_equal(r.job[0].finish, -1);
+	sc_tsim_result_free(&r);
+	sc_tjobs_free(&jobs);
+}
+
+/* Two queues with equal demand on a full node: the core's fair share gives
+ * each half of the GPUs, so both get x_q = 1 and Jain's index is 1. */
+static void test_two_queues_fair(void **state)
+{
+	sc_tjob_t v[8];
+	char names[8][16];
+	for (int i = 0; i < 8; i++) {
+		snprintf(names[i], sizeof(names[i]), "j%d", i);
+		v[i] = (sc_tjob_t){.name = names[i], .queue = i % 2 ? "b" : "a", .arrival = 0,
+				   .duration = 100, .pods = 1, .gpus = 1, .cpu_milli = 1000,
+				   .memory = 1 << 30};
+	}
+	sc_tjobs_t jobs = {.v = v, .n = 8};
+	sc_tsim_config_t c = {.nodes = &one_node, .nnodes = 1, .tick = 1};
+	sc_tsim_result_t r;
+	char msg[256] = "";
+	assert_int_equal(sc_tsim_run(&jobs, &c, &r, msg, sizeof(msg)), 0);
+	assert_int_equal(r.nqueues, 2);
+	assert_int_equal(r.finished, 8);
+	assert_int_equal(r.makespan, 200);
+	assert_true(r.queues[0].wait.mean == 50.0 && r.queues[1].wait.mean == 50.0);
+	assert_true(r.jain > 0.999);
+	sc_tsim_result_free(&r);
+}
+
+static void test_tiresias_errors(void **state)
+{
+	sc_tjobs_t jobs = {0};
+	char msg[256] = "";
+	const char *bad_gpu = "job_id,num_gpu,submit_time,duration\n0,4,0,100\n1,x,10,50\n";
+	assert_int_equal(sc_tjobs_parse_tiresias(bad_gpu, "t.csv", &jobs, msg, sizeof(msg)),
+			 SC_EPARSE);
+	assert_string_equal(msg, "t.csv:3:3: num_gpu: expected 1..4096");
+	assert_int_equal(jobs.n, 0);
+	const char *bad_dur = "job_id,num_gpu,submit_time,duration\n0,4,0,-5\n";
+	assert_int_equal(sc_tjobs_parse_tiresias(bad_dur, "t.csv", &jobs, msg, sizeof(msg)),
+			 SC_EPARSE);
+	assert_string_equal(msg, "t.csv:2:7: duration: expected seconds > 0");
+	const char *no_header = "a,b\n";
+	assert_int_equal(sc_tjobs_parse_tiresias(no_header, "t.csv", &jobs, msg, sizeof(msg)),
+			 SC_EPARSE);
+	assert_non_null(strstr(msg, "t.csv:1:1: header"));
+}
+
+static const char *tput = "{\"v100\": {\"('ResNet-18 (batch size 16)', 1)\": {\"null\": 2.0},"
+			  " \"('ResNet-18 (batch size 16)', 2)\": {\"null\": 4.0}}}";
+
+static void test_gavel(void **state)
+{
+	sc_tjobs_t jobs = {0};
+	char msg[256] = "";
+	const char *ok = "ResNet-18 (batch size 16)\tcmd\t-n\t1\t100\t6.5\t1\n"
+			 "ResNet-18 (batch size 16)\tcmd\t-n\t1\t100\t7\t2\n";
+	assert_int_equal(sc_tjobs_parse_gavel(ok, "vc.trace", "vc", tput, "v100", &jobs, msg,
+					      sizeof(msg)),
+			 0);
+	assert_int_equal(jobs.n, 2);
+	assert_int_equal(jobs.v[0].duration, 50); /* 100 steps at 2 steps/s */
+	assert_int_equal(jobs.v[1].duration, 25);
+	assert_int_equal(jobs.v[1].pods, 2);
+	assert_string_equal(jobs.v[0].queue, "vc");
+	sc_tjobs_free(&jobs);
+	const char *bad = "ResNet-18 (batch size 16)\tcmd\t-n\t1\t100\tsoon\t1\n";
+	assert_int_equal(sc_tjobs_parse_gavel(bad, "vc.trace", "vc", tput, "v100", &jobs, msg,
+					      sizeof(msg)),
+			 SC_EPARSE);
+	assert_string_equal(msg, "vc.trace:1:40: arrival_time: expected seconds >= 0");
+	const char *unknown = "GPT (batch size 1)\tcmd\t-n\t1\t100\t0\t1\n";
+	assert_int_equal(sc_tjobs_parse_gavel(unknown, "vc.trace", "vc", tput, "v100", &jobs, msg,
+					      sizeof(msg)),
+			 SC_EPARSE);
+	assert_non_null(strstr(msg, "vc.trace:1:1: job_type"));
+	const char *short_row = "a\tb\n";
+	assert_int_equal(sc_tjobs_parse_gavel(short_row, "vc.trace", "vc", tput, "v100", &jobs,
+					      msg, sizeof(msg)),
+			 SC_EPARSE);
+	assert_non_null(strstr(msg, "vc.trace:1:3: expected 7"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_known_waits),
+		cmocka_unit_test(test_never_fits),
+		cmocka_unit_test(test_two_queues_fair),
+		cmocka_unit_test(test_tiresias_errors),
+		cmocka_unit_test(test_gavel),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,252 @@
+/* The worker's pure model pieces: kernels on small vectors, checkpoint
+ * reading (good, truncated, bad), sessions and KV export/import, sampling,
+ * the KV store and its wire format. The modules are compiled into the
+ * binary, not libstarcloud, so this test includes their sources. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "starcloud/error.h"
+#include "worker/kvstore.c"
+#include "worker/model.c"
+
+#define EPS 1e-5
+
+static void test_rmsnorm(void **state)
+{
+	float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 1}, out[4];
+	sc__rmsnorm(out, x, w, 4);
+	float s = 1.0f / sqrtf(7.5f + 1e-5f);
+	assert_float_equal(out[0], 1 * s, EPS);
+	assert_float_equal(out[2], 2 * 3 * s, EPS);
+	assert_float_equal(out[3], 4 * s, EPS);
+}
+
+static void test_matmul(void **state)
+{
+	/* W is 2x3 (out x in). */
+	float w[6] = {1, 2, 3, 4, 5, 6}, x[3] = {1, 0, -1}, out[2];
+	sc__matmul(out, x, w, 3, 2);
+	assert_float_equal(out[0], -2, EPS);
+	assert_float_equal(out[1], -2, EPS);
+}
+
+static void test_softmax(void **state)
+{
+	float x[3] = {1, 2, 3};
+	sc__softmax(x, 3);
+	float z = expf(1) + expf(2) + expf(3);
+	assert_float_equal(x[0], expf(1) / z, EPS);
+	assert_float_equal(x[2], expf(3) / z, EPS);
+	/* Large logits must not overflow. */
+	float big[2] = {1000, 1000};
+	sc__softmax(big, 2);
+	assert_float_equal(big[0], 0.5, EPS);
+	assert_int_equal(sc__argmax(x, 3), 2);
+}
+
+static void test_rope(void **state)
+{
+	float v[4] = {1, 0, 0, 1};
+	sc__rope(v, 4, 4, 0); /* position 0: no rotation */
+	assert_float_equal(v[0], 1, EPS);
+	assert_float_equal(v[3], 1, EPS);
+	/* head_size 2: every pair has frequency 1, rotation by pos radians. */
+	float u[2] = {1, 0};
+	sc__rope(u, 2, 2, 1);
+	assert_float_equal(u[0], cosf(1), EPS);
+	assert_float_equal(u[1], sinf(1), EPS);
+	/* Second pair of a head of 4 turns slower: 10000^(-2/4) = 0.01. */
+	float q[4] = {0, 0, 1, 0};
+	sc__rope(q, 4, 4, 3);
+	assert_float_equal(q[2], cosf(0.03f), EPS);
+	assert_float_equal(q[3], sinf(0.03f), EPS);
+}
+
+static sc_model_gen_t tiny(int shared)
+{
+	sc_model_gen_t g = {.cfg = {16, 0, 2, 4, 2, 300, 32, shared}, .seed = 3};
+	return g;
+}
+
+static sc_model_t *load_tiny(int shared)
+{
+	sc_model_gen_t g = tiny(shared);
+	void *buf;
+	size_t len;
+	assert_int_equal(sc_model_gen(&g, &buf, &len), 0);
+	sc_model_t *m = NULL;
+	char err[128];
+	assert_int_equal(sc_model_load_mem(buf, len, &m, err, sizeof(err)), 0);
+	free(buf);
+	return m;
+}
+
+static void test_checkpoint_read(void **state)
+{
+	sc_model_t *m = load_tiny(0);
+	assert_int_equal(m->cfg.dim, 16);
+	assert_int_equal(m->cfg.vocab_size, 300);
+	assert_int_equal(m->cfg.shared_classifier, 0);
+	assert_int_equal(m->head_size, 4);
+	assert_int_equal(m->kv_dim, 8);
+	assert_ptr_not_equal(m->wcls, m->emb);
+	sc_model_free(m);
+	m = load_tiny(1);
+	assert_ptr_equal(m->wcls, m->emb);
+	sc_model_free(m);
+}
+
+static void test_checkpoint_bad(void **state)
+{
+	sc_model_gen_t g = tiny(0);
+	void *buf;
+	size_t len;
+	char err[160];
+	sc_model_t *m = NULL;
+	assert_int_equal(sc_model_gen(&g, &buf, &len), 0);
+	assert_int_equal(sc_model_load_mem(buf, len - 1, &m, err, sizeof(err)), SC_EPARSE);
+	assert_non_null(strstr(err, "truncated"));
+	assert_int_equal(sc_model_load_mem(buf, 20, &m, err, sizeof(err)), SC_EPARSE);
+	char *longer = malloc(len + 4);
+	memcpy(longer, buf, len);
+	assert_int_equal(sc_model_load_mem(longer, len + 4, &m, err, sizeof(err)), SC_EPARSE);
+	free(longer);
+	int32_t *hdr = buf;
+	hdr[3] = 5; /* 16 does not divide by 5 heads */
+	assert_int_equal(sc_model_load_mem(buf, len, &m, err, sizeof(err)), SC_ERANGE);
+	hdr[3] = 4;
+	hdr[0] = -16;
+	assert_int_equal(sc_model_load_mem(buf, len, &m, err, sizeof(err)), SC_ERANGE);
+	hdr[0] = 16;
+	hdr[5] = INT32_MIN;
+	assert_int_equal(sc_model_load_mem(buf, len, &m, err, sizeof(err)), SC_ERANGE);
+	assert_null(m);
+	free(buf);
+	assert_int_equal(sc_model_load_file("/nonexistent/x.bin", &m, err, sizeof(err)), SC_EIO);
+	sc_model_gen_t odd = tiny(0);
+	odd.cfg.n_kv_heads = 3;
+	assert_int_equal(sc_model_gen(&odd, &buf, &len), SC_EINVAL);
+}
+
+static void test_forward_and_kv_transfer(void **state)
+{
+	sc_model_t *m = load_tiny(0);
+	sc_session_t *a = sc_session_new(m), *b = sc_session_new(m);
+	int prompt[5] = {1, 40, 41, 42, 43};
+	const float *la = NULL;
+	for (int i = 0; i < 5; i++)
+		la = sc_session_forward(a, prompt[i]);
+	assert_non_null(la);
+	int next = sc_sample((float[300]){0}, 300, 0, 1, 0); /* argmax of zeros */
+	assert_int_equal(next, 0);
+	size_t n = sc_session_kv_bytes(m, 5);
+	assert_int_equal(n, 2 * 2 * 5 * 8 * sizeof(float));
+	void *blk = malloc(n);
+	sc_session_kv_export(a, 5, blk);
+	assert_int_equal(sc_session_kv_import(b, 5, blk), 0);
+	assert_int_equal(sc_session_kv_import(b, 33, blk), SC_ERANGE);
+	float ka[300], kb[300];
+	memcpy(ka, sc_session_forward(a, 77), sizeof(ka));
+	memcpy(kb, sc_session_forward(b, 77), sizeof(kb));
+	assert_memory_equal(ka, kb, sizeof(ka));
+	/* Logits depend on the context, not only on the last token. */
+	sc_session_t *c = sc_session_new(m);
+	sc_session_forward(c, 1);
+	const float *lc = sc_session_forward(c, 77);
+	assert_true(memcmp(lc, ka, sizeof(ka)) != 0);
+	/* Out-of-range tokens and a full cache are refused. */
+	assert_null(sc_session_forward(c, 300));
+	assert_null(sc_session_forward(c, -1));
+	while (c->pos < m->cfg.seq_len)
+		assert_non_null(sc_session_forward(c, 5));
+	assert_null(sc_session_forward(c, 5));
+	free(blk);
+	sc_session_free(a);
+	sc_session_free(b);
+	sc_session_free(c);
+	sc_model_free(m);
+}
+
+static void test_sampling(void **state)
+{
+	float l1[4] = {0.1f, 3, 0.2f, 1}, l2[4], l3[4];
+	memcpy(l2, l1, sizeof(l1));
+	memcpy(l3, l1, sizeof(l1));
+	assert_int_equal(sc_sample(l1, 4, 0, 9, 0), 1);
+	int x = sc_sample(l2, 4, 1.0f, 42, 3), y = sc_sample(l3, 4, 1.0f, 42, 3);
+	assert_int_equal(x, y);
+	assert_in_range(x, 0, 3);
+}
+
+static void test_kv_format(void **state)
+{
+	float payload[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	unsigned char blk[SC_KV_HEADER + sizeof(payload)];
+	sc_kv_header_t h = {.n_layers = 1,
+	                    .kv_dim = 2,
+	                    .n_tokens = 2,
+	                    .seq_len = 16,
+	                    .first_token = 7,
+	                    .fingerprint = 99};
+	sc_kv_header_write(&h, payload, sizeof(payload), blk);
+	memcpy(blk + SC_KV_HEADER, payload, sizeof(payload));
+	sc_kv_header_t got;
+	const void *p;
+	char err[128];
+	assert_int_equal(sc_kv_parse(blk, sizeof(blk), &got, &p, err, sizeof(err)), 0);
+	assert_int_equal(got.first_token, 7);
+	assert_int_equal(got.fingerprint, 99);
+	assert_memory_equal(p, payload, sizeof(payload));
+	assert_int_equal(sc_kv_parse(blk, sizeof(blk) - 4, &got, &p, err, sizeof(err)), SC_EPARSE);
+	blk[SC_KV_HEADER + 3] ^= 1;
+	assert_int_equal(sc_kv_parse(blk, sizeof(blk), &got, &p, err, sizeof(err)), SC_EPARSE);
+	assert_non_null(strstr(err, "checksum"));
+	blk[0] = 'X';
+	assert_int_equal(sc_kv_parse(blk, sizeof(blk), &got, &p, err, sizeof(err)), SC_EPARSE);
+}
+
+static void test_kvstore_leases(void **state)
+{
+	sc_kvstore_t *s = sc_kvstore_new(2, 1000, 1);
+	char h1[SC_KV_HANDLE_LEN], h2[SC_KV_HANDLE_LEN], h3[SC_KV_HANDLE_LEN];
+	assert_int_equal(sc_kvstore_put(s, malloc(8), 8, 3, 5, 0, h1), 0);
+	assert_int_equal(sc_kvstore_put(s, malloc(8), 8, 3, 5, 100, h2), 0);
+	assert_string_not_equal(h1, h2);
+	assert_int_equal(sc_kvstore_put(s, malloc(8), 8, 3, 5, 200, h3), SC_ELIMIT);
+	assert_int_equal(sc_kvstore_live(s), 2);
+	/* Touching restarts the lease: h1 survives past its first deadline. */
+	assert_non_null(sc_kvstore_touch(s, h1, 900));
+	assert_int_equal(sc_kvstore_sweep(s, 1500), 1); /* h2 expired at 1100 */
+	assert_null(sc_kvstore_touch(s, h2, 1500));
+	assert_non_null(sc_kvstore_touch(s, h1, 1500));
+	assert_null(sc_kvstore_touch(s, h1, 2500)); /* expired, not yet swept */
+	assert_int_equal(sc_kvstore_delete(s, h1), 0);
+	assert_int_equal(sc_kvstore_delete(s, h1), SC_ENOTFOUND);
+	assert_int_equal(sc_kvstore_live(s), 0);
+	assert_int_equal(sc_kvstore_put(s, malloc(8), 8, 3, 5, 3000, h3), 0);
+	sc_kvstore_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_rmsnorm),
+	    cmocka_unit_test(test_matmul),
+	    cmocka_unit_test(test_softmax),
+	    cmocka_unit_test(test_rope),
+	    cmocka_unit_test(test_checkpoint_read),
+	    cmocka_unit_test(test_checkpoint_bad),
+	    cmocka_unit_test(test_forward_and_kv_transfer),
+	    cmocka_unit_test(test_sampling),
+	    cmocka_unit_test(test_kv_format),
+	    cmocka_unit_test(test_kvstore_leases),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
