@@ -36,8 +36,6 @@ struct sc_cache {
 	kindset_t sets[NCACHED];
 	int64_t rev;
 	int serves_reads;
-	sc_cache_changed_fn changed;
-	void *changed_ud;
 	token_slot_t tokens[TOKEN_SLOTS];
 };
 
@@ -170,10 +168,6 @@ static void on_change(const sc_store_event_t *ev, void *ud)
 		cache_delete(c, ev->key);
 	else
 		cache_put(c, ev->key, ev->value, ev->rev, ev->rev);
-	/* Events are the loop's own output: they need no new cycle. */
-	if (c->changed && !c->serves_reads && strncmp(ev->key, SC_KEY_PREFIX "events/",
-						      strlen(SC_KEY_PREFIX "events/")) != 0)
-		c->changed(c->changed_ud);
 }
 
 static int load_kind(sc_cache_t *c, kindset_t *ks, int64_t *rev)
@@ -193,15 +187,13 @@ static int load_kind(sc_cache_t *c, kindset_t *ks, int64_t *rev)
 	return 0;
 }
 
-int sc__cache_open(sc_store_t *st, sc_cache_changed_fn changed, void *ud, sc_cache_t **out)
+int sc__cache_open(sc_store_t *st, sc_cache_t **out)
 {
 	sc_cache_t *c = calloc(1, sizeof(*c));
 	int rc = 0;
 	if (!c)
 		return SC_ENOMEM;
 	c->st = st;
-	c->changed = changed;
-	c->changed_ud = ud;
 	c->serves_reads = strcmp(st->ops->name, "sqlite") == 0;
 	for (size_t i = 0; i < NCACHED && rc == 0; i++) {
 		c->sets[i].kind = sc__kind_by_plural(cached_plurals[i], strlen(cached_plurals[i]));

@@ -46,15 +46,8 @@ typedef struct sc_cobj {
 	sc_wire_t *wire;     /* owned reference; NULL until first needed */
 } sc_cobj_t;
 
-/* Called after the cache took in a change of an API object. */
-typedef void (*sc_cache_changed_fn)(void *ud);
-
-/* Loads every object of the API kinds and starts following the store.
- * changed (may be NULL) is called after each change the cache takes in
- * when the cache does not serve reads (see sc__cache_serves_reads): there a
- * change reaches the cache a moment after its write, and the scheduling
- * loop must run again once it has. */
-int sc__cache_open(sc_store_t *st, sc_cache_changed_fn changed, void *ud, sc_cache_t **out);
+/* Loads every object of the API kinds and starts following the store. */
+int sc__cache_open(sc_store_t *st, sc_cache_t **out);
 /* Stops following and frees everything; accepts NULL. Wire bytes still
  * referenced elsewhere stay valid until their last sc__wire_unref. */
 void sc__cache_close(sc_cache_t *c);
@@ -71,9 +64,9 @@ int64_t sc__cache_rev(const sc_cache_t *c);
 /* 1 when reads may be served from the cache: the store delivers a write to
  * watchers inside the call that made it (SQLite), so the cache never misses
  * a write this server acknowledged. The etcd backend delivers even this
- * server's writes through its change feed, a moment later; there GET and
- * list read the store, and only the scheduling loop (which tolerates a
- * slightly old view: its writes are conditional) uses the cache. */
+ * server's writes through its change feed, a moment later; there GET,
+ * list and the scheduling loop read the store (the loop still decodes only
+ * changed objects). */
 int sc__cache_serves_reads(const sc_cache_t *c);
 
 /* Tokens: the principal a token digest (64 hex) resolved to, so a request

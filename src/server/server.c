@@ -154,13 +154,6 @@ static void on_commit(uv_check_t *h)
 	sc_http_flush(s->http);
 }
 
-/* With a store whose watch lags its writes (etcd), a change reaches the
- * cache after the write's own kick; kick again so a cycle sees it. */
-static void on_cache_change(void *ud)
-{
-	sc__sched_kick(ud);
-}
-
 static int setup(sc_server_t *s, const opts_t *o)
 {
 	int rc = sc__ha_open_store(o->store, o->data_dir, o->etcd_prefix, &s->store);
@@ -170,7 +163,7 @@ static int setup(sc_server_t *s, const opts_t *o)
 	if (rc < 0)
 		return rc;
 	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0 ||
-	    (rc = sc__cache_open(s->store, on_cache_change, s, &s->cache)) < 0)
+	    (rc = sc__cache_open(s->store, &s->cache)) < 0)
 		return rc;
 	sc_http_limits_t lim = { .max_body_bytes = o->max_body, .idle_timeout_ms = 60000 };
 	s->http = sc_http_server_new(s->loop, &lim);
