@@ -877,7 +877,11 @@ function deploymentRow(d) {
     : "v" + (get(d, "spec", "version") ?? "?");
   let split = "–";
   const w = num(ro.weight);
-  if (w !== null && ro.canary != null)
+  /* The server's rollout status (docs/SERVING.md): weights {version: pct}. */
+  const ws = ro.weights && typeof ro.weights === "object" ? Object.entries(ro.weights) : [];
+  if (ws.length)
+    split = ws.map(([v, pct]) => `v${v} ${num(pct) ?? "?"}%`).join(" / ");
+  else if (w !== null && ro.canary != null)
     split = `v${ro.stable ?? st.stableVersion ?? "?"} ${100 - w}% / v${ro.canary} ${w}%`;
   else if (byVer.size) {
     const total = [...byVer.values()].reduce((s, x) => s + x.weight, 0);
@@ -885,7 +889,10 @@ function deploymentRow(d) {
       split = [...byVer].map(([v, x]) => `v${v} ${Math.round(100 * x.weight / total)}%`).join(" / ") +
         " (by replica weight)";
   }
-  const er = num(ro.canaryErrorRate) ?? num(ro.errorRate) ?? num(st.errorRate);
+  /* Per-version analysis windows reported by the gateway: analysis {version: {errorRate}}. */
+  const an = ro.analysis && ro.canary != null ? ro.analysis[String(ro.canary)] : null;
+  const er = num(an && an.errorRate) ?? num(ro.canaryErrorRate) ?? num(ro.errorRate) ??
+    num(st.errorRate);
   const err = er === null ? "–" : (100 * er).toFixed(1) + " %" + (ro.canary != null ? ` (v${ro.canary})` : "");
   const phase = ro.outcome || ro.state || ro.phase || null;
   const rollout = phase ? phase + (ro.step != null ? ` step ${ro.step}` : "") +

@@ -234,6 +234,12 @@ typedef struct sc_eviction {
 typedef struct sc_pending {
 	size_t job;
 	const char *reason;
+	/* Nodes reserved for the job because it waited too long (see
+	 * SchedulerConfig reservations.after), and when it is expected to
+	 * start there: seconds, or -1 when running jobs give no runtime. */
+	const char **reserved_nodes;
+	size_t nreserved;
+	int64_t expected_start;
 } sc_pending_t;
 
 typedef struct sc_queue_report {

@@ -85,6 +85,10 @@ int sc_manifest_snapshot(sc_manifest_set_t *set, int64_t now, sc_snapshot_t *out
 /* Object counts, for tests and messages. */
 size_t sc_manifest_count(const sc_manifest_set_t *set, const char *kind);
 
+/* A pending job's reservation as {"nodes": [...], "expectedStart": RFC 3339
+ * or null}; NULL when out of memory. The caller owns the result. */
+json_t *sc_reservation_json(const sc_pending_t *p);
+
 /* Returns the `schedule -o json` object for decisions d made on snapshot s
  * (both borrowed), as interface.md specifies: bindings, evictions, pending
  * and queues (gpu in devices, cpu in cores, memory in bytes). The caller owns

@@ -377,7 +377,7 @@ int sc_cli_dev(int argc, char **argv)
 	if (!token[0] && getenv("STARCLOUD_TOKEN"))
 		snprintf(token, sizeof(token), "%s", getenv("STARCLOUD_TOKEN"));
 	wait_server(url);
-	printf("server:  %s\ntoken:   %s\ndata:    %s\n", url, token, dir);
+	printf("server:  %s\ntoken:   %s\ndata:    %s\nui:      %s/ui\n", url, token, dir, url);
 	for (int i = 0; i < nagents; i++) {
 		char name[32], listen[32], adir[1100], atok[256];
 		snprintf(name, sizeof(name), "dev-node-%d", i);

@@ -90,6 +90,7 @@ typedef struct preempt_ctx {
 	int queue;
 	int priority;
 	bool protect_best_effort;
+	double before; /* the queue's GPUs before the preemption */
 } preempt_ctx_t;
 
 static bool preempt_pick(void *ctx, sc_sched_t *s, int j)
@@ -111,7 +112,9 @@ static bool preempt_allowed(void *ctx, sc_sched_t *s, int p, const vunit_t *u,
 }
 
 /* After a preemption inside queue q: every queue on q's path is within its
- * GPU limit, or q did not grow (it may already have been over its limit). */
+ * GPU limit, or q did not grow (it may already have been over its limit).
+ * Preempt moves resources inside one queue, but the preemptor may take more
+ * than its victims free (free GPUs plus a victim's). */
 static bool queue_path_within_limit(const sc_sched_t *s, int q, double before)
 {
 	if (s->queues[q].allocated.v[SC_RES_GPU] <= before + EPS)
@@ -120,6 +123,12 @@ static bool queue_path_within_limit(const sc_sched_t *s, int q, double before)
 		if (s->queues[a].allocated.v[SC_RES_GPU] > s->queues[a].limit.v[SC_RES_GPU] + EPS)
 			return false;
 	return true;
+}
+
+static bool preempt_valid(void *ctx, const sc_sched_t *s, int p)
+{
+	const preempt_ctx_t *x = ctx;
+	return queue_path_within_limit(s, x->queue, x->before);
 }
 
 static int preempt(sc_sched_t *s)
@@ -132,7 +141,7 @@ static int preempt(sc_sched_t *s)
 		sjob_t *p = &s->jobs[ids[i]];
 		if (p->nrunning >= p->min_member || (!p->preemptible && !within_quota(s, p)))
 			continue;
-		preempt_ctx_t x = {p->queue, p->priority, low};
+		preempt_ctx_t x = {p->queue, p->priority, low, 0};
 		vunit_t *c;
 		int nc = sc__victim_units(s, ids[i], p->queue, preempt_pick, &x, &c);
 		if (nc <= 0) {
@@ -140,20 +149,14 @@ static int preempt(sc_sched_t *s)
 				return nc;
 			continue;
 		}
-		victim_rules_t rules = {preempt_allowed, NULL, SC_ACT_PREEMPT};
+		x.before = s->queues[p->queue].allocated.v[SC_RES_GPU];
+		victim_rules_t rules = {preempt_allowed, NULL, SC_ACT_PREEMPT, preempt_valid};
+		rules.ctx = &x;
 		sc_stmt_t st;
 		sc__stmt_open(&st, s);
-		double before = s->queues[p->queue].allocated.v[SC_RES_GPU];
 		int rc = sc__find_victims(s, &st, ids[i], c, nc, &rules);
 		if (rc < 0)
 			return rc;
-		if (rc == 1 && !queue_path_within_limit(s, p->queue, before)) {
-			/* victims of the same queue freed less than the
-			 * preemptor takes, and the queue would grow past its
-			 * limit */
-			sc__stmt_rollback(&st, 0);
-			rc = 0;
-		}
 		if (rc == 1 && (rc = commit_preemption(s, &st, ids[i])) < 0)
 			return rc;
 	}
@@ -280,7 +283,7 @@ static int reclaim(sc_sched_t *s)
 				return nc;
 			continue;
 		}
-		victim_rules_t rules = {reclaim_allowed, &x, SC_ACT_RECLAIM};
+		victim_rules_t rules = {reclaim_allowed, &x, SC_ACT_RECLAIM, NULL};
 		sc_stmt_t st;
 		sc__stmt_open(&st, s);
 		int rc = sc__find_victims(s, &st, ids[i], c, nc, &rules);

@@ -2,6 +2,7 @@
  * server: decisions of the core turned into a JSON object. */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "starcloud/manifest.h"
 
@@ -110,6 +111,33 @@ static json_t *eviction_json(const sc_snapshot_t *s, const sc_eviction_t *e)
 	return o;
 }
 
+/* {"nodes": [...], "expectedStart": RFC 3339 or null (no runtimes known)} */
+json_t *sc_reservation_json(const sc_pending_t *p)
+{
+	json_t *o = json_object(), *nodes = json_array();
+	bool ok = o && nodes;
+	for (size_t k = 0; ok && k < p->nreserved; k++)
+		ok = json_array_append_new(nodes, json_string(p->reserved_nodes[k])) == 0;
+	if (ok) {
+		json_object_set_new(o, "nodes", nodes);
+		nodes = NULL;
+		char when[32];
+		time_t t = (time_t)p->expected_start;
+		struct tm tm;
+		if (p->expected_start >= 0 && gmtime_r(&t, &tm) &&
+		    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+			ok = json_object_set_new(o, "expectedStart", json_string(when)) == 0;
+		else
+			ok = json_object_set_new(o, "expectedStart", json_null()) == 0;
+	}
+	json_decref(nodes);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 static json_t *pending_json(const sc_snapshot_t *s, const sc_pending_t *p)
 {
 	json_t *o = json_object();
@@ -118,6 +146,8 @@ static json_t *pending_json(const sc_snapshot_t *s, const sc_pending_t *p)
 		return NULL;
 	put(o, "job", json_string(job_name(s, p->job)), &ok);
 	put(o, "reason", json_string(p->reason ? p->reason : ""), &ok);
+	if (ok && p->nreserved)
+		put(o, "reservation", sc_reservation_json(p), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;

@@ -99,8 +99,15 @@ static int reserve_for(sc_sched_t *s, int j, const ending_t *e, int n)
 		return 0;
 	jb->reservation = when;
 	int nres = 0;
-	for (size_t i = 0; i < sc_cluster_nnodes(s->cluster); i++)
+	size_t nn = sc_cluster_nnodes(s->cluster);
+	for (size_t i = 0; i < nn; i++)
 		nres += s->reserved_by[i] == j;
+	jb->reserved = sc_arena_alloc(s->arena, (size_t)nres * sizeof(uint32_t) + 1);
+	if (!jb->reserved)
+		return SC_ENOMEM;
+	for (size_t i = 0; i < nn; i++)
+		if (s->reserved_by[i] == j)
+			jb->reserved[jb->nreserved++] = (uint32_t)i;
 	if (when == INT64_MAX)
 		jb->reason = sc_arena_printf(s->arena, "%s; %d node%s reserved for it until it starts",
 					     saved ? saved : "waiting", nres, nres == 1 ? "" : "s");

@@ -78,6 +78,8 @@ typedef struct sjob {
 	uint64_t signature;      /* shape hash for failure caching */
 	bool done;               /* tried this cycle */
 	int64_t reservation;     /* expected start of its reservation, 0 none */
+	uint32_t *reserved;      /* the reservation's nodes */
+	int nreserved;
 } sjob_t;
 
 typedef struct topo_level {

@@ -75,6 +75,24 @@ static const char *pending_reason(const sc_sched_t *s, const sjob_t *j)
 	return "not enough free resources";
 }
 
+static int copy_reservation(const sc_sched_t *s, sc_arena_t *a, const sjob_t *jb,
+			    sc_pending_t *p)
+{
+	if (!jb->nreserved)
+		return 0;
+	p->reserved_nodes = sc_arena_calloc(a, (size_t)jb->nreserved, sizeof(char *));
+	if (!p->reserved_nodes)
+		return SC_ENOMEM;
+	for (int k = 0; k < jb->nreserved; k++) {
+		const char *n = sc_cluster_node(s->cluster, jb->reserved[k])->spec->name;
+		if (!(p->reserved_nodes[k] = sc_arena_strdup(a, n)))
+			return SC_ENOMEM;
+	}
+	p->nreserved = (size_t)jb->nreserved;
+	p->expected_start = jb->reservation == INT64_MAX ? -1 : jb->reservation;
+	return 0;
+}
+
 static int build_decisions(sc_sched_t *s, sc_decisions_t *out, sc_arena_t *a)
 {
 	size_t nb = 0, ne = 0, np = 0;
@@ -112,6 +130,8 @@ static int build_decisions(sc_sched_t *s, sc_decisions_t *out, sc_arena_t *a)
 			continue;
 		sc_pending_t *p = &out->pending[out->npending++];
 		p->job = jb->index;
+		if (copy_reservation(s, a, jb, p) < 0)
+			return SC_ENOMEM;
 		/* Jobs of one shape share one reason string: copy it once. */
 		const char *why = pending_reason(s, jb);
 		if (why == last_src) {

@@ -183,7 +183,8 @@ static int try_set(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c
 	pj->reason = saved;
 	if (placed < 0)
 		return placed;
-	if (placed > 0 && pj->nrunning >= pj->min_member)
+	if (placed > 0 && pj->nrunning >= pj->min_member &&
+	    (!r->valid || r->valid(r->ctx, s, preemptor)))
 		return 1;
 	sc__stmt_rollback(st, mark);
 	return 0;

@@ -26,6 +26,10 @@ typedef struct victim_rules {
 			const vunit_t *chosen, int n);
 	void *ctx;
 	int action;    /* enum sc_action, recorded on the evictions */
+	/* Optional: is the state after evicting a set and placing the
+	 * preemptor acceptable as a whole? A refused set does not end the
+	 * search: a larger one may pass (e.g. one that frees more). */
+	bool (*valid)(void *ctx, const sc_sched_t *s, int preemptor);
 } victim_rules_t;
 
 /* Collects candidate units: running, preemptible pods not placed in this

@@ -43,6 +43,7 @@ typedef struct by_job {
 	size_t *bstart, *border; /* bindings of job j: border[bstart[j]..bstart[j+1]) */
 	size_t *estart, *eorder;
 	const char **pending;
+	const sc_pending_t **pend; /* the whole entry, for its reservation */
 } by_job_t;
 
 static size_t *xcalloc(size_t n)
@@ -82,11 +83,14 @@ static void by_job_init(by_job_t *b, const sc_cycle_in_t *in, const sc_decisions
 	bucket(nj, d->nbindings, d->bindings, sizeof(sc_binding_t), &b->bstart, &b->border);
 	bucket(nj, d->nevictions, d->evictions, sizeof(sc_eviction_t), &b->estart, &b->eorder);
 	b->pending = calloc(nj + 1, sizeof(*b->pending));
-	if (!b->pending)
+	b->pend = calloc(nj + 1, sizeof(*b->pend));
+	if (!b->pending || !b->pend)
 		abort();
 	for (size_t i = 0; i < d->npending; i++)
-		if (d->pending[i].job < nj)
+		if (d->pending[i].job < nj) {
 			b->pending[d->pending[i].job] = d->pending[i].reason;
+			b->pend[d->pending[i].job] = &d->pending[i];
+		}
 }
 
 static void by_job_free(by_job_t *b)
@@ -96,6 +100,7 @@ static void by_job_free(by_job_t *b)
 	free(b->estart);
 	free(b->eorder);
 	free(b->pending);
+	free(b->pend);
 }
 
 /* ---------------------------------------------------------------------
@@ -397,6 +402,14 @@ static json_t *job_status(wctx_t *w, const sc_sobj_t *o)
 		json_object_set_new(st, "reason", json_string(reason));
 	json_object_set_new(st, "conditions", condition(old, phase, reason, w->now));
 	set_stale(st, old, j, c, w->now);
+	/* Nodes held for a job that waited too long (the dashboard draws them). */
+	const sc_pending_t *pend = j ? w->bj.pend[o->job] : NULL;
+	if (pend && pend->nreserved) {
+		json_t *rsv = sc_reservation_json(pend);
+		if (!rsv)
+			abort();
+		json_object_set_new(st, "reservation", rsv);
+	}
 	json_object_set_new(st, "pods", pods);
 	sc__deploy_keep_status(old, st);
 	return st;

@@ -84,6 +84,12 @@ def check_pending(errors, wants, gots):
                                        for p in hits):
             errors.append("pending: job %s: reason %r does not match %r" % (
                 w["job"], hits[0].get("reason"), w["reason"]))
+        else:
+            # Any other key (reservation, ...) is compared as a partial object.
+            rest = {k: v for k, v in w.items() if k not in ("job", "reason")}
+            if rest and not any(matches(rest, p) for p in hits):
+                errors.append("pending: job %s: expected %s, got %s" % (
+                    w["job"], json.dumps(rest), json.dumps(hits[0])))
 
 
 def check_queues(errors, wants, gots):
