@@ -44,7 +44,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
+.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
 
 all: build
 
@@ -102,7 +102,18 @@ test-prometheus:
 
 test-san: $(BIN) $(UNIT_BIN)
 	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer"
-	@$(MAKE) --no-print-directory SAN=1 test-unit test-scenarios
+	@$(MAKE) --no-print-directory SAN=1 test-unit test-scenarios test-e2e-san
+
+# The control plane's end-to-end tests against the sanitizer build (a
+# representative subset: the API, the scheduling loop, auth, bad input and
+# kill -9); any ASan/UBSan/LSan report in a server's stderr fails the test.
+E2E_SAN := tests/e2e/test_api.py tests/e2e/test_sched.py tests/e2e/test_auth_input.py \
+	tests/e2e/test_list.py
+test-e2e-san:
+	@$(MAKE) --no-print-directory SAN=1 build-san/starcloud
+	@STARCLOUD_BIN=build-san/starcloud STARCLOUD_SAN=1 \
+	 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	 /usr/bin/python3 -m pytest -q $(E2E_SAN)
 
 # The simulator against the FGD reference results (optimised build only: it
 # runs 350 packing simulations; skips when ../shared/traces is absent).

@@ -61,6 +61,17 @@ int sc_manifest_add_text(sc_manifest_set_t *set, const char *filename, const cha
  * position. Returns 1 on success. */
 int sc_manifest_add_json(sc_manifest_set_t *set, json_t *obj, sc_manifest_error_t *err);
 
+/* Adds every object decoded in src to s without decoding it again, so a
+ * caller can decode each object once (into a set of its own) and assemble
+ * many snapshots from the results, as the server's scheduling loop does
+ * with objects that did not change. The decoded objects are copied; the
+ * strings and arrays they point to are borrowed from src, which must not
+ * be freed or added to before s is freed. Name clashes are refused as in
+ * sc_manifest_add_json (SC_EEXISTS, s unchanged). Returns the number of
+ * objects added, or SC_EEXISTS or SC_ENOMEM. */
+int sc_manifest_add_set(sc_manifest_set_t *s, const sc_manifest_set_t *src,
+			sc_manifest_error_t *err);
+
 /* Fills *out from the set: nodes, queues, classes and jobs in input order
  * (their created times are metadata.creationTimestamp, or 0 so that
  * document order decides), config = sc_config_default() with the

@@ -18,7 +18,7 @@ struct sc_manifest_set {
 	sc__batch_t all;      /* committed objects (the batch type is reused) */
 	name_set_t names;
 	sc_arena_t **arenas;  /* one per successful add */
-	size_t narenas;
+	size_t narenas, arenacap;
 	/* Arrays handed out by the last snapshot. */
 	sc_node_spec_t *snap_nodes;
 	sc_queue_spec_t *snap_queues;
@@ -346,19 +346,26 @@ static int commit(sc_manifest_set_t *s, sc__batch_t *b, name_set_t *fresh, sc_ar
 	sc__vec_t *dst[] = {&s->all.nodes, &s->all.queues, &s->all.classes, &s->all.jobs};
 	sc__vec_t *src[] = {&b->nodes, &b->queues, &b->classes, &b->jobs};
 	for (int i = 0; i < 4; i++) {
+		/* Geometric growth: the server adds objects one at a time, and
+		 * growing by exactly what is needed made n adds cost O(n^2). */
 		size_t need = dst[i]->n + src[i]->n;
 		if (need > dst[i]->cap) {
-			void *ni = realloc(dst[i]->items, need * dst[i]->size);
+			size_t ncap = dst[i]->cap * 2 > need ? dst[i]->cap * 2 : need;
+			void *ni = realloc(dst[i]->items, ncap * dst[i]->size);
 			if (!ni)
 				return SC_ENOMEM;
 			dst[i]->items = ni;
-			dst[i]->cap = need;
+			dst[i]->cap = ncap;
 		}
 	}
-	sc_arena_t **na = realloc(s->arenas, (s->narenas + 1) * sizeof(*na));
-	if (!na)
-		return SC_ENOMEM;
-	s->arenas = na;
+	if (s->narenas == s->arenacap) {
+		size_t ncap = s->arenacap ? s->arenacap * 2 : 16;
+		sc_arena_t **na = realloc(s->arenas, ncap * sizeof(*na));
+		if (!na)
+			return SC_ENOMEM;
+		s->arenas = na;
+		s->arenacap = ncap;
+	}
 	for (size_t i = 0; i < fresh->cap; i++) {
 		if (fresh->slots[i] && names_add(&s->names, fresh->slots[i]))
 			return SC_ENOMEM; /* cannot be undone cheaply; the set stays usable */
@@ -378,7 +385,8 @@ static int commit(sc_manifest_set_t *s, sc__batch_t *b, name_set_t *fresh, sc_ar
 		s->all.topology_o = b->topology_o;
 		s->all.has_topology = true;
 	}
-	s->arenas[s->narenas++] = a;
+	if (a)
+		s->arenas[s->narenas++] = a;
 	return 0;
 }
 
@@ -398,7 +406,9 @@ static int add_docs(sc_manifest_set_t *s, const char *filename, const sc_yj_docs
 	sc__batch_t b;
 	name_set_t fresh = {0};
 	sc__rd_t *rd = calloc(1, sizeof(*rd));
-	sc_arena_t *a = sc_arena_new(0);
+	/* One object (an API object) needs a few hundred bytes: a small
+	 * chunk keeps a set of 10,000 of them from holding 64 KiB each. */
+	sc_arena_t *a = sc_arena_new(docs ? 0 : 4096);
 	size_t ndocs = docs ? sc_yj_count(docs) : 1;
 	int rc = 0;
 
@@ -472,6 +482,29 @@ int sc_manifest_add_json(sc_manifest_set_t *s, json_t *obj, sc_manifest_error_t 
 		return SC_EINVAL;
 	}
 	return add_docs(s, NULL, NULL, obj, err);
+}
+
+int sc_manifest_add_set(sc_manifest_set_t *s, const sc_manifest_set_t *src,
+			sc_manifest_error_t *err)
+{
+	sc_manifest_error_t local;
+	name_set_t fresh = {0};
+	if (!err)
+		err = &local;
+	memset(err, 0, sizeof(*err));
+	/* The decoded structs are copied; the strings and arrays they point to
+	 * stay in src's arenas (src must outlive s). b only reads src. */
+	sc__batch_t b = src->all;
+	int rc = check_names(s, &b, &fresh, err);
+	if (rc == 0)
+		rc = commit(s, &b, &fresh, NULL);
+	if (rc == SC_ENOMEM && !err->msg[0])
+		snprintf(err->msg, sizeof(err->msg), "out of memory");
+	if (rc < 0)
+		err->code = rc;
+	names_free(&fresh);
+	return rc < 0 ? rc : (int)(b.nodes.n + b.queues.n + b.classes.n + b.jobs.n +
+				    b.has_config + b.has_topology);
 }
 
 /* ---- snapshot ---------------------------------------------------------- */

@@ -24,15 +24,23 @@ int sc__vec_push(sc__vec_t *v, const void *item)
 	return 0;
 }
 
+/* Appends s (len bytes) to the path, truncating like snprintf. This runs
+ * for every field of every object the server decodes, so no printf. */
+static void path_append(sc__rd_t *rd, const char *s, size_t len)
+{
+	size_t room = sizeof(rd->path) - 1 - rd->plen;
+	size_t n = len < room ? len : room;
+	memcpy(rd->path + rd->plen, s, n);
+	rd->plen += n; /* truncated: only the message suffers */
+	rd->path[rd->plen] = '\0';
+}
+
 sc__mark_t sc__rd_push(sc__rd_t *rd, const char *key)
 {
 	sc__mark_t m = rd->plen;
-	int n = snprintf(rd->path + rd->plen, sizeof(rd->path) - rd->plen, "%s%s",
-			 rd->plen ? "." : "", key);
-	if (n > 0)
-		rd->plen += (size_t)n;
-	if (rd->plen >= sizeof(rd->path))
-		rd->plen = sizeof(rd->path) - 1; /* truncated: only the message suffers */
+	if (rd->plen)
+		path_append(rd, ".", 1);
+	path_append(rd, key, strlen(key));
 	return m;
 }
 

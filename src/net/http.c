@@ -23,6 +23,8 @@
 /* Unsent output a stream may pile up before it is cut off: a watcher that
  * does not read must not grow the server's memory without bound. */
 #define MAX_PENDING_OUT (8u << 20)
+/* A producer waiting in sc_http_stream_on_drain resumes below this. */
+#define DRAIN_LOW (256u << 10)
 
 typedef struct route {
 	char *method;
@@ -70,6 +72,8 @@ struct sc_http_req {
 	int status;
 	sc_http_close_fn on_close;
 	void *close_ud;
+	sc_http_drain_fn on_drain; /* one-shot: output fell below DRAIN_LOW */
+	void *drain_ud;
 	char xhdrs[512]; /* extra response headers, "Name: value\r\n" each */
 	size_t xlen;
 };
@@ -154,8 +158,16 @@ static void on_write(uv_write_t *w, int status)
 		conn_close(c);
 		return;
 	}
-	if (c->close_after && c->pending_out == 0)
+	if (c->close_after && c->pending_out == 0) {
 		conn_close(c);
+		return;
+	}
+	sc_http_req_t *r = &c->req;
+	if (c->busy && r->streaming && r->on_drain && c->pending_out <= DRAIN_LOW) {
+		sc_http_drain_fn fn = r->on_drain;
+		r->on_drain = NULL;
+		fn(r, r->drain_ud);
+	}
 }
 
 /* Queues parts (copied into one allocation) for writing. */
@@ -319,6 +331,7 @@ static void req_finish(sc_http_req_t *r)
 	}
 	r->streaming = 0;
 	r->on_close = NULL;
+	r->on_drain = NULL;
 	c->busy = 0;
 	if (!c->keep_alive) {
 		c->close_after = 1;
@@ -393,6 +406,17 @@ int sc_http_set_header(sc_http_req_t *r, const char *name, const char *value)
 	return 0;
 }
 
+void sc_http_stream_on_drain(sc_http_req_t *r, sc_http_drain_fn fn, void *ud)
+{
+	r->on_drain = fn;
+	r->drain_ud = ud;
+}
+
+size_t sc_http_pending_out(const sc_http_req_t *r)
+{
+	return r->conn->pending_out;
+}
+
 void sc_http_on_close(sc_http_req_t *r, sc_http_close_fn on_close, void *ud)
 {
 	r->on_close = on_close;
@@ -459,6 +483,7 @@ static void req_reset(sc_http_req_t *r)
 	r->streaming = 0;
 	r->status = 0;
 	r->on_close = NULL;
+	r->on_drain = NULL;
 	r->xhdrs[0] = '\0';
 	r->xlen = 0;
 }

@@ -83,6 +83,14 @@ void sc_http_stream_start(sc_http_req_t *r, int status, const char *ctype,
 /* Sends one chunk (copied). SC_EIO when the peer cannot keep up (its
  * unsent output passed the limit); the caller should then end the stream. */
 int sc_http_stream_write(sc_http_req_t *r, const void *data, size_t len);
+/* Flow control for a producer of a large stream (a list): bytes of this
+ * connection's output not yet written to the socket (held or in flight). */
+size_t sc_http_pending_out(const sc_http_req_t *r);
+typedef void (*sc_http_drain_fn)(sc_http_req_t *req, void *ud);
+/* Calls fn once, when the stream's unsent output falls to 256 KiB or less
+ * (after a write completes). If the connection closes first, only the
+ * stream's close callback runs. */
+void sc_http_stream_on_drain(sc_http_req_t *r, sc_http_drain_fn fn, void *ud);
 /* Sends the last chunk; the request is gone after this. */
 void sc_http_stream_end(sc_http_req_t *r);
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/cache.h"
 #include "server/deploy.h"
 #include "server/server.h"
 #include "starcloud/error.h"
@@ -306,8 +307,29 @@ static json_t *load_existing(api_req_t *a, int64_t *mod_rev)
 
 /* Writes obj under the request's key with the condition expect; answers
  * with the stored object (status code ok) or the error. */
+/* Answers a stored write: the cache takes obj (so the write is parsed and
+ * serialised once, and later reads reuse the answer bytes). */
+static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok)
+{
+	sc_cobj_t *o = NULL;
+	if (sc__cache_serves_reads(a->s->cache))
+		o = sc__cache_adopt(a->s->cache, a->key, rev, obj);
+	if (o) {
+		const sc_wire_t *w = sc__cache_wire(o);
+		sc_http_respond(a->r, ok, "application/json", w->data, w->len + 1);
+		json_decref(obj);
+		return;
+	}
+	char rv[32];
+	snprintf(rv, sizeof(rv), "%lld", (long long)rev);
+	json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion", json_string(rv));
+	sc__api_json(a->r, ok, obj);
+}
+
 static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok)
 {
+	/* The stored form has no resourceVersion (it is derived on the way out). */
+	json_object_del(json_object_get(obj, "metadata"), "resourceVersion");
 	char *text = object_dump(obj);
 	int64_t rev = 0;
 	int rc = sc_store_put(a->s->store, a->key, text, expect, &rev);
@@ -325,10 +347,7 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok)
 		json_decref(obj);
 		return;
 	}
-	char rv[32];
-	snprintf(rv, sizeof(rv), "%lld", (long long)rev);
-	json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion", json_string(rv));
-	sc__api_json(a->r, ok, obj);
+	answer_stored(a, obj, rev, ok);
 	sc__sched_kick(a->s);
 }
 
@@ -336,12 +355,25 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok)
  * Verbs
  * ------------------------------------------------------------------- */
 
+/* Served from the cache: no store read, no parse, and the answer bytes
+ * are made once per object revision. */
 static void do_get(api_req_t *a)
 {
-	int64_t rev;
-	json_t *obj = load_existing(a, &rev);
-	if (obj)
-		sc__api_json(a->r, 200, obj);
+	if (!sc__cache_serves_reads(a->s->cache)) {
+		int64_t rev;
+		json_t *obj = load_existing(a, &rev);
+		if (obj)
+			sc__api_json(a->r, 200, obj);
+		return;
+	}
+	sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(a->s->cache, a->kind, a->name);
+	if (!o || !sc__cache_obj(o) || !sc__auth_can_see(&a->who, a->kind, o->obj)) {
+		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,
+			      a->name);
+		return;
+	}
+	const sc_wire_t *w = sc__cache_wire(o);
+	sc_http_respond(a->r, 200, "application/json", w->data, w->len + 1);
 }
 
 static void do_list(api_req_t *a)
@@ -368,29 +400,7 @@ static void do_list(api_req_t *a)
 		sc__watch_start(a->s, a->r, a->kind, &a->who, sel, from_rev);
 		return;
 	}
-	char prefix[64];
-	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", a->kind->plural);
-	sc_kv_list_t l;
-	int rc = sc_store_list(a->s->store, prefix, &l);
-	if (rc < 0) {
-		sc__api_error(a->r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
-		return;
-	}
-	json_t *items = json_array();
-	for (size_t i = 0; i < l.n; i++) {
-		json_t *obj = sc__object_load(l.items[i].value, l.items[i].mod_rev);
-		if (obj && sc__auth_can_see(&a->who, a->kind, obj) && sc__selector_match(sel, obj))
-			json_array_append_new(items, obj);
-		else
-			json_decref(obj);
-	}
-	char rv[32], listkind[64];
-	snprintf(rv, sizeof(rv), "%lld", (long long)l.rev);
-	snprintf(listkind, sizeof(listkind), "%sList", a->kind->kind);
-	sc_kv_list_free(&l);
-	sc__api_json(a->r, 200,
-		     json_pack("{s:s,s:s,s:{s:s},s:o}", "apiVersion", "starcloud.dev/v1", "kind",
-			       listkind, "metadata", "resourceVersion", rv, "items", items));
+	sc__list_serve(a->s, a->r, a->kind, &a->who, sel);
 }
 
 static void do_create(api_req_t *a)

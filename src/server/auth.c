@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "server/cache.h"
 #include "server/server.h"
 #include "starcloud/error.h"
 #include "starcloud/sha256.h"
@@ -132,6 +133,8 @@ int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 		return SC_EINVAL;
 	char hash[65], key[128];
 	sc_sha256_hex(tok, n, hash);
+	if (s->cache && sc__cache_token_get(s->cache, hash, who))
+		return 0;
 	snprintf(key, sizeof(key), TOKEN_PREFIX "%.*s", ID_LEN, hash);
 	sc_kv_t kv = { 0 };
 	if (sc_store_get(s->store, key, &kv) < 0)
@@ -142,6 +145,8 @@ int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 	if (rec && digest_equal(json_string_value(json_object_get(rec, "hash")) ?: "", hash))
 		rc = load_principal(rec, who);
 	json_decref(rec);
+	if (rc == 0 && s->cache)
+		sc__cache_token_put(s->cache, hash, who);
 	return rc;
 }
 

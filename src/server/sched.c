@@ -3,19 +3,23 @@
  * A change (an API write) only arms a short timer, so a burst of writes
  * (an apply of 1,000 objects) costs one cycle, not 1,000. The delay grows
  * with the last cycle's duration (KICK_MS + 2 x cycle time, at most the
- * period), so under a stream of writes the loop spends at most about a
- * third of the event loop's time scheduling and the API stays responsive.
+ * period), so on a busy machine the cycles leave the cores to the API.
  *
- * A cycle: load + decode (sched_load.c), sc_scheduler_run(), write back in one
- * conditional transaction (sched_write.c). A conflict (an API write to a
- * job between read and write cannot happen on this one thread today, but
- * will with a remote store) runs the cycle again, up to MAX_TRIES. The
- * server reports ready (/readyz) after its first successful cycle. */
+ * A cycle never blocks the event loop: the loop thread takes references to
+ * the cached objects (sched_load.c), a libuv worker thread decodes them,
+ * runs sc_scheduler_run() and turns the decisions into writes
+ * (sched_write.c), and the loop thread commits those in one conditional
+ * transaction. An API write to a job the cycle read, made while the worker
+ * ran, fails that transaction with SC_ECONFLICT and the cycle runs again on
+ * fresh objects, up to MAX_TRIES. One cycle runs at a time; a kick during
+ * one asks for another after it. The server reports ready (/readyz) after
+ * its first successful cycle. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "server/cache.h"
 #include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
@@ -26,17 +30,23 @@
 #define KICK_MS 2
 #define MAX_TRIES 3
 
+typedef struct cycle_job cycle_job_t;
+
 struct sc_sched {
 	sc_server_t *s;
 	uv_timer_t period;
 	uv_timer_t kick;
 	int kicked;
 	int closed;
+	int stopping;      /* sc__sched_stop ran: free once the worker is done */
+	int again;         /* a kick came while a cycle ran */
+	cycle_job_t *job;  /* the cycle in progress, or NULL */
 	double last_cycle; /* seconds */
 	long events;       /* events in the store, as far as we know; -1 = unknown */
 	sc_queue_report_t *queues; /* last cycle's; names owned */
 	size_t nqueues;
 	sc_scheduler_t *core; /* keeps the core's scratch memory between cycles */
+	sc_decode_cache_t *decoded; /* worker's: objects decoded by earlier cycles */
 	char last_error[600];
 };
 
@@ -98,79 +108,164 @@ static void feed_metrics(sc_sched_t *sc, double seconds, const sc_decisions_t *d
 	free(q);
 }
 
-/* One attempt: load, schedule, write. */
-static int attempt(sc_sched_t *sc, int64_t now, sc_decisions_t **d, sc_cycle_out_t *out)
-{
+/* One attempt of a cycle; the fields after `in` are written by the worker. */
+struct cycle_job {
+	uv_work_t req;
+	sc_sched_t *sc;
+	int tries;
+	uint64_t t0;
 	sc_cycle_in_t in;
+	sc_decisions_t *d;
+	sc_cycle_plan_t plan;
+	sc_cycle_out_t out;
+	int rc;
 	char msg[512];
-	int rc = sc__cycle_load(sc->s, now, &in);
-	if (rc == 0) {
-		rc = sc_scheduler_run(sc->core, &in.snap, d, msg, sizeof(msg));
-		if (rc < 0)
-			snprintf(sc->last_error, sizeof(sc->last_error), "schedule: %s", msg);
-	}
-	if (rc == 0) {
-		rc = sc__cycle_write(sc->s, &in, *d, out);
-		if (rc < 0) {
-			sc_decisions_free(*d);
-			*d = NULL;
-		}
-	}
-	sc__cycle_in_free(&in);
-	return rc;
-}
+};
 
 static void trim_events(sc_sched_t *sc, size_t created)
 {
 	if (sc->events >= 0)
 		sc->events += (long)created;
-	/* Listing every event costs; do it when the estimate is 10 % over. */
+	/* Counting events costs; do it when the estimate is 10 % over. */
 	if (sc->events < 0 || sc->events > SC_EVENT_LIMIT + SC_EVENT_LIMIT / 10)
 		sc->events = sc__events_trim(sc->s);
 }
 
 static void arm_kick(sc_sched_t *sc);
+static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0);
 
-static void cycle_run(sc_sched_t *sc)
+static void job_free(cycle_job_t *j)
 {
-	uint64_t t0 = uv_hrtime();
-	int64_t now = (int64_t)time(NULL);
-	sc_decisions_t *d = NULL;
-	sc_cycle_out_t out = { 0 };
-	int rc = SC_ECONFLICT;
-	for (int i = 0; i < MAX_TRIES && rc == SC_ECONFLICT; i++)
-		rc = attempt(sc, now, &d, &out);
-	double secs = (double)(uv_hrtime() - t0) / 1e9;
+	sc__cycle_plan_free(&j->plan);
+	sc_decisions_free(j->d);
+	sc__cycle_in_free(&j->in);
+	free(j->out.waits);
+	free(j);
+}
+
+static void sched_free(sc_sched_t *sc)
+{
+	free_queues(sc);
+	sc_scheduler_free(sc->core);
+	sc__decode_cache_free(sc->decoded);
+	free(sc);
+}
+
+/* Worker thread: reads only j and the immutable cached objects it holds. */
+static void work(uv_work_t *req)
+{
+	cycle_job_t *j = req->data;
+	j->rc = sc__cycle_build(&j->in, j->sc->decoded);
+	if (j->rc == 0) {
+		j->rc = sc_scheduler_run(j->sc->core, &j->in.snap, &j->d, j->msg, sizeof(j->msg));
+		if (j->rc < 0)
+			j->msg[sizeof(j->msg) - 1] = '\0';
+		else
+			j->msg[0] = '\0';
+	}
+	if (j->rc == 0)
+		j->rc = sc__cycle_plan(&j->in, j->d, j->sc->decoded, &j->plan, &j->out);
+}
+
+static void cycle_failed(sc_sched_t *sc, cycle_job_t *j)
+{
+	/* Writes kept racing this cycle's commit: try again soon, on fresher
+	 * objects, rather than a whole period later. */
+	if (j->rc == SC_ECONFLICT)
+		sc->again = 1;
+	if (j->msg[0])
+		snprintf(sc->last_error, sizeof(sc->last_error), "schedule: %s", j->msg);
+	else
+		snprintf(sc->last_error, sizeof(sc->last_error), "%s", sc_strerror(j->rc));
+	fprintf(stderr, "server: scheduling cycle failed: %s\n", sc->last_error);
+	sc->last_error[0] = '\0';
+}
+
+static void cycle_done(sc_sched_t *sc, cycle_job_t *j)
+{
+	double secs = (double)(uv_hrtime() - j->t0) / 1e9;
 	sc->last_cycle = secs;
-	if (rc < 0) {
-		if (!sc->last_error[0])
-			snprintf(sc->last_error, sizeof(sc->last_error), "%s", sc_strerror(rc));
-		fprintf(stderr, "server: scheduling cycle failed: %s\n", sc->last_error);
-		sc->last_error[0] = '\0';
-		free(out.waits);
+	if (j->rc < 0) {
+		cycle_failed(sc, j);
 		return;
 	}
-	keep_queues(sc, d);
-	feed_metrics(sc, secs, d, &out);
-	trim_events(sc, out.events);
+	keep_queues(sc, j->d);
+	feed_metrics(sc, secs, j->d, &j->out);
+	trim_events(sc, j->out.events);
 	sc->s->ready = 1;
 	sc__deploy_tick(sc->s);
 	/* Releasing pods are removed by the next cycle; run it soon so an
 	 * eviction completes (and its preemptor starts) without waiting a
 	 * whole period. */
-	if (out.releasing)
-		arm_kick(sc);
-	sc_decisions_free(d);
-	free(out.waits);
+	if (j->out.releasing)
+		sc->again = 1;
 }
 
-/* Only the leader schedules; its writes are fenced (ha.c). */
+/* Loop thread, after the worker: commit, or run again on a conflict. */
+static void after_work(uv_work_t *req, int status)
+{
+	cycle_job_t *j = req->data;
+	sc_sched_t *sc = j->sc;
+	sc->job = NULL;
+	if (sc->stopping || status == UV_ECANCELED) {
+		job_free(j);
+		if (sc->stopping && sc->closed == 2)
+			sched_free(sc);
+		return;
+	}
+	/* Deposed while the worker ran: the new leader schedules. */
+	if (!sc__ha_leader_begin(sc->s)) {
+		job_free(j);
+		return;
+	}
+	if (j->rc == 0)
+		j->rc = sc__cycle_commit(sc->s, &j->plan);
+	if (j->rc == SC_ECONFLICT && j->tries + 1 < MAX_TRIES) {
+		int tries = j->tries + 1;
+		uint64_t t0 = j->t0;
+		sc__ha_leader_end(sc->s);
+		job_free(j); /* first: its snapshot borrows from the decode cache */
+		start_attempt(sc, tries, t0);
+		return;
+	}
+	cycle_done(sc, j); /* trims events: still fenced */
+	sc__ha_leader_end(sc->s);
+	job_free(j);
+	if (sc->again) {
+		sc->again = 0;
+		arm_kick(sc);
+	}
+}
+
+static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0)
+{
+	cycle_job_t *j = calloc(1, sizeof(*j));
+	if (!j)
+		abort(); /* daemon code: out of memory is fatal */
+	j->sc = sc;
+	j->tries = tries;
+	j->t0 = t0;
+	j->req.data = j;
+	sc__cycle_collect(sc->s, (int64_t)time(NULL), &j->in);
+	sc->job = j;
+	int rc = uv_queue_work(sc->s->loop, &j->req, work, after_work);
+	if (rc < 0) {
+		fprintf(stderr, "server: cannot queue a cycle: %s\n", uv_strerror(rc));
+		sc->job = NULL;
+		job_free(j);
+	}
+}
+
+/* Only the leader schedules (ha.c); its writes are fenced at commit. */
 static void cycle(sc_sched_t *sc)
 {
-	if (!sc__ha_leader_begin(sc->s))
+	if (!sc__ha_is_leader(sc->s))
 		return;
-	cycle_run(sc);
-	sc__ha_leader_end(sc->s);
+	if (sc->job) {
+		sc->again = 1;
+		return;
+	}
+	start_attempt(sc, 0, uv_hrtime());
 }
 
 static void on_period(uv_timer_t *t)
@@ -202,7 +297,10 @@ int sc__sched_start(sc_server_t *s)
 	if (!sc)
 		return SC_ENOMEM;
 	sc->core = sc_scheduler_new();
-	if (!sc->core) {
+	sc->decoded = sc__decode_cache_new();
+	if (!sc->core || !sc->decoded) {
+		sc_scheduler_free(sc->core);
+		sc__decode_cache_free(sc->decoded);
 		free(sc);
 		return SC_ENOMEM;
 	}
@@ -219,12 +317,10 @@ int sc__sched_start(sc_server_t *s)
 static void on_timer_closed(uv_handle_t *h)
 {
 	sc_sched_t *sc = h->data;
-	/* Both timers point here; free after the second, whatever the order. */
-	if (++sc->closed == 2) {
-		free_queues(sc);
-		sc_scheduler_free(sc->core);
-		free(sc);
-	}
+	/* Both timers point here; free after the second, whatever the order,
+	 * and after the cycle on the worker (its after_work frees then). */
+	if (++sc->closed == 2 && !sc->job)
+		sched_free(sc);
 }
 
 void sc__sched_stop(sc_server_t *s)
@@ -233,6 +329,9 @@ void sc__sched_stop(sc_server_t *s)
 	if (!sc)
 		return;
 	s->sched = NULL;
+	sc->stopping = 1;
+	if (sc->job)
+		uv_cancel((uv_req_t *)&sc->job->req); /* fails once it runs: then it finishes */
 	uv_close((uv_handle_t *)&sc->period, on_timer_closed);
 	uv_close((uv_handle_t *)&sc->kick, on_timer_closed);
 }

@@ -1,10 +1,11 @@
 /* Internals of the scheduling loop (sched.c, sched_load.c, sched_write.c).
  *
- * A cycle is: load every node, queue, priority class, job and deployment
- * from the store (sched_load.c) -> decode them with the manifest decoder
- * into a snapshot -> sc_schedule() -> turn the decisions into new job
- * statuses and events, written in one store transaction that is
- * conditional on the revisions read (sched_write.c). */
+ * A cycle is: take every cached node, queue, priority class, job and
+ * deployment (loop thread, references only) -> on a worker thread, decode
+ * them with the manifest decoder into a snapshot, sc_scheduler_run(), and
+ * turn the decisions into new job statuses and events -> back on the loop
+ * thread, write them in one store transaction that is conditional on the
+ * revisions read (sched_write.c). */
 #ifndef SC_SERVER_SCHED_INT_H
 #define SC_SERVER_SCHED_INT_H
 
@@ -41,6 +42,7 @@ typedef struct sc_cycle_in {
 	sc_snapshot_t snap;
 	sc_sobj_t **job_obj;     /* snap.jobs[i] -> its object; owned array */
 	int64_t now;
+	size_t decoded;          /* objects decoded by this cycle (new or changed) */
 } sc_cycle_in_t;
 
 /* What a written cycle decided, for metrics and the loop. */
@@ -56,20 +58,67 @@ typedef struct sc_cycle_out {
 	size_t nwaits;
 } sc_cycle_out_t;
 
+/* The writes a cycle decided: conditional puts of job statuses (texts
+ * owned), and the new events (named at commit, when the revision is known). */
+typedef struct sc_cycle_plan {
+	sc_store_op_t *v;
+	json_t **objs; /* objs[i]: v[i]'s value parsed (references), for the cache */
+	char **owned; /* keys and values to free */
+	size_t n, cap, nowned, owncap;
+	json_t *events; /* new Event objects, unnamed */
+} sc_cycle_plan_t;
+
+/* ---- sched_decode.c: decoded objects kept between cycles ---- */
+typedef struct sc_decoded {
+	int rank;                /* the kind's place in the cycle's order */
+	char *key;               /* owned */
+	int64_t mod_rev;
+	sc_manifest_set_t *one;  /* owned: this object alone, decoded; NULL if refused */
+	char *why;               /* owned: the decoder's refusal, or NULL */
+	/* Set by sched_write.c when this revision's status was found up to
+	 * date; while the same inputs hold (no decision for the job, the same
+	 * reasons, the same drained nodes) it is skipped without building it. */
+	bool settled;
+	bool settled_pending;    /* it counted as pending */
+	uint64_t settled_drain;  /* hash of the drained nodes' names */
+	char *settled_why;       /* owned copies, or NULL */
+	char *settled_reason;
+} sc_decoded_t;
+typedef struct sc_decode_cache sc_decode_cache_t;
+sc_decode_cache_t *sc__decode_cache_new(void);
+void sc__decode_cache_free(sc_decode_cache_t *dc);
+/* Brings dc in line with in's objects (ranks[i] is the kind rank of
+ * in->objs[i]): decodes only objects that are new or changed (*decoded
+ * counts them), drops deleted ones. Afterwards sc__decoded(dc, i) is
+ * in->objs[i]'s entry, valid until the next refresh. 0 or SC_ENOMEM. */
+int sc__decode_refresh(sc_decode_cache_t *dc, const sc_cycle_in_t *in, const int *ranks,
+		       size_t *decoded);
+sc_decoded_t *sc__decoded(const sc_decode_cache_t *dc, size_t i);
+
 /* ---- sched_load.c ---- */
-/* Reads the store and builds the snapshot. Objects the decoder refuses, or
- * that the snapshot refuses (a job naming a missing queue), are left out
- * with the reason in their `why`, so one bad object never stops the loop.
- * Returns 0, SC_EIO or SC_ENOMEM. */
-int sc__cycle_load(sc_server_t *s, int64_t now, sc_cycle_in_t *in);
+/* Loop thread: takes references to every cached object the scheduler
+ * reads (no parsing). */
+void sc__cycle_collect(sc_server_t *s, int64_t now, sc_cycle_in_t *in);
+/* Worker thread (touches only in and dc): builds the snapshot from the
+ * decoded objects, decoding only what changed since the last cycle. in's
+ * snapshot borrows from dc: free in before the next refresh of dc.
+ * Objects the decoder refuses, or that the snapshot refuses (a job naming
+ * a missing queue), are left out with the reason in their `why`, so one
+ * bad object never stops the loop. Returns 0, SC_EINVAL or SC_ENOMEM. */
+int sc__cycle_build(sc_cycle_in_t *in, sc_decode_cache_t *dc);
 void sc__cycle_in_free(sc_cycle_in_t *in);
 
 /* ---- sched_write.c ---- */
-/* Writes the decisions d taken on in back to the store in one transaction
- * (job statuses, new events). SC_ECONFLICT when an object changed since it
- * was read: the caller runs the cycle again. */
-int sc__cycle_write(sc_server_t *s, const sc_cycle_in_t *in, const sc_decisions_t *d,
-		    sc_cycle_out_t *out);
+/* Worker thread (touches only its arguments): turns the decisions d taken
+ * on in into the cycle's writes p (job statuses, new events); dc (refreshed
+ * for in) remembers which jobs' statuses are up to date. */
+int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_cache_t *dc,
+		   sc_cycle_plan_t *p, sc_cycle_out_t *out);
+/* Loop thread: names the events and writes p in one transaction, each job
+ * put conditional on the revision the cycle read. SC_ECONFLICT when an
+ * object changed since: the caller runs the cycle again. */
+int sc__cycle_commit(sc_server_t *s, sc_cycle_plan_t *p);
+void sc__cycle_plan_free(sc_cycle_plan_t *p);
 /* Deletes the oldest events beyond SC_EVENT_LIMIT; returns how many are
  * left, or a negative SC_E* code. */
 long sc__events_trim(sc_server_t *s);

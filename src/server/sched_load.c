@@ -1,5 +1,8 @@
-/* Loading a cycle's input: the store's objects, decoded by the manifest
- * decoder into one snapshot.
+/* Loading a cycle's input: the cached objects (cache.h: parsed once per
+ * revision), decoded by the manifest decoder into one snapshot. Collecting
+ * runs on the loop thread (references only); decoding and the snapshot run
+ * on the cycle's worker thread, touching nothing shared but the immutable
+ * cached objects.
  *
  * The decoder checks references between objects (a job's queue exists and
  * is a leaf, a priority class exists) only when the snapshot is built, and
@@ -13,7 +16,7 @@
 #include <string.h>
 
 #include "base/strmap.h"
-#include "server/deploy.h"
+#include "server/cache.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -31,20 +34,16 @@ static char *xstrdup(const char *s)
 	return p;
 }
 
-/* Appends the objects of one kind; values that are not JSON (never written
- * by this server) are skipped. */
-static int load_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, size_t *cap)
+/* Appends the cached objects of one kind: references, not copies, so
+ * taking a snapshot's input costs no parsing on the loop thread. */
+static void collect_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, size_t *cap)
 {
-	char prefix[64];
-	sc_kv_list_t l;
-	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", k->plural);
-	int rc = sc_store_list(s->store, prefix, &l);
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < l.n; i++) {
-		json_t *obj = json_loads(l.items[i].value, 0, NULL);
+	size_t n;
+	sc_cobj_t *const *v = sc__cache_items(s->cache, k, &n);
+	for (size_t i = 0; i < n; i++) {
+		json_t *obj = sc__cache_obj(v[i]);
 		if (!obj)
-			continue;
+			continue; /* not JSON: never written by this server */
 		if (in->nobjs == *cap) {
 			*cap = *cap ? *cap * 2 : 256;
 			in->objs = realloc(in->objs, *cap * sizeof(*in->objs));
@@ -54,14 +53,11 @@ static int load_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, size
 		sc_sobj_t *o = &in->objs[in->nobjs++];
 		memset(o, 0, sizeof(*o));
 		o->kind = k;
-		o->key = l.items[i].key;
-		l.items[i].key = NULL; /* taken */
-		o->obj = obj;
-		o->mod_rev = l.items[i].mod_rev;
+		o->key = xstrdup(v[i]->key);
+		o->obj = json_incref(obj);
+		o->mod_rev = v[i]->mod_rev;
 		o->job = -1;
 	}
-	sc_kv_list_free(&l);
-	return 0;
 }
 
 static const char *sobj_name(const sc_sobj_t *o)
@@ -80,22 +76,24 @@ static void exclude(sc_sobj_t *o, const sc_manifest_error_t *err)
 	o->why = xstrdup(sc_manifest_error_format(&e, msg, sizeof(msg)));
 }
 
-/* Adds every object still included to a fresh set. */
-static int fill_set(sc_cycle_in_t *in)
+/* Adds every object still included to a fresh set, from the decoded
+ * forms (no decoding here). */
+static int fill_set(sc_cycle_in_t *in, const sc_decode_cache_t *dc)
 {
 	in->set = sc_manifest_set_new();
 	if (!in->set)
 		return SC_ENOMEM;
 	for (size_t i = 0; i < in->nobjs; i++) {
 		sc_sobj_t *o = &in->objs[i];
+		const sc_decoded_t *d = sc__decoded(dc, i);
 		sc_manifest_error_t err;
 		if (o->why)
 			continue;
-		json_t *view = strcmp(o->kind->kind, "Deployment") == 0
-				       ? sc__deploy_view(o->obj)
-				       : sc__decoder_view(o->kind, o->obj);
-		int rc = sc_manifest_add_json(in->set, view, &err);
-		json_decref(view);
+		if (d->why) {
+			o->why = xstrdup(d->why);
+			continue;
+		}
+		int rc = sc_manifest_add_set(in->set, d->one, &err);
 		if (rc == SC_ENOMEM)
 			return rc;
 		if (rc < 0)
@@ -169,49 +167,110 @@ static void precheck_queues(sc_cycle_in_t *in)
 		abort();
 	for (size_t i = 0; i < in->nobjs; i++) {
 		const sc_sobj_t *o = &in->objs[i];
-		const char *parent = spec_str(o, "parentQueue");
 		if (strcmp(o->kind->kind, "Queue") != 0)
 			continue;
+		const char *parent = spec_str(o, "parentQueue");
 		sc_strmap_put(&queues, sobj_name(o), 1);
 		if (parent)
 			sc_strmap_put(&parents, parent, 1);
 	}
 	for (size_t i = 0; i < in->nobjs; i++) {
 		sc_sobj_t *o = &in->objs[i];
-		const char *q = spec_str(o, "queue");
-		sc_manifest_error_t err = { .code = SC_EINVAL };
-		if (!o->kind->queue_scoped || !q || o->why)
+		const char *q = o->kind->queue_scoped && !o->why ? spec_str(o, "queue") : NULL;
+		if (!q)
 			continue;
+		int missing = sc_strmap_get(&queues, q) < 0;
+		if (!missing && sc_strmap_get(&parents, q) < 0)
+			continue; /* a leaf queue: the common case, no message built */
+		sc_manifest_error_t err = { .code = SC_EINVAL };
 		snprintf(err.object, sizeof(err.object), "%s %s", o->kind->kind, sobj_name(o));
 		snprintf(err.path, sizeof(err.path), "spec.queue");
-		if (sc_strmap_get(&queues, q) < 0)
+		if (missing)
 			snprintf(err.msg, sizeof(err.msg), "queue \"%.200s\" does not exist", q);
-		else if (sc_strmap_get(&parents, q) >= 0)
+		else
 			snprintf(err.msg, sizeof(err.msg),
 				 "queue \"%.200s\" has child queues; jobs go to leaf queues", q);
-		else
-			continue;
 		exclude(o, &err);
 	}
 	sc_strmap_free(&queues);
 	sc_strmap_free(&parents);
 }
 
-int sc__cycle_load(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
+/* The same from the store, parsing every value: for a store whose watch
+ * lags its writes (etcd, see sc__cache_serves_reads), so a cycle kicked by
+ * a write always sees that write. */
+static void load_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, size_t *cap)
+{
+	char prefix[64];
+	sc_kv_list_t l;
+	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", k->plural);
+	if (sc_store_list(s->store, prefix, &l) < 0)
+		return; /* store unreachable: its writes fail too */
+	for (size_t i = 0; i < l.n; i++) {
+		json_t *obj = json_loads(l.items[i].value, 0, NULL);
+		if (!json_is_object(obj)) {
+			json_decref(obj);
+			continue;
+		}
+		if (in->nobjs == *cap) {
+			*cap = *cap ? *cap * 2 : 256;
+			in->objs = realloc(in->objs, *cap * sizeof(*in->objs));
+			if (!in->objs)
+				abort();
+		}
+		sc_sobj_t *o = &in->objs[in->nobjs++];
+		memset(o, 0, sizeof(*o));
+		o->kind = k;
+		o->key = l.items[i].key;
+		l.items[i].key = NULL; /* taken */
+		o->obj = obj;
+		o->mod_rev = l.items[i].mod_rev;
+		o->job = -1;
+	}
+	sc_kv_list_free(&l);
+}
+
+void sc__cycle_collect(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
 {
 	size_t cap = 0;
-	int rc = 0;
+	int cached = sc__cache_serves_reads(s->cache);
 	memset(in, 0, sizeof(*in));
 	in->now = now;
-	for (size_t k = 0; k < NPLURALS && rc == 0; k++)
-		rc = load_kind(s, sc__kind_by_plural(plurals[k], strlen(plurals[k])), in, &cap);
-	if (rc == 0)
-		precheck_queues(in);
-	for (size_t attempt = 0; rc == 0 && attempt <= in->nobjs; attempt++) {
+	for (size_t k = 0; k < NPLURALS; k++) {
+		const sc_kind_t *kind = sc__kind_by_plural(plurals[k], strlen(plurals[k]));
+		if (cached)
+			collect_kind(s, kind, in, &cap);
+		else
+			load_kind(s, kind, in, &cap);
+	}
+}
+
+/* The place of each object's kind in the cycle's order. */
+static int *kind_ranks(const sc_cycle_in_t *in)
+{
+	int *r = calloc(in->nobjs + 1, sizeof(*r));
+	if (!r)
+		abort();
+	for (size_t i = 0; i < in->nobjs; i++)
+		for (size_t k = 0; k < NPLURALS; k++)
+			if (strcmp(in->objs[i].kind->plural, plurals[k]) == 0)
+				r[i] = (int)k;
+	return r;
+}
+
+int sc__cycle_build(sc_cycle_in_t *in, sc_decode_cache_t *dc)
+{
+	int *ranks = kind_ranks(in);
+	int rc = sc__decode_refresh(dc, in, ranks, &in->decoded);
+	free(ranks);
+	if (rc < 0)
+		return rc;
+	precheck_queues(in);
+	for (size_t attempt = 0; attempt <= in->nobjs; attempt++) {
 		sc_manifest_error_t err;
-		if ((rc = fill_set(in)) < 0)
+		if ((rc = fill_set(in, dc)) < 0)
 			break;
-		rc = sc_manifest_snapshot(in->set, now, &in->snap, &err);
+		rc = sc_manifest_snapshot(in->set, in->now, &in->snap, &err);
 		if (rc == 0)
 			return map_jobs(in);
 		sc_sobj_t *o = blamed(in, &err);

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/cache.h"
 #include "server/deploy.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
@@ -107,8 +108,9 @@ static void by_job_free(by_job_t *b)
  * ------------------------------------------------------------------- */
 
 typedef struct wctx {
-	sc_server_t *s;
 	const sc_cycle_in_t *in;
+	sc_decode_cache_t *dc;
+	uint64_t drain_hash; /* of the drained nodes' names */
 	const sc_decisions_t *d;
 	by_job_t bj;
 	json_t *events; /* new Event objects */
@@ -425,11 +427,7 @@ static void pending_event(wctx_t *w, const sc_sobj_t *o, json_t *old, json_t *st
  * The transaction
  * ------------------------------------------------------------------- */
 
-typedef struct ops {
-	sc_store_op_t *v;
-	char **owned; /* keys and values to free */
-	size_t n, cap, nowned, owncap;
-} ops_t;
+typedef sc_cycle_plan_t ops_t;
 
 static char *own(ops_t *o, char *p)
 {
@@ -445,65 +443,127 @@ static char *own(ops_t *o, char *p)
 	return p;
 }
 
-static void ops_add(ops_t *o, const char *key, char *value, int64_t expect)
+/* Adds a put of value (taken); obj (a reference taken) is the same object
+ * parsed, handed to the cache after the commit so it is not parsed again. */
+static void ops_add(ops_t *o, const char *key, char *value, int64_t expect, json_t *obj)
 {
 	if (o->n == o->cap) {
 		o->cap = o->cap ? o->cap * 2 : 64;
 		o->v = realloc(o->v, o->cap * sizeof(*o->v));
-		if (!o->v)
+		o->objs = realloc(o->objs, o->cap * sizeof(*o->objs));
+		if (!o->v || !o->objs)
 			abort();
 	}
+	o->objs[o->n] = obj;
 	o->v[o->n++] = (sc_store_op_t){ SC_STORE_PUT, key, own(o, value), expect };
 }
 
-static void ops_free(ops_t *o)
+void sc__cycle_plan_free(sc_cycle_plan_t *o)
 {
 	for (size_t i = 0; i < o->nowned; i++)
 		free(o->owned[i]);
 	free(o->owned);
+	for (size_t i = 0; i < o->n; i++)
+		json_decref(o->objs[i]);
+	free(o->objs);
 	free(o->v);
+	json_decref(o->events);
+	memset(o, 0, sizeof(*o));
+}
+
+static int same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The inputs of job_status() besides the stored object (fixed by its
+ * revision): the decisions for the job, its reasons, the drained nodes.
+ * `now` matters only when something flips, which is never "up to date". */
+static const char *reason_of(const wctx_t *w, const sc_sobj_t *o)
+{
+	return o->job >= 0 ? w->bj.pending[o->job] : o->why;
+}
+
+static int decided(const wctx_t *w, const sc_sobj_t *o)
+{
+	size_t j = (size_t)o->job;
+	return o->job >= 0 && (w->bj.bstart[j + 1] > w->bj.bstart[j] ||
+			       w->bj.estart[j + 1] > w->bj.estart[j]);
+}
+
+/* 1 when job o's status is known to be up to date: skip building it. */
+static int settled(wctx_t *w, const sc_sobj_t *o, const sc_decoded_t *d)
+{
+	if (!d || !d->settled || decided(w, o) || d->settled_drain != w->drain_hash ||
+	    !same_str(d->settled_why, o->why) || !same_str(d->settled_reason, reason_of(w, o)))
+		return 0;
+	w->out->pending += d->settled_pending;
+	return 1;
+}
+
+static char *dup_or_null(const char *s)
+{
+	char *p = s ? strdup(s) : NULL;
+	if (s && !p)
+		abort();
+	return p;
+}
+
+static void settle(wctx_t *w, const sc_sobj_t *o, sc_decoded_t *d, json_t *st)
+{
+	if (!d || decided(w, o))
+		return;
+	free(d->settled_why);
+	free(d->settled_reason);
+	d->settled_why = dup_or_null(o->why);
+	d->settled_reason = dup_or_null(reason_of(w, o));
+	d->settled_drain = w->drain_hash;
+	d->settled_pending = json_object_get(st, "reason") != NULL;
+	d->settled = true;
 }
 
 static void add_job_writes(wctx_t *w, ops_t *ops)
 {
 	for (size_t i = 0; i < w->in->nobjs; i++) {
 		const sc_sobj_t *o = &w->in->objs[i];
-		if (!o->kind->queue_scoped)
+		sc_decoded_t *d = sc__decoded(w->dc, i);
+		if (!o->kind->queue_scoped || settled(w, o, d))
 			continue;
 		json_t *old = json_object_get(o->obj, "status");
 		json_t *st = job_status(w, o);
 		if (json_object_get(st, "reason"))
 			w->out->pending++;
 		if (old && json_equal(old, st)) {
+			settle(w, o, d, st);
 			json_decref(st);
 			continue;
 		}
 		pending_event(w, o, old, st);
 		json_t *obj = json_copy(o->obj);
 		json_object_set_new(obj, "status", st);
-		ops_add(ops, o->key, json_dumps(obj, JSON_COMPACT), o->mod_rev);
-		json_decref(obj);
+		ops_add(ops, o->key, json_dumps(obj, JSON_COMPACT), o->mod_rev, obj);
 		w->out->writes++;
 	}
 }
 
 /* Event names: "<object>.<revision>.<n>", unique because the revision is
- * the one this transaction will get. */
-static void add_event_writes(wctx_t *w, ops_t *ops)
+ * the one this transaction will get; so they are named at commit time, on
+ * the loop thread. */
+static void add_event_writes(sc_server_t *s, ops_t *ops)
 {
-	int64_t rev = sc_store_revision(w->s->store) + 1;
+	int64_t rev = sc_store_revision(s->store) + 1;
 	json_t *ev;
 	size_t i;
-	json_array_foreach(w->events, i, ev)
+	json_array_foreach(ops->events, i, ev)
 	{
 		char name[SC_MAX_NAME + 1], key[SC_MAX_NAME + 64];
 		snprintf(name, sizeof(name), "%.200s.%lld.%zu",
 			 str_of(json_object_get(ev, "involvedObject"), "name"), (long long)rev, i);
 		json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
 		sc__object_key(sc__kind_by_name("Event"), name, key, sizeof(key));
-		ops_add(ops, own(ops, strdup(key)), json_dumps(ev, JSON_COMPACT), SC_REV_ABSENT);
+		ops_add(ops, own(ops, strdup(key)), json_dumps(ev, JSON_COMPACT), SC_REV_ABSENT,
+			json_incref(ev));
 	}
-	w->out->events = json_array_size(w->events);
 }
 
 static json_t *drained_nodes(const sc_cycle_in_t *in)
@@ -519,34 +579,56 @@ static json_t *drained_nodes(const sc_cycle_in_t *in)
 	return set;
 }
 
-int sc__cycle_write(sc_server_t *s, const sc_cycle_in_t *in, const sc_decisions_t *d,
-		    sc_cycle_out_t *out)
+static uint64_t drain_hash(json_t *drained)
 {
-	wctx_t w = { .s = s, .in = in, .d = d, .out = out };
-	ops_t ops = { 0 };
-	int rc = 0;
+	uint64_t h = 1469598103934665603ULL;
+	const char *name;
+	json_t *v;
+	json_object_foreach(drained, name, v)
+	{
+		for (const char *p = name; *p; p++)
+			h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+		h = (h ^ 0xff) * 1099511628211ULL; /* separator */
+	}
+	return h;
+}
+
+int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_cache_t *dc,
+		   sc_cycle_plan_t *p, sc_cycle_out_t *out)
+{
+	wctx_t w = { .in = in, .dc = dc, .d = d, .out = out };
 	free(out->waits);
 	memset(out, 0, sizeof(*out));
+	memset(p, 0, sizeof(*p));
 	sc__rfc3339(in->now, w.now, sizeof(w.now));
 	by_job_init(&w.bj, in, d);
 	w.events = json_array();
 	w.drained = drained_nodes(in);
-	add_job_writes(&w, &ops);
-	add_event_writes(&w, &ops);
-	if (ops.n) {
+	w.drain_hash = drain_hash(w.drained);
+	add_job_writes(&w, p);
+	p->events = w.events;
+	out->events = json_array_size(w.events);
+	json_decref(w.drained);
+	json_decref(w.ports);
+	by_job_free(&w.bj);
+	return 0;
+}
+
+int sc__cycle_commit(sc_server_t *s, sc_cycle_plan_t *p)
+{
+	int rc = 0;
+	add_event_writes(s, p);
+	if (p->n) {
 		int64_t rev;
 		size_t failed = 0;
 		/* A put that fails its condition (an API write came first) is
 		 * SC_ECONFLICT or SC_ENOTFOUND (deleted): both mean "read again". */
-		rc = sc_store_txn(s->store, ops.v, ops.n, &rev, &failed);
+		rc = sc_store_txn(s->store, p->v, p->n, &rev, &failed);
 		if (rc == SC_ENOTFOUND || rc == SC_EEXISTS)
 			rc = SC_ECONFLICT;
+		for (size_t i = 0; rc == 0 && i < p->n; i++)
+			sc__cache_adopt(s->cache, p->v[i].key, rev, p->objs[i]);
 	}
-	json_decref(w.events);
-	json_decref(w.drained);
-	json_decref(w.ports);
-	by_job_free(&w.bj);
-	ops_free(&ops);
 	return rc;
 }
 
@@ -556,31 +638,37 @@ int sc__cycle_write(sc_server_t *s, const sc_cycle_in_t *in, const sc_decisions_
 
 static int cmp_rev(const void *a, const void *b)
 {
-	const sc_kv_t *x = a, *y = b;
+	const sc_cobj_t *x = *(sc_cobj_t *const *)a, *y = *(sc_cobj_t *const *)b;
 	return x->create_rev < y->create_rev ? -1 : x->create_rev > y->create_rev;
 }
 
+/* Reads the events from the cache (no store scan), oldest first. */
 long sc__events_trim(sc_server_t *s)
 {
-	sc_kv_list_t l;
-	int rc = sc_store_list(s->store, SC_KEY_PREFIX "events/", &l);
-	if (rc < 0)
-		return rc;
-	long left = (long)l.n;
-	if (l.n > SC_EVENT_LIMIT) {
-		size_t n = l.n - SC_EVENT_LIMIT;
-		sc_store_op_t *ops = calloc(n, sizeof(*ops));
-		if (!ops)
+	size_t n;
+	sc_cobj_t *const *v = sc__cache_items(s->cache, sc__kind_by_name("Event"), &n);
+	if (n <= SC_EVENT_LIMIT)
+		return (long)n;
+	sc_cobj_t **byrev = malloc(n * sizeof(*byrev));
+	size_t ndel = n - SC_EVENT_LIMIT;
+	sc_store_op_t *ops = calloc(ndel, sizeof(*ops));
+	if (!byrev || !ops)
+		abort();
+	memcpy(byrev, v, n * sizeof(*byrev));
+	qsort(byrev, n, sizeof(*byrev), cmp_rev);
+	/* Keys are copied: the deletes remove the cache entries they name
+	 * while the transaction is still reading them. */
+	for (size_t i = 0; i < ndel; i++) {
+		char *key = strdup(byrev[i]->key);
+		if (!key)
 			abort();
-		qsort(l.items, l.n, sizeof(*l.items), cmp_rev);
-		for (size_t i = 0; i < n; i++)
-			ops[i] = (sc_store_op_t){ SC_STORE_DELETE, l.items[i].key, NULL,
-						  l.items[i].mod_rev };
-		int64_t rev;
-		rc = sc_store_txn(s->store, ops, n, &rev, NULL);
-		free(ops);
-		left = rc < 0 ? rc : SC_EVENT_LIMIT;
+		ops[i] = (sc_store_op_t){ SC_STORE_DELETE, key, NULL, byrev[i]->mod_rev };
 	}
-	sc_kv_list_free(&l);
-	return left;
+	free(byrev);
+	int64_t rev;
+	int rc = sc_store_txn(s->store, ops, ndel, &rev, NULL);
+	for (size_t i = 0; i < ndel; i++)
+		free((char *)ops[i].key);
+	free(ops);
+	return rc < 0 ? rc : SC_EVENT_LIMIT;
 }

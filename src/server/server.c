@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/cache.h"
 #include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
@@ -161,7 +162,8 @@ static int setup(sc_server_t *s, const opts_t *o)
 				" and --etcd-prefix /a/b/\n");
 	if (rc < 0)
 		return rc;
-	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0)
+	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0 ||
+	    (rc = sc__cache_open(s->store, &s->cache)) < 0)
 		return rc;
 	sc_http_limits_t lim = { .max_body_bytes = o->max_body, .idle_timeout_ms = 60000 };
 	s->http = sc_http_server_new(s->loop, &lim);
@@ -216,6 +218,7 @@ out:
 	sc__ha_stop(&s);
 	sc_http_server_close(s.http);
 	uv_run(s.loop, UV_RUN_NOWAIT);
+	sc__cache_close(s.cache);
 	sc__ha_free(&s);
 	sc_store_close(s.store);
 	sc__metrics_free(s.metrics);

@@ -22,6 +22,7 @@
 
 typedef struct sc_metrics sc_metrics_t;
 typedef struct sc_sched sc_sched_t;
+typedef struct sc_cache sc_cache_t;
 typedef struct sc_ha sc_ha_t;
 
 /* An object kind served under /api/v1/<plural>. */
@@ -52,6 +53,7 @@ typedef struct sc_server {
 	sc_http_server_t *http;
 	sc_metrics_t *metrics;
 	sc_sched_t *sched;
+	sc_cache_t *cache; /* decoded objects, kept current by a store watch */
 	sc_ha_t *ha; /* leader election on etcd (ha.c) */
 	uv_signal_t sigint, sigterm;
 	uv_check_t commit; /* group commit at the end of each loop iteration */
@@ -73,6 +75,12 @@ void sc__api_json(sc_http_req_t *r, int code, json_t *doc);
 void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outsz);
 /* Parses a stored value and adds metadata.resourceVersion. New reference. */
 json_t *sc__object_load(const char *value, int64_t mod_rev);
+
+/* ---- list.c ---- */
+/* Answers a list (not a watch) of kind k from the cache, with ?limit= and
+ * ?continue= paging; large lists are streamed. */
+void sc__list_serve(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
+		    const sc_principal_t *who, const char *sel);
 
 /* ---- watch.c ---- */
 void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,

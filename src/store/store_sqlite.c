@@ -1,12 +1,15 @@
 /* Embedded SQLite backend of the store.
  *
  * One database file, store.db, in the data directory, in WAL mode with
- * synchronous=NORMAL: a commit is written to the WAL (so it survives
- * kill -9: the data is in the kernel) but not fsynced; sq_sync fsyncs the
- * WAL file once for all the commits since the last sync (group commit).
+ * synchronous=NORMAL. Group commit at two levels: every store transaction
+ * between two syncs is a SAVEPOINT inside one SQLite transaction (so 32
+ * concurrent API writes cost one SQLite commit, i.e. one set of WAL frames,
+ * not 32), and sq_sync commits that transaction and fsyncs the WAL once.
  * The server acknowledges a write only after that sync, so every
- * acknowledged write also survives power loss. SQLite itself syncs the WAL
- * before each checkpoint, so the database file never gets ahead of it.
+ * acknowledged write survives kill -9 and power loss; a crash before the
+ * sync loses only writes nobody was told about (a watcher may have seen
+ * them, as it may see a write a power loss takes back). SQLite itself syncs
+ * the WAL before each checkpoint, so the database file never gets ahead.
  *
  * Tables: kv (current values), changes (the change log watchers replay,
  * trimmed to the newest LOG_KEEP revisions), meta (the global revision),
@@ -34,9 +37,11 @@ typedef struct sqlite_store {
 	sqlite3 *db;
 	int64_t rev;
 	int dirty;       /* commits since the last sync */
+	int batch_open;  /* the SQLite transaction holding them is still open */
 	int walfd;       /* store.db-wal, opened at the first sync */
 	char walpath[4096];
 	sqlite3_stmt *get, *list, *ins, *upd, *del, *log, *setrev, *replay;
+	sqlite3_stmt *sp, *release, *rollback_to; /* the per-transaction savepoint */
 } sqlite_store_t;
 
 /* Each entry moves the schema one version forward. Never edit an entry
@@ -259,6 +264,41 @@ static void free_events(sc_store_event_t *evs, char **owned, size_t n)
 	free(evs);
 }
 
+/* Opens the iteration's SQLite transaction if needed, then this store
+ * transaction's savepoint. */
+static int batch_begin(sqlite_store_t *q)
+{
+	if (!q->batch_open) {
+		if (exec(q->db, "BEGIN IMMEDIATE") < 0)
+			return SC_EIO;
+		q->batch_open = 1;
+	}
+	return step_done(q->sp);
+}
+
+/* Undoes this store transaction only; earlier ones of the batch stay. */
+static void txn_undo(sqlite_store_t *q)
+{
+	step_done(q->rollback_to);
+	step_done(q->release);
+}
+
+/* Commits the batch with the newest revision (written once per batch: it
+ * commits with the writes, so it can never disagree with them); on failure
+ * the batch is rolled back and SC_EIO. */
+static int batch_commit(sqlite_store_t *q)
+{
+	if (!q->batch_open)
+		return 0;
+	q->batch_open = 0;
+	sqlite3_bind_int64(q->setrev, 1, q->rev);
+	if (step_done(q->setrev) < 0 || exec(q->db, "COMMIT") < 0) {
+		exec(q->db, "ROLLBACK");
+		return SC_EIO;
+	}
+	return 0;
+}
+
 static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev_out,
 		  size_t *failed)
 {
@@ -269,7 +309,7 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 	int rc = 0;
 	if (!evs || !owned)
 		abort();
-	if (exec(q->db, "BEGIN IMMEDIATE") < 0) {
+	if (batch_begin(q) < 0) {
 		rc = SC_EIO;
 		goto out;
 	}
@@ -278,13 +318,12 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 		if (rc < 0) {
 			if (failed)
 				*failed = i;
-			exec(q->db, "ROLLBACK");
+			txn_undo(q);
 			goto out;
 		}
 	}
-	sqlite3_bind_int64(q->setrev, 1, rev);
-	if (step_done(q->setrev) < 0 || exec(q->db, "COMMIT") < 0) {
-		exec(q->db, "ROLLBACK");
+	if (step_done(q->release) < 0) {
+		txn_undo(q);
 		rc = SC_EIO;
 		goto out;
 	}
@@ -345,6 +384,10 @@ static int64_t sq_revision(sc_store_t *s)
 static int sq_sync(sc_store_t *s)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
+	if (batch_commit(q) < 0) {
+		fprintf(stderr, "store: cannot commit the writes since the last sync\n");
+		return SC_EIO;
+	}
 	if (!q->dirty)
 		return 0;
 	if (q->walfd < 0)
@@ -360,8 +403,10 @@ static int sq_sync(sc_store_t *s)
 static void sq_close(sc_store_t *s)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
-	sqlite3_stmt *sts[] = { q->get, q->list, q->ins, q->upd, q->del, q->log, q->setrev,
-				q->replay };
+	batch_commit(q); /* a caller that never synced still keeps its writes */
+	sqlite3_stmt *sts[] = { q->get,	   q->list,   q->ins, q->upd,	   q->del,
+				q->log,	   q->setrev, q->replay, q->sp, q->release,
+				q->rollback_to };
 	for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
 		sqlite3_finalize(sts[i]);
 	sqlite3_close(q->db);
@@ -396,6 +441,9 @@ static int prepare_all(sqlite_store_t *q)
 		{ &q->log, "INSERT INTO changes(rev, key, type, value) VALUES(?1, ?2, ?3, ?4)" },
 		{ &q->setrev, "UPDATE meta SET value = ?1 WHERE name = 'revision'" },
 		{ &q->replay, "SELECT rev, key, type, value FROM changes WHERE rev > ?1 ORDER BY id" },
+		{ &q->sp, "SAVEPOINT txn" },
+		{ &q->release, "RELEASE txn" },
+		{ &q->rollback_to, "ROLLBACK TO txn" },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		if (sqlite3_prepare_v3(q->db, t[i].sql, -1, SQLITE_PREPARE_PERSISTENT, t[i].st,

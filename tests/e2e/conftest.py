@@ -14,6 +14,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.environ.get("STARCLOUD_BIN", os.path.join(ROOT, "build", "starcloud"))
 
 
+# Set by `make test-e2e-san`: the binary is built with ASan + UBSan, whose
+# reports go to the server's stderr (the .out file next to its data dir).
+SAN = os.environ.get("STARCLOUD_SAN") == "1"
+SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def check_sanitizers(path):
+    with open(path, errors="replace") as f:
+        text = f.read()
+    for marker in SAN_MARKERS:
+        at = text.find(marker)
+        assert at < 0, "sanitizer report in %s:\n%s" % (path, text[max(0, at - 200):at + 3000])
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -59,8 +73,10 @@ class Server:
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=30 if SAN else 10)
         self.out.close()
+        if SAN:
+            check_sanitizers(self.data_dir + ".out")
 
     def session(self, token=None):
         s = requests.Session()

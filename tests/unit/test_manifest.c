@@ -444,6 +444,41 @@ static void test_add_json(void **state)
 	sc_manifest_set_free(NULL);
 }
 
+/* Objects decoded once, each in a set of its own, assemble into as many
+ * snapshots as needed (the server's scheduling loop); a name clash is
+ * refused and changes nothing. */
+static void test_add_set(void **state)
+{
+	const char *job = "apiVersion: starcloud.dev/v1\n"
+			  "kind: Job\n"
+			  "metadata: {name: j1}\n"
+			  "spec:\n"
+			  "  queue: team-a\n"
+			  "  tasks: [{name: w, replicas: 2, resources: {cpu: 1, memory: 1Gi, gpu: 1}}]\n";
+	sc_manifest_set_t *base = set_with(cluster), *one = set_with(job);
+	sc_manifest_error_t err;
+	sc_snapshot_t snap;
+	for (int round = 0; round < 3; round++) {
+		sc_manifest_set_t *s = sc_manifest_set_new();
+		assert_int_equal(sc_manifest_add_set(s, base, &err), 3);
+		assert_int_equal(sc_manifest_add_set(s, one, &err), 1);
+		assert_int_equal(sc_manifest_add_set(s, one, &err), SC_EEXISTS);
+		assert_string_equal(err.object, "Job j1");
+		assert_int_equal(sc_manifest_snapshot(s, 100, &snap, &err), 0);
+		assert_int_equal(snap.nnodes, 1);
+		assert_int_equal(snap.nqueues, 2);
+		assert_int_equal(snap.njobs, 1);
+		assert_string_equal(snap.jobs[0].name, "j1");
+		assert_int_equal(snap.jobs[0].tasks[0].replicas, 2);
+		sc_manifest_set_free(s);
+	}
+	/* The sources are untouched and still usable on their own. */
+	assert_int_equal(sc_manifest_snapshot(one, 100, &snap, &err), SC_ENOTFOUND);
+	assert_int_equal(sc_manifest_count(base, "Node"), 1);
+	sc_manifest_set_free(one);
+	sc_manifest_set_free(base);
+}
+
 static void test_decisions_json(void **state)
 {
 	sc_job_spec_t jobs[2] = {{.name = "a"}, {.name = "b"}};
@@ -489,6 +524,7 @@ int main(void)
 		cmocka_unit_test(test_all_or_nothing_and_positions),
 		cmocka_unit_test(test_references),
 		cmocka_unit_test(test_add_json),
+		cmocka_unit_test(test_add_set),
 		cmocka_unit_test(test_decisions_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,375 @@
+/* In-memory cache of API objects, kept current by a store watch (cache.h).
+ *
+ * Each kind is one array of entries sorted by name: lookups are binary
+ * searches, lists walk it in key order (the store's order), and a new name
+ * costs one memmove of pointers, which at 10,000 objects is a few
+ * microseconds, less than the parse the change needs anyway. */
+#include "server/cache.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "starcloud/error.h"
+
+static const char *const cached_plurals[] = { "nodes",	     "queues",	    "priorityclasses",
+					      "jobs",	     "deployments", "events" };
+#define NCACHED (sizeof(cached_plurals) / sizeof(cached_plurals[0]))
+
+/* Tokens remembered (direct-mapped by digest); a principal is ~8 KiB. */
+#define TOKEN_SLOTS 64
+
+typedef struct token_slot {
+	char digest[65]; /* "" = empty */
+	sc_principal_t who;
+} token_slot_t;
+
+typedef struct kindset {
+	const sc_kind_t *kind;
+	sc_cobj_t **v; /* sorted by name */
+	size_t n, cap;
+} kindset_t;
+
+struct sc_cache {
+	sc_store_t *st;
+	sc_store_watch_t *watch;
+	kindset_t sets[NCACHED];
+	int64_t rev;
+	int serves_reads;
+	token_slot_t tokens[TOKEN_SLOTS];
+};
+
+static kindset_t *set_of(const sc_cache_t *c, const sc_kind_t *k)
+{
+	for (size_t i = 0; i < NCACHED; i++)
+		if (c->sets[i].kind == k)
+			return (kindset_t *)&c->sets[i];
+	return NULL;
+}
+
+/* The kind set a key belongs to (/registry/<plural>/<name>), or NULL. */
+static kindset_t *set_of_key(sc_cache_t *c, const char *key, const char **name)
+{
+	size_t plen = strlen(SC_KEY_PREFIX);
+	if (strncmp(key, SC_KEY_PREFIX, plen) != 0)
+		return NULL;
+	const char *p = key + plen, *slash = strchr(p, '/');
+	if (!slash || !slash[1])
+		return NULL;
+	const sc_kind_t *k = sc__kind_by_plural(p, (size_t)(slash - p));
+	*name = slash + 1;
+	return k ? set_of(c, k) : NULL;
+}
+
+/* Index of name in ks, or of where it would go (*found says which). */
+static size_t search(const kindset_t *ks, const char *name, int *found)
+{
+	size_t lo = 0, hi = ks->n;
+	*found = 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int cmp = strcmp(ks->v[mid]->name, name);
+		if (cmp == 0) {
+			*found = 1;
+			return mid;
+		}
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void entry_free(sc_cobj_t *o)
+{
+	if (!o)
+		return;
+	free(o->key);
+	free(o->text);
+	json_decref(o->obj);
+	sc__wire_unref(o->wire);
+	free(o);
+}
+
+static void remove_at(kindset_t *ks, size_t i)
+{
+	entry_free(ks->v[i]);
+	memmove(&ks->v[i], &ks->v[i + 1], (ks->n - i - 1) * sizeof(*ks->v));
+	ks->n--;
+}
+
+static void insert_at(kindset_t *ks, size_t i, sc_cobj_t *o)
+{
+	if (ks->n == ks->cap) {
+		ks->cap = ks->cap ? ks->cap * 2 : 64;
+		ks->v = realloc(ks->v, ks->cap * sizeof(*ks->v));
+		if (!ks->v)
+			abort(); /* daemon code: out of memory is fatal */
+	}
+	memmove(&ks->v[i + 1], &ks->v[i], (ks->n - i) * sizeof(*ks->v));
+	ks->v[i] = o;
+	ks->n++;
+}
+
+/* Puts a new revision of key, kept as text until someone needs it parsed
+ * (or the writer hands over its parsed copy). */
+static void cache_put(sc_cache_t *c, const char *key, const char *value, int64_t mod_rev,
+		      int64_t create_rev)
+{
+	const char *name;
+	kindset_t *ks = set_of_key(c, key, &name);
+	if (!ks)
+		return;
+	int found;
+	size_t i = search(ks, name, &found);
+	if (found && ks->v[i]->mod_rev >= mod_rev)
+		return; /* a replayed change we already hold */
+	sc_cobj_t *o = calloc(1, sizeof(*o));
+	if (!o || !(o->key = strdup(key)) || !(o->text = strdup(value)))
+		abort(); /* daemon code: out of memory is fatal */
+	o->kind = ks->kind;
+	o->name = o->key + (name - key);
+	o->mod_rev = mod_rev;
+	o->create_rev = create_rev;
+	if (found) {
+		o->create_rev = ks->v[i]->create_rev;
+		entry_free(ks->v[i]);
+		ks->v[i] = o;
+	} else {
+		insert_at(ks, i, o);
+	}
+}
+
+static void cache_delete(sc_cache_t *c, const char *key)
+{
+	const char *name;
+	kindset_t *ks = set_of_key(c, key, &name);
+	int found;
+	if (!ks)
+		return;
+	size_t i = search(ks, name, &found);
+	if (found)
+		remove_at(ks, i);
+}
+
+static void on_change(const sc_store_event_t *ev, void *ud)
+{
+	sc_cache_t *c = ud;
+	if (strncmp(ev->key, SC_KEY_PREFIX "tokens/", strlen(SC_KEY_PREFIX "tokens/")) == 0)
+		for (size_t i = 0; i < TOKEN_SLOTS; i++)
+			c->tokens[i].digest[0] = '\0';
+	const char *name;
+	if (ev->rev > c->rev)
+		c->rev = ev->rev;
+	if (!set_of_key(c, ev->key, &name))
+		return;
+	if (ev->type == SC_EV_DELETED)
+		cache_delete(c, ev->key);
+	else
+		cache_put(c, ev->key, ev->value, ev->rev, ev->rev);
+}
+
+static int load_kind(sc_cache_t *c, kindset_t *ks, int64_t *rev)
+{
+	char prefix[64];
+	sc_kv_list_t l;
+	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", ks->kind->plural);
+	int rc = sc_store_list(c->st, prefix, &l);
+	if (rc < 0)
+		return rc;
+	/* The store lists in key order, so every insert is an append. */
+	for (size_t i = 0; i < l.n; i++)
+		cache_put(c, l.items[i].key, l.items[i].value, l.items[i].mod_rev,
+			  l.items[i].create_rev);
+	*rev = l.rev;
+	sc_kv_list_free(&l);
+	return 0;
+}
+
+int sc__cache_open(sc_store_t *st, sc_cache_t **out)
+{
+	sc_cache_t *c = calloc(1, sizeof(*c));
+	int rc = 0;
+	if (!c)
+		return SC_ENOMEM;
+	c->st = st;
+	c->serves_reads = strcmp(st->ops->name, "sqlite") == 0;
+	for (size_t i = 0; i < NCACHED && rc == 0; i++) {
+		c->sets[i].kind = sc__kind_by_plural(cached_plurals[i], strlen(cached_plurals[i]));
+		rc = load_kind(c, &c->sets[i], &c->rev);
+	}
+	/* Lists and watch run on the one thread that writes, so no change
+	 * falls between them; the watch replays nothing and then follows. */
+	if (rc == 0)
+		rc = sc_store_watch(st, SC_KEY_PREFIX, c->rev, on_change, c, &c->watch);
+	if (rc < 0) {
+		sc__cache_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void sc__cache_close(sc_cache_t *c)
+{
+	if (!c)
+		return;
+	if (c->watch)
+		sc_store_unwatch(c->st, c->watch);
+	for (size_t i = 0; i < NCACHED; i++) {
+		for (size_t j = 0; j < c->sets[i].n; j++)
+			entry_free(c->sets[i].v[j]);
+		free(c->sets[i].v);
+	}
+	free(c);
+}
+
+const sc_cobj_t *sc__cache_get(const sc_cache_t *c, const sc_kind_t *k, const char *name)
+{
+	const kindset_t *ks = set_of(c, k);
+	int found;
+	if (!ks)
+		return NULL;
+	size_t i = search(ks, name, &found);
+	return found ? ks->v[i] : NULL;
+}
+
+sc_cobj_t *const *sc__cache_items(const sc_cache_t *c, const sc_kind_t *k, size_t *n)
+{
+	const kindset_t *ks = set_of(c, k);
+	*n = ks ? ks->n : 0;
+	return ks ? ks->v : NULL;
+}
+
+size_t sc__cache_after(const sc_cache_t *c, const sc_kind_t *k, const char *after)
+{
+	const kindset_t *ks = set_of(c, k);
+	int found;
+	if (!ks)
+		return 0;
+	size_t i = search(ks, after, &found);
+	return found ? i + 1 : i;
+}
+
+int64_t sc__cache_rev(const sc_cache_t *c)
+{
+	return c->rev;
+}
+
+static size_t token_slot(const char *digest)
+{
+	return (size_t)strtoul((char[3]){ digest[0], digest[1], '\0' }, NULL, 16) % TOKEN_SLOTS;
+}
+
+int sc__cache_token_get(const sc_cache_t *c, const char *digest, sc_principal_t *who)
+{
+	const token_slot_t *t = &c->tokens[token_slot(digest)];
+	unsigned char d = 0;
+	if (!c->serves_reads || strlen(digest) != 64 || !t->digest[0])
+		return 0;
+	for (size_t i = 0; i < 64; i++) /* constant time, like the store path */
+		d |= (unsigned char)(t->digest[i] ^ digest[i]);
+	if (d)
+		return 0;
+	*who = t->who;
+	return 1;
+}
+
+void sc__cache_token_put(sc_cache_t *c, const char *digest, const sc_principal_t *who)
+{
+	if (!c->serves_reads || strlen(digest) != 64)
+		return;
+	token_slot_t *t = &c->tokens[token_slot(digest)];
+	memcpy(t->digest, digest, 65);
+	t->who = *who;
+}
+
+int sc__cache_serves_reads(const sc_cache_t *c)
+{
+	return c->serves_reads;
+}
+
+json_t *sc__cache_obj(sc_cobj_t *o)
+{
+	if (!o->obj && o->text) {
+		o->obj = json_loads(o->text, 0, NULL);
+		if (!json_is_object(o->obj)) {
+			json_decref(o->obj);
+			o->obj = NULL;
+		}
+		free(o->text);
+		o->text = NULL;
+	}
+	return o->obj;
+}
+
+sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj)
+{
+	const char *name;
+	kindset_t *ks = set_of_key(c, key, &name);
+	int found;
+	if (!ks || !obj)
+		return NULL;
+	size_t i = search(ks, name, &found);
+	sc_cobj_t *o = found ? ks->v[i] : NULL;
+	if (!o || o->mod_rev != mod_rev)
+		return NULL;
+	if (!o->obj) {
+		o->obj = json_incref(obj);
+		free(o->text);
+		o->text = NULL;
+	}
+	return o;
+}
+
+/* The object as answered: metadata gains resourceVersion (last, as the
+ * API always put it); the cached object itself is not touched. */
+static sc_wire_t *make_wire(sc_cobj_t *o)
+{
+	json_t *top = json_copy(sc__cache_obj(o)); /* shallow */
+	json_t *md = json_copy(json_object_get(o->obj, "metadata"));
+	if (!top)
+		abort();
+	char rv[32];
+	snprintf(rv, sizeof(rv), "%lld", (long long)o->mod_rev);
+	if (json_is_object(md)) {
+		json_object_set_new(md, "resourceVersion", json_string(rv));
+		json_object_set_new(top, "metadata", md);
+	} else {
+		json_decref(md);
+	}
+	char *text = json_dumps(top, JSON_COMPACT);
+	json_decref(top);
+	if (!text)
+		abort();
+	size_t len = strlen(text);
+	sc_wire_t *w = malloc(sizeof(*w) + len + 1);
+	if (!w)
+		abort();
+	w->refs = 1;
+	w->len = len;
+	memcpy(w->data, text, len);
+	w->data[len] = '\n';
+	free(text);
+	return w;
+}
+
+sc_wire_t *sc__cache_wire(sc_cobj_t *o)
+{
+	if (!o->wire)
+		o->wire = make_wire(o);
+	return o->wire;
+}
+
+sc_wire_t *sc__wire_ref(sc_wire_t *w)
+{
+	w->refs++;
+	return w;
+}
+
+void sc__wire_unref(sc_wire_t *w)
+{
+	if (w && --w->refs == 0)
+		free(w);
+}

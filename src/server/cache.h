@@ -1,0 +1,93 @@
+/* The server's in-memory cache of API objects (nodes, queues, priority
+ * classes, jobs, deployments, events).
+ *
+ * Filled once from the store at start-up, then kept current by a store
+ * watch: every committed change (put or delete) reaches the cache inside
+ * the write that made it, so a read after a write always sees it. Each
+ * object is parsed at most once per revision, on first use, or not at all
+ * when the writer hands over its own parsed copy (sc__cache_adopt: the API
+ * and the scheduling loop do); its answer bytes (the object with
+ * metadata.resourceVersion) are serialised at most once per revision, on
+ * first use, and shared by every get and list that sends them.
+ *
+ * Threading: the cache belongs to the event-loop thread. A cached json_t is
+ * never modified after it is cached (a change replaces it), so a cycle on a
+ * worker thread may read the objects it took references to (jansson's
+ * reference counts and read-only calls are thread-safe).
+ *
+ * Memory: one entry per stored object; the store bounds how many there are
+ * (events are trimmed to SC_EVENT_LIMIT). */
+#ifndef SC_SERVER_CACHE_H
+#define SC_SERVER_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/server.h"
+
+typedef struct sc_cache sc_cache_t;
+
+/* Serialised answer bytes of one object revision, shared by reference:
+ * data[len] is '\n' (so a single GET sends len + 1 bytes). */
+typedef struct sc_wire {
+	size_t refs;
+	size_t len;
+	char data[];
+} sc_wire_t;
+
+typedef struct sc_cobj {
+	const sc_kind_t *kind;
+	char *key;           /* owned: /registry/<plural>/<name> */
+	const char *name;    /* points into key */
+	json_t *obj;         /* owned reference; immutable (stored form, no resourceVersion);
+			      * NULL until parsed: use sc__cache_obj() */
+	char *text;          /* owned: the stored value until it is parsed */
+	int64_t mod_rev, create_rev;
+	sc_wire_t *wire;     /* owned reference; NULL until first needed */
+} sc_cobj_t;
+
+/* Loads every object of the API kinds and starts following the store. */
+int sc__cache_open(sc_store_t *st, sc_cache_t **out);
+/* Stops following and frees everything; accepts NULL. Wire bytes still
+ * referenced elsewhere stay valid until their last sc__wire_unref. */
+void sc__cache_close(sc_cache_t *c);
+
+/* The object, or NULL. Valid until the next store write. */
+const sc_cobj_t *sc__cache_get(const sc_cache_t *c, const sc_kind_t *k, const char *name);
+/* Objects of kind k sorted by name; *n receives the count. Valid until the
+ * next store write. */
+sc_cobj_t *const *sc__cache_items(const sc_cache_t *c, const sc_kind_t *k, size_t *n);
+/* Index of the first object of kind k whose name sorts after `after`. */
+size_t sc__cache_after(const sc_cache_t *c, const sc_kind_t *k, const char *after);
+/* The store revision the cache reflects. */
+int64_t sc__cache_rev(const sc_cache_t *c);
+/* 1 when reads may be served from the cache: the store delivers a write to
+ * watchers inside the call that made it (SQLite), so the cache never misses
+ * a write this server acknowledged. The etcd backend delivers even this
+ * server's writes through its change feed, a moment later; there GET,
+ * list and the scheduling loop read the store (the loop still decodes only
+ * changed objects). */
+int sc__cache_serves_reads(const sc_cache_t *c);
+
+/* Tokens: the principal a token digest (64 hex) resolved to, so a request
+ * does not read and parse its token record. Any change under
+ * /registry/tokens/ empties this (revocation takes effect with the write
+ * that deletes the token). Only when sc__cache_serves_reads(). 1 = found. */
+int sc__cache_token_get(const sc_cache_t *c, const char *digest, sc_principal_t *who);
+void sc__cache_token_put(sc_cache_t *c, const char *digest, const sc_principal_t *who);
+
+/* The object's parsed form (parsed on first use; borrowed from o), or NULL
+ * for a value that is not a JSON object (never written by this server). */
+json_t *sc__cache_obj(sc_cobj_t *o);
+/* Hands the cache obj, the parsed form of the value just written under key
+ * at mod_rev, so the write's own parse is reused; the cache takes a
+ * reference and obj must never change again. Returns the entry, or NULL
+ * when the cache holds another revision. */
+sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj);
+
+/* The object's answer bytes (made on first use; borrowed from o). */
+sc_wire_t *sc__cache_wire(sc_cobj_t *o);
+sc_wire_t *sc__wire_ref(sc_wire_t *w);
+void sc__wire_unref(sc_wire_t *w);
+
+#endif
