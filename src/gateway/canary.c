@@ -59,6 +59,7 @@ static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
 		memset(&ro->cur[i], 0, sizeof(ro->cur[i]));
 	}
 	ro->windows++;
+	sc__gw_control_window(gw, ro);
 	const gw_window_t *c = &ro->last[1];
 	char why[256];
 	int v = sc_canary_verdict(c->requests, ro->last_err[1], ro->last_p99[1], ro->max_error_rate,

@@ -372,6 +372,21 @@ static void report_send(report_t *rp)
 	}
 }
 
+/* Queues one report (body taken) to path on the server in use. */
+static void post_report(sc_gw_t *gw, const char *path, json_t *b)
+{
+	report_t *rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		abort();
+	rp->gw = gw;
+	rp->body = json_dumps(b, JSON_COMPACT);
+	json_decref(b);
+	if (!rp->body)
+		abort();
+	snprintf(rp->path, sizeof(rp->path), "%s", path);
+	report_send(rp);
+}
+
 void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outcome)
 {
 	if (!gw->o.server[0])
@@ -385,14 +400,32 @@ void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outc
 			      ro->stable, "canary", ro->canary, "reason", ro->reason,
 			      "canaryErrorRate", ro->last_err[1], "window",
 			      (json_int_t)ro->windows);
-	report_t *rp = calloc(1, sizeof(*rp));
-	if (!rp)
-		abort();
-	rp->gw = gw;
-	rp->body = json_dumps(b, JSON_COMPACT);
-	json_decref(b);
-	if (!rp->body)
-		abort();
-	snprintf(rp->path, sizeof(rp->path), "/api/v1/deployments/%s/rollout", dep);
-	report_send(rp);
+	char path[GW_MAX_NAME + 48];
+	snprintf(path, sizeof(path), "/api/v1/deployments/%s/rollout", dep);
+	post_report(gw, path, b);
+}
+
+/* Each finished analysis window, per version, to the server's report API
+ * (docs/SERVING.md): the server keeps them in status.rollout.analysis (the
+ * dashboard shows the error rates) and applies its own rollback rule. A
+ * canary window below the minimum request count says nothing yet and is not
+ * sent, as the gateway's own verdict ignores it. */
+void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro)
+{
+	if (!gw->o.server[0])
+		return;
+	if (ro->last[1].requests < (ro->min_requests ? ro->min_requests : 1))
+		return;
+	const char *dep = ro->deployment[0] ? ro->deployment : ro->model;
+	char path[GW_MAX_NAME + 48];
+	snprintf(path, sizeof(path), "/api/v1/deployments/%s/rollout/report", dep);
+	for (int i = 0; i < 2; i++) {
+		const gw_window_t *w = &ro->last[i];
+		json_t *b = json_pack("{s:s,s:I,s:I,s:f}", "version", i ? ro->canary : ro->stable,
+				      "requests", (json_int_t)w->requests, "errors",
+				      (json_int_t)w->errors, "p99", ro->last_p99[i]);
+		if (!b)
+			abort();
+		post_report(gw, path, b);
+	}
 }

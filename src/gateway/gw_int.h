@@ -246,6 +246,7 @@ int sc__gw_control_start(sc_gw_t *gw);
 void sc__gw_control_stop(sc_gw_t *gw);
 /* Tells the control plane a rollout was rolled back (best effort). */
 void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *action);
+void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro);
 
 /* ---- admin.c ---- */
 int sc__gw_admin_routes(sc_gw_t *gw);

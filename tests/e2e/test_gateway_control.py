@@ -140,16 +140,25 @@ def test_rollout_report_goes_to_the_leader(procs):
         gw = start_gateway(procs, [follower.url, leader.url])
         wait_ok(gw)
         deadline = time.time() + 15
-        while not leader.reports and time.time() < deadline:
+
+        def outcomes():
+            return [b for p, b in leader.reports if p == "/api/v1/deployments/tiny-dep/rollout"]
+        while not outcomes() and time.time() < deadline:
             completion(gw, max_tokens=1)
             time.sleep(0.01)
-        # The follower took the first try of the report or none: either way
-        # the leader has it.
-        assert leader.reports, open(gw.log).read()
-        path, body = leader.reports[0]
-        assert path == "/api/v1/deployments/tiny-dep/rollout"
+        # The follower took the first try of each report or none: either way
+        # the leader has them: the window that failed, per version, then the
+        # outcome.
+        assert outcomes(), open(gw.log).read()
+        body = outcomes()[0]
         assert body["outcome"] == "rolled_back" and body["action"] == "abort"
         assert body["stable"] == "1" and body["canary"] == "2" and body["source"] == "gateway"
+        windows = [b for p, b in leader.reports
+                   if p == "/api/v1/deployments/tiny-dep/rollout/report"]
+        canary = [w for w in windows if w["version"] == "2"]
+        assert canary and canary[0]["requests"] >= 1
+        assert canary[0]["errors"] == canary[0]["requests"]  # --fail-rate 1
+        assert any(w["version"] == "1" for w in windows)
     finally:
         follower.close()
         leader.close()
