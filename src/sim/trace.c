@@ -349,18 +349,29 @@ static int check_node(reader_t *r, const void *row)
 	return 0;
 }
 
-int sc_trace_parse_nodes(FILE *f, const char *fname, sc_trace_nodes_t *out, char *msg,
-			 size_t msgsize)
+/* Reads every row of one table kind into a new array (*rows, *n). */
+static int parse_table(FILE *f, const char *fname, const col_spec_t *specs, size_t nspecs,
+		       size_t rowsize, int (*check)(reader_t *, const void *), void **rows,
+		       size_t *n, char *msg, size_t msgsize)
 {
 	reader_t r;
 	reader_init(&r, f, fname, msg, msgsize);
-	r.specs = node_cols;
-	r.nspecs = sizeof(node_cols) / sizeof(node_cols[0]);
-	r.rowsize = sizeof(sc_trace_node_t);
-	r.check = check_node;
-	void *rows = NULL;
-	size_t n = 0;
-	int rc = read_rows(&r, &rows, &n);
+	r.specs = specs;
+	r.nspecs = nspecs;
+	r.rowsize = rowsize;
+	r.check = check;
+	*rows = NULL;
+	*n = 0;
+	return read_rows(&r, rows, n);
+}
+
+int sc_trace_parse_nodes(FILE *f, const char *fname, sc_trace_nodes_t *out, char *msg,
+			 size_t msgsize)
+{
+	void *rows;
+	size_t n;
+	int rc = parse_table(f, fname, node_cols, sizeof(node_cols) / sizeof(node_cols[0]),
+			     sizeof(sc_trace_node_t), check_node, &rows, &n, msg, msgsize);
 	if (rc < 0)
 		return rc;
 	out->v = rows;
@@ -371,15 +382,10 @@ int sc_trace_parse_nodes(FILE *f, const char *fname, sc_trace_nodes_t *out, char
 int sc_trace_parse_pods(FILE *f, const char *fname, sc_trace_pods_t *out, char *msg,
 			size_t msgsize)
 {
-	reader_t r;
-	reader_init(&r, f, fname, msg, msgsize);
-	r.specs = pod_cols;
-	r.nspecs = sizeof(pod_cols) / sizeof(pod_cols[0]);
-	r.rowsize = sizeof(sc_trace_pod_t);
-	r.check = check_pod;
-	void *rows = NULL;
-	size_t n = 0;
-	int rc = read_rows(&r, &rows, &n);
+	void *rows;
+	size_t n;
+	int rc = parse_table(f, fname, pod_cols, sizeof(pod_cols) / sizeof(pod_cols[0]),
+			     sizeof(sc_trace_pod_t), check_pod, &rows, &n, msg, msgsize);
 	if (rc < 0)
 		return rc;
 	out->v = rows;

@@ -8,7 +8,33 @@ import pytest
 import requests
 
 from agent_util import Agent, processes_with_env, setup_queue, wait_for
-from conftest import BIN, free_port, manifest
+import random
+import socket
+
+from conftest import BIN, manifest
+
+
+def free_port():
+    """A base port for a deployment's pods: the server hands out base, base+1, ... per host,
+    and every agent of the test runs on 127.0.0.1. The block lies below the kernel's
+    ephemeral range (32768-60999) so client sockets of other tests cannot take a port of it
+    between this check and the pod's start, and every port of it is free now."""
+    rnd = random.Random()
+    for _ in range(200):
+        base = rnd.randrange(20000, 32000, 16)
+        try:
+            socks = []
+            for p in range(base, base + 16):
+                sk = socket.socket()
+                socks.append(sk)
+                sk.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sk in socks:
+                sk.close()
+    raise RuntimeError("no free block of 16 ports below 32000")
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_worker.py")
 
