@@ -633,7 +633,9 @@ static int setup(sc_gw_t *gw, args_t *a)
 			return SC_ELIMIT;
 		snprintf(ro->deployment, sizeof(ro->deployment), "%s", d->deployment);
 	}
-	int rc = sc__gw_proxy_routes(gw);
+	int rc = sc__gw_proxy_init(gw);
+	if (rc == 0)
+		rc = sc__gw_proxy_routes(gw);
 	if (rc == 0)
 		rc = sc__gw_admin_routes(gw);
 	if (rc < 0)

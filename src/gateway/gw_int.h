@@ -132,7 +132,11 @@ typedef struct sc_gw {
 	uint64_t active;            /* client requests in flight */
 	uint64_t active_retries;    /* retry attempts in flight */
 	uint64_t shed, budget_exhausted;
-	struct gw_req *reqs;        /* every request in flight */
+	struct gw_req *reqs;        /* every request in flight, newest first */
+	struct gw_req *reqs_tail;   /* the oldest: the next deadline (proxy.c) */
+	struct gw_req *dead;        /* released, recycled after this iteration */
+	uv_timer_t deadlines;       /* armed for reqs_tail->deadline_ms */
+	uv_check_t reaper;          /* moves dead to pool */
 	struct gw_req *pool;        /* finished requests kept for reuse (proxy.c) */
 	size_t npool;
 	uv_timer_t probe_timer;
@@ -251,7 +255,7 @@ void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro);
 /* ---- admin.c ---- */
 int sc__gw_admin_routes(sc_gw_t *gw);
 
-/* ---- proxy.c ---- */
+/* ---- intake.c ---- */
 int sc__gw_proxy_routes(sc_gw_t *gw);
 
 #endif

@@ -19,6 +19,7 @@
 #include "base/jscan.h"
 
 static void req_release(gw_req_t *q);
+static void on_deadlines(uv_timer_t *h);
 
 /* ---------------------------------------------------------------------
  * Answers
@@ -112,10 +113,9 @@ static void buf_trim(sc_buf_t *b)
 	sc_buf_reset(b);
 }
 
-static void on_timer_closed(uv_handle_t *h)
+/* Puts a finished request back into the pool (or frees it past the cap). */
+static void req_recycle(sc_gw_t *gw, gw_req_t *q)
 {
-	gw_req_t *q = h->data;
-	sc_gw_t *gw = q->gw;
 	json_decref(q->body);
 	json_decref(q->kv);
 	json_decref(q->ids);
@@ -132,6 +132,21 @@ static void on_timer_closed(uv_handle_t *h)
 	q->next = gw->pool;
 	gw->pool = q;
 	gw->npool++;
+}
+
+/* A released request may still be on the stack of the callback that
+ * released it (a parser callback checks q->closed after pumping events),
+ * so it is recycled only once the loop iteration's callbacks are over:
+ * by a check handle that runs after the I/O phase and then stops. */
+static void on_reap(uv_check_t *h)
+{
+	sc_gw_t *gw = h->data;
+	while (gw->dead) {
+		gw_req_t *q = gw->dead;
+		gw->dead = q->next;
+		req_recycle(gw, q);
+	}
+	uv_check_stop(h);
 }
 
 /* A zeroed request, from the pool when one is there. */
@@ -158,6 +173,11 @@ static gw_req_t *req_alloc(sc_gw_t *gw)
 
 void sc__gw_proxy_free_pool(sc_gw_t *gw)
 {
+	while (gw->dead) {
+		gw_req_t *q = gw->dead;
+		gw->dead = q->next;
+		req_recycle(gw, q);
+	}
 	while (gw->pool) {
 		gw_req_t *q = gw->pool;
 		gw->pool = q->next;
@@ -187,13 +207,20 @@ static void req_release(gw_req_t *q)
 	if (q->in_retry)
 		q->gw->active_retries--;
 	q->gw->active--;
+	sc_gw_t *gw = q->gw;
 	if (q->prev)
 		q->prev->next = q->next;
 	else
-		q->gw->reqs = q->next;
+		gw->reqs = q->next;
 	if (q->next)
 		q->next->prev = q->prev;
-	uv_close((uv_handle_t *)&q->timer, on_timer_closed);
+	else
+		gw->reqs_tail = q->prev;
+	q->prev = NULL;
+	q->next = gw->dead;
+	gw->dead = q;
+	if (!uv_is_active((uv_handle_t *)&gw->reaper))
+		uv_check_start(&gw->reaper, on_reap);
 }
 
 void sc__gw_proxy_shutdown(sc_gw_t *gw)
@@ -209,6 +236,8 @@ void sc__gw_proxy_shutdown(sc_gw_t *gw)
 		q->hr = NULL;
 		req_release(q);
 	}
+	uv_close((uv_handle_t *)&gw->deadlines, NULL);
+	uv_close((uv_handle_t *)&gw->reaper, NULL);
 }
 
 static void on_client_gone(sc_http_req_t *r, void *ud)
@@ -219,10 +248,69 @@ static void on_client_gone(sc_http_req_t *r, void *ud)
 	req_release(q);
 }
 
-static void on_deadline(uv_timer_t *t)
+/* Whole-request deadlines. Every request gets the same --timeout and the
+ * list of requests in flight is in arrival order (new ones at the head), so
+ * the oldest request, at the tail, is always the first to expire: one timer
+ * armed for the tail's deadline replaces a timer per request (a start and a
+ * stop in libuv's timer heap for every request). When the tail finishes
+ * first the timer fires early, finds nothing due and re-arms for the new
+ * tail; under steady traffic that is one timer operation per --timeout. */
+static void arm_deadlines(sc_gw_t *gw)
 {
-	gw_req_t *q = t->data;
-	sc__gw_fail(q, 504, "timeout", "the request timed out");
+	gw_req_t *t = gw->reqs_tail;
+	if (!t)
+		return;
+	uint64_t now = uv_now(gw->loop);
+	uv_timer_start(&gw->deadlines, on_deadlines, t->deadline_ms > now ? t->deadline_ms - now : 0,
+		       0);
+}
+
+static void on_deadlines(uv_timer_t *h)
+{
+	sc_gw_t *gw = h->data;
+	uint64_t now = uv_now(gw->loop);
+	/* sc__gw_fail unlinks the tail; an answer may start a pipelined
+	 * request, which joins at the head with a later deadline. */
+	while (gw->reqs_tail && gw->reqs_tail->deadline_ms <= now)
+		sc__gw_fail(gw->reqs_tail, 504, "timeout", "the request timed out");
+	arm_deadlines(gw);
+}
+
+int sc__gw_proxy_init(sc_gw_t *gw)
+{
+	uv_timer_init(gw->loop, &gw->deadlines);
+	uv_check_init(gw->loop, &gw->reaper);
+	gw->deadlines.data = gw->reaper.data = gw;
+	/* Neither keeps the loop alive: requests in flight hold connections. */
+	uv_unref((uv_handle_t *)&gw->deadlines);
+	uv_unref((uv_handle_t *)&gw->reaper);
+	return 0;
+}
+
+gw_req_t *sc__gw_req_new(sc_gw_t *gw, sc_http_req_t *hr, int kind)
+{
+	gw_req_t *q = req_alloc(gw);
+	q->gw = gw;
+	q->hr = hr;
+	q->kind = kind;
+	q->method = sc_http_method(hr);
+	q->raw = sc_http_body(hr, &q->rawlen);
+	q->t0_ns = uv_hrtime();
+	q->resp.max = q->sse.max = q->emitted.max = gw->o.max_response;
+	q->deadline_ms = uv_now(gw->loop) + gw->o.timeout_ms;
+	/* The answer comes later: hear about a client that leaves first. */
+	sc_http_on_close(hr, on_client_gone, q);
+	gw->active++;
+	q->next = gw->reqs;
+	if (gw->reqs)
+		gw->reqs->prev = q;
+	else
+		gw->reqs_tail = q;
+	gw->reqs = q;
+	if (!uv_is_active((uv_handle_t *)&gw->deadlines))
+		arm_deadlines(gw);
+	sc__gw_span_root(gw, &q->root, sc_http_header(hr, "traceparent"));
+	return q;
 }
 
 /* ---------------------------------------------------------------------
@@ -752,256 +840,4 @@ void sc__gw_attempt_take(gw_req_t *q, gw_backend_t *b)
 	q->held = 1;
 	b->inflight++;
 	sc__gw_stats_inflight(b->stats, 1);
-}
-
-/* ---------------------------------------------------------------------
- * Request intake
- * ------------------------------------------------------------------- */
-
-static gw_req_t *req_new(sc_gw_t *gw, sc_http_req_t *hr, int kind)
-{
-	gw_req_t *q = req_alloc(gw);
-	q->gw = gw;
-	q->hr = hr;
-	q->kind = kind;
-	q->method = sc_http_method(hr);
-	q->raw = sc_http_body(hr, &q->rawlen);
-	q->t0_ns = uv_hrtime();
-	q->resp.max = q->sse.max = q->emitted.max = gw->o.max_response;
-	uv_timer_init(gw->loop, &q->timer);
-	q->timer.data = q;
-	uv_timer_start(&q->timer, on_deadline, gw->o.timeout_ms, 0);
-	/* The answer comes later: hear about a client that leaves first. */
-	sc_http_on_close(hr, on_client_gone, q);
-	gw->active++;
-	q->next = gw->reqs;
-	if (gw->reqs)
-		gw->reqs->prev = q;
-	gw->reqs = q;
-	sc__gw_span_root(gw, &q->root, sc_http_header(hr, "traceparent"));
-	return q;
-}
-
-/* Splits "name:version" into the request's model and pinned version. */
-static int set_model(gw_req_t *q, const char *m, const char *v)
-{
-	const char *colon = v ? NULL : strchr(m, ':');
-	size_t ml = colon ? (size_t)(colon - m) : strlen(m);
-	if (ml == 0 || ml >= sizeof(q->model))
-		return SC_EINVAL;
-	memcpy(q->model, m, ml);
-	q->model[ml] = '\0';
-	const char *ver = v ? v : colon ? colon + 1 : NULL;
-	if (ver) {
-		if (!*ver || strlen(ver) >= sizeof(q->version))
-			return SC_EINVAL;
-		snprintf(q->version, sizeof(q->version), "%s", ver);
-		q->pinned = 1;
-		q->rewrite = colon != NULL;
-	}
-	return 0;
-}
-
-/* Starts routing once model and version are known. */
-static void route(gw_req_t *q)
-{
-	if (!sc__gw_model_known(q->gw, q->model, q->pinned ? q->version : NULL)) {
-		/* Unknown names are not metric labels: they are unbounded. */
-		q->model[0] = q->version[0] = '\0';
-		sc__gw_fail(q, 404, "model_not_found", "no such model or version");
-		return;
-	}
-	if (!q->pinned) {
-		const char *v = sc__gw_rollout_choose(q->gw, q->model);
-		if (v) {
-			snprintf(q->version, sizeof(q->version), "%s", v);
-			q->rollout_chosen = 1;
-		}
-	}
-	if ((q->kind == GW_K_COMPL || q->kind == GW_K_CHAT) &&
-	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_PREFILL) &&
-	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_DECODE)) {
-		sc__gw_req_json(q); /* the phases' bodies are built from it */
-		sc__gw_pd_start(q);
-		return;
-	}
-	sc__gw_attempt(q);
-}
-
-/* The top-level fields an OpenAI request is checked and routed on. */
-enum { OA_MODEL, OA_STREAM, OA_MAX_TOKENS, OA_PROMPT, OA_MESSAGES, OA_N };
-static const char *const oa_keys[OA_N] = { "model", "stream", "max_tokens", "prompt",
-					   "messages" };
-
-/* Validates a scanned request; NULL when good, else the message. */
-static const char *openai_check(int rc, const sc_jval_t *v, int kind)
-{
-	if (rc == SC_EPARSE)
-		return "the body is not valid JSON";
-	if (rc == SC_EINVAL)
-		return "the body must be a JSON object";
-	if (rc == SC_EEXISTS)
-		return "the body repeats a key (model, stream, max_tokens, prompt or messages)";
-	if (v[OA_MODEL].type != SC_JT_STRING)
-		return "model: expected a string";
-	int st = v[OA_STREAM].type;
-	if (st != SC_JT_ABSENT && st != SC_JT_TRUE && st != SC_JT_FALSE)
-		return "stream: expected true or false";
-	long long mt = 0;
-	int mtt = v[OA_MAX_TOKENS].type;
-	if (mtt != SC_JT_ABSENT && mtt != SC_JT_NULL &&
-	    (sc_jscan_int(&v[OA_MAX_TOKENS], &mt) < 0 || mt < 0))
-		return "max_tokens: expected a non-negative integer";
-	if (kind == GW_K_COMPL) {
-		int pt = v[OA_PROMPT].type;
-		if (pt != SC_JT_STRING && pt != SC_JT_ARRAY)
-			return "prompt: expected a string or an array";
-		return NULL;
-	}
-	size_t n = 0;
-	int same = SC_JT_ABSENT;
-	if (sc_jscan_array(&v[OA_MESSAGES], &n, &same) < 0 || n == 0)
-		return "messages: expected a non-empty array";
-	if (same != SC_JT_OBJECT)
-		return "messages: every message must be an object";
-	return NULL;
-}
-
-/* Checks and routes an OpenAI request from a validating scan of its body:
- * the body is forwarded as it came, never parsed into a tree, unless a
- * retry must rewrite it (see sc__gw_req_json). */
-static void openai(sc_http_req_t *hr, sc_gw_t *gw, int kind, const char *path)
-{
-	size_t len;
-	const char *raw = sc_http_body(hr, &len);
-	sc_jval_t v[OA_N];
-	int rc = sc_jscan_object(raw, len, oa_keys, OA_N, v);
-	const char *bad = openai_check(rc, v, kind);
-	if (bad) {
-		sc__gw_error(hr, 400, "invalid_request_error", bad);
-		return;
-	}
-	gw_req_t *q = req_new(gw, hr, kind);
-	q->stream = v[OA_STREAM].type == SC_JT_TRUE;
-	snprintf(q->path, sizeof(q->path), "%s", path);
-	char model[GW_MAX_NAME + GW_MAX_VERSION + 2];
-	if (sc_jscan_string(&v[OA_MODEL], model, sizeof(model)) < 0 ||
-	    set_model(q, model, NULL) < 0) {
-		sc__gw_fail(q, 400, "invalid_request_error", "model: expected NAME or NAME:VERSION");
-		return;
-	}
-	route(q);
-}
-
-static void h_completions(sc_http_req_t *hr, void *ud)
-{
-	openai(hr, ud, GW_K_COMPL, "/v1/completions");
-}
-
-static void h_chat(sc_http_req_t *hr, void *ud)
-{
-	openai(hr, ud, GW_K_CHAT, "/v1/chat/completions");
-}
-
-/* /v2/models/{m}[/versions/{v}][/rest]: splits the path; rest is what
- * follows ("/infer", "/ready", ""). */
-static int kserve_path(const char *path, char *m, size_t msz, char *v, size_t vsz,
-		       const char **rest)
-{
-	const char *p = path + strlen("/v2/models/");
-	size_t ml = strcspn(p, "/");
-	if (ml == 0 || ml >= msz)
-		return SC_EINVAL;
-	memcpy(m, p, ml);
-	m[ml] = '\0';
-	p += ml;
-	v[0] = '\0';
-	if (strncmp(p, "/versions/", 10) == 0) {
-		p += 10;
-		size_t vl = strcspn(p, "/");
-		if (vl == 0 || vl >= vsz)
-			return SC_EINVAL;
-		memcpy(v, p, vl);
-		v[vl] = '\0';
-		p += vl;
-	}
-	*rest = p;
-	return 0;
-}
-
-static void kserve_error(sc_http_req_t *hr, int status, const char *msg)
-{
-	json_t *e = json_pack("{s:s}", "error", msg);
-	char *s = json_dumps(e, JSON_COMPACT);
-	sc_http_respond(hr, status, "application/json", s, strlen(s));
-	free(s);
-	json_decref(e);
-}
-
-static int kserve_ready(sc_gw_t *gw, const char *m, const char *v)
-{
-	for (size_t i = 0; i < gw->nbe; i++) {
-		gw_backend_t *b = gw->be[i];
-		if (strcmp(b->model, m) == 0 && (!*v || strcmp(b->version, v) == 0) &&
-		    b->role != GW_ROLE_PREFILL && sc__gw_backend_usable(gw, b))
-			return 1;
-	}
-	return 0;
-}
-
-static void h_kserve(sc_http_req_t *hr, void *ud)
-{
-	sc_gw_t *gw = ud;
-	char m[GW_MAX_NAME], v[GW_MAX_VERSION];
-	const char *rest;
-	const char *path = sc_http_path(hr);
-	const char *method = sc_http_method(hr);
-	if (kserve_path(path, m, sizeof(m), v, sizeof(v), &rest) < 0) {
-		kserve_error(hr, 400, "expected /v2/models/{model}[/versions/{version}]/...");
-		return;
-	}
-	int infer = strcmp(rest, "/infer") == 0;
-	if (strcmp(rest, "/ready") == 0 && strcmp(method, "GET") == 0) {
-		int ok = kserve_ready(gw, m, v);
-		sc_http_respond(hr, ok ? 200 : 400, "application/json", "", 0);
-		return;
-	}
-	if ((infer && strcmp(method, "POST") != 0) || (!infer && strcmp(method, "GET") != 0) ||
-	    (!infer && *rest)) {
-		kserve_error(hr, infer ? 405 : 404, infer ? "infer takes POST" : "no such path");
-		return;
-	}
-	if (infer) {
-		size_t len;
-		const char *raw = sc_http_body(hr, &len);
-		static const char *const keys[] = { "inputs" };
-		sc_jval_t in;
-		int rc = sc_jscan_object(raw, len, keys, 1, &in);
-		const char *bad = rc == SC_EPARSE || rc == SC_EINVAL
-					  ? "the body must be a JSON object"
-				  : rc == SC_EEXISTS	    ? "inputs: given twice"
-				  : in.type != SC_JT_ARRAY ? "inputs: expected an array"
-							   : NULL;
-		if (bad) {
-			kserve_error(hr, 400, bad);
-			return;
-		}
-	}
-	gw_req_t *q = req_new(gw, hr, infer ? GW_K_INFER : GW_K_PASS);
-	set_model(q, m, *v ? v : NULL);
-	if (*v)
-		snprintf(q->path, sizeof(q->path), "/v2/models/%s/versions/%s%s", m, v, rest);
-	else
-		snprintf(q->path, sizeof(q->path), "/v2/models/%s%s", m, rest);
-	route(q);
-}
-
-int sc__gw_proxy_routes(sc_gw_t *gw)
-{
-	int rc = sc_http_route(gw->http, "POST", "/v1/completions", h_completions, gw);
-	if (rc == 0)
-		rc = sc_http_route(gw->http, "POST", "/v1/chat/completions", h_chat, gw);
-	if (rc == 0)
-		rc = sc_http_route(gw->http, NULL, "/v2/models/", h_kserve, gw);
-	return rc;
 }

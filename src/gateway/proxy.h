@@ -47,7 +47,7 @@ typedef struct gw_req {
 	int ntok;                 /* text chunks sent to the client */
 	int saw_done;
 	uint64_t t0_ns, ttft_ns, att_ns;
-	uv_timer_t timer;
+	uint64_t deadline_ms;     /* loop clock: t0 + --timeout (sc_gw_t.deadlines) */
 	gw_span_t root, att;
 	int last_status;          /* of the last failed attempt, for the answer */
 	char last_err[640];
@@ -58,9 +58,15 @@ typedef struct gw_req {
 	gw_backend_t *prefill_be;
 	int prefill_attempts;
 	int closed;
-	struct gw_req *prev, *next; /* sc_gw_t.reqs */
+	struct gw_req *prev, *next; /* sc_gw_t.reqs, then .dead and .pool */
 } gw_req_t;
 
+/* A new request in flight for hr (borrowed; the request hears when its
+ * client goes away), linked into sc_gw_t.reqs with its deadline. */
+gw_req_t *sc__gw_req_new(sc_gw_t *gw, sc_http_req_t *hr, int kind);
+/* The deadline timer and the reaper of finished requests (before any
+ * request); sc__gw_proxy_shutdown closes them. */
+int sc__gw_proxy_init(sc_gw_t *gw);
 /* Starts (or retries) an upstream attempt for the current phase. */
 void sc__gw_attempt(gw_req_t *q);
 /* Ends the request with an error answer (or an error event on an open
