@@ -8,141 +8,21 @@
  * a long-lived stream is noticed, but stops when the input buffer is full. */
 #include "net/http.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include <http_parser.h>
 
-#include "starcloud/buf.h"
+#include "net/http_int.h"
 #include "starcloud/error.h"
-
-#define MAX_ROUTES 64
-#define MAX_HEADERS 64
-/* Unsent output a stream may pile up before it is cut off: a watcher that
- * does not read must not grow the server's memory without bound. */
-#define MAX_PENDING_OUT (8u << 20)
-/* A producer waiting in sc_http_stream_on_drain resumes below this. */
-#define DRAIN_LOW (256u << 10)
-
-typedef struct route {
-	char *method;
-	char *prefix;
-	size_t plen;
-	sc_http_handler_fn fn;
-	void *ud;
-} route_t;
-
-struct sc_http_server {
-	uv_loop_t *loop;
-	uv_tcp_t listener;
-	sc_http_limits_t lim;
-	route_t routes[MAX_ROUTES];
-	size_t nroutes;
-	sc_http_observer_fn observer;
-	void *observer_ud;
-	struct conn *conns; /* doubly linked list of open connections */
-	size_t nconns;
-	int port;
-	int closing;
-	int listener_open;
-	int batching;       /* hold output until sc_http_flush (group commit) */
-	size_t nholding;    /* connections with held output */
-};
-
-/* What the parser reported last, to join split header fields/values. */
-enum { HDR_NONE, HDR_FIELD, HDR_VALUE };
-/* Why parsing stopped with an error of our own. */
-enum { ERR_NONE, ERR_HEADERS, ERR_BODY };
-
-struct sc_http_req {
-	struct conn *conn;
-	char method[16];
-	sc_buf_t url;     /* path and query, NUL between them once parsed */
-	char *query;
-	sc_buf_t hdrs;    /* "name\0value\0" pairs */
-	size_t hdr_off[MAX_HEADERS][2];
-	size_t nhdrs;
-	int hdr_state;
-	sc_buf_t body;
-	const char *route;
-	uint64_t start_ns;
-	int streaming;
-	int status;
-	sc_http_close_fn on_close;
-	void *close_ud;
-	sc_http_drain_fn on_drain; /* one-shot: output fell below DRAIN_LOW */
-	void *drain_ud;
-	char xhdrs[512]; /* extra response headers, "Name: value\r\n" each */
-	size_t xlen;
-};
-
-typedef struct conn {
-	uv_tcp_t tcp;
-	uv_timer_t idle;
-	sc_http_server_t *srv;
-	struct conn *prev, *next;
-	http_parser parser;
-	sc_buf_t in;
-	sc_http_req_t req;
-	int busy;        /* a request is with its handler */
-	int processing;  /* inside process(): no re-entry */
-	int keep_alive;
-	int closing;
-	int close_after; /* close once pending output is written */
-	int err;         /* ERR_* */
-	int reading;     /* uv_read_start is in effect */
-	int lingering;   /* answered an error; discarding input until EOF */
-	uv_shutdown_t shutdown;
-	size_t pending_out;
-	int handles_open;
-	sc_buf_t held;   /* output held until the next sc_http_flush */
-	int holding;
-	int shutdown_after_flush;
-} conn_t;
-
-typedef struct write_req {
-	uv_write_t w;
-	conn_t *c;
-	size_t len;
-	char data[];
-} write_req_t;
 
 static void process(conn_t *c);
 static void conn_close(conn_t *c);
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 static void on_idle(uv_timer_t *t);
+static void idle_touch(conn_t *c);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
-
-/* ---------------------------------------------------------------------
- * Status lines
- * ------------------------------------------------------------------- */
-
-const char *sc_http_status_text(int status)
-{
-	switch (status) {
-	case 100: return "Continue";
-	case 200: return "OK";
-	case 201: return "Created";
-	case 204: return "No Content";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 409: return "Conflict";
-	case 410: return "Gone";
-	case 413: return "Payload Too Large";
-	case 415: return "Unsupported Media Type";
-	case 422: return "Unprocessable Entity";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 503: return "Service Unavailable";
-	default: return "Unknown";
-	}
-}
 
 /* ---------------------------------------------------------------------
  * Output
@@ -492,7 +372,8 @@ static int on_message_begin(http_parser *p)
 {
 	conn_t *c = p->data;
 	req_reset(&c->req);
-	c->req.start_ns = uv_hrtime();
+	/* Only the observer reads the start time: no clock read otherwise. */
+	c->req.start_ns = c->srv->observer ? uv_hrtime() : 0;
 	return 0;
 }
 
@@ -566,7 +447,11 @@ static int on_headers_complete(http_parser *p)
 		c->err = ERR_BODY;
 		return -1;
 	}
-	snprintf(r->method, sizeof(r->method), "%s", http_method_str(p->method));
+	/* Method names are short constants (the longest, MKCALENDAR, is 10). */
+	const char *m = http_method_str(p->method);
+	size_t ml = strnlen(m, sizeof(r->method) - 1);
+	memcpy(r->method, m, ml);
+	r->method[ml] = '\0';
 	const char *expect = sc_http_header(r, "Expect");
 	if (expect && strcasecmp(expect, "100-continue") == 0) {
 		uv_buf_t part = uv_buf_init("HTTP/1.1 100 Continue\r\n\r\n", 25);
@@ -674,7 +559,7 @@ static void process(conn_t *c)
 	if (c->lingering)
 		return;
 	if (!c->busy && !c->closing && c->srv->lim.idle_timeout_ms)
-		uv_timer_again(&c->idle);
+		idle_touch(c);
 	if (!c->closing && !c->close_after && !c->reading) {
 		c->reading = 1;
 		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -729,11 +614,38 @@ static void conn_close(conn_t *c)
 	uv_close((uv_handle_t *)&c->idle, on_handle_closed);
 }
 
+/* The keep-alive idle limit. Restarting the timer after every request (a
+ * stop and a start in libuv's timer heap) cost more than the rest of the
+ * bookkeeping of a request; instead the connection notes when it was last
+ * active, and the timer, when it fires, closes the connection only if the
+ * limit has really passed, else re-arms for what is left. */
+static void idle_touch(conn_t *c)
+{
+	c->last_active = uv_now(c->srv->loop);
+	if (!uv_is_active((uv_handle_t *)&c->idle))
+		uv_timer_start(&c->idle, on_idle, c->srv->lim.idle_timeout_ms, 0);
+}
+
 static void on_idle(uv_timer_t *t)
 {
 	conn_t *c = t->data;
-	if (!c->busy)
-		conn_close(c);
+	uint64_t lim = c->srv->lim.idle_timeout_ms;
+	if (c->lingering) {
+		conn_close(c); /* the 5 s after an error answer are over */
+		return;
+	}
+	if (c->busy) {
+		/* A request with its handler is not idle; a stream stops the
+		 * timer and process() restarts it when the stream ends. */
+		uv_timer_start(&c->idle, on_idle, lim, 0);
+		return;
+	}
+	uint64_t quiet = uv_now(c->srv->loop) - c->last_active;
+	if (quiet < lim) {
+		uv_timer_start(&c->idle, on_idle, lim - quiet, 0);
+		return;
+	}
+	conn_close(c);
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -821,7 +733,7 @@ static void on_connection(uv_stream_t *ls, int status)
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
 	if (s->lim.idle_timeout_ms)
-		uv_timer_start(&c->idle, on_idle, s->lim.idle_timeout_ms, s->lim.idle_timeout_ms);
+		idle_touch(c);
 	c->reading = 1;
 	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
@@ -926,79 +838,4 @@ void sc_http_server_close(sc_http_server_t *s)
 		uv_close((uv_handle_t *)&s->listener, on_listener_closed);
 	else if (s->nconns == 0)
 		free(s);
-}
-
-/* ---------------------------------------------------------------------
- * Request accessors
- * ------------------------------------------------------------------- */
-
-const char *sc_http_method(const sc_http_req_t *r)
-{
-	return r->method;
-}
-
-const char *sc_http_path(const sc_http_req_t *r)
-{
-	return r->url.data ? r->url.data : "/";
-}
-
-const char *sc_http_query(const sc_http_req_t *r)
-{
-	return r->query ? r->query : "";
-}
-
-const char *sc_http_header(const sc_http_req_t *r, const char *name)
-{
-	for (size_t i = 0; i < r->nhdrs; i++)
-		if (strcasecmp(r->hdrs.data + r->hdr_off[i][0], name) == 0)
-			return r->hdrs.data + r->hdr_off[i][1];
-	return NULL;
-}
-
-const char *sc_http_body(const sc_http_req_t *r, size_t *len)
-{
-	*len = r->body.len;
-	return r->body.data ? r->body.data : "";
-}
-
-static int hexval(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	ch = tolower(ch);
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	return -1;
-}
-
-int sc_http_query_param(const sc_http_req_t *r, const char *key, char *out, size_t outsz)
-{
-	const char *p = sc_http_query(r);
-	size_t klen = strlen(key);
-	while (*p) {
-		const char *end = strchr(p, '&');
-		if (!end)
-			end = p + strlen(p);
-		if (strncmp(p, key, klen) == 0 && (p[klen] == '=' || p + klen == end)) {
-			const char *v = p + klen + (p[klen] == '=');
-			size_t n = 0;
-			for (; v < end; v++) {
-				int ch = (unsigned char)*v;
-				if (ch == '+')
-					ch = ' ';
-				else if (ch == '%' && v + 2 < end && hexval(v[1]) >= 0 &&
-					 hexval(v[2]) >= 0) {
-					ch = hexval(v[1]) * 16 + hexval(v[2]);
-					v += 2;
-				}
-				if (n + 1 >= outsz)
-					return SC_ETOOBIG;
-				out[n++] = (char)ch;
-			}
-			out[n] = '\0';
-			return (int)n;
-		}
-		p = *end ? end + 1 : end;
-	}
-	return -1;
 }
