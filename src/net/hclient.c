@@ -91,6 +91,9 @@ struct hc_conn {
 	int closing;
 	int handles;
 	int deferred_err; /* error to deliver from the timer (sync failures) */
+	uint64_t due;     /* loop time the timer is armed for; 0 = not armed */
+	uint64_t connect_until; /* connect phase: give up then */
+	uint64_t idle_until;    /* idle in its pool: close then */
 };
 
 typedef struct hc_write {
@@ -100,6 +103,7 @@ typedef struct hc_write {
 } hc_write_t;
 
 static void conn_close(hc_conn_t *k);
+static void conn_arm(hc_conn_t *k);
 static void req_fail(sc_hcli_req_t *r, int err);
 static int req_send(sc_hcli_req_t *r, int fresh);
 
@@ -223,11 +227,6 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	*buf = uv_buf_init(slab, sizeof(slab));
 }
 
-static void on_idle_timer(uv_timer_t *t)
-{
-	conn_close(t->data);
-}
-
 /* Returns a connection whose answer is complete to its pool, or closes it. */
 static void conn_release(hc_conn_t *k, int keep)
 {
@@ -245,7 +244,8 @@ static void conn_release(hc_conn_t *k, int keep)
 	/* The connection keeps reading (on_read sees no request and closes it
 	 * on any byte or EOF): stopping and restarting reads would cost two
 	 * epoll_ctl calls per request. */
-	uv_timer_start(&k->timer, on_idle_timer, c->opts.idle_close_ms, 0);
+	k->idle_until = uv_now(c->loop) + c->opts.idle_close_ms;
+	conn_arm(k);
 }
 
 static hc_conn_t *conn_new(sc_hcli_t *c, hc_pool_t *p)
@@ -441,31 +441,72 @@ static void req_fail(sc_hcli_req_t *r, int err)
 	req_finish(r, err);
 }
 
-static void on_timeout(uv_timer_t *t)
+/* ---------------------------------------------------------------------
+ * The connection timer
+ *
+ * One timer per connection covers every limit it has: the connect timeout,
+ * a request's inactivity limit, and the idle close in the pool. Starting
+ * and stopping it around each request cost four operations on libuv's timer
+ * heap per proxied request; instead the state says when the connection is
+ * next due (conn_deadline), and the timer is only moved when that is
+ * earlier than what it is armed for. A timer that fires early re-reads the
+ * state and re-arms for what is left, so in steady traffic a connection
+ * touches the heap about once per idle period, not per request.
+ * ------------------------------------------------------------------- */
+
+/* When the connection is next due, in loop time; 0 = nothing to watch. */
+static uint64_t conn_deadline(const hc_conn_t *k)
+{
+	const sc_hcli_req_t *r = k->req;
+	if (k->closing)
+		return 0;
+	if (!r)
+		return k->in_pool ? k->idle_until : 0;
+	if (k->deferred_err)
+		return 1; /* at once: any time already passed */
+	if (!k->connected)
+		return k->connect_until;
+	/* Reads and writes note r->last_io; the limit runs from the last. */
+	if (r->timeout_ms && r->reached)
+		return r->last_io + r->timeout_ms;
+	return 0;
+}
+
+static void on_conn_timer(uv_timer_t *t)
 {
 	hc_conn_t *k = t->data;
+	k->due = 0;
+	uint64_t d = conn_deadline(k), now = uv_now(k->c->loop);
+	if (!d)
+		return;
+	if (d > now) {
+		conn_arm(k);
+		return;
+	}
 	sc_hcli_req_t *r = k->req;
-	if (!r)
-		return;
-	if (k->deferred_err) {
-		req_fail(r, k->deferred_err);
+	if (!r) {
+		conn_close(k); /* idle too long in its pool */
 		return;
 	}
-	/* Reads do not re-arm the timer (a heap operation each): they note the
-	 * time, and an early expiry re-arms for what is left. */
-	uint64_t idle = uv_now(r->c->loop) - r->last_io;
-	if (r->timeout_ms && r->reached && idle < r->timeout_ms) {
-		uv_timer_start(&k->timer, on_timeout, r->timeout_ms - idle, 0);
+	req_fail(r, k->deferred_err ? k->deferred_err : SC_ELIMIT);
+}
+
+/* Makes sure the timer fires no later than the connection is due. */
+static void conn_arm(hc_conn_t *k)
+{
+	uint64_t d = conn_deadline(k);
+	if (!d || (k->due && k->due <= d))
 		return;
-	}
-	req_fail(r, SC_ELIMIT);
+	uint64_t now = uv_now(k->c->loop);
+	uv_timer_start(&k->timer, on_conn_timer, d > now ? d - now : 0, 0);
+	k->due = d > now ? d : now;
 }
 
 static void arm_timer(sc_hcli_req_t *r)
 {
 	r->last_io = uv_now(r->c->loop);
-	if (r->timeout_ms && r->conn)
-		uv_timer_start(&r->conn->timer, on_timeout, r->timeout_ms, 0);
+	if (r->conn)
+		conn_arm(r->conn);
 }
 
 /* After the parser ran: finish a complete answer, or a cancelled request. */
@@ -481,7 +522,6 @@ static void conn_after_parse(hc_conn_t *k, sc_hcli_req_t *r, int extra)
 	}
 	if (!r->complete)
 		return;
-	uv_timer_stop(&k->timer);
 	int keep = !extra && http_should_keep_alive(&k->parser);
 	r->conn = NULL;
 	conn_release(k, keep);
@@ -566,7 +606,7 @@ static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
 	size_t done = n > 0 ? (size_t)n : 0;
 	if (done < r->out.len && conn_write_rest(k, r->out.data + done, r->out.len - done) < 0) {
 		k->deferred_err = SC_EIO;
-		uv_timer_start(&k->timer, on_timeout, 0, 0);
+		conn_arm(k);
 		return;
 	}
 	if (!k->reading) {
@@ -593,8 +633,8 @@ static void on_connect(uv_connect_t *cr, int status)
 	}
 	k->connected = 1;
 	/* The connect timeout is over; the request's own inactivity limit (if
-	 * any) is armed by the write. A watch without one stays open. */
-	uv_timer_stop(&k->timer);
+	 * any) is armed by the write. A watch without one stays open (the
+	 * timer may still fire once for the connect limit and find nothing). */
 	uv_tcp_nodelay(&k->tcp, 1);
 	conn_write_req(k, r);
 }
@@ -613,7 +653,6 @@ static int req_send(sc_hcli_req_t *r, int fresh)
 	hc_conn_t *k = fresh ? NULL : p->idle;
 	if (k) {
 		pool_remove_idle(p, k);
-		uv_timer_stop(&k->timer);
 		k->req = r;
 		r->conn = k;
 		conn_write_req(k, r);
@@ -626,13 +665,14 @@ static int req_send(sc_hcli_req_t *r, int fresh)
 	uv_ip4_addr(p->host, p->port, &sa);
 	if (uv_tcp_connect(&k->connect, &k->tcp, (const struct sockaddr *)&sa, on_connect) < 0) {
 		k->deferred_err = SC_EIO;
-		uv_timer_start(&k->timer, on_timeout, 0, 0);
+		conn_arm(k);
 		return 0;
 	}
 	uint64_t t = c->opts.connect_timeout_ms;
 	if (r->timeout_ms && r->timeout_ms < t)
 		t = r->timeout_ms;
-	uv_timer_start(&k->timer, on_timeout, t, 0);
+	k->connect_until = uv_now(c->loop) + t;
+	conn_arm(k);
 	return 0;
 }
 
@@ -722,8 +762,12 @@ int sc_hcli_status(const sc_hcli_req_t *r)
 
 const char *sc_hcli_header(const sc_hcli_req_t *r, const char *name)
 {
+	/* A name is stored with its NUL right before the value: compare
+	 * lengths first, most lookups then skip the string compare. */
+	size_t nl = strlen(name);
 	for (size_t i = 0; i < r->nhdrs; i++)
-		if (strcasecmp(r->hdrs.data + r->hdr_off[i][0], name) == 0)
+		if (r->hdr_off[i][1] - r->hdr_off[i][0] == nl + 1 &&
+		    strncasecmp(r->hdrs.data + r->hdr_off[i][0], name, nl) == 0)
 			return r->hdrs.data + r->hdr_off[i][1];
 	return NULL;
 }
