@@ -23,7 +23,9 @@ const char *sc__gw_rollout_state(int state)
 
 gw_rollout_t *sc__gw_rollout_find(sc_gw_t *gw, const char *model)
 {
-	for (size_t i = 0; i < GW_MAX_ROLLOUTS; i++)
+	/* Every request asks (twice): look only at slots ever used, not at all
+	 * GW_MAX_ROLLOUTS, each of which is several KiB. */
+	for (size_t i = 0; i < gw->nro; i++)
 		if (gw->ro[i].used && strcmp(gw->ro[i].model, model) == 0)
 			return &gw->ro[i];
 	return NULL;
@@ -109,6 +111,8 @@ gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *sta
 			return NULL;
 		memset(ro, 0, sizeof(*ro));
 		ro->used = 1;
+		if ((size_t)(ro - gw->ro) >= gw->nro)
+			gw->nro = (size_t)(ro - gw->ro) + 1;
 		ro->gw = gw;
 		uv_timer_init(gw->loop, &ro->timer);
 		ro->timer.data = ro;

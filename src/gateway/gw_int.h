@@ -127,6 +127,7 @@ typedef struct sc_gw {
 	gw_backend_t *be[GW_MAX_BACKENDS];
 	size_t nbe;
 	gw_rollout_t ro[GW_MAX_ROLLOUTS];
+	size_t nro;                 /* slots of ro ever used (a high-water mark) */
 	gw_stats_t *stats[GW_MAX_STATS];
 	size_t nstats;
 	uint64_t active;            /* client requests in flight */

@@ -113,7 +113,7 @@ static void openai(sc_http_req_t *hr, sc_gw_t *gw, int kind, const char *path)
 	}
 	gw_req_t *q = sc__gw_req_new(gw, hr, kind);
 	q->stream = v[OA_STREAM].type == SC_JT_TRUE;
-	snprintf(q->path, sizeof(q->path), "%s", path);
+	memcpy(q->path, path, strlen(path) + 1); /* one of our two constants */
 	char model[GW_MAX_NAME + GW_MAX_VERSION + 2];
 	if (sc_jscan_string(&v[OA_MODEL], model, sizeof(model)) < 0 ||
 	    set_model(q, model, NULL) < 0) {

@@ -47,7 +47,8 @@ static double since(uint64_t t0)
 static void req_account(gw_req_t *q, int status)
 {
 	const char *ver = q->be ? q->be->version : q->version;
-	gw_stats_t *s = sc__gw_stats(q->gw, q->model, ver);
+	/* The replica's figures are its model/version's: no lookup by name. */
+	gw_stats_t *s = q->be ? q->be->stats : sc__gw_stats(q->gw, q->model, ver);
 	double total = since(q->t0_ns);
 	double ttft = q->ttft_ns ? (double)(q->ttft_ns - q->t0_ns) / 1e9 : total;
 	sc__gw_stats_done(s, status, total, ttft);
