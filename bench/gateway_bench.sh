@@ -4,8 +4,20 @@
 # after a replica crash, and canary rollback time. Everything on loopback;
 # backends are nginx instances answering a fixed completion (so the figures
 # measure the proxies, not a model). Needs wrk and nginx (scripts/deps.sh).
+#
+# Fairness: the gateway is one process with one event loop, so the nginx
+# proxy gets one worker process (worker_processes 1); both keep connections
+# to the same two backends alive (nginx: upstream keepalive 128 with HTTP/1.1
+# and no Connection header; the gateway: its pool, 256 idle per backend) and
+# balance by least outstanding requests. The backends are the same processes
+# for both. wrk uses one thread and BENCH_CONNS connections.
+#
+# STARCLOUD_BIN_B=path runs a second gateway binary (say, the one before a
+# change) in the same run: every repetition measures both gateways and nginx,
+# in an order that alternates, so an A/B comparison sees the same load.
 set -eu
 BIN=${STARCLOUD_BIN:-build/starcloud}
+BIN_B=${STARCLOUD_BIN_B:-}
 DUR=${BENCH_SECONDS:-5}
 CONNS=${BENCH_CONNS:-32}
 T=$(mktemp -d)
@@ -19,11 +31,14 @@ trap cleanup EXIT
 port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_up() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.05; done; echo "no answer from $1" >&2; exit 1; }
 
-# One nginx per backend so that one can be killed alone.
+# One nginx per backend so that one can be killed alone. Without a master
+# process: the pid is the process that serves, so the failover test's
+# SIGKILL really takes the backend down (killing a master leaves its worker
+# serving, orphaned).
 backend() { # name port status
 	mkdir -p "$T/$1"
 	cat > "$T/$1/nginx.conf" <<CONF
-worker_processes 1; daemon off; pid $T/$1/nginx.pid; error_log $T/$1/error.log;
+master_process off; daemon off; pid $T/$1/nginx.pid; error_log $T/$1/error.log;
 events { worker_connections 4096; }
 http { access_log off; client_body_temp_path $T/$1; proxy_temp_path $T/$1;
   fastcgi_temp_path $T/$1; uwsgi_temp_path $T/$1; scgi_temp_path $T/$1;
@@ -34,12 +49,20 @@ CONF
 	nginx -c "$T/$1/nginx.conf" -e "$T/$1/error.log" & PIDS+=($!); eval "$1_PID=$!"
 	wait_up "http://127.0.0.1:$2/"
 }
-B1=$(port); B2=$(port); BAD=$(port); GW=$(port); NG=$(port); GW2=$(port)
+B1=$(port); B2=$(port); BAD=$(port); GW=$(port); NG=$(port); GW2=$(port); GWB=$(port)
 backend b1 "$B1" 200; backend b2 "$B2" 200; backend bad "$BAD" 500
 
 "$BIN" gateway --listen 127.0.0.1:$GW --probe-interval 0 \
 	--backend model=bench,version=1,url=http://127.0.0.1:$B1 \
 	--backend model=bench,version=1,url=http://127.0.0.1:$B2 2>"$T/gw.log" & PIDS+=($!); GPID=$!
+TARGETS="gateway nginx"
+if [ -n "$BIN_B" ]; then
+	"$BIN_B" gateway --listen 127.0.0.1:$GWB --probe-interval 0 \
+		--backend model=bench,version=1,url=http://127.0.0.1:$B1 \
+		--backend model=bench,version=1,url=http://127.0.0.1:$B2 2>"$T/gwb.log" & PIDS+=($!); GBPID=$!
+	TARGETS="gateway gateway_b nginx"
+	wait_up "http://127.0.0.1:$GWB/healthz"
+fi
 mkdir -p "$T/px"
 cat > "$T/px/nginx.conf" <<CONF
 worker_processes 1; daemon off; pid $T/px/nginx.pid; error_log $T/px/error.log;
@@ -88,18 +111,24 @@ REPS=${BENCH_REPS:-3}
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 read -r D_RPS D_P50 D_P99 _ <<<"$(run direct http://127.0.0.1:$B1)"
 echo "== throughput, $DUR s per run, wrk -t1 -c$CONNS, small POST /v1/completions, $REPS repetitions"
-printf "%-10s %4s %10s %9s %9s %6s %s\n" target rep req/s p50_ms p99_ms non2xx us_cpu/req
+[ -n "$BIN_B" ] && echo "gateway = $BIN, gateway_b = $BIN_B"
+printf "%-10s %4s %10s %9s %9s %6s %10s %s\n" target rep req/s p50_ms p99_ms non2xx us_cpu/req load1
 printf "%-10s %4s %10s %9s %9s\n" direct - "$D_RPS" "$D_P50" "$D_P99"
 : > "$T/rows"
 for rep in $(seq "$REPS"); do
-	for tgt in gateway nginx; do
+	# Odd repetitions run the targets in order, even ones in reverse, so
+	# that neither proxy always follows the other.
+	order=$TARGETS
+	[ $((rep % 2)) = 0 ] && order=$(echo "$TARGETS" | tr ' ' '\n' | tac | tr '\n' ' ')
+	for tgt in $order; do
 		url=http://127.0.0.1:$GW pid=$GPID
 		[ "$tgt" = nginx ] && url=http://127.0.0.1:$NG pid=$NWK
+		[ "$tgt" = gateway_b ] && url=http://127.0.0.1:$GWB pid=$GBPID
 		c0=$(ticks "$pid")
 		read -r rps p50 p99 err <<<"$(run "$tgt$rep" "$url")"
 		c1=$(ticks "$pid")
 		cpu=$(/usr/bin/python3 -c "import os; print('%.1f' % (($c1 - $c0) / os.sysconf('SC_CLK_TCK') / max($rps * $DUR, 1) * 1e6))")
-		printf "%-10s %4s %10s %9s %9s %6s %s\n" "$tgt" "$rep" "$rps" "$p50" "$p99" "$err" "$cpu"
+		printf "%-10s %4s %10s %9s %9s %6s %10s %s\n" "$tgt" "$rep" "$rps" "$p50" "$p99" "$err" "$cpu" "$(cut -d' ' -f1 /proc/loadavg)"
 		echo "$tgt $rps $p50 $p99 $cpu" >> "$T/rows"
 	done
 done
@@ -107,14 +136,21 @@ done
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 import math
+targets = [t for t in ("gateway", "gateway_b", "nginx") if any(r[0] == t for r in rows)]
 med = {t: [statistics.median(v for v in (float(r[i]) for r in rows if r[0] == t)
                              if not math.isnan(v)) for i in (1, 2, 3, 4)]
-       for t in ("gateway", "nginx")}
+       for t in targets}
 for t, (rps, p50, p99, cpu) in med.items():
-    print("median %-8s %8.0f req/s  p50 %.3f ms  p99 %.3f ms  %.1f us CPU/request" % (
+    print("median %-9s %8.0f req/s  p50 %.3f ms  p99 %.3f ms  %.1f us CPU/request" % (
         t, rps, p50, p99, cpu))
-print("gateway / nginx throughput: %.2f, CPU per request: %.2f" % (
-    med["gateway"][0] / med["nginx"][0], med["gateway"][3] / med["nginx"][3]))
+for t in targets[:-1]:
+    # Per repetition too: the runs of one repetition saw the same load.
+    k = len(targets)
+    reps = [float(a[1]) / float(b[1]) for i, a in enumerate(rows) if a[0] == t
+            for j, b in enumerate(rows) if b[0] == "nginx" and i // k == j // k]
+    print("%s / nginx throughput: %.2f (per repetition: %s), CPU per request: %.2f" % (
+        t, med[t][0] / med["nginx"][0], " ".join("%.2f" % x for x in reps),
+        med[t][3] / med["nginx"][3]))
 PY
 # Added latency at light load (one connection), where queueing does not hide it.
 CONNS=1
@@ -124,7 +160,9 @@ for rep in $(seq "$REPS"); do
 	read -r d1 d50 d99 _ <<<"$(run direct1 http://127.0.0.1:$B1)"
 	read -r g1 g50 g99 _ <<<"$(run gateway1 http://127.0.0.1:$GW)"
 	read -r n1 n50 n99 _ <<<"$(run nginx1 http://127.0.0.1:$NG)"
-	echo "$d50 $d99 $g50 $g99 $n50 $n99 $g1 $n1" >> "$T/rows1"
+	b1=0 b50=0 b99=0
+	[ -n "$BIN_B" ] && read -r b1 b50 b99 _ <<<"$(run gatewayb1 http://127.0.0.1:$GWB)"
+	echo "$d50 $d99 $g50 $g99 $n50 $n99 $g1 $n1 $b50 $b99 $b1" >> "$T/rows1"
 done
 /usr/bin/python3 - "$T/rows1" <<'PY'
 import statistics, sys
@@ -136,6 +174,10 @@ print("gateway: p50 +%.3f  p99 +%.3f  (%.0f req/s)  per run p99: %s" % (
     statistics.median(gp50), statistics.median(gp99), m(6), " ".join("%+.3f" % x for x in gp99)))
 print("nginx:   p50 +%.3f  p99 +%.3f  (%.0f req/s)  per run p99: %s" % (
     statistics.median(np50), statistics.median(np99), m(7), " ".join("%+.3f" % x for x in np99)))
+if any(r[10] for r in rows):
+    bp50 = [r[8] - r[0] for r in rows]; bp99 = [r[9] - r[1] for r in rows]
+    print("gateway_b: p50 +%.3f  p99 +%.3f  (%.0f req/s)  per run p99: %s" % (
+        statistics.median(bp50), statistics.median(bp99), m(10), " ".join("%+.3f" % x for x in bp99)))
 PY
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
