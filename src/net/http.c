@@ -497,9 +497,12 @@ static const route_t *find_route(const sc_http_server_t *s, const char *method, 
 	const route_t *best = NULL;
 	for (size_t i = 0; i < s->nroutes; i++) {
 		const route_t *rt = &s->routes[i];
-		if (rt->method && strcmp(rt->method, method) != 0)
+		/* First bytes first: most routes differ there, and a daemon
+		 * has a dozen routes to try for every request. */
+		if (rt->method && (rt->method[0] != method[0] || strcmp(rt->method, method) != 0))
 			continue;
-		if (strncmp(path, rt->prefix, rt->plen) != 0)
+		if ((rt->plen > 1 && path[0] && path[1] != rt->prefix[1]) ||
+		    strncmp(path, rt->prefix, rt->plen) != 0)
 			continue;
 		if (!best || rt->plen > best->plen)
 			best = rt;
