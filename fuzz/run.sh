@@ -13,8 +13,14 @@ for f in ../shared/traces/openb/openb_node_list_gpu_node.csv; do
 	[ -f "$f" ] && head -c 4000 "$f" > "$corpus/trace/nodes.csv"
 done
 printf 'sn,cpu_milli,memory_mib,gpu,model\nn1,96000,393216,8,V100M32\n' > "$corpus/trace/seed.csv"
+# HTTP heads: the first byte picks request (even) or response (odd).
+mkdir -p "$corpus/httphead"
+printf '0POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\nContent-Length: 49\r\n\r\n' > "$corpus/httphead/req"
+printf '0GET /v2/models/tiny?x=1 HTTP/1.1\r\nHost: a\r\nX-Empty:\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n' > "$corpus/httphead/get"
+printf '1HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Type: application/json\r\nContent-Length: 115\r\nConnection: keep-alive\r\n\r\n' > "$corpus/httphead/resp"
+printf '1HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n\r\n' > "$corpus/httphead/resp503"
 pass=0 fail=0
-for t in manifest trace; do
+for t in manifest trace httphead; do
 	if "$build/fuzz_$t" -runs="$runs" -max_len=8192 -seed=1 "$corpus/$t" >"$corpus/$t.log" 2>&1; then
 		pass=$((pass + 1))
 	else

@@ -19,6 +19,7 @@
 
 #include <http_parser.h>
 
+#include "base/httphead.h"
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 
@@ -70,6 +71,7 @@ struct sc_hcli_req {
 	int cancelled;
 	int complete;
 	int in_parse;      /* inside the parser: free later */
+	int no_body;       /* a HEAD request: the answer's length has no body */
 	uint64_t last_io;  /* loop time of the last write or read (inactivity) */
 	sc_hcli_req_t *next_free; /* in sc_hcli_t.pool */
 };
@@ -509,8 +511,9 @@ static void arm_timer(sc_hcli_req_t *r)
 		conn_arm(r->conn);
 }
 
-/* After the parser ran: finish a complete answer, or a cancelled request. */
-static void conn_after_parse(hc_conn_t *k, sc_hcli_req_t *r, int extra)
+/* After the parser ran: finish a complete answer, or a cancelled request.
+ * keep: the connection may carry another request. */
+static void conn_after_parse(hc_conn_t *k, sc_hcli_req_t *r, int keep)
 {
 	r->in_parse = 0;
 	if (r->cancelled) {
@@ -522,10 +525,48 @@ static void conn_after_parse(hc_conn_t *k, sc_hcli_req_t *r, int extra)
 	}
 	if (!r->complete)
 		return;
-	int keep = !extra && http_should_keep_alive(&k->parser);
 	r->conn = NULL;
 	conn_release(k, keep);
 	req_finish(r, 0);
+}
+
+/* Stores a field the way the parser callbacks do ("name\0value\0"). */
+static void keep_field(sc_hcli_req_t *r, const sc_hfield_t *f)
+{
+	r->hdr_off[r->nhdrs][0] = r->hdrs.len;
+	sc_buf_append(&r->hdrs, f->name, f->nlen);
+	sc_buf_append(&r->hdrs, "", 1);
+	r->hdr_off[r->nhdrs][1] = r->hdrs.len;
+	sc_buf_append(&r->hdrs, f->value, f->vlen);
+	sc_buf_append(&r->hdrs, "", 1);
+	r->nhdrs++;
+}
+
+/* The common answer, simple (base/httphead.h) and whole in its first read,
+ * is taken without http_parser (the biggest user-space cost of a proxied
+ * request). Returns 1 when it was handled, 0 to leave it to the parser. */
+static int read_simple(hc_conn_t *k, sc_hcli_req_t *r, const char *buf, size_t n)
+{
+	sc_hhead_t h;
+	if (r->got_bytes || r->no_body ||
+	    !sc_hhead_response(buf, n, r->c->opts.max_header_bytes, &h) ||
+	    h.head_len + h.body_len != n || h.nfields > MAX_RESP_HEADERS)
+		return 0;
+	for (size_t i = 0; i < h.nfields; i++)
+		keep_field(r, &h.fields[i]);
+	r->got_bytes = 1;
+	r->last_io = uv_now(r->c->loop);
+	r->status = h.status;
+	/* The callbacks may cancel r: it is freed after they return. */
+	r->in_parse = 1;
+	if (r->cbs.on_head && r->cbs.on_head(r, r->status, r->ud))
+		r->cancelled = 1;
+	if (!r->cancelled && h.body_len && r->cbs.on_data &&
+	    r->cbs.on_data(r, buf + h.head_len, h.body_len, r->ud))
+		r->cancelled = 1;
+	r->complete = !r->cancelled;
+	conn_after_parse(k, r, 1); /* HTTP/1.1 without Connection: keep-alive */
+	return 1;
 }
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
@@ -556,6 +597,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 		req_fail(r, SC_EIO);
 		return;
 	}
+	if (read_simple(k, r, buf->base, (size_t)n))
+		return;
 	r->got_bytes = 1;
 	r->last_io = uv_now(r->c->loop);
 	r->in_parse = 1;
@@ -565,7 +608,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 		/* Bytes after a complete answer mean the server is confused:
 		 * never reuse such a connection. */
 		int extra = r->complete && used < (size_t)n;
-		conn_after_parse(k, r, extra);
+		conn_after_parse(k, r, !extra && http_should_keep_alive(&k->parser));
 		return;
 	}
 	r->in_parse = 0;
@@ -723,6 +766,7 @@ int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out)
 	r->cbs = call->cbs;
 	r->ud = call->ud;
 	r->timeout_ms = call->timeout_ms;
+	r->no_body = strcmp(call->method, "HEAD") == 0;
 	rc = build_request(r, call, host, port, path);
 	if (rc < 0) {
 		req_free(r);
