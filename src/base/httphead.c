@@ -94,10 +94,12 @@ static int scan_fields(const char *buf, size_t len, const char *p, sc_hhead_t *h
 		} else if (name_starts(f, "connection", 10)) {
 			/* "keep-alive" is what HTTP/1.1 means anyway (nginx
 			 * sends it on every answer); any other value declines. */
-			if (f->nlen != 10 || f->vlen != 10 || strncasecmp(f->value, "keep-alive", 10) != 0)
+			if (f->nlen != 10 || f->vlen != 10 ||
+			    strncasecmp(f->value, "keep-alive", 10) != 0)
 				return 0;
-		} else if (name_starts(f, "transfer-encoding", 17) || name_starts(f, "upgrade", 7) ||
-			   name_starts(f, "expect", 6) || name_starts(f, "proxy-connection", 16)) {
+		} else if (name_starts(f, "transfer-encoding", 17) ||
+			   name_starts(f, "upgrade", 7) || name_starts(f, "expect", 6) ||
+			   name_starts(f, "proxy-connection", 16)) {
 			return 0;
 		}
 	}

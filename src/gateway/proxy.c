@@ -262,8 +262,8 @@ static void arm_deadlines(sc_gw_t *gw)
 	if (!t)
 		return;
 	uint64_t now = uv_now(gw->loop);
-	uv_timer_start(&gw->deadlines, on_deadlines, t->deadline_ms > now ? t->deadline_ms - now : 0,
-		       0);
+	uint64_t wait = t->deadline_ms > now ? t->deadline_ms - now : 0;
+	uv_timer_start(&gw->deadlines, on_deadlines, wait, 0);
 }
 
 static void on_deadlines(uv_timer_t *h)

@@ -548,7 +548,8 @@ static int take_simple(conn_t *c)
 {
 	sc_http_server_t *s = c->srv;
 	sc_hhead_t h;
-	if (c->mid_message || !sc_hhead_request(c->in.data, c->in.len, s->lim.max_header_bytes, &h) ||
+	if (c->mid_message ||
+	    !sc_hhead_request(c->in.data, c->in.len, s->lim.max_header_bytes, &h) ||
 	    h.body_len > s->lim.max_body_bytes || h.nfields > MAX_HEADERS)
 		return 0;
 	if (c->in.len < h.head_len + h.body_len)
