@@ -70,6 +70,28 @@ def test_failing_replica_is_ejected(procs):
     assert counters(bad)["completions"] == before  # no traffic while ejected
 
 
+def test_request_and_attempt_timeouts(procs):
+    """--timeout ends a request with 504 on time, request after request (one
+    gateway-wide deadline timer); --attempt-timeout moves a stuck attempt to
+    another replica (the connection's lazily armed timer)."""
+    slow = procs.worker("1", "both", "tiny", "--latency-ms", "3000")
+    gw = procs.gateway([slow], "--timeout", "500ms")
+    for _ in range(2):
+        t0 = time.time()
+        r = completion(gw, max_tokens=1)
+        took = time.time() - t0
+        assert r.status_code == 504, r.text
+        assert r.json()["error"]["type"] == "timeout"
+        assert 0.45 <= took < 2.5, took
+    good = procs.worker("1")
+    gw2 = procs.gateway([slow, good], "--attempt-timeout", "300ms", "--timeout", "10s")
+    for _ in range(6):
+        t0 = time.time()
+        r = completion(gw2, max_tokens=1)
+        assert r.status_code == 200, r.text
+        assert time.time() - t0 < 2.5
+
+
 def test_unready_replica_gets_no_traffic(procs):
     down = procs.worker("1", "both", "tiny", "--unready")
     up = procs.worker("1")
