@@ -148,6 +148,25 @@ const char *sc_http_status_text(int status)
  * Output
  * ------------------------------------------------------------------- */
 
+/* Resumes a stream's producer waiting in sc_http_stream_on_drain once its
+ * unsent output is low again; 1 when it ran. Output can drain in two
+ * places: a queued write completes (on_write), or sc_http_flush hands the
+ * held output to a socket that takes all of it at once (uv_try_write, no
+ * write request and so no on_write). Missing the second one stalled a
+ * streamed list for good: the producer waited for a callback that never
+ * came. */
+static int conn_drained(conn_t *c)
+{
+	sc_http_req_t *r = &c->req;
+	if (c->closing || !c->busy || !r->streaming || !r->on_drain ||
+	    c->pending_out > DRAIN_LOW)
+		return 0;
+	sc_http_drain_fn fn = r->on_drain;
+	r->on_drain = NULL;
+	fn(r, r->drain_ud);
+	return 1;
+}
+
 static void on_write(uv_write_t *w, int status)
 {
 	write_req_t *wr = (write_req_t *)w;
@@ -162,12 +181,7 @@ static void on_write(uv_write_t *w, int status)
 		conn_close(c);
 		return;
 	}
-	sc_http_req_t *r = &c->req;
-	if (c->busy && r->streaming && r->on_drain && c->pending_out <= DRAIN_LOW) {
-		sc_http_drain_fn fn = r->on_drain;
-		r->on_drain = NULL;
-		fn(r, r->drain_ud);
-	}
+	conn_drained(c);
 }
 
 /* Queues parts (copied into one allocation) for writing. */
@@ -204,6 +218,24 @@ size_t sc_http_holding(const sc_http_server_t *s)
 	return s->nholding;
 }
 
+/* Sends c's held output. */
+static void flush_conn(sc_http_server_t *s, conn_t *c)
+{
+	c->holding = 0;
+	s->nholding--;
+	c->pending_out -= c->held.len;
+	uv_buf_t b = uv_buf_init(c->held.data, (unsigned)c->held.len);
+	if (c->held.len)
+		conn_send(c, &b, 1);
+	sc_buf_reset(&c->held);
+	if (c->shutdown_after_flush && !c->closing) {
+		c->shutdown_after_flush = 0;
+		uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
+	}
+	if (c->close_after && c->pending_out == 0 && !c->closing)
+		conn_close(c);
+}
+
 void sc_http_flush(sc_http_server_t *s)
 {
 	conn_t *c = s->conns, *next;
@@ -211,19 +243,13 @@ void sc_http_flush(sc_http_server_t *s)
 		next = c->next; /* a failed write closes (unlinks) c */
 		if (!c->holding)
 			continue;
-		c->holding = 0;
-		s->nholding--;
-		c->pending_out -= c->held.len;
-		uv_buf_t b = uv_buf_init(c->held.data, (unsigned)c->held.len);
-		if (c->held.len)
-			conn_send(c, &b, 1);
-		sc_buf_reset(&c->held);
-		if (c->shutdown_after_flush && !c->closing) {
-			c->shutdown_after_flush = 0;
-			uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
-		}
-		if (c->close_after && c->pending_out == 0 && !c->closing)
-			conn_close(c);
+		flush_conn(s, c);
+		/* The socket took everything: a waiting producer goes on now
+		 * (its new output is held again, so send that too), since no
+		 * write completion will wake it. Bounded by the socket buffer:
+		 * once a write is queued, on_write takes over. */
+		while (conn_drained(c) && c->holding)
+			flush_conn(s, c);
 	}
 }
 
