@@ -89,6 +89,7 @@ static void entry_free(sc_cobj_t *o)
 	free(o->text);
 	json_decref(o->obj);
 	sc__wire_unref(o->wire);
+	sc_manifest_set_free(o->decoded);
 	free(o);
 }
 
@@ -321,6 +322,19 @@ sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json
 		o->text = NULL;
 	}
 	return o;
+}
+
+void sc__cache_give_decoded(sc_cobj_t *o, sc_manifest_set_t *one)
+{
+	sc_manifest_set_free(o->decoded);
+	o->decoded = one;
+}
+
+sc_manifest_set_t *sc__cache_take_decoded(sc_cobj_t *o)
+{
+	sc_manifest_set_t *one = o->decoded;
+	o->decoded = NULL;
+	return one;
 }
 
 /* The object as answered: metadata gains resourceVersion (last, as the

@@ -57,6 +57,7 @@ static void collect_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, 
 		o->obj = json_incref(obj);
 		o->mod_rev = v[i]->mod_rev;
 		o->job = -1;
+		o->pre = sc__cache_take_decoded(v[i]);
 	}
 }
 
@@ -294,6 +295,7 @@ void sc__cycle_in_free(sc_cycle_in_t *in)
 		free(in->objs[i].key);
 		free(in->objs[i].why);
 		json_decref(in->objs[i].obj);
+		sc_manifest_set_free(in->objs[i].pre);
 	}
 	free(in->objs);
 	free(in->job_obj);
