@@ -328,7 +328,7 @@ static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok,
 {
 	sc_cobj_t *o = NULL;
 	if (sc__cache_serves_reads(a->s->cache))
-		o = sc__cache_adopt(a->s->cache, a->key, rev, obj);
+		o = sc__cache_adopt(a->s->cache, a->key, rev, obj, 1);
 	if (o)
 		sc__cache_give_decoded(o, one);
 	else

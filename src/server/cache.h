@@ -86,9 +86,12 @@ void sc__cache_token_put(sc_cache_t *c, const char *digest, const sc_principal_t
 json_t *sc__cache_obj(sc_cobj_t *o);
 /* Hands the cache obj, the parsed form of the value just written under key
  * at mod_rev, so the write's own parse is reused; the cache takes a
- * reference and obj must never change again. Returns the entry, or NULL
+ * reference and obj must never change again. answer = 1 when the writer
+ * is about to answer with the object: its answer bytes are then made from
+ * the stored text (no second serialisation). Returns the entry, or NULL
  * when the cache holds another revision. */
-sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj);
+sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj,
+			   int answer);
 
 /* Gives entry o (returned by sc__cache_adopt) the decoded form of its
  * revision, one: what sc__validate_decode made of the object the writer
