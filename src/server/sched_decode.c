@@ -69,6 +69,12 @@ static json_t *view_of(const sc_sobj_t *o)
 							: sc__decoder_view(o->kind, o->obj);
 }
 
+/* Looked up once per revision: every cycle checks every job's queue. */
+static const char *view_queue(json_t *view)
+{
+	return json_string_value(json_object_get(json_object_get(view, "spec"), "queue"));
+}
+
 /* Decodes one object from its view (taken), or takes the decoding the
  * API's validation already made of this revision (o->pre); a refusal is
  * kept as the message the job shows. *decoded counts real decodings. */
@@ -80,6 +86,7 @@ static int decode(sc_sobj_t *o, int rank, json_t *view, sc_decoded_t *d, size_t 
 	d->rank = rank;
 	d->mod_rev = o->mod_rev;
 	d->view = view;
+	d->queue = view_queue(view);
 	d->key = strdup(o->key);
 	if (!d->key)
 		return SC_ENOMEM;
@@ -112,6 +119,7 @@ static void carry(sc_decoded_t *d, const sc_sobj_t *o, json_t *view)
 {
 	json_decref(d->view);
 	d->view = view;
+	d->queue = view_queue(view);
 	d->mod_rev = o->mod_rev;
 	d->settled = false;
 	free(d->settled_why);

@@ -83,6 +83,7 @@ typedef struct sc_decoded {
 	 * that changed only what the decoder sets aside, such as a pending
 	 * reason) keeps this entry instead of being decoded again. */
 	json_t *view;
+	const char *queue;       /* the view's spec.queue (borrowed from view), or NULL */
 	/* Set by sched_write.c when this revision's status was found up to
 	 * date; while the same inputs hold (no decision for the job, the same
 	 * reasons, the same drained nodes) it is skipped without building it. */

@@ -191,7 +191,7 @@ static const char *spec_str(const sc_sobj_t *o, const char *key)
 /* The commonest refusal, a job whose queue is missing or not a leaf, is
  * found here in one pass: left to the snapshot, n such jobs would cost n
  * rebuilds of the whole set. Messages are the decoder's. */
-static void precheck_queues(sc_cycle_in_t *in)
+static void precheck_queues(sc_cycle_in_t *in, const sc_decode_cache_t *dc)
 {
 	sc_strmap_t queues, parents;
 	if (sc_strmap_init(&queues, in->nobjs) < 0 || sc_strmap_init(&parents, in->nobjs) < 0)
@@ -208,7 +208,7 @@ static void precheck_queues(sc_cycle_in_t *in)
 	}
 	for (size_t i = 0; i < in->nobjs; i++) {
 		sc_sobj_t *o = &in->objs[i];
-		const char *q = o->kind->queue_scoped && !o->why ? spec_str(o, "queue") : NULL;
+		const char *q = o->kind->queue_scoped && !o->why ? sc__decoded(dc, i)->queue : NULL;
 		if (!q)
 			continue;
 		int missing = sc_strmap_get(&queues, q) < 0;
@@ -297,7 +297,7 @@ int sc__cycle_build(sc_cycle_in_t *in, sc_decode_cache_t *dc)
 	free(ranks);
 	if (rc < 0)
 		return rc;
-	precheck_queues(in);
+	precheck_queues(in, dc);
 	for (size_t attempt = 0; attempt <= in->nobjs; attempt++) {
 		sc_manifest_error_t err;
 		if ((rc = fill_set(in, dc)) < 0)
