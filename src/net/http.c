@@ -149,22 +149,19 @@ const char *sc_http_status_text(int status)
  * ------------------------------------------------------------------- */
 
 /* Resumes a stream's producer waiting in sc_http_stream_on_drain once its
- * unsent output is low again; 1 when it ran. Output can drain in two
- * places: a queued write completes (on_write), or sc_http_flush hands the
- * held output to a socket that takes all of it at once (uv_try_write, no
- * write request and so no on_write). Missing the second one stalled a
- * streamed list for good: the producer waited for a callback that never
- * came. */
-static int conn_drained(conn_t *c)
+ * unsent output is low again. Only on_write calls it: a producer may end
+ * its stream and so start the next pipelined request on the connection,
+ * whose writes must reach the store's sync before their answers leave; on
+ * the poll phase that holds, inside sc_http_flush it would not. */
+static void conn_drained(conn_t *c)
 {
 	sc_http_req_t *r = &c->req;
 	if (c->closing || !c->busy || !r->streaming || !r->on_drain ||
 	    c->pending_out > DRAIN_LOW)
-		return 0;
+		return;
 	sc_http_drain_fn fn = r->on_drain;
 	r->on_drain = NULL;
 	fn(r, r->drain_ud);
-	return 1;
 }
 
 static void on_write(uv_write_t *w, int status)
@@ -184,8 +181,9 @@ static void on_write(uv_write_t *w, int status)
 	conn_drained(c);
 }
 
-/* Queues parts (copied into one allocation) for writing. */
-static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts);
+/* Queues parts (copied into one allocation) for writing; with try_first,
+ * writes what the socket takes at once first. */
+static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_first);
 
 /* With batching on, output waits in c->held (counted in pending_out, so a
  * close-after-answer waits for it too) until sc_http_flush: the daemon
@@ -195,7 +193,7 @@ static int conn_write(conn_t *c, const uv_buf_t *parts, size_t nparts)
 	if (c->closing)
 		return SC_EIO;
 	if (!c->srv->batching)
-		return conn_send(c, parts, nparts);
+		return conn_send(c, parts, nparts, 1);
 	for (size_t i = 0; i < nparts; i++) {
 		if (sc_buf_append(&c->held, parts[i].base, parts[i].len) < 0)
 			abort();
@@ -218,15 +216,19 @@ size_t sc_http_holding(const sc_http_server_t *s)
 	return s->nholding;
 }
 
-/* Sends c's held output. */
+/* Sends c's held output. A stream whose producer waits for a drain goes
+ * through a queued write even when the socket could take it all at once:
+ * on_write, the only place that resumes the producer, must then run, or
+ * the stream would stall for good (no write request, no callback). */
 static void flush_conn(sc_http_server_t *s, conn_t *c)
 {
+	sc_http_req_t *r = &c->req;
 	c->holding = 0;
 	s->nholding--;
 	c->pending_out -= c->held.len;
 	uv_buf_t b = uv_buf_init(c->held.data, (unsigned)c->held.len);
 	if (c->held.len)
-		conn_send(c, &b, 1);
+		conn_send(c, &b, 1, !(c->busy && r->streaming && r->on_drain));
 	sc_buf_reset(&c->held);
 	if (c->shutdown_after_flush && !c->closing) {
 		c->shutdown_after_flush = 0;
@@ -241,14 +243,7 @@ void sc_http_flush(sc_http_server_t *s)
 	conn_t *c = s->conns, *next;
 	for (; c && s->nholding; c = next) {
 		next = c->next; /* a failed write closes (unlinks) c */
-		if (!c->holding)
-			continue;
-		flush_conn(s, c);
-		/* The socket took everything: a waiting producer goes on now
-		 * (its new output is held again, so send that too), since no
-		 * write completion will wake it. Bounded by the socket buffer:
-		 * once a write is queued, on_write takes over. */
-		while (conn_drained(c) && c->holding)
+		if (c->holding)
 			flush_conn(s, c);
 	}
 }
@@ -256,13 +251,13 @@ void sc_http_flush(sc_http_server_t *s)
 /* Writes parts at once when the socket takes them (the common case: one
  * writev, no copy, no write request, no epoll change); whatever is left is
  * copied into one allocation and queued. */
-static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts)
+static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_first)
 {
 	size_t len = 0;
 	for (size_t i = 0; i < nparts; i++)
 		len += parts[i].len;
 	size_t skip = 0;
-	int n = uv_try_write((uv_stream_t *)&c->tcp, parts, (unsigned)nparts);
+	int n = try_first ? uv_try_write((uv_stream_t *)&c->tcp, parts, (unsigned)nparts) : 0;
 	if (n > 0)
 		skip = (size_t)n;
 	if (skip == len)
