@@ -149,19 +149,17 @@ const char *sc_http_status_text(int status)
  * ------------------------------------------------------------------- */
 
 /* Resumes a stream's producer waiting in sc_http_stream_on_drain once its
- * unsent output is low again. Only on_write calls it: a producer may end
- * its stream and so start the next pipelined request on the connection,
- * whose writes must reach the store's sync before their answers leave; on
- * the poll phase that holds, inside sc_http_flush it would not. */
-static void conn_drained(conn_t *c)
+ * unsent output is low again; 1 when it ran. */
+static int conn_drained(conn_t *c)
 {
 	sc_http_req_t *r = &c->req;
 	if (c->closing || !c->busy || !r->streaming || !r->on_drain ||
 	    c->pending_out > DRAIN_LOW)
-		return;
+		return 0;
 	sc_http_drain_fn fn = r->on_drain;
 	r->on_drain = NULL;
 	fn(r, r->drain_ud);
+	return 1;
 }
 
 static void on_write(uv_write_t *w, int status)
@@ -216,19 +214,16 @@ size_t sc_http_holding(const sc_http_server_t *s)
 	return s->nholding;
 }
 
-/* Sends c's held output. A stream whose producer waits for a drain goes
- * through a queued write even when the socket could take it all at once:
- * on_write, the only place that resumes the producer, must then run, or
- * the stream would stall for good (no write request, no callback). */
-static void flush_conn(sc_http_server_t *s, conn_t *c)
+/* Sends c's held output; with try_first, what the socket takes at once
+ * needs no write request. */
+static void flush_conn(sc_http_server_t *s, conn_t *c, int try_first)
 {
-	sc_http_req_t *r = &c->req;
 	c->holding = 0;
 	s->nholding--;
 	c->pending_out -= c->held.len;
 	uv_buf_t b = uv_buf_init(c->held.data, (unsigned)c->held.len);
 	if (c->held.len)
-		conn_send(c, &b, 1, !(c->busy && r->streaming && r->on_drain));
+		conn_send(c, &b, 1, try_first);
 	sc_buf_reset(&c->held);
 	if (c->shutdown_after_flush && !c->closing) {
 		c->shutdown_after_flush = 0;
@@ -238,13 +233,26 @@ static void flush_conn(sc_http_server_t *s, conn_t *c)
 		conn_close(c);
 }
 
+/* A stream producer waiting for a drain (sc_http_stream_on_drain) is
+ * resumed by on_write, or here when the socket took all the held output
+ * at once (no write request, so no on_write): without that the stream
+ * stalled for good. Resuming here is safe only while no pipelined request
+ * is buffered on the connection: the stream's end would start it inside
+ * this flush, after the store's sync, and its answer would leave before its
+ * write is durable. Then the output goes as a queued write and on_write
+ * resumes the producer in the next iteration (slower, and rare). */
 void sc_http_flush(sc_http_server_t *s)
 {
 	conn_t *c = s->conns, *next;
 	for (; c && s->nholding; c = next) {
 		next = c->next; /* a failed write closes (unlinks) c */
-		if (c->holding)
-			flush_conn(s, c);
+		if (!c->holding)
+			continue;
+		sc_http_req_t *r = &c->req;
+		int waiting = c->busy && r->streaming && r->on_drain;
+		flush_conn(s, c, !waiting || c->in.len == 0);
+		while (c->in.len == 0 && conn_drained(c) && c->holding)
+			flush_conn(s, c, 1);
 	}
 }
 
