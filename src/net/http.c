@@ -29,6 +29,20 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
  * Output
  * ------------------------------------------------------------------- */
 
+/* Resumes a stream's producer waiting in sc_http_stream_on_drain once its
+ * unsent output is low again; 1 when it ran. */
+static int conn_drained(conn_t *c)
+{
+	sc_http_req_t *r = &c->req;
+	if (c->closing || !c->busy || !r->streaming || !r->on_drain ||
+	    c->pending_out > DRAIN_LOW)
+		return 0;
+	sc_http_drain_fn fn = r->on_drain;
+	r->on_drain = NULL;
+	fn(r, r->drain_ud);
+	return 1;
+}
+
 static void on_write(uv_write_t *w, int status)
 {
 	write_req_t *wr = (write_req_t *)w;
@@ -43,16 +57,12 @@ static void on_write(uv_write_t *w, int status)
 		conn_close(c);
 		return;
 	}
-	sc_http_req_t *r = &c->req;
-	if (c->busy && r->streaming && r->on_drain && c->pending_out <= DRAIN_LOW) {
-		sc_http_drain_fn fn = r->on_drain;
-		r->on_drain = NULL;
-		fn(r, r->drain_ud);
-	}
+	conn_drained(c);
 }
 
-/* Queues parts (copied into one allocation) for writing. */
-static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts);
+/* Queues parts (copied into one allocation) for writing; with try_first,
+ * writes what the socket takes at once first. */
+static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_first);
 
 /* With batching on, output waits in c->held (counted in pending_out, so a
  * close-after-answer waits for it too) until sc_http_flush: the daemon
@@ -62,7 +72,7 @@ static int conn_write(conn_t *c, const uv_buf_t *parts, size_t nparts)
 	if (c->closing)
 		return SC_EIO;
 	if (!c->srv->batching)
-		return conn_send(c, parts, nparts);
+		return conn_send(c, parts, nparts, 1);
 	for (size_t i = 0; i < nparts; i++) {
 		if (sc_buf_append(&c->held, parts[i].base, parts[i].len) < 0)
 			abort();
@@ -85,6 +95,33 @@ size_t sc_http_holding(const sc_http_server_t *s)
 	return s->nholding;
 }
 
+/* Sends c's held output; with try_first, what the socket takes at once
+ * needs no write request. */
+static void flush_conn(sc_http_server_t *s, conn_t *c, int try_first)
+{
+	c->holding = 0;
+	s->nholding--;
+	c->pending_out -= c->held.len;
+	uv_buf_t b = uv_buf_init(c->held.data, (unsigned)c->held.len);
+	if (c->held.len)
+		conn_send(c, &b, 1, try_first);
+	sc_buf_reset(&c->held);
+	if (c->shutdown_after_flush && !c->closing) {
+		c->shutdown_after_flush = 0;
+		uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
+	}
+	if (c->close_after && c->pending_out == 0 && !c->closing)
+		conn_close(c);
+}
+
+/* A stream producer waiting for a drain (sc_http_stream_on_drain) is
+ * resumed by on_write, or here when the socket took all the held output
+ * at once (no write request, so no on_write): without that the stream
+ * stalled for good. Resuming here is safe only while no pipelined request
+ * is buffered on the connection: the stream's end would start it inside
+ * this flush, after the store's sync, and its answer would leave before its
+ * write is durable. Then the output goes as a queued write and on_write
+ * resumes the producer in the next iteration (slower, and rare). */
 void sc_http_flush(sc_http_server_t *s)
 {
 	conn_t *c = s->conns, *next;
@@ -92,32 +129,24 @@ void sc_http_flush(sc_http_server_t *s)
 		next = c->next; /* a failed write closes (unlinks) c */
 		if (!c->holding)
 			continue;
-		c->holding = 0;
-		s->nholding--;
-		c->pending_out -= c->held.len;
-		uv_buf_t b = uv_buf_init(c->held.data, (unsigned)c->held.len);
-		if (c->held.len)
-			conn_send(c, &b, 1);
-		sc_buf_reset(&c->held);
-		if (c->shutdown_after_flush && !c->closing) {
-			c->shutdown_after_flush = 0;
-			uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
-		}
-		if (c->close_after && c->pending_out == 0 && !c->closing)
-			conn_close(c);
+		sc_http_req_t *r = &c->req;
+		int waiting = c->busy && r->streaming && r->on_drain;
+		flush_conn(s, c, !waiting || c->in.len == 0);
+		while (c->in.len == 0 && conn_drained(c) && c->holding)
+			flush_conn(s, c, 1);
 	}
 }
 
 /* Writes parts at once when the socket takes them (the common case: one
  * writev, no copy, no write request, no epoll change); whatever is left is
  * copied into one allocation and queued. */
-static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts)
+static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_first)
 {
 	size_t len = 0;
 	for (size_t i = 0; i < nparts; i++)
 		len += parts[i].len;
 	size_t skip = 0;
-	int n = uv_try_write((uv_stream_t *)&c->tcp, parts, (unsigned)nparts);
+	int n = try_first ? uv_try_write((uv_stream_t *)&c->tcp, parts, (unsigned)nparts) : 0;
 	if (n > 0)
 		skip = (size_t)n;
 	if (skip == len)

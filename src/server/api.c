@@ -240,21 +240,36 @@ static int check_role(api_req_t *a, const char *method)
 	return SC_EINVAL;
 }
 
-/* Reads and validates the body as an object of the request's kind. */
-static json_t *read_body(api_req_t *a)
+/* Parses the body; answers 400 and returns NULL when it is not JSON. */
+static json_t *parse_body(api_req_t *a)
 {
 	size_t len;
 	const char *body = sc_http_body(a->r, &len);
 	json_error_t jerr;
-	char field[256] = "", msg[512] = "";
 	json_t *obj = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!obj) {
+	if (!obj)
 		sc__api_error(a->r, 400, "BadRequest", "", "malformed JSON at line %d column %d: %s",
 			      jerr.line, jerr.column, jerr.text);
-		return NULL;
-	}
-	if (sc__validate_object(a->kind, obj, field, sizeof(field), msg, sizeof(msg)) < 0) {
+	return obj;
+}
+
+/* Validates obj as an object of the request's kind; answers 400 and
+ * returns < 0 when it is not one. one as in sc__validate_decode. */
+static int check_valid(api_req_t *a, json_t *obj, sc_manifest_set_t **one)
+{
+	char field[256] = "", msg[512] = "";
+	if (sc__validate_decode(a->kind, obj, field, sizeof(field), msg, sizeof(msg), one) < 0) {
 		sc__api_error(a->r, 400, "Invalid", field, "%s", msg);
+		return SC_EINVAL;
+	}
+	return 0;
+}
+
+/* Reads and validates the body as an object of the request's kind. */
+static json_t *read_body(api_req_t *a)
+{
+	json_t *obj = parse_body(a);
+	if (obj && check_valid(a, obj, NULL) < 0) {
 		json_decref(obj);
 		return NULL;
 	}
@@ -305,15 +320,19 @@ static json_t *load_existing(api_req_t *a, int64_t *mod_rev)
 	return obj;
 }
 
-/* Writes obj under the request's key with the condition expect; answers
- * with the stored object (status code ok) or the error. */
 /* Answers a stored write: the cache takes obj (so the write is parsed and
- * serialised once, and later reads reuse the answer bytes). */
-static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok)
+ * serialised once, and later reads reuse the answer bytes) and one, obj
+ * decoded by its validation (taken, may be NULL). */
+static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok,
+			  sc_manifest_set_t *one)
 {
 	sc_cobj_t *o = NULL;
 	if (sc__cache_serves_reads(a->s->cache))
-		o = sc__cache_adopt(a->s->cache, a->key, rev, obj);
+		o = sc__cache_adopt(a->s->cache, a->key, rev, obj, 1);
+	if (o)
+		sc__cache_give_decoded(o, one);
+	else
+		sc_manifest_set_free(one);
 	if (o) {
 		const sc_wire_t *w = sc__cache_wire(o);
 		sc_http_respond(a->r, ok, "application/json", w->data, w->len + 1);
@@ -326,7 +345,11 @@ static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok)
 	sc__api_json(a->r, ok, obj);
 }
 
-static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok)
+/* Writes obj under the request's key with the condition expect; answers
+ * with the stored object (status code ok) or the error. Takes obj and one
+ * (obj decoded exactly as stored, or NULL). */
+static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
+			     sc_manifest_set_t *one)
 {
 	/* The stored form has no resourceVersion (it is derived on the way out). */
 	json_object_del(json_object_get(obj, "metadata"), "resourceVersion");
@@ -344,10 +367,11 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok)
 	else if (rc < 0)
 		sc__api_error(a->r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
 	if (rc < 0) {
+		sc_manifest_set_free(one);
 		json_decref(obj);
 		return;
 	}
-	answer_stored(a, obj, rev, ok);
+	answer_stored(a, obj, rev, ok, one);
 	sc__sched_kick(a->s);
 }
 
@@ -405,9 +429,27 @@ static void do_list(api_req_t *a)
 
 static void do_create(api_req_t *a)
 {
-	json_t *obj = read_body(a);
+	sc_manifest_set_t *one = NULL;
+	json_t *obj = parse_body(a);
 	if (!obj)
 		return;
+	/* Status belongs to the server (and to admins, who stand in for
+	 * agents); a tenant's is still checked, as before, then dropped. */
+	if (a->who.role != SC_ROLE_ADMIN && json_object_get(obj, "status")) {
+		if (check_valid(a, obj, NULL) < 0)
+			goto out;
+		json_object_del(obj, "status");
+	}
+	json_t *md = json_object_get(obj, "metadata");
+	if (json_is_object(md) && !json_object_get(md, "creationTimestamp")) {
+		char ts[40];
+		sc__now_rfc3339(ts, sizeof(ts));
+		json_object_set_new(md, "creationTimestamp", json_string(ts));
+	}
+	/* Validated as it will be stored, so its decoding serves the
+	 * scheduling loop too (the server's own timestamp is always valid). */
+	if (check_valid(a, obj, &one) < 0)
+		goto out;
 	if (check_queue_write(a, obj) < 0)
 		goto out;
 	if (a->name[0] && strcmp(a->name, object_name(obj)) != 0) {
@@ -417,17 +459,10 @@ static void do_create(api_req_t *a)
 	}
 	snprintf(a->name, sizeof(a->name), "%s", object_name(obj));
 	sc__object_key(a->kind, a->name, a->key, sizeof(a->key));
-	json_t *md = json_object_get(obj, "metadata");
-	if (!json_object_get(md, "creationTimestamp")) {
-		char ts[40];
-		sc__now_rfc3339(ts, sizeof(ts));
-		json_object_set_new(md, "creationTimestamp", json_string(ts));
-	}
-	/* Status belongs to the server (and to admins, who stand in for agents). */
-	if (a->who.role != SC_ROLE_ADMIN)
-		json_object_del(obj, "status");
-	store_and_answer(a, json_incref(obj), SC_REV_ABSENT, 201);
+	store_and_answer(a, json_incref(obj), SC_REV_ABSENT, 201, one);
+	one = NULL;
 out:
+	sc_manifest_set_free(one);
 	json_decref(obj);
 }
 
@@ -466,7 +501,7 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 		sc__deploy_on_write(old, obj);
 	/* Without a resourceVersion the write is still conditional on the
 	 * version we read, so a concurrent change is never silently lost. */
-	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200);
+	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200, NULL);
 }
 
 static void do_put(api_req_t *a)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jscan.h"
 #include "starcloud/error.h"
 
 static const char *const cached_plurals[] = { "nodes",	     "queues",	    "priorityclasses",
@@ -89,6 +90,7 @@ static void entry_free(sc_cobj_t *o)
 	free(o->text);
 	json_decref(o->obj);
 	sc__wire_unref(o->wire);
+	sc_manifest_set_free(o->decoded);
 	free(o);
 }
 
@@ -304,7 +306,42 @@ json_t *sc__cache_obj(sc_cobj_t *o)
 	return o->obj;
 }
 
-sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj)
+static sc_wire_t *wire_new(size_t len)
+{
+	sc_wire_t *w = malloc(sizeof(*w) + len + 1);
+	if (!w)
+		abort(); /* daemon code: out of memory is fatal */
+	w->refs = 1;
+	w->len = len;
+	w->data[len] = '\n';
+	return w;
+}
+
+/* The answer bytes made from the stored text (compact JSON from
+ * json_dumps, with metadata, which has no resourceVersion) by inserting
+ * resourceVersion as metadata's last member: what make_wire would print,
+ * without printing the tree again. NULL when the text is not of that
+ * shape; make_wire then does it the long way. */
+static sc_wire_t *splice_wire(const char *text, int64_t mod_rev)
+{
+	static const char *const keys[] = { "metadata" };
+	sc_jval_t md;
+	size_t len = strlen(text);
+	if (sc_jscan_object(text, len, keys, 1, &md) < 0 || md.type != SC_JT_OBJECT)
+		return NULL;
+	char rv[64];
+	int n = snprintf(rv, sizeof(rv), "%s\"resourceVersion\":\"%lld\"", md.len > 2 ? "," : "",
+			 (long long)mod_rev);
+	size_t at = (size_t)(md.text + md.len - 1 - text); /* metadata's closing brace */
+	sc_wire_t *w = wire_new(len + (size_t)n);
+	memcpy(w->data, text, at);
+	memcpy(w->data + at, rv, (size_t)n);
+	memcpy(w->data + at + n, text + at, len - at);
+	return w;
+}
+
+sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj,
+			   int answer)
 {
 	const char *name;
 	kindset_t *ks = set_of_key(c, key, &name);
@@ -317,10 +354,25 @@ sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json
 		return NULL;
 	if (!o->obj) {
 		o->obj = json_incref(obj);
+		if (answer && !o->wire && o->text)
+			o->wire = splice_wire(o->text, o->mod_rev);
 		free(o->text);
 		o->text = NULL;
 	}
 	return o;
+}
+
+void sc__cache_give_decoded(sc_cobj_t *o, sc_manifest_set_t *one)
+{
+	sc_manifest_set_free(o->decoded);
+	o->decoded = one;
+}
+
+sc_manifest_set_t *sc__cache_take_decoded(sc_cobj_t *o)
+{
+	sc_manifest_set_t *one = o->decoded;
+	o->decoded = NULL;
+	return one;
 }
 
 /* The object as answered: metadata gains resourceVersion (last, as the
@@ -344,13 +396,8 @@ static sc_wire_t *make_wire(sc_cobj_t *o)
 	if (!text)
 		abort();
 	size_t len = strlen(text);
-	sc_wire_t *w = malloc(sizeof(*w) + len + 1);
-	if (!w)
-		abort();
-	w->refs = 1;
-	w->len = len;
+	sc_wire_t *w = wire_new(len);
 	memcpy(w->data, text, len);
-	w->data[len] = '\n';
 	free(text);
 	return w;
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "server/server.h"
+#include "starcloud/manifest.h"
 
 typedef struct sc_cache sc_cache_t;
 
@@ -44,6 +45,10 @@ typedef struct sc_cobj {
 	char *text;          /* owned: the stored value until it is parsed */
 	int64_t mod_rev, create_rev;
 	sc_wire_t *wire;     /* owned reference; NULL until first needed */
+	/* Owned, or NULL: this revision as the manifest decoder made it when
+	 * the API validated it, kept for the scheduling loop to take
+	 * (sc__cache_take_decoded) so a new job is decoded only once. */
+	sc_manifest_set_t *decoded;
 } sc_cobj_t;
 
 /* Loads every object of the API kinds and starts following the store. */
@@ -81,9 +86,19 @@ void sc__cache_token_put(sc_cache_t *c, const char *digest, const sc_principal_t
 json_t *sc__cache_obj(sc_cobj_t *o);
 /* Hands the cache obj, the parsed form of the value just written under key
  * at mod_rev, so the write's own parse is reused; the cache takes a
- * reference and obj must never change again. Returns the entry, or NULL
+ * reference and obj must never change again. answer = 1 when the writer
+ * is about to answer with the object: its answer bytes are then made from
+ * the stored text (no second serialisation). Returns the entry, or NULL
  * when the cache holds another revision. */
-sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj);
+sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj,
+			   int answer);
+
+/* Gives entry o (returned by sc__cache_adopt) the decoded form of its
+ * revision, one: what sc__validate_decode made of the object the writer
+ * stored. Takes one; accepts NULL. */
+void sc__cache_give_decoded(sc_cobj_t *o, sc_manifest_set_t *one);
+/* Takes o's decoded form away (the caller owns it), or NULL. */
+sc_manifest_set_t *sc__cache_take_decoded(sc_cobj_t *o);
 
 /* The object's answer bytes (made on first use; borrowed from o). */
 sc_wire_t *sc__cache_wire(sc_cobj_t *o);

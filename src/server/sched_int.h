@@ -32,6 +32,9 @@ typedef struct sc_sobj {
 	int64_t mod_rev;
 	char *why;       /* owned: why the object is left out of the snapshot */
 	long job;        /* index into the snapshot's jobs, or -1 */
+	/* Owned, or NULL: this revision already decoded by the API's
+	 * validation (cache.h), taken over by the decode cache. */
+	sc_manifest_set_t *pre;
 } sc_sobj_t;
 
 /* Everything a cycle read, and the snapshot built from it. */
@@ -75,6 +78,12 @@ typedef struct sc_decoded {
 	int64_t mod_rev;
 	sc_manifest_set_t *one;  /* owned: this object alone, decoded; NULL if refused */
 	char *why;               /* owned: the decoder's refusal, or NULL */
+	/* Owned reference: what the decoder read (sc__decoder_view or
+	 * sc__deploy_view). A new revision with an equal view (a status write
+	 * that changed only what the decoder sets aside, such as a pending
+	 * reason) keeps this entry instead of being decoded again. */
+	json_t *view;
+	const char *queue;       /* the view's spec.queue (borrowed from view), or NULL */
 	/* Set by sched_write.c when this revision's status was found up to
 	 * date; while the same inputs hold (no decision for the job, the same
 	 * reasons, the same drained nodes) it is skipped without building it. */
@@ -88,10 +97,11 @@ typedef struct sc_decode_cache sc_decode_cache_t;
 sc_decode_cache_t *sc__decode_cache_new(void);
 void sc__decode_cache_free(sc_decode_cache_t *dc);
 /* Brings dc in line with in's objects (ranks[i] is the kind rank of
- * in->objs[i]): decodes only objects that are new or changed (*decoded
- * counts them), drops deleted ones. Afterwards sc__decoded(dc, i) is
+ * in->objs[i]): decodes only objects that are new or whose decoder view
+ * changed (*decoded counts them), taking over an object's `pre` instead
+ * of decoding it when there is one, and drops deleted ones. Afterwards sc__decoded(dc, i) is
  * in->objs[i]'s entry, valid until the next refresh. 0 or SC_ENOMEM. */
-int sc__decode_refresh(sc_decode_cache_t *dc, const sc_cycle_in_t *in, const int *ranks,
+int sc__decode_refresh(sc_decode_cache_t *dc, sc_cycle_in_t *in, const int *ranks,
 		       size_t *decoded);
 sc_decoded_t *sc__decoded(const sc_decode_cache_t *dc, size_t i);
 

@@ -57,6 +57,7 @@ static void collect_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, 
 		o->obj = json_incref(obj);
 		o->mod_rev = v[i]->mod_rev;
 		o->job = -1;
+		o->pre = sc__cache_take_decoded(v[i]);
 	}
 }
 
@@ -125,20 +126,50 @@ static sc_sobj_t *blamed(sc_cycle_in_t *in, const sc_manifest_error_t *err)
 	return NULL;
 }
 
+/* The name in o's key (/registry/<plural>/<name>): the API stores every
+ * object under its metadata.name, so this is the name without a lookup. */
+static const char *key_name(const sc_sobj_t *o)
+{
+	const char *slash = strrchr(o->key, '/');
+	return slash ? slash + 1 : o->key;
+}
+
+/* Pairs snapshot jobs with objects in order: the decoder keeps input order,
+ * so job j is the j-th included job or deployment. 0 when every pair's
+ * names agree (checked), else the caller maps by name. */
+static int map_jobs_in_order(sc_cycle_in_t *in)
+{
+	size_t j = 0;
+	for (size_t i = 0; i < in->nobjs && j <= in->snap.njobs; i++) {
+		sc_sobj_t *o = &in->objs[i];
+		if (!o->kind->queue_scoped || o->why)
+			continue;
+		if (j == in->snap.njobs || strcmp(in->snap.jobs[j].name, key_name(o)) != 0)
+			return SC_EINVAL;
+		in->job_obj[j] = o;
+		o->job = (long)j++;
+	}
+	return j == in->snap.njobs ? 0 : SC_EINVAL;
+}
+
 /* Maps each snapshot job to its object by name (jobs and deployments share
  * one name space in the decoder). */
 static int map_jobs(sc_cycle_in_t *in)
 {
 	sc_strmap_t m;
+	in->job_obj = calloc(in->snap.njobs + 1, sizeof(*in->job_obj));
+	if (!in->job_obj)
+		abort();
+	if (map_jobs_in_order(in) == 0)
+		return 0;
+	for (size_t i = 0; i < in->nobjs; i++)
+		in->objs[i].job = -1;
 	int rc = sc_strmap_init(&m, in->nobjs);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < in->nobjs; i++)
 		if (in->objs[i].kind->queue_scoped && !in->objs[i].why)
 			sc_strmap_put(&m, sobj_name(&in->objs[i]), (uint32_t)i);
-	in->job_obj = calloc(in->snap.njobs + 1, sizeof(*in->job_obj));
-	if (!in->job_obj)
-		abort();
 	for (size_t j = 0; j < in->snap.njobs; j++) {
 		long i = sc_strmap_get(&m, in->snap.jobs[j].name);
 		if (i < 0) {
@@ -160,14 +191,15 @@ static const char *spec_str(const sc_sobj_t *o, const char *key)
 /* The commonest refusal, a job whose queue is missing or not a leaf, is
  * found here in one pass: left to the snapshot, n such jobs would cost n
  * rebuilds of the whole set. Messages are the decoder's. */
-static void precheck_queues(sc_cycle_in_t *in)
+static void precheck_queues(sc_cycle_in_t *in, const sc_decode_cache_t *dc)
 {
 	sc_strmap_t queues, parents;
 	if (sc_strmap_init(&queues, in->nobjs) < 0 || sc_strmap_init(&parents, in->nobjs) < 0)
 		abort();
+	const sc_kind_t *queue = sc__kind_by_name("Queue");
 	for (size_t i = 0; i < in->nobjs; i++) {
 		const sc_sobj_t *o = &in->objs[i];
-		if (strcmp(o->kind->kind, "Queue") != 0)
+		if (o->kind != queue)
 			continue;
 		const char *parent = spec_str(o, "parentQueue");
 		sc_strmap_put(&queues, sobj_name(o), 1);
@@ -176,7 +208,7 @@ static void precheck_queues(sc_cycle_in_t *in)
 	}
 	for (size_t i = 0; i < in->nobjs; i++) {
 		sc_sobj_t *o = &in->objs[i];
-		const char *q = o->kind->queue_scoped && !o->why ? spec_str(o, "queue") : NULL;
+		const char *q = o->kind->queue_scoped && !o->why ? sc__decoded(dc, i)->queue : NULL;
 		if (!q)
 			continue;
 		int missing = sc_strmap_get(&queues, q) < 0;
@@ -265,7 +297,7 @@ int sc__cycle_build(sc_cycle_in_t *in, sc_decode_cache_t *dc)
 	free(ranks);
 	if (rc < 0)
 		return rc;
-	precheck_queues(in);
+	precheck_queues(in, dc);
 	for (size_t attempt = 0; attempt <= in->nobjs; attempt++) {
 		sc_manifest_error_t err;
 		if ((rc = fill_set(in, dc)) < 0)
@@ -294,6 +326,7 @@ void sc__cycle_in_free(sc_cycle_in_t *in)
 		free(in->objs[i].key);
 		free(in->objs[i].why);
 		json_decref(in->objs[i].obj);
+		sc_manifest_set_free(in->objs[i].pre);
 	}
 	free(in->objs);
 	free(in->job_obj);

@@ -569,11 +569,14 @@ static void add_event_writes(sc_server_t *s, ops_t *ops)
 static json_t *drained_nodes(const sc_cycle_in_t *in)
 {
 	json_t *set = json_object();
+	const sc_kind_t *node = sc__kind_by_name("Node");
 	for (size_t i = 0; i < in->nobjs; i++) {
 		const sc_sobj_t *o = &in->objs[i];
+		if (o->kind != node)
+			continue; /* every cycle walks all jobs: no lookups for them */
 		json_t *ann = json_object_get(json_object_get(o->obj, "metadata"), "annotations");
 		const char *v = json_string_value(json_object_get(ann, SC_DRAIN_ANNOTATION));
-		if (strcmp(o->kind->kind, "Node") == 0 && v && strcmp(v, "true") == 0)
+		if (v && strcmp(v, "true") == 0)
 			json_object_set_new(set, name_of(o->obj), json_true());
 	}
 	return set;
@@ -627,7 +630,7 @@ int sc__cycle_commit(sc_server_t *s, sc_cycle_plan_t *p)
 		if (rc == SC_ENOTFOUND || rc == SC_EEXISTS)
 			rc = SC_ECONFLICT;
 		for (size_t i = 0; rc == 0 && i < p->n; i++)
-			sc__cache_adopt(s->cache, p->v[i].key, rev, p->objs[i]);
+			sc__cache_adopt(s->cache, p->v[i].key, rev, p->objs[i], 0);
 	}
 	return rc;
 }

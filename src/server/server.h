@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "net/http.h"
+#include "starcloud/manifest.h"
 #include "store/store.h"
 
 #define SC_API_PREFIX "/api/v1/"
@@ -114,9 +115,17 @@ int sc__role_parse(const char *name);
  * returns SC_EINVAL. */
 int sc__validate_object(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz,
 			char *msg, size_t msgsz);
+/* The same, and on success *one (owned by the caller, NULL for kinds the
+ * loop decodes from another view) is obj decoded as the scheduling loop
+ * would decode it: valid for a stored object only if it is stored exactly
+ * as validated (sc__cache_give_decoded). */
+int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz,
+			char *msg, size_t msgsz, sc_manifest_set_t **one);
 /* The object as the decoder sees it: for jobs and deployments, status keeps
  * only the fields the scheduler reads back (pods, staleSince); the rest of
  * status (phase, reason, conditions) is written by the server for people.
+ * An empty pods list, and a status left empty, are dropped (the same to
+ * the decoder), so views compare equal when the decoder's input is.
  * Returns a new reference (obj itself when nothing is set aside). */
 json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj);
 

@@ -53,7 +53,7 @@ json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj)
 	/* A Deployment's status is the server's (pods of versioned tasks, see
 	 * deploy_view.c): only the spec is checked against the manifest format. */
 	int deployment = strcmp(k->kind, "Deployment") == 0;
-	json_t *view = json_copy(obj); /* shallow: only status is replaced */
+	json_t *view = json_copy(obj); /* shallow: only status is replaced or dropped */
 	json_t *st = json_object();
 	const char *key;
 	json_t *v;
@@ -61,10 +61,21 @@ json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj)
 		abort();
 	json_object_foreach(status, key, v)
 	{
-		if (!deployment && is_input_field(key))
-			json_object_set(st, key, v);
+		/* No pods and an empty list of pods are the same to the
+		 * decoder; leaving the empty one out makes the view of a job the
+		 * loop has only given a pending reason equal to the view of the
+		 * job as applied, so it is not decoded again (sched_decode.c). */
+		if (deployment || !is_input_field(key) ||
+		    (strcmp(key, "pods") == 0 && json_is_array(v) && json_array_size(v) == 0))
+			continue;
+		json_object_set(st, key, v);
 	}
-	json_object_set_new(view, "status", st);
+	if (json_object_size(st) > 0) {
+		json_object_set_new(view, "status", st);
+	} else {
+		json_object_del(view, "status");
+		json_decref(st);
+	}
 	return view;
 }
 
@@ -91,6 +102,14 @@ static int check_kind(const sc_kind_t *k, json_t *obj, char *field, size_t field
 int sc__validate_object(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
 			size_t msgsz)
 {
+	return sc__validate_decode(k, obj, field, fieldsz, msg, msgsz, NULL);
+}
+
+int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
+			size_t msgsz, sc_manifest_set_t **one)
+{
+	if (one)
+		*one = NULL;
 	if (k->readonly) {
 		snprintf(field, fieldsz, "kind");
 		snprintf(msg, msgsz, "objects of kind %s cannot be written", k->kind);
@@ -130,6 +149,12 @@ int sc__validate_object(const sc_kind_t *k, json_t *obj, char *field, size_t fie
 	json_t *view = sc__decoder_view(k, obj);
 	rc = sc_manifest_add_json(set, view, &err);
 	json_decref(view);
+	/* The scheduling loop decodes a Deployment from another view (its
+	 * live tasks, deploy_view.c), so only other kinds are handed on. */
+	if (rc >= 0 && one && strcmp(k->kind, "Deployment") != 0) {
+		*one = set;
+		return 0;
+	}
 	sc_manifest_set_free(set);
 	if (rc >= 0)
 		return 0;

@@ -11,9 +11,16 @@
  * them, as it may see a write a power loss takes back). SQLite itself syncs
  * the WAL before each checkpoint, so the database file never gets ahead.
  *
- * Tables: kv (current values), changes (the change log watchers replay,
- * trimmed to the newest LOG_KEEP revisions), meta (the global revision),
- * schema_version (migrations applied). */
+ * Tables (schema 2): changes, the change log watchers replay, which also
+ * holds the only copy of every current value; kv, one small row per live
+ * key (its revisions and the id of the change that holds its value); meta
+ * (the global revision, and the revision the log is compacted up to);
+ * schema_version (migrations applied). A change's id is its revision << 20
+ * plus its place in the transaction, so the log needs no index of its own
+ * and a replay from a revision is one range scan of the primary key.
+ * Compaction drops changes older than the newest LOG_KEEP revisions except
+ * those still holding a current value. Schema 1 stored each value twice
+ * (in kv and in its change); migration 2 moves it. */
 #include "store/store.h"
 
 #include <stdio.h>
@@ -31,6 +38,17 @@
  * (HTTP 410) and must list again, as with etcd compaction. */
 #define LOG_KEEP 100000
 #define COMPACT_EVERY 1000
+/* Changes per revision: a change's id is rev << OP_BITS | its index. */
+#define OP_BITS 20
+#define MAX_OPS ((size_t)1 << OP_BITS)
+/* WAL pages before SQLite checkpoints them into the database (inside a
+ * commit, on the loop thread). SQLite's default is 1,000; a bigger WAL
+ * writes each hot page (the log's right edge, kv's interior pages) back
+ * once per checkpoint rather than several times, and checkpoints (a
+ * pause of the loop) come less often. About 40 MB of WAL at most. */
+#define WAL_PAGES 10000
+#define SC_STR_(x) #x
+#define SC_STR(x) SC_STR_(x)
 
 typedef struct sqlite_store {
 	sc_store_t base;
@@ -40,7 +58,7 @@ typedef struct sqlite_store {
 	int batch_open;  /* the SQLite transaction holding them is still open */
 	int walfd;       /* store.db-wal, opened at the first sync */
 	char walpath[4096];
-	sqlite3_stmt *get, *list, *ins, *upd, *del, *log, *setrev, *replay;
+	sqlite3_stmt *get, *list, *revs, *ins, *upd, *del, *log, *setrev, *replay;
 	sqlite3_stmt *sp, *release, *rollback_to; /* the per-transaction savepoint */
 } sqlite_store_t;
 
@@ -54,6 +72,30 @@ static const char *const migrations[] = {
 	"CREATE INDEX changes_rev ON changes(rev);"
 	"CREATE TABLE meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
 	"INSERT INTO meta VALUES('revision', 0);",
+	/* 2: each value stored once, in its change (see the top of the file).
+	 * Current values whose change was compacted away get a change of their
+	 * own with a negative id (below every revision, never replayed). */
+	"CREATE TABLE changes2(id INTEGER PRIMARY KEY, key TEXT NOT NULL,"
+	" type INTEGER NOT NULL, value TEXT NOT NULL);"
+	"INSERT INTO changes2 SELECT (c.rev << 20) + c.id -"
+	" (SELECT min(d.id) FROM changes d WHERE d.rev = c.rev), c.key, c.type, c.value"
+	" FROM changes c;"
+	"CREATE INDEX changes2_key ON changes2(key, id);"
+	"INSERT INTO changes2 SELECT -(row_number() OVER (ORDER BY k.key)), k.key, 0, k.value"
+	" FROM kv k WHERE NOT EXISTS (SELECT 1 FROM changes2 c WHERE c.key = k.key"
+	" AND c.id >= (k.mod_rev << 20) AND c.id < ((k.mod_rev + 1) << 20));"
+	"CREATE TABLE kv2(key TEXT PRIMARY KEY, create_rev INTEGER NOT NULL,"
+	" mod_rev INTEGER NOT NULL, change INTEGER NOT NULL) WITHOUT ROWID;"
+	"INSERT INTO kv2 SELECT k.key, k.create_rev, k.mod_rev,"
+	" (SELECT max(c.id) FROM changes2 c WHERE c.key = k.key AND (c.id < 0 OR"
+	" (c.id >= (k.mod_rev << 20) AND c.id < ((k.mod_rev + 1) << 20)))) FROM kv k;"
+	"INSERT INTO meta VALUES('compacted', coalesce((SELECT min(rev) - 1 FROM changes),"
+	" (SELECT value FROM meta WHERE name = 'revision')));"
+	"DROP INDEX changes2_key;"
+	"DROP TABLE changes;"
+	"DROP TABLE kv;"
+	"ALTER TABLE changes2 RENAME TO changes;"
+	"ALTER TABLE kv2 RENAME TO kv;",
 };
 
 static int exec(sqlite3 *db, const char *sql)
@@ -192,64 +234,67 @@ static int step_done(sqlite3_stmt *st)
 	return rc == SQLITE_DONE ? 0 : SC_EIO;
 }
 
-/* Reads a key's revisions and value inside the open transaction. */
-static int lookup(sqlite_store_t *q, const char *key, int64_t *create_rev, int64_t *mod_rev,
-		  char **value)
+/* Reads a key's revisions and the id of the change holding its value
+ * (inside the open transaction); SC_ENOTFOUND when absent. */
+static int lookup(sqlite_store_t *q, const char *key, int64_t *create_rev, int64_t *mod_rev)
 {
-	sc_kv_t kv = { 0 };
-	int rc = sq_get(&q->base, key, &kv);
-	if (rc < 0)
-		return rc;
-	*create_rev = kv.create_rev;
-	*mod_rev = kv.mod_rev;
-	if (value)
-		*value = kv.value;
-	else
-		free(kv.value);
-	free(kv.key);
-	return 0;
+	int rc = SC_ENOTFOUND;
+	sqlite3_bind_text(q->revs, 1, key, -1, SQLITE_STATIC);
+	int step = sqlite3_step(q->revs);
+	if (step == SQLITE_ROW) {
+		*create_rev = sqlite3_column_int64(q->revs, 0);
+		*mod_rev = sqlite3_column_int64(q->revs, 1);
+		rc = 0;
+	} else if (step != SQLITE_DONE) {
+		rc = SC_EIO;
+	}
+	sqlite3_reset(q->revs);
+	return rc;
 }
 
-/* Applies one op at revision rev; records it in the change log. The
- * event for watchers is filled in ev (value owned by the caller). */
-static int apply_op(sqlite_store_t *q, const sc_store_op_t *op, int64_t rev,
+/* Applies op, the idx-th of the transaction at revision rev, and records
+ * it in the change log; for a put that change row is the value's only
+ * copy, which kv points to. The event for watchers is filled in ev (a
+ * deleted value owned by the caller through *owned). */
+static int apply_op(sqlite_store_t *q, const sc_store_op_t *op, int64_t rev, size_t idx,
 		    sc_store_event_t *ev, char **owned)
 {
-	int64_t crev = 0, mrev = 0;
-	char *old = NULL;
-	int rc = lookup(q, op->key, &crev, &mrev, op->type == SC_STORE_DELETE ? &old : NULL);
+	int64_t crev = 0, mrev = 0, id = (rev << OP_BITS) | (int64_t)idx;
+	int rc = lookup(q, op->key, &crev, &mrev);
 	int exists = rc == 0;
 	if (rc < 0 && rc != SC_ENOTFOUND)
 		return rc;
-	if (op->expect_rev == SC_REV_ABSENT && exists) {
-		free(old);
+	if (op->expect_rev == SC_REV_ABSENT && exists)
 		return SC_EEXISTS;
-	}
-	if (op->expect_rev > 0 && (!exists || mrev != op->expect_rev)) {
-		free(old);
+	if (op->expect_rev > 0 && (!exists || mrev != op->expect_rev))
 		return exists ? SC_ECONFLICT : SC_ENOTFOUND;
-	}
 	ev->key = op->key;
 	ev->rev = rev;
 	if (op->type == SC_STORE_DELETE) {
+		sc_kv_t old = { 0 };
 		if (!exists)
 			return SC_ENOTFOUND;
-		sqlite3_bind_text(q->del, 1, op->key, -1, SQLITE_STATIC);
-		rc = step_done(q->del);
+		/* Watchers get the last value; the delete's change keeps a copy,
+		 * since the put that held it is compacted on its own schedule. */
+		if ((rc = sq_get(&q->base, op->key, &old)) < 0)
+			return rc;
+		free(old.key);
 		ev->type = SC_EV_DELETED;
-		ev->value = *owned = old;
+		ev->value = *owned = old.value;
+		sqlite3_bind_text(q->del, 1, op->key, -1, SQLITE_STATIC);
+		if ((rc = step_done(q->del)) < 0)
+			return rc;
 	} else {
-		sqlite3_stmt *st = exists ? q->upd : q->ins;
-		sqlite3_bind_text(st, 1, op->key, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, op->value, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, rev);
-		rc = step_done(st);
 		ev->type = exists ? SC_EV_MODIFIED : SC_EV_ADDED;
 		ev->value = op->value;
+		sqlite3_stmt *st = exists ? q->upd : q->ins;
+		sqlite3_bind_text(st, 1, op->key, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, rev);
+		sqlite3_bind_int64(st, 3, id);
+		if ((rc = step_done(st)) < 0)
+			return rc;
 	}
-	if (rc < 0)
-		return rc;
-	sqlite3_bind_int64(q->log, 1, rev);
+	sqlite3_bind_int64(q->log, 1, id);
 	sqlite3_bind_text(q->log, 2, op->key, -1, SQLITE_STATIC);
 	sqlite3_bind_int(q->log, 3, ev->type);
 	sqlite3_bind_text(q->log, 4, ev->value, -1, SQLITE_STATIC);
@@ -299,11 +344,26 @@ static int batch_commit(sqlite_store_t *q)
 	return 0;
 }
 
+/* Drops the changes of revisions up to upto, except those that hold a
+ * current value (kv points to them), and remembers upto: a watcher from
+ * an older revision gets SC_ERANGE. */
+static void compact(sqlite_store_t *q, int64_t upto)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+		 "DELETE FROM changes WHERE id < %lld AND id NOT IN (SELECT change FROM kv);"
+		 "UPDATE meta SET value = %lld WHERE name = 'compacted'",
+		 (long long)((upto + 1) << OP_BITS), (long long)upto);
+	exec(q->db, sql);
+}
+
 static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev_out,
 		  size_t *failed)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
 	int64_t rev = q->rev + 1;
+	if (n >= MAX_OPS)
+		return SC_ETOOBIG; /* change ids have room for MAX_OPS per revision */
 	sc_store_event_t *evs = calloc(n ? n : 1, sizeof(*evs));
 	char **owned = calloc(n ? n : 1, sizeof(*owned));
 	int rc = 0;
@@ -314,7 +374,7 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		rc = apply_op(q, &ops[i], rev, &evs[i], &owned[i]);
+		rc = apply_op(q, &ops[i], rev, i, &evs[i], &owned[i]);
 		if (rc < 0) {
 			if (failed)
 				*failed = i;
@@ -332,12 +392,8 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 	if (rev_out)
 		*rev_out = rev;
 	/* Trimming the log is housekeeping outside the acknowledged write. */
-	if (rev % COMPACT_EVERY == 0) {
-		char sql[96];
-		snprintf(sql, sizeof(sql), "DELETE FROM changes WHERE rev <= %lld",
-			 (long long)(rev - LOG_KEEP));
-		exec(q->db, sql);
-	}
+	if (rev % COMPACT_EVERY == 0 && rev > LOG_KEEP)
+		compact(q, rev - LOG_KEEP);
 	for (size_t i = 0; i < n; i++)
 		sc__store_notify(s, &evs[i]);
 out:
@@ -351,10 +407,9 @@ static int sq_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_sto
 	sqlite_store_t *q = (sqlite_store_t *)s;
 	if (from_rev >= q->rev)
 		return 0;
-	int64_t oldest = query_int(q->db, "SELECT min(rev) FROM changes", q->rev + 1);
-	if (from_rev + 1 < oldest)
+	if (from_rev < query_int(q->db, "SELECT value FROM meta WHERE name = 'compacted'", 0))
 		return SC_ERANGE;
-	sqlite3_bind_int64(q->replay, 1, from_rev);
+	sqlite3_bind_int64(q->replay, 1, (from_rev + 1) << OP_BITS);
 	int step;
 	size_t plen = strlen(prefix);
 	while ((step = sqlite3_step(q->replay)) == SQLITE_ROW) {
@@ -362,7 +417,7 @@ static int sq_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_sto
 		if (strncmp(key, prefix, plen) != 0)
 			continue;
 		sc_store_event_t ev = {
-			.rev = sqlite3_column_int64(q->replay, 0),
+			.rev = sqlite3_column_int64(q->replay, 0) >> OP_BITS,
 			.key = key,
 			.type = sqlite3_column_int(q->replay, 2),
 			.value = (const char *)sqlite3_column_text(q->replay, 3),
@@ -404,9 +459,9 @@ static void sq_close(sc_store_t *s)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
 	batch_commit(q); /* a caller that never synced still keeps its writes */
-	sqlite3_stmt *sts[] = { q->get,	   q->list,   q->ins, q->upd,	   q->del,
-				q->log,	   q->setrev, q->replay, q->sp, q->release,
-				q->rollback_to };
+	sqlite3_stmt *sts[] = { q->get,	   q->list, q->revs,   q->ins,	  q->upd,
+				q->del,	   q->log,  q->setrev, q->replay, q->sp,
+				q->release, q->rollback_to };
 	for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
 		sqlite3_finalize(sts[i]);
 	sqlite3_close(q->db);
@@ -432,15 +487,18 @@ static int prepare_all(sqlite_store_t *q)
 		sqlite3_stmt **st;
 		const char *sql;
 	} t[] = {
-		{ &q->get, "SELECT value, create_rev, mod_rev FROM kv WHERE key = ?1" },
-		{ &q->list, "SELECT key, value, create_rev, mod_rev FROM kv"
-			    " WHERE key >= ?1 AND key < ?2 ORDER BY key" },
-		{ &q->ins, "INSERT INTO kv VALUES(?1, ?2, ?3, ?3)" },
-		{ &q->upd, "UPDATE kv SET value = ?2, mod_rev = ?3 WHERE key = ?1" },
+		{ &q->get, "SELECT c.value, k.create_rev, k.mod_rev FROM kv k"
+			   " JOIN changes c ON c.id = k.change WHERE k.key = ?1" },
+		{ &q->list, "SELECT k.key, c.value, k.create_rev, k.mod_rev FROM kv k"
+			    " JOIN changes c ON c.id = k.change"
+			    " WHERE k.key >= ?1 AND k.key < ?2 ORDER BY k.key" },
+		{ &q->revs, "SELECT create_rev, mod_rev FROM kv WHERE key = ?1" },
+		{ &q->ins, "INSERT INTO kv VALUES(?1, ?2, ?2, ?3)" },
+		{ &q->upd, "UPDATE kv SET mod_rev = ?2, change = ?3 WHERE key = ?1" },
 		{ &q->del, "DELETE FROM kv WHERE key = ?1" },
-		{ &q->log, "INSERT INTO changes(rev, key, type, value) VALUES(?1, ?2, ?3, ?4)" },
+		{ &q->log, "INSERT INTO changes(id, key, type, value) VALUES(?1, ?2, ?3, ?4)" },
 		{ &q->setrev, "UPDATE meta SET value = ?1 WHERE name = 'revision'" },
-		{ &q->replay, "SELECT rev, key, type, value FROM changes WHERE rev > ?1 ORDER BY id" },
+		{ &q->replay, "SELECT id, key, type, value FROM changes WHERE id >= ?1 ORDER BY id" },
 		{ &q->sp, "SAVEPOINT txn" },
 		{ &q->release, "RELEASE txn" },
 		{ &q->rollback_to, "ROLLBACK TO txn" },
@@ -483,7 +541,8 @@ int sc_store_sqlite_open(const char *dir, sc_store_t **out)
 	/* WAL + NORMAL + sq_sync before acknowledging: see the top of the file;
 	 * WAL also lets readers (backups, sqlite3 CLI) run alongside. */
 	if (exec(q->db, "PRAGMA journal_mode=WAL") < 0 ||
-	    exec(q->db, "PRAGMA synchronous=NORMAL") < 0 || migrate(q->db) < 0 ||
+	    exec(q->db, "PRAGMA synchronous=NORMAL") < 0 ||
+	    exec(q->db, "PRAGMA wal_autocheckpoint=" SC_STR(WAL_PAGES)) < 0 || migrate(q->db) < 0 ||
 	    prepare_all(q) < 0)
 		goto error;
 	q->rev = query_int(q->db, "SELECT value FROM meta WHERE name = 'revision'", 0);
