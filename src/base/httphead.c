@@ -169,3 +169,15 @@ int sc_hhead_response(const char *buf, size_t len, size_t max_head, sc_hhead_t *
 	h->mlen = h->tlen = 0;
 	return scan_fields(buf, len, p + 2, h, 1);
 }
+
+const char *sc_hhead_lookup(const char *data, const size_t (*off)[2], size_t n,
+			    const char *name)
+{
+	/* The name's NUL sits right before the value: compare lengths first,
+	 * most lookups then skip the string compare. */
+	size_t nl = strlen(name);
+	for (size_t i = 0; i < n; i++)
+		if (off[i][1] - off[i][0] == nl + 1 && strncasecmp(data + off[i][0], name, nl) == 0)
+			return data + off[i][1];
+	return NULL;
+}

@@ -59,4 +59,11 @@ typedef struct sc_hhead {
 int sc_hhead_request(const char *buf, size_t len, size_t max_head, sc_hhead_t *h);
 int sc_hhead_response(const char *buf, size_t len, size_t max_head, sc_hhead_t *h);
 
+/* Looks up a header (case-insensitive) among n stored "name\0value\0"
+ * pairs in data, where off[i] = {start of name, start of value}. Returns
+ * the value inside data, or NULL. Shared by the server's requests and the
+ * client's responses, which store headers this way. */
+const char *sc_hhead_lookup(const char *data, const size_t (*off)[2], size_t n,
+			    const char *name);
+
 #endif

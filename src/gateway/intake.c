@@ -133,27 +133,32 @@ static void h_chat(sc_http_req_t *hr, void *ud)
 	openai(hr, ud, GW_K_CHAT, "/v1/chat/completions");
 }
 
+/* Copies the path segment at *p (up to the next '/') into out and moves *p
+ * past it; SC_EINVAL when it is empty or does not fit. */
+static int path_segment(const char **p, char *out, size_t sz)
+{
+	size_t l = strcspn(*p, "/");
+	if (l == 0 || l >= sz)
+		return SC_EINVAL;
+	memcpy(out, *p, l);
+	out[l] = '\0';
+	*p += l;
+	return 0;
+}
+
 /* /v2/models/{m}[/versions/{v}][/rest]: splits the path; rest is what
  * follows ("/infer", "/ready", ""). */
 static int kserve_path(const char *path, char *m, size_t msz, char *v, size_t vsz,
 		       const char **rest)
 {
 	const char *p = path + strlen("/v2/models/");
-	size_t ml = strcspn(p, "/");
-	if (ml == 0 || ml >= msz)
-		return SC_EINVAL;
-	memcpy(m, p, ml);
-	m[ml] = '\0';
-	p += ml;
 	v[0] = '\0';
+	if (path_segment(&p, m, msz) < 0)
+		return SC_EINVAL;
 	if (strncmp(p, "/versions/", 10) == 0) {
 		p += 10;
-		size_t vl = strcspn(p, "/");
-		if (vl == 0 || vl >= vsz)
+		if (path_segment(&p, v, vsz) < 0)
 			return SC_EINVAL;
-		memcpy(v, p, vl);
-		v[vl] = '\0';
-		p += vl;
 	}
 	*rest = p;
 	return 0;

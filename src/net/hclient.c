@@ -806,14 +806,7 @@ int sc_hcli_status(const sc_hcli_req_t *r)
 
 const char *sc_hcli_header(const sc_hcli_req_t *r, const char *name)
 {
-	/* A name is stored with its NUL right before the value: compare
-	 * lengths first, most lookups then skip the string compare. */
-	size_t nl = strlen(name);
-	for (size_t i = 0; i < r->nhdrs; i++)
-		if (r->hdr_off[i][1] - r->hdr_off[i][0] == nl + 1 &&
-		    strncasecmp(r->hdrs.data + r->hdr_off[i][0], name, nl) == 0)
-			return r->hdrs.data + r->hdr_off[i][1];
-	return NULL;
+	return sc_hhead_lookup(r->hdrs.data, (const size_t(*)[2])r->hdr_off, r->nhdrs, name);
 }
 
 /* ---------------------------------------------------------------------
