@@ -248,12 +248,21 @@ double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *g
 	return v;
 }
 
-/* The state after whole-GPU typical pod s lands on it, or false when it
- * does not fit (too little CPU, another model, too few free devices). */
-static bool take_whole(const sc_pod_shape_t *s, int model, int64_t *cpu, int16_t *gpu, int ngpu)
+/* The state after typical pod s lands on it, or false when s does not
+ * change the state (a share pod) or does not fit (too little CPU, another
+ * model, too few free devices). A CPU pod takes only CPU: on a node whose
+ * CPU is just enough for its free GPUs, that is what strands them. */
+static bool take_typical(const sc_pod_shape_t *s, int model, int64_t *cpu, int16_t *gpu,
+			 int ngpu)
 {
+	if (*cpu < s->cpu)
+		return false;
+	if (s->milli == 0) {
+		*cpu -= s->cpu;
+		return true;
+	}
 	uint64_t mbit = model >= 0 && model < 64 ? (uint64_t)1 << model : 0;
-	if (s->milli < SC_GPU_MILLI || *cpu < s->cpu || !(s->models & mbit))
+	if (s->milli < SC_GPU_MILLI || !(s->models & mbit))
 		return false;
 	*cpu -= s->cpu;
 	int need = s->num;
@@ -279,7 +288,7 @@ double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_
 		int16_t g[SC_MAX_GPUS];
 		int64_t cpu = cpu_left;
 		memcpy(g, k.gpu, sizeof(g));
-		next += f->typical[t].p * (take_whole(&f->typical[t].shape, model, &cpu, g, ngpu)
+		next += f->typical[t].p * (take_typical(&f->typical[t].shape, model, &cpu, g, ngpu)
 						   ? sc_frag_state(f, model, cpu, g, ngpu)
 						   : now);
 	}

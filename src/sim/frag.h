@@ -57,10 +57,10 @@ double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *g
 double sc_frag_compute(const sc_typical_t *t, size_t nt, int model, int64_t cpu_left,
 		       const int16_t *gpu_left, int ngpu);
 
-/* One-step lookahead over whole-GPU pods: the state's fragmentation plus
- * its expected fragmentation after the next typical pod lands on it, where
- * only whole-GPU typical pods change the state (any other pod, or one that
- * does not fit, leaves it as is). Memoised like sc_frag_state. */
+/* One-step lookahead: the state's fragmentation plus its expected
+ * fragmentation after the next typical pod lands on it, where whole-GPU
+ * pods take devices and CPU and CPU pods take CPU; share pods, and pods
+ * that do not fit, leave it as is. Memoised like sc_frag_state. */
 double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
 			 int ngpu);
 

@@ -258,21 +258,39 @@ static double share_lookahead_after(sc_frag_t *f, const sc_node_view_t *n,
 	return sc_frag_lookahead(f, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
 }
 
-/* FGD, except that a share pod is placed by one step of lookahead over the
- * whole-GPU typical pods: a node state is valued by its fragmentation now
- * plus the expected fragmentation once the next whole-GPU pod has landed on
- * it. Where a share goes decides whether whole devices stay free for the
- * 1-, 2-, 4- and 8-GPU pods that arrive later, which FGD's one-step measure
- * sees only for the current state. Whole-GPU and CPU pods keep FGD's score:
- * a lookahead for them cost 0.7 points on the CPU-heavy cpu250 workload,
- * and a lookahead over share pods cost 0.3-0.4 points on gpushare100
- * (docs/SIMULATOR.md has the measurements). The change goes through FGD's
- * sigmoid (the value is about twice FGD's, hence 2000) onto whole points
- * 0..100; equal points go to the earlier node in the run's node order. */
+/* A CPU pod's tie-break among the nodes FGD finds equally good: least
+ * free GPU first (on a node whose GPUs are all taken, no GPU pod can want
+ * the CPU), then most CPU left (a node that still has free GPUs keeps more
+ * of the CPU its GPU pods will need). One milli-GPU weighs as much as one
+ * core (1,000 milli-CPU), so free GPU decides unless it differs by less
+ * than 0.128 GPU (a 128-core node's CPU). The key stays far below one
+ * point, so it only orders nodes with equal FGD points. */
+static double cpu_pod_tiebreak(const sc_node_view_t *n)
+{
+	return -1e-6 * (double)gpu_left(n) + 1e-9 * (double)n->cpu_free;
+}
+
+/* FGD, with two changes (docs/SIMULATOR.md has the measurements):
+ * - a share pod is placed by one step of lookahead: a node state is valued
+ *   by its fragmentation now plus the expected fragmentation once the next
+ *   typical pod has landed on it (a whole-GPU pod taking devices and CPU,
+ *   or a CPU pod taking CPU). Where a share goes decides whether whole
+ *   devices, and the CPU they need, stay free for the pods that arrive
+ *   later, which FGD's one-step measure sees only for the current state.
+ *   The change goes through FGD's sigmoid onto whole points 0..100 with a
+ *   scale of 3000 (FGD: 1000; the value sums about three fragmentation
+ *   terms' worth of change); equal points go to the earlier node in the
+ *   run's node order, as for FGD.
+ * - a CPU pod takes FGD's points, and equal points are ordered by
+ *   cpu_pod_tiebreak instead of node order alone.
+ * Whole-GPU pods keep FGD's score: a lookahead for them cost 0.9 points
+ * on the CPU-heavy cpu250 workload. */
 static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
 			    const sc_request_t *r, sc_assign_t *a)
 {
 	pctx_t *p = ctx;
+	if (r->gpus == 0 && r->gpu_milli == 0)
+		return fgd_score(ctx, c, n, r, a) + cpu_pod_tiebreak(n);
 	if (!is_share(r))
 		return fgd_score(ctx, c, n, r, a);
 	double old = sc_frag_lookahead(p->frag, n->model, n->cpu_free, n->gpu_free, n->gpu_count);
@@ -282,7 +300,7 @@ static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view
 		if (n->gpu_free[d] < r->gpu_milli)
 			continue;
 		double after = share_lookahead_after(p->frag, n, r, d);
-		double s = trunc_score(sigmoid((old - after) / 2000) * MAX_SCORE);
+		double s = trunc_score(sigmoid((old - after) / 3000) * MAX_SCORE);
 		if (dev < 0 || s > best) {
 			best = s;
 			dev = d;

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Checks `starcloud simulate` against the FGD reference simulator.
 
-Runs the sweep (5 workloads x 6 reference policies x seeds 42..51, plus our
-`default` with --strict-default) once and checks:
+Runs the sweep (5 workloads x 6 reference policies and our `default` x
+seeds 42..51) once and checks:
   * each reference policy's mean allocation at 100 % and 130 % arrived demand
     is within TOLERANCE percentage points of
     ../shared/traces/fgd-reference/summary_by_workload_policy.csv;
-  * with --strict-default, our `default` policy against its target (more
-    than FGD at 130 % on every workload, at least 96.0 % on the default
-    workload). The target is not met yet (docs/SIMULATOR.md, seeds 42..51:
-    default workload 95.56 < 96.0; cpu250 93.20 vs FGD 93.28; gpushare100
-    equal to FGD), so `make test` runs without it.
+  * our `default` policy allocates more than FGD at 130 % on every workload,
+    both more than our FGD in the same sweep and more than the reference
+    simulator's FGD;
+  * at least 96.0 % on the default workload: reported, and a failure only
+    with --strict-default, because it is not met yet (docs/SIMULATOR.md:
+    95.47 on seeds 42..51).
 Skips (exit 0, with a message) when ../shared/traces is absent.
 """
 import argparse
@@ -60,7 +61,8 @@ def main():
     ap.add_argument("--bin", default="build/starcloud")
     ap.add_argument("--shared", default="../shared")
     ap.add_argument("--strict-default", action="store_true",
-                    help="fail when the default policy misses its target")
+                    help="also fail when the default policy misses 96.0 %% on the "
+                         "default workload")
     args = ap.parse_args()
     summary = os.path.join(args.shared, "traces", "fgd-reference",
                            "summary_by_workload_policy.csv")
@@ -70,14 +72,9 @@ def main():
     ref = load_reference(summary)
     workloads = sorted({w for w, _ in ref})
     with tempfile.TemporaryDirectory() as tmp:
-        # The default policy is the slowest by far; it is measured only when
-        # its target is checked (--strict-default), to keep `make test` short.
-        policies = ",".join(sorted(set(POLICY_NAMES.values())))
-        if args.strict_default:
-            policies += ",default"
+        policies = ",".join(sorted(set(POLICY_NAMES.values()))) + ",default"
         ours = run_sweep(args.bin, workloads, os.path.join(tmp, "sweep.csv"), policies)
     failures = []
-    target_missed = []
     print("%-28s %-14s %8s %8s %8s %8s" % ("workload", "policy", "ref100", "ours100",
                                            "ref130", "ours130"))
     for (w, p), (r100, r130) in sorted(ref.items()):
@@ -87,21 +84,19 @@ def main():
             flag = "  <-- off by more than %.1f pp" % TOLERANCE
             failures.append((w, p))
         print("%-28s %-14s %8.2f %8.2f %8.2f %8.2f%s" % (w, p, r100, o100, r130, o130, flag))
-    for w in workloads if args.strict_default else []:
-        d130, f130 = ours[(w, "default")][1], ours[(w, "fgd")][1]
-        ok = d130 > f130
-        print("%-28s default %.2f vs fgd %.2f at 130%%%s" % (w, d130, f130,
-                                                          "" if ok else "  <-- not better"))
+    for w in workloads:
+        d130, f130, r130 = ours[(w, "default")][1], ours[(w, "fgd")][1], ref[(w, "fgd")][1]
+        ok = d130 > f130 and d130 > r130
+        print("%-28s default %.2f vs fgd %.2f (reference %.2f) at 130%%%s"
+              % (w, d130, f130, r130, "" if ok else "  <-- not better"))
         if not ok:
-            target_missed.append(w)
+            failures.append((w, "default"))
     dflt = ours.get(("openb_pod_list_default", "default"))
     if dflt and dflt[1] < DEFAULT_TARGET:
-        print("default workload: default policy %.2f < %.1f" % (dflt[1], DEFAULT_TARGET))
-        target_missed.append("openb_pod_list_default (96.0 target)")
-    if target_missed:
-        print("repro: default-policy target NOT MET on: %s" % ", ".join(target_missed))
+        print("repro: default workload: default policy %.2f < %.1f (goal NOT MET)"
+              % (dflt[1], DEFAULT_TARGET))
         if args.strict_default:
-            failures += [(w, "default") for w in target_missed]
+            failures.append(("openb_pod_list_default", "default (96.0 goal)"))
     print("repro: %s (%d failures)" % ("FAILED" if failures else "ok", len(failures)))
     return 1 if failures else 0
 
