@@ -213,6 +213,47 @@ static void fgd_device_choice(void **state)
 	assert_true(s > 50);
 }
 
+/* The lookahead counts the CPU the next CPU pod takes: one GPU; typical
+ * pods a 1-GPU pod needing 4 cores and a CPU pod of 2 cores (p .5 each).
+ * With 7 cores: now the GPU pod fits (0) and the CPU pod counts the idle
+ * 1000 (x .5) = 500; after the GPU pod lands nothing is idle (0); after the
+ * CPU pod lands 5 cores are left and the GPU pod still fits (500). So
+ * 500 + .5 * 0 + .5 * 500 = 750. With 5 cores the CPU pod leaves 3 and
+ * strands the GPU: 500 + .5 * 0 + .5 * 1000 = 1000. */
+static void lookahead_counts_cpu_pods(void **state)
+{
+	sc_typical_t t[2] = {{shape(4000, 1000, 1), 0.5}, {shape(2000, 0, 0), 0.5}};
+	sc_frag_t *f = sc_frag_new(t, 2, 1);
+	int16_t gpu[1] = {1000};
+	assert_true(fabs(sc_frag_lookahead(f, 0, 7000, gpu, 1) - 750) < 1e-9);
+	assert_true(fabs(sc_frag_lookahead(f, 0, 5000, gpu, 1) - 1000) < 1e-9);
+	/* Memoised apart from sc_frag_state's values for the same states. */
+	assert_true(fabs(sc_frag_state(f, 0, 7000, gpu, 1) - 500) < 1e-9);
+	assert_true(fabs(sc_frag_lookahead(f, 0, 7000, gpu, 1) - 750) < 1e-9);
+	sc_frag_free(f);
+}
+
+/* A CPU pod: FGD gives both nodes the same points when the CPU left still
+ * fits every typical pod; `default` then prefers the node with less free
+ * GPU, whose CPU no GPU pod can use, and among equal free GPU the one with
+ * more CPU left. */
+static void default_cpu_pod_tiebreak(void **state)
+{
+	fixture_t *x = *state;
+	sc_request_t r = {.cpu_milli = 2000};
+	sc_assign_t a;
+	double fa = score(x, "fgd", 0, &r, &a), fb = score(x, "fgd", 1, &r, &a);
+	assert_true(fa == fb);
+	/* Node a has 2 free GPUs, node b 8: a wins. */
+	assert_true(score(x, "default", 0, &r, &a) > score(x, "default", 1, &r, &a));
+	/* Fill all but two of b's devices: equal free GPU, b has more CPU. */
+	for (int d = 0; d < 6; d++)
+		take(x, 1, d, 1000);
+	assert_true(score(x, "default", 1, &r, &a) > score(x, "default", 0, &r, &a));
+	/* The key never crosses a whole point. */
+	assert_true(fabs(score(x, "default", 1, &r, &a) - score(x, "fgd", 1, &r, &a)) < 0.01);
+}
+
 static void random_picks_fitting_device(void **state)
 {
 	fixture_t *x = *state;
@@ -280,6 +321,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(gpuclustering_classes, setup, teardown),
 		cmocka_unit_test_setup_teardown(fgd_device_choice, setup, teardown),
 		cmocka_unit_test_setup_teardown(random_picks_fitting_device, setup, teardown),
+		cmocka_unit_test(lookahead_counts_cpu_pods),
+		cmocka_unit_test_setup_teardown(default_cpu_pod_tiebreak, setup, teardown),
 		cmocka_unit_test(packing_run_inflates_and_records),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
