@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "base/yamljson.h"
+#include "cli/client_print.h"
 #include "starcloud/buf.h"
 
 #define MAX_RESPONSE (64u << 20)
@@ -234,191 +235,6 @@ static const char *plural_of_kind(const char *kind)
 }
 
 /* ---------------------------------------------------------------------
- * Output
- * ------------------------------------------------------------------- */
-
-static void yaml_scalar(json_t *v)
-{
-	if (json_is_string(v)) {
-		char *s = json_dumps(v, JSON_ENCODE_ANY); /* quoted: always valid YAML */
-		fputs(s, stdout);
-		free(s);
-	} else {
-		char *s = json_dumps(v, JSON_ENCODE_ANY);
-		fputs(s ? s : "null", stdout);
-		free(s);
-	}
-}
-
-/* A small JSON -> YAML printer (block style, strings double-quoted). */
-static void yaml_print(json_t *v, int indent, int in_list)
-{
-	const char *key;
-	json_t *val;
-	size_t i;
-	int first = 1;
-	if (json_is_object(v) && json_object_size(v)) {
-		json_object_foreach(v, key, val) {
-			if (!(in_list && first))
-				printf("%*s", indent, "");
-			first = 0;
-			printf("%s:", key);
-			if ((json_is_object(val) && json_object_size(val)) ||
-			    (json_is_array(val) && json_array_size(val))) {
-				printf("\n");
-				yaml_print(val, indent + 2, 0);
-			} else {
-				printf(" ");
-				json_is_object(val) ? printf("{}") : json_is_array(val) ? printf("[]")
-											: (yaml_scalar(val), 0);
-				printf("\n");
-			}
-		}
-	} else if (json_is_array(v) && json_array_size(v)) {
-		json_array_foreach(v, i, val) {
-			printf("%*s- ", indent, "");
-			if (json_is_object(val) && json_object_size(val))
-				yaml_print(val, indent + 2, 1);
-			else {
-				yaml_scalar(val);
-				printf("\n");
-			}
-		}
-	} else {
-		printf("%*s", indent, "");
-		yaml_scalar(v);
-		printf("\n");
-	}
-}
-
-static const char *str_at(json_t *obj, const char *a, const char *b)
-{
-	json_t *v = json_object_get(obj, a);
-	if (b)
-		v = json_object_get(v, b);
-	return json_is_string(v) ? json_string_value(v) : "";
-}
-
-static void age(json_t *obj, char *out, size_t outsz)
-{
-	struct tm tm = { 0 };
-	const char *ts = str_at(obj, "metadata", "creationTimestamp");
-	if (!strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm)) {
-		snprintf(out, outsz, "-");
-		return;
-	}
-	long d = (long)(time(NULL) - timegm(&tm));
-	if (d < 120)
-		snprintf(out, outsz, "%lds", d);
-	else if (d < 7200)
-		snprintf(out, outsz, "%ldm", d / 60);
-	else if (d < 172800)
-		snprintf(out, outsz, "%ldh", d / 3600);
-	else
-		snprintf(out, outsz, "%ldd", d / 86400);
-}
-
-static int running_pods(json_t *job, int *gpus)
-{
-	json_t *pods = json_object_get(json_object_get(job, "status"), "pods"), *p;
-	size_t i;
-	int n = 0;
-	json_array_foreach(pods, i, p) {
-		if (strcmp(str_at(p, "phase", NULL), "Running") == 0) {
-			n++;
-			if (gpus)
-				*gpus += (int)json_array_size(json_object_get(p, "gpus"));
-		}
-	}
-	return n;
-}
-
-static int total_replicas(json_t *job)
-{
-	json_t *tasks = json_object_get(json_object_get(job, "spec"), "tasks"), *t;
-	size_t i;
-	int n = 0;
-	json_array_foreach(tasks, i, t) n += (int)json_integer_value(json_object_get(t, "replicas"));
-	return n;
-}
-
-static void print_row(const char *res, json_t *o, int wide)
-{
-	char ag[32], buf[64];
-	json_t *spec = json_object_get(o, "spec");
-	age(o, ag, sizeof(ag));
-	printf("%-28s ", str_at(o, "metadata", "name"));
-	if (strcmp(res, "jobs") == 0) {
-		snprintf(buf, sizeof(buf), "%d/%d", running_pods(o, NULL), total_replicas(o));
-		const char *reason = str_at(o, "status", "reason");
-		printf("%-16s %-8s %-6s %s", str_at(spec, "queue", NULL), buf, ag,
-		       wide ? reason : "");
-	} else if (strcmp(res, "nodes") == 0) {
-		json_t *g = json_object_get(spec, "gpus");
-		printf("%-5lld %-14s %-8s %s", (long long)json_integer_value(json_object_get(g, "count")),
-		       str_at(g, "model", NULL), ag, "");
-	} else if (strcmp(res, "queues") == 0) {
-		json_t *gq = json_object_get(json_object_get(json_object_get(spec, "resources"), "gpu"),
-					     "quota");
-		printf("%-16s %-9g %-6s", str_at(spec, "parentQueue", NULL), json_number_value(gq), ag);
-	} else if (strcmp(res, "priorityclasses") == 0) {
-		printf("%-8lld %-6s", (long long)json_integer_value(json_object_get(spec, "value")), ag);
-	} else if (strcmp(res, "deployments") == 0) {
-		printf("%-16s %-16s %-8lld %-6s", str_at(spec, "queue", NULL), str_at(spec, "model", NULL),
-		       (long long)json_integer_value(json_object_get(spec, "replicas")), ag);
-	} else if (strcmp(res, "events") == 0) {
-		printf("%-16s %-24s %s", str_at(o, "reason", NULL), str_at(o, "involvedObject", "name"),
-		       str_at(o, "message", NULL));
-	}
-	if (wide) {
-		json_t *labels = json_object_get(json_object_get(o, "metadata"), "labels");
-		char *l = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
-		printf(" %s", l ? l : "");
-		free(l);
-	}
-	printf("\n");
-}
-
-static void print_header(const char *res, int wide)
-{
-	printf("%-28s ", "NAME");
-	if (strcmp(res, "jobs") == 0)
-		printf("%-16s %-8s %-6s %s", "QUEUE", "RUNNING", "AGE", wide ? "REASON" : "");
-	else if (strcmp(res, "nodes") == 0)
-		printf("%-5s %-14s %-8s", "GPUS", "MODEL", "AGE");
-	else if (strcmp(res, "queues") == 0)
-		printf("%-16s %-9s %-6s", "PARENT", "GPU-QUOTA", "AGE");
-	else if (strcmp(res, "priorityclasses") == 0)
-		printf("%-8s %-6s", "VALUE", "AGE");
-	else if (strcmp(res, "deployments") == 0)
-		printf("%-16s %-16s %-8s %-6s", "QUEUE", "MODEL", "REPLICAS", "AGE");
-	else if (strcmp(res, "events") == 0)
-		printf("%-16s %-24s %s", "REASON", "OBJECT", "MESSAGE");
-	printf("%s\n", wide ? " LABELS" : "");
-}
-
-static void print_doc(const cli_t *c, const char *res, json_t *doc)
-{
-	if (strcmp(c->output, "json") == 0) {
-		char *s = json_dumps(doc, JSON_INDENT(2));
-		printf("%s\n", s);
-		free(s);
-		return;
-	}
-	if (strcmp(c->output, "yaml") == 0) {
-		yaml_print(doc, 0, 0);
-		return;
-	}
-	int wide = strcmp(c->output, "wide") == 0;
-	json_t *items = json_object_get(doc, "items"), *o;
-	size_t i;
-	print_header(res, wide);
-	if (!items)
-		print_row(res, doc, wide);
-	json_array_foreach(items, i, o) print_row(res, o, wide);
-}
-
-/* ---------------------------------------------------------------------
  * apply / delete -f
  * ------------------------------------------------------------------- */
 
@@ -551,10 +367,10 @@ static int each_path(const char *path, int (*fn)(const cli_t *, const char *, vo
 static int apply_one(const cli_t *c, json_t *obj)
 {
 	const char *res = plural_of_kind(json_string_value(json_object_get(obj, "kind")));
-	const char *name = str_at(obj, "metadata", "name");
+	const char *name = sc_cli_str_at(obj, "metadata", "name");
 	char path[512], what[400];
 	if (!res) {
-		fprintf(stderr, "starcloud: unknown kind \"%s\"\n", str_at(obj, "kind", NULL));
+		fprintf(stderr, "starcloud: unknown kind \"%s\"\n", sc_cli_str_at(obj, "kind", NULL));
 		return 2;
 	}
 	snprintf(what, sizeof(what), "%s/%s", res, name);
@@ -590,9 +406,9 @@ static int apply_file(const cli_t *c, const char *path, void *ud)
 		int rc;
 		if (del) {
 			char p[512], what[400];
-			const char *res = plural_of_kind(str_at(o, "kind", NULL));
-			snprintf(what, sizeof(what), "%s/%s", res ? res : "?", str_at(o, "metadata", "name"));
-			snprintf(p, sizeof(p), "/api/v1/%s/%s", res ? res : "?", str_at(o, "metadata", "name"));
+			const char *res = plural_of_kind(sc_cli_str_at(o, "kind", NULL));
+			snprintf(what, sizeof(what), "%s/%s", res ? res : "?", sc_cli_str_at(o, "metadata", "name"));
+			snprintf(p, sizeof(p), "/api/v1/%s/%s", res ? res : "?", sc_cli_str_at(o, "metadata", "name"));
 			json_t *resp = NULL;
 			long st = http(c, "DELETE", p, NULL, &resp);
 			rc = report(st, resp, what);
@@ -654,7 +470,7 @@ int sc_cli_get(int argc, char **argv)
 	json_t *doc = NULL;
 	int rc = fetch(&c, res, c.npos > 1 ? c.pos[1] : NULL, &doc);
 	if (rc == 0)
-		print_doc(&c, res, doc);
+		sc_cli_print_doc(c.output, res, doc);
 	json_decref(doc);
 	return rc;
 }
@@ -670,16 +486,16 @@ int sc_cli_describe(int argc, char **argv)
 	json_t *doc = NULL;
 	int rc = fetch(&c, res, c.pos[1], &doc);
 	if (rc == 0) {
-		yaml_print(doc, 0, 0);
+		sc_cli_yaml_print(doc, 0, 0);
 		/* Events about this object, newest last, as kubectl shows them. */
 		json_t *evs = NULL, *e;
 		size_t i;
 		if (fetch(&c, "events", NULL, &evs) == 0) {
 			printf("events:\n");
 			json_array_foreach(json_object_get(evs, "items"), i, e) {
-				if (strcmp(str_at(e, "involvedObject", "name"), c.pos[1]) == 0)
-					printf("  %s  %-14s %s\n", str_at(e, "lastTimestamp", NULL),
-					       str_at(e, "reason", NULL), str_at(e, "message", NULL));
+				if (strcmp(sc_cli_str_at(e, "involvedObject", "name"), c.pos[1]) == 0)
+					printf("  %s  %-14s %s\n", sc_cli_str_at(e, "lastTimestamp", NULL),
+					       sc_cli_str_at(e, "reason", NULL), sc_cli_str_at(e, "message", NULL));
 			}
 		}
 		json_decref(evs);
@@ -740,15 +556,15 @@ int sc_cli_top(int argc, char **argv)
 		printf("%-28s %-10s %-10s %s\n", "NAME", "GPUS-USED", by_node ? "GPUS" : "GPU-QUOTA",
 		       "PODS");
 		json_array_foreach(json_object_get(groups, "items"), i, g) {
-			const char *name = str_at(g, "metadata", "name");
+			const char *name = sc_cli_str_at(g, "metadata", "name");
 			int used = 0, pods = 0;
 			json_array_foreach(json_object_get(jobs, "items"), k, j) {
 				json_t *ps = json_object_get(json_object_get(j, "status"), "pods");
 				json_array_foreach(ps, m, p) {
-					if (strcmp(str_at(p, "phase", NULL), "Running") != 0)
+					if (strcmp(sc_cli_str_at(p, "phase", NULL), "Running") != 0)
 						continue;
-					const char *key = by_node ? str_at(p, "node", NULL)
-								  : str_at(j, "spec", "queue");
+					const char *key = by_node ? sc_cli_str_at(p, "node", NULL)
+								  : sc_cli_str_at(j, "spec", "queue");
 					if (strcmp(key, name) == 0) {
 						used += (int)json_array_size(json_object_get(p, "gpus"));
 						pods++;
@@ -797,12 +613,12 @@ int sc_cli_token(int argc, char **argv)
 		st = http(&c, "POST", "/api/v1/tokens", body, &resp);
 		free(body);
 		if (st == 201)
-			printf("%s\n", str_at(resp, "token", NULL));
+			printf("%s\n", sc_cli_str_at(resp, "token", NULL));
 	} else if (strcmp(verb, "list") == 0 || strcmp(verb, "whoami") == 0) {
 		st = http(&c, "GET", verb[0] == 'l' ? "/api/v1/tokens" : "/api/v1/tokens/self", NULL,
 			  &resp);
 		if (st == 200)
-			print_doc(&(cli_t){ .output = "yaml" }, "tokens", resp);
+			sc_cli_print_doc("yaml", "tokens", resp);
 	} else if (strcmp(verb, "delete") == 0 && c.npos == 2) {
 		char path[300];
 		snprintf(path, sizeof(path), "/api/v1/tokens/%s", c.pos[1]);
@@ -833,16 +649,16 @@ static void print_explain(json_t *e)
 {
 	json_t *asks = json_object_get(e, "asks"), *q = json_object_get(e, "queueStatus"), *t;
 	size_t i;
-	printf("Job %s (queue %s): %s\n", str_at(e, "job", NULL), str_at(e, "queue", NULL),
-	       str_at(e, "phase", NULL));
-	printf("Reason: %s\n", str_at(e, "reason", NULL));
+	printf("Job %s (queue %s): %s\n", sc_cli_str_at(e, "job", NULL), sc_cli_str_at(e, "queue", NULL),
+	       sc_cli_str_at(e, "phase", NULL));
+	printf("Reason: %s\n", sc_cli_str_at(e, "reason", NULL));
 	printf("Asks: %lld pods (minMember %lld), %lld whole GPUs\n",
 	       (long long)json_integer_value(json_object_get(asks, "pods")),
 	       (long long)json_integer_value(json_object_get(asks, "minMember")),
 	       (long long)json_integer_value(json_object_get(asks, "gpus")));
 	json_array_foreach(json_object_get(asks, "tasks"), i, t) {
 		char *res = json_dumps(json_object_get(t, "resources"), JSON_COMPACT);
-		printf("  task %s: %lld x %s\n", str_at(t, "name", NULL),
+		printf("  task %s: %lld x %s\n", sc_cli_str_at(t, "name", NULL),
 		       (long long)json_integer_value(json_object_get(t, "replicas")), res ? res : "{}");
 		free(res);
 	}
@@ -850,7 +666,7 @@ static void print_explain(json_t *e)
 		printf("Queue: no figures yet (not in the last scheduling cycle)\n");
 		return;
 	}
-	printf("Queue %s GPUs:", str_at(q, "name", NULL));
+	printf("Queue %s GPUs:", sc_cli_str_at(q, "name", NULL));
 	print_res("fair share", json_object_get(q, "fairShare"));
 	print_res(", allocated", json_object_get(q, "allocated"));
 	print_res(", requested", json_object_get(q, "requested"));
@@ -876,7 +692,7 @@ int sc_cli_explain(int argc, char **argv)
 	long st = http(&c, "GET", path, NULL, &doc);
 	int rc = report(st, doc, c.pos[1]);
 	if (rc == 0 && strcmp(c.output, "table") != 0)
-		print_doc(&c, res, doc);
+		sc_cli_print_doc(c.output, res, doc);
 	else if (rc == 0)
 		print_explain(doc);
 	json_decref(doc);
@@ -929,10 +745,10 @@ static void rollout_row(json_t *doc)
 			n += (size_t)snprintf(weights + n, sizeof(weights) - n, "%s%.32s=%lld%%",
 					      n ? "," : "", v, (long long)json_integer_value(w));
 	}
-	printf("%-24s %-16s %-8s %-8s %-12s %-16s %s\n", str_at(doc, "deployment", NULL),
-	       str_at(doc, "model", NULL), str_at(ro, "stable", NULL),
-	       str_at(ro, "canary", NULL)[0] ? str_at(ro, "canary", NULL) : "-",
-	       str_at(ro, "phase", NULL), weights, str_at(ro, "reason", NULL));
+	printf("%-24s %-16s %-8s %-8s %-12s %-16s %s\n", sc_cli_str_at(doc, "deployment", NULL),
+	       sc_cli_str_at(doc, "model", NULL), sc_cli_str_at(ro, "stable", NULL),
+	       sc_cli_str_at(ro, "canary", NULL)[0] ? sc_cli_str_at(ro, "canary", NULL) : "-",
+	       sc_cli_str_at(ro, "phase", NULL), weights, sc_cli_str_at(ro, "reason", NULL));
 }
 
 static int rollout_show(const cli_t *c, const char *name)
@@ -1002,8 +818,8 @@ int sc_cli_rollout_server(int argc, char **argv)
 	int rc = report(http(&c, "POST", path, body, &doc), doc, c.pos[1]);
 	if (rc == 0) {
 		json_t *ro = json_object_get(doc, "rollout");
-		printf("deployment/%s: %s (%s)\n", c.pos[1], str_at(ro, "phase", NULL),
-		       str_at(ro, "reason", NULL));
+		printf("deployment/%s: %s (%s)\n", c.pos[1], sc_cli_str_at(ro, "phase", NULL),
+		       sc_cli_str_at(ro, "reason", NULL));
 	}
 	json_decref(doc);
 	return rc;
