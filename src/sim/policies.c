@@ -248,16 +248,6 @@ static double fgd_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *
 
 /* ---- default (ours) --------------------------------------------------------- */
 
-/* Lookahead value of node n after a share r lands on device dev. */
-static double share_lookahead_after(sc_frag_t *f, const sc_node_view_t *n,
-				    const sc_request_t *r, int dev)
-{
-	int16_t left[SC_MAX_GPUS];
-	memcpy(left, n->gpu_free, sizeof(left));
-	left[dev] = (int16_t)(left[dev] - r->gpu_milli);
-	return sc_frag_lookahead(f, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
-}
-
 /* A CPU pod's tie-break among the nodes FGD finds equally good: least
  * free GPU first (on a node whose GPUs are all taken, no GPU pod can want
  * the CPU), then most CPU left (a node that still has free GPUs keeps more
@@ -270,37 +260,60 @@ static double cpu_pod_tiebreak(const sc_node_view_t *n)
 	return -1e-6 * (double)gpu_left(n) + 1e-9 * (double)n->cpu_free;
 }
 
-/* FGD, with two changes (docs/SIMULATOR.md has the measurements):
- * - a share pod is placed by one step of lookahead: a node state is valued
- *   by its fragmentation now plus the expected fragmentation once the next
- *   typical pod has landed on it (a whole-GPU pod taking devices and CPU,
- *   or a CPU pod taking CPU). Where a share goes decides whether whole
- *   devices, and the CPU they need, stay free for the pods that arrive
- *   later, which FGD's one-step measure sees only for the current state.
- *   The change goes through FGD's sigmoid onto whole points 0..100 with a
- *   scale of 3000 (FGD: 1000; the value sums about three fragmentation
- *   terms' worth of change); equal points go to the earlier node in the
- *   run's node order, as for FGD.
+/* Lookahead points for placing r on n (a share on device dev, or whole
+ * devices): the drop in sc_frag_lookahead's value through FGD's sigmoid,
+ * scale 3000 (FGD: 1000; the value sums about three fragmentation terms'
+ * worth of change), truncated to whole points 0..100. */
+static double lookahead_points(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r,
+			       int dev)
+{
+	int16_t left[SC_MAX_GPUS];
+	memcpy(left, n->gpu_free, sizeof(left));
+	if (is_share(r)) {
+		left[dev] = (int16_t)(left[dev] - r->gpu_milli);
+	} else {
+		int need = r->gpus;
+		for (int d = 0; d < n->gpu_count && need > 0; d++)
+			if (left[d] == SC_GPU_MILLI) {
+				left[d] = 0;
+				need--;
+			}
+	}
+	double old = sc_frag_lookahead(p->frag, n->model, n->cpu_free, n->gpu_free, n->gpu_count);
+	double after =
+		sc_frag_lookahead(p->frag, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
+	return trunc_score(sigmoid((old - after) / 3000) * MAX_SCORE);
+}
+
+/* FGD, with three changes (docs/SIMULATOR.md has the measurements):
+ * - share pods and multi-GPU pods are placed by one step of lookahead: a
+ *   node state is valued by its fragmentation now plus the expected
+ *   fragmentation once the next typical pod has landed on it (a whole-GPU
+ *   pod taking devices and CPU, or a CPU pod taking CPU). Where a share or
+ *   a 2-, 4- or 8-GPU pod goes decides whether whole devices, and the CPU
+ *   they need, stay free for the pods that arrive later, which FGD's
+ *   one-step measure sees only for the current state. Equal points go to
+ *   the earlier node in the run's node order, as for FGD.
  * - a CPU pod takes FGD's points, and equal points are ordered by
  *   cpu_pod_tiebreak instead of node order alone.
- * Whole-GPU pods keep FGD's score: a lookahead for them cost 0.9 points
- * on the CPU-heavy cpu250 workload. */
+ * - 1-GPU pods keep FGD's score: the lookahead for them gains 0.3 points
+ *   on the default workload but costs the CPU-heavy cpu250 workload. */
 static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
 			    const sc_request_t *r, sc_assign_t *a)
 {
 	pctx_t *p = ctx;
 	if (r->gpus == 0 && r->gpu_milli == 0)
 		return fgd_score(ctx, c, n, r, a) + cpu_pod_tiebreak(n);
-	if (!is_share(r))
+	if (r->gpus == 1)
 		return fgd_score(ctx, c, n, r, a);
-	double old = sc_frag_lookahead(p->frag, n->model, n->cpu_free, n->gpu_free, n->gpu_count);
+	if (!is_share(r))
+		return lookahead_points(p, n, r, 0);
 	double best = -1;
 	int dev = -1;
 	for (int d = 0; d < n->gpu_count; d++) {
 		if (n->gpu_free[d] < r->gpu_milli)
 			continue;
-		double after = share_lookahead_after(p->frag, n, r, d);
-		double s = trunc_score(sigmoid((old - after) / 3000) * MAX_SCORE);
+		double s = lookahead_points(p, n, r, d);
 		if (dev < 0 || s > best) {
 			best = s;
 			dev = d;

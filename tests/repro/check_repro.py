@@ -11,7 +11,7 @@ seeds 42..51) once and checks:
     simulator's FGD;
   * at least 96.0 % on the default workload: reported, and a failure only
     with --strict-default, because it is not met yet (docs/SIMULATOR.md:
-    95.47 on seeds 42..51).
+    95.49 on seeds 42..51).
 Skips (exit 0, with a message) when ../shared/traces is absent.
 """
 import argparse
