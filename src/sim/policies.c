@@ -62,23 +62,32 @@ static double sigmoid(double x)
 	return 1.0 / (1.0 + exp(-x));
 }
 
+/* Free milli per device of node n after taking r: a share on device dev,
+ * or r->gpus whole devices (the first free ones; which free devices a
+ * whole-GPU or CPU pod takes changes no measure here). */
+static void devices_after(const sc_node_view_t *n, const sc_request_t *r, int dev,
+			  int16_t left[SC_MAX_GPUS])
+{
+	memcpy(left, n->gpu_free, sizeof(n->gpu_free));
+	if (is_share(r)) {
+		left[dev] = (int16_t)(left[dev] - r->gpu_milli);
+		return;
+	}
+	int need = r->gpus;
+	for (int d = 0; d < n->gpu_count && need > 0; d++)
+		if (left[d] == SC_GPU_MILLI) {
+			left[d] = 0;
+			need--;
+		}
+}
+
 /* Fragmentation of node n after taking r, with a share on device `dev`
  * (ignored for whole-GPU and CPU pods, whose frag does not depend on which
  * free devices they take). */
 static double frag_after(sc_frag_t *f, const sc_node_view_t *n, const sc_request_t *r, int dev)
 {
 	int16_t left[SC_MAX_GPUS];
-	memcpy(left, n->gpu_free, sizeof(left));
-	if (is_share(r)) {
-		left[dev] = (int16_t)(left[dev] - r->gpu_milli);
-	} else {
-		int need = r->gpus;
-		for (int d = 0; d < n->gpu_count && need > 0; d++)
-			if (left[d] == SC_GPU_MILLI) {
-				left[d] = 0;
-				need--;
-			}
-	}
+	devices_after(n, r, dev, left);
 	return sc_frag_state(f, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
 }
 
@@ -268,17 +277,7 @@ static double lookahead_points(pctx_t *p, const sc_node_view_t *n, const sc_requ
 			       int dev)
 {
 	int16_t left[SC_MAX_GPUS];
-	memcpy(left, n->gpu_free, sizeof(left));
-	if (is_share(r)) {
-		left[dev] = (int16_t)(left[dev] - r->gpu_milli);
-	} else {
-		int need = r->gpus;
-		for (int d = 0; d < n->gpu_count && need > 0; d++)
-			if (left[d] == SC_GPU_MILLI) {
-				left[d] = 0;
-				need--;
-			}
-	}
+	devices_after(n, r, dev, left);
 	double old = sc_frag_lookahead(p->frag, n->model, n->cpu_free, n->gpu_free, n->gpu_count);
 	double after =
 		sc_frag_lookahead(p->frag, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
