@@ -34,6 +34,23 @@ static char *xstrdup(const char *s)
 	return p;
 }
 
+/* A new, zeroed input object of kind k at the end of in->objs (capacity
+ * *cap, doubled as needed), not yet paired with a job. */
+static sc_sobj_t *add_obj(sc_cycle_in_t *in, size_t *cap, const sc_kind_t *k)
+{
+	if (in->nobjs == *cap) {
+		*cap = *cap ? *cap * 2 : 256;
+		in->objs = realloc(in->objs, *cap * sizeof(*in->objs));
+		if (!in->objs)
+			abort(); /* daemon code: out of memory is fatal */
+	}
+	sc_sobj_t *o = &in->objs[in->nobjs++];
+	memset(o, 0, sizeof(*o));
+	o->kind = k;
+	o->job = -1;
+	return o;
+}
+
 /* Appends the cached objects of one kind: references, not copies, so
  * taking a snapshot's input costs no parsing on the loop thread. */
 static void collect_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, size_t *cap)
@@ -44,19 +61,10 @@ static void collect_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, 
 		json_t *obj = sc__cache_obj(v[i]);
 		if (!obj)
 			continue; /* not JSON: never written by this server */
-		if (in->nobjs == *cap) {
-			*cap = *cap ? *cap * 2 : 256;
-			in->objs = realloc(in->objs, *cap * sizeof(*in->objs));
-			if (!in->objs)
-				abort();
-		}
-		sc_sobj_t *o = &in->objs[in->nobjs++];
-		memset(o, 0, sizeof(*o));
-		o->kind = k;
+		sc_sobj_t *o = add_obj(in, cap, k);
 		o->key = xstrdup(v[i]->key);
 		o->obj = json_incref(obj);
 		o->mod_rev = v[i]->mod_rev;
-		o->job = -1;
 		o->pre = sc__cache_take_decoded(v[i]);
 	}
 }
@@ -244,20 +252,11 @@ static void load_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, siz
 			json_decref(obj);
 			continue;
 		}
-		if (in->nobjs == *cap) {
-			*cap = *cap ? *cap * 2 : 256;
-			in->objs = realloc(in->objs, *cap * sizeof(*in->objs));
-			if (!in->objs)
-				abort();
-		}
-		sc_sobj_t *o = &in->objs[in->nobjs++];
-		memset(o, 0, sizeof(*o));
-		o->kind = k;
+		sc_sobj_t *o = add_obj(in, cap, k);
 		o->key = l.items[i].key;
 		l.items[i].key = NULL; /* taken */
 		o->obj = obj;
 		o->mod_rev = l.items[i].mod_rev;
-		o->job = -1;
 	}
 	sc_kv_list_free(&l);
 }
