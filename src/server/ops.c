@@ -29,8 +29,8 @@ int sc__subresource_known(const sc_kind_t *k, const char *sub)
 	return 0;
 }
 
-static json_t *load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
-		    const sc_kind_t *k, const char *name, int64_t *mod_rev)
+json_t *sc__api_load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+		     const sc_kind_t *k, const char *name, int64_t *mod_rev)
 {
 	char key[SC_MAX_NAME + 64];
 	sc_kv_t kv = { 0 };
@@ -192,7 +192,7 @@ void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who
 			      sc__role_name(who->role));
 		return;
 	}
-	json_t *obj = load(s, r, who, k, name, &rev);
+	json_t *obj = sc__api_load(s, r, who, k, name, &rev);
 	if (!obj)
 		return;
 	if (is_drain)

@@ -107,24 +107,7 @@ static json_t *rollout_doc(json_t *obj)
 static json_t *load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
 		    const char *name, int64_t *rev)
 {
-	const sc_kind_t *k = sc__kind_by_name("Deployment");
-	char key[SC_MAX_NAME + 64];
-	sc_kv_t kv = { 0 };
-	sc__object_key(k, name, key, sizeof(key));
-	int rc = sc_store_get(s->store, key, &kv);
-	json_t *obj = rc == 0 ? json_loads(kv.value, 0, NULL) : NULL;
-	*rev = kv.mod_rev;
-	sc_kv_free(&kv);
-	if (rc < 0 && rc != SC_ENOTFOUND) {
-		sc__api_error(r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
-		return NULL;
-	}
-	if (!obj || !sc__auth_can_see(who, k, obj)) {
-		json_decref(obj);
-		sc__api_error(r, 404, "NotFound", NULL, "Deployment \"%s\" not found", name);
-		return NULL;
-	}
-	return obj;
+	return sc__api_load(s, r, who, sc__kind_by_name("Deployment"), name, rev);
 }
 
 /* ---- changes ------------------------------------------------------------- */

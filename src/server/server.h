@@ -74,6 +74,12 @@ void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *f
 void sc__api_json(sc_http_req_t *r, int code, json_t *doc);
 /* Builds the key of an object. */
 void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outsz);
+/* ---- ops.c ---- */
+/* Reads object `name` of kind k that `who` may see, and its revision; on a
+ * store error or when it is absent or hidden, answers r (500 or 404, no
+ * existence leak) and returns NULL. New reference. */
+json_t *sc__api_load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+		     const sc_kind_t *k, const char *name, int64_t *mod_rev);
 /* Parses a stored value and adds metadata.resourceVersion. New reference. */
 json_t *sc__object_load(const char *value, int64_t mod_rev);
 
