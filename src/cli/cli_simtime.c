@@ -58,7 +58,7 @@ static void usage(FILE *f)
 	      f);
 }
 
-static int bad(const char *fmt, const char *arg)
+int sc_sim_bad(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "starcloud simulate: ");
 	fprintf(stderr, fmt, arg);
@@ -72,7 +72,8 @@ static int parse_cluster(topts_t *o, const char *v)
 	int n, g;
 	if (sscanf(v, "%d%c%d", &n, &x, &g) != 3 || x != 'x' || n < 1 || n > 100000 || g < 1 ||
 	    g > 16)
-		return bad("--cluster: \"%s\" is not NxG (N nodes 1..100000, G GPUs 1..16)", v);
+		return sc_sim_bad("--cluster: \"%s\" is not NxG (N nodes 1..100000, G GPUs 1..16)",
+				  v);
 	o->cl_nodes = n;
 	o->cl_gpus = g;
 	return 0;
@@ -82,24 +83,25 @@ static int parse_value(topts_t *o, const char *a, const char *v)
 {
 	if (!strcmp(a, "--time")) {
 		if (o->ntraces == MAX_TRACES)
-			return bad("--time: more than 256 traces at \"%s\"", v);
+			return sc_sim_bad("--time: more than 256 traces at \"%s\"", v);
 		o->traces[o->ntraces++] = v;
 	} else if (!strcmp(a, "--format")) {
 		if ((o->format = sc_tjob_format_parse(v)) < 0)
-			return bad("--format: unknown format \"%s\" (openb, gavel, tiresias)", v);
+			return sc_sim_bad("--format: unknown format \"%s\" (openb, gavel, tiresias)",
+					  v);
 	} else if (!strcmp(a, "--nodes")) {
 		o->nodes = v;
 	} else if (!strcmp(a, "--cluster")) {
 		return parse_cluster(o, v);
 	} else if (!strcmp(a, "--queue-by")) {
 		if (strcmp(v, "qos") && strcmp(v, "none"))
-			return bad("--queue-by: \"%s\" is not qos or none", v);
+			return sc_sim_bad("--queue-by: \"%s\" is not qos or none", v);
 		o->by_qos = !strcmp(v, "qos");
 	} else if (!strcmp(a, "--tick")) {
 		char *end;
 		o->tick = strtol(v, &end, 10);
 		if (*end || o->tick < 1 || o->tick > 86400)
-			return bad("--tick: \"%s\" is not seconds in 1..86400", v);
+			return sc_sim_bad("--tick: \"%s\" is not seconds in 1..86400", v);
 	} else if (!strcmp(a, "--gpu-type")) {
 		o->gpu_type = v;
 	} else if (!strcmp(a, "--throughputs")) {
@@ -109,7 +111,7 @@ static int parse_value(topts_t *o, const char *a, const char *v)
 	} else if (!strcmp(a, "--plot")) {
 		o->plot = v;
 	} else {
-		return bad("unknown option \"%s\" for --time (see --time --help)", a);
+		return sc_sim_bad("unknown option \"%s\" for --time (see --time --help)", a);
 	}
 	return 0;
 }
@@ -131,14 +133,14 @@ static int parse_args(topts_t *o, int argc, char **argv)
 			continue;
 		}
 		if (i + 1 >= argc)
-			return bad("%s: missing value", argv[i]);
+			return sc_sim_bad("%s: missing value", argv[i]);
 		int rc = parse_value(o, argv[i], argv[i + 1]);
 		if (rc)
 			return rc;
 		i++;
 	}
 	if (o->ntraces == 0)
-		return bad("%s", "--time: no trace given");
+		return sc_sim_bad("%s", "--time: no trace given");
 	return 0;
 }
 

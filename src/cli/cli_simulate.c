@@ -72,14 +72,6 @@ static void usage(FILE *f)
 	      f);
 }
 
-static int bad(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "starcloud simulate: ");
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	return 2;
-}
-
 static bool parse_u64(const char *s, uint64_t *out)
 {
 	if (!s || *s < '0' || *s > '9')
@@ -105,14 +97,14 @@ static int parse_seeds(opts_t *o, const char *arg)
 		if (dash)
 			*dash = '\0';
 		if (!parse_u64(tok, &a) || (dash && !parse_u64(dash + 1, &b)))
-			return bad("--seeds: \"%s\" is not N or A-B", arg);
+			return sc_sim_bad("--seeds: \"%s\" is not N or A-B", arg);
 		if (!dash)
 			b = a;
 		if (b < a || b - a >= MAX_SEEDS)
-			return bad("--seeds: bad range \"%s\"", arg);
+			return sc_sim_bad("--seeds: bad range \"%s\"", arg);
 		for (uint64_t s = a; s <= b; s++) {
 			if (o->nseeds == MAX_SEEDS)
-				return bad("--seeds: more than 10000 seeds in \"%s\"", arg);
+				return sc_sim_bad("--seeds: more than 10000 seeds in \"%s\"", arg);
 			o->seeds[o->nseeds++] = s;
 		}
 	}
@@ -132,11 +124,11 @@ static int add_policies(opts_t *o, const char *arg)
 			continue;
 		}
 		if (!sc_sim_policy_known(tok))
-			return bad("--policy: unknown policy \"%s\" (random, dotprod, "
-				   "gpuclustering, gpupacking, bestfit, fgd, default, all)",
-				   tok);
+			return sc_sim_bad("--policy: unknown policy \"%s\" (random, dotprod, "
+					  "gpuclustering, gpupacking, bestfit, fgd, default, all)",
+					  tok);
 		if (o->npolicies == MAX_LIST)
-			return bad("--policy: too many policies at \"%s\"", tok);
+			return sc_sim_bad("--policy: too many policies at \"%s\"", tok);
 		/* Keep the table's own string: tok lives in buf only. */
 		for (int i = 0; sc_sim_policy_names[i]; i++)
 			if (strcmp(sc_sim_policy_names[i], tok) == 0)
@@ -148,7 +140,7 @@ static int add_policies(opts_t *o, const char *arg)
 static const char *need(int argc, char **argv, int *i)
 {
 	if (*i + 1 >= argc) {
-		bad("%s: missing value", argv[*i]);
+		sc_sim_bad("%s: missing value", argv[*i]);
 		return NULL;
 	}
 	return argv[++*i];
@@ -181,7 +173,7 @@ static int parse_one(opts_t *o, int argc, char **argv, int *i)
 		char *end;
 		o->target = strtod(v, &end);
 		if (*end || !(o->target > 0 && o->target <= 10))
-			return bad("--target: \"%s\" is not a number in (0, 10]", v);
+			return sc_sim_bad("--target: \"%s\" is not a number in (0, 10]", v);
 	} else if (!strcmp(a, "--csv"))
 		o->csv = v;
 	else if (!strcmp(a, "--plot"))
@@ -189,10 +181,10 @@ static int parse_one(opts_t *o, int argc, char **argv, int *i)
 	else if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
 		uint64_t j;
 		if (!parse_u64(v, &j) || j < 1 || j > 1024)
-			return bad("-j: \"%s\" is not a count in 1..1024", v);
+			return sc_sim_bad("-j: \"%s\" is not a count in 1..1024", v);
 		o->jobs = (int)j;
 	} else
-		return bad("unknown option \"%s\" (see --help)", a);
+		return sc_sim_bad("unknown option \"%s\" (see --help)", a);
 	return 0;
 }
 
@@ -213,7 +205,8 @@ static int parse_args(opts_t *o, int argc, char **argv)
 	if (o->nseeds == 0 && parse_seeds(o, o->sweep ? "42-51" : "42") != 0)
 		return 2;
 	if (o->npods == 0)
-		return bad("%s", "no pod list: give --pods FILE|NAME or --sweep (see --help)");
+		return sc_sim_bad("%s",
+				  "no pod list: give --pods FILE|NAME or --sweep (see --help)");
 	return 0;
 }
 
@@ -274,23 +267,23 @@ static int load(const opts_t *o, loaded_t *l)
 	char path[PATH_MAX], msg[512], name[PATH_MAX];
 	const char *nodes = o->nodes ? o->nodes : "openb_node_list_gpu_node";
 	if (locate(nodes, false, path, sizeof(path)) != 0)
-		return bad("%s: node list not found (looked in ./traces and ../shared/traces; "
-			   "scripts/fetch-traces.sh downloads them)",
-			   nodes);
+		return sc_sim_bad("%s: node list not found (looked in ./traces and "
+				  "../shared/traces; scripts/fetch-traces.sh downloads them)",
+				  nodes);
 	if (sc_trace_read_nodes(path, &l->nodes, msg, sizeof(msg)) < 0)
-		return bad("%s", msg);
+		return sc_sim_bad("%s", msg);
 	for (int i = 0; i < o->npods; i++) {
 		if (locate(o->pods[i], true, path, sizeof(path)) != 0)
-			return bad("%s: pod list not found (looked in ./traces and "
-				   "../shared/traces)",
-				   o->pods[i]);
+			return sc_sim_bad("%s: pod list not found (looked in ./traces and "
+					  "../shared/traces)",
+					  o->pods[i]);
 		if (sc_trace_read_pods(path, &l->pods[i], msg, sizeof(msg)) < 0)
-			return bad("%s", msg);
+			return sc_sim_bad("%s", msg);
 		l->n = i + 1;
 		stem(path, name, sizeof(name));
 		if (sc_sim_workload_new(&l->nodes, &l->pods[i], name, &l->w[i], msg,
 					sizeof(msg)) < 0)
-			return bad("%s", msg);
+			return sc_sim_bad("%s", msg);
 	}
 	return 0;
 }
