@@ -32,6 +32,22 @@ json_t *sc__body_json(wreq_t *q)
 	return j;
 }
 
+int sc__body_and_ids(wreq_t *q, int n, json_t **body, int **ids)
+{
+	*ids = NULL;
+	*body = sc__body_json(q);
+	if (!*body)
+		return -1;
+	*ids = malloc((size_t)n * sizeof(int));
+	if (!*ids) {
+		json_decref(*body);
+		*body = NULL;
+		sc__reply_error(q, 503, NULL, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 int sc__check_model(wreq_t *q, const char *name)
 {
 	sc_worker_t *w = q->w;
@@ -226,15 +242,12 @@ static void openai_generate(wreq_t *q, int fmt)
 {
 	if (sc__need_role(q, ROLE_BOTH) < 0 || sc__worker_faults(q))
 		return;
-	json_t *body = sc__body_json(q);
-	if (!body)
+	int max = q->w->model->cfg.seq_len - 1, *ids;
+	json_t *body;
+	if (sc__body_and_ids(q, max, &body, &ids) < 0)
 		return;
-	int max = q->w->model->cfg.seq_len - 1;
-	int *ids = malloc((size_t)max * sizeof(int));
 	gen_params_t p = {.fmt = fmt};
-	if (!ids) {
-		sc__reply_error(q, 503, NULL, "out of memory");
-	} else if (fmt == FMT_CHAT && json_object_get(body, "prompt")) {
+	if (fmt == FMT_CHAT && json_object_get(body, "prompt")) {
 		sc__reply_error(q, 400, "prompt", "chat completions take messages, not prompt");
 	} else if (fmt == FMT_COMPLETION && json_object_get(body, "messages")) {
 		sc__reply_error(q, 400, "messages", "completions take prompt, not messages");
@@ -490,13 +503,11 @@ static void h_infer(wreq_t *q)
 	sc_worker_t *w = q->w;
 	int max = w->model->cfg.seq_len - 1;
 	gen_params_t p = {.fmt = FMT_KSERVE};
-	json_t *body = sc__body_json(q);
-	if (!body)
+	json_t *body;
+	int *ids;
+	if (sc__body_and_ids(q, max, &body, &ids) < 0)
 		return;
-	int *ids = malloc((size_t)max * sizeof(int));
-	if (!ids) {
-		sc__reply_error(q, 503, NULL, "out of memory");
-	} else if (infer_params(q, body, &p) == 0 && infer_outputs(q, body, &p) == 0) {
+	if (infer_params(q, body, &p) == 0 && infer_outputs(q, body, &p) == 0) {
 		int n = infer_inputs(q, body, ids, max);
 		if (n > 0)
 			sc__gen_prompt(q, &p, ids, n);

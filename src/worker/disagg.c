@@ -50,15 +50,12 @@ static void h_prefill(wreq_t *q)
 {
 	if (sc__need_role(q, ROLE_PREFILL) < 0 || sc__worker_faults(q))
 		return;
-	json_t *body = sc__body_json(q);
-	if (!body)
+	int max = q->w->model->cfg.seq_len - 1, *ids;
+	json_t *body;
+	if (sc__body_and_ids(q, max, &body, &ids) < 0)
 		return;
-	int max = q->w->model->cfg.seq_len - 1;
-	int *ids = malloc((size_t)max * sizeof(int));
 	gen_params_t p = {.fmt = FMT_PREFILL};
-	if (!ids) {
-		sc__reply_error(q, 503, NULL, "out of memory");
-	} else if (sc__gen_params(q, body, &p) == 0) {
+	if (sc__gen_params(q, body, &p) == 0) {
 		p.stream = 0;
 		p.max_tokens = 1;
 		int n = sc__prompt_ids(q, body, ids, max);
@@ -222,17 +219,14 @@ static void h_decode(wreq_t *q)
 {
 	if (sc__need_role(q, ROLE_DECODE) < 0 || sc__worker_faults(q))
 		return;
-	json_t *body = sc__body_json(q);
-	if (!body)
+	json_t *body;
+	int *forced;
+	if (sc__body_and_ids(q, q->w->max_tokens_cap, &body, &forced) < 0)
 		return;
 	gen_params_t p = {0};
 	const char *url;
 	int first;
-	int *forced = malloc((size_t)q->w->max_tokens_cap * sizeof(int));
-	if (!forced) {
-		sc__reply_error(q, 503, NULL, "out of memory");
-	} else if (sc__gen_params(q, body, &p) == 0 &&
-	           decode_fields(q, body, &url, &first, &p) == 0) {
+	if (sc__gen_params(q, body, &p) == 0 && decode_fields(q, body, &url, &first, &p) == 0) {
 		int n = decode_forced(q, body, first, p.max_tokens, forced);
 		if (n >= 0)
 			sc__gen_decode(q, &p, url, first, forced, n);

@@ -128,6 +128,10 @@ void sc__api_routes(sc_worker_t *w);
 void sc__disagg_routes(sc_worker_t *w);
 /* Reads a JSON object body; answers 400 and returns NULL when it is not. */
 json_t *sc__body_json(wreq_t *q);
+/* Reads a JSON object body and allocates room for n token ids (the caller
+ * frees both). On failure answers (400 for the body, 503 when out of
+ * memory), leaves nothing to free and returns -1. */
+int sc__body_and_ids(wreq_t *q, int n, json_t **body, int **ids);
 /* Tokenizes a prompt (or the chat messages) into ids; answers 400 naming
  * the field on failure and returns a negative count. */
 int sc__prompt_ids(wreq_t *q, json_t *body, int *ids, int max);
