@@ -6,49 +6,29 @@ the jobs. The rules' `for:` durations are set to 0 in the copy it loads
 real ones."""
 import os
 import re
-import shutil
-import subprocess
 import time
 
 import pytest
 import requests
 
-from conftest import ROOT, free_port, job, node, queue
+from conftest import ROOT, job, node, queue
+from prom_util import running_prometheus
 
-PROMETHEUS = shutil.which("prometheus")
 RULES = os.path.join(ROOT, "deploy/prometheus/rules/starcloud.rules.yml")
 
 
 @pytest.fixture
 def prometheus(server, tmp_path):
-    if not PROMETHEUS:
-        if os.environ.get("CI") == "true":
-            pytest.fail("prometheus missing under CI: scripts/deps.sh installs it")
-        pytest.skip("prometheus is not installed (scripts/deps.sh installs it)")
     rules = tmp_path / "rules.yml"
     rules.write_text(re.sub(r"(?m)^(\s+)for: .*$", r"\1for: 0s", open(RULES).read()))
-    cfg = tmp_path / "prometheus.yml"
-    cfg.write_text("""\
+    with running_prometheus(tmp_path, """\
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 rule_files: ['%s']
 scrape_configs:
 - job_name: starcloud-server
   static_configs: [{targets: ['127.0.0.1:%d']}]
-""" % (rules, server.port))
-    port = free_port()
-    log = open(tmp_path / "prometheus.log", "w")
-    proc = subprocess.Popen(
-        [PROMETHEUS, "--config.file=%s" % cfg, "--storage.tsdb.path=%s" % (tmp_path / "tsdb"),
-         "--web.listen-address=127.0.0.1:%d" % port],
-        stdout=log, stderr=subprocess.STDOUT)
-    yield "http://127.0.0.1:%d" % port
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+""" % (rules, server.port)) as base:
+        yield base
 
 
 def firing(base):

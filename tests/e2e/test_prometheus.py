@@ -2,48 +2,26 @@
 scripts/deps.sh) scrapes the server's /metrics: the text format must parse
 and the scheduler's series must be queryable. Prometheus runs on 127.0.0.1
 on a free port with a temporary configuration and data folder."""
-import os
-import shutil
-import subprocess
 import time
 
 import pytest
 import requests
 
-from conftest import free_port, job, node, queue
+from conftest import job, node, queue
+from prom_util import running_prometheus
 
-PROMETHEUS = shutil.which("prometheus") or (
-    "/usr/bin/prometheus" if os.path.exists("/usr/bin/prometheus") else None)
 
 
 @pytest.fixture
 def prometheus(server, tmp_path):
-    if not PROMETHEUS:
-        if os.environ.get("CI") == "true":
-            pytest.fail("prometheus is missing under CI: scripts/deps.sh must install it")
-        pytest.skip("prometheus is not installed (apt-get install prometheus, or scripts/deps.sh)")
-    port = free_port()
-    cfg = tmp_path / "prometheus.yml"
-    cfg.write_text("""\
+    with running_prometheus(tmp_path, """\
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
 - job_name: starcloud
   metrics_path: /metrics
   static_configs: [{targets: ['127.0.0.1:%d']}]
-""" % server.port)
-    log = open(tmp_path / "prometheus.log", "w")
-    proc = subprocess.Popen(
-        [PROMETHEUS, "--config.file=%s" % cfg, "--storage.tsdb.path=%s" % (tmp_path / "tsdb"),
-         "--web.listen-address=127.0.0.1:%d" % port],
-        stdout=log, stderr=subprocess.STDOUT)
-    yield "http://127.0.0.1:%d" % port
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+""" % server.port) as base:
+        yield base
 
 
 def query(base, expr):
