@@ -5,7 +5,7 @@ import signal
 import subprocess
 import time
 
-from conftest import BIN, free_port, manifest
+from conftest import BIN, free_port, manifest, stop_process
 
 FAST = ["--heartbeat", "300ms", "--backoff-base", "200ms", "--backoff-max", "2s",
         "--grace", "2s"]
@@ -30,13 +30,7 @@ class Agent:
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
 
     def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, sig)
         self.log.close()
 
     def output(self):

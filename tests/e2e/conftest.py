@@ -34,6 +34,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def stop_process(proc, sig=signal.SIGTERM, timeout=10):
+    """Sends sig to proc if it still runs, waits up to timeout seconds, then
+    kills it; returns once it has exited."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class Server:
     def __init__(self, data_dir, extra=()):
         self.data_dir = str(data_dir)

@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from conftest import free_port
+from conftest import free_port, stop_process
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 
@@ -84,10 +84,5 @@ class Etcd:
     def stop(self):
         for n, p in self.procs.items():
             if p.poll() is None:
-                p.send_signal(signal.SIGCONT)
-                p.terminate()
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+                p.send_signal(signal.SIGCONT)  # a paused member cannot exit
+                stop_process(p)

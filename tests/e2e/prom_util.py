@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port, stop_process
 
 PROMETHEUS = shutil.which("prometheus") or (
     "/usr/bin/prometheus" if os.path.exists("/usr/bin/prometheus") else None)
@@ -35,10 +35,5 @@ def running_prometheus(tmp_path, config_text):
     try:
         yield "http://127.0.0.1:%d" % port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()

@@ -13,6 +13,8 @@ import time
 import pytest
 import requests
 
+from conftest import stop_process
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("STARCLOUD_BIN", os.path.join(ROOT, "build", "starcloud"))
 
@@ -51,13 +53,7 @@ class Worker:
         return self.get("/debug/counters").json()
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout=5)
         self.log.close()
 
 
