@@ -30,6 +30,11 @@ int sc_buf_vprintf(sc_buf_t *b, const char *fmt, va_list ap);
 /* Appends v in decimal (what printf's %llu would, without its cost on a
  * hot path). */
 int sc_buf_putu(sc_buf_t *b, unsigned long long v);
+/* Writes v's decimal digits at the end of t (no NUL) and returns their
+ * count n: they start at t + SC_UDIGITS_MAX - n. For callers that copy
+ * them elsewhere. */
+#define SC_UDIGITS_MAX 24
+size_t sc_udigits(unsigned long long v, char t[SC_UDIGITS_MAX]);
 /* Drops the first n bytes (consumed input). */
 void sc_buf_consume(sc_buf_t *b, size_t n);
 /* Hands the data to the caller (free() it) and empties the buffer. */

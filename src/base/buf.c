@@ -64,15 +64,21 @@ int sc_buf_puts(sc_buf_t *b, const char *s)
 	return sc_buf_append(b, s, strlen(s));
 }
 
-int sc_buf_putu(sc_buf_t *b, unsigned long long v)
+size_t sc_udigits(unsigned long long v, char t[SC_UDIGITS_MAX])
 {
-	char t[24];
-	size_t i = sizeof(t);
+	size_t i = SC_UDIGITS_MAX;
 	do {
 		t[--i] = (char)('0' + v % 10);
 		v /= 10;
 	} while (v);
-	return sc_buf_append(b, t + i, sizeof(t) - i);
+	return SC_UDIGITS_MAX - i;
+}
+
+int sc_buf_putu(sc_buf_t *b, unsigned long long v)
+{
+	char t[SC_UDIGITS_MAX];
+	size_t n = sc_udigits(v, t);
+	return sc_buf_append(b, t + SC_UDIGITS_MAX - n, n);
 }
 
 int sc_buf_vprintf(sc_buf_t *b, const char *fmt, va_list ap)

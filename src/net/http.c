@@ -16,6 +16,7 @@
 
 #include "base/httphead.h"
 #include "net/http_int.h"
+#include "starcloud/buf.h"
 #include "starcloud/error.h"
 
 static void process(conn_t *c);
@@ -197,13 +198,9 @@ static void head_str(head_t *h, const char *s)
 
 static void head_num(head_t *h, unsigned long long v)
 {
-	char t[24];
-	size_t i = sizeof(t);
-	do {
-		t[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	head_put(h, t + i, sizeof(t) - i);
+	char t[SC_UDIGITS_MAX];
+	size_t n = sc_udigits(v, t);
+	head_put(h, t + SC_UDIGITS_MAX - n, n);
 }
 
 static int head_printf(char *out, size_t outsz, int status, const char *ctype, long long clen,
