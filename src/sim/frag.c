@@ -1,6 +1,7 @@
 /* Fragmentation measure and its memo. See frag.h for the definition. */
 #include "sim/frag.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,6 +115,31 @@ double sc_frag_compute(const sc_typical_t *t, size_t nt, int model, int64_t cpu_
 			acc += t[k].p * (double)total;
 	}
 	return acc;
+}
+
+/* ---- gap waste ------------------------------------------------------ */
+
+void sc_gap_waste(const sc_typical_t *t, size_t nt, double fill_rate,
+		  double out[SC_GPU_MILLI + 1])
+{
+	/* Bottom-up: out[g] needs only out[g - milli] for milli > 0. */
+	for (int g = 0; g <= SC_GPU_MILLI; g++) {
+		double fit = 0, after = 0;
+		for (size_t k = 0; k < nt; k++) {
+			const sc_pod_shape_t *s = &t[k].shape;
+			if (s->num != 1 || s->milli <= 0 || s->milli >= SC_GPU_MILLI ||
+			    s->milli > g)
+				continue;
+			fit += t[k].p;
+			after += t[k].p * out[g - s->milli];
+		}
+		if (fit <= 0) {
+			out[g] = g;
+			continue;
+		}
+		double filled = 1.0 - exp(-fill_rate * fit);
+		out[g] = filled * after / fit + (1.0 - filled) * g;
+	}
 }
 
 /* ---- memo --------------------------------------------------------------- */
@@ -303,6 +329,12 @@ double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_
 	if (++f->count * 2 > f->cap && !grow(f))
 		f->oom = true;
 	return v;
+}
+
+const sc_typical_t *sc_frag_typical(const sc_frag_t *f, size_t *n)
+{
+	*n = f->ntypical;
+	return f->typical;
 }
 
 double sc_frag_node(const sc_frag_t *f, uint32_t i)

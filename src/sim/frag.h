@@ -43,6 +43,20 @@ typedef struct sc_typical {
  * count written to *out (malloc'd, caller frees) or SC_ENOMEM. */
 int sc_typical_pods(const sc_pod_shape_t *pods, size_t n, double coverage, sc_typical_t **out);
 
+/* Expected GPU milli that stays unused on one device, by its free milli g
+ * (0..SC_GPU_MILLI), if share pods keep landing on it: the device gets a
+ * share at all with probability 1 - exp(-fill_rate * Q(g)), where Q(g) is
+ * the frequency of the typical share pods that fit g, and the share it
+ * gets is one of those, in proportion to its frequency; it then keeps
+ * going from g - milli. Whole-GPU and CPU pods do not fill gaps, so a
+ * fresh device (g = SC_GPU_MILLI) is valued as a gap that shares fill.
+ * A gap only rare pods fit (a 210 on an OpenB trace fits only the 160s,
+ * under 1 % of pods) keeps most of its milli; a gap common pods fit
+ * (a 530 takes a 470) is worth little waste. out gets SC_GPU_MILLI + 1
+ * values. */
+void sc_gap_waste(const sc_typical_t *t, size_t nt, double fill_rate,
+		  double out[SC_GPU_MILLI + 1]);
+
 typedef struct sc_frag sc_frag_t;
 
 /* typical is copied. nnodes sizes the per-node current values. */
@@ -64,6 +78,8 @@ double sc_frag_compute(const sc_typical_t *t, size_t nt, int model, int64_t cpu_
 double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
 			 int ngpu);
 
+/* The typical pods (borrowed; *n gets their count). */
+const sc_typical_t *sc_frag_typical(const sc_frag_t *f, size_t *n);
 /* Current fragmentation of node i, as of the last sc_frag_update. */
 double sc_frag_node(const sc_frag_t *f, uint32_t i);
 /* Recomputes node n's current value and the cluster total. */

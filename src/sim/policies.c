@@ -18,6 +18,7 @@ typedef struct pctx {
 	const sc_cluster_t *cluster;
 	sc_rng_t rng;
 	uint32_t *tags;  /* gpuclustering: GPU-count classes present per node */
+	double *gap_waste; /* default: sc_gap_waste's table, SC_GPU_MILLI + 1 */
 	size_t nnodes;
 } pctx_t;
 
@@ -284,19 +285,37 @@ static double lookahead_points(pctx_t *p, const sc_node_view_t *n, const sc_requ
 	return trunc_score(sigmoid((old - after) / 3000) * MAX_SCORE);
 }
 
+/* How fast sc_gap_waste assumes gaps get filled. Chosen by measurement on
+ * seeds 42..51 (35, 50 and 70 are in docs/SIMULATOR.md); at 50 a gap that
+ * only the 160-milli pods of OpenB fit (0.9 % of pods) is filled with
+ * probability 0.36, one that 220s and 230s fit too with 0.8. */
+#define GAP_FILL_RATE 50.0
+
+/* The change in expected unused milli when a share of `milli` goes into a
+ * device with `g` free, in whole milli. A fresh device is valued as a gap
+ * that shares fill (sc_gap_waste), so opening one costs what its remainder
+ * is expected to waste beyond a fresh device's own. */
+static double share_cost(const pctx_t *p, int g, int milli)
+{
+	return floor(p->gap_waste[g - milli] - p->gap_waste[g]);
+}
+
 /* FGD, with three changes (docs/SIMULATOR.md has the measurements):
- * - share pods and multi-GPU pods are placed by one step of lookahead: a
- *   node state is valued by its fragmentation now plus the expected
- *   fragmentation once the next typical pod has landed on it (a whole-GPU
- *   pod taking devices and CPU, or a CPU pod taking CPU). Where a share or
- *   a 2-, 4- or 8-GPU pod goes decides whether whole devices, and the CPU
- *   they need, stay free for the pods that arrive later, which FGD's
- *   one-step measure sees only for the current state. Equal points go to
- *   the earlier node in the run's node order, as for FGD.
+ * - a share pod goes to the device where it adds the least expected waste
+ *   (share_cost): into the gap its size leaves least behind in, or onto a
+ *   fresh device when every gap it fits would be left with a remainder
+ *   only rare pods fit (a 320 opens a device, where a 650 will join it,
+ *   rather than leave 210 next to a 470). Equal costs go to the device with
+ *   the most lookahead points, then to the earlier node in the run's node
+ *   order, so shares still gather on few nodes.
+ * - whole-GPU pods are placed by one step of lookahead: a node state is
+ *   valued by its fragmentation now plus the expected fragmentation once
+ *   the next typical pod has landed on it (a whole-GPU pod taking devices
+ *   and CPU, or a CPU pod taking CPU), which FGD's one-step measure sees
+ *   only for the current state. 1-GPU pods break equal lookahead points by
+ *   FGD's points, then node order; 2-, 4- and 8-GPU pods by node order.
  * - a CPU pod takes FGD's points, and equal points are ordered by
- *   cpu_pod_tiebreak instead of node order alone.
- * - 1-GPU pods keep FGD's score: the lookahead for them gains 0.3 points
- *   on the default workload but costs the CPU-heavy cpu250 workload. */
+ *   cpu_pod_tiebreak instead of node order alone. */
 static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
 			    const sc_request_t *r, sc_assign_t *a)
 {
@@ -304,15 +323,17 @@ static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view
 	if (r->gpus == 0 && r->gpu_milli == 0)
 		return fgd_score(ctx, c, n, r, a) + cpu_pod_tiebreak(n);
 	if (r->gpus == 1)
-		return fgd_score(ctx, c, n, r, a);
+		return lookahead_points(p, n, r, 0) * 1000 + fgd_score(ctx, c, n, r, a);
 	if (!is_share(r))
 		return lookahead_points(p, n, r, 0);
-	double best = -1;
+	double best = -INFINITY;
 	int dev = -1;
 	for (int d = 0; d < n->gpu_count; d++) {
 		if (n->gpu_free[d] < r->gpu_milli)
 			continue;
-		double s = lookahead_points(p, n, r, d);
+		/* Points are 0..100, so they only order equal costs. */
+		double s = -share_cost(p, n->gpu_free[d], r->gpu_milli) * 1000 +
+			   lookahead_points(p, n, r, d);
 		if (dev < 0 || s > best) {
 			best = s;
 			dev = d;
@@ -324,6 +345,17 @@ static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view
 	return best;
 }
 
+static int default_init(pctx_t *p)
+{
+	p->gap_waste = malloc((SC_GPU_MILLI + 1) * sizeof(double));
+	if (!p->gap_waste)
+		return SC_ENOMEM;
+	size_t nt;
+	const sc_typical_t *t = sc_frag_typical(p->frag, &nt);
+	sc_gap_waste(t, nt, GAP_FILL_RATE, p->gap_waste);
+	return 0;
+}
+
 /* ---- table ----------------------------------------------------------------- */
 
 typedef struct entry {
@@ -333,16 +365,17 @@ typedef struct entry {
 	void (*taken)(void *, const sc_cluster_t *, const sc_node_view_t *,
 		      const sc_request_t *, const sc_assign_t *);
 	bool needs_frag;
+	int (*init)(pctx_t *); /* optional: per-run tables */
 } entry_t;
 
 static const entry_t entries[] = {
-	{"random", random_score, NULL, false},
-	{"dotprod", dotprod_score, NULL, false},
-	{"gpuclustering", gpuclustering_score, gpuclustering_taken, false},
-	{"gpupacking", gpupacking_score, NULL, false},
-	{"bestfit", bestfit_score, NULL, false},
-	{"fgd", fgd_score, NULL, true},
-	{"default", default_score, NULL, true},
+	{"random", random_score, NULL, false, NULL},
+	{"dotprod", dotprod_score, NULL, false, NULL},
+	{"gpuclustering", gpuclustering_score, gpuclustering_taken, false, NULL},
+	{"gpupacking", gpupacking_score, NULL, false, NULL},
+	{"bestfit", bestfit_score, NULL, false, NULL},
+	{"fgd", fgd_score, NULL, true, NULL},
+	{"default", default_score, NULL, true, default_init},
 };
 
 static const entry_t *find_entry(const char *name)
@@ -367,14 +400,15 @@ int sc_sim_policy_new(const char *name, const sc_sim_env_t *env, sc_policy_t **o
 	pctx_t *p = calloc(1, sizeof(*p));
 	if (!p)
 		return SC_ENOMEM;
+	int rc = SC_ENOMEM;
 	p->nnodes = env->cluster ? sc_cluster_nnodes(env->cluster) : 0;
 	p->tags = calloc(p->nnodes ? p->nnodes : 1, sizeof(uint32_t));
-	if (!p->tags) {
-		free(p);
-		return SC_ENOMEM;
-	}
+	if (!p->tags)
+		goto fail;
 	p->frag = env->frag;
 	p->cluster = env->cluster;
+	if (e->init && (rc = e->init(p)) < 0)
+		goto fail;
 	/* Stream 2: independent of the shuffle and inflation streams. */
 	sc_rng_seed(&p->rng, env->seed, 2);
 	p->pol.name = e->name;
@@ -384,6 +418,9 @@ int sc_sim_policy_new(const char *name, const sc_sim_env_t *env, sc_policy_t **o
 	p->pol.ctx = p;
 	*out = &p->pol;
 	return 0;
+fail:
+	sc_sim_policy_free(&p->pol);
+	return rc;
 }
 
 void sc_sim_policy_free(sc_policy_t *pol)
@@ -392,5 +429,6 @@ void sc_sim_policy_free(sc_policy_t *pol)
 		return;
 	pctx_t *p = (pctx_t *)pol;
 	free(p->tags);
+	free(p->gap_waste);
 	free(p);
 }

@@ -233,6 +233,72 @@ static void lookahead_counts_cpu_pods(void **state)
 	sc_frag_free(f);
 }
 
+/* sc_gap_waste on one share shape of 500 (p .5) and a 1-GPU shape (p .5,
+ * which fills no gap). Below 500 nothing fits: the gap is all waste. At
+ * 500 and 1000 a 500 arrives with probability 1 - exp(-rate * .5). */
+static void gap_waste_arithmetic(void **state)
+{
+	sc_typical_t t[2] = {{shape(1000, 500, 1), 0.5}, {shape(1000, 1000, 1), 0.5}};
+	double w[SC_GPU_MILLI + 1];
+	sc_gap_waste(t, 2, 2.0, w);
+	double filled = 1 - exp(-1.0);
+	assert_true(w[0] == 0 && w[499] == 499);
+	assert_true(fabs(w[500] - (1 - filled) * 500) < 1e-9);
+	assert_true(fabs(w[700] - (filled * 200 + (1 - filled) * 700)) < 1e-9);
+	assert_true(fabs(w[1000] - (filled * w[500] + (1 - filled) * 1000)) < 1e-9);
+	/* OpenB-like: many 470s, few 160s. A 210 (only a 160 fits) keeps
+	 * more than half its milli; a 530 (a 470 fits) ends near 60. */
+	sc_typical_t o[3] = {{shape(8000, 470, 1), 0.45}, {shape(4000, 160, 1), 0.01},
+			     {shape(12000, 1000, 1), 0.54}};
+	sc_gap_waste(o, 3, 50.0, w);
+	double f160 = 1 - exp(-0.5);
+	assert_true(fabs(w[210] - (f160 * 50 + (1 - f160) * 210)) < 1e-9);
+	assert_true(w[210] > 105 && w[530] < 70 && w[530] > 50);
+}
+
+/* `default` places a 320 where it adds the least expected waste: next to
+ * a 650 (leaving 30, which nothing fills but which is small), not next to
+ * a 470 (leaving 210, which only the rare 160s fill; the 470's 530 would
+ * take another 470); with no 650 around it opens a fresh device, which a
+ * 650 can join later. */
+static void default_share_goes_where_gaps_get_filled(void **state)
+{
+	sc_node_spec_t nodes[1] = {{.name = "n", .cpu_milli = 96000, .memory = 1 << 30,
+				    .gpu_count = 8, .gpu_model = "G2"}};
+	sc_cluster_t *c = sc_cluster_new(nodes, 1, NULL);
+	sc_typical_t t[5] = {{shape(8000, 470, 1), 0.3}, {shape(4000, 650, 1), 0.1},
+			     {shape(4000, 320, 1), 0.1}, {shape(4000, 160, 1), 0.01},
+			     {shape(12000, 1000, 1), 0.49}};
+	sc_frag_t *f = sc_frag_new(t, 5, 1);
+	sc_sim_env_t env = {.frag = f, .cluster = c, .seed = 1};
+	sc_policy_t *p;
+	assert_int_equal(sc_sim_policy_new("default", &env, &p), 0);
+	sc_request_t r470 = {.cpu_milli = 8000, .gpu_milli = 470};
+	sc_request_t r650 = {.cpu_milli = 4000, .gpu_milli = 650};
+	sc_request_t r320 = {.cpu_milli = 4000, .gpu_milli = 320};
+	sc_assign_t a470 = {.node = 0, .ngpus = 1, .gpus = {0}, .gpu_milli = 470};
+	assert_int_equal(sc_cluster_take(c, &r470, &a470), 0);
+	sc_frag_update(f, sc_cluster_node(c, 0));
+	sc_assign_t a;
+	memset(&a, 0, sizeof(a));
+	p->score(p->ctx, c, sc_cluster_node(c, 0), &r320, &a);
+	assert_int_equal(a.ngpus, 1);
+	assert_int_not_equal(a.gpus[0], 0); /* a fresh device, not the 470's */
+	sc_assign_t a650 = {.node = 0, .ngpus = 1, .gpus = {5}, .gpu_milli = 650};
+	assert_int_equal(sc_cluster_take(c, &r650, &a650), 0);
+	sc_frag_update(f, sc_cluster_node(c, 0));
+	memset(&a, 0, sizeof(a));
+	p->score(p->ctx, c, sc_cluster_node(c, 0), &r320, &a);
+	assert_int_equal(a.gpus[0], 5);
+	/* And a 470 joins the 470. */
+	memset(&a, 0, sizeof(a));
+	p->score(p->ctx, c, sc_cluster_node(c, 0), &r470, &a);
+	assert_int_equal(a.gpus[0], 0);
+	sc_sim_policy_free(p);
+	sc_frag_free(f);
+	sc_cluster_free(c);
+}
+
 /* A CPU pod: FGD gives both nodes the same points when the CPU left still
  * fits every typical pod; `default` then prefers the node with less free
  * GPU, whose CPU no GPU pod can use, and among equal free GPU the one with
@@ -322,6 +388,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(fgd_device_choice, setup, teardown),
 		cmocka_unit_test_setup_teardown(random_picks_fitting_device, setup, teardown),
 		cmocka_unit_test(lookahead_counts_cpu_pods),
+		cmocka_unit_test(gap_waste_arithmetic),
+		cmocka_unit_test(default_share_goes_where_gaps_get_filled),
 		cmocka_unit_test_setup_teardown(default_cpu_pod_tiebreak, setup, teardown),
 		cmocka_unit_test(packing_run_inflates_and_records),
 	};
