@@ -36,8 +36,12 @@
 
 /* Revisions the change log keeps; a watcher further behind gets SC_ERANGE
  * (HTTP 410) and must list again, as with etcd compaction. */
+#ifndef LOG_KEEP /* tests set smaller values */
 #define LOG_KEEP 100000
+#endif
+#ifndef COMPACT_EVERY
 #define COMPACT_EVERY 1000
+#endif
 /* Changes per revision: a change's id is rev << OP_BITS | its index. */
 #define OP_BITS 20
 #define MAX_OPS ((size_t)1 << OP_BITS)
