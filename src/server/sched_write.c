@@ -182,10 +182,15 @@ static json_t *find_pod(json_t *pods, const char *name, size_t *at)
 	return NULL;
 }
 
-static json_t *binding_pod(const sc_binding_t *b, const char *now)
+/* A new Running entry. Its generation, the assignment's identity for the
+ * agent's fencing (docs/AGENT.md), is the revision of the object the
+ * binding was decided on: the write that stores it is conditional on that
+ * revision and moves the object past it, so every later binding of the
+ * same pod, on whatever node, gets a larger one. */
+static json_t *binding_pod(const sc_binding_t *b, const char *now, int64_t generation)
 {
-	json_t *p = json_pack("{s:s,s:s,s:s,s:s}", "name", b->pod, "phase", "Running", "node",
-			      b->node, "startedAt", now);
+	json_t *p = json_pack("{s:s,s:s,s:s,s:s,s:I}", "name", b->pod, "phase", "Running", "node",
+			      b->node, "startedAt", now, "generation", (json_int_t)generation);
 	if (!p)
 		abort();
 	if (b->ngpus) {
@@ -293,7 +298,7 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 	for (size_t k = w->bj.bstart[j]; k < w->bj.bstart[j + 1]; k++) {
 		const sc_binding_t *b = &w->d->bindings[w->bj.border[k]];
 		size_t at;
-		json_t *np = binding_pod(b, w->now);
+		json_t *np = binding_pod(b, w->now, o->mod_rev);
 		if (strcmp(o->kind->kind, "Deployment") == 0)
 			sc__deploy_bind_port(w->in, o->obj, np, &w->ports);
 		if (find_pod(pods, b->pod, &at))

@@ -96,6 +96,10 @@ def test_priority_preemption(server, admin):
     lo["spec"]["priorityClass"] = "low"
     admin.post(admin.base + "/jobs", json=lo)
     wait_for(lambda: phase(admin, "lo") == "Running", what="lo Running")
+    first = admin.get(admin.base + "/jobs/lo").json()
+    gen1 = first["status"]["pods"][0]["generation"]
+    # The assignment's identity (the agent's fencing): the revision it was decided on.
+    assert isinstance(gen1, int) and 0 < gen1 < int(first["metadata"]["resourceVersion"])
     hi = job("hi", gpus=8)
     hi["spec"]["priorityClass"] = "high"
     admin.post(admin.base + "/jobs", json=hi)
@@ -108,6 +112,11 @@ def test_priority_preemption(server, admin):
     # Once released, the victim's pod is gone from its status.
     wait_for(lambda: not admin.get(admin.base + "/jobs/lo").json()["status"].get("pods"),
              what="lo's pod removed")
+    # hi leaves: lo is bound again, on the same node, under a newer generation.
+    assert admin.delete(admin.base + "/jobs/hi").status_code in (200, 202)
+    wait_for(lambda: phase(admin, "lo") == "Running", timeout=8, what="lo Running again")
+    pod = admin.get(admin.base + "/jobs/lo").json()["status"]["pods"][0]
+    assert pod["node"] == "n0" and pod["generation"] > gen1
 
 
 def test_cli_yaml_apply_explain_drain_events(server, admin, tmp_path):
