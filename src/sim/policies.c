@@ -19,6 +19,7 @@ typedef struct pctx {
 	sc_rng_t rng;
 	uint32_t *tags;  /* gpuclustering: GPU-count classes present per node */
 	double *gap_waste; /* default: sc_gap_waste's table, SC_GPU_MILLI + 1 */
+	struct look_now *look; /* default: per node, its current lookahead value */
 	size_t nnodes;
 } pctx_t;
 
@@ -270,6 +271,32 @@ static double cpu_pod_tiebreak(const sc_node_view_t *n)
 	return -1e-6 * (double)gpu_left(n) + 1e-9 * (double)n->cpu_free;
 }
 
+/* A node's lookahead value for the state it was computed in: every pod
+ * scores every node against its current value, and looking that up in
+ * the memo (a large table, so a cache miss) was a third of the time. */
+typedef struct look_now {
+	int64_t cpu;
+	int16_t gpu[SC_MAX_GPUS];
+	double value;
+	bool valid;
+} look_now_t;
+
+static double lookahead_now(pctx_t *p, const sc_node_view_t *n)
+{
+	look_now_t *c = n->index < p->nnodes ? &p->look[n->index] : NULL;
+	if (c && c->valid && c->cpu == n->cpu_free &&
+	    memcmp(c->gpu, n->gpu_free, sizeof(c->gpu)) == 0)
+		return c->value;
+	double v = sc_frag_lookahead(p->frag, n->model, n->cpu_free, n->gpu_free, n->gpu_count);
+	if (c) {
+		c->cpu = n->cpu_free;
+		memcpy(c->gpu, n->gpu_free, sizeof(c->gpu));
+		c->value = v;
+		c->valid = true;
+	}
+	return v;
+}
+
 /* Lookahead points for placing r on n (a share on device dev, or whole
  * devices): the drop in sc_frag_lookahead's value through FGD's sigmoid,
  * scale 3000 (FGD: 1000; the value sums about three fragmentation terms'
@@ -279,7 +306,7 @@ static double lookahead_points(pctx_t *p, const sc_node_view_t *n, const sc_requ
 {
 	int16_t left[SC_MAX_GPUS];
 	devices_after(n, r, dev, left);
-	double old = sc_frag_lookahead(p->frag, n->model, n->cpu_free, n->gpu_free, n->gpu_count);
+	double old = lookahead_now(p, n);
 	double after =
 		sc_frag_lookahead(p->frag, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
 	return trunc_score(sigmoid((old - after) / 3000) * MAX_SCORE);
@@ -348,7 +375,8 @@ static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view
 static int default_init(pctx_t *p)
 {
 	p->gap_waste = malloc((SC_GPU_MILLI + 1) * sizeof(double));
-	if (!p->gap_waste)
+	p->look = calloc(p->nnodes ? p->nnodes : 1, sizeof(*p->look));
+	if (!p->gap_waste || !p->look)
 		return SC_ENOMEM;
 	size_t nt;
 	const sc_typical_t *t = sc_frag_typical(p->frag, &nt);
@@ -430,5 +458,6 @@ void sc_sim_policy_free(sc_policy_t *pol)
 	pctx_t *p = (pctx_t *)pol;
 	free(p->tags);
 	free(p->gap_waste);
+	free(p->look);
 	free(p);
 }
