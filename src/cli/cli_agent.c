@@ -333,6 +333,44 @@ static void wait_server(const char *url)
 	}
 }
 
+/* Starts agent i of the dev cluster (dev-node-<i>) with a token of its
+ * own; returns its pid. */
+static pid_t start_dev_agent(int i, const char *url, const char *token, const char *gpus,
+			     const char *dir)
+{
+	char name[32], listen[32], adir[1100], atok[256];
+	snprintf(name, sizeof(name), "dev-node-%d", i);
+	agent_token(url, token, name, atok, sizeof(atok));
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
+	snprintf(adir, sizeof(adir), "%s/%s", dir, name);
+	char *aargv[] = { "starcloud", "agent",  "--server",   (char *)url, "--token",
+			  atok,        "--name", name,         "--gpus",    (char *)gpus,
+			  "--listen",  listen,   "--data-dir", adir,        "--drain",
+			  NULL };
+	pid_t pid = spawn(aargv, -1);
+	printf("agent:   %s at http://%s\n", name, listen);
+	return pid;
+}
+
+/* Waits for SIGINT/SIGTERM or the first child to die, then stops all. */
+static void run_until_signal(const pid_t *pids, int npids)
+{
+	/* No SA_RESTART: the signal must interrupt waitpid. */
+	struct sigaction sa = { .sa_handler = on_dev_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	while (!dev_stop) {
+		int st;
+		pid_t p = waitpid(-1, &st, 0);
+		if (p > 0 || (p < 0 && errno != EINTR))
+			break; /* a child died: stop the rest */
+	}
+	for (int i = npids - 1; i >= 0; i--)
+		kill(pids[i], SIGTERM);
+	while (wait(NULL) > 0)
+		;
+}
+
 int sc_cli_dev(int argc, char **argv)
 {
 	int nagents = 1;
@@ -378,33 +416,10 @@ int sc_cli_dev(int argc, char **argv)
 		snprintf(token, sizeof(token), "%s", getenv("STARCLOUD_TOKEN"));
 	wait_server(url);
 	printf("server:  %s\ntoken:   %s\ndata:    %s\nui:      %s/ui\n", url, token, dir, url);
-	for (int i = 0; i < nagents; i++) {
-		char name[32], listen[32], adir[1100], atok[256];
-		snprintf(name, sizeof(name), "dev-node-%d", i);
-		agent_token(url, token, name, atok, sizeof(atok));
-		snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
-		snprintf(adir, sizeof(adir), "%s/%s", dir, name);
-		char *aargv[] = { "starcloud", "agent",	 "--server", url,    "--token",
-				  atok,        "--name", name,	     "--gpus", (char *)gpus,
-				  "--listen",  listen,	 "--data-dir", adir, "--drain", NULL };
-		pids[npids++] = spawn(aargv, -1);
-		printf("agent:   %s at http://%s\n", name, listen);
-	}
+	for (int i = 0; i < nagents; i++)
+		pids[npids++] = start_dev_agent(i, url, token, gpus, dir);
 	write_config(url, token);
 	fflush(stdout);
-	/* No SA_RESTART: the signal must interrupt waitpid. */
-	struct sigaction sa = { .sa_handler = on_dev_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	while (!dev_stop) {
-		int st;
-		pid_t p = waitpid(-1, &st, 0);
-		if (p > 0 || (p < 0 && errno != EINTR))
-			break; /* a child died: stop the rest */
-	}
-	for (int i = npids - 1; i >= 0; i--)
-		kill(pids[i], SIGTERM);
-	while (wait(NULL) > 0)
-		;
+	run_until_signal(pids, npids);
 	return SC_EXIT_OK;
 }

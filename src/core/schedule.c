@@ -93,6 +93,55 @@ static int copy_reservation(const sc_sched_t *s, sc_arena_t *a, const sjob_t *jb
 	return 0;
 }
 
+/* The jobs left pending, each with its reason (and reservation). */
+static int copy_pending(const sc_sched_t *s, sc_decisions_t *out, sc_arena_t *a)
+{
+	const char *last_src = NULL, *last_copy = NULL;
+	for (int j = 0; j < s->njobs; j++) {
+		const sjob_t *jb = &s->jobs[j];
+		if (jb->npending == 0 || jb->nrunning >= jb->min_member)
+			continue;
+		sc_pending_t *p = &out->pending[out->npending++];
+		p->job = jb->index;
+		if (copy_reservation(s, a, jb, p) < 0)
+			return SC_ENOMEM;
+		/* Jobs of one shape share one reason string: copy it once. */
+		const char *why = pending_reason(s, jb);
+		if (why == last_src) {
+			p->reason = last_copy;
+			continue;
+		}
+		p->reason = sc_arena_strdup(a, why);
+		if (!p->reason)
+			return SC_ENOMEM;
+		last_src = why;
+		last_copy = p->reason;
+	}
+	return 0;
+}
+
+static int copy_queues(const sc_sched_t *s, sc_decisions_t *out, sc_arena_t *a)
+{
+	for (int q = 0; q < s->nqueues; q++) {
+		const squeue_t *sq = &s->queues[q];
+		sc_queue_report_t *r = &out->queues[out->nqueues++];
+		r->name = sc_arena_strdup(a, sq->spec->name);
+		r->parent = sq->parent >= 0 ? sc_arena_strdup(a, s->queues[sq->parent].spec->name)
+					    : NULL;
+		if (!r->name)
+			return SC_ENOMEM;
+		r->leaf = sq->leaf;
+		for (int k = 0; k < SC_RES_COUNT; k++) {
+			r->fair_share[k] = sq->fair.v[k];
+			r->allocated[k] = sq->allocated.v[k];
+			r->requested[k] = sq->requested.v[k];
+			r->quota[k] = sq->quota.v[k] >= SC_UNLIMITED ? -1 : sq->quota.v[k];
+			r->limit[k] = sq->limit.v[k] >= SC_UNLIMITED ? -1 : sq->limit.v[k];
+		}
+	}
+	return 0;
+}
+
 static int build_decisions(sc_sched_t *s, sc_decisions_t *out, sc_arena_t *a)
 {
 	size_t nb = 0, ne = 0, np = 0;
@@ -123,44 +172,8 @@ static int build_decisions(sc_sched_t *s, sc_decisions_t *out, sc_arena_t *a)
 		if (rc < 0)
 			return rc;
 	}
-	const char *last_src = NULL, *last_copy = NULL;
-	for (int j = 0; j < s->njobs; j++) {
-		const sjob_t *jb = &s->jobs[j];
-		if (jb->npending == 0 || jb->nrunning >= jb->min_member)
-			continue;
-		sc_pending_t *p = &out->pending[out->npending++];
-		p->job = jb->index;
-		if (copy_reservation(s, a, jb, p) < 0)
-			return SC_ENOMEM;
-		/* Jobs of one shape share one reason string: copy it once. */
-		const char *why = pending_reason(s, jb);
-		if (why == last_src) {
-			p->reason = last_copy;
-			continue;
-		}
-		p->reason = sc_arena_strdup(a, why);
-		if (!p->reason)
-			return SC_ENOMEM;
-		last_src = why;
-		last_copy = p->reason;
-	}
-	for (int q = 0; q < s->nqueues; q++) {
-		const squeue_t *sq = &s->queues[q];
-		sc_queue_report_t *r = &out->queues[out->nqueues++];
-		r->name = sc_arena_strdup(a, sq->spec->name);
-		r->parent = sq->parent >= 0 ? sc_arena_strdup(a, s->queues[sq->parent].spec->name)
-					    : NULL;
-		if (!r->name)
-			return SC_ENOMEM;
-		r->leaf = sq->leaf;
-		for (int k = 0; k < SC_RES_COUNT; k++) {
-			r->fair_share[k] = sq->fair.v[k];
-			r->allocated[k] = sq->allocated.v[k];
-			r->requested[k] = sq->requested.v[k];
-			r->quota[k] = sq->quota.v[k] >= SC_UNLIMITED ? -1 : sq->quota.v[k];
-			r->limit[k] = sq->limit.v[k] >= SC_UNLIMITED ? -1 : sq->limit.v[k];
-		}
-	}
+	if (copy_pending(s, out, a) < 0 || copy_queues(s, out, a) < 0)
+		return SC_ENOMEM;
 	out->placements_tried = s->placements_tried;
 	out->jobs_considered = s->jobs_considered;
 	out->signature_skips = s->signature_skips;

@@ -567,6 +567,32 @@ static void resume_or_fail(gw_req_t *q)
 	sc__gw_fail(q, 502, "upstream_error", "the stream broke and could not be continued");
 }
 
+/* A streamed attempt that already sent events ended: flush what is
+ * whole; a clean end finishes the request, a broken one resumes. */
+static void stream_done(gw_req_t *q, int err)
+{
+	int broken = err < 0 || q->up_status != 200;
+	if (!broken)
+		pump_events(q);
+	if (!q->hr) {
+		sc__gw_attempt_end(q, broken);
+		req_account(q, 499);
+		req_release(q);
+		return;
+	}
+	if (!broken && (q->saw_done || q->sse.len == 0)) {
+		sc__gw_attempt_end(q, 0);
+		sc_http_stream_end(q->hr);
+		q->hr = NULL;
+		req_account(q, 200);
+		req_release(q);
+		return;
+	}
+	sc__gw_attempt_end(q, 1);
+	sc_buf_reset(&q->sse);
+	resume_or_fail(q);
+}
+
 static void up_done(sc_hcli_req_t *up, int err, void *ud)
 {
 	gw_req_t *q = ud;
@@ -579,27 +605,7 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 	if (err < 0)
 		q->up_status = err == SC_ELIMIT ? 504 : -1;
 	if (q->started) {
-		/* Streaming: flush what is whole; a clean end finishes. */
-		int broken = err < 0 || q->up_status != 200;
-		if (!broken)
-			pump_events(q);
-		if (!q->hr) {
-			sc__gw_attempt_end(q, broken);
-			req_account(q, 499);
-			req_release(q);
-			return;
-		}
-		if (!broken && (q->saw_done || q->sse.len == 0)) {
-			sc__gw_attempt_end(q, 0);
-			sc_http_stream_end(q->hr);
-			q->hr = NULL;
-			req_account(q, 200);
-			req_release(q);
-			return;
-		}
-		sc__gw_attempt_end(q, 1);
-		sc_buf_reset(&q->sse);
-		resume_or_fail(q);
+		stream_done(q, err);
 		return;
 	}
 	int failed = err < 0 || q->up_status >= 500 || q->up_status < 0;
