@@ -265,17 +265,6 @@ static int check_valid(api_req_t *a, json_t *obj, sc_manifest_set_t **one)
 	return 0;
 }
 
-/* Reads and validates the body as an object of the request's kind. */
-static json_t *read_body(api_req_t *a)
-{
-	json_t *obj = parse_body(a);
-	if (obj && check_valid(a, obj, NULL) < 0) {
-		json_decref(obj);
-		return NULL;
-	}
-	return obj;
-}
-
 /* A tenant may only put objects into its own queues; an agent may only
  * write the Node its token names. */
 static int check_queue_write(api_req_t *a, json_t *obj)
@@ -499,16 +488,28 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 	}
 	if (strcmp(a->kind->kind, "Deployment") == 0)
 		sc__deploy_on_write(old, obj);
+	/* Validated as it will be stored (body, kept status, rollout), so the
+	 * decoding serves the scheduling loop too, as for a create. */
+	sc_manifest_set_t *one = NULL;
+	if (check_valid(a, obj, &one) < 0)
+		return;
 	/* Without a resourceVersion the write is still conditional on the
 	 * version we read, so a concurrent change is never silently lost. */
-	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200, NULL);
+	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200, one);
 }
 
 static void do_put(api_req_t *a)
 {
-	json_t *obj = read_body(a);
+	json_t *obj = parse_body(a);
 	if (!obj)
 		return;
+	/* A status that replace() will drop is still checked as sent. The
+	 * rest is validated once, as stored, in replace(). */
+	if (a->who.role != SC_ROLE_ADMIN && json_object_get(obj, "status") &&
+	    check_valid(a, obj, NULL) < 0) {
+		json_decref(obj);
+		return;
+	}
 	int64_t cur;
 	json_t *old = load_existing(a, &cur);
 	if (old)
@@ -541,11 +542,7 @@ static void do_patch(api_req_t *a)
 	json_t *merged = sc_json_merge_patch(old, patch);
 	if (!merged)
 		abort();
-	char field[256] = "", msg[512] = "";
-	if (sc__validate_object(a->kind, merged, field, sizeof(field), msg, sizeof(msg)) < 0)
-		sc__api_error(a->r, 400, "Invalid", field, "%s", msg);
-	else
-		replace(a, old, merged, cur);
+	replace(a, old, merged, cur); /* validates what it stores */
 	json_decref(merged);
 	json_decref(patch);
 	json_decref(old);

@@ -41,6 +41,7 @@ struct sc_metrics {
 	hist_t cycle;
 	hist_t wait;
 	unsigned long long cycles, placements, evictions[SC_ACT_COUNT], drained;
+	unsigned long long decodes; /* objects the scheduling loop decoded itself */
 	unsigned long long rollbacks[3]; /* by rollback_reasons */
 	size_t pending;
 	sc_queue_metrics_t *queues;
@@ -107,6 +108,11 @@ void sc__metrics_observe_http(const char *method, const char *route, int status,
 	}
 	if (i < m->nlat)
 		hist_observe(&m->lat[i].h, seconds);
+}
+
+void sc__metrics_decodes(sc_metrics_t *m, size_t decoded)
+{
+	m->decodes += decoded;
 }
 
 void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
@@ -208,12 +214,16 @@ static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 		      "# HELP starcloud_placements_total Pods bound to nodes.\n"
 		      "# TYPE starcloud_placements_total counter\n"
 		      "starcloud_placements_total %llu\n"
+		      "# HELP starcloud_schedule_decodes_total Objects the scheduling loop decoded "
+		      "itself (new or changed specs the API had not decoded already).\n"
+		      "# TYPE starcloud_schedule_decodes_total counter\n"
+		      "starcloud_schedule_decodes_total %llu\n"
 		      "# HELP starcloud_pending_jobs Jobs pending after the last cycle.\n"
 		      "# TYPE starcloud_pending_jobs gauge\n"
 		      "starcloud_pending_jobs %zu\n"
 		      "# HELP starcloud_evictions_total Pods evicted, by reason.\n"
 		      "# TYPE starcloud_evictions_total counter\n",
-		      m->cycles, m->placements, m->pending);
+		      m->cycles, m->placements, m->decodes, m->pending);
 	/* Reasons are the action names of manifests (sc_action_name), plus
 	 * "drain" for pods moved off a drained node. */
 	for (int a = 0; a < SC_ACT_COUNT; a++)

@@ -191,6 +191,7 @@ static void cycle_done(sc_sched_t *sc, cycle_job_t *j)
 	}
 	keep_queues(sc, j->d);
 	feed_metrics(sc, secs, j->d, &j->out);
+	sc__metrics_decodes(sc->s->metrics, j->in.decoded);
 	trim_events(sc, j->out.events);
 	sc->s->ready = 1;
 	sc__deploy_tick(sc->s);

@@ -118,13 +118,10 @@ int sc__role_parse(const char *name);
 /* ---- validate.c ---- */
 /* Validates an object of kind k with the manifest decoder; on failure fills
  * field (the dotted path) and msg ("Job x: path: what was expected") and
- * returns SC_EINVAL. */
-int sc__validate_object(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz,
-			char *msg, size_t msgsz);
-/* The same, and on success *one (owned by the caller, NULL for kinds the
- * loop decodes from another view) is obj decoded as the scheduling loop
- * would decode it: valid for a stored object only if it is stored exactly
- * as validated (sc__cache_give_decoded). */
+ * returns SC_EINVAL. one may be NULL; otherwise, on success, *one (owned
+ * by the caller, NULL for kinds the loop decodes from another view) is obj
+ * decoded as the scheduling loop would decode it: valid for a stored
+ * object only if it is stored exactly as validated (sc__cache_give_decoded). */
 int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz,
 			char *msg, size_t msgsz, sc_manifest_set_t **one);
 /* The object as the decoder sees it: for jobs and deployments, status keeps

@@ -99,12 +99,6 @@ static int check_kind(const sc_kind_t *k, json_t *obj, char *field, size_t field
 	return 0;
 }
 
-int sc__validate_object(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
-			size_t msgsz)
-{
-	return sc__validate_decode(k, obj, field, fieldsz, msg, msgsz, NULL);
-}
-
 int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
 			size_t msgsz, sc_manifest_set_t **one)
 {

@@ -198,3 +198,44 @@ def test_tenant_explain_and_drain_rules(server, admin):
     assert t.post(t.base + "/nodes/n0/drain").status_code == 403
     assert admin.get(admin.base + "/jobs/mine/bogus").status_code == 404
     assert admin.post(admin.base + "/jobs/mine/explain").status_code == 405
+
+
+def test_api_writes_are_decoded_once(server, admin):
+    """POST, PUT and PATCH hand the decoding their validation made of the stored
+    object to the scheduling loop, which then decodes none of them itself
+    (starcloud_schedule_decodes_total counts what the loop decodes)."""
+    cluster(admin)
+    cycles = lambda: metric(server, "starcloud_schedule_cycles_total")
+
+    def after_two_cycles():
+        c = cycles()
+        wait_for(lambda: cycles() >= c + 2, what="two more cycles")
+        return metric(server, "starcloud_schedule_decodes_total")
+
+    before = after_two_cycles()
+    assert admin.post(admin.base + "/jobs", json=job("once")).status_code == 201
+    wait_for(lambda: phase(admin, "once") == "Running", what="once Running")
+    # The loop's own binding changed what it reads back (status.pods): one
+    # decoding, of its own write; none for the POST.
+    before = after_two_cycles()
+    assert before <= 1
+    obj = admin.get(admin.base + "/jobs/once").json()
+    obj["spec"]["tasks"][0]["command"] = ["python3", "train2.py"]
+    assert admin.put(admin.base + "/jobs/once", json=obj).status_code == 200
+    assert after_two_cycles() == before
+    patch = {"spec": {"tasks": [dict(obj["spec"]["tasks"][0], command=["python3", "t3.py"])]}}
+    r = admin.patch(admin.base + "/jobs/once", json=patch,
+                    headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    assert after_two_cycles() == before
+    # The loop read the new specs (from the handed-over decoding) and kept the pod.
+    got = admin.get(admin.base + "/jobs/once").json()
+    assert got["spec"]["tasks"][0]["command"] == ["python3", "t3.py"]
+    assert phase(admin, "once") == "Running"
+    # An invalid PUT is refused with the field named and changes nothing.
+    bad = dict(got)
+    bad["spec"] = dict(got["spec"], tasks=[dict(got["spec"]["tasks"][0], replicas="two")])
+    r = admin.put(admin.base + "/jobs/once", json=bad)
+    assert r.status_code == 400 and "replicas" in r.text
+    assert admin.get(admin.base + "/jobs/once").json()["metadata"]["resourceVersion"] == \
+        got["metadata"]["resourceVersion"]
