@@ -486,13 +486,15 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 		else
 			json_object_del(obj, "status");
 	}
-	if (strcmp(a->kind->kind, "Deployment") == 0)
-		sc__deploy_on_write(old, obj);
-	/* Validated as it will be stored (body, kept status, rollout), so the
-	 * decoding serves the scheduling loop too, as for a create. */
+	/* Validated as it will be stored (body and kept status), so the
+	 * decoding serves the scheduling loop too, as for a create. A
+	 * deployment's rollout bookkeeping needs a valid spec, and the loop
+	 * decodes deployments from its own view (one stays NULL). */
 	sc_manifest_set_t *one = NULL;
 	if (check_valid(a, obj, &one) < 0)
 		return;
+	if (strcmp(a->kind->kind, "Deployment") == 0)
+		sc__deploy_on_write(old, obj);
 	/* Without a resourceVersion the write is still conditional on the
 	 * version we read, so a concurrent change is never silently lost. */
 	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200, one);

@@ -132,6 +132,7 @@ BAD = [
     ("deployments", ["spec", "replicas"], -2, "spec.replicas"),
     ("deployments", ["spec", "rollout"], {"maxErrorRate": 2}, "spec.rollout.maxErrorRate"),
     ("deployments", ["spec", "queue"], 5, "spec.queue"),
+    ("deployments", ["spec", "template"], "x", "spec.template"),
 ]
 
 
@@ -143,6 +144,15 @@ def test_bad_input_per_kind(admin, plural, path, value, field):
     err = r.json()["error"]
     assert err["field"] == field and err["reason"] == "Invalid" and field in err["message"]
     assert admin.get(admin.base + "/" + plural).json()["items"] == []
+    # The same mistake in a PUT over a good object: refused the same way, nothing changes.
+    base = admin.base + "/" + plural
+    assert admin.post(base, json=EXAMPLES[plural]("bad")).status_code == 201
+    cur = settled(admin, base + "/bad") if plural in ("jobs", "deployments") else \
+        admin.get(base + "/bad").json()
+    r = admin.put(base + "/bad", json=deep_set(json.loads(json.dumps(cur)), path, value))
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["field"] == field
+    assert admin.get(base + "/bad").json() == cur
 
 
 @pytest.mark.parametrize("plural", sorted(EXAMPLES))
