@@ -233,19 +233,20 @@ static double bestfit_score(void *ctx, const sc_cluster_t *c, const sc_node_view
 /* The reference maps the drop in fragmentation through a sigmoid onto
  * 0..100 and truncates; for a share it tries every device that fits and
  * keeps the first with the best score. */
-static double fgd_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-			const sc_request_t *r, sc_assign_t *a)
+typedef double (*device_score_fn)(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r,
+				  int dev);
+
+/* A share's score on n: the best of its devices that fit by score (the
+ * first of equals), which goes into a; -INFINITY when none fits. */
+static double best_share_device(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r,
+				sc_assign_t *a, device_score_fn score)
 {
-	pctx_t *p = ctx;
-	double old = sc_frag_node(p->frag, n->index);
-	if (!is_share(r))
-		return trunc_score(sigmoid((old - frag_after(p->frag, n, r, 0)) / 1000) * MAX_SCORE);
-	double best = -1;
+	double best = -INFINITY;
 	int dev = -1;
 	for (int d = 0; d < n->gpu_count; d++) {
 		if (n->gpu_free[d] < r->gpu_milli)
 			continue;
-		double s = trunc_score(sigmoid((old - frag_after(p->frag, n, r, d)) / 1000) * MAX_SCORE);
+		double s = score(p, n, r, d);
 		if (dev < 0 || s > best) {
 			best = s;
 			dev = d;
@@ -255,6 +256,22 @@ static double fgd_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *
 		return -INFINITY;
 	set_share(a, r, dev);
 	return best;
+}
+
+/* FGD's points for r on n (device dev for a share). */
+static double fgd_points(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r, int dev)
+{
+	double old = sc_frag_node(p->frag, n->index);
+	return trunc_score(sigmoid((old - frag_after(p->frag, n, r, dev)) / 1000) * MAX_SCORE);
+}
+
+static double fgd_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
+			const sc_request_t *r, sc_assign_t *a)
+{
+	pctx_t *p = ctx;
+	if (!is_share(r))
+		return fgd_points(p, n, r, 0);
+	return best_share_device(p, n, r, a, fgd_points);
 }
 
 /* ---- default (ours) --------------------------------------------------------- */
@@ -327,6 +344,14 @@ static double share_cost(const pctx_t *p, int g, int milli)
 	return floor(p->gap_waste[g - milli] - p->gap_waste[g]);
 }
 
+/* A share on device dev: least expected waste first; lookahead points
+ * (0..100) only order equal costs. */
+static double share_points(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r, int dev)
+{
+	return -share_cost(p, n->gpu_free[dev], r->gpu_milli) * 1000 +
+	       lookahead_points(p, n, r, dev);
+}
+
 /* FGD, with three changes (docs/SIMULATOR.md has the measurements):
  * - a share pod goes to the device where it adds the least expected waste
  *   (share_cost): into the gap its size leaves least behind in, or onto a
@@ -353,23 +378,7 @@ static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view
 		return lookahead_points(p, n, r, 0) * 1000 + fgd_score(ctx, c, n, r, a);
 	if (!is_share(r))
 		return lookahead_points(p, n, r, 0);
-	double best = -INFINITY;
-	int dev = -1;
-	for (int d = 0; d < n->gpu_count; d++) {
-		if (n->gpu_free[d] < r->gpu_milli)
-			continue;
-		/* Points are 0..100, so they only order equal costs. */
-		double s = -share_cost(p, n->gpu_free[d], r->gpu_milli) * 1000 +
-			   lookahead_points(p, n, r, d);
-		if (dev < 0 || s > best) {
-			best = s;
-			dev = d;
-		}
-	}
-	if (dev < 0)
-		return -INFINITY;
-	set_share(a, r, dev);
-	return best;
+	return best_share_device(p, n, r, a, share_points);
 }
 
 static int default_init(pctx_t *p)
