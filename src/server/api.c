@@ -90,17 +90,22 @@ void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outs
 	snprintf(out, outsz, SC_KEY_PREFIX "%s/%s", k->plural, name);
 }
 
-json_t *sc__object_load(const char *value, int64_t mod_rev)
+/* Sets metadata.resourceVersion to the store's revision, as text (no-op
+ * for NULL or an object without metadata). */
+static void set_resource_version(json_t *obj, int64_t mod_rev)
 {
-	json_t *obj = json_loads(value, 0, NULL);
-	if (!obj)
-		return NULL;
 	json_t *md = json_object_get(obj, "metadata");
 	if (json_is_object(md)) {
 		char rv[32];
 		snprintf(rv, sizeof(rv), "%lld", (long long)mod_rev);
 		json_object_set_new(md, "resourceVersion", json_string(rv));
 	}
+}
+
+json_t *sc__object_load(const char *value, int64_t mod_rev)
+{
+	json_t *obj = json_loads(value, 0, NULL);
+	set_resource_version(obj, mod_rev);
 	return obj;
 }
 
@@ -287,25 +292,8 @@ static int check_queue_write(api_req_t *a, json_t *obj)
  * tenant, which must look absent) and returns NULL when there is none. */
 static json_t *load_existing(api_req_t *a, int64_t *mod_rev)
 {
-	sc_kv_t kv = { 0 };
-	int rc = sc_store_get(a->s->store, a->key, &kv);
-	if (rc < 0) {
-		if (rc == SC_ENOTFOUND)
-			sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found",
-				      a->kind->kind, a->name);
-		else
-			sc__api_error(a->r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
-		return NULL;
-	}
-	json_t *obj = sc__object_load(kv.value, kv.mod_rev);
-	*mod_rev = kv.mod_rev;
-	sc_kv_free(&kv);
-	if (!obj || !sc__auth_can_see(&a->who, a->kind, obj)) {
-		json_decref(obj);
-		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,
-			      a->name);
-		return NULL;
-	}
+	json_t *obj = sc__api_load(a->s, a->r, &a->who, a->kind, a->name, mod_rev);
+	set_resource_version(obj, *mod_rev);
 	return obj;
 }
 
@@ -328,9 +316,7 @@ static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok,
 		json_decref(obj);
 		return;
 	}
-	char rv[32];
-	snprintf(rv, sizeof(rv), "%lld", (long long)rev);
-	json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion", json_string(rv));
+	set_resource_version(obj, rev);
 	sc__api_json(a->r, ok, obj);
 }
 
