@@ -190,13 +190,20 @@ EXAMPLES = {
 }
 
 
-def settled(session, url, timeout=5.0):
-    """Waits until the scheduler has written the object's first status (jobs
-    and deployments get one from the first cycle after a change) and
-    returns the object; a write based on it then does not race that cycle."""
+def settled(session, url, timeout=10.0):
+    """Waits until the scheduler has written the object's status (jobs and
+    deployments get a phase from the first cycle after a change; a
+    deployment's POST already stores rollout state, so "status" alone is not
+    enough) and the object has stopped changing, then returns it; a write
+    based on it then does not race that cycle. Fails rather than return an
+    object the loop is still about to rewrite."""
     deadline = time.time() + timeout
-    while True:
+    last = None
+    while time.time() < deadline:
         obj = session.get(url).json()
-        if "status" in obj or time.time() > deadline:
-            return obj
-        time.sleep(0.02)
+        if "phase" in obj.get("status", {}):
+            if last is not None and obj == last:
+                return obj
+            last = obj
+        time.sleep(0.1)
+    raise AssertionError("%s did not settle within %.0f s: %r" % (url, timeout, last))
