@@ -132,8 +132,12 @@ int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
 		if (jb->queue < 0 || jb->bad || jb->npending == 0 || jb->nrunning >= jb->min_member ||
 		    jb->spec->created <= 0 || s->snap->now - jb->spec->created < c->reservation_after)
 			continue;
-		int k = nc < MAX_RESERVATIONS ? nc++ : MAX_RESERVATIONS - 1;
-		if (k == MAX_RESERVATIONS - 1 && nc == MAX_RESERVATIONS) {
+		int k;
+		if (nc < MAX_RESERVATIONS) {
+			k = nc++;
+		} else {
+			/* Full: the new job replaces the last candidate if it ranks above it. */
+			k = MAX_RESERVATIONS - 1;
 			const sjob_t *last = &s->jobs[cand[k]];
 			if (last->priority > jb->priority ||
 			    (last->priority == jb->priority && last->spec->created <= jb->spec->created))
