@@ -195,12 +195,66 @@ void sc__queue_add(sc_sched_t *s, int q, const res3_t *r, bool nonpreempt, int s
 
 /* ---- jobs and pods ------------------------------------------------- */
 
-static const sc_pod_status_t *find_status(const sc_job_spec_t *js, const char *name)
+/* The replica number a pod name ends with: canonical decimal (what
+ * sc__pod_name prints), below `replicas`; -1 otherwise. */
+static int replica_of(const char *p, int replicas)
 {
-	for (size_t k = 0; k < js->npods; k++)
-		if (js->pods[k].name && strcmp(js->pods[k].name, name) == 0)
-			return &js->pods[k];
-	return NULL;
+	if (*p < '0' || *p > '9' || (p[0] == '0' && p[1]))
+		return -1;
+	long r = 0;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		r = r * 10 + (*p - '0');
+		if (r >= replicas)
+			return -1;
+	}
+	return (int)r;
+}
+
+/* The pod a status names: "<job>-<task>-<replica>", as sc__pod_name prints
+ * it, or -1. A status is parsed once instead of every pod's name being
+ * printed and compared with every status: that was a third of a cycle's
+ * time and quadratic in a job's size. The replica must be all digits, so a
+ * task whose name extends another's ("w" and "w-1") is still told apart. */
+static int status_pod(const sc_job_spec_t *js, const char *name)
+{
+	if (!js->name)
+		return -1;
+	size_t jl = strlen(js->name);
+	if (strncmp(name, js->name, jl) != 0 || name[jl] != '-')
+		return -1;
+	const char *rest = name + jl + 1;
+	int base = 0;
+	for (size_t t = 0; t < js->ntasks; t++) {
+		const char *task = js->tasks[t].name ? js->tasks[t].name : "task";
+		int reps = js->tasks[t].replicas > 0 ? js->tasks[t].replicas : 0;
+		size_t tl = strlen(task);
+		if (strncmp(rest, task, tl) == 0 && rest[tl] == '-') {
+			int r = replica_of(rest + tl + 1, reps);
+			if (r >= 0)
+				return base + r;
+		}
+		base += reps;
+	}
+	return -1;
+}
+
+/* Each pod's status (NULL when none names it; the first wins), in an
+ * arena array of j->total entries. */
+static const sc_pod_status_t **match_statuses(sc_sched_t *s, const sjob_t *j)
+{
+	const sc_job_spec_t *js = j->spec;
+	const sc_pod_status_t **st =
+		sc_arena_calloc(s->arena, (size_t)j->total + 1, sizeof(*st));
+	if (!st)
+		return NULL;
+	for (size_t k = 0; k < js->npods; k++) {
+		int p = js->pods[k].name ? status_pod(js, js->pods[k].name) : -1;
+		if (p >= 0 && p < j->total && !st[p])
+			st[p] = &js->pods[k];
+	}
+	return st;
 }
 
 /* Turns a pod status into an assignment on its node; false when the node
@@ -260,6 +314,9 @@ static int build_pods(sc_sched_t *s, sjob_t *j)
 	j->pods = sc_arena_calloc(s->arena, (size_t)j->total + 1, sizeof(spod_t));
 	if (!j->pods)
 		return SC_ENOMEM;
+	const sc_pod_status_t **st = NULL;
+	if (js->npods && !(st = match_statuses(s, j)))
+		return SC_ENOMEM;
 	int p = 0;
 	for (size_t t = 0; t < js->ntasks; t++) {
 		const sc_task_spec_t *ts = &js->tasks[t];
@@ -267,17 +324,11 @@ static int build_pods(sc_sched_t *s, sjob_t *j)
 			spod_t *pod = &j->pods[p];
 			pod->task = (int)t;
 			pod->replica = r;
-			/* Names are built only when a status must be matched;
-			 * otherwise on demand (sc__pod_name), which keeps a
-			 * cycle over 100,000 pending jobs from formatting
-			 * 100,000 strings it never prints. */
-			const sc_pod_status_t *ps = NULL;
-			if (js->npods) {
-				pod->name = sc__pod_name(s, j, p);
-				if (!pod->name)
-					return SC_ENOMEM;
-				ps = find_status(js, pod->name);
-			}
+			/* A name is printed only when needed (sc__pod_name);
+			 * a pod with a status has that status's. */
+			const sc_pod_status_t *ps = st ? st[p] : NULL;
+			if (ps)
+				pod->name = ps->name;
 			pod->status = ps;
 			pod->phase = ps ? ps->phase : SC_POD_PENDING;
 			if (pod->phase == SC_POD_RUNNING || pod->phase == SC_POD_RELEASING) {
