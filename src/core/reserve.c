@@ -16,8 +16,6 @@
 #include "core/actions.h"
 #include "core/statement.h"
 
-#define MAX_RESERVATIONS 4
-
 typedef struct ending {
 	int job;
 	int64_t end; /* INT64_MAX when unknown */
@@ -98,6 +96,7 @@ static int reserve_for(sc_sched_t *s, int j, const ending_t *e, int n)
 	if (when < 0)
 		return 0;
 	jb->reservation = when;
+	s->res_until[s->nres++] = when;
 	int nres = 0;
 	size_t nn = sc_cluster_nnodes(s->cluster);
 	for (size_t i = 0; i < nn; i++)
@@ -124,7 +123,7 @@ int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
 	const sc_config_t *c = &s->snap->config;
 	if (c->reservation_after <= 0)
 		return 0;
-	int cand[MAX_RESERVATIONS], nc = 0;
+	int cand[SC_MAX_RESERVATIONS], nc = 0;
 	/* The longest-waiting heads: highest priority, then oldest. */
 	for (int j = 0; j < s->njobs; j++) {
 		const sjob_t *jb = &s->jobs[j];
@@ -133,11 +132,11 @@ int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
 		    jb->spec->created <= 0 || s->snap->now - jb->spec->created < c->reservation_after)
 			continue;
 		int k;
-		if (nc < MAX_RESERVATIONS) {
+		if (nc < SC_MAX_RESERVATIONS) {
 			k = nc++;
 		} else {
 			/* Full: the new job replaces the last candidate if it ranks above it. */
-			k = MAX_RESERVATIONS - 1;
+			k = SC_MAX_RESERVATIONS - 1;
 			const sjob_t *last = &s->jobs[cand[k]];
 			if (last->priority > jb->priority ||
 			    (last->priority == jb->priority && last->spec->created <= jb->spec->created))
@@ -163,6 +162,7 @@ int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
 		return SC_ENOMEM;
 	for (size_t i = 0; i < nn; i++)
 		s->reserved_by[i] = -1;
+	s->nres = 0;
 	ending_t *e;
 	int ne = running_by_end(s, &e);
 	if (ne < 0)
@@ -181,11 +181,15 @@ int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
 	return 0;
 }
 
+bool sc__ends_before(const sc_sched_t *s, int job, int64_t until)
+{
+	int64_t rt = s->jobs[job].spec->expected_runtime;
+	return until != INT64_MAX && rt > 0 && s->snap->now + rt <= until;
+}
+
 bool sc__reservation_allows(const sc_sched_t *s, int job, uint32_t node)
 {
 	if (!s->reserved_by || s->reserved_by[node] < 0 || s->reserved_by[node] == job)
 		return true;
-	int64_t until = s->reserved_until[node];
-	int64_t rt = s->jobs[job].spec->expected_runtime;
-	return until != INT64_MAX && rt > 0 && s->snap->now + rt <= until;
+	return sc__ends_before(s, job, s->reserved_until[node]);
 }

@@ -14,6 +14,8 @@
 #include "starcloud/core.h"
 
 #define SC_UNLIMITED 1e300
+/* Long-waiting jobs given a reservation per cycle (reserve.c). */
+#define SC_MAX_RESERVATIONS 4
 
 typedef struct sc_sched sc_sched_t;
 typedef struct sc_stmt sc_stmt_t;
@@ -125,7 +127,6 @@ struct sc_sched {
 	/* Failure cache for this cycle: signatures of jobs that did not fit
 	 * and their reasons (allocate only ever shrinks free capacity, so a
 	 * shape that failed once fails again). */
-	sc_strmap_t failed;      /* unused: keyed by hash below */
 	uint64_t *fail_sig;
 	const char **fail_reason;
 	size_t nfail, capfail;
@@ -134,6 +135,8 @@ struct sc_sched {
 	size_t signature_skips;
 	int *reserved_by;        /* per node: job holding a reservation, -1 */
 	int64_t *reserved_until; /* per node: the reservation's expected start */
+	int64_t res_until[SC_MAX_RESERVATIONS]; /* each reservation's start */
+	int nres;
 	bool quiet;              /* simulating: no explanations */
 	int *running;            /* jobs holding pods, grouped by leaf queue */
 	int *running_start;      /* per queue (nqueues + 1 entries) */
@@ -172,6 +175,9 @@ const char *sc__fmt_count(sc_arena_t *a, long n);
 /* reserve.c */
 int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int));
 bool sc__reservation_allows(const sc_sched_t *s, int job, uint32_t node);
+/* Whether the job's declared runtime ends by `until` (INT64_MAX: never), the
+ * condition for backfilling onto a node reserved until then. */
+bool sc__ends_before(const sc_sched_t *s, int job, int64_t until);
 
 /* allocate.c */
 int sc__allocate(sc_sched_t *s);

@@ -103,6 +103,36 @@ static void test_limit(void **state)
 	sc_decisions_free(d);
 }
 
+/* Jobs of one shape that failed are not placed and explained again in the
+ * same cycle. A declared runtime does not split a shape while no node is
+ * reserved (it only matters for backfill onto reserved nodes); a task name
+ * does, since a reason quotes it. */
+static void test_failure_cache(void **state)
+{
+	fx_reset();
+	fx_nodes(2, 4);
+	fx_queue("a", NULL, -1, 1, -1);
+	for (int i = 0; i < 10; i++)
+		fx_job("a", 3, 4, 0)->expected_runtime = 60 * (i + 1); /* 12 GPUs on 8 */
+	fx_job("a", 1, 8, 0);
+	fx_job("a", 1, 8, 0);
+	F.tasks[11].name = "other";
+	sc_decisions_t *d;
+	char msg[256];
+	assert_int_equal(sc_schedule(&F.snap, &d, msg, sizeof(msg)), 0);
+	assert_int_equal(d->nbindings, 0);
+	assert_int_equal(d->npending, 12);
+	assert_int_equal(d->signature_skips, 9);
+	for (size_t i = 0; i < d->npending; i++) {
+		const char *r = d->pending[i].reason;
+		if (d->pending[i].job < 10)
+			assert_string_equal(r, d->pending[0].reason);
+		else
+			assert_non_null(strstr(r, d->pending[i].job == 10 ? "task main" : "task other"));
+	}
+	sc_decisions_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -110,6 +140,7 @@ int main(void)
 		cmocka_unit_test(test_hierarchy),
 		cmocka_unit_test(test_gang_rollback),
 		cmocka_unit_test(test_limit),
+		cmocka_unit_test(test_failure_cache),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
