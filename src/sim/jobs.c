@@ -38,6 +38,7 @@ void sc_tjobs_free(sc_tjobs_t *j)
 	for (size_t i = 0; i < j->n; i++) {
 		free(j->v[i].name);
 		free(j->v[i].queue);
+		free(j->v[i].models);
 	}
 	free(j->v);
 	j->v = NULL;
@@ -60,8 +61,39 @@ static int add_job(sc_tjobs_t *out, const char *name, const char *queue, sc_tjob
 	if (!j->name || !j->queue || push(out, j) < 0) {
 		free(j->name);
 		free(j->queue);
+		free(j->models);
 		return SC_ENOMEM;
 	}
+	return 0;
+}
+
+/* "A|B|C" as j->models (empty names skipped; "" leaves any model). */
+static int split_models(const char *spec, sc_tjob_t *j)
+{
+	size_t len = strlen(spec), n = 1;
+	for (size_t i = 0; i < len; i++)
+		n += spec[i] == '|';
+	if (len == 0)
+		return 0;
+	char **v = malloc(n * sizeof(char *) + len + 1);
+	if (!v)
+		return SC_ENOMEM;
+	char *text = (char *)(v + n);
+	memcpy(text, spec, len + 1);
+	size_t k = 0;
+	for (char *tok = text, *bar; tok; tok = bar) {
+		bar = strchr(tok, '|');
+		if (bar)
+			*bar++ = 0;
+		if (*tok)
+			v[k++] = tok;
+	}
+	if (k == 0) {
+		free(v);
+		return 0;
+	}
+	j->models = v;
+	j->nmodels = k;
 	return 0;
 }
 
@@ -94,6 +126,10 @@ int sc_tjobs_from_openb(const sc_trace_pods_t *pods, const char *fname, bool by_
 			j.gpus = p->num_gpu;
 		j.preemptible = strcmp(p->qos, "BE") == 0;
 		const char *q = by_qos && p->qos[0] ? p->qos : "default";
+		if ((p->gpu_milli > 0 || p->num_gpu > 0) && split_models(p->gpu_spec, &j) < 0) {
+			sc_tjobs_free(out);
+			return SC_ENOMEM;
+		}
 		if (add_job(out, p->name, q, &j) < 0) {
 			sc_tjobs_free(out);
 			return SC_ENOMEM;

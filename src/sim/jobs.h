@@ -6,7 +6,8 @@
  *   openb     an OpenB pod list (alibaba/clusterdata): one job of one pod per
  *             row; arrival = creation_time, run time = deletion_time minus
  *             scheduled_time (creation_time when absent); queue = qos
- *             (`--queue-by qos`, the default) or one queue.
+ *             (`--queue-by qos`, the default) or one queue; gpu_spec
+ *             limits the GPU models a pod may use.
  *   gavel     Philly-derived traces of stanford-futuredata/gavel: TSV rows
  *             job_type, command, num_steps_arg, needs_data_dir, total_steps,
  *             arrival_time, scale_factor; one file per virtual cluster, the
@@ -38,6 +39,10 @@ typedef struct sc_tjob {
 	int64_t cpu_milli; /* per pod */
 	int64_t memory;    /* bytes per pod */
 	bool preemptible;  /* best-effort class; others are "normal" */
+	/* Allowed GPU models (OpenB gpu_spec "A|B"); NULL = any. One block,
+	 * owned by the list: the pointers, then the names. */
+	char **models;
+	size_t nmodels;
 } sc_tjob_t;
 
 typedef struct sc_tjobs {

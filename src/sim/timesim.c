@@ -81,15 +81,32 @@ static int cmp_arrival(const void *a, const void *b)
 
 /* Largest whole-GPU count and GPUs in the cluster, to reject gangs that
  * could never run (they would pend forever and hide every other metric). */
-static bool can_ever_fit(const sc_tsim_config_t *c, const sc_tjob_t *j, int total)
+static bool model_allowed(const sc_tjob_t *j, const char *model)
 {
-	if (pod_milli(j) * j->pods > (int64_t)total * SC_GPU_MILLI)
-		return false;
-	for (size_t i = 0; i < c->nnodes; i++)
-		if (c->nodes[i].gpu_count >= j->gpus && c->nodes[i].cpu_milli >= j->cpu_milli &&
-		    c->nodes[i].memory >= j->memory)
+	if (!j->nmodels)
+		return true;
+	for (size_t k = 0; k < j->nmodels; k++)
+		if (model && strcmp(j->models[k], model) == 0)
 			return true;
 	return false;
+}
+
+/* Whether the gang fits the empty cluster: enough GPU on the nodes of an
+ * allowed model and one node that holds a pod. Jobs that never could are
+ * left out rather than waited for forever. */
+static bool can_ever_fit(const sc_tsim_config_t *c, const sc_tjob_t *j)
+{
+	int64_t gpus = 0;
+	bool one = false;
+	for (size_t i = 0; i < c->nnodes; i++) {
+		const sc_node_spec_t *n = &c->nodes[i];
+		if (pod_milli(j) > 0 && !model_allowed(j, n->gpu_model))
+			continue;
+		gpus += n->gpu_count;
+		one |= n->gpu_count >= j->gpus && n->cpu_milli >= j->cpu_milli &&
+		       n->memory >= j->memory;
+	}
+	return one && pod_milli(j) * j->pods <= gpus * SC_GPU_MILLI;
 }
 
 static void setup_queues(tsim_t *s)
@@ -127,7 +144,7 @@ static int tsim_init(tsim_t *s, const sc_tjobs_t *jobs, const sc_tsim_config_t *
 		s->j[i].queue = queue_index(s, jobs->v[i].queue);
 		s->j[i].start_first = s->j[i].finish = -1;
 		s->j[i].remaining = jobs->v[i].duration;
-		s->j[i].state = can_ever_fit(c, &jobs->v[i], s->total_gpus) ? J_FUTURE : J_NEVER;
+		s->j[i].state = can_ever_fit(c, &jobs->v[i]) ? J_FUTURE : J_NEVER;
 		s->by_arrival[i] = i;
 		pods += (size_t)jobs->v[i].pods;
 	}
@@ -173,6 +190,8 @@ static void fill_task(sc_task_spec_t *t, const sc_tjob_t *in)
 	t->req.memory = in->memory;
 	t->req.gpus = in->gpus;
 	t->req.gpu_milli = in->gpus > 0 ? 0 : in->gpu_milli;
+	t->gpu_models = (const char *const *)in->models;
+	t->ngpu_models = in->nmodels;
 }
 
 /* Builds the snapshot's job list: every arrived, unfinished job, running

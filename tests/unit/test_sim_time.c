@@ -73,6 +73,45 @@ static void test_never_fits(void **state)
 	sc_tjobs_free(&jobs);
 }
 
+/* OpenB's gpu_spec in time mode: two 1-GPU nodes, models A and B. p0 takes
+ * B for 100 s; p1 may use only B, so it waits for p0 although A is free;
+ * p2 may use A or B and starts at once on A; p3 asks for a model no node
+ * has and is set aside. */
+static void test_openb_gpu_spec(void **state)
+{
+	const char *csv = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+			  "creation_time,deletion_time,scheduled_time\n"
+			  "p0,1000,1024,1,1000,B,LS,Running,0,100,0\n"
+			  "p1,1000,1024,1,500,B,LS,Running,10,60,10\n"
+			  "p2,1000,1024,1,1000,A|B,LS,Running,20,70,20\n"
+			  "p3,1000,1024,1,1000,C,LS,Running,30,80,30\n";
+	FILE *f = fmemopen((void *)csv, strlen(csv), "r");
+	assert_non_null(f);
+	sc_trace_pods_t pods = {0};
+	char msg[256] = "";
+	assert_int_equal(sc_trace_parse_pods(f, "p.csv", &pods, msg, sizeof(msg)), 0);
+	fclose(f);
+	sc_tjobs_t jobs = {0};
+	assert_int_equal(sc_tjobs_from_openb(&pods, "p.csv", true, &jobs, msg, sizeof(msg)), 0);
+	assert_int_equal(jobs.n, 4);
+	assert_int_equal(jobs.v[2].nmodels, 2);
+	assert_string_equal(jobs.v[2].models[1], "B");
+	sc_node_spec_t nodes[2] = {one_node, one_node};
+	nodes[0].name = "a", nodes[0].gpu_model = "A", nodes[0].gpu_count = 1;
+	nodes[1].name = "b", nodes[1].gpu_model = "B", nodes[1].gpu_count = 1;
+	sc_tsim_config_t c = {.nodes = nodes, .nnodes = 2, .tick = 1};
+	sc_tsim_result_t r;
+	assert_int_equal(sc_tsim_run(&jobs, &c, &r, msg, sizeof(msg)), 0);
+	assert_int_equal(r.job[0].start, 0);
+	assert_int_equal(r.job[1].start, 100);
+	assert_int_equal(r.job[2].start, 20);
+	assert_int_equal(r.never_fit, 1);
+	assert_int_equal(r.finished, 3);
+	sc_tsim_result_free(&r);
+	sc_tjobs_free(&jobs);
+	sc_trace_pods_free(&pods);
+}
+
 /* Two queues with equal demand on a full node: the core's fair share gives
  * each half of the GPUs, so both get x_q = 1 and Jain's index is 1. */
 static void test_two_queues_fair(void **state)
@@ -158,6 +197,7 @@ int main(void)
 		cmocka_unit_test(test_known_waits),
 		cmocka_unit_test(test_never_fits),
 		cmocka_unit_test(test_two_queues_fair),
+		cmocka_unit_test(test_openb_gpu_spec),
 		cmocka_unit_test(test_tiresias_errors),
 		cmocka_unit_test(test_gavel),
 	};
