@@ -116,9 +116,11 @@ test-e2e-san:
 	 /usr/bin/python3 -m pytest -q $(E2E_SAN)
 
 # The simulator against the FGD reference results (optimised build only: it
-# runs 350 packing simulations; skips when ../shared/traces is absent).
+# runs 350 packing simulations), then time mode over the whole Gavel, OpenB
+# and Tiresias traces (about 35 s); both skip when ../shared/traces is absent.
 test-repro: $(BIN)
 	@/usr/bin/python3 tests/repro/check_repro.py --bin $(BIN) --shared ../shared
+	@/usr/bin/python3 tests/repro/check_time_traces.py --bin $(BIN) --shared ../shared
 
 # HA control plane: etcd versus SQLite, leader failover (docs/BENCHMARKS.md).
 bench-ha: $(BIN)
