@@ -27,6 +27,7 @@ typedef struct topts {
 	int cl_nodes, cl_gpus;    /* --cluster NxG */
 	bool by_qos;
 	long tick;
+	double load;              /* arrivals this many times as dense */
 	const char *gpu_type, *throughputs;
 	bool json;
 	const char *csv, *plot;
@@ -36,7 +37,8 @@ static void usage(FILE *f)
 {
 	fputs("usage: starcloud simulate --time TRACE [--time TRACE ...]\n"
 	      "         [--format openb|gavel|tiresias] [--nodes NODES.csv | --cluster NxG]\n"
-	      "         [--queue-by qos|none] [--tick S] [--gpu-type v100|p100|k80]\n"
+	      "         [--queue-by qos|none] [--tick S] [--load F]\n"
+	      "         [--gpu-type v100|p100|k80]\n"
 	      "         [--throughputs FILE] [--json] [--csv FILE] [--plot DIR]\n"
 	      "Replays jobs over time through the scheduler core (queues, fair share, gangs,\n"
 	      "preemption) and reports queue wait, completion time, makespan, GPU\n"
@@ -49,6 +51,8 @@ static void usage(FILE *f)
 	      "  --cluster     N nodes of G GPUs (default: gavel 63x8, tiresias 16x4)\n"
 	      "  --queue-by    openb: a queue per qos class (default) or one queue\n"
 	      "  --tick        scheduling cycles on this grid of seconds (default 1)\n"
+	      "  --load        arrivals F times as dense, run times unchanged: F times\n"
+	      "                the offered load (default 1; 0.001..1000)\n"
 	      "  --gpu-type    gavel throughput column (default v100)\n"
 	      "  --throughputs gavel simulation_throughputs.json (default: next to the\n"
 	      "                trace folder)\n"
@@ -102,6 +106,11 @@ static int parse_value(topts_t *o, const char *a, const char *v)
 		o->tick = strtol(v, &end, 10);
 		if (*end || o->tick < 1 || o->tick > 86400)
 			return sc_sim_bad("--tick: \"%s\" is not seconds in 1..86400", v);
+	} else if (!strcmp(a, "--load")) {
+		char *end;
+		o->load = strtod(v, &end);
+		if (end == v || *end || !(o->load >= 0.001 && o->load <= 1000))
+			return sc_sim_bad("--load: \"%s\" is not a factor in 0.001..1000", v);
 	} else if (!strcmp(a, "--gpu-type")) {
 		o->gpu_type = v;
 	} else if (!strcmp(a, "--throughputs")) {
@@ -122,6 +131,7 @@ static int parse_args(topts_t *o, int argc, char **argv)
 	o->format = -1;
 	o->by_qos = true;
 	o->tick = 1;
+	o->load = 1;
 	o->gpu_type = "v100";
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -361,6 +371,8 @@ int sc_cli_simulate_time(int argc, char **argv)
 	sc_tsim_result_t res = {0};
 	int format = SC_TJOB_OPENB;
 	rc = load_jobs(&o, &jobs, &format, msg, sizeof(msg));
+	if (rc == 0)
+		sc_tjobs_scale_arrivals(&jobs, o.load);
 	if (rc == 0)
 		rc = load_nodes(&o, format, &nodes, msg, sizeof(msg));
 	sc_tsim_config_t c = {.nodes = nodes.v, .nnodes = nodes.n, .tick = o.tick};

@@ -45,6 +45,18 @@ void sc_tjobs_free(sc_tjobs_t *j)
 	j->n = 0;
 }
 
+void sc_tjobs_scale_arrivals(sc_tjobs_t *j, double load)
+{
+	if (!j->n || load == 1.0)
+		return;
+	int64_t first = j->v[0].arrival;
+	for (size_t i = 1; i < j->n; i++)
+		if (j->v[i].arrival < first)
+			first = j->v[i].arrival;
+	for (size_t i = 0; i < j->n; i++)
+		j->v[i].arrival = first + llround((double)(j->v[i].arrival - first) / load);
+}
+
 int sc_tjob_format_parse(const char *name)
 {
 	static const char *const names[] = {"openb", "gavel", "tiresias"};

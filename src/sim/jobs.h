@@ -72,6 +72,11 @@ int sc_tjobs_read_tiresias(const char *path, sc_tjobs_t *out, char *msg, size_t 
 int sc_tjobs_parse_tiresias(const char *text, const char *fname, sc_tjobs_t *out, char *msg,
 			    size_t msgsize);
 
+/* Makes arrivals `load` times as dense: each arrival's distance from the
+ * first arrival is divided by load (rounded to the second); run times are
+ * unchanged, so load > 1 raises the offered load. load must be > 0. */
+void sc_tjobs_scale_arrivals(sc_tjobs_t *j, double load);
+
 void sc_tjobs_free(sc_tjobs_t *j);
 
 #endif

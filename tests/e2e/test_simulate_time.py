@@ -43,3 +43,22 @@ def test_malformed_line_names_file_line_column(tmp_path):
 def test_bad_cluster_option():
     r = run("--time", "x.csv", "--cluster", "4by8")
     assert r.returncode == 2 and "--cluster" in r.stderr
+
+
+def test_load_compresses_arrivals(tmp_path):
+    # --load 10: arrivals 0, 1, 2, 12 instead of 0, 10, 20, 120; run times as
+    # before. Job 0 holds the node until 100, jobs 1 and 2 run 100-150 and
+    # 100-130, job 3 starts when job 2 ends: waits 0, 99, 98, 118.
+    t = tmp_path / "jobs.csv"
+    t.write_text(TRACE)
+    r = run("--time", str(t), "--cluster", "1x4", "--load", "10", "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["finished"] == 4 and j["makespan_s"] == 150
+    assert j["wait_s"]["mean"] == (0 + 99 + 98 + 118) / 4
+
+
+def test_bad_load_option():
+    for bad in ("0", "-1", "x", "1e9", "nan"):
+        r = run("--time", "x.csv", "--load", bad)
+        assert r.returncode == 2 and "--load" in r.stderr, (bad, r.stderr)
