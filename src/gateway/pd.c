@@ -189,6 +189,7 @@ json_t *sc__gw_pd_prefill_body(const gw_req_t *q)
 	json_t *b = json_pack("{s:s}", "model", q->model);
 	copy_field(b, q->body, q->kind == GW_K_CHAT ? "messages" : "prompt");
 	copy_field(b, q->body, "temperature");
+	copy_field(b, q->body, "top_p");
 	copy_field(b, q->body, "seed");
 	return b;
 }
@@ -201,7 +202,9 @@ json_t *sc__gw_pd_decode_body(const gw_req_t *q)
 			      q->kind == GW_K_CHAT ? "chat" : "completion");
 	copy_field(b, q->body, "max_tokens");
 	copy_field(b, q->body, "temperature");
+	copy_field(b, q->body, "top_p");
 	copy_field(b, q->body, "seed");
+	copy_field(b, q->body, "stop");
 	size_t n = json_array_size(q->ids);
 	if (n > 1) {
 		/* Everything after first_token that the client already has. */

@@ -87,6 +87,45 @@ static int get_int(wreq_t *q, json_t *obj, const char *key, long long lo, long l
 	return 1;
 }
 
+static int add_stop(wreq_t *q, sc_stops_t *st, json_t *v, const char *field)
+{
+	size_t n = json_is_string(v) ? json_string_length(v) : 0;
+	if (n == 0 || n > SC_STOP_LEN) {
+		sc__reply_error(q, 400, field, "%s must be a string of 1 to %d bytes", field,
+		                SC_STOP_LEN);
+		return -1;
+	}
+	memcpy(st->s[st->n], json_string_value(v), n + 1);
+	st->len[st->n++] = n;
+	return 0;
+}
+
+/* OpenAI's "stop": a string or an array of up to 4 strings. */
+static int parse_stop(wreq_t *q, json_t *obj, sc_stops_t *st)
+{
+	st->n = 0;
+	json_t *v = json_object_get(obj, "stop");
+	if (!v || json_is_null(v))
+		return 0;
+	if (json_is_string(v))
+		return add_stop(q, st, v, "stop");
+	if (!json_is_array(v) || json_array_size(v) > SC_STOP_MAX) {
+		sc__reply_error(q, 400, "stop", "stop must be a string or an array of up to %d strings",
+		                SC_STOP_MAX);
+		return -1;
+	}
+	size_t i;
+	json_t *e;
+	json_array_foreach(v, i, e)
+	{
+		char field[32];
+		snprintf(field, sizeof(field), "stop[%zu]", i);
+		if (add_stop(q, st, e, field) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int sc__gen_params(wreq_t *q, json_t *obj, gen_params_t *p)
 {
 	sc_worker_t *w = q->w;
@@ -127,7 +166,17 @@ int sc__gen_params(wreq_t *q, json_t *obj, gen_params_t *p)
 		}
 		p->temperature = (float)json_number_value(t);
 	}
-	return 0;
+	p->top_p = 1;
+	json_t *tp = json_object_get(obj, "top_p");
+	if (tp && !json_is_null(tp)) {
+		if (!json_is_number(tp) || !(json_number_value(tp) > 0) ||
+		    json_number_value(tp) > 1) {
+			sc__reply_error(q, 400, "top_p", "top_p must be a number above 0, at most 1");
+			return -1;
+		}
+		p->top_p = (float)json_number_value(tp);
+	}
+	return parse_stop(q, obj, &p->stops);
 }
 
 /* Token ids from a JSON array (field names the array for errors). */

@@ -29,8 +29,10 @@ struct sc_gen {
 	int *out_ids, n_ids; /* emitted ids (max_tokens room) */
 	int pending, n_out, prev_tok;
 	sc_buf_t text;
+	sc_buf_t hold; /* generated text not yet released: may start a stop sequence */
 	sc_utf8_t utf8;
 	int streaming, fetching, emitted;
+	int stopped; /* a stop sequence completed */
 	char id[48];
 	long long created;
 	char *kv_url; /* decode */
@@ -51,6 +53,7 @@ static void on_timer_closed(uv_handle_t *h)
 	free(g->out_ids);
 	free(g->kv_url);
 	sc_buf_free(&g->text);
+	sc_buf_free(&g->hold);
 	free(g);
 }
 
@@ -88,6 +91,7 @@ static sc_gen_t *gen_new(const wreq_t *q, const gen_params_t *p)
 	g->q = *q;
 	g->p = *p;
 	sc_buf_init(&g->text, 0);
+	sc_buf_init(&g->hold, 0);
 	uv_timer_init(w->loop, &g->timer);
 	g->timer.data = g;
 	g->prev_tok = SC_TOK_BOS;
@@ -212,22 +216,53 @@ static json_t *final_json(const sc_gen_t *g, const char *finish)
 	                 usage_json(g));
 }
 
-static void finish(sc_gen_t *g, const char *reason)
+/* What is left to release at the end: nothing after a stop sequence, else
+ * the held text with the UTF-8 tail (which may itself complete a stop
+ * sequence, and then the reason becomes "stop"). Sets *len. */
+static const char *final_text(sc_gen_t *g, const char **reason, size_t *len)
 {
 	char tail[32];
 	size_t n = sc_utf8_feed(&g->utf8, NULL, 0, 1, tail, sizeof(tail));
+	*len = 0;
+	if (g->stopped)
+		return "";
+	size_t rel;
+	int stop = sc_stop_feed(&g->p.stops, &g->hold, tail, n, &rel);
+	if (stop == 1)
+		*reason = "stop";
+	*len = stop == 1 ? rel : g->hold.len; /* no more text: nothing to wait for */
+	return g->hold.data ? g->hold.data : "";
+}
+
+static void finish(sc_gen_t *g, const char *reason)
+{
+	size_t n;
+	const char *text = final_text(g, &reason, &n);
 	if (g->streaming) {
-		if (sse_send(g, chunk_json(g, tail, n, NULL, 0, reason)) == 0 && g->q.req)
+		if (sse_send(g, chunk_json(g, text, n, NULL, 0, reason)) == 0 && g->q.req)
 			sc_http_stream_write(g->q.req, "data: [DONE]\n\n", 14);
 		if (g->q.req)
 			sc_http_stream_end(g->q.req);
 		g->q.req = NULL;
 		sc__span_end(&g->q, 200);
 	} else {
-		sc_buf_append(&g->text, tail, n);
+		if (n)
+			sc_buf_append(&g->text, text, n);
 		sc__reply_json(&g->q, 200, final_json(g, reason));
 	}
 	gen_destroy(g);
+}
+
+/* Passes new text through the stop sequences; returns how much of the
+ * held text may go out now (at its start), or SC_ENOMEM. */
+static long release(sc_gen_t *g, const char *clean, size_t n)
+{
+	size_t rel;
+	int stop = sc_stop_feed(&g->p.stops, &g->hold, clean, n, &rel);
+	if (stop < 0)
+		return stop;
+	g->stopped = stop;
+	return (long)rel;
 }
 
 /* Emits token t: text, id, and the SSE chunk when streaming. */
@@ -241,9 +276,15 @@ static int emit(sc_gen_t *g, int t)
 	g->out_ids[g->n_ids++] = t;
 	g->emitted++;
 	w->c.tokens_generated++;
-	if (g->streaming)
-		return sse_send(g, chunk_json(g, clean, n, &t, 1, NULL));
-	return sc_buf_append(&g->text, clean, n);
+	long rel = release(g, clean, n);
+	if (rel < 0)
+		return (int)rel;
+	const char *out = g->hold.data ? g->hold.data : "";
+	int rc = g->streaming ? sse_send(g, chunk_json(g, out, (size_t)rel, &t, 1, NULL))
+	         : rel        ? sc_buf_append(&g->text, out, (size_t)rel)
+	                      : 0;
+	sc_buf_consume(&g->hold, (size_t)rel);
+	return rc;
 }
 
 /* A token the client already has: its text is not sent again, but its
@@ -254,7 +295,12 @@ static void replay(sc_gen_t *g, int t)
 	size_t plen;
 	const char *piece = sc_tokenizer_piece(g->q.w->tok, g->prev_tok, t, &plen);
 	char sink[3 * 260 + 16];
-	sc_utf8_feed(&g->utf8, piece, plen > 256 ? 256 : plen, 0, sink, sizeof(sink));
+	size_t n = sc_utf8_feed(&g->utf8, piece, plen > 256 ? 256 : plen, 0, sink, sizeof(sink));
+	/* The client has what an uninterrupted answer released by now; what
+	 * it held back is held here too. */
+	long rel = release(g, sink, n);
+	if (rel > 0)
+		sc_buf_consume(&g->hold, (size_t)rel);
 }
 
 /* ---------------------------------------------------------------------
@@ -274,8 +320,8 @@ static int advance(sc_gen_t *g, int t)
 		return 1;
 	}
 	g->pending = sc_sample((float *)logits, w->model->cfg.vocab_size, g->p.temperature,
-	                       g->p.seed, g->n_out);
-	return 1;
+	                       g->p.top_p, g->p.seed, g->n_out);
+	return g->pending >= 0;
 }
 
 static void step_cb(uv_timer_t *timer)
@@ -299,6 +345,8 @@ static void step_cb(uv_timer_t *timer)
 		}
 		g->prev_tok = t;
 		g->n_out++;
+		if (g->stopped)
+			return finish(g, "stop");
 		if (!skip && w->fail_decode_after > 0 && g->emitted >= w->fail_decode_after) {
 			/* Injected fault: cut the answer mid-way, no terminator. */
 			w->c.faults_injected++;
@@ -342,8 +390,12 @@ static void prefill_cb(uv_timer_t *timer)
 		sc__reply_error(&g->q, 500, NULL, "forward pass failed");
 		return gen_destroy(g);
 	}
-	g->pending =
-	    sc_sample((float *)logits, w->model->cfg.vocab_size, g->p.temperature, g->p.seed, 0);
+	g->pending = sc_sample((float *)logits, w->model->cfg.vocab_size, g->p.temperature,
+	                       g->p.top_p, g->p.seed, 0);
+	if (g->pending < 0) {
+		sc__reply_error(&g->q, 503, NULL, "out of memory for sampling");
+		return gen_destroy(g);
+	}
 	if (g->p.fmt == FMT_PREFILL) {
 		sc__prefill_reply(&g->q, g->sess, g->n_prompt, g->pending);
 		return gen_destroy(g);

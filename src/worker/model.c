@@ -106,7 +106,51 @@ static float unit_float(uint64_t *state)
 	return (float)(mix64(state) >> 40) / (float)(1u << 24); /* [0, 1) */
 }
 
-int sc_sample(float *logits, int n, float temperature, uint64_t seed, int step)
+static const float *sort_probs; /* qsort has no context argument */
+
+static int by_prob_desc(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	if (sort_probs[x] != sort_probs[y])
+		return sort_probs[x] > sort_probs[y] ? -1 : 1;
+	return x - y;
+}
+
+/* Draws from the nucleus of probs (softmaxed): sorts the token ids by
+ * probability, keeps the shortest prefix whose mass reaches top_p and
+ * draws within it, scaled to its mass. Only tokens above the flat
+ * share (1 - top_p) / (n - 1) can be in a nucleus that is not the whole
+ * vocabulary, so only those are sorted (llama2.c's cut). */
+static int sample_nucleus(const float *probs, int n, float top_p, float r)
+{
+	int *idx = malloc((size_t)n * sizeof(int));
+	if (!idx)
+		return -1;
+	float cut = n > 1 ? (1.0f - top_p) / (float)(n - 1) : 0;
+	int m = 0;
+	for (int i = 0; i < n; i++)
+		if (probs[i] >= cut)
+			idx[m++] = i;
+	sort_probs = probs;
+	qsort(idx, (size_t)m, sizeof(int), by_prob_desc);
+	float mass = 0;
+	int k = 0;
+	while (k < m && (k == 0 || mass < top_p))
+		mass += probs[idx[k++]];
+	float target = r * mass, cdf = 0;
+	int pick = idx[k - 1];
+	for (int i = 0; i < k; i++) {
+		cdf += probs[idx[i]];
+		if (target < cdf) {
+			pick = idx[i];
+			break;
+		}
+	}
+	free(idx);
+	return pick;
+}
+
+int sc_sample(float *logits, int n, float temperature, float top_p, uint64_t seed, int step)
 {
 	if (temperature <= 0)
 		return sc__argmax(logits, n);
@@ -115,6 +159,8 @@ int sc_sample(float *logits, int n, float temperature, uint64_t seed, int step)
 	sc__softmax(logits, n);
 	uint64_t st = seed * 0x2545f4914f6cdd1dull + (uint64_t)step;
 	float r = unit_float(&st), cdf = 0;
+	if (top_p > 0 && top_p < 1)
+		return sample_nucleus(logits, n, top_p, r);
 	for (int i = 0; i < n; i++) {
 		cdf += logits[i];
 		if (r < cdf)

@@ -89,9 +89,12 @@ int sc_session_kv_import(sc_session_t *s, int n, const void *in);
 
 /* Picks the next token: argmax when temperature <= 0, else a draw from
  * softmax(logits / temperature) with a generator derived from seed and
- * step only, so a prefill worker and a decode worker agree. logits is
- * scratch (overwritten when sampling). */
-int sc_sample(float *logits, int n, float temperature, uint64_t seed, int step);
+ * step only, so a prefill worker and a decode worker agree. With top_p < 1
+ * the draw is from the nucleus: the fewest most likely tokens whose
+ * probability adds up to top_p (ties by lower id), as in vLLM and
+ * llama.cpp. logits is scratch (overwritten when sampling). Returns -1
+ * only when the nucleus's scratch cannot be allocated. */
+int sc_sample(float *logits, int n, float temperature, float top_p, uint64_t seed, int step);
 
 /* ---- pure kernels (exposed for the unit tests) ---- */
 void sc__rmsnorm(float *out, const float *x, const float *w, int n);

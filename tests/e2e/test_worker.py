@@ -252,6 +252,59 @@ def test_temperature_sampling_seeded(both):
     assert a["choices"][0]["token_ids"] != c["choices"][0]["token_ids"]
 
 
+def test_top_p(both):
+    greedy = completion(both, "abc", 20)["choices"][0]["token_ids"]
+    # A nucleus smaller than any probability is the most likely token alone.
+    tiny = completion(both, "abc", 20, temperature=1.0, top_p=1e-6, seed=5)
+    assert tiny["choices"][0]["token_ids"] == greedy
+    a = completion(both, "abc", 20, temperature=1.0, top_p=0.9, seed=5)
+    assert a == dict(a, choices=completion(both, "abc", 20, temperature=1.0, top_p=0.9,
+                                           seed=5)["choices"])
+    full = completion(both, "abc", 20, temperature=1.0, top_p=1.0, seed=5)
+    plain = completion(both, "abc", 20, temperature=1.0, seed=5)
+    assert full["choices"][0]["token_ids"] == plain["choices"][0]["token_ids"]
+
+
+def stop_at(text):
+    """A stop sequence that occurs in text, and where it first does."""
+    for k in range(6, len(text) - 3):
+        s = text[k:k + 3]
+        if s.strip() and text.find(s) == k:
+            return s, k
+    pytest.skip("no usable stop sequence in %r" % text)
+
+
+def test_stop_sequences_cut_the_answer(both):
+    ref = completion(both, "Once upon a time", 40)["choices"][0]
+    s, k = stop_at(ref["text"])
+    for stop in (s, [s], ["\u2603never", s]):
+        got = completion(both, "Once upon a time", 40, stop=stop)["choices"][0]
+        assert got["text"] == ref["text"][:k], stop
+        assert got["finish_reason"] == "stop"
+        assert ref["token_ids"][:len(got["token_ids"])] == got["token_ids"]
+    # Streamed: the same text (the tail that might start the sequence is
+    # held back, never sent and then cut), the same ids, then "stop".
+    r = both.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 40,
+                                      "stop": s, "stream": True})
+    chunks, done = sse_events(r)
+    assert done and chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert "".join(ch["choices"][0]["text"] for ch in chunks) == ref["text"][:k]
+    assert [i for ch in chunks for i in ch["choices"][0]["token_ids"]] == got["token_ids"]
+    # A sequence that never occurs changes nothing.
+    none = completion(both, "Once upon a time", 40, stop=["\u2603never"])["choices"][0]
+    assert none["text"] == ref["text"] and none["finish_reason"] == "length"
+
+
+def test_stop_in_chat(both):
+    msgs = [{"role": "user", "content": "tell me a story"}]
+    ref = both.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 40}).json()
+    text = ref["choices"][0]["message"]["content"]
+    s, k = stop_at(text)
+    got = both.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 40,
+                                             "stop": [s]}).json()["choices"][0]
+    assert got["message"]["content"] == text[:k] and got["finish_reason"] == "stop"
+
+
 # ---------------------------------------------------------------------------
 # KServe v2
 # ---------------------------------------------------------------------------
@@ -343,6 +396,16 @@ def test_kserve_unknown_model(both):
     ("/v1/completions", {"prompt": "x", "max_tokens": 100000}, "max_tokens"),
     ("/v1/completions", {"prompt": "x", "max_tokens": "5"}, "max_tokens"),
     ("/v1/completions", {"prompt": "x", "temperature": -1}, "temperature"),
+    ("/v1/completions", {"prompt": "x", "top_p": 0}, "top_p"),
+    ("/v1/completions", {"prompt": "x", "top_p": 1.5}, "top_p"),
+    ("/v1/completions", {"prompt": "x", "top_p": "all"}, "top_p"),
+    ("/v1/completions", {"prompt": "x", "stop": 5}, "stop"),
+    ("/v1/completions", {"prompt": "x", "stop": ""}, "stop"),
+    ("/v1/completions", {"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ("/v1/completions", {"prompt": "x", "stop": ["a", ""]}, "stop[1]"),
+    ("/v1/completions", {"prompt": "x", "stop": ["y" * 65]}, "stop[0]"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stop": [7]},
+     "stop[0]"),
     ("/v1/completions", {"prompt": "x", "stream": "yes"}, "stream"),
     ("/v1/completions", {"prompt": "x", "n": 2}, "n"),
     ("/v1/completions", {"prompt": 5}, "prompt"),
@@ -501,6 +564,38 @@ def test_mid_stream_failure_resumed_on_another_decode_worker(spawn):
     assert ids == ref["token_ids"] and text == ref["text"]
     assert p.counters()["prefills"] == 1 and p.counters()["kv_fetches_served"] == 2
     assert d2.counters()["prefills"] == 0
+
+
+def test_stop_across_a_resumed_decode(spawn):
+    """A decode that dies mid-answer and is resumed elsewhere cuts at the
+    same stop sequence: the resumed worker holds back exactly the tail the
+    first one held, so the client's text equals an uninterrupted answer."""
+    p = spawn("--role", "prefill")
+    d1 = spawn("--role", "decode", "--fail-decode-after-tokens", "5")
+    d2 = spawn("--role", "decode")
+    b = spawn()
+    ref = completion(b, "a story about a fox", 40)["choices"][0]
+    s, k = stop_at(ref["text"])
+    want = completion(b, "a story about a fox", 40, stop=s)["choices"][0]
+    assert want["text"] == ref["text"][:k] and len(want["token_ids"]) > 5
+    pre = prefill(p, prompt="a story about a fox")
+    body = {"kv_url": pre["kv_url"], "first_token": pre["first_token"], "max_tokens": 40,
+            "stream": True, "stop": s}
+    r = requests.post(d1.url + "/v1/decode", json=body, stream=True, timeout=5)
+    raw = b""
+    with pytest.raises(requests.exceptions.ChunkedEncodingError):
+        for part in r.iter_content(chunk_size=None):
+            raw += part
+    relayed = [json.loads(block[len("data: "):]) for block in raw.decode().split("\n\n")
+               if block.startswith("data: ")]
+    got_ids = [i for ch in relayed for i in ch["choices"][0]["token_ids"]]
+    got_text = "".join(ch["choices"][0]["text"] for ch in relayed)
+    r2 = d2.post("/v1/decode", dict(body, generated_ids=got_ids[1:]))
+    chunks, done = sse_events(r2)
+    assert done and chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    text = got_text + "".join(ch["choices"][0]["text"] for ch in chunks)
+    ids = got_ids + [i for ch in chunks for i in ch["choices"][0]["token_ids"]]
+    assert text == want["text"] and ids == want["token_ids"]
 
 
 def test_both_worker_decodes_its_own_handle(spawn):

@@ -71,3 +71,41 @@ def test_gateway_disaggregated_equals_both(spawn, tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=5)
         log.close()
+
+
+def test_gateway_disaggregated_sampling_and_stop(spawn, tmp_path):
+    """top_p reaches the prefill worker (it draws the first token) and the
+    decode workers; stop reaches the decode workers, also across a broken
+    stream resumed on the other one. Same answer as one `both` worker."""
+    from test_worker import stop_at
+    if subprocess.run([BIN, "gateway", "--help"], capture_output=True).returncode != 0:
+        pytest.skip("no gateway in this build")
+    ref_w = spawn()
+    p = spawn("--role", "prefill")
+    bad = spawn("--role", "decode", "--fail-decode-after-tokens", "4")
+    good = spawn("--role", "decode")
+    proc, url, log = gateway([(p, "prefill"), (bad, "decode"), (good, "decode")], tmp_path)
+    try:
+        sampling = {"temperature": 1.0, "top_p": 0.8, "seed": 3}
+        body = dict(sampling, prompt="Once upon a time", max_tokens=40)
+        full = ref_w.post("/v1/completions", body).json()["choices"][0]
+        s, k = stop_at(full["text"])
+        ref = ref_w.post("/v1/completions", dict(body, stop=s)).json()["choices"][0]
+        assert ref["text"] == full["text"][:k] and ref["finish_reason"] == "stop"
+        for stream in (True, True, False):  # either decode worker may go first
+            r = requests.post(url + "/v1/completions", timeout=10,
+                              json=dict(body, model="tiny", stop=s, stream=stream))
+            assert r.status_code == 200, r.text
+            if stream:
+                chunks, done = sse_events(r)
+                assert done and chunks[-1]["choices"][0]["finish_reason"] == "stop"
+                ids = [i for ch in chunks for i in ch["choices"][0].get("token_ids", [])]
+                text = "".join(ch["choices"][0]["text"] for ch in chunks)
+            else:
+                c = r.json()["choices"][0]
+                ids, text = c["token_ids"], c["text"]
+            assert ids == ref["token_ids"] and text == ref["text"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=5)
+        log.close()

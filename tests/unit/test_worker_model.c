@@ -144,7 +144,7 @@ static void test_forward_and_kv_transfer(void **state)
 	for (int i = 0; i < 5; i++)
 		la = sc_session_forward(a, prompt[i]);
 	assert_non_null(la);
-	int next = sc_sample((float[300]){0}, 300, 0, 1, 0); /* argmax of zeros */
+	int next = sc_sample((float[300]){0}, 300, 0, 1, 1, 0); /* argmax of zeros */
 	assert_int_equal(next, 0);
 	size_t n = sc_session_kv_bytes(m, 5);
 	assert_int_equal(n, 2 * 2 * 5 * 8 * sizeof(float));
@@ -179,10 +179,34 @@ static void test_sampling(void **state)
 	float l1[4] = {0.1f, 3, 0.2f, 1}, l2[4], l3[4];
 	memcpy(l2, l1, sizeof(l1));
 	memcpy(l3, l1, sizeof(l1));
-	assert_int_equal(sc_sample(l1, 4, 0, 9, 0), 1);
-	int x = sc_sample(l2, 4, 1.0f, 42, 3), y = sc_sample(l3, 4, 1.0f, 42, 3);
+	assert_int_equal(sc_sample(l1, 4, 0, 1, 9, 0), 1);
+	int x = sc_sample(l2, 4, 1.0f, 1, 42, 3), y = sc_sample(l3, 4, 1.0f, 1, 42, 3);
 	assert_int_equal(x, y);
 	assert_in_range(x, 0, 3);
+	/* top_p: probabilities 0.4, 0.3, 0.2, 0.1 (logits are their logs). A
+	 * tiny nucleus is the most likely token alone; 0.65 keeps the first
+	 * two (0.4 < 0.65 <= 0.7); every seed lands in the nucleus, and both
+	 * of its tokens are drawn. With top_p 1 all four appear. */
+	const float pr[4] = {0.4f, 0.3f, 0.2f, 0.1f};
+	int seen_small[4] = {0}, seen_all[4] = {0};
+	for (uint64_t seed = 0; seed < 400; seed++) {
+		float l[4];
+		for (int i = 0; i < 4; i++)
+			l[i] = logf(pr[i]);
+		assert_int_equal(sc_sample(l, 4, 1.0f, 1e-6f, seed, 0), 0);
+		for (int i = 0; i < 4; i++)
+			l[i] = logf(pr[i]);
+		seen_small[sc_sample(l, 4, 1.0f, 0.65f, seed, 0)]++;
+		for (int i = 0; i < 4; i++)
+			l[i] = logf(pr[i]);
+		seen_all[sc_sample(l, 4, 1.0f, 1.0f, seed, 0)]++;
+	}
+	assert_true(seen_small[0] > 0 && seen_small[1] > 0);
+	assert_int_equal(seen_small[2] + seen_small[3], 0);
+	/* Within the nucleus the odds stay 4:3 (400 draws: 229 and 171 expected). */
+	assert_in_range(seen_small[0], 180, 280);
+	for (int i = 0; i < 4; i++)
+		assert_true(seen_all[i] > 0);
 }
 
 static void test_kv_format(void **state)
