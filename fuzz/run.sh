@@ -13,6 +13,9 @@ for f in ../shared/traces/openb/openb_node_list_gpu_node.csv; do
 	[ -f "$f" ] && head -c 4000 "$f" > "$corpus/trace/nodes.csv"
 done
 printf 'sn,cpu_milli,memory_mib,gpu,model\nn1,96000,393216,8,V100M32\n' > "$corpus/trace/seed.csv"
+printf 'ResNet-18 (batch size 16)\tcmd\t-n\t1\t100\t6.5\t1\nResNet-18 (batch size 16)\tcmd\t-n\t1\t100\t7\t2\n' > "$corpus/trace/gavel.trace"
+printf 'job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,4,0,1,m,100,0\n1,2,10,1,m,50,0\n' > "$corpus/trace/tiresias.csv"
+printf 'name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\np0,1000,1024,1,500,A|B,LS,Running,0,100,0\n' > "$corpus/trace/pods.csv"
 # HTTP heads: the first byte picks request (even) or response (odd).
 mkdir -p "$corpus/httphead"
 printf '0POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\nContent-Length: 49\r\n\r\n' > "$corpus/httphead/req"
