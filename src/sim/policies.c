@@ -20,6 +20,7 @@ typedef struct pctx {
 	uint32_t *tags;  /* gpuclustering: GPU-count classes present per node */
 	double *gap_waste; /* default: sc_gap_waste's table, SC_GPU_MILLI + 1 */
 	struct look_now *look; /* default: per node, its current lookahead value */
+	double cpu_per_milli;  /* default: typical GPU pods' CPU per GPU milli */
 	size_t nnodes;
 } pctx_t;
 
@@ -288,6 +289,28 @@ static double cpu_pod_tiebreak(const sc_node_view_t *n)
 	return -1e-6 * (double)gpu_left(n) + 1e-9 * (double)n->cpu_free;
 }
 
+/* Free GPU milli on a node that its CPU can still feed, at the typical GPU
+ * pods' CPU per GPU milli. */
+static double fed_gpu(const pctx_t *p, int64_t gpu, int64_t cpu)
+{
+	double fed = (double)cpu / p->cpu_per_milli;
+	return fed < (double)gpu ? fed : (double)gpu;
+}
+
+/* The free GPU that r leaves on n without the CPU to use it, in whole
+ * tenths of a GPU (rounded down): the fed GPU it takes beyond its own
+ * milli. A pod that asks more CPU per milli than the typical GPU pod
+ * strands GPU on a node whose CPU is the limit; one that asks less gives
+ * some back (negative). Where CPU runs out first (cpu250) this is what
+ * the cluster loses when it fills up, and neither FGD's measure nor the
+ * lookahead sees it while every typical pod still fits the node. */
+static double stranded_tenths(const pctx_t *p, const sc_node_view_t *n, const sc_request_t *r)
+{
+	int64_t g = gpu_left(n), milli = req_gpu_milli(r);
+	double lost = fed_gpu(p, g, n->cpu_free) - fed_gpu(p, g - milli, n->cpu_free - req_cpu(r));
+	return floor((lost - (double)milli) / 100);
+}
+
 /* A node's lookahead value for the state it was computed in: every pod
  * scores every node against its current value, and looking that up in
  * the memo (a large table, so a cache miss) was a third of the time. */
@@ -344,12 +367,13 @@ static double share_cost(const pctx_t *p, int g, int milli)
 	return floor(p->gap_waste[g - milli] - p->gap_waste[g]);
 }
 
-/* A share on device dev: least expected waste first; lookahead points
- * (0..100) only order equal costs. */
+/* A share on device dev: least expected waste first, then least stranded
+ * GPU (stranded_tenths, far below 1,000 in magnitude); lookahead points
+ * (0..100) only order equal costs and equal stranding. */
 static double share_points(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r, int dev)
 {
-	return -share_cost(p, n->gpu_free[dev], r->gpu_milli) * 1000 +
-	       lookahead_points(p, n, r, dev);
+	return -share_cost(p, n->gpu_free[dev], r->gpu_milli) * 1e6 -
+	       stranded_tenths(p, n, r) * 1000 + lookahead_points(p, n, r, dev);
 }
 
 /* FGD, with three changes (docs/SIMULATOR.md has the measurements):
@@ -358,14 +382,18 @@ static double share_points(pctx_t *p, const sc_node_view_t *n, const sc_request_
  *   fresh device when every gap it fits would be left with a remainder
  *   only rare pods fit (a 320 opens a device, where a 650 will join it,
  *   rather than leave 210 next to a 470). Equal costs go to the device with
- *   the most lookahead points, then to the earlier node in the run's node
- *   order, so shares still gather on few nodes.
+ *   the least stranded GPU (below), then the most lookahead points, then to
+ *   the earlier node in the run's node order, so shares still gather on
+ *   few nodes.
  * - whole-GPU pods are placed by one step of lookahead: a node state is
  *   valued by its fragmentation now plus the expected fragmentation once
  *   the next typical pod has landed on it (a whole-GPU pod taking devices
  *   and CPU, or a CPU pod taking CPU), which FGD's one-step measure sees
  *   only for the current state. 1-GPU pods break equal lookahead points by
  *   FGD's points, then node order; 2-, 4- and 8-GPU pods by node order.
+ * - every GPU pod first avoids stranding GPU (stranded_tenths): a node
+ *   where its CPU leaves less free GPU without CPU to feed it comes first,
+ *   before the lookahead (for shares: after the expected waste).
  * - a CPU pod takes FGD's points, and equal points are ordered by
  *   cpu_pod_tiebreak instead of node order alone. */
 static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
@@ -375,9 +403,10 @@ static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view
 	if (r->gpus == 0 && r->gpu_milli == 0)
 		return fgd_score(ctx, c, n, r, a) + cpu_pod_tiebreak(n);
 	if (r->gpus == 1)
-		return lookahead_points(p, n, r, 0) * 1000 + fgd_score(ctx, c, n, r, a);
+		return -stranded_tenths(p, n, r) * 1e6 + lookahead_points(p, n, r, 0) * 1000 +
+		       fgd_score(ctx, c, n, r, a);
 	if (!is_share(r))
-		return lookahead_points(p, n, r, 0);
+		return -stranded_tenths(p, n, r) * 1000 + lookahead_points(p, n, r, 0);
 	return best_share_device(p, n, r, a, share_points);
 }
 
@@ -390,6 +419,15 @@ static int default_init(pctx_t *p)
 	size_t nt;
 	const sc_typical_t *t = sc_frag_typical(p->frag, &nt);
 	sc_gap_waste(t, nt, GAP_FILL_RATE, p->gap_waste);
+	/* CPU per GPU milli over the typical GPU pods, weighted by frequency
+	 * (OpenB: about 11 cores per GPU). */
+	double cpu = 0, milli = 0;
+	for (size_t k = 0; k < nt; k++)
+		if (t[k].shape.milli > 0) {
+			cpu += t[k].p * (double)t[k].shape.cpu;
+			milli += t[k].p * (double)t[k].shape.milli * t[k].shape.num;
+		}
+	p->cpu_per_milli = milli > 0 ? cpu / milli : 1;
 	return 0;
 }
 

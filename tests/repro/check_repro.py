@@ -9,7 +9,7 @@ seeds 42..51) once and checks:
   * our `default` policy allocates more than FGD at 130 % on every workload,
     both more than our FGD in the same sweep and more than the reference
     simulator's FGD;
-  * and at least 96.0 % on the default workload (docs/SIMULATOR.md: 96.08
+  * and at least 96.0 % on the default workload (docs/SIMULATOR.md: 96.22
     on seeds 42..51).
 Skips (exit 0, with a message) when ../shared/traces is absent.
 """

@@ -299,6 +299,43 @@ static void default_share_goes_where_gaps_get_filled(void **state)
 	sc_cluster_free(c);
 }
 
+/* Stranding: the typical GPU pod needs 8 cores per GPU. Node a has 8 free
+ * GPUs and 64 cores, node b 8 GPUs and 128 cores. A 1-GPU pod asking 24
+ * cores leaves a's 7 GPUs only 40 cores (5 GPUs' worth: 2 GPUs stranded),
+ * b's 104 (all 7 fed), so `default` puts it on b, whatever the lookahead
+ * says. A pod at the typical rate (8 cores) strands nothing anywhere. */
+static void default_avoids_stranding_gpus(void **state)
+{
+	sc_node_spec_t nodes[2] = {{.name = "a", .cpu_milli = 64000, .memory = 1 << 30,
+				    .gpu_count = 8, .gpu_model = "G2"},
+				   {.name = "b", .cpu_milli = 128000, .memory = 1 << 30,
+				    .gpu_count = 8, .gpu_model = "G2"}};
+	sc_cluster_t *c = sc_cluster_new(nodes, 2, NULL);
+	sc_typical_t t[2] = {{shape(8000, 1000, 1), 0.6}, {shape(2000, 0, 0), 0.4}};
+	sc_frag_t *f = sc_frag_new(t, 2, 2);
+	sc_sim_env_t env = {.frag = f, .cluster = c, .seed = 1};
+	sc_policy_t *p;
+	assert_int_equal(sc_sim_policy_new("default", &env, &p), 0);
+	sc_frag_update(f, sc_cluster_node(c, 0));
+	sc_frag_update(f, sc_cluster_node(c, 1));
+	sc_request_t hungry = {.cpu_milli = 24000, .gpus = 1};
+	sc_assign_t a;
+	memset(&a, 0, sizeof(a));
+	double on_a = p->score(p->ctx, c, sc_cluster_node(c, 0), &hungry, &a);
+	memset(&a, 0, sizeof(a));
+	double on_b = p->score(p->ctx, c, sc_cluster_node(c, 1), &hungry, &a);
+	assert_true(on_b - on_a >= 20 * 1e6 - 1e5); /* 20 tenths, beyond any lookahead */
+	sc_request_t typical = {.cpu_milli = 8000, .gpus = 1};
+	memset(&a, 0, sizeof(a));
+	on_a = p->score(p->ctx, c, sc_cluster_node(c, 0), &typical, &a);
+	memset(&a, 0, sizeof(a));
+	on_b = p->score(p->ctx, c, sc_cluster_node(c, 1), &typical, &a);
+	assert_true(fabs(on_a - on_b) < 1e6); /* only lookahead and FGD points differ */
+	sc_sim_policy_free(p);
+	sc_frag_free(f);
+	sc_cluster_free(c);
+}
+
 /* A CPU pod: FGD gives both nodes the same points when the CPU left still
  * fits every typical pod; `default` then prefers the node with less free
  * GPU, whose CPU no GPU pod can use, and among equal free GPU the one with
@@ -390,6 +427,7 @@ int main(void)
 		cmocka_unit_test(lookahead_counts_cpu_pods),
 		cmocka_unit_test(gap_waste_arithmetic),
 		cmocka_unit_test(default_share_goes_where_gaps_get_filled),
+		cmocka_unit_test(default_avoids_stranding_gpus),
 		cmocka_unit_test_setup_teardown(default_cpu_pod_tiebreak, setup, teardown),
 		cmocka_unit_test(packing_run_inflates_and_records),
 	};
