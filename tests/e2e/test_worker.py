@@ -534,6 +534,20 @@ def test_decode_retry_with_generated_ids(pd):
         assert r.status_code == 400 and r.json()["error"]["field"] == field, extra
 
 
+def broken_stream(worker, body):
+    """Streams a decode that the worker breaks mid-way (--fail-decode-after-
+    tokens); returns the token ids and text the client got before the cut."""
+    r = requests.post(worker.url + "/v1/decode", json=body, stream=True, timeout=5)
+    raw = b""
+    with pytest.raises(requests.exceptions.ChunkedEncodingError):
+        for part in r.iter_content(chunk_size=None):
+            raw += part
+    relayed = [json.loads(block[len("data: "):]) for block in raw.decode().split("\n\n")
+               if block.startswith("data: ")]
+    return ([i for ch in relayed for i in ch["choices"][0]["token_ids"]],
+            "".join(ch["choices"][0]["text"] for ch in relayed))
+
+
 def test_mid_stream_failure_resumed_on_another_decode_worker(spawn):
     """The gateway's scenario: decode worker 1 dies after 5 tokens; the
     tokens relayed so far go to worker 2 as generated_ids, with the KV the
@@ -546,15 +560,7 @@ def test_mid_stream_failure_resumed_on_another_decode_worker(spawn):
     pre = prefill(p, prompt="a story about a fox")
     body = {"kv_url": pre["kv_url"], "first_token": pre["first_token"], "max_tokens": 18,
             "stream": True}
-    r = requests.post(d1.url + "/v1/decode", json=body, stream=True, timeout=5)
-    raw = b""
-    with pytest.raises(requests.exceptions.ChunkedEncodingError):
-        for part in r.iter_content(chunk_size=None):
-            raw += part
-    relayed = [json.loads(block[len("data: "):]) for block in raw.decode().split("\n\n")
-               if block.startswith("data: ")]
-    got_ids = [i for ch in relayed for i in ch["choices"][0]["token_ids"]]
-    got_text = "".join(ch["choices"][0]["text"] for ch in relayed)
+    got_ids, got_text = broken_stream(d1, body)
     assert len(got_ids) == 5
     r2 = d2.post("/v1/decode", dict(body, generated_ids=got_ids[1:]))
     chunks, done = sse_events(r2)
@@ -581,15 +587,7 @@ def test_stop_across_a_resumed_decode(spawn):
     pre = prefill(p, prompt="a story about a fox")
     body = {"kv_url": pre["kv_url"], "first_token": pre["first_token"], "max_tokens": 40,
             "stream": True, "stop": s}
-    r = requests.post(d1.url + "/v1/decode", json=body, stream=True, timeout=5)
-    raw = b""
-    with pytest.raises(requests.exceptions.ChunkedEncodingError):
-        for part in r.iter_content(chunk_size=None):
-            raw += part
-    relayed = [json.loads(block[len("data: "):]) for block in raw.decode().split("\n\n")
-               if block.startswith("data: ")]
-    got_ids = [i for ch in relayed for i in ch["choices"][0]["token_ids"]]
-    got_text = "".join(ch["choices"][0]["text"] for ch in relayed)
+    got_ids, got_text = broken_stream(d1, body)
     r2 = d2.post("/v1/decode", dict(body, generated_ids=got_ids[1:]))
     chunks, done = sse_events(r2)
     assert done and chunks[-1]["choices"][0]["finish_reason"] == "stop"

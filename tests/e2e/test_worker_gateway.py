@@ -36,14 +36,21 @@ def gateway(workers, tmp):
     raise RuntimeError("gateway not ready")
 
 
-def test_gateway_disaggregated_equals_both(spawn, tmp_path):
+def pd_gateway(spawn, tmp):
+    """A `both` worker for reference, and a gateway over a prefill worker and
+    two decode workers, one of which breaks its stream after 4 tokens."""
     if subprocess.run([BIN, "gateway", "--help"], capture_output=True).returncode != 0:
         pytest.skip("no gateway in this build")
     ref_w = spawn()
     p = spawn("--role", "prefill")
     bad = spawn("--role", "decode", "--fail-decode-after-tokens", "4")
     good = spawn("--role", "decode")
-    proc, url, log = gateway([(p, "prefill"), (bad, "decode"), (good, "decode")], tmp_path)
+    proc, url, log = gateway([(p, "prefill"), (bad, "decode"), (good, "decode")], tmp)
+    return ref_w, p, bad, good, proc, url, log
+
+
+def test_gateway_disaggregated_equals_both(spawn, tmp_path):
+    ref_w, p, bad, good, proc, url, log = pd_gateway(spawn, tmp_path)
     try:
         prompts = ["Once upon a time", "The fox", "abc def"]
         for prompt in prompts:
@@ -78,13 +85,7 @@ def test_gateway_disaggregated_sampling_and_stop(spawn, tmp_path):
     decode workers; stop reaches the decode workers, also across a broken
     stream resumed on the other one. Same answer as one `both` worker."""
     from test_worker import stop_at
-    if subprocess.run([BIN, "gateway", "--help"], capture_output=True).returncode != 0:
-        pytest.skip("no gateway in this build")
-    ref_w = spawn()
-    p = spawn("--role", "prefill")
-    bad = spawn("--role", "decode", "--fail-decode-after-tokens", "4")
-    good = spawn("--role", "decode")
-    proc, url, log = gateway([(p, "prefill"), (bad, "decode"), (good, "decode")], tmp_path)
+    ref_w, p, bad, good, proc, url, log = pd_gateway(spawn, tmp_path)
     try:
         sampling = {"temperature": 1.0, "top_p": 0.8, "seed": 3}
         body = dict(sampling, prompt="Once upon a time", max_tokens=40)
