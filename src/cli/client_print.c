@@ -107,12 +107,17 @@ static int running_pods(json_t *job, int *gpus)
 	return n;
 }
 
+/* Pods the job asks for: a task without `replicas` has one (MANIFESTS.md). */
 static int total_replicas(json_t *job)
 {
 	json_t *tasks = json_object_get(json_object_get(job, "spec"), "tasks"), *t;
 	size_t i;
 	int n = 0;
-	json_array_foreach(tasks, i, t) n += (int)json_integer_value(json_object_get(t, "replicas"));
+	json_array_foreach(tasks, i, t)
+	{
+		json_t *r = json_object_get(t, "replicas");
+		n += r ? (int)json_integer_value(r) : 1;
+	}
 	return n;
 }
 

@@ -39,6 +39,18 @@ def test_apply_get_describe_delete(server, tmp_path):
     assert r.returncode == 1 and "not found" in r.stderr
 
 
+def test_get_jobs_counts_pods_asked_for(server, tmp_path):
+    # RUNNING is running/asked: a task without `replicas` asks for one pod
+    # (the decoder's default), not none. 64 GPUs per pod: nothing runs.
+    one = job("ask-one", gpus=64)
+    del one["spec"]["tasks"][0]["replicas"]
+    f = tmp_path / "jobs.json"
+    f.write_text(json.dumps([queue("team-a"), one, job("ask-three", gpus=64, replicas=3)]))
+    assert cli(server, "apply", "-f", str(f)).returncode == 0
+    rows = {line.split()[0]: line.split() for line in cli(server, "get", "jobs").stdout.splitlines()}
+    assert rows["ask-one"][2] == "0/1" and rows["ask-three"][2] == "0/3"
+
+
 def test_bad_input_exit_2(server, tmp_path):
     f = tmp_path / "bad.json"
     bad = job("x")
