@@ -137,7 +137,13 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 	memset(w, 0, sizeof(*w));
 	rng = seed * 0x9e3779b97f4a7c15ull + 1;
 	sc_config_default(&w->snap.config);
-	w->snap.config.reservation_after = 0;
+	/* Every job has waited since creation (now is far later), so with
+	 * reservations on, every pending gang head is a candidate: on even
+	 * seeds of the full worlds they are on (more candidates than the 4
+	 * slots is common), on the others off. Derived from the seed, not
+	 * drawn, so the random worlds stay as they were. */
+	bool reserve = !tiny && seed % 2 == 0;
+	w->snap.config.reservation_after = reserve ? 1800 : 0;
 	w->snap.now = 2000000000;
 	w->snap.nodes = w->nodes;
 	w->snap.queues = w->queues;
@@ -203,6 +209,8 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 				      .min_member = rnd(3) ? 0 : 1, .created = j + 1,
 				      .staleness_grace = -1, .tasks = t, .ntasks = 1,
 				      .pods = w->pods[j]};
+		if (reserve) /* some backfill candidates, some without a runtime */
+			js->expected_runtime = (int64_t)((seed + (uint64_t)j) % 4) * 900;
 		if (rnd(2)) { /* running: the whole job, or nothing */
 			int r;
 			for (r = 0; r < t->replicas; r++)
@@ -507,10 +515,16 @@ static void check_same(const sc_decisions_t *a, const sc_decisions_t *b)
 
 static void test_random_invariants(void **state)
 {
+	int reserved = 0; /* worlds where a job got nodes reserved */
 	for (uint64_t seed = 1; seed <= 600; seed++) {
 		cur_seed = seed;
 		build(&W, seed, false);
 		sc_decisions_t *d = sched(&W.snap);
+		for (size_t i = 0; i < d->npending; i++)
+			if (d->pending[i].nreserved) {
+				reserved++;
+				break;
+			}
 		check_capacity(&W, d);
 		check_gangs(&W, d);
 		check_queues(&W, d);
@@ -520,6 +534,8 @@ static void test_random_invariants(void **state)
 		sc_decisions_free(again);
 		sc_decisions_free(d);
 	}
+	/* The reservation path is exercised, not just configured. */
+	assert_true(reserved >= 20);
 }
 
 /* Tiny preemption cases: one node, one queue, one preemptor. For each
