@@ -106,13 +106,13 @@ static float unit_float(uint64_t *state)
 	return (float)(mix64(state) >> 40) / (float)(1u << 24); /* [0, 1) */
 }
 
-static const float *sort_probs; /* qsort has no context argument */
-
-static int by_prob_desc(const void *a, const void *b)
+/* qsort_r comparator of token ids (ctx = the probabilities). */
+static int by_prob_desc(const void *a, const void *b, void *ctx)
 {
+	const float *probs = ctx;
 	int x = *(const int *)a, y = *(const int *)b;
-	if (sort_probs[x] != sort_probs[y])
-		return sort_probs[x] > sort_probs[y] ? -1 : 1;
+	if (probs[x] != probs[y])
+		return probs[x] > probs[y] ? -1 : 1;
 	return x - y;
 }
 
@@ -131,8 +131,7 @@ static int sample_nucleus(const float *probs, int n, float top_p, float r)
 	for (int i = 0; i < n; i++)
 		if (probs[i] >= cut)
 			idx[m++] = i;
-	sort_probs = probs;
-	qsort(idx, (size_t)m, sizeof(int), by_prob_desc);
+	qsort_r(idx, (size_t)m, sizeof(int), by_prob_desc, (void *)probs);
 	float mass = 0;
 	int k = 0;
 	while (k < m && (k == 0 || mass < top_p))
