@@ -367,13 +367,13 @@ static double share_cost(const pctx_t *p, int g, int milli)
 	return floor(p->gap_waste[g - milli] - p->gap_waste[g]);
 }
 
-/* A share on device dev: least expected waste first, then least stranded
- * GPU (stranded_tenths, far below 1,000 in magnitude); lookahead points
- * (0..100) only order equal costs and equal stranding. */
+/* A share on device dev: least expected waste first; lookahead points
+ * (0..100) order equal costs. default_score adds the node's stranding
+ * between the two (it is the same for every device of the node). */
 static double share_points(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r, int dev)
 {
-	return -share_cost(p, n->gpu_free[dev], r->gpu_milli) * 1e6 -
-	       stranded_tenths(p, n, r) * 1000 + lookahead_points(p, n, r, dev);
+	return -share_cost(p, n->gpu_free[dev], r->gpu_milli) * 1e6 +
+	       lookahead_points(p, n, r, dev);
 }
 
 /* FGD, with three changes (docs/SIMULATOR.md has the measurements):
@@ -407,7 +407,10 @@ static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view
 		       fgd_score(ctx, c, n, r, a);
 	if (!is_share(r))
 		return -stranded_tenths(p, n, r) * 1000 + lookahead_points(p, n, r, 0);
-	return best_share_device(p, n, r, a, share_points);
+	/* Stranding (far below 1,000 tenths) ranks below the expected waste
+	 * (x 1e6) and above the lookahead points (0..100). Every term is a
+	 * whole number, so the sum does not depend on the order of adding. */
+	return best_share_device(p, n, r, a, share_points) - stranded_tenths(p, n, r) * 1000;
 }
 
 static int default_init(pctx_t *p)
