@@ -128,7 +128,7 @@ static int copy_queues(const sc_sched_t *s, sc_decisions_t *out, sc_arena_t *a)
 		r->name = sc_arena_strdup(a, sq->spec->name);
 		r->parent = sq->parent >= 0 ? sc_arena_strdup(a, s->queues[sq->parent].spec->name)
 					    : NULL;
-		if (!r->name)
+		if (!r->name || (sq->parent >= 0 && !r->parent))
 			return SC_ENOMEM;
 		r->leaf = sq->leaf;
 		for (int k = 0; k < SC_RES_COUNT; k++) {

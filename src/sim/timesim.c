@@ -79,8 +79,7 @@ static int cmp_arrival(const void *a, const void *b)
 	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
-/* Largest whole-GPU count and GPUs in the cluster, to reject gangs that
- * could never run (they would pend forever and hide every other metric). */
+/* Whether a node's GPU model is one the job allows (any, without a list). */
 static bool model_allowed(const sc_tjob_t *j, const char *model)
 {
 	if (!j->nmodels)
@@ -93,7 +92,7 @@ static bool model_allowed(const sc_tjob_t *j, const char *model)
 
 /* Whether the gang fits the empty cluster: enough GPU on the nodes of an
  * allowed model and one node that holds a pod. Jobs that never could are
- * left out rather than waited for forever. */
+ * left out: they would pend forever and hide every other metric. */
 static bool can_ever_fit(const sc_tsim_config_t *c, const sc_tjob_t *j)
 {
 	int64_t gpus = 0;
