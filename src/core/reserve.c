@@ -118,18 +118,25 @@ static int reserve_for(sc_sched_t *s, int j, const ending_t *e, int n)
 	return jb->reason ? 1 : SC_ENOMEM;
 }
 
-int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
+/* Whether job a goes before job b for a reservation: higher priority,
+ * then the older (an equal one already in the list stays ahead). */
+static bool ranks_first(const sjob_t *a, const sjob_t *b)
 {
-	const sc_config_t *c = &s->snap->config;
-	if (c->reservation_after <= 0)
-		return 0;
-	int cand[SC_MAX_RESERVATIONS], nc = 0;
-	/* The longest-waiting heads: highest priority, then oldest. */
+	return a->priority > b->priority ||
+	       (a->priority == b->priority && a->spec->created <= b->spec->created);
+}
+
+/* The longest-waiting gang heads, best first, into cand; returns how many
+ * (at most SC_MAX_RESERVATIONS). */
+static int pick_candidates(const sc_sched_t *s, int cand[SC_MAX_RESERVATIONS])
+{
+	int64_t after = s->snap->config.reservation_after;
+	int nc = 0;
 	for (int j = 0; j < s->njobs; j++) {
 		const sjob_t *jb = &s->jobs[j];
 		/* A job without a creation time cannot be said to have waited. */
 		if (jb->queue < 0 || jb->bad || jb->npending == 0 || jb->nrunning >= jb->min_member ||
-		    jb->spec->created <= 0 || s->snap->now - jb->spec->created < c->reservation_after)
+		    jb->spec->created <= 0 || s->snap->now - jb->spec->created < after)
 			continue;
 		int k;
 		if (nc < SC_MAX_RESERVATIONS) {
@@ -137,22 +144,25 @@ int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
 		} else {
 			/* Full: the new job replaces the last candidate if it ranks above it. */
 			k = SC_MAX_RESERVATIONS - 1;
-			const sjob_t *last = &s->jobs[cand[k]];
-			if (last->priority > jb->priority ||
-			    (last->priority == jb->priority && last->spec->created <= jb->spec->created))
+			if (ranks_first(&s->jobs[cand[k]], jb))
 				continue;
 		}
 		cand[k] = j;
-		for (; k > 0; k--) {
-			const sjob_t *a = &s->jobs[cand[k - 1]], *b = &s->jobs[cand[k]];
-			if (a->priority > b->priority ||
-			    (a->priority == b->priority && a->spec->created <= b->spec->created))
-				break;
+		for (; k > 0 && !ranks_first(&s->jobs[cand[k - 1]], &s->jobs[cand[k]]); k--) {
 			int t = cand[k];
 			cand[k] = cand[k - 1];
 			cand[k - 1] = t;
 		}
 	}
+	return nc;
+}
+
+int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
+{
+	if (s->snap->config.reservation_after <= 0)
+		return 0;
+	int cand[SC_MAX_RESERVATIONS];
+	int nc = pick_candidates(s, cand);
 	if (nc == 0)
 		return 0;
 	size_t nn = sc_cluster_nnodes(s->cluster);
