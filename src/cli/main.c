@@ -1,6 +1,7 @@
 /* Entry point of `starcloud`: finds the verb in a table and runs it. Verbs
  * that other components provide appear in the table with a NULL function
  * until they land, so `starcloud --help` already shows the whole tool. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,29 +19,30 @@ typedef struct verb {
 	const char *name;
 	int (*run)(int argc, char **argv);
 	const char *summary;
+	int daemon; /* serves connections: a peer that goes away must not kill it */
 } verb_t;
 
 static const verb_t verbs[] = {
-	{"schedule", sc_cli_schedule, "offline scheduling of manifests (one or more cycles)"},
-	{"version", sc_cli_version, "print the version"},
-	{"simulate", sc_cli_simulate, "packing and trace simulation"},
-	{"bench", sc_cli_bench, "scheduler benchmarks (core, preempt)"},
-	{"server", sc_server_main, "run the control plane"},
-	{"agent", sc_agent_main, "run a node agent"},
-	{"gateway", sc_gateway_main, "run the serving gateway"},
-	{"worker", sc_worker_main, "run the reference model worker"},
-	{"dev", sc_cli_dev, "run a local cluster (server, agents, gateway)"},
-	{"apply", sc_cli_apply, "create or update objects on a server"},
-	{"get", sc_cli_get, "list or show objects"},
-	{"describe", sc_cli_describe, "show an object in detail"},
-	{"delete", sc_cli_delete, "delete objects"},
-	{"token", sc_cli_token, "create, list and delete API tokens"},
-	{"explain", sc_cli_explain, "why is a job pending"},
-	{"logs", sc_cli_logs, "show a pod's logs"},
-	{"top", sc_cli_top, "resource usage"},
-	{"drain", sc_cli_drain, "drain a node"},
-	{"rollout", sc_cli_rollout, "deployment rollout status, promote, abort"},
-	{"store", sc_cli_store, "copy a store (sqlite to etcd)"},
+	{"schedule", sc_cli_schedule, "offline scheduling of manifests (one or more cycles)", 0},
+	{"version", sc_cli_version, "print the version", 0},
+	{"simulate", sc_cli_simulate, "packing and trace simulation", 0},
+	{"bench", sc_cli_bench, "scheduler benchmarks (core, preempt)", 0},
+	{"server", sc_server_main, "run the control plane", 1},
+	{"agent", sc_agent_main, "run a node agent", 1},
+	{"gateway", sc_gateway_main, "run the serving gateway", 1},
+	{"worker", sc_worker_main, "run the reference model worker", 1},
+	{"dev", sc_cli_dev, "run a local cluster (server, agents, gateway)", 1},
+	{"apply", sc_cli_apply, "create or update objects on a server", 0},
+	{"get", sc_cli_get, "list or show objects", 0},
+	{"describe", sc_cli_describe, "show an object in detail", 0},
+	{"delete", sc_cli_delete, "delete objects", 0},
+	{"token", sc_cli_token, "create, list and delete API tokens", 0},
+	{"explain", sc_cli_explain, "why is a job pending", 0},
+	{"logs", sc_cli_logs, "show a pod's logs", 0},
+	{"top", sc_cli_top, "resource usage", 0},
+	{"drain", sc_cli_drain, "drain a node", 0},
+	{"rollout", sc_cli_rollout, "deployment rollout status, promote, abort", 0},
+	{"store", sc_cli_store, "copy a store (sqlite to etcd)", 0},
 };
 
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
@@ -89,6 +91,13 @@ int main(int argc, char **argv)
 				verbs[i].name, verbs[i].summary);
 			return SC_EXIT_FAIL;
 		}
+		/* A write to a socket whose peer has gone raises SIGPIPE, which
+		 * kills the process by default: an abandoned stream would take a
+		 * whole daemon down. Ignored here, the write fails with EPIPE and
+		 * closes that connection only. Children started with uv_spawn get
+		 * the default back (libuv resets every signal in the child). */
+		if (verbs[i].daemon)
+			signal(SIGPIPE, SIG_IGN);
 		return verbs[i].run(argc - 1, argv + 1);
 	}
 	fprintf(stderr, "starcloud: unknown command \"%s\"\n\n", argv[1]);

@@ -647,7 +647,10 @@ static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
 	uv_buf_t b = uv_buf_init(r->out.data, (unsigned)r->out.len);
 	int n = uv_try_write((uv_stream_t *)&k->tcp, &b, 1);
 	size_t done = n > 0 ? (size_t)n : 0;
-	if (done < r->out.len && conn_write_rest(k, r->out.data + done, r->out.len - done) < 0) {
+	/* A hard error (the peer reset a reused connection) fails the request
+	 * now instead of queueing a write that cannot succeed. */
+	if ((n < 0 && n != UV_EAGAIN) ||
+	    (done < r->out.len && conn_write_rest(k, r->out.data + done, r->out.len - done) < 0)) {
 		k->deferred_err = SC_EIO;
 		conn_arm(k);
 		return;

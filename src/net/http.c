@@ -64,13 +64,28 @@ static void on_write(uv_write_t *w, int status)
 /* Queues parts (copied into one allocation) for writing; with try_first,
  * writes what the socket takes at once first. */
 static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_first);
+static void on_idle(uv_timer_t *t);
+
+/* A write failed because the peer is gone. Closing at once would run the
+ * request's close callback inside the handler's own write call (a stream
+ * producer would free itself under its caller); instead every further
+ * write fails and the connection closes on the next loop turn, through
+ * the lingering path of the idle timer. */
+static void conn_break(conn_t *c)
+{
+	if (c->closing || c->broken)
+		return;
+	c->broken = 1;
+	c->lingering = 1;
+	uv_timer_start(&c->idle, on_idle, 0, 0);
+}
 
 /* With batching on, output waits in c->held (counted in pending_out, so a
  * close-after-answer waits for it too) until sc_http_flush: the daemon
  * makes the loop iteration's writes durable first, then answers them. */
 static int conn_write(conn_t *c, const uv_buf_t *parts, size_t nparts)
 {
-	if (c->closing)
+	if (c->closing || c->broken)
 		return SC_EIO;
 	if (!c->srv->batching)
 		return conn_send(c, parts, nparts, 1);
@@ -150,6 +165,12 @@ static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_fi
 	int n = try_first ? uv_try_write((uv_stream_t *)&c->tcp, parts, (unsigned)nparts) : 0;
 	if (n > 0)
 		skip = (size_t)n;
+	else if (n < 0 && n != UV_EAGAIN) {
+		/* The peer is gone (EPIPE, ECONNRESET): queueing the rest would
+		 * only fail again later. This connection closes, nothing else. */
+		conn_break(c);
+		return SC_EIO;
+	}
 	if (skip == len)
 		return 0;
 	write_req_t *wr = malloc(sizeof(*wr) + (len - skip));
@@ -169,7 +190,7 @@ static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_fi
 	if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
 		c->pending_out -= wr->len;
 		free(wr);
-		conn_close(c);
+		conn_break(c);
 		return SC_EIO;
 	}
 	return 0;
@@ -282,7 +303,7 @@ void sc_http_stream_start(sc_http_req_t *r, int status, const char *ctype,
 int sc_http_stream_write(sc_http_req_t *r, const void *data, size_t len)
 {
 	conn_t *c = r->conn;
-	if (c->closing)
+	if (c->closing || c->broken)
 		return SC_EIO;
 	if (len == 0)
 		return 0;

@@ -89,6 +89,7 @@ typedef struct conn {
 	int err;         /* ERR_* */
 	int reading;     /* uv_read_start is in effect */
 	int lingering;   /* answered an error; discarding input until EOF */
+	int broken;      /* a write failed: closes on the next loop turn */
 	int mid_message; /* http_parser holds part of a request */
 	uv_shutdown_t shutdown;
 	size_t pending_out;
