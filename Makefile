@@ -27,7 +27,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wshadow -Wstrict-
 LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -ldl -lm -lpthread
 LDFLAGS := $(SANFLAGS)
 
-LIB_SRC := $(wildcard src/base/*.c src/core/*.c src/sim/*.c)
+LIB_SRC := $(wildcard src/base/*.c src/core/*.c src/manifest/*.c src/sim/*.c)
 # Daemons and the CLI live in the binary only; the library stays I/O free
 # apart from the simulator's trace readers.
 CLI_SRC := $(wildcard src/net/*.c src/store/*.c src/server/*.c src/agent/*.c src/gateway/*.c \

@@ -1,4 +1,4 @@
-/* Validation of API objects with the manifest decoder (src/core/manifest*.c).
+/* Validation of API objects with the manifest decoder (src/manifest/manifest*.c).
  *
  * The API and offline manifests (`starcloud schedule -f`) accept exactly the
  * same objects because both go through sc_manifest_add_json(): the decoder

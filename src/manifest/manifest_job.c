@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/quantity.h"
-#include "core/manifest_int.h"
+#include "manifest/manifest_int.h"
 #include "starcloud/cluster.h"
 
 /* The most replicas one task may have: far above any real gang, low enough

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "base/quantity.h"
-#include "core/manifest_int.h"
+#include "manifest/manifest_int.h"
 #include "starcloud/cluster.h"
 
 static int oom(sc__rd_t *rd)

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/manifest_int.h"
+#include "manifest/manifest_int.h"
 
 /* Object names already taken, as "Kind/name" strings, in an open-addressing
  * hash set so that adding n objects stays linear. */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/quantity.h"
-#include "core/manifest_int.h"
+#include "manifest/manifest_int.h"
 
 int sc__vec_push(sc__vec_t *v, const void *item)
 {
