@@ -166,7 +166,8 @@ $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
 
 comma := ,
 .SECONDARY: $(FUZZ_LIB_OBJ)
-fuzz: deps $(FUZZ_BUILD)/fuzz_manifest $(FUZZ_BUILD)/fuzz_trace $(FUZZ_BUILD)/fuzz_httphead
+fuzz: deps $(FUZZ_BUILD)/fuzz_manifest $(FUZZ_BUILD)/fuzz_trace $(FUZZ_BUILD)/fuzz_httphead \
+	$(FUZZ_BUILD)/fuzz_flags
 
 test-fuzz: fuzz
 	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_RUNS)

@@ -22,8 +22,13 @@ printf '0POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: 
 printf '0GET /v2/models/tiny?x=1 HTTP/1.1\r\nHost: a\r\nX-Empty:\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n' > "$corpus/httphead/get"
 printf '1HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Type: application/json\r\nContent-Length: 115\r\nConnection: keep-alive\r\n\r\n' > "$corpus/httphead/resp"
 printf '1HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n\r\n' > "$corpus/httphead/resp503"
+# Flag words: NUL-separated argv.
+mkdir -p "$corpus/flags"
+printf '%s\0' --listen 0.0.0.0:8080 --dur 1.5m --n -3 --f=0.05 file > "$corpus/flags/ok"
+printf '%s\0' --body 4Mi --mode bb --on --i -9223372036854775808 --u 1000 > "$corpus/flags/more"
+printf '%s\0' --f nan --n 2.7 --dur inf --text toolongtext --fn x > "$corpus/flags/bad"
 pass=0 fail=0
-for t in manifest trace httphead; do
+for t in manifest trace httphead flags; do
 	if "$build/fuzz_$t" -runs="$runs" -max_len=8192 -seed=1 "$corpus/$t" >"$corpus/$t.log" 2>&1; then
 		pass=$((pass + 1))
 	else

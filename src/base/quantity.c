@@ -129,11 +129,26 @@ static const struct {
 	{"P", 0, 15},  {"E", 0, 18},  {"m", 0, -3},
 };
 
+/* True when mant * 2^shift * 10^exp10 is a whole number. */
+static bool is_whole(u128 mant, int shift, int exp10)
+{
+	if (exp10 >= 0 || mant == 0)
+		return true;
+	if (exp10 < -38)
+		return false;
+	u128 den = 1;
+	for (; exp10 < 0; exp10++)
+		den *= 10;
+	return (mant << shift) % den == 0;
+}
+
 static int finish(const decimal_t *d, int shift, int exp10, unsigned flags, int64_t *out)
 {
 	int64_t v;
 	if (d->negative && d->mant != 0 && !(flags & SC_QTY_NEGATIVE))
 		return SC_ERANGE;
+	if ((flags & SC_QTY_WHOLE) && !is_whole(d->mant, shift, d->exp10 + exp10))
+		return SC_EPARSE;
 	int rc = scale(d->mant, shift, d->exp10 + exp10, &v);
 	if (rc)
 		return rc;
@@ -199,6 +214,27 @@ static int duration_unit(const char **p, int64_t *ms)
 	return SC_EPARSE;
 }
 
+/* Sums a sequence of <number><unit> in milliseconds, each part rounded up
+ * to a whole millisecond. */
+static int duration_parts_ms(const char *p, int64_t *ms)
+{
+	u128 total = 0;
+	while (*p) {
+		decimal_t d;
+		int64_t unit, part;
+		int rc;
+		if ((rc = parse_decimal(&p, false, &d)) || (rc = duration_unit(&p, &unit)))
+			return rc;
+		if ((rc = scale(d.mant * (u128)unit, 0, d.exp10, &part)))
+			return rc;
+		total += (u128)part;
+		if (total > (u128)INT64_MAX)
+			return SC_ERANGE;
+	}
+	*ms = (int64_t)total;
+	return 0;
+}
+
 int sc_quantity_duration(const char *s, int64_t *seconds)
 {
 	if (!s || !*s)
@@ -213,22 +249,27 @@ int sc_quantity_duration(const char *s, int64_t *seconds)
 		return rc;
 	if (*p == '\0')
 		return scale(d.mant, 0, d.exp10, seconds);
-
-	/* Otherwise a sequence of <number><unit>, summed in milliseconds. */
-	u128 total = 0;
-	p = s;
-	while (*p) {
-		int64_t unit, part;
-		if ((rc = parse_decimal(&p, false, &d)) || (rc = duration_unit(&p, &unit)))
-			return rc;
-		if ((rc = scale(d.mant * (u128)unit, 0, d.exp10, &part)))
-			return rc;
-		total += (u128)part;
-		if (total > (u128)INT64_MAX)
-			return SC_ERANGE;
-	}
-	*seconds = (int64_t)(total / 1000 + (total % 1000 != 0));
+	int64_t ms;
+	if ((rc = duration_parts_ms(s, &ms)))
+		return rc;
+	*seconds = ms / 1000 + (ms % 1000 != 0);
 	return 0;
+}
+
+int sc_quantity_duration_ms(const char *s, int64_t *ms)
+{
+	if (!s || !*s)
+		return SC_EPARSE;
+	if (*s == '-')
+		return SC_ERANGE;
+	decimal_t d;
+	const char *p = s;
+	int rc = parse_decimal(&p, false, &d);
+	if (rc)
+		return rc;
+	if (*p == '\0')
+		return scale(d.mant, 0, d.exp10 + 3, ms);
+	return duration_parts_ms(s, ms);
 }
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (the well-known

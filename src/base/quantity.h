@@ -23,11 +23,14 @@
 /* Flags for the cpu and memory parsers. */
 enum {
 	SC_QTY_NEGATIVE = 1, /* accept a leading '-' (queue quota -1 etc.) */
+	SC_QTY_WHOLE = 2,    /* refuse a value that is not a whole unit ("1.5" bytes) */
 };
 
 int sc_quantity_cpu(const char *s, unsigned flags, int64_t *milli);
 int sc_quantity_memory(const char *s, unsigned flags, int64_t *bytes);
 int sc_quantity_duration(const char *s, int64_t *seconds);
+/* The same grammar in milliseconds (a plain number is still seconds). */
+int sc_quantity_duration_ms(const char *s, int64_t *ms);
 int sc_quantity_time(const char *s, int64_t *epoch);
 
 /* Formats an epoch as RFC 3339 UTC ("2026-11-29T10:00:00Z") into buf, which

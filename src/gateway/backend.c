@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "gateway/gw_int.h"
 #include "starcloud/error.h"
 
@@ -202,7 +203,7 @@ void sc__gw_backend_result(sc_gw_t *gw, gw_backend_t *b, int ok)
 	b->ejected_until = sc__gw_now_ms(gw) + d;
 	b->consec_fail = 0;
 	sc__gw_stats_ejection(b->stats);
-	sc__gw_log("ejected %s (%s:%s) for %llu ms after %d consecutive failures", b->id,
+	sc_log_warn("ejected %s (%s:%s) for %llu ms after %d consecutive failures", b->id,
 		   b->model, b->version, (unsigned long long)d, gw->o.eject_after);
 }
 
@@ -222,7 +223,7 @@ static void probe_done(sc_hcli_req_t *r, int err, void *ud)
 	b->probing = 0;
 	int ok = err == 0 && sc_hcli_status(r) == 200;
 	if (!b->gone && ok != b->ready) {
-		sc__gw_log("replica %s (%s:%s) is %s", b->id, b->model, b->version,
+		sc_log_info("replica %s (%s:%s) is %s", b->id, b->model, b->version,
 			   ok ? "ready again" : "not ready");
 		/* A passing probe does not lift an ejection early: the
 		 * backend answered a probe, not traffic. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "gateway/gw_int.h"
 #include "starcloud/error.h"
 
@@ -45,7 +46,7 @@ static void finish(sc_gw_t *gw, gw_rollout_t *ro, int state, const char *reason)
 	ro->weight = state == RO_PROMOTED ? 100 : 0;
 	snprintf(ro->reason, sizeof(ro->reason), "%s", reason);
 	uv_timer_stop(&ro->timer);
-	sc__gw_log("rollout %s %s -> %s: %s (%s)", ro->model, ro->stable, ro->canary,
+	sc_log_info("rollout %s %s -> %s: %s (%s)", ro->model, ro->stable, ro->canary,
 		   state_names[state], reason);
 	if (state == RO_ROLLED_BACK)
 		sc__gw_stats_rollback(sc__gw_stats(gw, ro->model, ro->canary));
@@ -84,7 +85,7 @@ static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
 	case SC_CANARY_ADVANCE:
 		ro->step++;
 		ro->weight = ro->steps[ro->step];
-		sc__gw_log("rollout %s: canary %s at %d %%", ro->model, ro->canary, ro->weight);
+		sc_log_info("rollout %s: canary %s at %d %%", ro->model, ro->canary, ro->weight);
 		return;
 	default:
 		return; /* hold the step */
@@ -139,7 +140,7 @@ gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *sta
 	memset(ro->cur, 0, sizeof(ro->cur));
 	memset(ro->last, 0, sizeof(ro->last));
 	uv_timer_start(&ro->timer, on_window, window_ms, window_ms);
-	sc__gw_log("rollout %s: %s -> %s, canary at %d %%, window %llu ms, max error rate %.3f",
+	sc_log_info("rollout %s: %s -> %s, canary at %d %%, window %llu ms, max error rate %.3f",
 		   model, stable, canary, ro->weight, (unsigned long long)window_ms,
 		   max_error_rate);
 	return ro;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "gateway/gw_int.h"
 #include "starcloud/error.h"
 
@@ -83,7 +84,7 @@ void sc__gw_server_next(sc_gw_t *gw)
 	if (gw->o.nservers < 2)
 		return;
 	gw->server_idx = (gw->server_idx + 1) % gw->o.nservers;
-	sc__gw_log("control plane: trying %s", sc__gw_server(gw));
+	sc_log_info("control plane: trying %s", sc__gw_server(gw));
 }
 
 static int role_of(const char *r)
@@ -112,7 +113,7 @@ static void add_endpoint(sc_gw_t *gw, const char *dep, const char *model, const 
 	const char *path;
 	if (!url || role < 0 || strlen(url) >= sizeof(d.url) ||
 	    sc_hcli_parse_url(url, host, sizeof(host), &port, &path) < 0) {
-		sc__gw_log("deployment %s: skipping an endpoint with a bad url or role", dep);
+		sc_log_warn("deployment %s: skipping an endpoint with a bad url or role", dep);
 		return;
 	}
 	snprintf(d.model, sizeof(d.model), "%s", model);
@@ -160,7 +161,7 @@ static void rollout_from(sc_gw_t *gw, const char *dep, const char *model, const 
 	}
 	uint64_t win = gw->o.window_ms;
 	const char *ws = json_string_value(json_object_get(ro, "analysisWindow"));
-	if (ws && sc__gw_parse_duration_ms(ws, &win) < 0)
+	if (ws && sc_parse_duration_ms(ws, 0, GW_MAX_DURATION_MS, &win) < 0)
 		win = gw->o.window_ms;
 	json_t *me = json_object_get(ro, "maxErrorRate");
 	double mer = json_is_number(me) ? json_number_value(me) : gw->o.max_error_rate;
@@ -213,7 +214,7 @@ static int w_head(sc_hcli_req_t *r, int status, void *ud)
 	control_t *ct = ud;
 	ct->status = status;
 	if (status != 200) {
-		sc__gw_log("control plane watch: HTTP %d", status);
+		sc_log_warn("control plane watch: HTTP %d", status);
 		return 0;
 	}
 	json_object_clear(ct->deps);
@@ -344,7 +345,7 @@ static void report_done(sc_hcli_req_t *r, int err, void *ud)
 		return;
 	}
 	if (err < 0 || status >= 300)
-		sc__gw_log("control plane: rollout report failed (%s)",
+		sc_log_warn("control plane: rollout report failed (%s)",
 			   err < 0 ? sc_strerror(err) : "HTTP error");
 	free(rp->body);
 	free(rp);
@@ -366,7 +367,7 @@ static void report_send(report_t *rp)
 				.cbs = {.on_done = report_done},
 				.ud = rp};
 	if (sc_hcli_start(gw->hc, &call, NULL) < 0) {
-		sc__gw_log("control plane: bad server URL %s", sc__gw_server(gw));
+		sc_log_error("control plane: bad server URL %s", sc__gw_server(gw));
 		free(rp->body);
 		free(rp);
 	}

@@ -6,12 +6,13 @@
  * a bad flag or file changes nothing and exits 2 naming the field. */
 #include "gateway/gateway.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/parse.h"
 #include "base/yamljson.h"
 #include "gateway/gw_int.h"
 #include "gateway/proxy.h"
@@ -39,21 +40,6 @@ uint64_t sc__gw_rand(sc_gw_t *gw)
 	return x * 0x2545F4914F6CDD1Dull;
 }
 
-void sc__gw_log(const char *fmt, ...)
-{
-	char ts[32];
-	time_t t = time(NULL);
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "%s gateway: ", ts);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
 void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *msg)
 {
 	json_t *e = json_pack("{s:{s:s,s:s,s:n,s:i}}", "error", "message", msg, "type", type,
@@ -64,45 +50,23 @@ void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *ms
 	free(s);
 }
 
-int sc__gw_parse_duration_ms(const char *s, uint64_t *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-	if (end == s || v < 0)
-		return SC_EINVAL;
-	double mul = 1000;
-	if (strcmp(end, "ms") == 0)
-		mul = 1;
-	else if (strcmp(end, "s") == 0 || *end == '\0')
-		mul = 1000;
-	else if (strcmp(end, "m") == 0)
-		mul = 60000;
-	else if (strcmp(end, "h") == 0)
-		mul = 3600000;
-	else
-		return SC_EINVAL;
-	if (v * mul > 86400000.0 * 7)
-		return SC_ERANGE;
-	*out = (uint64_t)(v * mul);
-	return 0;
-}
-
 int sc__gw_parse_steps(const char *s, int *steps, size_t *n)
 {
+	char step[16];
 	*n = 0;
-	const char *p = s;
-	while (*p) {
-		char *end;
-		long v = strtol(p, &end, 10);
-		if (end == p || v < 1 || v > 100 || *n == GW_MAX_STEPS ||
-		    (*n && v <= steps[*n - 1]))
+	while (*s) {
+		size_t len = strcspn(s, ",/");
+		int v;
+		if (len >= sizeof(step) || *n == GW_MAX_STEPS)
 			return SC_EINVAL;
-		steps[(*n)++] = (int)v;
-		p = end;
-		if (*p == ',' || *p == '/')
-			p++;
-		else if (*p)
+		memcpy(step, s, len);
+		step[len] = '\0';
+		if (sc_parse_int(step, 1, 100, &v) < 0 || (*n && v <= steps[*n - 1]))
 			return SC_EINVAL;
+		steps[(*n)++] = v;
+		s += len;
+		if (*s && !*++s)
+			return SC_EINVAL; /* a trailing separator */
 	}
 	return *n && steps[*n - 1] == 100 ? 0 : SC_EINVAL;
 }
@@ -181,9 +145,15 @@ int sc__gw_parse_backend(const char *spec, gw_backend_t *b, char *err, size_t er
 		else if (kl == 4 && strncmp(p, "role", 4) == 0)
 			rc = (b->role = role_parse(v, vl)) < 0 ? SC_EINVAL : 0;
 		else if (kl == 6 && strncmp(p, "weight", 6) == 0) {
-			char *end;
-			b->weight = strtod(v, &end);
-			rc = end != v + vl || b->weight <= 0 || b->weight > 1000 ? SC_EINVAL : 0;
+			char w[32];
+			rc = vl < sizeof(w) ? 0 : SC_EINVAL;
+			if (rc == 0) {
+				memcpy(w, v, vl);
+				w[vl] = '\0';
+				rc = sc_parse_num(w, 0, 1000, &b->weight);
+			}
+			if (rc == 0 && b->weight == 0)
+				rc = SC_EINVAL;
 		} else {
 			snprintf(err, errsz, "unknown field \"%.*s\"", (int)kl, p);
 			return SC_EINVAL;
@@ -225,14 +195,9 @@ static int parse_rollout_field(rollout_desc_t *d, const char *k, size_t kl, cons
 	if (kl == 5 && strncmp(k, "steps", 5) == 0)
 		return sc__gw_parse_steps(val, d->steps, &d->nsteps);
 	if (kl == 6 && strncmp(k, "window", 6) == 0)
-		return sc__gw_parse_duration_ms(val, &d->window_ms) < 0 || d->window_ms < 50
-			       ? SC_EINVAL
-			       : 0;
-	if (kl == 14 && strncmp(k, "max-error-rate", 14) == 0) {
-		char *end;
-		d->max_error_rate = strtod(val, &end);
-		return *end || d->max_error_rate < 0 || d->max_error_rate > 1 ? SC_EINVAL : 0;
-	}
+		return sc_parse_duration_ms(val, 50, GW_MAX_DURATION_MS, &d->window_ms);
+	if (kl == 14 && strncmp(k, "max-error-rate", 14) == 0)
+		return sc_parse_num(val, 0, 1, &d->max_error_rate);
 	return SC_ENOTFOUND;
 }
 
@@ -288,197 +253,113 @@ typedef struct args {
 	const char *config;
 } args_t;
 
-static void usage(FILE *f)
+static int backend_flag(void *opts, const char *v, char *err, size_t errsz)
 {
-	fprintf(f,
-		"usage: starcloud gateway [options]\n"
-		"  --listen HOST:PORT        where to serve (default 127.0.0.1:8080)\n"
-		"  --backend SPEC            model=NAME,version=V,url=http://HOST:PORT\n"
-		"                            [,role=both|prefill|decode][,weight=W] (repeatable)\n"
-		"  --config FILE             JSON or YAML: {backends: [...], rollouts: [...]}\n"
-		"  --rollout SPEC            model=M,stable=V1,canary=V2[,steps=10/50/100]\n"
-		"                            [,window=60s][,max-error-rate=0.05][,deployment=NAME]\n"
-		"  --server URL[,URL...] --token T  watch deployments on the control plane\n"
-		"                             (the next server when one is down or a follower)\n"
-		"  --otlp URL                export spans to URL/v1/traces (OTLP/HTTP JSON)\n"
-		"  --timeout DUR             whole request (default 60s)\n"
-		"  --attempt-timeout DUR     one upstream attempt, inactivity (default: --timeout)\n"
-		"  --max-inflight N          requests per replica before 429 (default 128)\n"
-		"  --max-retries N           per request (default 2)\n"
-		"  --retry-budget F          retries in flight / active requests (default 0.2, min 3)\n"
-		"  --eject-after N           consecutive failures (default 5)\n"
-		"  --eject-time DUR          base ejection, x ejections, max 300s (default 30s)\n"
-		"  --probe-interval DUR      readiness probes, 0 = off (default 2s)\n"
-		"  --prefill-failure fail|retry   (default retry)\n"
-		"  --analysis-window DUR     default rollout window (default 60s)\n"
-		"  --max-error-rate F        default rollout threshold (default 0.05)\n"
-		"  --max-body BYTES          largest request body (default 4194304)\n");
-}
-
-static int parse_listen(const char *s, gw_opts_t *o)
-{
-	const char *colon = strrchr(s, ':');
-	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(o->host))
+	args_t *a = opts;
+	if (a->nbackends == MAX_FLAGS) {
+		snprintf(err, errsz, "at most %d", MAX_FLAGS);
+		return SC_ELIMIT;
+	}
+	char why[256];
+	if (sc__gw_parse_backend(v, &a->backends[a->nbackends], why, sizeof(why)) < 0) {
+		snprintf(err, errsz, "\"%s\": %s", v, why);
 		return SC_EINVAL;
-	char *end;
-	long port = strtol(colon + 1, &end, 10);
-	if (*end || colon[1] == '\0' || port < 0 || port > 65535)
-		return SC_EINVAL;
-	snprintf(o->host, sizeof(o->host), "%.*s", (int)(colon - s), s);
-	o->port = (int)port;
+	}
+	a->nbackends++;
 	return 0;
 }
 
-static void defaults(gw_opts_t *o)
+/* Rollouts are parsed once the defaults they inherit are final. */
+static int rollout_flag(void *opts, const char *v, char *err, size_t errsz)
 {
-	memset(o, 0, sizeof(*o));
-	parse_listen("127.0.0.1:8080", o);
-	o->timeout_ms = 60000;
-	o->max_inflight = 128;
-	o->max_retries = 2;
-	o->retry_budget = 0.2;
+	args_t *a = opts;
+	if (a->nrollouts == 16) {
+		snprintf(err, errsz, "at most 16");
+		return SC_ELIMIT;
+	}
+	a->rollout_specs[a->nrollouts++] = v;
+	return 0;
+}
+
+#define WEEK_MS 604800000.0
+
+static const sc_flag_t gw_flags[] = {
+	{.name = "--listen", SC_FLAG_AT(ADDR, args_t, o.listen), .def = "127.0.0.1:8080",
+	 .help = "where to serve"},
+	{.name = "--backend", .kind = SC_FLAG_FUNC, .fn = backend_flag, .meta = "SPEC",
+	 .flags = SC_FLAG_REPEAT,
+	 .help = "model=NAME,version=V,url=http://HOST:PORT\n[,role=both|prefill|decode][,weight=W]"},
+	{.name = "--config", SC_FLAG_AT(STR, args_t, config), .meta = "FILE",
+	 .help = "JSON or YAML: {backends: [...], rollouts: [...]}"},
+	{.name = "--rollout", .kind = SC_FLAG_FUNC, .fn = rollout_flag, .meta = "SPEC",
+	 .flags = SC_FLAG_REPEAT,
+	 .help = "model=M,stable=V1,canary=V2[,steps=10/50/100]\n"
+		 "[,window=60s][,max-error-rate=0.05][,deployment=NAME]"},
+	{.name = "--server", SC_FLAG_TEXT_AT(args_t, o.server), .meta = "URL[,URL...]",
+	 .help = "watch deployments on the control plane (the next\nserver when one is down or a "
+		 "follower)"},
+	{.name = "--token", SC_FLAG_TEXT_AT(args_t, o.token), .meta = "T",
+	 .env = "STARCLOUD_TOKEN", .help = "the control plane's API token"},
+	{.name = "--otlp", SC_FLAG_TEXT_AT(args_t, o.otlp), .meta = "URL",
+	 .help = "export spans to URL/v1/traces (OTLP/HTTP JSON)"},
+	{.name = "--timeout", SC_FLAG_AT(DURATION, args_t, o.timeout_ms), .max = WEEK_MS,
+	 .def = "60s", .help = "whole request"},
+	{.name = "--attempt-timeout", SC_FLAG_AT(DURATION, args_t, o.attempt_timeout_ms),
+	 .max = WEEK_MS, .help = "one upstream attempt, inactivity (default: --timeout)"},
+	{.name = "--max-inflight", SC_FLAG_AT(INT, args_t, o.max_inflight), .min = 1, .max = 1e6,
+	 .def = "128", .help = "requests per replica before 429"},
+	{.name = "--max-retries", SC_FLAG_AT(INT, args_t, o.max_retries), .min = 0, .max = 10,
+	 .def = "2", .help = "per request"},
+	{.name = "--retry-budget", SC_FLAG_AT(NUM, args_t, o.retry_budget), .min = 0, .max = 1,
+	 .def = "0.2", .help = "retries in flight / active requests (at least 3)"},
+	{.name = "--eject-after", SC_FLAG_AT(INT, args_t, o.eject_after), .min = 1, .max = 1000,
+	 .def = "5", .help = "consecutive failures"},
+	{.name = "--eject-time", SC_FLAG_AT(DURATION, args_t, o.eject_base_ms), .max = WEEK_MS,
+	 .def = "30s", .help = "base ejection, x ejections, max 300s"},
+	{.name = "--probe-interval", SC_FLAG_AT(DURATION, args_t, o.probe_interval_ms),
+	 .max = WEEK_MS, .def = "2s", .help = "readiness probes, 0 = off"},
+	{.name = "--prefill-failure", SC_FLAG_AT(CHOICE, args_t, o.prefill_retry),
+	 .choices = "fail|retry", .def = "retry",
+	 .help = "a failed prefill fails the request, or is retried"},
+	{.name = "--analysis-window", SC_FLAG_AT(DURATION, args_t, o.window_ms), .max = WEEK_MS,
+	 .def = "60s", .help = "default rollout window"},
+	{.name = "--max-error-rate", SC_FLAG_AT(NUM, args_t, o.max_error_rate), .min = 0,
+	 .max = 1, .def = "0.05", .help = "default rollout threshold"},
+	{.name = "--max-body", SC_FLAG_AT(SIZE, args_t, o.max_body), .min = 1024,
+	 .max = 64 << 20, .def = "4194304", .help = "largest request body"},
+};
+
+static const sc_command_t gw_cmd = {
+	.name = "gateway",
+	.about = "The serving gateway: balances, retries, ejects bad replicas, sheds load,\n"
+		 "runs canary rollouts and prefill/decode disaggregation (docs/GATEWAY.md).",
+	.flags = gw_flags,
+	.nflags = sizeof(gw_flags) / sizeof(gw_flags[0]),
+};
+
+/* Defaults that no flag sets. */
+static void fixed_defaults(gw_opts_t *o)
+{
 	o->retry_budget_min = 3;
-	o->eject_after = 5;
-	o->eject_base_ms = 30000;
 	o->eject_max_ms = 300000;
-	o->probe_interval_ms = 2000;
-	o->prefill_retry = 1;
-	o->max_body = 4u << 20;
 	o->max_response = 16u << 20;
-	o->window_ms = 60000;
-	o->max_error_rate = 0.05;
 	int st[] = {10, 50, 100};
 	memcpy(o->steps, st, sizeof(st));
 	o->nsteps = 3;
 }
 
-static int num_opt(const char *name, const char *v, double lo, double hi, double *out)
-{
-	char *end;
-	double x = strtod(v, &end);
-	if (end == v || *end || x < lo || x > hi) {
-		fprintf(stderr, "gateway: %s: expected a number in %g..%g, got \"%s\"\n", name, lo,
-			hi, v);
-		return SC_EINVAL;
-	}
-	*out = x;
-	return 0;
-}
-
-static int dur_opt(const char *name, const char *v, uint64_t *out)
-{
-	if (sc__gw_parse_duration_ms(v, out) < 0) {
-		fprintf(stderr, "gateway: %s: expected a duration like 30s or 500ms, got \"%s\"\n",
-			name, v);
-		return SC_EINVAL;
-	}
-	return 0;
-}
-
-static int str_opt(const char *name, const char *v, char *out, size_t outsz)
-{
-	if (strlen(v) >= outsz) {
-		fprintf(stderr, "gateway: %s: too long\n", name);
-		return SC_EINVAL;
-	}
-	snprintf(out, outsz, "%s", v);
-	return 0;
-}
-
-static int one_opt(args_t *a, const char *k, const char *v)
-{
-	gw_opts_t *o = &a->o;
-	double x;
-	char err[256];
-	int rc = 0;
-	if (strcmp(k, "--listen") == 0) {
-		if (parse_listen(v, o) < 0) {
-			fprintf(stderr, "gateway: --listen: expected HOST:PORT, got \"%s\"\n", v);
-			return SC_EINVAL;
-		}
-	} else if (strcmp(k, "--backend") == 0) {
-		if (a->nbackends == MAX_FLAGS ||
-		    sc__gw_parse_backend(v, &a->backends[a->nbackends], err, sizeof(err)) < 0) {
-			fprintf(stderr, "gateway: --backend \"%s\": %s\n", v,
-				a->nbackends == MAX_FLAGS ? "too many" : err);
-			return SC_EINVAL;
-		}
-		a->nbackends++;
-	} else if (strcmp(k, "--rollout") == 0) {
-		if (a->nrollouts == 16) {
-			fprintf(stderr, "gateway: --rollout: at most 16\n");
-			return SC_EINVAL;
-		}
-		a->rollout_specs[a->nrollouts++] = v; /* parsed once defaults are final */
-	} else if (strcmp(k, "--config") == 0) {
-		a->config = v;
-	} else if (strcmp(k, "--server") == 0) {
-		rc = str_opt(k, v, o->server, sizeof(o->server));
-	} else if (strcmp(k, "--token") == 0) {
-		rc = str_opt(k, v, o->token, sizeof(o->token));
-	} else if (strcmp(k, "--otlp") == 0) {
-		rc = str_opt(k, v, o->otlp, sizeof(o->otlp));
-	} else if (strcmp(k, "--timeout") == 0) {
-		rc = dur_opt(k, v, &o->timeout_ms);
-	} else if (strcmp(k, "--attempt-timeout") == 0) {
-		rc = dur_opt(k, v, &o->attempt_timeout_ms);
-	} else if (strcmp(k, "--eject-time") == 0) {
-		rc = dur_opt(k, v, &o->eject_base_ms);
-	} else if (strcmp(k, "--probe-interval") == 0) {
-		rc = dur_opt(k, v, &o->probe_interval_ms);
-	} else if (strcmp(k, "--analysis-window") == 0) {
-		rc = dur_opt(k, v, &o->window_ms);
-	} else if (strcmp(k, "--max-inflight") == 0) {
-		if ((rc = num_opt(k, v, 1, 1e6, &x)) == 0)
-			o->max_inflight = (int)x;
-	} else if (strcmp(k, "--max-retries") == 0) {
-		if ((rc = num_opt(k, v, 0, 10, &x)) == 0)
-			o->max_retries = (int)x;
-	} else if (strcmp(k, "--retry-budget") == 0) {
-		rc = num_opt(k, v, 0, 1, &o->retry_budget);
-	} else if (strcmp(k, "--eject-after") == 0) {
-		if ((rc = num_opt(k, v, 1, 1000, &x)) == 0)
-			o->eject_after = (int)x;
-	} else if (strcmp(k, "--max-error-rate") == 0) {
-		rc = num_opt(k, v, 0, 1, &o->max_error_rate);
-	} else if (strcmp(k, "--max-body") == 0) {
-		if ((rc = num_opt(k, v, 1024, 64 << 20, &x)) == 0)
-			o->max_body = (size_t)x;
-	} else if (strcmp(k, "--prefill-failure") == 0) {
-		if (strcmp(v, "fail") != 0 && strcmp(v, "retry") != 0) {
-			fprintf(stderr, "gateway: --prefill-failure: expected fail or retry\n");
-			return SC_EINVAL;
-		}
-		o->prefill_retry = strcmp(v, "retry") == 0;
-	} else {
-		fprintf(stderr, "gateway: unknown option \"%s\"\n", k);
-		return SC_EINVAL;
-	}
-	return rc;
-}
-
 static int parse_args(int argc, char **argv, args_t *a)
 {
-	defaults(&a->o);
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			return 1;
-		}
-		if (i + 1 >= argc) {
-			fprintf(stderr, "gateway: option \"%s\" needs a value\n", argv[i]);
-			return SC_EINVAL;
-		}
-		int rc = one_opt(a, argv[i], argv[i + 1]);
-		if (rc < 0)
-			return rc;
-		i++;
-	}
+	fixed_defaults(&a->o);
+	int rc = sc_flags_parse(&gw_cmd, a, argc, argv, NULL);
+	if (rc != 0)
+		return rc;
 	char err[256];
 	size_t n = a->nrollouts;
 	for (size_t i = 0; i < n; i++) {
 		if (parse_rollout(&a->o, a->rollout_specs[i], &a->rollouts[i], err, sizeof(err)) < 0) {
-			fprintf(stderr, "gateway: --rollout \"%s\": %s\n", a->rollout_specs[i], err);
+			fprintf(stderr, "starcloud gateway: --rollout \"%s\": %s\n",
+				a->rollout_specs[i], err);
 			return SC_EINVAL;
 		}
 	}
@@ -486,13 +367,8 @@ static int parse_args(int argc, char **argv, args_t *a)
 		a->o.attempt_timeout_ms = a->o.timeout_ms;
 	char serr[GW_MAX_URL + 64];
 	if (a->o.server[0] && sc__gw_parse_servers(&a->o, serr, sizeof(serr)) < 0) {
-		fprintf(stderr, "gateway: --server: %s\n", serr);
+		fprintf(stderr, "starcloud gateway: --server: %s\n", serr);
 		return SC_EINVAL;
-	}
-	if (a->o.server[0] && !a->o.token[0]) {
-		const char *t = getenv("STARCLOUD_TOKEN");
-		if (t)
-			snprintf(a->o.token, sizeof(a->o.token), "%s", t);
 	}
 	return 0;
 }
@@ -516,7 +392,7 @@ static int config_backend(args_t *a, json_t *e, size_t i)
 			 json_number_value(w));
 	if (a->nbackends == MAX_FLAGS ||
 	    sc__gw_parse_backend(spec, &a->backends[a->nbackends], err, sizeof(err)) < 0) {
-		fprintf(stderr, "gateway: %s: backends[%zu]: %s\n", a->config, i,
+		fprintf(stderr, "starcloud gateway: %s: backends[%zu]: %s\n", a->config, i,
 			a->nbackends == MAX_FLAGS ? "too many" : err);
 		return SC_EINVAL;
 	}
@@ -546,7 +422,7 @@ static int config_rollout(args_t *a, json_t *e, size_t i)
 			 json_number_value(mer));
 	if (a->nrollouts == 16 ||
 	    parse_rollout(&a->o, spec, &a->rollouts[a->nrollouts], err, sizeof(err)) < 0) {
-		fprintf(stderr, "gateway: %s: rollouts[%zu]: %s\n", a->config, i,
+		fprintf(stderr, "starcloud gateway: %s: rollouts[%zu]: %s\n", a->config, i,
 			a->nrollouts == 16 ? "too many" : err);
 		return SC_EINVAL;
 	}
@@ -558,7 +434,7 @@ static int load_config(args_t *a)
 {
 	FILE *f = fopen(a->config, "rb");
 	if (!f) {
-		fprintf(stderr, "gateway: cannot read %s\n", a->config);
+		fprintf(stderr, "starcloud gateway: cannot read %s\n", a->config);
 		return SC_EIO;
 	}
 	static char text[MAX_CONFIG];
@@ -568,13 +444,13 @@ static int load_config(args_t *a)
 	sc_yj_error_t yerr;
 	int rc = sc_yj_load(text, len, NULL, &docs, &yerr);
 	if (rc < 0) {
-		fprintf(stderr, "gateway: %s:%d:%d: %s\n", a->config, yerr.line, yerr.col, yerr.msg);
+		fprintf(stderr, "starcloud gateway: %s:%d:%d: %s\n", a->config, yerr.line, yerr.col, yerr.msg);
 		return SC_EPARSE;
 	}
 	json_t *doc = sc_yj_count(docs) ? sc_yj_doc(docs, 0) : NULL;
 	json_t *bs = json_object_get(doc, "backends"), *rs = json_object_get(doc, "rollouts");
 	if (!json_is_object(doc) || (bs && !json_is_array(bs)) || (rs && !json_is_array(rs))) {
-		fprintf(stderr, "gateway: %s: expected an object with arrays backends and rollouts\n",
+		fprintf(stderr, "starcloud gateway: %s: expected an object with arrays backends and rollouts\n",
 			a->config);
 		rc = SC_EINVAL;
 		goto out;
@@ -595,7 +471,7 @@ out:
 static void on_signal(uv_signal_t *h, int signum)
 {
 	sc_gw_t *gw = h->data;
-	sc__gw_log("signal %d, shutting down", signum);
+	sc_log_info("signal %d, shutting down", signum);
 	sc__gw_proxy_shutdown(gw);
 	sc_http_server_close(gw->http);
 	gw->http = NULL;
@@ -640,8 +516,8 @@ static int setup(sc_gw_t *gw, args_t *a)
 		rc = sc__gw_admin_routes(gw);
 	if (rc < 0)
 		return rc;
-	if ((rc = sc_http_listen(gw->http, a->o.host, a->o.port)) < 0) {
-		fprintf(stderr, "gateway: cannot listen on %s:%d\n", a->o.host, a->o.port);
+	if ((rc = sc_http_listen(gw->http, a->o.listen.host, a->o.listen.port)) < 0) {
+		sc_log_error("cannot listen on %s:%d", a->o.listen.host, a->o.listen.port);
 		return rc;
 	}
 	sc__gw_trace_init(gw);
@@ -668,6 +544,7 @@ int sc_gateway_main(int argc, char **argv)
 {
 	static args_t a; /* large: backends and rollouts from flags */
 	memset(&a, 0, sizeof(a));
+	sc_log_open("gateway");
 	int rc = parse_args(argc, argv, &a);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
@@ -680,10 +557,10 @@ int sc_gateway_main(int argc, char **argv)
 	gw.loop = &loop;
 	rc = setup(&gw, &a);
 	if (rc < 0) {
-		fprintf(stderr, "gateway: start-up failed: %s\n", sc_strerror(rc));
+		sc_log_error("start-up failed: %s", sc_strerror(rc));
 		return 1;
 	}
-	printf("starcloud gateway listening on http://%s:%d (%zu backends)\n", a.o.host,
+	printf("starcloud gateway listening on http://%s:%d (%zu backends)\n", a.o.listen.host,
 	       sc_http_port(gw.http), gw.nbe);
 	fflush(stdout);
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -23,6 +23,7 @@
 #include "net/http.h"
 #include "net/hclient.h"
 #include "starcloud/buf.h"
+#include "base/parse.h"
 #include "base/serve.h"
 
 #define GW_MAX_NAME 128
@@ -93,8 +94,7 @@ typedef struct gw_rollout {
 } gw_rollout_t;
 
 typedef struct gw_opts {
-	char host[64];
-	int port;
+	sc_hostport_t listen;
 	uint64_t timeout_ms;        /* whole request */
 	uint64_t attempt_timeout_ms;/* one upstream attempt, inactivity */
 	int max_inflight;           /* per replica, then 429 */
@@ -151,7 +151,6 @@ typedef struct sc_gw {
 /* ---- gateway.c ---- */
 uint64_t sc__gw_now_ms(const sc_gw_t *gw);
 uint64_t sc__gw_rand(sc_gw_t *gw);
-void sc__gw_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Answers {"error":{"code","type","message"}} (OpenAI shape; KServe clients
  * read the same "error" key). */
 void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *msg);
@@ -159,8 +158,8 @@ void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *ms
  * description; errors name the field. */
 int sc__gw_parse_backend(const char *spec, gw_backend_t *out, char *err, size_t errsz);
 
-/* "60s", "500ms", "2m", "1h" or plain seconds; SC_EINVAL otherwise. */
-int sc__gw_parse_duration_ms(const char *s, uint64_t *out);
+/* The longest duration any gateway setting takes (a week). */
+#define GW_MAX_DURATION_MS (7 * 86400000ull)
 /* Parses "10,50,100" (or '/' separated) percent steps ending at 100. */
 int sc__gw_parse_steps(const char *s, int *steps, size_t *n);
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "gateway/proxy.h"
 #include "starcloud/error.h"
 
@@ -46,7 +47,7 @@ static void prefill_failed(gw_req_t *q, const char *why)
 {
 	snprintf(q->last_err, sizeof(q->last_err), "prefill on %s failed: %s",
 		 q->be ? q->be->id : "?", why);
-	sc__gw_log("%s", q->last_err);
+	sc_log_warn("%s", q->last_err);
 	if (q->gw->o.prefill_retry && sc__gw_may_retry(q)) {
 		prefill_try(q);
 		return;
@@ -166,7 +167,7 @@ void sc__gw_pd_kv_lost(gw_req_t *q)
 		sc__gw_fail(q, 502, "prefill_failed", q->last_err);
 		return;
 	}
-	sc__gw_log("%s; prefilling again", q->last_err);
+	sc_log_warn("%s; prefilling again", q->last_err);
 	q->role = GW_ROLE_PREFILL;
 	q->ntried = 0;
 	prefill_try(q);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "gateway/proxy.h"
 #include "starcloud/error.h"
 #include "base/jscan.h"
@@ -559,7 +560,7 @@ static void resume_or_fail(gw_req_t *q)
 		resumable = 0; /* without token ids a decode cannot skip what was sent */
 	if (resumable && q->resumes < q->gw->o.max_retries + 1 && sc__gw_may_retry(q)) {
 		q->resumes++;
-		sc__gw_log("stream from %s broke after %d chunks; continuing elsewhere",
+		sc_log_warn("stream from %s broke after %d chunks; continuing elsewhere",
 			   q->be->id, q->ntok);
 		sc__gw_attempt(q);
 		return;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/log.h"
 #include "gateway/gw_int.h"
 
 #define MAX_PENDING 8192
@@ -150,7 +151,7 @@ void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind
 static void export_done(sc_hcli_req_t *r, int err, void *ud)
 {
 	if (err < 0 || sc_hcli_status(r) >= 300)
-		sc__gw_log("otlp export failed: %s", err < 0 ? "connection error" : "HTTP error");
+		sc_log_warn("otlp export failed: %s", err < 0 ? "connection error" : "HTTP error");
 }
 
 static void flush(sc_gw_t *gw)
@@ -179,7 +180,7 @@ static void flush(sc_gw_t *gw)
 				.timeout_ms = 5000,
 				.cbs = {.on_done = export_done}};
 	if (sc_hcli_start(gw->hc, &call, NULL) < 0)
-		sc__gw_log("otlp export: bad collector URL %s", gw->o.otlp);
+		sc_log_error("otlp export: bad collector URL %s", gw->o.otlp);
 	t->exported += json_array_size(batch);
 	free(body);
 }

@@ -157,10 +157,18 @@ def test_bad_flags_exit_2(procs):
     from conftest import BIN
     for args in (["--backend", "model=m,version=1"], ["--backend", "model=m,version=1,url=ftp://x"],
                  ["--rollout", "model=m,stable=1,canary=1"], ["--timeout", "soon"],
-                 ["--rollout", "model=m,stable=1,canary=2,steps=50/10"], ["--bogus", "1"]):
+                 ["--rollout", "model=m,stable=1,canary=2,steps=50/10"], ["--bogus", "1"],
+                 # NaN, fractions where whole numbers are meant, trailing junk (issue 21):
+                 # a NaN threshold would mean a canary that never rolls back.
+                 ["--timeout", "nan"], ["--max-retries", "nan"], ["--max-error-rate", "nan"],
+                 ["--max-inflight", "2.7"], ["--max-retries", "1x"], ["--retry-budget", "inf"],
+                 ["--max-body", "65536.5"], ["--listen", "127.0.0.1:80x"],
+                 ["--rollout", "model=m,stable=1,canary=2,max-error-rate=nan"],
+                 ["--rollout", "model=m,stable=1,canary=2,window=nan"],
+                 ["--backend", "model=m,version=1,url=http://127.0.0.1:1,weight=nan"]):
         p = subprocess.run([BIN, "gateway"] + args, capture_output=True, text=True, timeout=5)
         assert p.returncode == 2, (args, p.stderr)
-        assert "gateway:" in p.stderr
+        assert "gateway:" in p.stderr and args[0] in p.stderr, (args, p.stderr)
 
 
 class BigAnswer(BaseHTTPRequestHandler):
