@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "base/log.h"
 #include "agent/agent_opts.h"
 #include "agent/pod.h"
 #include "agent/podenv.h"
@@ -22,16 +23,6 @@
 #define REPORT_DELAY_MS 20
 #define TICK_MS 1000
 #define GC_EVERY_TICKS 600 /* old pod folders: checked every ten minutes */
-
-void sc__agent_log(sc_agent_t *a, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "agent %s: %s\n", a->o.name, msg);
-}
 
 uint64_t sc__agent_now_ms(sc_agent_t *a)
 {
@@ -111,7 +102,7 @@ static void on_report(int status, const char *body, size_t len, void *ud)
 		int was_fenced = a->fenced;
 		a->fenced = 0;
 		if (a->hb_failing || lost || was_fenced) {
-			sc__agent_log(a, "server reachable again: listing and watching anew");
+			sc_log_info("server reachable again: listing and watching anew");
 			sc__sync_restart(a);
 		}
 		a->hb_failing = 0;
@@ -119,7 +110,7 @@ static void on_report(int status, const char *body, size_t len, void *ud)
 		fence_arm(a);
 	} else {
 		if (!a->hb_failing)
-			sc__agent_log(a, "heartbeat failed (%d%s)", status,
+			sc_log_warn("heartbeat failed (%d%s)", status,
 				      status < 0 ? ": server unreachable" : "");
 		a->hb_failing = 1;
 		/* Unreachable, or a follower (503): try the next server; the
@@ -181,7 +172,7 @@ static void on_fence(uv_timer_t *t)
 	if (a->fenced || a->stopping)
 		return;
 	a->fenced = 1;
-	sc__agent_log(a, "lease not renewed for %llu ms: stopping every pod (fencing)",
+	sc_log_warn("lease not renewed for %llu ms: stopping every pod (fencing)",
 		      (unsigned long long)(sc__agent_now_ms(a) - a->last_hb_ok));
 	for (sc_pod_t *p = a->pods, *next; p; p = next) {
 		next = p->next;
@@ -222,7 +213,7 @@ static void registered(sc_agent_t *a)
 	a->registered = 1;
 	a->last_hb_ok = a->report_sent = sc__agent_now_ms(a);
 	fence_arm(a);
-	sc__agent_log(a, "registered with %s (%d GPUs, %s)", a->server, a->gpus.count,
+	sc_log_info("registered with %s (%d GPUs, %s)", a->server, a->gpus.count,
 		      a->gpus.source);
 	uv_timer_start(&a->hb_timer, on_heartbeat, 0, a->o.heartbeat_ms);
 	sc__sync_start(a);
@@ -237,7 +228,7 @@ static void on_patched(int status, const char *body, size_t len, void *ud)
 		registered(a);
 		return;
 	}
-	sc__agent_log(a, "cannot update Node %s (%d): %.*s", a->o.name, status,
+	sc_log_warn("cannot update Node %s (%d): %.*s", a->o.name, status,
 		      (int)(len > 300 ? 300 : len), body);
 	uv_timer_start(&a->hb_timer, on_register_timer, a->o.heartbeat_ms, 0);
 }
@@ -261,7 +252,7 @@ static void on_created(int status, const char *body, size_t len, void *ud)
 		json_decref(n);
 		return;
 	}
-	sc__agent_log(a, "cannot register Node %s (%d): %.*s", a->o.name, status,
+	sc_log_warn("cannot register Node %s (%d): %.*s", a->o.name, status,
 		      (int)(len > 300 ? 300 : len), body);
 	uv_timer_start(&a->hb_timer, on_register_timer, a->o.heartbeat_ms, 0);
 }
@@ -314,7 +305,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	if (a->stopping)
 		return;
 	a->stopping = 1;
-	sc__agent_log(a, "signal %d: no new pods; %s", signum,
+	sc_log_info("signal %d: no new pods; %s", signum,
 		      a->o.drain ? "stopping every pod (--drain)" : "leaving running pods alone");
 	sc__sync_stop(a);
 	if (!a->o.drain) {
@@ -387,6 +378,9 @@ int sc_agent_main(int argc, char **argv)
 		free(a);
 		return rc > 0 ? 0 : 2;
 	}
+	char who[SC_AGENT_NAME_MAX + 8];
+	snprintf(who, sizeof(who), "agent %s", a->o.name);
+	sc_log_open(who);
 	a->server_idx = (size_t)-1;
 	sc__agent_next_server(a);
 	a->loop = uv_default_loop();

@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "agent/gpu.h"
+#include "base/parse.h"
 #include "net/http.h"
 #include "net/httpc.h"
 #include "starcloud/buf.h"
@@ -39,16 +40,15 @@ typedef struct sc_agent_opts {
 	const char *data_dir;
 	const char *nvml_lib;   /* NULL: libnvidia-ml.so.1 (or $STARCLOUD_NVML_LIB) */
 	const char *advertise;  /* host:port the server and CLI use to reach us */
-	char listen_host[64];
-	int listen_port;
+	sc_hostport_t listen;   /* the status port */
 	int64_t cpu_milli;
 	int64_t memory;
 	uint64_t heartbeat_ms;  /* lease renewal; the lease is 3 of these */
 	uint64_t backoff_base_ms, backoff_max_ms, backoff_reset_ms;
 	uint64_t grace_ms;      /* default termination grace period */
-	uint64_t log_max;       /* bytes per log file before rotation */
+	size_t log_max;         /* bytes per log file before rotation */
 	uint64_t pod_retention_ms; /* folders of finished pods kept this long */
-	size_t keep_pods;       /* and at most this many of them */
+	int keep_pods;          /* and at most this many of them */
 	int drain;              /* stop pods on SIGTERM */
 	int fence;              /* stop pods when the lease cannot be renewed */
 } sc_agent_opts_t;
@@ -95,7 +95,6 @@ struct sc_agent {
 /* ---- agent.c ---- */
 /* Asks for a status report soon (a pod changed). */
 void sc__agent_report_soon(sc_agent_t *a);
-void sc__agent_log(sc_agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 uint64_t sc__agent_now_ms(sc_agent_t *a);
 /* Moves a->server to the next URL of --server (HA control plane). */
 void sc__agent_next_server(sc_agent_t *a);

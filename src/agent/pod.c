@@ -1,6 +1,7 @@
 /* Pods: processes, restarts, graceful stops (see pod.h); the environment,
  * logs and cgroups a process starts with are in podenv.c. */
 #include "agent/pod.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -106,7 +107,7 @@ static void pod_finish(sc_pod_t *p)
 		close(p->log_fd);
 	sc__podenv_cgroup_remove(p);
 	sc__podstore_forget(p);
-	sc__agent_log(p->a, "pod %s/%s stopped", p->job, p->name);
+	sc_log_info("pod %s/%s stopped", p->job, p->name);
 	sc__agent_report_soon(p->a);
 	sc__sync_resync(p->a);
 	uv_close((uv_handle_t *)&p->timer, on_handle_closed);
@@ -198,7 +199,7 @@ static void adopted_exit(sc_pod_t *p)
 		return;
 	if (!killed)
 		set_message(p, "%s", "exited while adopted (status unknown)");
-	sc__agent_log(p->a, "pod %s/%s: %s", p->job, p->name, p->message);
+	sc_log_info("pod %s/%s: %s", p->job, p->name, p->message);
 	p->has_exit = 0;
 	p->restart_kill = 0;
 	after_exit(p, 1);
@@ -225,7 +226,7 @@ static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
 		set_message(p, "killed by signal %d", sig);
 	else
 		set_message(p, "exited with status %d", (int)status);
-	sc__agent_log(p->a, "pod %s/%s: %s", p->job, p->name, p->message);
+	sc_log_info("pod %s/%s: %s", p->job, p->name, p->message);
 	p->restart_kill = 0;
 	after_exit(p, failed);
 	changed(p);
@@ -266,7 +267,7 @@ static void start_probes(sc_pod_t *p)
 static void spawn_failed(sc_pod_t *p, const char *what, int err)
 {
 	set_message(p, "cannot start: %s: %s", what, uv_strerror(err));
-	sc__agent_log(p->a, "pod %s/%s: %s", p->job, p->name, p->message);
+	sc_log_info("pod %s/%s: %s", p->job, p->name, p->message);
 	p->has_exit = 1;
 	p->exit_code = 127;
 	after_exit(p, 1);
@@ -321,9 +322,9 @@ static void pod_spawn(sc_pod_t *p)
 	set_message(p, "%s", "");
 	sc__podenv_cgroup_enter(p, p->pid);
 	if (sc__podstore_save(p) < 0)
-		sc__agent_log(p->a, "pod %s/%s: cannot save its record: a restarted agent will not "
+		sc_log_warn("pod %s/%s: cannot save its record: a restarted agent will not "
 				    "adopt it", p->job, p->name);
-	sc__agent_log(p->a, "pod %s/%s started (pid %d, restarts %d)", p->job, p->name, p->pid,
+	sc_log_info("pod %s/%s started (pid %d, restarts %d)", p->job, p->name, p->pid,
 		      p->restarts);
 	start_probes(p);
 	changed(p);
@@ -426,9 +427,9 @@ sc_pod_t *sc__pod_adopt(sc_agent_t *a, json_t *rec)
 	p->state = SC_PS_RUNNING;
 	p->started_ms = sc__agent_now_ms(a);
 	if (sc__podenv_prepare(p) < 0)
-		sc__agent_log(a, "pod %s/%s: cannot open its log", p->job, p->name);
+		sc_log_warn("pod %s/%s: cannot open its log", p->job, p->name);
 	watch_adopted(p);
-	sc__agent_log(a, "pod %s/%s adopted (pid %d, restarts %d)", p->job, p->name, p->pid,
+	sc_log_info("pod %s/%s adopted (pid %d, restarts %d)", p->job, p->name, p->pid,
 		      p->restarts);
 	start_probes(p);
 	changed(p);
@@ -441,7 +442,7 @@ static void on_grace(uv_timer_t *t)
 {
 	sc_pod_t *p = t->data;
 	if (p->alive) {
-		sc__agent_log(p->a, "pod %s/%s: grace period over, SIGKILL", p->job, p->name);
+		sc_log_warn("pod %s/%s: grace period over, SIGKILL", p->job, p->name);
 		kill(-p->pid, SIGKILL);
 	}
 }
@@ -466,7 +467,7 @@ void sc__pod_stop(sc_pod_t *p, const char *reason)
 	if (p->stopping)
 		return;
 	p->stopping = 1;
-	sc__agent_log(p->a, "pod %s/%s: stopping (%s)", p->job, p->name, reason);
+	sc_log_info("pod %s/%s: stopping (%s)", p->job, p->name, reason);
 	uv_timer_stop(&p->timer);
 	for (int k = 0; k < SC_PROBE_KINDS; k++)
 		sc__probe_stop(p->probes[k]);
@@ -507,7 +508,7 @@ void sc__pod_probe_verdict(sc_pod_t *p, int kind, int ok, const char *msg)
 	/* Liveness or startup failed: restart the process. */
 	set_message(p, "%s probe failed: %s", kind == SC_PROBE_STARTUP ? "startup" : "liveness",
 		    msg);
-	sc__agent_log(p->a, "pod %s/%s: %s; killing it", p->job, p->name, p->message);
+	sc_log_info("pod %s/%s: %s; killing it", p->job, p->name, p->message);
 	p->restart_kill = 1;
 	p->ready = 0;
 	for (int k = 0; k < SC_PROBE_KINDS; k++)

@@ -7,6 +7,7 @@
  * share and memory limit both as STARCLOUD_* variables and as the CUDA MPS
  * client variables that enforce them when an MPS daemon runs. */
 #include "agent/podenv.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,7 +78,7 @@ void sc__podenv_rotate(sc_pod_t *p)
 	if (out >= 0)
 		close(out);
 	if (ftruncate(p->log_fd, 0) < 0)
-		sc__agent_log(p->a, "pod %s/%s: cannot truncate its log", p->job, p->name);
+		sc_log_warn("pod %s/%s: cannot truncate its log", p->job, p->name);
 }
 
 /* ---- environment ------------------------------------------------------- */
@@ -271,7 +272,7 @@ void sc__podenv_cgroup_init(sc_agent_t *a)
 	char path[512];
 	snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
 	if (access(path, R_OK) != 0) {
-		sc__agent_log(a, "cgroup v2 is not mounted at %s: pod CPU and memory limits are "
+		sc_log_warn("cgroup v2 is not mounted at %s: pod CPU and memory limits are "
 				 "NOT enforced",
 			      root);
 		return;
@@ -280,20 +281,20 @@ void sc__podenv_cgroup_init(sc_agent_t *a)
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
 	if ((mkdir(a->cgroup_root, 0755) < 0 && errno != EEXIST) ||
 	    write_file(path, "+cpu +memory") < 0) {
-		sc__agent_log(a, "cgroup v2 at %s is not writable (%s): pod CPU and memory limits "
+		sc_log_warn("cgroup v2 at %s is not writable (%s): pod CPU and memory limits "
 				 "are NOT enforced",
 			      root, strerror(errno));
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", a->cgroup_root);
 	if (write_file(path, "+cpu +memory") < 0) {
-		sc__agent_log(a, "cannot enable cpu and memory controllers under %s: pod limits "
+		sc_log_warn("cannot enable cpu and memory controllers under %s: pod limits "
 				 "are NOT enforced",
 			      a->cgroup_root);
 		return;
 	}
 	a->cgroup_ok = 1;
-	sc__agent_log(a, "cgroup v2: pod limits under %s", a->cgroup_root);
+	sc_log_info("cgroup v2: pod limits under %s", a->cgroup_root);
 }
 
 static int cgroup_path(const sc_pod_t *p, char *out, size_t outsz)
@@ -347,7 +348,7 @@ void sc__podenv_cgroup_enter(sc_pod_t *p, int pid)
 		goto fail;
 	return;
 fail:
-	sc__agent_log(p->a, "pod %s/%s: cannot apply cgroup limits in %s: %s", p->job, p->name,
+	sc_log_warn("pod %s/%s: cannot apply cgroup limits in %s: %s", p->job, p->name,
 		      dir, strerror(errno));
 }
 

@@ -1,5 +1,6 @@
 /* Pod records and pod-folder retention (see podstore.h). */
 #include "agent/podstore.h"
+#include "base/log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -137,7 +138,7 @@ static int adopt_one(sc_agent_t *a, const char *job, const char *pod)
 	if (!rec)
 		return 0;
 	if (!record_valid(rec, job, pod)) {
-		sc__agent_log(a, "%s: not a valid pod record; ignored", path);
+		sc_log_warn("%s: not a valid pod record; ignored", path);
 	} else if (sc__pod_find(a, job, pod)) {
 		/* Already ours (cannot happen at start-up; be safe). */
 	} else if (!sc__proc_alive(int_of(rec, "pid"), (unsigned long long)json_integer_value(
@@ -178,7 +179,7 @@ int sc__podstore_adopt_all(sc_agent_t *a)
 	if (jobs)
 		closedir(jobs);
 	if (n)
-		sc__agent_log(a, "adopted %d running pod%s from an earlier agent", n,
+		sc_log_info("adopted %d running pod%s from an earlier agent", n,
 			      n == 1 ? "" : "s");
 	return n;
 }
@@ -277,7 +278,7 @@ void sc__podstore_gc(sc_agent_t *a)
 		rmdir(path); /* the job's folder, once empty */
 	}
 	if (removed)
-		sc__agent_log(a, "removed %zu old pod folder%s (retention)", removed,
+		sc_log_info("removed %zu old pod folder%s (retention)", removed,
 			      removed == 1 ? "" : "s");
 	free(f);
 	free(mt);

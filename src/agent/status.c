@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "base/log.h"
 #include "agent/pod.h"
 #include "starcloud/error.h"
 
@@ -238,13 +239,13 @@ int sc__status_start(sc_agent_t *a)
 	    (rc = sc_http_route(a->status, "GET", "/pods", handle_pods, a)) < 0 ||
 	    (rc = sc_http_route(a->status, "GET", "/logs", handle_logs, a)) < 0)
 		return rc;
-	if ((rc = sc_http_listen(a->status, a->o.listen_host, a->o.listen_port)) < 0) {
-		sc__agent_log(a, "cannot listen on %s:%d", a->o.listen_host, a->o.listen_port);
+	if ((rc = sc_http_listen(a->status, a->o.listen.host, a->o.listen.port)) < 0) {
+		sc_log_error("cannot listen on %s:%d", a->o.listen.host, a->o.listen.port);
 		return rc;
 	}
 	if (!a->advertise[0])
-		snprintf(a->advertise, sizeof(a->advertise), "%s:%d", a->o.listen_host,
+		snprintf(a->advertise, sizeof(a->advertise), "%s:%d", a->o.listen.host,
 			 sc_http_port(a->status));
-	sc__agent_log(a, "status on http://%s:%d", a->o.listen_host, sc_http_port(a->status));
+	sc_log_info("status on http://%s:%d", a->o.listen.host, sc_http_port(a->status));
 	return 0;
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "base/log.h"
 #include "agent/pod.h"
 #include "agent/pod_serving.h"
 #include "starcloud/error.h"
@@ -128,7 +129,7 @@ static void start_wanted(sc_agent_t *a, const char *kind, json_t *obj)
 			continue;
 		json_t *task = sc__pod_serving_task(kind, obj, e, task_of(kind, obj, pod));
 		if (!task) {
-			sc__agent_log(a, "%s %s: no task for pod %s; not started", kind, job, pod);
+			sc_log_warn("%s %s: no task for pod %s; not started", kind, job, pod);
 			continue;
 		}
 		sc__pod_start(a, kind, job, json_object_get(obj, "spec"), task, e);

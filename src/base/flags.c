@@ -32,10 +32,15 @@ const sc_flag_t *sc_flags_find(const sc_command_t *cmd, const char *name)
  * Values
  * ------------------------------------------------------------------- */
 
-/* Bounds as the integer types see them: both 0 means the whole range. */
+/* Both bounds 0: the type's whole range. max 0 alone: no upper bound. */
 static bool unbounded(const sc_flag_t *f)
 {
 	return f->min == 0 && f->max == 0;
+}
+
+static bool no_max(const sc_flag_t *f)
+{
+	return f->max == 0;
 }
 
 static int64_t i64_bound(double v)
@@ -89,19 +94,29 @@ static void expected(const sc_flag_t *f, char *out, size_t outsz)
 	case SC_FLAG_U64:
 		if (unbounded(f))
 			snprintf(out, outsz, "%s", sc_parse_expect(SC_PARSE_WHOLE));
+		else if (no_max(f))
+			snprintf(out, outsz, "a whole number of at least %.0f", f->min);
 		else
 			snprintf(out, outsz, "a whole number from %.0f to %.0f", f->min, f->max);
 		return;
 	case SC_FLAG_NUM:
 		if (unbounded(f))
 			snprintf(out, outsz, "%s", sc_parse_expect(SC_PARSE_NUM));
+		else if (no_max(f))
+			snprintf(out, outsz, "a number of at least %g", f->min);
 		else
 			snprintf(out, outsz, "a number from %g to %g", f->min, f->max);
 		return;
 	case SC_FLAG_DURATION: {
 		char lo[32], hi[32];
 		snprintf(out, outsz, "%s", sc_parse_expect(SC_PARSE_DURATION));
-		if (!unbounded(f))
+		if (no_max(f) && f->min > 0)
+			snprintf(out + strlen(out), outsz - strlen(out), " of at least %s",
+				 ms_words(u64_bound(f->min), lo, sizeof(lo)));
+		else if (!no_max(f) && f->min == 0)
+			snprintf(out + strlen(out), outsz - strlen(out), " of at most %s",
+				 ms_words(u64_bound(f->max), hi, sizeof(hi)));
+		else if (!no_max(f))
 			snprintf(out + strlen(out), outsz - strlen(out), " from %s to %s",
 				 ms_words(u64_bound(f->min), lo, sizeof(lo)),
 				 ms_words(u64_bound(f->max), hi, sizeof(hi)));
@@ -109,9 +124,12 @@ static void expected(const sc_flag_t *f, char *out, size_t outsz)
 	}
 	case SC_FLAG_SIZE:
 		snprintf(out, outsz, "%s", sc_parse_expect(SC_PARSE_SIZE));
-		if (!unbounded(f))
-			snprintf(out + strlen(out), outsz - strlen(out), ", %.0f to %.0f", f->min,
-				 f->max);
+		if (no_max(f) && f->min > 0)
+			snprintf(out + strlen(out), outsz - strlen(out), " of at least %.0f",
+				 f->min);
+		else if (!no_max(f))
+			snprintf(out + strlen(out), outsz - strlen(out), " from %.0f to %.0f",
+				 f->min, f->max);
 		return;
 	case SC_FLAG_ADDR:
 		snprintf(out, outsz, "%s", sc_parse_expect(SC_PARSE_HOSTPORT));
@@ -162,31 +180,31 @@ static int set_value(const sc_flag_t *f, void *opts, const char *v, char *err, s
 	case SC_FLAG_INT: {
 		int64_t x;
 		rc = sc_parse_i64(v, unbounded(f) ? INT_MIN : i64_bound(f->min),
-				  unbounded(f) ? INT_MAX : i64_bound(f->max), &x);
+				  no_max(f) ? INT_MAX : i64_bound(f->max), &x);
 		if (rc == 0)
 			*(int *)field = (int)x;
 		break;
 	}
 	case SC_FLAG_I64:
 		rc = sc_parse_i64(v, unbounded(f) ? INT64_MIN : i64_bound(f->min),
-				  unbounded(f) ? INT64_MAX : i64_bound(f->max), (int64_t *)field);
+				  no_max(f) ? INT64_MAX : i64_bound(f->max), (int64_t *)field);
 		break;
 	case SC_FLAG_U64:
-		rc = sc_parse_u64(v, u64_bound(f->min), unbounded(f) ? UINT64_MAX : u64_bound(f->max),
+		rc = sc_parse_u64(v, u64_bound(f->min), no_max(f) ? UINT64_MAX : u64_bound(f->max),
 				  (uint64_t *)field);
 		break;
 	case SC_FLAG_NUM:
-		rc = sc_parse_num(v, unbounded(f) ? -1e308 : f->min, unbounded(f) ? 1e308 : f->max,
+		rc = sc_parse_num(v, unbounded(f) ? -1e308 : f->min, no_max(f) ? 1e308 : f->max,
 				  (double *)field);
 		break;
 	case SC_FLAG_DURATION:
 		rc = sc_parse_duration_ms(v, u64_bound(f->min),
-					  unbounded(f) ? UINT64_MAX : u64_bound(f->max),
+					  no_max(f) ? UINT64_MAX : u64_bound(f->max),
 					  (uint64_t *)field);
 		break;
 	case SC_FLAG_SIZE: {
 		uint64_t x;
-		rc = sc_parse_size(v, u64_bound(f->min), unbounded(f) ? SIZE_MAX : u64_bound(f->max),
+		rc = sc_parse_size(v, u64_bound(f->min), no_max(f) ? SIZE_MAX : u64_bound(f->max),
 				   &x);
 		if (rc == 0)
 			*(size_t *)field = (size_t)x;
@@ -284,6 +302,10 @@ int sc_flags_parse(const sc_command_t *cmd, void *opts, int argc, char **argv, i
 {
 	int npos = 0;
 	bool only_args = false;
+	/* Defaults first, so that a table whose default its own flag refuses
+	 * fails even `--help` (every command's --help is tested). */
+	if (sc_flags_defaults(cmd, opts) < 0)
+		return SC_EINVAL;
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--") == 0)
 			break;
@@ -291,7 +313,7 @@ int sc_flags_parse(const sc_command_t *cmd, void *opts, int argc, char **argv, i
 			sc_flags_usage(cmd, stdout);
 			return 1;
 		}
-	if (sc_flags_defaults(cmd, opts) < 0 || from_env(cmd, opts) < 0)
+	if (from_env(cmd, opts) < 0)
 		return SC_EINVAL;
 	char err[512];
 	for (int i = 1; i < argc; i++) {

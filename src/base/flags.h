@@ -89,8 +89,8 @@ typedef struct sc_flag {
 	sc_flag_kind_t kind;
 	size_t off;          /* the field in the options struct */
 	size_t cap;          /* SC_FLAG_TEXT: the field's size */
-	double min, max;     /* bounds (both 0: the type's whole range; DURATION
-				and SIZE: in ms and bytes; INT etc.: inclusive) */
+	double min, max;     /* inclusive bounds; DURATION in ms, SIZE in bytes.
+				max 0: no upper bound; both 0: the whole range */
 	const char *choices; /* SC_FLAG_CHOICE: "fail|retry" (index 0, 1) */
 	sc_flag_fn fn;       /* SC_FLAG_FUNC */
 	const char *meta;    /* the value in --help ("HOST:PORT"); a default per kind */

@@ -128,7 +128,10 @@ def test_keep_pods_bounds_count(server, admin, tmp_path):
 def test_bad_retention_options_refused(tmp_path):
     import subprocess
     from conftest import BIN
-    for opt, val in (("--keep-pods", "-1"), ("--keep-pods", "x"), ("--pod-retention", "soon")):
+    for opt, val in (("--keep-pods", "-1"), ("--keep-pods", "x"), ("--pod-retention", "soon"),
+                     # NaN, fractions, trailing junk (issue 21)
+                     ("--grace", "nan"), ("--keep-pods", "2.5"), ("--heartbeat", "1s!"),
+                     ("--backoff-base", "inf"), ("--log-max", "4096.5")):
         r = subprocess.run([BIN, "agent", "--server", "http://127.0.0.1:1", "--token", "t",
                             "--name", "n", opt, val], capture_output=True, text=True)
         assert r.returncode == 2 and opt in r.stderr, (opt, r.stderr)
