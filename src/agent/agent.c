@@ -18,6 +18,8 @@
 #include "agent/pod.h"
 #include "agent/podenv.h"
 #include "agent/podstore.h"
+#include "base/version.h"
+#include "net/sdnotify.h"
 #include "starcloud/error.h"
 
 #define REPORT_DELAY_MS 20
@@ -305,6 +307,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	if (a->stopping)
 		return;
 	a->stopping = 1;
+	sc_sd_notify("STOPPING=1");
 	sc_log_info("signal %d: no new pods; %s", signum,
 		      a->o.drain ? "stopping every pod (--drain)" : "leaving running pods alone");
 	sc__sync_stop(a);
@@ -387,6 +390,7 @@ int sc_agent_main(int argc, char **argv)
 	a->http = sc_httpc_new(a->loop);
 	if (!a->http)
 		abort();
+	sc_httpc_set_user_agent(a->http, SC_USER_AGENT("agent"));
 	uv_timer_init(a->loop, &a->hb_timer);
 	uv_timer_init(a->loop, &a->report_timer);
 	uv_timer_init(a->loop, &a->tick_timer);
@@ -401,8 +405,14 @@ int sc_agent_main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	/* Ready for systemd once the status port listens and adopted pods are
+	 * back under watch; registration goes on in the background (a server
+	 * that is down must not make the unit fail to start). */
+	sc_sd_watchdog_start(a->loop, &a->watchdog);
+	sc_sd_notifyf("READY=1\nSTATUS=node %s, server %s", a->o.name, a->server);
 	uv_run(a->loop, UV_RUN_DEFAULT);
 	rc = 0;
+	uv_close((uv_handle_t *)&a->watchdog, NULL);
 out:
 	close_all(a);
 	release_pods(a);

@@ -76,6 +76,7 @@ struct sc_agent {
 	sc_watch_t watches[2];
 	uv_timer_t hb_timer, report_timer, tick_timer, resync_timer, fence_timer;
 	uv_signal_t sigterm, sigint;
+	uv_timer_t watchdog; /* systemd WatchdogSec= pings (net/sdnotify.h) */
 	sc_httpc_req_t *report_req;
 	int registered;
 	int report_again;       /* a change came while a report was in flight */

@@ -19,6 +19,7 @@
 #include "agent/agent.h"
 #include "base/log.h"
 #include "agent/pod.h"
+#include "base/version.h"
 #include "starcloud/error.h"
 
 #define FOLLOW_MS 200
@@ -50,6 +51,7 @@ static long server_allows(sc_agent_t *a, sc_http_req_t *r, const char *path)
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)AUTH_TIMEOUT_MS);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("agent"));
 	if (curl_easy_perform(h) == CURLE_OK)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	curl_slist_free_all(hs);

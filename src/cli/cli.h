@@ -12,9 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/version.h"
 #include "starcloud/manifest.h"
-
-#define SC_VERSION "0.1.0"
 
 enum { SC_EXIT_OK = 0, SC_EXIT_FAIL = 1, SC_EXIT_USAGE = 2 };
 

@@ -93,6 +93,7 @@ static long call_json(const char *url, const char *token, const char *body, json
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
 	if (curl_easy_perform(h) == CURLE_OK)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	*out = b.len ? json_loadb(b.data, b.len, 0, NULL) : NULL;
@@ -148,6 +149,7 @@ static int stream_logs(const char *addr, const char *token, const char *job, con
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_stdout);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
 	curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
 	CURLcode rc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);

@@ -38,6 +38,7 @@ static long call(const char *method, const char *url, const char *body, sc_buf_t
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
 	if (body)
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 	long status = -1;

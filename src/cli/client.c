@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "base/version.h"
 #include "base/yamljson.h"
 #include "cli/client_print.h"
 #include "starcloud/buf.h"
@@ -156,6 +157,7 @@ static long http_one(const cli_t *c, const char *base, int n, const char *method
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
 	if (body)
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 	long status = -1;

@@ -18,10 +18,13 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/version.h"
 #include "gateway/gw_int.h"
 #include "starcloud/error.h"
 
 #define MAX_LINE (4u << 20)
+/* The server checks that a gateway is not too old for it (base/version.h). */
+#define UA_HEADER "User-Agent: " SC_USER_AGENT("gateway") "\r\n"
 
 typedef struct control {
 	sc_gw_t *gw;
@@ -265,10 +268,10 @@ static void w_done(sc_hcli_req_t *r, int err, void *ud)
 static void watch_start(control_t *ct)
 {
 	sc_gw_t *gw = ct->gw;
-	char url[GW_MAX_URL + 64], hdrs[300];
+	char url[GW_MAX_URL + 64], hdrs[400];
 	ct->status = 0;
 	snprintf(url, sizeof(url), "%s/api/v1/deployments?watch=1", sc__gw_server(gw));
-	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n", gw->o.token);
+	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n" UA_HEADER, gw->o.token);
 	sc_hcli_call_t call = {
 		.method = "GET",
 		.url = url,
@@ -354,9 +357,9 @@ static void report_done(sc_hcli_req_t *r, int err, void *ud)
 static void report_send(report_t *rp)
 {
 	sc_gw_t *gw = rp->gw;
-	char url[GW_MAX_URL + sizeof(rp->path)], hdrs[300];
+	char url[GW_MAX_URL + sizeof(rp->path)], hdrs[400];
 	snprintf(url, sizeof(url), "%s%s", sc__gw_server(gw), rp->path);
-	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n", gw->o.token);
+	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n" UA_HEADER, gw->o.token);
 	rp->tries++;
 	sc_hcli_call_t call = {.method = "POST",
 				.url = url,

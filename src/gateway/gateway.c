@@ -16,6 +16,7 @@
 #include "base/yamljson.h"
 #include "gateway/gw_int.h"
 #include "gateway/proxy.h"
+#include "net/sdnotify.h"
 #include "starcloud/error.h"
 
 #define MAX_CONFIG (4u << 20)
@@ -472,6 +473,8 @@ static void on_signal(uv_signal_t *h, int signum)
 {
 	sc_gw_t *gw = h->data;
 	sc_log_info("signal %d, shutting down", signum);
+	sc_sd_notify("STOPPING=1");
+	uv_close((uv_handle_t *)&gw->watchdog, NULL);
 	sc__gw_proxy_shutdown(gw);
 	sc_http_server_close(gw->http);
 	gw->http = NULL;
@@ -563,6 +566,9 @@ int sc_gateway_main(int argc, char **argv)
 	printf("starcloud gateway listening on http://%s:%d (%zu backends)\n", a.o.listen.host,
 	       sc_http_port(gw.http), gw.nbe);
 	fflush(stdout);
+	sc_sd_watchdog_start(&loop, &gw.watchdog);
+	sc_sd_notifyf("READY=1\nSTATUS=serving on http://%s:%d (%zu backends)", a.o.listen.host,
+		      sc_http_port(gw.http), gw.nbe);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	uv_loop_close(&loop);
 	free_all(&gw);

@@ -142,6 +142,7 @@ typedef struct sc_gw {
 	size_t npool;
 	uv_timer_t probe_timer;
 	uv_signal_t sigint, sigterm;
+	uv_timer_t watchdog; /* systemd WatchdogSec= pings (net/sdnotify.h) */
 	void *trace;                /* trace.c exporter state */
 	void *control;              /* control.c watch state */
 	size_t server_idx;          /* the control plane server in use (o.servers) */

@@ -45,6 +45,7 @@ struct sc_httpc {
 	sc_httpc_req_t *reqs;
 	sock_ctx_t *socks;
 	int in_action; /* inside curl_multi_socket_action */
+	const char *user_agent; /* borrowed (a literal); NULL: none */
 };
 
 static void *xcalloc(size_t n, size_t size)
@@ -213,6 +214,11 @@ static int on_timer(CURLM *m, long timeout_ms, void *userp)
 
 /* ---- public ------------------------------------------------------------ */
 
+void sc_httpc_set_user_agent(sc_httpc_t *c, const char *ua)
+{
+	c->user_agent = ua;
+}
+
 sc_httpc_t *sc_httpc_new(uv_loop_t *loop)
 {
 	static int inited;
@@ -283,6 +289,8 @@ sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o)
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	if (c->user_agent)
+		curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 5L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 2L);

@@ -47,6 +47,9 @@ sc_httpc_t *sc_httpc_new(uv_loop_t *loop);
 /* Cancels every request (without callbacks) and frees the client once its
  * handles are closed; accepts NULL. */
 void sc_httpc_free(sc_httpc_t *c);
+/* Sends ua (borrowed for the client's life: a literal such as
+ * SC_USER_AGENT("agent")) as the User-Agent of every later request. */
+void sc_httpc_set_user_agent(sc_httpc_t *c, const char *ua);
 /* Starts a request; NULL when it could not be created. */
 sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o);
 /* Stops a request; its done() is not called. Accepts NULL. */

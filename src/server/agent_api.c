@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/version.h"
 #include "server/ha.h"
 #include "server/server.h"
 #include "starcloud/error.h"
@@ -299,8 +300,21 @@ static void host_of(const char *addr, char *out, size_t outsz)
 		*colon = '\0';
 }
 
-static void node_status(sc_server_t *s, json_t *node, int64_t rev, json_t *body,
-			uint64_t lease_ms)
+/* The agent's release, from its User-Agent, into status.agent.version, so
+ * an operator sees which nodes a rolling upgrade has reached. Agents of
+ * 0.1 sent no User-Agent: the field is then left out. */
+static void agent_version(sc_http_req_t *r, json_t *st)
+{
+	char comp[16], ver[48];
+	sc_version_t v;
+	if (sc_version_from_user_agent(sc_http_header(r, "User-Agent"), comp, sizeof(comp), &v) <= 0)
+		return;
+	snprintf(ver, sizeof(ver), "%d.%d.%d", v.major, v.minor, v.patch);
+	json_object_set_new(json_object_get(st, "agent"), "version", json_string(ver));
+}
+
+static void node_status(sc_server_t *s, sc_http_req_t *r, json_t *node, int64_t rev,
+			json_t *body, uint64_t lease_ms)
 {
 	char host[300];
 	host_of(str_of(body, "address"), host, sizeof(host));
@@ -312,6 +326,7 @@ static void node_status(sc_server_t *s, json_t *node, int64_t rev, json_t *body,
 			       json_object_get(body, "devices"));
 	if (!st)
 		return; /* conditions or devices missing: keep what is stored */
+	agent_version(r, st);
 	if (!json_equal(st, json_object_get(node, "status"))) {
 		json_object_set(node, "status", st);
 		save(s, "Node", node, rev);
@@ -359,7 +374,7 @@ static void heartbeat(agent_api_t *api, sc_http_req_t *r, const char *node)
 	int was_lost = l->lost;
 	l->expires = uv_now(s->loop) + (uint64_t)ms;
 	l->lost = 0;
-	node_status(s, obj, rev, body, (uint64_t)ms);
+	node_status(s, r, obj, rev, body, (uint64_t)ms);
 	apply_reports(s, node, json_object_get(body, "pods"));
 	/* A node back from a lost lease lists again: its pods were given away. */
 	sc__api_json(r, 200, json_pack("{s:I,s:I,s:b}", "leaseMillis", ms, "revision",
@@ -374,10 +389,8 @@ static void handle_agents(sc_http_req_t *r, void *ud)
 	agent_api_t *api = ud;
 	sc_principal_t who;
 	char node[SC_MAX_NAME + 1];
-	if (sc__auth_check(api->s, r, &who) < 0) {
-		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
+	if (sc__auth_request(api->s, r, &who) < 0)
 		return;
-	}
 	if (who.role != SC_ROLE_ADMIN && who.role != SC_ROLE_AGENT) {
 		sc__api_error(r, 403, "Forbidden", NULL, "heartbeats need an agent or admin token");
 		return;

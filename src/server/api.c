@@ -558,10 +558,8 @@ static void handle_objects(sc_http_req_t *r, void *ud)
 {
 	api_req_t a = { .s = ud, .r = r };
 	const char *m = sc_http_method(r);
-	if (sc__auth_check(a.s, r, &a.who) < 0) {
-		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
+	if (sc__auth_request(a.s, r, &a.who) < 0)
 		return;
-	}
 	if (parse_path(&a) < 0)
 		return;
 	if (a.sub[0]) {

@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "base/version.h"
 #include "server/cache.h"
 #include "server/server.h"
 #include "starcloud/error.h"
@@ -148,6 +149,23 @@ int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 	if (rc == 0 && s->cache)
 		sc__cache_token_put(s->cache, hash, who);
 	return rc;
+}
+
+int sc__auth_request(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
+{
+	char msg[512];
+	/* Before the token: a client too old to work with this server is told
+	 * so, whatever its token, rather than failing later in stranger ways. */
+	if (sc_version_check(sc_http_header(r, "User-Agent"), msg, sizeof(msg)) < 0) {
+		memset(who, 0, sizeof(*who));
+		sc__api_error(r, 400, "ClientTooOld", NULL, "%s", msg);
+		return SC_ERANGE;
+	}
+	if (sc__auth_check(s, r, who) < 0) {
+		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
+		return SC_EINVAL;
+	}
+	return 0;
 }
 
 int sc__auth_has_queue(const sc_principal_t *who, const char *queue)
@@ -314,10 +332,8 @@ static void handle_tokens(sc_http_req_t *r, void *ud)
 	sc_principal_t who;
 	const char *m = sc_http_method(r);
 	const char *rest = sc_http_path(r) + strlen(SC_API_PREFIX "tokens");
-	if (sc__auth_check(s, r, &who) < 0) {
-		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
+	if (sc__auth_request(s, r, &who) < 0)
 		return;
-	}
 	/* Anyone may ask who they are; the CLI uses it for `token whoami`. */
 	if (strcmp(rest, "/self") == 0 && strcmp(m, "GET") == 0) {
 		json_t *qs = json_array();

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/version.h"
 #include "server/ha.h"
 #include "starcloud/buf.h"
 #include "starcloud/core.h"
@@ -387,8 +388,25 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	write_metrics(&b, s->metrics);
 	write_state(&b, s);
 	sc__ha_metrics(s, &b);
+	sc_buf_printf(&b,
+		      "# HELP starcloud_build_info The server's release and store schema.\n"
+		      "# TYPE starcloud_build_info gauge\n"
+		      "starcloud_build_info{version=\"%s\",store_schema=\"%d\"} 1\n",
+		      SC_VERSION, s->store->schema);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);
+}
+
+/* The release, the oldest client release it serves and the store's schema,
+ * for an operator following a rolling upgrade (docs/DEPLOY.md). No token,
+ * like Kubernetes' /version: it says nothing about the cluster's objects. */
+static void handle_version(sc_http_req_t *r, void *ud)
+{
+	sc_server_t *s = ud;
+	sc__api_json(r, 200,
+		     json_pack("{s:s,s:s,s:{s:s,s:i}}", "version", SC_VERSION, "minPeerVersion",
+			       SC_MIN_PEER_VERSION, "store", "backend", s->store->ops->name,
+			       "schema", s->store->schema));
 }
 
 static void handle_healthz(sc_http_req_t *r, void *ud)
@@ -410,5 +428,7 @@ int sc__metrics_register(sc_server_t *s)
 		rc = sc_http_route(s->http, "GET", "/healthz", handle_healthz, s);
 	if (rc == 0)
 		rc = sc_http_route(s->http, "GET", "/readyz", handle_readyz, s);
+	if (rc == 0)
+		rc = sc_http_route(s->http, "GET", "/version", handle_version, s);
 	return rc;
 }

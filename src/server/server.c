@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "net/sdnotify.h"
 #include "server/cache.h"
 #include "server/deploy.h"
 #include "server/ha.h"
@@ -123,6 +124,8 @@ static void on_signal(uv_signal_t *h, int signum)
 {
 	sc_server_t *s = h->data;
 	fprintf(stderr, "server: signal %d, shutting down\n", signum);
+	sc_sd_notify("STOPPING=1");
+	uv_close((uv_handle_t *)&s->watchdog, NULL);
 	sc__sched_stop(s);
 	sc__ha_stop(s);
 	if (sc_store_sync(s->store) == 0)
@@ -212,6 +215,12 @@ int sc_server_main(int argc, char **argv)
 	}
 	fprintf(stderr, "server: listening on http://%s:%d (data in %s)\n", o.host,
 		sc_http_port(s.http), o.store ? o.store : o.data_dir);
+	/* Ready for systemd once the API answers on a migrated store (a
+	 * follower of an HA pair is ready too: it serves reads and forwards
+	 * nothing). The watchdog then checks that the loop keeps turning. */
+	sc_sd_watchdog_start(s.loop, &s.watchdog);
+	sc_sd_notifyf("READY=1\nSTATUS=serving the API on http://%s:%d, store %s", o.host,
+		      sc_http_port(s.http), o.store ? o.store : o.data_dir);
 	uv_run(s.loop, UV_RUN_DEFAULT);
 out:
 	sc__sched_stop(&s);

@@ -57,6 +57,7 @@ typedef struct sc_server {
 	sc_cache_t *cache; /* decoded objects, kept current by a store watch */
 	sc_ha_t *ha; /* leader election on etcd (ha.c) */
 	uv_signal_t sigint, sigterm;
+	uv_timer_t watchdog; /* systemd WatchdogSec= pings (net/sdnotify.h) */
 	uv_check_t commit; /* group commit at the end of each loop iteration */
 	int ready;
 } sc_server_t;
@@ -102,6 +103,10 @@ int sc__selector_check(const char *selector);
 int sc__auth_init(sc_server_t *s);
 /* Fills who from the Authorization header; 0, or SC_EINVAL (no valid token). */
 int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who);
+/* The gate of every API request: refuses a Starcloud client too old for
+ * this server (400 ClientTooOld, base/version.h), then authenticates
+ * (401). On failure the request is answered and < 0 returned. */
+int sc__auth_request(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who);
 /* 1 when a tenant may see an object of kind k (or a queue-scoped kind is
  * not involved), from the object's spec.queue or, for queues, its name. */
 int sc__auth_can_see(const sc_principal_t *who, const sc_kind_t *k, json_t *obj);

@@ -57,6 +57,17 @@ void sc__etcd_set_b64(json_t *obj, const char *field, const char *s);
 /* Sets an int64 field as the gateway's string form. */
 void sc__etcd_set_int(json_t *obj, const char *field, int64_t v);
 
+/* etcd_schema.c: checks the schema key under prefix and brings the store
+ * forward to this binary's layout; *schema is the version found or
+ * reached. SC_ERANGE (with a message) when the store needs a newer
+ * release, SC_EPARSE when the key holds no schema record. */
+int sc__etcd_schema_open(sc_etcd_conn_t *c, const char *prefix, int *schema);
+
+/* 1 when an etcd key is one of the backend's own keys directly under the
+ * prefix (leader, schema) rather than data: data keys are store keys, which
+ * all have a folder ("/registry/..."). */
+int sc__etcd_is_meta(const char *prefix, const char *key);
+
 /* store_etcd.c, for etcd_lease.c: the store's connection and leader key. */
 sc_etcd_conn_t *sc__etcd_store_conn(sc_store_t *s, const char **leader_key);
 
@@ -77,12 +88,12 @@ typedef struct sc_etcd_watch {
 	size_t logcap, loghead, logn;
 	int64_t log_from;        /* replays of from_rev >= log_from are complete */
 	int64_t dispatched_rev;
-	char *skip_key;          /* etcd key never reported (the leader key) */
 } sc_etcd_watch_t;
 
-/* Starts the stream at start_rev (events with revision >= start_rev). */
+/* Starts the stream at start_rev (events with revision >= start_rev).
+ * Changes to the backend's own keys (sc__etcd_is_meta) are never reported. */
 int sc__etcd_watch_start(sc_etcd_watch_t *w, const char *endpoints, const char *prefix,
-			 const char *skip_key, int64_t start_rev);
+			 int64_t start_rev);
 void sc__etcd_watch_stop(sc_etcd_watch_t *w);
 /* Loop thread: hands queued events to the store's watchers. */
 void sc__etcd_watch_dispatch(sc_etcd_watch_t *w, sc_store_t *s);

@@ -66,7 +66,7 @@ static sc_etcd_ev_t *make_event(sc_etcd_watch_t *w, json_t *je)
 	json_t *kv = json_object_get(je, "kv");
 	char *key = decode_field(kv, "key");
 	size_t plen = strlen(w->prefix);
-	if (!key || strncmp(key, w->prefix, plen) != 0 || strcmp(key, w->skip_key) == 0) {
+	if (!key || strncmp(key, w->prefix, plen) != 0 || sc__etcd_is_meta(w->prefix, key)) {
 		free(key);
 		return NULL;
 	}
@@ -225,7 +225,7 @@ static void *watch_main(void *ud)
  * ------------------------------------------------------------------- */
 
 int sc__etcd_watch_start(sc_etcd_watch_t *w, const char *endpoints, const char *prefix,
-			 const char *skip_key, int64_t start_rev)
+			 int64_t start_rev)
 {
 	memset(w, 0, sizeof(*w));
 	w->pipefd[0] = w->pipefd[1] = -1;
@@ -233,10 +233,9 @@ int sc__etcd_watch_start(sc_etcd_watch_t *w, const char *endpoints, const char *
 	if (rc < 0)
 		return rc;
 	w->prefix = strdup(prefix);
-	w->skip_key = strdup(skip_key);
 	w->logcap = LOG_KEEP;
 	w->log = calloc(w->logcap, sizeof(*w->log));
-	if (!w->prefix || !w->skip_key || !w->log)
+	if (!w->prefix || !w->log)
 		abort();
 	w->next_rev = start_rev;
 	w->log_from = start_rev - 1;
@@ -275,8 +274,7 @@ void sc__etcd_watch_stop(sc_etcd_watch_t *w)
 			close(w->pipefd[i]);
 	w->pipefd[0] = w->pipefd[1] = -1;
 	free(w->prefix);
-	free(w->skip_key);
-	w->prefix = w->skip_key = NULL;
+	w->prefix = NULL;
 	sc__etcd_conn_free(&w->conn);
 	pthread_mutex_destroy(&w->mu);
 }

@@ -88,6 +88,7 @@ typedef struct sc_store_ops {
 struct sc_store {
 	const sc_store_ops_t *ops;
 	struct sc_store_watch *watchers;
+	int schema; /* the layout version the backend found or migrated to */
 };
 
 /* ---- generic calls (dispatch to the backend) ---- */

@@ -36,6 +36,12 @@ static int etcd_key(const etcd_store_t *e, const char *key, char *out, size_t ou
 	return 0;
 }
 
+int sc__etcd_is_meta(const char *prefix, const char *key)
+{
+	size_t plen = strlen(prefix);
+	return strncmp(key, prefix, plen) == 0 && !strchr(key + plen, '/');
+}
+
 /* The first key after every key that starts with prefix. */
 static void range_end(const char *prefix, char *out, size_t outsz)
 {
@@ -94,7 +100,7 @@ static int et_get(sc_store_t *s, const char *key, sc_kv_t *out)
 	char k[1024];
 	json_t *resp = NULL;
 	int rc = etcd_key(e, key, k, sizeof(k));
-	if (rc == 0 && strcmp(k, e->leader_key) == 0)
+	if (rc == 0 && sc__etcd_is_meta(e->prefix, k))
 		return SC_ENOTFOUND;
 	if (rc == 0)
 		rc = range(e, k, NULL, &resp);
@@ -130,8 +136,8 @@ static int et_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out)
 		if ((rc = kv_from(e, j, kv)) < 0)
 			break;
 		out->n++;
-		if (strcmp(kv->key, "/leader") == 0 && strcmp(e->prefix, "/") != 0) {
-			sc_kv_free(kv); /* the election's key is not data */
+		if (!strchr(kv->key + 1, '/')) {
+			sc_kv_free(kv); /* the election's and the schema's keys are not data */
 			out->n--;
 		}
 	}
@@ -162,7 +168,7 @@ static int add_op(etcd_store_t *e, const sc_store_op_t *op, json_t *cmp, json_t 
 		  json_t *fail)
 {
 	char k[1024];
-	if (etcd_key(e, op->key, k, sizeof(k)) < 0 || strcmp(k, e->leader_key) == 0)
+	if (etcd_key(e, op->key, k, sizeof(k)) < 0 || sc__etcd_is_meta(e->prefix, k))
 		return SC_EINVAL;
 	if (op->expect_rev == SC_REV_ABSENT)
 		json_array_append_new(cmp, compare(k, "CREATE", "EQUAL", "create_revision", 0));
@@ -358,9 +364,12 @@ int sc_store_etcd_open(const char *endpoints, const char *prefix, sc_store_t **o
 		return rc;
 	}
 	e->conn.stats = &e->stats;
-	if ((rc = fetch_revision(e)) < 0)
+	/* The schema first: a store this binary cannot work on is left as it
+	 * is, and a migration's writes come before the watch starts. */
+	if ((rc = sc__etcd_schema_open(&e->conn, e->prefix, &e->base.schema)) < 0 ||
+	    (rc = fetch_revision(e)) < 0)
 		goto error;
-	rc = sc__etcd_watch_start(&e->watch, endpoints, e->prefix, e->leader_key, e->rev + 1);
+	rc = sc__etcd_watch_start(&e->watch, endpoints, e->prefix, e->rev + 1);
 	if (rc < 0)
 		goto error;
 	*out = &e->base;

@@ -32,6 +32,7 @@
 
 #include <sqlite3.h>
 
+#include "base/version.h"
 #include "starcloud/error.h"
 
 /* Revisions the change log keeps; a watcher further behind gets SC_ERANGE
@@ -125,19 +126,52 @@ static int64_t query_int(sqlite3 *db, const char *sql, int64_t dflt)
 	return v;
 }
 
+/* Before a migration changes an existing database, a copy of it as it
+ * was (VACUUM INTO: one consistent file, no WAL) so that the previous
+ * release can be put back (docs/DEPLOY.md). An existing copy is kept: it
+ * is from an earlier attempt at the same migration. */
+static int keep_copy(sqlite3 *db, const char *path, int64_t have)
+{
+	char copy[4200], sql[4300];
+	struct stat st;
+	snprintf(copy, sizeof(copy), "%s.schema%lld", path, (long long)have);
+	if (stat(copy, &st) == 0)
+		return 0;
+	char *q = sqlite3_mprintf("VACUUM INTO %Q", copy);
+	if (!q)
+		return SC_ENOMEM;
+	snprintf(sql, sizeof(sql), "%s", q);
+	sqlite3_free(q);
+	if (exec(db, sql) < 0) {
+		fprintf(stderr, "store: cannot keep a copy of %s before migrating it; nothing was "
+				"changed\n", path);
+		return SC_EIO;
+	}
+	fprintf(stderr, "store: %s is schema %lld; a copy as it was is kept in %s\n", path,
+		(long long)have, copy);
+	return 0;
+}
+
 /* Brings the schema to the newest version, one migration per transaction
- * so a crash mid-way leaves a consistent older version. */
-static int migrate(sqlite3 *db)
+ * so a crash mid-way leaves a consistent older version. Refuses a schema
+ * newer than this binary knows (a newer release wrote it) and changes
+ * nothing then. Returns the schema version, or < 0. */
+static int migrate(sqlite3 *db, const char *path)
 {
 	if (exec(db, "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL)") < 0)
 		return SC_EIO;
 	int64_t have = query_int(db, "SELECT max(version) FROM schema_version", 0);
 	int64_t want = (int64_t)(sizeof(migrations) / sizeof(migrations[0]));
 	if (have > want) {
-		fprintf(stderr, "store: database schema %lld is newer than this binary (%lld)\n",
-			(long long)have, (long long)want);
-		return SC_EIO;
+		fprintf(stderr,
+			"store: %s has schema %lld, written by a newer starcloud; this binary "
+			"(starcloud %s) reads schemas up to %lld. Run the newer release, or restore a "
+			"copy taken before the upgrade (docs/DEPLOY.md). Nothing was changed.\n",
+			path, (long long)have, SC_VERSION, (long long)want);
+		return SC_ERANGE;
 	}
+	if (have > 0 && have < want && keep_copy(db, path, have) < 0)
+		return SC_EIO;
 	for (int64_t v = have; v < want; v++) {
 		char bump[96];
 		snprintf(bump, sizeof(bump), "INSERT INTO schema_version VALUES(%lld)",
@@ -150,8 +184,10 @@ static int migrate(sqlite3 *db)
 		}
 		if (exec(db, "COMMIT") < 0)
 			return SC_EIO;
+		if (have > 0)
+			fprintf(stderr, "store: %s migrated to schema %lld\n", path, (long long)v + 1);
 	}
-	return 0;
+	return (int)want;
 }
 
 static char *dup_col(sqlite3_stmt *st, int col)
@@ -546,9 +582,11 @@ int sc_store_sqlite_open(const char *dir, sc_store_t **out)
 	 * WAL also lets readers (backups, sqlite3 CLI) run alongside. */
 	if (exec(q->db, "PRAGMA journal_mode=WAL") < 0 ||
 	    exec(q->db, "PRAGMA synchronous=NORMAL") < 0 ||
-	    exec(q->db, "PRAGMA wal_autocheckpoint=" SC_STR(WAL_PAGES)) < 0 || migrate(q->db) < 0 ||
-	    prepare_all(q) < 0)
+	    exec(q->db, "PRAGMA wal_autocheckpoint=" SC_STR(WAL_PAGES)) < 0 ||
+	    (rc = q->base.schema = migrate(q->db, path)) < 0 || prepare_all(q) < 0) {
+		rc = rc < 0 ? rc : SC_EIO;
 		goto error;
+	}
 	q->rev = query_int(q->db, "SELECT value FROM meta WHERE name = 'revision'", 0);
 	*out = &q->base;
 	return 0;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "net/sdnotify.h"
 #include "starcloud/error.h"
 #include "worker/worker_int.h"
 
@@ -311,10 +312,12 @@ static int load_model(sc_worker_t *w, const wopts_t *o)
 }
 
 static uv_signal_t sigint_h, sigterm_h;
+static uv_timer_t watchdog_h;
 
 static void on_signal(uv_signal_t *h, int signum)
 {
 	fprintf(stderr, "worker: signal %d, shutting down\n", signum);
+	sc_sd_notify("STOPPING=1");
 	uv_stop(h->loop);
 }
 
@@ -345,6 +348,7 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	w->httpc = sc_httpc_new(w->loop);
 	if (!w->kv || !w->http || !w->httpc)
 		return SC_ENOMEM;
+	sc_httpc_set_user_agent(w->httpc, SC_USER_AGENT("worker"));
 	sc__worker_serve_init(w);
 	if (sc_http_listen(w->http, o->host, o->port) < 0) {
 		fprintf(stderr, "starcloud worker: cannot listen on %s:%d\n", o->host, o->port);
@@ -390,7 +394,12 @@ int sc_worker_main(int argc, char **argv)
 	        w.host, w.port);
 	printf("listening on http://%s:%d\n", w.host, w.port);
 	fflush(stdout);
+	/* Ready for systemd once the model is loaded and the port listens. */
+	sc_sd_watchdog_start(w.loop, &watchdog_h);
+	sc_sd_notifyf("READY=1\nSTATUS=serving %s:%s on http://%s:%d", w.model_name, w.version,
+		      w.host, w.port);
 	uv_run(w.loop, UV_RUN_DEFAULT);
+	uv_close((uv_handle_t *)&watchdog_h, NULL);
 	sc_http_server_close(w.http);
 	sc_httpc_free(w.httpc);
 	uv_run(w.loop, UV_RUN_NOWAIT);

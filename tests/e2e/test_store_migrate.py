@@ -1,7 +1,7 @@
 """The SQLite store's schema migration: a data dir written by schema 1 (each
 value stored in kv and again in the change log) opens under schema 2 (the
 change log holds the only copy) with every object, revision and the
-replayable part of the log intact."""
+replayable part of the log intact, and a copy of the schema 1 file kept."""
 import json
 import os
 import sqlite3
@@ -88,6 +88,17 @@ def test_schema_1_data_dir_opens(tmp_path):
     cols = [c[1] for c in db.execute("PRAGMA table_info(kv)")]
     assert "value" not in cols
     db.close()
+    # The database as it was before the migration is kept beside it, so the
+    # previous release can be put back (docs/DEPLOY.md), and says so.
+    db = sqlite3.connect(str(data / "store.db.schema1"))
+    assert db.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 1
+    assert db.execute("SELECT value FROM kv WHERE key = '/registry/jobs/j1'").fetchone()[0] == \
+        json.dumps(job)
+    db.close()
+    with open(str(data) + ".out") as f:
+        log = f.read()
+    assert "a copy as it was is kept in %s.schema1" % (data / "store.db") in log
+    assert "migrated to schema 2" in log
     # A second start finds schema 2 and keeps everything.
     token = srv.token
     srv = Server(data).start()
