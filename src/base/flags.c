@@ -431,7 +431,7 @@ void sc_flags_usage(const sc_command_t *cmd, FILE *out)
 		if (f->flags & SC_FLAG_HIDDEN)
 			continue;
 		if (f->kind == SC_FLAG_SECTION) {
-			fprintf(out, "%s\n", f->help ? f->help : "");
+			fprintf(out, "\n%s\n", f->help ? f->help : "");
 			continue;
 		}
 		flag_words(f, words, sizeof(words));

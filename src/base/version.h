@@ -17,6 +17,12 @@
 #include <stddef.h>
 
 #define SC_VERSION "0.2.0"
+
+/* Exit statuses of every command:
+ *   SC_EXIT_OK (0)     success
+ *   SC_EXIT_FAIL (1)   the operation failed (out of memory, I/O, server)
+ *   SC_EXIT_USAGE (2)  bad usage or bad input (a manifest error, a flag) */
+enum { SC_EXIT_OK = 0, SC_EXIT_FAIL = 1, SC_EXIT_USAGE = 2 };
 /* The oldest agent, gateway or CLI a server of this version serves. */
 #define SC_MIN_PEER_VERSION "0.1.0"
 

@@ -2,10 +2,8 @@
  *
  * Adding a verb is one line in the table in main.c plus its function here:
  * `int sc_cli_<verb>(int argc, char **argv)`, where argv[0] is the verb's
- * name. A verb prints its own --help and returns an exit status:
- *   SC_EXIT_OK (0)     success
- *   SC_EXIT_FAIL (1)   the operation failed (out of memory, I/O, server)
- *   SC_EXIT_USAGE (2)  bad usage or bad input (a manifest error, a flag) */
+ * name. A verb prints its own --help and returns an exit status
+ * (SC_EXIT_*, base/version.h). */
 #ifndef STARCLOUD_CLI_H
 #define STARCLOUD_CLI_H
 
@@ -14,8 +12,6 @@
 
 #include "base/version.h"
 #include "starcloud/manifest.h"
-
-enum { SC_EXIT_OK = 0, SC_EXIT_FAIL = 1, SC_EXIT_USAGE = 2 };
 
 /* Verbs implemented in this binary. */
 int sc_cli_schedule(int argc, char **argv);

@@ -29,6 +29,7 @@
 
 #include "base/version.h"
 #include "server/ha.h"
+#include "base/log.h"
 #include "server/server.h"
 #include "starcloud/error.h"
 
@@ -483,7 +484,7 @@ static void node_lost(agent_api_t *api, lease_t *l)
 	json_t *obj = load(s, "Node", l->node, &rev);
 	if (!obj)
 		return;
-	fprintf(stderr, "server: node %s lost (lease expired); evicting its pods\n", l->node);
+	sc_log_warn("node %s lost (lease expired); evicting its pods", l->node);
 	json_t *st = status_of(obj);
 	json_object_set_new(st, "ready", json_false());
 	json_object_set_new(st, "conditions",

@@ -1,5 +1,6 @@
 /* Leader election, fencing, /readyz and HA metrics (see ha.h). */
 #include "server/ha.h"
+#include "base/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ static void step_down(sc_ha_t *ha, const char *why)
 	ha->leader = 0;
 	ha->leader_rev = 0;
 	ha->leader_changes++;
-	fprintf(stderr, "server: %s: no longer the leader (%s)\n", ha->id, why);
+	sc_log_warn("%s: no longer the leader (%s)", ha->id, why);
 }
 
 static void become_leader(sc_ha_t *ha, int64_t rev)
@@ -59,7 +60,7 @@ static void become_leader(sc_ha_t *ha, int64_t rev)
 	ha->leader = 1;
 	ha->leader_changes++;
 	ha->holder[0] = '\0';
-	fprintf(stderr, "server: %s: elected leader (leader key revision %lld)\n", ha->id,
+	sc_log_info("%s: elected leader (leader key revision %lld)", ha->id,
 		(long long)rev);
 	sc__sched_kick(ha->s);
 }

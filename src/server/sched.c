@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "server/cache.h"
+#include "base/log.h"
 #include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
@@ -177,7 +178,7 @@ static void cycle_failed(sc_sched_t *sc, cycle_job_t *j)
 		snprintf(sc->last_error, sizeof(sc->last_error), "schedule: %s", j->msg);
 	else
 		snprintf(sc->last_error, sizeof(sc->last_error), "%s", sc_strerror(j->rc));
-	fprintf(stderr, "server: scheduling cycle failed: %s\n", sc->last_error);
+	sc_log_error("scheduling cycle failed: %s", sc->last_error);
 	sc->last_error[0] = '\0';
 }
 
@@ -251,7 +252,7 @@ static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0)
 	sc->job = j;
 	int rc = uv_queue_work(sc->s->loop, &j->req, work, after_work);
 	if (rc < 0) {
-		fprintf(stderr, "server: cannot queue a cycle: %s\n", uv_strerror(rc));
+		sc_log_error("cannot queue a cycle: %s", uv_strerror(rc));
 		sc->job = NULL;
 		job_free(j);
 	}

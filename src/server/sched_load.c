@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/strmap.h"
+#include "base/log.h"
 #include "server/cache.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
@@ -307,7 +308,7 @@ int sc__cycle_build(sc_cycle_in_t *in, sc_decode_cache_t *dc)
 		sc_sobj_t *o = blamed(in, &err);
 		if (!o) {
 			char msg[1400];
-			fprintf(stderr, "server: snapshot refused: %s\n",
+			sc_log_error("snapshot refused: %s",
 				sc_manifest_error_format(&err, msg, sizeof(msg)));
 			break;
 		}

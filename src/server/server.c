@@ -7,6 +7,9 @@
 #include <time.h>
 
 #include "net/sdnotify.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/version.h"
 #include "server/cache.h"
 #include "server/deploy.h"
 #include "server/ha.h"
@@ -14,18 +17,39 @@
 #include "server/server.h"
 #include "starcloud/error.h"
 
-#define DEFAULT_LISTEN "127.0.0.1:7070"
-#define DEFAULT_DATA_DIR "starcloud-data"
-
 typedef struct opts {
-	char host[64];
-	int port;
+	sc_hostport_t listen;
 	const char *data_dir;
 	const char *store;       /* --store URL, or NULL: SQLite in data_dir */
 	const char *etcd_prefix; /* --etcd-prefix */
 	int leader_ttl;          /* --leader-ttl seconds */
 	size_t max_body;
 } opts_t;
+
+static const sc_flag_t server_flags[] = {
+	{.name = "--listen", SC_FLAG_AT(ADDR, opts_t, listen), .def = "127.0.0.1:7070",
+	 .help = "address to serve the API on"},
+	{.name = "--data-dir", SC_FLAG_AT(STR, opts_t, data_dir), .meta = "DIR",
+	 .def = "starcloud-data", .help = "where the store lives"},
+	{.name = "--max-body", SC_FLAG_AT(SIZE, opts_t, max_body), .min = 1024, .max = 64 << 20,
+	 .def = "1048576", .help = "largest request body accepted"},
+	{.name = "--store", SC_FLAG_AT(STR, opts_t, store),
+	 .meta = "sqlite:PATH|etcd://H:P[,H:P...]",
+	 .help = "sqlite:PATH (default: the data dir) or etcd://host:port,...\n(several servers, "
+		 "one elected leader; docs/HA.md)"},
+	{.name = "--etcd-prefix", SC_FLAG_AT(STR, opts_t, etcd_prefix), .meta = "PREFIX",
+	 .help = "etcd key prefix (default /starcloud/)"},
+	{.name = "--leader-ttl", SC_FLAG_AT(INT, opts_t, leader_ttl), .meta = "SECONDS", .min = 2,
+	 .max = 60, .def = "5", .help = "leader lease"},
+};
+
+static const sc_command_t server_cmd = {
+	.name = "server",
+	.about = "The control plane: the REST API, the store, the scheduling loop and the\n"
+		 "controllers (docs/CONTROL_PLANE.md). Prints an admin token once.",
+	.flags = server_flags,
+	.nflags = sizeof(server_flags) / sizeof(server_flags[0]),
+};
 
 void sc__now_rfc3339(char *out, size_t outsz)
 {
@@ -35,95 +59,10 @@ void sc__now_rfc3339(char *out, size_t outsz)
 	strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: starcloud server [--listen HOST:PORT] [--data-dir DIR] [--max-body BYTES]\n"
-		   "                        [--store sqlite:PATH|etcd://H:P[,H:P...]]\n"
-		   "                        [--etcd-prefix /starcloud/] [--leader-ttl 5]\n"
-		   "  --listen    address to serve the API on (default " DEFAULT_LISTEN ")\n"
-		   "  --data-dir  where the store lives (default ./" DEFAULT_DATA_DIR ")\n"
-		   "  --max-body  largest request body accepted (default 1048576)\n"
-		   "  --store     sqlite:PATH (default: the data dir) or etcd://host:port,...\n"
-		   "              (several servers, one elected leader; docs/HA.md)\n"
-		   "  --etcd-prefix  etcd key prefix (default /starcloud/)\n"
-		   "  --leader-ttl   leader lease in seconds, 2..60 (default 5)\n");
-}
-
-/* Splits HOST:PORT; only IPv4 literals (the API is for loopback and LANs
- * behind a proxy). */
-static int parse_listen(const char *s, opts_t *o)
-{
-	const char *colon = strrchr(s, ':');
-	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(o->host))
-		return SC_EINVAL;
-	char *end;
-	long port = strtol(colon + 1, &end, 10);
-	if (*end || port < 0 || port > 65535 || colon[1] == '\0')
-		return SC_EINVAL;
-	snprintf(o->host, sizeof(o->host), "%.*s", (int)(colon - s), s);
-	o->port = (int)port;
-	return 0;
-}
-
-static int parse_opts(int argc, char **argv, opts_t *o)
-{
-	parse_listen(DEFAULT_LISTEN, o);
-	o->data_dir = DEFAULT_DATA_DIR;
-	o->max_body = 1024 * 1024;
-	o->store = o->etcd_prefix = NULL;
-	o->leader_ttl = 5;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			usage(stdout);
-			return 1;
-		} else if (strcmp(a, "--listen") == 0 && v) {
-			if (parse_listen(v, o) < 0) {
-				fprintf(stderr, "server: --listen: expected HOST:PORT, got \"%s\"\n", v);
-				return SC_EINVAL;
-			}
-			i++;
-		} else if (strcmp(a, "--data-dir") == 0 && v) {
-			o->data_dir = v;
-			i++;
-		} else if (strcmp(a, "--store") == 0 && v) {
-			o->store = v;
-			i++;
-		} else if (strcmp(a, "--etcd-prefix") == 0 && v) {
-			o->etcd_prefix = v;
-			i++;
-		} else if (strcmp(a, "--leader-ttl") == 0 && v) {
-			char *end;
-			long n = strtol(v, &end, 10);
-			if (*end || n < 2 || n > 60) {
-				fprintf(stderr, "server: --leader-ttl: expected 2..60 seconds\n");
-				return SC_EINVAL;
-			}
-			o->leader_ttl = (int)n;
-			i++;
-		} else if (strcmp(a, "--max-body") == 0 && v) {
-			char *end;
-			long long n = strtoll(v, &end, 10);
-			if (*end || n < 1024 || n > (64LL << 20)) {
-				fprintf(stderr, "server: --max-body: expected 1024..67108864\n");
-				return SC_EINVAL;
-			}
-			o->max_body = (size_t)n;
-			i++;
-		} else {
-			fprintf(stderr, "server: unknown or incomplete option \"%s\"\n", a);
-			usage(stderr);
-			return SC_EINVAL;
-		}
-	}
-	return 0;
-}
-
 static void on_signal(uv_signal_t *h, int signum)
 {
 	sc_server_t *s = h->data;
-	fprintf(stderr, "server: signal %d, shutting down\n", signum);
+	sc_log_info("signal %d, shutting down", signum);
 	sc_sd_notify("STOPPING=1");
 	uv_close((uv_handle_t *)&s->watchdog, NULL);
 	sc__sched_stop(s);
@@ -151,7 +90,7 @@ static void on_commit(uv_check_t *h)
 	}
 	if (sc_store_sync(s->store) < 0) {
 		/* Nothing may be acknowledged that is not on disk. */
-		fprintf(stderr, "server: store sync failed; exiting\n");
+		sc_log_error("store sync failed; exiting");
 		abort();
 	}
 	sc_http_flush(s->http);
@@ -161,8 +100,8 @@ static int setup(sc_server_t *s, const opts_t *o)
 {
 	int rc = sc__ha_open_store(o->store, o->data_dir, o->etcd_prefix, &s->store);
 	if (rc == SC_EINVAL)
-		fprintf(stderr, "server: --store: expected sqlite:PATH or etcd://HOST:PORT[,...]"
-				" and --etcd-prefix /a/b/\n");
+		fprintf(stderr, "starcloud server: --store: expected sqlite:PATH or "
+				"etcd://HOST:PORT[,...] and --etcd-prefix /a/b/\n");
 	if (rc < 0)
 		return rc;
 	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0 ||
@@ -183,12 +122,12 @@ static int setup(sc_server_t *s, const opts_t *o)
 	    (rc = sc__agent_api_register(s)) < 0 ||
 	    (rc = sc__metrics_register(s)) < 0 || (rc = sc__ui_register(s)) < 0)
 		return rc;
-	if ((rc = sc_http_listen(s->http, o->host, o->port)) < 0) {
-		fprintf(stderr, "server: cannot listen on %s:%d\n", o->host, o->port);
+	if ((rc = sc_http_listen(s->http, o->listen.host, o->listen.port)) < 0) {
+		sc_log_error("cannot listen on %s:%d", o->listen.host, o->listen.port);
 		return rc;
 	}
 	char id[128];
-	snprintf(id, sizeof(id), "%s:%d", o->host, sc_http_port(s->http));
+	snprintf(id, sizeof(id), "%s:%d", o->listen.host, sc_http_port(s->http));
 	if ((rc = sc__ha_start(s, id, o->leader_ttl)) < 0 || (rc = sc__sched_start(s)) < 0 ||
 	    (rc = sc__deploy_start(s)) < 0)
 		return rc;
@@ -202,24 +141,25 @@ static int setup(sc_server_t *s, const opts_t *o)
 
 int sc_server_main(int argc, char **argv)
 {
-	opts_t o;
-	int rc = parse_opts(argc, argv, &o);
+	opts_t o = {0};
+	sc_log_open("server");
+	int rc = sc_flags_parse(&server_cmd, &o, argc, argv, NULL);
 	if (rc != 0)
-		return rc > 0 ? 0 : 2;
+		return rc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
 	sc_server_t s = { 0 };
 	s.loop = uv_default_loop();
 	rc = setup(&s, &o);
 	if (rc < 0) {
-		fprintf(stderr, "server: start failed: %s\n", sc_strerror(rc));
+		sc_log_error("start failed: %s", sc_strerror(rc));
 		goto out;
 	}
-	fprintf(stderr, "server: listening on http://%s:%d (data in %s)\n", o.host,
-		sc_http_port(s.http), o.store ? o.store : o.data_dir);
+	sc_log_info("listening on http://%s:%d (data in %s)", o.listen.host, sc_http_port(s.http),
+		    o.store ? o.store : o.data_dir);
 	/* Ready for systemd once the API answers on a migrated store (a
 	 * follower of an HA pair is ready too: it serves reads and forwards
 	 * nothing). The watchdog then checks that the loop keeps turning. */
 	sc_sd_watchdog_start(s.loop, &s.watchdog);
-	sc_sd_notifyf("READY=1\nSTATUS=serving the API on http://%s:%d, store %s", o.host,
+	sc_sd_notifyf("READY=1\nSTATUS=serving the API on http://%s:%d, store %s", o.listen.host,
 		      sc_http_port(s.http), o.store ? o.store : o.data_dir);
 	uv_run(s.loop, UV_RUN_DEFAULT);
 out:
@@ -231,5 +171,5 @@ out:
 	sc__ha_free(&s);
 	sc_store_close(s.store);
 	sc__metrics_free(s.metrics);
-	return rc < 0 ? 1 : 0;
+	return rc < 0 ? SC_EXIT_FAIL : SC_EXIT_OK;
 }

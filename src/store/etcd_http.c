@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "starcloud/buf.h"
+#include "base/log.h"
 #include "starcloud/error.h"
 #include "store/etcd_int.h"
 
@@ -124,7 +125,7 @@ static int call_once(sc_etcd_conn_t *c, const char *path, const char *body, json
 		rc = SC_EIO;
 	if (rc == 0 && status != 200) {
 		rc = retryable(status, doc) ? SC_EUNAVAIL : SC_EIO;
-		fprintf(stderr, "store: etcd %s %s: HTTP %ld: %s\n", c->eps[c->cur], path, status,
+		sc_log_error("store: etcd %s %s: HTTP %ld: %s", c->eps[c->cur], path, status,
 			json_string_value(json_object_get(doc, "error")) ?: "?");
 	}
 	if (rc == 0)

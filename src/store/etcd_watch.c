@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "starcloud/buf.h"
+#include "base/log.h"
 #include "starcloud/error.h"
 #include "store/etcd_int.h"
 
@@ -124,7 +125,7 @@ static void on_message(stream_t *st, const char *text, size_t n)
 	}
 	int64_t compact = sc__etcd_int(res, "compact_revision");
 	if (compact > 0) {
-		fprintf(stderr, "store: etcd watch: revision %lld compacted; resuming at %lld\n",
+		sc_log_warn("store: etcd watch: revision %lld compacted; resuming at %lld",
 			(long long)w->next_rev, (long long)compact);
 		w->next_rev = compact;
 		st->failed = 1;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "starcloud/error.h"
+#include "base/log.h"
 #include "store/etcd_int.h"
 
 typedef struct etcd_store {
@@ -247,7 +248,7 @@ static void stall_hook(void)
 		secs = 0;
 	fclose(f);
 	unlink(path);
-	fprintf(stderr, "store: test hook: stalling a fenced write for %d s\n", secs);
+	sc_log_warn("store: test hook: stalling a fenced write for %d s", secs);
 	sleep((unsigned)secs);
 }
 

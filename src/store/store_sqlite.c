@@ -22,6 +22,7 @@
  * those still holding a current value. Schema 1 stored each value twice
  * (in kv and in its change); migration 2 moves it. */
 #include "store/store.h"
+#include "base/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,7 +108,7 @@ static int exec(sqlite3 *db, const char *sql)
 {
 	char *err = NULL;
 	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
-		fprintf(stderr, "store: %s: %s\n", sql, err ? err : "?");
+		sc_log_error("store: %s: %s", sql, err ? err : "?");
 		sqlite3_free(err);
 		return SC_EIO;
 	}
@@ -163,10 +164,10 @@ static int migrate(sqlite3 *db, const char *path)
 	int64_t have = query_int(db, "SELECT max(version) FROM schema_version", 0);
 	int64_t want = (int64_t)(sizeof(migrations) / sizeof(migrations[0]));
 	if (have > want) {
-		fprintf(stderr,
+		sc_log_error(
 			"store: %s has schema %lld, written by a newer starcloud; this binary "
 			"(starcloud %s) reads schemas up to %lld. Run the newer release, or restore a "
-			"copy taken before the upgrade (docs/DEPLOY.md). Nothing was changed.\n",
+			"copy taken before the upgrade (docs/DEPLOY.md). Nothing was changed.",
 			path, (long long)have, SC_VERSION, (long long)want);
 		return SC_ERANGE;
 	}
@@ -480,7 +481,7 @@ static int sq_sync(sc_store_t *s)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
 	if (batch_commit(q) < 0) {
-		fprintf(stderr, "store: cannot commit the writes since the last sync\n");
+		sc_log_error("store: cannot commit the writes since the last sync");
 		return SC_EIO;
 	}
 	if (!q->dirty)
@@ -488,7 +489,7 @@ static int sq_sync(sc_store_t *s)
 	if (q->walfd < 0)
 		q->walfd = open(q->walpath, O_RDONLY | O_CLOEXEC);
 	if (q->walfd < 0 || fdatasync(q->walfd) < 0) {
-		fprintf(stderr, "store: cannot sync %s\n", q->walpath);
+		sc_log_error("store: cannot sync %s", q->walpath);
 		return SC_EIO;
 	}
 	q->dirty = 0;
@@ -546,7 +547,7 @@ static int prepare_all(sqlite_store_t *q)
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		if (sqlite3_prepare_v3(q->db, t[i].sql, -1, SQLITE_PREPARE_PERSISTENT, t[i].st,
 				       NULL) != SQLITE_OK) {
-			fprintf(stderr, "store: %s\n", sqlite3_errmsg(q->db));
+			sc_log_error("store: %s", sqlite3_errmsg(q->db));
 			return SC_EIO;
 		}
 	return 0;
@@ -564,7 +565,7 @@ int sc_store_sqlite_open(const char *dir, sc_store_t **out)
 	if (mkdir(dir, 0700) < 0) {
 		struct stat st;
 		if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-			fprintf(stderr, "store: cannot create data directory %s\n", dir);
+			sc_log_error("store: cannot create data directory %s", dir);
 			goto error;
 		}
 	}
@@ -574,7 +575,7 @@ int sc_store_sqlite_open(const char *dir, sc_store_t **out)
 		goto error;
 	}
 	if (sqlite3_open(path, &q->db) != SQLITE_OK) {
-		fprintf(stderr, "store: cannot open %s: %s\n", path, sqlite3_errmsg(q->db));
+		sc_log_error("store: cannot open %s: %s", path, sqlite3_errmsg(q->db));
 		goto error;
 	}
 	sqlite3_busy_timeout(q->db, 5000);

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include "base/version.h"
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 #include "worker/worker_int.h"

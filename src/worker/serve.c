@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "starcloud/buf.h"
+#include "base/log.h"
 #include "starcloud/error.h"
 #include "worker/worker.h"
 #include "worker/worker_int.h"
@@ -71,8 +72,7 @@ int sc__worker_faults(wreq_t *q)
 	q->model_req = 1;
 	w->model_requests++;
 	if (w->hang_after > 0 && w->model_requests > w->hang_after) {
-		fprintf(stderr, "worker %s: --hang-after %ld reached, no more answers\n", w->id,
-		        w->hang_after);
+		sc_log_warn("--hang-after %ld reached, no more answers", w->hang_after);
 		w->hung = 1;
 		w->c.faults_injected++;
 		return 1;
@@ -88,7 +88,7 @@ int sc__worker_faults(wreq_t *q)
 static void on_exit_timer(uv_timer_t *t)
 {
 	sc_worker_t *w = t->data;
-	fprintf(stderr, "worker %s: --crash-after %ld reached, exiting\n", w->id, w->crash_after);
+	sc_log_warn("--crash-after %ld reached, exiting", w->crash_after);
 	exit(3);
 }
 

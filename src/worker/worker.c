@@ -2,259 +2,126 @@
  * daemon's loop. See docs/WORKER.md for the API and the flags. */
 #include "worker/worker.h"
 
-#include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 #include "net/sdnotify.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/version.h"
 #include "starcloud/error.h"
 #include "worker/worker_int.h"
 
 typedef struct wopts {
 	const char *checkpoint, *tokenizer, *gen_out, *id, *otlp, *advertise;
-	char model[128], version[32], host[64];
-	int port, role, max_tokens, kv_max;
+	char model[128], version[32];
+	sc_hostport_t listen;
+	int role_choice; /* index in "prefill|decode|both" */
+	int max_tokens, kv_max;
 	uint64_t kv_lease_ms, fault_seed;
-	long crash_after, hang_after, latency_ms, fail_decode_after;
+	int64_t crash_after, hang_after, latency_ms, fail_decode_after;
 	double fail_rate;
 	sc_model_gen_t gen;
 } wopts_t;
 
-static void usage(FILE *f)
+/* Served names go into URLs, metrics labels and JSON: letters, digits,
+ * '.', '_', '-'. */
+static int name_into(char *dst, size_t cap, const char *v, char *err, size_t errsz)
 {
-	fprintf(
-	    f, "usage: starcloud worker [--checkpoint FILE] [options]\n"
-	       "       starcloud worker --gen-checkpoint FILE [--dim 64 --hidden-dim 0 --layers 2\n"
-	       "                        --heads 4 --kv-heads 2 --vocab 512 --seq-len 256 --seed 1\n"
-	       "                        --shared]\n\n"
-	       "Serves a llama2.c checkpoint over OpenAI and KServe v2 (docs/WORKER.md).\n"
-	       "  --checkpoint FILE   model weights (default: a built-in tiny model, seed 1)\n"
-	       "  --tokenizer FILE    llama2.c tokenizer.bin (default: byte-level tokenizer)\n"
-	       "  --model NAME        served model name (default tiny)\n"
-	       "  --version V         served version (default 1)\n"
-	       "  --listen HOST:PORT  address (default 127.0.0.1:9000; port 0 = any free port)\n"
-	       "  --id ID             x-starcloud-replica value (default HOST:PORT)\n"
-	       "  --advertise HOST    host named in kv_url (default: the listen host; 127.0.0.1\n"
-	       "                      when listening on 0.0.0.0)\n"
-	       "  --role R            prefill | decode | both (default both)\n"
-	       "  --max-tokens N      largest max_tokens accepted (default 256, at most seq_len)\n"
-	       "  --kv-lease DUR      KV handle lease, e.g. 30s, 500ms (default 30s)\n"
-	       "  --kv-max-handles N  live KV handles at most (default 64)\n"
-	       "  --otlp URL          export a span per request (OTLP/HTTP JSON, URL/v1/traces)\n"
-	       "fault injection (model requests only: completions, chat, infer, prefill, decode):\n"
-	       "  --crash-after N     exit (status 3) once N model requests were answered\n"
-	       "  --hang-after N      from model request N+1 on, answer nothing at all\n"
-	       "  --fail-rate F       answer this fraction of model requests 500 (seeded)\n"
-	       "  --fault-seed N      seed of --fail-rate (default 1)\n"
-	       "  --latency-ms L      wait L ms before working on each model request\n"
-	       "  --fail-decode-after-tokens K  close the connection after K generated tokens\n");
-}
-
-static int parse_listen(const char *s, wopts_t *o)
-{
-	const char *colon = strrchr(s, ':');
-	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(o->host))
+	if (!*v || strlen(v) >= cap ||
+	    strspn(v, "abcdefghijklmnopqrstuvwxyz"
+		      "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		      "0123456789._-") != strlen(v)) {
+		snprintf(err, errsz, "expected a short name of letters, digits, '.', '_', '-'");
 		return SC_EINVAL;
-	char *end;
-	errno = 0;
-	long port = strtol(colon + 1, &end, 10);
-	if (*end || errno || port < 0 || port > 65535 || colon[1] == '\0')
-		return SC_EINVAL;
-	snprintf(o->host, sizeof(o->host), "%.*s", (int)(colon - s), s);
-	o->port = (int)port;
-	return 0;
-}
-
-static int parse_long(const char *v, long lo, long hi, long *out)
-{
-	char *end;
-	errno = 0;
-	long n = strtol(v, &end, 10);
-	if (!*v || *end || errno || n < lo || n > hi)
-		return SC_EINVAL;
-	*out = n;
-	return 0;
-}
-
-/* "30s", "500ms", "2m" or plain seconds -> milliseconds. */
-static int parse_duration_ms(const char *v, uint64_t *ms)
-{
-	char *end;
-	errno = 0;
-	double d = strtod(v, &end);
-	if (end == v || errno || !(d > 0) || d > 86400)
-		return SC_EINVAL;
-	double mult = strcmp(end, "ms") == 0             ? 1
-	              : (strcmp(end, "s") == 0 || !*end) ? 1000
-	              : strcmp(end, "m") == 0            ? 60000
-	                                                 : -1;
-	if (mult < 0)
-		return SC_EINVAL;
-	*ms = (uint64_t)ceil(d * mult);
-	return 0;
-}
-
-/* Integer flags: name, bounds, where the value goes. */
-typedef struct int_flag {
-	const char *name;
-	long lo, hi;
-	size_t off;
-	int is_int;
-} int_flag_t;
-
-#define L(n, lo, hi, f)                                                                            \
-	{                                                                                          \
-		n, lo, hi, offsetof(wopts_t, f), 0                                                 \
 	}
-#define I(n, lo, hi, f)                                                                            \
-	{                                                                                          \
-		n, lo, hi, offsetof(wopts_t, f), 1                                                 \
-	}
-static const int_flag_t int_flags[] = {
-    L("--crash-after", 1, 1L << 40, crash_after),
-    L("--hang-after", 0, 1L << 40, hang_after),
-    L("--latency-ms", 0, 600000, latency_ms),
-    L("--fail-decode-after-tokens", 1, 1 << 20, fail_decode_after),
-    I("--max-tokens", 1, SC_MODEL_MAX_SEQ, max_tokens),
-    I("--kv-max-handles", 1, 100000, kv_max),
-    I("--dim", 2, SC_MODEL_MAX_DIM, gen.cfg.dim),
-    I("--hidden-dim", 0, 4 * SC_MODEL_MAX_DIM, gen.cfg.hidden_dim),
-    I("--layers", 1, SC_MODEL_MAX_LAYERS, gen.cfg.n_layers),
-    I("--heads", 1, SC_MODEL_MAX_DIM, gen.cfg.n_heads),
-    I("--kv-heads", 1, SC_MODEL_MAX_DIM, gen.cfg.n_kv_heads),
-    I("--vocab", 259, SC_MODEL_MAX_VOCAB, gen.cfg.vocab_size),
-    I("--seq-len", 2, SC_MODEL_MAX_SEQ, gen.cfg.seq_len),
+	snprintf(dst, cap, "%s", v);
+	return 0;
+}
+
+static int model_flag(void *opts, const char *v, char *err, size_t errsz)
+{
+	wopts_t *o = opts;
+	return name_into(o->model, sizeof(o->model), v, err, errsz);
+}
+
+static int version_flag(void *opts, const char *v, char *err, size_t errsz)
+{
+	wopts_t *o = opts;
+	return name_into(o->version, sizeof(o->version), v, err, errsz);
+}
+
+static const sc_flag_t worker_flags[] = {
+	{.name = "--checkpoint", SC_FLAG_AT(STR, wopts_t, checkpoint), .meta = "FILE",
+	 .help = "model weights (default: a built-in tiny model, seed 1)"},
+	{.name = "--tokenizer", SC_FLAG_AT(STR, wopts_t, tokenizer), .meta = "FILE",
+	 .help = "llama2.c tokenizer.bin (default: byte-level tokenizer)"},
+	{.name = "--model", .kind = SC_FLAG_FUNC, .fn = model_flag, .meta = "NAME", .def = "tiny",
+	 .help = "served model name"},
+	{.name = "--version", .kind = SC_FLAG_FUNC, .fn = version_flag, .meta = "V", .def = "1",
+	 .help = "served version"},
+	{.name = "--listen", SC_FLAG_AT(ADDR, wopts_t, listen), .def = "127.0.0.1:9000",
+	 .help = "address (port 0 = any free port)"},
+	{.name = "--id", SC_FLAG_AT(STR, wopts_t, id), .meta = "ID",
+	 .help = "x-starcloud-replica value (default HOST:PORT)"},
+	{.name = "--advertise", SC_FLAG_AT(STR, wopts_t, advertise), .meta = "HOST",
+	 .help = "host named in kv_url (default: the listen host; 127.0.0.1\nwhen listening on "
+		 "0.0.0.0)"},
+	{.name = "--role", SC_FLAG_AT(CHOICE, wopts_t, role_choice), .meta = "R",
+	 .choices = "prefill|decode|both", .def = "both", .help = "prefill | decode | both"},
+	{.name = "--max-tokens", SC_FLAG_AT(INT, wopts_t, max_tokens), .min = 1,
+	 .max = SC_MODEL_MAX_SEQ, .def = "256", .help = "largest max_tokens accepted (at most seq_len)"},
+	{.name = "--kv-lease", SC_FLAG_AT(DURATION, wopts_t, kv_lease_ms), .min = 1, .max = 86400e3,
+	 .def = "30s", .help = "KV handle lease, e.g. 30s, 500ms"},
+	{.name = "--kv-max-handles", SC_FLAG_AT(INT, wopts_t, kv_max), .min = 1, .max = 100000,
+	 .def = "64", .help = "live KV handles at most"},
+	{.name = "--otlp", SC_FLAG_AT(STR, wopts_t, otlp), .meta = "URL",
+	 .help = "export a span per request (OTLP/HTTP JSON, URL/v1/traces)"},
+	{.kind = SC_FLAG_SECTION,
+	 .help = "fault injection (model requests only: completions, chat, infer, prefill, decode):"},
+	{.name = "--crash-after", SC_FLAG_AT(I64, wopts_t, crash_after), .min = 1, .max = 0x1p40,
+	 .help = "exit (status 3) once N model requests were answered"},
+	{.name = "--hang-after", SC_FLAG_AT(I64, wopts_t, hang_after), .min = 0, .max = 0x1p40,
+	 .help = "from model request N+1 on, answer nothing at all"},
+	{.name = "--fail-rate", SC_FLAG_AT(NUM, wopts_t, fail_rate), .min = 0, .max = 1,
+	 .help = "answer this fraction of model requests 500 (seeded)"},
+	{.name = "--fault-seed", SC_FLAG_AT(U64, wopts_t, fault_seed), .def = "1",
+	 .help = "seed of --fail-rate"},
+	{.name = "--latency-ms", SC_FLAG_AT(I64, wopts_t, latency_ms), .meta = "L", .min = 0,
+	 .max = 600000, .help = "wait L ms before working on each model request"},
+	{.name = "--fail-decode-after-tokens", SC_FLAG_AT(I64, wopts_t, fail_decode_after),
+	 .meta = "K", .min = 1, .max = 1 << 20, .help = "close the connection after K generated tokens"},
+	{.kind = SC_FLAG_SECTION, .help = "a generated checkpoint (--gen-checkpoint FILE, then exit):"},
+	{.name = "--gen-checkpoint", SC_FLAG_AT(STR, wopts_t, gen_out), .meta = "FILE",
+	 .help = "write a checkpoint of this shape and exit"},
+	{.name = "--dim", SC_FLAG_AT(INT, wopts_t, gen.cfg.dim), .min = 2, .max = SC_MODEL_MAX_DIM,
+	 .def = "64", .help = "model width"},
+	{.name = "--hidden-dim", SC_FLAG_AT(INT, wopts_t, gen.cfg.hidden_dim), .min = 0,
+	 .max = 4 * SC_MODEL_MAX_DIM, .def = "0", .help = "feed-forward width (0: 8/3 x dim)"},
+	{.name = "--layers", SC_FLAG_AT(INT, wopts_t, gen.cfg.n_layers), .min = 1,
+	 .max = SC_MODEL_MAX_LAYERS, .def = "2", .help = "layers"},
+	{.name = "--heads", SC_FLAG_AT(INT, wopts_t, gen.cfg.n_heads), .min = 1,
+	 .max = SC_MODEL_MAX_DIM, .def = "4", .help = "attention heads"},
+	{.name = "--kv-heads", SC_FLAG_AT(INT, wopts_t, gen.cfg.n_kv_heads), .min = 1,
+	 .max = SC_MODEL_MAX_DIM, .def = "2", .help = "key/value heads"},
+	{.name = "--vocab", SC_FLAG_AT(INT, wopts_t, gen.cfg.vocab_size), .min = 259,
+	 .max = SC_MODEL_MAX_VOCAB, .def = "512", .help = "vocabulary size"},
+	{.name = "--seq-len", SC_FLAG_AT(INT, wopts_t, gen.cfg.seq_len), .min = 2,
+	 .max = SC_MODEL_MAX_SEQ, .def = "256", .help = "longest sequence"},
+	{.name = "--seed", SC_FLAG_AT(U64, wopts_t, gen.seed), .def = "1", .help = "weights' seed"},
+	{.name = "--shared", SC_FLAG_AT(BOOL, wopts_t, gen.cfg.shared_classifier),
+	 .help = "the classifier shares the embedding's weights"},
 };
-#undef L
-#undef I
 
-static int int_flag(wopts_t *o, const char *a, const char *v)
-{
-	for (size_t i = 0; i < sizeof(int_flags) / sizeof(int_flags[0]); i++) {
-		const int_flag_t *f = &int_flags[i];
-		if (strcmp(a, f->name) != 0)
-			continue;
-		long n;
-		if (!v || parse_long(v, f->lo, f->hi, &n) < 0) {
-			fprintf(stderr,
-			        "starcloud worker: %s: expected an integer from %ld to %ld\n", a,
-			        f->lo, f->hi);
-			return SC_EINVAL;
-		}
-		if (f->is_int)
-			*(int *)((char *)o + f->off) = (int)n;
-		else
-			*(long *)((char *)o + f->off) = n;
-		return 1;
-	}
-	return 0;
-}
-
-static void defaults(wopts_t *o)
-{
-	memset(o, 0, sizeof(*o));
-	snprintf(o->model, sizeof(o->model), "tiny");
-	snprintf(o->version, sizeof(o->version), "1");
-	parse_listen("127.0.0.1:9000", o);
-	o->role = ROLE_BOTH;
-	o->max_tokens = 256;
-	o->kv_max = 64;
-	o->kv_lease_ms = 30000;
-	o->fault_seed = 1;
-	o->gen.cfg = (sc_model_config_t){64, 0, 2, 4, 2, 512, 256, 0};
-	o->gen.seed = 1;
-}
-
-static int bad(const char *flag, const char *what)
-{
-	fprintf(stderr, "starcloud worker: %s: %s\n", flag, what);
-	return SC_EINVAL;
-}
-
-/* String-valued flags; returns 1 when a was one, <0 on a bad value. */
-static int str_flag(wopts_t *o, const char *a, const char *v)
-{
-	if (!strcmp(a, "--checkpoint"))
-		o->checkpoint = v;
-	else if (!strcmp(a, "--tokenizer"))
-		o->tokenizer = v;
-	else if (!strcmp(a, "--gen-checkpoint"))
-		o->gen_out = v;
-	else if (!strcmp(a, "--id"))
-		o->id = v;
-	else if (!strcmp(a, "--otlp"))
-		o->otlp = v;
-	else if (!strcmp(a, "--advertise"))
-		o->advertise = v;
-	else if (!strcmp(a, "--model") || !strcmp(a, "--version")) {
-		char *dst = a[2] == 'm' ? o->model : o->version;
-		size_t cap = a[2] == 'm' ? sizeof(o->model) : sizeof(o->version);
-		if (!v || !*v || strlen(v) >= cap ||
-		    strspn(v, "abcdefghijklmnopqrstuvwxyz"
-		              "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-		              "0123456789._-") != strlen(v))
-			return bad(a, "expected a short name of letters, digits, '.', '_', '-'");
-		snprintf(dst, cap, "%s", v);
-	} else if (!strcmp(a, "--listen")) {
-		if (!v || parse_listen(v, o) < 0)
-			return bad(a, "expected HOST:PORT");
-	} else if (!strcmp(a, "--role")) {
-		o->role = !v                      ? 0
-		          : !strcmp(v, "both")    ? ROLE_BOTH
-		          : !strcmp(v, "prefill") ? ROLE_PREFILL
-		          : !strcmp(v, "decode")  ? ROLE_DECODE
-		                                  : 0;
-		if (!o->role)
-			return bad(a, "expected prefill, decode or both");
-	} else if (!strcmp(a, "--kv-lease")) {
-		if (!v || parse_duration_ms(v, &o->kv_lease_ms) < 0)
-			return bad(a, "expected a duration such as 30s or 500ms");
-	} else if (!strcmp(a, "--fail-rate")) {
-		char *end;
-		o->fail_rate = v ? strtod(v, &end) : -1;
-		if (!v || *end || !(o->fail_rate >= 0 && o->fail_rate <= 1))
-			return bad(a, "expected a fraction from 0 to 1");
-	} else if (!strcmp(a, "--seed") || !strcmp(a, "--fault-seed")) {
-		char *end;
-		errno = 0;
-		unsigned long long n = v ? strtoull(v, &end, 10) : 0;
-		if (!v || !*v || *end || errno)
-			return bad(a, "expected a non-negative integer");
-		*(a[2] == 's' ? &o->gen.seed : &o->fault_seed) = n;
-	} else if (!strcmp(a, "--shared")) {
-		o->gen.cfg.shared_classifier = 1;
-		return 2; /* takes no value */
-	} else
-		return 0;
-	if (!v)
-		return bad(a, "needs a value");
-	return 1;
-}
-
-static int parse_opts(int argc, char **argv, wopts_t *o)
-{
-	defaults(o);
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int rc = str_flag(o, a, v);
-		if (rc == 0)
-			rc = int_flag(o, a, v);
-		if (rc < 0)
-			return rc;
-		if (rc == 0) {
-			fprintf(stderr, "starcloud worker: unknown option \"%s\" (see --help)\n",
-			        a);
-			return SC_EINVAL;
-		}
-		if (rc == 1)
-			i++;
-	}
-	return 0;
-}
+static const sc_command_t worker_cmd = {
+	.name = "worker",
+	.args = "[--checkpoint FILE] [options]",
+	.about = "Serves a llama2.c checkpoint over OpenAI and KServe v2 (docs/WORKER.md).",
+	.flags = worker_flags,
+	.nflags = sizeof(worker_flags) / sizeof(worker_flags[0]),
+};
 
 static int gen_checkpoint(const wopts_t *o)
 {
@@ -316,7 +183,7 @@ static uv_timer_t watchdog_h;
 
 static void on_signal(uv_signal_t *h, int signum)
 {
-	fprintf(stderr, "worker: signal %d, shutting down\n", signum);
+	sc_log_info("signal %d, shutting down", signum);
 	sc_sd_notify("STOPPING=1");
 	uv_stop(h->loop);
 }
@@ -328,12 +195,12 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	snprintf(w->version, sizeof(w->version), "%s", o->version);
 	/* kv_url must name an address a decode worker can reach. */
 	const char *adv = o->advertise                      ? o->advertise
-	                  : strcmp(o->host, "0.0.0.0") == 0 ? "127.0.0.1"
-	                                                    : o->host;
+	                  : strcmp(o->listen.host, "0.0.0.0") == 0 ? "127.0.0.1"
+	                                                    : o->listen.host;
 	snprintf(w->host, sizeof(w->host), "%s", adv);
 	snprintf(w->otlp_url, sizeof(w->otlp_url), "%s%s", o->otlp ? o->otlp : "",
 	         o->otlp && !strstr(o->otlp, "/v1/traces") ? "/v1/traces" : "");
-	w->role = o->role;
+	w->role = o->role_choice + 1; /* ROLE_PREFILL, ROLE_DECODE, ROLE_BOTH */
 	w->max_tokens_cap =
 	    o->max_tokens < w->model->cfg.seq_len ? o->max_tokens : w->model->cfg.seq_len;
 	w->crash_after = o->crash_after;
@@ -350,14 +217,14 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 		return SC_ENOMEM;
 	sc_httpc_set_user_agent(w->httpc, SC_USER_AGENT("worker"));
 	sc__worker_serve_init(w);
-	if (sc_http_listen(w->http, o->host, o->port) < 0) {
-		fprintf(stderr, "starcloud worker: cannot listen on %s:%d\n", o->host, o->port);
+	if (sc_http_listen(w->http, o->listen.host, o->listen.port) < 0) {
+		sc_log_error("cannot listen on %s:%d", o->listen.host, o->listen.port);
 		return SC_EIO;
 	}
 	w->port = sc_http_port(w->http);
 	snprintf(w->id, sizeof(w->id), "%s", o->id ? o->id : "");
 	if (!o->id)
-		snprintf(w->id, sizeof(w->id), "%s:%d", o->host, w->port);
+		snprintf(w->id, sizeof(w->id), "%s:%d", o->listen.host, w->port);
 	uv_signal_init(w->loop, &sigint_h);
 	uv_signal_init(w->loop, &sigterm_h);
 	uv_signal_start(&sigint_h, on_signal, SIGINT);
@@ -367,31 +234,31 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 
 int sc_worker_main(int argc, char **argv)
 {
-	if (sc__cli_wants_help(argc, argv)) {
-		usage(stdout);
-		return SC_EXIT_OK;
-	}
 	wopts_t o;
-	if (parse_opts(argc, argv, &o) < 0)
-		return SC_EXIT_USAGE;
+	memset(&o, 0, sizeof(o));
+	sc_log_open("worker");
+	int rc = sc_flags_parse(&worker_cmd, &o, argc, argv, NULL);
+	if (rc != 0)
+		return rc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
 	if (o.gen_out)
 		return gen_checkpoint(&o);
 	static sc_worker_t w;
 	if (load_model(&w, &o) < 0)
 		return SC_EXIT_USAGE;
-	int rc = setup(&w, &o);
-	if (rc < 0)
+	if ((rc = setup(&w, &o)) < 0)
 		return SC_EXIT_FAIL;
+	char who[sizeof(w.id) + 8];
+	snprintf(who, sizeof(who), "worker %s", w.id);
+	sc_log_open(who);
 	const sc_model_config_t *c = &w.model->cfg;
-	fprintf(stderr,
-	        "worker %s: serving %s:%s (dim %d, layers %d, heads %d/%d, vocab %d, seq_len %d) "
-	        "role %s on http://%s:%d\n",
-	        w.id, w.model_name, w.version, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
-	        c->vocab_size, c->seq_len,
-	        w.role == ROLE_BOTH      ? "both"
-	        : w.role == ROLE_PREFILL ? "prefill"
-	                                 : "decode",
-	        w.host, w.port);
+	sc_log_info("serving %s:%s (dim %d, layers %d, heads %d/%d, vocab %d, seq_len %d) role %s "
+	            "on http://%s:%d",
+	            w.model_name, w.version, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
+	            c->vocab_size, c->seq_len,
+	            w.role == ROLE_BOTH      ? "both"
+	            : w.role == ROLE_PREFILL ? "prefill"
+	                                     : "decode",
+	            w.host, w.port);
 	printf("listening on http://%s:%d\n", w.host, w.port);
 	fflush(stdout);
 	/* Ready for systemd once the model is loaded and the port listens. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "starcloud/error.h"
+#include "base/log.h"
 #include "worker/worker_int.h"
 
 uint64_t sc__now_ms(void)
@@ -159,8 +160,8 @@ void sc__span_end(wreq_t *q, int status)
 		return;
 	q->ended = 1;
 	double ms = (double)(uv_hrtime() - q->start_ns) / 1e6;
-	fprintf(stderr, "worker %s: %s %d %.2fms trace=%s span=%s%s%s\n", q->w->id, q->name, status,
-	        ms, q->trace_id, q->span_id, q->parent_id[0] ? " parent=" : "", q->parent_id);
+	sc_log_info("%s %d %.2fms trace=%s span=%s%s%s", q->name, status, ms, q->trace_id,
+	            q->span_id, q->parent_id[0] ? " parent=" : "", q->parent_id);
 	if (q->w->otlp_url[0])
 		otlp_export(q, status);
 	if (q->model_req)

@@ -131,6 +131,12 @@ def test_gen_checkpoint_size(ckpt):
     (["--fail-rate", "2"], "--fail-rate"),
     (["--kv-lease", "-1s"], "--kv-lease"),
     (["--bogus"], "unknown option"),
+    # NaN, fractions, trailing junk (issue 21)
+    (["--fail-rate", "nan"], "--fail-rate"),
+    (["--max-tokens", "2.7"], "--max-tokens"),
+    (["--kv-lease", "nan"], "--kv-lease"),
+    (["--fault-seed", "-1"], "--fault-seed"),
+    (["--latency-ms", "10x"], "--latency-ms"),
 ])
 def test_bad_flags_exit_2(ckpt, args, needle):
     p = subprocess.run([BIN, "worker", "--checkpoint", str(ckpt)] + args,
