@@ -21,7 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "cli/cli.h"
+#include "cli/cli_conn.h"
 #include "cli/cli_agent.h"
 #include "starcloud/buf.h"
 
@@ -29,37 +31,6 @@
 #define MAX_AGENTS 64
 
 /* ---- shared: server, token ---------------------------------------------- */
-
-static void config_value(const char *key, char *out, size_t outsz)
-{
-	const char *home = getenv("HOME");
-	char path[1024], line[1024];
-	size_t klen = strlen(key);
-	snprintf(path, sizeof(path), "%s/.config/starcloud/config", home ? home : "");
-	FILE *f = home ? fopen(path, "r") : NULL;
-	while (f && fgets(line, sizeof(line), f)) {
-		if (strncmp(line, key, klen) != 0 || line[klen] != ':')
-			continue;
-		char *v = line + klen + 1;
-		v += strspn(v, " \t");
-		v[strcspn(v, "\r\n")] = '\0';
-		snprintf(out, outsz, "%s", v);
-	}
-	if (f)
-		fclose(f);
-}
-
-static void pick(char *out, size_t outsz, const char *flag, const char *env, const char *key)
-{
-	const char *e = getenv(env);
-	out[0] = '\0';
-	if (flag)
-		snprintf(out, outsz, "%s", flag);
-	else if (e && *e)
-		snprintf(out, outsz, "%s", e);
-	else
-		config_value(key, out, outsz);
-}
 
 static size_t to_buf(char *p, size_t size, size_t n, void *ud)
 {
@@ -110,13 +81,26 @@ static long get_json(const char *url, const char *token, json_t **out)
 
 /* ---- logs --------------------------------------------------------------- */
 
-static int logs_usage(FILE *f, int rc)
-{
-	fprintf(f, "usage: starcloud logs JOB [POD] [-f] [--server URL] [--token T]\n"
-		   "Prints a pod's output (the job's first pod when POD is left out), read\n"
-		   "from the agent of the node it runs or ran on; -f follows it.\n");
-	return rc;
-}
+typedef struct logs_opts {
+	const char *server_flag, *token_flag;
+	int follow;
+} logs_opts_t;
+
+static const sc_flag_t logs_flags[] = {
+	SC_CLI_CONN_FLAGS(logs_opts_t),
+	{.name = "--follow", .alias = "-f", SC_FLAG_AT(BOOL, logs_opts_t, follow),
+	 .help = "keep printing what the pod writes"},
+};
+
+static const sc_command_t logs_cmd = {
+	.name = "logs",
+	.args = "JOB [POD] [-f] [options]",
+	.about = "Prints a pod's output (the job's first pod when POD is left out), read\n"
+		 "from the agent of the node it runs or ran on; -f follows it.",
+	.flags = logs_flags,
+	.nflags = sizeof(logs_flags) / sizeof(logs_flags[0]),
+	.max_args = 2,
+};
 
 /* Finds pod (or the first pod) of job: its name and node. */
 static int find_pod(json_t *job, const char *want, const char **pod, const char **node)
@@ -165,30 +149,19 @@ static int stream_logs(const char *addr, const char *token, const char *job, con
 
 int sc_cli_logs(int argc, char **argv)
 {
-	const char *pos[2] = { 0 }, *server_f = NULL, *token_f = NULL;
-	int npos = 0, follow = 0;
+	logs_opts_t o = {0};
 	char server[512], token[256], url[1024];
-	for (int i = 1; i < argc; i++) {
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-			return logs_usage(stdout, SC_EXIT_OK);
-		if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--follow"))
-			follow = 1;
-		else if (!strcmp(argv[i], "--server") && v)
-			server_f = argv[++i];
-		else if (!strcmp(argv[i], "--token") && v)
-			token_f = argv[++i];
-		else if (argv[i][0] != '-' && npos < 2)
-			pos[npos++] = argv[i];
-		else
-			return logs_usage(stderr, SC_EXIT_USAGE);
+	int npos = 0;
+	int prc = sc_flags_parse(&logs_cmd, &o, argc, argv, &npos);
+	if (prc != 0)
+		return prc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
+	const char *pos[2] = {npos > 0 ? argv[1] : NULL, npos > 1 ? argv[2] : NULL};
+	int follow = o.follow;
+	if (npos < 1 || strlen(pos[0]) > 253 || (pos[1] && strlen(pos[1]) > 253)) {
+		sc_flags_usage(&logs_cmd, stderr);
+		return SC_EXIT_USAGE;
 	}
-	if (npos < 1 || strlen(pos[0]) > 253 || (pos[1] && strlen(pos[1]) > 253))
-		return logs_usage(stderr, SC_EXIT_USAGE);
-	pick(server, sizeof(server), server_f, "STARCLOUD_SERVER", "server");
-	pick(token, sizeof(token), token_f, "STARCLOUD_TOKEN", "token");
-	if (!server[0])
-		snprintf(server, sizeof(server), "http://127.0.0.1:7070");
+	sc__cli_conn(o.server_flag, o.token_flag, server, sizeof(server), token, sizeof(token));
 	json_t *job = NULL, *node = NULL;
 	const char *pod, *nodename;
 	int rc = SC_EXIT_FAIL;
@@ -285,13 +258,27 @@ static void write_config(const char *server, const char *token)
 	printf("config:  %s\n", path);
 }
 
-static int dev_usage(FILE *f, int rc)
-{
-	fprintf(f, "usage: starcloud dev [--agents N] [--gpus 8xA100-80GB] [--data-dir DIR]\n"
-		   "Runs a server and N agents (default 1) with declared GPUs on loopback\n"
-		   "until interrupted; writes ~/.config/starcloud/config.\n");
-	return rc;
-}
+typedef struct dev_opts {
+	int nagents;
+	const char *gpus, *dir;
+} dev_opts_t;
+
+static const sc_flag_t dev_flags[] = {
+	{.name = "--agents", SC_FLAG_AT(INT, dev_opts_t, nagents), .min = 0, .max = MAX_AGENTS,
+	 .def = "1", .help = "node agents to run"},
+	{.name = "--gpus", SC_FLAG_AT(STR, dev_opts_t, gpus), .meta = "NxMODEL[:mig]",
+	 .def = "8xA100-80GB", .help = "each agent's declared GPUs"},
+	{.name = "--data-dir", SC_FLAG_AT(STR, dev_opts_t, dir), .meta = "DIR",
+	 .help = "where the server and agents keep their data (default: a new\nfolder in /tmp)"},
+};
+
+static const sc_command_t dev_cmd = {
+	.name = "dev",
+	.about = "Runs a server and N agents with declared GPUs on loopback until\n"
+		 "interrupted; writes ~/.config/starcloud/config.",
+	.flags = dev_flags,
+	.nflags = sizeof(dev_flags) / sizeof(dev_flags[0]),
+};
 
 static volatile sig_atomic_t dev_stop;
 static void on_dev_signal(int sig)
@@ -375,26 +362,15 @@ static void run_until_signal(const pid_t *pids, int npids)
 
 int sc_cli_dev(int argc, char **argv)
 {
-	int nagents = 1;
-	const char *gpus = "8xA100-80GB", *dir = NULL;
+	dev_opts_t o = {0};
+	int prc = sc_flags_parse(&dev_cmd, &o, argc, argv, NULL);
+	if (prc != 0)
+		return prc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
+	int nagents = o.nagents;
+	const char *gpus = o.gpus, *dir = o.dir;
 	char tmp[] = "/tmp/starcloud-dev-XXXXXX", url[64], token[256] = "";
 	pid_t pids[MAX_AGENTS + 1];
 	int npids = 0, pfd[2];
-	for (int i = 1; i < argc; i++) {
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-			return dev_usage(stdout, SC_EXIT_OK);
-		if (!strcmp(argv[i], "--agents") && v)
-			nagents = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--gpus") && v)
-			gpus = argv[++i];
-		else if (!strcmp(argv[i], "--data-dir") && v)
-			dir = argv[++i];
-		else
-			return dev_usage(stderr, SC_EXIT_USAGE);
-	}
-	if (nagents < 0 || nagents > MAX_AGENTS)
-		return dev_usage(stderr, SC_EXIT_USAGE);
 	if (!dir && !(dir = mkdtemp(tmp))) {
 		perror("starcloud dev: mkdtemp");
 		return SC_EXIT_FAIL;

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "base/flags.h"
 #include "cli/cli.h"
 #include "sim/synth.h"
 
@@ -29,49 +30,35 @@ static long peak_rss_mib(void)
 }
 
 typedef struct bench_opts {
-	size_t nodes, jobs, pending, queues;
+	uint64_t nodes, jobs, pending, queues;
 	int cycles;
 	uint64_t seed;
 } bench_opts_t;
 
-static int usage(FILE *f, int rc)
-{
-	fprintf(f, "usage: starcloud bench core [--nodes N] [--jobs J] [--cycles C] [--seed S]\n"
-		   "       starcloud bench preempt [--nodes N] [--pending P] [--queues Q]\n\n"
-		   "core: allocate cycles on N nodes x 8 GPUs, 1,110 queues, J pending jobs\n"
-		   "      (without --nodes: 1,000, 10,000 and 50,000 nodes).\n"
-		   "preempt: one cycle on a full cluster where P high-priority gangs must\n"
-		   "      evict (default 10,000 nodes, 10,000 gangs, 100 queues).\n");
-	return rc;
-}
+static const sc_flag_t bench_flags[] = {
+	{.name = "--nodes", SC_FLAG_AT(U64, bench_opts_t, nodes), .min = 1, .max = 1e7,
+	 .help = "nodes of 8 GPUs (core default: 1,000, 10,000 and 50,000;\npreempt: 10,000)"},
+	{.name = "--jobs", SC_FLAG_AT(U64, bench_opts_t, jobs), .min = 1, .max = 1e7,
+	 .def = "100000", .help = "core: pending jobs"},
+	{.name = "--cycles", SC_FLAG_AT(INT, bench_opts_t, cycles), .min = 1, .max = 1000,
+	 .def = "5", .help = "core: allocate cycles"},
+	{.name = "--seed", SC_FLAG_AT(U64, bench_opts_t, seed), .min = 1, .max = 1e7, .def = "42",
+	 .help = "core: the workload's seed"},
+	{.name = "--pending", SC_FLAG_AT(U64, bench_opts_t, pending), .min = 1, .max = 1e7,
+	 .def = "10000", .help = "preempt: high-priority gangs that must evict"},
+	{.name = "--queues", SC_FLAG_AT(U64, bench_opts_t, queues), .min = 1, .max = 1e7,
+	 .def = "100", .help = "preempt: queues"},
+};
 
-static int parse(int argc, char **argv, bench_opts_t *o)
-{
-	for (int i = 2; i < argc; i++) {
-		const char *a = argv[i];
-		if (i + 1 >= argc)
-			return -1;
-		char *end;
-		unsigned long long v = strtoull(argv[++i], &end, 10);
-		if (*end || v == 0 || v > 10000000)
-			return -1;
-		if (!strcmp(a, "--nodes"))
-			o->nodes = v;
-		else if (!strcmp(a, "--jobs"))
-			o->jobs = v;
-		else if (!strcmp(a, "--pending"))
-			o->pending = v;
-		else if (!strcmp(a, "--queues"))
-			o->queues = v;
-		else if (!strcmp(a, "--cycles") && v <= 1000)
-			o->cycles = (int)v;
-		else if (!strcmp(a, "--seed"))
-			o->seed = v;
-		else
-			return -1;
-	}
-	return 0;
-}
+static const sc_command_t bench_cmd = {
+	.name = "bench",
+	.args = "core|preempt [options]",
+	.about = "core: allocate cycles on N nodes x 8 GPUs, 1,110 queues, J pending jobs.\n"
+		 "preempt: one cycle on a full cluster where P high-priority gangs must evict.",
+	.flags = bench_flags,
+	.nflags = sizeof(bench_flags) / sizeof(bench_flags[0]),
+	.max_args = 1,
+};
 
 static int run_core(size_t nodes, const bench_opts_t *o)
 {
@@ -136,21 +123,20 @@ static int run_preempt(const bench_opts_t *o)
 
 int sc_cli_bench(int argc, char **argv)
 {
-	if (sc__cli_wants_help(argc, argv))
-		return usage(stdout, SC_EXIT_OK);
-	if (argc < 2)
-		return usage(stderr, SC_EXIT_USAGE);
-	bench_opts_t o = {.jobs = 100000, .pending = 10000, .queues = 100, .cycles = 5,
-			  .seed = 42};
-	if (parse(argc, argv, &o) < 0)
-		return usage(stderr, SC_EXIT_USAGE);
+	bench_opts_t o = {0};
+	int nargs = 0;
+	int prc = sc_flags_parse(&bench_cmd, &o, argc, argv, &nargs);
+	if (prc != 0)
+		return prc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
+	if (nargs != 1 || (strcmp(argv[1], "preempt") != 0 && strcmp(argv[1], "core") != 0)) {
+		sc_flags_usage(&bench_cmd, stderr);
+		return SC_EXIT_USAGE;
+	}
 	if (!strcmp(argv[1], "preempt")) {
 		if (!o.nodes)
 			o.nodes = 10000;
 		return run_preempt(&o);
 	}
-	if (strcmp(argv[1], "core") != 0)
-		return usage(stderr, SC_EXIT_USAGE);
 	if (o.nodes)
 		return run_core(o.nodes, &o);
 	static const size_t sizes[] = {1000, 10000, 50000};

@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "base/flags.h"
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "gateway/gateway.h"
@@ -101,6 +102,27 @@ static int show(const char *text, int as_json)
 	return SC_EXIT_OK;
 }
 
+/* The gateway back end's flags (`--help` is the verb's, usage() above). */
+typedef struct gw_args {
+	const char *gateway;
+	int output; /* table, json */
+} gw_args_t;
+
+static const sc_flag_t gw_flags[] = {
+	{.name = "--gateway", SC_FLAG_AT(STR, gw_args_t, gateway), .meta = "URL",
+	 .env = "STARCLOUD_GATEWAY", .def = "http://127.0.0.1:8080",
+	 .help = "the gateway whose own rollouts to show or steer"},
+	{.name = "--output", .alias = "-o", SC_FLAG_AT(CHOICE, gw_args_t, output),
+	 .choices = "table|json", .def = "table", .help = "output format"},
+};
+
+static const sc_command_t gw_cmd = {
+	.name = "rollout",
+	.flags = gw_flags,
+	.nflags = sizeof(gw_flags) / sizeof(gw_flags[0]),
+	.max_args = 2,
+};
+
 static int wants_gateway(int argc, char **argv)
 {
 	const char *env = getenv("STARCLOUD_GATEWAY");
@@ -118,25 +140,13 @@ int sc_cli_rollout(int argc, char **argv)
 	}
 	if (!wants_gateway(argc, argv))
 		return sc_cli_rollout_server(argc, argv);
-	const char *gw = getenv("STARCLOUD_GATEWAY");
-	const char *pos[2] = {NULL, NULL};
-	size_t npos = 0;
-	int as_json = 0;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--gateway") == 0 && i + 1 < argc) {
-			gw = argv[++i];
-		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
-			as_json = strcmp(argv[++i], "json") == 0;
-		} else if (argv[i][0] != '-' && npos < 2) {
-			pos[npos++] = argv[i];
-		} else {
-			fprintf(stderr, "starcloud rollout: unexpected argument \"%s\"\n", argv[i]);
-			usage(stderr);
-			return SC_EXIT_USAGE;
-		}
-	}
-	if (!gw)
-		gw = "http://127.0.0.1:8080";
+	gw_args_t g = {0};
+	int nargs = 0;
+	if (sc_flags_parse(&gw_cmd, &g, argc, argv, &nargs) != 0)
+		return SC_EXIT_USAGE;
+	const char *gw = g.gateway;
+	int as_json = g.output == 1;
+	const char *pos[2] = {nargs > 0 ? argv[1] : NULL, nargs > 1 ? argv[2] : NULL};
 	const char *verb = pos[0];
 	int status = verb && strcmp(verb, "status") == 0;
 	if (!verb || (!status && strcmp(verb, "promote") != 0 && strcmp(verb, "abort") != 0) ||

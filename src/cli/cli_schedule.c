@@ -4,16 +4,17 @@
  * way a cluster would: evictions complete (the pods are gone, and pods that
  * were Releasing finish too), bindings become Running pods, the clock moves
  * by --interval, and a gang that fell below minMember gets staleSince. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/flags.h"
 #include "base/quantity.h"
 #include "cli/cli.h"
 #include "cli/schedule_out.h"
 #include "starcloud/arena.h"
+#include "starcloud/error.h"
 
 #define MAX_CYCLES 10000
 #define MAX_FILES 1024
@@ -21,33 +22,13 @@
 typedef struct opts {
 	const char *files[MAX_FILES];
 	int nfiles;
+	int output; /* table, json */
 	bool json;
 	int64_t now;
 	int64_t interval;
 	int cycles;
 	const char *actions;
 } opts_t;
-
-static void help(void)
-{
-	printf("usage: starcloud schedule -f FILE... [-o table|json] [--now RFC3339]\n"
-	       "                          [--actions a,b,...] [--cycles N] [--interval DURATION]\n"
-	       "\n"
-	       "Schedules the nodes, queues, priority classes, jobs and deployments in the\n"
-	       "manifest files (or folders of *.yaml, *.yml, *.json) offline and prints the\n"
-	       "decisions: bindings, evictions, pending jobs with reasons, and queues.\n"
-	       "\n"
-	       "  -f, --file PATH       a manifest file or folder (repeatable)\n"
-	       "  -o, --output FORMAT   table (default) or json\n"
-	       "      --now TIME        the cycle's time (default: the current time)\n"
-	       "      --actions LIST    run only these actions, in this order (allocate,\n"
-	       "                        consolidation, reclaim, preempt, stalegangeviction)\n"
-	       "      --cycles N        run N cycles; between cycles evictions complete and\n"
-	       "                        bindings start running (default 1)\n"
-	       "      --interval DUR    time between cycles (default 0s)\n"
-	       "\n"
-	       "Exit status: 0 success, 1 failure, 2 bad usage or bad manifests.\n");
-}
 
 static int bad(const char *fmt, const char *arg)
 {
@@ -57,68 +38,79 @@ static int bad(const char *fmt, const char *arg)
 	return SC_EXIT_USAGE;
 }
 
+static int add_file(void *opts, const char *v, char *err, size_t errsz)
+{
+	opts_t *o = opts;
+	if (o->nfiles == MAX_FILES) {
+		snprintf(err, errsz, "more than %d files", MAX_FILES);
+		return SC_ELIMIT;
+	}
+	o->files[o->nfiles++] = v;
+	return 0;
+}
+
+static int now_flag(void *opts, const char *v, char *err, size_t errsz)
+{
+	snprintf(err, errsz, "\"%s\" is not an RFC 3339 time such as 2026-11-29T10:00:00Z", v);
+	return sc_quantity_time(v, &((opts_t *)opts)->now);
+}
+
+static int interval_flag(void *opts, const char *v, char *err, size_t errsz)
+{
+	snprintf(err, errsz, "\"%s\" is not a duration such as 10s", v);
+	return sc_quantity_duration(v, &((opts_t *)opts)->interval);
+}
+
+static const sc_flag_t schedule_flags[] = {
+	{.name = "--file", .alias = "-f", .kind = SC_FLAG_FUNC, .fn = add_file, .meta = "PATH",
+	 .flags = SC_FLAG_REPEAT, .help = "a manifest file or folder (also as an argument)"},
+	{.name = "--output", .alias = "-o", SC_FLAG_AT(CHOICE, opts_t, output),
+	 .choices = "table|json", .def = "table", .help = "output format"},
+	{.name = "--now", .kind = SC_FLAG_FUNC, .fn = now_flag, .meta = "TIME",
+	 .help = "the cycle's time (default: the current time)"},
+	{.name = "--actions", SC_FLAG_AT(STR, opts_t, actions), .meta = "LIST",
+	 .help = "run only these actions, in this order (allocate,\nconsolidation, reclaim, "
+		 "preempt, stalegangeviction)"},
+	{.name = "--cycles", SC_FLAG_AT(INT, opts_t, cycles), .min = 1, .max = MAX_CYCLES,
+	 .def = "1", .help = "run N cycles; between cycles evictions complete and\nbindings start "
+			     "running"},
+	{.name = "--interval", .kind = SC_FLAG_FUNC, .fn = interval_flag, .meta = "DUR",
+	 .help = "time between cycles (default 0s)"},
+};
+
+static const sc_command_t schedule_cmd = {
+	.name = "schedule",
+	.args = "-f FILE... [options]",
+	.about = "Schedules the nodes, queues, priority classes, jobs and deployments in the\n"
+		 "manifest files (or folders of *.yaml, *.yml, *.json) offline and prints the\n"
+		 "decisions: bindings, evictions, pending jobs with reasons, and queues.",
+	.footer = "Exit status: 0 success, 1 failure, 2 bad usage or bad manifests.",
+	.flags = schedule_flags,
+	.nflags = sizeof(schedule_flags) / sizeof(schedule_flags[0]),
+	.max_args = MAX_FILES,
+};
+
+/* 0 to run, -1 after --help, else an exit status. */
 static int parse_opts(int argc, char **argv, opts_t *o)
 {
-	static const struct option longs[] = {
-		{"file", required_argument, NULL, 'f'},	 {"output", required_argument, NULL, 'o'},
-		{"now", required_argument, NULL, 'n'},	 {"actions", required_argument, NULL, 'a'},
-		{"cycles", required_argument, NULL, 'c'}, {"interval", required_argument, NULL, 'i'},
-		{"help", no_argument, NULL, 'h'},	 {NULL, 0, NULL, 0}};
-	int c;
-	char *end;
 	memset(o, 0, sizeof(*o));
 	o->now = (int64_t)time(NULL);
-	o->cycles = 1;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "f:o:h", longs, NULL)) != -1) {
-		switch (c) {
-		case 'f':
-			if (o->nfiles == MAX_FILES)
-				return bad("more than %s files", "1024");
-			o->files[o->nfiles++] = optarg;
-			break;
-		case 'o':
-			if (strcmp(optarg, "json") != 0 && strcmp(optarg, "table") != 0)
-				return bad("-o: expected table or json, got \"%s\"", optarg);
-			o->json = strcmp(optarg, "json") == 0;
-			break;
-		case 'n':
-			if (sc_quantity_time(optarg, &o->now))
-				return bad("--now: \"%s\" is not an RFC 3339 time such as "
-					   "2026-11-29T10:00:00Z",
-					   optarg);
-			break;
-		case 'a':
-			o->actions = optarg;
-			break;
-		case 'c': {
-			long v = strtol(optarg, &end, 10);
-			if (*end || !*optarg || v < 1 || v > MAX_CYCLES)
-				return bad("--cycles: expected a number in 1..10000, got \"%s\"",
-					   optarg);
-			o->cycles = (int)v;
-			break;
+	int nargs = 0;
+	int rc = sc_flags_parse(&schedule_cmd, o, argc, argv, &nargs);
+	if (rc != 0)
+		return rc > 0 ? -1 : SC_EXIT_USAGE;
+	o->json = o->output == 1;
+	for (int i = 1; i <= nargs; i++) {
+		if (o->nfiles == MAX_FILES) {
+			fprintf(stderr, "starcloud schedule: more than %d files\n", MAX_FILES);
+			return SC_EXIT_USAGE;
 		}
-		case 'i':
-			if (sc_quantity_duration(optarg, &o->interval))
-				return bad("--interval: \"%s\" is not a duration such as 10s", optarg);
-			break;
-		case 'h':
-			help();
-			return -1;
-		default:
-			return bad("unknown or incomplete option \"%s\" (see --help)",
-				   argv[optind - 1]);
-		}
-	}
-	for (int i = optind; i < argc; i++) {
-		if (o->nfiles == MAX_FILES)
-			return bad("more than %s files", "1024");
 		o->files[o->nfiles++] = argv[i];
 	}
-	if (o->nfiles == 0)
-		return bad("%s", "no manifests given (use -f FILE)");
+	if (o->nfiles == 0) {
+		fprintf(stderr, "starcloud schedule: no manifests given (use -f FILE)\n");
+		return SC_EXIT_USAGE;
+	}
 	return 0;
 }
 

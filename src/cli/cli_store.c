@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/flags.h"
 #include "cli/cli.h"
 #include "server/ha.h"
 #include "starcloud/error.h"
@@ -16,12 +17,27 @@
 /* etcd refuses more than --max-txn-ops (default 128) operations per txn. */
 #define BATCH 100
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: starcloud store copy --from URL --to URL [--etcd-prefix /starcloud/]\n\n"
-		   "Copies every object and token from one store to an empty one.\n"
-		   "URL: sqlite:DATA_DIR or etcd://HOST:PORT[,HOST:PORT...]\n");
-}
+typedef struct store_opts {
+	const char *from, *to, *prefix;
+} store_opts_t;
+
+static const sc_flag_t store_flags[] = {
+	{.name = "--from", SC_FLAG_AT(STR, store_opts_t, from), .meta = "URL",
+	 .help = "sqlite:DATA_DIR or etcd://HOST:PORT[,HOST:PORT...]"},
+	{.name = "--to", SC_FLAG_AT(STR, store_opts_t, to), .meta = "URL",
+	 .help = "an empty store, in the same form"},
+	{.name = "--etcd-prefix", SC_FLAG_AT(STR, store_opts_t, prefix), .meta = "PREFIX",
+	 .help = "etcd key prefix (default /starcloud/)"},
+};
+
+static const sc_command_t store_cmd = {
+	.name = "store",
+	.args = "copy --from URL --to URL [--etcd-prefix /starcloud/]",
+	.about = "Copies every object and token from one store to an empty one.",
+	.flags = store_flags,
+	.nflags = sizeof(store_flags) / sizeof(store_flags[0]),
+	.max_args = 1,
+};
 
 static int copy_all(sc_store_t *from, sc_store_t *to, size_t *copied)
 {
@@ -61,29 +77,16 @@ static int open_store(const char *what, const char *url, const char *prefix, sc_
 
 int sc_cli_store(int argc, char **argv)
 {
-	const char *from = NULL, *to = NULL, *prefix = NULL;
-	if (sc__cli_wants_help(argc, argv)) {
-		usage(stdout);
-		return SC_EXIT_OK;
-	}
-	if (argc < 2 || strcmp(argv[1], "copy") != 0) {
-		usage(stderr);
+	store_opts_t o = {0};
+	int nargs = 0;
+	int prc = sc_flags_parse(&store_cmd, &o, argc, argv, &nargs);
+	if (prc != 0)
+		return prc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
+	if (nargs != 1 || strcmp(argv[1], "copy") != 0) {
+		sc_flags_usage(&store_cmd, stderr);
 		return SC_EXIT_USAGE;
 	}
-	for (int i = 2; i < argc; i++) {
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(argv[i], "--from") == 0 && v)
-			from = argv[++i];
-		else if (strcmp(argv[i], "--to") == 0 && v)
-			to = argv[++i];
-		else if (strcmp(argv[i], "--etcd-prefix") == 0 && v)
-			prefix = argv[++i];
-		else {
-			fprintf(stderr, "starcloud store copy: unknown or incomplete option \"%s\"\n",
-				argv[i]);
-			return SC_EXIT_USAGE;
-		}
-	}
+	const char *from = o.from, *to = o.to, *prefix = o.prefix;
 	if (!from || !to) {
 		fprintf(stderr, "starcloud store copy: --from and --to are required\n");
 		return SC_EXIT_USAGE;

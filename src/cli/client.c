@@ -11,10 +11,13 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "base/flags.h"
 #include "base/version.h"
 #include "base/yamljson.h"
+#include "cli/cli_conn.h"
 #include "cli/client_print.h"
 #include "starcloud/buf.h"
+#include "starcloud/error.h"
 
 #define MAX_RESPONSE (64u << 20)
 #define MAX_FILE (16u << 20)
@@ -23,106 +26,138 @@
 typedef struct cli {
 	char server[512];
 	char token[256];
+	const char *server_flag, *token_flag; /* --server/--token or the environment */
+	int output_choice;
 	const char *output;   /* table, wide, json, yaml */
 	const char *selector;
 	const char *files[MAX_FILES];
 	size_t nfiles;
-	const char *pos[8];   /* positional arguments */
+	const char *const *pos; /* positional arguments */
 	size_t npos;
 	const char *role;
 	const char *node; /* token create --node (agent tokens) */
 	const char *queues[32];
 	size_t nqueues;
+	int undo;         /* drain --undo */
 } cli_t;
 
 /* ---------------------------------------------------------------------
  * Configuration and options
  * ------------------------------------------------------------------- */
 
-/* Reads "key: value" from ~/.config/starcloud/config. */
-static void config_value(const char *key, char *out, size_t outsz)
+static int add_file(void *opts, const char *v, char *err, size_t errsz)
 {
-	const char *home = getenv("HOME");
-	char path[1024], line[1024];
-	if (!home)
-		return;
-	snprintf(path, sizeof(path), "%s/.config/starcloud/config", home);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return;
-	size_t klen = strlen(key);
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, key, klen) != 0 || line[klen] != ':')
-			continue;
-		char *v = line + klen + 1;
-		v += strspn(v, " \t");
-		v[strcspn(v, "\r\n")] = '\0';
-		snprintf(out, outsz, "%s", v);
+	cli_t *c = opts;
+	if (c->nfiles == MAX_FILES) {
+		snprintf(err, errsz, "at most %d", MAX_FILES);
+		return SC_ELIMIT;
 	}
-	fclose(f);
-}
-
-static void pick(char *out, size_t outsz, const char *flag, const char *env, const char *key,
-		 const char *dflt)
-{
-	const char *e = getenv(env);
-	out[0] = '\0';
-	if (flag)
-		snprintf(out, outsz, "%s", flag);
-	else if (e && *e)
-		snprintf(out, outsz, "%s", e);
-	else
-		config_value(key, out, outsz);
-	if (!out[0] && dflt)
-		snprintf(out, outsz, "%s", dflt);
-}
-
-static int parse_args(int argc, char **argv, cli_t *c)
-{
-	const char *server = NULL, *token = NULL;
-	memset(c, 0, sizeof(*c));
-	c->output = "table";
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int takes = 1;
-		if (strcmp(a, "--server") == 0 && v)
-			server = v;
-		else if (strcmp(a, "--token") == 0 && v)
-			token = v;
-		else if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && v)
-			c->output = v;
-		else if ((strcmp(a, "-l") == 0 || strcmp(a, "--selector") == 0) && v)
-			c->selector = v;
-		else if ((strcmp(a, "-f") == 0 || strcmp(a, "--filename") == 0) && v &&
-			 c->nfiles < MAX_FILES)
-			c->files[c->nfiles++] = v;
-		else if (strcmp(a, "--role") == 0 && v)
-			c->role = v;
-		else if (strcmp(a, "--node") == 0 && v)
-			c->node = v;
-		else if (strcmp(a, "--queue") == 0 && v && c->nqueues < 32)
-			c->queues[c->nqueues++] = v;
-		else if (a[0] != '-' && c->npos < 8) {
-			c->pos[c->npos++] = a;
-			takes = 0;
-		} else {
-			fprintf(stderr, "starcloud: unknown or incomplete option \"%s\"\n", a);
-			return -1;
-		}
-		i += takes;
-	}
-	if (strcmp(c->output, "table") && strcmp(c->output, "wide") && strcmp(c->output, "json") &&
-	    strcmp(c->output, "yaml")) {
-		fprintf(stderr, "starcloud: -o: expected table, wide, json or yaml\n");
-		return -1;
-	}
-	pick(c->server, sizeof(c->server), server, "STARCLOUD_SERVER", "server",
-	     "http://127.0.0.1:7070");
-	pick(c->token, sizeof(c->token), token, "STARCLOUD_TOKEN", "token", NULL);
-	size_t n = strlen(c->server);
-	if (n && c->server[n - 1] == '/')
-		c->server[n - 1] = '\0';
+	c->files[c->nfiles++] = v;
 	return 0;
+}
+
+static int add_queue(void *opts, const char *v, char *err, size_t errsz)
+{
+	cli_t *c = opts;
+	if (c->nqueues == sizeof(c->queues) / sizeof(c->queues[0])) {
+		snprintf(err, errsz, "at most 32");
+		return SC_ELIMIT;
+	}
+	c->queues[c->nqueues++] = v;
+	return 0;
+}
+
+/* The flags of the client verbs; each verb's table takes those it uses. */
+#define CONN_FLAGS SC_CLI_CONN_FLAGS(cli_t)
+#define OUTPUT_FLAG                                                                                \
+	{                                                                                          \
+		.name = "--output", .alias = "-o", SC_FLAG_AT(CHOICE, cli_t, output_choice),       \
+		.choices = "table|wide|json|yaml", .def = "table", .help = "output format"         \
+	}
+#define SELECTOR_FLAG                                                                              \
+	{                                                                                          \
+		.name = "--selector", .alias = "-l", SC_FLAG_AT(STR, cli_t, selector),             \
+		.meta = "k=v,...", .help = "label selector"                                        \
+	}
+#define FILE_FLAG                                                                                  \
+	{                                                                                          \
+		.name = "--filename", .alias = "-f", .kind = SC_FLAG_FUNC, .fn = add_file,         \
+		.meta = "FILE|DIR", .flags = SC_FLAG_REPEAT,                                       \
+		.help = "manifests: a file, or a folder's *.yaml, *.yml and *.json"                \
+	}
+
+static const sc_flag_t apply_flags[] = {CONN_FLAGS, FILE_FLAG};
+static const sc_flag_t get_flags[] = {CONN_FLAGS, OUTPUT_FLAG, SELECTOR_FLAG};
+static const sc_flag_t conn_flags[] = {CONN_FLAGS};
+static const sc_flag_t delete_flags[] = {CONN_FLAGS, FILE_FLAG};
+static const sc_flag_t explain_flags[] = {CONN_FLAGS, OUTPUT_FLAG};
+static const sc_flag_t token_flags[] = {
+	CONN_FLAGS,
+	{.name = "--role", SC_FLAG_AT(STR, cli_t, role), .meta = "admin|tenant|viewer|agent",
+	 .help = "token create: the role"},
+	{.name = "--queue", .kind = SC_FLAG_FUNC, .fn = add_queue, .meta = "Q",
+	 .flags = SC_FLAG_REPEAT, .help = "token create: a queue a tenant token may use"},
+	{.name = "--node", SC_FLAG_AT(STR, cli_t, node), .meta = "NODE",
+	 .help = "token create: the node an agent token speaks for"},
+};
+static const sc_flag_t drain_flags[] = {
+	CONN_FLAGS,
+	{.name = "--undo", SC_FLAG_AT(BOOL, cli_t, undo), .help = "make the node schedulable again"},
+};
+static const sc_flag_t rollout_flags[] = {CONN_FLAGS, OUTPUT_FLAG};
+
+#define VERB(n, a, t, about_, max)                                                                 \
+	{                                                                                          \
+		.name = n, .args = a, .about = about_, .flags = t,                                 \
+		.nflags = sizeof(t) / sizeof(t[0]), .max_args = max                                \
+	}
+static const sc_command_t apply_cmd =
+	VERB("apply", "-f FILE|DIR [-f ...] [options]", apply_flags,
+	     "Creates or updates the objects of manifests on the server.", 0);
+static const sc_command_t get_cmd = VERB(
+	"get", "nodes|queues|priorityclasses|jobs|deployments|events [NAME] [options]", get_flags,
+	"Lists objects of a kind, or shows one.", 2);
+static const sc_command_t describe_cmd =
+	VERB("describe", "KIND NAME [options]", conn_flags, "Shows an object and its events.", 2);
+static const sc_command_t delete_cmd =
+	VERB("delete", "KIND NAME... | -f FILE|DIR [options]", delete_flags, "Deletes objects.", 8);
+static const sc_command_t top_cmd =
+	VERB("top", "queues|nodes [options]", conn_flags, "GPUs in use per queue or node.", 1);
+static const sc_command_t token_cmd =
+	VERB("token",
+	     "create --role admin|tenant|viewer|agent [--queue Q]... [--node NODE]\n"
+	     "       starcloud token list | delete ID | whoami",
+	     token_flags, "Creates, lists and deletes API tokens.", 2);
+static const sc_command_t explain_cmd = VERB("explain", "job|deployment NAME [options]",
+					     explain_flags, "Why a job is pending, in words.", 2);
+static const sc_command_t drain_cmd =
+	VERB("drain", "NODE [--undo]", drain_flags,
+	     "Cordons a node and lets the scheduler move its jobs elsewhere.", 1);
+static const sc_command_t rollout_cmd = VERB(
+	"rollout", "status [DEPLOYMENT] | promote|abort|pause|resume DEPLOYMENT [options]",
+	rollout_flags, "A deployment's versioned rollout on the server (docs/SERVING.md).", 2);
+
+/* 0 to run, 1 after --help (the verb returns 0), < 0 after a message. */
+static int parse_args(const sc_command_t *cmd, int argc, char **argv, cli_t *c)
+{
+	memset(c, 0, sizeof(*c));
+	int nargs = 0;
+	int rc = sc_flags_parse(cmd, c, argc, argv, &nargs);
+	if (rc != 0)
+		return rc;
+	static const char *const outputs[] = {"table", "wide", "json", "yaml"};
+	c->output = outputs[c->output_choice];
+	c->pos = (const char *const *)argv + 1;
+	c->npos = (size_t)nargs;
+	sc__cli_conn(c->server_flag, c->token_flag, c->server, sizeof(c->server), c->token,
+		     sizeof(c->token));
+	return 0;
+}
+
+/* parse_args' result as the verb's exit status (-1: go on). */
+static int parse_status(int rc)
+{
+	return rc == 0 ? -1 : rc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
 }
 
 /* ---------------------------------------------------------------------
@@ -429,7 +464,10 @@ static int apply_file(const cli_t *c, const char *path, void *ud)
 int sc_cli_apply(int argc, char **argv)
 {
 	cli_t c;
-	if (parse_args(argc, argv, &c) < 0 || c.nfiles == 0) {
+	int prc = parse_status(parse_args(&apply_cmd, argc, argv, &c));
+	if (prc >= 0)
+		return prc;
+	if (c.nfiles == 0) {
 		fprintf(stderr, "usage: starcloud apply -f FILE|DIR [-f ...] [--server URL] [--token T]\n");
 		return 2;
 	}
@@ -464,7 +502,10 @@ int sc_cli_get(int argc, char **argv)
 {
 	cli_t c;
 	const char *res;
-	if (parse_args(argc, argv, &c) < 0 || c.npos < 1 || !(res = resource(c.pos[0]))) {
+	int prc = parse_status(parse_args(&get_cmd, argc, argv, &c));
+	if (prc >= 0)
+		return prc;
+	if (c.npos < 1 || !(res = resource(c.pos[0]))) {
 		fprintf(stderr, "usage: starcloud get nodes|queues|priorityclasses|jobs|deployments|"
 				"events [NAME] [-o table|wide|json|yaml] [-l k=v]\n");
 		return 2;
@@ -481,7 +522,10 @@ int sc_cli_describe(int argc, char **argv)
 {
 	cli_t c;
 	const char *res;
-	if (parse_args(argc, argv, &c) < 0 || c.npos < 2 || !(res = resource(c.pos[0]))) {
+	int prc = parse_status(parse_args(&describe_cmd, argc, argv, &c));
+	if (prc >= 0)
+		return prc;
+	if (c.npos < 2 || !(res = resource(c.pos[0]))) {
 		fprintf(stderr, "usage: starcloud describe KIND NAME\n");
 		return 2;
 	}
@@ -510,8 +554,10 @@ int sc_cli_delete(int argc, char **argv)
 {
 	cli_t c;
 	const char *res = NULL;
-	if (parse_args(argc, argv, &c) < 0 ||
-	    (c.nfiles == 0 && (c.npos < 2 || !(res = resource(c.pos[0]))))) {
+	int prc = parse_status(parse_args(&delete_cmd, argc, argv, &c));
+	if (prc >= 0)
+		return prc;
+	if ((c.nfiles == 0 && (c.npos < 2 || !(res = resource(c.pos[0]))))) {
 		fprintf(stderr, "usage: starcloud delete KIND NAME... | delete -f FILE|DIR\n");
 		return 2;
 	}
@@ -543,7 +589,10 @@ int sc_cli_delete(int argc, char **argv)
 int sc_cli_top(int argc, char **argv)
 {
 	cli_t c;
-	if (parse_args(argc, argv, &c) < 0 || c.npos < 1 ||
+	int prc = parse_status(parse_args(&top_cmd, argc, argv, &c));
+	if (prc >= 0)
+		return prc;
+	if (c.npos < 1 ||
 	    (strcmp(c.pos[0], "queues") != 0 && strcmp(c.pos[0], "nodes") != 0)) {
 		fprintf(stderr, "usage: starcloud top queues|nodes\n");
 		return 2;
@@ -590,7 +639,10 @@ int sc_cli_top(int argc, char **argv)
 int sc_cli_token(int argc, char **argv)
 {
 	cli_t c;
-	if (parse_args(argc, argv, &c) < 0 || c.npos < 1) {
+	int prc = parse_status(parse_args(&token_cmd, argc, argv, &c));
+	if (prc >= 0)
+		return prc;
+	if (c.npos < 1) {
 		fprintf(stderr, "usage: starcloud token create --role admin|tenant|viewer|agent "
 				"[--queue Q]... [--node NODE]\n"
 				"       starcloud token list | delete ID | whoami\n");
@@ -683,7 +735,10 @@ int sc_cli_explain(int argc, char **argv)
 {
 	cli_t c;
 	const char *res;
-	if (parse_args(argc, argv, &c) < 0 || c.npos != 2 || !(res = resource(c.pos[0])) ||
+	int prc = parse_status(parse_args(&explain_cmd, argc, argv, &c));
+	if (prc >= 0)
+		return prc;
+	if (c.npos != 2 || !(res = resource(c.pos[0])) ||
 	    (strcmp(res, "jobs") != 0 && strcmp(res, "deployments") != 0)) {
 		fprintf(stderr, "usage: starcloud explain job|deployment NAME [-o json]\n");
 		return 2;
@@ -706,26 +761,21 @@ int sc_cli_explain(int argc, char **argv)
 int sc_cli_drain(int argc, char **argv)
 {
 	cli_t c;
-	int undo = 0;
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--undo") == 0) {
-			undo = 1;
-			memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(*argv));
-			argc--;
-			break;
-		}
-	if (parse_args(argc, argv, &c) < 0 || c.npos != 1) {
+	int prc = parse_status(parse_args(&drain_cmd, argc, argv, &c));
+	if (prc >= 0)
+		return prc;
+	if (c.npos != 1) {
 		fprintf(stderr, "usage: starcloud drain NODE [--undo]\n");
 		return 2;
 	}
 	char path[600];
 	json_t *doc = NULL;
 	snprintf(path, sizeof(path), "/api/v1/nodes/%s/drain", c.pos[0]);
-	long st = http(&c, undo ? "DELETE" : "POST", path, NULL, &doc);
+	long st = http(&c, c.undo ? "DELETE" : "POST", path, NULL, &doc);
 	int rc = report(st, doc, c.pos[0]);
 	if (rc == 0)
 		printf("node/%s %s\n", c.pos[0],
-		       undo ? "uncordoned" : "drained (its jobs are evicted and placed elsewhere)");
+		       c.undo ? "uncordoned" : "drained (its jobs are evicted and placed elsewhere)");
 	json_decref(doc);
 	return rc;
 }
@@ -798,7 +848,10 @@ int sc_cli_rollout_server(int argc, char **argv)
 {
 	static const char *const actions[] = { "promote", "abort", "pause", "resume", NULL };
 	cli_t c;
-	if (parse_args(argc, argv, &c) < 0 || c.npos < 1 || c.npos > 2) {
+	int prc = parse_status(parse_args(&rollout_cmd, argc, argv, &c));
+	if (prc >= 0)
+		return prc;
+	if (c.npos < 1 || c.npos > 2) {
 		fprintf(stderr, "usage: starcloud rollout status [DEPLOYMENT] | "
 				"promote|abort|pause|resume DEPLOYMENT (see --help)\n");
 		return 2;
