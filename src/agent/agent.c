@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "base/alloc.h"
 #include "base/log.h"
 #include "agent/agent_opts.h"
 #include "agent/pod.h"
@@ -373,7 +374,7 @@ static void free_pods(sc_agent_t *a)
 
 int sc_agent_main(int argc, char **argv)
 {
-	sc_agent_t *a = calloc(1, sizeof(*a));
+	sc_agent_t *a = sc_calloc(1, sizeof(*a));
 	if (!a)
 		return 1;
 	int rc = sc__agent_parse(argc, argv, a);
@@ -387,9 +388,7 @@ int sc_agent_main(int argc, char **argv)
 	a->server_idx = (size_t)-1;
 	sc__agent_next_server(a);
 	a->loop = uv_default_loop();
-	a->http = sc_httpc_new(a->loop);
-	if (!a->http)
-		abort();
+	a->http = sc_xcheck(sc_httpc_new(a->loop));
 	sc_httpc_set_user_agent(a->http, SC_USER_AGENT("agent"));
 	uv_timer_init(a->loop, &a->hb_timer);
 	uv_timer_init(a->loop, &a->report_timer);

@@ -1,6 +1,7 @@
 /* Pods: processes, restarts, graceful stops (see pod.h); the environment,
  * logs and cgroups a process starts with are in podenv.c. */
 #include "agent/pod.h"
+#include "base/alloc.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -359,9 +360,7 @@ static void pod_settings(sc_pod_t *p, const char *kind, json_t *spec)
 static sc_pod_t *pod_new(sc_agent_t *a, const char *kind, const char *job, json_t *task,
 			 json_t *binding)
 {
-	sc_pod_t *p = calloc(1, sizeof(*p));
-	if (!p)
-		abort();
+	sc_pod_t *p = sc_xcalloc(1, sizeof(*p));
 	p->a = a;
 	p->log_fd = p->pidfd = -1;
 	snprintf(p->kind, sizeof(p->kind), "%s", kind);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "agent/pod_serving.h"
+#include "base/alloc.h"
 
 #define DEFAULT_PORT 9000
 #define PORT_VAR "$(STARCLOUD_PORT)"
@@ -76,9 +77,7 @@ json_t *sc__pod_serving_task(const char *kind, json_t *obj, json_t *entry, json_
 		tpl = task;
 	if (!tpl)
 		return NULL;
-	json_t *t = json_deep_copy(tpl), *port = json_object_get(entry, "port");
-	if (!t)
-		abort();
+	json_t *t = sc_xcheck(json_deep_copy(tpl)), *port = json_object_get(entry, "port");
 	if (!json_is_integer(port))
 		return t;
 	json_t *want = json_object_get(t, "port");

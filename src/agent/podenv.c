@@ -7,6 +7,7 @@
  * share and memory limit both as STARCLOUD_* variables and as the CUDA MPS
  * client variables that enforce them when an MPS daemon runs. */
 #include "agent/podenv.h"
+#include "base/alloc.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -93,7 +94,7 @@ static int add(sc_podenv_t *e, const char *fmt, ...)
 	int rc = vasprintf(&e->vars[e->n], fmt, ap);
 	va_end(ap);
 	if (rc < 0)
-		abort();
+		sc_oom();
 	e->vars[++e->n] = NULL;
 	return 0;
 }

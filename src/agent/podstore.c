@@ -1,5 +1,6 @@
 /* Pod records and pod-folder retention (see podstore.h). */
 #include "agent/podstore.h"
+#include "base/alloc.h"
 #include "base/log.h"
 
 #include <dirent.h>
@@ -238,10 +239,8 @@ static size_t list_idle(sc_agent_t *a, folder_t **out, int64_t **mtimes)
 				continue;
 			if (n == cap) {
 				cap = cap ? cap * 2 : 64;
-				*out = realloc(*out, cap * sizeof(**out));
-				*mtimes = realloc(*mtimes, cap * sizeof(**mtimes));
-				if (!*out || !*mtimes)
-					abort();
+				*out = sc_xreallocarray(*out, cap, sizeof(**out));
+				*mtimes = sc_xreallocarray(*mtimes, cap, sizeof(**mtimes));
 			}
 			snprintf((*out)[n].job, sizeof((*out)[n].job), "%s", j->d_name);
 			snprintf((*out)[n].pod, sizeof((*out)[n].pod), "%s", p->d_name);
@@ -262,9 +261,7 @@ void sc__podstore_gc(sc_agent_t *a)
 	int64_t *mt;
 	char path[1600];
 	size_t n = list_idle(a, &f, &mt), removed = 0;
-	unsigned char *rm = n ? calloc(n, 1) : NULL;
-	if (n && !rm)
-		abort();
+	unsigned char *rm = n ? sc_xcalloc(n, 1) : NULL;
 	if (n)
 		removed = sc_retention_select(mt, n, (int64_t)time(NULL),
 					      (int64_t)(a->o.pod_retention_ms / 1000),

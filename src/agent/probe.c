@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "agent/pod.h"
+#include "base/alloc.h"
 #include "base/backoff.h"
 #include "starcloud/error.h"
 
@@ -170,11 +171,9 @@ static int start_exec(sc_probe_t *pr, attempt_t *at)
 
 static void attempt_start(sc_probe_t *pr)
 {
-	attempt_t *at = calloc(1, sizeof(*at));
+	attempt_t *at = sc_xcalloc(1, sizeof(*at));
 	char url[700];
 	int rc = 0;
-	if (!at)
-		abort();
 	at->pr = pr;
 	at->type = pr->type;
 	pr->cur = at;
@@ -236,9 +235,7 @@ sc_probe_t *sc__probe_new(sc_pod_t *p, int kind, json_t *spec)
 	json_t *ex = json_object_get(spec, "exec");
 	if (!json_is_object(spec) || (!http && !tcp && !ex))
 		return NULL;
-	sc_probe_t *pr = calloc(1, sizeof(*pr));
-	if (!pr)
-		abort();
+	sc_probe_t *pr = sc_xcalloc(1, sizeof(*pr));
 	pr->p = p;
 	pr->kind = kind;
 	pr->type = http ? PT_HTTP : tcp ? PT_TCP : PT_EXEC;

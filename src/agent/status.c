@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "base/alloc.h"
 #include "base/log.h"
 #include "agent/pod.h"
 #include "base/version.h"
@@ -206,9 +207,7 @@ static void handle_logs(sc_http_req_t *r, void *ud)
 	snprintf(path, sizeof(path), "jobs/%s", job);
 	if (!authorised(a, r, path))
 		return;
-	logstream_t *ls = calloc(1, sizeof(*ls));
-	if (!ls)
-		abort();
+	logstream_t *ls = sc_xcalloc(1, sizeof(*ls));
 	ls->a = a;
 	ls->r = r;
 	ls->follow = follow[0] && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0;

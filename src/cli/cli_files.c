@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "base/alloc.h"
 
 bool sc__cli_wants_help(int argc, char **argv)
 {
@@ -36,12 +37,12 @@ static int read_file(const char *verb, const char *path, char **out, size_t *len
 	}
 	/* Read up to one byte past the limit: pipes have no size to check. */
 	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap + 1);
+	char *buf = sc_xmalloc(cap + 1);
 	while (buf) {
 		if (n == cap) {
 			if (cap > SC_CLI_MAX_FILE)
 				break;
-			char *nb = realloc(buf, cap * 2 + 1);
+			char *nb = sc_realloc(buf, cap * 2 + 1);
 			if (!nb) {
 				free(buf);
 				buf = NULL;
@@ -117,12 +118,12 @@ static int load_dir(sc_manifest_set_t *set, const char *verb, const char *path)
 		fprintf(stderr, "starcloud %s: %s: %s\n", verb, path, strerror(errno));
 		return SC_EXIT_USAGE;
 	}
-	char **names = calloc((size_t)n + 1, sizeof(char *));
+	char **names = sc_xcalloc((size_t)n + 1, sizeof(char *));
 	int k = 0;
 	for (int i = 0; i < n; i++) {
 		if (names && manifest_name(ents[i]->d_name)) {
 			size_t len = strlen(path) + strlen(ents[i]->d_name) + 2;
-			if ((names[k] = malloc(len)))
+			if ((names[k] = sc_malloc(len)))
 				snprintf(names[k++], len, "%s/%s", path, ents[i]->d_name);
 		}
 		free(ents[i]);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/flags.h"
+#include "base/alloc.h"
 #include "base/quantity.h"
 #include "cli/cli.h"
 #include "cli/schedule_out.h"
@@ -168,16 +169,16 @@ static int world_init(world_t *w, const sc_snapshot_t *s)
 {
 	memset(w, 0, sizeof(*w));
 	w->snap = *s;
-	w->jobs = calloc(s->njobs + 1, sizeof(*w->jobs));
-	w->pods = calloc(s->njobs + 1, sizeof(*w->pods));
-	w->cap = calloc(s->njobs + 1, sizeof(*w->cap));
+	w->jobs = sc_calloc(s->njobs + 1, sizeof(*w->jobs));
+	w->pods = sc_calloc(s->njobs + 1, sizeof(*w->pods));
+	w->cap = sc_calloc(s->njobs + 1, sizeof(*w->cap));
 	w->arena = sc_arena_new(0);
 	if (!w->jobs || !w->pods || !w->cap || !w->arena)
 		return SC_ENOMEM;
 	for (size_t j = 0; j < s->njobs; j++) {
 		w->jobs[j] = s->jobs[j];
 		w->cap[j] = s->jobs[j].npods + 4;
-		if (!(w->pods[j] = calloc(w->cap[j], sizeof(sc_pod_status_t))))
+		if (!(w->pods[j] = sc_calloc(w->cap[j], sizeof(sc_pod_status_t))))
 			return SC_ENOMEM;
 		if (s->jobs[j].npods)
 			memcpy(w->pods[j], s->jobs[j].pods,
@@ -209,7 +210,7 @@ static int bind_pod(world_t *w, const sc_binding_t *b, int64_t now)
 	long i = find_pod(w, j, b->pod);
 	if (i < 0) {
 		if (w->jobs[j].npods == w->cap[j]) {
-			sc_pod_status_t *np = realloc(w->pods[j], w->cap[j] * 2 * sizeof(*np));
+			sc_pod_status_t *np = sc_realloc(w->pods[j], w->cap[j] * 2 * sizeof(*np));
 			if (!np)
 				return SC_ENOMEM;
 			w->pods[j] = np;

@@ -1,6 +1,7 @@
 /* `starcloud simulate --time`: argument parsing, trace loading and output
  * of the time mode. The simulation is src/sim/timesim.c. */
 #include "cli/cli_simtime.h"
+#include "base/alloc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -226,7 +227,7 @@ static int load_gavel(const topts_t *o, const char *path, sc_tjobs_t *jobs, char
 	char *names[MAX_TRACES];
 	int nn = 0, rc = 0;
 	for (struct dirent *e; (e = readdir(d)) != NULL && nn < MAX_TRACES;)
-		if (ends_with(e->d_name, ".trace") && (names[nn] = strdup(e->d_name)) != NULL)
+		if (ends_with(e->d_name, ".trace") && (names[nn] = sc_strdup(e->d_name)) != NULL)
 			nn++;
 	closedir(d);
 	qsort(names, (size_t)nn, sizeof(char *), cmp_str);
@@ -297,8 +298,8 @@ typedef struct tnodes {
 
 static int synth_nodes(tnodes_t *t, int n, int g)
 {
-	t->v = calloc((size_t)n, sizeof(*t->v));
-	t->names = calloc((size_t)n, sizeof(*t->names));
+	t->v = sc_calloc((size_t)n, sizeof(*t->v));
+	t->names = sc_calloc((size_t)n, sizeof(*t->names));
 	if (!t->v || !t->names)
 		return SC_ENOMEM;
 	for (int i = 0; i < n; i++) {
@@ -318,7 +319,7 @@ static int openb_nodes(tnodes_t *t, const char *path, char *msg, size_t msgsize)
 	int rc = sc_trace_read_nodes(path, &t->trace, msg, msgsize);
 	if (rc < 0)
 		return rc;
-	t->v = calloc(t->trace.n ? t->trace.n : 1, sizeof(*t->v));
+	t->v = sc_calloc(t->trace.n ? t->trace.n : 1, sizeof(*t->v));
 	if (!t->v)
 		return SC_ENOMEM;
 	for (size_t i = 0; i < t->trace.n; i++) {

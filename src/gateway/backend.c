@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/alloc.h"
 #include "gateway/gw_int.h"
 #include "starcloud/error.h"
 
@@ -46,9 +47,7 @@ gw_backend_t *sc__gw_backend_add(sc_gw_t *gw, const gw_backend_t *desc)
 	if (!b) {
 		if (gw->nbe == GW_MAX_BACKENDS)
 			return NULL;
-		b = calloc(1, sizeof(*b));
-		if (!b)
-			abort();
+		b = sc_xcalloc(1, sizeof(*b));
 		gw->be[gw->nbe++] = b;
 	}
 	*b = *desc;
@@ -236,9 +235,7 @@ static void probe_one(sc_gw_t *gw, gw_backend_t *b)
 {
 	char url[GW_MAX_URL + 32];
 	snprintf(url, sizeof(url), "%s/v2/health/ready", b->url);
-	probe_t *p = malloc(sizeof(*p));
-	if (!p)
-		abort();
+	probe_t *p = sc_xmalloc(sizeof(*p));
 	p->gw = gw;
 	p->b = b;
 	sc_hcli_call_t call = {

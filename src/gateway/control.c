@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/alloc.h"
 #include "base/version.h"
 #include "gateway/gw_int.h"
 #include "starcloud/error.h"
@@ -289,9 +290,7 @@ int sc__gw_control_start(sc_gw_t *gw)
 {
 	if (!gw->o.server[0])
 		return 0;
-	control_t *ct = calloc(1, sizeof(*ct));
-	if (!ct)
-		abort();
+	control_t *ct = sc_xcalloc(1, sizeof(*ct));
 	ct->gw = gw;
 	ct->deps = json_object();
 	sc_buf_init(&ct->line, MAX_LINE + 64 * 1024);
@@ -379,14 +378,10 @@ static void report_send(report_t *rp)
 /* Queues one report (body taken) to path on the server in use. */
 static void post_report(sc_gw_t *gw, const char *path, json_t *b)
 {
-	report_t *rp = calloc(1, sizeof(*rp));
-	if (!rp)
-		abort();
+	report_t *rp = sc_xcalloc(1, sizeof(*rp));
 	rp->gw = gw;
-	rp->body = json_dumps(b, JSON_COMPACT);
+	rp->body = sc_xcheck(json_dumps(b, JSON_COMPACT));
 	json_decref(b);
-	if (!rp->body)
-		abort();
 	snprintf(rp->path, sizeof(rp->path), "%s", path);
 	report_send(rp);
 }
@@ -425,11 +420,9 @@ void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro)
 	snprintf(path, sizeof(path), "/api/v1/deployments/%s/rollout/report", dep);
 	for (int i = 0; i < 2; i++) {
 		const gw_window_t *w = &ro->last[i];
-		json_t *b = json_pack("{s:s,s:I,s:I,s:f}", "version", i ? ro->canary : ro->stable,
+		json_t *b = sc_xcheck(json_pack("{s:s,s:I,s:I,s:f}", "version", i ? ro->canary : ro->stable,
 				      "requests", (json_int_t)w->requests, "errors",
-				      (json_int_t)w->errors, "p99", ro->last_p99[i]);
-		if (!b)
-			abort();
+				      (json_int_t)w->errors, "p99", ro->last_p99[i]));
 		post_report(gw, path, b);
 	}
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/alloc.h"
 #include "gateway/proxy.h"
 #include "starcloud/error.h"
 #include "base/jscan.h"
@@ -156,9 +157,7 @@ static gw_req_t *req_alloc(sc_gw_t *gw)
 {
 	gw_req_t *q = gw->pool;
 	if (!q) {
-		q = calloc(1, sizeof(*q));
-		if (!q)
-			abort();
+		q = sc_xcalloc(1, sizeof(*q));
 		return q;
 	}
 	gw->pool = q->next;
@@ -713,9 +712,7 @@ int sc__gw_body_verbatim(const gw_req_t *q)
 char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
 {
 	if (sc__gw_body_verbatim(q) || !sc__gw_req_json(q)) {
-		char *c = malloc(q->rawlen + 1);
-		if (!c)
-			abort();
+		char *c = sc_xmalloc(q->rawlen + 1);
 		memcpy(c, q->raw, q->rawlen);
 		*len = q->rawlen;
 		return c;
@@ -731,10 +728,8 @@ char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
 		if (q->ntok > 0)
 			add_continuation(q, b);
 	}
-	char *s = json_dumps(b, JSON_COMPACT);
+	char *s = sc_xcheck(json_dumps(b, JSON_COMPACT));
 	json_decref(b);
-	if (!s)
-		abort();
 	*len = strlen(s);
 	return s;
 }

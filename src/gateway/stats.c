@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gateway/gw_int.h"
+#include "base/alloc.h"
 
 #define NBUCKETS 14
 #define MAX_CODES 16
@@ -45,9 +46,7 @@ gw_stats_t *sc__gw_stats(sc_gw_t *gw, const char *model, const char *version)
 	}
 	if (gw->nstats == GW_MAX_STATS)
 		return &overflow;
-	gw_stats_t *s = calloc(1, sizeof(*s));
-	if (!s)
-		abort();
+	gw_stats_t *s = sc_xcalloc(1, sizeof(*s));
 	snprintf(s->model, sizeof(s->model), "%s", model);
 	snprintf(s->version, sizeof(s->version), "%s", version);
 	gw->stats[gw->nstats++] = s;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/alloc.h"
 #include "gateway/gw_int.h"
 
 #define MAX_PENDING 8192
@@ -198,9 +199,7 @@ int sc__gw_trace_init(sc_gw_t *gw)
 {
 	if (!gw->o.otlp[0])
 		return 0;
-	tracer_t *t = calloc(1, sizeof(*t));
-	if (!t)
-		abort();
+	tracer_t *t = sc_xcalloc(1, sizeof(*t));
 	t->spans = json_array();
 	uv_timer_init(gw->loop, &t->timer);
 	t->timer.data = gw;

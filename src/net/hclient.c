@@ -12,6 +12,7 @@
  * memory: a cancelled request is only freed once the read callback that is
  * running has unwound (see conn_after_parse). */
 #include "net/hclient.h"
+#include "base/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -109,14 +110,6 @@ static void conn_arm(hc_conn_t *k);
 static void req_fail(sc_hcli_req_t *r, int err);
 static int req_send(sc_hcli_req_t *r, int fresh);
 
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n);
-	if (!p)
-		abort(); /* daemons abort on out-of-memory (style rule 7) */
-	return p;
-}
-
 /* ---------------------------------------------------------------------
  * URLs and pools
  * ------------------------------------------------------------------- */
@@ -157,9 +150,7 @@ static hc_pool_t *pool_get(sc_hcli_t *c, const char *host, int port)
 	for (hc_pool_t *p = c->pools; p; p = p->next)
 		if (p->port == port && strcmp(p->host, host) == 0)
 			return p;
-	hc_pool_t *p = calloc(1, sizeof(*p));
-	if (!p)
-		abort();
+	hc_pool_t *p = sc_xcalloc(1, sizeof(*p));
 	snprintf(p->host, sizeof(p->host), "%s", host);
 	p->port = port;
 	p->next = c->pools;
@@ -252,9 +243,7 @@ static void conn_release(hc_conn_t *k, int keep)
 
 static hc_conn_t *conn_new(sc_hcli_t *c, hc_pool_t *p)
 {
-	hc_conn_t *k = calloc(1, sizeof(*k));
-	if (!k)
-		abort();
+	hc_conn_t *k = sc_xcalloc(1, sizeof(*k));
 	k->c = c;
 	k->pool = p;
 	uv_tcp_init(c->loop, &k->tcp);
@@ -387,9 +376,7 @@ static sc_hcli_req_t *req_alloc(sc_hcli_t *c)
 {
 	sc_hcli_req_t *r = c->pool;
 	if (!r) {
-		r = calloc(1, sizeof(*r));
-		if (!r)
-			abort();
+		r = sc_xcalloc(1, sizeof(*r));
 		sc_buf_init(&r->out, 0);
 		sc_buf_init(&r->hdrs, c->opts.max_header_bytes + 64);
 		return r;
@@ -628,7 +615,7 @@ static void on_write(uv_write_t *w, int status)
 /* Queues what uv_try_write did not take (a copy: r->out may be resent). */
 static int conn_write_rest(hc_conn_t *k, const char *data, size_t len)
 {
-	hc_write_t *hw = xmalloc(sizeof(*hw) + len);
+	hc_write_t *hw = sc_xmalloc(sizeof(*hw) + len);
 	hw->conn = k;
 	memcpy(hw->data, data, len);
 	uv_buf_t b = uv_buf_init(hw->data, (unsigned)len);
@@ -818,7 +805,7 @@ const char *sc_hcli_header(const sc_hcli_req_t *r, const char *name)
 
 sc_hcli_t *sc_hcli_new(uv_loop_t *loop, const sc_hcli_opts_t *opts)
 {
-	sc_hcli_t *c = calloc(1, sizeof(*c));
+	sc_hcli_t *c = sc_calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
 	c->loop = loop;

@@ -7,6 +7,7 @@
  * Reading continues while a request is in flight, so a client that closes
  * a long-lived stream is noticed, but stops when the input buffer is full. */
 #include "net/http.h"
+#include "base/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,7 @@ static int conn_write(conn_t *c, const uv_buf_t *parts, size_t nparts)
 		return conn_send(c, parts, nparts, 1);
 	for (size_t i = 0; i < nparts; i++) {
 		if (sc_buf_append(&c->held, parts[i].base, parts[i].len) < 0)
-			abort();
+			sc_oom();
 		c->pending_out += parts[i].len;
 	}
 	if (!c->holding) {
@@ -173,9 +174,7 @@ static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_fi
 	}
 	if (skip == len)
 		return 0;
-	write_req_t *wr = malloc(sizeof(*wr) + (len - skip));
-	if (!wr)
-		abort(); /* daemons abort on out-of-memory (style rule 7) */
+	write_req_t *wr = sc_xmalloc(sizeof(*wr) + (len - skip));
 	wr->c = c;
 	wr->len = len - skip;
 	size_t off = 0;
@@ -619,7 +618,7 @@ static int take_simple(conn_t *c)
 	r->nhdrs = h.nfields;
 	rc |= sc_buf_append(&r->body, c->in.data + h.head_len, h.body_len);
 	if (rc)
-		abort(); /* within the limits checked above: only out of memory */
+		sc_oom(); /* within the limits checked above: only out of memory */
 	c->keep_alive = 1; /* HTTP/1.1 without Connection */
 	sc_buf_consume(&c->in, h.head_len + h.body_len);
 	dispatch(c);
@@ -806,9 +805,7 @@ static void on_connection(uv_stream_t *ls, int status)
 	sc_http_server_t *s = ls->data;
 	if (status < 0)
 		return;
-	conn_t *c = calloc(1, sizeof(*c));
-	if (!c)
-		abort();
+	conn_t *c = sc_xcalloc(1, sizeof(*c));
 	c->srv = s;
 	uv_tcp_init(s->loop, &c->tcp);
 	uv_timer_init(s->loop, &c->idle);
@@ -844,7 +841,7 @@ static void on_connection(uv_stream_t *ls, int status)
 
 sc_http_server_t *sc_http_server_new(uv_loop_t *loop, const sc_http_limits_t *lim)
 {
-	sc_http_server_t *s = calloc(1, sizeof(*s));
+	sc_http_server_t *s = sc_calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	s->loop = loop;
@@ -870,8 +867,8 @@ int sc_http_route(sc_http_server_t *s, const char *method, const char *prefix,
 	if (s->nroutes == MAX_ROUTES)
 		return SC_ELIMIT;
 	route_t *rt = &s->routes[s->nroutes];
-	rt->method = method ? strdup(method) : NULL;
-	rt->prefix = strdup(prefix);
+	rt->method = method ? sc_strdup(method) : NULL;
+	rt->prefix = sc_strdup(prefix);
 	if ((method && !rt->method) || !rt->prefix) {
 		free(rt->method);
 		free(rt->prefix);

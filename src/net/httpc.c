@@ -6,6 +6,7 @@
  * transfers are collected with curl_multi_info_read() after each action,
  * outside libcurl's callbacks, so done() may start or cancel requests. */
 #include "net/httpc.h"
+#include "base/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,14 +48,6 @@ struct sc_httpc {
 	int in_action; /* inside curl_multi_socket_action */
 	const char *user_agent; /* borrowed (a literal); NULL: none */
 };
-
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n, size);
-	if (!p)
-		abort();
-	return p;
-}
 
 /* ---- requests ---------------------------------------------------------- */
 
@@ -178,7 +171,7 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *soc
 		return 0;
 	}
 	if (!s) {
-		s = xcalloc(1, sizeof(*s));
+		s = sc_xcalloc(1, sizeof(*s));
 		s->fd = fd;
 		s->c = c;
 		s->poll.data = s;
@@ -224,7 +217,7 @@ sc_httpc_t *sc_httpc_new(uv_loop_t *loop)
 	static int inited;
 	if (!inited++)
 		curl_global_init(CURL_GLOBAL_DEFAULT);
-	sc_httpc_t *c = xcalloc(1, sizeof(*c));
+	sc_httpc_t *c = sc_xcalloc(1, sizeof(*c));
 	c->loop = loop;
 	c->m = curl_multi_init();
 	if (!c->m) {
@@ -272,7 +265,7 @@ static void set_headers(sc_httpc_req_t *r, const sc_httpc_opts_t *o)
 
 sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o)
 {
-	sc_httpc_req_t *r = xcalloc(1, sizeof(*r));
+	sc_httpc_req_t *r = sc_xcalloc(1, sizeof(*r));
 	r->c = c;
 	r->h = curl_easy_init();
 	if (!r->h) {
@@ -300,9 +293,7 @@ sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o)
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, o->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, o->method ? o->method : "GET");
 	if (o->body) {
-		r->body = malloc(o->body_len + 1);
-		if (!r->body)
-			abort();
+		r->body = sc_xmalloc(o->body_len + 1);
 		memcpy(r->body, o->body, o->body_len);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)o->body_len);

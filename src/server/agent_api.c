@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "base/version.h"
+#include "base/alloc.h"
 #include "server/ha.h"
 #include "base/log.h"
 #include "server/server.h"
@@ -111,9 +112,7 @@ static lease_t *lease_find(agent_api_t *api, const char *node, int create)
 		return NULL;
 	if (api->n == api->cap) {
 		api->cap = api->cap ? api->cap * 2 : 16;
-		api->leases = realloc(api->leases, api->cap * sizeof(*api->leases));
-		if (!api->leases)
-			abort();
+		api->leases = sc_xrealloc(api->leases, api->cap * sizeof(*api->leases));
 	}
 	lease_t *l = &api->leases[api->n++];
 	memset(l, 0, sizeof(*l));
@@ -538,7 +537,7 @@ static void on_scan(uv_timer_t *t)
 
 int sc__agent_api_register(sc_server_t *s)
 {
-	agent_api_t *api = calloc(1, sizeof(*api));
+	agent_api_t *api = sc_calloc(1, sizeof(*api));
 	if (!api)
 		return SC_ENOMEM;
 	api->s = s;

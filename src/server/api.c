@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "server/cache.h"
+#include "base/alloc.h"
 #include "server/deploy.h"
 #include "server/server.h"
 #include "starcloud/error.h"
@@ -48,14 +49,10 @@ const sc_kind_t *sc__kind_by_name(const char *kind)
 
 void sc__api_json(sc_http_req_t *r, int code, json_t *doc)
 {
-	char *text = json_dumps(doc, JSON_COMPACT);
+	char *text = sc_xcheck(json_dumps(doc, JSON_COMPACT));
 	json_decref(doc);
-	if (!text)
-		abort();
 	size_t n = strlen(text);
-	text = realloc(text, n + 2);
-	if (!text)
-		abort();
+	text = sc_xrealloc(text, n + 2);
 	text[n++] = '\n';
 	sc_http_respond(r, code, "application/json", text, n);
 	free(text);
@@ -116,11 +113,9 @@ static char *object_dump(json_t *obj)
 	json_t *md = json_object_get(obj, "metadata");
 	json_t *rv = json_incref(json_object_get(md, "resourceVersion"));
 	json_object_del(md, "resourceVersion");
-	char *text = json_dumps(obj, JSON_COMPACT);
+	char *text = sc_xcheck(json_dumps(obj, JSON_COMPACT));
 	if (rv)
 		json_object_set_new(md, "resourceVersion", rv);
-	if (!text)
-		abort();
 	return text;
 }
 
@@ -527,9 +522,7 @@ static void do_patch(api_req_t *a)
 	}
 	/* The merged result carries the resourceVersion we read unless the
 	 * patch names one, so the write is conditional either way. */
-	json_t *merged = sc_json_merge_patch(old, patch);
-	if (!merged)
-		abort();
+	json_t *merged = sc_xcheck(sc_json_merge_patch(old, patch));
 	replace(a, old, merged, cur); /* validates what it stores */
 	json_decref(merged);
 	json_decref(patch);

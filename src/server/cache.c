@@ -5,6 +5,7 @@
  * costs one memmove of pointers, which at 10,000 objects is a few
  * microseconds, less than the parse the change needs anyway. */
 #include "server/cache.h"
+#include "base/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,9 +106,7 @@ static void insert_at(kindset_t *ks, size_t i, sc_cobj_t *o)
 {
 	if (ks->n == ks->cap) {
 		ks->cap = ks->cap ? ks->cap * 2 : 64;
-		ks->v = realloc(ks->v, ks->cap * sizeof(*ks->v));
-		if (!ks->v)
-			abort(); /* daemon code: out of memory is fatal */
+		ks->v = sc_xreallocarray(ks->v, ks->cap, sizeof(*ks->v));
 	}
 	memmove(&ks->v[i + 1], &ks->v[i], (ks->n - i) * sizeof(*ks->v));
 	ks->v[i] = o;
@@ -127,9 +126,9 @@ static void cache_put(sc_cache_t *c, const char *key, const char *value, int64_t
 	size_t i = search(ks, name, &found);
 	if (found && ks->v[i]->mod_rev >= mod_rev)
 		return; /* a replayed change we already hold */
-	sc_cobj_t *o = calloc(1, sizeof(*o));
-	if (!o || !(o->key = strdup(key)) || !(o->text = strdup(value)))
-		abort(); /* daemon code: out of memory is fatal */
+	sc_cobj_t *o = sc_xcalloc(1, sizeof(*o));
+	o->key = sc_xstrdup(key);
+	o->text = sc_xstrdup(value);
 	o->kind = ks->kind;
 	o->name = o->key + (name - key);
 	o->mod_rev = mod_rev;
@@ -191,7 +190,7 @@ static int load_kind(sc_cache_t *c, kindset_t *ks, int64_t *rev)
 
 int sc__cache_open(sc_store_t *st, sc_cache_t **out)
 {
-	sc_cache_t *c = calloc(1, sizeof(*c));
+	sc_cache_t *c = sc_calloc(1, sizeof(*c));
 	int rc = 0;
 	if (!c)
 		return SC_ENOMEM;
@@ -308,9 +307,7 @@ json_t *sc__cache_obj(sc_cobj_t *o)
 
 static sc_wire_t *wire_new(size_t len)
 {
-	sc_wire_t *w = malloc(sizeof(*w) + len + 1);
-	if (!w)
-		abort(); /* daemon code: out of memory is fatal */
+	sc_wire_t *w = sc_xmalloc(sizeof(*w) + len + 1);
 	w->refs = 1;
 	w->len = len;
 	w->data[len] = '\n';
@@ -379,10 +376,8 @@ sc_manifest_set_t *sc__cache_take_decoded(sc_cobj_t *o)
  * API always put it); the cached object itself is not touched. */
 static sc_wire_t *make_wire(sc_cobj_t *o)
 {
-	json_t *top = json_copy(sc__cache_obj(o)); /* shallow */
+	json_t *top = sc_xcheck(json_copy(sc__cache_obj(o))); /* shallow */
 	json_t *md = json_copy(json_object_get(o->obj, "metadata"));
-	if (!top)
-		abort();
 	char rv[32];
 	snprintf(rv, sizeof(rv), "%lld", (long long)o->mod_rev);
 	if (json_is_object(md)) {
@@ -391,10 +386,8 @@ static sc_wire_t *make_wire(sc_cobj_t *o)
 	} else {
 		json_decref(md);
 	}
-	char *text = json_dumps(top, JSON_COMPACT);
+	char *text = sc_xcheck(json_dumps(top, JSON_COMPACT));
 	json_decref(top);
-	if (!text)
-		abort();
 	size_t len = strlen(text);
 	sc_wire_t *w = wire_new(len);
 	memcpy(w->data, text, len);

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "base/quantity.h"
+#include "base/alloc.h"
 #include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
@@ -73,26 +74,22 @@ void sc__deploy_event(json_t *events, json_t *obj, const char *reason, const cha
 	if (!events)
 		return;
 	sc__now_rfc3339(now, sizeof(now));
-	json_t *ev = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:s}", "apiVersion",
+	json_t *ev = sc_xcheck(json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:s}", "apiVersion",
 			       "starcloud.dev/v1", "kind", "Event", "metadata", "creationTimestamp",
 			       now, "involvedObject", "kind", "Deployment", "name", name_of(obj),
 			       "queue", str_of(json_object_get(obj, "spec"), "queue"), "reason",
-			       reason, "type", type, "message", msg, "lastTimestamp", now);
-	if (!ev)
-		abort();
+			       reason, "type", type, "message", msg, "lastTimestamp", now));
 	json_array_append_new(events, ev);
 }
 
 int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
 {
 	size_t n = 1 + json_array_size(events), i;
-	sc_store_op_t *ops = calloc(n, sizeof(*ops));
-	char **owned = calloc(2 * n, sizeof(*owned));
+	sc_store_op_t *ops = sc_xcalloc(n, sizeof(*ops));
+	char **owned = sc_xcalloc(2 * n, sizeof(*owned));
 	char key[SC_MAX_NAME + 64];
 	int64_t next = sc_store_revision(s->store) + 1, nrev;
 	json_t *ev;
-	if (!ops || !owned)
-		abort();
 	sc__object_key(sc__kind_by_name("Deployment"), name_of(obj), key, sizeof(key));
 	owned[0] = json_dumps(obj, JSON_COMPACT);
 	ops[0] = (sc_store_op_t){ SC_STORE_PUT, key, owned[0], rev };
@@ -103,7 +100,7 @@ int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
 		json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
 		sc__object_key(sc__kind_by_name("Event"), name, ekey, sizeof(ekey));
 		owned[2 * i + 1] = json_dumps(ev, JSON_COMPACT);
-		owned[2 * i + 2] = strdup(ekey);
+		owned[2 * i + 2] = sc_xstrdup(ekey);
 		ops[i + 1] = (sc_store_op_t){ SC_STORE_PUT, owned[2 * i + 2], owned[2 * i + 1],
 					      SC_REV_ABSENT };
 	}
@@ -467,7 +464,7 @@ static void on_tick(uv_timer_t *t)
 
 int sc__deploy_start(sc_server_t *s)
 {
-	uv_timer_t *t = calloc(1, sizeof(*t));
+	uv_timer_t *t = sc_calloc(1, sizeof(*t));
 	if (!t)
 		return SC_ENOMEM;
 	uv_timer_init(s->loop, t);

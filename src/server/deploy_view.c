@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/quantity.h"
+#include "base/alloc.h"
 #include "server/deploy.h"
 #include "starcloud/error.h"
 #include "starcloud/sha256.h"
@@ -138,10 +139,8 @@ void sc__deploy_record(json_t *spec, const char *v, json_t *avoid, json_t *out)
 	}
 	for (size_t i = 0; i < n; i++) {
 		task_name(r[i].role, sl, name, sizeof(name));
-		json_t *e = json_pack("{s:s,s:s,s:i}", "version", v, "role", r[i].role, "replicas",
-				      r[i].replicas);
-		if (!e)
-			abort();
+		json_t *e = sc_xcheck(json_pack("{s:s,s:s,s:i}", "version", v, "role", r[i].role, "replicas",
+				      r[i].replicas));
 		if (r[i].tpl)
 			json_object_set_new(e, "template", json_deep_copy(r[i].tpl));
 		json_object_set_new(out, name, e);
@@ -303,9 +302,7 @@ const sc_deploy_task_t *sc__deploy_task_of(const sc_deploy_plan_t *p, const char
 
 static json_t *view_task(const sc_deploy_task_t *t)
 {
-	json_t *task = json_is_object(t->tpl) ? json_deep_copy(t->tpl) : json_object();
-	if (!task)
-		abort();
+	json_t *task = sc_xcheck(json_is_object(t->tpl) ? json_deep_copy(t->tpl) : json_object());
 	json_object_set_new(task, "name", json_string(t->name));
 	json_object_set_new(task, "replicas", json_integer(t->replicas));
 	return task;
@@ -378,10 +375,8 @@ json_t *sc__deploy_view(json_t *dep)
 	if (total > 0)
 		json_object_set_new(js, "minMember", json_integer(1));
 	json_t *md = json_object_get(dep, "metadata");
-	json_t *view = json_pack("{s:s,s:s,s:O,s:o,s:o}", "apiVersion", "starcloud.dev/v1", "kind",
+	json_t *view = sc_xcheck(json_pack("{s:s,s:s,s:O,s:o,s:o}", "apiVersion", "starcloud.dev/v1", "kind",
 				 "Job", "metadata", md, "spec", js, "status",
-				 view_status(dep, &p));
-	if (!view)
-		abort();
+				 view_status(dep, &p)));
 	return view;
 }

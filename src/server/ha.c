@@ -1,5 +1,6 @@
 /* Leader election, fencing, /readyz and HA metrics (see ha.h). */
 #include "server/ha.h"
+#include "base/alloc.h"
 #include "base/log.h"
 
 #include <stdio.h>
@@ -128,7 +129,7 @@ static void on_change(const sc_store_event_t *ev, void *ud)
 
 int sc__ha_start(sc_server_t *s, const char *id, int ttl_s)
 {
-	sc_ha_t *ha = calloc(1, sizeof(*ha));
+	sc_ha_t *ha = sc_calloc(1, sizeof(*ha));
 	if (!ha)
 		return SC_ENOMEM;
 	ha->s = s;

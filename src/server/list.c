@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "server/cache.h"
+#include "base/alloc.h"
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 
@@ -48,9 +49,7 @@ static void ls_add(list_stream_t *ls, size_t *cap, sc_wire_t *w)
 {
 	if (ls->n == *cap) {
 		*cap = *cap ? *cap * 2 : 64;
-		ls->items = realloc(ls->items, *cap * sizeof(*ls->items));
-		if (!ls->items)
-			abort(); /* daemon code: out of memory is fatal */
+		ls->items = sc_xreallocarray(ls->items, *cap, sizeof(*ls->items));
 	}
 	ls->items[ls->n++] = sc__wire_ref(w);
 }
@@ -140,14 +139,10 @@ static int choose_from_store(sc_server_t *s, list_stream_t *ls, const sc_kind_t 
 			full = 1;
 			break;
 		}
-		char *text = json_dumps(obj, JSON_COMPACT);
+		char *text = sc_xcheck(json_dumps(obj, JSON_COMPACT));
 		json_decref(obj);
-		if (!text)
-			abort();
 		size_t len = strlen(text);
-		sc_wire_t *w = malloc(sizeof(*w) + len + 1);
-		if (!w)
-			abort();
+		sc_wire_t *w = sc_xmalloc(sizeof(*w) + len + 1);
 		w->refs = 1;
 		w->len = len;
 		memcpy(w->data, text, len + 1);
@@ -181,7 +176,7 @@ static void fill(list_stream_t *ls, sc_buf_t *b, size_t max)
 		const sc_wire_t *w = ls->items[ls->next];
 		if ((ls->next && sc_buf_append(b, ",", 1) < 0) ||
 		    sc_buf_append(b, w->data, w->len) < 0)
-			abort();
+			sc_oom();
 		ls->next++;
 	}
 }
@@ -241,10 +236,10 @@ static void send_whole(list_stream_t *ls)
 	sc_buf_t b;
 	sc_buf_init(&b, 0);
 	if (sc_buf_puts(&b, ls->head) < 0)
-		abort();
+		sc_oom();
 	fill(ls, &b, (size_t)-1);
 	if (sc_buf_append(&b, "]}\n", 3) < 0)
-		abort();
+		sc_oom();
 	sc_http_respond(ls->r, 200, "application/json", b.data, b.len);
 	sc_buf_free(&b);
 	ls_free(ls);
@@ -258,9 +253,7 @@ void sc__list_serve(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
 	const char *more;
 	if (parse_paging(r, &limit, after, sizeof(after)) < 0)
 		return;
-	list_stream_t *ls = calloc(1, sizeof(*ls));
-	if (!ls)
-		abort();
+	list_stream_t *ls = sc_xcalloc(1, sizeof(*ls));
 	ls->r = r;
 	if (sc__cache_serves_reads(s->cache)) {
 		choose(s, ls, k, who, sel, limit, after, &more);

@@ -1,5 +1,6 @@
 /* /metrics, /healthz, /readyz. */
 #include "server/metrics.h"
+#include "base/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,7 @@ static void hist_observe(hist_t *h, double v)
 
 sc_metrics_t *sc__metrics_new(void)
 {
-	sc_metrics_t *m = calloc(1, sizeof(*m));
+	sc_metrics_t *m = sc_calloc(1, sizeof(*m));
 	if (!m)
 		return NULL;
 	m->cycle.bounds = lat_bounds;
@@ -127,9 +128,7 @@ void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
 	for (size_t a = 0; a < nactions && a < SC_ACT_COUNT; a++)
 		m->evictions[a] += evictions[a];
 	m->pending = pending;
-	sc_queue_metrics_t *q = nqueues ? malloc(nqueues * sizeof(*q)) : NULL;
-	if (nqueues && !q)
-		abort();
+	sc_queue_metrics_t *q = nqueues ? sc_xreallocarray(NULL, nqueues, sizeof(*q)) : NULL;
 	if (nqueues)
 		memcpy(q, queues, nqueues * sizeof(*q));
 	free(m->queues);
@@ -338,10 +337,8 @@ static void write_state(sc_buf_t *b, sc_server_t *s)
 	sc_kv_list_t ql = { 0 }, jl = { 0 };
 	write_nodes(b, s, &capacity);
 	int qrc = list_kind(s, "queues", &ql), jrc = list_kind(s, "jobs", &jl);
-	queue_wait_t *qw = calloc(ql.n + 1, sizeof(*qw));
-	json_t **qobjs = calloc(ql.n + 1, sizeof(*qobjs));
-	if (!qw || !qobjs)
-		abort();
+	queue_wait_t *qw = sc_xcalloc(ql.n + 1, sizeof(*qw));
+	json_t **qobjs = sc_xcalloc(ql.n + 1, sizeof(*qobjs));
 	for (size_t i = 0; qrc == 0 && i < ql.n; i++) {
 		qobjs[i] = json_loads(ql.items[i].value, 0, NULL);
 		qw[i].name = json_string_value(

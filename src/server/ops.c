@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "server/deploy.h"
+#include "base/alloc.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -117,15 +118,13 @@ static void explain(sc_server_t *s, sc_http_req_t *r, json_t *obj)
 	const char *queue = json_string_value(json_object_get(spec, "queue"));
 	const char *phase = json_string_value(json_object_get(st, "phase"));
 	const char *reason = json_string_value(json_object_get(st, "reason"));
-	json_t *doc = json_pack(
+	json_t *doc = sc_xcheck(json_pack(
 		"{s:s,s:s,s:s,s:s?,s:s?,s:o,s:o,s:O*}", "kind", "Explanation", "job",
 		json_string_value(json_object_get(json_object_get(obj, "metadata"), "name")),
 		"phase", phase ? phase : "Unknown", "queue", queue, "reason",
 		reason ? reason : (phase && strcmp(phase, "Running") == 0 ? "running" : NULL),
 		"asks", asks_json(obj), "queueStatus", queue_json(s, queue), "pods",
-		json_object_get(st, "pods"));
-	if (!doc)
-		abort();
+		json_object_get(st, "pods")));
 	if (!phase)
 		json_object_set_new(doc, "reason",
 				    json_string("not scheduled yet: the next cycle will decide"));

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "server/deploy.h"
+#include "base/alloc.h"
 #include "starcloud/error.h"
 
 #define MAX_TRIES 3
@@ -95,12 +96,10 @@ static json_t *rollout_doc(json_t *obj)
 	json_t *ro = json_object_get(st, "rollout");
 	char v[SC_DEPLOY_VERSION_MAX + 2];
 	sc__deploy_version(obj, v, sizeof(v));
-	json_t *doc = json_pack("{s:s,s:s,s:s,s:s,s:O*,s:O*}", "kind", "Rollout", "deployment",
+	json_t *doc = sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:O*,s:O*}", "kind", "Rollout", "deployment",
 				str_of(json_object_get(obj, "metadata"), "name"), "model",
 				str_of(json_object_get(obj, "spec"), "model"), "version", v,
-				"rollout", ro, "endpoints", json_object_get(st, "endpoints"));
-	if (!doc)
-		abort();
+				"rollout", ro, "endpoints", json_object_get(st, "endpoints")));
 	return doc;
 }
 

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "server/cache.h"
+#include "base/alloc.h"
 #include "base/log.h"
 #include "server/deploy.h"
 #include "server/ha.h"
@@ -66,15 +67,11 @@ static void free_queues(sc_sched_t *sc)
 static void keep_queues(sc_sched_t *sc, const sc_decisions_t *d)
 {
 	free_queues(sc);
-	sc->queues = calloc(d->nqueues + 1, sizeof(*sc->queues));
-	if (!sc->queues)
-		abort();
+	sc->queues = sc_xcalloc(d->nqueues + 1, sizeof(*sc->queues));
 	for (size_t i = 0; i < d->nqueues; i++) {
 		sc->queues[i] = d->queues[i];
-		sc->queues[i].name = strdup(d->queues[i].name);
-		sc->queues[i].parent = d->queues[i].parent ? strdup(d->queues[i].parent) : NULL;
-		if (!sc->queues[i].name)
-			abort();
+		sc->queues[i].name = sc_xstrdup(d->queues[i].name);
+		sc->queues[i].parent = d->queues[i].parent ? sc_xstrdup(d->queues[i].parent) : NULL;
 	}
 	sc->nqueues = d->nqueues;
 }
@@ -91,9 +88,7 @@ const sc_queue_report_t *sc__sched_queue(sc_server_t *s, const char *name)
 static void feed_metrics(sc_sched_t *sc, double seconds, const sc_decisions_t *d,
 			 const sc_cycle_out_t *out)
 {
-	sc_queue_metrics_t *q = calloc(d->nqueues + 1, sizeof(*q));
-	if (!q)
-		abort();
+	sc_queue_metrics_t *q = sc_xcalloc(d->nqueues + 1, sizeof(*q));
 	for (size_t i = 0; i < d->nqueues; i++) {
 		const sc_queue_report_t *r = &d->queues[i];
 		snprintf(q[i].name, sizeof(q[i].name), "%s", r->name);
@@ -241,9 +236,7 @@ static void after_work(uv_work_t *req, int status)
 
 static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0)
 {
-	cycle_job_t *j = calloc(1, sizeof(*j));
-	if (!j)
-		abort(); /* daemon code: out of memory is fatal */
+	cycle_job_t *j = sc_xcalloc(1, sizeof(*j));
 	j->sc = sc;
 	j->tries = tries;
 	j->t0 = t0;
@@ -295,7 +288,7 @@ static void arm_kick(sc_sched_t *sc)
 
 int sc__sched_start(sc_server_t *s)
 {
-	sc_sched_t *sc = calloc(1, sizeof(*sc));
+	sc_sched_t *sc = sc_calloc(1, sizeof(*sc));
 	if (!sc)
 		return SC_ENOMEM;
 	sc->core = sc_scheduler_new();

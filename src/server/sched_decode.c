@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "server/deploy.h"
+#include "base/alloc.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -28,7 +29,7 @@ struct sc_decode_cache {
 
 sc_decode_cache_t *sc__decode_cache_new(void)
 {
-	return calloc(1, sizeof(sc_decode_cache_t));
+	return sc_xcalloc(1, sizeof(sc_decode_cache_t));
 }
 
 static void decoded_free(sc_decoded_t *d)
@@ -87,7 +88,7 @@ static int decode(sc_sobj_t *o, int rank, json_t *view, sc_decoded_t *d, size_t 
 	d->mod_rev = o->mod_rev;
 	d->view = view;
 	d->queue = view_queue(view);
-	d->key = strdup(o->key);
+	d->key = sc_strdup(o->key);
 	if (!d->key)
 		return SC_ENOMEM;
 	if (o->pre) {
@@ -104,7 +105,7 @@ static int decode(sc_sobj_t *o, int rank, json_t *view, sc_decoded_t *d, size_t 
 		return rc;
 	if (rc < 0) {
 		err.file[0] = '\0';
-		d->why = strdup(sc_manifest_error_format(&err, msg, sizeof(msg)));
+		d->why = sc_strdup(sc_manifest_error_format(&err, msg, sizeof(msg)));
 		sc_manifest_set_free(d->one);
 		d->one = NULL;
 		if (!d->why)
@@ -130,7 +131,7 @@ static void carry(sc_decoded_t *d, const sc_sobj_t *o, json_t *view)
 int sc__decode_refresh(sc_decode_cache_t *dc, sc_cycle_in_t *in, const int *ranks,
 		       size_t *decoded)
 {
-	sc_decoded_t *nv = calloc(in->nobjs + 1, sizeof(*nv));
+	sc_decoded_t *nv = sc_calloc(in->nobjs + 1, sizeof(*nv));
 	size_t k = 0;
 	int rc = 0;
 	if (!nv)

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/strmap.h"
+#include "base/alloc.h"
 #include "base/log.h"
 #include "server/cache.h"
 #include "server/sched_int.h"
@@ -27,23 +28,13 @@ static const char *const plurals[] = { "nodes", "queues", "priorityclasses", "jo
 				       "deployments" };
 #define NPLURALS (sizeof(plurals) / sizeof(plurals[0]))
 
-static char *xstrdup(const char *s)
-{
-	char *p = strdup(s);
-	if (!p)
-		abort(); /* daemon code: out of memory is fatal */
-	return p;
-}
-
 /* A new, zeroed input object of kind k at the end of in->objs (capacity
  * *cap, doubled as needed), not yet paired with a job. */
 static sc_sobj_t *add_obj(sc_cycle_in_t *in, size_t *cap, const sc_kind_t *k)
 {
 	if (in->nobjs == *cap) {
 		*cap = *cap ? *cap * 2 : 256;
-		in->objs = realloc(in->objs, *cap * sizeof(*in->objs));
-		if (!in->objs)
-			abort(); /* daemon code: out of memory is fatal */
+		in->objs = sc_xreallocarray(in->objs, *cap, sizeof(*in->objs));
 	}
 	sc_sobj_t *o = &in->objs[in->nobjs++];
 	memset(o, 0, sizeof(*o));
@@ -63,7 +54,7 @@ static void collect_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, 
 		if (!obj)
 			continue; /* not JSON: never written by this server */
 		sc_sobj_t *o = add_obj(in, cap, k);
-		o->key = xstrdup(v[i]->key);
+		o->key = sc_xstrdup(v[i]->key);
 		o->obj = json_incref(obj);
 		o->mod_rev = v[i]->mod_rev;
 		o->pre = sc__cache_take_decoded(v[i]);
@@ -83,7 +74,7 @@ static void exclude(sc_sobj_t *o, const sc_manifest_error_t *err)
 	sc_manifest_error_t e = *err;
 	e.file[0] = '\0';
 	free(o->why);
-	o->why = xstrdup(sc_manifest_error_format(&e, msg, sizeof(msg)));
+	o->why = sc_xstrdup(sc_manifest_error_format(&e, msg, sizeof(msg)));
 }
 
 /* Adds every object still included to a fresh set, from the decoded
@@ -100,7 +91,7 @@ static int fill_set(sc_cycle_in_t *in, const sc_decode_cache_t *dc)
 		if (o->why)
 			continue;
 		if (d->why) {
-			o->why = xstrdup(d->why);
+			o->why = sc_xstrdup(d->why);
 			continue;
 		}
 		int rc = sc_manifest_add_set(in->set, d->one, &err);
@@ -166,9 +157,7 @@ static int map_jobs_in_order(sc_cycle_in_t *in)
 static int map_jobs(sc_cycle_in_t *in)
 {
 	sc_strmap_t m;
-	in->job_obj = calloc(in->snap.njobs + 1, sizeof(*in->job_obj));
-	if (!in->job_obj)
-		abort();
+	in->job_obj = sc_xcalloc(in->snap.njobs + 1, sizeof(*in->job_obj));
 	if (map_jobs_in_order(in) == 0)
 		return 0;
 	for (size_t i = 0; i < in->nobjs; i++)
@@ -204,7 +193,7 @@ static void precheck_queues(sc_cycle_in_t *in, const sc_decode_cache_t *dc)
 {
 	sc_strmap_t queues, parents;
 	if (sc_strmap_init(&queues, in->nobjs) < 0 || sc_strmap_init(&parents, in->nobjs) < 0)
-		abort();
+		sc_oom();
 	const sc_kind_t *queue = sc__kind_by_name("Queue");
 	for (size_t i = 0; i < in->nobjs; i++) {
 		const sc_sobj_t *o = &in->objs[i];
@@ -280,9 +269,7 @@ void sc__cycle_collect(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
 /* The place of each object's kind in the cycle's order. */
 static int *kind_ranks(const sc_cycle_in_t *in)
 {
-	int *r = calloc(in->nobjs + 1, sizeof(*r));
-	if (!r)
-		abort();
+	int *r = sc_xcalloc(in->nobjs + 1, sizeof(*r));
 	for (size_t i = 0; i < in->nobjs; i++)
 		for (size_t k = 0; k < NPLURALS; k++)
 			if (strcmp(in->objs[i].kind->plural, plurals[k]) == 0)

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "server/cache.h"
+#include "base/alloc.h"
 #include "server/deploy.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
@@ -46,19 +47,12 @@ typedef struct by_job {
 	const sc_pending_t **pend; /* the whole entry, for its reservation */
 } by_job_t;
 
-static size_t *xcalloc(size_t n)
-{
-	size_t *p = calloc(n + 1, sizeof(size_t));
-	if (!p)
-		abort();
-	return p;
-}
-
 /* Counting sort of n items by job into start/order. */
 static void bucket(size_t njobs, size_t n, const void *items, size_t size, size_t **start,
 		   size_t **order)
 {
-	size_t *st = xcalloc(njobs + 1), *ord = xcalloc(n), *fill = xcalloc(njobs + 1);
+	size_t *st = sc_xcalloc(njobs + 2, sizeof(size_t)), *ord = sc_xcalloc(n + 1, sizeof(size_t)),
+	       *fill = sc_xcalloc(njobs + 2, sizeof(size_t));
 	for (size_t i = 0; i < n; i++) {
 		size_t j = *(const size_t *)((const char *)items + i * size);
 		if (j < njobs)
@@ -82,10 +76,8 @@ static void by_job_init(by_job_t *b, const sc_cycle_in_t *in, const sc_decisions
 	/* `job` is the first member of both structs. */
 	bucket(nj, d->nbindings, d->bindings, sizeof(sc_binding_t), &b->bstart, &b->border);
 	bucket(nj, d->nevictions, d->evictions, sizeof(sc_eviction_t), &b->estart, &b->eorder);
-	b->pending = calloc(nj + 1, sizeof(*b->pending));
-	b->pend = calloc(nj + 1, sizeof(*b->pend));
-	if (!b->pending || !b->pend)
-		abort();
+	b->pending = sc_xcalloc(nj + 1, sizeof(*b->pending));
+	b->pend = sc_xcalloc(nj + 1, sizeof(*b->pend));
 	for (size_t i = 0; i < d->npending; i++)
 		if (d->pending[i].job < nj) {
 			b->pending[d->pending[i].job] = d->pending[i].reason;
@@ -143,14 +135,12 @@ static void event(wctx_t *w, const sc_sobj_t *o, const char *reason, const char 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	json_t *ev = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s},s:s,s:s,s:s,s:s,s:s}", "apiVersion",
+	json_t *ev = sc_xcheck(json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s},s:s,s:s,s:s,s:s,s:s}", "apiVersion",
 			       "starcloud.dev/v1", "kind", "Event", "metadata",
 			       "creationTimestamp", w->now, "involvedObject", "kind",
 			       o->kind->kind, "name", name_of(o->obj), "queue",
 			       str_of(json_object_get(o->obj, "spec"), "queue"), "reason", reason,
-			       "type", type, "message", msg, "lastTimestamp", w->now);
-	if (!ev)
-		abort();
+			       "type", type, "message", msg, "lastTimestamp", w->now));
 	if (extra)
 		json_object_update(ev, extra);
 	json_decref(extra);
@@ -189,10 +179,8 @@ static json_t *find_pod(json_t *pods, const char *name, size_t *at)
  * same pod, on whatever node, gets a larger one. */
 static json_t *binding_pod(const sc_binding_t *b, const char *now, int64_t generation)
 {
-	json_t *p = json_pack("{s:s,s:s,s:s,s:s,s:I}", "name", b->pod, "phase", "Running", "node",
-			      b->node, "startedAt", now, "generation", (json_int_t)generation);
-	if (!p)
-		abort();
+	json_t *p = sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:I}", "name", b->pod, "phase", "Running", "node",
+			      b->node, "startedAt", now, "generation", (json_int_t)generation));
 	if (b->ngpus) {
 		json_t *g = json_array();
 		for (size_t i = 0; i < b->ngpus; i++)
@@ -282,9 +270,7 @@ static size_t apply_drain(wctx_t *w, const sc_sobj_t *o, json_t *pods)
 static void record_wait(sc_cycle_out_t *out, double seconds)
 {
 	if (out->nwaits % 64 == 0) {
-		out->waits = realloc(out->waits, (out->nwaits + 64) * sizeof(*out->waits));
-		if (!out->waits)
-			abort();
+		out->waits = sc_xrealloc(out->waits, (out->nwaits + 64) * sizeof(*out->waits));
 	}
 	out->waits[out->nwaits++] = seconds;
 }
@@ -410,9 +396,7 @@ static json_t *job_status(wctx_t *w, const sc_sobj_t *o)
 	/* Nodes held for a job that waited too long (the dashboard draws them). */
 	const sc_pending_t *pend = j ? w->bj.pend[o->job] : NULL;
 	if (pend && pend->nreserved) {
-		json_t *rsv = sc_reservation_json(pend);
-		if (!rsv)
-			abort();
+		json_t *rsv = sc_xcheck(sc_reservation_json(pend));
 		json_object_set_new(st, "reservation", rsv);
 	}
 	json_object_set_new(st, "pods", pods);
@@ -436,13 +420,10 @@ typedef sc_cycle_plan_t ops_t;
 
 static char *own(ops_t *o, char *p)
 {
-	if (!p)
-		abort();
+	sc_xcheck(p);
 	if (o->nowned == o->owncap) {
 		o->owncap = o->owncap ? o->owncap * 2 : 128;
-		o->owned = realloc(o->owned, o->owncap * sizeof(*o->owned));
-		if (!o->owned)
-			abort();
+		o->owned = sc_xrealloc(o->owned, o->owncap * sizeof(*o->owned));
 	}
 	o->owned[o->nowned++] = p;
 	return p;
@@ -454,10 +435,8 @@ static void ops_add(ops_t *o, const char *key, char *value, int64_t expect, json
 {
 	if (o->n == o->cap) {
 		o->cap = o->cap ? o->cap * 2 : 64;
-		o->v = realloc(o->v, o->cap * sizeof(*o->v));
-		o->objs = realloc(o->objs, o->cap * sizeof(*o->objs));
-		if (!o->v || !o->objs)
-			abort();
+		o->v = sc_xrealloc(o->v, o->cap * sizeof(*o->v));
+		o->objs = sc_xrealloc(o->objs, o->cap * sizeof(*o->objs));
 	}
 	o->objs[o->n] = obj;
 	o->v[o->n++] = (sc_store_op_t){ SC_STORE_PUT, key, own(o, value), expect };
@@ -508,9 +487,7 @@ static int settled(wctx_t *w, const sc_sobj_t *o, const sc_decoded_t *d)
 
 static char *dup_or_null(const char *s)
 {
-	char *p = s ? strdup(s) : NULL;
-	if (s && !p)
-		abort();
+	char *p = sc_xstrdup(s);
 	return p;
 }
 
@@ -566,7 +543,7 @@ static void add_event_writes(sc_server_t *s, ops_t *ops)
 			 str_of(json_object_get(ev, "involvedObject"), "name"), (long long)rev, i);
 		json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
 		sc__object_key(sc__kind_by_name("Event"), name, key, sizeof(key));
-		ops_add(ops, own(ops, strdup(key)), json_dumps(ev, JSON_COMPACT), SC_REV_ABSENT,
+		ops_add(ops, own(ops, sc_xstrdup(key)), json_dumps(ev, JSON_COMPACT), SC_REV_ABSENT,
 			json_incref(ev));
 	}
 }
@@ -657,19 +634,15 @@ long sc__events_trim(sc_server_t *s)
 	sc_cobj_t *const *v = sc__cache_items(s->cache, sc__kind_by_name("Event"), &n);
 	if (n <= SC_EVENT_LIMIT)
 		return (long)n;
-	sc_cobj_t **byrev = malloc(n * sizeof(*byrev));
+	sc_cobj_t **byrev = sc_xmalloc(n * sizeof(*byrev));
 	size_t ndel = n - SC_EVENT_LIMIT;
-	sc_store_op_t *ops = calloc(ndel, sizeof(*ops));
-	if (!byrev || !ops)
-		abort();
+	sc_store_op_t *ops = sc_xcalloc(ndel, sizeof(*ops));
 	memcpy(byrev, v, n * sizeof(*byrev));
 	qsort(byrev, n, sizeof(*byrev), cmp_rev);
 	/* Keys are copied: the deletes remove the cache entries they name
 	 * while the transaction is still reading them. */
 	for (size_t i = 0; i < ndel; i++) {
-		char *key = strdup(byrev[i]->key);
-		if (!key)
-			abort();
+		char *key = sc_xstrdup(byrev[i]->key);
 		ops[i] = (sc_store_op_t){ SC_STORE_DELETE, key, NULL, byrev[i]->mod_rev };
 	}
 	free(byrev);

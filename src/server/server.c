@@ -91,7 +91,7 @@ static void on_commit(uv_check_t *h)
 	if (sc_store_sync(s->store) < 0) {
 		/* Nothing may be acknowledged that is not on disk. */
 		sc_log_error("store sync failed; exiting");
-		abort();
+		abort(); /* not an out-of-memory: leave a core to look at */
 	}
 	sc_http_flush(s->http);
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "server/deploy.h"
+#include "base/alloc.h"
 #include "server/server.h"
 #include "starcloud/error.h"
 #include "starcloud/manifest.h"
@@ -53,12 +54,10 @@ json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj)
 	/* A Deployment's status is the server's (pods of versioned tasks, see
 	 * deploy_view.c): only the spec is checked against the manifest format. */
 	int deployment = strcmp(k->kind, "Deployment") == 0;
-	json_t *view = json_copy(obj); /* shallow: only status is replaced or dropped */
-	json_t *st = json_object();
+	json_t *view = sc_xcheck(json_copy(obj)); /* shallow: only status is replaced or dropped */
+	json_t *st = sc_xcheck(json_object());
 	const char *key;
 	json_t *v;
-	if (!view || !st)
-		abort();
 	json_object_foreach(status, key, v)
 	{
 		/* No pods and an empty list of pods are the same to the
@@ -136,10 +135,8 @@ int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fie
 			 name ? name : "", SC_DEPLOY_VERSION_MAX);
 		return SC_EINVAL;
 	}
-	sc_manifest_set_t *set = sc_manifest_set_new();
+	sc_manifest_set_t *set = sc_xcheck(sc_manifest_set_new());
 	sc_manifest_error_t err;
-	if (!set)
-		abort();
 	json_t *view = sc__decoder_view(k, obj);
 	rc = sc_manifest_add_json(set, view, &err);
 	json_decref(view);
@@ -153,7 +150,7 @@ int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fie
 	if (rc >= 0)
 		return 0;
 	if (rc == SC_ENOMEM)
-		abort(); /* daemon code: out of memory is fatal */
+		sc_oom();
 	/* "Job x: spec.tasks[0].resources.gpu: expected ..." names the object and
 	 * the field; the field also goes into its own member of the answer. */
 	err.file[0] = '\0';

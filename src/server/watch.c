@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "server/server.h"
+#include "base/alloc.h"
 #include "starcloud/error.h"
 
 typedef struct watcher {
@@ -41,10 +42,8 @@ static void send_event(watcher_t *wt, int type, const char *value, int64_t rev)
 	if (!wt->started)
 		start_stream(wt);
 	json_t *ev = json_pack("{s:s,s:o}", "type", type_names[type], "object", obj);
-	char *text = json_dumps(ev, JSON_COMPACT);
+	char *text = sc_xcheck(json_dumps(ev, JSON_COMPACT));
 	json_decref(ev);
-	if (!text)
-		abort();
 	size_t n = strlen(text);
 	text[n] = '\n'; /* replaces the NUL: the chunk is sent by length */
 	if (sc_http_stream_write(wt->r, text, n + 1) < 0)
@@ -82,9 +81,7 @@ static void start_stream(watcher_t *wt)
 void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
 		     const sc_principal_t *who, const char *selector, int64_t from_rev)
 {
-	watcher_t *wt = calloc(1, sizeof(*wt));
-	if (!wt)
-		abort();
+	watcher_t *wt = sc_xcalloc(1, sizeof(*wt));
 	wt->s = s;
 	wt->r = r;
 	wt->kind = k;

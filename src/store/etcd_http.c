@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "starcloud/buf.h"
+#include "base/alloc.h"
 #include "base/log.h"
 #include "starcloud/error.h"
 #include "store/etcd_int.h"
@@ -24,7 +25,7 @@ static int add_endpoint(sc_etcd_conn_t *c, const char *s, size_t n)
 	for (const char *p = colon + 1; p < s + n; p++)
 		if (*p < '0' || *p > '9')
 			return SC_EINVAL;
-	char *ep = malloc(n + 8);
+	char *ep = sc_malloc(n + 8);
 	if (!ep)
 		return SC_ENOMEM;
 	snprintf(ep, n + 8, "http://%.*s", (int)n, s);
@@ -167,9 +168,7 @@ static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 char *sc__b64_enc(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
-	if (!out)
-		abort(); /* daemon code: out of memory is fatal */
+	char *out = sc_xmalloc((n + 2) / 3 * 4 + 1), *o = out;
 	for (size_t i = 0; i < n; i += 3) {
 		uint32_t v = (uint32_t)p[i] << 16;
 		if (i + 1 < n)
@@ -194,12 +193,10 @@ static int b64_val(char c)
 int sc__b64_dec(const char *s, char **out, size_t *n)
 {
 	size_t len = strlen(s);
-	char *o = malloc(len / 4 * 3 + 4);
+	char *o = sc_xmalloc(len / 4 * 3 + 4);
 	size_t k = 0;
 	uint32_t acc = 0;
 	int bits = 0;
-	if (!o)
-		abort();
 	for (size_t i = 0; i < len && s[i] != '='; i++) {
 		int v = b64_val(s[i]);
 		if (v < 0) {

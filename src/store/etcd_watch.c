@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "starcloud/buf.h"
+#include "base/alloc.h"
 #include "base/log.h"
 #include "starcloud/error.h"
 #include "store/etcd_int.h"
@@ -71,12 +72,8 @@ static sc_etcd_ev_t *make_event(sc_etcd_watch_t *w, json_t *je)
 		free(key);
 		return NULL;
 	}
-	sc_etcd_ev_t *ev = calloc(1, sizeof(*ev));
-	if (!ev)
-		abort();
-	ev->key = malloc(strlen(key) - plen + 2);
-	if (!ev->key)
-		abort();
+	sc_etcd_ev_t *ev = sc_xcalloc(1, sizeof(*ev));
+	ev->key = sc_xmalloc(strlen(key) - plen + 2);
 	snprintf(ev->key, strlen(key) - plen + 2, "/%s", key + plen);
 	free(key);
 	ev->rev = sc__etcd_int(kv, "mod_revision");
@@ -90,7 +87,7 @@ static sc_etcd_ev_t *make_event(sc_etcd_watch_t *w, json_t *je)
 	}
 	if (!ev->value || !*ev->value) {
 		free(ev->value);
-		ev->value = strdup("{}");
+		ev->value = sc_xstrdup("{}");
 	}
 	return ev;
 }
@@ -233,11 +230,9 @@ int sc__etcd_watch_start(sc_etcd_watch_t *w, const char *endpoints, const char *
 	int rc = sc__etcd_conn_init(&w->conn, endpoints, 0);
 	if (rc < 0)
 		return rc;
-	w->prefix = strdup(prefix);
+	w->prefix = sc_xstrdup(prefix);
 	w->logcap = LOG_KEEP;
-	w->log = calloc(w->logcap, sizeof(*w->log));
-	if (!w->prefix || !w->log)
-		abort();
+	w->log = sc_xcalloc(w->logcap, sizeof(*w->log));
 	w->next_rev = start_rev;
 	w->log_from = start_rev - 1;
 	w->dispatched_rev = start_rev - 1;

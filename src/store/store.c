@@ -1,5 +1,6 @@
 /* Backend-independent part of the store: dispatch and live watchers. */
 #include "store/store.h"
+#include "base/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -77,8 +78,8 @@ int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store
 	int rc = s->ops->replay(s, prefix, from_rev, fn, ud);
 	if (rc < 0)
 		return rc;
-	sc_store_watch_t *w = calloc(1, sizeof(*w));
-	if (!w || !(w->prefix = strdup(prefix))) {
+	sc_store_watch_t *w = sc_calloc(1, sizeof(*w));
+	if (!w || !(w->prefix = sc_strdup(prefix))) {
 		free(w);
 		return SC_ENOMEM;
 	}

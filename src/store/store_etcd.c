@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "starcloud/error.h"
+#include "base/alloc.h"
 #include "base/log.h"
 #include "store/etcd_int.h"
 
@@ -71,9 +72,7 @@ static int kv_from(etcd_store_t *e, json_t *j, sc_kv_t *kv)
 		return SC_EPARSE;
 	}
 	size_t plen = strlen(e->prefix);
-	kv->key = malloc(strlen(key) + 2);
-	if (!kv->key)
-		abort();
+	kv->key = sc_xmalloc(strlen(key) + 2);
 	snprintf(kv->key, strlen(key) + 2, "/%s", strlen(key) >= plen ? key + plen : key);
 	free(key);
 	kv->value = value;
@@ -127,9 +126,7 @@ static int et_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out)
 	if ((rc = range(e, k, end, &resp)) < 0)
 		return rc;
 	json_t *kvs = json_object_get(resp, "kvs");
-	out->items = calloc(json_array_size(kvs) + 1, sizeof(*out->items));
-	if (!out->items)
-		abort();
+	out->items = sc_xcalloc(json_array_size(kvs) + 1, sizeof(*out->items));
 	out->rev = sc__etcd_int(json_object_get(resp, "header"), "revision");
 	json_array_foreach(kvs, i, j)
 	{
@@ -350,7 +347,7 @@ int sc_store_etcd_open(const char *endpoints, const char *prefix, sc_store_t **o
 	size_t plen = strlen(prefix);
 	if (plen < 1 || plen > 200 || prefix[0] != '/' || prefix[plen - 1] != '/')
 		return SC_EINVAL;
-	etcd_store_t *e = calloc(1, sizeof(*e));
+	etcd_store_t *e = sc_calloc(1, sizeof(*e));
 	if (!e)
 		return SC_ENOMEM;
 	/* Before the watch thread exists: curl's global set-up is not

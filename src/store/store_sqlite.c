@@ -22,6 +22,7 @@
  * those still holding a current value. Schema 1 stored each value twice
  * (in kv and in its change); migration 2 moves it. */
 #include "store/store.h"
+#include "base/alloc.h"
 #include "base/log.h"
 
 #include <stdio.h>
@@ -194,9 +195,7 @@ static int migrate(sqlite3 *db, const char *path)
 static char *dup_col(sqlite3_stmt *st, int col)
 {
 	const unsigned char *t = sqlite3_column_text(st, col);
-	char *p = strdup(t ? (const char *)t : "");
-	if (!p)
-		abort(); /* daemon code: out of memory is fatal */
+	char *p = sc_xstrdup(t ? (const char *)t : "");
 	return p;
 }
 
@@ -207,7 +206,7 @@ static int sq_get(sc_store_t *s, const char *key, sc_kv_t *out)
 	sqlite3_bind_text(q->get, 1, key, -1, SQLITE_STATIC);
 	int step = sqlite3_step(q->get);
 	if (step == SQLITE_ROW) {
-		out->key = strdup(key);
+		out->key = sc_xstrdup(key);
 		out->value = dup_col(q->get, 0);
 		out->create_rev = sqlite3_column_int64(q->get, 1);
 		out->mod_rev = sqlite3_column_int64(q->get, 2);
@@ -249,9 +248,7 @@ static int sq_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out)
 	while ((step = sqlite3_step(q->list)) == SQLITE_ROW) {
 		if (out->n == cap) {
 			cap = cap ? cap * 2 : 64;
-			sc_kv_t *p = realloc(out->items, cap * sizeof(*p));
-			if (!p)
-				abort();
+			sc_kv_t *p = sc_xrealloc(out->items, cap * sizeof(*p));
 			out->items = p;
 		}
 		sc_kv_t *kv = &out->items[out->n++];
@@ -405,11 +402,9 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 	int64_t rev = q->rev + 1;
 	if (n >= MAX_OPS)
 		return SC_ETOOBIG; /* change ids have room for MAX_OPS per revision */
-	sc_store_event_t *evs = calloc(n ? n : 1, sizeof(*evs));
-	char **owned = calloc(n ? n : 1, sizeof(*owned));
+	sc_store_event_t *evs = sc_xcalloc(n ? n : 1, sizeof(*evs));
+	char **owned = sc_xcalloc(n ? n : 1, sizeof(*owned));
 	int rc = 0;
-	if (!evs || !owned)
-		abort();
 	if (batch_begin(q) < 0) {
 		rc = SC_EIO;
 		goto out;
@@ -557,7 +552,7 @@ int sc_store_sqlite_open(const char *dir, sc_store_t **out)
 {
 	char path[4096];
 	int rc = SC_EIO;
-	sqlite_store_t *q = calloc(1, sizeof(*q));
+	sqlite_store_t *q = sc_calloc(1, sizeof(*q));
 	if (!q)
 		return SC_ENOMEM;
 	q->base.ops = &sqlite_ops;

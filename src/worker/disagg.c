@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "starcloud/buf.h"
+#include "base/alloc.h"
 #include "starcloud/error.h"
 #include "worker/worker_int.h"
 
@@ -20,7 +21,7 @@ void sc__prefill_reply(wreq_t *q, sc_session_t *s, int n, int first_token)
 	sc_worker_t *w = q->w;
 	const sc_model_t *m = w->model;
 	size_t plen = sc_session_kv_bytes(m, n);
-	unsigned char *block = malloc(SC_KV_HEADER + plen);
+	unsigned char *block = sc_malloc(SC_KV_HEADER + plen);
 	if (!block)
 		return sc__reply_error(q, 503, NULL, "out of memory for the KV block");
 	sc_session_kv_export(s, n, block + SC_KV_HEADER);

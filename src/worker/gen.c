@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "starcloud/buf.h"
+#include "base/alloc.h"
 #include "starcloud/error.h"
 #include "worker/worker_int.h"
 
@@ -73,10 +74,10 @@ static void on_req_close(sc_http_req_t *r, void *ud)
 static sc_gen_t *gen_new(const wreq_t *q, const gen_params_t *p)
 {
 	sc_worker_t *w = q->w;
-	sc_gen_t *g = calloc(1, sizeof(*g));
+	sc_gen_t *g = sc_xcalloc(1, sizeof(*g));
 	if (g) {
 		g->sess = sc_session_new(w->model);
-		g->out_ids = calloc((size_t)p->max_tokens + 1, sizeof(int));
+		g->out_ids = sc_calloc((size_t)p->max_tokens + 1, sizeof(int));
 	}
 	if (!g || !g->sess || !g->out_ids) {
 		if (g) {
@@ -408,7 +409,7 @@ void sc__gen_prompt(const wreq_t *q, const gen_params_t *p, const int *ids, int 
 	sc_gen_t *g = gen_new(q, p);
 	if (!g)
 		return;
-	if (!(g->prompt = malloc((size_t)n * sizeof(int)))) {
+	if (!(g->prompt = sc_malloc((size_t)n * sizeof(int)))) {
 		sc__reply_error(&g->q, 503, NULL, "out of memory");
 		return gen_destroy(g);
 	}
@@ -505,8 +506,8 @@ void sc__gen_decode(const wreq_t *q, const gen_params_t *p, const char *kv_url, 
 	sc_gen_t *g = gen_new(q, p);
 	if (!g)
 		return;
-	g->kv_url = strdup(kv_url);
-	g->forced = malloc(((size_t)n_forced + 1) * sizeof(int));
+	g->kv_url = sc_strdup(kv_url);
+	g->forced = sc_malloc(((size_t)n_forced + 1) * sizeof(int));
 	if (!g->kv_url || !g->forced) {
 		sc__reply_error(&g->q, 503, NULL, "out of memory");
 		return gen_destroy(g);

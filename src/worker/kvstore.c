@@ -1,5 +1,6 @@
 /* KV handle store and the SCKV block format. */
 #include "worker/kvstore.h"
+#include "base/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,8 +93,8 @@ int sc_kv_parse(const void *data, size_t len, sc_kv_header_t *h, const void **pa
 
 sc_kvstore_t *sc_kvstore_new(size_t max_handles, uint64_t lease_ms, uint64_t seed)
 {
-	sc_kvstore_t *s = calloc(1, sizeof(*s));
-	if (!s || !(s->e = calloc(max_handles ? max_handles : 1, sizeof(sc_kv_entry_t)))) {
+	sc_kvstore_t *s = sc_calloc(1, sizeof(*s));
+	if (!s || !(s->e = sc_calloc(max_handles ? max_handles : 1, sizeof(sc_kv_entry_t)))) {
 		free(s);
 		return NULL;
 	}

@@ -2,6 +2,7 @@
  * generator of tiny checkpoints for tests. Written from the format
  * description in model.h; see docs/WORKER.md. */
 #include "worker/model.h"
+#include "base/alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -123,7 +124,7 @@ static int by_prob_desc(const void *a, const void *b, void *ctx)
  * vocabulary, so only those are sorted (llama2.c's cut). */
 static int sample_nucleus(const float *probs, int n, float top_p, float r)
 {
-	int *idx = malloc((size_t)n * sizeof(int));
+	int *idx = sc_malloc((size_t)n * sizeof(int));
 	if (!idx)
 		return -1;
 	float cut = n > 1 ? (1.0f - top_p) / (float)(n - 1) : 0;
@@ -261,8 +262,8 @@ int sc_model_load_mem(const void *data, size_t len, sc_model_t **out, char *err,
 		set_err(err, errsz, msg);
 		return SC_EPARSE;
 	}
-	sc_model_t *m = calloc(1, sizeof(*m));
-	if (!m || !(m->data = malloc(len - sizeof(hdr)))) {
+	sc_model_t *m = sc_calloc(1, sizeof(*m));
+	if (!m || !(m->data = sc_malloc(len - sizeof(hdr)))) {
 		free(m);
 		set_err(err, errsz, "checkpoint: out of memory");
 		return SC_ENOMEM;
@@ -296,7 +297,7 @@ int sc_model_load_file(const char *path, sc_model_t **out, char *err, size_t err
 		set_err(err, errsz, msg);
 		goto out;
 	}
-	buf = malloc((size_t)size + 1);
+	buf = sc_malloc((size_t)size + 1);
 	if (!buf || fread(buf, 1, (size_t)size, f) != (size_t)size) {
 		snprintf(msg, sizeof(msg), "checkpoint %s: read failed", path);
 		set_err(err, errsz, msg);
@@ -332,7 +333,7 @@ int sc_model_gen(const sc_model_gen_t *g, void **buf, size_t *len)
 	uint64_t size = sc_model_file_size(&c);
 	if (!size || size > ((uint64_t)1 << 31))
 		return SC_EINVAL;
-	char *p = malloc((size_t)size);
+	char *p = sc_malloc((size_t)size);
 	if (!p)
 		return SC_ENOMEM;
 	int32_t hdr[7] = {c.dim,        c.hidden_dim,
@@ -368,22 +369,22 @@ int sc_model_gen(const sc_model_gen_t *g, void **buf, size_t *len)
 
 sc_session_t *sc_session_new(const sc_model_t *m)
 {
-	sc_session_t *s = calloc(1, sizeof(*s));
+	sc_session_t *s = sc_calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	const sc_model_config_t *c = &m->cfg;
 	size_t cache = (size_t)c->n_layers * (size_t)c->seq_len * (size_t)m->kv_dim;
 	s->m = m;
-	s->kcache = calloc(cache, sizeof(float));
-	s->vcache = calloc(cache, sizeof(float));
-	s->x = calloc((size_t)c->dim, sizeof(float));
-	s->xb = calloc((size_t)c->dim, sizeof(float));
-	s->xb2 = calloc((size_t)c->dim, sizeof(float));
-	s->q = calloc((size_t)c->dim, sizeof(float));
-	s->hb = calloc((size_t)c->hidden_dim, sizeof(float));
-	s->hb2 = calloc((size_t)c->hidden_dim, sizeof(float));
-	s->att = calloc((size_t)c->seq_len, sizeof(float));
-	s->logits = calloc((size_t)c->vocab_size, sizeof(float));
+	s->kcache = sc_calloc(cache, sizeof(float));
+	s->vcache = sc_calloc(cache, sizeof(float));
+	s->x = sc_calloc((size_t)c->dim, sizeof(float));
+	s->xb = sc_calloc((size_t)c->dim, sizeof(float));
+	s->xb2 = sc_calloc((size_t)c->dim, sizeof(float));
+	s->q = sc_xcalloc((size_t)c->dim, sizeof(float));
+	s->hb = sc_calloc((size_t)c->hidden_dim, sizeof(float));
+	s->hb2 = sc_calloc((size_t)c->hidden_dim, sizeof(float));
+	s->att = sc_calloc((size_t)c->seq_len, sizeof(float));
+	s->logits = sc_calloc((size_t)c->vocab_size, sizeof(float));
 	if (!s->kcache || !s->vcache || !s->x || !s->xb || !s->xb2 || !s->q || !s->hb || !s->hb2 ||
 	    !s->att || !s->logits) {
 		sc_session_free(s);

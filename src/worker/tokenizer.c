@@ -1,6 +1,7 @@
 /* Tokenizers: byte-level fallback and llama2.c tokenizer.bin (BPE by
  * score). Written from the format description in tokenizer.h. */
 #include "worker/tokenizer.h"
+#include "base/alloc.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -26,7 +27,7 @@ int sc_tokenizer_bytes(int vocab_size, sc_tokenizer_t **out)
 {
 	if (vocab_size < 259)
 		return SC_EINVAL;
-	sc_tokenizer_t *t = calloc(1, sizeof(*t));
+	sc_tokenizer_t *t = sc_calloc(1, sizeof(*t));
 	if (!t)
 		return SC_ENOMEM;
 	t->vocab = vocab_size;
@@ -108,7 +109,7 @@ static int load_entries(sc_tokenizer_t *t, const unsigned char *p, size_t len, c
 			snprintf(err, errsz, "tokenizer: entry %d: bad length %d", i, n);
 			return SC_EPARSE;
 		}
-		if (!(t->pieces[i] = malloc((size_t)n + 1)))
+		if (!(t->pieces[i] = sc_malloc((size_t)n + 1)))
 			return SC_ENOMEM;
 		memcpy(t->pieces[i], p + off, (size_t)n);
 		t->pieces[i][n] = '\0';
@@ -125,15 +126,15 @@ int sc_tokenizer_load_mem(const void *data, size_t len, int vocab_size, sc_token
 		snprintf(err, errsz, "tokenizer: too short or vocabulary too small");
 		return SC_EPARSE;
 	}
-	sc_tokenizer_t *t = calloc(1, sizeof(*t));
+	sc_tokenizer_t *t = sc_calloc(1, sizeof(*t));
 	int rc = SC_ENOMEM;
 	if (!t)
 		return rc;
 	t->vocab = vocab_size;
-	t->pieces = calloc((size_t)vocab_size, sizeof(char *));
-	t->lens = calloc((size_t)vocab_size, sizeof(size_t));
-	t->scores = calloc((size_t)vocab_size, sizeof(float));
-	t->sorted = calloc((size_t)vocab_size, sizeof(int));
+	t->pieces = sc_calloc((size_t)vocab_size, sizeof(char *));
+	t->lens = sc_calloc((size_t)vocab_size, sizeof(size_t));
+	t->scores = sc_calloc((size_t)vocab_size, sizeof(float));
+	t->sorted = sc_calloc((size_t)vocab_size, sizeof(int));
 	if (!t->pieces || !t->lens || !t->scores || !t->sorted)
 		goto fail;
 	if ((rc = load_entries(t, data, len, err, errsz)) < 0)
@@ -161,12 +162,12 @@ int sc_tokenizer_load_file(const char *path, int vocab_size, sc_tokenizer_t **ou
 		return SC_EIO;
 	}
 	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
+	char *buf = sc_xmalloc(cap);
 	size_t n;
 	while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
 		len += n;
 		if (len == cap && cap < (64u << 20)) {
-			char *nb = realloc(buf, cap *= 2);
+			char *nb = sc_realloc(buf, cap *= 2);
 			if (!nb) {
 				free(buf);
 				buf = NULL;
