@@ -45,7 +45,7 @@ static double now_s(void)
 static int free_port(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
 	bind(fd, (struct sockaddr *)&a, sizeof(a));
 	getsockname(fd, (struct sockaddr *)&a, &len);
@@ -56,8 +56,9 @@ static int free_port(void)
 static int dial(int port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET,
+	                        .sin_port = htons((uint16_t)port),
+	                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		close(fd);
@@ -110,14 +111,14 @@ static long dechunk(int fd, char **buf, size_t *len, size_t *cap, size_t off)
  * *body (malloc'd, caller frees) when body is not NULL. Answers with a
  * Content-Length or chunked (large lists). Returns the status or -1. */
 static int request(int fd, const char *token, const char *method, const char *path,
-		   const char *data, char **body)
+                   const char *data, char **body)
 {
 	char head[1024];
 	size_t dlen = data ? strlen(data) : 0;
 	int n = snprintf(head, sizeof(head),
-			 "%s %s HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer %s\r\n"
-			 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-			 method, path, token, dlen);
+	                 "%s %s HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer %s\r\n"
+	                 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+	                 method, path, token, dlen);
 	if (write(fd, head, (size_t)n) != n || (dlen && write(fd, data, dlen) != (ssize_t)dlen))
 		return -1;
 	size_t cap = 1 << 16, len = 0;
@@ -215,16 +216,19 @@ static void stop_server(server_t *s)
 		fprintf(stderr, "bench: could not remove %s\n", s->dir);
 }
 
-static const char *node_json = "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Node\",\"metadata\":"
-			       "{\"name\":\"n%d\"},\"spec\":{\"cpu\":64,\"memory\":\"512Gi\","
-			       "\"gpus\":{\"count\":8,\"model\":\"A100-80GB\",\"memory\":\"80Gi\"}}}";
-static const char *queue_json = "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Queue\",\"metadata\":"
-				"{\"name\":\"bench\"},\"spec\":{\"resources\":{\"gpu\":{\"quota\":"
-				"32,\"overQuotaWeight\":1,\"limit\":-1}}}}";
-static const char *job_json = "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Job\",\"metadata\":"
-			      "{\"name\":\"%s\"},\"spec\":{\"queue\":\"bench\",\"tasks\":[{\"name\":"
-			      "\"w\",\"replicas\":1,\"resources\":{\"cpu\":1,\"memory\":\"1Gi\","
-			      "\"gpu\":1}}]}}";
+static const char *node_json =
+    "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Node\",\"metadata\":"
+    "{\"name\":\"n%d\"},\"spec\":{\"cpu\":64,\"memory\":\"512Gi\","
+    "\"gpus\":{\"count\":8,\"model\":\"A100-80GB\",\"memory\":\"80Gi\"}}}";
+static const char *queue_json =
+    "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Queue\",\"metadata\":"
+    "{\"name\":\"bench\"},\"spec\":{\"resources\":{\"gpu\":{\"quota\":"
+    "32,\"overQuotaWeight\":1,\"limit\":-1}}}}";
+static const char *job_json =
+    "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Job\",\"metadata\":"
+    "{\"name\":\"%s\"},\"spec\":{\"queue\":\"bench\",\"tasks\":[{\"name\":"
+    "\"w\",\"replicas\":1,\"resources\":{\"cpu\":1,\"memory\":\"1Gi\","
+    "\"gpu\":1}}]}}";
 
 static void cluster(server_t *s, int nodes)
 {
@@ -263,7 +267,8 @@ static void *work(void *p)
 			snprintf(body, sizeof(body), job_json, name);
 			st = request(fd, w->s->token, "POST", "/api/v1/jobs", body, NULL) == 201;
 		} else if (w->op == OP_GET) {
-			st = request(fd, w->s->token, "GET", "/api/v1/jobs/j-0-0", NULL, NULL) == 200;
+			st = request(fd, w->s->token, "GET", "/api/v1/jobs/j-0-0", NULL, NULL) ==
+			     200;
 		} else if (w->op == OP_LIST) {
 			char *resp = NULL;
 			st = request(fd, w->s->token, "GET", "/api/v1/jobs", NULL, &resp) == 200 &&
@@ -271,8 +276,8 @@ static void *work(void *p)
 			free(resp);
 		} else {
 			char *resp = NULL;
-			st = request(fd, w->s->token, "GET", "/api/v1/jobs?limit=500", NULL, &resp) ==
-				     200 &&
+			st = request(fd, w->s->token, "GET", "/api/v1/jobs?limit=500", NULL,
+			             &resp) == 200 &&
 			     count_items(resp) == 500 && strstr(resp, "\"continue\":\"");
 			free(resp);
 		}
@@ -298,7 +303,8 @@ static double server_cpu(pid_t pid)
 	const char *p = strrchr(buf, ')');
 	unsigned long ut = 0, st = 0;
 	/* Fields after the command: state is 3rd, utime 14th, stime 15th. */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
 		return 0;
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -319,16 +325,19 @@ static void report(const char *what, double *lat, size_t n, double wall, int err
 	fflush(stdout);
 }
 
-static void phase(server_t *s, const char *what, int op, int clients, int per_client,
-		  long expect)
+static void phase(server_t *s, const char *what, int op, int clients, int per_client, long expect)
 {
 	worker_t *w = calloc((size_t)clients, sizeof(*w));
 	double *lat = calloc((size_t)clients * (size_t)per_client, sizeof(*lat));
 	int errors = 0;
 	double t0 = now_s(), cpu0 = server_cpu(s->pid);
 	for (int i = 0; i < clients; i++) {
-		w[i] = (worker_t){ .s = s, .op = op, .id = i, .n = per_client, .expect = expect,
-				   .lat = lat + (size_t)i * (size_t)per_client };
+		w[i] = (worker_t){.s = s,
+		                  .op = op,
+		                  .id = i,
+		                  .n = per_client,
+		                  .expect = expect,
+		                  .lat = lat + (size_t)i * (size_t)per_client};
 		pthread_create(&w[i].th, NULL, work, &w[i]);
 	}
 	for (int i = 0; i < clients; i++) {
@@ -389,7 +398,7 @@ int main(int argc, char **argv)
 			rounds = atoi(argv[i + 1]);
 		else {
 			fprintf(stderr, "usage: api_bench [--bin PATH] [--clients N] [--jobs N] "
-					"[--rounds N]\n");
+			                "[--rounds N]\n");
 			return 2;
 		}
 	}

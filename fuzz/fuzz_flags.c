@@ -41,23 +41,22 @@ static int fn(void *opts, const char *v, char *err, size_t errsz)
 }
 
 static const sc_flag_t flags[] = {
-	{.name = "--listen", SC_FLAG_AT(ADDR, fopts_t, listen), .def = "127.0.0.1:1"},
-	{.name = "--dur", SC_FLAG_AT(DURATION, fopts_t, dur), .min = 50, .max = 604800000},
-	{.name = "--n", .alias = "-n", SC_FLAG_AT(INT, fopts_t, n), .min = -5, .max = 100},
-	{.name = "--f", SC_FLAG_AT(NUM, fopts_t, f), .min = 0, .max = 1, .def = "0.5"},
-	{.name = "--body", SC_FLAG_AT(SIZE, fopts_t, body), .min = 1024, .max = 1 << 26,
-	 .def = "4Mi"},
-	{.name = "--mode", SC_FLAG_AT(CHOICE, fopts_t, mode), .choices = "a|bb|ccc"},
-	{.name = "--on", SC_FLAG_AT(BOOL, fopts_t, on)},
-	{.name = "--s", SC_FLAG_AT(STR, fopts_t, s)},
-	{.name = "--text", SC_FLAG_TEXT_AT(fopts_t, text)},
-	{.name = "--i", SC_FLAG_AT(I64, fopts_t, i)},
-	{.name = "--u", SC_FLAG_AT(U64, fopts_t, u), .min = 1, .max = 1e12},
-	{.name = "--fn", .kind = SC_FLAG_FUNC, .fn = fn, .flags = SC_FLAG_REPEAT},
+    {.name = "--listen", SC_FLAG_AT(ADDR, fopts_t, listen), .def = "127.0.0.1:1"},
+    {.name = "--dur", SC_FLAG_AT(DURATION, fopts_t, dur), .min = 50, .max = 604800000},
+    {.name = "--n", .alias = "-n", SC_FLAG_AT(INT, fopts_t, n), .min = -5, .max = 100},
+    {.name = "--f", SC_FLAG_AT(NUM, fopts_t, f), .min = 0, .max = 1, .def = "0.5"},
+    {.name = "--body", SC_FLAG_AT(SIZE, fopts_t, body), .min = 1024, .max = 1 << 26, .def = "4Mi"},
+    {.name = "--mode", SC_FLAG_AT(CHOICE, fopts_t, mode), .choices = "a|bb|ccc"},
+    {.name = "--on", SC_FLAG_AT(BOOL, fopts_t, on)},
+    {.name = "--s", SC_FLAG_AT(STR, fopts_t, s)},
+    {.name = "--text", SC_FLAG_TEXT_AT(fopts_t, text)},
+    {.name = "--i", SC_FLAG_AT(I64, fopts_t, i)},
+    {.name = "--u", SC_FLAG_AT(U64, fopts_t, u), .min = 1, .max = 1e12},
+    {.name = "--fn", .kind = SC_FLAG_FUNC, .fn = fn, .flags = SC_FLAG_REPEAT},
 };
 
 static const sc_command_t cmd = {
-	.name = "fuzz", .flags = flags, .nflags = sizeof(flags) / sizeof(flags[0]), .max_args = 2};
+    .name = "fuzz", .flags = flags, .nflags = sizeof(flags) / sizeof(flags[0]), .max_args = 2};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

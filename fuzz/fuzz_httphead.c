@@ -78,8 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *buf = (const char *)data + 1;
 	size_t len = size - 1;
 	static sc_hhead_t h;
-	int ok = response ? sc_hhead_response(buf, len, 2048, &h)
-			  : sc_hhead_request(buf, len, 2048, &h);
+	int ok =
+	    response ? sc_hhead_response(buf, len, 2048, &h) : sc_hhead_request(buf, len, 2048, &h);
 	if (!ok)
 		return 0;
 	if (h.head_len > len || h.head_len > 2048)
@@ -87,10 +87,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static seen_t s;
 	memset(&s, 0, sizeof(s));
 	http_parser_settings st = {
-		.on_url = on_url,
-		.on_header_field = on_field,
-		.on_header_value = on_value,
-		.on_headers_complete = on_headers_complete,
+	    .on_url = on_url,
+	    .on_header_field = on_field,
+	    .on_header_value = on_value,
+	    .on_headers_complete = on_headers_complete,
 	};
 	http_parser p;
 	http_parser_init(&p, response ? HTTP_RESPONSE : HTTP_REQUEST);

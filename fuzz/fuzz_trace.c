@@ -14,7 +14,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *tput = "{\"v100\": {\"('ResNet-18 (batch size 16)', 1)\": {\"null\": 2.0},"
-			  " \"('ResNet-18 (batch size 16)', 2)\": {\"null\": 4.0}}}";
+                          " \"('ResNet-18 (batch size 16)', 2)\": {\"null\": 4.0}}}";
 
 static void openb(const uint8_t *data, size_t size, char *msg, size_t msgsize)
 {
@@ -30,7 +30,8 @@ static void openb(const uint8_t *data, size_t size, char *msg, size_t msgsize)
 			sc_trace_pods_t p = {0};
 			sc_tjobs_t j = {0};
 			if (sc_trace_parse_pods(f, "fuzz.csv", &p, msg, msgsize) == 0) {
-				if (sc_tjobs_from_openb(&p, "fuzz.csv", true, &j, msg, msgsize) == 0)
+				if (sc_tjobs_from_openb(&p, "fuzz.csv", true, &j, msg, msgsize) ==
+				    0)
 					sc_tjobs_scale_arrivals(&j, 3.5);
 				sc_tjobs_free(&j);
 				sc_trace_pods_free(&p);

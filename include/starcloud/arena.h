@@ -24,8 +24,7 @@ void *sc_arena_calloc(sc_arena_t *a, size_t nmemb, size_t size);
 /* Copies a NUL-terminated string (NULL gives NULL). */
 char *sc_arena_strdup(sc_arena_t *a, const char *s);
 /* printf into the arena. */
-char *sc_arena_printf(sc_arena_t *a, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+char *sc_arena_printf(sc_arena_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Bytes handed out since the last reset (for benchmarks). */
 size_t sc_arena_used(const sc_arena_t *a);
 

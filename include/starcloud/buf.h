@@ -10,10 +10,10 @@
 #include <stddef.h>
 
 typedef struct sc_buf {
-	char *data;   /* NULL until the first append; owned */
+	char *data; /* NULL until the first append; owned */
 	size_t len;
 	size_t cap;
-	size_t max;   /* appends beyond this fail with SC_ETOOBIG; 0 = no limit */
+	size_t max; /* appends beyond this fail with SC_ETOOBIG; 0 = no limit */
 } sc_buf_t;
 
 /* Starts an empty buffer that may grow to max bytes (0 = unbounded). */

@@ -24,16 +24,16 @@ typedef struct sc_cluster sc_cluster_t;
 typedef struct sc_node_view {
 	const sc_node_spec_t *spec; /* borrowed from sc_cluster_new's caller */
 	uint32_t index;
-	int model;                  /* interned GPU model id, -1 when no GPU */
-	int64_t cpu_free;           /* millicores */
-	int64_t mem_free;           /* bytes */
+	int model;        /* interned GPU model id, -1 when no GPU */
+	int64_t cpu_free; /* millicores */
+	int64_t mem_free; /* bytes */
 	int gpu_count;
-	int whole_free;             /* devices with nothing on them */
-	int16_t gpu_free[SC_MAX_GPUS];   /* free milli per device (0..1000) */
+	int whole_free;                /* devices with nothing on them */
+	int16_t gpu_free[SC_MAX_GPUS]; /* free milli per device (0..1000) */
 	int64_t gpu_mem_free[SC_MAX_GPUS];
 	uint8_t gpu_shared[SC_MAX_GPUS]; /* share pods on the device */
 	uint8_t mig_used[SC_MAX_GPUS];   /* MIG: memory slices in use (bit i = slice i) */
-	bool schedulable;           /* ready and not cordoned */
+	bool schedulable;                /* ready and not cordoned */
 } sc_node_view_t;
 
 /* Where one pod goes: a node and, for GPU pods, the devices. A share pod
@@ -45,8 +45,8 @@ typedef struct sc_assign {
 	int gpus[SC_MAX_GPUS];
 	int gpu_milli;
 	int64_t gpu_memory;
-	int mig_start;           /* MIG pods: first memory slice; gpus[0] = device */
-	int mig_slices;          /* MIG pods: memory slices taken, 0 for others */
+	int mig_start;  /* MIG pods: first memory slice; gpus[0] = device */
+	int mig_slices; /* MIG pods: memory slices taken, 0 for others */
 } sc_assign_t;
 
 /* Builds a cluster; nodes (and the strings in them) are borrowed and must
@@ -64,11 +64,9 @@ int sc_cluster_model_id(const sc_cluster_t *c, const char *model);
 int sc_cluster_nmodels(const sc_cluster_t *c);
 const char *sc_cluster_model_name(const sc_cluster_t *c, int id);
 /* Totals over schedulable nodes: GPUs in milli, cpu in milli, memory bytes. */
-void sc_cluster_totals(const sc_cluster_t *c, int64_t *gpu_milli, int64_t *cpu_milli,
-		       int64_t *mem);
+void sc_cluster_totals(const sc_cluster_t *c, int64_t *gpu_milli, int64_t *cpu_milli, int64_t *mem);
 /* Totals currently allocated (same units). */
-void sc_cluster_used(const sc_cluster_t *c, int64_t *gpu_milli, int64_t *cpu_milli,
-		     int64_t *mem);
+void sc_cluster_used(const sc_cluster_t *c, int64_t *gpu_milli, int64_t *cpu_milli, int64_t *mem);
 
 /* The share of one device, in milli, that a request asks for: 1000 per
  * whole GPU is not counted here (0 for whole-GPU and CPU-only pods). A memory
@@ -104,7 +102,7 @@ const sc_mig_profile_t *sc_mig_profile(const char *name, int64_t device_memory);
 /* Chooses devices on node n for request r (which must fit) and fills *a.
  * Whole GPUs never take a device that holds shares. Returns 0 or SC_ENOFIT. */
 int sc_node_choose_devices(const sc_node_view_t *n, const sc_request_t *r, int device_policy,
-			   sc_assign_t *a);
+                           sc_assign_t *a);
 
 /* Takes (or gives back) the resources of one pod. take fails with SC_ENOFIT
  * and changes nothing when they are not free. */
@@ -120,17 +118,17 @@ void sc_cluster_give(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *
 typedef struct sc_policy {
 	const char *name;
 	double (*score)(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-			const sc_request_t *r, sc_assign_t *a);
+	                const sc_request_t *r, sc_assign_t *a);
 	/* Optional: told after every take so the policy can update its state. */
 	void (*taken)(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-		      const sc_request_t *r, const sc_assign_t *a);
+	              const sc_request_t *r, const sc_assign_t *a);
 	int device_policy;
 	void *ctx;
 } sc_policy_t;
 
 /* Filters for a search. */
 typedef struct sc_filter {
-	const int *models;          /* allowed model ids; NULL = any */
+	const int *models; /* allowed model ids; NULL = any */
 	size_t nmodels;
 	const sc_label_t *selector; /* node labels that must match */
 	size_t nselector;
@@ -146,11 +144,11 @@ const sc_policy_t *sc_policy_builtin(const char *name);
  * fits is scored by the policy; ties go to the lower node index. Fills *a
  * (node and devices). Returns 0, or SC_ENOFIT when no node fits. */
 int sc_cluster_best(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
-		    const sc_policy_t *p, sc_assign_t *a);
+                    const sc_policy_t *p, sc_assign_t *a);
 
 /* Fast path for the built-in policies: uses the free-capacity index so only
  * nodes that can hold the request are visited. spread = false is binpack. */
 int sc_cluster_best_indexed(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
-			    bool spread, int device_policy, sc_assign_t *a);
+                            bool spread, int device_policy, sc_assign_t *a);
 
 #endif

@@ -42,18 +42,18 @@ typedef struct sc_mig_layout {
 } sc_mig_layout_t;
 
 typedef struct sc_node_spec {
-	const char *name;          /* unique, required */
-	const sc_label_t *labels;  /* topology levels are ordinary labels */
+	const char *name;         /* unique, required */
+	const sc_label_t *labels; /* topology levels are ordinary labels */
 	size_t nlabels;
-	int64_t cpu_milli;         /* allocatable CPU */
-	int64_t memory;            /* allocatable memory, bytes */
-	int gpu_count;             /* devices, indices 0..gpu_count-1 */
-	const char *gpu_model;     /* e.g. "A100-80GB"; NULL when no GPU */
-	int64_t gpu_memory;        /* per device, bytes */
-	int mig_mode;              /* enum sc_mig_mode */
+	int64_t cpu_milli;                 /* allocatable CPU */
+	int64_t memory;                    /* allocatable memory, bytes */
+	int gpu_count;                     /* devices, indices 0..gpu_count-1 */
+	const char *gpu_model;             /* e.g. "A100-80GB"; NULL when no GPU */
+	int64_t gpu_memory;                /* per device, bytes */
+	int mig_mode;                      /* enum sc_mig_mode */
 	const sc_mig_layout_t *mig_layout; /* SC_MIG_FIXED: gpu_count entries */
-	bool not_ready;            /* lease expired etc.: nothing is placed */
-	bool unschedulable;        /* cordoned: running pods stay */
+	bool not_ready;                    /* lease expired etc.: nothing is placed */
+	bool unschedulable;                /* cordoned: running pods stay */
 } sc_node_spec_t;
 
 /* ---- queues and priority classes ------------------------------------ */
@@ -71,18 +71,18 @@ typedef struct sc_queue_res {
 
 typedef struct sc_queue_spec {
 	const char *name;
-	const char *parent;        /* NULL for a top-level queue */
-	int priority;              /* default 100 */
+	const char *parent; /* NULL for a top-level queue */
+	int priority;       /* default 100 */
 	sc_queue_res_t res[SC_RES_COUNT];
 	int64_t preempt_min_runtime; /* seconds, 0 = none */
 	int64_t reclaim_min_runtime;
-	int64_t created;           /* seconds; ties go to input order */
+	int64_t created; /* seconds; ties go to input order */
 } sc_queue_spec_t;
 
 typedef struct sc_prio_class {
 	const char *name;
 	int value;
-	int preemptible;           /* 1, 0, or -1 = value < 100 */
+	int preemptible; /* 1, 0, or -1 = value < 100 */
 } sc_prio_class_t;
 
 /* ---- jobs and pods -------------------------------------------------- */
@@ -91,10 +91,10 @@ typedef struct sc_prio_class {
 typedef struct sc_request {
 	int64_t cpu_milli;
 	int64_t memory;
-	int gpus;                  /* whole devices */
-	int gpu_milli;             /* share of one device, 1..999 */
-	int64_t gpu_memory;        /* share of one device by memory, bytes */
-	const char *mig;           /* MIG profile, e.g. "1g.10gb" */
+	int gpus;           /* whole devices */
+	int gpu_milli;      /* share of one device, 1..999 */
+	int64_t gpu_memory; /* share of one device by memory, bytes */
+	const char *mig;    /* MIG profile, e.g. "1g.10gb" */
 } sc_request_t;
 
 typedef struct sc_task_spec {
@@ -103,7 +103,7 @@ typedef struct sc_task_spec {
 	sc_request_t req;
 	const char *const *gpu_models; /* allowed models; none = any */
 	size_t ngpu_models;
-	const sc_label_t *selector;    /* node labels that must match */
+	const sc_label_t *selector; /* node labels that must match */
 	size_t nselector;
 } sc_task_spec_t;
 
@@ -118,16 +118,16 @@ enum sc_pod_phase {
 /* The state of one existing pod of a job. Pods of a job that are not listed
  * are pending. */
 typedef struct sc_pod_status {
-	const char *name;          /* "<job>-<task>-<index>" */
-	int phase;                 /* enum sc_pod_phase */
+	const char *name; /* "<job>-<task>-<index>" */
+	int phase;        /* enum sc_pod_phase */
 	const char *node;
-	const int *gpus;           /* device indices held (whole or shared) */
+	const int *gpus; /* device indices held (whole or shared) */
 	size_t ngpus;
-	int gpu_milli;             /* for a share pod */
-	int64_t gpu_memory;        /* for a memory share pod */
-	int mig_gpu, mig_start;    /* for a MIG pod: device and start slot */
+	int gpu_milli;          /* for a share pod */
+	int64_t gpu_memory;     /* for a memory share pod */
+	int mig_gpu, mig_start; /* for a MIG pod: device and start slot */
 	const char *mig_profile;
-	int64_t started_at;        /* seconds, 0 = unknown */
+	int64_t started_at; /* seconds, 0 = unknown */
 } sc_pod_status_t;
 
 enum sc_placement_policy {
@@ -138,19 +138,19 @@ enum sc_placement_policy {
 
 typedef struct sc_job_spec {
 	const char *name;
-	const char *queue;         /* a leaf queue */
+	const char *queue;          /* a leaf queue */
 	const char *priority_class; /* NULL = "normal" */
-	int preemptible;           /* 1, 0, or -1 = from the class */
-	int min_member;            /* 0 = every replica of every task */
+	int preemptible;            /* 1, 0, or -1 = from the class */
+	int min_member;             /* 0 = every replica of every task */
 	int64_t created;
 	int placement;             /* enum sc_placement_policy */
 	int spread_factor;         /* replicas over at least N nodes; 0 = default */
 	bool serving;              /* pods of a Deployment (default spread 2) */
 	const char *topo_required; /* a topology level (label key) or NULL */
 	const char *topo_preferred;
-	int64_t expected_runtime;  /* seconds, 0 = unknown */
-	int64_t staleness_grace;   /* seconds, < 0 = default (60) */
-	int64_t stale_since;       /* 0 = not stale */
+	int64_t expected_runtime; /* seconds, 0 = unknown */
+	int64_t staleness_grace;  /* seconds, < 0 = default (60) */
+	int64_t stale_since;      /* 0 = not stale */
 	const sc_task_spec_t *tasks;
 	size_t ntasks;
 	const sc_pod_status_t *pods;
@@ -171,15 +171,15 @@ enum sc_action {
 typedef struct sc_config {
 	int actions[SC_ACT_COUNT + 1]; /* run in this order */
 	size_t nactions;
-	int gpu_placement;         /* SC_PLACE_BINPACK or SC_PLACE_SPREAD */
+	int gpu_placement; /* SC_PLACE_BINPACK or SC_PLACE_SPREAD */
 	int cpu_placement;
-	int device_placement;      /* binpack = pack shares, spread = spread */
-	double pack_threshold;     /* 0.7 */
-	int serving_spread;        /* 2 */
-	double reclaim_tolerance;  /* 0.2 */
-	double preempt_util_threshold; /* 0.8 */
-	int consolidation_max;     /* 16 */
-	int64_t reservation_after; /* seconds, 1800 */
+	int device_placement;               /* binpack = pack shares, spread = spread */
+	double pack_threshold;              /* 0.7 */
+	int serving_spread;                 /* 2 */
+	double reclaim_tolerance;           /* 0.2 */
+	double preempt_util_threshold;      /* 0.8 */
+	int consolidation_max;              /* 16 */
+	int64_t reservation_after;          /* seconds, 1800 */
 	const char *const *topology_levels; /* widest first */
 	size_t ntopology_levels;
 } sc_config_t;
@@ -209,26 +209,26 @@ typedef struct sc_snapshot {
 /* ---- decisions ------------------------------------------------------ */
 
 typedef struct sc_binding {
-	size_t job;                /* index into snapshot jobs */
+	size_t job; /* index into snapshot jobs */
 	const char *pod;
 	const char *node;
-	int *gpus;                 /* device indices */
+	int *gpus; /* device indices */
 	size_t ngpus;
-	int gpu_milli;             /* share pods: milli of the device */
-	int64_t gpu_memory;        /* memory share pods: bytes */
-	int mig_gpu, mig_start;    /* MIG pods; mig_profile != NULL */
+	int gpu_milli;          /* share pods: milli of the device */
+	int64_t gpu_memory;     /* memory share pods: bytes */
+	int mig_gpu, mig_start; /* MIG pods; mig_profile != NULL */
 	const char *mig_profile;
-	bool pipelined;            /* onto resources still being released */
+	bool pipelined; /* onto resources still being released */
 } sc_binding_t;
 
 typedef struct sc_eviction {
 	size_t job;
 	const char *pod;
 	const char *node;
-	int action;                /* enum sc_action */
-	const char *by;            /* job that needed the room, or NULL */
+	int action;     /* enum sc_action */
+	const char *by; /* job that needed the room, or NULL */
 	const char *reason;
-	const char *to;            /* consolidation: the pod's new node */
+	const char *to; /* consolidation: the pod's new node */
 } sc_eviction_t;
 
 typedef struct sc_pending {
@@ -250,7 +250,7 @@ typedef struct sc_queue_report {
 	double allocated[SC_RES_COUNT];
 	double requested[SC_RES_COUNT];
 	double quota[SC_RES_COUNT];
-	double limit[SC_RES_COUNT];      /* < 0 = unlimited */
+	double limit[SC_RES_COUNT]; /* < 0 = unlimited */
 } sc_queue_report_t;
 
 typedef struct sc_decisions {
@@ -285,15 +285,15 @@ sc_scheduler_t *sc_scheduler_new(void);
 /* Frees it; accepts NULL. Decisions it returned stay valid. */
 void sc_scheduler_free(sc_scheduler_t *sch);
 /* Runs one cycle, as sc_schedule(). */
-int sc_scheduler_run(sc_scheduler_t *sch, const sc_snapshot_t *s, sc_decisions_t **out,
-		     char *msg, size_t msgsize);
+int sc_scheduler_run(sc_scheduler_t *sch, const sc_snapshot_t *s, sc_decisions_t **out, char *msg,
+                     size_t msgsize);
 
 /* Test hook: the n-th block request of the scheduler's scratch arena from
  * now fails (0 = never), so a test can fail allocations one by one. */
 void sc_scheduler_fail_after(sc_scheduler_t *sch, long n);
 
-/* Runs one scheduling cycle (with a scheduler made for the call). On success *out holds the decisions (free with
- * sc_decisions_free). Errors: SC_EINVAL for an invalid snapshot (message in
+/* Runs one scheduling cycle (with a scheduler made for the call). On success *out holds the
+ * decisions (free with sc_decisions_free). Errors: SC_EINVAL for an invalid snapshot (message in
  * msg), SC_ENOMEM. The result depends only on the snapshot. */
 int sc_schedule(const sc_snapshot_t *s, sc_decisions_t **out, char *msg, size_t msgsize);
 

@@ -6,19 +6,19 @@
 #ifndef STARCLOUD_ERROR_H
 #define STARCLOUD_ERROR_H
 
-#define SC_ERRNO_MAP(X)                                                        \
-	X(NOMEM, "out of memory")                                              \
-	X(INVAL, "invalid argument")                                           \
-	X(PARSE, "malformed input")                                            \
-	X(NOTFOUND, "not found")                                               \
-	X(EXISTS, "already exists")                                            \
-	X(CONFLICT, "conflict")                                                \
-	X(TOOBIG, "input too large")                                           \
-	X(IO, "input/output error")                                            \
-	X(RANGE, "value out of range")                                         \
-	X(NOFIT, "does not fit")                                               \
-	X(LIMIT, "over a limit")                                               \
-	X(UNAVAIL, "service unavailable")                                      \
+#define SC_ERRNO_MAP(X)                                                                            \
+	X(NOMEM, "out of memory")                                                                  \
+	X(INVAL, "invalid argument")                                                               \
+	X(PARSE, "malformed input")                                                                \
+	X(NOTFOUND, "not found")                                                                   \
+	X(EXISTS, "already exists")                                                                \
+	X(CONFLICT, "conflict")                                                                    \
+	X(TOOBIG, "input too large")                                                               \
+	X(IO, "input/output error")                                                                \
+	X(RANGE, "value out of range")                                                             \
+	X(NOFIT, "does not fit")                                                                   \
+	X(LIMIT, "over a limit")                                                                   \
+	X(UNAVAIL, "service unavailable")                                                          \
 	X(FENCED, "no longer the leader (write fenced)")
 
 enum {

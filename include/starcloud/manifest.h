@@ -29,7 +29,7 @@ typedef struct sc_manifest_set sc_manifest_set_t;
 /* Where and why an add or a snapshot failed. Every field is "" / 0 when
  * unknown (e.g. no file for an object given as JSON). */
 typedef struct sc_manifest_error {
-	int code;         /* the negative SC_E* code returned */
+	int code; /* the negative SC_E* code returned */
 	char file[256];
 	int line, col;    /* 1-based */
 	char object[192]; /* "Job llama" */
@@ -53,8 +53,8 @@ void sc_manifest_set_free(sc_manifest_set_t *set);
  * SC_EPARSE (malformed text), SC_ETOOBIG (input limits), SC_EINVAL (an
  * invalid object), SC_EEXISTS (a duplicate name), SC_ENOMEM; err is filled
  * on failure and may be NULL. */
-int sc_manifest_add_text(sc_manifest_set_t *set, const char *filename, const char *text,
-			 size_t len, sc_manifest_error_t *err);
+int sc_manifest_add_text(sc_manifest_set_t *set, const char *filename, const char *text, size_t len,
+                         sc_manifest_error_t *err);
 
 /* Adds one object (borrowed; nothing is kept after the call), as the server
  * does with an API body. Same errors as sc_manifest_add_text, without a
@@ -70,7 +70,7 @@ int sc_manifest_add_json(sc_manifest_set_t *set, json_t *obj, sc_manifest_error_
  * sc_manifest_add_json (SC_EEXISTS, s unchanged). Returns the number of
  * objects added, or SC_EEXISTS or SC_ENOMEM. */
 int sc_manifest_add_set(sc_manifest_set_t *s, const sc_manifest_set_t *src,
-			sc_manifest_error_t *err);
+                        sc_manifest_error_t *err);
 
 /* Fills *out from the set: nodes, queues, classes and jobs in input order
  * (their created times are metadata.creationTimestamp, or 0 so that
@@ -80,7 +80,7 @@ int sc_manifest_add_set(sc_manifest_set_t *s, const sc_manifest_set_t *src,
  * exists and forms no cycle, a job's priority class exists) and reports them
  * at the field that names them. Returns 0, SC_EINVAL or SC_ENOTFOUND. */
 int sc_manifest_snapshot(sc_manifest_set_t *set, int64_t now, sc_snapshot_t *out,
-			 sc_manifest_error_t *err);
+                         sc_manifest_error_t *err);
 
 /* Object counts, for tests and messages. */
 size_t sc_manifest_count(const sc_manifest_set_t *set, const char *kind);

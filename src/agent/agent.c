@@ -52,13 +52,17 @@ void sc__agent_next_server(sc_agent_t *a)
 }
 
 static void request(sc_agent_t *a, const char *method, const char *url, json_t *body,
-		    sc_httpc_done_fn done, sc_httpc_req_t **out)
+                    sc_httpc_done_fn done, sc_httpc_req_t **out)
 {
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	sc_httpc_opts_t o = { .method = method, .url = url, .token = a->o.token, .body = text,
-			      .body_len = text ? strlen(text) : 0,
-			      .timeout_ms = (long)(a->o.heartbeat_ms * 2 + 1000), .done = done,
-			      .ud = a };
+	sc_httpc_opts_t o = {.method = method,
+	                     .url = url,
+	                     .token = a->o.token,
+	                     .body = text,
+	                     .body_len = text ? strlen(text) : 0,
+	                     .timeout_ms = (long)(a->o.heartbeat_ms * 2 + 1000),
+	                     .done = done,
+	                     .ud = a};
 	sc_httpc_req_t *r = sc_httpc_start(a->http, &o);
 	if (out)
 		*out = r;
@@ -71,8 +75,8 @@ static json_t *conditions(sc_agent_t *a)
 {
 	int gpu_ok = a->gpus.error[0] == '\0';
 	return json_pack("[{s:s,s:s},{s:s,s:s,s:s}]", "type", "Ready", "status", "True", "type",
-			 "GPUHealthy", "status", gpu_ok ? "True" : "False", "message",
-			 a->gpus.error);
+	                 "GPUHealthy", "status", gpu_ok ? "True" : "False", "message",
+	                 a->gpus.error);
 }
 
 static json_t *report_body(sc_agent_t *a)
@@ -81,11 +85,10 @@ static json_t *report_body(sc_agent_t *a)
 	for (sc_pod_t *p = a->pods; p; p = p->next)
 		if (!p->stopping)
 			json_array_append_new(pods, sc__pod_report(p));
-	json_t *b = json_pack("{s:s,s:I,s:o,s:o,s:o,s:s}", "address", a->advertise,
-			      "leaseSeconds",
-			      (json_int_t)((a->o.heartbeat_ms * 3 + 999) / 1000), "conditions",
-			      conditions(a), "devices", sc_gpu_devices_json(&a->gpus), "pods", pods,
-			      "gpuSource", a->gpus.source);
+	json_t *b = json_pack("{s:s,s:I,s:o,s:o,s:o,s:s}", "address", a->advertise, "leaseSeconds",
+	                      (json_int_t)((a->o.heartbeat_ms * 3 + 999) / 1000), "conditions",
+	                      conditions(a), "devices", sc_gpu_devices_json(&a->gpus), "pods", pods,
+	                      "gpuSource", a->gpus.source);
 	json_object_set_new(b, "leaseMillis", json_integer((json_int_t)(a->o.heartbeat_ms * 3)));
 	return b;
 }
@@ -114,7 +117,7 @@ static void on_report(int status, const char *body, size_t len, void *ud)
 	} else {
 		if (!a->hb_failing)
 			sc_log_warn("heartbeat failed (%d%s)", status,
-				      status < 0 ? ": server unreachable" : "");
+			            status < 0 ? ": server unreachable" : "");
 		a->hb_failing = 1;
 		/* Unreachable, or a follower (503): try the next server; the
 		 * success there lists and watches anew. */
@@ -176,7 +179,7 @@ static void on_fence(uv_timer_t *t)
 		return;
 	a->fenced = 1;
 	sc_log_warn("lease not renewed for %llu ms: stopping every pod (fencing)",
-		      (unsigned long long)(sc__agent_now_ms(a) - a->last_hb_ok));
+	            (unsigned long long)(sc__agent_now_ms(a) - a->last_hb_ok));
 	for (sc_pod_t *p = a->pods, *next; p; p = next) {
 		next = p->next;
 		sc__pod_fence(p);
@@ -203,10 +206,10 @@ static json_t *node_object(sc_agent_t *a)
 {
 	json_t *labels = json_object();
 	sc__agent_labels(a->o.labels, labels);
-	return json_pack("{s:s,s:s,s:{s:s,s:o},s:{s:f,s:I,s:o}}", "apiVersion",
-			 "starcloud.dev/v1", "kind", "Node", "metadata", "name", a->o.name,
-			 "labels", labels, "spec", "cpu", (double)a->o.cpu_milli / 1000.0,
-			 "memory", (json_int_t)a->o.memory, "gpus", sc_gpu_node_spec(&a->gpus));
+	return json_pack("{s:s,s:s,s:{s:s,s:o},s:{s:f,s:I,s:o}}", "apiVersion", "starcloud.dev/v1",
+	                 "kind", "Node", "metadata", "name", a->o.name, "labels", labels, "spec",
+	                 "cpu", (double)a->o.cpu_milli / 1000.0, "memory", (json_int_t)a->o.memory,
+	                 "gpus", sc_gpu_node_spec(&a->gpus));
 }
 
 static void registered(sc_agent_t *a)
@@ -216,8 +219,7 @@ static void registered(sc_agent_t *a)
 	a->registered = 1;
 	a->last_hb_ok = a->report_sent = sc__agent_now_ms(a);
 	fence_arm(a);
-	sc_log_info("registered with %s (%d GPUs, %s)", a->server, a->gpus.count,
-		      a->gpus.source);
+	sc_log_info("registered with %s (%d GPUs, %s)", a->server, a->gpus.count, a->gpus.source);
 	uv_timer_start(&a->hb_timer, on_heartbeat, 0, a->o.heartbeat_ms);
 	sc__sync_start(a);
 }
@@ -232,7 +234,7 @@ static void on_patched(int status, const char *body, size_t len, void *ud)
 		return;
 	}
 	sc_log_warn("cannot update Node %s (%d): %.*s", a->o.name, status,
-		      (int)(len > 300 ? 300 : len), body);
+	            (int)(len > 300 ? 300 : len), body);
 	uv_timer_start(&a->hb_timer, on_register_timer, a->o.heartbeat_ms, 0);
 }
 
@@ -256,7 +258,7 @@ static void on_created(int status, const char *body, size_t len, void *ud)
 		return;
 	}
 	sc_log_warn("cannot register Node %s (%d): %.*s", a->o.name, status,
-		      (int)(len > 300 ? 300 : len), body);
+	            (int)(len > 300 ? 300 : len), body);
 	uv_timer_start(&a->hb_timer, on_register_timer, a->o.heartbeat_ms, 0);
 }
 
@@ -310,7 +312,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	a->stopping = 1;
 	sc_sd_notify("STOPPING=1");
 	sc_log_info("signal %d: no new pods; %s", signum,
-		      a->o.drain ? "stopping every pod (--drain)" : "leaving running pods alone");
+	            a->o.drain ? "stopping every pod (--drain)" : "leaving running pods alone");
 	sc__sync_stop(a);
 	if (!a->o.drain) {
 		uv_stop(a->loop);

@@ -32,36 +32,36 @@ typedef struct sc_pod sc_pod_t;
 typedef struct sc_probe sc_probe_t;
 
 typedef struct sc_agent_opts {
-	const char *server;     /* http://host:port, no trailing slash */
+	const char *server; /* http://host:port, no trailing slash */
 	const char *token;
 	const char *name;
-	const char *gpus;       /* declared GPUs, or NULL */
-	const char *labels;     /* k=v,... or NULL */
+	const char *gpus;   /* declared GPUs, or NULL */
+	const char *labels; /* k=v,... or NULL */
 	const char *data_dir;
-	const char *nvml_lib;   /* NULL: libnvidia-ml.so.1 (or $STARCLOUD_NVML_LIB) */
-	const char *advertise;  /* host:port the server and CLI use to reach us */
-	sc_hostport_t listen;   /* the status port */
+	const char *nvml_lib;  /* NULL: libnvidia-ml.so.1 (or $STARCLOUD_NVML_LIB) */
+	const char *advertise; /* host:port the server and CLI use to reach us */
+	sc_hostport_t listen;  /* the status port */
 	int64_t cpu_milli;
 	int64_t memory;
-	uint64_t heartbeat_ms;  /* lease renewal; the lease is 3 of these */
+	uint64_t heartbeat_ms; /* lease renewal; the lease is 3 of these */
 	uint64_t backoff_base_ms, backoff_max_ms, backoff_reset_ms;
-	uint64_t grace_ms;      /* default termination grace period */
-	size_t log_max;         /* bytes per log file before rotation */
+	uint64_t grace_ms;         /* default termination grace period */
+	size_t log_max;            /* bytes per log file before rotation */
 	uint64_t pod_retention_ms; /* folders of finished pods kept this long */
-	int keep_pods;          /* and at most this many of them */
-	int drain;              /* stop pods on SIGTERM */
-	int fence;              /* stop pods when the lease cannot be renewed */
+	int keep_pods;             /* and at most this many of them */
+	int drain;                 /* stop pods on SIGTERM */
+	int fence;                 /* stop pods when the lease cannot be renewed */
 } sc_agent_opts_t;
 
 /* One watched collection (jobs or deployments). */
 typedef struct sc_watch {
 	sc_agent_t *a;
-	const char *plural;     /* "jobs" */
-	const char *kind;       /* "Job" */
+	const char *plural; /* "jobs" */
+	const char *kind;   /* "Job" */
 	sc_httpc_req_t *req;
-	sc_buf_t buf;           /* partial line of the stream */
-	int64_t rev;            /* last revision seen; 0: list first */
-	json_t *cache;          /* name -> latest object (owned) */
+	sc_buf_t buf;  /* partial line of the stream */
+	int64_t rev;   /* last revision seen; 0: list first */
+	json_t *cache; /* name -> latest object (owned) */
 	uv_timer_t retry;
 } sc_watch_t;
 
@@ -79,17 +79,17 @@ struct sc_agent {
 	uv_timer_t watchdog; /* systemd WatchdogSec= pings (net/sdnotify.h) */
 	sc_httpc_req_t *report_req;
 	int registered;
-	int report_again;       /* a change came while a report was in flight */
-	int hb_failing;         /* the last heartbeat failed */
-	uint64_t last_hb_ok;    /* uv_now of the last accepted heartbeat */
-	uint64_t report_sent;   /* uv_now when the in-flight report was sent */
-	int fenced;             /* pods stopped for a lost lease: start none */
+	int report_again;     /* a change came while a report was in flight */
+	int hb_failing;       /* the last heartbeat failed */
+	uint64_t last_hb_ok;  /* uv_now of the last accepted heartbeat */
+	uint64_t report_sent; /* uv_now when the in-flight report was sent */
+	int fenced;           /* pods stopped for a lost lease: start none */
 	int stopping;
 	int cgroup_ok;
-	unsigned ticks;         /* seconds since start, for hourly chores */
+	unsigned ticks; /* seconds since start, for hourly chores */
 	char cgroup_root[256];
 	char advertise[128];
-	char server[520];       /* the server in use, from --server URL1,URL2 */
+	char server[520]; /* the server in use, from --server URL1,URL2 */
 	size_t server_idx;
 };
 

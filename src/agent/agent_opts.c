@@ -24,61 +24,115 @@ static int memory_flag(void *opts, const char *v, char *err, size_t errsz)
 }
 
 static const sc_flag_t agent_flags[] = {
-	{.name = "--server", SC_FLAG_AT(STR, sc_agent_opts_t, server), .meta = "URL[,URL...]",
-	 .help = "the control plane (the next one when a server is down)"},
-	{.name = "--token", SC_FLAG_AT(STR, sc_agent_opts_t, token), .meta = "T",
-	 .help = "an agent or admin token"},
-	{.name = "--name", SC_FLAG_AT(STR, sc_agent_opts_t, name), .meta = "NODE",
-	 .help = "this node's name"},
-	{.name = "--gpus", SC_FLAG_AT(STR, sc_agent_opts_t, gpus), .meta = "NxMODEL[:mig]",
-	 .help = "declared GPUs when NVML is absent (8xA100-80GB)"},
-	{.name = "--nvml-lib", SC_FLAG_AT(STR, sc_agent_opts_t, nvml_lib), .meta = "PATH",
-	 .env = "STARCLOUD_NVML_LIB", .help = "NVML library (default libnvidia-ml.so.1)"},
-	{.name = "--labels", SC_FLAG_AT(STR, sc_agent_opts_t, labels), .meta = "k=v,...",
-	 .help = "node labels"},
-	{.name = "--cpu", .kind = SC_FLAG_FUNC, .fn = cpu_flag, .meta = "N",
-	 .help = "CPU capacity (default: this machine's)"},
-	{.name = "--memory", .kind = SC_FLAG_FUNC, .fn = memory_flag, .meta = "Q",
-	 .help = "memory capacity (default: this machine's)"},
-	{.name = "--data-dir", SC_FLAG_AT(STR, sc_agent_opts_t, data_dir), .meta = "DIR",
-	 .def = "starcloud-agent", .help = "pod folders and logs"},
-	{.name = "--listen", SC_FLAG_AT(ADDR, sc_agent_opts_t, listen), .def = "127.0.0.1:7071",
-	 .help = "status port"},
-	{.name = "--advertise", SC_FLAG_AT(STR, sc_agent_opts_t, advertise), .meta = "HOST:PORT",
-	 .help = "address given to the server (default: --listen)"},
-	/* The lease is 2 s and expires after 3 missed renewals, so a dead node
-	 * is noticed within 2 s and its gangs run elsewhere in well under 5 s
-	 * (issue 6's target); renewing every 2 s would take 6 s. */
-	{.name = "--heartbeat", SC_FLAG_AT(DURATION, sc_agent_opts_t, heartbeat_ms), .min = 100,
-	 .max = 3650 * 86400e3, .def = "667ms",
-	 .help = "lease renewal (the 2 s lease expires after 3 missed\nrenewals)"},
-	{.name = "--backoff-base", SC_FLAG_AT(DURATION, sc_agent_opts_t, backoff_base_ms),
-	 .min = 1, .max = 3650 * 86400e3, .def = "10s", .help = "first restart delay, doubling to"},
-	{.name = "--backoff-max", SC_FLAG_AT(DURATION, sc_agent_opts_t, backoff_max_ms),
-	 .max = 3650 * 86400e3, .def = "5m", .help = "at most this, reset after"},
-	{.name = "--backoff-reset", SC_FLAG_AT(DURATION, sc_agent_opts_t, backoff_reset_ms),
-	 .max = 3650 * 86400e3, .def = "10m", .help = "of healthy running"},
-	{.name = "--grace", SC_FLAG_AT(DURATION, sc_agent_opts_t, grace_ms), .max = 3650 * 86400e3,
-	 .def = "30s", .help = "SIGTERM -> SIGKILL grace period"},
-	{.name = "--log-max", SC_FLAG_AT(SIZE, sc_agent_opts_t, log_max), .min = 4096,
-	 .def = "10Mi", .help = "log size before rotation"},
-	{.name = "--pod-retention", SC_FLAG_AT(DURATION, sc_agent_opts_t, pod_retention_ms),
-	 .max = 3650 * 86400e3, .def = "24h", .help = "keep folders of finished pods this long"},
-	{.name = "--keep-pods", SC_FLAG_AT(INT, sc_agent_opts_t, keep_pods), .min = 0,
-	 .max = 100000, .def = "100", .help = "and at most N of them"},
-	{.name = "--drain", SC_FLAG_AT(BOOL, sc_agent_opts_t, drain),
-	 .help = "stop every pod on SIGTERM (default: leave them)"},
-	{.name = "--fence-on-lease-loss", SC_FLAG_AT(BOOL, sc_agent_opts_t, fence),
-	 .help = "stop every pod when the lease cannot be renewed"},
+    {.name = "--server",
+     SC_FLAG_AT(STR, sc_agent_opts_t, server),
+     .meta = "URL[,URL...]",
+     .help = "the control plane (the next one when a server is down)"},
+    {.name = "--token",
+     SC_FLAG_AT(STR, sc_agent_opts_t, token),
+     .meta = "T",
+     .help = "an agent or admin token"},
+    {.name = "--name",
+     SC_FLAG_AT(STR, sc_agent_opts_t, name),
+     .meta = "NODE",
+     .help = "this node's name"},
+    {.name = "--gpus",
+     SC_FLAG_AT(STR, sc_agent_opts_t, gpus),
+     .meta = "NxMODEL[:mig]",
+     .help = "declared GPUs when NVML is absent (8xA100-80GB)"},
+    {.name = "--nvml-lib",
+     SC_FLAG_AT(STR, sc_agent_opts_t, nvml_lib),
+     .meta = "PATH",
+     .env = "STARCLOUD_NVML_LIB",
+     .help = "NVML library (default libnvidia-ml.so.1)"},
+    {.name = "--labels",
+     SC_FLAG_AT(STR, sc_agent_opts_t, labels),
+     .meta = "k=v,...",
+     .help = "node labels"},
+    {.name = "--cpu",
+     .kind = SC_FLAG_FUNC,
+     .fn = cpu_flag,
+     .meta = "N",
+     .help = "CPU capacity (default: this machine's)"},
+    {.name = "--memory",
+     .kind = SC_FLAG_FUNC,
+     .fn = memory_flag,
+     .meta = "Q",
+     .help = "memory capacity (default: this machine's)"},
+    {.name = "--data-dir",
+     SC_FLAG_AT(STR, sc_agent_opts_t, data_dir),
+     .meta = "DIR",
+     .def = "starcloud-agent",
+     .help = "pod folders and logs"},
+    {.name = "--listen",
+     SC_FLAG_AT(ADDR, sc_agent_opts_t, listen),
+     .def = "127.0.0.1:7071",
+     .help = "status port"},
+    {.name = "--advertise",
+     SC_FLAG_AT(STR, sc_agent_opts_t, advertise),
+     .meta = "HOST:PORT",
+     .help = "address given to the server (default: --listen)"},
+    /* The lease is 2 s and expires after 3 missed renewals, so a dead node
+     * is noticed within 2 s and its gangs run elsewhere in well under 5 s
+     * (issue 6's target); renewing every 2 s would take 6 s. */
+    {.name = "--heartbeat",
+     SC_FLAG_AT(DURATION, sc_agent_opts_t, heartbeat_ms),
+     .min = 100,
+     .max = 3650 * 86400e3,
+     .def = "667ms",
+     .help = "lease renewal (the 2 s lease expires after 3 missed\nrenewals)"},
+    {.name = "--backoff-base",
+     SC_FLAG_AT(DURATION, sc_agent_opts_t, backoff_base_ms),
+     .min = 1,
+     .max = 3650 * 86400e3,
+     .def = "10s",
+     .help = "first restart delay, doubling to"},
+    {.name = "--backoff-max",
+     SC_FLAG_AT(DURATION, sc_agent_opts_t, backoff_max_ms),
+     .max = 3650 * 86400e3,
+     .def = "5m",
+     .help = "at most this, reset after"},
+    {.name = "--backoff-reset",
+     SC_FLAG_AT(DURATION, sc_agent_opts_t, backoff_reset_ms),
+     .max = 3650 * 86400e3,
+     .def = "10m",
+     .help = "of healthy running"},
+    {.name = "--grace",
+     SC_FLAG_AT(DURATION, sc_agent_opts_t, grace_ms),
+     .max = 3650 * 86400e3,
+     .def = "30s",
+     .help = "SIGTERM -> SIGKILL grace period"},
+    {.name = "--log-max",
+     SC_FLAG_AT(SIZE, sc_agent_opts_t, log_max),
+     .min = 4096,
+     .def = "10Mi",
+     .help = "log size before rotation"},
+    {.name = "--pod-retention",
+     SC_FLAG_AT(DURATION, sc_agent_opts_t, pod_retention_ms),
+     .max = 3650 * 86400e3,
+     .def = "24h",
+     .help = "keep folders of finished pods this long"},
+    {.name = "--keep-pods",
+     SC_FLAG_AT(INT, sc_agent_opts_t, keep_pods),
+     .min = 0,
+     .max = 100000,
+     .def = "100",
+     .help = "and at most N of them"},
+    {.name = "--drain",
+     SC_FLAG_AT(BOOL, sc_agent_opts_t, drain),
+     .help = "stop every pod on SIGTERM (default: leave them)"},
+    {.name = "--fence-on-lease-loss",
+     SC_FLAG_AT(BOOL, sc_agent_opts_t, fence),
+     .help = "stop every pod when the lease cannot be renewed"},
 };
 
 static const sc_command_t agent_cmd = {
-	.name = "agent",
-	.args = "--server URL --token T --name NODE [options]",
-	.about = "The node agent: registers the node, runs the pods bound to it (docs/AGENT.md).",
-	.footer = "Durations take ms, s, m, h units (250ms, 2s, 5m).",
-	.flags = agent_flags,
-	.nflags = sizeof(agent_flags) / sizeof(agent_flags[0]),
+    .name = "agent",
+    .args = "--server URL --token T --name NODE [options]",
+    .about = "The node agent: registers the node, runs the pods bound to it (docs/AGENT.md).",
+    .footer = "Durations take ms, s, m, h units (250ms, 2s, 5m).",
+    .flags = agent_flags,
+    .nflags = sizeof(agent_flags) / sizeof(agent_flags[0]),
 };
 
 int sc__agent_labels(const char *text, json_t *labels)
@@ -101,8 +155,10 @@ int sc__agent_labels(const char *text, json_t *labels)
 
 static int check(sc_agent_opts_t *o)
 {
-	const char *missing = !o->server ? "--server" : !o->token ? "--token" : !o->name ? "--name"
-												: NULL;
+	const char *missing = !o->server  ? "--server"
+	                      : !o->token ? "--token"
+	                      : !o->name  ? "--name"
+	                                  : NULL;
 	if (missing) {
 		fprintf(stderr, "starcloud agent: %s is required\n", missing);
 		return SC_EINVAL;
@@ -110,12 +166,12 @@ static int check(sc_agent_opts_t *o)
 	json_t *l = json_object();
 	int rc = sc__agent_labels(o->labels, l);
 	json_decref(l);
-	const char *bad = rc < 0 ? "--labels: expected k=v,..."
-			  : strlen(o->name) > SC_AGENT_NAME_MAX ? "--name: too long"
-			  : strlen(o->server) > 512		 ? "--server: too long"
-			  : o->backoff_max_ms < o->backoff_base_ms
-			      ? "--backoff-max: shorter than --backoff-base"
-			      : NULL;
+	const char *bad = rc < 0                                ? "--labels: expected k=v,..."
+	                  : strlen(o->name) > SC_AGENT_NAME_MAX ? "--name: too long"
+	                  : strlen(o->server) > 512             ? "--server: too long"
+	                  : o->backoff_max_ms < o->backoff_base_ms
+	                      ? "--backoff-max: shorter than --backoff-base"
+	                      : NULL;
 	if (bad) {
 		fprintf(stderr, "starcloud agent: %s\n", bad);
 		return SC_EINVAL;
@@ -145,8 +201,9 @@ int sc__agent_discover(sc_agent_t *a)
 		snprintf(err, sizeof(err), "%s", a->gpus.error);
 	if (rc < 0) {
 		if (o->gpus && sc_gpu_parse_decl(o->gpus, &a->gpus) < 0) {
-			fprintf(stderr, "starcloud agent: --gpus: expected NxMODEL[:mig], got \"%s\"\n",
-				o->gpus);
+			fprintf(stderr,
+			        "starcloud agent: --gpus: expected NxMODEL[:mig], got \"%s\"\n",
+			        o->gpus);
 			return SC_EINVAL;
 		}
 		if (!o->gpus)

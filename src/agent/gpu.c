@@ -119,7 +119,7 @@ static void nvml_migs(nvml_t *n, nvml_dev_t h, sc_gpu_dev_t *d)
 static int nvml_device(nvml_t *n, unsigned int i, sc_gpu_dev_t *d, sc_gpu_inv_t *out)
 {
 	nvml_dev_t h;
-	nvml_memory_t mem = { 0 };
+	nvml_memory_t mem = {0};
 	int e;
 	memset(d, 0, sizeof(*d));
 	d->index = (int)i;
@@ -145,7 +145,8 @@ int sc_gpu_discover_nvml(const char *libpath, sc_gpu_inv_t *out)
 	if ((rc = nvml_load(libpath, &n, out)) < 0)
 		goto out;
 	if ((e = n.init()) != 0 || (e = n.count(&count)) != 0) {
-		snprintf(out->error, sizeof(out->error), "NVML initialisation failed (error %d)", e);
+		snprintf(out->error, sizeof(out->error), "NVML initialisation failed (error %d)",
+		         e);
 		rc = SC_EIO;
 		goto out;
 	}
@@ -190,8 +191,8 @@ json_t *sc_gpu_node_spec(const sc_gpu_inv_t *inv)
 	if (inv->count == 0)
 		return json_pack("{s:i}", "count", 0);
 	const sc_gpu_dev_t *d = &inv->dev[0];
-	json_t *g = json_pack("{s:i,s:s,s:I,s:b}", "count", inv->count, "model", d->model,
-			      "memory", (json_int_t)d->memory, "mig", d->mig_mode);
+	json_t *g = json_pack("{s:i,s:s,s:I,s:b}", "count", inv->count, "model", d->model, "memory",
+	                      (json_int_t)d->memory, "mig", d->mig_mode);
 	if (!d->memory)
 		json_object_del(g, "memory");
 	return g;
@@ -202,8 +203,8 @@ static json_t *mig_json(const sc_gpu_dev_t *d)
 	json_t *a = json_array();
 	for (int i = 0; i < d->nmig; i++)
 		json_array_append_new(a, json_pack("{s:s,s:s,s:i,s:i}", "uuid", d->mig[i].uuid,
-						   "profile", d->mig[i].profile, "gpuInstance",
-						   d->mig[i].gi, "computeInstance", d->mig[i].ci));
+		                                   "profile", d->mig[i].profile, "gpuInstance",
+		                                   d->mig[i].gi, "computeInstance", d->mig[i].ci));
 	return a;
 }
 
@@ -212,9 +213,9 @@ json_t *sc_gpu_devices_json(const sc_gpu_inv_t *inv)
 	json_t *a = json_array();
 	for (int i = 0; i < inv->count; i++) {
 		const sc_gpu_dev_t *d = &inv->dev[i];
-		json_t *o = json_pack("{s:i,s:s,s:s,s:I,s:b}", "index", d->index, "uuid", d->uuid,
-				      "model", d->model, "memory", (json_int_t)d->memory, "mig",
-				      d->mig_mode);
+		json_t *o =
+		    json_pack("{s:i,s:s,s:s,s:I,s:b}", "index", d->index, "uuid", d->uuid, "model",
+		              d->model, "memory", (json_int_t)d->memory, "mig", d->mig_mode);
 		if (d->nmig)
 			json_object_set_new(o, "migInstances", mig_json(d));
 		json_array_append_new(a, o);

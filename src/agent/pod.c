@@ -31,16 +31,16 @@ sc_pod_t *sc__pod_find(sc_agent_t *a, const char *job, const char *name)
 
 static const char *state_name(int s)
 {
-	static const char *const names[] = { "Running", "Running", "Succeeded", "Failed" };
+	static const char *const names[] = {"Running", "Running", "Succeeded", "Failed"};
 	return names[s];
 }
 
 json_t *sc__pod_report(const sc_pod_t *p)
 {
 	json_t *r = json_pack("{s:s,s:s,s:s,s:s,s:b,s:i,s:s}", "kind", p->kind, "job", p->job,
-			      "name", p->name, "phase", state_name(p->state), "ready",
-			      p->ready && p->state == SC_PS_RUNNING, "restarts", p->restarts,
-			      "message", p->message);
+	                      "name", p->name, "phase", state_name(p->state), "ready",
+	                      p->ready && p->state == SC_PS_RUNNING, "restarts", p->restarts,
+	                      "message", p->message);
 	if (p->generation)
 		json_object_set_new(r, "generation", json_integer(p->generation));
 	if (p->started_at[0])
@@ -136,7 +136,7 @@ static uint64_t next_backoff(sc_pod_t *p)
 	const sc_agent_opts_t *o = &p->a->o;
 	uint64_t ran = sc__agent_now_ms(p->a) - p->started_ms;
 	p->backoff_ms = sc_backoff_next(p->backoff_ms, ran, o->backoff_base_ms, o->backoff_max_ms,
-					o->backoff_reset_ms);
+	                                o->backoff_reset_ms);
 	return p->backoff_ms;
 }
 
@@ -144,14 +144,14 @@ static uint64_t next_backoff(sc_pod_t *p)
 static void after_exit(sc_pod_t *p, int failed)
 {
 	int restart = p->restart_policy == SC_RESTART_ALWAYS ||
-		      (p->restart_policy == SC_RESTART_ONFAILURE && failed);
+	              (p->restart_policy == SC_RESTART_ONFAILURE && failed);
 	if (failed)
 		p->failures++;
 	if (restart && failed && p->failures > p->backoff_limit) {
 		restart = 0;
 		size_t n = strlen(p->message);
 		snprintf(p->message + n, sizeof(p->message) - n, "; back-off limit %d reached",
-			 p->backoff_limit);
+		         p->backoff_limit);
 	}
 	if (!restart) {
 		p->state = failed ? SC_PS_FAILED : SC_PS_SUCCEEDED;
@@ -161,7 +161,7 @@ static void after_exit(sc_pod_t *p, int failed)
 	p->state = SC_PS_BACKOFF;
 	size_t n = strlen(p->message);
 	snprintf(p->message + n, sizeof(p->message) - n, "; restarting in %.1fs",
-		 (double)delay / 1000.0);
+	         (double)delay / 1000.0);
 	uv_timer_start(&p->timer, on_backoff, delay, 0);
 }
 
@@ -279,7 +279,7 @@ static void pod_spawn(sc_pod_t *p)
 {
 	char *argv[MAX_ARGS + 1];
 	sc_podenv_t env;
-	uv_process_options_t po = { 0 };
+	uv_process_options_t po = {0};
 	uv_stdio_container_t stdio[3];
 	if (build_args(p, argv) < 0) {
 		spawn_failed(p, "command", UV_EINVAL);
@@ -324,9 +324,10 @@ static void pod_spawn(sc_pod_t *p)
 	sc__podenv_cgroup_enter(p, p->pid);
 	if (sc__podstore_save(p) < 0)
 		sc_log_warn("pod %s/%s: cannot save its record: a restarted agent will not "
-				    "adopt it", p->job, p->name);
+		            "adopt it",
+		            p->job, p->name);
 	sc_log_info("pod %s/%s started (pid %d, restarts %d)", p->job, p->name, p->pid,
-		      p->restarts);
+	            p->restarts);
 	start_probes(p);
 	changed(p);
 }
@@ -348,17 +349,17 @@ static void pod_settings(sc_pod_t *p, const char *kind, json_t *spec)
 	json_t *bl = json_object_get(spec, "backoffLimit");
 	json_t *gr = json_object_get(spec, "terminationGracePeriodSeconds");
 	int pol = policy_of(spec);
-	p->restart_policy = pol >= 0		       ? pol
-			    : strcmp(kind, "Deployment") == 0 ? SC_RESTART_ALWAYS
-							      : SC_RESTART_ONFAILURE;
+	p->restart_policy = pol >= 0                          ? pol
+	                    : strcmp(kind, "Deployment") == 0 ? SC_RESTART_ALWAYS
+	                                                      : SC_RESTART_ONFAILURE;
 	p->backoff_limit = json_is_integer(bl) ? (int)json_integer_value(bl) : 6;
-	p->grace_ms = json_is_integer(gr) ? (uint64_t)json_integer_value(gr) * 1000
-					  : p->a->o.grace_ms;
+	p->grace_ms =
+	    json_is_integer(gr) ? (uint64_t)json_integer_value(gr) * 1000 : p->a->o.grace_ms;
 }
 
 /* A pod object without a process; linked into the agent's list. */
 static sc_pod_t *pod_new(sc_agent_t *a, const char *kind, const char *job, json_t *task,
-			 json_t *binding)
+                         json_t *binding)
 {
 	sc_pod_t *p = sc_xcalloc(1, sizeof(*p));
 	p->a = a;
@@ -366,7 +367,7 @@ static sc_pod_t *pod_new(sc_agent_t *a, const char *kind, const char *job, json_
 	snprintf(p->kind, sizeof(p->kind), "%s", kind);
 	snprintf(p->job, sizeof(p->job), "%s", job);
 	snprintf(p->name, sizeof(p->name), "%s",
-		 json_string_value(json_object_get(binding, "name")));
+	         json_string_value(json_object_get(binding, "name")));
 	json_t *gen = json_object_get(binding, "generation");
 	p->generation = json_is_integer(gen) ? json_integer_value(gen) : 0;
 	const char *st = json_string_value(json_object_get(binding, "startedAt"));
@@ -377,7 +378,7 @@ static sc_pod_t *pod_new(sc_agent_t *a, const char *kind, const char *job, json_
 	p->timer.data = p;
 	p->handles_open = 1;
 	json_t *probes = json_object_get(task, "probes");
-	static const char *const names[] = { "startup", "liveness", "readiness" };
+	static const char *const names[] = {"startup", "liveness", "readiness"};
 	for (int k = 0; k < SC_PROBE_KINDS; k++)
 		p->probes[k] = sc__probe_new(p, k, json_object_get(probes, names[k]));
 	p->next = a->pods;
@@ -387,7 +388,7 @@ static sc_pod_t *pod_new(sc_agent_t *a, const char *kind, const char *job, json_
 }
 
 sc_pod_t *sc__pod_start(sc_agent_t *a, const char *kind, const char *job, json_t *spec,
-			json_t *task, json_t *binding)
+                        json_t *task, json_t *binding)
 {
 	sc_pod_t *p = pod_new(a, kind, job, task, binding);
 	pod_settings(p, kind, spec);
@@ -419,8 +420,8 @@ static void watch_adopted(sc_pod_t *p)
 sc_pod_t *sc__pod_adopt(sc_agent_t *a, json_t *rec)
 {
 	sc_pod_t *p = pod_new(a, json_string_value(json_object_get(rec, "kind")),
-			      json_string_value(json_object_get(rec, "job")),
-			      json_object_get(rec, "task"), json_object_get(rec, "binding"));
+	                      json_string_value(json_object_get(rec, "job")),
+	                      json_object_get(rec, "task"), json_object_get(rec, "binding"));
 	sc__podstore_settings(p, rec);
 	p->adopted = p->alive = 1;
 	p->state = SC_PS_RUNNING;
@@ -429,7 +430,7 @@ sc_pod_t *sc__pod_adopt(sc_agent_t *a, json_t *rec)
 		sc_log_warn("pod %s/%s: cannot open its log", p->job, p->name);
 	watch_adopted(p);
 	sc_log_info("pod %s/%s adopted (pid %d, restarts %d)", p->job, p->name, p->pid,
-		      p->restarts);
+	            p->restarts);
 	start_probes(p);
 	changed(p);
 	return p;
@@ -506,7 +507,7 @@ void sc__pod_probe_verdict(sc_pod_t *p, int kind, int ok, const char *msg)
 		return;
 	/* Liveness or startup failed: restart the process. */
 	set_message(p, "%s probe failed: %s", kind == SC_PROBE_STARTUP ? "startup" : "liveness",
-		    msg);
+	            msg);
 	sc_log_info("pod %s/%s: %s; killing it", p->job, p->name, p->message);
 	p->restart_kill = 1;
 	p->ready = 0;

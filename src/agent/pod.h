@@ -26,46 +26,46 @@ enum sc_pod_state {
 struct sc_pod {
 	sc_pod_t *next;
 	sc_agent_t *a;
-	char kind[16];                      /* "Job" or "Deployment" */
+	char kind[16]; /* "Job" or "Deployment" */
 	char job[SC_AGENT_NAME_MAX + 1];
 	char name[SC_AGENT_NAME_MAX + 1];
-	int64_t generation;                 /* assignment generation, 0 if none */
-	char started_at[40];                /* binding time (identity without generation) */
-	json_t *task;                       /* owned: command, args, env, workingDir, probes... */
-	json_t *binding;                    /* owned: the status.pods entry */
+	int64_t generation;  /* assignment generation, 0 if none */
+	char started_at[40]; /* binding time (identity without generation) */
+	json_t *task;        /* owned: command, args, env, workingDir, probes... */
+	json_t *binding;     /* owned: the status.pods entry */
 	int restart_policy;
 	int backoff_limit;
 	uint64_t grace_ms;
 
 	uv_process_t proc;
-	int pid;                            /* the process (group leader), 0 if none */
-	unsigned long long start_ticks;     /* its start time: guards against pid reuse */
-	int adopted;                        /* started by an earlier agent: not our child */
-	int pidfd;                          /* adopted: readable when it exits, or -1 */
+	int pid;                        /* the process (group leader), 0 if none */
+	unsigned long long start_ticks; /* its start time: guards against pid reuse */
+	int adopted;                    /* started by an earlier agent: not our child */
+	int pidfd;                      /* adopted: readable when it exits, or -1 */
 	uv_poll_t pidpoll;
-	int alive;                          /* the process is running */
-	int state;                          /* enum sc_pod_state */
-	int stopping;                       /* being stopped for good */
-	int restart_kill;                   /* killed by a failed probe: restart */
-	int started;                        /* startup probe passed (or none) */
+	int alive;        /* the process is running */
+	int state;        /* enum sc_pod_state */
+	int stopping;     /* being stopped for good */
+	int restart_kill; /* killed by a failed probe: restart */
+	int started;      /* startup probe passed (or none) */
 	int ready;
 	int restarts, failures, exit_code, has_exit;
 	char message[SC_AGENT_MSG_MAX];
 	uint64_t started_ms;
 	uint64_t backoff_ms;
-	uv_timer_t timer;                   /* back-off or grace period */
+	uv_timer_t timer; /* back-off or grace period */
 	sc_probe_t *probes[SC_PROBE_KINDS];
 	int log_fd;
 	char dir[512];
-	int closing;                        /* finished: handles are being closed */
-	int proc_open;                      /* proc is initialised and not yet closed */
+	int closing;   /* finished: handles are being closed */
+	int proc_open; /* proc is initialised and not yet closed */
 	int handles_open;
 };
 
 /* Creates and starts a pod. kind, job (borrowed strings); task and binding
  * (borrowed, copied); spec is the job's spec for restartPolicy etc. */
 sc_pod_t *sc__pod_start(sc_agent_t *a, const char *kind, const char *job, json_t *spec,
-			json_t *task, json_t *binding);
+                        json_t *task, json_t *binding);
 /* Takes over a pod an earlier agent started (its record, borrowed, from
  * podstore.c) whose process is still running: no second copy starts. The
  * process is not our child, so its exit is seen through a pidfd (or the

@@ -50,15 +50,15 @@ static void expand(json_t *arr, const char *port)
 			continue;
 		char buf[4096];
 		snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(at - s), s, port,
-			 at + strlen(PORT_VAR));
+		         at + strlen(PORT_VAR));
 		json_array_set_new(arr, i, json_string(buf));
 	}
 }
 
 static void move_probes(json_t *probes, json_int_t from, json_int_t to)
 {
-	static const char *const kinds[] = { "startup", "liveness", "readiness" };
-	static const char *const ways[] = { "http", "tcp" };
+	static const char *const kinds[] = {"startup", "liveness", "readiness"};
+	static const char *const ways[] = {"http", "tcp"};
 	for (int k = 0; k < 3; k++)
 		for (int w = 0; w < 2; w++) {
 			json_t *pr = json_object_get(json_object_get(probes, kinds[k]), ways[w]);

@@ -47,8 +47,8 @@ void sc__pod_log_path(const sc_pod_t *p, int rotated, char *out, size_t outsz)
 int sc__podenv_prepare(sc_pod_t *p)
 {
 	char log[1100];
-	if (snprintf(p->dir, sizeof(p->dir), "%s/pods/%s/%s", p->a->o.data_dir, p->job,
-		     p->name) >= (int)sizeof(p->dir) ||
+	if (snprintf(p->dir, sizeof(p->dir), "%s/pods/%s/%s", p->a->o.data_dir, p->job, p->name) >=
+	        (int)sizeof(p->dir) ||
 	    mkdirs(p->dir) < 0)
 		return SC_EIO;
 	sc__pod_log_path(p, 0, log, sizeof(log));
@@ -127,10 +127,10 @@ static void device_list(sc_pod_t *p, json_t *gpus, char *out, size_t outsz)
 			break;
 		if (uuids)
 			n += (size_t)snprintf(out + n, outsz - n, "%s%s", i ? "," : "",
-					      inv->dev[g].uuid);
+			                      inv->dev[g].uuid);
 		else
 			n += (size_t)snprintf(out + n, outsz - n, "%s%lld", i ? "," : "",
-					      (long long)g);
+			                      (long long)g);
 	}
 }
 
@@ -164,7 +164,7 @@ static int add_mig(sc_pod_t *p, sc_podenv_t *e, json_t *mig)
 		rc = add(e, "STARCLOUD_MIG_PROFILE=%s", prof ? prof : "");
 	if (!rc)
 		rc = add(e, "STARCLOUD_MIG_START=%lld",
-			 (long long)json_integer_value(json_object_get(mig, "start")));
+		         (long long)json_integer_value(json_object_get(mig, "start")));
 	return rc;
 }
 
@@ -187,7 +187,7 @@ static int add_share(sc_pod_t *p, sc_podenv_t *e, json_t *b)
 		rc = add(e, "STARCLOUD_GPU_MEMORY=%lld", (long long)mem);
 		if (!rc)
 			rc = add(e, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM",
-				 (long long)(mem >> 20));
+			         (long long)(mem >> 20));
 	}
 	return rc;
 }
@@ -274,8 +274,8 @@ void sc__podenv_cgroup_init(sc_agent_t *a)
 	snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
 	if (access(path, R_OK) != 0) {
 		sc_log_warn("cgroup v2 is not mounted at %s: pod CPU and memory limits are "
-				 "NOT enforced",
-			      root);
+		            "NOT enforced",
+		            root);
 		return;
 	}
 	snprintf(a->cgroup_root, sizeof(a->cgroup_root), "%s/starcloud-%s", root, a->o.name);
@@ -283,15 +283,15 @@ void sc__podenv_cgroup_init(sc_agent_t *a)
 	if ((mkdir(a->cgroup_root, 0755) < 0 && errno != EEXIST) ||
 	    write_file(path, "+cpu +memory") < 0) {
 		sc_log_warn("cgroup v2 at %s is not writable (%s): pod CPU and memory limits "
-				 "are NOT enforced",
-			      root, strerror(errno));
+		            "are NOT enforced",
+		            root, strerror(errno));
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", a->cgroup_root);
 	if (write_file(path, "+cpu +memory") < 0) {
 		sc_log_warn("cannot enable cpu and memory controllers under %s: pod limits "
-				 "are NOT enforced",
-			      a->cgroup_root);
+		            "are NOT enforced",
+		            a->cgroup_root);
 		return;
 	}
 	a->cgroup_ok = 1;
@@ -301,8 +301,8 @@ void sc__podenv_cgroup_init(sc_agent_t *a)
 static int cgroup_path(const sc_pod_t *p, char *out, size_t outsz)
 {
 	return snprintf(out, outsz, "%s/%s.%s", p->a->cgroup_root, p->job, p->name) >= (int)outsz
-		       ? SC_ETOOBIG
-		       : 0;
+	           ? SC_ETOOBIG
+	           : 0;
 }
 
 /* Quantities in the manifest are numbers or strings ("500m", "4Gi"). */
@@ -312,7 +312,7 @@ static int64_t quantity(json_t *v, int memory)
 	int64_t out = 0;
 	if (json_is_number(v))
 		return memory ? (int64_t)json_number_value(v)
-			      : (int64_t)(json_number_value(v) * 1000.0);
+		              : (int64_t)(json_number_value(v) * 1000.0);
 	if (!json_is_string(v))
 		return 0;
 	snprintf(text, sizeof(text), "%s", json_string_value(v));
@@ -349,8 +349,8 @@ void sc__podenv_cgroup_enter(sc_pod_t *p, int pid)
 		goto fail;
 	return;
 fail:
-	sc_log_warn("pod %s/%s: cannot apply cgroup limits in %s: %s", p->job, p->name,
-		      dir, strerror(errno));
+	sc_log_warn("pod %s/%s: cannot apply cgroup limits in %s: %s", p->job, p->name, dir,
+	            strerror(errno));
 }
 
 void sc__podenv_cgroup_remove(sc_pod_t *p)

@@ -37,9 +37,10 @@ static int proc_stat(int pid, char *state, unsigned long long *ticks)
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	char *rp = n > 0 ? (buf[n] = '\0', strrchr(buf, ')')) : NULL;
-	if (!rp || sscanf(rp + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-				   "%*d %*d %*d %*d %llu",
-			  state, ticks) != 2)
+	if (!rp || sscanf(rp + 1,
+	                  " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+	                  "%*d %*d %*d %*d %llu",
+	                  state, ticks) != 2)
 		return SC_EIO;
 	return 0;
 }
@@ -63,11 +64,11 @@ static void record_path(const sc_pod_t *p, char *out, size_t outsz, const char *
 static json_t *record_of(const sc_pod_t *p, unsigned long long ticks)
 {
 	return json_pack("{s:s,s:s,s:s,s:i,s:I,s:i,s:i,s:i,s:i,s:I,s:O,s:O}", "kind", p->kind,
-			 "job", p->job, "name", p->name, "pid", p->pid, "startTicks",
-			 (json_int_t)ticks, "restarts", p->restarts, "failures", p->failures,
-			 "restartPolicy", p->restart_policy, "backoffLimit", p->backoff_limit,
-			 "graceMillis", (json_int_t)p->grace_ms, "task", p->task, "binding",
-			 p->binding);
+	                 "job", p->job, "name", p->name, "pid", p->pid, "startTicks",
+	                 (json_int_t)ticks, "restarts", p->restarts, "failures", p->failures,
+	                 "restartPolicy", p->restart_policy, "backoffLimit", p->backoff_limit,
+	                 "graceMillis", (json_int_t)p->grace_ms, "task", p->task, "binding",
+	                 p->binding);
 }
 
 int sc__podstore_save(const sc_pod_t *p)
@@ -83,8 +84,8 @@ int sc__podstore_save(const sc_pod_t *p)
 	record_path(p, tmp, sizeof(tmp), ".tmp");
 	record_path(p, path, sizeof(path), "");
 	int rc = rec && json_dump_file(rec, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0
-			 ? 0
-			 : SC_EIO;
+	             ? 0
+	             : SC_EIO;
 	json_decref(rec);
 	return rc;
 }
@@ -143,7 +144,7 @@ static int adopt_one(sc_agent_t *a, const char *job, const char *pod)
 	} else if (sc__pod_find(a, job, pod)) {
 		/* Already ours (cannot happen at start-up; be safe). */
 	} else if (!sc__proc_alive(int_of(rec, "pid"), (unsigned long long)json_integer_value(
-							       json_object_get(rec, "startTicks")))) {
+	                                                   json_object_get(rec, "startTicks")))) {
 		unlink(path); /* the process ended while no agent watched it */
 	} else {
 		sc__pod_adopt(a, rec);
@@ -180,8 +181,7 @@ int sc__podstore_adopt_all(sc_agent_t *a)
 	if (jobs)
 		closedir(jobs);
 	if (n)
-		sc_log_info("adopted %d running pod%s from an earlier agent", n,
-			      n == 1 ? "" : "s");
+		sc_log_info("adopted %d running pod%s from an earlier agent", n, n == 1 ? "" : "s");
 	return n;
 }
 
@@ -264,8 +264,8 @@ void sc__podstore_gc(sc_agent_t *a)
 	unsigned char *rm = n ? sc_xcalloc(n, 1) : NULL;
 	if (n)
 		removed = sc_retention_select(mt, n, (int64_t)time(NULL),
-					      (int64_t)(a->o.pod_retention_ms / 1000),
-					      a->o.keep_pods, rm);
+		                              (int64_t)(a->o.pod_retention_ms / 1000),
+		                              a->o.keep_pods, rm);
 	for (size_t i = 0; i < n; i++) {
 		if (!rm[i])
 			continue;
@@ -276,7 +276,7 @@ void sc__podstore_gc(sc_agent_t *a)
 	}
 	if (removed)
 		sc_log_info("removed %zu old pod folder%s (retention)", removed,
-			      removed == 1 ? "" : "s");
+		            removed == 1 ? "" : "s");
 	free(f);
 	free(mt);
 	free(rm);

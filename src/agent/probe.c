@@ -158,11 +158,14 @@ static int start_exec(sc_probe_t *pr, attempt_t *at)
 			argv[n++] = (char *)json_string_value(v);
 	}
 	argv[n] = NULL;
-	uv_stdio_container_t stdio[3] = { { .flags = UV_IGNORE },
-					   { .flags = UV_IGNORE },
-					   { .flags = UV_IGNORE } };
-	uv_process_options_t po = { .file = argv[0], .args = argv, .cwd = pr->p->dir,
-				    .stdio = stdio, .stdio_count = 3, .exit_cb = on_exec_exit };
+	uv_stdio_container_t stdio[3] = {
+	    {.flags = UV_IGNORE}, {.flags = UV_IGNORE}, {.flags = UV_IGNORE}};
+	uv_process_options_t po = {.file = argv[0],
+	                           .args = argv,
+	                           .cwd = pr->p->dir,
+	                           .stdio = stdio,
+	                           .stdio_count = 3,
+	                           .exit_cb = on_exec_exit};
 	at->proc.data = at;
 	int rc = uv_spawn(pr->p->a->loop, &at->proc, &po);
 	at->handles++;
@@ -179,9 +182,12 @@ static void attempt_start(sc_probe_t *pr)
 	pr->cur = at;
 	if (pr->type == PT_HTTP) {
 		snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", pr->port, pr->path);
-		sc_httpc_opts_t o = { .url = url, .timeout_ms = (long)pr->timeout_ms,
-				      .connect_timeout_ms = (long)pr->timeout_ms,
-				      .max_body = 64 * 1024, .done = on_http, .ud = at };
+		sc_httpc_opts_t o = {.url = url,
+		                     .timeout_ms = (long)pr->timeout_ms,
+		                     .connect_timeout_ms = (long)pr->timeout_ms,
+		                     .max_body = 64 * 1024,
+		                     .done = on_http,
+		                     .ud = at};
 		at->http = sc_httpc_start(pr->p->a->http, &o);
 		if (!at->http)
 			attempt_end(at, 0, "cannot start the http request");
@@ -195,7 +201,7 @@ static void attempt_start(sc_probe_t *pr)
 	if (rc < 0) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "%s: %s", pr->type == PT_TCP ? "tcp" : "exec",
-			 uv_strerror(rc));
+		         uv_strerror(rc));
 		attempt_end(at, 0, msg);
 	}
 }

@@ -64,7 +64,7 @@ static void error(sc_http_req_t *r, int code, const char *msg)
 {
 	char body[512];
 	int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":%d,\"message\":\"%s\"}}\n", code,
-			 msg);
+	                 msg);
 	sc_http_respond(r, code, "application/json", body, (size_t)n);
 }
 
@@ -100,7 +100,7 @@ static void handle_pods(sc_http_req_t *r, void *ud)
 	for (sc_pod_t *p = a->pods; p; p = p->next)
 		json_array_append_new(pods, sc__pod_report(p));
 	json_t *doc = json_pack("{s:s,s:o,s:s}", "node", a->o.name, "pods", pods, "gpuSource",
-				a->gpus.source);
+	                        a->gpus.source);
 	char *text = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
 	sc_http_respond(r, 200, "application/json", text, strlen(text));
@@ -213,8 +213,8 @@ static void handle_logs(sc_http_req_t *r, void *ud)
 	ls->follow = follow[0] && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0;
 	snprintf(ls->job, sizeof(ls->job), "%s", job);
 	snprintf(ls->pod, sizeof(ls->pod), "%s", pod);
-	int n = snprintf(ls->path, sizeof(ls->path), "%s/pods/%s/%s/output.log", a->o.data_dir,
-			 job, pod);
+	int n = snprintf(ls->path, sizeof(ls->path), "%s/pods/%s/%s/output.log", a->o.data_dir, job,
+	                 pod);
 	snprintf(ls->rotated, sizeof(ls->rotated), "%s.1", ls->path);
 	if (n >= (int)sizeof(ls->path) || access(ls->path, R_OK) != 0) {
 		free(ls);
@@ -230,8 +230,8 @@ static void handle_logs(sc_http_req_t *r, void *ud)
 
 int sc__status_start(sc_agent_t *a)
 {
-	sc_http_limits_t lim = { .max_body_bytes = 64 * 1024, .max_conns = 256,
-				 .idle_timeout_ms = 60000 };
+	sc_http_limits_t lim = {
+	    .max_body_bytes = 64 * 1024, .max_conns = 256, .idle_timeout_ms = 60000};
 	a->status = sc_http_server_new(a->loop, &lim);
 	if (!a->status)
 		return SC_ENOMEM;
@@ -246,7 +246,7 @@ int sc__status_start(sc_agent_t *a)
 	}
 	if (!a->advertise[0])
 		snprintf(a->advertise, sizeof(a->advertise), "%s:%d", a->o.listen.host,
-			 sc_http_port(a->status));
+		         sc_http_port(a->status));
 	sc_log_info("status on http://%s:%d", a->o.listen.host, sc_http_port(a->status));
 	return 0;
 }

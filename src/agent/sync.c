@@ -86,7 +86,8 @@ static json_t *desired_entry(sc_agent_t *a, json_t *obj, const char *pod)
 	size_t i;
 	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
 	{
-		if (strcmp(str_of(e, "name"), pod) == 0 && strcmp(str_of(e, "node"), a->o.name) == 0 &&
+		if (strcmp(str_of(e, "name"), pod) == 0 &&
+		    strcmp(str_of(e, "node"), a->o.name) == 0 &&
 		    strcmp(str_of(e, "phase"), "Running") == 0)
 			return e;
 	}
@@ -158,8 +159,7 @@ static void reconcile_all(sc_watch_t *w)
 		if (strcmp(p->kind, w->kind) == 0 && !json_object_get(w->cache, p->job))
 			sc__pod_stop(p, "its object is gone");
 	}
-	json_object_foreach(w->cache, name, obj)
-		reconcile(w, name, obj);
+	json_object_foreach(w->cache, name, obj) reconcile(w, name, obj);
 }
 
 static void on_resync(uv_timer_t *t)
@@ -212,8 +212,7 @@ static void on_list(int status, const char *body, size_t len, void *ud)
 		return;
 	}
 	json_object_clear(w->cache);
-	json_array_foreach(items, i, obj)
-		json_object_set(w->cache, name_of(obj), obj);
+	json_array_foreach(items, i, obj) json_object_set(w->cache, name_of(obj), obj);
 	w->rev = rev_of(doc);
 	json_decref(doc);
 	reconcile_all(w);
@@ -225,8 +224,12 @@ static void start_list(sc_watch_t *w)
 	char url[1024];
 	snprintf(url, sizeof(url), "%s/api/v1/%s", w->a->server, w->plural);
 	w->rev = 0;
-	sc_httpc_opts_t o = { .url = url, .token = w->a->o.token, .timeout_ms = 30000,
-			      .max_body = MAX_LIST, .done = on_list, .ud = w };
+	sc_httpc_opts_t o = {.url = url,
+	                     .token = w->a->o.token,
+	                     .timeout_ms = 30000,
+	                     .max_body = MAX_LIST,
+	                     .done = on_list,
+	                     .ud = w};
 	w->req = sc_httpc_start(w->a->http, &o);
 	if (!w->req)
 		retry_later(w);
@@ -284,10 +287,13 @@ static void start_watch(sc_watch_t *w)
 {
 	char url[1024];
 	snprintf(url, sizeof(url), "%s/api/v1/%s?watch=1&resourceVersion=%lld", w->a->server,
-		 w->plural, (long long)w->rev);
+	         w->plural, (long long)w->rev);
 	sc_buf_reset(&w->buf);
-	sc_httpc_opts_t o = { .url = url, .token = w->a->o.token, .on_data = on_watch_data,
-			      .done = on_watch_done, .ud = w };
+	sc_httpc_opts_t o = {.url = url,
+	                     .token = w->a->o.token,
+	                     .on_data = on_watch_data,
+	                     .done = on_watch_done,
+	                     .ud = w};
 	w->req = sc_httpc_start(w->a->http, &o);
 	if (!w->req)
 		retry_later(w);
@@ -297,8 +303,8 @@ static void start_watch(sc_watch_t *w)
 
 void sc__sync_init(sc_agent_t *a)
 {
-	static const char *const plurals[] = { "jobs", "deployments" };
-	static const char *const kinds[] = { "Job", "Deployment" };
+	static const char *const plurals[] = {"jobs", "deployments"};
+	static const char *const kinds[] = {"Job", "Deployment"};
 	uv_timer_init(a->loop, &a->resync_timer);
 	a->resync_timer.data = a;
 	for (int i = 0; i < 2; i++) {

@@ -28,9 +28,8 @@ static int injected_failure(void)
 {
 	long c = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
 	while (c > 0) {
-		if (atomic_compare_exchange_weak_explicit(&fail_countdown, &c, c - 1,
-							  memory_order_relaxed,
-							  memory_order_relaxed)) {
+		if (atomic_compare_exchange_weak_explicit(
+		        &fail_countdown, &c, c - 1, memory_order_relaxed, memory_order_relaxed)) {
 			atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed);
 			return c == 1;
 		}

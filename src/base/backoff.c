@@ -3,7 +3,7 @@
 #include "base/backoff.h"
 
 uint64_t sc_backoff_next(uint64_t cur, uint64_t ran_ms, uint64_t base_ms, uint64_t max_ms,
-			 uint64_t reset_ms)
+                         uint64_t reset_ms)
 {
 	if (cur == 0 || ran_ms >= reset_ms)
 		return base_ms < max_ms ? base_ms : max_ms;

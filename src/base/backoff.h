@@ -9,7 +9,7 @@
  * reset_ms (it was healthy, so the count starts over), else cur doubled,
  * at most max_ms. Never overflows. */
 uint64_t sc_backoff_next(uint64_t cur, uint64_t ran_ms, uint64_t base_ms, uint64_t max_ms,
-			 uint64_t reset_ms);
+                         uint64_t reset_ms);
 
 /* Consecutive-result thresholds of a probe: a verdict comes after
  * fail_thr failures in a row (0) or succ_thr successes in a row (1), and

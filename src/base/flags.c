@@ -45,8 +45,9 @@ static bool no_max(const sc_flag_t *f)
 
 static int64_t i64_bound(double v)
 {
-	return v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN
-										   : (int64_t)v;
+	return v >= 9.2233720368547758e18    ? INT64_MAX
+	       : v <= -9.2233720368547758e18 ? INT64_MIN
+	                                     : (int64_t)v;
 }
 
 static uint64_t u64_bound(double v)
@@ -78,7 +79,7 @@ static const char *ms_words(uint64_t ms, char *buf, size_t bufsz)
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
 		if (ms && ms % units[i].ms == 0) {
 			snprintf(buf, bufsz, "%llu%s", (unsigned long long)(ms / units[i].ms),
-				 units[i].unit);
+			         units[i].unit);
 			return buf;
 		}
 	snprintf(buf, bufsz, "%llums", (unsigned long long)ms);
@@ -112,24 +113,24 @@ static void expected(const sc_flag_t *f, char *out, size_t outsz)
 		snprintf(out, outsz, "%s", sc_parse_expect(SC_PARSE_DURATION));
 		if (no_max(f) && f->min > 0)
 			snprintf(out + strlen(out), outsz - strlen(out), " of at least %s",
-				 ms_words(u64_bound(f->min), lo, sizeof(lo)));
+			         ms_words(u64_bound(f->min), lo, sizeof(lo)));
 		else if (!no_max(f) && f->min == 0)
 			snprintf(out + strlen(out), outsz - strlen(out), " of at most %s",
-				 ms_words(u64_bound(f->max), hi, sizeof(hi)));
+			         ms_words(u64_bound(f->max), hi, sizeof(hi)));
 		else if (!no_max(f))
 			snprintf(out + strlen(out), outsz - strlen(out), " from %s to %s",
-				 ms_words(u64_bound(f->min), lo, sizeof(lo)),
-				 ms_words(u64_bound(f->max), hi, sizeof(hi)));
+			         ms_words(u64_bound(f->min), lo, sizeof(lo)),
+			         ms_words(u64_bound(f->max), hi, sizeof(hi)));
 		return;
 	}
 	case SC_FLAG_SIZE:
 		snprintf(out, outsz, "%s", sc_parse_expect(SC_PARSE_SIZE));
 		if (no_max(f) && f->min > 0)
 			snprintf(out + strlen(out), outsz - strlen(out), " of at least %.0f",
-				 f->min);
+			         f->min);
 		else if (!no_max(f))
 			snprintf(out + strlen(out), outsz - strlen(out), " from %.0f to %.0f",
-				 f->min, f->max);
+			         f->min, f->max);
 		return;
 	case SC_FLAG_ADDR:
 		snprintf(out, outsz, "%s", sc_parse_expect(SC_PARSE_HOSTPORT));
@@ -180,32 +181,32 @@ static int set_value(const sc_flag_t *f, void *opts, const char *v, char *err, s
 	case SC_FLAG_INT: {
 		int64_t x;
 		rc = sc_parse_i64(v, unbounded(f) ? INT_MIN : i64_bound(f->min),
-				  no_max(f) ? INT_MAX : i64_bound(f->max), &x);
+		                  no_max(f) ? INT_MAX : i64_bound(f->max), &x);
 		if (rc == 0)
 			*(int *)field = (int)x;
 		break;
 	}
 	case SC_FLAG_I64:
 		rc = sc_parse_i64(v, unbounded(f) ? INT64_MIN : i64_bound(f->min),
-				  no_max(f) ? INT64_MAX : i64_bound(f->max), (int64_t *)field);
+		                  no_max(f) ? INT64_MAX : i64_bound(f->max), (int64_t *)field);
 		break;
 	case SC_FLAG_U64:
 		rc = sc_parse_u64(v, u64_bound(f->min), no_max(f) ? UINT64_MAX : u64_bound(f->max),
-				  (uint64_t *)field);
+		                  (uint64_t *)field);
 		break;
 	case SC_FLAG_NUM:
 		rc = sc_parse_num(v, unbounded(f) ? -1e308 : f->min, no_max(f) ? 1e308 : f->max,
-				  (double *)field);
+		                  (double *)field);
 		break;
 	case SC_FLAG_DURATION:
 		rc = sc_parse_duration_ms(v, u64_bound(f->min),
-					  no_max(f) ? UINT64_MAX : u64_bound(f->max),
-					  (uint64_t *)field);
+		                          no_max(f) ? UINT64_MAX : u64_bound(f->max),
+		                          (uint64_t *)field);
 		break;
 	case SC_FLAG_SIZE: {
 		uint64_t x;
 		rc = sc_parse_size(v, u64_bound(f->min), no_max(f) ? SIZE_MAX : u64_bound(f->max),
-				   &x);
+		                   &x);
 		if (rc == 0)
 			*(size_t *)field = (size_t)x;
 		break;
@@ -240,7 +241,7 @@ static int set_value(const sc_flag_t *f, void *opts, const char *v, char *err, s
 }
 
 int sc_flags_set(const sc_command_t *cmd, const sc_flag_t *f, void *opts, const char *value,
-		 char *err, size_t errsz)
+                 char *err, size_t errsz)
 {
 	(void)cmd;
 	if (f->kind == SC_FLAG_BOOL)
@@ -324,8 +325,8 @@ int sc_flags_parse(const sc_command_t *cmd, void *opts, int argc, char **argv, i
 		}
 		if (only_args || a[0] != '-' || a[1] == '\0') {
 			if (npos >= cmd->max_args) {
-				fprintf(stderr, "starcloud %s: unexpected argument \"%s\"\n", cmd->name,
-					a);
+				fprintf(stderr, "starcloud %s: unexpected argument \"%s\"\n",
+				        cmd->name, a);
 				return SC_EINVAL;
 			}
 			argv[1 + npos++] = a;
@@ -343,7 +344,7 @@ int sc_flags_parse(const sc_command_t *cmd, void *opts, int argc, char **argv, i
 		const sc_flag_t *f = strlen(a) < sizeof(name) ? sc_flags_find(cmd, name) : NULL;
 		if (!f || name[0] != '-') {
 			fprintf(stderr, "starcloud %s: unknown option \"%s\" (see --help)\n",
-				cmd->name, a);
+			        cmd->name, a);
 			return SC_EINVAL;
 		}
 		if (f->kind == SC_FLAG_BOOL && v) {
@@ -353,7 +354,7 @@ int sc_flags_parse(const sc_command_t *cmd, void *opts, int argc, char **argv, i
 		if (f->kind != SC_FLAG_BOOL && !v) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "starcloud %s: %s needs a value\n", cmd->name,
-					f->name);
+				        f->name);
 				return SC_EINVAL;
 			}
 			v = argv[++i];
@@ -405,7 +406,7 @@ static void flag_words(const sc_flag_t *f, char *buf, size_t bufsz)
 {
 	const char *m = meta_of(f);
 	snprintf(buf, bufsz, "%s%s%s%s%s", f->alias ? f->alias : "", f->alias ? ", " : "", f->name,
-		 *m ? " " : "", m);
+	         *m ? " " : "", m);
 }
 
 void sc_flags_usage(const sc_command_t *cmd, FILE *out)

@@ -69,10 +69,11 @@ typedef sc_hostport_t sc__flag_ADDR;
 typedef int sc__flag_CHOICE;
 
 #define SC_FLAG_AT(KIND, T, f)                                                                     \
-	.kind = SC_FLAG_##KIND, .off = _Generic(&((T *)0)->f, sc__flag_##KIND *: offsetof(T, f))
+	.kind = SC_FLAG_##KIND, .off = _Generic(&((T *)0)->f, sc__flag_##KIND * : offsetof(T, f))
 #define SC_FLAG_TEXT_AT(T, f)                                                                      \
 	.kind = SC_FLAG_TEXT,                                                                      \
-	.off = _Generic(&((T *)0)->f, char(*)[sizeof(((T *)0)->f)]: offsetof(T, f)),               \
+	.off = _Generic(&((T *)0)->f, char(*)[sizeof(((T *)0)->f)]                                 \
+	                : offsetof(T, f)),                                                         \
 	.cap = sizeof(((T *)0)->f)
 
 /* Returns 0, or < 0 with a message (no flag name: the caller adds it). */
@@ -84,13 +85,13 @@ enum {
 };
 
 typedef struct sc_flag {
-	const char *name;    /* "--listen" */
-	const char *alias;   /* "-l", or NULL */
+	const char *name;  /* "--listen" */
+	const char *alias; /* "-l", or NULL */
 	sc_flag_kind_t kind;
 	size_t off;          /* the field in the options struct */
 	size_t cap;          /* SC_FLAG_TEXT: the field's size */
 	double min, max;     /* inclusive bounds; DURATION in ms, SIZE in bytes.
-				max 0: no upper bound; both 0: the whole range */
+	                        max 0: no upper bound; both 0: the whole range */
 	const char *choices; /* SC_FLAG_CHOICE: "fail|retry" (index 0, 1) */
 	sc_flag_fn fn;       /* SC_FLAG_FUNC */
 	const char *meta;    /* the value in --help ("HOST:PORT"); a default per kind */
@@ -101,13 +102,13 @@ typedef struct sc_flag {
 } sc_flag_t;
 
 typedef struct sc_command {
-	const char *name;    /* "gateway": messages read "starcloud gateway: ..." */
-	const char *args;    /* usage after the name: "[options]", "JOB [POD]" */
-	const char *about;   /* a paragraph under the usage line, or NULL */
-	const char *footer;  /* a paragraph after the flags, or NULL */
+	const char *name;   /* "gateway": messages read "starcloud gateway: ..." */
+	const char *args;   /* usage after the name: "[options]", "JOB [POD]" */
+	const char *about;  /* a paragraph under the usage line, or NULL */
+	const char *footer; /* a paragraph after the flags, or NULL */
 	const sc_flag_t *flags;
 	size_t nflags;
-	int max_args;        /* positional arguments allowed (0: none) */
+	int max_args; /* positional arguments allowed (0: none) */
 } sc_command_t;
 
 /* Fills opts from the defaults, the environment and argv (argv[0] is the
@@ -129,7 +130,7 @@ const sc_flag_t *sc_flags_find(const sc_command_t *cmd, const char *name);
 /* Applies value (NULL for a BOOL) to one flag. On error writes
  * "--flag: expected ..., got \"v\"" into err and returns < 0. */
 int sc_flags_set(const sc_command_t *cmd, const sc_flag_t *f, void *opts, const char *value,
-		 char *err, size_t errsz);
+                 char *err, size_t errsz);
 
 /* "--max-body" -> "max-body": the key in a configuration file. */
 const char *sc_flag_key(const sc_flag_t *f);

@@ -15,8 +15,21 @@ static int is_tchar(unsigned char c)
 	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
 		return 1;
 	switch (c) {
-	case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-	case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+	case '!':
+	case '#':
+	case '$':
+	case '%':
+	case '&':
+	case '\'':
+	case '*':
+	case '+':
+	case '-':
+	case '.':
+	case '^':
+	case '_':
+	case '`':
+	case '|':
+	case '~':
 		return 1;
 	default:
 		return 0;
@@ -98,8 +111,8 @@ static int scan_fields(const char *buf, size_t len, const char *p, sc_hhead_t *h
 			    strncasecmp(f->value, "keep-alive", 10) != 0)
 				return 0;
 		} else if (name_starts(f, "transfer-encoding", 17) ||
-			   name_starts(f, "upgrade", 7) || name_starts(f, "expect", 6) ||
-			   name_starts(f, "proxy-connection", 16)) {
+		           name_starts(f, "upgrade", 7) || name_starts(f, "expect", 6) ||
+		           name_starts(f, "proxy-connection", 16)) {
 			return 0;
 		}
 	}
@@ -114,8 +127,8 @@ static int scan_fields(const char *buf, size_t len, const char *p, sc_hhead_t *h
  * which to refuse. */
 static int simple_method(const char *m, size_t n)
 {
-	static const char *const known[] = { "GET", "POST", "PUT", "DELETE", "PATCH", "HEAD",
-					     "OPTIONS" };
+	static const char *const known[] = {"GET",   "POST", "PUT",    "DELETE",
+	                                    "PATCH", "HEAD", "OPTIONS"};
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (strlen(known[i]) == n && memcmp(known[i], m, n) == 0)
 			return 1;
@@ -136,7 +149,7 @@ int sc_hhead_request(const char *buf, size_t len, size_t max_head, sc_hhead_t *h
 	if (p == end || *p != ' ' || !simple_method(h->method, h->mlen))
 		return 0;
 	h->target = ++p;
-	while (p < end && *p > 0x20 && *p < 0x7f)
+	while (p<end && * p> 0x20 && *p < 0x7f)
 		p++;
 	h->tlen = (size_t)(p - h->target);
 	/* Origin form only: "/..." (an absolute URL or "*" goes to the parser). */
@@ -170,8 +183,7 @@ int sc_hhead_response(const char *buf, size_t len, size_t max_head, sc_hhead_t *
 	return scan_fields(buf, len, p + 2, h, 1);
 }
 
-const char *sc_hhead_lookup(const char *data, const size_t (*off)[2], size_t n,
-			    const char *name)
+const char *sc_hhead_lookup(const char *data, const size_t (*off)[2], size_t n, const char *name)
 {
 	/* The name's NUL sits right before the value: compare lengths first,
 	 * most lookups then skip the string compare. */

@@ -45,9 +45,9 @@ typedef struct sc_hhead {
 	size_t mlen;
 	const char *target; /* requests: path and query as sent */
 	size_t tlen;
-	int status;         /* responses */
-	size_t head_len;    /* bytes up to and including the blank line */
-	size_t body_len;    /* the Content-Length (0 for a request without) */
+	int status;      /* responses */
+	size_t head_len; /* bytes up to and including the blank line */
+	size_t body_len; /* the Content-Length (0 for a request without) */
 	size_t nfields;
 	sc_hfield_t fields[SC_HHEAD_MAX_FIELDS];
 } sc_hhead_t;
@@ -63,7 +63,6 @@ int sc_hhead_response(const char *buf, size_t len, size_t max_head, sc_hhead_t *
  * pairs in data, where off[i] = {start of name, start of value}. Returns
  * the value inside data, or NULL. Shared by the server's requests and the
  * client's responses, which store headers this way. */
-const char *sc_hhead_lookup(const char *data, const size_t (*off)[2], size_t n,
-			    const char *name);
+const char *sc_hhead_lookup(const char *data, const size_t (*off)[2], size_t n, const char *name);
 
 #endif

@@ -249,7 +249,7 @@ static int scan_member(scan_t *s, const char *const *keys, size_t nkeys, sc_jval
 		return 0;
 	if (out[want].type != SC_JT_ABSENT)
 		return SC_EEXISTS;
-	out[want] = (sc_jval_t){ .type = t, .text = (const char *)v, .len = (size_t)(s->p - v) };
+	out[want] = (sc_jval_t){.type = t, .text = (const char *)v, .len = (size_t)(s->p - v)};
 	return 0;
 }
 
@@ -281,11 +281,11 @@ static int scan_top_object(scan_t *s, const char *const *keys, size_t nkeys, sc_
 }
 
 int sc_jscan_object(const char *text, size_t len, const char *const *keys, size_t nkeys,
-		    sc_jval_t *out)
+                    sc_jval_t *out)
 {
-	scan_t s = { (const unsigned char *)text, (const unsigned char *)text + len, 0 };
+	scan_t s = {(const unsigned char *)text, (const unsigned char *)text + len, 0};
 	for (size_t i = 0; i < nkeys; i++)
-		out[i] = (sc_jval_t){ SC_JT_ABSENT, NULL, 0 };
+		out[i] = (sc_jval_t){SC_JT_ABSENT, NULL, 0};
 	skip_ws(&s);
 	int rc, type = SC_JT_OBJECT;
 	if (s.p < s.end && *s.p == '{')
@@ -329,7 +329,7 @@ static size_t put_utf8(char *o, size_t room, uint32_t cp)
 static uint32_t hex4(const unsigned char *p)
 {
 	return (uint32_t)(hex_val(p[0]) << 12 | hex_val(p[1]) << 8 | hex_val(p[2]) << 4 |
-			  hex_val(p[3]));
+	                  hex_val(p[3]));
 }
 
 /* Decodes the escape at *pp (just past the backslash) into a code point;
@@ -409,8 +409,7 @@ int sc_jscan_array(const sc_jval_t *v, size_t *count, int *same_type)
 {
 	if (v->type != SC_JT_ARRAY)
 		return SC_EINVAL;
-	scan_t s = { (const unsigned char *)v->text + 1, (const unsigned char *)v->text + v->len,
-		     1 };
+	scan_t s = {(const unsigned char *)v->text + 1, (const unsigned char *)v->text + v->len, 1};
 	*count = 0;
 	*same_type = SC_JT_ABSENT;
 	skip_ws(&s);

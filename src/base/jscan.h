@@ -21,7 +21,7 @@ enum {
 	SC_JT_NULL,
 	SC_JT_FALSE,
 	SC_JT_TRUE,
-	SC_JT_INT,    /* a number without fraction or exponent */
+	SC_JT_INT, /* a number without fraction or exponent */
 	SC_JT_REAL,
 	SC_JT_STRING,
 	SC_JT_ARRAY,
@@ -42,7 +42,7 @@ typedef struct sc_jval {
  * object, SC_EPARSE for invalid JSON, SC_EEXISTS when a wanted key appears
  * twice (a body two parsers could read differently). */
 int sc_jscan_object(const char *text, size_t len, const char *const *keys, size_t nkeys,
-		    sc_jval_t *out);
+                    sc_jval_t *out);
 
 /* Decodes a string value (with its escapes) into out, NUL-terminated.
  * Returns the decoded length, SC_EINVAL when v is not a string,

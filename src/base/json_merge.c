@@ -10,7 +10,8 @@ json_t *sc_json_merge_patch(json_t *target, json_t *patch)
 		return NULL;
 	const char *key;
 	json_t *val;
-	json_object_foreach(patch, key, val) {
+	json_object_foreach(patch, key, val)
+	{
 		if (json_is_null(val)) {
 			json_object_del(out, key);
 			continue;

@@ -32,8 +32,8 @@ int sc_log_level_parse(const char *s, sc_log_level_t *out)
 		const char *name;
 		sc_log_level_t level;
 	} names[] = {
-		{"debug", SC_LOG_DEBUG}, {"info", SC_LOG_INFO},   {"warn", SC_LOG_WARN},
-		{"warning", SC_LOG_WARN}, {"error", SC_LOG_ERROR},
+	    {"debug", SC_LOG_DEBUG},  {"info", SC_LOG_INFO},   {"warn", SC_LOG_WARN},
+	    {"warning", SC_LOG_WARN}, {"error", SC_LOG_ERROR},
 	};
 	for (size_t i = 0; s && i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcmp(s, names[i].name) == 0) {
@@ -60,7 +60,7 @@ void sc_log(sc_log_level_t level, const char *fmt, ...)
 	gmtime_r(&ts.tv_sec, &tm);
 	size_t n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
 	n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ %s: %s", ts.tv_nsec / 1000000,
-			      who, tags[level]);
+	                      who, tags[level]);
 	va_list ap;
 	va_start(ap, fmt);
 	int m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);

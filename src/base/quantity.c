@@ -17,8 +17,8 @@ typedef unsigned __int128 u128;
 
 typedef struct decimal {
 	bool negative;
-	u128 mant;  /* the digits without the point */
-	int exp10;  /* value = mant * 10^exp10 */
+	u128 mant; /* the digits without the point */
+	int exp10; /* value = mant * 10^exp10 */
 } decimal_t;
 
 static bool is_digit(char c)
@@ -124,9 +124,9 @@ static const struct {
 	const char *name;
 	int shift, exp10;
 } mem_suffixes[] = {
-	{"Ki", 10, 0}, {"Mi", 20, 0}, {"Gi", 30, 0}, {"Ti", 40, 0}, {"Pi", 50, 0},
-	{"Ei", 60, 0}, {"k", 0, 3},   {"M", 0, 6},   {"G", 0, 9},   {"T", 0, 12},
-	{"P", 0, 15},  {"E", 0, 18},  {"m", 0, -3},
+    {"Ki", 10, 0}, {"Mi", 20, 0}, {"Gi", 30, 0}, {"Ti", 40, 0}, {"Pi", 50, 0},
+    {"Ei", 60, 0}, {"k", 0, 3},   {"M", 0, 6},   {"G", 0, 9},   {"T", 0, 12},
+    {"P", 0, 15},  {"E", 0, 18},  {"m", 0, -3},
 };
 
 /* True when mant * 2^shift * 10^exp10 is a whole number. */
@@ -171,7 +171,7 @@ int sc_quantity_memory(const char *s, unsigned flags, int64_t *bytes)
 	for (size_t i = 0; i < sizeof(mem_suffixes) / sizeof(mem_suffixes[0]); i++) {
 		if (strcmp(s, mem_suffixes[i].name) == 0)
 			return finish(&d, mem_suffixes[i].shift, mem_suffixes[i].exp10, flags,
-				      bytes);
+			              bytes);
 	}
 	return SC_EPARSE;
 }
@@ -198,7 +198,7 @@ static const struct {
 	const char *name;
 	int64_t ms;
 } dur_units[] = {
-	{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
+    {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
 };
 
 static int duration_unit(const char **p, int64_t *ms)
@@ -328,8 +328,8 @@ static bool parse_offset(const char **p, int *offset)
 	if (**p != '+' && **p != '-')
 		return false;
 	int sign = *(*p)++ == '-' ? -1 : 1, hh, mm;
-	if (!fixed_digits(p, 2, &hh) || !expect(p, ':') || !fixed_digits(p, 2, &mm) ||
-	    hh > 23 || mm > 59)
+	if (!fixed_digits(p, 2, &hh) || !expect(p, ':') || !fixed_digits(p, 2, &mm) || hh > 23 ||
+	    mm > 59)
 		return false;
 	*offset = sign * (hh * 3600 + mm * 60);
 	return true;
@@ -360,8 +360,7 @@ int sc_quantity_time(const char *s, int64_t *epoch)
 	if (!parse_offset(&p, &off) || *p != '\0')
 		return SC_EPARSE;
 	/* Second 60 is a leap second; epoch time has no room for it. */
-	if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 ||
-	    sec > 60)
+	if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || sec > 60)
 		return SC_ERANGE;
 	if (sec == 60)
 		sec = 59;
@@ -387,6 +386,6 @@ char *sc_quantity_format_time(int64_t epoch, char *buf, size_t size)
 	int m = (int)(mp < 10 ? mp + 3 : mp - 9);
 	int64_t y = yoe + era * 400 + (m <= 2);
 	snprintf(buf, size, "%04lld-%02d-%02dT%02d:%02d:%02dZ", (long long)y, m, d,
-		 (int)(secs / 3600), (int)(secs / 60 % 60), (int)(secs % 60));
+	         (int)(secs / 3600), (int)(secs / 60 % 60), (int)(secs % 60));
 	return buf;
 }

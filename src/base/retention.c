@@ -16,7 +16,7 @@ static size_t oldest_kept(const int64_t *mtime, size_t n, const unsigned char *r
 }
 
 size_t sc_retention_select(const int64_t *mtime, size_t n, int64_t now, int64_t max_age,
-			   size_t keep, unsigned char *remove)
+                           size_t keep, unsigned char *remove)
 {
 	size_t marked = 0;
 	if (n == 0)

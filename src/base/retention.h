@@ -12,6 +12,6 @@
  * mtime and remove have n entries (borrowed). Returns how many are marked.
  * max_age < 0 means no age limit. */
 size_t sc_retention_select(const int64_t *mtime, size_t n, int64_t now, int64_t max_age,
-			   size_t keep, unsigned char *remove);
+                           size_t keep, unsigned char *remove);
 
 #endif

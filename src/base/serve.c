@@ -112,7 +112,7 @@ double sc_window_p99(sc_window_t *w)
 }
 
 int sc_canary_verdict(uint64_t requests, double err, double p99, double max_err, double max_p99,
-		      uint64_t min_requests, size_t step, size_t nsteps)
+                      uint64_t min_requests, size_t step, size_t nsteps)
 {
 	if (requests > 0 && err > max_err)
 		return SC_CANARY_ROLLBACK_ERR;
@@ -190,8 +190,7 @@ static int unhex(const char *s, uint8_t *out, size_t n)
 	return nonzero != 0;
 }
 
-int sc_traceparent_parse(const char *tp, uint8_t trace_id[16], uint8_t parent_id[8],
-			 int *sampled)
+int sc_traceparent_parse(const char *tp, uint8_t trace_id[16], uint8_t parent_id[8], int *sampled)
 {
 	size_t len = strnlen(tp, 512);
 	if (len < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-')
@@ -221,7 +220,7 @@ static char *put_hex(char *o, const uint8_t *b, size_t n)
 }
 
 void sc_traceparent_format(const uint8_t trace_id[16], const uint8_t span_id[8], int sampled,
-			   char out[56])
+                           char out[56])
 {
 	char *o = out;
 	memcpy(o, "00-", 3);

@@ -45,7 +45,7 @@ typedef struct sc_window {
 	uint64_t requests, errors;
 	double lat[SC_WINDOW_SAMPLES]; /* a reservoir of latencies (s) */
 	size_t nlat;
-	uint64_t seen;                 /* latencies offered to the reservoir */
+	uint64_t seen; /* latencies offered to the reservoir */
 } sc_window_t;
 
 /* Counts one finished attempt; r is a random number (reservoir sampling
@@ -58,9 +58,9 @@ double sc_window_err(const sc_window_t *w);
 double sc_window_p99(sc_window_t *w);
 
 enum {
-	SC_CANARY_HOLD,        /* too few canary requests: same step */
-	SC_CANARY_ADVANCE,     /* next step */
-	SC_CANARY_PROMOTE,     /* the last step passed */
+	SC_CANARY_HOLD,    /* too few canary requests: same step */
+	SC_CANARY_ADVANCE, /* next step */
+	SC_CANARY_PROMOTE, /* the last step passed */
 	SC_CANARY_ROLLBACK_ERR,
 	SC_CANARY_ROLLBACK_P99,
 };
@@ -68,7 +68,7 @@ enum {
  * window's figures, max_p99 0 means unchecked, step is the index of the
  * current step among nsteps. */
 int sc_canary_verdict(uint64_t requests, double err, double p99, double max_err, double max_p99,
-		      uint64_t min_requests, size_t step, size_t nsteps);
+                      uint64_t min_requests, size_t step, size_t nsteps);
 
 /* ---- server-sent events ---- */
 
@@ -87,10 +87,9 @@ int sc_sse_is_done(const char *data, size_t dlen);
 /* Parses "00-<32 hex>-<16 hex>-<2 hex>" (a later version may append
  * "-..." fields). Returns 1 and fills the ids and the sampled flag, or 0
  * for version ff, all-zero ids, upper-case or bad hex, a wrong length. */
-int sc_traceparent_parse(const char *tp, uint8_t trace_id[16], uint8_t parent_id[8],
-			 int *sampled);
+int sc_traceparent_parse(const char *tp, uint8_t trace_id[16], uint8_t parent_id[8], int *sampled);
 /* Writes "00-<trace>-<span>-0x" and a NUL (56 bytes). */
 void sc_traceparent_format(const uint8_t trace_id[16], const uint8_t span_id[8], int sampled,
-			   char out[56]);
+                           char out[56]);
 
 #endif

@@ -51,8 +51,7 @@ int sc_version_cmp(const sc_version_t *a, const sc_version_t *b)
 	return 0;
 }
 
-int sc_version_from_user_agent(const char *ua, char *component, size_t compsz,
-			       sc_version_t *v)
+int sc_version_from_user_agent(const char *ua, char *component, size_t compsz, sc_version_t *v)
 {
 	static const char pre[] = "starcloud-";
 	if (!ua || strncmp(ua, pre, sizeof(pre) - 1) != 0)
@@ -81,14 +80,15 @@ int sc_version_check(const char *ua, char *msg, size_t msgsz)
 		return 0;
 	if (rc > 0)
 		snprintf(msg, msgsz,
-			 "starcloud-%s %d.%d.%d is too old for this server (starcloud %s serves "
-			 "agents, gateways and CLIs from %s on): upgrade it to %s",
-			 comp, v.major, v.minor, v.patch, SC_VERSION, SC_MIN_PEER_VERSION, SC_VERSION);
+		         "starcloud-%s %d.%d.%d is too old for this server (starcloud %s serves "
+		         "agents, gateways and CLIs from %s on): upgrade it to %s",
+		         comp, v.major, v.minor, v.patch, SC_VERSION, SC_MIN_PEER_VERSION,
+		         SC_VERSION);
 	else
 		snprintf(msg, msgsz,
-			 "User-Agent \"%.80s\" names a Starcloud client without a readable version "
-			 "(expected starcloud-NAME/X.Y.Z); this server (starcloud %s) serves "
-			 "clients from %s on",
-			 ua, SC_VERSION, SC_MIN_PEER_VERSION);
+		         "User-Agent \"%.80s\" names a Starcloud client without a readable version "
+		         "(expected starcloud-NAME/X.Y.Z); this server (starcloud %s) serves "
+		         "clients from %s on",
+		         ua, SC_VERSION, SC_MIN_PEER_VERSION);
 	return SC_ERANGE;
 }

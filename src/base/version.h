@@ -44,8 +44,7 @@ int sc_version_cmp(const sc_version_t *a, const sc_version_t *b);
  * not a Starcloud client; SC_EINVAL when it claims to be one but the
  * version cannot be read (treated as too old: a client must say which
  * release it is). */
-int sc_version_from_user_agent(const char *ua, char *component, size_t compsz,
-			       sc_version_t *v);
+int sc_version_from_user_agent(const char *ua, char *component, size_t compsz, sc_version_t *v);
 /* Decides whether a server of this version serves the client behind ua.
  * Returns 0 when it does (or ua is not a Starcloud client), SC_ERANGE when
  * the client is too old, with a message for the client in msg, naming

@@ -89,8 +89,7 @@ static const pos_entry_t *table_get(const pos_table_t *t, const char *path)
 {
 	if (!t->cap)
 		return NULL;
-	for (size_t j = hash_str(path) & (t->cap - 1); t->slots[j].path;
-	     j = (j + 1) & (t->cap - 1))
+	for (size_t j = hash_str(path) & (t->cap - 1); t->slots[j].path; j = (j + 1) & (t->cap - 1))
 		if (strcmp(t->slots[j].path, path) == 0)
 			return &t->slots[j];
 	return NULL;
@@ -177,7 +176,7 @@ static int docs_push(sc_yj_docs_t *d, json_t *doc, pos_table_t *t)
 }
 
 static void set_err(sc_yj_error_t *err, int line, int col, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static void set_err(sc_yj_error_t *err, int line, int col, const char *fmt, ...)
 {
@@ -248,17 +247,17 @@ static size_t count_nodes(json_t *v, size_t depth, size_t *max_depth)
 /* ==== YAML ============================================================== */
 
 typedef struct frame {
-	json_t *node;     /* borrowed: owned by its parent or by the builder */
+	json_t *node; /* borrowed: owned by its parent or by the builder */
 	bool is_map;
-	char *key;        /* a mapping's key waiting for its value */
+	char *key; /* a mapping's key waiting for its value */
 	int key_line, key_col;
-	size_t path_len;  /* the path of this collection */
-	size_t index;     /* next sequence index */
+	size_t path_len; /* the path of this collection */
+	size_t index;    /* next sequence index */
 } frame_t;
 
 typedef struct anchor {
 	char *name;
-	json_t *node;     /* a reference of our own */
+	json_t *node; /* a reference of our own */
 } anchor_t;
 
 typedef struct ybuild {
@@ -346,7 +345,7 @@ static json_t *resolve_plain(const char *s, size_t len, const yaml_mark_t *m, sc
 		long long v = strtoll(base == 10 ? s : s + 2, NULL, base);
 		if (errno == ERANGE) {
 			set_err(err, (int)m->line + 1, (int)m->column + 1,
-				"integer %s is out of range", s);
+			        "integer %s is out of range", s);
 			return NULL;
 		}
 		return json_integer(v);
@@ -355,7 +354,7 @@ static json_t *resolve_plain(const char *s, size_t len, const yaml_mark_t *m, sc
 		double v = strtod(s, NULL);
 		if (!isfinite(v)) {
 			set_err(err, (int)m->line + 1, (int)m->column + 1,
-				"number %s is out of range", s);
+			        "number %s is out of range", s);
 			return NULL;
 		}
 		return json_real(v);
@@ -376,7 +375,7 @@ static json_t *scalar_value(ybuild_t *b, const yaml_event_t *ev)
 		v = json_stringn(s, len);
 	if (!v && !b->err->msg[0])
 		set_err(b->err, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-			"invalid UTF-8 or out of memory in a scalar");
+		        "invalid UTF-8 or out of memory in a scalar");
 	return v;
 }
 
@@ -451,14 +450,13 @@ static bool expecting_key(const ybuild_t *b)
 	return b->depth > 0 && b->stack[b->depth - 1].is_map && !b->stack[b->depth - 1].key;
 }
 
-static int remember_anchor(ybuild_t *b, const yaml_char_t *name, json_t *v,
-			   const yaml_mark_t *m)
+static int remember_anchor(ybuild_t *b, const yaml_char_t *name, json_t *v, const yaml_mark_t *m)
 {
 	if (!name)
 		return 0;
 	if (b->nanchors == MAX_ANCHORS) {
 		set_err(b->err, (int)m->line + 1, (int)m->column + 1, "more than %d anchors",
-			MAX_ANCHORS);
+		        MAX_ANCHORS);
 		return SC_ETOOBIG;
 	}
 	char *n = strdup((const char *)name);
@@ -476,8 +474,8 @@ static int on_scalar(ybuild_t *b, const yaml_event_t *ev)
 	const yaml_mark_t *m = &ev->start_mark;
 	if (ev->data.scalar.length > b->lim->max_string) {
 		set_err(b->err, (int)m->line + 1, (int)m->column + 1,
-			"a scalar of %zu bytes is longer than the limit of %zu",
-			ev->data.scalar.length, b->lim->max_string);
+		        "a scalar of %zu bytes is longer than the limit of %zu",
+		        ev->data.scalar.length, b->lim->max_string);
 		return SC_ETOOBIG;
 	}
 	if (expecting_key(b))
@@ -497,7 +495,7 @@ static int on_start(ybuild_t *b, const yaml_event_t *ev, bool is_map)
 {
 	const yaml_mark_t *m = &ev->start_mark;
 	const yaml_char_t *anchor =
-		is_map ? ev->data.mapping_start.anchor : ev->data.sequence_start.anchor;
+	    is_map ? ev->data.mapping_start.anchor : ev->data.sequence_start.anchor;
 	int line = (int)m->line + 1, col = (int)m->column + 1;
 	if (expecting_key(b)) {
 		set_err(b->err, line, col, "a mapping key must be a scalar");
@@ -573,8 +571,7 @@ static int on_document_end(ybuild_t *b)
 			json_decref(b->root);
 			set_err(b->err, 0, 0, "out of memory");
 		}
-	}
-	else
+	} else
 		json_decref(b->root);
 	b->root = NULL;
 	free(b->table.slots);
@@ -619,7 +616,7 @@ static void ybuild_cleanup(ybuild_t *b)
 }
 
 static int load_yaml(sc_yj_docs_t *d, const char *text, size_t len, const sc_yj_limits_t *lim,
-		     sc_yj_error_t *err)
+                     sc_yj_error_t *err)
 {
 	yaml_parser_t parser;
 	yaml_event_t ev;
@@ -643,9 +640,9 @@ static int load_yaml(sc_yj_docs_t *d, const char *text, size_t len, const sc_yj_
 	for (bool end = false; !end && !rc;) {
 		if (!yaml_parser_parse(&parser, &ev)) {
 			set_err(err, (int)parser.problem_mark.line + 1,
-				(int)parser.problem_mark.column + 1, "%s%s%s",
-				parser.problem ? parser.problem : "malformed YAML",
-				parser.context ? " " : "", parser.context ? parser.context : "");
+			        (int)parser.problem_mark.column + 1, "%s%s%s",
+			        parser.problem ? parser.problem : "malformed YAML",
+			        parser.context ? " " : "", parser.context ? parser.context : "");
 			rc = parser.error == YAML_MEMORY_ERROR ? SC_ENOMEM : SC_EPARSE;
 			break;
 		}
@@ -854,7 +851,8 @@ static bool strings_fit(json_t *v, size_t max)
 	if (json_is_string(v))
 		return json_string_length(v) <= max;
 	if (json_is_object(v)) {
-		json_object_foreach(v, k, c) if (strlen(k) > max || !strings_fit(c, max)) return false;
+		json_object_foreach(v, k,
+		                    c) if (strlen(k) > max || !strings_fit(c, max)) return false;
 	} else if (json_is_array(v)) {
 		json_array_foreach(v, i, c) if (!strings_fit(c, max)) return false;
 	}
@@ -862,7 +860,7 @@ static bool strings_fit(json_t *v, size_t max)
 }
 
 static int load_json(sc_yj_docs_t *d, const char *text, size_t len, const sc_yj_limits_t *lim,
-		     sc_yj_error_t *err)
+                     sc_yj_error_t *err)
 {
 	json_error_t jerr;
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -881,7 +879,7 @@ static int load_json(sc_yj_docs_t *d, const char *text, size_t len, const sc_yj_
 		rc = SC_ETOOBIG;
 	} else if (!strings_fit(root, lim->max_string)) {
 		set_err(err, 1, 1, "a string is longer than the limit of %zu bytes",
-			lim->max_string);
+		        lim->max_string);
 		rc = SC_ETOOBIG;
 	}
 	if (rc) {
@@ -912,9 +910,8 @@ static int load_json(sc_yj_docs_t *d, const char *text, size_t len, const sc_yj_
 	return rc;
 }
 
-
 int sc_yj_load(const char *text, size_t len, const sc_yj_limits_t *limits, sc_yj_docs_t **out,
-	       sc_yj_error_t *err)
+               sc_yj_error_t *err)
 {
 	sc_yj_limits_t lim;
 	sc_yj_docs_t *d = NULL;
@@ -928,7 +925,7 @@ int sc_yj_load(const char *text, size_t len, const sc_yj_limits_t *limits, sc_yj
 		sc_yj_limits_default(&lim);
 	if (len > lim.max_bytes) {
 		set_err(err, 0, 0, "input is %zu bytes, more than the limit of %zu", len,
-			lim.max_bytes);
+		        lim.max_bytes);
 		return SC_ETOOBIG;
 	}
 	d = calloc(1, sizeof(*d));

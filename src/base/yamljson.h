@@ -50,7 +50,7 @@ typedef struct sc_yj_docs sc_yj_docs_t;
  * failure returns SC_EPARSE (malformed), SC_ETOOBIG (a limit was hit) or
  * SC_ENOMEM, fills err and leaves *out NULL. */
 int sc_yj_load(const char *text, size_t len, const sc_yj_limits_t *limits, sc_yj_docs_t **out,
-	       sc_yj_error_t *err);
+               sc_yj_error_t *err);
 /* Frees the documents and their tables; accepts NULL. */
 void sc_yj_free(sc_yj_docs_t *d);
 

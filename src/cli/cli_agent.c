@@ -87,19 +87,21 @@ typedef struct logs_opts {
 } logs_opts_t;
 
 static const sc_flag_t logs_flags[] = {
-	SC_CLI_CONN_FLAGS(logs_opts_t),
-	{.name = "--follow", .alias = "-f", SC_FLAG_AT(BOOL, logs_opts_t, follow),
-	 .help = "keep printing what the pod writes"},
+    SC_CLI_CONN_FLAGS(logs_opts_t),
+    {.name = "--follow",
+     .alias = "-f",
+     SC_FLAG_AT(BOOL, logs_opts_t, follow),
+     .help = "keep printing what the pod writes"},
 };
 
 static const sc_command_t logs_cmd = {
-	.name = "logs",
-	.args = "JOB [POD] [-f] [options]",
-	.about = "Prints a pod's output (the job's first pod when POD is left out), read\n"
-		 "from the agent of the node it runs or ran on; -f follows it.",
-	.flags = logs_flags,
-	.nflags = sizeof(logs_flags) / sizeof(logs_flags[0]),
-	.max_args = 2,
+    .name = "logs",
+    .args = "JOB [POD] [-f] [options]",
+    .about = "Prints a pod's output (the job's first pod when POD is left out), read\n"
+             "from the agent of the node it runs or ran on; -f follows it.",
+    .flags = logs_flags,
+    .nflags = sizeof(logs_flags) / sizeof(logs_flags[0]),
+    .max_args = 2,
 };
 
 /* Finds pod (or the first pod) of job: its name and node. */
@@ -121,11 +123,11 @@ static int find_pod(json_t *job, const char *want, const char **pod, const char 
 }
 
 static int stream_logs(const char *addr, const char *token, const char *job, const char *pod,
-		       int follow)
+                       int follow)
 {
 	char url[1400], auth[600];
 	snprintf(url, sizeof(url), "http://%s/logs?job=%s&pod=%s%s", addr, job, pod,
-		 follow ? "&follow=1" : "");
+	         follow ? "&follow=1" : "");
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hs = curl_slist_append(NULL, auth);
@@ -141,7 +143,7 @@ static int stream_logs(const char *addr, const char *token, const char *job, con
 	curl_easy_cleanup(h);
 	if (rc != CURLE_OK) {
 		fprintf(stderr, "starcloud logs: agent at %s: %s (HTTP %ld)\n", addr,
-			curl_easy_strerror(rc), code);
+		        curl_easy_strerror(rc), code);
 		return SC_EXIT_FAIL;
 	}
 	return SC_EXIT_OK;
@@ -169,18 +171,18 @@ int sc_cli_logs(int argc, char **argv)
 	long code = get_json(url, token, &job);
 	if (code != 200) {
 		fprintf(stderr, "starcloud logs: job %s: %s\n", pos[0],
-			code < 0 ? "server unreachable" : "not found");
+		        code < 0 ? "server unreachable" : "not found");
 		goto out;
 	}
 	if (find_pod(job, pos[1], &pod, &nodename) < 0) {
 		fprintf(stderr, "starcloud logs: job %s has no %s%s placed on a node yet\n", pos[0],
-			pos[1] ? "pod " : "pod", pos[1] ? pos[1] : "");
+		        pos[1] ? "pod " : "pod", pos[1] ? pos[1] : "");
 		goto out;
 	}
 	snprintf(url, sizeof(url), "%s/api/v1/nodes/%s", server, nodename);
 	get_json(url, token, &node);
-	const char *addr = json_string_value(json_object_get(
-		json_object_get(json_object_get(node, "status"), "agent"), "address"));
+	const char *addr = json_string_value(
+	    json_object_get(json_object_get(json_object_get(node, "status"), "agent"), "address"));
 	if (!addr) {
 		fprintf(stderr, "starcloud logs: node %s has no agent address\n", nodename);
 		goto out;
@@ -196,7 +198,7 @@ out:
 
 static int free_port(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(sa);
 	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
 	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
@@ -264,20 +266,29 @@ typedef struct dev_opts {
 } dev_opts_t;
 
 static const sc_flag_t dev_flags[] = {
-	{.name = "--agents", SC_FLAG_AT(INT, dev_opts_t, nagents), .min = 0, .max = MAX_AGENTS,
-	 .def = "1", .help = "node agents to run"},
-	{.name = "--gpus", SC_FLAG_AT(STR, dev_opts_t, gpus), .meta = "NxMODEL[:mig]",
-	 .def = "8xA100-80GB", .help = "each agent's declared GPUs"},
-	{.name = "--data-dir", SC_FLAG_AT(STR, dev_opts_t, dir), .meta = "DIR",
-	 .help = "where the server and agents keep their data (default: a new\nfolder in /tmp)"},
+    {.name = "--agents",
+     SC_FLAG_AT(INT, dev_opts_t, nagents),
+     .min = 0,
+     .max = MAX_AGENTS,
+     .def = "1",
+     .help = "node agents to run"},
+    {.name = "--gpus",
+     SC_FLAG_AT(STR, dev_opts_t, gpus),
+     .meta = "NxMODEL[:mig]",
+     .def = "8xA100-80GB",
+     .help = "each agent's declared GPUs"},
+    {.name = "--data-dir",
+     SC_FLAG_AT(STR, dev_opts_t, dir),
+     .meta = "DIR",
+     .help = "where the server and agents keep their data (default: a new\nfolder in /tmp)"},
 };
 
 static const sc_command_t dev_cmd = {
-	.name = "dev",
-	.about = "Runs a server and N agents with declared GPUs on loopback until\n"
-		 "interrupted; writes ~/.config/starcloud/config.",
-	.flags = dev_flags,
-	.nflags = sizeof(dev_flags) / sizeof(dev_flags[0]),
+    .name = "dev",
+    .about = "Runs a server and N agents with declared GPUs on loopback until\n"
+             "interrupted; writes ~/.config/starcloud/config.",
+    .flags = dev_flags,
+    .nflags = sizeof(dev_flags) / sizeof(dev_flags[0]),
 };
 
 static volatile sig_atomic_t dev_stop;
@@ -290,7 +301,7 @@ static void on_dev_signal(int sig)
  * node and read jobs and deployments only), so the dev agents do not hold
  * the admin token. Falls back to the admin token when that fails. */
 static void agent_token(const char *url, const char *admin, const char *node, char *out,
-			size_t outsz)
+                        size_t outsz)
 {
 	char turl[128], body[128];
 	json_t *resp = NULL;
@@ -300,8 +311,10 @@ static void agent_token(const char *url, const char *admin, const char *node, ch
 	if (admin[0] && call_json(turl, admin, body, &resp) == 201)
 		t = json_string_value(json_object_get(resp, "token"));
 	if (!t)
-		fprintf(stderr, "starcloud dev: cannot mint an agent token for %s; it uses the "
-				"admin token\n", node);
+		fprintf(stderr,
+		        "starcloud dev: cannot mint an agent token for %s; it uses the "
+		        "admin token\n",
+		        node);
 	snprintf(out, outsz, "%s", t ? t : admin);
 	json_decref(resp);
 }
@@ -325,17 +338,16 @@ static void wait_server(const char *url)
 /* Starts agent i of the dev cluster (dev-node-<i>) with a token of its
  * own; returns its pid. */
 static pid_t start_dev_agent(int i, const char *url, const char *token, const char *gpus,
-			     const char *dir)
+                             const char *dir)
 {
 	char name[32], listen[32], adir[1100], atok[256];
 	snprintf(name, sizeof(name), "dev-node-%d", i);
 	agent_token(url, token, name, atok, sizeof(atok));
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
 	snprintf(adir, sizeof(adir), "%s/%s", dir, name);
-	char *aargv[] = { "starcloud", "agent",  "--server",   (char *)url, "--token",
-			  atok,        "--name", name,         "--gpus",    (char *)gpus,
-			  "--listen",  listen,   "--data-dir", adir,        "--drain",
-			  NULL };
+	char *aargv[] = {"starcloud",  "agent", "--server", (char *)url,  "--token",  atok,
+	                 "--name",     name,    "--gpus",   (char *)gpus, "--listen", listen,
+	                 "--data-dir", adir,    "--drain",  NULL};
 	pid_t pid = spawn(aargv, -1);
 	printf("agent:   %s at http://%s\n", name, listen);
 	return pid;
@@ -345,7 +357,7 @@ static pid_t start_dev_agent(int i, const char *url, const char *token, const ch
 static void run_until_signal(const pid_t *pids, int npids)
 {
 	/* No SA_RESTART: the signal must interrupt waitpid. */
-	struct sigaction sa = { .sa_handler = on_dev_signal };
+	struct sigaction sa = {.sa_handler = on_dev_signal};
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	while (!dev_stop) {
@@ -382,13 +394,14 @@ int sc_cli_dev(int argc, char **argv)
 	snprintf(url, sizeof(url), "http://%s", sport);
 	if (pipe(pfd) < 0)
 		return SC_EXIT_FAIL;
-	char *sargv[] = { "starcloud", "server", "--listen", sport, "--data-dir", sdir, NULL };
+	char *sargv[] = {"starcloud", "server", "--listen", sport, "--data-dir", sdir, NULL};
 	pids[npids++] = spawn(sargv, pfd[1]);
 	close(pfd[1]);
 	if (read_token(pfd[0], token, sizeof(token)) < 0)
-		fprintf(stderr, "starcloud dev: no admin token from the server (data dir %s in "
-				"use before?); agents need STARCLOUD_TOKEN\n",
-			sdir);
+		fprintf(stderr,
+		        "starcloud dev: no admin token from the server (data dir %s in "
+		        "use before?); agents need STARCLOUD_TOKEN\n",
+		        sdir);
 	close(pfd[0]);
 	if (!token[0] && getenv("STARCLOUD_TOKEN"))
 		snprintf(token, sizeof(token), "%s", getenv("STARCLOUD_TOKEN"));

@@ -41,7 +41,7 @@ static void pick(char *out, size_t outsz, const char *flag, const char *key, con
 }
 
 void sc__cli_conn(const char *server_flag, const char *token_flag, char *server, size_t serversz,
-		  char *token, size_t tokensz)
+                  char *token, size_t tokensz)
 {
 	pick(server, serversz, server_flag, "server", "http://127.0.0.1:7070");
 	pick(token, tokensz, token_flag, "token", NULL);

@@ -30,8 +30,8 @@ static int read_file(const char *verb, const char *path, char **out, size_t *len
 		return SC_EXIT_USAGE;
 	}
 	if (fstat(fileno(f), &st) == 0 && (size_t)st.st_size > SC_CLI_MAX_FILE) {
-		fprintf(stderr, "starcloud %s: %s: larger than the limit of %u bytes\n", verb,
-			path, SC_CLI_MAX_FILE);
+		fprintf(stderr, "starcloud %s: %s: larger than the limit of %u bytes\n", verb, path,
+		        SC_CLI_MAX_FILE);
 		fclose(f);
 		return SC_EXIT_USAGE;
 	}
@@ -64,7 +64,7 @@ static int read_file(const char *verb, const char *path, char **out, size_t *len
 	}
 	if (err || n > SC_CLI_MAX_FILE) {
 		fprintf(stderr, "starcloud %s: %s: %s\n", verb, path,
-			err ? "read error" : "larger than the limit");
+		        err ? "read error" : "larger than the limit");
 		free(buf);
 		return err ? SC_EXIT_FAIL : SC_EXIT_USAGE;
 	}
@@ -87,7 +87,8 @@ static int load_file(sc_manifest_set_t *set, const char *verb, const char *path)
 	free(text);
 	if (rc >= 0)
 		return SC_EXIT_OK;
-	fprintf(stderr, "starcloud %s: %s\n", verb, sc_manifest_error_format(&err, msg, sizeof(msg)));
+	fprintf(stderr, "starcloud %s: %s\n", verb,
+	        sc_manifest_error_format(&err, msg, sizeof(msg)));
 	return rc == SC_ENOMEM ? SC_EXIT_FAIL : SC_EXIT_USAGE;
 }
 

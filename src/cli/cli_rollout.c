@@ -56,13 +56,13 @@ static long call(const char *method, const char *url, const char *body, sc_buf_t
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: starcloud rollout status [DEPLOYMENT] [--server URL] [-o table|json]\n"
-		   "       starcloud rollout promote|abort|pause|resume DEPLOYMENT [--server URL]\n"
-		   "       starcloud rollout status [MODEL] --gateway URL [-o table|json]\n"
-		   "       starcloud rollout promote|abort MODEL --gateway URL\n\n"
-		   "Shows or steers canary rollouts. Without --gateway (and without\n"
-		   "$STARCLOUD_GATEWAY) it asks the server (the source of truth for\n"
-		   "Deployments: /api/v1/deployments/NAME/rollout); with them, a\n"
-		   "gateway's own rollouts (/admin/rollouts).\n");
+	           "       starcloud rollout promote|abort|pause|resume DEPLOYMENT [--server URL]\n"
+	           "       starcloud rollout status [MODEL] --gateway URL [-o table|json]\n"
+	           "       starcloud rollout promote|abort MODEL --gateway URL\n\n"
+	           "Shows or steers canary rollouts. Without --gateway (and without\n"
+	           "$STARCLOUD_GATEWAY) it asks the server (the source of truth for\n"
+	           "Deployments: /api/v1/deployments/NAME/rollout); with them, a\n"
+	           "gateway's own rollouts (/admin/rollouts).\n");
 }
 
 static void print_row(json_t *ro)
@@ -109,18 +109,25 @@ typedef struct gw_args {
 } gw_args_t;
 
 static const sc_flag_t gw_flags[] = {
-	{.name = "--gateway", SC_FLAG_AT(STR, gw_args_t, gateway), .meta = "URL",
-	 .env = "STARCLOUD_GATEWAY", .def = "http://127.0.0.1:8080",
-	 .help = "the gateway whose own rollouts to show or steer"},
-	{.name = "--output", .alias = "-o", SC_FLAG_AT(CHOICE, gw_args_t, output),
-	 .choices = "table|json", .def = "table", .help = "output format"},
+    {.name = "--gateway",
+     SC_FLAG_AT(STR, gw_args_t, gateway),
+     .meta = "URL",
+     .env = "STARCLOUD_GATEWAY",
+     .def = "http://127.0.0.1:8080",
+     .help = "the gateway whose own rollouts to show or steer"},
+    {.name = "--output",
+     .alias = "-o",
+     SC_FLAG_AT(CHOICE, gw_args_t, output),
+     .choices = "table|json",
+     .def = "table",
+     .help = "output format"},
 };
 
 static const sc_command_t gw_cmd = {
-	.name = "rollout",
-	.flags = gw_flags,
-	.nflags = sizeof(gw_flags) / sizeof(gw_flags[0]),
-	.max_args = 2,
+    .name = "rollout",
+    .flags = gw_flags,
+    .nflags = sizeof(gw_flags) / sizeof(gw_flags[0]),
+    .max_args = 2,
 };
 
 static int wants_gateway(int argc, char **argv)
@@ -156,7 +163,7 @@ int sc_cli_rollout(int argc, char **argv)
 	}
 	char url[1024], body[64];
 	snprintf(url, sizeof(url), "%s/admin/rollouts%s%s", gw, pos[1] ? "/" : "",
-		 pos[1] ? pos[1] : "");
+	         pos[1] ? pos[1] : "");
 	snprintf(body, sizeof(body), "{\"action\":\"%s\"}", verb);
 	sc_buf_t out;
 	sc_buf_init(&out, MAX_ANSWER);

@@ -63,32 +63,53 @@ static int interval_flag(void *opts, const char *v, char *err, size_t errsz)
 }
 
 static const sc_flag_t schedule_flags[] = {
-	{.name = "--file", .alias = "-f", .kind = SC_FLAG_FUNC, .fn = add_file, .meta = "PATH",
-	 .flags = SC_FLAG_REPEAT, .help = "a manifest file or folder (also as an argument)"},
-	{.name = "--output", .alias = "-o", SC_FLAG_AT(CHOICE, opts_t, output),
-	 .choices = "table|json", .def = "table", .help = "output format"},
-	{.name = "--now", .kind = SC_FLAG_FUNC, .fn = now_flag, .meta = "TIME",
-	 .help = "the cycle's time (default: the current time)"},
-	{.name = "--actions", SC_FLAG_AT(STR, opts_t, actions), .meta = "LIST",
-	 .help = "run only these actions, in this order (allocate,\nconsolidation, reclaim, "
-		 "preempt, stalegangeviction)"},
-	{.name = "--cycles", SC_FLAG_AT(INT, opts_t, cycles), .min = 1, .max = MAX_CYCLES,
-	 .def = "1", .help = "run N cycles; between cycles evictions complete and\nbindings start "
-			     "running"},
-	{.name = "--interval", .kind = SC_FLAG_FUNC, .fn = interval_flag, .meta = "DUR",
-	 .help = "time between cycles (default 0s)"},
+    {.name = "--file",
+     .alias = "-f",
+     .kind = SC_FLAG_FUNC,
+     .fn = add_file,
+     .meta = "PATH",
+     .flags = SC_FLAG_REPEAT,
+     .help = "a manifest file or folder (also as an argument)"},
+    {.name = "--output",
+     .alias = "-o",
+     SC_FLAG_AT(CHOICE, opts_t, output),
+     .choices = "table|json",
+     .def = "table",
+     .help = "output format"},
+    {.name = "--now",
+     .kind = SC_FLAG_FUNC,
+     .fn = now_flag,
+     .meta = "TIME",
+     .help = "the cycle's time (default: the current time)"},
+    {.name = "--actions",
+     SC_FLAG_AT(STR, opts_t, actions),
+     .meta = "LIST",
+     .help = "run only these actions, in this order (allocate,\nconsolidation, reclaim, "
+             "preempt, stalegangeviction)"},
+    {.name = "--cycles",
+     SC_FLAG_AT(INT, opts_t, cycles),
+     .min = 1,
+     .max = MAX_CYCLES,
+     .def = "1",
+     .help = "run N cycles; between cycles evictions complete and\nbindings start "
+             "running"},
+    {.name = "--interval",
+     .kind = SC_FLAG_FUNC,
+     .fn = interval_flag,
+     .meta = "DUR",
+     .help = "time between cycles (default 0s)"},
 };
 
 static const sc_command_t schedule_cmd = {
-	.name = "schedule",
-	.args = "-f FILE... [options]",
-	.about = "Schedules the nodes, queues, priority classes, jobs and deployments in the\n"
-		 "manifest files (or folders of *.yaml, *.yml, *.json) offline and prints the\n"
-		 "decisions: bindings, evictions, pending jobs with reasons, and queues.",
-	.footer = "Exit status: 0 success, 1 failure, 2 bad usage or bad manifests.",
-	.flags = schedule_flags,
-	.nflags = sizeof(schedule_flags) / sizeof(schedule_flags[0]),
-	.max_args = MAX_FILES,
+    .name = "schedule",
+    .args = "-f FILE... [options]",
+    .about = "Schedules the nodes, queues, priority classes, jobs and deployments in the\n"
+             "manifest files (or folders of *.yaml, *.yml, *.json) offline and prints the\n"
+             "decisions: bindings, evictions, pending jobs with reasons, and queues.",
+    .footer = "Exit status: 0 success, 1 failure, 2 bad usage or bad manifests.",
+    .flags = schedule_flags,
+    .nflags = sizeof(schedule_flags) / sizeof(schedule_flags[0]),
+    .max_args = MAX_FILES,
 };
 
 /* 0 to run, -1 after --help, else an exit status. */
@@ -128,8 +149,8 @@ static int apply_actions(const char *list, sc_config_t *c)
 		int a = sc_action_parse(tok);
 		if (a < 0)
 			return bad("--actions: unknown action \"%s\" (expected allocate, "
-				   "consolidation, reclaim, preempt, stalegangeviction)",
-				   tok);
+			           "consolidation, reclaim, preempt, stalegangeviction)",
+			           tok);
 		for (size_t i = 0; i < n; i++)
 			if (c->actions[i] == a)
 				return bad("--actions: \"%s\" is listed twice", tok);
@@ -221,17 +242,17 @@ static int bind_pod(world_t *w, const sc_binding_t *b, int64_t now)
 	}
 	int *gpus = sc_arena_calloc(w->arena, b->ngpus + 1, sizeof(int));
 	sc_pod_status_t p = {
-		.name = sc_arena_strdup(w->arena, b->pod),
-		.phase = SC_POD_RUNNING,
-		.node = sc_arena_strdup(w->arena, b->node),
-		.gpus = gpus,
-		.ngpus = b->ngpus,
-		.gpu_milli = b->gpu_milli,
-		.gpu_memory = b->gpu_memory,
-		.mig_gpu = b->mig_gpu,
-		.mig_start = b->mig_start,
-		.mig_profile = b->mig_profile ? sc_arena_strdup(w->arena, b->mig_profile) : NULL,
-		.started_at = now,
+	    .name = sc_arena_strdup(w->arena, b->pod),
+	    .phase = SC_POD_RUNNING,
+	    .node = sc_arena_strdup(w->arena, b->node),
+	    .gpus = gpus,
+	    .ngpus = b->ngpus,
+	    .gpu_milli = b->gpu_milli,
+	    .gpu_memory = b->gpu_memory,
+	    .mig_gpu = b->mig_gpu,
+	    .mig_start = b->mig_start,
+	    .mig_profile = b->mig_profile ? sc_arena_strdup(w->arena, b->mig_profile) : NULL,
+	    .started_at = now,
 	};
 	if (!p.name || !p.node || !gpus || (b->mig_profile && !p.mig_profile))
 		return SC_ENOMEM;
@@ -323,7 +344,7 @@ int sc_cli_schedule(int argc, char **argv)
 		rc = sc__cli_load_path(set, "schedule", o.files[i]);
 	if (rc == 0 && (rc = sc_manifest_snapshot(set, o.now, &snap, &err)) < 0) {
 		fprintf(stderr, "starcloud schedule: %s\n",
-			sc_manifest_error_format(&err, msg, sizeof(msg)));
+		        sc_manifest_error_format(&err, msg, sizeof(msg)));
 		rc = rc == SC_ENOMEM ? SC_EXIT_FAIL : SC_EXIT_USAGE;
 	}
 	if (rc == 0 && o.actions)

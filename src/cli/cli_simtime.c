@@ -23,12 +23,12 @@
 typedef struct topts {
 	const char *traces[MAX_TRACES];
 	int ntraces;
-	int format;               /* -1 = from the file */
-	const char *nodes;        /* OpenB node list */
-	int cl_nodes, cl_gpus;    /* --cluster NxG */
+	int format;            /* -1 = from the file */
+	const char *nodes;     /* OpenB node list */
+	int cl_nodes, cl_gpus; /* --cluster NxG */
 	bool by_qos;
 	long tick;
-	double load;              /* arrivals this many times as dense */
+	double load; /* arrivals this many times as dense */
 	const char *gpu_type, *throughputs;
 	bool json;
 	const char *csv, *plot;
@@ -78,7 +78,7 @@ static int parse_cluster(topts_t *o, const char *v)
 	if (sscanf(v, "%d%c%d", &n, &x, &g) != 3 || x != 'x' || n < 1 || n > 100000 || g < 1 ||
 	    g > 16)
 		return sc_sim_bad("--cluster: \"%s\" is not NxG (N nodes 1..100000, G GPUs 1..16)",
-				  v);
+		                  v);
 	o->cl_nodes = n;
 	o->cl_gpus = g;
 	return 0;
@@ -92,8 +92,8 @@ static int parse_value(topts_t *o, const char *a, const char *v)
 		o->traces[o->ntraces++] = v;
 	} else if (!strcmp(a, "--format")) {
 		if ((o->format = sc_tjob_format_parse(v)) < 0)
-			return sc_sim_bad("--format: unknown format \"%s\" (openb, gavel, tiresias)",
-					  v);
+			return sc_sim_bad(
+			    "--format: unknown format \"%s\" (openb, gavel, tiresias)", v);
 	} else if (!strcmp(a, "--nodes")) {
 		o->nodes = v;
 	} else if (!strcmp(a, "--cluster")) {
@@ -197,7 +197,8 @@ static void default_throughputs(const char *trace, char *out, size_t n)
 	else
 		snprintf(dir, sizeof(dir), ".");
 	for (int up = 0; up < 2; up++) {
-		int len = snprintf(out, n, "%s%s/simulation_throughputs.json", dir, up ? "/.." : "");
+		int len =
+		    snprintf(out, n, "%s%s/simulation_throughputs.json", dir, up ? "/.." : "");
 		if (len < (int)n && access(out, R_OK) == 0)
 			return;
 	}
@@ -209,7 +210,7 @@ static int cmp_str(const void *a, const void *b)
 }
 
 static int load_gavel(const topts_t *o, const char *path, sc_tjobs_t *jobs, char *msg,
-		      size_t msgsize)
+                      size_t msgsize)
 {
 	char tput[4096];
 	if (o->throughputs)
@@ -242,7 +243,7 @@ static int load_gavel(const topts_t *o, const char *path, sc_tjobs_t *jobs, char
 }
 
 static int load_openb(const topts_t *o, const char *path, sc_tjobs_t *jobs, char *msg,
-		      size_t msgsize)
+                      size_t msgsize)
 {
 	sc_trace_pods_t pods = {0};
 	int rc = sc_trace_read_pods(path, &pods, msg, msgsize);
@@ -305,10 +306,12 @@ static int synth_nodes(tnodes_t *t, int n, int g)
 	for (int i = 0; i < n; i++) {
 		snprintf(t->names[i], sizeof(t->names[i]), "node-%04d", i);
 		/* Room for 8 cores and 64 GiB per GPU: GPUs are the constraint. */
-		t->v[i] = (sc_node_spec_t){.name = t->names[i], .cpu_milli = (int64_t)g * 8000,
-					   .memory = (int64_t)g * 64 * 1024 * MIB,
-					   .gpu_count = g, .gpu_model = "GPU",
-					   .gpu_memory = (int64_t)32 * 1024 * MIB};
+		t->v[i] = (sc_node_spec_t){.name = t->names[i],
+		                           .cpu_milli = (int64_t)g * 8000,
+		                           .memory = (int64_t)g * 64 * 1024 * MIB,
+		                           .gpu_count = g,
+		                           .gpu_model = "GPU",
+		                           .gpu_memory = (int64_t)32 * 1024 * MIB};
 	}
 	t->n = (size_t)n;
 	return 0;
@@ -324,9 +327,11 @@ static int openb_nodes(tnodes_t *t, const char *path, char *msg, size_t msgsize)
 		return SC_ENOMEM;
 	for (size_t i = 0; i < t->trace.n; i++) {
 		const sc_trace_node_t *s = &t->trace.v[i];
-		t->v[i] = (sc_node_spec_t){.name = s->name, .cpu_milli = s->cpu_milli,
-					   .memory = s->memory_mib * MIB, .gpu_count = s->gpu,
-					   .gpu_model = s->gpu > 0 ? s->model : NULL};
+		t->v[i] = (sc_node_spec_t){.name = s->name,
+		                           .cpu_milli = s->cpu_milli,
+		                           .memory = s->memory_mib * MIB,
+		                           .gpu_count = s->gpu,
+		                           .gpu_model = s->gpu > 0 ? s->model : NULL};
 	}
 	t->n = t->trace.n;
 	return 0;
@@ -350,7 +355,7 @@ static int load_nodes(const topts_t *o, int format, tnodes_t *t, char *msg, size
 	if (format == SC_TJOB_TIRESIAS) /* tiresias/cluster_spec.csv */
 		return synth_nodes(t, 16, 4);
 	static const char *const where[] = {"traces/openb/openb_node_list_gpu_node.csv",
-					    "../shared/traces/openb/openb_node_list_gpu_node.csv"};
+	                                    "../shared/traces/openb/openb_node_list_gpu_node.csv"};
 	for (int i = 0; i < 2; i++)
 		if (access(where[i], R_OK) == 0)
 			return openb_nodes(t, where[i], msg, msgsize);

@@ -23,8 +23,8 @@
 
 /* The workloads of ../shared/traces/fgd-reference, used by --sweep. */
 static const char *const sweep_workloads[] = {
-	"openb_pod_list_cpu250", "openb_pod_list_default", "openb_pod_list_gpushare100",
-	"openb_pod_list_gpuspec33", "openb_pod_list_multigpu50",
+    "openb_pod_list_cpu250",    "openb_pod_list_default",    "openb_pod_list_gpushare100",
+    "openb_pod_list_gpuspec33", "openb_pod_list_multigpu50",
 };
 
 /* Where traces are looked up, in order, relative to the working directory. */
@@ -125,8 +125,8 @@ static int add_policies(opts_t *o, const char *arg)
 		}
 		if (!sc_sim_policy_known(tok))
 			return sc_sim_bad("--policy: unknown policy \"%s\" (random, dotprod, "
-					  "gpuclustering, gpupacking, bestfit, fgd, default, all)",
-					  tok);
+			                  "gpuclustering, gpupacking, bestfit, fgd, default, all)",
+			                  tok);
 		if (o->npolicies == MAX_LIST)
 			return sc_sim_bad("--policy: too many policies at \"%s\"", tok);
 		/* Keep the table's own string: tok lives in buf only. */
@@ -151,8 +151,10 @@ static int parse_one(opts_t *o, int argc, char **argv, int *i)
 	const char *a = argv[*i], *v;
 	if (!strcmp(a, "--json") || !strcmp(a, "--curve") || !strcmp(a, "--sweep") ||
 	    !strcmp(a, "--quiet")) {
-		*(a[2] == 'j' ? &o->json : a[2] == 'c' ? &o->curve : a[2] == 's' ? &o->sweep
-										   : &o->quiet) = true;
+		*(a[2] == 'j'   ? &o->json
+		  : a[2] == 'c' ? &o->curve
+		  : a[2] == 's' ? &o->sweep
+		                : &o->quiet) = true;
 		return 0;
 	}
 	if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -206,7 +208,7 @@ static int parse_args(opts_t *o, int argc, char **argv)
 		return 2;
 	if (o->npods == 0)
 		return sc_sim_bad("%s",
-				  "no pod list: give --pods FILE|NAME or --sweep (see --help)");
+		                  "no pod list: give --pods FILE|NAME or --sweep (see --help)");
 	return 0;
 }
 
@@ -268,21 +270,21 @@ static int load(const opts_t *o, loaded_t *l)
 	const char *nodes = o->nodes ? o->nodes : "openb_node_list_gpu_node";
 	if (locate(nodes, false, path, sizeof(path)) != 0)
 		return sc_sim_bad("%s: node list not found (looked in ./traces and "
-				  "../shared/traces; scripts/fetch-traces.sh downloads them)",
-				  nodes);
+		                  "../shared/traces; scripts/fetch-traces.sh downloads them)",
+		                  nodes);
 	if (sc_trace_read_nodes(path, &l->nodes, msg, sizeof(msg)) < 0)
 		return sc_sim_bad("%s", msg);
 	for (int i = 0; i < o->npods; i++) {
 		if (locate(o->pods[i], true, path, sizeof(path)) != 0)
 			return sc_sim_bad("%s: pod list not found (looked in ./traces and "
-					  "../shared/traces)",
-					  o->pods[i]);
+			                  "../shared/traces)",
+			                  o->pods[i]);
 		if (sc_trace_read_pods(path, &l->pods[i], msg, sizeof(msg)) < 0)
 			return sc_sim_bad("%s", msg);
 		l->n = i + 1;
 		stem(path, name, sizeof(name));
-		if (sc_sim_workload_new(&l->nodes, &l->pods[i], name, &l->w[i], msg,
-					sizeof(msg)) < 0)
+		if (sc_sim_workload_new(&l->nodes, &l->pods[i], name, &l->w[i], msg, sizeof(msg)) <
+		    0)
 			return sc_sim_bad("%s", msg);
 	}
 	return 0;
@@ -316,7 +318,7 @@ static void show_progress(const sweep_t *s)
 {
 	int width = 40, fill = (int)((double)width * (double)s->done / (double)s->njobs);
 	fprintf(stderr, "\r[%.*s%*s] %zu/%zu runs", fill,
-		"########################################", width - fill, "", s->done, s->njobs);
+	        "########################################", width - fill, "", s->done, s->njobs);
 	if (s->done == s->njobs)
 		fputc('\n', stderr);
 }
@@ -337,8 +339,8 @@ static void *worker(void *arg)
 		s->rc[j] = sc_sim_packing_run(s->l->w[wi], &c, &s->res[j], msg, sizeof(msg));
 		if (s->rc[j] < 0)
 			fprintf(stderr, "starcloud simulate: %s/%s/%llu: %s\n",
-				sc_sim_workload_name(s->l->w[wi]), c.policy,
-				(unsigned long long)c.seed, msg[0] ? msg : sc_strerror(s->rc[j]));
+			        sc_sim_workload_name(s->l->w[wi]), c.policy,
+			        (unsigned long long)c.seed, msg[0] ? msg : sc_strerror(s->rc[j]));
 		pthread_mutex_lock(&s->mu);
 		s->done++;
 		if (s->progress)

@@ -22,21 +22,27 @@ typedef struct store_opts {
 } store_opts_t;
 
 static const sc_flag_t store_flags[] = {
-	{.name = "--from", SC_FLAG_AT(STR, store_opts_t, from), .meta = "URL",
-	 .help = "sqlite:DATA_DIR or etcd://HOST:PORT[,HOST:PORT...]"},
-	{.name = "--to", SC_FLAG_AT(STR, store_opts_t, to), .meta = "URL",
-	 .help = "an empty store, in the same form"},
-	{.name = "--etcd-prefix", SC_FLAG_AT(STR, store_opts_t, prefix), .meta = "PREFIX",
-	 .help = "etcd key prefix (default /starcloud/)"},
+    {.name = "--from",
+     SC_FLAG_AT(STR, store_opts_t, from),
+     .meta = "URL",
+     .help = "sqlite:DATA_DIR or etcd://HOST:PORT[,HOST:PORT...]"},
+    {.name = "--to",
+     SC_FLAG_AT(STR, store_opts_t, to),
+     .meta = "URL",
+     .help = "an empty store, in the same form"},
+    {.name = "--etcd-prefix",
+     SC_FLAG_AT(STR, store_opts_t, prefix),
+     .meta = "PREFIX",
+     .help = "etcd key prefix (default /starcloud/)"},
 };
 
 static const sc_command_t store_cmd = {
-	.name = "store",
-	.args = "copy --from URL --to URL [--etcd-prefix /starcloud/]",
-	.about = "Copies every object and token from one store to an empty one.",
-	.flags = store_flags,
-	.nflags = sizeof(store_flags) / sizeof(store_flags[0]),
-	.max_args = 1,
+    .name = "store",
+    .args = "copy --from URL --to URL [--etcd-prefix /starcloud/]",
+    .about = "Copies every object and token from one store to an empty one.",
+    .flags = store_flags,
+    .nflags = sizeof(store_flags) / sizeof(store_flags[0]),
+    .max_args = 1,
 };
 
 static int copy_all(sc_store_t *from, sc_store_t *to, size_t *copied)
@@ -48,8 +54,10 @@ static int copy_all(sc_store_t *from, sc_store_t *to, size_t *copied)
 	size_t existing = dst.n;
 	sc_kv_list_free(&dst);
 	if (existing > 0) {
-		fprintf(stderr, "starcloud store copy: --to already holds %zu keys; refusing to "
-				"mix stores\n", existing);
+		fprintf(stderr,
+		        "starcloud store copy: --to already holds %zu keys; refusing to "
+		        "mix stores\n",
+		        existing);
 		return SC_EEXISTS;
 	}
 	if ((rc = sc_store_list(from, "/", &src)) < 0)
@@ -58,8 +66,8 @@ static int copy_all(sc_store_t *from, sc_store_t *to, size_t *copied)
 	for (size_t i = 0; i < src.n && rc == 0; i += BATCH) {
 		size_t n = src.n - i < BATCH ? src.n - i : BATCH;
 		for (size_t k = 0; k < n; k++)
-			ops[k] = (sc_store_op_t){ SC_STORE_PUT, src.items[i + k].key,
-						  src.items[i + k].value, SC_REV_ABSENT };
+			ops[k] = (sc_store_op_t){SC_STORE_PUT, src.items[i + k].key,
+			                         src.items[i + k].value, SC_REV_ABSENT};
 		if ((rc = sc_store_txn(to, ops, n, NULL, NULL)) == 0)
 			*copied += n;
 	}
@@ -98,7 +106,7 @@ int sc_cli_store(int argc, char **argv)
 		rc = open_store("--to", to, prefix, &dst);
 	if (rc == 0 && (rc = copy_all(src, dst, &copied)) < 0)
 		fprintf(stderr, "starcloud store copy: %s (after %zu keys)\n", sc_strerror(rc),
-			copied);
+		        copied);
 	if (rc == 0)
 		printf("copied %zu keys from %s to %s\n", copied, from, to);
 	sc_store_close(src);

@@ -28,7 +28,7 @@ typedef struct cli {
 	char token[256];
 	const char *server_flag, *token_flag; /* --server/--token or the environment */
 	int output_choice;
-	const char *output;   /* table, wide, json, yaml */
+	const char *output; /* table, wide, json, yaml */
 	const char *selector;
 	const char *files[MAX_FILES];
 	size_t nfiles;
@@ -38,7 +38,7 @@ typedef struct cli {
 	const char *node; /* token create --node (agent tokens) */
 	const char *queues[32];
 	size_t nqueues;
-	int undo;         /* drain --undo */
+	int undo; /* drain --undo */
 } cli_t;
 
 /* ---------------------------------------------------------------------
@@ -92,17 +92,25 @@ static const sc_flag_t conn_flags[] = {CONN_FLAGS};
 static const sc_flag_t delete_flags[] = {CONN_FLAGS, FILE_FLAG};
 static const sc_flag_t explain_flags[] = {CONN_FLAGS, OUTPUT_FLAG};
 static const sc_flag_t token_flags[] = {
-	CONN_FLAGS,
-	{.name = "--role", SC_FLAG_AT(STR, cli_t, role), .meta = "admin|tenant|viewer|agent",
-	 .help = "token create: the role"},
-	{.name = "--queue", .kind = SC_FLAG_FUNC, .fn = add_queue, .meta = "Q",
-	 .flags = SC_FLAG_REPEAT, .help = "token create: a queue a tenant token may use"},
-	{.name = "--node", SC_FLAG_AT(STR, cli_t, node), .meta = "NODE",
-	 .help = "token create: the node an agent token speaks for"},
+    CONN_FLAGS,
+    {.name = "--role",
+     SC_FLAG_AT(STR, cli_t, role),
+     .meta = "admin|tenant|viewer|agent",
+     .help = "token create: the role"},
+    {.name = "--queue",
+     .kind = SC_FLAG_FUNC,
+     .fn = add_queue,
+     .meta = "Q",
+     .flags = SC_FLAG_REPEAT,
+     .help = "token create: a queue a tenant token may use"},
+    {.name = "--node",
+     SC_FLAG_AT(STR, cli_t, node),
+     .meta = "NODE",
+     .help = "token create: the node an agent token speaks for"},
 };
 static const sc_flag_t drain_flags[] = {
-	CONN_FLAGS,
-	{.name = "--undo", SC_FLAG_AT(BOOL, cli_t, undo), .help = "make the node schedulable again"},
+    CONN_FLAGS,
+    {.name = "--undo", SC_FLAG_AT(BOOL, cli_t, undo), .help = "make the node schedulable again"},
 };
 static const sc_flag_t rollout_flags[] = {CONN_FLAGS, OUTPUT_FLAG};
 
@@ -112,30 +120,30 @@ static const sc_flag_t rollout_flags[] = {CONN_FLAGS, OUTPUT_FLAG};
 		.nflags = sizeof(t) / sizeof(t[0]), .max_args = max                                \
 	}
 static const sc_command_t apply_cmd =
-	VERB("apply", "-f FILE|DIR [-f ...] [options]", apply_flags,
-	     "Creates or updates the objects of manifests on the server.", 0);
-static const sc_command_t get_cmd = VERB(
-	"get", "nodes|queues|priorityclasses|jobs|deployments|events [NAME] [options]", get_flags,
-	"Lists objects of a kind, or shows one.", 2);
+    VERB("apply", "-f FILE|DIR [-f ...] [options]", apply_flags,
+         "Creates or updates the objects of manifests on the server.", 0);
+static const sc_command_t get_cmd =
+    VERB("get", "nodes|queues|priorityclasses|jobs|deployments|events [NAME] [options]", get_flags,
+         "Lists objects of a kind, or shows one.", 2);
 static const sc_command_t describe_cmd =
-	VERB("describe", "KIND NAME [options]", conn_flags, "Shows an object and its events.", 2);
+    VERB("describe", "KIND NAME [options]", conn_flags, "Shows an object and its events.", 2);
 static const sc_command_t delete_cmd =
-	VERB("delete", "KIND NAME... | -f FILE|DIR [options]", delete_flags, "Deletes objects.", 8);
+    VERB("delete", "KIND NAME... | -f FILE|DIR [options]", delete_flags, "Deletes objects.", 8);
 static const sc_command_t top_cmd =
-	VERB("top", "queues|nodes [options]", conn_flags, "GPUs in use per queue or node.", 1);
+    VERB("top", "queues|nodes [options]", conn_flags, "GPUs in use per queue or node.", 1);
 static const sc_command_t token_cmd =
-	VERB("token",
-	     "create --role admin|tenant|viewer|agent [--queue Q]... [--node NODE]\n"
-	     "       starcloud token list | delete ID | whoami",
-	     token_flags, "Creates, lists and deletes API tokens.", 2);
+    VERB("token",
+         "create --role admin|tenant|viewer|agent [--queue Q]... [--node NODE]\n"
+         "       starcloud token list | delete ID | whoami",
+         token_flags, "Creates, lists and deletes API tokens.", 2);
 static const sc_command_t explain_cmd = VERB("explain", "job|deployment NAME [options]",
-					     explain_flags, "Why a job is pending, in words.", 2);
+                                             explain_flags, "Why a job is pending, in words.", 2);
 static const sc_command_t drain_cmd =
-	VERB("drain", "NODE [--undo]", drain_flags,
-	     "Cordons a node and lets the scheduler move its jobs elsewhere.", 1);
-static const sc_command_t rollout_cmd = VERB(
-	"rollout", "status [DEPLOYMENT] | promote|abort|pause|resume DEPLOYMENT [options]",
-	rollout_flags, "A deployment's versioned rollout on the server (docs/SERVING.md).", 2);
+    VERB("drain", "NODE [--undo]", drain_flags,
+         "Cordons a node and lets the scheduler move its jobs elsewhere.", 1);
+static const sc_command_t rollout_cmd =
+    VERB("rollout", "status [DEPLOYMENT] | promote|abort|pause|resume DEPLOYMENT [options]",
+         rollout_flags, "A deployment's versioned rollout on the server (docs/SERVING.md).", 2);
 
 /* 0 to run, 1 after --help (the verb returns 0), < 0 after a message. */
 static int parse_args(const sc_command_t *cmd, int argc, char **argv, cli_t *c)
@@ -150,7 +158,7 @@ static int parse_args(const sc_command_t *cmd, int argc, char **argv, cli_t *c)
 	c->pos = (const char *const *)argv + 1;
 	c->npos = (size_t)nargs;
 	sc__cli_conn(c->server_flag, c->token_flag, c->server, sizeof(c->server), c->token,
-		     sizeof(c->token));
+	             sizeof(c->token));
 	return 0;
 }
 
@@ -172,8 +180,8 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
 /* Performs one request on the server base (n bytes); *resp gets the
  * parsed JSON body (or NULL). Returns the HTTP status, or -1 when the
  * server could not be reached. */
-static long http_one(const cli_t *c, const char *base, int n, const char *method,
-		     const char *path, const char *body, json_t **resp)
+static long http_one(const cli_t *c, const char *base, int n, const char *method, const char *path,
+                     const char *body, json_t **resp)
 {
 	char url[2048], auth[300];
 	sc_buf_t out;
@@ -213,7 +221,7 @@ static long http_one(const cli_t *c, const char *base, int n, const char *method
  * answers 503 (its store is unreachable). A 503 is retried only for
  * reads and for writes the server refused before writing anything. */
 static long http(const cli_t *c, const char *method, const char *path, const char *body,
-		 json_t **resp)
+                 json_t **resp)
 {
 	const char *p = c->server;
 	long status = -1;
@@ -245,13 +253,20 @@ static int report(long status, json_t *resp, const char *what)
 static const char *resource(const char *name)
 {
 	static const char *const map[][2] = {
-		{ "node", "nodes" },	   { "nodes", "nodes" },
-		{ "queue", "queues" },	   { "queues", "queues" },
-		{ "job", "jobs" },	   { "jobs", "jobs" },
-		{ "deployment", "deployments" }, { "deployments", "deployments" },
-		{ "deploy", "deployments" }, { "event", "events" },
-		{ "events", "events" },	   { "priorityclass", "priorityclasses" },
-		{ "priorityclasses", "priorityclasses" }, { "pc", "priorityclasses" },
+	    {"node", "nodes"},
+	    {"nodes", "nodes"},
+	    {"queue", "queues"},
+	    {"queues", "queues"},
+	    {"job", "jobs"},
+	    {"jobs", "jobs"},
+	    {"deployment", "deployments"},
+	    {"deployments", "deployments"},
+	    {"deploy", "deployments"},
+	    {"event", "events"},
+	    {"events", "events"},
+	    {"priorityclass", "priorityclasses"},
+	    {"priorityclasses", "priorityclasses"},
+	    {"pc", "priorityclasses"},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (name && strcasecmp(name, map[i][0]) == 0)
@@ -262,8 +277,8 @@ static const char *resource(const char *name)
 static const char *plural_of_kind(const char *kind)
 {
 	static const char *const map[][2] = {
-		{ "Node", "nodes" }, { "Queue", "queues" }, { "PriorityClass", "priorityclasses" },
-		{ "Job", "jobs" }, { "Deployment", "deployments" },
+	    {"Node", "nodes"}, {"Queue", "queues"},           {"PriorityClass", "priorityclasses"},
+	    {"Job", "jobs"},   {"Deployment", "deployments"},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (kind && strcmp(kind, map[i][0]) == 0)
@@ -313,7 +328,7 @@ static json_t *json_stream(const char *text, size_t len)
 			break;
 		json_error_t err;
 		json_t *doc = json_loadb(text + off, len - off,
-					 JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &err);
+		                         JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &err);
 		if (!doc) {
 			json_decref(all);
 			return NULL;
@@ -344,7 +359,7 @@ static json_t *load_objects(const char *path)
 			all = json_stream(text, len);
 		if (!all)
 			fprintf(stderr, "starcloud: %s:%d:%d: %s\n", path, err.line, err.col,
-				err.msg);
+			        err.msg);
 		goto out;
 	}
 	all = json_array();
@@ -363,7 +378,7 @@ out:
 
 static int manifest_file(const char *name)
 {
-	static const char *const exts[] = { ".json", ".yaml", ".yml", NULL };
+	static const char *const exts[] = {".json", ".yaml", ".yml", NULL};
 	size_t l = strlen(name);
 	for (size_t i = 0; exts[i] && name[0] != '.'; i++)
 		if (l > strlen(exts[i]) && strcmp(name + l - strlen(exts[i]), exts[i]) == 0)
@@ -374,7 +389,7 @@ static int manifest_file(const char *name)
 /* Expands a folder into its *.json, *.yaml and *.yml files (sorted, not
  * recursive). */
 static int each_path(const char *path, int (*fn)(const cli_t *, const char *, void *),
-		     const cli_t *c, void *ud)
+                     const cli_t *c, void *ud)
 {
 	struct stat st;
 	if (stat(path, &st) < 0) {
@@ -407,7 +422,8 @@ static int apply_one(const cli_t *c, json_t *obj)
 	const char *name = sc_cli_str_at(obj, "metadata", "name");
 	char path[512], what[400];
 	if (!res) {
-		fprintf(stderr, "starcloud: unknown kind \"%s\"\n", sc_cli_str_at(obj, "kind", NULL));
+		fprintf(stderr, "starcloud: unknown kind \"%s\"\n",
+		        sc_cli_str_at(obj, "kind", NULL));
 		return 2;
 	}
 	snprintf(what, sizeof(what), "%s/%s", res, name);
@@ -439,13 +455,16 @@ static int apply_file(const cli_t *c, const char *path, void *ud)
 	if (!objs)
 		return 2;
 	int del = ud != NULL;
-	json_array_foreach(objs, i, o) {
+	json_array_foreach(objs, i, o)
+	{
 		int rc;
 		if (del) {
 			char p[512], what[400];
 			const char *res = plural_of_kind(sc_cli_str_at(o, "kind", NULL));
-			snprintf(what, sizeof(what), "%s/%s", res ? res : "?", sc_cli_str_at(o, "metadata", "name"));
-			snprintf(p, sizeof(p), "/api/v1/%s/%s", res ? res : "?", sc_cli_str_at(o, "metadata", "name"));
+			snprintf(what, sizeof(what), "%s/%s", res ? res : "?",
+			         sc_cli_str_at(o, "metadata", "name"));
+			snprintf(p, sizeof(p), "/api/v1/%s/%s", res ? res : "?",
+			         sc_cli_str_at(o, "metadata", "name"));
 			json_t *resp = NULL;
 			long st = http(c, "DELETE", p, NULL, &resp);
 			rc = report(st, resp, what);
@@ -468,7 +487,8 @@ int sc_cli_apply(int argc, char **argv)
 	if (prc >= 0)
 		return prc;
 	if (c.nfiles == 0) {
-		fprintf(stderr, "usage: starcloud apply -f FILE|DIR [-f ...] [--server URL] [--token T]\n");
+		fprintf(stderr,
+		        "usage: starcloud apply -f FILE|DIR [-f ...] [--server URL] [--token T]\n");
 		return 2;
 	}
 	int worst = 0;
@@ -491,7 +511,7 @@ static int fetch(const cli_t *c, const char *res, const char *name, json_t **doc
 	else {
 		char *sel = c->selector ? curl_easy_escape(NULL, c->selector, 0) : NULL;
 		snprintf(path, sizeof(path), "/api/v1/%s%s%s", res, sel ? "?labelSelector=" : "",
-			 sel ? sel : "");
+		         sel ? sel : "");
 		curl_free(sel);
 	}
 	long st = http(c, "GET", path, NULL, doc);
@@ -506,8 +526,9 @@ int sc_cli_get(int argc, char **argv)
 	if (prc >= 0)
 		return prc;
 	if (c.npos < 1 || !(res = resource(c.pos[0]))) {
-		fprintf(stderr, "usage: starcloud get nodes|queues|priorityclasses|jobs|deployments|"
-				"events [NAME] [-o table|wide|json|yaml] [-l k=v]\n");
+		fprintf(stderr,
+		        "usage: starcloud get nodes|queues|priorityclasses|jobs|deployments|"
+		        "events [NAME] [-o table|wide|json|yaml] [-l k=v]\n");
 		return 2;
 	}
 	json_t *doc = NULL;
@@ -538,10 +559,14 @@ int sc_cli_describe(int argc, char **argv)
 		size_t i;
 		if (fetch(&c, "events", NULL, &evs) == 0) {
 			printf("events:\n");
-			json_array_foreach(json_object_get(evs, "items"), i, e) {
-				if (strcmp(sc_cli_str_at(e, "involvedObject", "name"), c.pos[1]) == 0)
-					printf("  %s  %-14s %s\n", sc_cli_str_at(e, "lastTimestamp", NULL),
-					       sc_cli_str_at(e, "reason", NULL), sc_cli_str_at(e, "message", NULL));
+			json_array_foreach(json_object_get(evs, "items"), i, e)
+			{
+				if (strcmp(sc_cli_str_at(e, "involvedObject", "name"), c.pos[1]) ==
+				    0)
+					printf("  %s  %-14s %s\n",
+					       sc_cli_str_at(e, "lastTimestamp", NULL),
+					       sc_cli_str_at(e, "reason", NULL),
+					       sc_cli_str_at(e, "message", NULL));
 			}
 		}
 		json_decref(evs);
@@ -592,8 +617,7 @@ int sc_cli_top(int argc, char **argv)
 	int prc = parse_status(parse_args(&top_cmd, argc, argv, &c));
 	if (prc >= 0)
 		return prc;
-	if (c.npos < 1 ||
-	    (strcmp(c.pos[0], "queues") != 0 && strcmp(c.pos[0], "nodes") != 0)) {
+	if (c.npos < 1 || (strcmp(c.pos[0], "queues") != 0 && strcmp(c.pos[0], "nodes") != 0)) {
 		fprintf(stderr, "usage: starcloud top queues|nodes\n");
 		return 2;
 	}
@@ -604,30 +628,37 @@ int sc_cli_top(int argc, char **argv)
 	if (rc == 0)
 		rc = fetch(&c, "jobs", NULL, &jobs);
 	if (rc == 0) {
-		printf("%-28s %-10s %-10s %s\n", "NAME", "GPUS-USED", by_node ? "GPUS" : "GPU-QUOTA",
-		       "PODS");
-		json_array_foreach(json_object_get(groups, "items"), i, g) {
+		printf("%-28s %-10s %-10s %s\n", "NAME", "GPUS-USED",
+		       by_node ? "GPUS" : "GPU-QUOTA", "PODS");
+		json_array_foreach(json_object_get(groups, "items"), i, g)
+		{
 			const char *name = sc_cli_str_at(g, "metadata", "name");
 			int used = 0, pods = 0;
-			json_array_foreach(json_object_get(jobs, "items"), k, j) {
+			json_array_foreach(json_object_get(jobs, "items"), k, j)
+			{
 				json_t *ps = json_object_get(json_object_get(j, "status"), "pods");
-				json_array_foreach(ps, m, p) {
+				json_array_foreach(ps, m, p)
+				{
 					if (strcmp(sc_cli_str_at(p, "phase", NULL), "Running") != 0)
 						continue;
-					const char *key = by_node ? sc_cli_str_at(p, "node", NULL)
-								  : sc_cli_str_at(j, "spec", "queue");
+					const char *key = by_node
+					                      ? sc_cli_str_at(p, "node", NULL)
+					                      : sc_cli_str_at(j, "spec", "queue");
 					if (strcmp(key, name) == 0) {
-						used += (int)json_array_size(json_object_get(p, "gpus"));
+						used += (int)json_array_size(
+						    json_object_get(p, "gpus"));
 						pods++;
 					}
 				}
 			}
 			json_t *spec = json_object_get(g, "spec");
-			double cap = by_node ? (double)json_integer_value(json_object_get(
-						       json_object_get(spec, "gpus"), "count"))
-					     : json_number_value(json_object_get(
-						       json_object_get(json_object_get(spec, "resources"), "gpu"),
-						       "quota"));
+			double cap =
+			    by_node
+			        ? (double)json_integer_value(
+			              json_object_get(json_object_get(spec, "gpus"), "count"))
+			        : json_number_value(json_object_get(
+			              json_object_get(json_object_get(spec, "resources"), "gpu"),
+			              "quota"));
 			printf("%-28s %-10d %-10g %d\n", name, used, cap, pods);
 		}
 	}
@@ -644,8 +675,8 @@ int sc_cli_token(int argc, char **argv)
 		return prc;
 	if (c.npos < 1) {
 		fprintf(stderr, "usage: starcloud token create --role admin|tenant|viewer|agent "
-				"[--queue Q]... [--node NODE]\n"
-				"       starcloud token list | delete ID | whoami\n");
+		                "[--queue Q]... [--node NODE]\n"
+		                "       starcloud token list | delete ID | whoami\n");
 		return 2;
 	}
 	json_t *resp = NULL;
@@ -669,8 +700,8 @@ int sc_cli_token(int argc, char **argv)
 		if (st == 201)
 			printf("%s\n", sc_cli_str_at(resp, "token", NULL));
 	} else if (strcmp(verb, "list") == 0 || strcmp(verb, "whoami") == 0) {
-		st = http(&c, "GET", verb[0] == 'l' ? "/api/v1/tokens" : "/api/v1/tokens/self", NULL,
-			  &resp);
+		st = http(&c, "GET", verb[0] == 'l' ? "/api/v1/tokens" : "/api/v1/tokens/self",
+		          NULL, &resp);
 		if (st == 200)
 			sc_cli_print_doc("yaml", "tokens", resp);
 	} else if (strcmp(verb, "delete") == 0 && c.npos == 2) {
@@ -703,17 +734,19 @@ static void print_explain(json_t *e)
 {
 	json_t *asks = json_object_get(e, "asks"), *q = json_object_get(e, "queueStatus"), *t;
 	size_t i;
-	printf("Job %s (queue %s): %s\n", sc_cli_str_at(e, "job", NULL), sc_cli_str_at(e, "queue", NULL),
-	       sc_cli_str_at(e, "phase", NULL));
+	printf("Job %s (queue %s): %s\n", sc_cli_str_at(e, "job", NULL),
+	       sc_cli_str_at(e, "queue", NULL), sc_cli_str_at(e, "phase", NULL));
 	printf("Reason: %s\n", sc_cli_str_at(e, "reason", NULL));
 	printf("Asks: %lld pods (minMember %lld), %lld whole GPUs\n",
 	       (long long)json_integer_value(json_object_get(asks, "pods")),
 	       (long long)json_integer_value(json_object_get(asks, "minMember")),
 	       (long long)json_integer_value(json_object_get(asks, "gpus")));
-	json_array_foreach(json_object_get(asks, "tasks"), i, t) {
+	json_array_foreach(json_object_get(asks, "tasks"), i, t)
+	{
 		char *res = json_dumps(json_object_get(t, "resources"), JSON_COMPACT);
 		printf("  task %s: %lld x %s\n", sc_cli_str_at(t, "name", NULL),
-		       (long long)json_integer_value(json_object_get(t, "replicas")), res ? res : "{}");
+		       (long long)json_integer_value(json_object_get(t, "replicas")),
+		       res ? res : "{}");
 		free(res);
 	}
 	if (!json_is_object(q)) {
@@ -775,7 +808,8 @@ int sc_cli_drain(int argc, char **argv)
 	int rc = report(st, doc, c.pos[0]);
 	if (rc == 0)
 		printf("node/%s %s\n", c.pos[0],
-		       c.undo ? "uncordoned" : "drained (its jobs are evicted and placed elsewhere)");
+		       c.undo ? "uncordoned"
+		              : "drained (its jobs are evicted and placed elsewhere)");
 	json_decref(doc);
 	return rc;
 }
@@ -795,7 +829,7 @@ static void rollout_row(json_t *doc)
 	{
 		if (n < sizeof(weights))
 			n += (size_t)snprintf(weights + n, sizeof(weights) - n, "%s%.32s=%lld%%",
-					      n ? "," : "", v, (long long)json_integer_value(w));
+			                      n ? "," : "", v, (long long)json_integer_value(w));
 	}
 	printf("%-24s %-16s %-8s %-8s %-12s %-16s %s\n", sc_cli_str_at(doc, "deployment", NULL),
 	       sc_cli_str_at(doc, "model", NULL), sc_cli_str_at(ro, "stable", NULL),
@@ -822,10 +856,10 @@ static int rollout_show(const cli_t *c, const char *name)
 			json_t *md = json_object_get(item, "metadata"), *st;
 			st = json_object_get(item, "status");
 			json_array_append_new(
-				list, json_pack("{s:O*,s:O*,s:O*}", "deployment",
-						json_object_get(md, "name"), "model",
-						json_object_get(json_object_get(item, "spec"), "model"),
-						"rollout", json_object_get(st, "rollout")));
+			    list, json_pack("{s:O*,s:O*,s:O*}", "deployment",
+			                    json_object_get(md, "name"), "model",
+			                    json_object_get(json_object_get(item, "spec"), "model"),
+			                    "rollout", json_object_get(st, "rollout")));
 		}
 		json_decref(all);
 	}
@@ -836,8 +870,7 @@ static int rollout_show(const cli_t *c, const char *name)
 	} else if (rc == 0) {
 		printf("%-24s %-16s %-8s %-8s %-12s %-16s %s\n", "DEPLOYMENT", "MODEL", "STABLE",
 		       "CANARY", "PHASE", "WEIGHTS", "REASON");
-		json_array_foreach(list, i, item)
-			rollout_row(item);
+		json_array_foreach(list, i, item) rollout_row(item);
 	}
 	json_decref(list);
 	json_decref(doc);
@@ -846,14 +879,14 @@ static int rollout_show(const cli_t *c, const char *name)
 
 int sc_cli_rollout_server(int argc, char **argv)
 {
-	static const char *const actions[] = { "promote", "abort", "pause", "resume", NULL };
+	static const char *const actions[] = {"promote", "abort", "pause", "resume", NULL};
 	cli_t c;
 	int prc = parse_status(parse_args(&rollout_cmd, argc, argv, &c));
 	if (prc >= 0)
 		return prc;
 	if (c.npos < 1 || c.npos > 2) {
 		fprintf(stderr, "usage: starcloud rollout status [DEPLOYMENT] | "
-				"promote|abort|pause|resume DEPLOYMENT (see --help)\n");
+		                "promote|abort|pause|resume DEPLOYMENT (see --help)\n");
 		return 2;
 	}
 	if (strcmp(c.pos[0], "status") == 0)
@@ -863,7 +896,7 @@ int sc_cli_rollout_server(int argc, char **argv)
 		;
 	if (!actions[a] || c.npos != 2) {
 		fprintf(stderr, "starcloud rollout: expected status, promote, abort, pause or "
-				"resume and a deployment\n");
+		                "resume and a deployment\n");
 		return 2;
 	}
 	char path[600], body[64];

@@ -32,7 +32,8 @@ void sc_cli_yaml_print(json_t *v, int indent, int in_list)
 	size_t i;
 	int first = 1;
 	if (json_is_object(v) && json_object_size(v)) {
-		json_object_foreach(v, key, val) {
+		json_object_foreach(v, key, val)
+		{
 			if (!(in_list && first))
 				printf("%*s", indent, "");
 			first = 0;
@@ -43,13 +44,15 @@ void sc_cli_yaml_print(json_t *v, int indent, int in_list)
 				sc_cli_yaml_print(val, indent + 2, 0);
 			} else {
 				printf(" ");
-				json_is_object(val) ? printf("{}") : json_is_array(val) ? printf("[]")
-											: (yaml_scalar(val), 0);
+				json_is_object(val)  ? printf("{}")
+				: json_is_array(val) ? printf("[]")
+				                     : (yaml_scalar(val), 0);
 				printf("\n");
 			}
 		}
 	} else if (json_is_array(v) && json_array_size(v)) {
-		json_array_foreach(v, i, val) {
+		json_array_foreach(v, i, val)
+		{
 			printf("%*s- ", indent, "");
 			if (json_is_object(val) && json_object_size(val))
 				sc_cli_yaml_print(val, indent + 2, 1);
@@ -75,7 +78,7 @@ const char *sc_cli_str_at(json_t *obj, const char *a, const char *b)
 
 static void age(json_t *obj, char *out, size_t outsz)
 {
-	struct tm tm = { 0 };
+	struct tm tm = {0};
 	const char *ts = sc_cli_str_at(obj, "metadata", "creationTimestamp");
 	if (!strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm)) {
 		snprintf(out, outsz, "-");
@@ -97,7 +100,8 @@ static int running_pods(json_t *job, int *gpus)
 	json_t *pods = json_object_get(json_object_get(job, "status"), "pods"), *p;
 	size_t i;
 	int n = 0;
-	json_array_foreach(pods, i, p) {
+	json_array_foreach(pods, i, p)
+	{
 		if (strcmp(sc_cli_str_at(p, "phase", NULL), "Running") == 0) {
 			n++;
 			if (gpus)
@@ -134,19 +138,24 @@ static void print_row(const char *res, json_t *o, int wide)
 		       wide ? reason : "");
 	} else if (strcmp(res, "nodes") == 0) {
 		json_t *g = json_object_get(spec, "gpus");
-		printf("%-5lld %-14s %-8s %s", (long long)json_integer_value(json_object_get(g, "count")),
+		printf("%-5lld %-14s %-8s %s",
+		       (long long)json_integer_value(json_object_get(g, "count")),
 		       sc_cli_str_at(g, "model", NULL), ag, "");
 	} else if (strcmp(res, "queues") == 0) {
-		json_t *gq = json_object_get(json_object_get(json_object_get(spec, "resources"), "gpu"),
-					     "quota");
-		printf("%-16s %-9g %-6s", sc_cli_str_at(spec, "parentQueue", NULL), json_number_value(gq), ag);
+		json_t *gq = json_object_get(
+		    json_object_get(json_object_get(spec, "resources"), "gpu"), "quota");
+		printf("%-16s %-9g %-6s", sc_cli_str_at(spec, "parentQueue", NULL),
+		       json_number_value(gq), ag);
 	} else if (strcmp(res, "priorityclasses") == 0) {
-		printf("%-8lld %-6s", (long long)json_integer_value(json_object_get(spec, "value")), ag);
+		printf("%-8lld %-6s", (long long)json_integer_value(json_object_get(spec, "value")),
+		       ag);
 	} else if (strcmp(res, "deployments") == 0) {
-		printf("%-16s %-16s %-8lld %-6s", sc_cli_str_at(spec, "queue", NULL), sc_cli_str_at(spec, "model", NULL),
+		printf("%-16s %-16s %-8lld %-6s", sc_cli_str_at(spec, "queue", NULL),
+		       sc_cli_str_at(spec, "model", NULL),
 		       (long long)json_integer_value(json_object_get(spec, "replicas")), ag);
 	} else if (strcmp(res, "events") == 0) {
-		printf("%-16s %-24s %s", sc_cli_str_at(o, "reason", NULL), sc_cli_str_at(o, "involvedObject", "name"),
+		printf("%-16s %-24s %s", sc_cli_str_at(o, "reason", NULL),
+		       sc_cli_str_at(o, "involvedObject", "name"),
 		       sc_cli_str_at(o, "message", NULL));
 	}
 	if (wide) {

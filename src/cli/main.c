@@ -23,26 +23,26 @@ typedef struct verb {
 } verb_t;
 
 static const verb_t verbs[] = {
-	{"schedule", sc_cli_schedule, "offline scheduling of manifests (one or more cycles)", 0},
-	{"version", sc_cli_version, "print the version", 0},
-	{"simulate", sc_cli_simulate, "packing and trace simulation", 0},
-	{"bench", sc_cli_bench, "scheduler benchmarks (core, preempt)", 0},
-	{"server", sc_server_main, "run the control plane", 1},
-	{"agent", sc_agent_main, "run a node agent", 1},
-	{"gateway", sc_gateway_main, "run the serving gateway", 1},
-	{"worker", sc_worker_main, "run the reference model worker", 1},
-	{"dev", sc_cli_dev, "run a local cluster (server, agents, gateway)", 1},
-	{"apply", sc_cli_apply, "create or update objects on a server", 0},
-	{"get", sc_cli_get, "list or show objects", 0},
-	{"describe", sc_cli_describe, "show an object in detail", 0},
-	{"delete", sc_cli_delete, "delete objects", 0},
-	{"token", sc_cli_token, "create, list and delete API tokens", 0},
-	{"explain", sc_cli_explain, "why is a job pending", 0},
-	{"logs", sc_cli_logs, "show a pod's logs", 0},
-	{"top", sc_cli_top, "resource usage", 0},
-	{"drain", sc_cli_drain, "drain a node", 0},
-	{"rollout", sc_cli_rollout, "deployment rollout status, promote, abort", 0},
-	{"store", sc_cli_store, "copy a store (sqlite to etcd)", 0},
+    {"schedule", sc_cli_schedule, "offline scheduling of manifests (one or more cycles)", 0},
+    {"version", sc_cli_version, "print the version", 0},
+    {"simulate", sc_cli_simulate, "packing and trace simulation", 0},
+    {"bench", sc_cli_bench, "scheduler benchmarks (core, preempt)", 0},
+    {"server", sc_server_main, "run the control plane", 1},
+    {"agent", sc_agent_main, "run a node agent", 1},
+    {"gateway", sc_gateway_main, "run the serving gateway", 1},
+    {"worker", sc_worker_main, "run the reference model worker", 1},
+    {"dev", sc_cli_dev, "run a local cluster (server, agents, gateway)", 1},
+    {"apply", sc_cli_apply, "create or update objects on a server", 0},
+    {"get", sc_cli_get, "list or show objects", 0},
+    {"describe", sc_cli_describe, "show an object in detail", 0},
+    {"delete", sc_cli_delete, "delete objects", 0},
+    {"token", sc_cli_token, "create, list and delete API tokens", 0},
+    {"explain", sc_cli_explain, "why is a job pending", 0},
+    {"logs", sc_cli_logs, "show a pod's logs", 0},
+    {"top", sc_cli_top, "resource usage", 0},
+    {"drain", sc_cli_drain, "drain a node", 0},
+    {"rollout", sc_cli_rollout, "deployment rollout status, promote, abort", 0},
+    {"store", sc_cli_store, "copy a store (sqlite to etcd)", 0},
 };
 
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
@@ -52,7 +52,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: starcloud <command> [options]\n\ncommands:\n");
 	for (size_t i = 0; i < NVERBS; i++)
 		fprintf(f, "  %-10s %s%s\n", verbs[i].name, verbs[i].summary,
-			verbs[i].run ? "" : " (not in this build)");
+		        verbs[i].run ? "" : " (not in this build)");
 	fprintf(f, "\n`starcloud <command> --help` describes a command.\n");
 }
 
@@ -88,7 +88,7 @@ int main(int argc, char **argv)
 			continue;
 		if (!verbs[i].run) {
 			fprintf(stderr, "starcloud: \"%s\" (%s) is not available in this build\n",
-				verbs[i].name, verbs[i].summary);
+			        verbs[i].name, verbs[i].summary);
 			return SC_EXIT_FAIL;
 		}
 		/* A write to a socket whose peer has gone raises SIGPIPE, which

@@ -132,18 +132,19 @@ static void print_queues(const sc_decisions_t *d)
 		snprintf(name, sizeof(name), "%s%s", q->parent ? "  " : "", q->name);
 		/* Two decimals at most: shares and MIG slices make long fractions. */
 		snprintf(gpu, sizeof(gpu), "%.6g / %.6g / %.6g", round2(q->fair_share[SC_RES_GPU]),
-			 round2(q->allocated[SC_RES_GPU]), round2(q->requested[SC_RES_GPU]));
+		         round2(q->allocated[SC_RES_GPU]), round2(q->requested[SC_RES_GPU]));
 		snprintf(cpu, sizeof(cpu), "%.6g / %.6g / %.6g",
-			 round2(q->fair_share[SC_RES_CPU] / 1000),
-			 round2(q->allocated[SC_RES_CPU] / 1000), round2(q->requested[SC_RES_CPU] / 1000));
+		         round2(q->fair_share[SC_RES_CPU] / 1000),
+		         round2(q->allocated[SC_RES_CPU] / 1000),
+		         round2(q->requested[SC_RES_CPU] / 1000));
 		snprintf(mem, sizeof(mem), "%.4g / %.4g / %.4g", q->fair_share[SC_RES_MEM] / gib,
-			 q->allocated[SC_RES_MEM] / gib, q->requested[SC_RES_MEM] / gib);
+		         q->allocated[SC_RES_MEM] / gib, q->requested[SC_RES_MEM] / gib);
 		printf("  %-*s  %-22s  %-22s  %s\n", wq, name, gpu, cpu, mem);
 	}
 }
 
 static void print_table(const sc__out_t *o, const sc_snapshot_t *s, const sc_decisions_t *d,
-			int index)
+                        int index)
 {
 	if (o->ncycles > 1)
 		printf("%s== cycle %d ==\n", index ? "\n" : "", index + 1);
@@ -199,7 +200,7 @@ static int final_state(sc__out_t *o, json_t *cj)
 }
 
 int sc__out_cycle(sc__out_t *o, const sc_snapshot_t *s, const sc_decisions_t *d, int index,
-		  bool last)
+                  bool last)
 {
 	if (!o->json) {
 		print_table(o, s, d, index);

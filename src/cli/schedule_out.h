@@ -20,7 +20,7 @@ typedef struct sc__out {
 int sc__out_init(sc__out_t *o, bool json, int ncycles);
 /* Records (json) or prints (table) one cycle's decisions, both borrowed. */
 int sc__out_cycle(sc__out_t *o, const sc_snapshot_t *s, const sc_decisions_t *d, int index,
-		  bool last);
+                  bool last);
 /* Prints the JSON object; nothing for tables. */
 int sc__out_finish(sc__out_t *o);
 void sc__out_free(sc__out_t *o);

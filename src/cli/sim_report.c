@@ -43,7 +43,7 @@ static void json_str(FILE *out, const char *s)
 }
 
 static void json_curve(FILE *out, const char *key, const double *c, const int *keys, size_t nk,
-		       bool full)
+                       bool full)
 {
 	fprintf(out, "\"%s\": {", key);
 	size_t n = full ? SC_SIM_CURVE_MAX + 1 : nk;
@@ -62,14 +62,14 @@ void sc_report_json(FILE *out, const sc_sim_result_t *r, bool curve)
 	fputs(", \"policy\": ", out);
 	json_str(out, r->policy);
 	fprintf(out, ", \"seed\": %llu, \"total_gpus\": %d, ", (unsigned long long)r->seed,
-		r->total_gpus);
+	        r->total_gpus);
 	json_curve(out, "alloc_pct", r->alloc, alloc_keys, 2, curve);
 	fputs(", ", out);
 	json_curve(out, "frag_pct", r->frag, frag_keys, 4, curve);
 	fputs(", \"unallocated_gpus_at_130\": ", out);
 	json_num(out, sc_report_unalloc_130(r), 1);
 	fprintf(out, ", \"pods\": %zu, \"failed_pods\": %zu, \"wall_seconds\": %.3f}\n", r->pods,
-		r->failed_pods, r->wall_seconds);
+	        r->failed_pods, r->wall_seconds);
 }
 
 int sc_report_csv(const char *path, const sc_sim_result_t *rs, size_t n, bool curve)
@@ -89,11 +89,11 @@ int sc_report_csv(const char *path, const sc_sim_result_t *rs, size_t n, bool cu
 	for (size_t i = 0; i < n; i++) {
 		const sc_sim_result_t *r = &rs[i];
 		fprintf(f, "%s,%s,%llu,%d", r->workload, r->policy, (unsigned long long)r->seed,
-			r->total_gpus);
+		        r->total_gpus);
 		double v[] = {sc_sim_curve_at(r->alloc, 100), sc_sim_curve_at(r->alloc, 130),
-			      sc_sim_curve_at(r->frag, 50),   sc_sim_curve_at(r->frag, 90),
-			      sc_sim_curve_at(r->frag, 100),  sc_sim_curve_at(r->frag, 130),
-			      sc_report_unalloc_130(r)};
+		              sc_sim_curve_at(r->frag, 50),   sc_sim_curve_at(r->frag, 90),
+		              sc_sim_curve_at(r->frag, 100),  sc_sim_curve_at(r->frag, 130),
+		              sc_report_unalloc_130(r)};
 		for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++)
 			isnan(v[k]) ? fputs(",", f) : fprintf(f, ",%.2f", v[k]);
 		fprintf(f, ",%zu,%zu,%.3f", r->pods, r->failed_pods, r->wall_seconds);
@@ -125,7 +125,7 @@ static size_t group_results(const sc_sim_result_t *rs, size_t n, group_t *g)
 	for (size_t i = 0; i < n; i++) {
 		size_t k = 0;
 		while (k < ng && (strcmp(g[k].workload, rs[i].workload) != 0 ||
-				  strcmp(g[k].policy, rs[i].policy) != 0))
+		                  strcmp(g[k].policy, rs[i].policy) != 0))
 			k++;
 		if (k == ng) {
 			memset(&g[ng], 0, sizeof(g[ng]));
@@ -140,7 +140,8 @@ static size_t group_results(const sc_sim_result_t *rs, size_t n, group_t *g)
 				x->nalloc[p]++;
 			}
 		x->frag90 += isnan(rs[i].frag[90]) ? 0 : rs[i].frag[90];
-		x->unalloc += isnan(sc_report_unalloc_130(&rs[i])) ? 0 : sc_report_unalloc_130(&rs[i]);
+		x->unalloc +=
+		    isnan(sc_report_unalloc_130(&rs[i])) ? 0 : sc_report_unalloc_130(&rs[i]);
 		x->failed += (double)rs[i].failed_pods;
 		x->wall += rs[i].wall_seconds;
 	}
@@ -159,12 +160,12 @@ void sc_report_table(FILE *out, const sc_sim_result_t *rs, size_t n)
 		return;
 	size_t ng = group_results(rs, n, g);
 	fprintf(out, "%-28s %-14s %5s %9s %9s %8s %10s %8s %7s\n", "WORKLOAD", "POLICY", "SEEDS",
-		"ALLOC@100", "ALLOC@130", "FRAG@90", "UNALLOC130", "FAILED", "WALL_S");
+	        "ALLOC@100", "ALLOC@130", "FRAG@90", "UNALLOC130", "FAILED", "WALL_S");
 	for (size_t i = 0; i < ng; i++) {
 		double d = (double)g[i].n;
 		fprintf(out, "%-28s %-14s %5zu %8.2f%% %8.2f%% %7.2f%% %10.1f %8.1f %7.2f\n",
-			g[i].workload, g[i].policy, g[i].n, gmean(&g[i], 100), gmean(&g[i], 130),
-			g[i].frag90 / d, g[i].unalloc / d, g[i].failed / d, g[i].wall / d);
+		        g[i].workload, g[i].policy, g[i].n, gmean(&g[i], 100), gmean(&g[i], 130),
+		        g[i].frag90 / d, g[i].unalloc / d, g[i].failed / d, g[i].wall / d);
 	}
 	free(g);
 }
@@ -196,14 +197,14 @@ static int write_plot(const char *dir, const group_t *g, size_t ng, const char *
 	fprintf(gp, "set terminal png size 900,600\nset output '%s'\n", png);
 	fprintf(gp, "set title '%s: GPU allocation vs arrived demand'\n", workload);
 	fprintf(gp, "set xlabel 'arrived GPU demand (%% of capacity)'\n"
-		    "set ylabel 'GPUs allocated (%% of capacity)'\n"
-		    "set key left top\nset grid\nset xrange [0:130]\nset yrange [0:100]\n");
+	            "set ylabel 'GPUs allocated (%% of capacity)'\n"
+	            "set key left top\nset grid\nset xrange [0:130]\nset yrange [0:100]\n");
 	fprintf(gp, "plot ");
 	size_t b = 0;
 	for (size_t i = 0; i < ng; i++)
 		if (strcmp(g[i].workload, workload) == 0) {
 			fprintf(gp, "%s'%s' index %zu with lines lw 2 title '%s'", b ? ", " : "",
-				dat, b, g[i].policy);
+			        dat, b, g[i].policy);
 			b++;
 		}
 	fprintf(gp, "\n");
@@ -227,7 +228,7 @@ int sc_report_plot(const char *dir, const sc_sim_result_t *rs, size_t n)
 			first = first && strcmp(g[j].workload, g[i].workload) != 0;
 		if (first && write_plot(dir, g, ng, g[i].workload) != 0) {
 			fprintf(stderr, "starcloud simulate: plotting %s with gnuplot failed\n",
-				g[i].workload);
+			        g[i].workload);
 			rc = -1;
 		}
 	}

@@ -69,16 +69,16 @@ static int write_csv(const sc_tsim_result_t *r, const sc_tjobs_t *jobs, const ch
 		return 1;
 	}
 	fprintf(f, "job,queue,pods,gpus_per_pod,gpu_milli,arrival,start,finish,wait_s,jct_s,"
-		   "preemptions\n");
+	           "preemptions\n");
 	for (size_t i = 0; i < jobs->n; i++) {
 		const sc_tjob_t *j = &jobs->v[i];
 		const sc_tsim_job_t *o = &r->job[i];
 		fprintf(f, "%s,%s,%d,%d,%d,%lld,%lld,%lld,", j->name, j->queue, j->pods, j->gpus,
-			j->gpu_milli, (long long)o->arrival, (long long)o->start,
-			(long long)o->finish);
+		        j->gpu_milli, (long long)o->arrival, (long long)o->start,
+		        (long long)o->finish);
 		if (o->finish >= 0)
 			fprintf(f, "%lld,%lld,%d\n", (long long)(o->start - o->arrival),
-				(long long)(o->finish - o->arrival), o->preemptions);
+			        (long long)(o->finish - o->arrival), o->preemptions);
 		else
 			fprintf(f, ",,%d\n", o->preemptions);
 	}
@@ -99,7 +99,7 @@ static int write_plots(const sc_tsim_result_t *r, const char *dir)
 	if (u)
 		for (size_t i = 0; i < r->nseries; i++)
 			fprintf(u, "%.4f %.3f %zu\n", (double)r->series[i].t / 3600.0,
-				r->series[i].util, r->series[i].pending);
+			        r->series[i].util, r->series[i].pending);
 	int64_t t0 = r->nseries ? r->series[0].t : 0;
 	if (w && r->job) {
 		int64_t first = INT64_MAX;
@@ -109,8 +109,8 @@ static int write_plots(const sc_tsim_result_t *r, const char *dir)
 		for (size_t i = 0; i < r->jobs; i++)
 			if (r->job[i].start >= 0)
 				fprintf(w, "%.4f %lld\n",
-					(double)(r->job[i].start - first + t0) / 3600.0,
-					(long long)(r->job[i].start - r->job[i].arrival));
+				        (double)(r->job[i].start - first + t0) / 3600.0,
+				        (long long)(r->job[i].start - r->job[i].arrival));
 	}
 	int bad = !u || !w;
 	if (u)
@@ -123,21 +123,23 @@ static int write_plots(const sc_tsim_result_t *r, const char *dir)
 		return 1;
 	}
 	fprintf(gp, "set terminal png size 900,600\nset grid\nset xlabel 'time (hours)'\n");
-	fprintf(gp, "set output '%s/utilisation.png'\nset title 'GPU allocation and pending jobs'\n"
-		    "set ylabel 'GPUs allocated (%%)'\nset y2label 'pending jobs'\nset ytics nomirror\n"
-		    "set y2tics\nset yrange [0:100]\n"
-		    "plot '%s' using 1:2 with lines lw 2 title 'GPU %%', "
-		    "'%s' using 1:3 axes x1y2 with lines title 'pending'\n",
-		    dir, util, util);
-	fprintf(gp, "unset y2label\nunset y2tics\nset autoscale y\nset ytics mirror\n"
-		    "set output '%s/wait.png'\nset title 'Queue wait by start time'\n"
-		    "set ylabel 'wait (s)'\nplot '%s' using 1:2 with points pt 7 ps 0.4 title 'job'\n",
-		    dir, wait);
+	fprintf(gp,
+	        "set output '%s/utilisation.png'\nset title 'GPU allocation and pending jobs'\n"
+	        "set ylabel 'GPUs allocated (%%)'\nset y2label 'pending jobs'\nset ytics nomirror\n"
+	        "set y2tics\nset yrange [0:100]\n"
+	        "plot '%s' using 1:2 with lines lw 2 title 'GPU %%', "
+	        "'%s' using 1:3 axes x1y2 with lines title 'pending'\n",
+	        dir, util, util);
+	fprintf(gp,
+	        "unset y2label\nunset y2tics\nset autoscale y\nset ytics mirror\n"
+	        "set output '%s/wait.png'\nset title 'Queue wait by start time'\n"
+	        "set ylabel 'wait (s)'\nplot '%s' using 1:2 with points pt 7 ps 0.4 title 'job'\n",
+	        dir, wait);
 	return pclose(gp) == 0 ? 0 : 1;
 }
 
 int sc_treport_output(const sc_tsim_result_t *r, const sc_tjobs_t *jobs, bool as_json,
-		      const char *csv, const char *plot_dir)
+                      const char *csv, const char *plot_dir)
 {
 	if (as_json)
 		json(r);

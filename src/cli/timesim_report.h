@@ -9,7 +9,7 @@
 
 /* Writes the table (or JSON with json) to stdout, the per-job CSV to csv
  * and the plots into plot_dir (either may be NULL). Returns 0 or 1. */
-int sc_treport_output(const sc_tsim_result_t *r, const sc_tjobs_t *jobs, bool json,
-		      const char *csv, const char *plot_dir);
+int sc_treport_output(const sc_tsim_result_t *r, const sc_tjobs_t *jobs, bool json, const char *csv,
+                      const char *plot_dir);
 
 #endif

@@ -28,14 +28,15 @@ bool sc__res_fits_limit(const sc_sched_t *s, int q, const res3_t *add, char *why
 	for (; q >= 0; q = s->queues[q].parent) {
 		const squeue_t *sq = &s->queues[q];
 		for (int r = 0; r < SC_RES_COUNT; r++) {
-			if (add->v[r] <= 0 || sq->allocated.v[r] + add->v[r] <= sq->limit.v[r] + 1e-9)
+			if (add->v[r] <= 0 ||
+			    sq->allocated.v[r] + add->v[r] <= sq->limit.v[r] + 1e-9)
 				continue;
 			char a[32], b[32], c[32];
 			fmt_amount(a, sizeof(a), r, sq->allocated.v[r]);
 			fmt_amount(b, sizeof(b), r, add->v[r]);
 			fmt_amount(c, sizeof(c), r, sq->limit.v[r]);
 			snprintf(why, n, "queue %s would exceed its %s limit (%s used + %s > %s)",
-				 sq->spec->name, res_name[r], a, b, c);
+			         sq->spec->name, res_name[r], a, b, c);
 			return false;
 		}
 	}
@@ -46,15 +47,17 @@ static bool within_quota(const sc_sched_t *s, int q, const res3_t *add, char *wh
 {
 	const squeue_t *sq = &s->queues[q];
 	for (int r = 0; r < SC_RES_COUNT; r++) {
-		if (add->v[r] <= 0 || sq->alloc_nonpreempt.v[r] + add->v[r] <= sq->quota.v[r] + 1e-9)
+		if (add->v[r] <= 0 ||
+		    sq->alloc_nonpreempt.v[r] + add->v[r] <= sq->quota.v[r] + 1e-9)
 			continue;
 		char a[32], b[32], c[32];
 		fmt_amount(a, sizeof(a), r, sq->alloc_nonpreempt.v[r]);
 		fmt_amount(b, sizeof(b), r, add->v[r]);
 		fmt_amount(c, sizeof(c), r, sq->quota.v[r]);
-		snprintf(why, n,
-			 "non-preemptible job must stay within queue %s's %s quota (%s used + %s > %s)",
-			 sq->spec->name, res_name[r], a, b, c);
+		snprintf(
+		    why, n,
+		    "non-preemptible job must stay within queue %s's %s quota (%s used + %s > %s)",
+		    sq->spec->name, res_name[r], a, b, c);
 		return false;
 	}
 	return true;

@@ -323,7 +323,7 @@ static int share_device(const sc_node_view_t *n, int s, int64_t mem, int policy)
 		if (n->gpu_free[d] < s || n->gpu_mem_free[d] < mem)
 			continue;
 		if (best < 0 || (policy == SC_DEV_SPREAD ? n->gpu_free[d] > n->gpu_free[best]
-							  : n->gpu_free[d] < n->gpu_free[best]))
+		                                         : n->gpu_free[d] < n->gpu_free[best]))
 			best = d;
 	}
 	return best;
@@ -347,7 +347,7 @@ bool sc_node_fits(const sc_node_view_t *n, const sc_request_t *r)
 }
 
 int sc_node_choose_devices(const sc_node_view_t *n, const sc_request_t *r, int policy,
-			   sc_assign_t *a)
+                           sc_assign_t *a)
 {
 	a->node = n->index;
 	a->ngpus = 0;
@@ -401,15 +401,15 @@ static uint8_t mig_span(const sc_assign_t *a)
 }
 
 /* MIG pods hold slices of one device rather than milli of it. */
-static int mig_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r,
-		    const sc_assign_t *a, bool force)
+static int mig_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r, const sc_assign_t *a,
+                    bool force)
 {
 	int d = a->gpus[0];
 	if (d < 0 || d >= n->gpu_count || a->mig_slices <= 0 || a->mig_start < 0 ||
 	    a->mig_start + a->mig_slices > 8)
 		return SC_EINVAL;
 	if (!force && (n->cpu_free < r->cpu_milli || n->mem_free < r->memory ||
-		       (n->mig_used[d] & mig_span(a))))
+	               (n->mig_used[d] & mig_span(a))))
 		return SC_ENOFIT;
 	index_del(c, n->index);
 	n->cpu_free -= r->cpu_milli;
@@ -424,7 +424,7 @@ static int mig_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r,
  * are skipped and a share never drives a device below zero, so an
  * over-committed snapshot (force_take) stays a valid state. */
 static void apply_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r,
-		       const sc_assign_t *a)
+                       const sc_assign_t *a)
 {
 	index_del(c, n->index);
 	n->cpu_free -= r->cpu_milli;
@@ -550,7 +550,7 @@ bool sc__filter_pass(const sc_filter_t *f, const sc_node_view_t *n)
 }
 
 int sc_cluster_best(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
-		    const sc_policy_t *p, sc_assign_t *a)
+                    const sc_policy_t *p, sc_assign_t *a)
 {
 	double best = -INFINITY;
 	bool found = false;
@@ -601,7 +601,7 @@ static bool has_partial_room(const sc_node_view_t *n, const sc_request_t *r)
 /* Walks one bucket in index order and returns the first node that fits
  * and passes the filter, or UINT32_MAX. */
 static uint32_t scan_bucket(const sc_cluster_t *c, const uint64_t *bits, const sc_request_t *r,
-			    const sc_filter_t *f, bool partial_only)
+                            const sc_filter_t *f, bool partial_only)
 {
 	for (uint32_t i = bit_next(bits, c->nwords, 0); i != UINT32_MAX;
 	     i = bit_next(bits, c->nwords, i + 1)) {
@@ -626,7 +626,7 @@ static void keep_lower(uint32_t *best, uint32_t cand)
 /* Whole-GPU and CPU-only requests: visit whole-free buckets from the
  * fullest usable one (binpack) or the emptiest (spread). */
 static uint32_t search_whole(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
-			     bool spread)
+                             bool spread)
 {
 	int ng = c->nmodels + 1;
 	int need = r->gpus;
@@ -651,7 +651,7 @@ static uint32_t search_whole(const sc_cluster_t *c, const sc_request_t *r, const
 /* Share requests. Pack: partly used devices with the least room that fits
  * first, then a whole device on the fullest node. Spread: the reverse. */
 static uint32_t search_share(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
-			     bool spread)
+                             bool spread)
 {
 	int ng = c->nmodels + 1;
 	uint32_t best = UINT32_MAX;
@@ -659,8 +659,8 @@ static uint32_t search_share(const sc_cluster_t *c, const sc_request_t *r, const
 		for (int p = 1; p <= PARTIAL_BUCKETS; p++) {
 			for (int g = 1; g < ng; g++)
 				if (c->groups[g].npartial[p] && group_allowed(f, g))
-					keep_lower(&best,
-						   scan_bucket(c, c->groups[g].partial[p], r, f, true));
+					keep_lower(&best, scan_bucket(c, c->groups[g].partial[p], r,
+					                              f, true));
 			if (best != UINT32_MAX)
 				return best;
 		}
@@ -669,7 +669,8 @@ static uint32_t search_share(const sc_cluster_t *c, const sc_request_t *r, const
 		int k = spread ? SC_MAX_GPUS - step : step + 1;
 		for (int g = 1; g < ng; g++)
 			if (c->groups[g].nwhole[k] && group_allowed(f, g))
-				keep_lower(&best, scan_bucket(c, c->groups[g].whole[k], r, f, false));
+				keep_lower(&best,
+				           scan_bucket(c, c->groups[g].whole[k], r, f, false));
 		if (best != UINT32_MAX)
 			return best;
 	}
@@ -677,8 +678,8 @@ static uint32_t search_share(const sc_cluster_t *c, const sc_request_t *r, const
 		for (int p = PARTIAL_BUCKETS; p >= 1; p--) {
 			for (int g = 1; g < ng; g++)
 				if (c->groups[g].npartial[p] && group_allowed(f, g))
-					keep_lower(&best,
-						   scan_bucket(c, c->groups[g].partial[p], r, f, true));
+					keep_lower(&best, scan_bucket(c, c->groups[g].partial[p], r,
+					                              f, true));
 			if (best != UINT32_MAX)
 				return best;
 		}
@@ -689,7 +690,7 @@ static uint32_t search_share(const sc_cluster_t *c, const sc_request_t *r, const
 /* MIG nodes are few and their state is per slice, so they are scanned:
  * nodes with instances in use first (packing), then empty ones. */
 static int search_mig(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
-		      int device_policy, sc_assign_t *a)
+                      int device_policy, sc_assign_t *a)
 {
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < c->nnodes; i++) {
@@ -707,7 +708,7 @@ static int search_mig(const sc_cluster_t *c, const sc_request_t *r, const sc_fil
 }
 
 int sc_cluster_best_indexed(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
-			    bool spread, int device_policy, sc_assign_t *a)
+                            bool spread, int device_policy, sc_assign_t *a)
 {
 	if (r->mig)
 		return search_mig(c, r, f, device_policy, a);

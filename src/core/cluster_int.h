@@ -18,17 +18,17 @@ typedef struct group {
 struct sc_cluster {
 	sc_node_view_t *nodes;
 	size_t nnodes;
-	size_t nwords;       /* words per bitset */
-	int8_t *key_whole;   /* each node's current bucket keys */
+	size_t nwords;     /* words per bitset */
+	int8_t *key_whole; /* each node's current bucket keys */
 	int8_t *key_partial;
 	const char **models; /* interned model names (borrowed) */
 	int nmodels;
-	group_t *groups;     /* [0] = no GPU, [m + 1] = model m */
+	group_t *groups; /* [0] = no GPU, [m + 1] = model m */
 	uint64_t *bits;
 	sc_strmap_t names;
 	int64_t mig_used_milli;
-	int64_t used[3];     /* gpu milli (non-MIG), cpu milli, memory: all nodes */
-	int64_t total[3];    /* the same capacity over schedulable nodes */
+	int64_t used[3];  /* gpu milli (non-MIG), cpu milli, memory: all nodes */
+	int64_t total[3]; /* the same capacity over schedulable nodes */
 };
 
 int sc__names_build(sc_strmap_t *m, const sc_node_spec_t *nodes, size_t n);

@@ -4,11 +4,11 @@
 #include "starcloud/core.h"
 
 static const char *const action_names[SC_ACT_COUNT] = {
-	[SC_ACT_ALLOCATE] = "allocate",
-	[SC_ACT_CONSOLIDATE] = "consolidation",
-	[SC_ACT_RECLAIM] = "reclaim",
-	[SC_ACT_PREEMPT] = "preempt",
-	[SC_ACT_STALE_GANG] = "stalegangeviction",
+    [SC_ACT_ALLOCATE] = "allocate",
+    [SC_ACT_CONSOLIDATE] = "consolidation",
+    [SC_ACT_RECLAIM] = "reclaim",
+    [SC_ACT_PREEMPT] = "preempt",
+    [SC_ACT_STALE_GANG] = "stalegangeviction",
 };
 
 void sc_config_default(sc_config_t *c)

@@ -69,7 +69,7 @@ static const sc_request_t *req_of(const sc_sched_t *s, int j, int p)
 /* Evicts movable pods of `node`, smallest first, until req fits there.
  * Returns the number moved, or -1 when the node cannot be cleared enough. */
 static int clear_node(sc_sched_t *s, sc_stmt_t *st, const node_pods_t *np, uint32_t node,
-		      const sc_request_t *req, int budget, int by, const char *why)
+                      const sc_request_t *req, int budget, int by, const char *why)
 {
 	int moved = 0;
 	const sc_node_view_t *n = sc_cluster_node(s->cluster, node);
@@ -89,7 +89,7 @@ static int clear_node(sc_sched_t *s, sc_stmt_t *st, const node_pods_t *np, uint3
 		if (best < 0 || moved >= budget)
 			return -1;
 		int rc = sc__stmt_evict(st, np->list[2 * best], np->list[2 * best + 1],
-					SC_ACT_CONSOLIDATE, by, why);
+		                        SC_ACT_CONSOLIDATE, by, why);
 		if (rc < 0)
 			return rc == SC_ENOMEM ? rc : -1;
 		moved++;
@@ -111,7 +111,7 @@ static bool replace_moved(sc_sched_t *s, sc_stmt_t *st, size_t from)
 		int ids[SC_MAX_MODEL_FILTER];
 		sc__task_filter(s, &s->jobs[j].spec->tasks[s->jobs[j].pods[p].task], ids, &f);
 		if (sc_cluster_best_indexed(s->cluster, req_of(s, j, p), &f, false, SC_DEV_PACK,
-					    &a) < 0 ||
+		                            &a) < 0 ||
 		    a.node == st->ops[i].assign.node || sc__stmt_allocate(st, j, p, &a) < 0)
 			return false;
 	}
@@ -144,8 +144,7 @@ static int try_job(sc_sched_t *s, const node_pods_t *np, int j)
 {
 	sjob_t *jb = &s->jobs[j];
 	int budget = s->snap->config.consolidation_max;
-	const char *why =
-		sc_arena_printf(s->arena, "moved to make room for %s", jb->spec->name);
+	const char *why = sc_arena_printf(s->arena, "moved to make room for %s", jb->spec->name);
 	if (!why)
 		return SC_ENOMEM;
 	sc_stmt_t st;
@@ -187,7 +186,7 @@ static int try_job(sc_sched_t *s, const node_pods_t *np, int j)
 		size_t mark = sc__stmt_mark(&st);
 		if (clear_node(s, &st, np, best_node, req, budget - moved, j, why) < 0 ||
 		    sc_node_choose_devices(sc_cluster_node(s->cluster, best_node), req, SC_DEV_PACK,
-					   &a) < 0 ||
+		                           &a) < 0 ||
 		    sc__stmt_allocate(&st, j, p, &a) < 0 || !replace_moved(s, &st, mark)) {
 			/* Undo this pod's moves and placement: a move whose
 			 * pods find no other node must not be committed. */
@@ -200,9 +199,9 @@ static int try_job(sc_sched_t *s, const node_pods_t *np, int j)
 		for (size_t i = 0; i < st.nops; i++)
 			if (st.ops[i].kind == OP_ALLOC && st.ops[i].job == j)
 				for (size_t k = 0; k < st.nops; k++)
-					st.ops[i].pipelined |= st.ops[k].kind == OP_EVICT &&
-							       st.ops[k].assign.node ==
-								       st.ops[i].assign.node;
+					st.ops[i].pipelined |=
+					    st.ops[k].kind == OP_EVICT &&
+					    st.ops[k].assign.node == st.ops[i].assign.node;
 		jb->reason = NULL;
 		return sc__stmt_commit(&st);
 	}

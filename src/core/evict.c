@@ -106,7 +106,7 @@ static bool preempt_pick(void *ctx, sc_sched_t *s, int j)
 }
 
 static bool preempt_allowed(void *ctx, sc_sched_t *s, int p, const vunit_t *u,
-			    const vunit_t *chosen, int n)
+                            const vunit_t *chosen, int n)
 {
 	return true; /* the pick already holds every preempt rule */
 }
@@ -218,7 +218,7 @@ static bool reclaim_pick(void *ctx, sc_sched_t *s, int j)
  * at or above its protected amount, and the reclaimer below the victim
  * side in allocated/fair share? */
 static bool reclaim_allowed(void *ctx, sc_sched_t *s, int p, const vunit_t *u,
-			    const vunit_t *chosen, int n)
+                            const vunit_t *chosen, int n)
 {
 	const reclaim_ctx_t *x = ctx;
 	int vq = s->jobs[u->job].queue;
@@ -306,9 +306,9 @@ static int stale_gangs(sc_sched_t *s)
 		    s->snap->now - jb->spec->stale_since <= grace)
 			continue;
 		const char *why = sc_arena_printf(
-			s->arena, "%d of %d pods running, below minMember %d for %llds (grace %llds)",
-			jb->nrunning, jb->total, jb->min_member,
-			(long long)(s->snap->now - jb->spec->stale_since), (long long)grace);
+		    s->arena, "%d of %d pods running, below minMember %d for %llds (grace %llds)",
+		    jb->nrunning, jb->total, jb->min_member,
+		    (long long)(s->snap->now - jb->spec->stale_since), (long long)grace);
 		if (!why)
 			return SC_ENOMEM;
 		sc_stmt_t st;

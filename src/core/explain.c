@@ -62,7 +62,7 @@ static bool model_ok(const sc_filter_t *f, int model)
 }
 
 static int classify(const sc_sched_t *s, int j, const sc_node_view_t *n, const sc_request_t *r,
-		    const sc_filter_t *f)
+                    const sc_filter_t *f)
 {
 	bool gpu = r->gpus > 0 || r->gpu_milli > 0 || r->gpu_memory > 0 || r->mig;
 	if (n->spec->not_ready)
@@ -107,34 +107,35 @@ static const char *what(sc_arena_t *a, int why, long n, const sc_request_t *r)
 		return sc_arena_printf(a, "%s %s %s cordoned", cnt, nodes, n == 1 ? "is" : "are");
 	case WHY_SELECTOR:
 		return sc_arena_printf(a, "%s %s %s not match the node selector", cnt, nodes,
-				       n == 1 ? "does" : "do");
+		                       n == 1 ? "does" : "do");
 	case WHY_NO_GPU:
 		return sc_arena_printf(a, "%s %s %s no GPUs", cnt, nodes, n == 1 ? "has" : "have");
 	case WHY_MODEL:
 		return sc_arena_printf(a, "%s %s %s the wrong GPU model", cnt, nodes,
-				       n == 1 ? "has" : "have");
+		                       n == 1 ? "has" : "have");
 	case WHY_RESERVED:
 		return sc_arena_printf(a, "%s %s %s reserved for a job that has waited longer", cnt,
-				       nodes, n == 1 ? "is" : "are");
+		                       nodes, n == 1 ? "is" : "are");
 	case WHY_CONSTRAINT:
-		return sc_arena_printf(a, "%s %s %s excluded by the job's topology or spread",
-				       cnt, nodes, n == 1 ? "is" : "are");
+		return sc_arena_printf(a, "%s %s %s excluded by the job's topology or spread", cnt,
+		                       nodes, n == 1 ? "is" : "are");
 	case WHY_GPU:
-		return sc_arena_printf(a, "%s %s lack%s %d free GPU%s", cnt, nodes, n == 1 ? "s" : "",
-				       r->gpus, r->gpus == 1 ? "" : "s");
+		return sc_arena_printf(a, "%s %s lack%s %d free GPU%s", cnt, nodes,
+		                       n == 1 ? "s" : "", r->gpus, r->gpus == 1 ? "" : "s");
 	case WHY_SHARE:
 		return sc_arena_printf(a, "%s %s %s no device with enough free share", cnt, nodes,
-				       n == 1 ? "has" : "have");
+		                       n == 1 ? "has" : "have");
 	case WHY_NO_MIG:
 		return sc_arena_printf(a, "%s %s %s no MIG-enabled GPUs", cnt, nodes,
-				       n == 1 ? "has" : "have");
+		                       n == 1 ? "has" : "have");
 	case WHY_MIG:
 		return sc_arena_printf(a, "%s %s %s no free MIG slot for %s", cnt, nodes,
-				       n == 1 ? "has" : "have", r->mig);
+		                       n == 1 ? "has" : "have", r->mig);
 	case WHY_CPU:
 		return sc_arena_printf(a, "%s %s lack%s free CPU", cnt, nodes, n == 1 ? "s" : "");
 	default:
-		return sc_arena_printf(a, "%s %s lack%s free memory", cnt, nodes, n == 1 ? "s" : "");
+		return sc_arena_printf(a, "%s %s lack%s free memory", cnt, nodes,
+		                       n == 1 ? "s" : "");
 	}
 }
 
@@ -147,14 +148,14 @@ static const char *describe_req(sc_arena_t *a, const sc_request_t *r)
 		return sc_arena_printf(a, "%g GPU", r->gpu_milli / 1000.0);
 	if (r->gpu_memory > 0)
 		return sc_arena_printf(a, "%.0fMi of GPU memory",
-				       (double)r->gpu_memory / (1024.0 * 1024.0));
+		                       (double)r->gpu_memory / (1024.0 * 1024.0));
 	if (r->mig)
 		return sc_arena_printf(a, "MIG %s", r->mig);
 	return sc_arena_printf(a, "%g CPU", r->cpu_milli / 1000.0);
 }
 
 const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int needed,
-			     const sc_filter_t *f)
+                             const sc_filter_t *f)
 {
 	sjob_t *jb = &s->jobs[j];
 	const sc_task_spec_t *t = &jb->spec->tasks[task];
@@ -170,7 +171,7 @@ const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int nee
 		head = sc_arena_printf(s->arena, "gang needs %d pods, only %d fit", needed, placed);
 	else
 		head = sc_arena_printf(s->arena, "no node fits a pod of task %s (%s)",
-				       t->name ? t->name : "", describe_req(s->arena, &t->req));
+		                       t->name ? t->name : "", describe_req(s->arena, &t->req));
 	if (n == 0)
 		return sc_arena_printf(s->arena, "%s: the cluster has no nodes", head);
 	const char *out = head;
@@ -183,12 +184,12 @@ const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int nee
 		if (best < 0)
 			break;
 		out = sc_arena_printf(s->arena, "%s%c %s", out, sep,
-				      what(s->arena, best, counts[best], &t->req));
+		                      what(s->arena, best, counts[best], &t->req));
 		sep = ',';
 		counts[best] = 0;
 	}
 	if (sep == ':')
 		out = sc_arena_printf(s->arena, "%s: task %s needs more nodes than fit together",
-				      head, t->name ? t->name : "");
+		                      head, t->name ? t->name : "");
 	return out;
 }

@@ -21,7 +21,7 @@
 typedef struct fs_ctx {
 	sc_sched_t *s;
 	int res;
-	int *ids;  /* siblings being divided */
+	int *ids; /* siblings being divided */
 	int n;
 	double *demand;
 	double *extra; /* over-quota part given in step 2 */
@@ -140,8 +140,8 @@ static void round_units(fs_ctx_t *x)
 			if (best < 0 || x->extra[i] > x->extra[best] + EPS ||
 			    (fabs(x->extra[i] - x->extra[best]) <= EPS &&
 			     (q->spec->created != b->spec->created
-				      ? q->spec->created < b->spec->created
-				      : q->order < b->order)))
+			          ? q->spec->created < b->spec->created
+			          : q->order < b->order)))
 				best = i;
 		}
 		if (best < 0)

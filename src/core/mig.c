@@ -16,12 +16,12 @@
 #define SLICES 8
 
 static const sc_mig_profile_t mig40[] = {
-	{"1g.5gb", 1, 1, 0x7f},  {"1g.10gb", 1, 2, 0x55}, {"2g.10gb", 2, 2, 0x15},
-	{"3g.20gb", 3, 4, 0x11}, {"4g.20gb", 4, 4, 0x01}, {"7g.40gb", 7, 8, 0x01},
+    {"1g.5gb", 1, 1, 0x7f},  {"1g.10gb", 1, 2, 0x55}, {"2g.10gb", 2, 2, 0x15},
+    {"3g.20gb", 3, 4, 0x11}, {"4g.20gb", 4, 4, 0x01}, {"7g.40gb", 7, 8, 0x01},
 };
 static const sc_mig_profile_t mig80[] = {
-	{"1g.10gb", 1, 1, 0x7f}, {"1g.20gb", 1, 2, 0x55}, {"2g.20gb", 2, 2, 0x15},
-	{"3g.40gb", 3, 4, 0x11}, {"4g.40gb", 4, 4, 0x01}, {"7g.80gb", 7, 8, 0x01},
+    {"1g.10gb", 1, 1, 0x7f}, {"1g.20gb", 1, 2, 0x55}, {"2g.20gb", 2, 2, 0x15},
+    {"3g.40gb", 3, 4, 0x11}, {"4g.40gb", 4, 4, 0x01}, {"7g.80gb", 7, 8, 0x01},
 };
 #define NPROF 6
 
@@ -76,7 +76,7 @@ static bool solve(const sc_mig_profile_t **prof, int n, int i, uint8_t taken, in
 /* Start slices of the declared instances of device d; 0 when the layout
  * names an unknown profile or cannot be laid out. */
 static int fixed_positions(const sc_node_spec_t *ns, int d, const sc_mig_profile_t **prof,
-			   int *start, int max)
+                           int *start, int max)
 {
 	if (!ns->mig_layout || d >= ns->gpu_count)
 		return 0;
@@ -114,7 +114,8 @@ int sc__mig_choose(const sc_node_view_t *n, const char *profile, int *dev, int *
 			continue;
 		}
 		for (int s = 0; s < SLICES; s++) {
-			if (!(p->starts >> s & 1) || s + p->size > SLICES || (used & span(s, p->size)))
+			if (!(p->starts >> s & 1) || s + p->size > SLICES ||
+			    (used & span(s, p->size)))
 				continue;
 			const sc_mig_profile_t *t = table(ns->gpu_memory);
 			int loss = usability(t, used) - usability(t, used | span(s, p->size));

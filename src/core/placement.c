@@ -15,7 +15,7 @@ typedef struct place_ctx {
 	int job;
 	const topo_level_t *level; /* domain constraint, or NULL */
 	int domain;
-	int cap;                   /* pods of this job per node, 0 = none */
+	int cap; /* pods of this job per node, 0 = none */
 } place_ctx_t;
 
 static int pods_on_node(const sc_sched_t *s, int j, uint32_t node)
@@ -23,7 +23,8 @@ static int pods_on_node(const sc_sched_t *s, int j, uint32_t node)
 	const sjob_t *jb = &s->jobs[j];
 	int n = 0;
 	for (int p = 0; p < jb->total; p++)
-		if ((jb->pods[p].phase == SC_POD_RUNNING || jb->pods[p].phase == SC_POD_RELEASING) &&
+		if ((jb->pods[p].phase == SC_POD_RUNNING ||
+		     jb->pods[p].phase == SC_POD_RELEASING) &&
 		    jb->pods[p].assign.node == node)
 			n++;
 	return n;
@@ -60,7 +61,7 @@ void sc__task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_
 }
 
 static void task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_filter_t *f,
-			place_ctx_t *x)
+                        place_ctx_t *x)
 {
 	sc__task_filter(s, t, ids, f);
 	f->accept = accept_node;
@@ -92,8 +93,8 @@ static int place_pods(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const char *
 	sjob_t *jb = &s->jobs[x->job];
 	const sc_job_spec_t *js = jb->spec;
 	bool spread = job_spread(s, jb);
-	int devpol = s->snap->config.device_placement == SC_PLACE_SPREAD ? SC_DEV_SPREAD
-									 : SC_DEV_PACK;
+	int devpol =
+	    s->snap->config.device_placement == SC_PLACE_SPREAD ? SC_DEV_SPREAD : SC_DEV_PACK;
 	int placed = 0, p = 0;
 	for (size_t t = 0; t < js->ntasks; t++) {
 		const sc_task_spec_t *ts = &js->tasks[t];
@@ -106,7 +107,8 @@ static int place_pods(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const char *
 				continue;
 			sc_assign_t a;
 			s->placements_tried++;
-			int rc = sc_cluster_best_indexed(s->cluster, &ts->req, &f, spread, devpol, &a);
+			int rc =
+			    sc_cluster_best_indexed(s->cluster, &ts->req, &f, spread, devpol, &a);
 			if (rc == 0)
 				rc = sc__stmt_allocate(st, x->job, p, &a);
 			if (rc == SC_ENOMEM)
@@ -118,7 +120,7 @@ static int place_pods(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const char *
 			failed = true;
 			if (why && !*why && !s->quiet)
 				*why = sc__explain_task(s, x->job, (int)t, jb->nrunning,
-							jb->min_member, &f);
+				                        jb->min_member, &f);
 		}
 	}
 	return placed;
@@ -166,12 +168,12 @@ static int held_domain(const sc_sched_t *s, const sjob_t *jb, const topo_level_t
  * fullest domain with enough free room for the pending pods, spread the
  * emptiest. Returns pods placed (gang satisfied), 0 if no domain works. */
 static int place_in_domains(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const topo_level_t *l,
-			    const char **why)
+                            const char **why)
 {
 	sjob_t *jb = &s->jobs[x->job];
 	bool gpu = jb->pod_req_sum_pending.v[SC_RES_GPU] > 0;
 	int64_t need = gpu ? (int64_t)(jb->pod_req_sum_pending.v[SC_RES_GPU] * 1000 + 0.5)
-			   : (int64_t)jb->pod_req_sum_pending.v[SC_RES_CPU];
+	                   : (int64_t)jb->pod_req_sum_pending.v[SC_RES_CPU];
 	int64_t *fr = domain_free(s, l, gpu);
 	char *tried = sc_arena_calloc(s->arena, (size_t)l->ndomains + 1, 1);
 	if (!fr || !tried)
@@ -203,7 +205,7 @@ static int place_in_domains(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const 
 	x->level = NULL;
 	if (why && !*why)
 		*why = sc_arena_printf(s->arena, "no %s has room for %d pods of the gang together",
-				       l->key, jb->min_member - jb->nrunning);
+		                       l->key, jb->min_member - jb->nrunning);
 	return 0;
 }
 

@@ -164,7 +164,8 @@ static int fill_leaf_jobs(sc_sched_t *s)
 	}
 	for (int q = 0; q < s->nqueues; q++)
 		if (s->queues[q].njobs > 1)
-			qsort_r(s->queues[q].jobs, (size_t)s->queues[q].njobs, sizeof(int), sc__job_order_cmp, s);
+			qsort_r(s->queues[q].jobs, (size_t)s->queues[q].njobs, sizeof(int),
+			        sc__job_order_cmp, s);
 	return 0;
 }
 

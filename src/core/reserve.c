@@ -108,13 +108,14 @@ static int reserve_for(sc_sched_t *s, int j, const ending_t *e, int n)
 		if (s->reserved_by[i] == j)
 			jb->reserved[jb->nreserved++] = (uint32_t)i;
 	if (when == INT64_MAX)
-		jb->reason = sc_arena_printf(s->arena, "%s; %d node%s reserved for it until it starts",
-					     saved ? saved : "waiting", nres, nres == 1 ? "" : "s");
+		jb->reason =
+		    sc_arena_printf(s->arena, "%s; %d node%s reserved for it until it starts",
+		                    saved ? saved : "waiting", nres, nres == 1 ? "" : "s");
 	else
 		jb->reason = sc_arena_printf(
-			s->arena, "%s; %d node%s reserved for it, expected to start in %llds",
-			saved ? saved : "waiting", nres, nres == 1 ? "" : "s",
-			(long long)(when - s->snap->now));
+		    s->arena, "%s; %d node%s reserved for it, expected to start in %llds",
+		    saved ? saved : "waiting", nres, nres == 1 ? "" : "s",
+		    (long long)(when - s->snap->now));
 	return jb->reason ? 1 : SC_ENOMEM;
 }
 
@@ -135,8 +136,9 @@ static int pick_candidates(const sc_sched_t *s, int cand[SC_MAX_RESERVATIONS])
 	for (int j = 0; j < s->njobs; j++) {
 		const sjob_t *jb = &s->jobs[j];
 		/* A job without a creation time cannot be said to have waited. */
-		if (jb->queue < 0 || jb->bad || jb->npending == 0 || jb->nrunning >= jb->min_member ||
-		    jb->spec->created <= 0 || s->snap->now - jb->spec->created < after)
+		if (jb->queue < 0 || jb->bad || jb->npending == 0 ||
+		    jb->nrunning >= jb->min_member || jb->spec->created <= 0 ||
+		    s->snap->now - jb->spec->created < after)
 			continue;
 		int k;
 		if (nc < SC_MAX_RESERVATIONS) {

@@ -27,26 +27,26 @@ typedef struct res3 {
 
 typedef struct squeue {
 	const sc_queue_spec_t *spec;
-	int parent;              /* index or -1 */
+	int parent; /* index or -1 */
 	int *children;
 	int nchildren;
 	int depth;
 	bool leaf;
-	res3_t quota;            /* SC_UNLIMITED for -1 */
-	res3_t limit;            /* effective, SC_UNLIMITED when none */
+	res3_t quota; /* SC_UNLIMITED for -1 */
+	res3_t limit; /* effective, SC_UNLIMITED when none */
 	res3_t weight;
-	res3_t allocated;        /* running + releasing + this cycle */
+	res3_t allocated; /* running + releasing + this cycle */
 	res3_t alloc_nonpreempt;
-	res3_t requested;        /* allocated + pending */
+	res3_t requested; /* allocated + pending */
 	res3_t fair;
-	size_t order;            /* input order, for ties */
+	size_t order; /* input order, for ties */
 	/* Allocation order state (queue_order.c). */
-	int *heap;               /* children (internal queues) */
+	int *heap; /* children (internal queues) */
 	int nheap;
-	int heap_pos;            /* position in the parent's heap, -1 none */
-	int *jobs;               /* leaf: jobs in job order */
+	int heap_pos; /* position in the parent's heap, -1 none */
+	int *jobs;    /* leaf: jobs in job order */
 	int njobs;
-	int next_job;            /* leaf: next job to try */
+	int next_job; /* leaf: next job to try */
 } squeue_t;
 
 /* Placement of one pod decided or found in the snapshot. */
@@ -54,9 +54,9 @@ typedef struct spod {
 	const char *name;
 	int task;
 	int replica;
-	int phase;               /* sc_pod_phase; PENDING when not placed */
+	int phase; /* sc_pod_phase; PENDING when not placed */
 	sc_assign_t assign;
-	bool placed_now;         /* bound in this cycle */
+	bool placed_now; /* bound in this cycle */
 	bool evicted_now;
 	int64_t started_at;
 	const sc_pod_status_t *status; /* from the snapshot, or NULL */
@@ -64,23 +64,23 @@ typedef struct spod {
 
 typedef struct sjob {
 	const sc_job_spec_t *spec;
-	size_t index;            /* into the snapshot */
-	int queue;               /* leaf queue index, -1 when unknown */
+	size_t index; /* into the snapshot */
+	int queue;    /* leaf queue index, -1 when unknown */
 	int priority;
 	bool preemptible;
 	int min_member;
-	int total;               /* replicas of all tasks */
-	spod_t *pods;            /* total entries, task-major */
-	int nrunning;            /* running + releasing pods */
+	int total;    /* replicas of all tasks */
+	spod_t *pods; /* total entries, task-major */
+	int nrunning; /* running + releasing pods */
 	int npending;
 	res3_t pod_req_sum_pending;
-	res3_t alloc;            /* resources held */
-	const char *reason;      /* pending reason when it stays pending */
-	const char *bad;         /* a reason the job cannot be scheduled at all */
-	uint64_t signature;      /* shape hash for failure caching */
-	bool done;               /* tried this cycle */
-	int64_t reservation;     /* expected start of its reservation, 0 none */
-	uint32_t *reserved;      /* the reservation's nodes */
+	res3_t alloc;        /* resources held */
+	const char *reason;  /* pending reason when it stays pending */
+	const char *bad;     /* a reason the job cannot be scheduled at all */
+	uint64_t signature;  /* shape hash for failure caching */
+	bool done;           /* tried this cycle */
+	int64_t reservation; /* expected start of its reservation, 0 none */
+	uint32_t *reserved;  /* the reservation's nodes */
 	int nreserved;
 } sjob_t;
 
@@ -88,21 +88,21 @@ typedef struct topo_level {
 	const char *key;
 	int ndomains;
 	const char **domain_names;
-	int *node_domain;        /* per node, -1 when the label is missing */
+	int *node_domain; /* per node, -1 when the label is missing */
 } topo_level_t;
 
 /* A decided binding or eviction, kept in order of decision. */
 typedef struct decision {
-	int kind;                /* 0 binding, 1 eviction */
+	int kind; /* 0 binding, 1 eviction */
 	int job;
 	int pod;
 	int action;
-	int by;                  /* job index or -1 */
+	int by; /* job index or -1 */
 	const char *reason;
 	uint32_t from_node;
-	sc_assign_t to;          /* binding target */
+	sc_assign_t to; /* binding target */
 	bool pipelined;
-	bool move;               /* consolidation move: eviction + rebind */
+	bool move; /* consolidation move: eviction + rebind */
 } decision_t;
 
 struct sc_sched {
@@ -121,7 +121,7 @@ struct sc_sched {
 	topo_level_t *levels;
 	int nlevels;
 	res3_t capacity;
-	int64_t max_gpu_memory;  /* largest device, bytes */
+	int64_t max_gpu_memory; /* largest device, bytes */
 	decision_t *decisions;
 	size_t ndecisions, capdecisions;
 	/* Failure cache for this cycle: signatures of jobs that did not fit
@@ -133,13 +133,13 @@ struct sc_sched {
 	size_t placements_tried;
 	size_t jobs_considered;
 	size_t signature_skips;
-	int *reserved_by;        /* per node: job holding a reservation, -1 */
-	int64_t *reserved_until; /* per node: the reservation's expected start */
+	int *reserved_by;                       /* per node: job holding a reservation, -1 */
+	int64_t *reserved_until;                /* per node: the reservation's expected start */
 	int64_t res_until[SC_MAX_RESERVATIONS]; /* each reservation's start */
 	int nres;
-	bool quiet;              /* simulating: no explanations */
-	int *running;            /* jobs holding pods, grouped by leaf queue */
-	int *running_start;      /* per queue (nqueues + 1 entries) */
+	bool quiet;         /* simulating: no explanations */
+	int *running;       /* jobs holding pods, grouped by leaf queue */
+	int *running_start; /* per queue (nqueues + 1 entries) */
 	char *msg;
 	size_t msgsize;
 };
@@ -169,7 +169,7 @@ void sc__task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_
 
 /* explain.c */
 const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int needed,
-			     const sc_filter_t *f);
+                             const sc_filter_t *f);
 const char *sc__fmt_count(sc_arena_t *a, long n);
 
 /* reserve.c */

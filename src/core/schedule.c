@@ -75,8 +75,7 @@ static const char *pending_reason(const sc_sched_t *s, const sjob_t *j)
 	return "not enough free resources";
 }
 
-static int copy_reservation(const sc_sched_t *s, sc_arena_t *a, const sjob_t *jb,
-			    sc_pending_t *p)
+static int copy_reservation(const sc_sched_t *s, sc_arena_t *a, const sjob_t *jb, sc_pending_t *p)
 {
 	if (!jb->nreserved)
 		return 0;
@@ -126,8 +125,8 @@ static int copy_queues(const sc_sched_t *s, sc_decisions_t *out, sc_arena_t *a)
 		const squeue_t *sq = &s->queues[q];
 		sc_queue_report_t *r = &out->queues[out->nqueues++];
 		r->name = sc_arena_strdup(a, sq->spec->name);
-		r->parent = sq->parent >= 0 ? sc_arena_strdup(a, s->queues[sq->parent].spec->name)
-					    : NULL;
+		r->parent =
+		    sq->parent >= 0 ? sc_arena_strdup(a, s->queues[sq->parent].spec->name) : NULL;
 		if (!r->name || (sq->parent >= 0 && !r->parent))
 			return SC_ENOMEM;
 		r->leaf = sq->leaf;
@@ -236,7 +235,7 @@ void sc_scheduler_fail_after(sc_scheduler_t *sch, long n)
 }
 
 int sc_scheduler_run(sc_scheduler_t *sch, const sc_snapshot_t *snap, sc_decisions_t **out,
-		     char *msg, size_t msgsize)
+                     char *msg, size_t msgsize)
 {
 	int rc = SC_ENOMEM;
 	*out = NULL;

@@ -14,9 +14,9 @@
  * build 100, inference 125) and three generic names. "normal", the default,
  * is preemptible so that ordinary jobs may use idle over-quota resources. */
 static const sc_prio_class_t builtin_classes[] = {
-	{"best-effort", 10, 1}, {"normal", 50, 1},     {"train", 50, 1},
-	{"build-preemptible", 75, 1}, {"build", 100, 0}, {"inference", 125, 0},
-	{"critical", 200, 0},
+    {"best-effort", 10, 1},       {"normal", 50, 1}, {"train", 50, 1},
+    {"build-preemptible", 75, 1}, {"build", 100, 0}, {"inference", 125, 0},
+    {"critical", 200, 0},
 };
 #define NBUILTIN (sizeof(builtin_classes) / sizeof(builtin_classes[0]))
 
@@ -33,8 +33,7 @@ res3_t sc__pod_res(const sc_sched_t *s, const sc_request_t *r, const sc_node_vie
 	if (r->mig) {
 		/* Not placed yet: the profile name says its class (1g.10gb is in
 		 * both tables with the same compute, so either answer is right). */
-		const sc_mig_profile_t *p =
-			n ? sc_mig_profile(r->mig, n->spec->gpu_memory) : NULL;
+		const sc_mig_profile_t *p = n ? sc_mig_profile(r->mig, n->spec->gpu_memory) : NULL;
 		if (!n)
 			p = sc_mig_profile(r->mig, (int64_t)80 << 30);
 		if (!n && !p)
@@ -116,8 +115,8 @@ static int link_queues(sc_sched_t *s)
 		}
 		long p = sc_strmap_get(&s->queue_names, q->spec->parent);
 		if (p < 0)
-			return fail(s, "queue %s: spec.parentQueue: no queue named %s", q->spec->name,
-				    q->spec->parent);
+			return fail(s, "queue %s: spec.parentQueue: no queue named %s",
+			            q->spec->name, q->spec->parent);
 		q->parent = (int)p;
 		nchild[p]++;
 	}
@@ -143,8 +142,9 @@ static int link_queues(sc_sched_t *s)
 		int d = 0;
 		for (int p = s->queues[i].parent; p >= 0; p = s->queues[p].parent)
 			if (++d > s->nqueues)
-				return fail(s, "queue %s: spec.parentQueue: the queue tree has a cycle%s",
-					    s->queues[i].spec->name, "");
+				return fail(
+				    s, "queue %s: spec.parentQueue: the queue tree has a cycle%s",
+				    s->queues[i].spec->name, "");
 		s->queues[i].depth = d;
 		s->queues[i].leaf = s->queues[i].nchildren == 0;
 	}
@@ -245,8 +245,7 @@ static int status_pod(const sc_job_spec_t *js, const char *name)
 static const sc_pod_status_t **match_statuses(sc_sched_t *s, const sjob_t *j)
 {
 	const sc_job_spec_t *js = j->spec;
-	const sc_pod_status_t **st =
-		sc_arena_calloc(s->arena, (size_t)j->total + 1, sizeof(*st));
+	const sc_pod_status_t **st = sc_arena_calloc(s->arena, (size_t)j->total + 1, sizeof(*st));
 	if (!st)
 		return NULL;
 	for (size_t k = 0; k < js->npods; k++) {
@@ -260,7 +259,7 @@ static const sc_pod_status_t **match_statuses(sc_sched_t *s, const sjob_t *j)
 /* Turns a pod status into an assignment on its node; false when the node
  * is unknown (the pod is then treated as lost and pending again). */
 static bool status_assign(sc_sched_t *s, const sc_request_t *r, const sc_pod_status_t *ps,
-			  sc_assign_t *a)
+                          sc_assign_t *a)
 {
 	long n = ps->node ? sc_cluster_find_node(s->cluster, ps->node) : -1;
 	if (n < 0)
@@ -303,7 +302,7 @@ const char *sc__pod_name(sc_sched_t *s, sjob_t *j, int p)
 	if (!pod->name) {
 		const char *task = j->spec->tasks[pod->task].name;
 		pod->name = sc_arena_printf(s->arena, "%s-%s-%d", j->spec->name,
-					    task ? task : "task", pod->replica);
+		                            task ? task : "task", pod->replica);
 	}
 	return pod->name;
 }
@@ -338,7 +337,7 @@ static int build_pods(sc_sched_t *s, sjob_t *j)
 					pod->started_at = ps->started_at;
 					sc__cluster_force_take(s->cluster, &ts->req, &pod->assign);
 					const sc_node_view_t *nv =
-						sc_cluster_node(s->cluster, pod->assign.node);
+					    sc_cluster_node(s->cluster, pod->assign.node);
 					res3_t v = sc__pod_res(s, &ts->req, nv);
 					for (int k = 0; k < SC_RES_COUNT; k++)
 						j->alloc.v[k] += v.v[k];
@@ -359,11 +358,10 @@ static int job_setup(sc_sched_t *s, sjob_t *j)
 	j->queue = -1;
 	if (q < 0)
 		j->bad = sc_arena_printf(s->arena, "queue %s does not exist",
-					 js->queue ? js->queue : "(none)");
+		                         js->queue ? js->queue : "(none)");
 	else if (!s->queues[q].leaf)
-		j->bad = sc_arena_printf(s->arena,
-					 "queue %s is a parent queue; only leaf queues hold jobs",
-					 js->queue);
+		j->bad = sc_arena_printf(
+		    s->arena, "queue %s is a parent queue; only leaf queues hold jobs", js->queue);
 	else
 		j->queue = (int)q;
 	const char *cname = js->priority_class ? js->priority_class : "normal";
@@ -380,7 +378,7 @@ static int job_setup(sc_sched_t *s, sjob_t *j)
 	j->min_member = js->min_member > 0 ? js->min_member : j->total;
 	if (j->min_member > j->total)
 		j->bad = sc_arena_printf(s->arena, "minMember %d is more than the job's %d pods",
-					 j->min_member, j->total);
+		                         j->min_member, j->total);
 	return build_pods(s, j);
 }
 
@@ -405,8 +403,7 @@ static int build_jobs(sc_sched_t *s)
 			sc__queue_add(s, j->queue, &j->alloc, !j->preemptible, +1);
 			for (int qq = j->queue; qq >= 0; qq = s->queues[qq].parent)
 				for (int k = 0; k < SC_RES_COUNT; k++)
-					s->queues[qq].requested.v[k] +=
-						j->pod_req_sum_pending.v[k];
+					s->queues[qq].requested.v[k] += j->pod_req_sum_pending.v[k];
 			q->njobs++;
 		}
 	}
@@ -469,7 +466,7 @@ static int build_topology(sc_sched_t *s)
 		return SC_ENOMEM;
 	for (int j = 0; j < s->njobs; j++) {
 		const char *keys[2] = {s->jobs[j].spec->topo_required,
-				       s->jobs[j].spec->topo_preferred};
+		                       s->jobs[j].spec->topo_preferred};
 		for (int k = 0; k < 2; k++) {
 			if (!keys[k] || level_known(s, keys[k]))
 				continue;
@@ -478,8 +475,9 @@ static int build_topology(sc_sched_t *s)
 				declared |= strcmp(c->topology_levels[l], keys[k]) == 0;
 			if (!declared) {
 				s->jobs[j].bad = sc_arena_printf(
-					s->arena, "topology level %s is not one of the cluster's levels",
-					keys[k]);
+				    s->arena,
+				    "topology level %s is not one of the cluster's levels",
+				    keys[k]);
 				continue;
 			}
 			int rc = build_level(s, &s->levels[s->nlevels++], keys[k]);
@@ -502,7 +500,7 @@ int sc__sched_build(sc_sched_t *s, const sc_snapshot_t *snap)
 			return fail(s, "nodes: two nodes share a name%s%s", "", NULL);
 		if (rc == SC_ERANGE)
 			return fail(s, "nodes: spec.gpus.count: more than 16 devices on a node%s%s",
-				    "", NULL);
+			            "", NULL);
 		return rc;
 	}
 	int64_t g, c, m;
@@ -513,8 +511,8 @@ int sc__sched_build(sc_sched_t *s, const sc_snapshot_t *snap)
 	s->capacity.v[SC_RES_GPU] = (double)g / SC_GPU_MILLI;
 	s->capacity.v[SC_RES_CPU] = (double)c;
 	s->capacity.v[SC_RES_MEM] = (double)m;
-	if ((rc = build_classes(s)) < 0 || (rc = build_queues(s)) < 0 ||
-	    (rc = build_jobs(s)) < 0 || (rc = build_topology(s)) < 0)
+	if ((rc = build_classes(s)) < 0 || (rc = build_queues(s)) < 0 || (rc = build_jobs(s)) < 0 ||
+	    (rc = build_topology(s)) < 0)
 		return rc;
 	return 0;
 }

@@ -50,8 +50,8 @@ int sc__stmt_allocate(sc_stmt_t *st, int job, int pod, const sc_assign_t *a)
 	int rc = sc_cluster_take(s->cluster, pod_req(s, job, pod), a);
 	if (rc < 0)
 		return rc;
-	stmt_op_t op = {.kind = OP_ALLOC, .job = job, .pod = pod, .assign = *a,
-			.prev_phase = p->phase};
+	stmt_op_t op = {
+	    .kind = OP_ALLOC, .job = job, .pod = pod, .assign = *a, .prev_phase = p->phase};
 	rc = push(st, &op);
 	if (rc < 0) {
 		sc_cluster_give(s->cluster, pod_req(s, job, pod), a);
@@ -71,8 +71,14 @@ int sc__stmt_evict(sc_stmt_t *st, int job, int pod, int action, int by, const ch
 	spod_t *p = &s->jobs[job].pods[pod];
 	if (p->phase != SC_POD_RUNNING)
 		return SC_EINVAL;
-	stmt_op_t op = {.kind = OP_EVICT, .job = job, .pod = pod, .assign = p->assign,
-			.prev_phase = p->phase, .action = action, .by = by, .reason = reason};
+	stmt_op_t op = {.kind = OP_EVICT,
+	                .job = job,
+	                .pod = pod,
+	                .assign = p->assign,
+	                .prev_phase = p->phase,
+	                .action = action,
+	                .by = by,
+	                .reason = reason};
 	int rc = push(st, &op);
 	if (rc < 0)
 		return rc;
@@ -138,8 +144,11 @@ int sc__stmt_commit(sc_stmt_t *st)
 		const stmt_op_t *op = &st->ops[i];
 		if (skip[i])
 			continue;
-		decision_t d = {.job = op->job, .pod = op->pod, .by = op->by,
-				.reason = op->reason, .action = op->action};
+		decision_t d = {.job = op->job,
+		                .pod = op->pod,
+		                .by = op->by,
+		                .reason = op->reason,
+		                .action = op->action};
 		long to = move_target(st, i);
 		if (op->kind == OP_ALLOC) {
 			d.kind = 0;

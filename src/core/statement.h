@@ -16,10 +16,10 @@ typedef struct stmt_op {
 	int pod;
 	sc_assign_t assign; /* where the pod was (evict) or goes (alloc) */
 	int prev_phase;
-	int action;         /* evictions: enum sc_action */
+	int action; /* evictions: enum sc_action */
 	int by;
 	const char *reason;
-	bool pipelined;     /* allocations onto resources being released */
+	bool pipelined; /* allocations onto resources being released */
 } stmt_op_t;
 
 struct sc_stmt {

@@ -72,7 +72,7 @@ int sc__running_index(sc_sched_t *s)
 }
 
 int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
-		     bool (*pick)(void *, sc_sched_t *, int), void *ctx, vunit_t **out)
+                     bool (*pick)(void *, sc_sched_t *, int), void *ctx, vunit_t **out)
 {
 	int n = 0, cap = 64;
 	vunit_t *u = sc_arena_alloc(s->arena, (size_t)cap * sizeof(*u));
@@ -92,7 +92,7 @@ int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
 		for (int p = 0; p < jb->total; p++)
 			live += evictable(&jb->pods[p]);
 		if (live == 0 || live != jb->nrunning)
-			continue; /* part of it is already leaving or new */
+			continue;                  /* part of it is already leaving or new */
 		int spare = live - jb->min_member; /* pods above minMember */
 		int units = spare > 0 ? spare + 1 : 1;
 		if (n + units > cap) {
@@ -109,13 +109,17 @@ int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
 		for (int p = jb->total - 1; p >= 0 && spare > 0; p--) {
 			if (!evictable(&jb->pods[p]))
 				continue;
-			u[n] = (vunit_t){.job = j, .pod = p, .priority = jb->priority,
-					 .runtime = sc__job_runtime(s, j)};
+			u[n] = (vunit_t){.job = j,
+			                 .pod = p,
+			                 .priority = jb->priority,
+			                 .runtime = sc__job_runtime(s, j)};
 			unit_res(s, j, p, &u[n++]);
 			spare--;
 		}
-		u[n] = (vunit_t){.job = j, .pod = -1, .priority = jb->priority,
-				 .runtime = sc__job_runtime(s, j)};
+		u[n] = (vunit_t){.job = j,
+		                 .pod = -1,
+		                 .priority = jb->priority,
+		                 .runtime = sc__job_runtime(s, j)};
 		unit_res(s, j, -1, &u[n++]);
 	}
 	*out = u;
@@ -138,17 +142,17 @@ static int unit_cmp(const void *x, const void *y)
 
 static char *pod_reason(sc_sched_t *s, int action, int preemptor)
 {
-	const char *what = action == SC_ACT_RECLAIM    ? "reclaimed for"
-			   : action == SC_ACT_PREEMPT  ? "preempted by"
-			   : action == SC_ACT_CONSOLIDATE ? "moved to make room for"
-							  : "evicted for";
+	const char *what = action == SC_ACT_RECLAIM       ? "reclaimed for"
+	                   : action == SC_ACT_PREEMPT     ? "preempted by"
+	                   : action == SC_ACT_CONSOLIDATE ? "moved to make room for"
+	                                                  : "evicted for";
 	return sc_arena_printf(s->arena, "%s %s", what, s->jobs[preemptor].spec->name);
 }
 
 /* Evicts one unit into the statement; a unit whose job is already being
  * evicted by an earlier unit of the set is a no-op. */
 static int evict_unit(sc_sched_t *s, sc_stmt_t *st, const vunit_t *u, int preemptor,
-		      const victim_rules_t *r, const char *why)
+                      const victim_rules_t *r, const char *why)
 {
 	sjob_t *jb = &s->jobs[u->job];
 	for (int p = 0; p < jb->total; p++) {
@@ -166,7 +170,7 @@ static int evict_unit(sc_sched_t *s, sc_stmt_t *st, const vunit_t *u, int preemp
  * preemptor. Leaves everything in st when it fits (returns 1); rolls back
  * and returns 0 when not. */
 static int try_set(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *cands,
-		   const int *set, int n, const victim_rules_t *r, const char *why)
+                   const int *set, int n, const victim_rules_t *r, const char *why)
 {
 	size_t mark = sc__stmt_mark(st);
 	for (int i = 0; i < n; i++) {
@@ -191,7 +195,7 @@ static int try_set(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c
 }
 
 static bool set_allowed(sc_sched_t *s, int preemptor, const vunit_t *cands, const int *set, int n,
-			const victim_rules_t *r, vunit_t *scratch)
+                        const victim_rules_t *r, vunit_t *scratch)
 {
 	for (int i = 0; i < n; i++) {
 		if (!r->allowed(r->ctx, s, preemptor, &cands[set[i]], scratch, i))
@@ -204,7 +208,7 @@ static bool set_allowed(sc_sched_t *s, int preemptor, const vunit_t *cands, cons
 /* Exact search over subsets of at most EXACT_MAX candidates, in order of
  * GPUs evicted, then highest priority, then runtime. */
 static int exact(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c, int n,
-		 const victim_rules_t *r, const char *why)
+                 const victim_rules_t *r, const char *why)
 {
 	int total = 1 << n, best = -1;
 	double best_gpu = 0, best_rt = 0;
@@ -223,8 +227,8 @@ static int exact(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c, 
 					prio = c[i].priority;
 			}
 		if (best >= 0 && (gpu > best_gpu + 1e-9 ||
-				  (gpu > best_gpu - 1e-9 &&
-				   (prio > best_prio || (prio == best_prio && rt >= best_rt)))))
+		                  (gpu > best_gpu - 1e-9 &&
+		                   (prio > best_prio || (prio == best_prio && rt >= best_rt)))))
 			continue;
 		if (!set_allowed(s, preemptor, c, set, k, r, scratch))
 			continue;
@@ -250,7 +254,7 @@ static int exact(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c, 
 
 /* Greedy with pruning for large candidate lists. */
 static int greedy(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c, int n,
-		  const victim_rules_t *r, const char *why)
+                  const victim_rules_t *r, const char *why)
 {
 	int *set = sc_arena_alloc(s->arena, (size_t)n * sizeof(int));
 	vunit_t *scratch = sc_arena_alloc(s->arena, (size_t)n * sizeof(vunit_t));
@@ -266,8 +270,7 @@ static int greedy(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c,
 		set[k++] = i;
 		freed += c[i].gpus;
 		/* Simulate only once enough GPUs could be free. */
-		if (need->v[SC_RES_GPU] > 0 && freed + 1e-9 < need->v[SC_RES_GPU] * 0.999 &&
-		    k < n)
+		if (need->v[SC_RES_GPU] > 0 && freed + 1e-9 < need->v[SC_RES_GPU] * 0.999 && k < n)
 			continue;
 		found = try_set(s, st, preemptor, c, set, k, r, why);
 		if (found < 0)
@@ -282,8 +285,8 @@ static int greedy(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c,
 		int save = set[i];
 		memmove(&set[i], &set[i + 1], (size_t)(k - i - 1) * sizeof(int));
 		int rc = set_allowed(s, preemptor, c, set, k - 1, r, scratch)
-				 ? try_set(s, st, preemptor, c, set, k - 1, r, why)
-				 : 0;
+		             ? try_set(s, st, preemptor, c, set, k - 1, r, why)
+		             : 0;
 		if (rc < 0)
 			return rc;
 		if (rc == 1) {
@@ -298,7 +301,7 @@ static int greedy(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c,
 }
 
 int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands, int n,
-		     const victim_rules_t *rules)
+                     const victim_rules_t *rules)
 {
 	if (n <= 0)
 		return 0;

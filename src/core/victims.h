@@ -12,20 +12,20 @@
 
 typedef struct vunit {
 	int job;
-	int pod;       /* -1: every running pod of the job */
-	double gpus;   /* GPUs freed */
+	int pod;     /* -1: every running pod of the job */
+	double gpus; /* GPUs freed */
 	int priority;
 	int64_t runtime;
-	res3_t res;    /* resources freed, queue units */
+	res3_t res; /* resources freed, queue units */
 } vunit_t;
 
 /* Rule-specific checks, called while the set is built. */
 typedef struct victim_rules {
 	/* May unit u join a set whose units so far are chosen[0..n)? */
 	bool (*allowed)(void *ctx, sc_sched_t *s, int preemptor, const vunit_t *u,
-			const vunit_t *chosen, int n);
+	                const vunit_t *chosen, int n);
 	void *ctx;
-	int action;    /* enum sc_action, recorded on the evictions */
+	int action; /* enum sc_action, recorded on the evictions */
 	/* Optional: is the state after evicting a set and placing the
 	 * preemptor acceptable as a whole? A refused set does not end the
 	 * search: a larger one may pass (e.g. one that frees more). */
@@ -36,7 +36,7 @@ typedef struct victim_rules {
  * cycle, of leaf queue `queue` (-1: any queue), for which pick(job) is
  * true. Returns the count or SC_ENOMEM. */
 int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
-		     bool (*pick)(void *, sc_sched_t *, int), void *ctx, vunit_t **out);
+                     bool (*pick)(void *, sc_sched_t *, int), void *ctx, vunit_t **out);
 /* Builds the per-queue index of jobs holding pods (once per cycle). */
 int sc__running_index(sc_sched_t *s);
 
@@ -44,7 +44,7 @@ int sc__running_index(sc_sched_t *s);
  * success returns 1 with the evictions and placements in st (uncommitted);
  * returns 0 when no set works (st unchanged), or a negative error. */
 int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands, int n,
-		     const victim_rules_t *rules);
+                     const victim_rules_t *rules);
 
 /* Seconds a job has been running (its oldest running pod), 0 if unknown. */
 int64_t sc__job_runtime(const sc_sched_t *s, int j);

@@ -28,8 +28,8 @@ static void h_models(sc_http_req_t *r, void *ud)
 		json_t *m = json_object_get(seen, b->model);
 		if (!m) {
 			m = json_pack("{s:s,s:s,s:I,s:s,s:[]}", "id", b->model, "object", "model",
-				      "created", (json_int_t)time(NULL), "owned_by", "starcloud",
-				      "versions");
+			              "created", (json_int_t)time(NULL), "owned_by", "starcloud",
+			              "versions");
 			json_object_set_new(seen, b->model, m);
 			json_array_append(data, m);
 		}
@@ -83,8 +83,9 @@ static void h_v2(sc_http_req_t *r, void *ud)
 		sc__gw_error(r, 404, "not_found", "no such path");
 		return;
 	}
-	respond_json(r, 200, json_pack("{s:s,s:s,s:[]}", "name", "starcloud-gateway", "version",
-				       "0.1.0", "extensions"));
+	respond_json(r, 200,
+	             json_pack("{s:s,s:s,s:[]}", "name", "starcloud-gateway", "version", "0.1.0",
+	                       "extensions"));
 }
 
 static void h_healthz(sc_http_req_t *r, void *ud)
@@ -133,7 +134,7 @@ static void h_rollouts_post(sc_http_req_t *r, void *ud)
 	if (!action || sc__gw_rollout_action(gw, ro, action) < 0) {
 		json_decref(b);
 		sc__gw_error(r, 400, "invalid_request_error",
-			     "action: expected \"promote\" or \"abort\"");
+		             "action: expected \"promote\" or \"abort\"");
 		return;
 	}
 	json_decref(b);

@@ -202,8 +202,8 @@ void sc__gw_backend_result(sc_gw_t *gw, gw_backend_t *b, int ok)
 	b->ejected_until = sc__gw_now_ms(gw) + d;
 	b->consec_fail = 0;
 	sc__gw_stats_ejection(b->stats);
-	sc_log_warn("ejected %s (%s:%s) for %llu ms after %d consecutive failures", b->id,
-		   b->model, b->version, (unsigned long long)d, gw->o.eject_after);
+	sc_log_warn("ejected %s (%s:%s) for %llu ms after %d consecutive failures", b->id, b->model,
+	            b->version, (unsigned long long)d, gw->o.eject_after);
 }
 
 /* ---------------------------------------------------------------------
@@ -223,7 +223,7 @@ static void probe_done(sc_hcli_req_t *r, int err, void *ud)
 	int ok = err == 0 && sc_hcli_status(r) == 200;
 	if (!b->gone && ok != b->ready) {
 		sc_log_info("replica %s (%s:%s) is %s", b->id, b->model, b->version,
-			   ok ? "ready again" : "not ready");
+		            ok ? "ready again" : "not ready");
 		/* A passing probe does not lift an ejection early: the
 		 * backend answered a probe, not traffic. */
 		b->ready = ok;
@@ -239,11 +239,11 @@ static void probe_one(sc_gw_t *gw, gw_backend_t *b)
 	p->gw = gw;
 	p->b = b;
 	sc_hcli_call_t call = {
-		.method = "GET",
-		.url = url,
-		.timeout_ms = gw->o.probe_interval_ms < 2000 ? gw->o.probe_interval_ms : 2000,
-		.cbs = {.on_done = probe_done},
-		.ud = p,
+	    .method = "GET",
+	    .url = url,
+	    .timeout_ms = gw->o.probe_interval_ms < 2000 ? gw->o.probe_interval_ms : 2000,
+	    .cbs = {.on_done = probe_done},
+	    .ud = p,
 	};
 	if (sc_hcli_start(gw->hc, &call, NULL) < 0) {
 		free(p);

@@ -47,7 +47,7 @@ static void finish(sc_gw_t *gw, gw_rollout_t *ro, int state, const char *reason)
 	snprintf(ro->reason, sizeof(ro->reason), "%s", reason);
 	uv_timer_stop(&ro->timer);
 	sc_log_info("rollout %s %s -> %s: %s (%s)", ro->model, ro->stable, ro->canary,
-		   state_names[state], reason);
+	            state_names[state], reason);
 	if (state == RO_ROLLED_BACK)
 		sc__gw_stats_rollback(sc__gw_stats(gw, ro->model, ro->canary));
 	sc__gw_control_report(gw, ro, state == RO_PROMOTED ? "promoted" : state_names[state]);
@@ -66,17 +66,18 @@ static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
 	const gw_window_t *c = &ro->last[1];
 	char why[256];
 	int v = sc_canary_verdict(c->requests, ro->last_err[1], ro->last_p99[1], ro->max_error_rate,
-				  ro->max_p99, ro->min_requests, ro->step, ro->nsteps);
+	                          ro->max_p99, ro->min_requests, ro->step, ro->nsteps);
 	switch (v) {
 	case SC_CANARY_ROLLBACK_ERR:
-		snprintf(why, sizeof(why), "canary error rate %.3f > %.3f in window %llu (%llu/%llu)",
-			 ro->last_err[1], ro->max_error_rate, (unsigned long long)ro->windows,
-			 (unsigned long long)c->errors, (unsigned long long)c->requests);
+		snprintf(why, sizeof(why),
+		         "canary error rate %.3f > %.3f in window %llu (%llu/%llu)",
+		         ro->last_err[1], ro->max_error_rate, (unsigned long long)ro->windows,
+		         (unsigned long long)c->errors, (unsigned long long)c->requests);
 		finish(gw, ro, RO_ROLLED_BACK, why);
 		return;
 	case SC_CANARY_ROLLBACK_P99:
 		snprintf(why, sizeof(why), "canary p99 %.3fs > %.3fs in window %llu",
-			 ro->last_p99[1], ro->max_p99, (unsigned long long)ro->windows);
+		         ro->last_p99[1], ro->max_p99, (unsigned long long)ro->windows);
 		finish(gw, ro, RO_ROLLED_BACK, why);
 		return;
 	case SC_CANARY_PROMOTE:
@@ -99,8 +100,8 @@ static void on_window(uv_timer_t *t)
 }
 
 gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *stable,
-				 const char *canary, const int *steps, size_t nsteps,
-				 uint64_t window_ms, double max_error_rate, int source)
+                                 const char *canary, const int *steps, size_t nsteps,
+                                 uint64_t window_ms, double max_error_rate, int source)
 {
 	gw_rollout_t *ro = sc__gw_rollout_find(gw, model);
 	int fresh = !ro || strcmp(ro->stable, stable) != 0 || strcmp(ro->canary, canary) != 0;
@@ -141,8 +142,8 @@ gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *sta
 	memset(ro->last, 0, sizeof(ro->last));
 	uv_timer_start(&ro->timer, on_window, window_ms, window_ms);
 	sc_log_info("rollout %s: %s -> %s, canary at %d %%, window %llu ms, max error rate %.3f",
-		   model, stable, canary, ro->weight, (unsigned long long)window_ms,
-		   max_error_rate);
+	            model, stable, canary, ro->weight, (unsigned long long)window_ms,
+	            max_error_rate);
 	return ro;
 }
 
@@ -159,7 +160,7 @@ const char *sc__gw_rollout_choose(sc_gw_t *gw, const char *model)
 }
 
 void sc__gw_rollout_observe(sc_gw_t *gw, const char *model, const char *version, int error,
-			    double seconds)
+                            double seconds)
 {
 	gw_rollout_t *ro = sc__gw_rollout_find(gw, model);
 	if (!ro || ro->state != RO_PROGRESSING)
@@ -187,7 +188,7 @@ int sc__gw_rollout_action(sc_gw_t *gw, gw_rollout_t *ro, const char *action)
 static json_t *window_json(const gw_window_t *w, double err, double p99)
 {
 	return json_pack("{s:I,s:I,s:f,s:f}", "requests", (json_int_t)w->requests, "errors",
-			 (json_int_t)w->errors, "errorRate", err, "p99Seconds", p99);
+	                 (json_int_t)w->errors, "errorRate", err, "p99Seconds", p99);
 }
 
 json_t *sc__gw_rollout_json(const gw_rollout_t *ro)
@@ -195,19 +196,18 @@ json_t *sc__gw_rollout_json(const gw_rollout_t *ro)
 	json_t *steps = json_array();
 	for (size_t i = 0; i < ro->nsteps; i++)
 		json_array_append_new(steps, json_integer(ro->steps[i]));
-	json_t *last = json_pack("{s:o,s:o}", "stable",
-				 window_json(&ro->last[0], ro->last_err[0], ro->last_p99[0]),
-				 "canary",
-				 window_json(&ro->last[1], ro->last_err[1], ro->last_p99[1]));
+	json_t *last = json_pack(
+	    "{s:o,s:o}", "stable", window_json(&ro->last[0], ro->last_err[0], ro->last_p99[0]),
+	    "canary", window_json(&ro->last[1], ro->last_err[1], ro->last_p99[1]));
 	json_t *cur = json_pack("{s:o,s:o}", "stable",
-				window_json(&ro->cur[0], sc_window_err(&ro->cur[0]), 0), "canary",
-				window_json(&ro->cur[1], sc_window_err(&ro->cur[1]), 0));
+	                        window_json(&ro->cur[0], sc_window_err(&ro->cur[0]), 0), "canary",
+	                        window_json(&ro->cur[1], sc_window_err(&ro->cur[1]), 0));
 	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:f,s:f,s:I,s:s,s:o,s:o}", "model",
-			 ro->model, "stable", ro->stable, "canary", ro->canary, "state",
-			 state_names[ro->state], "step", (int)ro->step, "weight", ro->weight,
-			 "steps", steps, "analysisWindowSeconds", (double)ro->window_ms / 1000.0,
-			 "maxErrorRate", ro->max_error_rate, "windows", (json_int_t)ro->windows,
-			 "reason", ro->reason, "lastWindow", last, "currentWindow", cur);
+	                 ro->model, "stable", ro->stable, "canary", ro->canary, "state",
+	                 state_names[ro->state], "step", (int)ro->step, "weight", ro->weight,
+	                 "steps", steps, "analysisWindowSeconds", (double)ro->window_ms / 1000.0,
+	                 "maxErrorRate", ro->max_error_rate, "windows", (json_int_t)ro->windows,
+	                 "reason", ro->reason, "lastWindow", last, "currentWindow", cur);
 }
 
 void sc__gw_rollout_stop_all(sc_gw_t *gw)

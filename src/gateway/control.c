@@ -29,12 +29,12 @@
 
 typedef struct control {
 	sc_gw_t *gw;
-	json_t *deps;      /* name -> latest object */
+	json_t *deps; /* name -> latest object */
 	sc_buf_t line;
 	sc_hcli_req_t *watch;
 	uv_timer_t retry;
 	int stopping;
-	int status;        /* of the watch in flight */
+	int status; /* of the watch in flight */
 } control_t;
 
 static void watch_start(control_t *ct);
@@ -60,7 +60,8 @@ int sc__gw_parse_servers(gw_opts_t *o, char *err, size_t errsz)
 		while (n > 0 && p[n - 1] == '/')
 			n--; /* "http://h:p/" names the same server */
 		if (n == 0 || n >= GW_MAX_URL) {
-			snprintf(err, errsz, "entry %zu: expected http://HOST:PORT", o->nservers + 1);
+			snprintf(err, errsz, "entry %zu: expected http://HOST:PORT",
+			         o->nservers + 1);
 			return SC_EINVAL;
 		}
 		memcpy(url, p, n);
@@ -104,7 +105,7 @@ static int role_of(const char *r)
 
 /* Adds one endpoint of a deployment; bad entries are logged and skipped. */
 static void add_endpoint(sc_gw_t *gw, const char *dep, const char *model, const char *ver,
-			 json_t *ep)
+                         json_t *ep)
 {
 	const char *url = json_string_value(json_object_get(ep, "url"));
 	const char *v = json_string_value(json_object_get(ep, "version"));
@@ -137,14 +138,15 @@ static void add_endpoint(sc_gw_t *gw, const char *dep, const char *model, const 
  * version is the canary, status.stableVersion (or the other version) the
  * stable one. */
 static void rollout_from(sc_gw_t *gw, const char *dep, const char *model, const char *ver,
-			 json_t *obj)
+                         json_t *obj)
 {
 	json_t *spec = json_object_get(obj, "spec");
 	json_t *status = json_object_get(obj, "status");
 	const char *stable = json_string_value(json_object_get(status, "stableVersion"));
 	json_t *eps = json_object_get(status, "endpoints");
 	for (size_t i = 0; !stable && i < json_array_size(eps); i++) {
-		const char *v = json_string_value(json_object_get(json_array_get(eps, i), "version"));
+		const char *v =
+		    json_string_value(json_object_get(json_array_get(eps, i), "version"));
 		if (v && strcmp(v, ver) != 0)
 			stable = v;
 	}
@@ -169,8 +171,8 @@ static void rollout_from(sc_gw_t *gw, const char *dep, const char *model, const 
 		win = gw->o.window_ms;
 	json_t *me = json_object_get(ro, "maxErrorRate");
 	double mer = json_is_number(me) ? json_number_value(me) : gw->o.max_error_rate;
-	gw_rollout_t *r = sc__gw_rollout_set(gw, model, stable, ver, steps, n, win, mer,
-					     GW_SRC_SERVER);
+	gw_rollout_t *r =
+	    sc__gw_rollout_set(gw, model, stable, ver, steps, n, win, mer, GW_SRC_SERVER);
 	if (r)
 		snprintf(r->deployment, sizeof(r->deployment), "%s", dep);
 }
@@ -201,8 +203,8 @@ static void on_event(control_t *ct, const char *line, size_t len)
 	json_t *ev = json_loadb(line, len, 0, NULL);
 	const char *type = json_string_value(json_object_get(ev, "type"));
 	json_t *obj = json_object_get(ev, "object");
-	const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"),
-							     "name"));
+	const char *name =
+	    json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
 	if (type && name) {
 		if (strcmp(type, "DELETED") == 0)
 			json_object_del(ct->deps, name);
@@ -274,11 +276,11 @@ static void watch_start(control_t *ct)
 	snprintf(url, sizeof(url), "%s/api/v1/deployments?watch=1", sc__gw_server(gw));
 	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n" UA_HEADER, gw->o.token);
 	sc_hcli_call_t call = {
-		.method = "GET",
-		.url = url,
-		.headers = hdrs,
-		.cbs = {.on_head = w_head, .on_data = w_data, .on_done = w_done},
-		.ud = ct,
+	    .method = "GET",
+	    .url = url,
+	    .headers = hdrs,
+	    .cbs = {.on_head = w_head, .on_data = w_data, .on_done = w_done},
+	    .ud = ct,
 	};
 	if (sc_hcli_start(gw->hc, &call, &ct->watch) < 0) {
 		ct->watch = NULL;
@@ -340,15 +342,14 @@ static void report_done(sc_hcli_req_t *r, int err, void *ud)
 {
 	report_t *rp = ud;
 	int status = err < 0 ? 0 : sc_hcli_status(r);
-	if ((err < 0 || status == 503) && rp->tries < rp->gw->o.nservers &&
-	    rp->gw->control) {
+	if ((err < 0 || status == 503) && rp->tries < rp->gw->o.nservers && rp->gw->control) {
 		sc__gw_server_next(rp->gw);
 		report_send(rp);
 		return;
 	}
 	if (err < 0 || status >= 300)
 		sc_log_warn("control plane: rollout report failed (%s)",
-			   err < 0 ? sc_strerror(err) : "HTTP error");
+		            err < 0 ? sc_strerror(err) : "HTTP error");
 	free(rp->body);
 	free(rp);
 }
@@ -361,13 +362,13 @@ static void report_send(report_t *rp)
 	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n" UA_HEADER, gw->o.token);
 	rp->tries++;
 	sc_hcli_call_t call = {.method = "POST",
-				.url = url,
-				.headers = hdrs,
-				.body = rp->body,
-				.body_len = strlen(rp->body),
-				.timeout_ms = 5000,
-				.cbs = {.on_done = report_done},
-				.ud = rp};
+	                       .url = url,
+	                       .headers = hdrs,
+	                       .body = rp->body,
+	                       .body_len = strlen(rp->body),
+	                       .timeout_ms = 5000,
+	                       .cbs = {.on_done = report_done},
+	                       .ud = rp};
 	if (sc_hcli_start(gw->hc, &call, NULL) < 0) {
 		sc_log_error("control plane: bad server URL %s", sc__gw_server(gw));
 		free(rp->body);
@@ -394,11 +395,11 @@ void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outc
 	/* rolled_back and aborted both ask the server to abort; the reason and
 	 * outcome say which it was. */
 	const char *action = strcmp(outcome, "promoted") == 0 ? "promote" : "abort";
-	json_t *b = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f,s:I}", "action", action, "source",
-			      "gateway", "outcome", outcome, "model", ro->model, "stable",
-			      ro->stable, "canary", ro->canary, "reason", ro->reason,
-			      "canaryErrorRate", ro->last_err[1], "window",
-			      (json_int_t)ro->windows);
+	json_t *b =
+	    json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f,s:I}", "action", action, "source",
+	              "gateway", "outcome", outcome, "model", ro->model, "stable", ro->stable,
+	              "canary", ro->canary, "reason", ro->reason, "canaryErrorRate",
+	              ro->last_err[1], "window", (json_int_t)ro->windows);
 	char path[GW_MAX_NAME + 48];
 	snprintf(path, sizeof(path), "/api/v1/deployments/%s/rollout", dep);
 	post_report(gw, path, b);
@@ -420,9 +421,10 @@ void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro)
 	snprintf(path, sizeof(path), "/api/v1/deployments/%s/rollout/report", dep);
 	for (int i = 0; i < 2; i++) {
 		const gw_window_t *w = &ro->last[i];
-		json_t *b = sc_xcheck(json_pack("{s:s,s:I,s:I,s:f}", "version", i ? ro->canary : ro->stable,
-				      "requests", (json_int_t)w->requests, "errors",
-				      (json_int_t)w->errors, "p99", ro->last_p99[i]));
+		json_t *b =
+		    sc_xcheck(json_pack("{s:s,s:I,s:I,s:f}", "version", i ? ro->canary : ro->stable,
+		                        "requests", (json_int_t)w->requests, "errors",
+		                        (json_int_t)w->errors, "p99", ro->last_p99[i]));
 		post_report(gw, path, b);
 	}
 }

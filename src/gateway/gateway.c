@@ -44,7 +44,7 @@ uint64_t sc__gw_rand(sc_gw_t *gw)
 void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *msg)
 {
 	json_t *e = json_pack("{s:{s:s,s:s,s:n,s:i}}", "error", "message", msg, "type", type,
-			      "param", "code", status);
+	                      "param", "code", status);
 	char *s = json_dumps(e, JSON_COMPACT);
 	json_decref(e);
 	sc_http_respond(r, status, "application/json", s, strlen(s));
@@ -178,7 +178,7 @@ typedef struct rollout_desc {
 } rollout_desc_t;
 
 static int parse_rollout_field(rollout_desc_t *d, const char *k, size_t kl, const char *v,
-			       size_t vl)
+                               size_t vl)
 {
 	char val[256];
 	if (vl >= sizeof(val))
@@ -203,7 +203,7 @@ static int parse_rollout_field(rollout_desc_t *d, const char *k, size_t kl, cons
 }
 
 static int parse_rollout(const gw_opts_t *o, const char *spec, rollout_desc_t *d, char *err,
-			 size_t errsz)
+                         size_t errsz)
 {
 	memset(d, 0, sizeof(*d));
 	memcpy(d->steps, o->steps, sizeof(d->steps));
@@ -226,7 +226,7 @@ static int parse_rollout(const gw_opts_t *o, const char *spec, rollout_desc_t *d
 		}
 		if (rc < 0) {
 			snprintf(err, errsz, "%.*s: bad value \"%.*s\"", (int)kl, p,
-				 (int)(fl - kl - 1), eq + 1);
+			         (int)(fl - kl - 1), eq + 1);
 			return SC_EINVAL;
 		}
 		p += fl + (p[fl] == ',');
@@ -285,57 +285,114 @@ static int rollout_flag(void *opts, const char *v, char *err, size_t errsz)
 #define WEEK_MS 604800000.0
 
 static const sc_flag_t gw_flags[] = {
-	{.name = "--listen", SC_FLAG_AT(ADDR, args_t, o.listen), .def = "127.0.0.1:8080",
-	 .help = "where to serve"},
-	{.name = "--backend", .kind = SC_FLAG_FUNC, .fn = backend_flag, .meta = "SPEC",
-	 .flags = SC_FLAG_REPEAT,
-	 .help = "model=NAME,version=V,url=http://HOST:PORT\n[,role=both|prefill|decode][,weight=W]"},
-	{.name = "--config", SC_FLAG_AT(STR, args_t, config), .meta = "FILE",
-	 .help = "JSON or YAML: {backends: [...], rollouts: [...]}"},
-	{.name = "--rollout", .kind = SC_FLAG_FUNC, .fn = rollout_flag, .meta = "SPEC",
-	 .flags = SC_FLAG_REPEAT,
-	 .help = "model=M,stable=V1,canary=V2[,steps=10/50/100]\n"
-		 "[,window=60s][,max-error-rate=0.05][,deployment=NAME]"},
-	{.name = "--server", SC_FLAG_TEXT_AT(args_t, o.server), .meta = "URL[,URL...]",
-	 .help = "watch deployments on the control plane (the next\nserver when one is down or a "
-		 "follower)"},
-	{.name = "--token", SC_FLAG_TEXT_AT(args_t, o.token), .meta = "T",
-	 .env = "STARCLOUD_TOKEN", .help = "the control plane's API token"},
-	{.name = "--otlp", SC_FLAG_TEXT_AT(args_t, o.otlp), .meta = "URL",
-	 .help = "export spans to URL/v1/traces (OTLP/HTTP JSON)"},
-	{.name = "--timeout", SC_FLAG_AT(DURATION, args_t, o.timeout_ms), .max = WEEK_MS,
-	 .def = "60s", .help = "whole request"},
-	{.name = "--attempt-timeout", SC_FLAG_AT(DURATION, args_t, o.attempt_timeout_ms),
-	 .max = WEEK_MS, .help = "one upstream attempt, inactivity (default: --timeout)"},
-	{.name = "--max-inflight", SC_FLAG_AT(INT, args_t, o.max_inflight), .min = 1, .max = 1e6,
-	 .def = "128", .help = "requests per replica before 429"},
-	{.name = "--max-retries", SC_FLAG_AT(INT, args_t, o.max_retries), .min = 0, .max = 10,
-	 .def = "2", .help = "per request"},
-	{.name = "--retry-budget", SC_FLAG_AT(NUM, args_t, o.retry_budget), .min = 0, .max = 1,
-	 .def = "0.2", .help = "retries in flight / active requests (at least 3)"},
-	{.name = "--eject-after", SC_FLAG_AT(INT, args_t, o.eject_after), .min = 1, .max = 1000,
-	 .def = "5", .help = "consecutive failures"},
-	{.name = "--eject-time", SC_FLAG_AT(DURATION, args_t, o.eject_base_ms), .max = WEEK_MS,
-	 .def = "30s", .help = "base ejection, x ejections, max 300s"},
-	{.name = "--probe-interval", SC_FLAG_AT(DURATION, args_t, o.probe_interval_ms),
-	 .max = WEEK_MS, .def = "2s", .help = "readiness probes, 0 = off"},
-	{.name = "--prefill-failure", SC_FLAG_AT(CHOICE, args_t, o.prefill_retry),
-	 .choices = "fail|retry", .def = "retry",
-	 .help = "a failed prefill fails the request, or is retried"},
-	{.name = "--analysis-window", SC_FLAG_AT(DURATION, args_t, o.window_ms), .max = WEEK_MS,
-	 .def = "60s", .help = "default rollout window"},
-	{.name = "--max-error-rate", SC_FLAG_AT(NUM, args_t, o.max_error_rate), .min = 0,
-	 .max = 1, .def = "0.05", .help = "default rollout threshold"},
-	{.name = "--max-body", SC_FLAG_AT(SIZE, args_t, o.max_body), .min = 1024,
-	 .max = 64 << 20, .def = "4194304", .help = "largest request body"},
+    {.name = "--listen",
+     SC_FLAG_AT(ADDR, args_t, o.listen),
+     .def = "127.0.0.1:8080",
+     .help = "where to serve"},
+    {.name = "--backend",
+     .kind = SC_FLAG_FUNC,
+     .fn = backend_flag,
+     .meta = "SPEC",
+     .flags = SC_FLAG_REPEAT,
+     .help = "model=NAME,version=V,url=http://HOST:PORT\n[,role=both|prefill|decode][,weight=W]"},
+    {.name = "--config",
+     SC_FLAG_AT(STR, args_t, config),
+     .meta = "FILE",
+     .help = "JSON or YAML: {backends: [...], rollouts: [...]}"},
+    {.name = "--rollout",
+     .kind = SC_FLAG_FUNC,
+     .fn = rollout_flag,
+     .meta = "SPEC",
+     .flags = SC_FLAG_REPEAT,
+     .help = "model=M,stable=V1,canary=V2[,steps=10/50/100]\n"
+             "[,window=60s][,max-error-rate=0.05][,deployment=NAME]"},
+    {.name = "--server",
+     SC_FLAG_TEXT_AT(args_t, o.server),
+     .meta = "URL[,URL...]",
+     .help = "watch deployments on the control plane (the next\nserver when one is down or a "
+             "follower)"},
+    {.name = "--token",
+     SC_FLAG_TEXT_AT(args_t, o.token),
+     .meta = "T",
+     .env = "STARCLOUD_TOKEN",
+     .help = "the control plane's API token"},
+    {.name = "--otlp",
+     SC_FLAG_TEXT_AT(args_t, o.otlp),
+     .meta = "URL",
+     .help = "export spans to URL/v1/traces (OTLP/HTTP JSON)"},
+    {.name = "--timeout",
+     SC_FLAG_AT(DURATION, args_t, o.timeout_ms),
+     .max = WEEK_MS,
+     .def = "60s",
+     .help = "whole request"},
+    {.name = "--attempt-timeout",
+     SC_FLAG_AT(DURATION, args_t, o.attempt_timeout_ms),
+     .max = WEEK_MS,
+     .help = "one upstream attempt, inactivity (default: --timeout)"},
+    {.name = "--max-inflight",
+     SC_FLAG_AT(INT, args_t, o.max_inflight),
+     .min = 1,
+     .max = 1e6,
+     .def = "128",
+     .help = "requests per replica before 429"},
+    {.name = "--max-retries",
+     SC_FLAG_AT(INT, args_t, o.max_retries),
+     .min = 0,
+     .max = 10,
+     .def = "2",
+     .help = "per request"},
+    {.name = "--retry-budget",
+     SC_FLAG_AT(NUM, args_t, o.retry_budget),
+     .min = 0,
+     .max = 1,
+     .def = "0.2",
+     .help = "retries in flight / active requests (at least 3)"},
+    {.name = "--eject-after",
+     SC_FLAG_AT(INT, args_t, o.eject_after),
+     .min = 1,
+     .max = 1000,
+     .def = "5",
+     .help = "consecutive failures"},
+    {.name = "--eject-time",
+     SC_FLAG_AT(DURATION, args_t, o.eject_base_ms),
+     .max = WEEK_MS,
+     .def = "30s",
+     .help = "base ejection, x ejections, max 300s"},
+    {.name = "--probe-interval",
+     SC_FLAG_AT(DURATION, args_t, o.probe_interval_ms),
+     .max = WEEK_MS,
+     .def = "2s",
+     .help = "readiness probes, 0 = off"},
+    {.name = "--prefill-failure",
+     SC_FLAG_AT(CHOICE, args_t, o.prefill_retry),
+     .choices = "fail|retry",
+     .def = "retry",
+     .help = "a failed prefill fails the request, or is retried"},
+    {.name = "--analysis-window",
+     SC_FLAG_AT(DURATION, args_t, o.window_ms),
+     .max = WEEK_MS,
+     .def = "60s",
+     .help = "default rollout window"},
+    {.name = "--max-error-rate",
+     SC_FLAG_AT(NUM, args_t, o.max_error_rate),
+     .min = 0,
+     .max = 1,
+     .def = "0.05",
+     .help = "default rollout threshold"},
+    {.name = "--max-body",
+     SC_FLAG_AT(SIZE, args_t, o.max_body),
+     .min = 1024,
+     .max = 64 << 20,
+     .def = "4194304",
+     .help = "largest request body"},
 };
 
 static const sc_command_t gw_cmd = {
-	.name = "gateway",
-	.about = "The serving gateway: balances, retries, ejects bad replicas, sheds load,\n"
-		 "runs canary rollouts and prefill/decode disaggregation (docs/GATEWAY.md).",
-	.flags = gw_flags,
-	.nflags = sizeof(gw_flags) / sizeof(gw_flags[0]),
+    .name = "gateway",
+    .about = "The serving gateway: balances, retries, ejects bad replicas, sheds load,\n"
+             "runs canary rollouts and prefill/decode disaggregation (docs/GATEWAY.md).",
+    .flags = gw_flags,
+    .nflags = sizeof(gw_flags) / sizeof(gw_flags[0]),
 };
 
 /* Defaults that no flag sets. */
@@ -358,9 +415,10 @@ static int parse_args(int argc, char **argv, args_t *a)
 	char err[256];
 	size_t n = a->nrollouts;
 	for (size_t i = 0; i < n; i++) {
-		if (parse_rollout(&a->o, a->rollout_specs[i], &a->rollouts[i], err, sizeof(err)) < 0) {
+		if (parse_rollout(&a->o, a->rollout_specs[i], &a->rollouts[i], err, sizeof(err)) <
+		    0) {
 			fprintf(stderr, "starcloud gateway: --rollout \"%s\": %s\n",
-				a->rollout_specs[i], err);
+			        a->rollout_specs[i], err);
 			return SC_EINVAL;
 		}
 	}
@@ -385,16 +443,16 @@ static int config_backend(args_t *a, json_t *e, size_t i)
 	const char *role = json_string_value(json_object_get(e, "role"));
 	json_t *w = json_object_get(e, "weight");
 	snprintf(spec, sizeof(spec), "model=%s,version=%s,url=%s,role=%s",
-		 json_string_value(json_object_get(e, "model")) ?: "",
-		 json_string_value(json_object_get(e, "version")) ?: "",
-		 json_string_value(json_object_get(e, "url")) ?: "", role ? role : "both");
+	         json_string_value(json_object_get(e, "model")) ?: "",
+	         json_string_value(json_object_get(e, "version")) ?: "",
+	         json_string_value(json_object_get(e, "url")) ?: "", role ? role : "both");
 	if (json_is_number(w))
 		snprintf(spec + strlen(spec), sizeof(spec) - strlen(spec), ",weight=%g",
-			 json_number_value(w));
+		         json_number_value(w));
 	if (a->nbackends == MAX_FLAGS ||
 	    sc__gw_parse_backend(spec, &a->backends[a->nbackends], err, sizeof(err)) < 0) {
 		fprintf(stderr, "starcloud gateway: %s: backends[%zu]: %s\n", a->config, i,
-			a->nbackends == MAX_FLAGS ? "too many" : err);
+		        a->nbackends == MAX_FLAGS ? "too many" : err);
 		return SC_EINVAL;
 	}
 	a->nbackends++;
@@ -407,24 +465,24 @@ static int config_rollout(args_t *a, json_t *e, size_t i)
 	json_t *js = json_object_get(e, "steps");
 	for (size_t k = 0; k < json_array_size(js); k++)
 		snprintf(steps + strlen(steps), sizeof(steps) - strlen(steps), "%s%lld",
-			 k ? "/" : "", (long long)json_integer_value(json_array_get(js, k)));
+		         k ? "/" : "", (long long)json_integer_value(json_array_get(js, k)));
 	const char *win = json_string_value(json_object_get(e, "analysisWindow"));
 	json_t *mer = json_object_get(e, "maxErrorRate");
 	int n = snprintf(spec, sizeof(spec), "model=%s,stable=%s,canary=%s",
-			 json_string_value(json_object_get(e, "model")) ?: "",
-			 json_string_value(json_object_get(e, "stable")) ?: "",
-			 json_string_value(json_object_get(e, "canary")) ?: "");
+	                 json_string_value(json_object_get(e, "model")) ?: "",
+	                 json_string_value(json_object_get(e, "stable")) ?: "",
+	                 json_string_value(json_object_get(e, "canary")) ?: "");
 	if (steps[0])
 		n += snprintf(spec + n, sizeof(spec) - (size_t)n, ",steps=%s", steps);
 	if (win)
 		n += snprintf(spec + n, sizeof(spec) - (size_t)n, ",window=%s", win);
 	if (json_is_number(mer))
 		snprintf(spec + n, sizeof(spec) - (size_t)n, ",max-error-rate=%g",
-			 json_number_value(mer));
+		         json_number_value(mer));
 	if (a->nrollouts == 16 ||
 	    parse_rollout(&a->o, spec, &a->rollouts[a->nrollouts], err, sizeof(err)) < 0) {
 		fprintf(stderr, "starcloud gateway: %s: rollouts[%zu]: %s\n", a->config, i,
-			a->nrollouts == 16 ? "too many" : err);
+		        a->nrollouts == 16 ? "too many" : err);
 		return SC_EINVAL;
 	}
 	a->nrollouts++;
@@ -445,14 +503,17 @@ static int load_config(args_t *a)
 	sc_yj_error_t yerr;
 	int rc = sc_yj_load(text, len, NULL, &docs, &yerr);
 	if (rc < 0) {
-		fprintf(stderr, "starcloud gateway: %s:%d:%d: %s\n", a->config, yerr.line, yerr.col, yerr.msg);
+		fprintf(stderr, "starcloud gateway: %s:%d:%d: %s\n", a->config, yerr.line, yerr.col,
+		        yerr.msg);
 		return SC_EPARSE;
 	}
 	json_t *doc = sc_yj_count(docs) ? sc_yj_doc(docs, 0) : NULL;
 	json_t *bs = json_object_get(doc, "backends"), *rs = json_object_get(doc, "rollouts");
 	if (!json_is_object(doc) || (bs && !json_is_array(bs)) || (rs && !json_is_array(rs))) {
-		fprintf(stderr, "starcloud gateway: %s: expected an object with arrays backends and rollouts\n",
-			a->config);
+		fprintf(
+		    stderr,
+		    "starcloud gateway: %s: expected an object with arrays backends and rollouts\n",
+		    a->config);
 		rc = SC_EINVAL;
 		goto out;
 	}
@@ -493,8 +554,8 @@ static int setup(sc_gw_t *gw, args_t *a)
 {
 	gw->o = a->o;
 	gw->rng = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ull;
-	sc_http_limits_t lim = {.max_body_bytes = a->o.max_body, .max_conns = 16384,
-				.idle_timeout_ms = 120000};
+	sc_http_limits_t lim = {
+	    .max_body_bytes = a->o.max_body, .max_conns = 16384, .idle_timeout_ms = 120000};
 	gw->http = sc_http_server_new(gw->loop, &lim);
 	sc_hcli_opts_t hco = {.max_idle_per_host = 256, .connect_timeout_ms = 1000};
 	gw->hc = sc_hcli_new(gw->loop, &hco);
@@ -505,9 +566,9 @@ static int setup(sc_gw_t *gw, args_t *a)
 			return SC_ELIMIT;
 	for (size_t i = 0; i < a->nrollouts; i++) {
 		rollout_desc_t *d = &a->rollouts[i];
-		gw_rollout_t *ro = sc__gw_rollout_set(gw, d->model, d->stable, d->canary, d->steps,
-						      d->nsteps, d->window_ms, d->max_error_rate,
-						      GW_SRC_STATIC);
+		gw_rollout_t *ro =
+		    sc__gw_rollout_set(gw, d->model, d->stable, d->canary, d->steps, d->nsteps,
+		                       d->window_ms, d->max_error_rate, GW_SRC_STATIC);
 		if (!ro)
 			return SC_ELIMIT;
 		snprintf(ro->deployment, sizeof(ro->deployment), "%s", d->deployment);
@@ -568,7 +629,7 @@ int sc_gateway_main(int argc, char **argv)
 	fflush(stdout);
 	sc_sd_watchdog_start(&loop, &gw.watchdog);
 	sc_sd_notifyf("READY=1\nSTATUS=serving on http://%s:%d (%zu backends)", a.o.listen.host,
-		      sc_http_port(gw.http), gw.nbe);
+	              sc_http_port(gw.http), gw.nbe);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	uv_loop_close(&loop);
 	free_all(&gw);

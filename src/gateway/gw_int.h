@@ -47,20 +47,20 @@ typedef struct gw_stats gw_stats_t;
 typedef struct gw_backend {
 	char model[GW_MAX_NAME];
 	char version[GW_MAX_VERSION];
-	char url[GW_MAX_URL];   /* http://HOST:PORT, no trailing slash */
-	char id[GW_MAX_URL];    /* HOST:PORT, the x-starcloud-replica value */
+	char url[GW_MAX_URL]; /* http://HOST:PORT, no trailing slash */
+	char id[GW_MAX_URL];  /* HOST:PORT, the x-starcloud-replica value */
 	int role;
 	double weight;
 	int source;
 	int gone;
-	int ready;              /* last readiness probe (1 until one fails) */
+	int ready; /* last readiness probe (1 until one fails) */
 	int inflight;
 	int consec_fail;
 	int ejections;
 	uint64_t ejected_until; /* ms on the loop clock; 0 = not ejected */
 	int probing;
 	uint64_t requests, failures;
-	gw_stats_t *stats;      /* the model/version figures */
+	gw_stats_t *stats; /* the model/version figures */
 } gw_backend_t;
 
 typedef sc_window_t gw_window_t; /* src/base/serve.h */
@@ -76,14 +76,14 @@ typedef struct gw_rollout {
 	int steps[GW_MAX_STEPS];
 	size_t nsteps;
 	size_t step;
-	int weight;             /* percent of unpinned traffic to the canary */
+	int weight; /* percent of unpinned traffic to the canary */
 	int state;
 	double max_error_rate;
-	double max_p99;         /* seconds; 0 = not checked */
+	double max_p99; /* seconds; 0 = not checked */
 	uint64_t window_ms;
-	uint64_t min_requests;  /* canary requests a window needs to advance */
+	uint64_t min_requests; /* canary requests a window needs to advance */
 	uint64_t windows;
-	gw_window_t cur[2];     /* [0] stable, [1] canary */
+	gw_window_t cur[2]; /* [0] stable, [1] canary */
 	gw_window_t last[2];
 	double last_err[2], last_p99[2];
 	char reason[256];
@@ -95,25 +95,25 @@ typedef struct gw_rollout {
 
 typedef struct gw_opts {
 	sc_hostport_t listen;
-	uint64_t timeout_ms;        /* whole request */
-	uint64_t attempt_timeout_ms;/* one upstream attempt, inactivity */
-	int max_inflight;           /* per replica, then 429 */
-	int max_retries;            /* per request */
-	double retry_budget;        /* share of active requests */
+	uint64_t timeout_ms;         /* whole request */
+	uint64_t attempt_timeout_ms; /* one upstream attempt, inactivity */
+	int max_inflight;            /* per replica, then 429 */
+	int max_retries;             /* per request */
+	double retry_budget;         /* share of active requests */
 	int retry_budget_min;
-	int eject_after;            /* consecutive failures */
+	int eject_after; /* consecutive failures */
 	uint64_t eject_base_ms;
 	uint64_t eject_max_ms;
 	uint64_t probe_interval_ms;
-	int prefill_retry;          /* --prefill-failure retry */
-	size_t max_body;            /* client request body */
-	size_t max_response;        /* buffered upstream answer */
+	int prefill_retry;                        /* --prefill-failure retry */
+	size_t max_body;                          /* client request body */
+	size_t max_response;                      /* buffered upstream answer */
 	char server[GW_MAX_SERVERS * GW_MAX_URL]; /* --server URL1,URL2,... as given */
 	char servers[GW_MAX_SERVERS][GW_MAX_URL]; /* the same, split and checked */
 	size_t nservers;
 	char token[256];
 	char otlp[GW_MAX_URL];
-	uint64_t window_ms;         /* default analysis window */
+	uint64_t window_ms; /* default analysis window */
 	double max_error_rate;
 	int steps[GW_MAX_STEPS];
 	size_t nsteps;
@@ -127,25 +127,25 @@ typedef struct sc_gw {
 	gw_backend_t *be[GW_MAX_BACKENDS];
 	size_t nbe;
 	gw_rollout_t ro[GW_MAX_ROLLOUTS];
-	size_t nro;                 /* slots of ro ever used (a high-water mark) */
+	size_t nro; /* slots of ro ever used (a high-water mark) */
 	gw_stats_t *stats[GW_MAX_STATS];
 	size_t nstats;
-	uint64_t active;            /* client requests in flight */
-	uint64_t active_retries;    /* retry attempts in flight */
+	uint64_t active;         /* client requests in flight */
+	uint64_t active_retries; /* retry attempts in flight */
 	uint64_t shed, budget_exhausted;
-	struct gw_req *reqs;        /* every request in flight, newest first */
-	struct gw_req *reqs_tail;   /* the oldest: the next deadline (proxy.c) */
-	struct gw_req *dead;        /* released, recycled after this iteration */
-	uv_timer_t deadlines;       /* armed for reqs_tail->deadline_ms */
-	uv_check_t reaper;          /* moves dead to pool */
-	struct gw_req *pool;        /* finished requests kept for reuse (proxy.c) */
+	struct gw_req *reqs;      /* every request in flight, newest first */
+	struct gw_req *reqs_tail; /* the oldest: the next deadline (proxy.c) */
+	struct gw_req *dead;      /* released, recycled after this iteration */
+	uv_timer_t deadlines;     /* armed for reqs_tail->deadline_ms */
+	uv_check_t reaper;        /* moves dead to pool */
+	struct gw_req *pool;      /* finished requests kept for reuse (proxy.c) */
 	size_t npool;
 	uv_timer_t probe_timer;
 	uv_signal_t sigint, sigterm;
 	uv_timer_t watchdog; /* systemd WatchdogSec= pings (net/sdnotify.h) */
-	void *trace;                /* trace.c exporter state */
-	void *control;              /* control.c watch state */
-	size_t server_idx;          /* the control plane server in use (o.servers) */
+	void *trace;         /* trace.c exporter state */
+	void *control;       /* control.c watch state */
+	size_t server_idx;   /* the control plane server in use (o.servers) */
 	uint64_t rng;
 } sc_gw_t;
 
@@ -192,13 +192,13 @@ void sc__gw_probe_start(sc_gw_t *gw);
 gw_rollout_t *sc__gw_rollout_find(sc_gw_t *gw, const char *model);
 /* Creates or updates the rollout of model from stable to canary. */
 gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *stable,
-				 const char *canary, const int *steps, size_t nsteps,
-				 uint64_t window_ms, double max_error_rate, int source);
+                                 const char *canary, const int *steps, size_t nsteps,
+                                 uint64_t window_ms, double max_error_rate, int source);
 /* Chooses the version for an unpinned request (NULL = no rollout: any). */
 const char *sc__gw_rollout_choose(sc_gw_t *gw, const char *model);
 /* Records a finished request of model/version for the analysis. */
 void sc__gw_rollout_observe(sc_gw_t *gw, const char *model, const char *version, int error,
-			    double seconds);
+                            double seconds);
 int sc__gw_rollout_action(sc_gw_t *gw, gw_rollout_t *ro, const char *action);
 json_t *sc__gw_rollout_json(const gw_rollout_t *ro);
 const char *sc__gw_rollout_state(int state);
@@ -221,7 +221,7 @@ typedef struct gw_span {
 	uint8_t parent_id[8];
 	int has_parent;
 	int sampled;
-	uint64_t start_ns;          /* unix time */
+	uint64_t start_ns; /* unix time */
 } gw_span_t;
 /* Starts the request's root span from a traceparent header (NULL or
  * invalid: a new trace). */
@@ -235,7 +235,7 @@ int sc__gw_span_wanted(const sc_gw_t *gw, const gw_span_t *s);
 /* Ends a span and queues it for export (when --otlp is set). attrs is a
  * jansson object of string/int attributes (taken). */
 void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, int error,
-		     json_t *attrs);
+                     json_t *attrs);
 int sc__gw_trace_init(sc_gw_t *gw);
 void sc__gw_trace_close(sc_gw_t *gw);
 

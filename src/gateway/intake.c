@@ -60,8 +60,7 @@ static void route(gw_req_t *q)
 
 /* The top-level fields an OpenAI request is checked and routed on. */
 enum { OA_MODEL, OA_STREAM, OA_MAX_TOKENS, OA_PROMPT, OA_MESSAGES, OA_N };
-static const char *const oa_keys[OA_N] = { "model", "stream", "max_tokens", "prompt",
-					   "messages" };
+static const char *const oa_keys[OA_N] = {"model", "stream", "max_tokens", "prompt", "messages"};
 
 /* Validates a scanned request; NULL when good, else the message. */
 static const char *openai_check(int rc, const sc_jval_t *v, int kind)
@@ -117,7 +116,8 @@ static void openai(sc_http_req_t *hr, sc_gw_t *gw, int kind, const char *path)
 	char model[GW_MAX_NAME + GW_MAX_VERSION + 2];
 	if (sc_jscan_string(&v[OA_MODEL], model, sizeof(model)) < 0 ||
 	    set_model(q, model, NULL) < 0) {
-		sc__gw_fail(q, 400, "invalid_request_error", "model: expected NAME or NAME:VERSION");
+		sc__gw_fail(q, 400, "invalid_request_error",
+		            "model: expected NAME or NAME:VERSION");
 		return;
 	}
 	route(q);
@@ -149,7 +149,7 @@ static int path_segment(const char **p, char *out, size_t sz)
 /* /v2/models/{m}[/versions/{v}][/rest]: splits the path; rest is what
  * follows ("/infer", "/ready", ""). */
 static int kserve_path(const char *path, char *m, size_t msz, char *v, size_t vsz,
-		       const char **rest)
+                       const char **rest)
 {
 	const char *p = path + strlen("/v2/models/");
 	v[0] = '\0';
@@ -209,14 +209,14 @@ static void h_kserve(sc_http_req_t *hr, void *ud)
 	if (infer) {
 		size_t len;
 		const char *raw = sc_http_body(hr, &len);
-		static const char *const keys[] = { "inputs" };
+		static const char *const keys[] = {"inputs"};
 		sc_jval_t in;
 		int rc = sc_jscan_object(raw, len, keys, 1, &in);
 		const char *bad = rc == SC_EPARSE || rc == SC_EINVAL
-					  ? "the body must be a JSON object"
-				  : rc == SC_EEXISTS	    ? "inputs: given twice"
-				  : in.type != SC_JT_ARRAY ? "inputs: expected an array"
-							   : NULL;
+		                      ? "the body must be a JSON object"
+		                  : rc == SC_EEXISTS       ? "inputs: given twice"
+		                  : in.type != SC_JT_ARRAY ? "inputs: expected an array"
+		                                           : NULL;
 		if (bad) {
 			kserve_error(hr, 400, bad);
 			return;

@@ -46,7 +46,7 @@ static int pf_data(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
 static void prefill_failed(gw_req_t *q, const char *why)
 {
 	snprintf(q->last_err, sizeof(q->last_err), "prefill on %s failed: %s",
-		 q->be ? q->be->id : "?", why);
+	         q->be ? q->be->id : "?", why);
 	sc_log_warn("%s", q->last_err);
 	if (q->gw->o.prefill_retry && sc__gw_may_retry(q)) {
 		prefill_try(q);
@@ -82,31 +82,31 @@ static void pf_done(sc_hcli_req_t *up, int err, void *ud)
 		sc__gw_attempt_end(q, 0);
 		char msg[160];
 		snprintf(msg, sizeof(msg), "the prefill replica refused the request: %.100s",
-			 q->resp.len ? q->resp.data : "");
+		         q->resp.len ? q->resp.data : "");
 		sc__gw_fail(q, st, "invalid_request_error", msg);
 		return;
 	}
 	json_t *j = st == 200 ? json_loadb(q->resp.data, q->resp.len, 0, NULL) : NULL;
 	int ok = json_is_string(json_object_get(j, "kv_url")) &&
-		 json_is_integer(json_object_get(j, "first_token"));
+	         json_is_integer(json_object_get(j, "first_token"));
 	sc__gw_attempt_end(q, !ok);
 	if (ok)
 		decode_phase(q, j);
 	else
-		prefill_failed(q, err < 0	? sc_strerror(err)
-				  : st == 200 ? "no kv_url/first_token in the answer"
-					      : "upstream error");
+		prefill_failed(q, err < 0     ? sc_strerror(err)
+		                  : st == 200 ? "no kv_url/first_token in the answer"
+		                              : "upstream error");
 	json_decref(j);
 }
 
 static void prefill_try(gw_req_t *q)
 {
 	gw_pick_t p = {
-		.model = q->model,
-		.version = q->version[0] ? q->version : NULL,
-		.role = GW_ROLE_PREFILL,
-		.tried = q->tried,
-		.ntried = q->ntried,
+	    .model = q->model,
+	    .version = q->version[0] ? q->version : NULL,
+	    .role = GW_ROLE_PREFILL,
+	    .tried = q->tried,
+	    .ntried = q->ntried,
 	};
 	int why = 503;
 	gw_backend_t *b = sc__gw_pick(q->gw, &p, &why);
@@ -119,7 +119,7 @@ static void prefill_try(gw_req_t *q)
 			sc__gw_fail(q, 429, "overloaded", "every prefill replica is saturated");
 		else
 			sc__gw_fail(q, q->prefill_attempts ? 502 : 503, "prefill_failed",
-				    q->last_err[0] ? q->last_err : "no ready prefill replica");
+			            q->last_err[0] ? q->last_err : "no ready prefill replica");
 		return;
 	}
 	sc__gw_attempt_take(q, b);
@@ -132,14 +132,14 @@ static void prefill_try(gw_req_t *q)
 	size_t blen;
 	char *body = sc__gw_body_for_attempt(q, &blen);
 	sc_hcli_call_t call = {
-		.method = "POST",
-		.url = url,
-		.headers = hdrs,
-		.body = body,
-		.body_len = blen,
-		.timeout_ms = q->gw->o.attempt_timeout_ms,
-		.cbs = {.on_head = pf_head, .on_data = pf_data, .on_done = pf_done},
-		.ud = q,
+	    .method = "POST",
+	    .url = url,
+	    .headers = hdrs,
+	    .body = body,
+	    .body_len = blen,
+	    .timeout_ms = q->gw->o.attempt_timeout_ms,
+	    .cbs = {.on_head = pf_head, .on_data = pf_data, .on_done = pf_done},
+	    .ud = q,
 	};
 	q->att_ns = uv_hrtime();
 	q->up_status = 0;
@@ -162,7 +162,7 @@ void sc__gw_pd_start(gw_req_t *q)
 void sc__gw_pd_kv_lost(gw_req_t *q)
 {
 	snprintf(q->last_err, sizeof(q->last_err), "decode on %s: the KV handle is gone",
-		 q->be ? q->be->id : "?");
+	         q->be ? q->be->id : "?");
 	if (q->started || !q->gw->o.prefill_retry || !sc__gw_may_retry(q)) {
 		sc__gw_fail(q, 502, "prefill_failed", q->last_err);
 		return;
@@ -198,9 +198,9 @@ json_t *sc__gw_pd_prefill_body(const gw_req_t *q)
 json_t *sc__gw_pd_decode_body(const gw_req_t *q)
 {
 	json_t *b = json_pack("{s:s,s:O,s:O,s:b,s:s}", "model", q->model, "kv_url",
-			      json_object_get(q->kv, "kv_url"), "first_token",
-			      json_object_get(q->kv, "first_token"), "stream", q->stream, "format",
-			      q->kind == GW_K_CHAT ? "chat" : "completion");
+	                      json_object_get(q->kv, "kv_url"), "first_token",
+	                      json_object_get(q->kv, "first_token"), "stream", q->stream, "format",
+	                      q->kind == GW_K_CHAT ? "chat" : "completion");
 	copy_field(b, q->body, "max_tokens");
 	copy_field(b, q->body, "temperature");
 	copy_field(b, q->body, "top_p");
@@ -237,9 +237,7 @@ void sc__gw_pd_release(gw_req_t *q)
 	const char *url = json_string_value(json_object_get(q->kv, "kv_url"));
 	if (!url || !q->gw->hc)
 		return;
-	sc_hcli_call_t call = {.method = "DELETE",
-				.url = url,
-				.timeout_ms = 2000,
-				.cbs = {.on_done = delete_done}};
+	sc_hcli_call_t call = {
+	    .method = "DELETE", .url = url, .timeout_ms = 2000, .cbs = {.on_done = delete_done}};
 	sc_hcli_start(q->gw->hc, &call, NULL);
 }

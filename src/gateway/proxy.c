@@ -56,9 +56,9 @@ static void req_account(gw_req_t *q, int status)
 	sc__gw_stats_done(s, status, total, ttft);
 	if (!sc__gw_span_wanted(q->gw, &q->root))
 		return;
-	json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "model", q->model, "version", ver,
-			      "http.status_code", status, "retries",
-			      q->attempts > 0 ? q->attempts - 1 : 0);
+	json_t *a =
+	    json_pack("{s:s,s:s,s:i,s:i}", "model", q->model, "version", ver, "http.status_code",
+	              status, "retries", q->attempts > 0 ? q->attempts - 1 : 0);
 	sc__gw_span_end(q->gw, &q->root, "gateway request", 2, status >= 500, a);
 }
 
@@ -71,9 +71,10 @@ void sc__gw_fail(gw_req_t *q, int status, const char *type, const char *msg)
 		q->hr = NULL;
 	} else if (q->hr && q->started) {
 		char ev[512];
-		int n = snprintf(ev, sizeof(ev),
-				 "data: {\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"code\":%d}}\n\n",
-				 msg, type, status);
+		int n = snprintf(
+		    ev, sizeof(ev),
+		    "data: {\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"code\":%d}}\n\n", msg,
+		    type, status);
 		sc_http_stream_write(q->hr, ev, (size_t)n);
 		sc_http_stream_end(q->hr);
 		q->hr = NULL;
@@ -93,7 +94,7 @@ static void respond_upstream(gw_req_t *q)
 {
 	set_headers(q, q->be);
 	sc_http_respond(q->hr, q->up_status, q->up_ctype[0] ? q->up_ctype : "application/json",
-			q->resp.data, q->resp.len);
+	                q->resp.data, q->resp.len);
 	q->hr = NULL;
 	req_account(q, q->up_status);
 	req_release(q);
@@ -162,7 +163,7 @@ static gw_req_t *req_alloc(sc_gw_t *gw)
 	}
 	gw->pool = q->next;
 	gw->npool--;
-	sc_buf_t keep[3] = { q->resp, q->sse, q->emitted };
+	sc_buf_t keep[3] = {q->resp, q->sse, q->emitted};
 	memset(q, 0, offsetof(gw_req_t, last_err));
 	q->last_err[0] = '\0';
 	memset(&q->pd, 0, sizeof(*q) - offsetof(gw_req_t, pd));
@@ -435,8 +436,8 @@ static int passthru_write(gw_req_t *q, const char *d, size_t n)
 	if (!q->started) {
 		set_headers(q, q->be);
 		sc_http_stream_start(q->hr, q->up_status,
-				     q->up_ctype[0] ? q->up_ctype : "application/json",
-				     on_client_gone, q);
+		                     q->up_ctype[0] ? q->up_ctype : "application/json",
+		                     on_client_gone, q);
 		q->started = 1;
 		q->ttft_ns = uv_hrtime();
 	}
@@ -508,7 +509,7 @@ static int valid_answer(gw_req_t *q)
 	if (q->kind != GW_K_COMPL && q->kind != GW_K_CHAT)
 		return 1;
 	/* Only "choices" matters: a validating scan, no tree. */
-	static const char *const keys[] = { "choices" };
+	static const char *const keys[] = {"choices"};
 	sc_jval_t v;
 	size_t nc = 0;
 	int same;
@@ -530,14 +531,13 @@ void sc__gw_attempt_end(gw_req_t *q, int failed)
 	if (b->role != GW_ROLE_PREFILL)
 		sc__gw_rollout_observe(q->gw, q->model, b->version, failed, secs);
 	if (sc__gw_span_wanted(q->gw, &q->att)) {
-		json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "replica", b->id, "version",
-				      b->version, "http.status_code", q->up_status, "attempt",
-				      q->attempts);
+		json_t *a = json_pack("{s:s,s:s,s:i,s:i}", "replica", b->id, "version", b->version,
+		                      "http.status_code", q->up_status, "attempt", q->attempts);
 		sc__gw_span_end(q->gw, &q->att,
-				b->role == GW_ROLE_DECODE    ? "decode"
-				: b->role == GW_ROLE_PREFILL ? "prefill"
-							     : "attempt",
-				3, failed, a);
+		                b->role == GW_ROLE_DECODE    ? "decode"
+		                : b->role == GW_ROLE_PREFILL ? "prefill"
+		                                             : "attempt",
+		                3, failed, a);
 	}
 	b->inflight--;
 	sc__gw_stats_inflight(b->stats, -1);
@@ -559,8 +559,8 @@ static void resume_or_fail(gw_req_t *q)
 		resumable = 0; /* without token ids a decode cannot skip what was sent */
 	if (resumable && q->resumes < q->gw->o.max_retries + 1 && sc__gw_may_retry(q)) {
 		q->resumes++;
-		sc_log_warn("stream from %s broke after %d chunks; continuing elsewhere",
-			   q->be->id, q->ntok);
+		sc_log_warn("stream from %s broke after %d chunks; continuing elsewhere", q->be->id,
+		            q->ntok);
 		sc__gw_attempt(q);
 		return;
 	}
@@ -614,7 +614,7 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 		failed = retry = 1;
 		q->up_status = 502;
 		snprintf(q->last_err, sizeof(q->last_err), "replica %s sent an empty answer",
-			 q->be->id);
+		         q->be->id);
 	}
 	if (q->pd && sc__gw_pd_kv_gone(q)) {
 		/* Not the decode replica's fault: the KV it was sent is gone. */
@@ -627,7 +627,7 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 		/* A stream that ended before its first event is a failure. */
 		failed = retry = 1;
 		snprintf(q->last_err, sizeof(q->last_err), "replica %s ended the stream early",
-			 q->be->id);
+		         q->be->id);
 	}
 	sc__gw_attempt_end(q, failed);
 	if (!failed || !retry) {
@@ -639,7 +639,7 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 	q->last_status = q->up_status > 0 ? q->up_status : 502;
 	if (!q->last_err[0] || err < 0)
 		snprintf(q->last_err, sizeof(q->last_err), "replica %s: %s", q->be->id,
-			 err < 0 ? sc_strerror(err) : "upstream error");
+		         err < 0 ? sc_strerror(err) : "upstream error");
 	if (sc__gw_may_retry(q)) {
 		sc__gw_attempt(q);
 		return;
@@ -661,7 +661,7 @@ int sc__gw_may_retry(gw_req_t *q)
 	if (q->free_retry)
 		return 1;
 	if (!sc_retry_budget_ok(gw->active, gw->active_retries, gw->o.retry_budget,
-				gw->o.retry_budget_min)) {
+	                        gw->o.retry_budget_min)) {
 		gw->budget_exhausted++;
 		return 0;
 	}
@@ -683,8 +683,8 @@ static void add_continuation(gw_req_t *q, json_t *b)
 		sc_buf_free(&np);
 	} else {
 		json_t *msgs = json_object_get(b, "messages");
-		json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "assistant", "content",
-						      text));
+		json_array_append_new(msgs,
+		                      json_pack("{s:s,s:s}", "role", "assistant", "content", text));
 		json_object_set_new(b, "continue_final_message", json_true());
 		json_object_set_new(b, "add_generation_prompt", json_false());
 	}
@@ -737,11 +737,11 @@ char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
 static gw_backend_t *pick_for(gw_req_t *q, int *why)
 {
 	gw_pick_t p = {
-		.model = q->model,
-		.version = q->version[0] ? q->version : NULL,
-		.role = q->role,
-		.tried = q->tried,
-		.ntried = q->ntried,
+	    .model = q->model,
+	    .version = q->version[0] ? q->version : NULL,
+	    .role = q->role,
+	    .tried = q->tried,
+	    .ntried = q->ntried,
 	};
 	gw_backend_t *b = sc__gw_pick(q->gw, &p, why);
 	if (!b && q->rollout_chosen && *why != 404) {
@@ -783,14 +783,14 @@ static void attempt_send(gw_req_t *q, gw_backend_t *b)
 		send = body = sc__gw_body_for_attempt(q, &blen);
 	}
 	sc_hcli_call_t call = {
-		.method = q->method,
-		.url = url,
-		.headers = hdrs,
-		.body = send,
-		.body_len = blen,
-		.timeout_ms = q->gw->o.attempt_timeout_ms,
-		.cbs = {.on_head = up_head, .on_data = up_data_stream, .on_done = up_done},
-		.ud = q,
+	    .method = q->method,
+	    .url = url,
+	    .headers = hdrs,
+	    .body = send,
+	    .body_len = blen,
+	    .timeout_ms = q->gw->o.attempt_timeout_ms,
+	    .cbs = {.on_head = up_head, .on_data = up_data_stream, .on_done = up_done},
+	    .ud = q,
 	};
 	/* A first attempt starts in the callback that took the request in:
 	 * its clock reading serves (one clock read less per request). */
@@ -816,14 +816,15 @@ void sc__gw_attempt(gw_req_t *q)
 		if (q->attempts == 0 && why == 429) {
 			sc__gw_stats_shed(sc__gw_stats(q->gw, q->model, q->version));
 			q->gw->shed++;
-			sc__gw_fail(q, 429, "overloaded", "every replica is saturated; retry later");
+			sc__gw_fail(q, 429, "overloaded",
+			            "every replica is saturated; retry later");
 		} else if (q->attempts == 0 && why == 404) {
 			sc__gw_fail(q, 404, "model_not_found", "no such model or version");
 		} else if (q->attempts == 0) {
 			sc__gw_fail(q, 503, "unavailable", "no ready replica for this model");
 		} else {
 			sc__gw_fail(q, q->last_status == 504 ? 504 : 502, "upstream_error",
-				    q->last_err[0] ? q->last_err : "no replica left to retry on");
+			            q->last_err[0] ? q->last_err : "no replica left to retry on");
 		}
 		return;
 	}

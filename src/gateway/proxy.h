@@ -14,47 +14,47 @@ enum { GW_K_COMPL, GW_K_CHAT, GW_K_INFER, GW_K_PASS };
 
 typedef struct gw_req {
 	sc_gw_t *gw;
-	sc_http_req_t *hr;        /* NULL once the client is gone */
+	sc_http_req_t *hr; /* NULL once the client is gone */
 	int kind;
 	char model[GW_MAX_NAME];
 	char version[GW_MAX_VERSION]; /* pinned or chosen by the rollout; "" = any */
 	int pinned;
-	int rollout_chosen;       /* version came from the rollout, may widen */
-	json_t *body;             /* parsed OpenAI request (owned), lazily: sc__gw_req_json */
-	const char *raw;          /* the client's body (borrowed from hr) */
+	int rollout_chosen; /* version came from the rollout, may widen */
+	json_t *body;       /* parsed OpenAI request (owned), lazily: sc__gw_req_json */
+	const char *raw;    /* the client's body (borrowed from hr) */
 	size_t rawlen;
-	int rewrite;              /* body must be re-serialized (model:version) */
-	char path[512];           /* upstream path and query */
+	int rewrite;    /* body must be re-serialized (model:version) */
+	char path[512]; /* upstream path and query */
 	const char *method;
 	int stream;
-	int role;                 /* backends this phase uses */
-	gw_backend_t *be;         /* the attempt in flight */
+	int role;         /* backends this phase uses */
+	gw_backend_t *be; /* the attempt in flight */
 	sc_hcli_req_t *up;
 	gw_backend_t *tried[GW_MAX_TRIED];
 	size_t ntried;
 	int attempts;
 	int resumes;
-	int in_retry;             /* the attempt in flight counts as a retry */
-	int free_retry;           /* the failed attempt never reached its replica */
-	int started;              /* the client stream is open */
-	int passthru;             /* this attempt's answer is forwarded as it arrives */
+	int in_retry;   /* the attempt in flight counts as a retry */
+	int free_retry; /* the failed attempt never reached its replica */
+	int started;    /* the client stream is open */
+	int passthru;   /* this attempt's answer is forwarded as it arrives */
 	int up_status;
 	char up_ctype[128];
-	int held;                 /* be->inflight counts this request */
-	sc_buf_t resp;            /* buffered upstream answer */
-	sc_buf_t sse;             /* an upstream event not yet complete */
-	sc_buf_t emitted;         /* completion text sent to the client */
-	int ntok;                 /* text chunks sent to the client */
+	int held;         /* be->inflight counts this request */
+	sc_buf_t resp;    /* buffered upstream answer */
+	sc_buf_t sse;     /* an upstream event not yet complete */
+	sc_buf_t emitted; /* completion text sent to the client */
+	int ntok;         /* text chunks sent to the client */
 	int saw_done;
 	uint64_t t0_ns, ttft_ns, att_ns;
-	uint64_t deadline_ms;     /* loop clock: t0 + --timeout (sc_gw_t.deadlines) */
+	uint64_t deadline_ms; /* loop clock: t0 + --timeout (sc_gw_t.deadlines) */
 	gw_span_t root, att;
-	int last_status;          /* of the last failed attempt, for the answer */
+	int last_status; /* of the last failed attempt, for the answer */
 	char last_err[640];
 	/* prefill/decode */
 	int pd;
-	json_t *kv;               /* the prefill's answer: kv_handle, kv_url, first_token (owned) */
-	json_t *ids;              /* token ids sent to the client (streamed chunks' token_ids) */
+	json_t *kv;  /* the prefill's answer: kv_handle, kv_url, first_token (owned) */
+	json_t *ids; /* token ids sent to the client (streamed chunks' token_ids) */
 	gw_backend_t *prefill_be;
 	int prefill_attempts;
 	int closed;

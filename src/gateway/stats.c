@@ -16,7 +16,7 @@
 #define MAX_CODES 16
 
 static const double bounds[NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-					0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+                                        0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 
 typedef struct hist {
 	uint64_t b[NBUCKETS + 1];
@@ -115,33 +115,34 @@ static void hist_out(sc_buf_t *o, const char *name, const gw_stats_t *s, const h
 	for (size_t i = 0; i <= NBUCKETS; i++) {
 		cum += h->b[i];
 		if (i < NBUCKETS)
-			sc_buf_printf(o, "%s_bucket{model=\"%s\",version=\"%s\",le=\"%g\"} %llu\n", name,
-				      s->model, s->version, bounds[i], (unsigned long long)cum);
+			sc_buf_printf(o, "%s_bucket{model=\"%s\",version=\"%s\",le=\"%g\"} %llu\n",
+			              name, s->model, s->version, bounds[i],
+			              (unsigned long long)cum);
 		else
-			sc_buf_printf(o, "%s_bucket{model=\"%s\",version=\"%s\",le=\"+Inf\"} %llu\n",
-				      name, s->model, s->version, (unsigned long long)cum);
+			sc_buf_printf(o,
+			              "%s_bucket{model=\"%s\",version=\"%s\",le=\"+Inf\"} %llu\n",
+			              name, s->model, s->version, (unsigned long long)cum);
 	}
 	sc_buf_printf(o, "%s_sum{model=\"%s\",version=\"%s\"} %.6f\n", name, s->model, s->version,
-		      h->sum);
-	sc_buf_printf(o, "%s_count{model=\"%s\",version=\"%s\"} %llu\n", name, s->model,
-		      s->version, (unsigned long long)h->count);
+	              h->sum);
+	sc_buf_printf(o, "%s_count{model=\"%s\",version=\"%s\"} %llu\n", name, s->model, s->version,
+	              (unsigned long long)h->count);
 }
 
-#define FOR_STATS(gw, s) \
-	for (size_t _i = 0; _i < (gw)->nstats && ((s) = (gw)->stats[_i]); _i++)
+#define FOR_STATS(gw, s) for (size_t _i = 0; _i < (gw)->nstats && ((s) = (gw)->stats[_i]); _i++)
 
-static void counter_out(sc_buf_t *o, sc_gw_t *gw, const char *name, const char *help,
-			size_t off, int gauge)
+static void counter_out(sc_buf_t *o, sc_gw_t *gw, const char *name, const char *help, size_t off,
+                        int gauge)
 {
 	gw_stats_t *s;
 	sc_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
-		      gauge ? "gauge" : "counter");
+	              gauge ? "gauge" : "counter");
 	FOR_STATS(gw, s)
 	{
 		long long v = gauge ? *(const long long *)((const char *)s + off)
-				    : (long long)*(const uint64_t *)((const char *)s + off);
+		                    : (long long)*(const uint64_t *)((const char *)s + off);
 		sc_buf_printf(o, "%s{model=\"%s\",version=\"%s\"} %lld\n", name, s->model,
-			      s->version, v);
+		              s->version, v);
 	}
 }
 
@@ -149,45 +150,46 @@ static void replicas_out(sc_buf_t *o, sc_gw_t *gw)
 {
 	static const char *roles[] = {"both", "prefill", "decode"};
 	sc_buf_puts(o, "# HELP sc_gateway_replica_up 1 when the replica takes traffic (ready, "
-		       "not ejected)\n# TYPE sc_gateway_replica_up gauge\n");
+	               "not ejected)\n# TYPE sc_gateway_replica_up gauge\n");
 	for (size_t i = 0; i < gw->nbe; i++) {
 		gw_backend_t *b = gw->be[i];
 		if (!b->gone)
-			sc_buf_printf(o,
-				      "sc_gateway_replica_up{replica=\"%s\",model=\"%s\",version=\"%s\","
-				      "role=\"%s\"} %d\n",
-				      b->id, b->model, b->version, roles[b->role],
-				      sc__gw_backend_usable(gw, b));
+			sc_buf_printf(
+			    o,
+			    "sc_gateway_replica_up{replica=\"%s\",model=\"%s\",version=\"%s\","
+			    "role=\"%s\"} %d\n",
+			    b->id, b->model, b->version, roles[b->role],
+			    sc__gw_backend_usable(gw, b));
 	}
 	sc_buf_puts(o, "# TYPE sc_gateway_replica_inflight gauge\n");
 	for (size_t i = 0; i < gw->nbe; i++)
 		if (!gw->be[i]->gone)
 			sc_buf_printf(o, "sc_gateway_replica_inflight{replica=\"%s\"} %d\n",
-				      gw->be[i]->id, gw->be[i]->inflight);
+			              gw->be[i]->id, gw->be[i]->inflight);
 	sc_buf_puts(o, "# TYPE sc_gateway_replica_requests_total counter\n");
 	for (size_t i = 0; i < gw->nbe; i++)
 		if (!gw->be[i]->gone)
 			sc_buf_printf(o, "sc_gateway_replica_requests_total{replica=\"%s\"} %llu\n",
-				      gw->be[i]->id, (unsigned long long)gw->be[i]->requests);
+			              gw->be[i]->id, (unsigned long long)gw->be[i]->requests);
 	sc_buf_puts(o, "# TYPE sc_gateway_replica_failures_total counter\n");
 	for (size_t i = 0; i < gw->nbe; i++)
 		if (!gw->be[i]->gone)
 			sc_buf_printf(o, "sc_gateway_replica_failures_total{replica=\"%s\"} %llu\n",
-				      gw->be[i]->id, (unsigned long long)gw->be[i]->failures);
+			              gw->be[i]->id, (unsigned long long)gw->be[i]->failures);
 }
 
 static void rollouts_out(sc_buf_t *o, sc_gw_t *gw)
 {
 	sc_buf_puts(o, "# HELP sc_gateway_canary_weight percent of unpinned traffic to the "
-		       "canary\n# TYPE sc_gateway_canary_weight gauge\n");
+	               "canary\n# TYPE sc_gateway_canary_weight gauge\n");
 	for (size_t i = 0; i < GW_MAX_ROLLOUTS; i++) {
 		gw_rollout_t *ro = &gw->ro[i];
 		if (ro->used)
 			sc_buf_printf(o,
-				      "sc_gateway_canary_weight{model=\"%s\",canary=\"%s\","
-				      "state=\"%s\"} %d\n",
-				      ro->model, ro->canary, sc__gw_rollout_state(ro->state),
-				      ro->weight);
+			              "sc_gateway_canary_weight{model=\"%s\",canary=\"%s\","
+			              "state=\"%s\"} %d\n",
+			              ro->model, ro->canary, sc__gw_rollout_state(ro->state),
+			              ro->weight);
 	}
 }
 
@@ -198,34 +200,35 @@ void sc__gw_metrics(sc_http_req_t *r, void *ud)
 	sc_buf_init(&o, 0);
 	gw_stats_t *s;
 	sc_buf_puts(&o, "# HELP sc_gateway_requests_total client requests by final status\n"
-			"# TYPE sc_gateway_requests_total counter\n");
+	                "# TYPE sc_gateway_requests_total counter\n");
 	FOR_STATS(gw, s)
 	for (size_t i = 0; i < s->ncodes; i++)
-		sc_buf_printf(&o, "sc_gateway_requests_total{model=\"%s\",version=\"%s\",code=\"%d\"} %llu\n",
-			      s->model, s->version, s->codes[i], (unsigned long long)s->code_n[i]);
+		sc_buf_printf(
+		    &o, "sc_gateway_requests_total{model=\"%s\",version=\"%s\",code=\"%d\"} %llu\n",
+		    s->model, s->version, s->codes[i], (unsigned long long)s->code_n[i]);
 	sc_buf_puts(&o, "# HELP sc_gateway_request_seconds whole request latency\n"
-			"# TYPE sc_gateway_request_seconds histogram\n");
+	                "# TYPE sc_gateway_request_seconds histogram\n");
 	FOR_STATS(gw, s)
 	hist_out(&o, "sc_gateway_request_seconds", s, &s->total);
 	sc_buf_puts(&o, "# HELP sc_gateway_ttft_seconds time to first token (first byte)\n"
-			"# TYPE sc_gateway_ttft_seconds histogram\n");
+	                "# TYPE sc_gateway_ttft_seconds histogram\n");
 	FOR_STATS(gw, s)
 	hist_out(&o, "sc_gateway_ttft_seconds", s, &s->ttft);
 	counter_out(&o, gw, "sc_gateway_retries_total", "upstream attempts after the first",
-		    offsetof(gw_stats_t, retries), 0);
+	            offsetof(gw_stats_t, retries), 0);
 	counter_out(&o, gw, "sc_gateway_ejections_total", "replicas ejected after failures",
-		    offsetof(gw_stats_t, ejections), 0);
+	            offsetof(gw_stats_t, ejections), 0);
 	counter_out(&o, gw, "sc_gateway_rollbacks_total", "canaries rolled back",
-		    offsetof(gw_stats_t, rollbacks), 0);
+	            offsetof(gw_stats_t, rollbacks), 0);
 	counter_out(&o, gw, "sc_gateway_shed_total", "requests refused with 429",
-		    offsetof(gw_stats_t, shed), 0);
+	            offsetof(gw_stats_t, shed), 0);
 	counter_out(&o, gw, "sc_gateway_inflight", "upstream attempts in flight",
-		    offsetof(gw_stats_t, inflight), 1);
+	            offsetof(gw_stats_t, inflight), 1);
 	sc_buf_printf(&o,
-		      "# TYPE sc_gateway_active_requests gauge\nsc_gateway_active_requests %llu\n"
-		      "# TYPE sc_gateway_retry_budget_exhausted_total counter\n"
-		      "sc_gateway_retry_budget_exhausted_total %llu\n",
-		      (unsigned long long)gw->active, (unsigned long long)gw->budget_exhausted);
+	              "# TYPE sc_gateway_active_requests gauge\nsc_gateway_active_requests %llu\n"
+	              "# TYPE sc_gateway_retry_budget_exhausted_total counter\n"
+	              "sc_gateway_retry_budget_exhausted_total %llu\n",
+	              (unsigned long long)gw->active, (unsigned long long)gw->budget_exhausted);
 	replicas_out(&o, gw);
 	rollouts_out(&o, gw);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", o.data, o.len);

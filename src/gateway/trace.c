@@ -107,8 +107,9 @@ static json_t *attributes(json_t *attrs)
 			snprintf(n, sizeof(n), "%lld", (long long)json_integer_value(v));
 			json_object_set_new(val, "intValue", json_string(n));
 		} else {
-			json_object_set_new(val, "stringValue",
-					    json_string(json_is_string(v) ? json_string_value(v) : ""));
+			json_object_set_new(
+			    val, "stringValue",
+			    json_string(json_is_string(v) ? json_string_value(v) : ""));
 		}
 		json_array_append_new(out, json_pack("{s:s,s:o}", "key", k, "value", val));
 	}
@@ -121,7 +122,7 @@ int sc__gw_span_wanted(const sc_gw_t *gw, const gw_span_t *s)
 }
 
 void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, int error,
-		     json_t *attrs)
+                     json_t *attrs)
 {
 	tracer_t *t = gw->trace;
 	if (!t || !s->sampled) {
@@ -139,10 +140,10 @@ void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind
 	hex(s->parent_id, 8, pid);
 	snprintf(st, sizeof(st), "%llu", (unsigned long long)s->start_ns);
 	snprintf(en, sizeof(en), "%llu", (unsigned long long)unix_ns());
-	json_t *span = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:{s:i}}", "traceId", tid, "spanId",
-				 sid, "name", name, "kind", kind, "startTimeUnixNano", st,
-				 "endTimeUnixNano", en, "attributes", attributes(attrs), "status",
-				 "code", error ? 2 : 1);
+	json_t *span =
+	    json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:{s:i}}", "traceId", tid, "spanId", sid,
+	              "name", name, "kind", kind, "startTimeUnixNano", st, "endTimeUnixNano", en,
+	              "attributes", attributes(attrs), "status", "code", error ? 2 : 1);
 	if (s->has_parent)
 		json_object_set_new(span, "parentSpanId", json_string(pid));
 	json_decref(attrs);
@@ -166,20 +167,20 @@ static void flush(sc_gw_t *gw)
 		json_array_append(batch, json_array_get(t->spans, i));
 	for (size_t i = 0; i < json_array_size(batch); i++)
 		json_array_remove(t->spans, 0);
-	json_t *doc = json_pack(
-		"{s:[{s:{s:[{s:s,s:{s:s}}]},s:[{s:{s:s},s:o}]}]}", "resourceSpans", "resource",
-		"attributes", "key", "service.name", "value", "stringValue", "starcloud-gateway",
-		"scopeSpans", "scope", "name", "starcloud.gateway", "spans", batch);
+	json_t *doc = json_pack("{s:[{s:{s:[{s:s,s:{s:s}}]},s:[{s:{s:s},s:o}]}]}", "resourceSpans",
+	                        "resource", "attributes", "key", "service.name", "value",
+	                        "stringValue", "starcloud-gateway", "scopeSpans", "scope", "name",
+	                        "starcloud.gateway", "spans", batch);
 	char *body = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
 	char url[GW_MAX_URL + 16];
 	snprintf(url, sizeof(url), "%s/v1/traces", gw->o.otlp);
 	sc_hcli_call_t call = {.method = "POST",
-				.url = url,
-				.body = body,
-				.body_len = strlen(body),
-				.timeout_ms = 5000,
-				.cbs = {.on_done = export_done}};
+	                       .url = url,
+	                       .body = body,
+	                       .body_len = strlen(body),
+	                       .timeout_ms = 5000,
+	                       .cbs = {.on_done = export_done}};
 	if (sc_hcli_start(gw->hc, &call, NULL) < 0)
 		sc_log_error("otlp export: bad collector URL %s", gw->o.otlp);
 	t->exported += json_array_size(batch);

@@ -15,9 +15,9 @@ typedef struct name_set {
 } name_set_t;
 
 struct sc_manifest_set {
-	sc__batch_t all;      /* committed objects (the batch type is reused) */
+	sc__batch_t all; /* committed objects (the batch type is reused) */
 	name_set_t names;
-	sc_arena_t **arenas;  /* one per successful add */
+	sc_arena_t **arenas; /* one per successful add */
 	size_t narenas, arenacap;
 	/* Arrays handed out by the last snapshot. */
 	sc_node_spec_t *snap_nodes;
@@ -164,12 +164,12 @@ char *sc_manifest_error_format(const sc_manifest_error_t *e, char *buf, size_t s
 {
 	size_t n = 0;
 	buf[0] = '\0';
-#define APPEND(...)                                                                          \
-	do {                                                                                 \
-		if (n < size) {                                                              \
-			int w = snprintf(buf + n, size - n, __VA_ARGS__);                    \
-			n += w > 0 ? (size_t)w : 0;                                          \
-		}                                                                            \
+#define APPEND(...)                                                                                \
+	do {                                                                                       \
+		if (n < size) {                                                                    \
+			int w = snprintf(buf + n, size - n, __VA_ARGS__);                          \
+			n += w > 0 ? (size_t)w : 0;                                                \
+		}                                                                                  \
 	} while (0)
 	if (e->file[0])
 		APPEND("%s:", e->file);
@@ -207,14 +207,14 @@ static const struct {
 	const char *kind, *api;
 	decode_fn decode;
 } kinds[] = {
-	{"Node", SC_API, sc__decode_node},
-	{"Queue", SC_API, decode_queue_v1},
-	{"Queue", KAI_API, decode_queue_kai},
-	{"PriorityClass", SC_API, sc__decode_class},
-	{"Job", SC_API, sc__decode_job},
-	{"Deployment", SC_API, sc__decode_deployment},
-	{"SchedulerConfig", SC_API, sc__decode_config},
-	{"Topology", SC_API, sc__decode_topology},
+    {"Node", SC_API, sc__decode_node},
+    {"Queue", SC_API, decode_queue_v1},
+    {"Queue", KAI_API, decode_queue_kai},
+    {"PriorityClass", SC_API, sc__decode_class},
+    {"Job", SC_API, sc__decode_job},
+    {"Deployment", SC_API, sc__decode_deployment},
+    {"SchedulerConfig", SC_API, sc__decode_config},
+    {"Topology", SC_API, sc__decode_topology},
 };
 
 static int decode_object(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
@@ -237,14 +237,15 @@ static int decode_object(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	}
 	sc__rd_push(rd, known ? "apiVersion" : "kind");
 	if (known)
-		return sc__rd_fail(rd, SC_EINVAL, "unsupported apiVersion \"%s\" for %s (expected "
-						  "%s%s)",
-				   api, kind, SC_API,
-				   strcmp(kind, "Queue") == 0 ? " or " KAI_API : "");
+		return sc__rd_fail(rd, SC_EINVAL,
+		                   "unsupported apiVersion \"%s\" for %s (expected "
+		                   "%s%s)",
+		                   api, kind, SC_API,
+		                   strcmp(kind, "Queue") == 0 ? " or " KAI_API : "");
 	return sc__rd_fail(rd, SC_EINVAL,
-			   "unknown kind \"%s\" (expected Node, Queue, PriorityClass, Job, "
-			   "Deployment, SchedulerConfig or Topology)",
-			   kind);
+	                   "unknown kind \"%s\" (expected Node, Queue, PriorityClass, Job, "
+	                   "Deployment, SchedulerConfig or Topology)",
+	                   kind);
 }
 
 /* A document is one object, or a list of objects (a JSON array). */
@@ -269,9 +270,8 @@ static int decode_doc(sc__rd_t *rd, json_t *doc, sc__batch_t *b)
 /* ---- committing a batch ------------------------------------------------ */
 
 /* Deployments become jobs, so they share the Job name space. */
-static int check_name(sc_manifest_set_t *s, name_set_t *fresh, const char *kind,
-		      const char *name, const sc__origin_t *o, sc_manifest_error_t *err,
-		      char **key_out)
+static int check_name(sc_manifest_set_t *s, name_set_t *fresh, const char *kind, const char *name,
+                      const sc__origin_t *o, sc_manifest_error_t *err, char **key_out)
 {
 	char *key = name_key(kind, name);
 	if (!key)
@@ -285,30 +285,30 @@ static int check_name(sc_manifest_set_t *s, name_set_t *fresh, const char *kind,
 		snprintf(err->object, sizeof(err->object), "%s %s", kind, name);
 		snprintf(err->path, sizeof(err->path), "metadata.name");
 		snprintf(err->msg, sizeof(err->msg), "a %s named \"%s\" already exists", kind,
-			 name);
+		         name);
 		return SC_EEXISTS;
 	}
 	*key_out = key;
 	return 0;
 }
 
-#define EACH(vec, type, var)                                                                 \
+#define EACH(vec, type, var)                                                                       \
 	for (type *var = (vec).items; var && var < (type *)(vec).items + (vec).n; var++)
 
 static int check_names(sc_manifest_set_t *s, sc__batch_t *b, name_set_t *fresh,
-		       sc_manifest_error_t *err)
+                       sc_manifest_error_t *err)
 {
 	char *key = NULL;
 	int rc = 0;
-#define CHECK(vec, type, kind)                                                               \
-	EACH(vec, type, x)                                                                   \
-	{                                                                                    \
-		if ((rc = check_name(s, fresh, kind, x->spec.name, &x->o, err, &key)) < 0 || \
-		    (rc = names_add(fresh, key)) < 0) {                                      \
-			if (rc == SC_ENOMEM)                                                 \
-				free(key);                                                   \
-			return rc;                                                           \
-		}                                                                            \
+#define CHECK(vec, type, kind)                                                                     \
+	EACH(vec, type, x)                                                                         \
+	{                                                                                          \
+		if ((rc = check_name(s, fresh, kind, x->spec.name, &x->o, err, &key)) < 0 ||       \
+		    (rc = names_add(fresh, key)) < 0) {                                            \
+			if (rc == SC_ENOMEM)                                                       \
+				free(key);                                                         \
+			return rc;                                                                 \
+		}                                                                                  \
 	}
 	CHECK(b->nodes, sc__node_t, "Node")
 	CHECK(b->queues, sc__queue_t, "Queue")
@@ -316,10 +316,10 @@ static int check_names(sc_manifest_set_t *s, sc__batch_t *b, name_set_t *fresh,
 	CHECK(b->jobs, sc__job_t, "Job")
 #undef CHECK
 	if ((b->has_config && s->all.has_config) || (b->has_topology && s->all.has_topology)) {
-		const char *kind = b->has_config && s->all.has_config ? "SchedulerConfig"
-								      : "Topology";
-		const sc__origin_t *o = b->has_config && s->all.has_config ? &b->config_o
-									   : &b->topology_o;
+		const char *kind =
+		    b->has_config && s->all.has_config ? "SchedulerConfig" : "Topology";
+		const sc__origin_t *o =
+		    b->has_config && s->all.has_config ? &b->config_o : &b->topology_o;
 		err->code = SC_EEXISTS;
 		err->line = o->at.line;
 		err->col = o->at.col;
@@ -401,7 +401,7 @@ static void set_origin_file(sc__batch_t *b, const char *file)
 
 /* Decodes every document into a fresh batch and arena, then commits. */
 static int add_docs(sc_manifest_set_t *s, const char *filename, const sc_yj_docs_t *docs,
-		    json_t *single, sc_manifest_error_t *err)
+                    json_t *single, sc_manifest_error_t *err)
 {
 	sc__batch_t b;
 	name_set_t fresh = {0};
@@ -432,8 +432,7 @@ static int add_docs(sc_manifest_set_t *s, const char *filename, const sc_yj_docs
 	set_origin_file(&b, rd->file);
 	if ((rc = check_names(s, &b, &fresh, err)) < 0 || (rc = commit(s, &b, &fresh, a)) < 0)
 		goto error;
-	rc = (int)(b.nodes.n + b.queues.n + b.classes.n + b.jobs.n + b.has_config +
-		   b.has_topology);
+	rc = (int)(b.nodes.n + b.queues.n + b.classes.n + b.jobs.n + b.has_config + b.has_topology);
 	a = NULL; /* now owned by the set */
 error:
 	if (rc == SC_ENOMEM && !err->msg[0])
@@ -447,8 +446,8 @@ error:
 	return rc;
 }
 
-int sc_manifest_add_text(sc_manifest_set_t *s, const char *filename, const char *text,
-			 size_t len, sc_manifest_error_t *err)
+int sc_manifest_add_text(sc_manifest_set_t *s, const char *filename, const char *text, size_t len,
+                         sc_manifest_error_t *err)
 {
 	sc_manifest_error_t local;
 	sc_yj_docs_t *docs = NULL;
@@ -485,7 +484,7 @@ int sc_manifest_add_json(sc_manifest_set_t *s, json_t *obj, sc_manifest_error_t 
 }
 
 int sc_manifest_add_set(sc_manifest_set_t *s, const sc_manifest_set_t *src,
-			sc_manifest_error_t *err)
+                        sc_manifest_error_t *err)
 {
 	sc_manifest_error_t local;
 	name_set_t fresh = {0};
@@ -503,24 +502,24 @@ int sc_manifest_add_set(sc_manifest_set_t *s, const sc_manifest_set_t *src,
 	if (rc < 0)
 		err->code = rc;
 	names_free(&fresh);
-	return rc < 0 ? rc : (int)(b.nodes.n + b.queues.n + b.classes.n + b.jobs.n +
-				    b.has_config + b.has_topology);
+	return rc < 0 ? rc
+	              : (int)(b.nodes.n + b.queues.n + b.classes.n + b.jobs.n + b.has_config +
+	                      b.has_topology);
 }
 
 /* ---- snapshot ---------------------------------------------------------- */
 
 /* Classes the core knows without a PriorityClass object (src/core/snapshot.c
  * keeps their values): the default "normal", KAI's and two generic ones. */
-static const char *const builtin_classes[] = {"best-effort", "normal", "train",
-					      "build-preemptible", "build", "inference",
-					      "critical", NULL};
+static const char *const builtin_classes[] = {
+    "best-effort", "normal", "train", "build-preemptible", "build", "inference", "critical", NULL};
 
 static int ref_fail(sc_manifest_error_t *err, const sc__origin_t *o, sc__pos_t at,
-		    const char *object, const char *path, int code, const char *fmt, ...)
-	__attribute__((format(printf, 7, 8)));
+                    const char *object, const char *path, int code, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 
 static int ref_fail(sc_manifest_error_t *err, const sc__origin_t *o, sc__pos_t at,
-		    const char *object, const char *path, int code, const char *fmt, ...)
+                    const char *object, const char *path, int code, const char *fmt, ...)
 {
 	va_list ap;
 	memset(err, 0, sizeof(*err));
@@ -568,7 +567,7 @@ static by_name_t *index_queues(const sc_queue_spec_t *q, size_t n)
 /* Every parent exists and the parent links form no cycle. Marks queues
  * that have children in has_child. */
 static int check_queue_tree(const sc_manifest_set_t *s, const by_name_t *idx, bool *has_child,
-			    sc_manifest_error_t *err)
+                            sc_manifest_error_t *err)
 {
 	const sc__queue_t *qs = s->all.queues.items;
 	size_t n = s->all.queues.n;
@@ -581,16 +580,16 @@ static int check_queue_tree(const sc_manifest_set_t *s, const by_name_t *idx, bo
 		long p = find_name(idx, n, q->parent);
 		if (p < 0)
 			return ref_fail(err, &qs[i].o, qs[i].o.ref[0], object, "spec.parentQueue",
-					SC_ENOTFOUND, "parent queue \"%s\" does not exist",
-					q->parent);
+			                SC_ENOTFOUND, "parent queue \"%s\" does not exist",
+			                q->parent);
 		has_child[p] = true;
 		/* Walking up more than n links means a cycle. */
 		size_t steps = 0;
 		for (long at = p; at >= 0 && qs[at].spec.parent; steps++) {
 			if (steps > n || (size_t)at == i)
 				return ref_fail(err, &qs[i].o, qs[i].o.ref[0], object,
-						"spec.parentQueue", SC_EINVAL,
-						"queue \"%s\" is its own ancestor", q->name);
+				                "spec.parentQueue", SC_EINVAL,
+				                "queue \"%s\" is its own ancestor", q->name);
 			at = find_name(idx, n, qs[at].spec.parent);
 		}
 	}
@@ -610,7 +609,7 @@ static bool class_exists(const sc_manifest_set_t *s, const char *name)
 }
 
 static int check_jobs(const sc_manifest_set_t *s, const by_name_t *idx, const bool *has_child,
-		      sc_manifest_error_t *err)
+                      sc_manifest_error_t *err)
 {
 	const sc__job_t *js = s->all.jobs.items;
 	char object[200];
@@ -621,16 +620,15 @@ static int check_jobs(const sc_manifest_set_t *s, const by_name_t *idx, const bo
 		long q = find_name(idx, s->all.queues.n, j->queue);
 		if (q < 0)
 			return ref_fail(err, &js[i].o, js[i].o.ref[0], object, "spec.queue",
-					SC_ENOTFOUND, "queue \"%s\" does not exist", j->queue);
+			                SC_ENOTFOUND, "queue \"%s\" does not exist", j->queue);
 		if (has_child[q])
-			return ref_fail(err, &js[i].o, js[i].o.ref[0], object, "spec.queue",
-					SC_EINVAL,
-					"queue \"%s\" has child queues; jobs go to leaf queues",
-					j->queue);
+			return ref_fail(
+			    err, &js[i].o, js[i].o.ref[0], object, "spec.queue", SC_EINVAL,
+			    "queue \"%s\" has child queues; jobs go to leaf queues", j->queue);
 		if (j->priority_class && !class_exists(s, j->priority_class))
-			return ref_fail(err, &js[i].o, js[i].o.ref[1], object,
-					"spec.priorityClass", SC_ENOTFOUND,
-					"priority class \"%s\" does not exist", j->priority_class);
+			return ref_fail(err, &js[i].o, js[i].o.ref[1], object, "spec.priorityClass",
+			                SC_ENOTFOUND, "priority class \"%s\" does not exist",
+			                j->priority_class);
 	}
 	return 0;
 }
@@ -671,12 +669,13 @@ static void *copy_specs(const sc__vec_t *v, size_t spec_size)
 	char *out = malloc((v->n + 1) * spec_size);
 	if (out)
 		for (size_t i = 0; i < v->n; i++)
-			memcpy(out + i * spec_size, (const char *)v->items + i * v->size, spec_size);
+			memcpy(out + i * spec_size, (const char *)v->items + i * v->size,
+			       spec_size);
 	return out;
 }
 
 int sc_manifest_snapshot(sc_manifest_set_t *s, int64_t now, sc_snapshot_t *out,
-			 sc_manifest_error_t *err)
+                         sc_manifest_error_t *err)
 {
 	sc_manifest_error_t local;
 	char msg[512];
@@ -701,15 +700,15 @@ int sc_manifest_snapshot(sc_manifest_set_t *s, int64_t now, sc_snapshot_t *out,
 		return SC_ENOMEM;
 	}
 	*out = (sc_snapshot_t){
-		.nodes = s->snap_nodes,
-		.nnodes = s->all.nodes.n,
-		.queues = s->snap_queues,
-		.nqueues = s->all.queues.n,
-		.classes = s->snap_classes,
-		.nclasses = s->all.classes.n,
-		.jobs = s->snap_jobs,
-		.njobs = s->all.jobs.n,
-		.now = now,
+	    .nodes = s->snap_nodes,
+	    .nnodes = s->all.nodes.n,
+	    .queues = s->snap_queues,
+	    .nqueues = s->all.queues.n,
+	    .classes = s->snap_classes,
+	    .nclasses = s->all.classes.n,
+	    .jobs = s->snap_jobs,
+	    .njobs = s->all.jobs.n,
+	    .now = now,
 	};
 	if (s->all.has_config)
 		out->config = s->all.config;

@@ -89,8 +89,7 @@ typedef size_t sc__mark_t;
 sc__mark_t sc__rd_push(sc__rd_t *rd, const char *key);
 sc__mark_t sc__rd_push_index(sc__rd_t *rd, size_t i);
 void sc__rd_pop(sc__rd_t *rd, sc__mark_t m);
-int sc__rd_fail(sc__rd_t *rd, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+int sc__rd_fail(sc__rd_t *rd, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The position of a field below the current path (or of the path itself
  * when sub is NULL). */
 sc__pos_t sc__rd_pos(const sc__rd_t *rd, const char *sub);
@@ -101,21 +100,19 @@ int sc__get_array(sc__rd_t *rd, json_t *obj, const char *key, bool req, json_t *
 int sc__get_str(sc__rd_t *rd, json_t *obj, const char *key, bool req, const char **out);
 int sc__get_name(sc__rd_t *rd, json_t *obj, const char *key, bool req, const char **out);
 int sc__get_int(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t min, int64_t max,
-		int64_t *out);
+                int64_t *out);
 int sc__get_num(sc__rd_t *rd, json_t *obj, const char *key, bool req, double min, double max,
-		double *out);
+                double *out);
 int sc__get_bool(sc__rd_t *rd, json_t *obj, const char *key, bool req, bool *out);
-int sc__get_cpu(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned flags,
-		int64_t *out);
-int sc__get_mem(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned flags,
-		int64_t *out);
+int sc__get_cpu(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned flags, int64_t *out);
+int sc__get_mem(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned flags, int64_t *out);
 int sc__get_dur(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t *out);
 int sc__get_time(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t *out);
-int sc__get_enum(sc__rd_t *rd, json_t *obj, const char *key, bool req,
-		 const char *const *names, int *out);
+int sc__get_enum(sc__rd_t *rd, json_t *obj, const char *key, bool req, const char *const *names,
+                 int *out);
 int sc__get_labels(sc__rd_t *rd, json_t *obj, const char *key, sc_label_t **out, size_t *n);
 int sc__get_strs(sc__rd_t *rd, json_t *obj, const char *key, bool req, const char ***out,
-		 size_t *n);
+                 size_t *n);
 /* A MIG profile name such as "1g.10gb". */
 bool sc__mig_profile_ok(const char *s);
 
@@ -132,6 +129,6 @@ int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b);
 /* metadata: name (required), labels, creationTimestamp and the Kubernetes
  * bookkeeping fields (ignored). Sets rd->object to "<kind> <name>". */
 int sc__decode_metadata(sc__rd_t *rd, json_t *obj, const char *kind, const char **name,
-			sc_label_t **labels, size_t *nlabels, int64_t *created);
+                        sc_label_t **labels, size_t *nlabels, int64_t *created);
 
 #endif

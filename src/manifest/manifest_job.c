@@ -31,9 +31,10 @@ static int one_gpu_kind(sc__rd_t *rd, const char *key, const char **first)
 	}
 	sc__mark_t m = sc__rd_push(rd, key);
 	(void)m;
-	return sc__rd_fail(rd, SC_EINVAL, "only one of gpu, gpuFraction, gpuMemory and mig may be "
-					  "set (%s is set too)",
-			   *first);
+	return sc__rd_fail(rd, SC_EINVAL,
+	                   "only one of gpu, gpuFraction, gpuMemory and mig may be "
+	                   "set (%s is set too)",
+	                   *first);
 }
 
 static int decode_gpu_share(sc__rd_t *rd, json_t *res, sc_request_t *r, const char **kind)
@@ -48,9 +49,9 @@ static int decode_gpu_share(sc__rd_t *rd, json_t *res, sc_request_t *r, const ch
 		if (milli < 1 || milli > 999) {
 			sc__rd_push(rd, "gpuFraction");
 			return sc__rd_fail(rd, SC_EINVAL,
-					   "expected a share strictly between 0 and 1 (at least "
-					   "0.001, at most 0.999), got %g",
-					   frac);
+			                   "expected a share strictly between 0 and 1 (at least "
+			                   "0.001, at most 0.999), got %g",
+			                   frac);
 		}
 		if ((rc = one_gpu_kind(rd, "gpuFraction", kind)) < 0)
 			return rc;
@@ -74,7 +75,7 @@ static int decode_gpu_share(sc__rd_t *rd, json_t *res, sc_request_t *r, const ch
 		if (!sc__mig_profile_ok(mig)) {
 			sc__rd_push(rd, "mig");
 			return sc__rd_fail(rd, SC_EINVAL,
-					   "\"%s\" is not a MIG profile such as 1g.10gb", mig);
+			                   "\"%s\" is not a MIG profile such as 1g.10gb", mig);
 		}
 		r->mig = mig;
 	}
@@ -83,8 +84,8 @@ static int decode_gpu_share(sc__rd_t *rd, json_t *res, sc_request_t *r, const ch
 
 static int decode_resources(sc__rd_t *rd, json_t *task, sc_task_spec_t *t)
 {
-	static const char *const fields[] = {"cpu",	   "memory", "gpu", "gpuFraction",
-					     "gpuMemory", "mig",    "gpuModels", NULL};
+	static const char *const fields[] = {"cpu",       "memory", "gpu",       "gpuFraction",
+	                                     "gpuMemory", "mig",    "gpuModels", NULL};
 	sc_request_t *r = &t->req;
 	const char *kind = NULL;
 	json_t *res;
@@ -100,9 +101,10 @@ static int decode_resources(sc__rd_t *rd, json_t *task, sc_task_spec_t *t)
 	json_t *g = json_object_get(res, "gpu");
 	if (g && json_is_real(g) && json_real_value(g) != floor(json_real_value(g))) {
 		sc__rd_push(rd, "gpu");
-		return sc__rd_fail(rd, SC_EINVAL, "expected a non-negative whole number of GPUs, "
-						  "got %g (use gpuFraction for a share of one GPU)",
-				   json_real_value(g));
+		return sc__rd_fail(rd, SC_EINVAL,
+		                   "expected a non-negative whole number of GPUs, "
+		                   "got %g (use gpuFraction for a share of one GPU)",
+		                   json_real_value(g));
 	}
 	if ((rc = sc__get_int(rd, res, "gpu", false, 0, 1024, &gpus)) < 0)
 		return rc;
@@ -111,7 +113,7 @@ static int decode_resources(sc__rd_t *rd, json_t *task, sc_task_spec_t *t)
 	r->gpus = (int)gpus;
 	if ((rc = decode_gpu_share(rd, res, r, &kind)) < 0 ||
 	    (rc = sc__get_strs(rd, res, "gpuModels", false, (const char ***)&t->gpu_models,
-			       &t->ngpu_models)) < 0)
+	                       &t->ngpu_models)) < 0)
 		return rc;
 	sc__rd_pop(rd, m);
 	return 0;
@@ -138,7 +140,8 @@ static int decode_probe_action(sc__rd_t *rd, json_t *probe, int *nactions)
 			continue;
 		sc__mark_t m = sc__rd_push(rd, names[i]);
 		if (++*nactions > 1)
-			return sc__rd_fail(rd, SC_EINVAL, "only one of http, tcp and exec may be set");
+			return sc__rd_fail(rd, SC_EINVAL,
+			                   "only one of http, tcp and exec may be set");
 		if ((rc = sc__rd_fields(rd, a, fields[i])) < 0 ||
 		    (i < 2 && (rc = sc__get_int(rd, a, "port", true, 1, 65535, &port)) < 0) ||
 		    (i == 0 && (rc = sc__get_str(rd, a, "path", false, &path)) < 0) ||
@@ -156,13 +159,17 @@ static int decode_probe_action(sc__rd_t *rd, json_t *probe, int *nactions)
 static int decode_probes(sc__rd_t *rd, json_t *task)
 {
 	static const char *const kinds[] = {"liveness", "readiness", "startup", NULL};
-	static const char *const fields[] = {"http",	      "tcp",
-					     "exec",	      "periodSeconds",
-					     "failureThreshold", "successThreshold",
-					     "timeoutSeconds",   "initialDelaySeconds",
-					     NULL};
-	static const char *const ints[] = {"periodSeconds", "failureThreshold",
-					   "successThreshold", "timeoutSeconds", NULL};
+	static const char *const fields[] = {"http",
+	                                     "tcp",
+	                                     "exec",
+	                                     "periodSeconds",
+	                                     "failureThreshold",
+	                                     "successThreshold",
+	                                     "timeoutSeconds",
+	                                     "initialDelaySeconds",
+	                                     NULL};
+	static const char *const ints[] = {"periodSeconds", "failureThreshold", "successThreshold",
+	                                   "timeoutSeconds", NULL};
 	json_t *probes, *p;
 	int64_t v;
 	int rc = sc__get_object(rd, task, "probes", false, &probes);
@@ -212,8 +219,9 @@ static int decode_process(sc__rd_t *rd, json_t *o, size_t ncmd)
 	first = json_string_value(json_array_get(json_object_get(o, "command"), 0));
 	if (json_object_get(o, "command") && (!first || !first[0])) {
 		sc__rd_push(rd, "command");
-		return sc__rd_fail(rd, SC_EINVAL, "expected a non-empty list whose first "
-						  "element names a program");
+		return sc__rd_fail(rd, SC_EINVAL,
+		                   "expected a non-empty list whose first "
+		                   "element names a program");
 	}
 	if ((rc = sc__get_str(rd, o, "workingDir", false, &dir)) < 0)
 		return rc;
@@ -249,9 +257,9 @@ static int decode_task_body(sc__rd_t *rd, json_t *o, sc_task_spec_t *t)
 
 static int decode_task(sc__rd_t *rd, json_t *o, sc_task_spec_t *t)
 {
-	static const char *const fields[] = {"name",	     "replicas", "command", "env",
-					     "resources",    "nodeSelector", "probes", "args",
-					     "workingDir",   "port",	     NULL};
+	static const char *const fields[] = {"name",       "replicas",     "command", "env",
+	                                     "resources",  "nodeSelector", "probes",  "args",
+	                                     "workingDir", "port",         NULL};
 	int64_t replicas = 1;
 	int rc;
 	if (!json_is_object(o))
@@ -288,9 +296,9 @@ static int decode_tasks(sc__rd_t *rd, json_t *spec, sc_job_spec_t *j)
 			if (strcmp(t[k].name, t[i].name) == 0) {
 				sc__rd_push(rd, "name");
 				return sc__rd_fail(rd, SC_EINVAL,
-						   "task name \"%s\" is used twice (tasks without "
-						   "a name are called main)",
-						   t[i].name);
+				                   "task name \"%s\" is used twice (tasks without "
+				                   "a name are called main)",
+				                   t[i].name);
 			}
 		sc__rd_pop(rd, mi);
 	}
@@ -320,9 +328,9 @@ static int check_pod_name(sc__rd_t *rd, const sc_job_spec_t *j, const char *pod)
 		}
 	}
 	return sc__rd_fail(rd, SC_EINVAL,
-			   "\"%s\" is not a pod of this job (expected %s-<task>-<index> with "
-			   "index below the task's replicas)",
-			   pod, j->name);
+	                   "\"%s\" is not a pod of this job (expected %s-<task>-<index> with "
+	                   "index below the task's replicas)",
+	                   pod, j->name);
 }
 
 static int decode_pod_gpus(sc__rd_t *rd, json_t *o, sc_pod_status_t *p)
@@ -344,11 +352,12 @@ static int decode_pod_gpus(sc__rd_t *rd, json_t *o, sc_pod_status_t *p)
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 		    json_integer_value(v) >= SC_MAX_GPUS)
 			return sc__rd_fail(rd, SC_EINVAL, "expected a device index in 0..%d",
-					   SC_MAX_GPUS - 1);
+			                   SC_MAX_GPUS - 1);
 		g[i] = (int)json_integer_value(v);
 		for (size_t k = 0; k < i; k++)
 			if (g[k] == g[i])
-				return sc__rd_fail(rd, SC_EINVAL, "device %d is listed twice", g[i]);
+				return sc__rd_fail(rd, SC_EINVAL, "device %d is listed twice",
+				                   g[i]);
 		sc__rd_pop(rd, mi);
 	}
 	sc__rd_pop(rd, m);
@@ -400,12 +409,11 @@ static int decode_pod_report(sc__rd_t *rd, json_t *o)
 static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_status_t *p)
 {
 	/* ready .. generation are reported by the node agent (docs/AGENT.md). */
-	static const char *const fields[] = {"name",	  "phase",    "node",	  "gpus",
-					     "gpuShare",  "gpuMemory", "mig",	  "startedAt",
-					     "ready",	  "restarts", "exitCode", "message",
-					     "generation", NULL};
-	static const char *const phases[] = {"Pending", "Running", "Releasing", "Succeeded",
-					     "Failed", NULL};
+	static const char *const fields[] = {
+	    "name",      "phase", "node",     "gpus",     "gpuShare", "gpuMemory",  "mig",
+	    "startedAt", "ready", "restarts", "exitCode", "message",  "generation", NULL};
+	static const char *const phases[] = {"Pending",   "Running", "Releasing",
+	                                     "Succeeded", "Failed",  NULL};
 	int64_t share = 0;
 	int rc;
 	if (!json_is_object(o))
@@ -419,9 +427,9 @@ static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_st
 	sc__rd_pop(rd, m);
 	/* The enum's order matches enum sc_pod_phase. */
 	if ((rc = sc__get_enum(rd, o, "phase", true, phases, &p->phase)) < 0 ||
-	    (rc = sc__get_name(rd, o, "node", p->phase == SC_POD_RUNNING ||
-						 p->phase == SC_POD_RELEASING,
-			       &p->node)) < 0 ||
+	    (rc = sc__get_name(rd, o, "node",
+	                       p->phase == SC_POD_RUNNING || p->phase == SC_POD_RELEASING,
+	                       &p->node)) < 0 ||
 	    (rc = decode_pod_gpus(rd, o, p)) < 0 ||
 	    (rc = sc__get_int(rd, o, "gpuShare", false, 1, 999, &share)) < 0 ||
 	    (rc = sc__get_mem(rd, o, "gpuMemory", false, 0, &p->gpu_memory)) < 0 ||
@@ -449,7 +457,7 @@ static int decode_status(sc__rd_t *rd, json_t *obj, sc_job_spec_t *j)
 	if (pods) {
 		sc__mark_t mp = sc__rd_push(rd, "pods");
 		sc_pod_status_t *p =
-			sc_arena_calloc(rd->arena, json_array_size(pods) + 1, sizeof(*p));
+		    sc_arena_calloc(rd->arena, json_array_size(pods) + 1, sizeof(*p));
 		if (!p)
 			return oom(rd);
 		json_array_foreach(pods, i, o)
@@ -460,7 +468,7 @@ static int decode_status(sc__rd_t *rd, json_t *obj, sc_job_spec_t *j)
 			for (size_t k = 0; k < i; k++)
 				if (strcmp(p[k].name, p[i].name) == 0)
 					return sc__rd_fail(rd, SC_EINVAL, "pod %s is listed twice",
-							   p[i].name);
+					                   p[i].name);
 			sc__rd_pop(rd, mi);
 		}
 		j->pods = p;
@@ -539,16 +547,22 @@ static int decode_agent_settings(sc__rd_t *rd, json_t *spec)
 
 int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
-	static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status",
-					  NULL};
-	static const char *const fields[] = {"queue",	      "priorityClass",
-					     "preemptible",	      "minMember",
-					     "placement",	      "spreadFactor",
-					     "topology",	      "restartPolicy",
-					     "expectedRuntime",    "stalenessGracePeriod",
-					     "tasks",	      "gangPolicy",
-					     "backoffLimit",	      "terminationGracePeriodSeconds",
-					     NULL};
+	static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
+	static const char *const fields[] = {"queue",
+	                                     "priorityClass",
+	                                     "preemptible",
+	                                     "minMember",
+	                                     "placement",
+	                                     "spreadFactor",
+	                                     "topology",
+	                                     "restartPolicy",
+	                                     "expectedRuntime",
+	                                     "stalenessGracePeriod",
+	                                     "tasks",
+	                                     "gangPolicy",
+	                                     "backoffLimit",
+	                                     "terminationGracePeriodSeconds",
+	                                     NULL};
 	static const char *const restart[] = {"Always", "OnFailure", "Never", NULL};
 	sc__job_t job = {0};
 	sc_job_spec_t *j = &job.spec;
@@ -574,8 +588,9 @@ int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 		return rc;
 	if (min > total_replicas(j)) {
 		sc__rd_push(rd, "minMember");
-		return sc__rd_fail(rd, SC_EINVAL, "minMember %lld is more than the job's %lld replicas",
-				   (long long)min, (long long)total_replicas(j));
+		return sc__rd_fail(rd, SC_EINVAL,
+		                   "minMember %lld is more than the job's %lld replicas",
+		                   (long long)min, (long long)total_replicas(j));
 	}
 	j->min_member = (int)min;
 	sc__rd_pop(rd, m);
@@ -586,11 +601,11 @@ int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 
 /* ---- Deployment -------------------------------------------------------- */
 
-static int decode_template(sc__rd_t *rd, json_t *o, const char *key, bool req,
-			   sc_task_spec_t *t)
+static int decode_template(sc__rd_t *rd, json_t *o, const char *key, bool req, sc_task_spec_t *t)
 {
-	static const char *const fields[] = {"command",	"args",	 "workingDir", "env",
-					     "resources", "nodeSelector", "probes", "port",	  NULL};
+	static const char *const fields[] = {"command", "args",      "workingDir",
+	                                     "env",     "resources", "nodeSelector",
+	                                     "probes",  "port",      NULL};
 	json_t *tpl;
 	int rc = sc__get_object(rd, o, key, req, &tpl);
 	if (rc <= 0)
@@ -626,7 +641,7 @@ static int decode_rollout(sc__rd_t *rd, json_t *spec)
 		if (!json_is_integer(v) || json_integer_value(v) <= prev ||
 		    json_integer_value(v) > 100)
 			return sc__rd_fail(rd, SC_EINVAL,
-					   "expected increasing percentages in 1..100");
+			                   "expected increasing percentages in 1..100");
 		prev = json_integer_value(v);
 		sc__rd_pop(rd, mi);
 	}
@@ -637,7 +652,7 @@ static int decode_rollout(sc__rd_t *rd, json_t *spec)
 /* disaggregation: {prefill: {replicas, template}, decode: {...}}; a role
  * without a template uses the Deployment's. */
 static int decode_roles(sc__rd_t *rd, json_t *dis, const sc_task_spec_t *base, bool has_base,
-			sc_task_spec_t *t)
+                        sc_task_spec_t *t)
 {
 	static const char *const roles[] = {"prefill", "decode"};
 	static const char *const fields[] = {"replicas", "template", NULL};
@@ -678,8 +693,9 @@ static int decode_deployment_tasks(sc__rd_t *rd, json_t *spec, sc_job_spec_t *j)
 	if (dis) {
 		if (json_object_get(spec, "replicas")) {
 			sc__rd_push(rd, "replicas");
-			return sc__rd_fail(rd, SC_EINVAL, "a disaggregated Deployment sets "
-							  "replicas per role (prefill, decode)");
+			return sc__rd_fail(rd, SC_EINVAL,
+			                   "a disaggregated Deployment sets "
+			                   "replicas per role (prefill, decode)");
 		}
 		sc__mark_t m = sc__rd_push(rd, "disaggregation");
 		if ((rc = decode_roles(rd, dis, &base, has_base, t)) < 0)
@@ -699,12 +715,11 @@ static int decode_deployment_tasks(sc__rd_t *rd, json_t *spec, sc_job_spec_t *j)
 
 int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
-	static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status",
-					  NULL};
+	static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
 	static const char *const fields[] = {
-		"queue",     "model",	"version",  "replicas", "priorityClass", "preemptible",
-		"placement", "spreadFactor", "topology", "template", "rollout", "disaggregation",
-		NULL};
+	    "queue",     "model",        "version",  "replicas", "priorityClass", "preemptible",
+	    "placement", "spreadFactor", "topology", "template", "rollout",       "disaggregation",
+	    NULL};
 	sc__job_t job = {0};
 	sc_job_spec_t *j = &job.spec;
 	json_t *spec;
@@ -718,7 +733,7 @@ int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	j->min_member = 1;
 	if ((rc = sc__rd_fields(rd, obj, top)) < 0 ||
 	    (rc = sc__decode_metadata(rd, obj, "Deployment", &j->name, NULL, NULL, &j->created)) <
-		    0 ||
+	        0 ||
 	    (rc = sc__get_object(rd, obj, "spec", true, &spec)) < 0)
 		return rc;
 	sc__mark_t m = sc__rd_push(rd, "spec");

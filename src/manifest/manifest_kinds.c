@@ -16,13 +16,13 @@ static int oom(sc__rd_t *rd)
 /* ---- metadata ---------------------------------------------------------- */
 
 int sc__decode_metadata(sc__rd_t *rd, json_t *obj, const char *kind, const char **name,
-			sc_label_t **labels, size_t *nlabels, int64_t *created)
+                        sc_label_t **labels, size_t *nlabels, int64_t *created)
 {
 	/* Bookkeeping fields a `kubectl get -o yaml` dump carries are accepted
 	 * and ignored, so that a KAI Queue loads unchanged. */
-	static const char *const allowed[] = {
-		"name",		   "namespace", "labels",	   "annotations", "creationTimestamp",
-		"resourceVersion", "uid",	"generation", NULL};
+	static const char *const allowed[] = {"name",        "namespace",         "labels",
+	                                      "annotations", "creationTimestamp", "resourceVersion",
+	                                      "uid",         "generation",        NULL};
 	json_t *md;
 	sc_label_t *ann;
 	size_t nann;
@@ -50,8 +50,8 @@ int sc__decode_metadata(sc__rd_t *rd, json_t *obj, const char *kind, const char 
  * status. */
 static int top_fields(sc__rd_t *rd, json_t *obj, bool status)
 {
-	static const char *const with[] = {"apiVersion", "kind", "metadata", "spec", "status",
-					   NULL};
+	static const char *const with[] = {"apiVersion", "kind",   "metadata",
+	                                   "spec",       "status", NULL};
 	static const char *const without[] = {"apiVersion", "kind", "metadata", "spec", NULL};
 	return sc__rd_fields(rd, obj, status ? with : without);
 }
@@ -69,8 +69,9 @@ static int decode_mig_layout(sc__rd_t *rd, json_t *mig, sc_node_spec_t *n)
 		return rc;
 	sc__mark_t m = sc__rd_push(rd, "layout");
 	if (json_array_size(layout) != (size_t)n->gpu_count)
-		return sc__rd_fail(rd, SC_EINVAL, "expected one list of instances per device (%d), got %zu",
-				   n->gpu_count, json_array_size(layout));
+		return sc__rd_fail(rd, SC_EINVAL,
+		                   "expected one list of instances per device (%d), got %zu",
+		                   n->gpu_count, json_array_size(layout));
 	sc_mig_layout_t *l = sc_arena_calloc(rd->arena, json_array_size(layout) + 1, sizeof(*l));
 	if (!l)
 		return oom(rd);
@@ -78,8 +79,10 @@ static int decode_mig_layout(sc__rd_t *rd, json_t *mig, sc_node_spec_t *n)
 	{
 		sc__mark_t mi = sc__rd_push_index(rd, i);
 		if (!json_is_array(dev) || json_array_size(dev) == 0)
-			return sc__rd_fail(rd, SC_EINVAL, "expected a non-empty list of MIG profiles");
-		const char **names = sc_arena_calloc(rd->arena, json_array_size(dev), sizeof(char *));
+			return sc__rd_fail(rd, SC_EINVAL,
+			                   "expected a non-empty list of MIG profiles");
+		const char **names =
+		    sc_arena_calloc(rd->arena, json_array_size(dev), sizeof(char *));
 		if (!names)
 			return oom(rd);
 		json_array_foreach(dev, j, p)
@@ -87,7 +90,7 @@ static int decode_mig_layout(sc__rd_t *rd, json_t *mig, sc_node_spec_t *n)
 			sc__mark_t mj = sc__rd_push_index(rd, j);
 			if (!json_is_string(p) || !sc__mig_profile_ok(json_string_value(p)))
 				return sc__rd_fail(rd, SC_EINVAL,
-						   "expected a MIG profile such as 1g.10gb");
+				                   "expected a MIG profile such as 1g.10gb");
 			if (!(names[j] = sc_arena_strdup(rd->arena, json_string_value(p))))
 				return oom(rd);
 			sc__rd_pop(rd, mj);
@@ -118,7 +121,7 @@ static int decode_mig(sc__rd_t *rd, json_t *gpus, sc_node_spec_t *n)
 			return rc;
 	} else {
 		return sc__rd_fail(rd, SC_EINVAL,
-				   "expected false, dynamic or {layout: [[profiles], ...]}");
+		                   "expected false, dynamic or {layout: [[profiles], ...]}");
 	}
 	sc__rd_pop(rd, m);
 	return 0;
@@ -151,8 +154,8 @@ int sc__decode_node(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	/* address, conditions, agent and devices are written by the node
 	 * agent's heartbeat (docs/AGENT.md, docs/SERVING.md); the scheduler
 	 * reads only ready. */
-	static const char *const status_fields[] = {"ready",  "address", "conditions",
-						    "agent", "devices", NULL};
+	static const char *const status_fields[] = {"ready", "address", "conditions",
+	                                            "agent", "devices", NULL};
 	sc__node_t node = {0};
 	sc_node_spec_t *n = &node.spec;
 	sc_label_t *labels = NULL;
@@ -222,7 +225,7 @@ static int queue_value_v1(sc__rd_t *rd, json_t *o, const char *key, int res, dou
 	if (rc <= 0)
 		return rc;
 	if (q < 0 && (rc = unlimited_or_positive(rd, key, (double)q,
-						 res == SC_RES_CPU ? -1000.0 : -1.0)) < 0)
+	                                         res == SC_RES_CPU ? -1000.0 : -1.0)) < 0)
 		return rc;
 	*out = q < 0 ? -1 : (double)q;
 	return 1;
@@ -263,11 +266,11 @@ static int decode_queue_res(sc__rd_t *rd, json_t *spec, sc_queue_spec_t *q, bool
 		sc__mark_t mr = sc__rd_push(rd, names[r]);
 		if ((rc = sc__rd_fields(rd, o, fields)) < 0 ||
 		    (rc = (kai ? queue_value_kai : queue_value_v1)(rd, o, "quota", r,
-								    &q->res[r].quota)) < 0 ||
+		                                                   &q->res[r].quota)) < 0 ||
 		    (rc = (kai ? queue_value_kai : queue_value_v1)(rd, o, "limit", r,
-								    &q->res[r].limit)) < 0 ||
-		    (rc = sc__get_num(rd, o, "overQuotaWeight", false, 0, 1e9,
-				      &q->res[r].weight)) < 0)
+		                                                   &q->res[r].limit)) < 0 ||
+		    (rc = sc__get_num(rd, o, "overQuotaWeight", false, 0, 1e9, &q->res[r].weight)) <
+		        0)
 			return rc;
 		sc__rd_pop(rd, mr);
 	}
@@ -277,10 +280,9 @@ static int decode_queue_res(sc__rd_t *rd, json_t *spec, sc_queue_spec_t *q, bool
 
 int sc__decode_queue(sc__rd_t *rd, json_t *obj, sc__batch_t *b, bool kai)
 {
-	static const char *const spec_fields[] = {"displayName",       "parentQueue",
-						  "priority",	       "preemptMinRuntime",
-						  "reclaimMinRuntime", "resources",
-						  NULL};
+	static const char *const spec_fields[] = {
+	    "displayName",       "parentQueue", "priority", "preemptMinRuntime",
+	    "reclaimMinRuntime", "resources",   NULL};
 	sc__queue_t queue = {0};
 	sc_queue_spec_t *q = &queue.spec;
 	json_t *spec = NULL;
@@ -306,9 +308,9 @@ int sc__decode_queue(sc__rd_t *rd, json_t *obj, sc__batch_t *b, bool kai)
 		    (rc = sc__get_name(rd, spec, "parentQueue", false, &q->parent)) < 0 ||
 		    (rc = sc__get_int(rd, spec, "priority", false, -1000000, 1000000, &prio)) < 0 ||
 		    (rc = sc__get_dur(rd, spec, "preemptMinRuntime", false,
-				      &q->preempt_min_runtime)) < 0 ||
+		                      &q->preempt_min_runtime)) < 0 ||
 		    (rc = sc__get_dur(rd, spec, "reclaimMinRuntime", false,
-				      &q->reclaim_min_runtime)) < 0 ||
+		                      &q->reclaim_min_runtime)) < 0 ||
 		    (rc = decode_queue_res(rd, spec, q, kai)) < 0)
 			return rc;
 		sc__rd_pop(rd, m);
@@ -331,8 +333,8 @@ int sc__decode_class(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 
 	cls.o.at = sc__rd_pos(rd, NULL);
 	if ((rc = top_fields(rd, obj, false)) < 0 ||
-	    (rc = sc__decode_metadata(rd, obj, "PriorityClass", &cls.spec.name, NULL, NULL,
-				      NULL)) < 0 ||
+	    (rc = sc__decode_metadata(rd, obj, "PriorityClass", &cls.spec.name, NULL, NULL, NULL)) <
+	        0 ||
 	    (rc = sc__get_object(rd, obj, "spec", true, &spec)) < 0)
 		return rc;
 	sc__mark_t m = sc__rd_push(rd, "spec");
@@ -364,13 +366,13 @@ static int decode_actions(sc__rd_t *rd, json_t *spec, sc_config_t *c)
 		sc__mark_t mi = sc__rd_push_index(rd, i);
 		if (a < 0)
 			return sc__rd_fail(rd, SC_EINVAL,
-					   "unknown action \"%s\" (expected allocate, "
-					   "consolidation, reclaim, preempt or stalegangeviction)",
-					   names[i]);
+			                   "unknown action \"%s\" (expected allocate, "
+			                   "consolidation, reclaim, preempt or stalegangeviction)",
+			                   names[i]);
 		for (size_t j = 0; j < i; j++)
 			if (c->actions[j] == a)
 				return sc__rd_fail(rd, SC_EINVAL, "action \"%s\" is listed twice",
-						   names[i]);
+				                   names[i]);
 		c->actions[i] = a;
 		sc__rd_pop(rd, mi);
 	}
@@ -407,8 +409,8 @@ static int decode_placement(sc__rd_t *rd, json_t *spec, sc_config_t *c)
 }
 
 /* Reads {key: {field: value}} groups of one setting each. */
-static int one_setting(sc__rd_t *rd, json_t *spec, const char *group, const char *field,
-		       double min, double max, double *out)
+static int one_setting(sc__rd_t *rd, json_t *spec, const char *group, const char *field, double min,
+                       double max, double *out)
 {
 	const char *const fields[] = {field, NULL};
 	json_t *o;
@@ -433,9 +435,9 @@ static int one_setting(sc__rd_t *rd, json_t *spec, const char *group, const char
 
 int sc__decode_config(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
-	static const char *const fields[] = {"actions", "placement", "packThreshold",
-					     "spreadFactor", "reclaim", "preempt",
-					     "consolidation", "reservations", NULL};
+	static const char *const fields[] = {"actions",       "placement",    "packThreshold",
+	                                     "spreadFactor",  "reclaim",      "preempt",
+	                                     "consolidation", "reservations", NULL};
 	const char *name;
 	json_t *spec = NULL;
 	sc_config_t *c = &b->config;
@@ -460,20 +462,22 @@ int sc__decode_config(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 		if ((rc = sc__rd_fields(rd, spec, fields)) < 0 ||
 		    (rc = decode_actions(rd, spec, c)) < 0 ||
 		    (rc = decode_placement(rd, spec, c)) < 0 ||
-		    (rc = sc__get_num(rd, spec, "packThreshold", false, 0, 1,
-				      &c->pack_threshold)) < 0 ||
-		    (rc = one_setting(rd, spec, "spreadFactor", "serving", 1, 1000, &serving)) < 0 ||
+		    (rc = sc__get_num(rd, spec, "packThreshold", false, 0, 1, &c->pack_threshold)) <
+		        0 ||
+		    (rc = one_setting(rd, spec, "spreadFactor", "serving", 1, 1000, &serving)) <
+		        0 ||
 		    (rc = one_setting(rd, spec, "reclaim", "tolerance", 0, 100, &tol)) < 0 ||
-		    (rc = one_setting(rd, spec, "preempt", "utilizationThreshold", 0, 1, &util)) < 0 ||
+		    (rc = one_setting(rd, spec, "preempt", "utilizationThreshold", 0, 1, &util)) <
+		        0 ||
 		    (rc = one_setting(rd, spec, "consolidation", "maxPreemptees", 0, 100000,
-				      &cmax)) < 0 ||
+		                      &cmax)) < 0 ||
 		    (rc = one_setting(rd, spec, "reservations", "after", 0, 0, &after)) < 0)
 			return rc;
 		sc__rd_pop(rd, m);
 	}
 	if (serving != floor(serving) || cmax != floor(cmax)) {
 		sc__rd_push(rd, serving != floor(serving) ? "spec.spreadFactor.serving"
-							  : "spec.consolidation.maxPreemptees");
+		                                          : "spec.consolidation.maxPreemptees");
 		return sc__rd_fail(rd, SC_EINVAL, "expected a whole number");
 	}
 	c->reclaim_tolerance = tol;
@@ -515,7 +519,7 @@ int sc__decode_topology(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 			if (strcmp(levels[i], levels[j]) == 0) {
 				sc__rd_push_index(rd, i);
 				return sc__rd_fail(rd, SC_EINVAL, "level \"%s\" is listed twice",
-						   levels[i]);
+				                   levels[i]);
 			}
 	sc__rd_pop(rd, m);
 	b->levels = levels;

@@ -70,7 +70,7 @@ sc__pos_t sc__rd_pos(const sc__rd_t *rd, const char *sub)
 	const char *sep = rd->prefix[0] && rd->plen ? "." : "";
 	if (sub)
 		snprintf(full, sizeof(full), "%s%s%s%s%s", rd->prefix, sep, rd->path,
-			 rd->plen || rd->prefix[0] ? "." : "", sub);
+		         rd->plen || rd->prefix[0] ? "." : "", sub);
 	else
 		snprintf(full, sizeof(full), "%s%s%s", rd->prefix, sep, rd->path);
 	sc_yj_pos(rd->docs, rd->doc, full, &p.line, &p.col);
@@ -146,8 +146,7 @@ int sc__rd_fields(sc__rd_t *rd, json_t *obj, const char *const *allowed)
 /* Looks up key and pushes it on the path. A JSON null counts as absent,
  * as in Kubernetes. Returns 1 when present, 0 when absent (path popped),
  * or an error for an absent required field. */
-static int lookup(sc__rd_t *rd, json_t *obj, const char *key, bool req, json_t **v,
-		  sc__mark_t *m)
+static int lookup(sc__rd_t *rd, json_t *obj, const char *key, bool req, json_t **v, sc__mark_t *m)
 {
 	*v = json_object_get(obj, key);
 	*m = sc__rd_push(rd, key);
@@ -225,8 +224,8 @@ static bool name_ok(const char *s)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			     (c >= '0' && c <= '9');
+		bool alnum =
+		    (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 		if (!alnum && !((c == '-' || c == '.' || c == '_') && i > 0 && i < n - 1))
 			return false;
 	}
@@ -243,17 +242,17 @@ int sc__get_name(sc__rd_t *rd, json_t *obj, const char *key, bool req, const cha
 		sc__mark_t m = sc__rd_push(rd, key);
 		(void)m;
 		return sc__rd_fail(rd, SC_EINVAL,
-				   "\"%s\" is not a valid name (letters, digits, '-', '.', "
-				   "'_', at most 253, starting and ending with a letter or "
-				   "digit)",
-				   s);
+		                   "\"%s\" is not a valid name (letters, digits, '-', '.', "
+		                   "'_', at most 253, starting and ending with a letter or "
+		                   "digit)",
+		                   s);
 	}
 	*out = s;
 	return 1;
 }
 
 int sc__get_int(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t min, int64_t max,
-		int64_t *out)
+                int64_t *out)
 {
 	json_t *v;
 	sc__mark_t m;
@@ -264,26 +263,27 @@ int sc__get_int(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t mi
 	if (json_is_integer(v)) {
 		x = (int64_t)json_integer_value(v);
 	} else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
-		   fabs(json_real_value(v)) < 9e15) {
+	           fabs(json_real_value(v)) < 9e15) {
 		x = (int64_t)json_real_value(v); /* 2.0 is a whole number */
 	} else {
 		return sc__rd_fail(rd, SC_EINVAL, "expected a whole number, got %s%s",
-				   json_is_number(v) ? "" : type_name(v),
-				   json_is_number(v) ? "a fraction" : "");
+		                   json_is_number(v) ? "" : type_name(v),
+		                   json_is_number(v) ? "a fraction" : "");
 	}
 	if (x < min || x > max) {
 		if (max == INT64_MAX)
-			return sc__rd_fail(rd, SC_EINVAL, "expected a whole number >= %lld, got %lld",
-					   (long long)min, (long long)x);
+			return sc__rd_fail(rd, SC_EINVAL,
+			                   "expected a whole number >= %lld, got %lld",
+			                   (long long)min, (long long)x);
 		return sc__rd_fail(rd, SC_EINVAL, "expected a whole number in %lld..%lld, got %lld",
-				   (long long)min, (long long)max, (long long)x);
+		                   (long long)min, (long long)max, (long long)x);
 	}
 	*out = x;
 	return done(rd, m, 1);
 }
 
 int sc__get_num(sc__rd_t *rd, json_t *obj, const char *key, bool req, double min, double max,
-		double *out)
+                double *out)
 {
 	json_t *v;
 	sc__mark_t m;
@@ -295,7 +295,7 @@ int sc__get_num(sc__rd_t *rd, json_t *obj, const char *key, bool req, double min
 	double x = json_number_value(v);
 	if (!(x >= min && x <= max))
 		return sc__rd_fail(rd, SC_EINVAL, "expected a number in [%g, %g], got %g", min, max,
-				   x);
+		                   x);
 	*out = x;
 	return done(rd, m, 1);
 }
@@ -330,7 +330,7 @@ static const char *quantity_text(json_t *v, char *buf, size_t size)
 typedef int (*qty_fn)(const char *, unsigned, int64_t *);
 
 static int get_quantity(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned flags,
-			int64_t *out, qty_fn parse, const char *what)
+                        int64_t *out, qty_fn parse, const char *what)
 {
 	json_t *v;
 	sc__mark_t m;
@@ -343,25 +343,23 @@ static int get_quantity(sc__rd_t *rd, json_t *obj, const char *key, bool req, un
 	const char *s = quantity_text(v, buf, sizeof(buf));
 	rc = parse(s, flags, out);
 	if (rc == SC_ERANGE)
-		return sc__rd_fail(rd, SC_EINVAL, "\"%s\" is out of range (expected %s%s)", s,
-				   what, flags & SC_QTY_NEGATIVE ? ", or -1" : ", not negative");
+		return sc__rd_fail(rd, SC_EINVAL, "\"%s\" is out of range (expected %s%s)", s, what,
+		                   flags & SC_QTY_NEGATIVE ? ", or -1" : ", not negative");
 	if (rc)
 		return sc__rd_fail(rd, SC_EINVAL, "\"%s\" is not %s", s, what);
 	return done(rd, m, 1);
 }
 
-int sc__get_cpu(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned flags,
-		int64_t *out)
+int sc__get_cpu(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned flags, int64_t *out)
 {
 	return get_quantity(rd, obj, key, req, flags, out, sc_quantity_cpu,
-			    "a CPU quantity such as 8, 0.5 or 500m");
+	                    "a CPU quantity such as 8, 0.5 or 500m");
 }
 
-int sc__get_mem(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned flags,
-		int64_t *out)
+int sc__get_mem(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned flags, int64_t *out)
 {
 	return get_quantity(rd, obj, key, req, flags, out, sc_quantity_memory,
-			    "a memory quantity such as 16Gi, 512Mi or 80G");
+	                    "a memory quantity such as 16Gi, 512Mi or 80G");
 }
 
 static int dur_adapter(const char *s, unsigned flags, int64_t *out)
@@ -373,7 +371,7 @@ static int dur_adapter(const char *s, unsigned flags, int64_t *out)
 int sc__get_dur(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t *out)
 {
 	return get_quantity(rd, obj, key, req, 0, out, dur_adapter,
-			    "a duration such as 30s, 10m or 1h30m");
+	                    "a duration such as 30s, 10m or 1h30m");
 }
 
 int sc__get_time(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t *out)
@@ -387,13 +385,13 @@ int sc__get_time(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t *
 		return wrong_type(rd, m, v, "an RFC 3339 time string");
 	if (sc_quantity_time(json_string_value(v), out))
 		return sc__rd_fail(rd, SC_EINVAL,
-				   "\"%s\" is not an RFC 3339 time such as 2026-11-29T10:00:00Z",
-				   json_string_value(v));
+		                   "\"%s\" is not an RFC 3339 time such as 2026-11-29T10:00:00Z",
+		                   json_string_value(v));
 	return done(rd, m, 1);
 }
 
-int sc__get_enum(sc__rd_t *rd, json_t *obj, const char *key, bool req,
-		 const char *const *names, int *out)
+int sc__get_enum(sc__rd_t *rd, json_t *obj, const char *key, bool req, const char *const *names,
+                 int *out)
 {
 	json_t *v;
 	sc__mark_t m;
@@ -412,7 +410,7 @@ int sc__get_enum(sc__rd_t *rd, json_t *obj, const char *key, bool req,
 	if (!json_is_string(v))
 		return sc__rd_fail(rd, SC_EINVAL, "expected one of %s, got %s", list, type_name(v));
 	return sc__rd_fail(rd, SC_EINVAL, "expected one of %s, got \"%s\"", list,
-			   json_string_value(v));
+	                   json_string_value(v));
 }
 
 /* Label values are strings; a YAML user writes `rack: 12` and means "12",
@@ -461,8 +459,7 @@ int sc__get_labels(sc__rd_t *rd, json_t *obj, const char *key, sc_label_t **out,
 	return 1;
 }
 
-int sc__get_strs(sc__rd_t *rd, json_t *obj, const char *key, bool req, const char ***out,
-		 size_t *n)
+int sc__get_strs(sc__rd_t *rd, json_t *obj, const char *key, bool req, const char ***out, size_t *n)
 {
 	json_t *arr, *v;
 	size_t i;
@@ -478,7 +475,7 @@ int sc__get_strs(sc__rd_t *rd, json_t *obj, const char *key, bool req, const cha
 		sc__mark_t mi = sc__rd_push_index(rd, i);
 		if (!json_is_string(v) || json_string_length(v) == 0)
 			return sc__rd_fail(rd, SC_EINVAL, "expected a non-empty string, got %s",
-					   type_name(v));
+			                   type_name(v));
 		if (!(s[i] = sc_arena_strdup(rd->arena, json_string_value(v))))
 			return oom(rd);
 		sc__rd_pop(rd, mi);

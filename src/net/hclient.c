@@ -57,23 +57,23 @@ struct sc_hcli_req {
 	sc_hcli_t *c;
 	hc_conn_t *conn;
 	hc_pool_t *pool;
-	sc_buf_t out;      /* the serialized request, kept for one resend */
+	sc_buf_t out; /* the serialized request, kept for one resend */
 	sc_hcli_cbs_t cbs;
 	void *ud;
 	uint64_t timeout_ms;
 	int status;
-	sc_buf_t hdrs;     /* "name\0value\0" */
+	sc_buf_t hdrs; /* "name\0value\0" */
 	size_t hdr_off[MAX_RESP_HEADERS][2];
 	size_t nhdrs;
 	int hdr_state;
-	int got_bytes;     /* any byte of the answer arrived */
-	int reached;       /* written on an open connection */
-	int resent;        /* already resent after a stale connection */
+	int got_bytes; /* any byte of the answer arrived */
+	int reached;   /* written on an open connection */
+	int resent;    /* already resent after a stale connection */
 	int cancelled;
 	int complete;
-	int in_parse;      /* inside the parser: free later */
-	int no_body;       /* a HEAD request: the answer's length has no body */
-	uint64_t last_io;  /* loop time of the last write or read (inactivity) */
+	int in_parse;             /* inside the parser: free later */
+	int no_body;              /* a HEAD request: the answer's length has no body */
+	uint64_t last_io;         /* loop time of the last write or read (inactivity) */
 	sc_hcli_req_t *next_free; /* in sc_hcli_t.pool */
 };
 
@@ -88,13 +88,13 @@ struct hc_conn {
 	hc_conn_t *prev, *next; /* all connections */
 	http_parser parser;
 	int connected;
-	int reading;      /* uv_read_start is in effect (it stays so) */
+	int reading; /* uv_read_start is in effect (it stays so) */
 	int reused;
 	int in_pool;
 	int closing;
 	int handles;
-	int deferred_err; /* error to deliver from the timer (sync failures) */
-	uint64_t due;     /* loop time the timer is armed for; 0 = not armed */
+	int deferred_err;       /* error to deliver from the timer (sync failures) */
+	uint64_t due;           /* loop time the timer is armed for; 0 = not armed */
 	uint64_t connect_until; /* connect phase: give up then */
 	uint64_t idle_until;    /* idle in its pool: close then */
 };
@@ -345,11 +345,11 @@ static int rp_message_complete(http_parser *hp)
 }
 
 static const http_parser_settings rp_settings = {
-	.on_header_field = rp_header_field,
-	.on_header_value = rp_header_value,
-	.on_headers_complete = rp_headers_complete,
-	.on_body = rp_body,
-	.on_message_complete = rp_message_complete,
+    .on_header_field = rp_header_field,
+    .on_header_value = rp_header_value,
+    .on_headers_complete = rp_headers_complete,
+    .on_body = rp_body,
+    .on_message_complete = rp_message_complete,
 };
 
 /* ---------------------------------------------------------------------
@@ -709,8 +709,8 @@ static int req_send(sc_hcli_req_t *r, int fresh)
 	return 0;
 }
 
-static int build_request(sc_hcli_req_t *r, const sc_hcli_call_t *call, const char *host,
-			 int port, const char *path)
+static int build_request(sc_hcli_req_t *r, const sc_hcli_call_t *call, const char *host, int port,
+                         const char *path)
 {
 	/* Built piece by piece: this runs for every proxied request. */
 	sc_buf_t *o = &r->out;
@@ -726,7 +726,7 @@ static int build_request(sc_hcli_req_t *r, const sc_hcli_call_t *call, const cha
 	if (rc == 0 && call->headers)
 		rc = sc_buf_puts(o, call->headers);
 	if (rc == 0 && (call->body || strcmp(call->method, "POST") == 0 ||
-			strcmp(call->method, "PUT") == 0 || strcmp(call->method, "PATCH") == 0)) {
+	                strcmp(call->method, "PUT") == 0 || strcmp(call->method, "PATCH") == 0)) {
 		rc |= sc_buf_puts(o, "Content-Type: ");
 		rc |= sc_buf_puts(o, call->ctype ? call->ctype : "application/json");
 		rc |= sc_buf_puts(o, "\r\nContent-Length: ");

@@ -31,9 +31,9 @@ typedef struct sc_hcli sc_hcli_t;
 typedef struct sc_hcli_req sc_hcli_req_t;
 
 typedef struct sc_hcli_opts {
-	size_t max_idle_per_host;  /* idle keep-alive connections kept; default 64 */
-	size_t max_header_bytes;   /* response status line + headers; default 16 KiB */
-	uint64_t idle_close_ms;    /* idle pooled connection closed after; default 30 s */
+	size_t max_idle_per_host;    /* idle keep-alive connections kept; default 64 */
+	size_t max_header_bytes;     /* response status line + headers; default 16 KiB */
+	uint64_t idle_close_ms;      /* idle pooled connection closed after; default 30 s */
 	uint64_t connect_timeout_ms; /* default 2 s */
 } sc_hcli_opts_t;
 
@@ -46,13 +46,13 @@ typedef struct sc_hcli_cbs {
 } sc_hcli_cbs_t;
 
 typedef struct sc_hcli_call {
-	const char *method;   /* "GET", "POST", ... */
-	const char *url;      /* http://HOST:PORT/path?query (borrowed, copied) */
-	const char *headers;  /* extra "Name: value\r\n" lines or NULL (copied) */
-	const void *body;     /* copied; NULL for none */
+	const char *method;  /* "GET", "POST", ... */
+	const char *url;     /* http://HOST:PORT/path?query (borrowed, copied) */
+	const char *headers; /* extra "Name: value\r\n" lines or NULL (copied) */
+	const void *body;    /* copied; NULL for none */
 	size_t body_len;
-	const char *ctype;    /* Content-Type of body; default application/json */
-	uint64_t timeout_ms;  /* inactivity limit: connect, first byte, between reads; 0 = none */
+	const char *ctype;   /* Content-Type of body; default application/json */
+	uint64_t timeout_ms; /* inactivity limit: connect, first byte, between reads; 0 = none */
 	sc_hcli_cbs_t cbs;
 	void *ud;
 } sc_hcli_call_t;

@@ -36,8 +36,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static int conn_drained(conn_t *c)
 {
 	sc_http_req_t *r = &c->req;
-	if (c->closing || !c->busy || !r->streaming || !r->on_drain ||
-	    c->pending_out > DRAIN_LOW)
+	if (c->closing || !c->busy || !r->streaming || !r->on_drain || c->pending_out > DRAIN_LOW)
 		return 0;
 	sc_http_drain_fn fn = r->on_drain;
 	r->on_drain = NULL;
@@ -224,9 +223,9 @@ static void head_num(head_t *h, unsigned long long v)
 }
 
 static int head_printf(char *out, size_t outsz, int status, const char *ctype, long long clen,
-		       int keep_alive, const char *xhdrs)
+                       int keep_alive, const char *xhdrs)
 {
-	head_t h = { out, outsz, 0 };
+	head_t h = {out, outsz, 0};
 	head_str(&h, "HTTP/1.1 ");
 	head_num(&h, (unsigned long long)status);
 	head_str(&h, " ");
@@ -270,22 +269,21 @@ static void req_finish(sc_http_req_t *r)
 		process(c);
 }
 
-void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void *body,
-		     size_t len)
+void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void *body, size_t len)
 {
 	conn_t *c = r->conn;
 	char head[1024];
 	r->status = status;
 	int n = head_printf(head, sizeof(head), status, ctype ? ctype : "application/json",
-			    (long long)len, c->keep_alive, r->xhdrs);
-	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)n),
-			      uv_buf_init((char *)body, (unsigned)len) };
+	                    (long long)len, c->keep_alive, r->xhdrs);
+	uv_buf_t parts[2] = {uv_buf_init(head, (unsigned)n),
+	                     uv_buf_init((char *)body, (unsigned)len)};
 	conn_write(c, parts, len ? 2 : 1);
 	req_finish(r);
 }
 
 void sc_http_stream_start(sc_http_req_t *r, int status, const char *ctype,
-			  sc_http_close_fn on_close, void *ud)
+                          sc_http_close_fn on_close, void *ud)
 {
 	char head[1024];
 	r->status = status;
@@ -310,8 +308,8 @@ int sc_http_stream_write(sc_http_req_t *r, const void *data, size_t len)
 		return SC_EIO;
 	char size[32];
 	int n = snprintf(size, sizeof(size), "%zx\r\n", len);
-	uv_buf_t parts[3] = { uv_buf_init(size, (unsigned)n), uv_buf_init((char *)data, (unsigned)len),
-			      uv_buf_init("\r\n", 2) };
+	uv_buf_t parts[3] = {uv_buf_init(size, (unsigned)n),
+	                     uv_buf_init((char *)data, (unsigned)len), uv_buf_init("\r\n", 2)};
 	return conn_write(c, parts, 3);
 }
 
@@ -357,7 +355,7 @@ void sc_http_abort(sc_http_req_t *r)
 	if (c->srv->observer) {
 		double secs = (double)(uv_hrtime() - r->start_ns) / 1e9;
 		c->srv->observer(r->method, r->route ? r->route : "", r->status ? r->status : 499,
-				 secs, c->srv->observer_ud);
+		                 secs, c->srv->observer_ud);
 	}
 	conn_close(c);
 }
@@ -373,12 +371,13 @@ void sc_http_stream_end(sc_http_req_t *r)
 static void respond_error_close(conn_t *c, int status, const char *reason, const char *msg)
 {
 	char body[256];
-	int n = snprintf(body, sizeof(body),
-			 "{\"error\":{\"code\":%d,\"reason\":\"%s\",\"message\":\"%s\",\"field\":\"\"}}",
-			 status, reason, msg);
+	int n = snprintf(
+	    body, sizeof(body),
+	    "{\"error\":{\"code\":%d,\"reason\":\"%s\",\"message\":\"%s\",\"field\":\"\"}}", status,
+	    reason, msg);
 	char head[512];
 	int h = head_printf(head, sizeof(head), status, "application/json", n, 0, "");
-	uv_buf_t parts[2] = { uv_buf_init(head, (unsigned)h), uv_buf_init(body, (unsigned)n) };
+	uv_buf_t parts[2] = {uv_buf_init(head, (unsigned)h), uv_buf_init(body, (unsigned)n)};
 	conn_write(c, parts, 2);
 	if (c->srv->observer)
 		c->srv->observer(c->req.method, "", status, 0, c->srv->observer_ud);
@@ -528,13 +527,13 @@ static int on_message_complete(http_parser *p)
 }
 
 static const http_parser_settings settings = {
-	.on_message_begin = on_message_begin,
-	.on_url = on_url,
-	.on_header_field = on_header_field,
-	.on_header_value = on_header_value,
-	.on_headers_complete = on_headers_complete,
-	.on_body = on_body,
-	.on_message_complete = on_message_complete,
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
 };
 
 /* ---------------------------------------------------------------------
@@ -575,7 +574,7 @@ static void dispatch(conn_t *c)
 	const route_t *rt = find_route(c->srv, r->method, r->url.data);
 	if (!rt) {
 		static const char nf[] = "{\"error\":{\"code\":404,\"reason\":\"NotFound\","
-					 "\"message\":\"no such path\",\"field\":\"\"}}";
+		                         "\"message\":\"no such path\",\"field\":\"\"}}";
 		sc_http_respond(r, 404, "application/json", nf, sizeof(nf) - 1);
 		return;
 	}
@@ -618,7 +617,7 @@ static int take_simple(conn_t *c)
 	r->nhdrs = h.nfields;
 	rc |= sc_buf_append(&r->body, c->in.data + h.head_len, h.body_len);
 	if (rc)
-		sc_oom(); /* within the limits checked above: only out of memory */
+		sc_oom();  /* within the limits checked above: only out of memory */
 	c->keep_alive = 1; /* HTTP/1.1 without Connection */
 	sc_buf_consume(&c->in, h.head_len + h.body_len);
 	dispatch(c);
@@ -648,7 +647,8 @@ static void process(conn_t *c)
 			if (c->err == ERR_BODY)
 				respond_error_close(c, 413, "TooLarge", "request body too large");
 			else if (c->err == ERR_HEADERS)
-				respond_error_close(c, 431, "TooLarge", "request headers too large");
+				respond_error_close(c, 431, "TooLarge",
+				                    "request headers too large");
 			else
 				respond_error_close(c, 400, "BadRequest", "malformed HTTP request");
 			break;
@@ -862,7 +862,7 @@ sc_http_server_t *sc_http_server_new(uv_loop_t *loop, const sc_http_limits_t *li
 }
 
 int sc_http_route(sc_http_server_t *s, const char *method, const char *prefix,
-		  sc_http_handler_fn fn, void *ud)
+                  sc_http_handler_fn fn, void *ud)
 {
 	if (s->nroutes == MAX_ROUTES)
 		return SC_ELIMIT;

@@ -26,17 +26,17 @@ typedef struct sc_http_server sc_http_server_t;
 typedef struct sc_http_req sc_http_req_t;
 
 typedef struct sc_http_limits {
-	size_t max_header_bytes;   /* request line + headers; default 16 KiB */
-	size_t max_body_bytes;     /* default 1 MiB */
-	size_t max_conns;          /* default 1024; more are closed at accept */
-	uint64_t idle_timeout_ms;  /* keep-alive idle close; default 60 s, 0 = off */
+	size_t max_header_bytes;  /* request line + headers; default 16 KiB */
+	size_t max_body_bytes;    /* default 1 MiB */
+	size_t max_conns;         /* default 1024; more are closed at accept */
+	uint64_t idle_timeout_ms; /* keep-alive idle close; default 60 s, 0 = off */
 } sc_http_limits_t;
 
 typedef void (*sc_http_handler_fn)(sc_http_req_t *req, void *ud);
 /* Called once for every finished response (for metrics and logs). route is
  * the matched prefix ("" when none matched). */
 typedef void (*sc_http_observer_fn)(const char *method, const char *route, int status,
-				    double seconds, void *ud);
+                                    double seconds, void *ud);
 /* Called when a streaming request's connection goes away before the handler
  * ended the stream; after it returns the request is gone. */
 typedef void (*sc_http_close_fn)(sc_http_req_t *req, void *ud);
@@ -45,7 +45,7 @@ typedef void (*sc_http_close_fn)(sc_http_req_t *req, void *ud);
 sc_http_server_t *sc_http_server_new(uv_loop_t *loop, const sc_http_limits_t *lim);
 /* Adds a route. method NULL matches every method. prefix is copied. */
 int sc_http_route(sc_http_server_t *s, const char *method, const char *prefix,
-		  sc_http_handler_fn fn, void *ud);
+                  sc_http_handler_fn fn, void *ud);
 /* Group commit support: with batching on, every answer is held until
  * sc_http_flush() (per connection, in order), so a daemon can make all the
  * writes of one loop iteration durable with one fsync before any of them is
@@ -75,11 +75,10 @@ int sc_http_query_param(const sc_http_req_t *r, const char *key, char *out, size
 
 /* ---- responses ---- */
 /* Sends a complete response; body (borrowed) is copied. */
-void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void *body,
-		     size_t len);
+void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void *body, size_t len);
 /* Starts a chunked response. */
 void sc_http_stream_start(sc_http_req_t *r, int status, const char *ctype,
-			  sc_http_close_fn on_close, void *ud);
+                          sc_http_close_fn on_close, void *ud);
 /* Sends one chunk (copied). SC_EIO when the peer cannot keep up (its
  * unsent output passed the limit); the caller should then end the stream. */
 int sc_http_stream_write(sc_http_req_t *r, const void *data, size_t len);

@@ -42,8 +42,8 @@ struct sc_http_server {
 	int port;
 	int closing;
 	int listener_open;
-	int batching;       /* hold output until sc_http_flush (group commit) */
-	size_t nholding;    /* connections with held output */
+	int batching;    /* hold output until sc_http_flush (group commit) */
+	size_t nholding; /* connections with held output */
 };
 
 /* What the parser reported last, to join split header fields/values. */
@@ -54,9 +54,9 @@ enum { ERR_NONE, ERR_HEADERS, ERR_BODY };
 struct sc_http_req {
 	struct conn *conn;
 	char method[16];
-	sc_buf_t url;     /* path and query, NUL between them once parsed */
+	sc_buf_t url; /* path and query, NUL between them once parsed */
 	char *query;
-	sc_buf_t hdrs;    /* "name\0value\0" pairs */
+	sc_buf_t hdrs; /* "name\0value\0" pairs */
 	size_t hdr_off[MAX_HEADERS][2];
 	size_t nhdrs;
 	int hdr_state;
@@ -81,8 +81,8 @@ typedef struct conn {
 	http_parser parser;
 	sc_buf_t in;
 	sc_http_req_t req;
-	int busy;        /* a request is with its handler */
-	int processing;  /* inside process(): no re-entry */
+	int busy;       /* a request is with its handler */
+	int processing; /* inside process(): no re-entry */
 	int keep_alive;
 	int closing;
 	int close_after; /* close once pending output is written */
@@ -95,7 +95,7 @@ typedef struct conn {
 	size_t pending_out;
 	int handles_open;
 	uint64_t last_active; /* loop time of the last input (idle limit) */
-	sc_buf_t held;   /* output held until the next sc_http_flush */
+	sc_buf_t held;        /* output held until the next sc_http_flush */
 	int holding;
 	int shutdown_after_flush;
 } conn_t;

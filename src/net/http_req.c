@@ -16,25 +16,44 @@
 const char *sc_http_status_text(int status)
 {
 	switch (status) {
-	case 100: return "Continue";
-	case 200: return "OK";
-	case 201: return "Created";
-	case 204: return "No Content";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 409: return "Conflict";
-	case 410: return "Gone";
-	case 413: return "Payload Too Large";
-	case 415: return "Unsupported Media Type";
-	case 422: return "Unprocessable Entity";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 503: return "Service Unavailable";
-	default: return "Unknown";
+	case 100:
+		return "Continue";
+	case 200:
+		return "OK";
+	case 201:
+		return "Created";
+	case 204:
+		return "No Content";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 409:
+		return "Conflict";
+	case 410:
+		return "Gone";
+	case 413:
+		return "Payload Too Large";
+	case 415:
+		return "Unsupported Media Type";
+	case 422:
+		return "Unprocessable Entity";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return "Unknown";
 	}
 }
 
@@ -94,7 +113,7 @@ int sc_http_query_param(const sc_http_req_t *r, const char *key, char *out, size
 				if (ch == '+')
 					ch = ' ';
 				else if (ch == '%' && v + 2 < end && hexval(v[1]) >= 0 &&
-					 hexval(v[2]) >= 0) {
+				         hexval(v[2]) >= 0) {
 					ch = hexval(v[1]) * 16 + hexval(v[2]);
 					v += 2;
 				}

@@ -45,7 +45,7 @@ struct sc_httpc {
 	uv_timer_t timer;
 	sc_httpc_req_t *reqs;
 	sock_ctx_t *socks;
-	int in_action; /* inside curl_multi_socket_action */
+	int in_action;          /* inside curl_multi_socket_action */
 	const char *user_agent; /* borrowed (a literal); NULL: none */
 };
 
@@ -103,8 +103,8 @@ static void check_done(sc_httpc_t *c)
 		long code = 0;
 		curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &code);
 		int status = msg->data.result == CURLE_OK ? (int)code
-			     : r->too_big		  ? SC_ETOOBIG
-							  : SC_EIO;
+		             : r->too_big                 ? SC_ETOOBIG
+		                                          : SC_EIO;
 		sc_httpc_done_fn done = r->cancelled ? NULL : r->done;
 		void *ud = r->ud;
 		/* Detach the body before freeing so done() may cancel or start
@@ -185,7 +185,8 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *soc
 		c->socks = s;
 		curl_multi_assign(c->m, fd, s);
 	}
-	int ev = ((what & CURL_POLL_IN) ? UV_READABLE : 0) | ((what & CURL_POLL_OUT) ? UV_WRITABLE : 0);
+	int ev =
+	    ((what & CURL_POLL_IN) ? UV_READABLE : 0) | ((what & CURL_POLL_OUT) ? UV_WRITABLE : 0);
 	uv_poll_start(&s->poll, ev, on_poll);
 	return 0;
 }
@@ -288,7 +289,7 @@ sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o)
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 5L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 2L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-			 o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 2000L);
+	                 o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 2000L);
 	if (o->timeout_ms > 0)
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, o->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, o->method ? o->method : "GET");

@@ -29,16 +29,16 @@ typedef void (*sc_httpc_done_fn)(int status, const char *body, size_t len, void 
 typedef int (*sc_httpc_data_fn)(const char *data, size_t len, void *ud);
 
 typedef struct sc_httpc_opts {
-	const char *method;      /* "GET" when NULL */
+	const char *method; /* "GET" when NULL */
 	const char *url;
-	const char *token;       /* bearer token, or NULL */
-	const char *body;        /* request body (JSON), or NULL */
+	const char *token; /* bearer token, or NULL */
+	const char *body;  /* request body (JSON), or NULL */
 	size_t body_len;
 	long timeout_ms;         /* whole transfer; 0 = none (streams) */
 	long connect_timeout_ms; /* default 2000 */
 	size_t max_body;         /* buffered responses; default 4 MiB */
 	sc_httpc_data_fn on_data;
-	sc_httpc_done_fn done;   /* may be NULL */
+	sc_httpc_done_fn done; /* may be NULL */
 	void *ud;
 } sc_httpc_opts_t;
 

@@ -21,7 +21,7 @@ static struct {
 	struct sockaddr_un addr;
 	socklen_t len;
 	unsigned long long watchdog_usec;
-} sd = { .fd = -1 };
+} sd = {.fd = -1};
 
 static void read_env(void)
 {
@@ -49,11 +49,13 @@ static void read_env(void)
 		if (path[0] == '@')
 			sd.addr.sun_path[0] = '\0';
 		sd.len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n +
-				     (path[0] == '/' ? 1 : 0));
+		                     (path[0] == '/' ? 1 : 0));
 	} else if (path) {
 		sd.bad = 1;
-		fprintf(stderr, "sd_notify: NOTIFY_SOCKET \"%.100s\" is not a unix socket path; "
-				"not notifying\n", path);
+		fprintf(stderr,
+		        "sd_notify: NOTIFY_SOCKET \"%.100s\" is not a unix socket path; "
+		        "not notifying\n",
+		        path);
 	}
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");

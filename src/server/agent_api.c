@@ -67,7 +67,7 @@ static const char *str_of(json_t *o, const char *key)
 static json_t *load(sc_server_t *s, const char *kind, const char *name, int64_t *rev)
 {
 	char key[SC_MAX_NAME + 64];
-	sc_kv_t kv = { 0 };
+	sc_kv_t kv = {0};
 	sc__object_key(sc__kind_by_name(kind), name, key, sizeof(key));
 	if (sc_store_get(s->store, key, &kv) < 0)
 		return NULL;
@@ -232,7 +232,7 @@ static void gang_failed(json_t *obj, const char *pod)
 
 /* Applies the reports about one job (all of kind/job) in one write. */
 static void apply_job(sc_server_t *s, const char *node, const char *kind, const char *job,
-		      json_t *reps)
+                      json_t *reps)
 {
 	int64_t rev;
 	json_t *obj = load(s, kind, job, &rev), *rep;
@@ -307,23 +307,23 @@ static void agent_version(sc_http_req_t *r, json_t *st)
 {
 	char comp[16], ver[48];
 	sc_version_t v;
-	if (sc_version_from_user_agent(sc_http_header(r, "User-Agent"), comp, sizeof(comp), &v) <= 0)
+	if (sc_version_from_user_agent(sc_http_header(r, "User-Agent"), comp, sizeof(comp), &v) <=
+	    0)
 		return;
 	snprintf(ver, sizeof(ver), "%d.%d.%d", v.major, v.minor, v.patch);
 	json_object_set_new(json_object_get(st, "agent"), "version", json_string(ver));
 }
 
-static void node_status(sc_server_t *s, sc_http_req_t *r, json_t *node, int64_t rev,
-			json_t *body, uint64_t lease_ms)
+static void node_status(sc_server_t *s, sc_http_req_t *r, json_t *node, int64_t rev, json_t *body,
+                        uint64_t lease_ms)
 {
 	char host[300];
 	host_of(str_of(body, "address"), host, sizeof(host));
 	json_t *st = json_pack("{s:b,s:s,s:O,s:{s:s,s:s,s:I},s:O}", "ready", 1, "address", host,
-			       "conditions",
-			       json_object_get(body, "conditions"), "agent", "address",
-			       str_of(body, "address"), "gpuSource", str_of(body, "gpuSource"),
-			       "leaseMillis", (json_int_t)lease_ms, "devices",
-			       json_object_get(body, "devices"));
+	                       "conditions", json_object_get(body, "conditions"), "agent",
+	                       "address", str_of(body, "address"), "gpuSource",
+	                       str_of(body, "gpuSource"), "leaseMillis", (json_int_t)lease_ms,
+	                       "devices", json_object_get(body, "devices"));
 	if (!st)
 		return; /* conditions or devices missing: keep what is stored */
 	agent_version(r, st);
@@ -343,11 +343,11 @@ static int parse_body(sc_http_req_t *r, json_t **out)
 	json_t *b = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(b) || !json_is_array(json_object_get(b, "pods")) ||
 	    !json_is_array(json_object_get(b, "conditions")) ||
-	    !json_is_array(json_object_get(b, "devices")) ||
-	    strlen(str_of(b, "address")) > 256) {
+	    !json_is_array(json_object_get(b, "devices")) || strlen(str_of(b, "address")) > 256) {
 		json_decref(b);
-		sc__api_error(r, 400, "BadRequest", "", "expected {address, leaseMillis, "
-							"conditions, devices, pods}");
+		sc__api_error(r, 400, "BadRequest", "",
+		              "expected {address, leaseMillis, "
+		              "conditions, devices, pods}");
 		return SC_EINVAL;
 	}
 	*out = b;
@@ -377,9 +377,9 @@ static void heartbeat(agent_api_t *api, sc_http_req_t *r, const char *node)
 	node_status(s, r, obj, rev, body, (uint64_t)ms);
 	apply_reports(s, node, json_object_get(body, "pods"));
 	/* A node back from a lost lease lists again: its pods were given away. */
-	sc__api_json(r, 200, json_pack("{s:I,s:I,s:b}", "leaseMillis", ms, "revision",
-				       (json_int_t)sc_store_revision(s->store), "leaseWasLost",
-				       was_lost));
+	sc__api_json(r, 200,
+	             json_pack("{s:I,s:I,s:b}", "leaseMillis", ms, "revision",
+	                       (json_int_t)sc_store_revision(s->store), "leaseWasLost", was_lost));
 	json_decref(obj);
 	json_decref(body);
 }
@@ -408,7 +408,7 @@ static void handle_agents(sc_http_req_t *r, void *ud)
 	}
 	if (who.role == SC_ROLE_AGENT && strcmp(who.node, node) != 0) {
 		sc__api_error(r, 403, "Forbidden", NULL,
-			      "this agent token acts for node \"%s\" only", who.node);
+		              "this agent token acts for node \"%s\" only", who.node);
 		return;
 	}
 	if (strcmp(sc_http_method(r), "POST") != 0) {
@@ -437,9 +437,8 @@ static void evict_from(sc_server_t *s, const char *kind, const char *name, const
 		int hit = 0, whole = strcmp(kind, "Job") == 0;
 		char why[300];
 		snprintf(why, sizeof(why), "node %s lost (lease expired)", node);
-		json_array_foreach(pods, i, e)
-			hit |= strcmp(str_of(e, "node"), node) == 0 &&
-			       strcmp(str_of(e, "phase"), "Running") == 0;
+		json_array_foreach(pods, i, e) hit |= strcmp(str_of(e, "node"), node) == 0 &&
+		                                      strcmp(str_of(e, "phase"), "Running") == 0;
 		json_array_foreach(pods, i, e)
 		{
 			if (!hit || strcmp(str_of(e, "phase"), "Running") != 0 ||
@@ -457,12 +456,12 @@ static void evict_from(sc_server_t *s, const char *kind, const char *name, const
 
 static void evict_node(sc_server_t *s, const char *node)
 {
-	static const char *const kinds[] = { "Job", "Deployment" };
+	static const char *const kinds[] = {"Job", "Deployment"};
 	for (int k = 0; k < 2; k++) {
 		char prefix[64];
 		sc_kv_list_t l;
 		snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/",
-			 sc__kind_by_name(kinds[k])->plural);
+		         sc__kind_by_name(kinds[k])->plural);
 		if (sc_store_list(s->store, prefix, &l) < 0)
 			continue;
 		for (size_t i = 0; i < l.n; i++) {
@@ -487,9 +486,9 @@ static void node_lost(agent_api_t *api, lease_t *l)
 	json_t *st = status_of(obj);
 	json_object_set_new(st, "ready", json_false());
 	json_object_set_new(st, "conditions",
-			    json_pack("[{s:s,s:s,s:s,s:s}]", "type", "Ready", "status", "False",
-				      "reason", "NodeLeaseExpired", "message",
-				      "the agent stopped renewing its lease"));
+	                    json_pack("[{s:s,s:s,s:s,s:s}]", "type", "Ready", "status", "False",
+	                              "reason", "NodeLeaseExpired", "message",
+	                              "the agent stopped renewing its lease"));
 	save(s, "Node", obj, rev);
 	json_decref(obj);
 	evict_node(s, l->node);
@@ -512,9 +511,9 @@ static void adopt_known_nodes(agent_api_t *api)
 		    !lease_find(api, name, 0)) {
 			json_t *lm = json_object_get(agent, "leaseMillis");
 			lease_t *ls = lease_find(api, name, 1);
-			ls->expires = uv_now(api->s->loop) +
-				      (json_is_integer(lm) ? (uint64_t)json_integer_value(lm)
-							   : DEFAULT_LEASE_MS);
+			ls->expires = uv_now(api->s->loop) + (json_is_integer(lm)
+			                                          ? (uint64_t)json_integer_value(lm)
+			                                          : DEFAULT_LEASE_MS);
 		}
 		json_decref(obj);
 	}

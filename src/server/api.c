@@ -18,12 +18,12 @@
 #include "starcloud/json_merge.h"
 
 static const sc_kind_t kinds[] = {
-	{ "nodes", "Node", 0, 0 },
-	{ "queues", "Queue", 0, 0 },
-	{ "priorityclasses", "PriorityClass", 0, 0 },
-	{ "jobs", "Job", 1, 0 },
-	{ "deployments", "Deployment", 1, 0 },
-	{ "events", "Event", 0, 1 },
+    {"nodes", "Node", 0, 0},
+    {"queues", "Queue", 0, 0},
+    {"priorityclasses", "PriorityClass", 0, 0},
+    {"jobs", "Job", 1, 0},
+    {"deployments", "Deployment", 1, 0},
+    {"events", "Event", 0, 1},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -59,7 +59,7 @@ void sc__api_json(sc_http_req_t *r, int code, json_t *doc)
 }
 
 void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *field,
-		   const char *fmt, ...)
+                   const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -74,7 +74,7 @@ void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *f
 		snprintf(msg, sizeof(msg), "the store cannot be reached; nothing was changed");
 	}
 	json_t *doc = json_pack("{s:{s:i,s:s,s:s,s:s}}", "error", "code", code, "reason", reason,
-				"message", msg, "field", field ? field : "");
+	                        "message", msg, "field", field ? field : "");
 	sc__api_json(r, code, doc);
 }
 
@@ -153,7 +153,7 @@ typedef struct api_req {
 	const sc_kind_t *kind;
 	char name[SC_MAX_NAME + 1]; /* "" for the collection */
 	char key[SC_MAX_NAME + 64];
-	char sub[16];               /* subresource ("explain", "drain") or "" */
+	char sub[16]; /* subresource ("explain", "drain") or "" */
 } api_req_t;
 
 /* Splits /api/v1/<plural>[/<name>]; answers and returns < 0 on a bad path. */
@@ -165,7 +165,7 @@ static int parse_path(api_req_t *a)
 	a->kind = sc__kind_by_plural(p, plen);
 	if (!a->kind) {
 		sc__api_error(a->r, 404, "NotFound", "kind", "unknown kind \"%.*s\"",
-			      (int)(plen > 64 ? 64 : plen), p);
+		              (int)(plen > 64 ? 64 : plen), p);
 		return SC_ENOTFOUND;
 	}
 	a->name[0] = '\0';
@@ -185,7 +185,7 @@ static int parse_path(api_req_t *a)
 		}
 		if (strlen(name) > SC_MAX_NAME || !sc__name_valid(name)) {
 			sc__api_error(a->r, 400, "Invalid", "metadata.name",
-				      "invalid object name in the path");
+			              "invalid object name in the path");
 			return SC_EINVAL;
 		}
 		if (name != a->name)
@@ -220,14 +220,14 @@ static int check_role(api_req_t *a, const char *method)
 {
 	if (a->who.role == SC_ROLE_AGENT && !agent_allowed(a, method)) {
 		sc__api_error(a->r, 403, "Forbidden", NULL, "role agent may not %s %s", method,
-			      a->kind->plural);
+		              a->kind->plural);
 		return SC_EINVAL;
 	}
 	if (!is_write(method))
 		return 0;
 	if (a->kind->readonly && (strcmp(method, "DELETE") != 0 || a->who.role != SC_ROLE_ADMIN)) {
 		sc__api_error(a->r, 405, "MethodNotAllowed", NULL, "%s are written by the server",
-			      a->kind->plural);
+		              a->kind->plural);
 		return SC_EINVAL;
 	}
 	if (a->who.role == SC_ROLE_ADMIN)
@@ -236,7 +236,7 @@ static int check_role(api_req_t *a, const char *method)
 	    a->who.role == SC_ROLE_AGENT)
 		return 0;
 	sc__api_error(a->r, 403, "Forbidden", NULL, "role %s may not %s %s",
-		      sc__role_name(a->who.role), method, a->kind->plural);
+	              sc__role_name(a->who.role), method, a->kind->plural);
 	return SC_EINVAL;
 }
 
@@ -248,8 +248,9 @@ static json_t *parse_body(api_req_t *a)
 	json_error_t jerr;
 	json_t *obj = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!obj)
-		sc__api_error(a->r, 400, "BadRequest", "", "malformed JSON at line %d column %d: %s",
-			      jerr.line, jerr.column, jerr.text);
+		sc__api_error(a->r, 400, "BadRequest", "",
+		              "malformed JSON at line %d column %d: %s", jerr.line, jerr.column,
+		              jerr.text);
 	return obj;
 }
 
@@ -273,13 +274,13 @@ static int check_queue_write(api_req_t *a, json_t *obj)
 		if (strcmp(object_name(obj), a->who.node) == 0)
 			return 0;
 		sc__api_error(a->r, 403, "Forbidden", "metadata.name",
-			      "this agent token acts for node \"%s\" only", a->who.node);
+		              "this agent token acts for node \"%s\" only", a->who.node);
 		return SC_EINVAL;
 	}
 	if (a->who.role != SC_ROLE_TENANT || sc__auth_has_queue(&a->who, object_queue(obj)))
 		return 0;
-	sc__api_error(a->r, 403, "Forbidden", "spec.queue", "queue \"%s\" is not bound to this token",
-		      object_queue(obj));
+	sc__api_error(a->r, 403, "Forbidden", "spec.queue",
+	              "queue \"%s\" is not bound to this token", object_queue(obj));
 	return SC_EINVAL;
 }
 
@@ -295,8 +296,7 @@ static json_t *load_existing(api_req_t *a, int64_t *mod_rev)
 /* Answers a stored write: the cache takes obj (so the write is parsed and
  * serialised once, and later reads reuse the answer bytes) and one, obj
  * decoded by its validation (taken, may be NULL). */
-static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok,
-			  sc_manifest_set_t *one)
+static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok, sc_manifest_set_t *one)
 {
 	sc_cobj_t *o = NULL;
 	if (sc__cache_serves_reads(a->s->cache))
@@ -319,7 +319,7 @@ static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok,
  * with the stored object (status code ok) or the error. Takes obj and one
  * (obj decoded exactly as stored, or NULL). */
 static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
-			     sc_manifest_set_t *one)
+                             sc_manifest_set_t *one)
 {
 	/* The stored form has no resourceVersion (it is derived on the way out). */
 	json_object_del(json_object_get(obj, "metadata"), "resourceVersion");
@@ -328,12 +328,12 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
 	int rc = sc_store_put(a->s->store, a->key, text, expect, &rev);
 	free(text);
 	if (rc == SC_EEXISTS)
-		sc__api_error(a->r, 409, "AlreadyExists", "metadata.name", "%s \"%s\" already exists",
-			      a->kind->kind, a->name);
+		sc__api_error(a->r, 409, "AlreadyExists", "metadata.name",
+		              "%s \"%s\" already exists", a->kind->kind, a->name);
 	else if (rc == SC_ECONFLICT || rc == SC_ENOTFOUND)
 		sc__api_error(a->r, 409, "Conflict", "metadata.resourceVersion",
-			      "%s \"%s\" was modified (or deleted) since resourceVersion %lld",
-			      a->kind->kind, a->name, (long long)expect);
+		              "%s \"%s\" was modified (or deleted) since resourceVersion %lld",
+		              a->kind->kind, a->name, (long long)expect);
 	else if (rc < 0)
 		sc__api_error(a->r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
 	if (rc < 0) {
@@ -363,7 +363,7 @@ static void do_get(api_req_t *a)
 	sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(a->s->cache, a->kind, a->name);
 	if (!o || !sc__cache_obj(o) || !sc__auth_can_see(&a->who, a->kind, o->obj)) {
 		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,
-			      a->name);
+		              a->name);
 		return;
 	}
 	const sc_wire_t *w = sc__cache_wire(o);
@@ -377,7 +377,7 @@ static void do_list(api_req_t *a)
 	if (sc_http_query_param(a->r, "labelSelector", sel, sizeof(sel)) == SC_ETOOBIG ||
 	    sc__selector_check(sel) < 0) {
 		sc__api_error(a->r, 400, "BadRequest", "labelSelector",
-			      "labelSelector must be k=v, k!=v or k, comma-separated");
+		              "labelSelector must be k=v, k!=v or k, comma-separated");
 		return;
 	}
 	if (sc_http_query_param(a->r, "resourceVersion", tmp, sizeof(tmp)) > 0) {
@@ -385,7 +385,7 @@ static void do_list(api_req_t *a)
 		from_rev = strtoll(tmp, &end, 10);
 		if (*end || from_rev < 0) {
 			sc__api_error(a->r, 400, "BadRequest", "resourceVersion",
-				      "resourceVersion must be a non-negative integer");
+			              "resourceVersion must be a non-negative integer");
 			return;
 		}
 	}
@@ -424,7 +424,7 @@ static void do_create(api_req_t *a)
 		goto out;
 	if (a->name[0] && strcmp(a->name, object_name(obj)) != 0) {
 		sc__api_error(a->r, 400, "Invalid", "metadata.name",
-			      "metadata.name \"%s\" does not match the path", object_name(obj));
+		              "metadata.name \"%s\" does not match the path", object_name(obj));
 		goto out;
 	}
 	snprintf(a->name, sizeof(a->name), "%s", object_name(obj));
@@ -442,7 +442,7 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 	const char *name = object_name(obj);
 	if (strcmp(name, a->name) != 0) {
 		sc__api_error(a->r, 400, "Invalid", "metadata.name",
-			      "metadata.name \"%s\" does not match the path", name);
+		              "metadata.name \"%s\" does not match the path", name);
 		return;
 	}
 	if (check_queue_write(a, obj) < 0)
@@ -450,7 +450,7 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 	int64_t rv = object_rv(obj);
 	if (rv < 0) {
 		sc__api_error(a->r, 400, "Invalid", "metadata.resourceVersion",
-			      "metadata.resourceVersion must be a positive integer");
+		              "metadata.resourceVersion must be a positive integer");
 		return;
 	}
 	json_t *md = json_object_get(obj, "metadata");
@@ -509,8 +509,8 @@ static void do_patch(api_req_t *a)
 	json_t *patch = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!patch || !json_is_object(patch)) {
 		sc__api_error(a->r, 400, "BadRequest", "",
-			      "a merge patch must be a JSON object (%s)", patch ? "got another type"
-										 : jerr.text);
+		              "a merge patch must be a JSON object (%s)",
+		              patch ? "got another type" : jerr.text);
 		json_decref(patch);
 		return;
 	}
@@ -539,7 +539,7 @@ static void do_delete(api_req_t *a)
 	int rc = sc_store_delete(a->s->store, a->key, cur, &rev);
 	if (rc < 0) {
 		sc__api_error(a->r, rc == SC_ECONFLICT ? 409 : 500, "Conflict", NULL,
-			      "delete failed: %s", sc_strerror(rc));
+		              "delete failed: %s", sc_strerror(rc));
 		json_decref(old);
 		return;
 	}
@@ -549,7 +549,7 @@ static void do_delete(api_req_t *a)
 
 static void handle_objects(sc_http_req_t *r, void *ud)
 {
-	api_req_t a = { .s = ud, .r = r };
+	api_req_t a = {.s = ud, .r = r};
 	const char *m = sc_http_method(r);
 	if (sc__auth_request(a.s, r, &a.who) < 0)
 		return;
@@ -574,7 +574,7 @@ static void handle_objects(sc_http_req_t *r, void *ud)
 		do_delete(&a);
 	else
 		sc__api_error(r, 405, "MethodNotAllowed", NULL, "%s is not allowed on %s", m,
-			      sc_http_path(r));
+		              sc_http_path(r));
 }
 
 int sc__api_register(sc_server_t *s)

@@ -22,7 +22,7 @@
 #define MAX_TOKEN_LEN 128
 #define ID_LEN 16
 
-static const char *const role_names[] = { "none", "admin", "tenant", "viewer", "agent" };
+static const char *const role_names[] = {"none", "admin", "tenant", "viewer", "agent"};
 
 const char *sc__role_name(int role)
 {
@@ -51,7 +51,7 @@ static int digest_equal(const char *a, const char *b)
 }
 
 int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node, char **secret,
-		     char *id, size_t idsz)
+                     char *id, size_t idsz)
 {
 	unsigned char rnd[TOKEN_RANDOM_BYTES];
 	char tok[4 + 2 * TOKEN_RANDOM_BYTES + 1], hash[65], key[128], ts[40];
@@ -66,7 +66,7 @@ int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node,
 	sc__now_rfc3339(ts, sizeof(ts));
 	json_t *qs = queues ? json_incref(queues) : json_array();
 	json_t *rec = json_pack("{s:s,s:s,s:s,s:o,s:s}", "id", id, "hash", hash, "role",
-				sc__role_name(role), "queues", qs, "createdAt", ts);
+	                        sc__role_name(role), "queues", qs, "createdAt", ts);
 	if (node)
 		json_object_set_new(rec, "node", json_string(node));
 	char *text = json_dumps(rec, JSON_COMPACT);
@@ -111,11 +111,12 @@ static int load_principal(json_t *rec, sc_principal_t *who)
 	if (who->role == SC_ROLE_AGENT && !who->node[0])
 		return SC_EINVAL; /* an agent token acts for one node */
 	who->nqueues = 0;
-	json_array_foreach(qs, i, q) {
+	json_array_foreach(qs, i, q)
+	{
 		if (who->nqueues == SC_MAX_TOKEN_QUEUES || !json_is_string(q))
 			break;
 		snprintf(who->queues[who->nqueues++], sizeof(who->queues[0]), "%s",
-			 json_string_value(q));
+		         json_string_value(q));
 	}
 	return who->role == SC_ROLE_NONE ? SC_EINVAL : 0;
 }
@@ -137,7 +138,7 @@ int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 	if (s->cache && sc__cache_token_get(s->cache, hash, who))
 		return 0;
 	snprintf(key, sizeof(key), TOKEN_PREFIX "%.*s", ID_LEN, hash);
-	sc_kv_t kv = { 0 };
+	sc_kv_t kv = {0};
 	if (sc_store_get(s->store, key, &kv) < 0)
 		return SC_EINVAL;
 	json_t *rec = json_loads(kv.value, 0, NULL);
@@ -184,11 +185,10 @@ int sc__auth_can_see(const sc_principal_t *who, const sc_kind_t *k, json_t *obj)
 		return 1;
 	if (k->queue_scoped)
 		return sc__auth_has_queue(
-			who, json_string_value(json_object_get(json_object_get(obj, "spec"), "queue")));
+		    who, json_string_value(json_object_get(json_object_get(obj, "spec"), "queue")));
 	if (strcmp(k->kind, "Queue") == 0)
-		return sc__auth_has_queue(
-			who,
-			json_string_value(json_object_get(json_object_get(obj, "metadata"), "name")));
+		return sc__auth_has_queue(who, json_string_value(json_object_get(
+		                                   json_object_get(obj, "metadata"), "name")));
 	if (strcmp(k->kind, "Event") == 0)
 		return sc__auth_has_queue(who, json_string_value(json_object_get(obj, "queue")));
 	return 1; /* nodes and priority classes are cluster facts tenants need */
@@ -209,7 +209,7 @@ static int check_token_node(sc_http_req_t *r, json_t *req, int role)
 	if (role == SC_ROLE_AGENT &&
 	    (!json_is_string(node) || !sc__name_valid(json_string_value(node)))) {
 		sc__api_error(r, 400, "Invalid", "node",
-			      "node: an agent token needs the name of its node");
+		              "node: an agent token needs the name of its node");
 		return SC_EINVAL;
 	}
 	return 0;
@@ -226,7 +226,8 @@ static int parse_token_request(sc_http_req_t *r, json_t *req, int *role)
 		sc__api_error(r, 400, "BadRequest", "", "expected a JSON object");
 		return SC_EINVAL;
 	}
-	json_object_foreach(req, key, v) {
+	json_object_foreach(req, key, v)
+	{
 		if (strcmp(key, "role") != 0 && strcmp(key, "queues") != 0 &&
 		    strcmp(key, "node") != 0) {
 			sc__api_error(r, 400, "Invalid", key, "%s: unknown field", key);
@@ -236,19 +237,20 @@ static int parse_token_request(sc_http_req_t *r, json_t *req, int *role)
 	*role = sc__role_parse(json_string_value(json_object_get(req, "role")));
 	if (*role == SC_ROLE_NONE) {
 		sc__api_error(r, 400, "Invalid", "role",
-			      "role: expected admin, tenant, viewer or agent");
+		              "role: expected admin, tenant, viewer or agent");
 		return SC_EINVAL;
 	}
 	json_t *qs = json_object_get(req, "queues");
 	if (qs && (!json_is_array(qs) || json_array_size(qs) > SC_MAX_TOKEN_QUEUES)) {
 		sc__api_error(r, 400, "Invalid", "queues", "queues: expected at most %d names",
-			      SC_MAX_TOKEN_QUEUES);
+		              SC_MAX_TOKEN_QUEUES);
 		return SC_EINVAL;
 	}
-	json_array_foreach(qs, i, q) {
+	json_array_foreach(qs, i, q)
+	{
 		if (!json_is_string(q) || !sc__name_valid(json_string_value(q))) {
-			sc__api_error(r, 400, "Invalid", "queues", "queues[%zu]: invalid queue name",
-				      i);
+			sc__api_error(r, 400, "Invalid", "queues",
+			              "queues[%zu]: invalid queue name", i);
 			return SC_EINVAL;
 		}
 	}
@@ -276,9 +278,9 @@ static void token_create(sc_server_t *s, sc_http_req_t *r)
 		const char *node = json_string_value(json_object_get(req, "node"));
 		int rc = sc__token_create(s, role, qs, node, &secret, id, sizeof(id));
 		json_t *out = rc < 0 ? NULL
-				     : json_pack("{s:s,s:s,s:s,s:o}", "token", secret, "id", id,
-						 "role", sc__role_name(role), "queues",
-						 qs ? json_incref(qs) : json_array());
+		                     : json_pack("{s:s,s:s,s:s,s:o}", "token", secret, "id", id,
+		                                 "role", sc__role_name(role), "queues",
+		                                 qs ? json_incref(qs) : json_array());
 		if (out && node)
 			json_object_set_new(out, "node", json_string(node));
 		if (rc < 0)
@@ -340,7 +342,7 @@ static void handle_tokens(sc_http_req_t *r, void *ud)
 		for (size_t i = 0; i < who.nqueues; i++)
 			json_array_append_new(qs, json_string(who.queues[i]));
 		json_t *self = json_pack("{s:s,s:s,s:o}", "id", who.id, "role",
-					 sc__role_name(who.role), "queues", qs);
+		                         sc__role_name(who.role), "queues", qs);
 		if (who.node[0])
 			json_object_set_new(self, "node", json_string(who.node));
 		sc__api_json(r, 200, self);

@@ -14,8 +14,8 @@
 #include "base/jscan.h"
 #include "starcloud/error.h"
 
-static const char *const cached_plurals[] = { "nodes",	     "queues",	    "priorityclasses",
-					      "jobs",	     "deployments", "events" };
+static const char *const cached_plurals[] = {"nodes", "queues",      "priorityclasses",
+                                             "jobs",  "deployments", "events"};
 #define NCACHED (sizeof(cached_plurals) / sizeof(cached_plurals[0]))
 
 /* Tokens remembered (direct-mapped by digest); a principal is ~8 KiB. */
@@ -116,7 +116,7 @@ static void insert_at(kindset_t *ks, size_t i, sc_cobj_t *o)
 /* Puts a new revision of key, kept as text until someone needs it parsed
  * (or the writer hands over its parsed copy). */
 static void cache_put(sc_cache_t *c, const char *key, const char *value, int64_t mod_rev,
-		      int64_t create_rev)
+                      int64_t create_rev)
 {
 	const char *name;
 	kindset_t *ks = set_of_key(c, key, &name);
@@ -182,7 +182,7 @@ static int load_kind(sc_cache_t *c, kindset_t *ks, int64_t *rev)
 	/* The store lists in key order, so every insert is an append. */
 	for (size_t i = 0; i < l.n; i++)
 		cache_put(c, l.items[i].key, l.items[i].value, l.items[i].mod_rev,
-			  l.items[i].create_rev);
+		          l.items[i].create_rev);
 	*rev = l.rev;
 	sc_kv_list_free(&l);
 	return 0;
@@ -260,7 +260,7 @@ int64_t sc__cache_rev(const sc_cache_t *c)
 
 static size_t token_slot(const char *digest)
 {
-	return (size_t)strtoul((char[3]){ digest[0], digest[1], '\0' }, NULL, 16) % TOKEN_SLOTS;
+	return (size_t)strtoul((char[3]){digest[0], digest[1], '\0'}, NULL, 16) % TOKEN_SLOTS;
 }
 
 int sc__cache_token_get(const sc_cache_t *c, const char *digest, sc_principal_t *who)
@@ -321,14 +321,14 @@ static sc_wire_t *wire_new(size_t len)
  * shape; make_wire then does it the long way. */
 static sc_wire_t *splice_wire(const char *text, int64_t mod_rev)
 {
-	static const char *const keys[] = { "metadata" };
+	static const char *const keys[] = {"metadata"};
 	sc_jval_t md;
 	size_t len = strlen(text);
 	if (sc_jscan_object(text, len, keys, 1, &md) < 0 || md.type != SC_JT_OBJECT)
 		return NULL;
 	char rv[64];
 	int n = snprintf(rv, sizeof(rv), "%s\"resourceVersion\":\"%lld\"", md.len > 2 ? "," : "",
-			 (long long)mod_rev);
+	                 (long long)mod_rev);
 	size_t at = (size_t)(md.text + md.len - 1 - text); /* metadata's closing brace */
 	sc_wire_t *w = wire_new(len + (size_t)n);
 	memcpy(w->data, text, at);
@@ -337,8 +337,7 @@ static sc_wire_t *splice_wire(const char *text, int64_t mod_rev)
 	return w;
 }
 
-sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj,
-			   int answer)
+sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj, int answer)
 {
 	const char *name;
 	kindset_t *ks = set_of_key(c, key, &name);

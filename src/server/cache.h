@@ -38,13 +38,13 @@ typedef struct sc_wire {
 
 typedef struct sc_cobj {
 	const sc_kind_t *kind;
-	char *key;           /* owned: /registry/<plural>/<name> */
-	const char *name;    /* points into key */
-	json_t *obj;         /* owned reference; immutable (stored form, no resourceVersion);
-			      * NULL until parsed: use sc__cache_obj() */
-	char *text;          /* owned: the stored value until it is parsed */
+	char *key;        /* owned: /registry/<plural>/<name> */
+	const char *name; /* points into key */
+	json_t *obj;      /* owned reference; immutable (stored form, no resourceVersion);
+	                   * NULL until parsed: use sc__cache_obj() */
+	char *text;       /* owned: the stored value until it is parsed */
 	int64_t mod_rev, create_rev;
-	sc_wire_t *wire;     /* owned reference; NULL until first needed */
+	sc_wire_t *wire; /* owned reference; NULL until first needed */
 	/* Owned, or NULL: this revision as the manifest decoder made it when
 	 * the API validated it, kept for the scheduling loop to take
 	 * (sc__cache_take_decoded) so a new job is decoded only once. */
@@ -91,7 +91,7 @@ json_t *sc__cache_obj(sc_cobj_t *o);
  * the stored text (no second serialisation). Returns the entry, or NULL
  * when the cache holds another revision. */
 sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj,
-			   int answer);
+                           int answer);
 
 /* Gives entry o (returned by sc__cache_adopt) the decoded form of its
  * revision, one: what sc__validate_decode made of the object the writer

@@ -31,9 +31,9 @@
 #include "server/server.h"
 
 #define SC_DEPLOY_DEFAULT_PORT 9000
-#define SC_DEPLOY_VERSION_MAX 63   /* longest version string accepted */
-#define SC_DEPLOY_TASK_MAX 48      /* task names: role + "-" + slug */
-#define SC_DEPLOY_MAX_TASKS 4      /* two versions x two roles */
+#define SC_DEPLOY_VERSION_MAX 63 /* longest version string accepted */
+#define SC_DEPLOY_TASK_MAX 48    /* task names: role + "-" + slug */
+#define SC_DEPLOY_MAX_TASKS 4    /* two versions x two roles */
 #define SC_DEPLOY_DEFAULT_WINDOW 60
 #define SC_DEPLOY_DEFAULT_MAX_ERROR 0.05
 
@@ -45,11 +45,11 @@ extern const char *const sc__deploy_status_keys[];
 typedef struct sc_deploy_task {
 	char name[SC_DEPLOY_TASK_MAX + 1];
 	char version[SC_DEPLOY_VERSION_MAX + 1];
-	const char *role;  /* "both", "prefill", "decode" (static) */
-	int replicas;      /* pods wanted now */
-	int full;          /* replicas of the version at 100 % */
+	const char *role; /* "both", "prefill", "decode" (static) */
+	int replicas;     /* pods wanted now */
+	int full;         /* replicas of the version at 100 % */
 	bool canary;
-	json_t *tpl;       /* borrowed effective template, or NULL */
+	json_t *tpl; /* borrowed effective template, or NULL */
 } sc_deploy_task_t;
 
 typedef struct sc_deploy_plan {
@@ -68,7 +68,7 @@ void sc__deploy_version(json_t *dep, char *out, size_t outsz);
 int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p);
 /* The task of pod "<dep>-<task>-<i>" in p, with its index; NULL if none. */
 const sc_deploy_task_t *sc__deploy_task_of(const sc_deploy_plan_t *p, const char *dep,
-					   const char *pod, long *index);
+                                           const char *pod, long *index);
 /* The scheduler's view of a Deployment: a serving Job whose tasks are the
  * plan's, with the pods of those tasks (new reference). */
 json_t *sc__deploy_view(json_t *dep);
@@ -94,11 +94,10 @@ void sc__deploy_on_write(json_t *old, json_t *obj);
  * rollout steps, promotion, clean-up of pods no longer wanted, endpoints.
  * nodes maps node name -> address (borrowed); events (may be NULL) gets
  * new Event objects. */
-void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t now,
-			  json_t *events);
+void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t now, json_t *events);
 /* Rollout transitions (rollout.c and the controller). reason is copied. */
 void sc__deploy_rollback(sc_server_t *s, json_t *obj, const char *reason, const char *why,
-			 json_t *events);
+                         json_t *events);
 void sc__deploy_promote(json_t *obj, int64_t now);
 void sc__deploy_pause(json_t *obj, bool pause, int64_t now);
 /* Writes obj (conditional on rev) and events in one transaction; kicks
@@ -108,12 +107,12 @@ int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events);
 json_t *sc__deploy_node_addresses(sc_server_t *s);
 /* Builds an Event about a deployment into events. */
 void sc__deploy_event(json_t *events, json_t *obj, const char *reason, const char *type,
-		      const char *msg);
+                      const char *msg);
 
 /* ---- rollout.c ---- */
 /* GET|POST /api/v1/deployments/{name}/rollout and POST .../rollout/report. */
-void sc__rollout_api(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
-		     const char *name, const char *sub);
+void sc__rollout_api(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who, const char *name,
+                     const char *sub);
 
 /* ---- sched_write.c hooks ---- */
 /* Picks a port for a new pod entry np of deployment obj on its node, not

@@ -68,17 +68,18 @@ static void stamp(json_t *o, const char *key, int64_t t)
 /* ---- events and writes --------------------------------------------------- */
 
 void sc__deploy_event(json_t *events, json_t *obj, const char *reason, const char *type,
-		      const char *msg)
+                      const char *msg)
 {
 	char now[40];
 	if (!events)
 		return;
 	sc__now_rfc3339(now, sizeof(now));
-	json_t *ev = sc_xcheck(json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:s}", "apiVersion",
-			       "starcloud.dev/v1", "kind", "Event", "metadata", "creationTimestamp",
-			       now, "involvedObject", "kind", "Deployment", "name", name_of(obj),
-			       "queue", str_of(json_object_get(obj, "spec"), "queue"), "reason",
-			       reason, "type", type, "message", msg, "lastTimestamp", now));
+	json_t *ev = sc_xcheck(
+	    json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:s}", "apiVersion",
+	              "starcloud.dev/v1", "kind", "Event", "metadata", "creationTimestamp", now,
+	              "involvedObject", "kind", "Deployment", "name", name_of(obj), "queue",
+	              str_of(json_object_get(obj, "spec"), "queue"), "reason", reason, "type", type,
+	              "message", msg, "lastTimestamp", now));
 	json_array_append_new(events, ev);
 }
 
@@ -92,7 +93,7 @@ int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
 	json_t *ev;
 	sc__object_key(sc__kind_by_name("Deployment"), name_of(obj), key, sizeof(key));
 	owned[0] = json_dumps(obj, JSON_COMPACT);
-	ops[0] = (sc_store_op_t){ SC_STORE_PUT, key, owned[0], rev };
+	ops[0] = (sc_store_op_t){SC_STORE_PUT, key, owned[0], rev};
 	json_array_foreach(events, i, ev)
 	{
 		char name[SC_MAX_NAME + 1], ekey[SC_MAX_NAME + 64];
@@ -101,8 +102,8 @@ int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
 		sc__object_key(sc__kind_by_name("Event"), name, ekey, sizeof(ekey));
 		owned[2 * i + 1] = json_dumps(ev, JSON_COMPACT);
 		owned[2 * i + 2] = sc_xstrdup(ekey);
-		ops[i + 1] = (sc_store_op_t){ SC_STORE_PUT, owned[2 * i + 2], owned[2 * i + 1],
-					      SC_REV_ABSENT };
+		ops[i + 1] = (sc_store_op_t){SC_STORE_PUT, owned[2 * i + 2], owned[2 * i + 1],
+		                             SC_REV_ABSENT};
 	}
 	int rc = sc_store_txn(s->store, ops, n, &nrev, NULL);
 	for (i = 0; i < 2 * n; i++)
@@ -129,7 +130,7 @@ json_t *sc__deploy_node_addresses(sc_server_t *s)
 		snprintf(host, sizeof(host), "%s", str_of(st, "address"));
 		if (!host[0]) {
 			snprintf(host, sizeof(host), "%s",
-				 str_of(json_object_get(st, "agent"), "address"));
+			         str_of(json_object_get(st, "agent"), "address"));
 			char *colon = strrchr(host, ':');
 			if (colon)
 				*colon = '\0';
@@ -203,8 +204,7 @@ static void record(json_t *spec, const char *v, json_t *tpls)
 	json_decref(avoid);
 }
 
-static void start_canary(json_t *obj, json_t *ro, const char *stable, const char *v,
-			 int64_t now)
+static void start_canary(json_t *obj, json_t *ro, const char *stable, const char *v, int64_t now)
 {
 	int steps[34];
 	sc__deploy_steps(obj, steps, 34);
@@ -265,16 +265,15 @@ void sc__deploy_on_write(json_t *old, json_t *obj)
 }
 
 void sc__deploy_rollback(sc_server_t *s, json_t *obj, const char *reason, const char *why,
-			 json_t *events)
+                         json_t *events)
 {
 	json_t *ro = obj_at(obj_at(obj, "status"), "rollout");
 	char msg[600];
 	int64_t now = (int64_t)time(NULL);
 	snprintf(msg, sizeof(msg), "canary %.63s rolled back to %.63s: %s", str_of(ro, "canary"),
-		 str_of(ro, "stable"), why);
+	         str_of(ro, "stable"), why);
 	set_weights(ro, str_of(ro, "stable"), NULL, 0);
-	json_object_set_new(json_object_get(ro, "weights"), str_of(ro, "canary"),
-			    json_integer(0));
+	json_object_set_new(json_object_get(ro, "weights"), str_of(ro, "canary"), json_integer(0));
 	set_phase(ro, "RolledBack", why, now);
 	json_object_del(ro, "promote");
 	sc__deploy_event(events, obj, "RolledBack", "Warning", msg);
@@ -345,7 +344,7 @@ static void progress(sc_server_t *s, json_t *obj, int64_t now, json_t *events)
 	char msg[300];
 	if (p.weight >= 100 || (size_t)step + 1 >= n) {
 		snprintf(msg, sizeof(msg), "version %.63s promoted: it replaces %.63s", p.canary,
-			 p.stable);
+		         p.stable);
 		complete(ro, p.canary, "promoted", now);
 		sc__deploy_event(events, obj, "Promoted", "Normal", msg);
 		return;
@@ -366,15 +365,16 @@ static void cleanup(json_t *obj, const sc_deploy_plan_t *p)
 	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
 	{
 		long idx = 0;
-		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(obj), str_of(e, "name"),
-							       &idx);
+		const sc_deploy_task_t *t =
+		    sc__deploy_task_of(p, name_of(obj), str_of(e, "name"), &idx);
 		if (strcmp(str_of(e, "phase"), "Running") != 0 || (t && idx < t->replicas))
 			continue;
 		json_object_set_new(e, "phase", json_string("Releasing"));
 		json_object_set_new(e, "ready", json_false());
-		json_object_set_new(e, "message",
-				    json_string(t ? "scaled down by the deployment controller"
-						  : "version retired by the deployment controller"));
+		json_object_set_new(
+		    e, "message",
+		    json_string(t ? "scaled down by the deployment controller"
+		                  : "version retired by the deployment controller"));
 	}
 }
 
@@ -385,8 +385,8 @@ static json_t *endpoints(json_t *obj, const sc_deploy_plan_t *p, json_t *nodes)
 	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
 	{
 		long idx;
-		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(obj), str_of(e, "name"),
-							       &idx);
+		const sc_deploy_task_t *t =
+		    sc__deploy_task_of(p, name_of(obj), str_of(e, "name"), &idx);
 		const char *addr = str_of(nodes, str_of(e, "node"));
 		json_t *port = json_object_get(e, "port");
 		if (!t || idx >= t->replicas || strcmp(str_of(e, "phase"), "Running") != 0 ||
@@ -395,17 +395,16 @@ static json_t *endpoints(json_t *obj, const sc_deploy_plan_t *p, json_t *nodes)
 			continue;
 		char url[400];
 		snprintf(url, sizeof(url), "http://%s:%lld", addr,
-			 (long long)json_integer_value(port));
+		         (long long)json_integer_value(port));
 		json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "url", url, "pod",
-						     str_of(e, "name"), "node",
-						     str_of(e, "node"), "version", t->version,
-						     "role", t->role, "ready", 1));
+		                                     str_of(e, "name"), "node", str_of(e, "node"),
+		                                     "version", t->version, "role", t->role,
+		                                     "ready", 1));
 	}
 	return out;
 }
 
-void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t now,
-			  json_t *events)
+void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t now, json_t *events)
 {
 	sc_deploy_plan_t p;
 	json_t *st = obj_at(obj, "status");
@@ -522,7 +521,8 @@ static json_t *addresses(const sc_cycle_in_t *in)
 	for (size_t i = 0; i < in->nobjs; i++) {
 		json_t *st = json_object_get(in->objs[i].obj, "status");
 		if (strcmp(in->objs[i].kind->kind, "Node") == 0 && str_of(st, "address")[0])
-			json_object_set(m, name_of(in->objs[i].obj), json_object_get(st, "address"));
+			json_object_set(m, name_of(in->objs[i].obj),
+			                json_object_get(st, "address"));
 	}
 	return m;
 }
@@ -537,9 +537,8 @@ static json_t *ports_in_use(const sc_cycle_in_t *in)
 		size_t k;
 		if (strcmp(in->objs[i].kind->kind, "Deployment") != 0)
 			continue;
-		json_array_foreach(json_object_get(json_object_get(in->objs[i].obj, "status"),
-						   "pods"),
-				   k, e)
+		json_array_foreach(
+		    json_object_get(json_object_get(in->objs[i].obj, "status"), "pods"), k, e)
 		{
 			const char *ph = str_of(e, "phase");
 			if (!json_is_integer(json_object_get(e, "port")) ||

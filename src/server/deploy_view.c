@@ -27,8 +27,8 @@
 #define SLUG_MAX 24
 #define SERVING_SPREAD 2
 
-const char *const sc__deploy_status_keys[] = { "templates", "rollout", "endpoints",
-					       "stableVersion", NULL };
+const char *const sc__deploy_status_keys[] = {"templates", "rollout", "endpoints", "stableVersion",
+                                              NULL};
 
 static const char *str_of(json_t *o, const char *key)
 {
@@ -92,7 +92,7 @@ static void task_name(const char *role, const char *sl, char *out, size_t outsz)
 
 typedef struct role_spec {
 	const char *role;
-	json_t *tpl;   /* borrowed */
+	json_t *tpl; /* borrowed */
 	int replicas;
 } role_spec_t;
 
@@ -107,15 +107,15 @@ static size_t spec_roles(json_t *spec, role_spec_t *r)
 	json_t *dis = json_object_get(spec, "disaggregation");
 	json_t *base = json_object_get(spec, "template");
 	if (!json_is_object(dis)) {
-		r[0] = (role_spec_t){ "both", base, int_or(json_object_get(spec, "replicas"), 1) };
+		r[0] = (role_spec_t){"both", base, int_or(json_object_get(spec, "replicas"), 1)};
 		return 1;
 	}
-	static const char *const roles[] = { "prefill", "decode" };
+	static const char *const roles[] = {"prefill", "decode"};
 	for (int i = 0; i < 2; i++) {
 		json_t *ro = json_object_get(dis, roles[i]);
 		json_t *tpl = json_object_get(ro, "template");
-		r[i] = (role_spec_t){ roles[i], tpl ? tpl : base,
-				      int_or(json_object_get(ro, "replicas"), 1) };
+		r[i] = (role_spec_t){roles[i], tpl ? tpl : base,
+		                     int_or(json_object_get(ro, "replicas"), 1)};
 	}
 	return 2;
 }
@@ -139,8 +139,8 @@ void sc__deploy_record(json_t *spec, const char *v, json_t *avoid, json_t *out)
 	}
 	for (size_t i = 0; i < n; i++) {
 		task_name(r[i].role, sl, name, sizeof(name));
-		json_t *e = sc_xcheck(json_pack("{s:s,s:s,s:i}", "version", v, "role", r[i].role, "replicas",
-				      r[i].replicas));
+		json_t *e = sc_xcheck(json_pack("{s:s,s:s,s:i}", "version", v, "role", r[i].role,
+		                                "replicas", r[i].replicas));
 		if (r[i].tpl)
 			json_object_set_new(e, "template", json_deep_copy(r[i].tpl));
 		json_object_set_new(out, name, e);
@@ -209,16 +209,16 @@ static int wanted(int full, bool canary, int weight)
 }
 
 static void add_task(sc_deploy_plan_t *p, const char *name, const char *v, const char *role,
-		     int full, bool canary, json_t *tpl)
+                     int full, bool canary, json_t *tpl)
 {
 	if (p->n == SC_DEPLOY_MAX_TASKS)
 		return;
 	sc_deploy_task_t *t = &p->t[p->n++];
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	snprintf(t->version, sizeof(t->version), "%s", v);
-	t->role = strcmp(role, "prefill") == 0 ? "prefill"
-		  : strcmp(role, "decode") == 0 ? "decode"
-						 : "both";
+	t->role = strcmp(role, "prefill") == 0  ? "prefill"
+	          : strcmp(role, "decode") == 0 ? "decode"
+	                                        : "both";
 	t->full = full;
 	t->canary = canary;
 	t->replicas = wanted(full, canary, p->weight);
@@ -236,8 +236,8 @@ static void add_version(sc_deploy_plan_t *p, json_t *dep, const char *v, bool ca
 	{
 		if (strcmp(str_of(e, "version"), v) == 0 && strlen(name) <= SC_DEPLOY_TASK_MAX)
 			add_task(p, name, v, str_of(e, "role"),
-				 int_or(json_object_get(e, "replicas"), 1), canary,
-				 json_object_get(e, "template"));
+			         int_or(json_object_get(e, "replicas"), 1), canary,
+			         json_object_get(e, "template"));
 	}
 	char cur[SC_DEPLOY_VERSION_MAX + 1];
 	sc__deploy_version(dep, cur, sizeof(cur));
@@ -262,9 +262,8 @@ int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p)
 	sc__deploy_version(dep, v, sizeof(v));
 	if (strlen(v) > SC_DEPLOY_VERSION_MAX)
 		return SC_EINVAL;
-	snprintf(p->stable, sizeof(p->stable), "%.63s", json_is_string(json_object_get(ro, "stable"))
-							     ? str_of(ro, "stable")
-							     : v);
+	snprintf(p->stable, sizeof(p->stable), "%.63s",
+	         json_is_string(json_object_get(ro, "stable")) ? str_of(ro, "stable") : v);
 	if ((strcmp(phase, "Progressing") == 0 || strcmp(phase, "Paused") == 0) &&
 	    str_of(ro, "canary")[0] && strcmp(str_of(ro, "canary"), p->stable) != 0) {
 		snprintf(p->canary, sizeof(p->canary), "%.63s", str_of(ro, "canary"));
@@ -277,7 +276,7 @@ int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p)
 }
 
 const sc_deploy_task_t *sc__deploy_task_of(const sc_deploy_plan_t *p, const char *dep,
-					   const char *pod, long *index)
+                                           const char *pod, long *index)
 {
 	size_t dl = strlen(dep);
 	const char *dash = strrchr(pod, '-');
@@ -310,8 +309,8 @@ static json_t *view_task(const sc_deploy_task_t *t)
 
 /* The fields of a pod entry the core uses; what agents report (ready,
  * restarts, message, ...) and the port are the server's business. */
-static const char *const pod_fields[] = { "name",      "phase", "node",	     "gpus", "gpuShare",
-					  "gpuMemory", "mig",   "startedAt", NULL };
+static const char *const pod_fields[] = {"name",      "phase", "node",      "gpus", "gpuShare",
+                                         "gpuMemory", "mig",   "startedAt", NULL};
 
 static json_t *view_pod(json_t *e)
 {
@@ -332,8 +331,8 @@ static json_t *view_status(json_t *dep, const sc_deploy_plan_t *p)
 	{
 		long idx;
 		const char *phase = str_of(e, "phase");
-		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(dep), str_of(e, "name"),
-							       &idx);
+		const sc_deploy_task_t *t =
+		    sc__deploy_task_of(p, name_of(dep), str_of(e, "name"), &idx);
 		if (!t || idx >= t->replicas || strcmp(phase, "Failed") == 0 ||
 		    strcmp(phase, "Succeeded") == 0)
 			continue;
@@ -346,8 +345,8 @@ static json_t *view_status(json_t *dep, const sc_deploy_plan_t *p)
 }
 
 /* Settings that mean the same on a Job. */
-static const char *const same_fields[] = { "queue",	      "priorityClass", "preemptible",
-					   "placement", "topology",	 NULL };
+static const char *const same_fields[] = {"queue",     "priorityClass", "preemptible",
+                                          "placement", "topology",      NULL};
 
 json_t *sc__deploy_view(json_t *dep)
 {
@@ -363,7 +362,8 @@ json_t *sc__deploy_view(json_t *dep)
 			json_object_set(js, same_fields[i], v);
 	}
 	json_t *sf = json_object_get(spec, "spreadFactor");
-	json_object_set_new(js, "spreadFactor", sf ? json_incref(sf) : json_integer(SERVING_SPREAD));
+	json_object_set_new(js, "spreadFactor",
+	                    sf ? json_incref(sf) : json_integer(SERVING_SPREAD));
 	json_object_set_new(js, "restartPolicy", json_string("Always"));
 	for (size_t i = 0; i < p.n; i++) {
 		json_array_append_new(tasks, view_task(&p.t[i]));
@@ -375,8 +375,8 @@ json_t *sc__deploy_view(json_t *dep)
 	if (total > 0)
 		json_object_set_new(js, "minMember", json_integer(1));
 	json_t *md = json_object_get(dep, "metadata");
-	json_t *view = sc_xcheck(json_pack("{s:s,s:s,s:O,s:o,s:o}", "apiVersion", "starcloud.dev/v1", "kind",
-				 "Job", "metadata", md, "spec", js, "status",
-				 view_status(dep, &p)));
+	json_t *view =
+	    sc_xcheck(json_pack("{s:s,s:s,s:O,s:o,s:o}", "apiVersion", "starcloud.dev/v1", "kind",
+	                        "Job", "metadata", md, "spec", js, "status", view_status(dep, &p)));
 	return view;
 }

@@ -20,26 +20,26 @@ struct sc_ha {
 	int ticking, polling;
 	int64_t ttl;
 	int64_t lease;
-	uint64_t renewed_ms;     /* uv_now of the last keepalive */
+	uint64_t renewed_ms; /* uv_now of the last keepalive */
 	int leader;
-	int64_t leader_rev;      /* mod_revision of our leader key: the fence */
+	int64_t leader_rev; /* mod_revision of our leader key: the fence */
 	uint64_t fenced_seen;
 	uint64_t leader_changes; /* this server gained or lost leadership */
 	int store_ok;
 	char id[200];
-	char holder[256];        /* the leader key's value when another leads */
+	char holder[256]; /* the leader key's value when another leads */
 };
 
 int sc__ha_open_store(const char *url, const char *data_dir, const char *etcd_prefix,
-		      sc_store_t **out)
+                      sc_store_t **out)
 {
 	if (!url)
 		return data_dir ? sc_store_sqlite_open(data_dir, out) : SC_EINVAL;
 	if (strncmp(url, "sqlite:", 7) == 0 && url[7])
 		return sc_store_sqlite_open(url + 7, out);
 	if (strncmp(url, "etcd://", 7) == 0)
-		return sc_store_etcd_open(url + 7, etcd_prefix ? etcd_prefix : SC_ETCD_DEFAULT_PREFIX,
-					  out);
+		return sc_store_etcd_open(url + 7,
+		                          etcd_prefix ? etcd_prefix : SC_ETCD_DEFAULT_PREFIX, out);
 	return SC_EINVAL;
 }
 
@@ -61,8 +61,7 @@ static void become_leader(sc_ha_t *ha, int64_t rev)
 	ha->leader = 1;
 	ha->leader_changes++;
 	ha->holder[0] = '\0';
-	sc_log_info("%s: elected leader (leader key revision %lld)", ha->id,
-		(long long)rev);
+	sc_log_info("%s: elected leader (leader key revision %lld)", ha->id, (long long)rev);
 	sc__sched_kick(ha->s);
 }
 
@@ -72,7 +71,7 @@ static void campaign(sc_ha_t *ha)
 	sc_store_t *st = ha->s->store;
 	int64_t left = 0, rev = 0;
 	int rc = ha->lease ? sc_etcd_lease_keepalive(st, ha->lease, &left)
-			   : sc_etcd_lease_grant(st, ha->ttl, &ha->lease);
+	                   : sc_etcd_lease_grant(st, ha->ttl, &ha->lease);
 	if (rc == SC_ENOTFOUND) {
 		step_down(ha, "lease expired");
 		ha->lease = 0;
@@ -83,7 +82,7 @@ static void campaign(sc_ha_t *ha)
 		return; /* etcd unreachable: our fenced writes fail anyway */
 	char value[400], *holder = NULL;
 	snprintf(value, sizeof(value), "{\"id\":\"%s\",\"lease\":\"%lld\"}", ha->id,
-		 (long long)ha->lease);
+	         (long long)ha->lease);
 	rc = sc_etcd_campaign(st, ha->lease, value, &rev, &holder);
 	if (rc == 1) {
 		become_leader(ha, rev);
@@ -119,8 +118,8 @@ static void on_poll(uv_poll_t *p, int status, int events)
 static void on_change(const sc_store_event_t *ev, void *ud)
 {
 	sc_ha_t *ha = ud;
-	static const char *const kinds[] = { "jobs/", "nodes/", "queues/", "priorityclasses/",
-					     "deployments/" };
+	static const char *const kinds[] = {"jobs/", "nodes/", "queues/", "priorityclasses/",
+	                                    "deployments/"};
 	const char *k = ev->key + strlen(SC_KEY_PREFIX);
 	for (size_t i = 0; ha->leader && i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		if (strncmp(k, kinds[i], strlen(kinds[i])) == 0)
@@ -142,8 +141,8 @@ int sc__ha_start(sc_server_t *s, const char *id, int ttl_s)
 		ha->leader = 1;
 		return 0;
 	}
-	int rc = sc_store_watch(s->store, SC_KEY_PREFIX, sc_store_revision(s->store), on_change,
-				ha, &ha->kick_watch);
+	int rc = sc_store_watch(s->store, SC_KEY_PREFIX, sc_store_revision(s->store), on_change, ha,
+	                        &ha->kick_watch);
 	if (rc < 0)
 		return rc;
 	uv_poll_init(s->loop, &ha->poll, sc_store_etcd_poll_fd(s->store));
@@ -227,10 +226,10 @@ void sc__ha_readyz(sc_server_t *s, sc_http_req_t *r)
 	/* A follower serves the API as soon as the store answers; with
 	 * SQLite the server waits for its first cycle. */
 	int ready = etcd ? reachable : s->ready;
-	json_t *doc = json_pack("{s:b,s:b,s:s,s:b,s:s,s:s}", "ready", ready, "leader",
-				sc__ha_is_leader(s), "store", etcd ? "etcd" : "sqlite",
-				"storeReachable", reachable, "id", ha ? ha->id : "",
-				"leaderHolder", ha && !ha->leader ? ha->holder : "");
+	json_t *doc =
+	    json_pack("{s:b,s:b,s:s,s:b,s:s,s:s}", "ready", ready, "leader", sc__ha_is_leader(s),
+	              "store", etcd ? "etcd" : "sqlite", "storeReachable", reachable, "id",
+	              ha ? ha->id : "", "leaderHolder", ha && !ha->leader ? ha->holder : "");
 	sc__api_json(r, ready ? 200 : 503, doc);
 }
 
@@ -238,41 +237,41 @@ void sc__ha_metrics(sc_server_t *s, sc_buf_t *b)
 {
 	sc_ha_t *ha = s->ha;
 	sc_buf_printf(b,
-		      "# HELP starcloud_ha_leader 1 when this server is the leader.\n"
-		      "# TYPE starcloud_ha_leader gauge\nstarcloud_ha_leader %d\n"
-		      "# HELP starcloud_ha_leader_changes_total Leadership gained or lost here.\n"
-		      "# TYPE starcloud_ha_leader_changes_total counter\n"
-		      "starcloud_ha_leader_changes_total %llu\n",
-		      sc__ha_is_leader(s), ha ? (unsigned long long)ha->leader_changes : 0ULL);
+	              "# HELP starcloud_ha_leader 1 when this server is the leader.\n"
+	              "# TYPE starcloud_ha_leader gauge\nstarcloud_ha_leader %d\n"
+	              "# HELP starcloud_ha_leader_changes_total Leadership gained or lost here.\n"
+	              "# TYPE starcloud_ha_leader_changes_total counter\n"
+	              "starcloud_ha_leader_changes_total %llu\n",
+	              sc__ha_is_leader(s), ha ? (unsigned long long)ha->leader_changes : 0ULL);
 	if (!ha || !ha->etcd)
 		return;
 	const sc_etcd_stats_t *st = sc_store_etcd_stats(s->store);
 	sc_buf_printf(b,
-		      "# HELP starcloud_ha_fenced_writes_total Writes etcd refused: not leader.\n"
-		      "# TYPE starcloud_ha_fenced_writes_total counter\n"
-		      "starcloud_ha_fenced_writes_total %llu\n"
-		      "# HELP starcloud_store_errors_total Store calls that failed.\n"
-		      "# TYPE starcloud_store_errors_total counter\n"
-		      "starcloud_store_errors_total{store=\"etcd\"} %llu\n"
-		      "# HELP starcloud_store_failovers_total Switches to another etcd endpoint.\n"
-		      "# TYPE starcloud_store_failovers_total counter\n"
-		      "starcloud_store_failovers_total %llu\n"
-		      "# HELP starcloud_store_request_duration_seconds Store call latency.\n"
-		      "# TYPE starcloud_store_request_duration_seconds histogram\n",
-		      (unsigned long long)st->fenced, (unsigned long long)st->errors,
-		      (unsigned long long)st->failovers);
+	              "# HELP starcloud_ha_fenced_writes_total Writes etcd refused: not leader.\n"
+	              "# TYPE starcloud_ha_fenced_writes_total counter\n"
+	              "starcloud_ha_fenced_writes_total %llu\n"
+	              "# HELP starcloud_store_errors_total Store calls that failed.\n"
+	              "# TYPE starcloud_store_errors_total counter\n"
+	              "starcloud_store_errors_total{store=\"etcd\"} %llu\n"
+	              "# HELP starcloud_store_failovers_total Switches to another etcd endpoint.\n"
+	              "# TYPE starcloud_store_failovers_total counter\n"
+	              "starcloud_store_failovers_total %llu\n"
+	              "# HELP starcloud_store_request_duration_seconds Store call latency.\n"
+	              "# TYPE starcloud_store_request_duration_seconds histogram\n",
+	              (unsigned long long)st->fenced, (unsigned long long)st->errors,
+	              (unsigned long long)st->failovers);
 	unsigned long long cum = 0;
 	for (size_t i = 0; i < SC_ETCD_LAT_BUCKETS; i++) {
 		cum += st->lat[i];
 		sc_buf_printf(b,
-			      "starcloud_store_request_duration_seconds_bucket{store=\"etcd\","
-			      "le=\"%g\"} %llu\n",
-			      sc_etcd_lat_bounds[i], cum);
+		              "starcloud_store_request_duration_seconds_bucket{store=\"etcd\","
+		              "le=\"%g\"} %llu\n",
+		              sc_etcd_lat_bounds[i], cum);
 	}
 	cum += st->lat[SC_ETCD_LAT_BUCKETS];
 	sc_buf_printf(b,
-		      "starcloud_store_request_duration_seconds_bucket{store=\"etcd\",le=\"+Inf\"} "
-		      "%llu\nstarcloud_store_request_duration_seconds_sum{store=\"etcd\"} %g\n"
-		      "starcloud_store_request_duration_seconds_count{store=\"etcd\"} %llu\n",
-		      cum, st->lat_sum, cum);
+	              "starcloud_store_request_duration_seconds_bucket{store=\"etcd\",le=\"+Inf\"} "
+	              "%llu\nstarcloud_store_request_duration_seconds_sum{store=\"etcd\"} %g\n"
+	              "starcloud_store_request_duration_seconds_count{store=\"etcd\"} %llu\n",
+	              cum, st->lat_sum, cum);
 }

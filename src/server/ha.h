@@ -21,7 +21,7 @@
 /* Opens the store named by url ("sqlite:PATH" or "etcd://h:p[,h:p...]");
  * NULL url: SQLite in data_dir. */
 int sc__ha_open_store(const char *url, const char *data_dir, const char *etcd_prefix,
-		      sc_store_t **out);
+                      sc_store_t **out);
 /* Starts the election (etcd stores) and the change feed; registers the
  * HA metrics. id names this server in the leader key. */
 int sc__ha_start(sc_server_t *s, const char *id, int ttl_s);

@@ -65,8 +65,8 @@ static int parse_paging(sc_http_req_t *r, long *limit, char *after, size_t after
 		long v = n > 0 ? strtol(tmp, &end, 10) : -1;
 		if (n <= 0 || *end || v < 0 || v > MAX_LIMIT) {
 			sc__api_error(r, 400, "BadRequest", "limit",
-				      "limit must be a whole number from 0 to %d (0: no limit)",
-				      MAX_LIMIT);
+			              "limit must be a whole number from 0 to %d (0: no limit)",
+			              MAX_LIMIT);
 			return SC_EINVAL;
 		}
 		*limit = v;
@@ -75,7 +75,7 @@ static int parse_paging(sc_http_req_t *r, long *limit, char *after, size_t after
 	n = sc_http_query_param(r, "continue", after, aftersz);
 	if (n == SC_ETOOBIG || (n >= 0 && (n == 0 || !sc__name_valid(after)))) {
 		sc__api_error(r, 400, "BadRequest", "continue",
-			      "continue must be the metadata.continue of a previous page");
+		              "continue must be the metadata.continue of a previous page");
 		return SC_EINVAL;
 	}
 	if (n < 0)
@@ -85,9 +85,8 @@ static int parse_paging(sc_http_req_t *r, long *limit, char *after, size_t after
 
 /* Picks the items; *more is set to the name of the last one when a next
  * page exists. */
-static void choose(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k,
-		   const sc_principal_t *who, const char *sel, long limit, const char *after,
-		   const char **more)
+static void choose(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k, const sc_principal_t *who,
+                   const char *sel, long limit, const char *after, const char **more)
 {
 	size_t n, cap = 0;
 	sc_cobj_t *const *v = sc__cache_items(s->cache, k, &n);
@@ -113,8 +112,8 @@ static void choose(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k,
 /* The same choice read from the store, for a cache that does not serve
  * reads (cache.h): each item is parsed and serialised for this answer. */
 static int choose_from_store(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k,
-			     const sc_principal_t *who, const char *sel, long limit,
-			     const char *after, char *more, size_t moresz, int64_t *rev)
+                             const sc_principal_t *who, const char *sel, long limit,
+                             const char *after, char *more, size_t moresz, int64_t *rev)
 {
 	char prefix[64];
 	sc_kv_list_t l;
@@ -164,9 +163,9 @@ static void head_text(list_stream_t *ls, const sc_kind_t *k, int64_t rev, const 
 	if (more)
 		snprintf(cont, sizeof(cont), ",\"continue\":\"%s\"", more); /* a valid name */
 	snprintf(ls->head, sizeof(ls->head),
-		 "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"%sList\",\"metadata\":{"
-		 "\"resourceVersion\":\"%lld\"%s},\"items\":[",
-		 k->kind, (long long)rev, cont);
+	         "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"%sList\",\"metadata\":{"
+	         "\"resourceVersion\":\"%lld\"%s},\"items\":[",
+	         k->kind, (long long)rev, cont);
 }
 
 /* Appends items from ls->next until about max bytes are in b. */
@@ -245,8 +244,8 @@ static void send_whole(list_stream_t *ls)
 	ls_free(ls);
 }
 
-void sc__list_serve(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
-		    const sc_principal_t *who, const char *sel)
+void sc__list_serve(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, const sc_principal_t *who,
+                    const char *sel)
 {
 	long limit;
 	char after[SC_MAX_NAME + 1];
@@ -261,7 +260,8 @@ void sc__list_serve(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
 	} else {
 		char last[SC_MAX_NAME + 1] = "";
 		int64_t rev = 0;
-		int rc = choose_from_store(s, ls, k, who, sel, limit, after, last, sizeof(last), &rev);
+		int rc =
+		    choose_from_store(s, ls, k, who, sel, limit, after, last, sizeof(last), &rev);
 		if (rc < 0) {
 			ls_free(ls);
 			sc__api_error(r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));

@@ -43,17 +43,17 @@ struct sc_metrics {
 	hist_t cycle;
 	hist_t wait;
 	unsigned long long cycles, placements, evictions[SC_ACT_COUNT], drained;
-	unsigned long long decodes; /* objects the scheduling loop decoded itself */
+	unsigned long long decodes;      /* objects the scheduling loop decoded itself */
 	unsigned long long rollbacks[3]; /* by rollback_reasons */
 	size_t pending;
 	sc_queue_metrics_t *queues;
 	size_t nqueues;
 };
 
-static const double lat_bounds[NBUCKETS - 1] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-						 0.05,   0.1,   0.25,   0.5,   1 };
-static const double wait_bounds[NBUCKETS - 1] = { 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
-						  14400 };
+static const double lat_bounds[NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                0.05,   0.1,   0.25,   0.5,   1};
+static const double wait_bounds[NBUCKETS - 1] = {1,   5,   10,   30,   60,   120,
+                                                 300, 600, 1800, 3600, 14400};
 
 static void hist_observe(hist_t *h, double v)
 {
@@ -84,7 +84,7 @@ void sc__metrics_free(sc_metrics_t *m)
 }
 
 void sc__metrics_observe_http(const char *method, const char *route, int status, double seconds,
-			      void *ud)
+                              void *ud)
 {
 	sc_metrics_t *m = ud;
 	size_t i;
@@ -117,9 +117,9 @@ void sc__metrics_decodes(sc_metrics_t *m, size_t decoded)
 	m->decodes += decoded;
 }
 
-void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
-		       const size_t *evictions, size_t nactions, size_t drained, size_t pending,
-		       const sc_queue_metrics_t *queues, size_t nqueues)
+void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements, const size_t *evictions,
+                       size_t nactions, size_t drained, size_t pending,
+                       const sc_queue_metrics_t *queues, size_t nqueues)
 {
 	m->drained += drained;
 	hist_observe(&m->cycle, seconds);
@@ -138,7 +138,7 @@ void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
 
 /* Why a canary was rolled back: the server's analysis of the gateway's
  * reports, the gateway's own analysis, or a user's abort. */
-static const char *const rollback_reasons[3] = { "error_rate", "gateway", "abort" };
+static const char *const rollback_reasons[3] = {"error_rate", "gateway", "abort"};
 
 void sc__metrics_rollback(sc_metrics_t *m, const char *reason)
 {
@@ -160,81 +160,87 @@ static void hist_write(sc_buf_t *b, const char *name, const char *labels, const 
 		cum += h->counts[i];
 		if (i < NBUCKETS - 1)
 			sc_buf_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
-				      h->bounds[i], cum);
+			              h->bounds[i], cum);
 		else
-			sc_buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, cum);
+			sc_buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+			              cum);
 	}
 	sc_buf_printf(b, "%s_sum{%s} %.6f\n%s_count{%s} %llu\n", name, labels, h->sum, name, labels,
-		      h->n);
+	              h->n);
 }
 
 static void write_queues(sc_buf_t *b, const sc_metrics_t *m)
 {
-	static const char *const names[] = { "quota", "fair_share", "allocated", "requested" };
+	static const char *const names[] = {"quota", "fair_share", "allocated", "requested"};
 	for (size_t k = 0; k < 4; k++) {
 		sc_buf_printf(b, "# HELP starcloud_queue_%s_gpus Queue %s in GPU devices.\n",
-			      names[k], names[k]);
+		              names[k], names[k]);
 		sc_buf_printf(b, "# TYPE starcloud_queue_%s_gpus gauge\n", names[k]);
 		for (size_t i = 0; i < m->nqueues; i++) {
 			const sc_queue_metrics_t *q = &m->queues[i];
-			double v = k == 0 ? q->quota : k == 1 ? q->fair_share
-					   : k == 2 ? q->allocated : q->requested;
+			double v = k == 0   ? q->quota
+			           : k == 1 ? q->fair_share
+			           : k == 2 ? q->allocated
+			                    : q->requested;
 			sc_buf_printf(b, "starcloud_queue_%s_gpus{queue=\"%s\"} %g\n", names[k],
-				      q->name, v);
+			              q->name, v);
 		}
 	}
 }
 
 static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 {
-	sc_buf_puts(b, "# HELP starcloud_api_requests_total API requests by method, route and code.\n"
-		       "# TYPE starcloud_api_requests_total counter\n");
+	sc_buf_puts(b,
+	            "# HELP starcloud_api_requests_total API requests by method, route and code.\n"
+	            "# TYPE starcloud_api_requests_total counter\n");
 	for (size_t i = 0; i < m->napi; i++)
-		sc_buf_printf(b,
-			      "starcloud_api_requests_total{method=\"%s\",route=\"%s\",code=\"%d\"} "
-			      "%llu\n",
-			      m->api[i].method, m->api[i].route, m->api[i].code, m->api[i].count);
+		sc_buf_printf(
+		    b,
+		    "starcloud_api_requests_total{method=\"%s\",route=\"%s\",code=\"%d\"} "
+		    "%llu\n",
+		    m->api[i].method, m->api[i].route, m->api[i].code, m->api[i].count);
 	sc_buf_puts(b, "# HELP starcloud_api_request_duration_seconds API latency by route.\n"
-		       "# TYPE starcloud_api_request_duration_seconds histogram\n");
+	               "# TYPE starcloud_api_request_duration_seconds histogram\n");
 	for (size_t i = 0; i < m->nlat; i++) {
 		char labels[96];
 		snprintf(labels, sizeof(labels), "route=\"%s\"", m->lat[i].route);
 		hist_write(b, "starcloud_api_request_duration_seconds", labels, &m->lat[i].h);
 	}
 	sc_buf_puts(b, "# HELP starcloud_schedule_cycle_duration_seconds Scheduling cycle time.\n"
-		       "# TYPE starcloud_schedule_cycle_duration_seconds histogram\n");
+	               "# TYPE starcloud_schedule_cycle_duration_seconds histogram\n");
 	hist_write(b, "starcloud_schedule_cycle_duration_seconds", "", &m->cycle);
 	sc_buf_puts(b, "# HELP starcloud_job_wait_seconds Time from job creation to placement.\n"
-		       "# TYPE starcloud_job_wait_seconds histogram\n");
+	               "# TYPE starcloud_job_wait_seconds histogram\n");
 	hist_write(b, "starcloud_job_wait_seconds", "", &m->wait);
 	sc_buf_printf(b,
-		      "# HELP starcloud_schedule_cycles_total Scheduling cycles run.\n"
-		      "# TYPE starcloud_schedule_cycles_total counter\n"
-		      "starcloud_schedule_cycles_total %llu\n"
-		      "# HELP starcloud_placements_total Pods bound to nodes.\n"
-		      "# TYPE starcloud_placements_total counter\n"
-		      "starcloud_placements_total %llu\n"
-		      "# HELP starcloud_schedule_decodes_total Objects the scheduling loop decoded "
-		      "itself (new or changed specs the API had not decoded already).\n"
-		      "# TYPE starcloud_schedule_decodes_total counter\n"
-		      "starcloud_schedule_decodes_total %llu\n"
-		      "# HELP starcloud_pending_jobs Jobs pending after the last cycle.\n"
-		      "# TYPE starcloud_pending_jobs gauge\n"
-		      "starcloud_pending_jobs %zu\n"
-		      "# HELP starcloud_evictions_total Pods evicted, by reason.\n"
-		      "# TYPE starcloud_evictions_total counter\n",
-		      m->cycles, m->placements, m->decodes, m->pending);
+	              "# HELP starcloud_schedule_cycles_total Scheduling cycles run.\n"
+	              "# TYPE starcloud_schedule_cycles_total counter\n"
+	              "starcloud_schedule_cycles_total %llu\n"
+	              "# HELP starcloud_placements_total Pods bound to nodes.\n"
+	              "# TYPE starcloud_placements_total counter\n"
+	              "starcloud_placements_total %llu\n"
+	              "# HELP starcloud_schedule_decodes_total Objects the scheduling loop decoded "
+	              "itself (new or changed specs the API had not decoded already).\n"
+	              "# TYPE starcloud_schedule_decodes_total counter\n"
+	              "starcloud_schedule_decodes_total %llu\n"
+	              "# HELP starcloud_pending_jobs Jobs pending after the last cycle.\n"
+	              "# TYPE starcloud_pending_jobs gauge\n"
+	              "starcloud_pending_jobs %zu\n"
+	              "# HELP starcloud_evictions_total Pods evicted, by reason.\n"
+	              "# TYPE starcloud_evictions_total counter\n",
+	              m->cycles, m->placements, m->decodes, m->pending);
 	/* Reasons are the action names of manifests (sc_action_name), plus
 	 * "drain" for pods moved off a drained node. */
 	for (int a = 0; a < SC_ACT_COUNT; a++)
 		sc_buf_printf(b, "starcloud_evictions_total{reason=\"%s\"} %llu\n",
-			      sc_action_name(a), m->evictions[a]);
+		              sc_action_name(a), m->evictions[a]);
 	sc_buf_printf(b, "starcloud_evictions_total{reason=\"drain\"} %llu\n", m->drained);
-	sc_buf_printf(b, "# HELP starcloud_rollbacks_total Canary rollouts rolled back, by reason.\n"
-			 "# TYPE starcloud_rollbacks_total counter\n");
+	sc_buf_printf(b,
+	              "# HELP starcloud_rollbacks_total Canary rollouts rolled back, by reason.\n"
+	              "# TYPE starcloud_rollbacks_total counter\n");
 	for (int i = 0; i < 3; i++)
 		sc_buf_printf(b, "starcloud_rollbacks_total{reason=\"%s\"} %llu\n",
-			      rollback_reasons[i], m->rollbacks[i]);
+		              rollback_reasons[i], m->rollbacks[i]);
 	write_queues(b, m);
 }
 
@@ -247,7 +253,7 @@ static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 
 static int64_t parse_rfc3339(const char *ts)
 {
-	struct tm tm = { 0 };
+	struct tm tm = {0};
 	if (!ts || !strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm))
 		return 0;
 	return (int64_t)timegm(&tm);
@@ -286,19 +292,19 @@ static void write_nodes(sc_buf_t *b, sc_server_t *s, double *capacity)
 {
 	sc_kv_list_t l;
 	sc_buf_puts(b, "# HELP starcloud_node_ready 1 when the node is ready (status.ready is not "
-		       "false), else 0.\n# TYPE starcloud_node_ready gauge\n");
+	               "false), else 0.\n# TYPE starcloud_node_ready gauge\n");
 	if (list_kind(s, "nodes", &l) < 0)
 		return;
 	for (size_t i = 0; i < l.n; i++) {
 		json_t *n = json_loads(l.items[i].value, 0, NULL);
 		const char *name =
-			json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
+		    json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
 		json_t *ready = json_object_get(json_object_get(n, "status"), "ready");
-		json_t *count = json_object_get(json_object_get(json_object_get(n, "spec"), "gpus"),
-						"count");
+		json_t *count =
+		    json_object_get(json_object_get(json_object_get(n, "spec"), "gpus"), "count");
 		if (name)
 			sc_buf_printf(b, "starcloud_node_ready{node=\"%s\"} %d\n", name,
-				      !json_is_false(ready));
+			              !json_is_false(ready));
 		*capacity += (double)json_integer_value(count);
 		json_decref(n);
 	}
@@ -325,7 +331,7 @@ static void account_job(json_t *j, int64_t now, queue_wait_t *qw, size_t nq, dou
 		return;
 	const char *queue = json_string_value(json_object_get(json_object_get(j, "spec"), "queue"));
 	int64_t created = parse_rfc3339(json_string_value(
-		json_object_get(json_object_get(j, "metadata"), "creationTimestamp")));
+	    json_object_get(json_object_get(j, "metadata"), "creationTimestamp")));
 	for (i = 0; queue && created && i < nq; i++)
 		if (strcmp(qw[i].name, queue) == 0 && (double)(now - created) > qw[i].oldest)
 			qw[i].oldest = (double)(now - created);
@@ -334,7 +340,7 @@ static void account_job(json_t *j, int64_t now, queue_wait_t *qw, size_t nq, dou
 static void write_state(sc_buf_t *b, sc_server_t *s)
 {
 	double capacity = 0, allocated = 0;
-	sc_kv_list_t ql = { 0 }, jl = { 0 };
+	sc_kv_list_t ql = {0}, jl = {0};
 	write_nodes(b, s, &capacity);
 	int qrc = list_kind(s, "queues", &ql), jrc = list_kind(s, "jobs", &jl);
 	queue_wait_t *qw = sc_xcalloc(ql.n + 1, sizeof(*qw));
@@ -342,7 +348,7 @@ static void write_state(sc_buf_t *b, sc_server_t *s)
 	for (size_t i = 0; qrc == 0 && i < ql.n; i++) {
 		qobjs[i] = json_loads(ql.items[i].value, 0, NULL);
 		qw[i].name = json_string_value(
-			json_object_get(json_object_get(qobjs[i], "metadata"), "name"));
+		    json_object_get(json_object_get(qobjs[i], "metadata"), "name"));
 		if (!qw[i].name)
 			qw[i].name = "";
 	}
@@ -353,20 +359,21 @@ static void write_state(sc_buf_t *b, sc_server_t *s)
 		json_decref(j);
 	}
 	sc_buf_printf(b,
-		      "# HELP starcloud_cluster_gpus GPU devices on all nodes.\n"
-		      "# TYPE starcloud_cluster_gpus gauge\nstarcloud_cluster_gpus %g\n"
-		      "# HELP starcloud_cluster_gpus_allocated GPU devices held by running or "
-		      "releasing pods (shares and MIG slices as fractions).\n"
-		      "# TYPE starcloud_cluster_gpus_allocated gauge\n"
-		      "starcloud_cluster_gpus_allocated %g\n"
-		      "# HELP starcloud_queue_oldest_pending_seconds Age of the queue's oldest "
-		      "waiting job (0 when none waits).\n"
-		      "# TYPE starcloud_queue_oldest_pending_seconds gauge\n",
-		      capacity, allocated);
+	              "# HELP starcloud_cluster_gpus GPU devices on all nodes.\n"
+	              "# TYPE starcloud_cluster_gpus gauge\nstarcloud_cluster_gpus %g\n"
+	              "# HELP starcloud_cluster_gpus_allocated GPU devices held by running or "
+	              "releasing pods (shares and MIG slices as fractions).\n"
+	              "# TYPE starcloud_cluster_gpus_allocated gauge\n"
+	              "starcloud_cluster_gpus_allocated %g\n"
+	              "# HELP starcloud_queue_oldest_pending_seconds Age of the queue's oldest "
+	              "waiting job (0 when none waits).\n"
+	              "# TYPE starcloud_queue_oldest_pending_seconds gauge\n",
+	              capacity, allocated);
 	for (size_t i = 0; qrc == 0 && i < ql.n; i++) {
 		if (qw[i].name[0])
-			sc_buf_printf(b, "starcloud_queue_oldest_pending_seconds{queue=\"%s\"} %g\n",
-				      qw[i].name, qw[i].oldest);
+			sc_buf_printf(b,
+			              "starcloud_queue_oldest_pending_seconds{queue=\"%s\"} %g\n",
+			              qw[i].name, qw[i].oldest);
 		json_decref(qobjs[i]);
 	}
 	free(qw);
@@ -386,10 +393,10 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	write_state(&b, s);
 	sc__ha_metrics(s, &b);
 	sc_buf_printf(&b,
-		      "# HELP starcloud_build_info The server's release and store schema.\n"
-		      "# TYPE starcloud_build_info gauge\n"
-		      "starcloud_build_info{version=\"%s\",store_schema=\"%d\"} 1\n",
-		      SC_VERSION, s->store->schema);
+	              "# HELP starcloud_build_info The server's release and store schema.\n"
+	              "# TYPE starcloud_build_info gauge\n"
+	              "starcloud_build_info{version=\"%s\",store_schema=\"%d\"} 1\n",
+	              SC_VERSION, s->store->schema);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);
 }
@@ -401,9 +408,9 @@ static void handle_version(sc_http_req_t *r, void *ud)
 {
 	sc_server_t *s = ud;
 	sc__api_json(r, 200,
-		     json_pack("{s:s,s:s,s:{s:s,s:i}}", "version", SC_VERSION, "minPeerVersion",
-			       SC_MIN_PEER_VERSION, "store", "backend", s->store->ops->name,
-			       "schema", s->store->schema));
+	             json_pack("{s:s,s:s,s:{s:s,s:i}}", "version", SC_VERSION, "minPeerVersion",
+	                       SC_MIN_PEER_VERSION, "store", "backend", s->store->ops->name,
+	                       "schema", s->store->schema));
 }
 
 static void handle_healthz(sc_http_req_t *r, void *ud)

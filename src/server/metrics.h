@@ -19,9 +19,9 @@ typedef struct sc_queue_metrics {
 /* Records a finished cycle: its duration, what it decided, and the queue
  * figures (copied). evictions[a] counts evictions by action a; drained
  * counts pods evicted from drained nodes. */
-void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements,
-		       const size_t *evictions, size_t nactions, size_t drained, size_t pending,
-		       const sc_queue_metrics_t *queues, size_t nqueues);
+void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements, const size_t *evictions,
+                       size_t nactions, size_t drained, size_t pending,
+                       const sc_queue_metrics_t *queues, size_t nqueues);
 /* Counts objects a cycle decoded itself (not handed over by the API). */
 void sc__metrics_decodes(sc_metrics_t *m, size_t decoded);
 /* Records how long a job waited from creation to its first placement. */

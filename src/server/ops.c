@@ -31,10 +31,10 @@ int sc__subresource_known(const sc_kind_t *k, const char *sub)
 }
 
 json_t *sc__api_load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
-		     const sc_kind_t *k, const char *name, int64_t *mod_rev)
+                     const sc_kind_t *k, const char *name, int64_t *mod_rev)
 {
 	char key[SC_MAX_NAME + 64];
-	sc_kv_t kv = { 0 };
+	sc_kv_t kv = {0};
 	sc__object_key(k, name, key, sizeof(key));
 	int rc = sc_store_get(s->store, key, &kv);
 	json_t *obj = rc == 0 ? json_loads(kv.value, 0, NULL) : NULL;
@@ -63,7 +63,7 @@ static json_t *num(double v, double scale)
 static json_t *res_json(const double *v)
 {
 	return json_pack("{s:o,s:o,s:o}", "gpu", num(v[SC_RES_GPU], 1), "cpu",
-			 num(v[SC_RES_CPU], 1000.0), "memory", num(v[SC_RES_MEM], 1));
+	                 num(v[SC_RES_CPU], 1000.0), "memory", num(v[SC_RES_MEM], 1));
 }
 
 static json_t *queue_json(sc_server_t *s, const char *queue)
@@ -72,9 +72,9 @@ static json_t *queue_json(sc_server_t *s, const char *queue)
 	if (!q)
 		return json_null();
 	return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}", "name", q->name, "fairShare",
-			 res_json(q->fair_share), "allocated", res_json(q->allocated), "requested",
-			 res_json(q->requested), "quota", res_json(q->quota), "limit",
-			 res_json(q->limit));
+	                 res_json(q->fair_share), "allocated", res_json(q->allocated), "requested",
+	                 res_json(q->requested), "quota", res_json(q->quota), "limit",
+	                 res_json(q->limit));
 }
 
 /* What the job asks for: its tasks as written, with totals of pods and
@@ -88,28 +88,28 @@ static json_t *asks_json(json_t *obj)
 	if (!tasks && json_object_get(spec, "template")) { /* a deployment */
 		json_t *tmpl = json_object_get(spec, "template");
 		json_int_t n = json_integer_value(json_object_get(spec, "replicas"));
-		json_array_append_new(out, json_pack("{s:s,s:I,s:O*}", "name", "serve", "replicas",
-						     n, "resources",
-						     json_object_get(tmpl, "resources")));
+		json_array_append_new(out,
+		                      json_pack("{s:s,s:I,s:O*}", "name", "serve", "replicas", n,
+		                                "resources", json_object_get(tmpl, "resources")));
 	}
 	json_array_foreach(tasks, i, t)
 	{
 		json_t *res = json_object_get(t, "resources");
 		json_int_t n = json_integer_value(json_object_get(t, "replicas"));
 		json_array_append_new(out, json_pack("{s:s?,s:I,s:O*}", "name",
-						     json_string_value(json_object_get(t, "name")),
-						     "replicas", n, "resources", res));
+		                                     json_string_value(json_object_get(t, "name")),
+		                                     "replicas", n, "resources", res));
 	}
 	json_array_foreach(out, i, t)
 	{
 		json_int_t n = json_integer_value(json_object_get(t, "replicas"));
 		pods += n;
-		gpus += n * json_integer_value(
-				    json_object_get(json_object_get(t, "resources"), "gpu"));
+		gpus +=
+		    n * json_integer_value(json_object_get(json_object_get(t, "resources"), "gpu"));
 	}
 	json_t *min = json_object_get(spec, "minMember");
 	return json_pack("{s:I,s:I,s:I,s:o}", "pods", pods, "minMember",
-			 min ? json_integer_value(min) : pods, "gpus", gpus, "tasks", out);
+	                 min ? json_integer_value(min) : pods, "gpus", gpus, "tasks", out);
 }
 
 static void explain(sc_server_t *s, sc_http_req_t *r, json_t *obj)
@@ -118,23 +118,23 @@ static void explain(sc_server_t *s, sc_http_req_t *r, json_t *obj)
 	const char *queue = json_string_value(json_object_get(spec, "queue"));
 	const char *phase = json_string_value(json_object_get(st, "phase"));
 	const char *reason = json_string_value(json_object_get(st, "reason"));
-	json_t *doc = sc_xcheck(json_pack(
-		"{s:s,s:s,s:s,s:s?,s:s?,s:o,s:o,s:O*}", "kind", "Explanation", "job",
-		json_string_value(json_object_get(json_object_get(obj, "metadata"), "name")),
-		"phase", phase ? phase : "Unknown", "queue", queue, "reason",
-		reason ? reason : (phase && strcmp(phase, "Running") == 0 ? "running" : NULL),
-		"asks", asks_json(obj), "queueStatus", queue_json(s, queue), "pods",
-		json_object_get(st, "pods")));
+	json_t *doc = sc_xcheck(
+	    json_pack("{s:s,s:s,s:s,s:s?,s:s?,s:o,s:o,s:O*}", "kind", "Explanation", "job",
+	              json_string_value(json_object_get(json_object_get(obj, "metadata"), "name")),
+	              "phase", phase ? phase : "Unknown", "queue", queue, "reason",
+	              reason ? reason : (phase && strcmp(phase, "Running") == 0 ? "running" : NULL),
+	              "asks", asks_json(obj), "queueStatus", queue_json(s, queue), "pods",
+	              json_object_get(st, "pods")));
 	if (!phase)
 		json_object_set_new(doc, "reason",
-				    json_string("not scheduled yet: the next cycle will decide"));
+		                    json_string("not scheduled yet: the next cycle will decide"));
 	sc__api_json(r, 200, doc);
 }
 
 /* ---- drain ------------------------------------------------------------- */
 
 static void drain(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, json_t *node,
-		  int64_t mod_rev, int on)
+                  int64_t mod_rev, int on)
 {
 	char key[SC_MAX_NAME + 64];
 	json_t *md = json_object_get(node, "metadata"), *spec = json_object_get(node, "spec");
@@ -157,7 +157,7 @@ static void drain(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, json_t *
 	free(text);
 	if (rc < 0) {
 		sc__api_error(r, rc == SC_ECONFLICT || rc == SC_ENOTFOUND ? 409 : 500, "Conflict",
-			      NULL, "drain: %s", sc_strerror(rc));
+		              NULL, "drain: %s", sc_strerror(rc));
 		return;
 	}
 	sc__sched_kick(s);
@@ -168,7 +168,7 @@ static void drain(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, json_t *
 }
 
 void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
-		     const sc_kind_t *k, const char *name, const char *sub)
+                     const sc_kind_t *k, const char *name, const char *sub)
 {
 	const char *m = sc_http_method(r);
 	int is_drain = strcmp(sub, "drain") == 0;
@@ -183,12 +183,12 @@ void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who
 	}
 	if (is_drain && strcmp(m, "POST") != 0 && strcmp(m, "DELETE") != 0) {
 		sc__api_error(r, 405, "MethodNotAllowed", NULL,
-			      "drain is POST (drain) or DELETE (uncordon)");
+		              "drain is POST (drain) or DELETE (uncordon)");
 		return;
 	}
 	if (is_drain && who->role != SC_ROLE_ADMIN) {
 		sc__api_error(r, 403, "Forbidden", NULL, "role %s may not drain nodes",
-			      sc__role_name(who->role));
+		              sc__role_name(who->role));
 		return;
 	}
 	json_t *obj = sc__api_load(s, r, who, k, name, &rev);

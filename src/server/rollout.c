@@ -38,16 +38,21 @@ typedef struct body_field {
 } body_field_t;
 
 static const body_field_t action_fields[] = {
-	{ "action", JSON_STRING },	 { "source", JSON_STRING }, { "outcome", JSON_STRING },
-	{ "model", JSON_STRING },	 { "stable", JSON_STRING }, { "canary", JSON_STRING },
-	{ "reason", JSON_STRING },	 { "canaryErrorRate", JSON_REAL },
-	{ "window", JSON_INTEGER },	 { NULL, 0 },
+    {"action", JSON_STRING},  {"source", JSON_STRING},
+    {"outcome", JSON_STRING}, {"model", JSON_STRING},
+    {"stable", JSON_STRING},  {"canary", JSON_STRING},
+    {"reason", JSON_STRING},  {"canaryErrorRate", JSON_REAL},
+    {"window", JSON_INTEGER}, {NULL, 0},
 };
 
 static const body_field_t report_fields[] = {
-	{ "version", JSON_STRING }, { "requests", JSON_INTEGER }, { "errors", JSON_INTEGER },
-	{ "p99", JSON_REAL },	     { "window", JSON_INTEGER },   { "source", JSON_STRING },
-	{ NULL, 0 },
+    {"version", JSON_STRING},
+    {"requests", JSON_INTEGER},
+    {"errors", JSON_INTEGER},
+    {"p99", JSON_REAL},
+    {"window", JSON_INTEGER},
+    {"source", JSON_STRING},
+    {NULL, 0},
 };
 
 static int type_ok(json_t *v, int type)
@@ -70,7 +75,7 @@ static json_t *read_body(sc_http_req_t *r, const body_field_t *fields)
 	const char *k;
 	if (!json_is_object(b)) {
 		sc__api_error(r, 400, "BadRequest", "", "expected a JSON object (%s)",
-			      b ? "got another type" : jerr.text);
+		              b ? "got another type" : jerr.text);
 		json_decref(b);
 		return NULL;
 	}
@@ -80,7 +85,7 @@ static json_t *read_body(sc_http_req_t *r, const body_field_t *fields)
 			;
 		if (!fields[i].name || !type_ok(v, fields[i].type)) {
 			sc__api_error(r, 400, "Invalid", k, "%.64s: %s", k,
-				      fields[i].name ? "wrong type" : "unknown field");
+			              fields[i].name ? "wrong type" : "unknown field");
 			json_decref(b);
 			return NULL;
 		}
@@ -96,15 +101,16 @@ static json_t *rollout_doc(json_t *obj)
 	json_t *ro = json_object_get(st, "rollout");
 	char v[SC_DEPLOY_VERSION_MAX + 2];
 	sc__deploy_version(obj, v, sizeof(v));
-	json_t *doc = sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:O*,s:O*}", "kind", "Rollout", "deployment",
-				str_of(json_object_get(obj, "metadata"), "name"), "model",
-				str_of(json_object_get(obj, "spec"), "model"), "version", v,
-				"rollout", ro, "endpoints", json_object_get(st, "endpoints")));
+	json_t *doc =
+	    sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:O*,s:O*}", "kind", "Rollout", "deployment",
+	                        str_of(json_object_get(obj, "metadata"), "name"), "model",
+	                        str_of(json_object_get(obj, "spec"), "model"), "version", v,
+	                        "rollout", ro, "endpoints", json_object_get(st, "endpoints")));
 	return doc;
 }
 
-static json_t *load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
-		    const char *name, int64_t *rev)
+static json_t *load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who, const char *name,
+                    int64_t *rev)
 {
 	return sc__api_load(s, r, who, sc__kind_by_name("Deployment"), name, rev);
 }
@@ -114,7 +120,7 @@ static json_t *load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
 /* A change: 0, or ANSWERED when it refused and answered the request. */
 #define ANSWERED 1
 typedef int (*change_fn)(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body,
-			 json_t *events);
+                         json_t *events);
 
 static int live(json_t *obj)
 {
@@ -128,12 +134,11 @@ static int no_rollout(sc_http_req_t *r, json_t *obj)
 {
 	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
 	sc__api_error(r, 409, "Conflict", "action", "no rollout in progress (phase %s)",
-		      str_of(ro, "phase")[0] ? str_of(ro, "phase") : "none");
+	              str_of(ro, "phase")[0] ? str_of(ro, "phase") : "none");
 	return ANSWERED;
 }
 
-static int do_action(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body,
-		     json_t *events)
+static int do_action(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body, json_t *events)
 {
 	const char *action = str_of(body, "action"), *outcome = str_of(body, "outcome");
 	int64_t now = (int64_t)time(NULL);
@@ -165,14 +170,13 @@ static void set_analysis(json_t *obj, json_t *body, double rate)
 	sc__now_rfc3339(now, sizeof(now));
 	json_t *p99 = json_object_get(body, "p99");
 	json_object_set_new(an, str_of(body, "version"),
-			    json_pack("{s:O,s:O,s:f,s:f,s:s}", "requests",
-				      json_object_get(body, "requests"), "errors",
-				      json_object_get(body, "errors"), "errorRate", rate, "p99",
-				      p99 ? json_number_value(p99) : 0.0, "at", now));
+	                    json_pack("{s:O,s:O,s:f,s:f,s:s}", "requests",
+	                              json_object_get(body, "requests"), "errors",
+	                              json_object_get(body, "errors"), "errorRate", rate, "p99",
+	                              p99 ? json_number_value(p99) : 0.0, "at", now));
 }
 
-static int do_report(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body,
-		     json_t *events)
+static int do_report(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body, json_t *events)
 {
 	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
 	const char *v = str_of(body, "version");
@@ -181,7 +185,7 @@ static int do_report(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body
 	int is_canary = live(obj) && strcmp(v, str_of(ro, "canary")) == 0;
 	if (!is_canary && strcmp(v, str_of(ro, "stable")) != 0) {
 		sc__api_error(r, 409, "Conflict", "version",
-			      "version \"%.64s\" is neither the stable nor a live canary", v);
+		              "version \"%.64s\" is neither the stable nor a live canary", v);
 		return ANSWERED;
 	}
 	double rate = req > 0 ? (double)err / (double)req : 0.0;
@@ -190,15 +194,15 @@ static int do_report(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body
 	if (is_canary && req > 0 && rate > max) {
 		char why[200];
 		snprintf(why, sizeof(why), "error rate %.3f > maxErrorRate %.3f (%lld of %lld)",
-			 rate, max, (long long)err, (long long)req);
+		         rate, max, (long long)err, (long long)req);
 		sc__deploy_rollback(s, obj, "error_rate", why, events);
 	}
 	return 0;
 }
 
 /* Load, change, reconcile, write; again on a write conflict. */
-static void change(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
-		   const char *name, json_t *body, change_fn fn)
+static void change(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who, const char *name,
+                   json_t *body, change_fn fn)
 {
 	for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
 		int64_t rev;
@@ -214,7 +218,7 @@ static void change(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
 				sc__api_json(r, 200, rollout_doc(obj));
 			else if (rc != SC_ECONFLICT || attempt + 1 == MAX_TRIES)
 				sc__api_error(r, 500, "InternalError", NULL, "store: %s",
-					      sc_strerror(rc));
+				              sc_strerror(rc));
 		}
 		json_decref(nodes);
 		json_decref(events);
@@ -226,11 +230,11 @@ static void change(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
 
 static int check_report(sc_http_req_t *r, json_t *b)
 {
-	static const char *const req[] = { "version", "requests", "errors", NULL };
+	static const char *const req[] = {"version", "requests", "errors", NULL};
 	for (size_t i = 0; req[i]; i++)
 		if (!json_object_get(b, req[i])) {
 			sc__api_error(r, 400, "Invalid", req[i], "%s: required field is missing",
-				      req[i]);
+			              req[i]);
 			return SC_EINVAL;
 		}
 	json_int_t n = json_integer_value(json_object_get(b, "requests"));
@@ -238,7 +242,7 @@ static int check_report(sc_http_req_t *r, json_t *b)
 	json_t *p99 = json_object_get(b, "p99");
 	if (n < 0 || e < 0 || e > n) {
 		sc__api_error(r, 400, "Invalid", n < 0 ? "requests" : "errors",
-			      "expected 0 <= errors <= requests");
+		              "expected 0 <= errors <= requests");
 		return SC_EINVAL;
 	}
 	if (p99 && (json_number_value(p99) < 0 || !isfinite(json_number_value(p99)))) {
@@ -250,18 +254,18 @@ static int check_report(sc_http_req_t *r, json_t *b)
 
 static int check_action(sc_http_req_t *r, json_t *b)
 {
-	static const char *const actions[] = { "promote", "abort", "pause", "resume", NULL };
+	static const char *const actions[] = {"promote", "abort", "pause", "resume", NULL};
 	const char *a = str_of(b, "action");
 	for (size_t i = 0; actions[i]; i++)
 		if (strcmp(actions[i], a) == 0)
 			return 0;
 	sc__api_error(r, 400, "Invalid", "action",
-		      "action: expected promote, abort, pause or resume, got \"%.64s\"", a);
+	              "action: expected promote, abort, pause or resume, got \"%.64s\"", a);
 	return SC_EINVAL;
 }
 
-void sc__rollout_api(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
-		     const char *name, const char *sub)
+void sc__rollout_api(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who, const char *name,
+                     const char *sub)
 {
 	const char *m = sc_http_method(r);
 	int report = strcmp(sub, "rollout/report") == 0;
@@ -275,12 +279,12 @@ void sc__rollout_api(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who
 	}
 	if (strcmp(m, "POST") != 0) {
 		sc__api_error(r, 405, "MethodNotAllowed", NULL, "%s is %s", sub,
-			      report ? "POSTed" : "read with GET or changed with POST");
+		              report ? "POSTed" : "read with GET or changed with POST");
 		return;
 	}
 	if (who->role != SC_ROLE_ADMIN && who->role != SC_ROLE_TENANT) {
 		sc__api_error(r, 403, "Forbidden", NULL, "role %s may not change rollouts",
-			      sc__role_name(who->role));
+		              sc__role_name(who->role));
 		return;
 	}
 	json_t *body = read_body(r, report ? report_fields : action_fields);

@@ -40,14 +40,14 @@ struct sc_sched {
 	uv_timer_t kick;
 	int kicked;
 	int closed;
-	int stopping;      /* sc__sched_stop ran: free once the worker is done */
-	int again;         /* a kick came while a cycle ran */
-	cycle_job_t *job;  /* the cycle in progress, or NULL */
-	double last_cycle; /* seconds */
-	long events;       /* events in the store, as far as we know; -1 = unknown */
+	int stopping;              /* sc__sched_stop ran: free once the worker is done */
+	int again;                 /* a kick came while a cycle ran */
+	cycle_job_t *job;          /* the cycle in progress, or NULL */
+	double last_cycle;         /* seconds */
+	long events;               /* events in the store, as far as we know; -1 = unknown */
 	sc_queue_report_t *queues; /* last cycle's; names owned */
 	size_t nqueues;
-	sc_scheduler_t *core; /* keeps the core's scratch memory between cycles */
+	sc_scheduler_t *core;       /* keeps the core's scratch memory between cycles */
 	sc_decode_cache_t *decoded; /* worker's: objects decoded by earlier cycles */
 	char last_error[600];
 };
@@ -86,7 +86,7 @@ const sc_queue_report_t *sc__sched_queue(sc_server_t *s, const char *name)
 }
 
 static void feed_metrics(sc_sched_t *sc, double seconds, const sc_decisions_t *d,
-			 const sc_cycle_out_t *out)
+                         const sc_cycle_out_t *out)
 {
 	sc_queue_metrics_t *q = sc_xcalloc(d->nqueues + 1, sizeof(*q));
 	for (size_t i = 0; i < d->nqueues; i++) {
@@ -98,7 +98,7 @@ static void feed_metrics(sc_sched_t *sc, double seconds, const sc_decisions_t *d
 		q[i].requested = r->requested[SC_RES_GPU];
 	}
 	sc__metrics_cycle(sc->s->metrics, seconds, out->placements, out->evictions, SC_ACT_COUNT,
-			  out->drained, out->pending, q, d->nqueues);
+	                  out->drained, out->pending, q, d->nqueues);
 	for (size_t i = 0; i < out->nwaits; i++)
 		sc__metrics_wait(sc->s->metrics, out->waits[i]);
 	free(q);

@@ -67,7 +67,7 @@ static int cmp(int rank_a, const char *key_a, int rank_b, const char *key_b)
 static json_t *view_of(const sc_sobj_t *o)
 {
 	return strcmp(o->kind->kind, "Deployment") == 0 ? sc__deploy_view(o->obj)
-							: sc__decoder_view(o->kind, o->obj);
+	                                                : sc__decoder_view(o->kind, o->obj);
 }
 
 /* Looked up once per revision: every cycle checks every job's queue. */
@@ -128,8 +128,7 @@ static void carry(sc_decoded_t *d, const sc_sobj_t *o, json_t *view)
 	d->settled_why = d->settled_reason = NULL;
 }
 
-int sc__decode_refresh(sc_decode_cache_t *dc, sc_cycle_in_t *in, const int *ranks,
-		       size_t *decoded)
+int sc__decode_refresh(sc_decode_cache_t *dc, sc_cycle_in_t *in, const int *ranks, size_t *decoded)
 {
 	sc_decoded_t *nv = sc_calloc(in->nobjs + 1, sizeof(*nv));
 	size_t k = 0;

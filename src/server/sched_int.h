@@ -27,11 +27,11 @@
 /* One stored object read by a cycle. */
 typedef struct sc_sobj {
 	const sc_kind_t *kind;
-	char *key;       /* owned */
-	json_t *obj;     /* owned, as stored (no resourceVersion) */
+	char *key;   /* owned */
+	json_t *obj; /* owned, as stored (no resourceVersion) */
 	int64_t mod_rev;
-	char *why;       /* owned: why the object is left out of the snapshot */
-	long job;        /* index into the snapshot's jobs, or -1 */
+	char *why; /* owned: why the object is left out of the snapshot */
+	long job;  /* index into the snapshot's jobs, or -1 */
 	/* Owned, or NULL: this revision already decoded by the API's
 	 * validation (cache.h), taken over by the decode cache. */
 	sc_manifest_set_t *pre;
@@ -41,23 +41,23 @@ typedef struct sc_sobj {
 typedef struct sc_cycle_in {
 	sc_sobj_t *objs; /* owned, in kind order then key order */
 	size_t nobjs;
-	sc_manifest_set_t *set;  /* owns what snap points to */
+	sc_manifest_set_t *set; /* owns what snap points to */
 	sc_snapshot_t snap;
-	sc_sobj_t **job_obj;     /* snap.jobs[i] -> its object; owned array */
+	sc_sobj_t **job_obj; /* snap.jobs[i] -> its object; owned array */
 	int64_t now;
-	size_t decoded;          /* objects decoded by this cycle (new or changed) */
+	size_t decoded; /* objects decoded by this cycle (new or changed) */
 } sc_cycle_in_t;
 
 /* What a written cycle decided, for metrics and the loop. */
 typedef struct sc_cycle_out {
 	size_t placements;
 	size_t evictions[SC_ACT_COUNT];
-	size_t drained;      /* pods evicted because their node is drained */
+	size_t drained; /* pods evicted because their node is drained */
 	size_t pending;
-	size_t events;       /* events created */
-	size_t writes;       /* objects written */
-	bool releasing;      /* pods are Releasing: run again soon */
-	double *waits;       /* seconds from creation to first placement; owned */
+	size_t events;  /* events created */
+	size_t writes;  /* objects written */
+	bool releasing; /* pods are Releasing: run again soon */
+	double *waits;  /* seconds from creation to first placement; owned */
 	size_t nwaits;
 } sc_cycle_out_t;
 
@@ -66,31 +66,31 @@ typedef struct sc_cycle_out {
 typedef struct sc_cycle_plan {
 	sc_store_op_t *v;
 	json_t **objs; /* objs[i]: v[i]'s value parsed (references), for the cache */
-	char **owned; /* keys and values to free */
+	char **owned;  /* keys and values to free */
 	size_t n, cap, nowned, owncap;
 	json_t *events; /* new Event objects, unnamed */
 } sc_cycle_plan_t;
 
 /* ---- sched_decode.c: decoded objects kept between cycles ---- */
 typedef struct sc_decoded {
-	int rank;                /* the kind's place in the cycle's order */
-	char *key;               /* owned */
+	int rank;  /* the kind's place in the cycle's order */
+	char *key; /* owned */
 	int64_t mod_rev;
-	sc_manifest_set_t *one;  /* owned: this object alone, decoded; NULL if refused */
-	char *why;               /* owned: the decoder's refusal, or NULL */
+	sc_manifest_set_t *one; /* owned: this object alone, decoded; NULL if refused */
+	char *why;              /* owned: the decoder's refusal, or NULL */
 	/* Owned reference: what the decoder read (sc__decoder_view or
 	 * sc__deploy_view). A new revision with an equal view (a status write
 	 * that changed only what the decoder sets aside, such as a pending
 	 * reason) keeps this entry instead of being decoded again. */
 	json_t *view;
-	const char *queue;       /* the view's spec.queue (borrowed from view), or NULL */
+	const char *queue; /* the view's spec.queue (borrowed from view), or NULL */
 	/* Set by sched_write.c when this revision's status was found up to
 	 * date; while the same inputs hold (no decision for the job, the same
 	 * reasons, the same drained nodes) it is skipped without building it. */
 	bool settled;
-	bool settled_pending;    /* it counted as pending */
-	uint64_t settled_drain;  /* hash of the drained nodes' names */
-	char *settled_why;       /* owned copies, or NULL */
+	bool settled_pending;   /* it counted as pending */
+	uint64_t settled_drain; /* hash of the drained nodes' names */
+	char *settled_why;      /* owned copies, or NULL */
 	char *settled_reason;
 } sc_decoded_t;
 typedef struct sc_decode_cache sc_decode_cache_t;
@@ -101,8 +101,7 @@ void sc__decode_cache_free(sc_decode_cache_t *dc);
  * changed (*decoded counts them), taking over an object's `pre` instead
  * of decoding it when there is one, and drops deleted ones. Afterwards sc__decoded(dc, i) is
  * in->objs[i]'s entry, valid until the next refresh. 0 or SC_ENOMEM. */
-int sc__decode_refresh(sc_decode_cache_t *dc, sc_cycle_in_t *in, const int *ranks,
-		       size_t *decoded);
+int sc__decode_refresh(sc_decode_cache_t *dc, sc_cycle_in_t *in, const int *ranks, size_t *decoded);
 sc_decoded_t *sc__decoded(const sc_decode_cache_t *dc, size_t i);
 
 /* ---- sched_load.c ---- */
@@ -123,7 +122,7 @@ void sc__cycle_in_free(sc_cycle_in_t *in);
  * on in into the cycle's writes p (job statuses, new events); dc (refreshed
  * for in) remembers which jobs' statuses are up to date. */
 int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_cache_t *dc,
-		   sc_cycle_plan_t *p, sc_cycle_out_t *out);
+                   sc_cycle_plan_t *p, sc_cycle_out_t *out);
 /* Loop thread: names the events and writes p in one transaction, each job
  * put conditional on the revision the cycle read. SC_ECONFLICT when an
  * object changed since: the caller runs the cycle again. */

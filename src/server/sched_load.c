@@ -24,8 +24,7 @@
 
 /* The kinds the scheduler reads, in the order they are added (the
  * decoder keeps input order, which breaks ties between equal jobs). */
-static const char *const plurals[] = { "nodes", "queues", "priorityclasses", "jobs",
-				       "deployments" };
+static const char *const plurals[] = {"nodes", "queues", "priorityclasses", "jobs", "deployments"};
 #define NPLURALS (sizeof(plurals) / sizeof(plurals[0]))
 
 /* A new, zeroed input object of kind k at the end of in->objs (capacity
@@ -64,7 +63,7 @@ static void collect_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, 
 static const char *sobj_name(const sc_sobj_t *o)
 {
 	const char *n =
-		json_string_value(json_object_get(json_object_get(o->obj, "metadata"), "name"));
+	    json_string_value(json_object_get(json_object_get(o->obj, "metadata"), "name"));
 	return n ? n : "";
 }
 
@@ -212,14 +211,14 @@ static void precheck_queues(sc_cycle_in_t *in, const sc_decode_cache_t *dc)
 		int missing = sc_strmap_get(&queues, q) < 0;
 		if (!missing && sc_strmap_get(&parents, q) < 0)
 			continue; /* a leaf queue: the common case, no message built */
-		sc_manifest_error_t err = { .code = SC_EINVAL };
+		sc_manifest_error_t err = {.code = SC_EINVAL};
 		snprintf(err.object, sizeof(err.object), "%s %s", o->kind->kind, sobj_name(o));
 		snprintf(err.path, sizeof(err.path), "spec.queue");
 		if (missing)
 			snprintf(err.msg, sizeof(err.msg), "queue \"%.200s\" does not exist", q);
 		else
 			snprintf(err.msg, sizeof(err.msg),
-				 "queue \"%.200s\" has child queues; jobs go to leaf queues", q);
+			         "queue \"%.200s\" has child queues; jobs go to leaf queues", q);
 		exclude(o, &err);
 	}
 	sc_strmap_free(&queues);
@@ -296,7 +295,7 @@ int sc__cycle_build(sc_cycle_in_t *in, sc_decode_cache_t *dc)
 		if (!o) {
 			char msg[1400];
 			sc_log_error("snapshot refused: %s",
-				sc_manifest_error_format(&err, msg, sizeof(msg)));
+			             sc_manifest_error_format(&err, msg, sizeof(msg)));
 			break;
 		}
 		exclude(o, &err);

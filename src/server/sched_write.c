@@ -49,9 +49,10 @@ typedef struct by_job {
 
 /* Counting sort of n items by job into start/order. */
 static void bucket(size_t njobs, size_t n, const void *items, size_t size, size_t **start,
-		   size_t **order)
+                   size_t **order)
 {
-	size_t *st = sc_xcalloc(njobs + 2, sizeof(size_t)), *ord = sc_xcalloc(n + 1, sizeof(size_t)),
+	size_t *st = sc_xcalloc(njobs + 2, sizeof(size_t)),
+	       *ord = sc_xcalloc(n + 1, sizeof(size_t)),
 	       *fill = sc_xcalloc(njobs + 2, sizeof(size_t));
 	for (size_t i = 0; i < n; i++) {
 		size_t j = *(const size_t *)((const char *)items + i * size);
@@ -105,7 +106,7 @@ typedef struct wctx {
 	uint64_t drain_hash; /* of the drained nodes' names */
 	const sc_decisions_t *d;
 	by_job_t bj;
-	json_t *events; /* new Event objects */
+	json_t *events;  /* new Event objects */
 	json_t *drained; /* names of nodes being drained -> true */
 	char now[40];
 	sc_cycle_out_t *out;
@@ -114,7 +115,8 @@ typedef struct wctx {
 
 static const char *name_of(json_t *obj)
 {
-	const char *n = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+	const char *n =
+	    json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
 	return n ? n : "";
 }
 
@@ -126,21 +128,21 @@ static const char *str_of(json_t *o, const char *key)
 
 /* Queues an Event about a job; extra (consumed, may be NULL) adds fields. */
 static void event(wctx_t *w, const sc_sobj_t *o, const char *reason, const char *type,
-		  json_t *extra, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+                  json_t *extra, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 static void event(wctx_t *w, const sc_sobj_t *o, const char *reason, const char *type,
-		  json_t *extra, const char *fmt, ...)
+                  json_t *extra, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	json_t *ev = sc_xcheck(json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s},s:s,s:s,s:s,s:s,s:s}", "apiVersion",
-			       "starcloud.dev/v1", "kind", "Event", "metadata",
-			       "creationTimestamp", w->now, "involvedObject", "kind",
-			       o->kind->kind, "name", name_of(o->obj), "queue",
-			       str_of(json_object_get(o->obj, "spec"), "queue"), "reason", reason,
-			       "type", type, "message", msg, "lastTimestamp", w->now));
+	json_t *ev = sc_xcheck(
+	    json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s},s:s,s:s,s:s,s:s,s:s}", "apiVersion",
+	              "starcloud.dev/v1", "kind", "Event", "metadata", "creationTimestamp", w->now,
+	              "involvedObject", "kind", o->kind->kind, "name", name_of(o->obj), "queue",
+	              str_of(json_object_get(o->obj, "spec"), "queue"), "reason", reason, "type",
+	              type, "message", msg, "lastTimestamp", w->now));
 	if (extra)
 		json_object_update(ev, extra);
 	json_decref(extra);
@@ -179,8 +181,9 @@ static json_t *find_pod(json_t *pods, const char *name, size_t *at)
  * same pod, on whatever node, gets a larger one. */
 static json_t *binding_pod(const sc_binding_t *b, const char *now, int64_t generation)
 {
-	json_t *p = sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:I}", "name", b->pod, "phase", "Running", "node",
-			      b->node, "startedAt", now, "generation", (json_int_t)generation));
+	json_t *p =
+	    sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:I}", "name", b->pod, "phase", "Running", "node",
+	                        b->node, "startedAt", now, "generation", (json_int_t)generation));
 	if (b->ngpus) {
 		json_t *g = json_array();
 		for (size_t i = 0; i < b->ngpus; i++)
@@ -192,9 +195,9 @@ static json_t *binding_pod(const sc_binding_t *b, const char *now, int64_t gener
 	if (b->gpu_memory)
 		json_object_set_new(p, "gpuMemory", json_integer(b->gpu_memory));
 	if (b->mig_profile)
-		json_object_set_new(p, "mig", json_pack("{s:i,s:s,s:i}", "gpu", b->mig_gpu,
-							"profile", b->mig_profile, "start",
-							b->mig_start));
+		json_object_set_new(p, "mig",
+		                    json_pack("{s:i,s:s,s:i}", "gpu", b->mig_gpu, "profile",
+		                              b->mig_profile, "start", b->mig_start));
 	return p;
 }
 
@@ -220,9 +223,9 @@ static size_t apply_evictions(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_
 		if (p)
 			json_object_set_new(p, "phase", json_string("Releasing"));
 		const char *action = sc_action_name(e->action);
-		json_t *extra = json_pack("{s:s,s:s,s:s,s:s}", "action", action, "by",
-					  e->by ? e->by : "", "pod", e->pod, "node",
-					  e->node ? e->node : "");
+		json_t *extra =
+		    json_pack("{s:s,s:s,s:s,s:s}", "action", action, "by", e->by ? e->by : "",
+		              "pod", e->pod, "node", e->node ? e->node : "");
 		event(w, o, "Evicted", "Warning", extra, "pod %s evicted from %s by %s%s%s: %s",
 		      e->pod, e->node ? e->node : "?", action, e->by ? " for " : "",
 		      e->by ? e->by : "", e->reason ? e->reason : "");
@@ -256,10 +259,11 @@ static size_t apply_drain(wctx_t *w, const sc_sobj_t *o, json_t *pods)
 		if (strcmp(str_of(p, "phase"), "Running") != 0)
 			continue;
 		json_object_set_new(p, "phase", json_string("Releasing"));
-		json_t *extra = json_pack("{s:s,s:s,s:s,s:s}", "action", "drain", "by", "",
-					  "pod", str_of(p, "name"), "node", str_of(p, "node"));
-		event(w, o, "Evicted", "Warning", extra, "pod %s evicted from %s: node %s is drained",
-		      str_of(p, "name"), str_of(p, "node"), nodebuf);
+		json_t *extra = json_pack("{s:s,s:s,s:s,s:s}", "action", "drain", "by", "", "pod",
+		                          str_of(p, "name"), "node", str_of(p, "node"));
+		event(w, o, "Evicted", "Warning", extra,
+		      "pod %s evicted from %s: node %s is drained", str_of(p, "name"),
+		      str_of(p, "node"), nodebuf);
 		w->out->drained++;
 		w->out->releasing = true;
 		n++;
@@ -279,7 +283,8 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 {
 	/* A job's wait ends with its first placement. */
 	const sc_job_spec_t *js = &w->in->snap.jobs[j];
-	if (w->bj.bstart[j + 1] > w->bj.bstart[j] && count_pods(pods).running == 0 && js->created > 0)
+	if (w->bj.bstart[j + 1] > w->bj.bstart[j] && count_pods(pods).running == 0 &&
+	    js->created > 0)
 		record_wait(w->out, (double)(w->in->now - js->created));
 	for (size_t k = w->bj.bstart[j]; k < w->bj.bstart[j + 1]; k++) {
 		const sc_binding_t *b = &w->d->bindings[w->bj.border[k]];
@@ -294,7 +299,7 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 		char gpus[128] = "";
 		for (size_t g = 0, n = 0; g < b->ngpus && n < sizeof(gpus) - 8; g++)
 			n += (size_t)snprintf(gpus + n, sizeof(gpus) - n, "%s%d", g ? "," : "",
-					      b->gpus[g]);
+			                      b->gpus[g]);
 		json_t *extra = json_pack("{s:s,s:s}", "pod", b->pod, "node", b->node);
 		event(w, o, "Bound", "Normal", extra, "pod %s bound to %s%s%s%s", b->pod, b->node,
 		      gpus[0] ? " (gpus " : "", gpus, gpus[0] ? ")" : "");
@@ -308,7 +313,7 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 
 static counts_t count_pods(json_t *pods)
 {
-	counts_t c = { 0 };
+	counts_t c = {0};
 	json_t *p;
 	size_t i;
 	json_array_foreach(pods, i, p)
@@ -345,30 +350,32 @@ static const char *job_phase(counts_t c, int total, const char *old_phase, bool 
 }
 
 /* The Scheduled condition; its transition time moves only when it flips. */
-static json_t *condition(json_t *old_status, const char *phase, const char *reason,
-			 const char *now)
+static json_t *condition(json_t *old_status, const char *phase, const char *reason, const char *now)
 {
 	int ok = strcmp(phase, "Running") == 0 || strcmp(phase, "Succeeded") == 0;
 	const char *st = ok ? "True" : "False";
-	const char *why = ok ? "Bound" : strcmp(phase, "Evicted") == 0 ? "Evicted"
-					 : strcmp(phase, "Failed") == 0  ? "Failed"
-									 : "Unschedulable";
+	const char *why = ok                              ? "Bound"
+	                  : strcmp(phase, "Evicted") == 0 ? "Evicted"
+	                  : strcmp(phase, "Failed") == 0  ? "Failed"
+	                                                  : "Unschedulable";
 	json_t *old = json_array_get(json_object_get(old_status, "conditions"), 0);
 	const char *since = now;
-	if (old && strcmp(str_of(old, "status"), st) == 0 && strcmp(str_of(old, "reason"), why) == 0)
+	if (old && strcmp(str_of(old, "status"), st) == 0 &&
+	    strcmp(str_of(old, "reason"), why) == 0)
 		since = str_of(old, "lastTransitionTime");
 	return json_pack("[{s:s,s:s,s:s,s:s,s:s}]", "type", "Scheduled", "status", st, "reason",
-			 why, "message", reason ? reason : "", "lastTransitionTime", since);
+	                 why, "message", reason ? reason : "", "lastTransitionTime", since);
 }
 
 static void set_stale(json_t *status, json_t *old_status, const sc_job_spec_t *j, counts_t c,
-		      const char *now)
+                      const char *now)
 {
 	int total = replicas_of(j);
 	int min = j && j->min_member ? j->min_member : total;
 	json_t *old = json_object_get(old_status, "staleSince");
 	if (j && c.running > 0 && c.running < min)
-		json_object_set_new(status, "staleSince", old ? json_incref(old) : json_string(now));
+		json_object_set_new(status, "staleSince",
+		                    old ? json_incref(old) : json_string(now));
 }
 
 /* Builds job o's new status (a new object). */
@@ -439,7 +446,7 @@ static void ops_add(ops_t *o, const char *key, char *value, int64_t expect, json
 		o->objs = sc_xrealloc(o->objs, o->cap * sizeof(*o->objs));
 	}
 	o->objs[o->n] = obj;
-	o->v[o->n++] = (sc_store_op_t){ SC_STORE_PUT, key, own(o, value), expect };
+	o->v[o->n++] = (sc_store_op_t){SC_STORE_PUT, key, own(o, value), expect};
 }
 
 void sc__cycle_plan_free(sc_cycle_plan_t *o)
@@ -471,8 +478,8 @@ static const char *reason_of(const wctx_t *w, const sc_sobj_t *o)
 static int decided(const wctx_t *w, const sc_sobj_t *o)
 {
 	size_t j = (size_t)o->job;
-	return o->job >= 0 && (w->bj.bstart[j + 1] > w->bj.bstart[j] ||
-			       w->bj.estart[j + 1] > w->bj.estart[j]);
+	return o->job >= 0 &&
+	       (w->bj.bstart[j + 1] > w->bj.bstart[j] || w->bj.estart[j + 1] > w->bj.estart[j]);
 }
 
 /* 1 when job o's status is known to be up to date: skip building it. */
@@ -540,11 +547,11 @@ static void add_event_writes(sc_server_t *s, ops_t *ops)
 	{
 		char name[SC_MAX_NAME + 1], key[SC_MAX_NAME + 64];
 		snprintf(name, sizeof(name), "%.200s.%lld.%zu",
-			 str_of(json_object_get(ev, "involvedObject"), "name"), (long long)rev, i);
+		         str_of(json_object_get(ev, "involvedObject"), "name"), (long long)rev, i);
 		json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
 		sc__object_key(sc__kind_by_name("Event"), name, key, sizeof(key));
 		ops_add(ops, own(ops, sc_xstrdup(key)), json_dumps(ev, JSON_COMPACT), SC_REV_ABSENT,
-			json_incref(ev));
+		        json_incref(ev));
 	}
 }
 
@@ -579,9 +586,9 @@ static uint64_t drain_hash(json_t *drained)
 }
 
 int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_cache_t *dc,
-		   sc_cycle_plan_t *p, sc_cycle_out_t *out)
+                   sc_cycle_plan_t *p, sc_cycle_out_t *out)
 {
-	wctx_t w = { .in = in, .dc = dc, .d = d, .out = out };
+	wctx_t w = {.in = in, .dc = dc, .d = d, .out = out};
 	free(out->waits);
 	memset(out, 0, sizeof(*out));
 	memset(p, 0, sizeof(*p));
@@ -643,7 +650,7 @@ long sc__events_trim(sc_server_t *s)
 	 * while the transaction is still reading them. */
 	for (size_t i = 0; i < ndel; i++) {
 		char *key = sc_xstrdup(byrev[i]->key);
-		ops[i] = (sc_store_op_t){ SC_STORE_DELETE, key, NULL, byrev[i]->mod_rev };
+		ops[i] = (sc_store_op_t){SC_STORE_DELETE, key, NULL, byrev[i]->mod_rev};
 	}
 	free(byrev);
 	int64_t rev;

@@ -27,28 +27,45 @@ typedef struct opts {
 } opts_t;
 
 static const sc_flag_t server_flags[] = {
-	{.name = "--listen", SC_FLAG_AT(ADDR, opts_t, listen), .def = "127.0.0.1:7070",
-	 .help = "address to serve the API on"},
-	{.name = "--data-dir", SC_FLAG_AT(STR, opts_t, data_dir), .meta = "DIR",
-	 .def = "starcloud-data", .help = "where the store lives"},
-	{.name = "--max-body", SC_FLAG_AT(SIZE, opts_t, max_body), .min = 1024, .max = 64 << 20,
-	 .def = "1048576", .help = "largest request body accepted"},
-	{.name = "--store", SC_FLAG_AT(STR, opts_t, store),
-	 .meta = "sqlite:PATH|etcd://H:P[,H:P...]",
-	 .help = "sqlite:PATH (default: the data dir) or etcd://host:port,...\n(several servers, "
-		 "one elected leader; docs/HA.md)"},
-	{.name = "--etcd-prefix", SC_FLAG_AT(STR, opts_t, etcd_prefix), .meta = "PREFIX",
-	 .help = "etcd key prefix (default /starcloud/)"},
-	{.name = "--leader-ttl", SC_FLAG_AT(INT, opts_t, leader_ttl), .meta = "SECONDS", .min = 2,
-	 .max = 60, .def = "5", .help = "leader lease"},
+    {.name = "--listen",
+     SC_FLAG_AT(ADDR, opts_t, listen),
+     .def = "127.0.0.1:7070",
+     .help = "address to serve the API on"},
+    {.name = "--data-dir",
+     SC_FLAG_AT(STR, opts_t, data_dir),
+     .meta = "DIR",
+     .def = "starcloud-data",
+     .help = "where the store lives"},
+    {.name = "--max-body",
+     SC_FLAG_AT(SIZE, opts_t, max_body),
+     .min = 1024,
+     .max = 64 << 20,
+     .def = "1048576",
+     .help = "largest request body accepted"},
+    {.name = "--store",
+     SC_FLAG_AT(STR, opts_t, store),
+     .meta = "sqlite:PATH|etcd://H:P[,H:P...]",
+     .help = "sqlite:PATH (default: the data dir) or etcd://host:port,...\n(several servers, "
+             "one elected leader; docs/HA.md)"},
+    {.name = "--etcd-prefix",
+     SC_FLAG_AT(STR, opts_t, etcd_prefix),
+     .meta = "PREFIX",
+     .help = "etcd key prefix (default /starcloud/)"},
+    {.name = "--leader-ttl",
+     SC_FLAG_AT(INT, opts_t, leader_ttl),
+     .meta = "SECONDS",
+     .min = 2,
+     .max = 60,
+     .def = "5",
+     .help = "leader lease"},
 };
 
 static const sc_command_t server_cmd = {
-	.name = "server",
-	.about = "The control plane: the REST API, the store, the scheduling loop and the\n"
-		 "controllers (docs/CONTROL_PLANE.md). Prints an admin token once.",
-	.flags = server_flags,
-	.nflags = sizeof(server_flags) / sizeof(server_flags[0]),
+    .name = "server",
+    .about = "The control plane: the REST API, the store, the scheduling loop and the\n"
+             "controllers (docs/CONTROL_PLANE.md). Prints an admin token once.",
+    .flags = server_flags,
+    .nflags = sizeof(server_flags) / sizeof(server_flags[0]),
 };
 
 void sc__now_rfc3339(char *out, size_t outsz)
@@ -101,13 +118,13 @@ static int setup(sc_server_t *s, const opts_t *o)
 	int rc = sc__ha_open_store(o->store, o->data_dir, o->etcd_prefix, &s->store);
 	if (rc == SC_EINVAL)
 		fprintf(stderr, "starcloud server: --store: expected sqlite:PATH or "
-				"etcd://HOST:PORT[,...] and --etcd-prefix /a/b/\n");
+		                "etcd://HOST:PORT[,...] and --etcd-prefix /a/b/\n");
 	if (rc < 0)
 		return rc;
 	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0 ||
 	    (rc = sc__cache_open(s->store, &s->cache)) < 0)
 		return rc;
-	sc_http_limits_t lim = { .max_body_bytes = o->max_body, .idle_timeout_ms = 60000 };
+	sc_http_limits_t lim = {.max_body_bytes = o->max_body, .idle_timeout_ms = 60000};
 	s->http = sc_http_server_new(s->loop, &lim);
 	s->metrics = sc__metrics_new();
 	if (!s->http || !s->metrics)
@@ -119,8 +136,8 @@ static int setup(sc_server_t *s, const opts_t *o)
 	uv_check_start(&s->commit, on_commit);
 	uv_unref((uv_handle_t *)&s->commit);
 	if ((rc = sc__api_register(s)) < 0 || (rc = sc__auth_register(s)) < 0 ||
-	    (rc = sc__agent_api_register(s)) < 0 ||
-	    (rc = sc__metrics_register(s)) < 0 || (rc = sc__ui_register(s)) < 0)
+	    (rc = sc__agent_api_register(s)) < 0 || (rc = sc__metrics_register(s)) < 0 ||
+	    (rc = sc__ui_register(s)) < 0)
 		return rc;
 	if ((rc = sc_http_listen(s->http, o->listen.host, o->listen.port)) < 0) {
 		sc_log_error("cannot listen on %s:%d", o->listen.host, o->listen.port);
@@ -146,7 +163,7 @@ int sc_server_main(int argc, char **argv)
 	int rc = sc_flags_parse(&server_cmd, &o, argc, argv, NULL);
 	if (rc != 0)
 		return rc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
-	sc_server_t s = { 0 };
+	sc_server_t s = {0};
 	s.loop = uv_default_loop();
 	rc = setup(&s, &o);
 	if (rc < 0) {
@@ -154,13 +171,13 @@ int sc_server_main(int argc, char **argv)
 		goto out;
 	}
 	sc_log_info("listening on http://%s:%d (data in %s)", o.listen.host, sc_http_port(s.http),
-		    o.store ? o.store : o.data_dir);
+	            o.store ? o.store : o.data_dir);
 	/* Ready for systemd once the API answers on a migrated store (a
 	 * follower of an HA pair is ready too: it serves reads and forwards
 	 * nothing). The watchdog then checks that the loop keeps turning. */
 	sc_sd_watchdog_start(s.loop, &s.watchdog);
 	sc_sd_notifyf("READY=1\nSTATUS=serving the API on http://%s:%d, store %s", o.listen.host,
-		      sc_http_port(s.http), o.store ? o.store : o.data_dir);
+	              sc_http_port(s.http), o.store ? o.store : o.data_dir);
 	uv_run(s.loop, UV_RUN_DEFAULT);
 out:
 	sc__sched_stop(&s);

@@ -28,10 +28,10 @@ typedef struct sc_ha sc_ha_t;
 
 /* An object kind served under /api/v1/<plural>. */
 typedef struct sc_kind {
-	const char *plural;   /* "jobs" */
-	const char *kind;     /* "Job" */
-	int queue_scoped;     /* tenants see only objects whose spec.queue is theirs */
-	int readonly;         /* written by the server only (events) */
+	const char *plural; /* "jobs" */
+	const char *kind;   /* "Job" */
+	int queue_scoped;   /* tenants see only objects whose spec.queue is theirs */
+	int readonly;       /* written by the server only (events) */
 } sc_kind_t;
 
 /* agent: a node agent's credential, bound to one node: it may register and
@@ -55,10 +55,10 @@ typedef struct sc_server {
 	sc_metrics_t *metrics;
 	sc_sched_t *sched;
 	sc_cache_t *cache; /* decoded objects, kept current by a store watch */
-	sc_ha_t *ha; /* leader election on etcd (ha.c) */
+	sc_ha_t *ha;       /* leader election on etcd (ha.c) */
 	uv_signal_t sigint, sigterm;
 	uv_timer_t watchdog; /* systemd WatchdogSec= pings (net/sdnotify.h) */
-	uv_check_t commit; /* group commit at the end of each loop iteration */
+	uv_check_t commit;   /* group commit at the end of each loop iteration */
 	int ready;
 } sc_server_t;
 
@@ -70,7 +70,7 @@ int sc__api_register(sc_server_t *s);
 int sc__agent_api_register(sc_server_t *s);
 /* Sends {"error":{...}}; field may be NULL. */
 void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *field,
-		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Sends a JSON document (consumes doc). */
 void sc__api_json(sc_http_req_t *r, int code, json_t *doc);
 /* Builds the key of an object. */
@@ -80,19 +80,19 @@ void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outs
  * store error or when it is absent or hidden, answers r (500 or 404, no
  * existence leak) and returns NULL. New reference. */
 json_t *sc__api_load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
-		     const sc_kind_t *k, const char *name, int64_t *mod_rev);
+                     const sc_kind_t *k, const char *name, int64_t *mod_rev);
 /* Parses a stored value and adds metadata.resourceVersion. New reference. */
 json_t *sc__object_load(const char *value, int64_t mod_rev);
 
 /* ---- list.c ---- */
 /* Answers a list (not a watch) of kind k from the cache, with ?limit= and
  * ?continue= paging; large lists are streamed. */
-void sc__list_serve(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
-		    const sc_principal_t *who, const char *sel);
+void sc__list_serve(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, const sc_principal_t *who,
+                    const char *sel);
 
 /* ---- watch.c ---- */
 void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
-		     const sc_principal_t *who, const char *selector, int64_t from_rev);
+                     const sc_principal_t *who, const char *selector, int64_t from_rev);
 /* Label selector "k=v,k2!=v2,k3": 1 when obj matches, 0 when not. */
 int sc__selector_match(const char *selector, json_t *obj);
 /* Checks a selector's syntax: 0 or SC_EINVAL. */
@@ -116,7 +116,7 @@ int sc__auth_register(sc_server_t *s);
  * tokens, node (borrowed, else NULL); writes the secret (owned by caller,
  * free()) and the id. */
 int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node, char **secret,
-		     char *id, size_t idsz);
+                     char *id, size_t idsz);
 const char *sc__role_name(int role);
 int sc__role_parse(const char *name);
 
@@ -127,8 +127,8 @@ int sc__role_parse(const char *name);
  * by the caller, NULL for kinds the loop decodes from another view) is obj
  * decoded as the scheduling loop would decode it: valid for a stored
  * object only if it is stored exactly as validated (sc__cache_give_decoded). */
-int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz,
-			char *msg, size_t msgsz, sc_manifest_set_t **one);
+int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
+                        size_t msgsz, sc_manifest_set_t **one);
 /* The object as the decoder sees it: for jobs and deployments, status keeps
  * only the fields the scheduler reads back (pods, staleSince); the rest of
  * status (phase, reason, conditions) is written by the server for people.
@@ -145,13 +145,13 @@ int sc__name_valid(const char *s);
 int sc__subresource_known(const sc_kind_t *k, const char *sub);
 /* Answers a request to /api/v1/<plural>/<name>/<sub>. */
 void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
-		     const sc_kind_t *k, const char *name, const char *sub);
+                     const sc_kind_t *k, const char *name, const char *sub);
 
 /* ---- metrics.c ---- */
 sc_metrics_t *sc__metrics_new(void);
 void sc__metrics_free(sc_metrics_t *m);
-void sc__metrics_observe_http(const char *method, const char *route, int status,
-			      double seconds, void *ud);
+void sc__metrics_observe_http(const char *method, const char *route, int status, double seconds,
+                              void *ud);
 int sc__metrics_register(sc_server_t *s);
 
 /* ---- sched.c ---- */

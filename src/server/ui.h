@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 typedef struct sc_ui_asset {
-	const char *name;          /* file name inside ui/, e.g. "app.js" */
+	const char *name; /* file name inside ui/, e.g. "app.js" */
 	const char *content_type;
 	const unsigned char *data; /* static, never freed */
 	size_t len;

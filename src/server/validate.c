@@ -36,7 +36,7 @@ int sc__name_valid(const char *s)
 
 /* Status fields of jobs and deployments that the decoder reads back (the
  * scheduler's own input); everything else in status is for people. */
-static const char *const job_status_input[] = { "pods", "staleSince", NULL };
+static const char *const job_status_input[] = {"pods", "staleSince", NULL};
 
 static int is_input_field(const char *key)
 {
@@ -81,13 +81,13 @@ json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj)
 /* The kind and apiVersion must be those of the URL: the decoder accepts any
  * kind, the API stores each under its own collection. */
 static int check_kind(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
-		      size_t msgsz)
+                      size_t msgsz)
 {
 	const char *kind = json_string_value(json_object_get(obj, "kind"));
 	if (kind && strcmp(kind, k->kind) != 0) {
 		snprintf(field, fieldsz, "kind");
 		snprintf(msg, msgsz, "kind \"%.64s\" does not match this path (expected %s)", kind,
-			 k->kind);
+		         k->kind);
 		return SC_EINVAL;
 	}
 	if (!kind) {
@@ -99,7 +99,7 @@ static int check_kind(const sc_kind_t *k, json_t *obj, char *field, size_t field
 }
 
 int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
-			size_t msgsz, sc_manifest_set_t **one)
+                        size_t msgsz, sc_manifest_set_t **one)
 {
 	if (one)
 		*one = NULL;
@@ -118,13 +118,14 @@ int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fie
 		return rc;
 	/* Names become store keys and URL segments, so the API keeps to
 	 * Kubernetes' DNS-subdomain rule, stricter than the file format. */
-	const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+	const char *name =
+	    json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
 	if (name && !sc__name_valid(name)) {
 		snprintf(field, fieldsz, "metadata.name");
 		snprintf(msg, msgsz,
-			 "%s: metadata.name: \"%.64s\" is not a valid name (lower-case letters, "
-			 "digits, '-' and '.', at most %d characters)",
-			 k->kind, name, SC_MAX_NAME);
+		         "%s: metadata.name: \"%.64s\" is not a valid name (lower-case letters, "
+		         "digits, '-' and '.', at most %d characters)",
+		         k->kind, name, SC_MAX_NAME);
 		return SC_EINVAL;
 	}
 	json_t *ver = json_object_get(json_object_get(obj, "spec"), "version");
@@ -132,7 +133,7 @@ int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fie
 	    json_string_length(ver) > SC_DEPLOY_VERSION_MAX) {
 		snprintf(field, fieldsz, "spec.version");
 		snprintf(msg, msgsz, "Deployment %.64s: spec.version: at most %d characters",
-			 name ? name : "", SC_DEPLOY_VERSION_MAX);
+		         name ? name : "", SC_DEPLOY_VERSION_MAX);
 		return SC_EINVAL;
 	}
 	sc_manifest_set_t *set = sc_xcheck(sc_manifest_set_new());

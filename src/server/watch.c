@@ -24,7 +24,7 @@ typedef struct watcher {
 	int dead; /* the stream failed; stop sending */
 } watcher_t;
 
-static const char *const type_names[] = { "ADDED", "MODIFIED", "DELETED" };
+static const char *const type_names[] = {"ADDED", "MODIFIED", "DELETED"};
 
 static void start_stream(watcher_t *wt);
 
@@ -79,7 +79,7 @@ static void start_stream(watcher_t *wt)
 }
 
 void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
-		     const sc_principal_t *who, const char *selector, int64_t from_rev)
+                     const sc_principal_t *who, const char *selector, int64_t from_rev)
 {
 	watcher_t *wt = sc_xcalloc(1, sizeof(*wt));
 	wt->s = s;
@@ -105,9 +105,10 @@ void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
 	if (rc < 0 && !wt->started) {
 		free(wt);
 		if (rc == SC_ERANGE)
-			sc__api_error(r, 410, "Expired", "resourceVersion",
-				      "resourceVersion %lld is older than the change log; list again",
-				      (long long)from_rev);
+			sc__api_error(
+			    r, 410, "Expired", "resourceVersion",
+			    "resourceVersion %lld is older than the change log; list again",
+			    (long long)from_rev);
 		else
 			sc__api_error(r, 500, "InternalError", NULL, "%s", sc_strerror(rc));
 		return;

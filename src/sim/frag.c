@@ -84,7 +84,7 @@ int sc_typical_pods(const sc_pod_shape_t *pods, size_t n, double coverage, sc_ty
 /* ---- the measure ------------------------------------------------------ */
 
 double sc_frag_compute(const sc_typical_t *t, size_t nt, int model, int64_t cpu_left,
-		       const int16_t *gpu_left, int ngpu)
+                       const int16_t *gpu_left, int ngpu)
 {
 	int64_t total = 0;
 	for (int d = 0; d < ngpu; d++)
@@ -119,8 +119,7 @@ double sc_frag_compute(const sc_typical_t *t, size_t nt, int model, int64_t cpu_
 
 /* ---- gap waste ------------------------------------------------------ */
 
-void sc_gap_waste(const sc_typical_t *t, size_t nt, double fill_rate,
-		  double out[SC_GPU_MILLI + 1])
+void sc_gap_waste(const sc_typical_t *t, size_t nt, double fill_rate, double out[SC_GPU_MILLI + 1])
 {
 	/* Bottom-up: out[g] needs only out[g - milli] for milli > 0. */
 	for (int g = 0; g <= SC_GPU_MILLI; g++) {
@@ -168,7 +167,7 @@ struct sc_frag {
 	double *node;      /* current value per node */
 	size_t nnodes;
 	double total;
-	bool oom;          /* the memo could not grow: compute directly */
+	bool oom; /* the memo could not grow: compute directly */
 };
 
 sc_frag_t *sc_frag_new(const sc_typical_t *typical, size_t ntypical, size_t nnodes)
@@ -254,8 +253,7 @@ static bool grow(sc_frag_t *f)
 	return true;
 }
 
-double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
-		     int ngpu)
+double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left, int ngpu)
 {
 	if (f->oom)
 		return sc_frag_compute(f->typical, f->ntypical, model, cpu_left, gpu_left, ngpu);
@@ -278,8 +276,7 @@ double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *g
  * change the state (a share pod) or does not fit (too little CPU, another
  * model, too few free devices). A CPU pod takes only CPU: on a node whose
  * CPU is just enough for its free GPUs, that is what strands them. */
-static bool take_typical(const sc_pod_shape_t *s, int model, int64_t *cpu, int16_t *gpu,
-			 int ngpu)
+static bool take_typical(const sc_pod_shape_t *s, int model, int64_t *cpu, int16_t *gpu, int ngpu)
 {
 	if (*cpu < s->cpu)
 		return false;
@@ -301,7 +298,7 @@ static bool take_typical(const sc_pod_shape_t *s, int model, int64_t *cpu, int16
 }
 
 double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
-			 int ngpu)
+                         int ngpu)
 {
 	state_key_t k;
 	make_key(&k, model, cpu_left, gpu_left, ngpu);
@@ -315,8 +312,8 @@ double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_
 		int64_t cpu = cpu_left;
 		memcpy(g, k.gpu, sizeof(g));
 		next += f->typical[t].p * (take_typical(&f->typical[t].shape, model, &cpu, g, ngpu)
-						   ? sc_frag_state(f, model, cpu, g, ngpu)
-						   : now);
+		                               ? sc_frag_state(f, model, cpu, g, ngpu)
+		                               : now);
 	}
 	double v = now + next;
 	if (f->oom)

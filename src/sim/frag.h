@@ -25,7 +25,7 @@
 /* The resource shape of a pod as fragmentation sees it. */
 typedef struct sc_pod_shape {
 	int64_t cpu;     /* millicores; 0 is counted as 100 (kube-scheduler's
-			  * non-zero default for pods without requests) */
+	                  * non-zero default for pods without requests) */
 	int milli;       /* per-GPU milli: 0 (CPU pod), 1..999 (share), 1000 */
 	int num;         /* GPUs */
 	int spec;        /* caller's id of the allowed-model list (grouping) */
@@ -34,7 +34,7 @@ typedef struct sc_pod_shape {
 
 typedef struct sc_typical {
 	sc_pod_shape_t shape;
-	double p;        /* frequency; the list sums to 1 */
+	double p; /* frequency; the list sums to 1 */
 } sc_typical_t;
 
 /* Picks the typical pods of a workload: shapes by decreasing frequency
@@ -54,8 +54,7 @@ int sc_typical_pods(const sc_pod_shape_t *pods, size_t n, double coverage, sc_ty
  * under 1 % of pods) keeps most of its milli; a gap common pods fit
  * (a 530 takes a 470) is worth little waste. out gets SC_GPU_MILLI + 1
  * values. */
-void sc_gap_waste(const sc_typical_t *t, size_t nt, double fill_rate,
-		  double out[SC_GPU_MILLI + 1]);
+void sc_gap_waste(const sc_typical_t *t, size_t nt, double fill_rate, double out[SC_GPU_MILLI + 1]);
 
 typedef struct sc_frag sc_frag_t;
 
@@ -65,18 +64,17 @@ void sc_frag_free(sc_frag_t *f);
 
 /* Fragmented milli of one node state (memoised). gpu_left has ngpu
  * entries in any order. */
-double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
-		     int ngpu);
+double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left, int ngpu);
 /* The same computed directly, without the memo (for tests). */
 double sc_frag_compute(const sc_typical_t *t, size_t nt, int model, int64_t cpu_left,
-		       const int16_t *gpu_left, int ngpu);
+                       const int16_t *gpu_left, int ngpu);
 
 /* One-step lookahead: the state's fragmentation plus its expected
  * fragmentation after the next typical pod lands on it, where whole-GPU
  * pods take devices and CPU and CPU pods take CPU; share pods, and pods
  * that do not fit, leave it as is. Memoised like sc_frag_state. */
 double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
-			 int ngpu);
+                         int ngpu);
 
 /* The typical pods (borrowed; *n gets their count). */
 const sc_typical_t *sc_frag_typical(const sc_frag_t *f, size_t *n);

@@ -112,25 +112,28 @@ static int split_models(const char *spec, sc_tjob_t *j)
 /* ---- OpenB ------------------------------------------------------------- */
 
 int sc_tjobs_from_openb(const sc_trace_pods_t *pods, const char *fname, bool by_qos,
-			sc_tjobs_t *out, char *msg, size_t msgsize)
+                        sc_tjobs_t *out, char *msg, size_t msgsize)
 {
 	for (size_t i = 0; i < pods->n; i++) {
 		const sc_trace_pod_t *p = &pods->v[i];
 		/* Line i + 2: the header is line 1. Rows without both times
 		 * cannot be replayed in time. */
 		const char *col = p->creation_time == SC_TRACE_NOTIME   ? "creation_time"
-				  : p->deletion_time == SC_TRACE_NOTIME ? "deletion_time"
-									: NULL;
+		                  : p->deletion_time == SC_TRACE_NOTIME ? "deletion_time"
+		                                                        : NULL;
 		if (col) {
-			snprintf(msg, msgsize, "%s:%zu: column %s: empty or absent (time mode needs it)",
-				 fname, i + 2, col);
+			snprintf(msg, msgsize,
+			         "%s:%zu: column %s: empty or absent (time mode needs it)", fname,
+			         i + 2, col);
 			sc_tjobs_free(out);
 			return SC_EPARSE;
 		}
-		int64_t start = p->scheduled_time != SC_TRACE_NOTIME ? p->scheduled_time
-								     : p->creation_time;
-		sc_tjob_t j = {.arrival = p->creation_time, .pods = 1,
-			       .cpu_milli = p->cpu_milli, .memory = p->memory_mib * MIB};
+		int64_t start =
+		    p->scheduled_time != SC_TRACE_NOTIME ? p->scheduled_time : p->creation_time;
+		sc_tjob_t j = {.arrival = p->creation_time,
+		               .pods = 1,
+		               .cpu_milli = p->cpu_milli,
+		               .memory = p->memory_mib * MIB};
 		j.duration = p->deletion_time - start > 0 ? p->deletion_time - start : 1;
 		if (p->num_gpu == 1 && p->gpu_milli < 1000)
 			j.gpu_milli = p->gpu_milli;
@@ -173,7 +176,7 @@ static char *slurp(const char *path, char *msg, size_t msgsize)
 	fclose(f);
 	if (!buf)
 		snprintf(msg, msgsize, "%s: cannot read (larger than %ld bytes or I/O error)", path,
-			 MAX_FILE);
+		         MAX_FILE);
 	return buf;
 }
 
@@ -243,8 +246,8 @@ static bool parse_int(const char *s, long lo, long hi, long *out)
 	return true;
 }
 
-static int field_error(char *msg, size_t msgsize, const char *fname, size_t line,
-		       const fields_t *f, int k, const char *what)
+static int field_error(char *msg, size_t msgsize, const char *fname, size_t line, const fields_t *f,
+                       int k, const char *what)
 {
 	size_t col = k < f->n ? f->col[k] : (f->n ? f->col[f->n - 1] : 1);
 	snprintf(msg, msgsize, "%s:%zu:%zu: %s", fname, line, col, what);
@@ -254,8 +257,7 @@ static int field_error(char *msg, size_t msgsize, const char *fname, size_t line
 /* ---- gavel ------------------------------------------------------------- */
 
 /* Isolated throughput (steps/s) of a job type at a scale on one GPU type. */
-static double gavel_throughput(json_t *root, const char *gpu_type, const char *job_type,
-			       long scale)
+static double gavel_throughput(json_t *root, const char *gpu_type, const char *job_type, long scale)
 {
 	char key[512];
 	snprintf(key, sizeof(key), "('%s', %ld)", job_type, scale);
@@ -263,26 +265,25 @@ static double gavel_throughput(json_t *root, const char *gpu_type, const char *j
 	return json_is_number(v) ? json_number_value(v) : 0;
 }
 
-static int gavel_row(fields_t *f, const char *fname, size_t line, const char *queue,
-		     json_t *root, const char *gpu_type, sc_tjobs_t *out, char *msg,
-		     size_t msgsize)
+static int gavel_row(fields_t *f, const char *fname, size_t line, const char *queue, json_t *root,
+                     const char *gpu_type, sc_tjobs_t *out, char *msg, size_t msgsize)
 {
 	if (f->n != 7)
 		return field_error(msg, msgsize, fname, line, f, f->n,
-				   "expected 7 tab-separated fields (job_type, command, "
-				   "num_steps_arg, needs_data_dir, total_steps, arrival_time, "
-				   "scale_factor)");
+		                   "expected 7 tab-separated fields (job_type, command, "
+		                   "num_steps_arg, needs_data_dir, total_steps, arrival_time, "
+		                   "scale_factor)");
 	double steps, arrival;
 	long scale;
 	if (!parse_num(f->v[4], &steps) || steps <= 0)
 		return field_error(msg, msgsize, fname, line, f, 4,
-				   "total_steps: expected a positive number");
+		                   "total_steps: expected a positive number");
 	if (!parse_num(f->v[5], &arrival))
 		return field_error(msg, msgsize, fname, line, f, 5,
-				   "arrival_time: expected seconds >= 0");
+		                   "arrival_time: expected seconds >= 0");
 	if (!parse_int(f->v[6], 1, MAX_GANG, &scale))
 		return field_error(msg, msgsize, fname, line, f, 6,
-				   "scale_factor: expected GPUs 1..4096");
+		                   "scale_factor: expected GPUs 1..4096");
 	double tput = gavel_throughput(root, gpu_type, f->v[0], scale);
 	/* Some types are measured on one GPU only (Recommendation, A3C):
 	 * assume linear scaling from one GPU, as data-parallel training
@@ -291,21 +292,24 @@ static int gavel_row(fields_t *f, const char *fname, size_t line, const char *qu
 		tput = gavel_throughput(root, gpu_type, f->v[0], 1) * (double)scale;
 	if (tput <= 0)
 		return field_error(msg, msgsize, fname, line, f, 0,
-				   "job_type: no throughput for this type and scale factor "
-				   "on the chosen GPU type");
+		                   "job_type: no throughput for this type and scale factor "
+		                   "on the chosen GPU type");
 	char name[64];
 	snprintf(name, sizeof(name), "%s-%zu", queue, line);
 	/* A Gavel job is a gang of one-GPU workers. */
-	sc_tjob_t j = {.arrival = (int64_t)arrival, .pods = (int)scale, .gpus = 1,
-		       .cpu_milli = 4000, .memory = 16 * (int64_t)1024 * MIB};
+	sc_tjob_t j = {.arrival = (int64_t)arrival,
+	               .pods = (int)scale,
+	               .gpus = 1,
+	               .cpu_milli = 4000,
+	               .memory = 16 * (int64_t)1024 * MIB};
 	double d = ceil(steps / tput);
 	j.duration = d < 1 ? 1 : (d > 1e9 ? 1000000000 : (int64_t)d);
 	return add_job(out, name, queue, &j);
 }
 
 int sc_tjobs_parse_gavel(const char *text, const char *fname, const char *queue,
-			 const char *json_text, const char *gpu_type, sc_tjobs_t *out, char *msg,
-			 size_t msgsize)
+                         const char *json_text, const char *gpu_type, sc_tjobs_t *out, char *msg,
+                         size_t msgsize)
 {
 	json_error_t jerr;
 	json_t *root = json_loads(json_text, 0, &jerr);
@@ -315,7 +319,8 @@ int sc_tjobs_parse_gavel(const char *text, const char *fname, const char *queue,
 	}
 	int rc = 0;
 	if (!json_object_get(root, gpu_type)) {
-		snprintf(msg, msgsize, "throughputs: no GPU type \"%s\" (k80, p100, v100)", gpu_type);
+		snprintf(msg, msgsize, "throughputs: no GPU type \"%s\" (k80, p100, v100)",
+		         gpu_type);
 		rc = SC_EINVAL;
 	}
 	char *copy = rc == 0 ? strdup(text) : NULL;
@@ -348,7 +353,7 @@ static void base_name(const char *path, char *out, size_t n)
 }
 
 int sc_tjobs_read_gavel(const char *path, const char *throughputs, const char *gpu_type,
-			sc_tjobs_t *out, char *msg, size_t msgsize)
+                        sc_tjobs_t *out, char *msg, size_t msgsize)
 {
 	char *text = slurp(path, msg, msgsize);
 	if (!text)
@@ -373,8 +378,7 @@ typedef struct tcols {
 	int id, gpus, submit, duration;
 } tcols_t;
 
-static int tiresias_header(fields_t *f, const char *fname, tcols_t *c, char *msg,
-			   size_t msgsize)
+static int tiresias_header(fields_t *f, const char *fname, tcols_t *c, char *msg, size_t msgsize)
 {
 	*c = (tcols_t){-1, -1, -1, -1};
 	for (int k = 0; k < f->n; k++) {
@@ -389,14 +393,15 @@ static int tiresias_header(fields_t *f, const char *fname, tcols_t *c, char *msg
 	}
 	if (c->id < 0 || c->gpus < 0 || c->submit < 0 || c->duration < 0) {
 		snprintf(msg, msgsize,
-			 "%s:1:1: header must name job_id, num_gpu, submit_time and duration", fname);
+		         "%s:1:1: header must name job_id, num_gpu, submit_time and duration",
+		         fname);
 		return SC_EPARSE;
 	}
 	return 0;
 }
 
 static int tiresias_row(fields_t *f, const tcols_t *c, const char *fname, size_t line,
-			sc_tjobs_t *out, char *msg, size_t msgsize)
+                        sc_tjobs_t *out, char *msg, size_t msgsize)
 {
 	double submit, dur;
 	long gpus;
@@ -411,23 +416,26 @@ static int tiresias_row(fields_t *f, const tcols_t *c, const char *fname, size_t
 		return field_error(msg, msgsize, fname, line, f, f->n, "too few fields");
 	if (!parse_int(f->v[c->gpus], 1, MAX_GANG, &gpus))
 		return field_error(msg, msgsize, fname, line, f, c->gpus,
-				   "num_gpu: expected 1..4096");
+		                   "num_gpu: expected 1..4096");
 	if (!parse_num(f->v[c->submit], &submit))
 		return field_error(msg, msgsize, fname, line, f, c->submit,
-				   "submit_time: expected seconds >= 0");
+		                   "submit_time: expected seconds >= 0");
 	if (!parse_num(f->v[c->duration], &dur) || dur <= 0)
 		return field_error(msg, msgsize, fname, line, f, c->duration,
-				   "duration: expected seconds > 0");
+		                   "duration: expected seconds > 0");
 	char name[64];
 	snprintf(name, sizeof(name), "job-%.40s", f->v[c->id]);
-	sc_tjob_t j = {.arrival = (int64_t)submit, .duration = (int64_t)ceil(dur),
-		       .pods = (int)gpus, .gpus = 1, .cpu_milli = 4000,
-		       .memory = 16 * (int64_t)1024 * MIB};
+	sc_tjob_t j = {.arrival = (int64_t)submit,
+	               .duration = (int64_t)ceil(dur),
+	               .pods = (int)gpus,
+	               .gpus = 1,
+	               .cpu_milli = 4000,
+	               .memory = 16 * (int64_t)1024 * MIB};
 	return add_job(out, name, "default", &j);
 }
 
 int sc_tjobs_parse_tiresias(const char *text, const char *fname, sc_tjobs_t *out, char *msg,
-			    size_t msgsize)
+                            size_t msgsize)
 {
 	char *copy = strdup(text);
 	if (!copy)

@@ -58,19 +58,19 @@ int sc_tjob_format_parse(const char *name);
 /* OpenB pod list already read by sc_trace_read_pods; `fname` for messages.
  * by_qos: queue per qos class, else one queue "default". */
 int sc_tjobs_from_openb(const sc_trace_pods_t *pods, const char *fname, bool by_qos,
-			sc_tjobs_t *out, char *msg, size_t msgsize);
+                        sc_tjobs_t *out, char *msg, size_t msgsize);
 /* A gavel .trace file (appends to *out). throughputs: path of
  * simulation_throughputs.json; gpu_type: "v100", "p100" or "k80". */
 int sc_tjobs_read_gavel(const char *path, const char *throughputs, const char *gpu_type,
-			sc_tjobs_t *out, char *msg, size_t msgsize);
+                        sc_tjobs_t *out, char *msg, size_t msgsize);
 /* Same with the trace text from a stream and the JSON already parsed
  * (for tests): json_text is the throughput file's content. */
 int sc_tjobs_parse_gavel(const char *text, const char *fname, const char *queue,
-			 const char *json_text, const char *gpu_type, sc_tjobs_t *out, char *msg,
-			 size_t msgsize);
+                         const char *json_text, const char *gpu_type, sc_tjobs_t *out, char *msg,
+                         size_t msgsize);
 int sc_tjobs_read_tiresias(const char *path, sc_tjobs_t *out, char *msg, size_t msgsize);
 int sc_tjobs_parse_tiresias(const char *text, const char *fname, sc_tjobs_t *out, char *msg,
-			    size_t msgsize);
+                            size_t msgsize);
 
 /* Makes arrivals `load` times as dense: each arrival's distance from the
  * first arrival is divided by load (rounded to the second); run times are

@@ -18,7 +18,7 @@
 
 /* A distinct gpu_spec: its text and the model names it allows. */
 typedef struct spec {
-	const char *text;     /* borrowed from the trace */
+	const char *text; /* borrowed from the trace */
 	char **models;
 	int nmodels;
 } spec_t;
@@ -26,18 +26,18 @@ typedef struct spec {
 typedef struct pod {
 	const char *name;
 	sc_request_t req;
-	int spec;             /* index into specs; 0 = "" (any model) */
-	int64_t milli;        /* total GPU milli requested */
-	int per_gpu;          /* milli per GPU (the reference's MilliGpu) */
+	int spec;      /* index into specs; 0 = "" (any model) */
+	int64_t milli; /* total GPU milli requested */
+	int per_gpu;   /* milli per GPU (the reference's MilliGpu) */
 } pod_t;
 
 struct sc_sim_workload {
 	char name[128];
 	sc_node_spec_t *nodes; /* name order */
 	size_t nnodes;
-	pod_t *pods;           /* name order */
+	pod_t *pods; /* name order */
 	size_t npods;
-	spec_t *specs;         /* sorted by text, so ids order like strings */
+	spec_t *specs; /* sorted by text, so ids order like strings */
 	int nspecs;
 	sc_pod_shape_t *shapes; /* per pod, models unresolved */
 	int total_gpus;
@@ -133,7 +133,7 @@ static void fill_node(sc_node_spec_t *s, const sc_trace_node_t *t)
 }
 
 static void fill_pod(const sc_sim_workload_t *w, pod_t *p, sc_pod_shape_t *sh,
-		     const sc_trace_pod_t *t)
+                     const sc_trace_pod_t *t)
 {
 	memset(p, 0, sizeof(*p));
 	p->name = t->name;
@@ -158,7 +158,7 @@ static void fill_pod(const sc_sim_workload_t *w, pod_t *p, sc_pod_shape_t *sh,
 }
 
 int sc_sim_workload_new(const sc_trace_nodes_t *nodes, const sc_trace_pods_t *pods,
-			const char *name, sc_sim_workload_t **out, char *msg, size_t msgsize)
+                        const char *name, sc_sim_workload_t **out, char *msg, size_t msgsize)
 {
 	*out = NULL;
 	sc_sim_workload_t *w = calloc(1, sizeof(*w));
@@ -233,7 +233,7 @@ void sc_sim_config_default(sc_sim_config_t *c)
 typedef struct run {
 	const sc_sim_workload_t *w;
 	sc_rng_t rng;
-	const pod_t **order;  /* pods to place, in arrival order */
+	const pod_t **order; /* pods to place, in arrival order */
 	size_t norder;
 	sc_node_spec_t *nodes; /* in the run's random order */
 	sc_cluster_t *cluster;
@@ -424,8 +424,8 @@ static void place_all(run_t *r, sc_sim_result_t *res)
 		arrived += p->milli;
 		bool gpu = p->milli > 0;
 		f.models = gpu && r->w->specs[p->spec].nmodels > 0
-				   ? (r->spec_nids[p->spec] > 0 ? r->spec_ids[p->spec] : &none)
-				   : NULL;
+		               ? (r->spec_nids[p->spec] > 0 ? r->spec_ids[p->spec] : &none)
+		               : NULL;
 		f.nmodels = f.models ? (size_t)r->spec_nids[p->spec] : 0;
 		sc_assign_t a;
 		if (sc_cluster_best(r->cluster, &p->req, &f, r->policy, &a) == 0 &&
@@ -479,7 +479,7 @@ static int run_setup(run_t *r, const sc_sim_config_t *c, char *msg, size_t msgsi
 	r->cluster = sc_cluster_new(r->nodes, r->w->nnodes, &rc);
 	if (!r->cluster) {
 		snprintf(msg, msgsize, "%s: cannot build the cluster: %s", r->w->name,
-			 sc_strerror(rc));
+		         sc_strerror(rc));
 		return rc;
 	}
 	rc = resolve_specs(r, msg, msgsize);
@@ -494,8 +494,8 @@ static int run_setup(run_t *r, const sc_sim_config_t *c, char *msg, size_t msgsi
 	return rc;
 }
 
-int sc_sim_packing_run(const sc_sim_workload_t *w, const sc_sim_config_t *c,
-		       sc_sim_result_t *res, char *msg, size_t msgsize)
+int sc_sim_packing_run(const sc_sim_workload_t *w, const sc_sim_config_t *c, sc_sim_result_t *res,
+                       char *msg, size_t msgsize)
 {
 	double t0 = now_seconds();
 	memset(res, 0, sizeof(*res));

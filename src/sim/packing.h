@@ -32,16 +32,16 @@ typedef struct sc_sim_workload sc_sim_workload_t;
  * name (e.g. "openb_pod_list_default") is copied. Errors: SC_EINVAL with a
  * message (no GPU in the cluster, more than 64 GPU models), SC_ENOMEM. */
 int sc_sim_workload_new(const sc_trace_nodes_t *nodes, const sc_trace_pods_t *pods,
-			const char *name, sc_sim_workload_t **out, char *msg, size_t msgsize);
+                        const char *name, sc_sim_workload_t **out, char *msg, size_t msgsize);
 void sc_sim_workload_free(sc_sim_workload_t *w);
 const char *sc_sim_workload_name(const sc_sim_workload_t *w);
 int sc_sim_workload_gpus(const sc_sim_workload_t *w);
 
 typedef struct sc_sim_config {
-	const char *policy;  /* a name from sc_sim_policy_names */
+	const char *policy; /* a name from sc_sim_policy_names */
 	uint64_t seed;
-	double target;       /* inflate to target x GPU capacity; <= 0: as is */
-	double coverage;     /* typical pods' share of the trace (0.95) */
+	double target;   /* inflate to target x GPU capacity; <= 0: as is */
+	double coverage; /* typical pods' share of the trace (0.95) */
 } sc_sim_config_t;
 
 /* Fills c with the defaults: policy "default", seed 42, target 1.3,
@@ -53,22 +53,22 @@ typedef struct sc_sim_result {
 	char policy[32];
 	uint64_t seed;
 	int total_gpus;
-	size_t pods;          /* after inflation */
+	size_t pods; /* after inflation */
 	size_t failed_pods;
 	/* Per integer percent of arrived GPU demand (index 0..130): allocated
 	 * GPU and fragmented GPU, % of capacity; NAN where nothing arrived. */
 	double alloc[SC_SIM_CURVE_MAX + 1];
 	double frag[SC_SIM_CURVE_MAX + 1];
-	double final_alloc;   /* after the last pod, % of capacity */
-	double arrived_pct;   /* total arrived demand, % of capacity */
+	double final_alloc; /* after the last pod, % of capacity */
+	double arrived_pct; /* total arrived demand, % of capacity */
 	double wall_seconds;
-	size_t frag_states;   /* distinct node states memoised */
+	size_t frag_states; /* distinct node states memoised */
 } sc_sim_result_t;
 
 /* Runs one packing simulation. Errors: SC_EINVAL (unknown policy, message
  * in msg), SC_ENOMEM. */
-int sc_sim_packing_run(const sc_sim_workload_t *w, const sc_sim_config_t *c,
-		       sc_sim_result_t *res, char *msg, size_t msgsize);
+int sc_sim_packing_run(const sc_sim_workload_t *w, const sc_sim_config_t *c, sc_sim_result_t *res,
+                       char *msg, size_t msgsize);
 
 /* The value of a curve at percent k, NAN when absent. */
 double sc_sim_curve_at(const double *curve, int k);

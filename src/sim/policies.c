@@ -17,15 +17,15 @@ typedef struct pctx {
 	sc_frag_t *frag;
 	const sc_cluster_t *cluster;
 	sc_rng_t rng;
-	uint32_t *tags;  /* gpuclustering: GPU-count classes present per node */
-	double *gap_waste; /* default: sc_gap_waste's table, SC_GPU_MILLI + 1 */
+	uint32_t *tags;        /* gpuclustering: GPU-count classes present per node */
+	double *gap_waste;     /* default: sc_gap_waste's table, SC_GPU_MILLI + 1 */
 	struct look_now *look; /* default: per node, its current lookahead value */
 	double cpu_per_milli;  /* default: typical GPU pods' CPU per GPU milli */
 	size_t nnodes;
 } pctx_t;
 
 const char *const sc_sim_policy_names[] = {
-	"random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd", "default", NULL,
+    "random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd", "default", NULL,
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -69,7 +69,7 @@ static double sigmoid(double x)
  * or r->gpus whole devices (the first free ones; which free devices a
  * whole-GPU or CPU pod takes changes no measure here). */
 static void devices_after(const sc_node_view_t *n, const sc_request_t *r, int dev,
-			  int16_t left[SC_MAX_GPUS])
+                          int16_t left[SC_MAX_GPUS])
 {
 	memcpy(left, n->gpu_free, sizeof(n->gpu_free));
 	if (is_share(r)) {
@@ -106,14 +106,15 @@ static void set_share(sc_assign_t *a, const sc_request_t *r, int dev)
 /* An independent uniform number per fitting node: the maximum is a uniform
  * choice among the nodes that fit, as the reference's PreScore draw is. */
 static double random_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-			   const sc_request_t *r, sc_assign_t *a)
+                           const sc_request_t *r, sc_assign_t *a)
 {
 	pctx_t *p = ctx;
 	if (is_share(r)) {
 		/* Reservoir choice among the devices that fit. */
 		int seen = 0, dev = -1;
 		for (int d = 0; d < n->gpu_count; d++)
-			if (n->gpu_free[d] >= r->gpu_milli && sc_rng_below(&p->rng, (uint64_t)++seen) == 0)
+			if (n->gpu_free[d] >= r->gpu_milli &&
+			    sc_rng_below(&p->rng, (uint64_t)++seen) == 0)
 				dev = d;
 		if (dev >= 0)
 			set_share(a, r, dev);
@@ -124,11 +125,11 @@ static double random_score(void *ctx, const sc_cluster_t *c, const sc_node_view_
 /* ---- dotprod (Tetris) ------------------------------------------------------ */
 
 static double dotprod_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-			    const sc_request_t *r, sc_assign_t *a)
+                            const sc_request_t *r, sc_assign_t *a)
 {
-	double dot = ((double)n->cpu_free / MAX_SPEC_CPU) * ((double)req_cpu(r) / MAX_SPEC_CPU) +
-		     ((double)gpu_left(n) / MAX_SPEC_GPU) *
-			     ((double)req_gpu_milli(r) / MAX_SPEC_GPU);
+	double dot =
+	    ((double)n->cpu_free / MAX_SPEC_CPU) * ((double)req_cpu(r) / MAX_SPEC_CPU) +
+	    ((double)gpu_left(n) / MAX_SPEC_GPU) * ((double)req_gpu_milli(r) / MAX_SPEC_GPU);
 	return trunc_score(MAX_SCORE * (1.0 - dot / 2.0));
 }
 
@@ -143,7 +144,7 @@ static uint32_t gpu_tag(const sc_request_t *r)
 }
 
 static double gpuclustering_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-				  const sc_request_t *r, sc_assign_t *a)
+                                  const sc_request_t *r, sc_assign_t *a)
 {
 	pctx_t *p = ctx;
 	uint32_t tag = gpu_tag(r);
@@ -152,14 +153,15 @@ static double gpuclustering_score(void *ctx, const sc_cluster_t *c, const sc_nod
 	uint32_t have = p->tags[n->index];
 	/* Integer arithmetic as in the reference: 0..25 for how full the
 	 * node is, plus a class offset. */
-	int64_t fill = MAX_SCORE / 4 * ((int64_t)MAX_SPEC_GPU - gpu_left(n)) / (int64_t)MAX_SPEC_GPU;
+	int64_t fill =
+	    MAX_SCORE / 4 * ((int64_t)MAX_SPEC_GPU - gpu_left(n)) / (int64_t)MAX_SPEC_GPU;
 	if (have & tag)
 		return (double)(fill + (have == tag ? MAX_SCORE * 3 / 4 : MAX_SCORE * 2 / 4));
 	return (double)(fill + (have == 0 ? MAX_SCORE / 4 : 0));
 }
 
 static void gpuclustering_taken(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-				const sc_request_t *r, const sc_assign_t *a)
+                                const sc_request_t *r, const sc_assign_t *a)
 {
 	pctx_t *p = ctx;
 	p->tags[n->index] |= gpu_tag(r);
@@ -178,7 +180,7 @@ static int fully_free(const sc_node_view_t *n)
 /* Prefer devices already shared (the fuller the better), then free devices
  * on a used node (the fewer the better), then empty nodes (smaller first). */
 static double gpupacking_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-			       const sc_request_t *r, sc_assign_t *a)
+                               const sc_request_t *r, sc_assign_t *a)
 {
 	if (req_gpu_milli(r) <= 0)
 		return 0;
@@ -222,10 +224,10 @@ static double gpupacking_score(void *ctx, const sc_cluster_t *c, const sc_node_v
 /* ---- bestfit -------------------------------------------------------------- */
 
 static double bestfit_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-			    const sc_request_t *r, sc_assign_t *a)
+                            const sc_request_t *r, sc_assign_t *a)
 {
 	double s = 0.5 * (double)(n->cpu_free - req_cpu(r)) / MAX_SPEC_CPU +
-		   0.5 * (double)(gpu_left(n) - req_gpu_milli(r)) / MAX_SPEC_GPU;
+	           0.5 * (double)(gpu_left(n) - req_gpu_milli(r)) / MAX_SPEC_GPU;
 	return trunc_score((1.0 - s) * MAX_SCORE);
 }
 
@@ -235,12 +237,12 @@ static double bestfit_score(void *ctx, const sc_cluster_t *c, const sc_node_view
  * 0..100 and truncates; for a share it tries every device that fits and
  * keeps the first with the best score. */
 typedef double (*device_score_fn)(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r,
-				  int dev);
+                                  int dev);
 
 /* A share's score on n: the best of its devices that fit by score (the
  * first of equals), which goes into a; -INFINITY when none fits. */
 static double best_share_device(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r,
-				sc_assign_t *a, device_score_fn score)
+                                sc_assign_t *a, device_score_fn score)
 {
 	double best = -INFINITY;
 	int dev = -1;
@@ -267,7 +269,7 @@ static double fgd_points(pctx_t *p, const sc_node_view_t *n, const sc_request_t 
 }
 
 static double fgd_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-			const sc_request_t *r, sc_assign_t *a)
+                        const sc_request_t *r, sc_assign_t *a)
 {
 	pctx_t *p = ctx;
 	if (!is_share(r))
@@ -341,14 +343,13 @@ static double lookahead_now(pctx_t *p, const sc_node_view_t *n)
  * devices): the drop in sc_frag_lookahead's value through FGD's sigmoid,
  * scale 3000 (FGD: 1000; the value sums about three fragmentation terms'
  * worth of change), truncated to whole points 0..100. */
-static double lookahead_points(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r,
-			       int dev)
+static double lookahead_points(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r, int dev)
 {
 	int16_t left[SC_MAX_GPUS];
 	devices_after(n, r, dev, left);
 	double old = lookahead_now(p, n);
 	double after =
-		sc_frag_lookahead(p->frag, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
+	    sc_frag_lookahead(p->frag, n->model, n->cpu_free - req_cpu(r), left, n->gpu_count);
 	return trunc_score(sigmoid((old - after) / 3000) * MAX_SCORE);
 }
 
@@ -397,7 +398,7 @@ static double share_points(pctx_t *p, const sc_node_view_t *n, const sc_request_
  * - a CPU pod takes FGD's points, and equal points are ordered by
  *   cpu_pod_tiebreak instead of node order alone. */
 static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
-			    const sc_request_t *r, sc_assign_t *a)
+                            const sc_request_t *r, sc_assign_t *a)
 {
 	pctx_t *p = ctx;
 	if (r->gpus == 0 && r->gpu_milli == 0)
@@ -438,22 +439,22 @@ static int default_init(pctx_t *p)
 
 typedef struct entry {
 	const char *name;
-	double (*score)(void *, const sc_cluster_t *, const sc_node_view_t *,
-			const sc_request_t *, sc_assign_t *);
-	void (*taken)(void *, const sc_cluster_t *, const sc_node_view_t *,
-		      const sc_request_t *, const sc_assign_t *);
+	double (*score)(void *, const sc_cluster_t *, const sc_node_view_t *, const sc_request_t *,
+	                sc_assign_t *);
+	void (*taken)(void *, const sc_cluster_t *, const sc_node_view_t *, const sc_request_t *,
+	              const sc_assign_t *);
 	bool needs_frag;
 	int (*init)(pctx_t *); /* optional: per-run tables */
 } entry_t;
 
 static const entry_t entries[] = {
-	{"random", random_score, NULL, false, NULL},
-	{"dotprod", dotprod_score, NULL, false, NULL},
-	{"gpuclustering", gpuclustering_score, gpuclustering_taken, false, NULL},
-	{"gpupacking", gpupacking_score, NULL, false, NULL},
-	{"bestfit", bestfit_score, NULL, false, NULL},
-	{"fgd", fgd_score, NULL, true, NULL},
-	{"default", default_score, NULL, true, default_init},
+    {"random", random_score, NULL, false, NULL},
+    {"dotprod", dotprod_score, NULL, false, NULL},
+    {"gpuclustering", gpuclustering_score, gpuclustering_taken, false, NULL},
+    {"gpupacking", gpupacking_score, NULL, false, NULL},
+    {"bestfit", bestfit_score, NULL, false, NULL},
+    {"fgd", fgd_score, NULL, true, NULL},
+    {"default", default_score, NULL, true, default_init},
 };
 
 static const entry_t *find_entry(const char *name)

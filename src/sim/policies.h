@@ -30,9 +30,9 @@
 /* What a policy may look at besides the cluster (all borrowed; they must
  * outlive the policy). */
 typedef struct sc_sim_env {
-	sc_frag_t *frag;          /* typical pods and current per-node values */
+	sc_frag_t *frag; /* typical pods and current per-node values */
 	const sc_cluster_t *cluster;
-	uint64_t seed;            /* for random choices */
+	uint64_t seed; /* for random choices */
 } sc_sim_env_t;
 
 /* Creates the named policy for one run. Returns 0, SC_EINVAL for an unknown

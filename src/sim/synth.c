@@ -91,16 +91,18 @@ static void add_nodes(sc_synth_t *w, size_t n, bool mixed)
 		w->labels[2 * i] = (sc_label_t){"rack", w->racks[i / 32]};
 		w->labels[2 * i + 1] = (sc_label_t){"zone", (i % 2) ? "z1" : "z2"};
 		w->nodes[i] = (sc_node_spec_t){.name = name(w, "node-%05zu", i),
-					       .labels = &w->labels[2 * i], .nlabels = 2,
-					       .cpu_milli = 128000, .memory = (int64_t)1 << 40,
-					       .gpu_count = 8,
-					       .gpu_model = mixed ? models[i % 4 == 0] : models[1],
-					       .gpu_memory = (int64_t)80 << 30};
+		                               .labels = &w->labels[2 * i],
+		                               .nlabels = 2,
+		                               .cpu_milli = 128000,
+		                               .memory = (int64_t)1 << 40,
+		                               .gpu_count = 8,
+		                               .gpu_model = mixed ? models[i % 4 == 0] : models[1],
+		                               .gpu_memory = (int64_t)80 << 30};
 	}
 }
 
 static void set_queue(sc_queue_spec_t *q, const char *n, const char *parent, double quota,
-		      double weight)
+                      double weight)
 {
 	*q = (sc_queue_spec_t){.name = n, .parent = parent, .priority = 100};
 	q->res[SC_RES_GPU] = (sc_queue_res_t){quota, -1, weight};
@@ -121,20 +123,21 @@ sc_synth_t *sc_synth_pending(size_t nnodes, size_t njobs, uint64_t seed)
 		/* Quotas: 80 % of the cluster, split evenly at each level. */
 		if (q < 10)
 			set_queue(&w->queues[q], name(w, "dept-%zu", q), NULL, gpus * 0.08,
-				  (double)(1 + rnd(w) % 3));
+			          (double)(1 + rnd(w) % 3));
 		else if (q < 110)
 			set_queue(&w->queues[q], name(w, "group-%zu", q - 10),
-				  w->queues[(q - 10) / 10].name, gpus * 0.008,
-				  (double)(1 + rnd(w) % 3));
+			          w->queues[(q - 10) / 10].name, gpus * 0.008,
+			          (double)(1 + rnd(w) % 3));
 		else
 			set_queue(&w->queues[q], name(w, "team-%zu", q - 110),
-				  w->queues[10 + (q - 110) / 10].name, gpus * 0.0008,
-				  (double)(1 + rnd(w) % 3));
+			          w->queues[10 + (q - 110) / 10].name, gpus * 0.0008,
+			          (double)(1 + rnd(w) % 3));
 	}
 	for (size_t j = 0; j < njobs; j++) {
 		sc_task_spec_t *t = &w->tasks[j];
-		*t = (sc_task_spec_t){.name = "w", .replicas = 1,
-				      .req = {.cpu_milli = 4000, .memory = (int64_t)16 << 30}};
+		*t = (sc_task_spec_t){.name = "w",
+		                      .replicas = 1,
+		                      .req = {.cpu_milli = 4000, .memory = (int64_t)16 << 30}};
 		uint64_t kind = rnd(w) % 10;
 		if (kind < 5) {
 			t->req.gpus = 1 << (rnd(w) % 4);
@@ -145,9 +148,12 @@ sc_synth_t *sc_synth_pending(size_t nnodes, size_t njobs, uint64_t seed)
 			t->req.gpu_milli = 100 * (1 + (int)(rnd(w) % 9));
 		}
 		w->jobs[j] = (sc_job_spec_t){.name = name(w, "job-%06zu", j),
-					     .queue = w->queues[110 + rnd(w) % 1000].name,
-					     .preemptible = -1, .tasks = t, .ntasks = 1,
-					     .created = (int64_t)j, .staleness_grace = -1};
+		                             .queue = w->queues[110 + rnd(w) % 1000].name,
+		                             .preemptible = -1,
+		                             .tasks = t,
+		                             .ntasks = 1,
+		                             .created = (int64_t)j,
+		                             .staleness_grace = -1};
 	}
 	w->snap.config.nactions = 1; /* allocate only */
 	return w;
@@ -166,25 +172,33 @@ sc_synth_t *sc_synth_preempt(size_t nnodes, size_t npending, size_t nqueues)
 	add_nodes(w, nnodes, false);
 	for (size_t q = 0; q < nqueues; q++)
 		set_queue(&w->queues[q], name(w, "team-%zu", q), NULL,
-			  (double)(nnodes * 8 / nqueues), 1);
+		          (double)(nnodes * 8 / nqueues), 1);
 	for (size_t j = 0; j < njobs; j++) {
 		bool running = j < nrun;
-		w->tasks[j] = (sc_task_spec_t){.name = "w", .replicas = running ? 1 : 1 + (int)(j % 2),
-					       .req = {.cpu_milli = 8000, .memory = (int64_t)64 << 30,
-						       .gpus = 4}};
-		w->jobs[j] = (sc_job_spec_t){.name = name(w, "job-%06zu", j),
-					     .queue = w->queues[(running ? j / 2 : j) % nqueues].name,
-					     .priority_class = running ? "train" : "inference",
-					     .preemptible = running ? 1 : 0, .tasks = &w->tasks[j],
-					     .ntasks = 1, .created = now - 60, .staleness_grace = -1};
+		w->tasks[j] = (sc_task_spec_t){
+		    .name = "w",
+		    .replicas = running ? 1 : 1 + (int)(j % 2),
+		    .req = {.cpu_milli = 8000, .memory = (int64_t)64 << 30, .gpus = 4}};
+		w->jobs[j] =
+		    (sc_job_spec_t){.name = name(w, "job-%06zu", j),
+		                    .queue = w->queues[(running ? j / 2 : j) % nqueues].name,
+		                    .priority_class = running ? "train" : "inference",
+		                    .preemptible = running ? 1 : 0,
+		                    .tasks = &w->tasks[j],
+		                    .ntasks = 1,
+		                    .created = now - 60,
+		                    .staleness_grace = -1};
 		if (!running)
 			continue;
 		int *g = &w->gpus[4 * j];
 		for (int k = 0; k < 4; k++)
 			g[k] = (int)(j % 2) * 4 + k;
 		w->pods[j] = (sc_pod_status_t){.name = name(w, "job-%06zu-w-0", j),
-					       .phase = SC_POD_RUNNING, .node = w->nodes[j / 2].name,
-					       .gpus = g, .ngpus = 4, .started_at = now - 3600};
+		                               .phase = SC_POD_RUNNING,
+		                               .node = w->nodes[j / 2].name,
+		                               .gpus = g,
+		                               .ngpus = 4,
+		                               .started_at = now - 3600};
 		w->jobs[j].pods = &w->pods[j];
 		w->jobs[j].npods = 1;
 	}

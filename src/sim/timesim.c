@@ -26,8 +26,8 @@ typedef struct tjob {
 	int64_t start, start_first, finish, remaining;
 	int preemptions;
 	size_t queue;
-	tpod_t *pods;      /* while running: in->pods entries */
-	int bound;         /* bindings received this cycle */
+	tpod_t *pods; /* while running: in->pods entries */
+	int bound;    /* bindings received this cycle */
 } tjob_t;
 
 typedef struct tsim {
@@ -40,9 +40,9 @@ typedef struct tsim {
 	size_t nq;
 	sc_queue_spec_t *queues;
 	int total_gpus;
-	int64_t used_milli;      /* GPU milli held by running pods */
-	double *q_used;          /* GPUs held per queue */
-	double *q_fair;          /* last cycle's fair share per queue */
+	int64_t used_milli; /* GPU milli held by running pods */
+	double *q_used;     /* GPUs held per queue */
+	double *q_fair;     /* last cycle's fair share per queue */
 	/* Per-cycle scratch. */
 	size_t *active;
 	sc_job_spec_t *specs;
@@ -115,7 +115,8 @@ static void setup_queues(tsim_t *s)
 		memset(qs, 0, sizeof(*qs));
 		qs->name = s->qname[q];
 		qs->priority = 100;
-		qs->res[SC_RES_GPU] = (sc_queue_res_t){(double)s->total_gpus / (double)s->nq, -1, 1};
+		qs->res[SC_RES_GPU] =
+		    (sc_queue_res_t){(double)s->total_gpus / (double)s->nq, -1, 1};
 		qs->res[SC_RES_CPU] = (sc_queue_res_t){-1, -1, 1};
 		qs->res[SC_RES_MEM] = (sc_queue_res_t){-1, -1, 1};
 	}
@@ -220,11 +221,14 @@ static size_t build_jobs(tsim_t *s, int64_t now)
 			js->npods = (size_t)j->in->pods;
 			for (int k = 0; k < j->in->pods; k++) {
 				const tpod_t *p = &j->pods[k];
-				s->status[np++] = (sc_pod_status_t){
-					.name = p->name, .phase = SC_POD_RUNNING,
-					.node = s->c->nodes[p->node].name, .gpus = p->gpus,
-					.ngpus = (size_t)p->ngpus, .gpu_milli = p->gpu_milli,
-					.started_at = j->start};
+				s->status[np++] =
+				    (sc_pod_status_t){.name = p->name,
+				                      .phase = SC_POD_RUNNING,
+				                      .node = s->c->nodes[p->node].name,
+				                      .gpus = p->gpus,
+				                      .ngpus = (size_t)p->ngpus,
+				                      .gpu_milli = p->gpu_milli,
+				                      .started_at = j->start};
 			}
 		}
 		j->bound = 0;
@@ -323,9 +327,13 @@ static int cycle(tsim_t *s, int64_t now, char *msg, size_t msgsize)
 	memset(s->q_fair, 0, s->nq * sizeof(double));
 	if (na == 0)
 		return 0;
-	sc_snapshot_t snap = {.nodes = s->c->nodes, .nnodes = s->c->nnodes,
-			      .queues = s->queues, .nqueues = s->nq, .jobs = s->specs,
-			      .njobs = na, .now = now};
+	sc_snapshot_t snap = {.nodes = s->c->nodes,
+	                      .nnodes = s->c->nnodes,
+	                      .queues = s->queues,
+	                      .nqueues = s->nq,
+	                      .jobs = s->specs,
+	                      .njobs = na,
+	                      .now = now};
 	sc_config_default(&snap.config);
 	/* Consolidation and stale-gang handling need pods that move or fail
 	 * on their own, which this replay has no model for. */
@@ -416,9 +424,9 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 			pending = advance(s, now, &running);
 		}
 		sc_tsim_point_t pt = {now - s->t0,
-				      100.0 * (double)s->used_milli /
-					      ((double)s->total_gpus * SC_GPU_MILLI),
-				      pending, running};
+		                      100.0 * (double)s->used_milli /
+		                          ((double)s->total_gpus * SC_GPU_MILLI),
+		                      pending, running};
 		if (push_point(r, &cap, &pt) < 0)
 			return SC_ENOMEM;
 		int64_t next = next_event(s);
@@ -464,7 +472,7 @@ static sc_tsim_stats_t stats_of(double *v, size_t n)
 
 /* Wait and JCT statistics of queue q (or all when q == SIZE_MAX). */
 static void job_stats(const tsim_t *s, const sc_tsim_result_t *r, size_t q, double *buf,
-		      sc_tsim_stats_t *wait, sc_tsim_stats_t *jct, size_t *n)
+                      sc_tsim_stats_t *wait, sc_tsim_stats_t *jct, size_t *n)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < s->jobs->n; i++)
@@ -530,8 +538,8 @@ static int metrics(const tsim_t *s, sc_tsim_result_t *r)
 
 /* ---- entry -------------------------------------------------------------------------- */
 
-int sc_tsim_run(const sc_tjobs_t *jobs, const sc_tsim_config_t *c, sc_tsim_result_t *res,
-		char *msg, size_t msgsize)
+int sc_tsim_run(const sc_tjobs_t *jobs, const sc_tsim_config_t *c, sc_tsim_result_t *res, char *msg,
+                size_t msgsize)
 {
 	struct timespec a, b;
 	clock_gettime(CLOCK_MONOTONIC, &a);
@@ -550,7 +558,8 @@ int sc_tsim_run(const sc_tjobs_t *jobs, const sc_tsim_config_t *c, sc_tsim_resul
 		res->job = calloc(jobs->n ? jobs->n : 1, sizeof(*res->job));
 		rc = !res->queues || !res->job ? SC_ENOMEM : 0;
 		for (size_t q = 0; rc == 0 && q < s.nq; q++)
-			snprintf(res->queues[q].name, sizeof(res->queues[q].name), "%s", s.qname[q]);
+			snprintf(res->queues[q].name, sizeof(res->queues[q].name), "%s",
+			         s.qname[q]);
 	}
 	if (rc == 0)
 		rc = run_loop(&s, res, msg, msgsize);

@@ -31,19 +31,19 @@
 typedef struct sc_tsim_config {
 	const sc_node_spec_t *nodes; /* borrowed */
 	size_t nnodes;
-	int64_t tick;                /* cycle grid, seconds (>= 1) */
+	int64_t tick; /* cycle grid, seconds (>= 1) */
 } sc_tsim_config_t;
 
 typedef struct sc_tsim_point {
-	int64_t t;           /* seconds since the first arrival */
-	double util;         /* GPU allocated, % of capacity */
+	int64_t t;   /* seconds since the first arrival */
+	double util; /* GPU allocated, % of capacity */
 	size_t pending, running;
 } sc_tsim_point_t;
 
 typedef struct sc_tsim_job {
 	int64_t arrival, start, finish; /* start/finish -1 when never */
 	int preemptions;
-	size_t queue;        /* index into queues */
+	size_t queue; /* index into queues */
 } sc_tsim_job_t;
 
 typedef struct sc_tsim_stats {
@@ -62,22 +62,22 @@ typedef struct sc_tsim_result {
 	size_t jobs, finished, never_fit, preemptions, cycles;
 	sc_tsim_stats_t wait, jct;
 	int64_t makespan;
-	double util_mean;    /* time-weighted, % */
+	double util_mean; /* time-weighted, % */
 	double jain;
 	int total_gpus;
 	sc_tsim_queue_t *queues;
 	size_t nqueues;
 	sc_tsim_point_t *series; /* one point per cycle */
 	size_t nseries;
-	sc_tsim_job_t *job;      /* per input job, same order */
+	sc_tsim_job_t *job; /* per input job, same order */
 	double wall_seconds;
 } sc_tsim_result_t;
 
 /* Runs the simulation. Jobs that can never fit (a gang larger than the
  * cluster) are counted in never_fit and left out. Errors: SC_EINVAL with a
  * message (no nodes, a core error), SC_ENOMEM. Free with sc_tsim_result_free. */
-int sc_tsim_run(const sc_tjobs_t *jobs, const sc_tsim_config_t *c, sc_tsim_result_t *res,
-		char *msg, size_t msgsize);
+int sc_tsim_run(const sc_tjobs_t *jobs, const sc_tsim_config_t *c, sc_tsim_result_t *res, char *msg,
+                size_t msgsize);
 void sc_tsim_result_free(sc_tsim_result_t *r);
 
 #endif

@@ -20,37 +20,47 @@ typedef struct col_spec {
 	int kind;
 	size_t offset; /* into the row struct */
 	int64_t min, max;
-	int width;     /* sizeof the integer field: 4 or 8 */
+	int width; /* sizeof the integer field: 4 or 8 */
 } col_spec_t;
 
-#define INT64_COL(st, f, req, lo, hi)                                                      \
-	{ #f, req, COL_INT, offsetof(st, f), lo, hi, 8 }
-#define INT_COL(st, f, req, lo, hi)                                                        \
-	{ #f, req, COL_INT, offsetof(st, f), lo, hi, 4 }
-#define STR_COL(st, f, req) { #f, req, COL_STR, offsetof(st, f), 0, 0, 0 }
-#define TIME_COL(st, f) { #f, false, COL_TIME, offsetof(st, f), 0, INT64_MAX / 2, 8 }
+#define INT64_COL(st, f, req, lo, hi)                                                              \
+	{                                                                                          \
+#f, req, COL_INT, offsetof(st, f), lo, hi, 8                                       \
+	}
+#define INT_COL(st, f, req, lo, hi)                                                                \
+	{                                                                                          \
+#f, req, COL_INT, offsetof(st, f), lo, hi, 4                                       \
+	}
+#define STR_COL(st, f, req)                                                                        \
+	{                                                                                          \
+#f, req, COL_STR, offsetof(st, f), 0, 0, 0                                         \
+	}
+#define TIME_COL(st, f)                                                                            \
+	{                                                                                          \
+#f, false, COL_TIME, offsetof(st, f), 0, INT64_MAX / 2, 8                          \
+	}
 
 /* The node list names its name column "sn". */
 static const col_spec_t node_cols[] = {
-	{"sn", true, COL_STR, offsetof(sc_trace_node_t, name), 0, 0, 0},
-	INT64_COL(sc_trace_node_t, cpu_milli, true, 0, INT64_MAX / 4),
-	INT64_COL(sc_trace_node_t, memory_mib, true, 0, INT64_MAX / (1 << 22)),
-	INT_COL(sc_trace_node_t, gpu, true, 0, 16),
-	STR_COL(sc_trace_node_t, model, true),
+    {"sn", true, COL_STR, offsetof(sc_trace_node_t, name), 0, 0, 0},
+    INT64_COL(sc_trace_node_t, cpu_milli, true, 0, INT64_MAX / 4),
+    INT64_COL(sc_trace_node_t, memory_mib, true, 0, INT64_MAX / (1 << 22)),
+    INT_COL(sc_trace_node_t, gpu, true, 0, 16),
+    STR_COL(sc_trace_node_t, model, true),
 };
 
 static const col_spec_t pod_cols[] = {
-	STR_COL(sc_trace_pod_t, name, true),
-	INT64_COL(sc_trace_pod_t, cpu_milli, true, 0, INT64_MAX / 4),
-	INT64_COL(sc_trace_pod_t, memory_mib, true, 0, INT64_MAX / (1 << 22)),
-	INT_COL(sc_trace_pod_t, num_gpu, true, 0, 16),
-	INT_COL(sc_trace_pod_t, gpu_milli, true, 0, 1000),
-	STR_COL(sc_trace_pod_t, gpu_spec, false),
-	STR_COL(sc_trace_pod_t, qos, false),
-	{"pod_phase", false, COL_STR, offsetof(sc_trace_pod_t, phase), 0, 0, 0},
-	TIME_COL(sc_trace_pod_t, creation_time),
-	TIME_COL(sc_trace_pod_t, deletion_time),
-	TIME_COL(sc_trace_pod_t, scheduled_time),
+    STR_COL(sc_trace_pod_t, name, true),
+    INT64_COL(sc_trace_pod_t, cpu_milli, true, 0, INT64_MAX / 4),
+    INT64_COL(sc_trace_pod_t, memory_mib, true, 0, INT64_MAX / (1 << 22)),
+    INT_COL(sc_trace_pod_t, num_gpu, true, 0, 16),
+    INT_COL(sc_trace_pod_t, gpu_milli, true, 0, 1000),
+    STR_COL(sc_trace_pod_t, gpu_spec, false),
+    STR_COL(sc_trace_pod_t, qos, false),
+    {"pod_phase", false, COL_STR, offsetof(sc_trace_pod_t, phase), 0, 0, 0},
+    TIME_COL(sc_trace_pod_t, creation_time),
+    TIME_COL(sc_trace_pod_t, deletion_time),
+    TIME_COL(sc_trace_pod_t, scheduled_time),
 };
 
 struct reader;
@@ -136,7 +146,7 @@ static int parse_header(reader_t *r)
 			if (strcmp(fields[i], r->specs[k].name) == 0) {
 				if (seen[k])
 					return fail(r, i + 1, SC_EPARSE, "column %s repeated",
-						    fields[i]);
+					            fields[i]);
 				seen[k] = true;
 				r->map[i] = (int)k;
 			}
@@ -144,7 +154,7 @@ static int parse_header(reader_t *r)
 	for (size_t k = 0; k < r->nspecs; k++)
 		if (r->specs[k].required && !seen[k])
 			return fail(r, 0, SC_EPARSE, "header lacks required column %s",
-				    r->specs[k].name);
+			            r->specs[k].name);
 	r->ncols = n;
 	return 0;
 }
@@ -172,7 +182,7 @@ static int parse_int(reader_t *r, int col, const col_spec_t *s, const char *v, i
 		return fail(r, col, SC_EPARSE, "%s: \"%.40s\" is not an integer", s->name, v);
 	if (errno == ERANGE || x < s->min || x > s->max)
 		return fail(r, col, SC_EPARSE, "%s: %lld out of range [%lld, %lld]", s->name, x,
-			    (long long)s->min, (long long)s->max);
+		            (long long)s->min, (long long)s->max);
 	*out = x;
 	return 0;
 }
@@ -225,8 +235,8 @@ static int parse_row(reader_t *r, char *row)
 	int n = split(r->buf, fields, MAX_COLS);
 	if (n != r->ncols)
 		return fail(r, n < 0 || n > r->ncols ? r->ncols + 1 : n, SC_EPARSE,
-			    "expected %d columns, found %s%d", r->ncols, n < 0 ? "over " : "",
-			    n < 0 ? MAX_COLS : n);
+		            "expected %d columns, found %s%d", r->ncols, n < 0 ? "over " : "",
+		            n < 0 ? MAX_COLS : n);
 	bool given[MAX_COLS] = {false};
 	for (int i = 0; i < n; i++) {
 		if (r->map[i] < 0)
@@ -251,8 +261,7 @@ static void free_row(const col_spec_t *specs, size_t nspecs, char *row)
 		}
 }
 
-static void free_rows(const col_spec_t *specs, size_t nspecs, void *rows, size_t n,
-		      size_t rowsize)
+static void free_rows(const col_spec_t *specs, size_t nspecs, void *rows, size_t n, size_t rowsize)
 {
 	for (size_t i = 0; rows && i < n; i++)
 		free_row(specs, nspecs, (char *)rows + i * rowsize);
@@ -328,14 +337,14 @@ static int check_pod(reader_t *r, const void *row)
 		return fail(r, 1, SC_EPARSE, "name: empty, expected a pod name");
 	if (p->num_gpu == 0 && p->gpu_milli != 0)
 		return fail(r, 5, SC_EPARSE, "gpu_milli: %d with num_gpu 0, expected 0",
-			    p->gpu_milli);
+		            p->gpu_milli);
 	if (p->num_gpu > 0 && p->gpu_milli == 0)
 		return fail(r, 5, SC_EPARSE, "gpu_milli: 0 with num_gpu %d, expected 1..1000",
-			    p->num_gpu);
+		            p->num_gpu);
 	if (p->num_gpu > 1 && p->gpu_milli != 1000)
 		return fail(r, 5, SC_EPARSE,
-			    "gpu_milli: %d with num_gpu %d, shares are for one GPU only",
-			    p->gpu_milli, p->num_gpu);
+		            "gpu_milli: %d with num_gpu %d, shares are for one GPU only",
+		            p->gpu_milli, p->num_gpu);
 	return 0;
 }
 
@@ -351,8 +360,8 @@ static int check_node(reader_t *r, const void *row)
 
 /* Reads every row of one table kind into a new array (*rows, *n). */
 static int parse_table(FILE *f, const char *fname, const col_spec_t *specs, size_t nspecs,
-		       size_t rowsize, int (*check)(reader_t *, const void *), void **rows,
-		       size_t *n, char *msg, size_t msgsize)
+                       size_t rowsize, int (*check)(reader_t *, const void *), void **rows,
+                       size_t *n, char *msg, size_t msgsize)
 {
 	reader_t r;
 	reader_init(&r, f, fname, msg, msgsize);
@@ -366,12 +375,12 @@ static int parse_table(FILE *f, const char *fname, const col_spec_t *specs, size
 }
 
 int sc_trace_parse_nodes(FILE *f, const char *fname, sc_trace_nodes_t *out, char *msg,
-			 size_t msgsize)
+                         size_t msgsize)
 {
 	void *rows;
 	size_t n;
 	int rc = parse_table(f, fname, node_cols, sizeof(node_cols) / sizeof(node_cols[0]),
-			     sizeof(sc_trace_node_t), check_node, &rows, &n, msg, msgsize);
+	                     sizeof(sc_trace_node_t), check_node, &rows, &n, msg, msgsize);
 	if (rc < 0)
 		return rc;
 	out->v = rows;
@@ -379,13 +388,12 @@ int sc_trace_parse_nodes(FILE *f, const char *fname, sc_trace_nodes_t *out, char
 	return 0;
 }
 
-int sc_trace_parse_pods(FILE *f, const char *fname, sc_trace_pods_t *out, char *msg,
-			size_t msgsize)
+int sc_trace_parse_pods(FILE *f, const char *fname, sc_trace_pods_t *out, char *msg, size_t msgsize)
 {
 	void *rows;
 	size_t n;
 	int rc = parse_table(f, fname, pod_cols, sizeof(pod_cols) / sizeof(pod_cols[0]),
-			     sizeof(sc_trace_pod_t), check_pod, &rows, &n, msg, msgsize);
+	                     sizeof(sc_trace_pod_t), check_pod, &rows, &n, msg, msgsize);
 	if (rc < 0)
 		return rc;
 	out->v = rows;
@@ -401,7 +409,7 @@ static int read_path(const char *path, bool pods, void *out, char *msg, size_t m
 		return SC_EIO;
 	}
 	int rc = pods ? sc_trace_parse_pods(f, path, out, msg, msgsize)
-		      : sc_trace_parse_nodes(f, path, out, msg, msgsize);
+	              : sc_trace_parse_nodes(f, path, out, msg, msgsize);
 	fclose(f);
 	return rc;
 }
@@ -421,7 +429,7 @@ void sc_trace_nodes_free(sc_trace_nodes_t *t)
 	if (!t)
 		return;
 	free_rows(node_cols, sizeof(node_cols) / sizeof(node_cols[0]), t->v, t->n,
-		  sizeof(sc_trace_node_t));
+	          sizeof(sc_trace_node_t));
 	t->v = NULL;
 	t->n = 0;
 }
@@ -431,7 +439,7 @@ void sc_trace_pods_free(sc_trace_pods_t *t)
 	if (!t)
 		return;
 	free_rows(pod_cols, sizeof(pod_cols) / sizeof(pod_cols[0]), t->v, t->n,
-		  sizeof(sc_trace_pod_t));
+	          sizeof(sc_trace_pod_t));
 	t->v = NULL;
 	t->n = 0;
 }

@@ -25,11 +25,11 @@
 #define SC_TRACE_NOTIME INT64_MIN /* time column absent or empty */
 
 typedef struct sc_trace_node {
-	char *name;         /* column sn */
+	char *name; /* column sn */
 	int64_t cpu_milli;
 	int64_t memory_mib;
-	int gpu;            /* devices */
-	char *model;        /* "" for a CPU-only node */
+	int gpu;     /* devices */
+	char *model; /* "" for a CPU-only node */
 } sc_trace_node_t;
 
 typedef struct sc_trace_pod {
@@ -37,10 +37,10 @@ typedef struct sc_trace_pod {
 	int64_t cpu_milli;
 	int64_t memory_mib;
 	int num_gpu;
-	int gpu_milli;      /* 0 for CPU pods, 1..1000 per GPU otherwise */
-	char *gpu_spec;     /* "" = any model; else "A|B|C" */
-	char *qos;          /* "" when absent */
-	char *phase;        /* "" when absent */
+	int gpu_milli;         /* 0 for CPU pods, 1..1000 per GPU otherwise */
+	char *gpu_spec;        /* "" = any model; else "A|B|C" */
+	char *qos;             /* "" when absent */
+	char *phase;           /* "" when absent */
 	int64_t creation_time; /* seconds, or SC_TRACE_NOTIME */
 	int64_t deletion_time;
 	int64_t scheduled_time;
@@ -59,9 +59,9 @@ typedef struct sc_trace_pods {
 /* Reads from an open stream; `fname` names it in messages. On success the
  * caller owns *out (free with the matching _free). */
 int sc_trace_parse_nodes(FILE *f, const char *fname, sc_trace_nodes_t *out, char *msg,
-			 size_t msgsize);
+                         size_t msgsize);
 int sc_trace_parse_pods(FILE *f, const char *fname, sc_trace_pods_t *out, char *msg,
-			size_t msgsize);
+                        size_t msgsize);
 /* Same, opening `path` (SC_EIO with a message when it cannot be opened). */
 int sc_trace_read_nodes(const char *path, sc_trace_nodes_t *out, char *msg, size_t msgsize);
 int sc_trace_read_pods(const char *path, sc_trace_pods_t *out, char *msg, size_t msgsize);

@@ -11,9 +11,8 @@
 #include "starcloud/error.h"
 #include "store/etcd_int.h"
 
-const double sc_etcd_lat_bounds[SC_ETCD_LAT_BUCKETS] = { 0.0005, 0.001, 0.002, 0.005,
-							   0.01,   0.02,  0.05,  0.1,
-							   0.25,   0.5,   1,     2.5 };
+const double sc_etcd_lat_bounds[SC_ETCD_LAT_BUCKETS] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
+                                                        0.05,   0.1,   0.25,  0.5,   1,    2.5};
 
 static int add_endpoint(sc_etcd_conn_t *c, const char *s, size_t n)
 {
@@ -127,7 +126,7 @@ static int call_once(sc_etcd_conn_t *c, const char *path, const char *body, json
 	if (rc == 0 && status != 200) {
 		rc = retryable(status, doc) ? SC_EUNAVAIL : SC_EIO;
 		sc_log_error("store: etcd %s %s: HTTP %ld: %s", c->eps[c->cur], path, status,
-			json_string_value(json_object_get(doc, "error")) ?: "?");
+		             json_string_value(json_object_get(doc, "error")) ?: "?");
 	}
 	if (rc == 0)
 		*resp = doc;

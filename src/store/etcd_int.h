@@ -80,26 +80,26 @@ typedef struct sc_etcd_watch {
 	int started;
 	volatile int stop;
 	pthread_mutex_t mu;
-	int pipefd[2];           /* the thread writes a byte when events queue up */
+	int pipefd[2];               /* the thread writes a byte when events queue up */
 	sc_etcd_ev_t *qhead, *qtail; /* received, not yet dispatched (mu) */
-	int64_t next_rev;        /* where the stream (re)starts (thread only) */
+	int64_t next_rev;            /* where the stream (re)starts (thread only) */
 	/* Dispatched events, for replay (loop thread only): a ring. */
 	sc_etcd_ev_t **log;
 	size_t logcap, loghead, logn;
-	int64_t log_from;        /* replays of from_rev >= log_from are complete */
+	int64_t log_from; /* replays of from_rev >= log_from are complete */
 	int64_t dispatched_rev;
 } sc_etcd_watch_t;
 
 /* Starts the stream at start_rev (events with revision >= start_rev).
  * Changes to the backend's own keys (sc__etcd_is_meta) are never reported. */
 int sc__etcd_watch_start(sc_etcd_watch_t *w, const char *endpoints, const char *prefix,
-			 int64_t start_rev);
+                         int64_t start_rev);
 void sc__etcd_watch_stop(sc_etcd_watch_t *w);
 /* Loop thread: hands queued events to the store's watchers. */
 void sc__etcd_watch_dispatch(sc_etcd_watch_t *w, sc_store_t *s);
 /* Loop thread: replays logged events with revision > from_rev under the
  * store key prefix; SC_ERANGE when the log does not reach back. */
 int sc__etcd_watch_replay(sc_etcd_watch_t *w, const char *prefix, int64_t from_rev,
-			  sc_store_watch_fn fn, void *ud);
+                          sc_store_watch_fn fn, void *ud);
 
 #endif

@@ -58,8 +58,7 @@ int sc_etcd_lease_revoke(sc_store_t *s, int64_t id)
 	return rc;
 }
 
-static json_t *leader_compare(const char *key, const char *target, const char *field,
-			      int64_t v)
+static json_t *leader_compare(const char *key, const char *target, const char *field, int64_t v)
 {
 	json_t *c = json_object();
 	sc__etcd_set_b64(c, "key", key);
@@ -73,7 +72,7 @@ static json_t *leader_compare(const char *key, const char *target, const char *f
 static int holder_of(json_t *resp, int64_t lease, int64_t *mod_rev, char **holder)
 {
 	json_t *rr = json_object_get(json_array_get(json_object_get(resp, "responses"), 0),
-				     "response_range");
+	                             "response_range");
 	json_t *kv = json_array_get(json_object_get(rr, "kvs"), 0);
 	if (!kv)
 		return 0; /* deleted in between: the next campaign decides */
@@ -88,7 +87,7 @@ static int holder_of(json_t *resp, int64_t lease, int64_t *mod_rev, char **holde
 }
 
 int sc_etcd_campaign(sc_store_t *s, int64_t lease, const char *value, int64_t *mod_rev,
-		     char **holder)
+                     char **holder)
 {
 	const char *lk;
 	sc__etcd_store_conn(s, &lk);
@@ -99,8 +98,8 @@ int sc_etcd_campaign(sc_store_t *s, int64_t lease, const char *value, int64_t *m
 	sc__etcd_set_b64(get, "key", lk);
 	/* Create-if-absent: create_revision == 0 only when no one holds it. */
 	json_t *req = json_pack("{s:[o],s:[{s:o}],s:[{s:o}]}", "compare",
-				leader_compare(lk, "CREATE", "create_revision", 0), "success",
-				"request_put", put, "failure", "request_range", get);
+	                        leader_compare(lk, "CREATE", "create_revision", 0), "success",
+	                        "request_put", put, "failure", "request_range", get);
 	if (holder)
 		*holder = NULL;
 	int rc = lease_call(s, "/v3/kv/txn", req, &resp);
@@ -121,8 +120,8 @@ int sc_etcd_resign(sc_store_t *s, int64_t mod_rev)
 	json_t *del = json_object(), *resp = NULL;
 	sc__etcd_set_b64(del, "key", lk);
 	json_t *req = json_pack("{s:[o],s:[{s:o}]}", "compare",
-				leader_compare(lk, "MOD", "mod_revision", mod_rev), "success",
-				"request_delete_range", del);
+	                        leader_compare(lk, "MOD", "mod_revision", mod_rev), "success",
+	                        "request_delete_range", del);
 	int rc = lease_call(s, "/v3/kv/txn", req, &resp);
 	json_decref(resp);
 	return rc;

@@ -38,9 +38,9 @@ typedef struct step {
 } step_t;
 
 static const step_t steps[] = {
-	/* 1 -> 2: the layout of 0.1 unchanged; the store now says its
-	 * version. 0.1 servers still work on it. */
-	{ NULL, 1, "the store records its schema version" },
+    /* 1 -> 2: the layout of 0.1 unchanged; the store now says its
+     * version. 0.1 servers still work on it. */
+    {NULL, 1, "the store records its schema version"},
 };
 
 #define ETCD_SCHEMA ((int)(sizeof(steps) / sizeof(steps[0])) + 1)
@@ -85,9 +85,10 @@ static int read_rec(sc_etcd_conn_t *c, const char *key, schema_rec_t *r)
 			snprintf(r->writer, sizeof(r->writer), "%s", w ? w : "an unknown release");
 			rc = 0;
 		} else {
-			fprintf(stderr, "store: etcd key %s: expected {\"version\": N, \"minReader\": "
-					"M} with 1 <= M <= N, got %.200s; nothing was changed\n",
-				key, text ? text : "(undecodable)");
+			fprintf(stderr,
+			        "store: etcd key %s: expected {\"version\": N, \"minReader\": "
+			        "M} with 1 <= M <= N, got %.200s; nothing was changed\n",
+			        key, text ? text : "(undecodable)");
 		}
 		json_decref(doc);
 	}
@@ -117,12 +118,12 @@ static int has_data(sc_etcd_conn_t *c, const char *prefix)
 /* Writes the record for version, conditional on the key being as read.
  * 1 when written, 0 when someone else changed the key first. */
 static int write_rec(sc_etcd_conn_t *c, const char *key, const schema_rec_t *was, int version,
-		     int min_reader)
+                     int min_reader)
 {
 	char value[160];
 	snprintf(value, sizeof(value),
-		 "{\"version\":%d,\"minReader\":%d,\"writer\":\"starcloud %s\"}", version,
-		 min_reader, SC_VERSION);
+	         "{\"version\":%d,\"minReader\":%d,\"writer\":\"starcloud %s\"}", version,
+	         min_reader, SC_VERSION);
 	json_t *cmp = json_object(), *put = json_object(), *resp = NULL;
 	sc__etcd_set_b64(cmp, "key", key);
 	if (was->exists) {
@@ -147,11 +148,11 @@ static int write_rec(sc_etcd_conn_t *c, const char *key, const schema_rec_t *was
 static int refuse(const char *key, const schema_rec_t *r)
 {
 	fprintf(stderr,
-		"store: etcd key %s: schema %d, written by %s, needs a server that knows schema "
-		"%d or newer; this binary (starcloud %s) knows schema %d. Upgrade this server to "
-		"the release that wrote it, or restore a backup taken before that upgrade "
-		"(docs/DEPLOY.md). Nothing was changed.\n",
-		key, r->version, r->writer, r->min_reader, SC_VERSION, ETCD_SCHEMA);
+	        "store: etcd key %s: schema %d, written by %s, needs a server that knows schema "
+	        "%d or newer; this binary (starcloud %s) knows schema %d. Upgrade this server to "
+	        "the release that wrote it, or restore a backup taken before that upgrade "
+	        "(docs/DEPLOY.md). Nothing was changed.\n",
+	        key, r->version, r->writer, r->min_reader, SC_VERSION, ETCD_SCHEMA);
 	return SC_ERANGE;
 }
 
@@ -167,9 +168,10 @@ static int advance(sc_etcd_conn_t *c, const char *prefix, const char *key, int *
 		if ((rc = has_data(c, prefix)) < 0)
 			return rc;
 		if (rc == 0) /* a new store starts at the newest layout */
-			return write_rec(c, key, &r, ETCD_SCHEMA, steps[ETCD_SCHEMA - 2].min_reader) < 0
-				       ? SC_EIO
-				       : 0;
+			return write_rec(c, key, &r, ETCD_SCHEMA,
+			                 steps[ETCD_SCHEMA - 2].min_reader) < 0
+			           ? SC_EIO
+			           : 0;
 		r.version = r.min_reader = 1;
 		snprintf(r.writer, sizeof(r.writer), "starcloud 0.1");
 	}
@@ -177,9 +179,10 @@ static int advance(sc_etcd_conn_t *c, const char *prefix, const char *key, int *
 		return refuse(key, &r);
 	if (r.version >= ETCD_SCHEMA) {
 		if (r.version > ETCD_SCHEMA)
-			fprintf(stderr, "store: etcd schema %d (written by %s) is newer than this "
-					"binary's %d but readable by it; upgrade this server soon\n",
-				r.version, r.writer, ETCD_SCHEMA);
+			fprintf(stderr,
+			        "store: etcd schema %d (written by %s) is newer than this "
+			        "binary's %d but readable by it; upgrade this server soon\n",
+			        r.version, r.writer, ETCD_SCHEMA);
 		*schema = r.version;
 		return 1;
 	}
@@ -199,7 +202,9 @@ int sc__etcd_schema_open(sc_etcd_conn_t *c, const char *prefix, int *schema)
 		if (rc != 0)
 			return rc < 0 ? rc : 0;
 	}
-	fprintf(stderr, "store: etcd key %s kept changing while this server tried to bring the "
-			"schema forward; is another server migrating it?\n", key);
+	fprintf(stderr,
+	        "store: etcd key %s kept changing while this server tried to bring the "
+	        "schema forward; is another server migrating it?\n",
+	        key);
 	return SC_ECONFLICT;
 }

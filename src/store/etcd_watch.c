@@ -29,7 +29,7 @@
 struct sc_etcd_ev {
 	sc_etcd_ev_t *next;
 	int type;
-	char *key;   /* store key */
+	char *key; /* store key */
 	char *value;
 	int64_t rev;
 };
@@ -123,7 +123,7 @@ static void on_message(stream_t *st, const char *text, size_t n)
 	int64_t compact = sc__etcd_int(res, "compact_revision");
 	if (compact > 0) {
 		sc_log_warn("store: etcd watch: revision %lld compacted; resuming at %lld",
-			(long long)w->next_rev, (long long)compact);
+		            (long long)w->next_rev, (long long)compact);
 		w->next_rev = compact;
 		st->failed = 1;
 	}
@@ -172,7 +172,7 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
 static void stream_once(sc_etcd_watch_t *w)
 {
 	char url[512], end[512];
-	stream_t st = { .w = w };
+	stream_t st = {.w = w};
 	sc_buf_init(&st.line, SC_ETCD_MAX_WATCH_MSG);
 	snprintf(end, sizeof(end), "%s", w->prefix);
 	end[strlen(end) - 1]++;
@@ -212,7 +212,7 @@ static void *watch_main(void *ud)
 			break;
 		/* The stream ended: the member went away or refused us. */
 		w->conn.cur = (w->conn.cur + 1) % w->conn.nep;
-		struct timespec ts = { 0, RETRY_MS * 1000000L };
+		struct timespec ts = {0, RETRY_MS * 1000000L};
 		nanosleep(&ts, NULL);
 	}
 	return NULL;
@@ -223,7 +223,7 @@ static void *watch_main(void *ud)
  * ------------------------------------------------------------------- */
 
 int sc__etcd_watch_start(sc_etcd_watch_t *w, const char *endpoints, const char *prefix,
-			 int64_t start_rev)
+                         int64_t start_rev)
 {
 	memset(w, 0, sizeof(*w));
 	w->pipefd[0] = w->pipefd[1] = -1;
@@ -299,7 +299,7 @@ void sc__etcd_watch_dispatch(sc_etcd_watch_t *w, sc_store_t *s)
 	pthread_mutex_unlock(&w->mu);
 	for (; ev; ev = next) {
 		next = ev->next;
-		sc_store_event_t se = { ev->type, ev->key, ev->value, ev->rev };
+		sc_store_event_t se = {ev->type, ev->key, ev->value, ev->rev};
 		if (ev->rev > w->dispatched_rev)
 			w->dispatched_rev = ev->rev;
 		log_append(w, ev);
@@ -308,7 +308,7 @@ void sc__etcd_watch_dispatch(sc_etcd_watch_t *w, sc_store_t *s)
 }
 
 int sc__etcd_watch_replay(sc_etcd_watch_t *w, const char *prefix, int64_t from_rev,
-			  sc_store_watch_fn fn, void *ud)
+                          sc_store_watch_fn fn, void *ud)
 {
 	if (from_rev < w->log_from)
 		return SC_ERANGE;
@@ -317,7 +317,7 @@ int sc__etcd_watch_replay(sc_etcd_watch_t *w, const char *prefix, int64_t from_r
 		sc_etcd_ev_t *ev = w->log[(w->loghead + i) % w->logcap];
 		if (ev->rev <= from_rev || strncmp(ev->key, prefix, plen) != 0)
 			continue;
-		sc_store_event_t se = { ev->type, ev->key, ev->value, ev->rev };
+		sc_store_event_t se = {ev->type, ev->key, ev->value, ev->rev};
 		fn(&se, ud);
 	}
 	return 0;

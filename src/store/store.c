@@ -42,20 +42,19 @@ int sc_store_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out)
 }
 
 int sc_store_put(sc_store_t *s, const char *key, const char *value, int64_t expect_rev,
-		 int64_t *rev)
+                 int64_t *rev)
 {
-	sc_store_op_t op = { SC_STORE_PUT, key, value, expect_rev };
+	sc_store_op_t op = {SC_STORE_PUT, key, value, expect_rev};
 	return note(s->ops->txn(s, &op, 1, rev, NULL));
 }
 
 int sc_store_delete(sc_store_t *s, const char *key, int64_t expect_rev, int64_t *rev)
 {
-	sc_store_op_t op = { SC_STORE_DELETE, key, NULL, expect_rev };
+	sc_store_op_t op = {SC_STORE_DELETE, key, NULL, expect_rev};
 	return note(s->ops->txn(s, &op, 1, rev, NULL));
 }
 
-int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev,
-		 size_t *failed)
+int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev, size_t *failed)
 {
 	return note(s->ops->txn(s, ops, n, rev, failed));
 }
@@ -71,7 +70,7 @@ int sc_store_sync(sc_store_t *s)
 }
 
 int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
-		   void *ud, sc_store_watch_t **out)
+                   void *ud, sc_store_watch_t **out)
 {
 	/* Replay first, then register: both happen within one call on the one
 	 * thread that also writes, so no change can slip in between. */

@@ -26,38 +26,38 @@ typedef struct sc_store sc_store_t;
 typedef struct sc_store_watch sc_store_watch_t;
 
 typedef struct sc_kv {
-	char *key;          /* owned */
-	char *value;        /* owned JSON text */
+	char *key;   /* owned */
+	char *value; /* owned JSON text */
 	int64_t create_rev;
 	int64_t mod_rev;
 } sc_kv_t;
 
 typedef struct sc_kv_list {
-	sc_kv_t *items;     /* owned, sorted by key */
+	sc_kv_t *items; /* owned, sorted by key */
 	size_t n;
-	int64_t rev;        /* store revision the list was read at */
+	int64_t rev; /* store revision the list was read at */
 } sc_kv_list_t;
 
 enum sc_store_op_type { SC_STORE_PUT = 0, SC_STORE_DELETE };
 
 /* Conditions on a key's mod_rev for writes. */
-#define SC_REV_ANY (-1)   /* no condition */
-#define SC_REV_ABSENT 0   /* the key must not exist (create) */
+#define SC_REV_ANY (-1) /* no condition */
+#define SC_REV_ABSENT 0 /* the key must not exist (create) */
 
 typedef struct sc_store_op {
-	int type;            /* enum sc_store_op_type */
-	const char *key;     /* borrowed */
-	const char *value;   /* borrowed; PUT only */
-	int64_t expect_rev;  /* SC_REV_ANY, SC_REV_ABSENT, or the mod_rev required */
+	int type;           /* enum sc_store_op_type */
+	const char *key;    /* borrowed */
+	const char *value;  /* borrowed; PUT only */
+	int64_t expect_rev; /* SC_REV_ANY, SC_REV_ABSENT, or the mod_rev required */
 } sc_store_op_t;
 
 enum sc_event_type { SC_EV_ADDED = 0, SC_EV_MODIFIED, SC_EV_DELETED };
 
 typedef struct sc_store_event {
-	int type;            /* enum sc_event_type */
+	int type; /* enum sc_event_type */
 	const char *key;
-	const char *value;   /* new value; for DELETED the last value */
-	int64_t rev;         /* revision of the change */
+	const char *value; /* new value; for DELETED the last value */
+	int64_t rev;       /* revision of the change */
 } sc_store_event_t;
 
 /* Called for each change; ev is borrowed for the call. */
@@ -72,12 +72,11 @@ typedef struct sc_store_ops {
 	/* Applies ops atomically at one new revision (*rev), or none of them:
 	 * SC_ECONFLICT when a condition fails (*failed = its index), SC_EIO on
 	 * a storage error. Deleting an absent key is SC_ENOTFOUND. */
-	int (*txn)(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev,
-		   size_t *failed);
+	int (*txn)(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev, size_t *failed);
 	/* Changes with revision > from_rev, from the log, in order, then live.
 	 * SC_ERANGE when from_rev is older than the log keeps. */
 	int (*replay)(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
-		      void *ud);
+	              void *ud);
 	int64_t (*revision)(sc_store_t *s);
 	/* Makes every committed write durable (fsync); cheap when none is new. */
 	int (*sync)(sc_store_t *s);
@@ -96,17 +95,16 @@ int sc_store_get(sc_store_t *s, const char *key, sc_kv_t *out);
 int sc_store_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out);
 /* PUT with a condition (SC_REV_ANY / SC_REV_ABSENT / a mod_rev). */
 int sc_store_put(sc_store_t *s, const char *key, const char *value, int64_t expect_rev,
-		 int64_t *rev);
+                 int64_t *rev);
 int sc_store_delete(sc_store_t *s, const char *key, int64_t expect_rev, int64_t *rev);
-int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev,
-		 size_t *failed);
+int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev, size_t *failed);
 int64_t sc_store_revision(sc_store_t *s);
 /* Makes committed writes durable; 0 or SC_EIO. */
 int sc_store_sync(sc_store_t *s);
 /* Streams changes under prefix after from_rev (replayed from the log), then
  * every later change until sc_store_unwatch. *out is owned by the store. */
 int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
-		   void *ud, sc_store_watch_t **out);
+                   void *ud, sc_store_watch_t **out);
 void sc_store_unwatch(sc_store_t *s, sc_store_watch_t *w);
 /* Closes the store; accepts NULL. */
 void sc_store_close(sc_store_t *s);

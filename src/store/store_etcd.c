@@ -149,8 +149,8 @@ static int et_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out)
  * Transactions
  * ------------------------------------------------------------------- */
 
-static json_t *compare(const char *key, const char *target, const char *result,
-		       const char *field, int64_t v)
+static json_t *compare(const char *key, const char *target, const char *result, const char *field,
+                       int64_t v)
 {
 	json_t *c = json_object();
 	sc__etcd_set_b64(c, "key", key);
@@ -162,8 +162,7 @@ static json_t *compare(const char *key, const char *target, const char *result,
 
 /* Adds op's condition, its write and, for the failure branch, a read of
  * its key so a refusal can be explained. */
-static int add_op(etcd_store_t *e, const sc_store_op_t *op, json_t *cmp, json_t *ok,
-		  json_t *fail)
+static int add_op(etcd_store_t *e, const sc_store_op_t *op, json_t *cmp, json_t *ok, json_t *fail)
 {
 	char k[1024];
 	if (etcd_key(e, op->key, k, sizeof(k)) < 0 || sc__etcd_is_meta(e->prefix, k))
@@ -171,8 +170,8 @@ static int add_op(etcd_store_t *e, const sc_store_op_t *op, json_t *cmp, json_t 
 	if (op->expect_rev == SC_REV_ABSENT)
 		json_array_append_new(cmp, compare(k, "CREATE", "EQUAL", "create_revision", 0));
 	else if (op->expect_rev > 0)
-		json_array_append_new(cmp, compare(k, "MOD", "EQUAL", "mod_revision",
-						   op->expect_rev));
+		json_array_append_new(cmp,
+		                      compare(k, "MOD", "EQUAL", "mod_revision", op->expect_rev));
 	else if (op->type == SC_STORE_DELETE)
 		json_array_append_new(cmp, compare(k, "CREATE", "GREATER", "create_revision", 0));
 	json_t *w = json_object();
@@ -193,13 +192,13 @@ static int add_op(etcd_store_t *e, const sc_store_op_t *op, json_t *cmp, json_t 
 /* After a refused txn: which op's condition failed, from the failure
  * branch's reads (one per op, in order). None: the fence moved. */
 static int explain_failure(etcd_store_t *e, const sc_store_op_t *ops, size_t n, json_t *resp,
-			   size_t *failed)
+                           size_t *failed)
 {
 	json_t *rs = json_object_get(resp, "responses");
 	/* The fence first: a deposed leader's write is refused as such even
 	 * when the objects it read have changed too (they usually have). */
-	json_t *lk = json_array_get(json_object_get(json_object_get(json_array_get(rs, n),
-								     "response_range"), "kvs"), 0);
+	json_t *lk = json_array_get(
+	    json_object_get(json_object_get(json_array_get(rs, n), "response_range"), "kvs"), 0);
 	if (e->fence > 0 && sc__etcd_int(lk, "mod_revision") != e->fence) {
 		e->stats.fenced++;
 		if (failed)
@@ -208,7 +207,7 @@ static int explain_failure(etcd_store_t *e, const sc_store_op_t *ops, size_t n, 
 	}
 	for (size_t i = 0; i < n; i++) {
 		json_t *kvs = json_object_get(
-			json_object_get(json_array_get(rs, i), "response_range"), "kvs");
+		    json_object_get(json_array_get(rs, i), "response_range"), "kvs");
 		json_t *kv = json_array_get(kvs, 0);
 		int exists = kv != NULL;
 		int64_t mod = sc__etcd_int(kv, "mod_revision");
@@ -249,8 +248,7 @@ static void stall_hook(void)
 	sleep((unsigned)secs);
 }
 
-static int et_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev,
-		  size_t *failed)
+static int et_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev, size_t *failed)
 {
 	etcd_store_t *e = (etcd_store_t *)s;
 	json_t *cmp = json_array(), *ok = json_array(), *fail = json_array(), *resp = NULL;
@@ -264,8 +262,8 @@ static int et_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 		json_t *r = json_object();
 		sc__etcd_set_b64(r, "key", e->leader_key);
 		json_array_append_new(fail, json_pack("{s:o}", "request_range", r));
-		json_array_append_new(cmp, compare(e->leader_key, "MOD", "EQUAL", "mod_revision",
-						   e->fence));
+		json_array_append_new(
+		    cmp, compare(e->leader_key, "MOD", "EQUAL", "mod_revision", e->fence));
 	}
 	json_t *req = json_pack("{s:o,s:o,s:o}", "compare", cmp, "success", ok, "failure", fail);
 	if (rc == 0)
@@ -309,7 +307,7 @@ static int64_t et_revision(sc_store_t *s)
 }
 
 static int et_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
-		     void *ud)
+                     void *ud)
 {
 	etcd_store_t *e = (etcd_store_t *)s;
 	return sc__etcd_watch_replay(&e->watch, prefix, from_rev, fn, ud);
@@ -332,14 +330,14 @@ static int et_sync(sc_store_t *st)
 }
 
 static const sc_store_ops_t etcd_ops = {
-	.name = "etcd",
-	.get = et_get,
-	.list = et_list,
-	.txn = et_txn,
-	.replay = et_replay,
-	.revision = et_revision,
-	.sync = et_sync,
-	.close = et_close,
+    .name = "etcd",
+    .get = et_get,
+    .list = et_list,
+    .txn = et_txn,
+    .replay = et_replay,
+    .revision = et_revision,
+    .sync = et_sync,
+    .close = et_close,
 };
 
 int sc_store_etcd_open(const char *endpoints, const char *prefix, sc_store_t **out)

@@ -33,9 +33,9 @@
 /* Client-side figures for /metrics. */
 typedef struct sc_etcd_stats {
 	uint64_t calls;
-	uint64_t errors;       /* calls that failed (transport or etcd error) */
-	uint64_t failovers;    /* switches to another endpoint */
-	uint64_t fenced;       /* txns refused because the fence moved */
+	uint64_t errors;                       /* calls that failed (transport or etcd error) */
+	uint64_t failovers;                    /* switches to another endpoint */
+	uint64_t fenced;                       /* txns refused because the fence moved */
 	uint64_t lat[SC_ETCD_LAT_BUCKETS + 1]; /* by sc_etcd_lat_bounds, +Inf */
 	double lat_sum;
 } sc_etcd_stats_t;
@@ -68,7 +68,7 @@ int sc_etcd_lease_revoke(sc_store_t *s, int64_t id);
  * we hold it (now or already), 0 when another does (*holder: its value,
  * malloc'd, may be NULL), or a negative SC_E* code. */
 int sc_etcd_campaign(sc_store_t *s, int64_t lease, const char *value, int64_t *mod_rev,
-		     char **holder);
+                     char **holder);
 /* Deletes the leader key if it still is ours (mod_rev). */
 int sc_etcd_resign(sc_store_t *s, int64_t mod_rev);
 

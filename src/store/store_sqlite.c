@@ -61,9 +61,9 @@ typedef struct sqlite_store {
 	sc_store_t base;
 	sqlite3 *db;
 	int64_t rev;
-	int dirty;       /* commits since the last sync */
-	int batch_open;  /* the SQLite transaction holding them is still open */
-	int walfd;       /* store.db-wal, opened at the first sync */
+	int dirty;      /* commits since the last sync */
+	int batch_open; /* the SQLite transaction holding them is still open */
+	int walfd;      /* store.db-wal, opened at the first sync */
 	char walpath[4096];
 	sqlite3_stmt *get, *list, *revs, *ins, *upd, *del, *log, *setrev, *replay;
 	sqlite3_stmt *sp, *release, *rollback_to; /* the per-transaction savepoint */
@@ -72,37 +72,37 @@ typedef struct sqlite_store {
 /* Each entry moves the schema one version forward. Never edit an entry
  * that has shipped; append a new one. */
 static const char *const migrations[] = {
-	"CREATE TABLE kv(key TEXT PRIMARY KEY, value TEXT NOT NULL,"
-	" create_rev INTEGER NOT NULL, mod_rev INTEGER NOT NULL) WITHOUT ROWID;"
-	"CREATE TABLE changes(id INTEGER PRIMARY KEY AUTOINCREMENT, rev INTEGER NOT NULL,"
-	" key TEXT NOT NULL, type INTEGER NOT NULL, value TEXT NOT NULL);"
-	"CREATE INDEX changes_rev ON changes(rev);"
-	"CREATE TABLE meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
-	"INSERT INTO meta VALUES('revision', 0);",
-	/* 2: each value stored once, in its change (see the top of the file).
-	 * Current values whose change was compacted away get a change of their
-	 * own with a negative id (below every revision, never replayed). */
-	"CREATE TABLE changes2(id INTEGER PRIMARY KEY, key TEXT NOT NULL,"
-	" type INTEGER NOT NULL, value TEXT NOT NULL);"
-	"INSERT INTO changes2 SELECT (c.rev << 20) + c.id -"
-	" (SELECT min(d.id) FROM changes d WHERE d.rev = c.rev), c.key, c.type, c.value"
-	" FROM changes c;"
-	"CREATE INDEX changes2_key ON changes2(key, id);"
-	"INSERT INTO changes2 SELECT -(row_number() OVER (ORDER BY k.key)), k.key, 0, k.value"
-	" FROM kv k WHERE NOT EXISTS (SELECT 1 FROM changes2 c WHERE c.key = k.key"
-	" AND c.id >= (k.mod_rev << 20) AND c.id < ((k.mod_rev + 1) << 20));"
-	"CREATE TABLE kv2(key TEXT PRIMARY KEY, create_rev INTEGER NOT NULL,"
-	" mod_rev INTEGER NOT NULL, change INTEGER NOT NULL) WITHOUT ROWID;"
-	"INSERT INTO kv2 SELECT k.key, k.create_rev, k.mod_rev,"
-	" (SELECT max(c.id) FROM changes2 c WHERE c.key = k.key AND (c.id < 0 OR"
-	" (c.id >= (k.mod_rev << 20) AND c.id < ((k.mod_rev + 1) << 20)))) FROM kv k;"
-	"INSERT INTO meta VALUES('compacted', coalesce((SELECT min(rev) - 1 FROM changes),"
-	" (SELECT value FROM meta WHERE name = 'revision')));"
-	"DROP INDEX changes2_key;"
-	"DROP TABLE changes;"
-	"DROP TABLE kv;"
-	"ALTER TABLE changes2 RENAME TO changes;"
-	"ALTER TABLE kv2 RENAME TO kv;",
+    "CREATE TABLE kv(key TEXT PRIMARY KEY, value TEXT NOT NULL,"
+    " create_rev INTEGER NOT NULL, mod_rev INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE changes(id INTEGER PRIMARY KEY AUTOINCREMENT, rev INTEGER NOT NULL,"
+    " key TEXT NOT NULL, type INTEGER NOT NULL, value TEXT NOT NULL);"
+    "CREATE INDEX changes_rev ON changes(rev);"
+    "CREATE TABLE meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+    "INSERT INTO meta VALUES('revision', 0);",
+    /* 2: each value stored once, in its change (see the top of the file).
+     * Current values whose change was compacted away get a change of their
+     * own with a negative id (below every revision, never replayed). */
+    "CREATE TABLE changes2(id INTEGER PRIMARY KEY, key TEXT NOT NULL,"
+    " type INTEGER NOT NULL, value TEXT NOT NULL);"
+    "INSERT INTO changes2 SELECT (c.rev << 20) + c.id -"
+    " (SELECT min(d.id) FROM changes d WHERE d.rev = c.rev), c.key, c.type, c.value"
+    " FROM changes c;"
+    "CREATE INDEX changes2_key ON changes2(key, id);"
+    "INSERT INTO changes2 SELECT -(row_number() OVER (ORDER BY k.key)), k.key, 0, k.value"
+    " FROM kv k WHERE NOT EXISTS (SELECT 1 FROM changes2 c WHERE c.key = k.key"
+    " AND c.id >= (k.mod_rev << 20) AND c.id < ((k.mod_rev + 1) << 20));"
+    "CREATE TABLE kv2(key TEXT PRIMARY KEY, create_rev INTEGER NOT NULL,"
+    " mod_rev INTEGER NOT NULL, change INTEGER NOT NULL) WITHOUT ROWID;"
+    "INSERT INTO kv2 SELECT k.key, k.create_rev, k.mod_rev,"
+    " (SELECT max(c.id) FROM changes2 c WHERE c.key = k.key AND (c.id < 0 OR"
+    " (c.id >= (k.mod_rev << 20) AND c.id < ((k.mod_rev + 1) << 20)))) FROM kv k;"
+    "INSERT INTO meta VALUES('compacted', coalesce((SELECT min(rev) - 1 FROM changes),"
+    " (SELECT value FROM meta WHERE name = 'revision')));"
+    "DROP INDEX changes2_key;"
+    "DROP TABLE changes;"
+    "DROP TABLE kv;"
+    "ALTER TABLE changes2 RENAME TO changes;"
+    "ALTER TABLE kv2 RENAME TO kv;",
 };
 
 static int exec(sqlite3 *db, const char *sql)
@@ -145,12 +145,14 @@ static int keep_copy(sqlite3 *db, const char *path, int64_t have)
 	snprintf(sql, sizeof(sql), "%s", q);
 	sqlite3_free(q);
 	if (exec(db, sql) < 0) {
-		fprintf(stderr, "store: cannot keep a copy of %s before migrating it; nothing was "
-				"changed\n", path);
+		fprintf(stderr,
+		        "store: cannot keep a copy of %s before migrating it; nothing was "
+		        "changed\n",
+		        path);
 		return SC_EIO;
 	}
 	fprintf(stderr, "store: %s is schema %lld; a copy as it was is kept in %s\n", path,
-		(long long)have, copy);
+	        (long long)have, copy);
 	return 0;
 }
 
@@ -166,10 +168,10 @@ static int migrate(sqlite3 *db, const char *path)
 	int64_t want = (int64_t)(sizeof(migrations) / sizeof(migrations[0]));
 	if (have > want) {
 		sc_log_error(
-			"store: %s has schema %lld, written by a newer starcloud; this binary "
-			"(starcloud %s) reads schemas up to %lld. Run the newer release, or restore a "
-			"copy taken before the upgrade (docs/DEPLOY.md). Nothing was changed.",
-			path, (long long)have, SC_VERSION, (long long)want);
+		    "store: %s has schema %lld, written by a newer starcloud; this binary "
+		    "(starcloud %s) reads schemas up to %lld. Run the newer release, or restore a "
+		    "copy taken before the upgrade (docs/DEPLOY.md). Nothing was changed.",
+		    path, (long long)have, SC_VERSION, (long long)want);
 		return SC_ERANGE;
 	}
 	if (have > 0 && have < want && keep_copy(db, path, have) < 0)
@@ -177,7 +179,7 @@ static int migrate(sqlite3 *db, const char *path)
 	for (int64_t v = have; v < want; v++) {
 		char bump[96];
 		snprintf(bump, sizeof(bump), "INSERT INTO schema_version VALUES(%lld)",
-			 (long long)v + 1);
+		         (long long)v + 1);
 		if (exec(db, "BEGIN IMMEDIATE") < 0)
 			return SC_EIO;
 		if (exec(db, migrations[v]) < 0 || exec(db, bump) < 0) {
@@ -187,7 +189,8 @@ static int migrate(sqlite3 *db, const char *path)
 		if (exec(db, "COMMIT") < 0)
 			return SC_EIO;
 		if (have > 0)
-			fprintf(stderr, "store: %s migrated to schema %lld\n", path, (long long)v + 1);
+			fprintf(stderr, "store: %s migrated to schema %lld\n", path,
+			        (long long)v + 1);
 	}
 	return (int)want;
 }
@@ -295,7 +298,7 @@ static int lookup(sqlite_store_t *q, const char *key, int64_t *create_rev, int64
  * copy, which kv points to. The event for watchers is filled in ev (a
  * deleted value owned by the caller through *owned). */
 static int apply_op(sqlite_store_t *q, const sc_store_op_t *op, int64_t rev, size_t idx,
-		    sc_store_event_t *ev, char **owned)
+                    sc_store_event_t *ev, char **owned)
 {
 	int64_t crev = 0, mrev = 0, id = (rev << OP_BITS) | (int64_t)idx;
 	int rc = lookup(q, op->key, &crev, &mrev);
@@ -309,7 +312,7 @@ static int apply_op(sqlite_store_t *q, const sc_store_op_t *op, int64_t rev, siz
 	ev->key = op->key;
 	ev->rev = rev;
 	if (op->type == SC_STORE_DELETE) {
-		sc_kv_t old = { 0 };
+		sc_kv_t old = {0};
 		if (!exists)
 			return SC_ENOTFOUND;
 		/* Watchers get the last value; the delete's change keeps a copy,
@@ -389,14 +392,14 @@ static void compact(sqlite_store_t *q, int64_t upto)
 {
 	char sql[256];
 	snprintf(sql, sizeof(sql),
-		 "DELETE FROM changes WHERE id < %lld AND id NOT IN (SELECT change FROM kv);"
-		 "UPDATE meta SET value = %lld WHERE name = 'compacted'",
-		 (long long)((upto + 1) << OP_BITS), (long long)upto);
+	         "DELETE FROM changes WHERE id < %lld AND id NOT IN (SELECT change FROM kv);"
+	         "UPDATE meta SET value = %lld WHERE name = 'compacted'",
+	         (long long)((upto + 1) << OP_BITS), (long long)upto);
 	exec(q->db, sql);
 }
 
 static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev_out,
-		  size_t *failed)
+                  size_t *failed)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
 	int64_t rev = q->rev + 1;
@@ -438,7 +441,7 @@ out:
 }
 
 static int sq_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
-		     void *ud)
+                     void *ud)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
 	if (from_rev >= q->rev)
@@ -453,10 +456,10 @@ static int sq_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_sto
 		if (strncmp(key, prefix, plen) != 0)
 			continue;
 		sc_store_event_t ev = {
-			.rev = sqlite3_column_int64(q->replay, 0) >> OP_BITS,
-			.key = key,
-			.type = sqlite3_column_int(q->replay, 2),
-			.value = (const char *)sqlite3_column_text(q->replay, 3),
+		    .rev = sqlite3_column_int64(q->replay, 0) >> OP_BITS,
+		    .key = key,
+		    .type = sqlite3_column_int(q->replay, 2),
+		    .value = (const char *)sqlite3_column_text(q->replay, 3),
 		};
 		fn(&ev, ud);
 	}
@@ -495,9 +498,8 @@ static void sq_close(sc_store_t *s)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
 	batch_commit(q); /* a caller that never synced still keeps its writes */
-	sqlite3_stmt *sts[] = { q->get,	   q->list, q->revs,   q->ins,	  q->upd,
-				q->del,	   q->log,  q->setrev, q->replay, q->sp,
-				q->release, q->rollback_to };
+	sqlite3_stmt *sts[] = {q->get, q->list,   q->revs,   q->ins, q->upd,     q->del,
+	                       q->log, q->setrev, q->replay, q->sp,  q->release, q->rollback_to};
 	for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
 		sqlite3_finalize(sts[i]);
 	sqlite3_close(q->db);
@@ -507,14 +509,14 @@ static void sq_close(sc_store_t *s)
 }
 
 static const sc_store_ops_t sqlite_ops = {
-	.name = "sqlite",
-	.get = sq_get,
-	.list = sq_list,
-	.txn = sq_txn,
-	.replay = sq_replay,
-	.revision = sq_revision,
-	.sync = sq_sync,
-	.close = sq_close,
+    .name = "sqlite",
+    .get = sq_get,
+    .list = sq_list,
+    .txn = sq_txn,
+    .replay = sq_replay,
+    .revision = sq_revision,
+    .sync = sq_sync,
+    .close = sq_close,
 };
 
 static int prepare_all(sqlite_store_t *q)
@@ -523,25 +525,25 @@ static int prepare_all(sqlite_store_t *q)
 		sqlite3_stmt **st;
 		const char *sql;
 	} t[] = {
-		{ &q->get, "SELECT c.value, k.create_rev, k.mod_rev FROM kv k"
-			   " JOIN changes c ON c.id = k.change WHERE k.key = ?1" },
-		{ &q->list, "SELECT k.key, c.value, k.create_rev, k.mod_rev FROM kv k"
-			    " JOIN changes c ON c.id = k.change"
-			    " WHERE k.key >= ?1 AND k.key < ?2 ORDER BY k.key" },
-		{ &q->revs, "SELECT create_rev, mod_rev FROM kv WHERE key = ?1" },
-		{ &q->ins, "INSERT INTO kv VALUES(?1, ?2, ?2, ?3)" },
-		{ &q->upd, "UPDATE kv SET mod_rev = ?2, change = ?3 WHERE key = ?1" },
-		{ &q->del, "DELETE FROM kv WHERE key = ?1" },
-		{ &q->log, "INSERT INTO changes(id, key, type, value) VALUES(?1, ?2, ?3, ?4)" },
-		{ &q->setrev, "UPDATE meta SET value = ?1 WHERE name = 'revision'" },
-		{ &q->replay, "SELECT id, key, type, value FROM changes WHERE id >= ?1 ORDER BY id" },
-		{ &q->sp, "SAVEPOINT txn" },
-		{ &q->release, "RELEASE txn" },
-		{ &q->rollback_to, "ROLLBACK TO txn" },
+	    {&q->get, "SELECT c.value, k.create_rev, k.mod_rev FROM kv k"
+	              " JOIN changes c ON c.id = k.change WHERE k.key = ?1"},
+	    {&q->list, "SELECT k.key, c.value, k.create_rev, k.mod_rev FROM kv k"
+	               " JOIN changes c ON c.id = k.change"
+	               " WHERE k.key >= ?1 AND k.key < ?2 ORDER BY k.key"},
+	    {&q->revs, "SELECT create_rev, mod_rev FROM kv WHERE key = ?1"},
+	    {&q->ins, "INSERT INTO kv VALUES(?1, ?2, ?2, ?3)"},
+	    {&q->upd, "UPDATE kv SET mod_rev = ?2, change = ?3 WHERE key = ?1"},
+	    {&q->del, "DELETE FROM kv WHERE key = ?1"},
+	    {&q->log, "INSERT INTO changes(id, key, type, value) VALUES(?1, ?2, ?3, ?4)"},
+	    {&q->setrev, "UPDATE meta SET value = ?1 WHERE name = 'revision'"},
+	    {&q->replay, "SELECT id, key, type, value FROM changes WHERE id >= ?1 ORDER BY id"},
+	    {&q->sp, "SAVEPOINT txn"},
+	    {&q->release, "RELEASE txn"},
+	    {&q->rollback_to, "ROLLBACK TO txn"},
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		if (sqlite3_prepare_v3(q->db, t[i].sql, -1, SQLITE_PREPARE_PERSISTENT, t[i].st,
-				       NULL) != SQLITE_OK) {
+		                       NULL) != SQLITE_OK) {
 			sc_log_error("store: %s", sqlite3_errmsg(q->db));
 			return SC_EIO;
 		}

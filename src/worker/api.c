@@ -110,7 +110,8 @@ static int parse_stop(wreq_t *q, json_t *obj, sc_stops_t *st)
 	if (json_is_string(v))
 		return add_stop(q, st, v, "stop");
 	if (!json_is_array(v) || json_array_size(v) > SC_STOP_MAX) {
-		sc__reply_error(q, 400, "stop", "stop must be a string or an array of up to %d strings",
+		sc__reply_error(q, 400, "stop",
+		                "stop must be a string or an array of up to %d strings",
 		                SC_STOP_MAX);
 		return -1;
 	}
@@ -171,7 +172,8 @@ int sc__gen_params(wreq_t *q, json_t *obj, gen_params_t *p)
 	if (tp && !json_is_null(tp)) {
 		if (!json_is_number(tp) || !(json_number_value(tp) > 0) ||
 		    json_number_value(tp) > 1) {
-			sc__reply_error(q, 400, "top_p", "top_p must be a number above 0, at most 1");
+			sc__reply_error(q, 400, "top_p",
+			                "top_p must be a number above 0, at most 1");
 			return -1;
 		}
 		p->top_p = (float)json_number_value(tp);

@@ -144,8 +144,9 @@ static void h_metrics(wreq_t *q)
 	sc_worker_t *w = q->w;
 	sc_buf_t b;
 	sc_buf_init(&b, 0);
-	sc_buf_puts(&b, "# HELP starcloud_worker_requests_total Requests answered, by status code.\n"
-	                "# TYPE starcloud_worker_requests_total counter\n");
+	sc_buf_puts(&b,
+	            "# HELP starcloud_worker_requests_total Requests answered, by status code.\n"
+	            "# TYPE starcloud_worker_requests_total counter\n");
 	for (int code = 100; code < 600; code++)
 		if (w->c.by_code[code])
 			sc_buf_printf(&b, "starcloud_worker_requests_total{code=\"%d\"} %llu\n",

@@ -36,8 +36,7 @@ static size_t open_tail(const sc_stops_t *st, const char *h, size_t hn)
 	return keep;
 }
 
-int sc_stop_feed(const sc_stops_t *st, sc_buf_t *hold, const char *text, size_t n,
-                 size_t *release)
+int sc_stop_feed(const sc_stops_t *st, sc_buf_t *hold, const char *text, size_t n, size_t *release)
 {
 	if (n && sc_buf_append(hold, text, n) < 0)
 		return SC_ENOMEM;

@@ -27,7 +27,6 @@ typedef struct sc_stops {
  * sequence is complete: *release is then the text before it, and the rest
  * of *hold is to be dropped. 0 otherwise; SC_ENOMEM. With no sequences
  * everything is released. */
-int sc_stop_feed(const sc_stops_t *st, sc_buf_t *hold, const char *text, size_t n,
-                 size_t *release);
+int sc_stop_feed(const sc_stops_t *st, sc_buf_t *hold, const char *text, size_t n, size_t *release);
 
 #endif

@@ -96,8 +96,8 @@ void sc__worker_serve_init(sc_worker_t *w);
 typedef struct gen_params {
 	int fmt, stream, max_tokens;
 	float temperature;
-	float top_p;             /* nucleus; 1 = the whole vocabulary */
-	sc_stops_t stops;        /* "stop" sequences */
+	float top_p;      /* nucleus; 1 = the whole vocabulary */
+	sc_stops_t stops; /* "stop" sequences */
 	uint64_t seed;
 	int want_text, want_ids; /* KServe requested outputs */
 	char req_id[128];        /* KServe "id" */

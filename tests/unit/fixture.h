@@ -43,14 +43,17 @@ static inline void fx_nodes(int n, int gpus)
 	for (int i = 0; i < n; i++) {
 		size_t k = F.snap.nnodes++;
 		snprintf(F.names[k], sizeof(F.names[k]), "n%02zu", k);
-		F.nodes[k] = (sc_node_spec_t){.name = F.names[k], .cpu_milli = 64000,
-					      .memory = (int64_t)512 << 30, .gpu_count = gpus,
-					      .gpu_model = "A100", .gpu_memory = (int64_t)80 << 30};
+		F.nodes[k] = (sc_node_spec_t){.name = F.names[k],
+		                              .cpu_milli = 64000,
+		                              .memory = (int64_t)512 << 30,
+		                              .gpu_count = gpus,
+		                              .gpu_model = "A100",
+		                              .gpu_memory = (int64_t)80 << 30};
 	}
 }
 
 static inline sc_queue_spec_t *fx_queue(const char *name, const char *parent, double quota,
-					double weight, double limit)
+                                        double weight, double limit)
 {
 	sc_queue_spec_t *q = &F.queues[F.snap.nqueues++];
 	q->name = name;
@@ -66,12 +69,17 @@ static inline sc_job_spec_t *fx_job(const char *queue, int replicas, int gpus, i
 {
 	size_t k = F.snap.njobs++;
 	snprintf(F.jnames[k], sizeof(F.jnames[k]), "j%03zu", k);
-	F.tasks[k] = (sc_task_spec_t){.name = "main", .replicas = replicas,
-				      .req = {.cpu_milli = 1000, .memory = 1 << 30, .gpus = gpus}};
-	F.jobs[k] = (sc_job_spec_t){.name = F.jnames[k], .queue = queue, .preemptible = -1,
-				    .min_member = min_member, .tasks = &F.tasks[k], .ntasks = 1,
-				    .created = F.snap.now - 600 + (int64_t)k,
-				    .staleness_grace = -1};
+	F.tasks[k] = (sc_task_spec_t){.name = "main",
+	                              .replicas = replicas,
+	                              .req = {.cpu_milli = 1000, .memory = 1 << 30, .gpus = gpus}};
+	F.jobs[k] = (sc_job_spec_t){.name = F.jnames[k],
+	                            .queue = queue,
+	                            .preemptible = -1,
+	                            .min_member = min_member,
+	                            .tasks = &F.tasks[k],
+	                            .ntasks = 1,
+	                            .created = F.snap.now - 600 + (int64_t)k,
+	                            .staleness_grace = -1};
 	return &F.jobs[k];
 }
 
@@ -86,9 +94,12 @@ static inline void fx_running(sc_job_spec_t *j, int r, int node, int first)
 	int g = j->tasks[0].req.gpus;
 	for (int d = 0; d < g; d++)
 		F.pgpus[k][d] = first + d;
-	F.pods[k] = (sc_pod_status_t){.name = F.pnames[k], .phase = SC_POD_RUNNING,
-				      .node = F.names[node], .gpus = F.pgpus[k],
-				      .ngpus = (size_t)g, .started_at = F.snap.now - 3600};
+	F.pods[k] = (sc_pod_status_t){.name = F.pnames[k],
+	                              .phase = SC_POD_RUNNING,
+	                              .node = F.names[node],
+	                              .gpus = F.pgpus[k],
+	                              .ngpus = (size_t)g,
+	                              .started_at = F.snap.now - 3600};
 	if (!j->pods)
 		j->pods = &F.pods[k];
 	j->npods++;

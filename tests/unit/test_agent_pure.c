@@ -38,9 +38,20 @@ static void test_decl_ok(void **state)
 static void test_decl_bad(void **state)
 {
 	static const char *const bad[] = {
-		"",	      "x",	     "8",	   "8A100",	  "-1xA100",
-		"65xA100",    "8x",	     "8xA100:MIG", "8xA100:mig:", "8xA 100",
-		"8xA100/80",  " 8xA100",     "8xA100;rm", "99999999999999999999xA",
+	    "",
+	    "x",
+	    "8",
+	    "8A100",
+	    "-1xA100",
+	    "65xA100",
+	    "8x",
+	    "8xA100:MIG",
+	    "8xA100:mig:",
+	    "8xA 100",
+	    "8xA100/80",
+	    " 8xA100",
+	    "8xA100;rm",
+	    "99999999999999999999xA",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		sc_gpu_decl_t d;
@@ -63,7 +74,7 @@ static void test_model_memory(void **state)
 	assert_true(sc_gpu_model_memory("A100") == 0);
 	assert_true(sc_gpu_model_memory("A100-GB") == 0);
 	assert_true(sc_gpu_model_memory("A100-80TB") == 0);
-	assert_true(sc_gpu_model_memory("X-5000GB") == 0); /* over 4096 */
+	assert_true(sc_gpu_model_memory("X-5000GB") == 0);     /* over 4096 */
 	assert_true(sc_gpu_model_memory("X--5GB") == 5 * GIB); /* the last dash counts */
 	assert_true(sc_gpu_model_memory("X-+5GB") == 0);
 	assert_true(sc_gpu_model_memory("X- 5GB") == 0);
@@ -73,7 +84,7 @@ static void test_model_memory(void **state)
 
 static void test_backoff_doubles_to_max(void **state)
 {
-	uint64_t d = 0, want[] = { 10, 20, 40, 80, 160, 300, 300 };
+	uint64_t d = 0, want[] = {10, 20, 40, 80, 160, 300, 300};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		d = sc_backoff_next(d, 1, 10, 300, 600);
 		assert_true(d == want[i]);
@@ -131,7 +142,7 @@ static void test_threshold_successes_in_a_row(void **state)
 
 static void test_retention_age(void **state)
 {
-	int64_t mt[] = { 100, 50, 990, 10 };
+	int64_t mt[] = {100, 50, 990, 10};
 	unsigned char rm[4];
 	assert_int_equal(sc_retention_select(mt, 4, 1000, 100, 10, rm), 3);
 	assert_int_equal(rm[0], 1);
@@ -139,17 +150,17 @@ static void test_retention_age(void **state)
 	assert_int_equal(rm[2], 0);
 	assert_int_equal(rm[3], 1);
 	/* Exactly max_age old is kept. */
-	int64_t edge[] = { 900 };
+	int64_t edge[] = {900};
 	assert_int_equal(sc_retention_select(edge, 1, 1000, 100, 10, rm), 0);
 }
 
 static void test_retention_count_oldest_first(void **state)
 {
-	int64_t mt[] = { 5, 3, 9, 3, 7 };
+	int64_t mt[] = {5, 3, 9, 3, 7};
 	unsigned char rm[5];
 	assert_int_equal(sc_retention_select(mt, 5, 10, -1, 2, rm), 3);
 	/* Kept: the two newest (9 and 7); ties (3, 3) both go. */
-	unsigned char want[] = { 1, 1, 0, 1, 0 };
+	unsigned char want[] = {1, 1, 0, 1, 0};
 	assert_memory_equal(rm, want, 5);
 	assert_int_equal(sc_retention_select(mt, 5, 10, -1, 0, rm), 5);
 	assert_int_equal(sc_retention_select(mt, 5, 10, -1, 5, rm), 0);
@@ -158,27 +169,27 @@ static void test_retention_count_oldest_first(void **state)
 
 static void test_retention_age_then_count(void **state)
 {
-	int64_t mt[] = { 0, 980, 990, 995 };
+	int64_t mt[] = {0, 980, 990, 995};
 	unsigned char rm[4];
 	assert_int_equal(sc_retention_select(mt, 4, 1000, 100, 2, rm), 2);
-	unsigned char want[] = { 1, 1, 0, 0 };
+	unsigned char want[] = {1, 1, 0, 0};
 	assert_memory_equal(rm, want, 4);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_decl_ok),
-		cmocka_unit_test(test_decl_bad),
-		cmocka_unit_test(test_model_memory),
-		cmocka_unit_test(test_backoff_doubles_to_max),
-		cmocka_unit_test(test_backoff_resets_after_healthy_run),
-		cmocka_unit_test(test_backoff_edges),
-		cmocka_unit_test(test_threshold_failures_in_a_row),
-		cmocka_unit_test(test_threshold_successes_in_a_row),
-		cmocka_unit_test(test_retention_age),
-		cmocka_unit_test(test_retention_count_oldest_first),
-		cmocka_unit_test(test_retention_age_then_count),
+	    cmocka_unit_test(test_decl_ok),
+	    cmocka_unit_test(test_decl_bad),
+	    cmocka_unit_test(test_model_memory),
+	    cmocka_unit_test(test_backoff_doubles_to_max),
+	    cmocka_unit_test(test_backoff_resets_after_healthy_run),
+	    cmocka_unit_test(test_backoff_edges),
+	    cmocka_unit_test(test_threshold_failures_in_a_row),
+	    cmocka_unit_test(test_threshold_successes_in_a_row),
+	    cmocka_unit_test(test_retention_age),
+	    cmocka_unit_test(test_retention_count_oldest_first),
+	    cmocka_unit_test(test_retention_age_then_count),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,8 +49,8 @@ static void test_printf_consume_steal(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_grow_and_limit),
-		cmocka_unit_test(test_printf_consume_steal),
+	    cmocka_unit_test(test_grow_and_limit),
+	    cmocka_unit_test(test_printf_consume_steal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

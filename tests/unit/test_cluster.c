@@ -33,16 +33,19 @@ static void make_nodes(void)
 	for (int i = 0; i < N; i++) {
 		snprintf(names[i], sizeof(names[i]), "n%d", i);
 		int g = (int)(next() % 3) * 4; /* 0, 4 or 8 GPUs */
-		nodes[i] = (sc_node_spec_t){.name = names[i], .cpu_milli = 32000,
-					    .memory = (int64_t)256 << 30, .gpu_count = g,
-					    .gpu_model = g ? models[next() % 3] : NULL,
-					    .gpu_memory = (int64_t)40 << 30};
+		nodes[i] = (sc_node_spec_t){.name = names[i],
+		                            .cpu_milli = 32000,
+		                            .memory = (int64_t)256 << 30,
+		                            .gpu_count = g,
+		                            .gpu_model = g ? models[next() % 3] : NULL,
+		                            .gpu_memory = (int64_t)40 << 30};
 	}
 }
 
 static sc_request_t random_req(void)
 {
-	sc_request_t r = {.cpu_milli = 1000 * (int64_t)(1 + next() % 8), .memory = (int64_t)1 << 30};
+	sc_request_t r = {.cpu_milli = 1000 * (int64_t)(1 + next() % 8),
+	                  .memory = (int64_t)1 << 30};
 	switch (next() % 4) {
 	case 0:
 		r.gpus = 1 + (int)(next() % 8);
@@ -119,15 +122,19 @@ static void test_index_matches_brute_force(void **state)
 
 static void test_shared_device_not_whole(void **state)
 {
-	sc_node_spec_t n = {.name = "n", .cpu_milli = 8000, .memory = 1 << 30, .gpu_count = 1,
-			    .gpu_model = "A100", .gpu_memory = (int64_t)40 << 30};
+	sc_node_spec_t n = {.name = "n",
+	                    .cpu_milli = 8000,
+	                    .memory = 1 << 30,
+	                    .gpu_count = 1,
+	                    .gpu_model = "A100",
+	                    .gpu_memory = (int64_t)40 << 30};
 	sc_cluster_t *c = sc_cluster_new(&n, 1, NULL);
 	sc_request_t share = {.gpu_milli = 300}, whole = {.gpus = 1};
 	sc_assign_t a;
 	assert_int_equal(sc_cluster_best_indexed(c, &share, NULL, false, SC_DEV_PACK, &a), 0);
 	assert_int_equal(sc_cluster_take(c, &share, &a), 0);
 	assert_int_equal(sc_cluster_best_indexed(c, &whole, NULL, false, SC_DEV_PACK, &a),
-			 SC_ENOFIT);
+	                 SC_ENOFIT);
 	/* A forged assignment of the shared device is refused too. */
 	sc_assign_t forged = {.node = 0, .ngpus = 1, .gpus = {0}};
 	assert_int_equal(sc_cluster_take(c, &whole, &forged), SC_ENOFIT);
@@ -148,9 +155,9 @@ static void test_duplicate_and_oversized_nodes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_index_matches_brute_force),
-		cmocka_unit_test(test_shared_device_not_whole),
-		cmocka_unit_test(test_duplicate_and_oversized_nodes),
+	    cmocka_unit_test(test_index_matches_brute_force),
+	    cmocka_unit_test(test_shared_device_not_whole),
+	    cmocka_unit_test(test_duplicate_and_oversized_nodes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

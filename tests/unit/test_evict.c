@@ -142,13 +142,13 @@ static void test_consolidation_moves_a_pod(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_preempt_lower_priority),
-		cmocka_unit_test(test_no_preempt_equal_priority),
-		cmocka_unit_test(test_preempt_min_runtime),
-		cmocka_unit_test(test_reclaim_to_fair_share),
-		cmocka_unit_test(test_reclaim_never_below_quota),
-		cmocka_unit_test(test_stale_gang),
-		cmocka_unit_test(test_consolidation_moves_a_pod),
+	    cmocka_unit_test(test_preempt_lower_priority),
+	    cmocka_unit_test(test_no_preempt_equal_priority),
+	    cmocka_unit_test(test_preempt_min_runtime),
+	    cmocka_unit_test(test_reclaim_to_fair_share),
+	    cmocka_unit_test(test_reclaim_never_below_quota),
+	    cmocka_unit_test(test_stale_gang),
+	    cmocka_unit_test(test_consolidation_moves_a_pod),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -128,7 +128,8 @@ static void test_failure_cache(void **state)
 		if (d->pending[i].job < 10)
 			assert_string_equal(r, d->pending[0].reason);
 		else
-			assert_non_null(strstr(r, d->pending[i].job == 10 ? "task main" : "task other"));
+			assert_non_null(
+			    strstr(r, d->pending[i].job == 10 ? "task main" : "task other"));
 	}
 	sc_decisions_free(d);
 }
@@ -136,11 +137,9 @@ static void test_failure_cache(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_kai_vector),
-		cmocka_unit_test(test_hierarchy),
-		cmocka_unit_test(test_gang_rollback),
-		cmocka_unit_test(test_limit),
-		cmocka_unit_test(test_failure_cache),
+	    cmocka_unit_test(test_kai_vector),    cmocka_unit_test(test_hierarchy),
+	    cmocka_unit_test(test_gang_rollback), cmocka_unit_test(test_limit),
+	    cmocka_unit_test(test_failure_cache),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

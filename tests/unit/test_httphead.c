@@ -27,7 +27,7 @@ static int resp(const char *s)
 static void test_request(void **state)
 {
 	const char *m = "POST /v1/completions?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
-			"content-length:  49\r\nX-Empty:\r\nX-Tab:\tv\r\n\r\n{\"model\"";
+	                "content-length:  49\r\nX-Empty:\r\nX-Tab:\tv\r\n\r\n{\"model\"";
 	assert_int_equal(req(m), 1);
 	assert_int_equal(h.mlen, 4);
 	assert_memory_equal(h.method, "POST", 4);
@@ -50,7 +50,7 @@ static void test_request(void **state)
 static void test_response(void **state)
 {
 	const char *m = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-			"Content-Length: 115\r\nConnection: Keep-Alive\r\n\r\n";
+	                "Content-Length: 115\r\nConnection: Keep-Alive\r\n\r\n";
 	assert_int_equal(resp(m), 1);
 	assert_int_equal(h.status, 200);
 	assert_int_equal(h.head_len, strlen(m));
@@ -70,7 +70,7 @@ static void test_declined(void **state)
 	assert_int_equal(req("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"), 0);
 	assert_int_equal(req("POST / HTTP/1.1\r\nTransfer-EncodingX: y\r\n\r\n"), 0);
 	assert_int_equal(req("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n"),
-			 0);
+	                 0);
 	assert_int_equal(req("POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\n"), 0);
 	assert_int_equal(req("POST / HTTP/1.1\r\nContent-Length: 1 \r\n\r\n"), 0);
 	assert_int_equal(req("POST / HTTP/1.1\r\nContent-Length: 1234567890123456\r\n\r\n"), 0);
@@ -102,9 +102,9 @@ static void test_declined(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_request),
-		cmocka_unit_test(test_response),
-		cmocka_unit_test(test_declined),
+	    cmocka_unit_test(test_request),
+	    cmocka_unit_test(test_response),
+	    cmocka_unit_test(test_declined),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

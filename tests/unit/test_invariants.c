@@ -59,8 +59,8 @@ static uint32_t rnd(uint32_t n)
 	return n ? (uint32_t)(rng % n) : 0;
 }
 
-static const char *const classes[] = {"normal", "train", "build-preemptible", "build",
-				      "best-effort", "inference"};
+static const char *const classes[] = {"normal", "train",       "build-preemptible",
+                                      "build",  "best-effort", "inference"};
 static const int class_value[] = {50, 50, 75, 100, 10, 125};
 
 static int prio_of(const sc_job_spec_t *j)
@@ -111,7 +111,8 @@ static bool place_running(world_t *w, int j, int r)
 				w->used_milli[n][g[i]] = 1000;
 		} else if (q->gpu_milli) {
 			int d = (int)rnd((uint32_t)nd->gpu_count);
-			if (w->used_milli[n][d] + q->gpu_milli > 1000 || w->used_milli[n][d] == 1000)
+			if (w->used_milli[n][d] + q->gpu_milli > 1000 ||
+			    w->used_milli[n][d] == 1000)
 				continue;
 			/* a device with a whole pod has 1000; shares add up */
 			w->used_milli[n][d] += q->gpu_milli;
@@ -152,10 +153,12 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 	for (int i = 0; i < nn; i++) {
 		sc_node_spec_t *n = &w->nodes[i];
 		snprintf(w->nname[i], 16, "n%d", i);
-		*n = (sc_node_spec_t){.name = w->nname[i], .cpu_milli = 16000 + 16000 * rnd(3),
-				      .memory = (int64_t)256 << 30, .gpu_count = 1 + (int)rnd(8),
-				      .gpu_model = rnd(4) ? "A100" : "H100",
-				      .gpu_memory = (int64_t)80 << 30};
+		*n = (sc_node_spec_t){.name = w->nname[i],
+		                      .cpu_milli = 16000 + 16000 * rnd(3),
+		                      .memory = (int64_t)256 << 30,
+		                      .gpu_count = 1 + (int)rnd(8),
+		                      .gpu_model = rnd(4) ? "A100" : "H100",
+		                      .gpu_memory = (int64_t)80 << 30};
 		if (!tiny && rnd(8) == 0)
 			n->mig_mode = SC_MIG_DYNAMIC;
 		if (!tiny && rnd(16) == 0)
@@ -174,8 +177,9 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 	for (int l = 0; l < nleaf && nq < MAXQ; l++) {
 		snprintf(w->qname[nq], 16, "q%d", l);
 		w->queues[nq] = (sc_queue_spec_t){
-			.name = w->qname[nq], .priority = rnd(4) ? 100 : 200,
-			.parent = nparents ? w->qname[rnd((uint32_t)nparents)] : NULL};
+		    .name = w->qname[nq],
+		    .priority = rnd(4) ? 100 : 200,
+		    .parent = nparents ? w->qname[rnd((uint32_t)nparents)] : NULL};
 		leaves[nleaves++] = nq++;
 	}
 	for (int q = 0; q < nq; q++) {
@@ -193,8 +197,9 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 		sc_job_spec_t *js = &w->jobs[j];
 		sc_task_spec_t *t = &w->tasks[j];
 		snprintf(w->jname[j], 16, "j%d", j);
-		*t = (sc_task_spec_t){.name = "w", .replicas = 1 + (int)rnd(tiny ? 2 : 4),
-				      .req = {.cpu_milli = 1000 * (1 + rnd(4)), .memory = 1 << 30}};
+		*t = (sc_task_spec_t){.name = "w",
+		                      .replicas = 1 + (int)rnd(tiny ? 2 : 4),
+		                      .req = {.cpu_milli = 1000 * (1 + rnd(4)), .memory = 1 << 30}};
 		int kind = (int)rnd(10);
 		if (kind < 6)
 			t->req.gpus = 1 + (int)rnd(2);
@@ -204,11 +209,16 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 			t->req.mig = rnd(2) ? "1g.10gb" : "3g.40gb";
 		else
 			t->req.gpus = 1;
-		*js = (sc_job_spec_t){.name = w->jname[j], .queue = w->qname[leaves[rnd((uint32_t)nleaves)]],
-				      .priority_class = classes[rnd(tiny ? 3 : 6)], .preemptible = -1,
-				      .min_member = rnd(3) ? 0 : 1, .created = j + 1,
-				      .staleness_grace = -1, .tasks = t, .ntasks = 1,
-				      .pods = w->pods[j]};
+		*js = (sc_job_spec_t){.name = w->jname[j],
+		                      .queue = w->qname[leaves[rnd((uint32_t)nleaves)]],
+		                      .priority_class = classes[rnd(tiny ? 3 : 6)],
+		                      .preemptible = -1,
+		                      .min_member = rnd(3) ? 0 : 1,
+		                      .created = j + 1,
+		                      .staleness_grace = -1,
+		                      .tasks = t,
+		                      .ntasks = 1,
+		                      .pods = w->pods[j]};
 		if (reserve) /* some backfill candidates, some without a runtime */
 			js->expected_runtime = (int64_t)((seed + (uint64_t)j) % 4) * 900;
 		if (rnd(2)) { /* running: the whole job, or nothing */
@@ -219,7 +229,8 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 			if (r < min_member(js)) {
 				/* not enough room for its gang: pods stay as placed,
 				 * the job is stale since a while */
-				js->stale_since = js->npods ? w->snap.now - 30 * (int64_t)rnd(5) : 0;
+				js->stale_since =
+				    js->npods ? w->snap.now - 30 * (int64_t)rnd(5) : 0;
 			}
 		}
 	}
@@ -231,37 +242,39 @@ static void dump(const world_t *w, const sc_decisions_t *d)
 {
 	for (size_t n = 0; n < w->snap.nnodes; n++)
 		print_message("node %s gpus %d cpu %lld mig %d cordoned %d\n", w->nodes[n].name,
-			      w->nodes[n].gpu_count, (long long)w->nodes[n].cpu_milli,
-			      w->nodes[n].mig_mode, w->nodes[n].unschedulable);
+		              w->nodes[n].gpu_count, (long long)w->nodes[n].cpu_milli,
+		              w->nodes[n].mig_mode, w->nodes[n].unschedulable);
 	for (size_t q = 0; q < w->snap.nqueues; q++)
 		print_message("queue %s parent %s prio %d quota %g limit %g weight %g\n",
-			      w->queues[q].name, w->queues[q].parent ? w->queues[q].parent : "-",
-			      w->queues[q].priority, w->queues[q].res[0].quota,
-			      w->queues[q].res[0].limit, w->queues[q].res[0].weight);
+		              w->queues[q].name, w->queues[q].parent ? w->queues[q].parent : "-",
+		              w->queues[q].priority, w->queues[q].res[0].quota,
+		              w->queues[q].res[0].limit, w->queues[q].res[0].weight);
 	for (size_t j = 0; j < w->snap.njobs; j++) {
 		const sc_job_spec_t *js = &w->jobs[j];
 		const sc_request_t *r = &js->tasks[0].req;
 		print_message("job %s queue %s class %s min %d replicas %d gpus %d milli %d mig %s "
-			      "cpu %lld stale %lld\n",
-			      js->name, js->queue, js->priority_class, js->min_member,
-			      js->tasks[0].replicas, r->gpus, r->gpu_milli, r->mig ? r->mig : "-",
-			      (long long)r->cpu_milli, (long long)js->stale_since);
+		              "cpu %lld stale %lld\n",
+		              js->name, js->queue, js->priority_class, js->min_member,
+		              js->tasks[0].replicas, r->gpus, r->gpu_milli, r->mig ? r->mig : "-",
+		              (long long)r->cpu_milli, (long long)js->stale_since);
 		for (size_t p = 0; p < js->npods; p++)
 			print_message("  pod %s phase %d on %s gpu0 %d n %zu milli %d\n",
-				      js->pods[p].name, js->pods[p].phase, js->pods[p].node,
-				      js->pods[p].ngpus ? js->pods[p].gpus[0] : -1, js->pods[p].ngpus,
-				      js->pods[p].gpu_milli);
+			              js->pods[p].name, js->pods[p].phase, js->pods[p].node,
+			              js->pods[p].ngpus ? js->pods[p].gpus[0] : -1,
+			              js->pods[p].ngpus, js->pods[p].gpu_milli);
 	}
 	for (size_t b = 0; d && b < d->nbindings; b++)
 		print_message("bind %s -> %s gpu0 %d n %zu milli %d\n", d->bindings[b].pod,
-			      d->bindings[b].node, d->bindings[b].ngpus ? d->bindings[b].gpus[0] : -1,
-			      d->bindings[b].ngpus, d->bindings[b].gpu_milli);
+		              d->bindings[b].node,
+		              d->bindings[b].ngpus ? d->bindings[b].gpus[0] : -1,
+		              d->bindings[b].ngpus, d->bindings[b].gpu_milli);
 	for (size_t e = 0; d && e < d->nevictions; e++)
 		print_message("evict %s action %d by %s\n", d->evictions[e].pod,
-			      d->evictions[e].action, d->evictions[e].by ? d->evictions[e].by : "-");
+		              d->evictions[e].action,
+		              d->evictions[e].by ? d->evictions[e].by : "-");
 	for (size_t q = 0; d && q < d->nqueues; q++)
 		print_message("report %s fair %g alloc %g\n", d->queues[q].name,
-			      d->queues[q].fair_share[0], d->queues[q].allocated[0]);
+		              d->queues[q].fair_share[0], d->queues[q].allocated[0]);
 }
 
 static sc_decisions_t *sched(const sc_snapshot_t *s)
@@ -323,7 +336,7 @@ static void check_capacity(const world_t *w, const sc_decisions_t *d)
 		for (int g = 0; g < w->nodes[n].gpu_count; g++)
 			if (milli[n][g] > 1000)
 				fail_msg("node %s device %d holds %lld milli", w->nodes[n].name, g,
-					 (long long)milli[n][g]);
+				         (long long)milli[n][g]);
 	}
 }
 
@@ -337,12 +350,14 @@ static void check_gangs(const world_t *w, const sc_decisions_t *d)
 			continue;
 		const sc_job_spec_t *js = &w->jobs[j];
 		for (size_t p = 0; p < js->npods; p++)
-			kept += js->pods[p].phase == SC_POD_RUNNING && !evicted(d, j, js->pods[p].name);
+			kept +=
+			    js->pods[p].phase == SC_POD_RUNNING && !evicted(d, j, js->pods[p].name);
 		/* a pod evicted and bound again (a consolidation move, or a
 		 * victim that preempts in turn) counts once, as bound */
 		if (bound + kept < min_member(js) && bound > 0 && (dump(w, d), true))
 			fail_msg("seed %llu: job %s: %d bound + %d kept < minMember %d",
-				 (unsigned long long)cur_seed, js->name, bound, kept, min_member(js));
+			         (unsigned long long)cur_seed, js->name, bound, kept,
+			         min_member(js));
 	}
 }
 
@@ -380,7 +395,7 @@ static double gpu_before(const world_t *w, const char *q)
 		for (size_t p = 0; p < js->npods; p++)
 			if (js->pods[p].phase == SC_POD_RUNNING)
 				g += js->pods[p].gpu_milli ? js->pods[p].gpu_milli / 1000.0
-							   : (double)js->pods[p].ngpus;
+				                           : (double)js->pods[p].ngpus;
 	}
 	return g;
 }
@@ -399,11 +414,11 @@ static void check_queues(const world_t *w, const sc_decisions_t *d)
 		/* new work may not take a queue past its limit; a queue that
 		 * was already above it (snapshot state) may only not grow */
 		double after = report(d, qs->name)->allocated[SC_RES_GPU];
-		if (got && lim >= 0 && after > lim + 1e-6 && after > gpu_before(w, qs->name) + 1e-6 &&
-		    (dump(w, d), true))
-				fail_msg("seed %llu: queue %s: allocated %g above limit %g after new work",
-					 (unsigned long long)cur_seed, qs->name,
-					 report(d, qs->name)->allocated[SC_RES_GPU], lim);
+		if (got && lim >= 0 && after > lim + 1e-6 &&
+		    after > gpu_before(w, qs->name) + 1e-6 && (dump(w, d), true))
+			fail_msg("seed %llu: queue %s: allocated %g above limit %g after new work",
+			         (unsigned long long)cur_seed, qs->name,
+			         report(d, qs->name)->allocated[SC_RES_GPU], lim);
 	}
 }
 
@@ -437,7 +452,7 @@ static double after_reclaim(const world_t *w, const sc_decisions_t *d, const cha
 		for (size_t p = 0; p < js->npods; p++)
 			if (strcmp(js->pods[p].name, ev->pod) == 0)
 				g -= js->pods[p].gpu_milli ? js->pods[p].gpu_milli / 1000.0
-							   : (double)js->pods[p].ngpus;
+				                           : (double)js->pods[p].ngpus;
 	}
 	return g;
 }
@@ -465,22 +480,23 @@ static void check_evictions(const world_t *w, const sc_decisions_t *d)
 		if (ev->action == SC_ACT_PREEMPT) {
 			assert_string_equal(v->queue, w->jobs[by].queue);
 			if (prio_of(v) >= prio_of(&w->jobs[by]))
-				fail_msg("priority inversion: %s (%d) preempted by %s (%d)", v->name,
-					 prio_of(v), ev->by, prio_of(&w->jobs[by]));
+				fail_msg("priority inversion: %s (%d) preempted by %s (%d)",
+				         v->name, prio_of(v), ev->by, prio_of(&w->jobs[by]));
 		}
 		if (ev->action == SC_ACT_RECLAIM) {
 			for (const char *q = v->queue; q;) {
 				const sc_queue_report_t *r = report(d, q);
 				if (is_under(w, w->jobs[by].queue, q))
 					break;
-				double quota = r->quota[SC_RES_GPU] < 0 ? 1e300 : r->quota[SC_RES_GPU];
-				double limit = r->limit[SC_RES_GPU] < 0 ? 1e300 : r->limit[SC_RES_GPU];
+				double quota =
+				    r->quota[SC_RES_GPU] < 0 ? 1e300 : r->quota[SC_RES_GPU];
+				double limit =
+				    r->limit[SC_RES_GPU] < 0 ? 1e300 : r->limit[SC_RES_GPU];
 				double keep = fmin(limit, fmax(quota, r->fair_share[SC_RES_GPU]));
-				if (after_reclaim(w, d, q) < keep - 1e-6 &&
-				    (dump(w, d), true))
+				if (after_reclaim(w, d, q) < keep - 1e-6 && (dump(w, d), true))
 					fail_msg("seed %llu: queue %s reclaimed to %g below %g",
-						 (unsigned long long)cur_seed, q,
-						 after_reclaim(w, d, q), keep);
+					         (unsigned long long)cur_seed, q,
+					         after_reclaim(w, d, q), keep);
 				q = r->parent;
 			}
 		}
@@ -498,7 +514,7 @@ static void check_same(const sc_decisions_t *a, const sc_decisions_t *b)
 		assert_string_equal(a->bindings[i].node, b->bindings[i].node);
 		assert_int_equal(a->bindings[i].ngpus, b->bindings[i].ngpus);
 		assert_memory_equal(a->bindings[i].gpus, b->bindings[i].gpus,
-				    a->bindings[i].ngpus * sizeof(int));
+		                    a->bindings[i].ngpus * sizeof(int));
 		assert_int_equal(a->bindings[i].gpu_milli, b->bindings[i].gpu_milli);
 		assert_int_equal(a->bindings[i].mig_start, b->bindings[i].mig_start);
 	}
@@ -596,8 +612,8 @@ static void test_victims_minimal(void **state)
 			for (size_t b = 0; b < d2->nbindings; b++)
 				if (d2->bindings[b].job == by && (dump(&W, d), dump(&W2, d2), true))
 					fail_msg("seed %llu: %s fits without evicting %s",
-						 (unsigned long long)seed, W.jobs[by].name,
-						 W.jobs[keep].name);
+					         (unsigned long long)seed, W.jobs[by].name,
+					         W.jobs[keep].name);
 			sc_decisions_free(d2);
 		}
 		sc_decisions_free(d);
@@ -608,8 +624,8 @@ static void test_victims_minimal(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_random_invariants),
-		cmocka_unit_test(test_victims_minimal),
+	    cmocka_unit_test(test_random_invariants),
+	    cmocka_unit_test(test_victims_minimal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,7 @@
 #include "starcloud/error.h"
 #include "base/jscan.h"
 
-static const char *const keys[] = { "model", "stream", "max_tokens", "messages" };
+static const char *const keys[] = {"model", "stream", "max_tokens", "messages"};
 
 static int scan(const char *s, sc_jval_t *v)
 {
@@ -21,7 +21,7 @@ static void test_members(void **state)
 {
 	sc_jval_t v[4];
 	const char *b = " {\"x\":{\"model\":1},\"model\" : \"tiny:2\", \"stream\":true,"
-			"\"max_tokens\":-12,\"messages\":[{\"a\":[1,2]},{}]} ";
+	                "\"max_tokens\":-12,\"messages\":[{\"a\":[1,2]},{}]} ";
 	assert_int_equal(scan(b, v), 0);
 	assert_int_equal(v[0].type, SC_JT_STRING);
 	char m[32];
@@ -74,11 +74,25 @@ static void test_refusals(void **state)
 {
 	sc_jval_t v[4];
 	const char *bad[] = {
-		"",	      "{",	     "{\"model\":}",	     "{\"model\":\"a\",}",
-		"{\"a\" 1}",  "{a:1}",	     "{\"a\":01}",	     "{\"a\":1.}",
-		"{\"a\":-}",  "{\"a\":tru}", "{\"a\":\"\\x\"}",	     "{\"a\":\"\\u12g4\"}",
-		"{\"a\":\"\x01\"}", "{} x",  "{\"a\":[1,]}",	     "{\"a\":\"\xff\"}",
-		"{\"a\":\"\xc0\xaf\"}", "{\"a\":\"\xed\xa0\x80\"}", "{\"a\":\"abc",
+	    "",
+	    "{",
+	    "{\"model\":}",
+	    "{\"model\":\"a\",}",
+	    "{\"a\" 1}",
+	    "{a:1}",
+	    "{\"a\":01}",
+	    "{\"a\":1.}",
+	    "{\"a\":-}",
+	    "{\"a\":tru}",
+	    "{\"a\":\"\\x\"}",
+	    "{\"a\":\"\\u12g4\"}",
+	    "{\"a\":\"\x01\"}",
+	    "{} x",
+	    "{\"a\":[1,]}",
+	    "{\"a\":\"\xff\"}",
+	    "{\"a\":\"\xc0\xaf\"}",
+	    "{\"a\":\"\xed\xa0\x80\"}",
+	    "{\"a\":\"abc",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(scan(bad[i], v), SC_EPARSE);
@@ -143,11 +157,9 @@ static void test_string_decoding(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_members),
-		cmocka_unit_test(test_types_and_numbers),
-		cmocka_unit_test(test_refusals),
-		cmocka_unit_test(test_depth_bound),
-		cmocka_unit_test(test_string_decoding),
+	    cmocka_unit_test(test_members),         cmocka_unit_test(test_types_and_numbers),
+	    cmocka_unit_test(test_refusals),        cmocka_unit_test(test_depth_bound),
+	    cmocka_unit_test(test_string_decoding),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,7 +51,7 @@ static void test_rfc_examples(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rfc_examples),
+	    cmocka_unit_test(test_rfc_examples),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

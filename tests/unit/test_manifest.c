@@ -13,28 +13,28 @@
 #include "starcloud/manifest.h"
 
 static const char *const cluster = "apiVersion: starcloud.dev/v1\n"
-				   "kind: Node\n"
-				   "metadata: {name: n1, labels: {zone: z1, rack: 12}}\n"
-				   "spec:\n"
-				   "  cpu: 128\n"
-				   "  memory: 1Ti\n"
-				   "  gpus: {count: 8, model: A100-80GB, memory: 80Gi}\n"
-				   "---\n"
-				   "apiVersion: starcloud.dev/v1\n"
-				   "kind: Queue\n"
-				   "metadata: {name: research}\n"
-				   "---\n"
-				   "apiVersion: starcloud.dev/v1\n"
-				   "kind: Queue\n"
-				   "metadata: {name: team-a}\n"
-				   "spec:\n"
-				   "  parentQueue: research\n"
-				   "  priority: 120\n"
-				   "  preemptMinRuntime: 10m\n"
-				   "  resources:\n"
-				   "    gpu: {quota: 8, overQuotaWeight: 2, limit: -1}\n"
-				   "    cpu: {quota: 500m}\n"
-				   "    memory: {quota: 16Gi, limit: -1}\n";
+                                   "kind: Node\n"
+                                   "metadata: {name: n1, labels: {zone: z1, rack: 12}}\n"
+                                   "spec:\n"
+                                   "  cpu: 128\n"
+                                   "  memory: 1Ti\n"
+                                   "  gpus: {count: 8, model: A100-80GB, memory: 80Gi}\n"
+                                   "---\n"
+                                   "apiVersion: starcloud.dev/v1\n"
+                                   "kind: Queue\n"
+                                   "metadata: {name: research}\n"
+                                   "---\n"
+                                   "apiVersion: starcloud.dev/v1\n"
+                                   "kind: Queue\n"
+                                   "metadata: {name: team-a}\n"
+                                   "spec:\n"
+                                   "  parentQueue: research\n"
+                                   "  priority: 120\n"
+                                   "  preemptMinRuntime: 10m\n"
+                                   "  resources:\n"
+                                   "    gpu: {quota: 8, overQuotaWeight: 2, limit: -1}\n"
+                                   "    cpu: {quota: 500m}\n"
+                                   "    memory: {quota: 16Gi, limit: -1}\n";
 
 static sc_manifest_set_t *set_with(const char *text)
 {
@@ -85,7 +85,7 @@ static void test_node_and_queues(void **state)
 	assert_null(r->parent);
 	assert_int_equal(r->priority, 100);
 	assert_true(r->res[SC_RES_GPU].quota == 0 && r->res[SC_RES_GPU].limit == -1 &&
-		    r->res[SC_RES_GPU].weight == 1);
+	            r->res[SC_RES_GPU].weight == 1);
 	assert_string_equal(q->parent, "research");
 	assert_int_equal(q->priority, 120);
 	assert_int_equal(q->preempt_min_runtime, 600);
@@ -99,67 +99,68 @@ static void test_node_and_queues(void **state)
 
 static void test_kai_queue(void **state)
 {
-	sc_manifest_set_t *s = set_with("apiVersion: scheduling.run.ai/v2\nkind: Queue\n"
-					"metadata: {name: k, uid: x, resourceVersion: '7'}\n"
-					"spec:\n  displayName: K\n  resources:\n"
-					"    cpu: {quota: 2500}\n    memory: {quota: 1000, limit: -1}\n"
-					"status: {allocated: {}}\n");
+	sc_manifest_set_t *s =
+	    set_with("apiVersion: scheduling.run.ai/v2\nkind: Queue\n"
+	             "metadata: {name: k, uid: x, resourceVersion: '7'}\n"
+	             "spec:\n  displayName: K\n  resources:\n"
+	             "    cpu: {quota: 2500}\n    memory: {quota: 1000, limit: -1}\n"
+	             "status: {allocated: {}}\n");
 	sc_snapshot_t snap;
 	assert_int_equal(sc_manifest_snapshot(s, 0, &snap, NULL), 0);
 	const sc_queue_spec_t *q = &snap.queues[0];
-	assert_true(q->res[SC_RES_CPU].quota == 2500);   /* millicores */
-	assert_true(q->res[SC_RES_MEM].quota == 1e9);    /* MB */
+	assert_true(q->res[SC_RES_CPU].quota == 2500); /* millicores */
+	assert_true(q->res[SC_RES_MEM].quota == 1e9);  /* MB */
 	assert_true(q->res[SC_RES_MEM].limit == -1);
-	assert_true(q->res[SC_RES_GPU].limit == 0);      /* KAI default */
+	assert_true(q->res[SC_RES_GPU].limit == 0); /* KAI default */
 	assert_true(q->res[SC_RES_GPU].quota == 0);
 	sc_manifest_set_free(s);
 }
 
 static const char *const job_text =
-	"apiVersion: starcloud.dev/v1\n"
-	"kind: PriorityClass\n"
-	"metadata: {name: high}\n"
-	"spec: {value: 150, preemptible: false}\n"
-	"---\n"
-	"apiVersion: starcloud.dev/v1\n"
-	"kind: Job\n"
-	"metadata: {name: llama, creationTimestamp: '2026-11-29T09:00:00Z'}\n"
-	"spec:\n"
-	"  queue: team-a\n"
-	"  priorityClass: high\n"
-	"  preemptible: true\n"
-	"  minMember: 2\n"
-	"  placement: spread\n"
-	"  spreadFactor: 2\n"
-	"  topology: {required: rack, preferred: zone}\n"
-	"  restartPolicy: OnFailure\n"
-	"  expectedRuntime: 2h\n"
-	"  stalenessGracePeriod: 90s\n"
-	"  tasks:\n"
-	"  - name: worker\n"
-	"    replicas: 3\n"
-	"    command: [python3, train.py]\n"
-	"    env: {EPOCHS: 3}\n"
-	"    resources: {cpu: 8, memory: 64Gi, gpu: 1, gpuModels: [A100-80GB, H100-80GB]}\n"
-	"    nodeSelector: {zone: z1}\n"
-	"    probes:\n"
-	"      liveness: {http: {path: /healthz, port: 8080}, periodSeconds: 10}\n"
-	"      startup: {tcp: {port: 8080}, failureThreshold: 30}\n"
-	"  - name: share\n"
-	"    resources: {gpuFraction: 0.25}\n"
-	"  - name: mem\n"
-	"    resources: {gpuMemory: 20Gi}\n"
-	"  - name: slice\n"
-	"    resources: {mig: 1g.10gb}\n"
-	"status:\n"
-	"  staleSince: '2026-11-29T10:05:00Z'\n"
-	"  pods:\n"
-	"  - {name: llama-worker-0, phase: Running, node: n1, gpus: [0], "
-	"startedAt: '2026-11-29T10:00:00Z'}\n"
-	"  - {name: llama-worker-1, phase: Releasing, node: n1, gpus: [3]}\n"
-	"  - {name: llama-worker-2, phase: Succeeded}\n"
-	"  - {name: llama-share-0, phase: Running, node: n1, gpus: [1], gpuShare: 250}\n"
-	"  - {name: llama-slice-0, phase: Pending}\n";
+    "apiVersion: starcloud.dev/v1\n"
+    "kind: PriorityClass\n"
+    "metadata: {name: high}\n"
+    "spec: {value: 150, preemptible: false}\n"
+    "---\n"
+    "apiVersion: starcloud.dev/v1\n"
+    "kind: Job\n"
+    "metadata: {name: llama, creationTimestamp: '2026-11-29T09:00:00Z'}\n"
+    "spec:\n"
+    "  queue: team-a\n"
+    "  priorityClass: high\n"
+    "  preemptible: true\n"
+    "  minMember: 2\n"
+    "  placement: spread\n"
+    "  spreadFactor: 2\n"
+    "  topology: {required: rack, preferred: zone}\n"
+    "  restartPolicy: OnFailure\n"
+    "  expectedRuntime: 2h\n"
+    "  stalenessGracePeriod: 90s\n"
+    "  tasks:\n"
+    "  - name: worker\n"
+    "    replicas: 3\n"
+    "    command: [python3, train.py]\n"
+    "    env: {EPOCHS: 3}\n"
+    "    resources: {cpu: 8, memory: 64Gi, gpu: 1, gpuModels: [A100-80GB, H100-80GB]}\n"
+    "    nodeSelector: {zone: z1}\n"
+    "    probes:\n"
+    "      liveness: {http: {path: /healthz, port: 8080}, periodSeconds: 10}\n"
+    "      startup: {tcp: {port: 8080}, failureThreshold: 30}\n"
+    "  - name: share\n"
+    "    resources: {gpuFraction: 0.25}\n"
+    "  - name: mem\n"
+    "    resources: {gpuMemory: 20Gi}\n"
+    "  - name: slice\n"
+    "    resources: {mig: 1g.10gb}\n"
+    "status:\n"
+    "  staleSince: '2026-11-29T10:05:00Z'\n"
+    "  pods:\n"
+    "  - {name: llama-worker-0, phase: Running, node: n1, gpus: [0], "
+    "startedAt: '2026-11-29T10:00:00Z'}\n"
+    "  - {name: llama-worker-1, phase: Releasing, node: n1, gpus: [3]}\n"
+    "  - {name: llama-worker-2, phase: Succeeded}\n"
+    "  - {name: llama-share-0, phase: Running, node: n1, gpus: [1], gpuShare: 250}\n"
+    "  - {name: llama-slice-0, phase: Pending}\n";
 
 static void test_job(void **state)
 {
@@ -212,29 +213,30 @@ static void test_job(void **state)
 
 static void test_deployment_config_topology(void **state)
 {
-	const char *text = "apiVersion: starcloud.dev/v1\nkind: Deployment\n"
-			   "metadata: {name: chat}\n"
-			   "spec:\n  queue: team-a\n  model: llama-3-8b\n  version: '2'\n"
-			   "  replicas: 4\n  priorityClass: inference\n"
-			   "  template: {command: [serve], resources: {gpu: 1}, probes: "
-			   "{readiness: {http: {path: /ready, port: 8080}}}}\n"
-			   "  rollout: {steps: [10, 50, 100], analysisWindow: 60s, maxErrorRate: 0.05}\n"
-			   "---\n"
-			   "apiVersion: starcloud.dev/v1\nkind: Deployment\nmetadata: {name: dis}\n"
-			   "spec:\n  queue: team-a\n  model: m\n  version: 3\n"
-			   "  template: {resources: {gpu: 1}}\n"
-			   "  disaggregation:\n    prefill: {replicas: 2}\n"
-			   "    decode: {replicas: 4, template: {resources: {gpu: 2}}}\n"
-			   "---\n"
-			   "apiVersion: starcloud.dev/v1\nkind: SchedulerConfig\nmetadata: {name: default}\n"
-			   "spec:\n  actions: [reclaim, allocate]\n"
-			   "  placement: {gpu: spread, cpu: binpack, device: spread}\n"
-			   "  packThreshold: 0.5\n  spreadFactor: {serving: 3}\n"
-			   "  reclaim: {tolerance: 0.1}\n  preempt: {utilizationThreshold: 0.9}\n"
-			   "  consolidation: {maxPreemptees: 4}\n  reservations: {after: 1h}\n"
-			   "---\n"
-			   "apiVersion: starcloud.dev/v1\nkind: Topology\nmetadata: {name: default}\n"
-			   "spec: {levels: [zone, rack]}\n";
+	const char *text =
+	    "apiVersion: starcloud.dev/v1\nkind: Deployment\n"
+	    "metadata: {name: chat}\n"
+	    "spec:\n  queue: team-a\n  model: llama-3-8b\n  version: '2'\n"
+	    "  replicas: 4\n  priorityClass: inference\n"
+	    "  template: {command: [serve], resources: {gpu: 1}, probes: "
+	    "{readiness: {http: {path: /ready, port: 8080}}}}\n"
+	    "  rollout: {steps: [10, 50, 100], analysisWindow: 60s, maxErrorRate: 0.05}\n"
+	    "---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: Deployment\nmetadata: {name: dis}\n"
+	    "spec:\n  queue: team-a\n  model: m\n  version: 3\n"
+	    "  template: {resources: {gpu: 1}}\n"
+	    "  disaggregation:\n    prefill: {replicas: 2}\n"
+	    "    decode: {replicas: 4, template: {resources: {gpu: 2}}}\n"
+	    "---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: SchedulerConfig\nmetadata: {name: default}\n"
+	    "spec:\n  actions: [reclaim, allocate]\n"
+	    "  placement: {gpu: spread, cpu: binpack, device: spread}\n"
+	    "  packThreshold: 0.5\n  spreadFactor: {serving: 3}\n"
+	    "  reclaim: {tolerance: 0.1}\n  preempt: {utilizationThreshold: 0.9}\n"
+	    "  consolidation: {maxPreemptees: 4}\n  reservations: {after: 1h}\n"
+	    "---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: Topology\nmetadata: {name: default}\n"
+	    "spec: {levels: [zone, rack]}\n";
 	sc_manifest_set_t *s = set_with(cluster);
 	sc_manifest_error_t err;
 	sc_snapshot_t snap;
@@ -276,89 +278,89 @@ static void test_deployment_config_topology(void **state)
 static void test_bad_objects(void **state)
 {
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: CronJob\nmetadata: {name: x}\n", SC_EINVAL,
-		   "kind", "unknown kind");
+	           "kind", "unknown kind");
 	expect_bad("apiVersion: v9\nkind: Job\nmetadata: {name: x}\n", SC_EINVAL, "apiVersion",
-		   "unsupported apiVersion");
+	           "unsupported apiVersion");
 	expect_bad("kind: Job\nmetadata: {name: x}\n", SC_EINVAL, "apiVersion", "required");
 	expect_bad("- 1\n", SC_EINVAL, "", "expected an object");
 	expect_bad(TASK("{gpu: 1, gpus: 1}"), SC_EINVAL, "spec.tasks[0].resources.gpus",
-		   "unknown field");
+	           "unknown field");
 	expect_bad(TASK("{gpu: -1}"), SC_EINVAL, "spec.tasks[0].resources.gpu", "0..");
 	expect_bad(TASK("{gpu: 1.5}"), SC_EINVAL, "spec.tasks[0].resources.gpu", "gpuFraction");
 	expect_bad(TASK("{gpu: '2'}"), SC_EINVAL, "spec.tasks[0].resources.gpu", "got a string");
 	expect_bad(TASK("{gpu: 1, gpuFraction: 0.5}"), SC_EINVAL,
-		   "spec.tasks[0].resources.gpuFraction", "only one of");
+	           "spec.tasks[0].resources.gpuFraction", "only one of");
 	expect_bad(TASK("{gpuFraction: 1.0}"), SC_EINVAL, "spec.tasks[0].resources.gpuFraction",
-		   "strictly between");
+	           "strictly between");
 	expect_bad(TASK("{gpuMemory: 0}"), SC_EINVAL, "spec.tasks[0].resources.gpuMemory",
-		   "positive");
+	           "positive");
 	expect_bad(TASK("{mig: 10gb}"), SC_EINVAL, "spec.tasks[0].resources.mig", "MIG profile");
 	expect_bad(TASK("{cpu: -2}"), SC_EINVAL, "spec.tasks[0].resources.cpu", "out of range");
 	expect_bad(TASK("{memory: 16GB}"), SC_EINVAL, "spec.tasks[0].resources.memory",
-		   "memory quantity");
+	           "memory quantity");
 	expect_bad(TASK("{memory: 99999999Ei}"), SC_EINVAL, "spec.tasks[0].resources.memory",
-		   "out of range");
+	           "out of range");
 	expect_bad(JOB("  tasks: [{name: w}]\n"), SC_EINVAL, "spec.queue", "required");
 	expect_bad(JOB("  queue: team-a\n  tasks: []\n"), SC_EINVAL, "spec.tasks", "1 to 64");
 	expect_bad(JOB("  queue: team-a\n  tasks: [{name: w}, {name: w}]\n"), SC_EINVAL,
-		   "spec.tasks[1].name", "used twice");
+	           "spec.tasks[1].name", "used twice");
 	expect_bad(JOB("  queue: team-a\n  minMember: 3\n  tasks: [{replicas: 2}]\n"), SC_EINVAL,
-		   "spec.minMember", "more than");
+	           "spec.minMember", "more than");
 	expect_bad(JOB("  queue: team-a\n  placement: pack\n  tasks: [{}]\n"), SC_EINVAL,
-		   "spec.placement", "expected one of");
+	           "spec.placement", "expected one of");
 	expect_bad(JOB("  queue: team-a\n  expectedRuntime: soon\n  tasks: [{}]\n"), SC_EINVAL,
-		   "spec.expectedRuntime", "duration");
+	           "spec.expectedRuntime", "duration");
 	expect_bad(JOB("  queue: team-a\n  topology: {}\n  tasks: [{}]\n"), SC_EINVAL,
-		   "spec.topology", "required, preferred");
+	           "spec.topology", "required, preferred");
 	expect_bad(JOB("  queue: team-a\n  tasks: [{probes: {liveness: {periodSeconds: 5}}}]\n"),
-		   SC_EINVAL, "spec.tasks[0].probes.liveness", "one of http");
+	           SC_EINVAL, "spec.tasks[0].probes.liveness", "one of http");
 	expect_bad(JOB("  queue: team-a\n  tasks: [{probes: {liveness: {http: {port: 0}}}}]\n"),
-		   SC_EINVAL, "spec.tasks[0].probes.liveness.http.port", "1..65535");
+	           SC_EINVAL, "spec.tasks[0].probes.liveness.http.port", "1..65535");
 	expect_bad(JOB("  queue: team-a\n  tasks: [{name: w}]\nstatus:\n  pods: [{name: j-w-0, "
-		       "phase: Running}]\n"),
-		   SC_EINVAL, "status.pods[0].node", "required");
+	               "phase: Running}]\n"),
+	           SC_EINVAL, "status.pods[0].node", "required");
 	expect_bad(JOB("  queue: team-a\n  tasks: [{name: w}]\nstatus:\n  pods: [{name: j-x-0, "
-		       "phase: Pending}]\n"),
-		   SC_EINVAL, "status.pods[0].name", "not a pod of this job");
+	               "phase: Pending}]\n"),
+	           SC_EINVAL, "status.pods[0].name", "not a pod of this job");
 	expect_bad(JOB("  queue: team-a\n  tasks: [{name: w}]\nstatus:\n  pods: [{name: j-w-0, "
-		       "phase: Lost}]\n"),
-		   SC_EINVAL, "status.pods[0].phase", "Running");
+	               "phase: Lost}]\n"),
+	           SC_EINVAL, "status.pods[0].phase", "Running");
 	expect_bad(JOB("  queue: team-a\n  tasks: [{name: w}]\nstatus:\n  staleSince: noon\n"),
-		   SC_EINVAL, "status.staleSince", "RFC 3339");
+	           SC_EINVAL, "status.staleSince", "RFC 3339");
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: Node\nmetadata: {name: 'a b'}\nspec: "
-		   "{cpu: 1, memory: 1}\n",
-		   SC_EINVAL, "metadata.name", "not a valid name");
+	           "{cpu: 1, memory: 1}\n",
+	           SC_EINVAL, "metadata.name", "not a valid name");
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: Node\nmetadata: {name: n2}\nspec: "
-		   "{cpu: 1, memory: 1, gpus: {count: 17, model: x}}\n",
-		   SC_EINVAL, "spec.gpus.count", "0..16");
+	           "{cpu: 1, memory: 1, gpus: {count: 17, model: x}}\n",
+	           SC_EINVAL, "spec.gpus.count", "0..16");
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: Node\nmetadata: {name: n2}\nspec: "
-		   "{cpu: 1, memory: 1, gpus: {count: 2, model: x, mig: {layout: [[1g.5gb]]}}}\n",
-		   SC_EINVAL, "spec.gpus.mig.layout", "one list of instances per device");
+	           "{cpu: 1, memory: 1, gpus: {count: 2, model: x, mig: {layout: [[1g.5gb]]}}}\n",
+	           SC_EINVAL, "spec.gpus.mig.layout", "one list of instances per device");
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: Queue\nmetadata: {name: q}\nspec: "
-		   "{resources: {gpu: {quota: -2}}}\n",
-		   SC_EINVAL, "spec.resources.gpu.quota", "-1");
+	           "{resources: {gpu: {quota: -2}}}\n",
+	           SC_EINVAL, "spec.resources.gpu.quota", "-1");
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: PriorityClass\nmetadata: {name: p}\n"
-		   "spec: {value: high}\n",
-		   SC_EINVAL, "spec.value", "whole number");
+	           "spec: {value: high}\n",
+	           SC_EINVAL, "spec.value", "whole number");
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: SchedulerConfig\nmetadata: {name: c}\n"
-		   "spec: {actions: [allocate, dance]}\n",
-		   SC_EINVAL, "spec.actions[1]", "unknown action");
+	           "spec: {actions: [allocate, dance]}\n",
+	           SC_EINVAL, "spec.actions[1]", "unknown action");
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: Topology\nmetadata: {name: t}\n"
-		   "spec: {levels: [rack, rack]}\n",
-		   SC_EINVAL, "spec.levels[1]", "twice");
+	           "spec: {levels: [rack, rack]}\n",
+	           SC_EINVAL, "spec.levels[1]", "twice");
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: Deployment\nmetadata: {name: d}\n"
-		   "spec: {queue: team-a, model: m}\n",
-		   SC_EINVAL, "spec.template", "required");
+	           "spec: {queue: team-a, model: m}\n",
+	           SC_EINVAL, "spec.template", "required");
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: Node\nmetadata: {name: n1}\nspec: "
-		   "{cpu: 1, memory: 1}\n",
-		   SC_EEXISTS, "metadata.name", "already exists");
+	           "{cpu: 1, memory: 1}\n",
+	           SC_EEXISTS, "metadata.name", "already exists");
 }
 
 static void test_all_or_nothing_and_positions(void **state)
 {
 	/* The first object is fine, the second is not: neither is added. */
 	const char *text = "apiVersion: starcloud.dev/v1\nkind: Node\nmetadata: {name: ok}\n"
-			   "spec: {cpu: 1, memory: 1}\n---\n" TASK("{gpu: x}");
+	                   "spec: {cpu: 1, memory: 1}\n---\n" TASK("{gpu: x}");
 	sc_manifest_set_t *s = set_with(cluster);
 	sc_manifest_error_t err;
 	char buf[1400];
@@ -367,8 +369,8 @@ static void test_all_or_nothing_and_positions(void **state)
 	assert_int_equal(err.line, 13);
 	assert_int_equal(err.col, 22);
 	assert_string_equal(sc_manifest_error_format(&err, buf, sizeof(buf)),
-			    "f.yaml:13:22: Job j: spec.tasks[0].resources.gpu: expected a whole "
-			    "number, got a string");
+	                    "f.yaml:13:22: Job j: spec.tasks[0].resources.gpu: expected a whole "
+	                    "number, got a string");
 	/* Malformed text. */
 	assert_int_equal(sc_manifest_add_text(s, "m.yaml", "a: [", 4, &err), SC_EPARSE);
 	assert_true(err.line >= 1);
@@ -376,10 +378,11 @@ static void test_all_or_nothing_and_positions(void **state)
 	/* An empty text is valid and adds nothing. */
 	assert_int_equal(sc_manifest_add_text(s, "e.yaml", "", 0, &err), 0);
 	/* A JSON array of objects. */
-	const char *arr = "[{\"apiVersion\": \"starcloud.dev/v1\", \"kind\": \"Node\", "
-			  "\"metadata\": {\"name\": \"j1\"}, \"spec\": {\"cpu\": 1, \"memory\": 1}},\n"
-			  " {\"apiVersion\": \"starcloud.dev/v1\", \"kind\": \"Node\", "
-			  "\"metadata\": {\"name\": \"j2\"}, \"spec\": {\"cpu\": -1, \"memory\": 1}}]";
+	const char *arr =
+	    "[{\"apiVersion\": \"starcloud.dev/v1\", \"kind\": \"Node\", "
+	    "\"metadata\": {\"name\": \"j1\"}, \"spec\": {\"cpu\": 1, \"memory\": 1}},\n"
+	    " {\"apiVersion\": \"starcloud.dev/v1\", \"kind\": \"Node\", "
+	    "\"metadata\": {\"name\": \"j2\"}, \"spec\": {\"cpu\": -1, \"memory\": 1}}]";
 	assert_int_equal(sc_manifest_add_text(s, "a.json", arr, strlen(arr), &err), SC_EINVAL);
 	assert_string_equal(err.path, "spec.cpu");
 	assert_int_equal(err.line, 2);
@@ -415,7 +418,7 @@ static void test_references(void **state)
 	sc_manifest_set_free(s);
 
 	s = set_with("apiVersion: starcloud.dev/v1\nkind: Queue\nmetadata: {name: q}\n"
-		     "spec: {parentQueue: missing}\n");
+	             "spec: {parentQueue: missing}\n");
 	assert_int_equal(sc_manifest_snapshot(s, 0, &snap, &err), SC_ENOTFOUND);
 	assert_string_equal(err.path, "spec.parentQueue");
 	sc_manifest_set_free(s);
@@ -427,14 +430,14 @@ static void test_add_json(void **state)
 	sc_manifest_error_t err;
 	json_error_t jerr;
 	json_t *o = json_loads("{\"apiVersion\": \"starcloud.dev/v1\", \"kind\": \"Node\", "
-			       "\"metadata\": {\"name\": \"x\"}, \"spec\": {\"cpu\": \"500m\", "
-			       "\"memory\": \"1Gi\", \"gpus\": {\"count\": 2}}}",
-			       0, &jerr);
+	                       "\"metadata\": {\"name\": \"x\"}, \"spec\": {\"cpu\": \"500m\", "
+	                       "\"memory\": \"1Gi\", \"gpus\": {\"count\": 2}}}",
+	                       0, &jerr);
 	assert_int_equal(sc_manifest_add_json(s, o, &err), SC_EINVAL);
 	assert_string_equal(err.path, "spec.gpus.model");
 	assert_int_equal(err.line, 0);
 	json_object_set_new(json_object_get(json_object_get(o, "spec"), "gpus"), "model",
-			    json_string("L4"));
+	                    json_string("L4"));
 	assert_int_equal(sc_manifest_add_json(s, o, &err), 1);
 	json_t *num = json_integer(1);
 	assert_int_equal(sc_manifest_add_json(s, num, &err), SC_EINVAL);
@@ -449,12 +452,13 @@ static void test_add_json(void **state)
  * refused and changes nothing. */
 static void test_add_set(void **state)
 {
-	const char *job = "apiVersion: starcloud.dev/v1\n"
-			  "kind: Job\n"
-			  "metadata: {name: j1}\n"
-			  "spec:\n"
-			  "  queue: team-a\n"
-			  "  tasks: [{name: w, replicas: 2, resources: {cpu: 1, memory: 1Gi, gpu: 1}}]\n";
+	const char *job =
+	    "apiVersion: starcloud.dev/v1\n"
+	    "kind: Job\n"
+	    "metadata: {name: j1}\n"
+	    "spec:\n"
+	    "  queue: team-a\n"
+	    "  tasks: [{name: w, replicas: 2, resources: {cpu: 1, memory: 1Gi, gpu: 1}}]\n";
 	sc_manifest_set_t *base = set_with(cluster), *one = set_with(job);
 	sc_manifest_error_t err;
 	sc_snapshot_t snap;
@@ -485,28 +489,47 @@ static void test_decisions_json(void **state)
 	sc_snapshot_t snap = {.jobs = jobs, .njobs = 2};
 	int gpus[2] = {0, 3};
 	sc_binding_t b[2] = {{.job = 0, .pod = "a-main-0", .node = "n1", .gpus = gpus, .ngpus = 2},
-			     {.job = 1, .pod = "b-main-0", .node = "n2", .gpus = gpus, .ngpus = 1,
-			      .gpu_milli = 500, .pipelined = true}};
-	sc_eviction_t e = {.job = 1, .pod = "b-x-0", .node = "n2", .action = SC_ACT_CONSOLIDATE,
-			   .by = "a", .reason = "room", .to = "n3"};
+	                     {.job = 1,
+	                      .pod = "b-main-0",
+	                      .node = "n2",
+	                      .gpus = gpus,
+	                      .ngpus = 1,
+	                      .gpu_milli = 500,
+	                      .pipelined = true}};
+	sc_eviction_t e = {.job = 1,
+	                   .pod = "b-x-0",
+	                   .node = "n2",
+	                   .action = SC_ACT_CONSOLIDATE,
+	                   .by = "a",
+	                   .reason = "room",
+	                   .to = "n3"};
 	sc_pending_t p = {.job = 1, .reason = "gang"};
-	sc_queue_report_t q = {.name = "t", .parent = "root", .leaf = true,
-			       .fair_share = {70, 1500, 1024}, .limit = {-1, -1, -1}};
-	sc_decisions_t d = {.bindings = b, .nbindings = 2, .evictions = &e, .nevictions = 1,
-			    .pending = &p, .npending = 1, .queues = &q, .nqueues = 1};
+	sc_queue_report_t q = {.name = "t",
+	                       .parent = "root",
+	                       .leaf = true,
+	                       .fair_share = {70, 1500, 1024},
+	                       .limit = {-1, -1, -1}};
+	sc_decisions_t d = {.bindings = b,
+	                    .nbindings = 2,
+	                    .evictions = &e,
+	                    .nevictions = 1,
+	                    .pending = &p,
+	                    .npending = 1,
+	                    .queues = &q,
+	                    .nqueues = 1};
 	json_t *out = sc_decisions_to_json(&snap, &d);
 	char *s = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	assert_string_equal(
-		s, "{\"bindings\":[{\"job\":\"a\",\"pod\":\"a-main-0\",\"node\":\"n1\",\"gpus\":[0,3],"
-		   "\"gpuShare\":null,\"mig\":null},{\"job\":\"b\",\"pod\":\"b-main-0\",\"node\":"
-		   "\"n2\",\"gpus\":[0],\"gpuShare\":500,\"mig\":null,\"pipelined\":true}],"
-		   "\"evictions\":[{\"job\":\"b\",\"pod\":\"b-x-0\",\"node\":\"n2\",\"action\":"
-		   "\"consolidate\",\"by\":\"a\",\"reason\":\"room\",\"to\":\"n3\"}],\"pending\":"
-		   "[{\"job\":\"b\",\"reason\":\"gang\"}],\"queues\":[{\"name\":\"t\",\"parent\":"
-		   "\"root\",\"leaf\":true,\"fairShare\":{\"gpu\":70,\"cpu\":1.5,\"memory\":1024},"
-		   "\"allocated\":{\"gpu\":0,\"cpu\":0,\"memory\":0},\"requested\":{\"gpu\":0,"
-		   "\"cpu\":0,\"memory\":0},\"quota\":{\"gpu\":0,\"cpu\":0,\"memory\":0},\"limit\":"
-		   "{\"gpu\":-1,\"cpu\":-1,\"memory\":-1}}]}");
+	    s, "{\"bindings\":[{\"job\":\"a\",\"pod\":\"a-main-0\",\"node\":\"n1\",\"gpus\":[0,3],"
+	       "\"gpuShare\":null,\"mig\":null},{\"job\":\"b\",\"pod\":\"b-main-0\",\"node\":"
+	       "\"n2\",\"gpus\":[0],\"gpuShare\":500,\"mig\":null,\"pipelined\":true}],"
+	       "\"evictions\":[{\"job\":\"b\",\"pod\":\"b-x-0\",\"node\":\"n2\",\"action\":"
+	       "\"consolidate\",\"by\":\"a\",\"reason\":\"room\",\"to\":\"n3\"}],\"pending\":"
+	       "[{\"job\":\"b\",\"reason\":\"gang\"}],\"queues\":[{\"name\":\"t\",\"parent\":"
+	       "\"root\",\"leaf\":true,\"fairShare\":{\"gpu\":70,\"cpu\":1.5,\"memory\":1024},"
+	       "\"allocated\":{\"gpu\":0,\"cpu\":0,\"memory\":0},\"requested\":{\"gpu\":0,"
+	       "\"cpu\":0,\"memory\":0},\"quota\":{\"gpu\":0,\"cpu\":0,\"memory\":0},\"limit\":"
+	       "{\"gpu\":-1,\"cpu\":-1,\"memory\":-1}}]}");
 	free(s);
 	json_decref(out);
 	assert_string_equal(sc_eviction_action_name(SC_ACT_STALE_GANG), "stale-gang");
@@ -516,16 +539,16 @@ static void test_decisions_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_node_and_queues),
-		cmocka_unit_test(test_kai_queue),
-		cmocka_unit_test(test_job),
-		cmocka_unit_test(test_deployment_config_topology),
-		cmocka_unit_test(test_bad_objects),
-		cmocka_unit_test(test_all_or_nothing_and_positions),
-		cmocka_unit_test(test_references),
-		cmocka_unit_test(test_add_json),
-		cmocka_unit_test(test_add_set),
-		cmocka_unit_test(test_decisions_json),
+	    cmocka_unit_test(test_node_and_queues),
+	    cmocka_unit_test(test_kai_queue),
+	    cmocka_unit_test(test_job),
+	    cmocka_unit_test(test_deployment_config_topology),
+	    cmocka_unit_test(test_bad_objects),
+	    cmocka_unit_test(test_all_or_nothing_and_positions),
+	    cmocka_unit_test(test_references),
+	    cmocka_unit_test(test_add_json),
+	    cmocka_unit_test(test_add_set),
+	    cmocka_unit_test(test_decisions_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,10 +97,10 @@ static void test_mig_fixed_layout(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_mig_keeps_space_usable),
-		cmocka_unit_test(test_mig_full_device),
-		cmocka_unit_test(test_mig_not_on_plain_gpus),
-		cmocka_unit_test(test_mig_fixed_layout),
+	    cmocka_unit_test(test_mig_keeps_space_usable),
+	    cmocka_unit_test(test_mig_full_device),
+	    cmocka_unit_test(test_mig_not_on_plain_gpus),
+	    cmocka_unit_test(test_mig_fixed_layout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

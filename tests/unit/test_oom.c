@@ -64,7 +64,7 @@ static void test_fail_each_block(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fail_each_block),
+	    cmocka_unit_test(test_fail_each_block),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,8 +34,8 @@ static void test_whole_numbers(void **state)
 	assert_int_equal(sc_parse_i64("-9223372036854775808", INT64_MIN, 0, &v), 0);
 	assert_true(v == INT64_MIN);
 	/* Refused: fractions, junk, spaces, empty, NaN, out of range. */
-	const char *bad[] = {"2.7", "2.", "1e3", "12abc", " 1", "1 ", "", "-", "+", "nan", "0x10",
-			     "inf", "١"};
+	const char *bad[] = {"2.7", "2.", "1e3", "12abc", " 1",  "1 ", "",
+	                     "-",   "+",  "nan", "0x10",  "inf", "١"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		v = 7;
 		assert_int_equal(sc_parse_i64(bad[i], INT64_MIN, INT64_MAX, &v), SC_EPARSE);
@@ -46,7 +46,7 @@ static void test_whole_numbers(void **state)
 	assert_int_equal(sc_parse_i64("-1", 0, 100, &v), SC_ERANGE);
 	assert_int_equal(sc_parse_i64("9223372036854775808", INT64_MIN, INT64_MAX, &v), SC_ERANGE);
 	assert_int_equal(sc_parse_i64("99999999999999999999999", INT64_MIN, INT64_MAX, &v),
-			 SC_ERANGE);
+	                 SC_ERANGE);
 	uint64_t u;
 	assert_int_equal(sc_parse_u64("18446744073709551615", 0, UINT64_MAX, &u), 0);
 	assert_true(u == UINT64_MAX);
@@ -68,8 +68,8 @@ static void test_numbers(void **state)
 	assert_int_equal(sc_parse_num("1e-3", 0, 1, &d), 0);
 	assert_int_equal(sc_parse_num("-2.5E+1", -100, 0, &d), 0);
 	assert_true(d == -25);
-	const char *bad[] = {"nan", "NaN", "inf", "-inf", "infinity", "0x1p3", " 1", "1 ", "",
-			     ".", "e5", "1e", "1e+", "0.5x", "1,5", "--1"};
+	const char *bad[] = {"nan", "NaN", "inf", "-inf", "infinity", "0x1p3", " 1",  "1 ",
+	                     "",    ".",   "e5",  "1e",   "1e+",      "0.5x",  "1,5", "--1"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		d = 9;
 		assert_int_equal(sc_parse_num(bad[i], -1e308, 1e308, &d), SC_EPARSE);
@@ -87,15 +87,16 @@ static void test_durations(void **state)
 		const char *s;
 		uint64_t ms;
 	} ok[] = {
-		{"250ms", 250},	  {"30s", 30000},   {"30", 30000},	   {"1.5m", 90000},
-		{"2h", 7200000},  {"1d", 86400000}, {"1h30m", 5400000}, {"0.0001s", 1},
-		{"0", 0},	  {"0.5ms", 1},	    {"500ms", 500},
+	    {"250ms", 250},  {"30s", 30000},   {"30", 30000},      {"1.5m", 90000},
+	    {"2h", 7200000}, {"1d", 86400000}, {"1h30m", 5400000}, {"0.0001s", 1},
+	    {"0", 0},        {"0.5ms", 1},     {"500ms", 500},
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		assert_int_equal(sc_parse_duration_ms(ok[i].s, 0, UINT64_MAX, &ms), 0);
 		assert_true(ms == ok[i].ms);
 	}
-	const char *bad[] = {"nan", "inf", "soon", "-1s", "1x", "s", "", " 1s", "1s ", "1e3s", "1 s"};
+	const char *bad[] = {"nan", "inf", "soon", "-1s",  "1x", "s",
+	                     "",    " 1s", "1s ",  "1e3s", "1 s"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ms = 77;
 		assert_true(sc_parse_duration_ms(bad[i], 0, UINT64_MAX, &ms) < 0);
@@ -132,7 +133,8 @@ static void test_hostport(void **state)
 	assert_int_equal(hp.port, 8080);
 	assert_int_equal(sc_parse_hostport("0.0.0.0:0", &hp), 0);
 	assert_int_equal(hp.port, 0);
-	const char *bad[] = {"nope", ":80", "h:", "h:80x", "h:-1", "h:+1", "h:8.0", "h: 80", "h:nan"};
+	const char *bad[] = {"nope", ":80",   "h:",    "h:80x", "h:-1",
+	                     "h:+1", "h:8.0", "h: 80", "h:nan"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(sc_parse_hostport(bad[i], &hp), SC_EPARSE);
 	assert_int_equal(sc_parse_hostport("h:65536", &hp), SC_ERANGE);
@@ -173,37 +175,63 @@ static int add_item(void *opts, const char *v, char *err, size_t errsz)
 }
 
 static const sc_flag_t tflags[] = {
-	{.name = "--listen", SC_FLAG_AT(ADDR, topts_t, listen), .def = "127.0.0.1:8080",
-	 .help = "where to serve"},
-	{.name = "--timeout", SC_FLAG_AT(DURATION, topts_t, timeout_ms), .min = 1,
-	 .max = 604800000, .def = "60s", .help = "whole request"},
-	{.name = "--max-inflight", SC_FLAG_AT(INT, topts_t, inflight), .min = 1, .max = 1000000,
-	 .def = "128", .help = "per replica"},
-	{.name = "--max-error-rate", SC_FLAG_AT(NUM, topts_t, rate), .min = 0, .max = 1,
-	 .def = "0.05", .help = "threshold"},
-	{.name = "--max-body", SC_FLAG_AT(SIZE, topts_t, body), .min = 1024, .max = 64 << 20,
-	 .def = "4194304", .help = "largest body"},
-	{.kind = SC_FLAG_SECTION, .help = "more:"},
-	{.name = "--mode", SC_FLAG_AT(CHOICE, topts_t, mode), .choices = "fail|retry|ask",
-	 .def = "retry", .help = "what to do"},
-	{.name = "--verbose", .alias = "-v", SC_FLAG_AT(BOOL, topts_t, verbose), .help = "talk"},
-	{.name = "--token", SC_FLAG_AT(STR, topts_t, token), .env = "SC_TEST_TOKEN",
-	 .help = "secret"},
-	{.name = "--name", SC_FLAG_TEXT_AT(topts_t, name), .help = "short"},
-	{.name = "--item", .kind = SC_FLAG_FUNC, .fn = add_item, .flags = SC_FLAG_REPEAT,
-	 .help = "one item"},
-	{.name = "--big", SC_FLAG_AT(I64, topts_t, big), .help = "any"},
-	{.name = "--seed", SC_FLAG_AT(U64, topts_t, seed), .def = "1", .help = "seed",
-	 .flags = SC_FLAG_HIDDEN},
+    {.name = "--listen",
+     SC_FLAG_AT(ADDR, topts_t, listen),
+     .def = "127.0.0.1:8080",
+     .help = "where to serve"},
+    {.name = "--timeout",
+     SC_FLAG_AT(DURATION, topts_t, timeout_ms),
+     .min = 1,
+     .max = 604800000,
+     .def = "60s",
+     .help = "whole request"},
+    {.name = "--max-inflight",
+     SC_FLAG_AT(INT, topts_t, inflight),
+     .min = 1,
+     .max = 1000000,
+     .def = "128",
+     .help = "per replica"},
+    {.name = "--max-error-rate",
+     SC_FLAG_AT(NUM, topts_t, rate),
+     .min = 0,
+     .max = 1,
+     .def = "0.05",
+     .help = "threshold"},
+    {.name = "--max-body",
+     SC_FLAG_AT(SIZE, topts_t, body),
+     .min = 1024,
+     .max = 64 << 20,
+     .def = "4194304",
+     .help = "largest body"},
+    {.kind = SC_FLAG_SECTION, .help = "more:"},
+    {.name = "--mode",
+     SC_FLAG_AT(CHOICE, topts_t, mode),
+     .choices = "fail|retry|ask",
+     .def = "retry",
+     .help = "what to do"},
+    {.name = "--verbose", .alias = "-v", SC_FLAG_AT(BOOL, topts_t, verbose), .help = "talk"},
+    {.name = "--token", SC_FLAG_AT(STR, topts_t, token), .env = "SC_TEST_TOKEN", .help = "secret"},
+    {.name = "--name", SC_FLAG_TEXT_AT(topts_t, name), .help = "short"},
+    {.name = "--item",
+     .kind = SC_FLAG_FUNC,
+     .fn = add_item,
+     .flags = SC_FLAG_REPEAT,
+     .help = "one item"},
+    {.name = "--big", SC_FLAG_AT(I64, topts_t, big), .help = "any"},
+    {.name = "--seed",
+     SC_FLAG_AT(U64, topts_t, seed),
+     .def = "1",
+     .help = "seed",
+     .flags = SC_FLAG_HIDDEN},
 };
 
 static const sc_command_t tcmd = {
-	.name = "test",
-	.args = "[options] FILE",
-	.about = "A test command.",
-	.flags = tflags,
-	.nflags = sizeof(tflags) / sizeof(tflags[0]),
-	.max_args = 1,
+    .name = "test",
+    .args = "[options] FILE",
+    .about = "A test command.",
+    .flags = tflags,
+    .nflags = sizeof(tflags) / sizeof(tflags[0]),
+    .max_args = 1,
 };
 
 /* Runs sc_flags_parse on a NULL-terminated list; captures stderr. */
@@ -252,10 +280,10 @@ static void test_flags_defaults_and_values(void **state)
 	assert_true(o.seed == 1);
 	assert_null(o.token);
 	assert_int_equal(run(&o, err, sizeof(err), &nargs, "--listen", "0.0.0.0:0", "--timeout",
-			     "500ms", "--max-inflight", "7", "--max-error-rate=0.5", "-v", "file",
-			     "--mode", "ask", "--token", "t", "--name", "abcdefg", "--item", "a",
-			     "--item", "b", "--big", "-3", "--max-body", "1Mi", NULL),
-			 0);
+	                     "500ms", "--max-inflight", "7", "--max-error-rate=0.5", "-v", "file",
+	                     "--mode", "ask", "--token", "t", "--name", "abcdefg", "--item", "a",
+	                     "--item", "b", "--big", "-3", "--max-body", "1Mi", NULL),
+	                 0);
 	assert_int_equal(nargs, 1);
 	assert_int_equal(o.listen.port, 0);
 	assert_true(o.timeout_ms == 500);
@@ -282,30 +310,31 @@ static void test_flags_refused(void **state)
 	struct {
 		const char *flag, *value, *needle;
 	} bad[] = {
-		{"--max-inflight", "2.7", "--max-inflight: expected a whole number from 1 to 1000000"},
-		{"--max-inflight", "nan", "got \"nan\""},
-		{"--max-inflight", "0", "--max-inflight"},
-		{"--max-inflight", "7x", "--max-inflight"},
-		{"--max-error-rate", "nan", "--max-error-rate: expected a number from 0 to 1"},
-		{"--max-error-rate", "1.5", "--max-error-rate"},
-		{"--timeout", "nan", "--timeout: expected a duration"},
-		{"--timeout", "soon", "--timeout"},
-		{"--timeout", "0", "--timeout"},
-		{"--timeout", "8d", "--timeout"},
-		{"--listen", "nope", "--listen: expected HOST:PORT"},
-		{"--max-body", "2048.5", "--max-body"},
-		{"--max-body", "100", "--max-body"},
-		{"--mode", "sideways", "--mode: expected fail, retry or ask, got \"sideways\""},
-		{"--name", "abcdefgh", "--name: expected at most 7 bytes"},
-		{"--item", "bad", "--item: not that one"},
-		{"--seed", "-1", "--seed"},
-		{"--big", "1.0", "--big"},
+	    {"--max-inflight", "2.7", "--max-inflight: expected a whole number from 1 to 1000000"},
+	    {"--max-inflight", "nan", "got \"nan\""},
+	    {"--max-inflight", "0", "--max-inflight"},
+	    {"--max-inflight", "7x", "--max-inflight"},
+	    {"--max-error-rate", "nan", "--max-error-rate: expected a number from 0 to 1"},
+	    {"--max-error-rate", "1.5", "--max-error-rate"},
+	    {"--timeout", "nan", "--timeout: expected a duration"},
+	    {"--timeout", "soon", "--timeout"},
+	    {"--timeout", "0", "--timeout"},
+	    {"--timeout", "8d", "--timeout"},
+	    {"--listen", "nope", "--listen: expected HOST:PORT"},
+	    {"--max-body", "2048.5", "--max-body"},
+	    {"--max-body", "100", "--max-body"},
+	    {"--mode", "sideways", "--mode: expected fail, retry or ask, got \"sideways\""},
+	    {"--name", "abcdefgh", "--name: expected at most 7 bytes"},
+	    {"--item", "bad", "--item: not that one"},
+	    {"--seed", "-1", "--seed"},
+	    {"--big", "1.0", "--big"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		topts_t o;
 		char err[512];
 		int rc = run(&o, err, sizeof(err), NULL, bad[i].flag, bad[i].value, NULL);
-		if (rc != SC_EINVAL || !strstr(err, bad[i].needle) || strncmp(err, "starcloud test: ", 16) != 0)
+		if (rc != SC_EINVAL || !strstr(err, bad[i].needle) ||
+		    strncmp(err, "starcloud test: ", 16) != 0)
 			fail_msg("%s %s: %s", bad[i].flag, bad[i].value, err);
 	}
 	topts_t o;
@@ -370,7 +399,7 @@ static void test_flags_help(void **state)
 static void test_flags_bad_default(void **state)
 {
 	static const sc_flag_t bad[] = {
-		{.name = "--n", SC_FLAG_AT(INT, topts_t, inflight), .min = 1, .max = 3, .def = "4"},
+	    {.name = "--n", SC_FLAG_AT(INT, topts_t, inflight), .min = 1, .max = 3, .def = "4"},
 	};
 	sc_command_t c = {.name = "bad", .flags = bad, .nflags = 1};
 	topts_t o;
@@ -449,17 +478,17 @@ static void test_log_levels(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_whole_numbers),
-		cmocka_unit_test(test_numbers),
-		cmocka_unit_test(test_durations),
-		cmocka_unit_test(test_sizes),
-		cmocka_unit_test(test_hostport),
-		cmocka_unit_test(test_flags_defaults_and_values),
-		cmocka_unit_test(test_flags_refused),
-		cmocka_unit_test(test_flags_help),
-		cmocka_unit_test(test_flags_bad_default),
-		cmocka_unit_test(test_alloc_failures),
-		cmocka_unit_test(test_log_levels),
+	    cmocka_unit_test(test_whole_numbers),
+	    cmocka_unit_test(test_numbers),
+	    cmocka_unit_test(test_durations),
+	    cmocka_unit_test(test_sizes),
+	    cmocka_unit_test(test_hostport),
+	    cmocka_unit_test(test_flags_defaults_and_values),
+	    cmocka_unit_test(test_flags_refused),
+	    cmocka_unit_test(test_flags_help),
+	    cmocka_unit_test(test_flags_bad_default),
+	    cmocka_unit_test(test_alloc_failures),
+	    cmocka_unit_test(test_log_levels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

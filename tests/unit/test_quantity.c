@@ -170,11 +170,10 @@ static void test_format_time(void **state)
 {
 	char buf[32];
 	assert_string_equal(sc_quantity_format_time(1795946400LL, buf, sizeof(buf)),
-			    "2026-11-29T10:00:00Z");
-	assert_string_equal(sc_quantity_format_time(-1, buf, sizeof(buf)),
-			    "1969-12-31T23:59:59Z");
+	                    "2026-11-29T10:00:00Z");
+	assert_string_equal(sc_quantity_format_time(-1, buf, sizeof(buf)), "1969-12-31T23:59:59Z");
 	assert_string_equal(sc_quantity_format_time(1709164800LL, buf, sizeof(buf)),
-			    "2024-02-29T00:00:00Z");
+	                    "2024-02-29T00:00:00Z");
 	/* Round trip over a range of days, leap years included. */
 	for (int64_t t = -86400LL * 800; t < 86400LL * 365 * 60; t += 86400 * 7 + 3601) {
 		int64_t back;
@@ -187,10 +186,10 @@ static void test_format_time(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_cpu_ok),	    cmocka_unit_test(test_cpu_bad),
-		cmocka_unit_test(test_memory_ok),   cmocka_unit_test(test_memory_bad),
-		cmocka_unit_test(test_duration),    cmocka_unit_test(test_time),
-		cmocka_unit_test(test_format_time),
+	    cmocka_unit_test(test_cpu_ok),      cmocka_unit_test(test_cpu_bad),
+	    cmocka_unit_test(test_memory_ok),   cmocka_unit_test(test_memory_bad),
+	    cmocka_unit_test(test_duration),    cmocka_unit_test(test_time),
+	    cmocka_unit_test(test_format_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

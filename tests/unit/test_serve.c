@@ -22,8 +22,8 @@ static uint64_t next_rand(void)
 
 static void test_draw_respects_weights_and_skip(void **state)
 {
-	double w[3] = { 1, 3, 0 };
-	size_t hits[3] = { 0 };
+	double w[3] = {1, 3, 0};
+	size_t hits[3] = {0};
 	for (int i = 0; i < 40000; i++)
 		hits[sc_lb_draw(w, 3, 4, 3, next_rand())]++;
 	assert_int_equal(hits[2], 0); /* weight 0 is never drawn */
@@ -33,28 +33,28 @@ static void test_draw_respects_weights_and_skip(void **state)
 	for (int i = 0; i < 100; i++)
 		assert_int_equal(sc_lb_draw(w, 3, 1, 1, next_rand()), 0);
 	/* Nothing left to draw. */
-	double one[1] = { 1 };
+	double one[1] = {1};
 	assert_int_equal(sc_lb_draw(one, 1, 0, 0, 7), 1);
 }
 
 static void test_p2c_prefers_less_loaded(void **state)
 {
-	double w[2] = { 1, 1 };
-	int inflight[2] = { 10, 0 };
+	double w[2] = {1, 1};
+	int inflight[2] = {10, 0};
 	/* Two candidates are always both drawn: the idle one wins every time. */
 	for (int i = 0; i < 1000; i++)
 		assert_int_equal(sc_lb_p2c(w, inflight, 2, next_rand(), next_rand()), 1);
 	/* Load is per unit of weight: 10 in flight at weight 20 beats 1 at 1. */
-	double w2[2] = { 20, 1 };
-	int f2[2] = { 10, 1 };
+	double w2[2] = {20, 1};
+	int f2[2] = {10, 1};
 	for (int i = 0; i < 1000; i++)
 		assert_int_equal(sc_lb_p2c(w2, f2, 2, next_rand(), next_rand()), 0);
 	assert_int_equal(sc_lb_p2c(w, inflight, 1, 1, 2), 0);
 	/* Of four, the most loaded can only win a draw against itself, which
 	 * P2C never makes: it is never chosen. */
-	double w4[4] = { 1, 1, 1, 1 };
-	int f4[4] = { 1, 2, 3, 9 };
-	size_t hits[4] = { 0 };
+	double w4[4] = {1, 1, 1, 1};
+	int f4[4] = {1, 2, 3, 9};
+	size_t hits[4] = {0};
 	for (int i = 0; i < 4000; i++)
 		hits[sc_lb_p2c(w4, f4, 4, next_rand(), next_rand())]++;
 	assert_int_equal(hits[3], 0);
@@ -118,10 +118,12 @@ static void test_window_math(void **state)
 static void test_canary_verdict(void **state)
 {
 	/* 6 % errors over a 5 % limit: rolled back whatever the step. */
-	assert_int_equal(sc_canary_verdict(100, 0.06, 0.1, 0.05, 0, 1, 0, 3), SC_CANARY_ROLLBACK_ERR);
+	assert_int_equal(sc_canary_verdict(100, 0.06, 0.1, 0.05, 0, 1, 0, 3),
+	                 SC_CANARY_ROLLBACK_ERR);
 	/* Exactly at the limit passes. */
 	assert_int_equal(sc_canary_verdict(100, 0.05, 0.1, 0.05, 0, 1, 0, 3), SC_CANARY_ADVANCE);
-	assert_int_equal(sc_canary_verdict(100, 0.0, 2.0, 0.05, 1.0, 1, 0, 3), SC_CANARY_ROLLBACK_P99);
+	assert_int_equal(sc_canary_verdict(100, 0.0, 2.0, 0.05, 1.0, 1, 0, 3),
+	                 SC_CANARY_ROLLBACK_P99);
 	assert_int_equal(sc_canary_verdict(100, 0.0, 2.0, 0.05, 0, 1, 0, 3), SC_CANARY_ADVANCE);
 	/* No canary traffic, or too little: hold. */
 	assert_int_equal(sc_canary_verdict(0, 0, 0, 0.05, 0, 1, 1, 3), SC_CANARY_HOLD);
@@ -175,41 +177,41 @@ static void test_traceparent(void **state)
 	assert_string_equal(out + 53, "00");
 	/* Unsampled flag. */
 	assert_int_equal(
-		sc_traceparent_parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", t, p,
-				     &sampled),
-		1);
+	    sc_traceparent_parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", t, p,
+	                         &sampled),
+	    1);
 	assert_int_equal(sampled, 0);
 	/* Refused: version ff, zero ids, upper case, short, trailing data on 00. */
 	const char *bad[] = {
-		"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-		"00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
-		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
-		"00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-		"",
+	    "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+	    "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+	    "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+	    "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+	    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",
+	    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+	    "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+	    "",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(sc_traceparent_parse(bad[i], t, p, &sampled), 0);
 	/* A later version may carry more fields. */
 	assert_int_equal(
-		sc_traceparent_parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-ext",
-				     t, p, &sampled),
-		1);
+	    sc_traceparent_parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-ext", t,
+	                         p, &sampled),
+	    1);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_draw_respects_weights_and_skip),
-		cmocka_unit_test(test_p2c_prefers_less_loaded),
-		cmocka_unit_test(test_retry_budget),
-		cmocka_unit_test(test_eject_backoff),
-		cmocka_unit_test(test_window_math),
-		cmocka_unit_test(test_canary_verdict),
-		cmocka_unit_test(test_sse_framing),
-		cmocka_unit_test(test_traceparent),
+	    cmocka_unit_test(test_draw_respects_weights_and_skip),
+	    cmocka_unit_test(test_p2c_prefers_less_loaded),
+	    cmocka_unit_test(test_retry_budget),
+	    cmocka_unit_test(test_eject_backoff),
+	    cmocka_unit_test(test_window_math),
+	    cmocka_unit_test(test_canary_verdict),
+	    cmocka_unit_test(test_sse_framing),
+	    cmocka_unit_test(test_traceparent),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

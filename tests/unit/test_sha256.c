@@ -13,12 +13,15 @@ static void test_vectors(void **state)
 {
 	char out[65];
 	sc_sha256_hex("", 0, out);
-	assert_string_equal(out, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	assert_string_equal(out,
+	                    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 	sc_sha256_hex("abc", 3, out);
-	assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	assert_string_equal(out,
+	                    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 	const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
 	sc_sha256_hex(m, strlen(m), out);
-	assert_string_equal(out, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	assert_string_equal(out,
+	                    "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }
 
 /* A million 'a's fed in uneven pieces exercises the block buffering. */
@@ -44,8 +47,8 @@ static void test_million_a(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_vectors),
-		cmocka_unit_test(test_million_a),
+	    cmocka_unit_test(test_vectors),
+	    cmocka_unit_test(test_million_a),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,10 +51,10 @@ static void typical_pods_cover_95(void **state)
 	/* 60 x A, 30 x B, 6 x C, 4 x D: A+B = 90 % < 95 %, A+B+C = 96 %. */
 	sc_pod_shape_t pods[100];
 	for (int i = 0; i < 100; i++)
-		pods[i] = i < 60 ? shape(1000, 500, 1)
-			  : i < 90 ? shape(2000, 1000, 1)
-			  : i < 96 ? shape(0, 0, 0)
-				   : shape(4000, 1000, 8);
+		pods[i] = i < 60   ? shape(1000, 500, 1)
+		          : i < 90 ? shape(2000, 1000, 1)
+		          : i < 96 ? shape(0, 0, 0)
+		                   : shape(4000, 1000, 8);
 	sc_typical_t *t;
 	int n = sc_typical_pods(pods, 100, 0.95, &t);
 	assert_int_equal(n, 3);
@@ -99,10 +99,10 @@ typedef struct fixture {
 static int setup(void **state)
 {
 	fixture_t *x = calloc(1, sizeof(*x));
-	x->nodes[0] = (sc_node_spec_t){.name = "a", .cpu_milli = 64000, .memory = 1 << 30,
-				       .gpu_count = 2, .gpu_model = "T4"};
-	x->nodes[1] = (sc_node_spec_t){.name = "b", .cpu_milli = 96000, .memory = 1 << 30,
-				       .gpu_count = 8, .gpu_model = "G2"};
+	x->nodes[0] = (sc_node_spec_t){
+	    .name = "a", .cpu_milli = 64000, .memory = 1 << 30, .gpu_count = 2, .gpu_model = "T4"};
+	x->nodes[1] = (sc_node_spec_t){
+	    .name = "b", .cpu_milli = 96000, .memory = 1 << 30, .gpu_count = 8, .gpu_model = "G2"};
 	x->c = sc_cluster_new(x->nodes, 2, NULL);
 	sc_typical_t t[2] = {{shape(1000, 500, 1), 0.5}, {shape(1000, 1000, 1), 0.5}};
 	x->f = sc_frag_new(t, 2, 2);
@@ -130,7 +130,7 @@ static void take(fixture_t *x, uint32_t node, int dev, int milli)
 }
 
 static double score(fixture_t *x, const char *name, uint32_t node, const sc_request_t *r,
-		    sc_assign_t *a)
+                    sc_assign_t *a)
 {
 	sc_sim_env_t env = {.frag = x->f, .cluster = x->c, .seed = 1};
 	sc_policy_t *p;
@@ -248,8 +248,9 @@ static void gap_waste_arithmetic(void **state)
 	assert_true(fabs(w[1000] - (filled * w[500] + (1 - filled) * 1000)) < 1e-9);
 	/* OpenB-like: many 470s, few 160s. A 210 (only a 160 fits) keeps
 	 * more than half its milli; a 530 (a 470 fits) ends near 60. */
-	sc_typical_t o[3] = {{shape(8000, 470, 1), 0.45}, {shape(4000, 160, 1), 0.01},
-			     {shape(12000, 1000, 1), 0.54}};
+	sc_typical_t o[3] = {{shape(8000, 470, 1), 0.45},
+	                     {shape(4000, 160, 1), 0.01},
+	                     {shape(12000, 1000, 1), 0.54}};
 	sc_gap_waste(o, 3, 50.0, w);
 	double f160 = 1 - exp(-0.5);
 	assert_true(fabs(w[210] - (f160 * 50 + (1 - f160) * 210)) < 1e-9);
@@ -263,12 +264,17 @@ static void gap_waste_arithmetic(void **state)
  * 650 can join later. */
 static void default_share_goes_where_gaps_get_filled(void **state)
 {
-	sc_node_spec_t nodes[1] = {{.name = "n", .cpu_milli = 96000, .memory = 1 << 30,
-				    .gpu_count = 8, .gpu_model = "G2"}};
+	sc_node_spec_t nodes[1] = {{.name = "n",
+	                            .cpu_milli = 96000,
+	                            .memory = 1 << 30,
+	                            .gpu_count = 8,
+	                            .gpu_model = "G2"}};
 	sc_cluster_t *c = sc_cluster_new(nodes, 1, NULL);
-	sc_typical_t t[5] = {{shape(8000, 470, 1), 0.3}, {shape(4000, 650, 1), 0.1},
-			     {shape(4000, 320, 1), 0.1}, {shape(4000, 160, 1), 0.01},
-			     {shape(12000, 1000, 1), 0.49}};
+	sc_typical_t t[5] = {{shape(8000, 470, 1), 0.3},
+	                     {shape(4000, 650, 1), 0.1},
+	                     {shape(4000, 320, 1), 0.1},
+	                     {shape(4000, 160, 1), 0.01},
+	                     {shape(12000, 1000, 1), 0.49}};
 	sc_frag_t *f = sc_frag_new(t, 5, 1);
 	sc_sim_env_t env = {.frag = f, .cluster = c, .seed = 1};
 	sc_policy_t *p;
@@ -306,10 +312,13 @@ static void default_share_goes_where_gaps_get_filled(void **state)
  * says. A pod at the typical rate (8 cores) strands nothing anywhere. */
 static void default_avoids_stranding_gpus(void **state)
 {
-	sc_node_spec_t nodes[2] = {{.name = "a", .cpu_milli = 64000, .memory = 1 << 30,
-				    .gpu_count = 8, .gpu_model = "G2"},
-				   {.name = "b", .cpu_milli = 128000, .memory = 1 << 30,
-				    .gpu_count = 8, .gpu_model = "G2"}};
+	sc_node_spec_t nodes[2] = {
+	    {.name = "a", .cpu_milli = 64000, .memory = 1 << 30, .gpu_count = 8, .gpu_model = "G2"},
+	    {.name = "b",
+	     .cpu_milli = 128000,
+	     .memory = 1 << 30,
+	     .gpu_count = 8,
+	     .gpu_model = "G2"}};
 	sc_cluster_t *c = sc_cluster_new(nodes, 2, NULL);
 	sc_typical_t t[2] = {{shape(8000, 1000, 1), 0.6}, {shape(2000, 0, 0), 0.4}};
 	sc_frag_t *f = sc_frag_new(t, 2, 2);
@@ -380,9 +389,9 @@ static void packing_run_inflates_and_records(void **state)
 {
 	sc_trace_node_t nodes[2] = {{"n0", 32000, 65536, 4, "T4"}, {"n1", 32000, 65536, 4, "T4"}};
 	sc_trace_pod_t pods[3] = {
-		{"p0", 1000, 1024, 1, 500, "", "", "", 0, 0, 0},
-		{"p1", 1000, 1024, 1, 1000, "", "", "", 0, 0, 0},
-		{"p2", 1000, 1024, 2, 1000, "P100", "", "", 0, 0, 0},
+	    {"p0", 1000, 1024, 1, 500, "", "", "", 0, 0, 0},
+	    {"p1", 1000, 1024, 1, 1000, "", "", "", 0, 0, 0},
+	    {"p2", 1000, 1024, 2, 1000, "P100", "", "", 0, 0, 0},
 	};
 	sc_trace_nodes_t tn = {nodes, 2};
 	sc_trace_pods_t tp = {pods, 3};
@@ -416,20 +425,20 @@ static void packing_run_inflates_and_records(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(rng_deterministic_and_bounded),
-		cmocka_unit_test(typical_pods_cover_95),
-		cmocka_unit_test(frag_arithmetic),
-		cmocka_unit_test_setup_teardown(dotprod_and_bestfit, setup, teardown),
-		cmocka_unit_test_setup_teardown(gpupacking_cases, setup, teardown),
-		cmocka_unit_test_setup_teardown(gpuclustering_classes, setup, teardown),
-		cmocka_unit_test_setup_teardown(fgd_device_choice, setup, teardown),
-		cmocka_unit_test_setup_teardown(random_picks_fitting_device, setup, teardown),
-		cmocka_unit_test(lookahead_counts_cpu_pods),
-		cmocka_unit_test(gap_waste_arithmetic),
-		cmocka_unit_test(default_share_goes_where_gaps_get_filled),
-		cmocka_unit_test(default_avoids_stranding_gpus),
-		cmocka_unit_test_setup_teardown(default_cpu_pod_tiebreak, setup, teardown),
-		cmocka_unit_test(packing_run_inflates_and_records),
+	    cmocka_unit_test(rng_deterministic_and_bounded),
+	    cmocka_unit_test(typical_pods_cover_95),
+	    cmocka_unit_test(frag_arithmetic),
+	    cmocka_unit_test_setup_teardown(dotprod_and_bestfit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(gpupacking_cases, setup, teardown),
+	    cmocka_unit_test_setup_teardown(gpuclustering_classes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(fgd_device_choice, setup, teardown),
+	    cmocka_unit_test_setup_teardown(random_picks_fitting_device, setup, teardown),
+	    cmocka_unit_test(lookahead_counts_cpu_pods),
+	    cmocka_unit_test(gap_waste_arithmetic),
+	    cmocka_unit_test(default_share_goes_where_gaps_get_filled),
+	    cmocka_unit_test(default_avoids_stranding_gpus),
+	    cmocka_unit_test_setup_teardown(default_cpu_pod_tiebreak, setup, teardown),
+	    cmocka_unit_test(packing_run_inflates_and_records),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,9 +11,12 @@
 #include "sim/jobs.h"
 #include "sim/timesim.h"
 
-static sc_node_spec_t one_node = {.name = "n0", .cpu_milli = 64000,
-				  .memory = (int64_t)512 << 30, .gpu_count = 4,
-				  .gpu_model = "A100", .gpu_memory = (int64_t)80 << 30};
+static sc_node_spec_t one_node = {.name = "n0",
+                                  .cpu_milli = 64000,
+                                  .memory = (int64_t)512 << 30,
+                                  .gpu_count = 4,
+                                  .gpu_model = "A100",
+                                  .gpu_memory = (int64_t)80 << 30};
 
 /* One node of 4 GPUs, one queue. Job 0 takes all 4 GPUs for 100 s; jobs 1
  * and 2 (2 GPUs each) wait until it finishes at 100 and then run side by
@@ -22,10 +25,10 @@ static sc_node_spec_t one_node = {.name = "n0", .cpu_milli = 64000,
 static void test_known_waits(void **state)
 {
 	const char *trace = "job_id,num_gpu,submit_time,duration\n"
-			    "0,4,0,100\n"
-			    "1,2,10,50\n"
-			    "2,2,20,30\n"
-			    "3,1,120,10\n";
+	                    "0,4,0,100\n"
+	                    "1,2,10,50\n"
+	                    "2,2,20,30\n"
+	                    "3,1,120,10\n";
 	sc_tjobs_t jobs = {0};
 	char msg[256] = "";
 	assert_int_equal(sc_tjobs_parse_tiresias(trace, "t.csv", &jobs, msg, sizeof(msg)), 0);
@@ -58,8 +61,8 @@ static void test_known_waits(void **state)
 static void test_never_fits(void **state)
 {
 	const char *trace = "job_id,num_gpu,submit_time,duration\n"
-			    "0,8,0,10\n"
-			    "1,1,0,10\n";
+	                    "0,8,0,10\n"
+	                    "1,1,0,10\n";
 	sc_tjobs_t jobs = {0};
 	char msg[256] = "";
 	assert_int_equal(sc_tjobs_parse_tiresias(trace, "t.csv", &jobs, msg, sizeof(msg)), 0);
@@ -80,11 +83,11 @@ static void test_never_fits(void **state)
 static void test_openb_gpu_spec(void **state)
 {
 	const char *csv = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
-			  "creation_time,deletion_time,scheduled_time\n"
-			  "p0,1000,1024,1,1000,B,LS,Running,0,100,0\n"
-			  "p1,1000,1024,1,500,B,LS,Running,10,60,10\n"
-			  "p2,1000,1024,1,1000,A|B,LS,Running,20,70,20\n"
-			  "p3,1000,1024,1,1000,C,LS,Running,30,80,30\n";
+	                  "creation_time,deletion_time,scheduled_time\n"
+	                  "p0,1000,1024,1,1000,B,LS,Running,0,100,0\n"
+	                  "p1,1000,1024,1,500,B,LS,Running,10,60,10\n"
+	                  "p2,1000,1024,1,1000,A|B,LS,Running,20,70,20\n"
+	                  "p3,1000,1024,1,1000,C,LS,Running,30,80,30\n";
 	FILE *f = fmemopen((void *)csv, strlen(csv), "r");
 	assert_non_null(f);
 	sc_trace_pods_t pods = {0};
@@ -120,9 +123,14 @@ static void test_two_queues_fair(void **state)
 	char names[8][16];
 	for (int i = 0; i < 8; i++) {
 		snprintf(names[i], sizeof(names[i]), "j%d", i);
-		v[i] = (sc_tjob_t){.name = names[i], .queue = i % 2 ? "b" : "a", .arrival = 0,
-				   .duration = 100, .pods = 1, .gpus = 1, .cpu_milli = 1000,
-				   .memory = 1 << 30};
+		v[i] = (sc_tjob_t){.name = names[i],
+		                   .queue = i % 2 ? "b" : "a",
+		                   .arrival = 0,
+		                   .duration = 100,
+		                   .pods = 1,
+		                   .gpus = 1,
+		                   .cpu_milli = 1000,
+		                   .memory = 1 << 30};
 	}
 	sc_tjobs_t jobs = {.v = v, .n = 8};
 	sc_tsim_config_t c = {.nodes = &one_node, .nnodes = 1, .tick = 1};
@@ -143,31 +151,30 @@ static void test_tiresias_errors(void **state)
 	char msg[256] = "";
 	const char *bad_gpu = "job_id,num_gpu,submit_time,duration\n0,4,0,100\n1,x,10,50\n";
 	assert_int_equal(sc_tjobs_parse_tiresias(bad_gpu, "t.csv", &jobs, msg, sizeof(msg)),
-			 SC_EPARSE);
+	                 SC_EPARSE);
 	assert_string_equal(msg, "t.csv:3:3: num_gpu: expected 1..4096");
 	assert_int_equal(jobs.n, 0);
 	const char *bad_dur = "job_id,num_gpu,submit_time,duration\n0,4,0,-5\n";
 	assert_int_equal(sc_tjobs_parse_tiresias(bad_dur, "t.csv", &jobs, msg, sizeof(msg)),
-			 SC_EPARSE);
+	                 SC_EPARSE);
 	assert_string_equal(msg, "t.csv:2:7: duration: expected seconds > 0");
 	const char *no_header = "a,b\n";
 	assert_int_equal(sc_tjobs_parse_tiresias(no_header, "t.csv", &jobs, msg, sizeof(msg)),
-			 SC_EPARSE);
+	                 SC_EPARSE);
 	assert_non_null(strstr(msg, "t.csv:1:1: header"));
 }
 
 static const char *tput = "{\"v100\": {\"('ResNet-18 (batch size 16)', 1)\": {\"null\": 2.0},"
-			  " \"('ResNet-18 (batch size 16)', 2)\": {\"null\": 4.0}}}";
+                          " \"('ResNet-18 (batch size 16)', 2)\": {\"null\": 4.0}}}";
 
 static void test_gavel(void **state)
 {
 	sc_tjobs_t jobs = {0};
 	char msg[256] = "";
 	const char *ok = "ResNet-18 (batch size 16)\tcmd\t-n\t1\t100\t6.5\t1\n"
-			 "ResNet-18 (batch size 16)\tcmd\t-n\t1\t100\t7\t2\n";
-	assert_int_equal(sc_tjobs_parse_gavel(ok, "vc.trace", "vc", tput, "v100", &jobs, msg,
-					      sizeof(msg)),
-			 0);
+	                 "ResNet-18 (batch size 16)\tcmd\t-n\t1\t100\t7\t2\n";
+	assert_int_equal(
+	    sc_tjobs_parse_gavel(ok, "vc.trace", "vc", tput, "v100", &jobs, msg, sizeof(msg)), 0);
 	assert_int_equal(jobs.n, 2);
 	assert_int_equal(jobs.v[0].duration, 50); /* 100 steps at 2 steps/s */
 	assert_int_equal(jobs.v[1].duration, 25);
@@ -175,31 +182,28 @@ static void test_gavel(void **state)
 	assert_string_equal(jobs.v[0].queue, "vc");
 	sc_tjobs_free(&jobs);
 	const char *bad = "ResNet-18 (batch size 16)\tcmd\t-n\t1\t100\tsoon\t1\n";
-	assert_int_equal(sc_tjobs_parse_gavel(bad, "vc.trace", "vc", tput, "v100", &jobs, msg,
-					      sizeof(msg)),
-			 SC_EPARSE);
+	assert_int_equal(
+	    sc_tjobs_parse_gavel(bad, "vc.trace", "vc", tput, "v100", &jobs, msg, sizeof(msg)),
+	    SC_EPARSE);
 	assert_string_equal(msg, "vc.trace:1:40: arrival_time: expected seconds >= 0");
 	const char *unknown = "GPT (batch size 1)\tcmd\t-n\t1\t100\t0\t1\n";
-	assert_int_equal(sc_tjobs_parse_gavel(unknown, "vc.trace", "vc", tput, "v100", &jobs, msg,
-					      sizeof(msg)),
-			 SC_EPARSE);
+	assert_int_equal(
+	    sc_tjobs_parse_gavel(unknown, "vc.trace", "vc", tput, "v100", &jobs, msg, sizeof(msg)),
+	    SC_EPARSE);
 	assert_non_null(strstr(msg, "vc.trace:1:1: job_type"));
 	const char *short_row = "a\tb\n";
-	assert_int_equal(sc_tjobs_parse_gavel(short_row, "vc.trace", "vc", tput, "v100", &jobs,
-					      msg, sizeof(msg)),
-			 SC_EPARSE);
+	assert_int_equal(sc_tjobs_parse_gavel(short_row, "vc.trace", "vc", tput, "v100", &jobs, msg,
+	                                      sizeof(msg)),
+	                 SC_EPARSE);
 	assert_non_null(strstr(msg, "vc.trace:1:3: expected 7"));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_known_waits),
-		cmocka_unit_test(test_never_fits),
-		cmocka_unit_test(test_two_queues_fair),
-		cmocka_unit_test(test_openb_gpu_spec),
-		cmocka_unit_test(test_tiresias_errors),
-		cmocka_unit_test(test_gavel),
+	    cmocka_unit_test(test_known_waits),     cmocka_unit_test(test_never_fits),
+	    cmocka_unit_test(test_two_queues_fair), cmocka_unit_test(test_openb_gpu_spec),
+	    cmocka_unit_test(test_tiresias_errors), cmocka_unit_test(test_gavel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

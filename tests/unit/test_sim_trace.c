@@ -34,9 +34,9 @@ static void nodes_every_column(void **state)
 	sc_trace_nodes_t t = {0};
 	char msg[256];
 	assert_int_equal(parse_nodes("sn,cpu_milli,memory_mib,gpu,model\n"
-				     "n0,96000,393216,8,G2\nn1,8000,1024,0,\n",
-				     &t, msg, sizeof(msg)),
-			 0);
+	                             "n0,96000,393216,8,G2\nn1,8000,1024,0,\n",
+	                             &t, msg, sizeof(msg)),
+	                 0);
 	assert_int_equal(t.n, 2);
 	assert_string_equal(t.v[0].name, "n0");
 	assert_int_equal(t.v[0].cpu_milli, 96000);
@@ -52,11 +52,11 @@ static void pods_every_column(void **state)
 	sc_trace_pods_t t = {0};
 	char msg[256];
 	assert_int_equal(
-		parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
-			   "creation_time,deletion_time,scheduled_time\r\n"
-			   "p0,6000,12288,1,460,T4|P100,LS,Running,10,20,\r\n",
-			   &t, msg, sizeof(msg)),
-		0);
+	    parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+	               "creation_time,deletion_time,scheduled_time\r\n"
+	               "p0,6000,12288,1,460,T4|P100,LS,Running,10,20,\r\n",
+	               &t, msg, sizeof(msg)),
+	    0);
 	assert_int_equal(t.n, 1);
 	sc_trace_pod_t *p = &t.v[0];
 	assert_string_equal(p->name, "p0");
@@ -79,9 +79,9 @@ static void pods_five_columns(void **state)
 	sc_trace_pods_t t = {0};
 	char msg[256];
 	assert_int_equal(parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
-				    "a,1000,10,8,1000\nb,1000,10,0,0\n",
-				    &t, msg, sizeof(msg)),
-			 0);
+	                            "a,1000,10,8,1000\nb,1000,10,0,0\n",
+	                            &t, msg, sizeof(msg)),
+	                 0);
 	assert_int_equal(t.n, 2);
 	assert_string_equal(t.v[0].gpu_spec, "");
 	assert_true(t.v[0].creation_time == SC_TRACE_NOTIME);
@@ -116,7 +116,7 @@ static void pods_bad_lines(void **state)
 	expect_error(HDR "a,,1,0,0\n", SC_EPARSE, "pods.csv:2:2: cpu_milli: empty");
 	expect_error(HDR "a,99999999999999999999,1,0,0\n", SC_EPARSE, "pods.csv:2:2");
 	expect_error("name,name,cpu_milli,memory_mib,num_gpu,gpu_milli\n", SC_EPARSE,
-		     "column name repeated");
+	             "column name repeated");
 }
 
 static void pods_line_too_long(void **state)
@@ -133,13 +133,13 @@ static void nodes_bad_lines(void **state)
 {
 	sc_trace_nodes_t t = {0};
 	char msg[256];
-	assert_int_equal(parse_nodes("sn,cpu_milli,memory_mib,gpu,model\nn,1,1,17,G\n", &t, msg,
-				     sizeof(msg)),
-			 SC_EPARSE);
+	assert_int_equal(
+	    parse_nodes("sn,cpu_milli,memory_mib,gpu,model\nn,1,1,17,G\n", &t, msg, sizeof(msg)),
+	    SC_EPARSE);
 	assert_non_null(strstr(msg, "nodes.csv:2:4: gpu"));
-	assert_int_equal(parse_nodes("sn,cpu_milli,memory_mib,gpu,model\nn,1,1,2,\n", &t, msg,
-				     sizeof(msg)),
-			 SC_EPARSE);
+	assert_int_equal(
+	    parse_nodes("sn,cpu_milli,memory_mib,gpu,model\nn,1,1,2,\n", &t, msg, sizeof(msg)),
+	    SC_EPARSE);
 	assert_non_null(strstr(msg, "nodes.csv:2:5: model: empty"));
 	assert_int_equal(sc_trace_read_nodes("/nonexistent/x.csv", &t, msg, sizeof(msg)), SC_EIO);
 	assert_non_null(strstr(msg, "/nonexistent/x.csv: cannot open"));
@@ -149,9 +149,9 @@ static void nodes_bad_lines(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(nodes_every_column), cmocka_unit_test(pods_every_column),
-		cmocka_unit_test(pods_five_columns),  cmocka_unit_test(pods_bad_lines),
-		cmocka_unit_test(pods_line_too_long), cmocka_unit_test(nodes_bad_lines),
+	    cmocka_unit_test(nodes_every_column), cmocka_unit_test(pods_every_column),
+	    cmocka_unit_test(pods_five_columns),  cmocka_unit_test(pods_bad_lines),
+	    cmocka_unit_test(pods_line_too_long), cmocka_unit_test(nodes_bad_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

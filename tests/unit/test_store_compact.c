@@ -59,7 +59,12 @@ static void write_history(sc_store_t *s)
 			assert_int_equal(got, 100);
 			continue;
 		}
-		assert_int_equal(put(s, rev == 1 ? "a/keep" : rev == 2 ? "a/del" : "a/hot", v), rev);
+		assert_int_equal(put(s,
+		                     rev == 1   ? "a/keep"
+		                     : rev == 2 ? "a/del"
+		                                : "a/hot",
+		                     v),
+		                 rev);
 	}
 }
 
@@ -132,7 +137,7 @@ static void compaction_keeps_values_and_window(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(compaction_keeps_values_and_window),
+	    cmocka_unit_test(compaction_keeps_values_and_window),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

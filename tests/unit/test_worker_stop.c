@@ -92,10 +92,10 @@ static void test_self_overlapping_prefix(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_no_stops_release_everything),
-		cmocka_unit_test(test_held_until_decided),
-		cmocka_unit_test(test_earliest_sequence_wins),
-		cmocka_unit_test(test_self_overlapping_prefix),
+	    cmocka_unit_test(test_no_stops_release_everything),
+	    cmocka_unit_test(test_held_until_decided),
+	    cmocka_unit_test(test_earliest_sequence_wins),
+	    cmocka_unit_test(test_self_overlapping_prefix),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,8 +45,8 @@ static void test_empty(void **state)
 static void test_yaml_scalars(void **state)
 {
 	sc_yj_docs_t *d = load_ok("a: 2\nb: \"2\"\nc: '2'\nd: 0.5\ne: true\nf: ~\ng: null\n"
-				  "h: no\ni: 500m\nj: 1e3\nk: -7\nl: 0x10\nm: !!str 3\n"
-				  "n: |\n  text\no: .inf\np: FALSE\nq: 16Gi\nr:\n");
+	                          "h: no\ni: 500m\nj: 1e3\nk: -7\nl: 0x10\nm: !!str 3\n"
+	                          "n: |\n  text\no: .inf\np: FALSE\nq: 16Gi\nr:\n");
 	json_t *o = sc_yj_doc(d, 0);
 	assert_int_equal(sc_yj_count(d), 1);
 	assert_true(json_is_integer(json_object_get(o, "a")));
@@ -74,8 +74,8 @@ static void test_yaml_scalars(void **state)
 static void test_yaml_multi_and_positions(void **state)
 {
 	const char *text = "kind: Node\nmetadata: {name: a}\n---\n"
-			   "kind: Job\nspec:\n  tasks:\n  - name: w\n    resources:\n"
-			   "      gpu: 1\n";
+	                   "kind: Job\nspec:\n  tasks:\n  - name: w\n    resources:\n"
+	                   "      gpu: 1\n";
 	sc_yj_docs_t *d = load_ok(text);
 	int line, col;
 	assert_int_equal(sc_yj_count(d), 2);
@@ -110,8 +110,8 @@ static void test_yaml_alias(void **state)
 static void test_json(void **state)
 {
 	const char *text = "  [\n  {\"kind\": \"Node\", \"metadata\": {\"name\": \"a\"}},\n"
-			   "  {\"kind\": \"Job\", \"spec\": {\"tasks\": [{\"r\\u00e9\": 1, "
-			   "\"x\": [1, 2.5, \"s\"]}]}}\n]\n";
+	                   "  {\"kind\": \"Job\", \"spec\": {\"tasks\": [{\"r\\u00e9\": 1, "
+	                   "\"x\": [1, 2.5, \"s\"]}]}}\n]\n";
 	sc_yj_docs_t *d = load_ok(text);
 	int line, col;
 	assert_int_equal(sc_yj_count(d), 1);
@@ -188,30 +188,29 @@ static void test_limits(void **state)
 	sc_yj_limits_default(&lim);
 	lim.max_nodes = 5;
 	assert_int_equal(load_bad("[1, 2, 3, 4, 5, 6]", &lim, &err), SC_ETOOBIG);
-	assert_int_equal(load_bad("a: 1\nb: 2\nc: 3\nd: 4\ne: 5\nf: 6\n", &lim, &err),
-			 SC_ETOOBIG);
+	assert_int_equal(load_bad("a: 1\nb: 2\nc: 3\nd: 4\ne: 5\nf: 6\n", &lim, &err), SC_ETOOBIG);
 	/* Billion laughs: each level doubles; the budget stops it. */
 	sc_yj_limits_default(&lim);
 	lim.max_nodes = 1000;
 	assert_int_equal(load_bad("a: &a [x, x, x, x]\nb: &b [*a, *a, *a, *a]\n"
-				  "c: &c [*b, *b, *b, *b]\nd: &d [*c, *c, *c, *c]\n"
-				  "e: &e [*d, *d, *d, *d]\n",
-				  &lim, &err),
-			 SC_ETOOBIG);
+	                          "c: &c [*b, *b, *b, *b]\nd: &d [*c, *c, *c, *c]\n"
+	                          "e: &e [*d, *d, *d, *d]\n",
+	                          &lim, &err),
+	                 SC_ETOOBIG);
 	assert_non_null(strstr(err.msg, "alias"));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_empty),
-		cmocka_unit_test(test_yaml_scalars),
-		cmocka_unit_test(test_yaml_multi_and_positions),
-		cmocka_unit_test(test_yaml_alias),
-		cmocka_unit_test(test_json),
-		cmocka_unit_test(test_yaml_flow_fallback),
-		cmocka_unit_test(test_malformed),
-		cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_empty),
+	    cmocka_unit_test(test_yaml_scalars),
+	    cmocka_unit_test(test_yaml_multi_and_positions),
+	    cmocka_unit_test(test_yaml_alias),
+	    cmocka_unit_test(test_json),
+	    cmocka_unit_test(test_yaml_flow_fallback),
+	    cmocka_unit_test(test_malformed),
+	    cmocka_unit_test(test_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
