@@ -44,7 +44,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
 
-.PHONY: all deps build run test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
+.PHONY: all deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
 
 all: build
 
@@ -81,9 +81,10 @@ run: build
 	./$(BIN) schedule -f examples/cluster.yaml -f examples/jobs.yaml
 	@scripts/run-dev.sh ./$(BIN)
 
-# Unit tests, then scenario tests, then the same two under the sanitizers.
+# Source rules first (format, banned functions, unused exports), then unit
+# tests, scenario tests, ..., then the same under the sanitizers.
 test: build
-	@$(MAKE) --no-print-directory test-unit test-scenarios test-prometheus test-e2e test-repro test-fuzz
+	@$(MAKE) --no-print-directory check-src test-unit test-scenarios test-prometheus test-e2e test-repro test-fuzz
 	@$(MAKE) --no-print-directory SAN=1 test-san
 
 test-unit: $(UNIT_BIN)
@@ -172,8 +173,16 @@ fuzz: deps $(FUZZ_BUILD)/fuzz_manifest $(FUZZ_BUILD)/fuzz_trace $(FUZZ_BUILD)/fu
 test-fuzz: fuzz
 	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_RUNS)
 
+# Every C file of the tree, as `make check-src` checks it.
+C_FILES = $(shell find src include tests/unit tests/e2e bench fuzz -name '*.[ch]' 2>/dev/null)
+
 format:
-	clang-format -i $(LIB_SRC) $(CLI_SRC) $(UNIT_SRC) $(BENCH_SRC) $(wildcard include/starcloud/*.h src/*/*.h)
+	clang-format -i $(C_FILES)
+
+# clang-format in check mode, banned functions, unused exported functions
+# (scripts/check-src.py says why each rule exists).
+check-src:
+	@/usr/bin/python3 scripts/check-src.py
 
 clean:
 	rm -rf build build-san build-fuzz build-dev

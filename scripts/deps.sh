@@ -6,7 +6,7 @@ set -eu
 # Dashboard and monitoring tests: headless Chromium driven over the DevTools
 # protocol (python3-websocket), promtool and a real Prometheus.
 TEST_PKGS="chromium python3-websocket prometheus"
-PKGS="build-essential clang pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
+PKGS="build-essential clang clang-format pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
 libhttp-parser-dev libcurl4-openssl-dev libsqlite3-dev gnuplot-nox python3 python3-pytest
 python3-requests python3-yaml prometheus wrk nginx-light curl etcd-server"
 missing=""

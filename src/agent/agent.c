@@ -39,7 +39,8 @@ static void url_of(sc_agent_t *a, char *out, size_t outsz, const char *fmt, cons
 	snprintf(out + n, outsz - (size_t)n, fmt, arg);
 }
 
-void sc__agent_next_server(sc_agent_t *a)
+/* Moves a->server to the next URL of --server (HA control plane). */
+static void sc__agent_next_server(sc_agent_t *a)
 {
 	const char *p = a->o.server;
 	size_t count = 0, i = 0;

@@ -97,8 +97,6 @@ struct sc_agent {
 /* Asks for a status report soon (a pod changed). */
 void sc__agent_report_soon(sc_agent_t *a);
 uint64_t sc__agent_now_ms(sc_agent_t *a);
-/* Moves a->server to the next URL of --server (HA control plane). */
-void sc__agent_next_server(sc_agent_t *a);
 
 /* ---- sync.c ---- */
 /* Initialises the watch handles (once, before anything can fail). */

@@ -84,8 +84,6 @@ json_t *sc__pod_report(const sc_pod_t *p);
 void sc__pod_probe_verdict(sc_pod_t *p, int kind, int ok, const char *msg);
 /* Once a second: log rotation; exits of adopted pods without a pidfd. */
 void sc__pods_tick(sc_agent_t *a);
-/* The pod's current log file path. */
-void sc__pod_log_path(const sc_pod_t *p, int rotated, char *out, size_t outsz);
 sc_pod_t *sc__pod_find(sc_agent_t *a, const char *job, const char *name);
 
 /* ---- probe.c ---- */

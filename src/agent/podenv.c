@@ -39,7 +39,8 @@ static int mkdirs(const char *path)
 	return mkdir(tmp, 0755) < 0 && errno != EEXIST ? SC_EIO : 0;
 }
 
-void sc__pod_log_path(const sc_pod_t *p, int rotated, char *out, size_t outsz)
+/* The pod's current log file path. */
+static void sc__pod_log_path(const sc_pod_t *p, int rotated, char *out, size_t outsz)
 {
 	snprintf(out, outsz, "%s/output.log%s", p->dir, rotated ? ".1" : "");
 }

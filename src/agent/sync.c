@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "base/parse.h"
 #include "base/log.h"
 #include "agent/pod.h"
 #include "agent/pod_serving.h"
@@ -180,7 +181,8 @@ void sc__sync_resync(sc_agent_t *a)
 static int64_t rev_of(json_t *obj)
 {
 	const char *rv = str_of(json_object_get(obj, "metadata"), "resourceVersion");
-	return strtoll(rv, NULL, 10);
+	int64_t v = 0;
+	return sc_parse_i64(rv, 0, INT64_MAX, &v) == 0 ? v : 0;
 }
 
 static void on_retry(uv_timer_t *t)

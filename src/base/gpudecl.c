@@ -1,5 +1,6 @@
 /* GPU declarations (see gpudecl.h). */
 #include "base/gpudecl.h"
+#include "base/parse.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -13,10 +14,10 @@ uint64_t sc_gpu_model_memory(const char *model)
 	const char *dash = strrchr(model, '-');
 	if (!dash)
 		return 0;
-	char *end;
-	unsigned long v = strtoul(dash + 1, &end, 10);
-	if (end == dash + 1 || !isdigit((unsigned char)dash[1]) ||
-	    (strcmp(end, "GB") != 0 && strcmp(end, "G") != 0) || v > 4096)
+	const char *end = dash + 1;
+	uint64_t v;
+	if (sc_parse_digits(&end, 4096, &v) < 0 ||
+	    (strcmp(end, "GB") != 0 && strcmp(end, "G") != 0))
 		return 0;
 	return (uint64_t)v << 30;
 }
@@ -31,12 +32,10 @@ static int model_ok(const char *m, size_t len)
 
 int sc_gpu_decl_parse(const char *decl, sc_gpu_decl_t *out)
 {
-	char *end;
+	const char *end = decl;
+	uint64_t count;
 	memset(out, 0, sizeof(*out));
-	if (!decl || !isdigit((unsigned char)decl[0]))
-		return SC_EINVAL;
-	long count = strtol(decl, &end, 10);
-	if (*end != 'x' || count < 0 || count > SC_GPU_DECL_MAX)
+	if (!decl || sc_parse_digits(&end, SC_GPU_DECL_MAX, &count) < 0 || *end != 'x')
 		return SC_EINVAL;
 	const char *m = end + 1, *colon = strchr(m, ':');
 	size_t mlen = colon ? (size_t)(colon - m) : strlen(m);

@@ -40,6 +40,27 @@ static int whole(const char *s, bool *neg, uint64_t *mag)
 	return over ? SC_ERANGE : 0;
 }
 
+int sc_parse_digits(const char **s, uint64_t max, uint64_t *out)
+{
+	const char *p = *s;
+	if (!p || !is_digit(*p))
+		return SC_EPARSE;
+	uint64_t v = 0;
+	bool over = false;
+	for (; is_digit(*p); p++) {
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			over = true;
+		else
+			v = v * 10 + d;
+	}
+	if (over || v > max)
+		return SC_ERANGE;
+	*s = p;
+	*out = v;
+	return 0;
+}
+
 int sc_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
 	bool neg;

@@ -24,6 +24,11 @@ int sc_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 int sc_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 int sc_parse_int(const char *s, int min, int max, int *out);
 
+/* The decimal digits at *s (at least one; no sign, no spaces) as a whole
+ * number of at most max; *s moves past them. For numbers inside larger
+ * text: "8xA100-80GB", "3g.40gb", "host:80/path". */
+int sc_parse_digits(const char **s, uint64_t max, uint64_t *out);
+
 /* A finite decimal number ([+-]digits[.digits][e[+-]digits]) in [min, max]. */
 int sc_parse_num(const char *s, double min, double max, double *out);
 

@@ -15,7 +15,6 @@
 
 /* Verbs implemented in this binary. */
 int sc_cli_schedule(int argc, char **argv);
-int sc_cli_version(int argc, char **argv);
 int sc_cli_bench(int argc, char **argv);
 
 /* ---- helpers shared by verbs (cli_files.c) ---- */

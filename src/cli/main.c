@@ -15,6 +15,8 @@
 #include "server/server.h"
 #include "worker/worker.h"
 
+static int sc_cli_version(int argc, char **argv);
+
 typedef struct verb {
 	const char *name;
 	int (*run)(int argc, char **argv);
@@ -56,7 +58,7 @@ static void usage(FILE *f)
 	fprintf(f, "\n`starcloud <command> --help` describes a command.\n");
 }
 
-int sc_cli_version(int argc, char **argv)
+static int sc_cli_version(int argc, char **argv)
 {
 	if (sc__cli_wants_help(argc, argv)) {
 		printf("usage: starcloud version\n\nPrints the version of starcloud.\n");

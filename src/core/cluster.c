@@ -157,6 +157,29 @@ static int init_node(sc_cluster_t *c, uint32_t i, const sc_node_spec_t *s)
 	return 0;
 }
 
+/* ---- names ---------------------------------------------------------- */
+
+static int sc__names_build(sc_strmap_t *m, const sc_node_spec_t *nodes, size_t n)
+{
+	int rc = sc_strmap_init(m, n);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		rc = sc_strmap_put(m, nodes[i].name, (uint32_t)i);
+		if (rc == SC_EEXISTS)
+			rc = SC_EINVAL; /* duplicate node name */
+	}
+	return rc;
+}
+
+static void sc__names_free(sc_strmap_t *m)
+{
+	sc_strmap_free(m);
+}
+
+static long sc__names_find(const sc_strmap_t *m, const char *name)
+{
+	return sc_strmap_get(m, name);
+}
+
 sc_cluster_t *sc_cluster_new(const sc_node_spec_t *nodes, size_t n, int *err)
 {
 	int rc = SC_ENOMEM;
@@ -509,13 +532,6 @@ void sc_cluster_give(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *
 	index_add(c, a->node);
 }
 
-void sc__cluster_set_schedulable(sc_cluster_t *c, uint32_t i, bool on)
-{
-	index_del(c, i);
-	c->nodes[i].schedulable = on;
-	index_add(c, i);
-}
-
 /* ---- search --------------------------------------------------------- */
 
 static bool labels_match(const sc_node_spec_t *s, const sc_label_t *sel, size_t nsel)
@@ -716,29 +732,6 @@ int sc_cluster_best_indexed(const sc_cluster_t *c, const sc_request_t *r, const 
 	if (i == UINT32_MAX)
 		return SC_ENOFIT;
 	return sc_node_choose_devices(&c->nodes[i], r, device_policy, a);
-}
-
-/* ---- names ---------------------------------------------------------- */
-
-int sc__names_build(sc_strmap_t *m, const sc_node_spec_t *nodes, size_t n)
-{
-	int rc = sc_strmap_init(m, n);
-	for (size_t i = 0; rc == 0 && i < n; i++) {
-		rc = sc_strmap_put(m, nodes[i].name, (uint32_t)i);
-		if (rc == SC_EEXISTS)
-			rc = SC_EINVAL; /* duplicate node name */
-	}
-	return rc;
-}
-
-void sc__names_free(sc_strmap_t *m)
-{
-	sc_strmap_free(m);
-}
-
-long sc__names_find(const sc_strmap_t *m, const char *name)
-{
-	return sc_strmap_get(m, name);
 }
 
 /* Takes a pod's resources without checking that they are free. Snapshots

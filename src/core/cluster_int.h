@@ -31,11 +31,7 @@ struct sc_cluster {
 	int64_t total[3]; /* the same capacity over schedulable nodes */
 };
 
-int sc__names_build(sc_strmap_t *m, const sc_node_spec_t *nodes, size_t n);
-void sc__names_free(sc_strmap_t *m);
-long sc__names_find(const sc_strmap_t *m, const char *name);
 bool sc__filter_pass(const sc_filter_t *f, const sc_node_view_t *n);
-void sc__cluster_set_schedulable(sc_cluster_t *c, uint32_t i, bool on);
 void sc__cluster_force_take(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
 
 /* mig.c */

@@ -28,7 +28,7 @@ enum {
 	WHY_COUNT
 };
 
-const char *sc__fmt_count(sc_arena_t *a, long n)
+static const char *sc__fmt_count(sc_arena_t *a, long n)
 {
 	char digits[32], out[48];
 	int len = snprintf(digits, sizeof(digits), "%ld", n < 0 ? -n : n);

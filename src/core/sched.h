@@ -170,7 +170,6 @@ void sc__task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_
 /* explain.c */
 const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int needed,
                              const sc_filter_t *f);
-const char *sc__fmt_count(sc_arena_t *a, long n);
 
 /* reserve.c */
 int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int));

@@ -49,7 +49,8 @@ static void unit_res(sc_sched_t *s, int j, int pod, vunit_t *u)
 	u->gpus = u->res.v[SC_RES_GPU];
 }
 
-int sc__running_index(sc_sched_t *s)
+/* Builds the per-queue index of jobs holding pods (once per cycle). */
+static int sc__running_index(sc_sched_t *s)
 {
 	if (s->running)
 		return 0;

@@ -37,8 +37,6 @@ typedef struct victim_rules {
  * true. Returns the count or SC_ENOMEM. */
 int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
                      bool (*pick)(void *, sc_sched_t *, int), void *ctx, vunit_t **out);
-/* Builds the per-queue index of jobs holding pods (once per cycle). */
-int sc__running_index(sc_sched_t *s);
 
 /* Finds a set of units among cands whose eviction lets preemptor run. On
  * success returns 1 with the evictions and placements in st (uncommitted);

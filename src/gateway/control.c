@@ -79,12 +79,14 @@ int sc__gw_parse_servers(gw_opts_t *o, char *err, size_t errsz)
 	}
 }
 
-const char *sc__gw_server(const sc_gw_t *gw)
+/* The control plane server in use, and a move to the next one of the list
+ * (after it was unreachable or answered as a follower). */
+static const char *sc__gw_server(const sc_gw_t *gw)
 {
 	return gw->o.servers[gw->server_idx % (gw->o.nservers ? gw->o.nservers : 1)];
 }
 
-void sc__gw_server_next(sc_gw_t *gw)
+static void sc__gw_server_next(sc_gw_t *gw)
 {
 	if (gw->o.nservers < 2)
 		return;

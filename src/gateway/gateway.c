@@ -51,7 +51,8 @@ void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *ms
 	free(s);
 }
 
-int sc__gw_parse_steps(const char *s, int *steps, size_t *n)
+/* Parses "10,50,100" (or '/' separated) percent steps ending at 100. */
+static int sc__gw_parse_steps(const char *s, int *steps, size_t *n)
 {
 	char step[16];
 	*n = 0;
@@ -120,7 +121,9 @@ static int role_parse(const char *v, size_t vl)
 	return -1;
 }
 
-int sc__gw_parse_backend(const char *spec, gw_backend_t *b, char *err, size_t errsz)
+/* Parses "model=M,version=V,url=U[,role=R][,weight=W]" into a backend
+ * description; errors name the field. */
+static int sc__gw_parse_backend(const char *spec, gw_backend_t *b, char *err, size_t errsz)
 {
 	memset(b, 0, sizeof(*b));
 	b->weight = 1;

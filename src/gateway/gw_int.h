@@ -155,14 +155,9 @@ uint64_t sc__gw_rand(sc_gw_t *gw);
 /* Answers {"error":{"code","type","message"}} (OpenAI shape; KServe clients
  * read the same "error" key). */
 void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *msg);
-/* Parses "model=M,version=V,url=U[,role=R][,weight=W]" into a backend
- * description; errors name the field. */
-int sc__gw_parse_backend(const char *spec, gw_backend_t *out, char *err, size_t errsz);
 
 /* The longest duration any gateway setting takes (a week). */
 #define GW_MAX_DURATION_MS (7 * 86400000ull)
-/* Parses "10,50,100" (or '/' separated) percent steps ending at 100. */
-int sc__gw_parse_steps(const char *s, int *steps, size_t *n);
 
 /* ---- backend.c ---- */
 /* Adds (or refreshes) a backend; returns it, or NULL when the table is full. */
@@ -243,10 +238,6 @@ void sc__gw_trace_close(sc_gw_t *gw);
 /* Splits o->server ("URL1,URL2,...") into o->servers; errors name the
  * entry. */
 int sc__gw_parse_servers(gw_opts_t *o, char *err, size_t errsz);
-/* The control plane server in use, and a move to the next one of the list
- * (after it was unreachable or answered as a follower). */
-const char *sc__gw_server(const sc_gw_t *gw);
-void sc__gw_server_next(sc_gw_t *gw);
 int sc__gw_control_start(sc_gw_t *gw);
 void sc__gw_control_stop(sc_gw_t *gw);
 /* Tells the control plane a rollout was rolled back (best effort). */

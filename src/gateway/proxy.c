@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/parse.h"
 #include "base/alloc.h"
 #include "gateway/proxy.h"
 #include "starcloud/error.h"
@@ -412,7 +413,11 @@ static int passthru_wanted(const gw_req_t *q, sc_hcli_req_t *up, int status)
 	if (status == 200 && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT))
 		return 0;
 	const char *cl = sc_hcli_header(up, "content-length");
-	return !cl || strtoull(cl, NULL, 10) > GW_PASSTHRU_MIN;
+	uint64_t len = 0; /* unreadable: 0, small enough to buffer */
+	if (!cl)
+		return 1;
+	sc_parse_u64(cl, 0, UINT64_MAX, &len);
+	return len > GW_PASSTHRU_MIN;
 }
 
 static int up_head(sc_hcli_req_t *up, int status, void *ud)
@@ -702,7 +707,8 @@ json_t *sc__gw_req_json(gw_req_t *q)
 	return q->body;
 }
 
-int sc__gw_body_verbatim(const gw_req_t *q)
+/* True when the client's body can go upstream byte for byte. */
+static int sc__gw_body_verbatim(const gw_req_t *q)
 {
 	if (q->kind != GW_K_COMPL && q->kind != GW_K_CHAT)
 		return 1;

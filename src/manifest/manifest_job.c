@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/quantity.h"
+#include "base/parse.h"
 #include "manifest/manifest_int.h"
 #include "starcloud/cluster.h"
 
@@ -317,13 +318,14 @@ static int check_pod_name(sc__rd_t *rd, const sc_job_spec_t *j, const char *pod)
 	size_t jl = strlen(j->name);
 	const char *dash = strrchr(pod, '-');
 	if (strncmp(pod, j->name, jl) == 0 && pod[jl] == '-' && dash && dash > pod + jl + 1) {
-		char *end;
-		long idx = strtol(dash + 1, &end, 10);
-		for (size_t t = 0; t < j->ntasks && dash[1] && !*end; t++) {
+		const char *end = dash + 1;
+		uint64_t idx = 0;
+		int ok = sc_parse_digits(&end, INT32_MAX, &idx) == 0 && !*end;
+		for (size_t t = 0; t < j->ntasks && ok; t++) {
 			const sc_task_spec_t *tk = &j->tasks[t];
 			if (strlen(tk->name) == (size_t)(dash - pod - (long)jl - 1) &&
-			    strncmp(pod + jl + 1, tk->name, strlen(tk->name)) == 0 && idx >= 0 &&
-			    idx < tk->replicas)
+			    strncmp(pod + jl + 1, tk->name, strlen(tk->name)) == 0 &&
+			    idx < (uint64_t)tk->replicas)
 				return 0;
 		}
 	}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/quantity.h"
+#include "base/parse.h"
 #include "manifest/manifest_int.h"
 
 int sc__vec_push(sc__vec_t *v, const void *item)
@@ -489,11 +490,11 @@ int sc__get_strs(sc__rd_t *rd, json_t *obj, const char *key, bool req, const cha
 bool sc__mig_profile_ok(const char *s)
 {
 	/* <n>g.<m>gb with n, m positive: 1g.5gb, 3g.40gb, 7g.80gb. */
-	char *end;
-	long g = strtol(s, &end, 10);
-	if (s[0] < '1' || s[0] > '9' || g <= 0 || strncmp(end, "g.", 2) != 0)
+	uint64_t g, gb;
+	if (s[0] < '1' || s[0] > '9' || sc_parse_digits(&s, 1u << 20, &g) < 0 ||
+	    strncmp(s, "g.", 2) != 0)
 		return false;
-	s = end + 2;
-	long mb = strtol(s, &end, 10);
-	return s[0] >= '1' && s[0] <= '9' && mb > 0 && strcmp(end, "gb") == 0;
+	s += 2;
+	return s[0] >= '1' && s[0] <= '9' && sc_parse_digits(&s, 1u << 20, &gb) == 0 &&
+	       strcmp(s, "gb") == 0;
 }

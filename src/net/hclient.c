@@ -12,6 +12,7 @@
  * memory: a cancelled request is only freed once the read callback that is
  * running has unwound (see conn_after_parse). */
 #include "net/hclient.h"
+#include "base/parse.h"
 #include "base/alloc.h"
 
 #include <stdlib.h>
@@ -127,9 +128,9 @@ int sc_hcli_parse_url(const char *url, char *host, size_t hostsz, int *port, con
 	const char *p = h + hl;
 	*port = 80;
 	if (*p == ':') {
-		char *end;
-		long v = strtol(p + 1, &end, 10);
-		if (end == p + 1 || v < 1 || v > 65535)
+		uint64_t v;
+		const char *end = p + 1;
+		if (sc_parse_digits(&end, 65535, &v) < 0 || v < 1)
 			return SC_EINVAL;
 		*port = (int)v;
 		p = end;

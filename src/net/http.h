@@ -64,8 +64,7 @@ void sc_http_server_close(sc_http_server_t *s);
 
 /* ---- request accessors (borrowed strings, valid as the request) ---- */
 const char *sc_http_method(const sc_http_req_t *r);
-const char *sc_http_path(const sc_http_req_t *r);  /* without the query */
-const char *sc_http_query(const sc_http_req_t *r); /* after '?', "" if none */
+const char *sc_http_path(const sc_http_req_t *r); /* without the query */
 /* Case-insensitive header lookup; NULL when absent. */
 const char *sc_http_header(const sc_http_req_t *r, const char *name);
 const char *sc_http_body(const sc_http_req_t *r, size_t *len);

@@ -71,7 +71,8 @@ const char *sc_http_path(const sc_http_req_t *r)
 	return r->url.data ? r->url.data : "/";
 }
 
-const char *sc_http_query(const sc_http_req_t *r)
+/* The query after '?', "" if none. */
+static const char *sc_http_query(const sc_http_req_t *r)
 {
 	return r->query ? r->query : "";
 }

@@ -1,5 +1,6 @@
 /* The service manager's notify protocol (see sdnotify.h and sd_notify(3)). */
 #include "net/sdnotify.h"
+#include "base/parse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -32,11 +33,11 @@ static void read_env(void)
 	const char *usec = getenv("WATCHDOG_USEC");
 	const char *pid = getenv("WATCHDOG_PID");
 	if (usec) {
-		char *end;
-		errno = 0;
-		unsigned long long v = strtoull(usec, &end, 10);
-		int mine = !pid || (long)strtol(pid, NULL, 10) == (long)getpid();
-		if (!errno && *usec && !*end && v > 0 && mine)
+		uint64_t v;
+		int64_t p = 0;
+		int mine =
+		    !pid || (sc_parse_i64(pid, 0, INT64_MAX, &p) == 0 && p == (int64_t)getpid());
+		if (sc_parse_u64(usec, 1, UINT64_MAX, &v) == 0 && mine)
 			sd.watchdog_usec = v;
 	}
 	size_t n = path ? strlen(path) : 0;

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "base/version.h"
+#include "base/parse.h"
 #include "base/alloc.h"
 #include "server/ha.h"
 #include "base/log.h"
@@ -217,7 +218,9 @@ static void gang_failed(json_t *obj, const char *pod)
 	json_t *ann = json_object_get(md, "annotations");
 	if (!json_is_object(ann))
 		json_object_set_new(md, "annotations", ann = json_object());
-	int restarts = atoi(str_of(ann, SC_GANG_RESTARTS));
+	/* Written by this server; anything else a person put there counts as 0. */
+	int restarts = 0;
+	sc_parse_int(str_of(ann, SC_GANG_RESTARTS), 0, INT32_MAX, &restarts);
 	if (strcmp(str_of(spec, "gangPolicy"), "RestartGang") == 0 && restarts < limit) {
 		char n[16];
 		snprintf(why, sizeof(why), "gang restarted: pod %s failed", pod);

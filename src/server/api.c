@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "server/cache.h"
+#include "base/parse.h"
 #include "base/alloc.h"
 #include "server/deploy.h"
 #include "server/server.h"
@@ -127,9 +128,8 @@ static int64_t object_rv(json_t *obj)
 		return 0;
 	if (json_is_integer(rv))
 		return json_integer_value(rv) > 0 ? json_integer_value(rv) : -1;
-	char *end;
-	long long v = strtoll(json_string_value(rv), &end, 10);
-	return (*end || v <= 0) ? -1 : v;
+	int64_t v;
+	return sc_parse_i64(json_string_value(rv), 1, INT64_MAX, &v) < 0 ? -1 : v;
 }
 
 static const char *object_name(json_t *obj)
@@ -381,9 +381,10 @@ static void do_list(api_req_t *a)
 		return;
 	}
 	if (sc_http_query_param(a->r, "resourceVersion", tmp, sizeof(tmp)) > 0) {
-		char *end;
-		from_rev = strtoll(tmp, &end, 10);
-		if (*end || from_rev < 0) {
+		int64_t v = -1;
+		sc_parse_i64(tmp, 0, INT64_MAX, &v);
+		from_rev = v;
+		if (from_rev < 0) {
 			sc__api_error(a->r, 400, "BadRequest", "resourceVersion",
 			              "resourceVersion must be a non-negative integer");
 			return;

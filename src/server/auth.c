@@ -12,6 +12,7 @@
 #include <sys/random.h>
 
 #include "base/version.h"
+#include "base/alloc.h"
 #include "server/cache.h"
 #include "server/server.h"
 #include "starcloud/error.h"
@@ -29,7 +30,7 @@ const char *sc__role_name(int role)
 	return role > 0 && role <= SC_ROLE_AGENT ? role_names[role] : "none";
 }
 
-int sc__role_parse(const char *name)
+static int sc__role_parse(const char *name)
 {
 	for (int i = SC_ROLE_ADMIN; i <= SC_ROLE_AGENT; i++)
 		if (name && strcmp(name, role_names[i]) == 0)
@@ -50,8 +51,11 @@ static int digest_equal(const char *a, const char *b)
 	return d == 0;
 }
 
-int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node, char **secret,
-                     char *id, size_t idsz)
+/* Mints a token with role, queues (borrowed, may be NULL) and, for agent
+ * tokens, node (borrowed, else NULL); writes the secret (owned by caller,
+ * free()) and the id. */
+static int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node,
+                            char **secret, char *id, size_t idsz)
 {
 	unsigned char rnd[TOKEN_RANDOM_BYTES];
 	char tok[4 + 2 * TOKEN_RANDOM_BYTES + 1], hash[65], key[128], ts[40];
@@ -75,7 +79,7 @@ int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node,
 	free(text);
 	if (rc < 0)
 		return rc;
-	*secret = strdup(tok);
+	*secret = sc_strdup(tok);
 	return *secret ? 0 : SC_ENOMEM;
 }
 
@@ -121,7 +125,8 @@ static int load_principal(json_t *rec, sc_principal_t *who)
 	return who->role == SC_ROLE_NONE ? SC_EINVAL : 0;
 }
 
-int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
+/* Fills who from the Authorization header; 0, or SC_EINVAL (no valid token). */
+static int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 {
 	const char *h = sc_http_header(r, "Authorization");
 	memset(who, 0, sizeof(*who));

@@ -260,7 +260,13 @@ int64_t sc__cache_rev(const sc_cache_t *c)
 
 static size_t token_slot(const char *digest)
 {
-	return (size_t)strtoul((char[3]){digest[0], digest[1], '\0'}, NULL, 16) % TOKEN_SLOTS;
+	/* The first two hex digits of a SHA-256 digest. */
+	size_t v = 0;
+	for (int i = 0; i < 2 && digest[i]; i++) {
+		char c = digest[i];
+		v = v * 16 + (size_t)(c >= 'a' ? c - 'a' + 10 : c >= 'A' ? c - 'A' + 10 : c - '0');
+	}
+	return v % TOKEN_SLOTS;
 }
 
 int sc__cache_token_get(const sc_cache_t *c, const char *digest, sc_principal_t *who)

@@ -105,9 +105,6 @@ void sc__deploy_pause(json_t *obj, bool pause, int64_t now);
 int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events);
 /* Node name -> address ("" when unknown) for every node (new reference). */
 json_t *sc__deploy_node_addresses(sc_server_t *s);
-/* Builds an Event about a deployment into events. */
-void sc__deploy_event(json_t *events, json_t *obj, const char *reason, const char *type,
-                      const char *msg);
 
 /* ---- rollout.c ---- */
 /* GET|POST /api/v1/deployments/{name}/rollout and POST .../rollout/report. */

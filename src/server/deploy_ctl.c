@@ -67,8 +67,9 @@ static void stamp(json_t *o, const char *key, int64_t t)
 
 /* ---- events and writes --------------------------------------------------- */
 
-void sc__deploy_event(json_t *events, json_t *obj, const char *reason, const char *type,
-                      const char *msg)
+/* Builds an Event about a deployment into events. */
+static void sc__deploy_event(json_t *events, json_t *obj, const char *reason, const char *type,
+                             const char *msg)
 {
 	char now[40];
 	if (!events)

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/quantity.h"
+#include "base/parse.h"
 #include "base/alloc.h"
 #include "server/deploy.h"
 #include "starcloud/error.h"
@@ -282,9 +283,9 @@ const sc_deploy_task_t *sc__deploy_task_of(const sc_deploy_plan_t *p, const char
 	const char *dash = strrchr(pod, '-');
 	if (strncmp(pod, dep, dl) != 0 || pod[dl] != '-' || !dash || dash <= pod + dl + 1)
 		return NULL;
-	char *end;
-	long idx = strtol(dash + 1, &end, 10);
-	if (!dash[1] || *end || idx < 0)
+	const char *end = dash + 1;
+	uint64_t idx;
+	if (sc_parse_digits(&end, INT32_MAX, &idx) < 0 || *end)
 		return NULL;
 	const char *t = pod + dl + 1;
 	size_t tl = (size_t)(dash - t);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "server/cache.h"
+#include "base/parse.h"
 #include "base/alloc.h"
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
@@ -61,9 +62,8 @@ static int parse_paging(sc_http_req_t *r, long *limit, char *after, size_t after
 	int n = sc_http_query_param(r, "limit", tmp, sizeof(tmp));
 	*limit = 0;
 	if (n >= 0 || n == SC_ETOOBIG) {
-		char *end;
-		long v = n > 0 ? strtol(tmp, &end, 10) : -1;
-		if (n <= 0 || *end || v < 0 || v > MAX_LIMIT) {
+		int v = -1;
+		if (n <= 0 || sc_parse_int(tmp, 0, MAX_LIMIT, &v) < 0) {
 			sc__api_error(r, 400, "BadRequest", "limit",
 			              "limit must be a whole number from 0 to %d (0: no limit)",
 			              MAX_LIMIT);

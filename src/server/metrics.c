@@ -1,5 +1,6 @@
 /* /metrics, /healthz, /readyz. */
 #include "server/metrics.h"
+#include "base/parse.h"
 #include "base/alloc.h"
 
 #include <stdio.h>
@@ -267,7 +268,9 @@ static double pod_gpus(json_t *p)
 	size_t n = json_array_size(json_object_get(p, "gpus"));
 	if (json_is_object(mig)) {
 		const char *prof = json_string_value(json_object_get(mig, "profile"));
-		int g = prof ? atoi(prof) : 0;
+		uint64_t g = 0; /* "3g.40gb": the slices before the 'g' */
+		if (prof)
+			sc_parse_digits(&prof, 7, &g);
 		return g > 0 && g <= 7 ? g / 7.0 : 0;
 	}
 	if (json_is_number(share))

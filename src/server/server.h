@@ -101,8 +101,6 @@ int sc__selector_check(const char *selector);
 /* ---- auth.c ---- */
 /* Creates the admin token at first start and prints it once. */
 int sc__auth_init(sc_server_t *s);
-/* Fills who from the Authorization header; 0, or SC_EINVAL (no valid token). */
-int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who);
 /* The gate of every API request: refuses a Starcloud client too old for
  * this server (400 ClientTooOld, base/version.h), then authenticates
  * (401). On failure the request is answered and < 0 returned. */
@@ -112,13 +110,7 @@ int sc__auth_request(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who);
 int sc__auth_can_see(const sc_principal_t *who, const sc_kind_t *k, json_t *obj);
 int sc__auth_has_queue(const sc_principal_t *who, const char *queue);
 int sc__auth_register(sc_server_t *s);
-/* Mints a token with role, queues (borrowed, may be NULL) and, for agent
- * tokens, node (borrowed, else NULL); writes the secret (owned by caller,
- * free()) and the id. */
-int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node, char **secret,
-                     char *id, size_t idsz);
 const char *sc__role_name(int role);
-int sc__role_parse(const char *name);
 
 /* ---- validate.c ---- */
 /* Validates an object of kind k with the manifest decoder; on failure fills

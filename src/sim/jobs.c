@@ -1,5 +1,6 @@
 /* Job trace readers for the time mode. See jobs.h. */
 #include "sim/jobs.h"
+#include "base/parse.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -226,23 +227,15 @@ static char *next_line(char **cursor)
 
 static bool parse_num(const char *s, double *out)
 {
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (end == s || *end || errno || !isfinite(v) || v < 0)
-		return false;
-	*out = v;
-	return true;
+	return sc_parse_num(s, 0, 1e308, out) == 0;
 }
 
 static bool parse_int(const char *s, long lo, long hi, long *out)
 {
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (end == s || *end || errno || v < lo || v > hi)
+	int64_t v;
+	if (sc_parse_i64(s, lo, hi, &v) < 0)
 		return false;
-	*out = v;
+	*out = (long)v;
 	return true;
 }
 

@@ -2,6 +2,7 @@
  * each column is described once (name, type, bounds, where it goes in the
  * row struct), which keeps the validation rules in one readable place. */
 #include "sim/trace.h"
+#include "base/parse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -168,19 +169,20 @@ static int parse_int(reader_t *r, int col, const col_spec_t *s, const char *v, i
 		}
 		return fail(r, col, SC_EPARSE, "%s: empty, expected an integer", s->name);
 	}
-	errno = 0;
-	char *end;
-	long long x = strtoll(v, &end, 10);
-	if (*end == '.' && s->kind == COL_TIME) {
-		/* Some exports write times as floats ("12.0"): keep seconds. */
-		char *frac = end + 1;
-		while (*frac >= '0' && *frac <= '9')
-			frac++;
-		end = frac;
+	/* Some exports write times as floats ("12.0"): keep the seconds. */
+	char whole[32];
+	const char *num = v, *dot = s->kind == COL_TIME ? strchr(v, '.') : NULL;
+	if (dot && (size_t)(dot - v) < sizeof(whole) &&
+	    dot[1 + strspn(dot + 1, "0123456789")] == '\0') {
+		memcpy(whole, v, (size_t)(dot - v));
+		whole[dot - v] = '\0';
+		num = whole;
 	}
-	if (*end != '\0' || end == v)
+	int64_t x = 0;
+	int rc = sc_parse_i64(num, INT64_MIN, INT64_MAX, &x);
+	if (rc == SC_EPARSE)
 		return fail(r, col, SC_EPARSE, "%s: \"%.40s\" is not an integer", s->name, v);
-	if (errno == ERANGE || x < s->min || x > s->max)
+	if (rc < 0 || x < s->min || x > s->max)
 		return fail(r, col, SC_EPARSE, "%s: %lld out of range [%lld, %lld]", s->name, x,
 		            (long long)s->min, (long long)s->max);
 	*out = x;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "starcloud/buf.h"
+#include "base/parse.h"
 #include "base/alloc.h"
 #include "base/log.h"
 #include "starcloud/error.h"
@@ -164,7 +165,8 @@ int sc__etcd_call(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **res
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-char *sc__b64_enc(const char *s, size_t n)
+/* base64 of n bytes, malloc'd. */
+static char *sc__b64_enc(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	char *out = sc_xmalloc((n + 2) / 3 * 4 + 1), *o = out;
@@ -221,9 +223,10 @@ int64_t sc__etcd_int(json_t *obj, const char *field)
 	json_t *v = json_object_get(obj, field);
 	if (json_is_integer(v))
 		return json_integer_value(v);
+	int64_t n = 0;
 	if (json_is_string(v))
-		return strtoll(json_string_value(v), NULL, 10);
-	return 0;
+		sc_parse_i64(json_string_value(v), INT64_MIN, INT64_MAX, &n);
+	return n;
 }
 
 void sc__etcd_set_b64(json_t *obj, const char *field, const char *s)

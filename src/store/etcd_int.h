@@ -46,8 +46,6 @@ void sc__etcd_conn_free(sc_etcd_conn_t *c);
  * SC_EUNAVAIL when no endpoint answered, SC_EIO on an etcd error. */
 int sc__etcd_call(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp);
 
-/* base64 of n bytes, malloc'd. */
-char *sc__b64_enc(const char *s, size_t n);
 /* Decodes base64 text into a malloc'd NUL-terminated string; SC_EPARSE. */
 int sc__b64_dec(const char *s, char **out, size_t *n);
 /* An int64 field of the gateway (a JSON string or number); 0 when absent. */

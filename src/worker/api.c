@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/version.h"
+#include "base/alloc.h"
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 #include "worker/worker_int.h"
@@ -38,7 +39,7 @@ int sc__body_and_ids(wreq_t *q, int n, json_t **body, int **ids)
 	*body = sc__body_json(q);
 	if (!*body)
 		return -1;
-	*ids = malloc((size_t)n * sizeof(int));
+	*ids = sc_malloc((size_t)n * sizeof(int));
 	if (!*ids) {
 		json_decref(*body);
 		*body = NULL;

@@ -394,6 +394,29 @@ static void test_flags_help(void **state)
 	assert_null(sc_flags_find(&tcmd, "more:"));
 }
 
+/* Another source of values (a configuration file, later) goes through
+ * sc_flags_set with the same checks and messages, by key. */
+static void test_flags_set_by_key(void **state)
+{
+	topts_t o;
+	memset(&o, 0, sizeof(o));
+	char err[256];
+	assert_int_equal(sc_flags_defaults(&tcmd, &o), 0);
+	const sc_flag_t *f = sc_flags_find(&tcmd, "max-error-rate");
+	assert_non_null(f);
+	assert_int_equal(sc_flags_set(&tcmd, f, &o, "0.25", err, sizeof(err)), 0);
+	assert_true(o.rate == 0.25);
+	assert_int_equal(sc_flags_set(&tcmd, f, &o, "nan", err, sizeof(err)), SC_EINVAL);
+	assert_string_equal(err, "--max-error-rate: expected a number from 0 to 1, got \"nan\"");
+	assert_true(o.rate == 0.25);
+	f = sc_flags_find(&tcmd, "timeout");
+	assert_int_equal(sc_flags_set(&tcmd, f, &o, NULL, err, sizeof(err)), SC_EINVAL);
+	assert_string_equal(err, "--timeout needs a value");
+	f = sc_flags_find(&tcmd, "verbose");
+	assert_int_equal(sc_flags_set(&tcmd, f, &o, NULL, err, sizeof(err)), 0);
+	assert_int_equal(o.verbose, 1);
+}
+
 /* A default that its own flag refuses is caught (each daemon's table test
  * relies on this). */
 static void test_flags_bad_default(void **state)
@@ -434,6 +457,12 @@ static void test_alloc_failures(void **state)
 	char *s = sc_xstrndup("hello", 3);
 	assert_string_equal(s, "hel");
 	free(s);
+	s = sc_strndup("hi", 10);
+	assert_string_equal(s, "hi");
+	free(s);
+	sc_alloc_fail_after(1);
+	assert_null(sc_strndup("hi", 10));
+	sc_alloc_fail_after(0);
 	assert_null(sc_xstrdup(NULL));
 	int *v = sc_xreallocarray(NULL, 10, sizeof(int));
 	v[9] = 1;
@@ -486,6 +515,7 @@ int main(void)
 	    cmocka_unit_test(test_flags_defaults_and_values),
 	    cmocka_unit_test(test_flags_refused),
 	    cmocka_unit_test(test_flags_help),
+	    cmocka_unit_test(test_flags_set_by_key),
 	    cmocka_unit_test(test_flags_bad_default),
 	    cmocka_unit_test(test_alloc_failures),
 	    cmocka_unit_test(test_log_levels),

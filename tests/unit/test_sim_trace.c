@@ -122,7 +122,7 @@ static void pods_bad_lines(void **state)
 static void pods_line_too_long(void **state)
 {
 	static char text[SC_TRACE_MAX_LINE * 2 + 64];
-	strcpy(text, HDR "a,1,1,0,0,");
+	snprintf(text, sizeof(text), "%s", HDR "a,1,1,0,0,");
 	size_t len = strlen(text);
 	memset(text + len, 'x', SC_TRACE_MAX_LINE + 10);
 	text[len + SC_TRACE_MAX_LINE + 10] = '\n';

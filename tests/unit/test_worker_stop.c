@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -16,7 +17,7 @@ static sc_stops_t stops(const char *a, const char *b)
 	const char *v[2] = {a, b};
 	for (int i = 0; i < 2; i++)
 		if (v[i]) {
-			strcpy(st.s[st.n], v[i]);
+			snprintf(st.s[st.n], sizeof(st.s[st.n]), "%s", v[i]);
 			st.len[st.n++] = strlen(v[i]);
 		}
 	return st;

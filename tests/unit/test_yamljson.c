@@ -165,18 +165,14 @@ static void test_limits(void **state)
 	assert_int_equal(lim.max_depth, 64);
 
 	char deep[400] = "";
-	for (int i = 0; i < 70; i++)
-		strcat(deep, "[");
+	memset(deep, '[', 70);
 	load_bad(deep, NULL, &err); /* unclosed: JSON and YAML both reject */
-	for (int i = 0; i < 70; i++)
-		strcat(deep, "]");
+	memset(deep + 70, ']', 70);
 	assert_int_equal(load_bad(deep, NULL, &err), SC_ETOOBIG);
 	assert_non_null(strstr(err.msg, "deeper"));
 	char ydeep[400] = "a: ";
-	for (int i = 0; i < 70; i++)
-		strcat(ydeep, "[");
-	for (int i = 0; i < 70; i++)
-		strcat(ydeep, "]");
+	memset(ydeep + 3, '[', 70);
+	memset(ydeep + 73, ']', 70);
 	assert_int_equal(load_bad(ydeep, NULL, &err), SC_ETOOBIG);
 
 	lim.max_bytes = 10;
