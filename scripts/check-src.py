@@ -45,10 +45,6 @@ PENDING = {
     "src/cli/cli_simulate.c": "issue 22 rewrites it; its flags move to a table after",
     "src/cli/cli_simtime.c": "issue 22 rewrites it; its flags move to a table after",
     "src/cli/sim_report.c": "issue 22 rewrites it",
-    # issue 17 (OpenAI/KServe worker) calls these from new files of its own.
-    "sc__body_json": "used by issue 17's kserve.c and disagg.c",
-    "sc__check_model": "issue 17 rewrites src/worker/api.c",
-    "sc_model_file_size": "issue 17 rewrites src/worker/model.c",
 }
 
 

@@ -222,7 +222,11 @@ int sc__gw_pd_kv_gone(const gw_req_t *q)
 	if (q->up_status != 502 || !q->resp.len)
 		return 0;
 	json_t *j = json_loadb(q->resp.data, q->resp.len, 0, NULL);
-	const char *f = json_string_value(json_object_get(json_object_get(j, "error"), "field"));
+	json_t *e = json_object_get(j, "error");
+	/* OpenAI's "param"; workers before it said "field". */
+	const char *f = json_string_value(json_object_get(e, "param"));
+	if (!f)
+		f = json_string_value(json_object_get(e, "field"));
 	int gone = f && strcmp(f, "kv_url") == 0;
 	json_decref(j);
 	return gone;

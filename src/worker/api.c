@@ -1,18 +1,19 @@
-/* OpenAI (completions, chat, models) and KServe v2 (health, metadata,
- * infer) handlers: parsing and validation; generation is in gen.c.
- * Every rejected request gets a 4xx naming the field and changes nothing. */
+/* OpenAI handlers (completions, chat, embeddings, models) and the request
+ * parsing every generation shares; KServe v2 is in kserve.c, generation in
+ * gen.c. Every rejected request gets a 4xx naming the field and changes
+ * nothing. Fields this worker cannot honour are refused, never ignored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "base/version.h"
-#include "base/alloc.h"
 #include "starcloud/buf.h"
+#include "base/alloc.h"
 #include "starcloud/error.h"
 #include "worker/worker_int.h"
 
 #define DEFAULT_MAX_TOKENS 16
+#define MAX_COMPL_LOGPROBS 5
 
 /* ---------------------------------------------------------------------
  * Shared parsing
@@ -33,34 +34,19 @@ json_t *sc__body_json(wreq_t *q)
 	return j;
 }
 
-int sc__body_and_ids(wreq_t *q, int n, json_t **body, int **ids)
+int sc__pick_model(wreq_t *q, json_t *model)
 {
-	*ids = NULL;
-	*body = sc__body_json(q);
-	if (!*body)
-		return -1;
-	*ids = sc_malloc((size_t)n * sizeof(int));
-	if (!*ids) {
-		json_decref(*body);
-		*body = NULL;
-		sc__reply_error(q, 503, NULL, "out of memory");
+	if (model && !json_is_null(model) && !json_is_string(model)) {
+		sc__reply_error(q, 400, "model", "model must be a string");
 		return -1;
 	}
-	return 0;
-}
-
-int sc__check_model(wreq_t *q, const char *name)
-{
-	sc_worker_t *w = q->w;
-	size_t n = strlen(w->model_name);
-	if (strcmp(name, w->model_name) == 0 ||
-	    (strncmp(name, w->model_name, n) == 0 && name[n] == ':' &&
-	     strcmp(name + n + 1, w->version) == 0))
+	const char *name = json_string_value(model);
+	if ((q->m = sc__worker_model(q->w, name, NULL)))
 		return 0;
-	sc__reply_error(q, 404, "model",
-	                "model \"%.100s\" is not served here (this worker serves "
-	                "\"%s\" version \"%s\")",
-	                name, w->model_name, w->version);
+	if (!name || !*name)
+		sc__reply_error(q, 400, "model", "model is required: this worker serves several");
+	else
+		sc__reply_error(q, 404, "model", "model \"%.100s\" is not served here", name);
 	return -1;
 }
 
@@ -128,68 +114,154 @@ static int parse_stop(wreq_t *q, json_t *obj, sc_stops_t *st)
 	return 0;
 }
 
-int sc__gen_params(wreq_t *q, json_t *obj, gen_params_t *p)
+static int get_number(wreq_t *q, json_t *obj, const char *key, double lo, double hi, int open_lo,
+                      float *out)
 {
-	sc_worker_t *w = q->w;
-	long long v;
-	p->max_tokens =
-	    DEFAULT_MAX_TOKENS < w->max_tokens_cap ? DEFAULT_MAX_TOKENS : w->max_tokens_cap;
-	p->seed = 1;
-	json_t *m = json_object_get(obj, "model");
-	if (m && !json_is_string(m)) {
-		sc__reply_error(q, 400, "model", "model must be a string");
+	json_t *v = json_object_get(obj, key);
+	if (!v || json_is_null(v))
+		return 0;
+	double x = json_is_number(v) ? json_number_value(v) : lo - 1;
+	if (x < lo || x > hi || (open_lo && !(x > lo))) {
+		sc__reply_error(q, 400, key, "%s must be a number %s %g, at most %g", key,
+		                open_lo ? "above" : "from", lo, hi);
 		return -1;
 	}
-	if (m && sc__check_model(q, json_string_value(m)) < 0)
+	*out = (float)x;
+	return 0;
+}
+
+/* Fields OpenAI defines that this worker cannot honour: refused by name
+ * rather than ignored, so a client never believes it got what it asked
+ * for. A field at its neutral value is accepted. */
+static int refuse_unsupported(wreq_t *q, json_t *obj)
+{
+	static const char *const zero_num[] = {"presence_penalty", "frequency_penalty", NULL};
+	static const char *const null_or_empty[] = {"logit_bias", "tools", "functions", "suffix",
+	                                            NULL};
+	for (size_t i = 0; zero_num[i]; i++) {
+		json_t *v = json_object_get(obj, zero_num[i]);
+		if (v && !json_is_null(v) && !(json_is_number(v) && json_number_value(v) == 0)) {
+			sc__reply_error(q, 400, zero_num[i], "%s is not supported (only 0)",
+			                zero_num[i]);
+			return -1;
+		}
+	}
+	for (size_t i = 0; null_or_empty[i]; i++) {
+		json_t *v = json_object_get(obj, null_or_empty[i]);
+		int empty = !v || json_is_null(v) || (json_is_array(v) && !json_array_size(v)) ||
+		            (json_is_object(v) && !json_object_size(v)) ||
+		            (json_is_string(v) && !json_string_length(v));
+		if (!empty) {
+			sc__reply_error(q, 400, null_or_empty[i],
+			                "%s is not supported by this worker", null_or_empty[i]);
+			return -1;
+		}
+	}
+	json_t *echo = json_object_get(obj, "echo"), *bo = json_object_get(obj, "best_of");
+	if (json_is_true(echo)) {
+		sc__reply_error(q, 400, "echo", "echo is not supported");
 		return -1;
+	}
+	if (bo && !json_is_null(bo) && !(json_is_integer(bo) && json_integer_value(bo) == 1)) {
+		sc__reply_error(q, 400, "best_of", "best_of is not supported (only 1)");
+		return -1;
+	}
+	json_t *rf = json_object_get(obj, "response_format");
+	const char *rft = json_string_value(json_object_get(rf, "type"));
+	if (rf && !json_is_null(rf) && !(rft && strcmp(rft, "text") == 0)) {
+		sc__reply_error(q, 400, "response_format",
+		                "response_format: only {\"type\": \"text\"}");
+		return -1;
+	}
+	return 0;
+}
+
+/* logprobs: an integer 0..5 on completions; on chat a boolean with
+ * top_logprobs 0..20 beside it. -1 = not asked. */
+static int parse_logprobs(wreq_t *q, json_t *obj, gen_params_t *p)
+{
+	json_t *lp = json_object_get(obj, "logprobs");
+	long long v;
+	p->logprobs = -1;
+	if (p->fmt != FMT_CHAT) {
+		int rc = get_int(q, obj, "logprobs", 0, MAX_COMPL_LOGPROBS, &v);
+		if (rc > 0)
+			p->logprobs = (int)v;
+		return rc < 0 ? -1 : 0;
+	}
+	if (lp && !json_is_null(lp) && !json_is_boolean(lp)) {
+		sc__reply_error(q, 400, "logprobs", "logprobs must be true or false");
+		return -1;
+	}
+	int rc = get_int(q, obj, "top_logprobs", 0, SC_WORKER_MAX_TOP_LOGPROBS, &v);
+	if (rc < 0)
+		return -1;
+	if (rc > 0 && !json_is_true(lp)) {
+		sc__reply_error(q, 400, "top_logprobs", "top_logprobs needs logprobs: true");
+		return -1;
+	}
+	if (json_is_true(lp))
+		p->logprobs = rc > 0 ? (int)v : 0;
+	return 0;
+}
+
+int sc__gen_params(wreq_t *q, json_t *obj, gen_params_t *p)
+{
+	int cap = q->m->max_tokens_cap;
+	long long v;
+	p->max_tokens = DEFAULT_MAX_TOKENS < cap ? DEFAULT_MAX_TOKENS : cap;
+	p->seed = 1;
+	p->n = 1;
+	p->top_p = 1;
 	json_t *s = json_object_get(obj, "stream");
 	if (s && !json_is_boolean(s) && !json_is_null(s)) {
 		sc__reply_error(q, 400, "stream", "stream must be true or false");
 		return -1;
 	}
 	p->stream = json_is_true(s);
-	int rc = get_int(q, obj, "max_tokens", 1, w->max_tokens_cap, &v);
+	json_t *so = json_object_get(obj, "stream_options");
+	if (so && !json_is_null(so)) {
+		json_t *iu = json_object_get(so, "include_usage");
+		if (!p->stream) {
+			sc__reply_error(q, 400, "stream_options",
+			                "stream_options is only allowed when stream is true");
+			return -1;
+		}
+		if (!json_is_object(so) || (iu && !json_is_boolean(iu) && !json_is_null(iu))) {
+			sc__reply_error(q, 400, "stream_options",
+			                "stream_options must be {\"include_usage\": true|false}");
+			return -1;
+		}
+		p->include_usage = json_is_true(iu);
+	}
+	/* max_completion_tokens is the current name; max_tokens the old one. */
+	int rc = get_int(q, obj, "max_completion_tokens", 1, cap, &v);
+	if (rc == 0)
+		rc = get_int(q, obj, "max_tokens", 1, cap, &v);
 	if (rc < 0)
 		return -1;
 	if (rc)
 		p->max_tokens = (int)v;
-	if ((rc = get_int(q, obj, "n", 1, 1, &v)) < 0)
+	if ((rc = get_int(q, obj, "n", 1, SC_WORKER_MAX_CHOICES, &v)) < 0)
 		return -1;
+	if (rc)
+		p->n = (int)v;
 	if ((rc = get_int(q, obj, "seed", 0, INT64_MAX, &v)) < 0)
 		return -1;
 	if (rc)
 		p->seed = (uint64_t)v;
-	json_t *t = json_object_get(obj, "temperature");
-	if (t && !json_is_null(t)) {
-		if (!json_is_number(t) || json_number_value(t) < 0 || json_number_value(t) > 2) {
-			sc__reply_error(q, 400, "temperature",
-			                "temperature must be a number from 0 to 2");
-			return -1;
-		}
-		p->temperature = (float)json_number_value(t);
-	}
-	p->top_p = 1;
-	json_t *tp = json_object_get(obj, "top_p");
-	if (tp && !json_is_null(tp)) {
-		if (!json_is_number(tp) || !(json_number_value(tp) > 0) ||
-		    json_number_value(tp) > 1) {
-			sc__reply_error(q, 400, "top_p",
-			                "top_p must be a number above 0, at most 1");
-			return -1;
-		}
-		p->top_p = (float)json_number_value(tp);
-	}
+	if (get_number(q, obj, "temperature", 0, 2, 0, &p->temperature) < 0 ||
+	    get_number(q, obj, "top_p", 0, 1, 1, &p->top_p) < 0 || parse_logprobs(q, obj, p) < 0 ||
+	    refuse_unsupported(q, obj) < 0)
+		return -1;
 	return parse_stop(q, obj, &p->stops);
 }
 
-/* Token ids from a JSON array (field names the array for errors). */
-static int ids_from_array(wreq_t *q, json_t *a, const char *field, int bos, int *ids, int max)
+int sc__ids_from_array(wreq_t *q, json_t *a, const char *field, int *ids, int max)
 {
-	int vocab = q->w->model->cfg.vocab_size, n = 0;
-	if (bos)
-		ids[n++] = SC_TOK_BOS;
-	if (json_array_size(a) == 0 || json_array_size(a) > (size_t)(max - n)) {
-		sc__reply_error(q, 400, field, "%s must hold 1 to %d token ids", field, max - n);
+	int vocab = q->m->model->cfg.vocab_size, n = 0;
+	if (json_array_size(a) == 0 || json_array_size(a) > (size_t)max) {
+		sc__reply_error(q, 400, field, "%s must hold 1 to %d token ids", field, max);
 		return -1;
 	}
 	size_t i;
@@ -207,52 +279,88 @@ static int ids_from_array(wreq_t *q, json_t *a, const char *field, int bos, int 
 	return n;
 }
 
-static int encode_text(wreq_t *q, const char *field, const char *text, size_t len, int *ids,
-                       int max)
+int sc__encode_text(wreq_t *q, const char *field, const char *text, size_t len, int *ids, int max)
 {
-	int n = sc_tokenizer_encode(q->w->tok, text, len, 1, ids, max);
+	int n = sc_tokenizer_encode(q->m->tok, text, len, 1, ids, max);
 	if (n < 0)
 		sc__reply_error(q, 400, field,
 		                "%s is longer than %d tokens (seq_len %d leaves room "
 		                "for one generated token)",
-		                field, max, q->w->model->cfg.seq_len);
+		                field, max, q->m->model->cfg.seq_len);
 	return n;
 }
 
-/* Flattens chat messages: "<|role|>\ncontent\n" each, then "<|assistant|>\n". */
+/* A message's content: a string, null (an assistant turn that only called
+ * tools), or an array of text parts; appended to b. */
+static int message_content(wreq_t *q, json_t *content, size_t i, const char *role, sc_buf_t *b)
+{
+	char field[80];
+	if (json_is_string(content))
+		return sc_buf_append(b, json_string_value(content), json_string_length(content));
+	if (json_is_null(content) && strcmp(role, "assistant") == 0)
+		return 0;
+	if (!json_is_array(content)) {
+		snprintf(field, sizeof(field), "messages[%zu].content", i);
+		sc__reply_error(q, 400, field, "%s must be a string or an array of text parts",
+		                field);
+		return -1;
+	}
+	size_t k;
+	json_t *part;
+	json_array_foreach(content, k, part)
+	{
+		const char *type = json_string_value(json_object_get(part, "type"));
+		json_t *text = json_object_get(part, "text");
+		if (!type || strcmp(type, "text") != 0) {
+			snprintf(field, sizeof(field), "messages[%zu].content[%zu].type", i, k);
+			sc__reply_error(q, 400, field, "%s: only \"text\" parts are supported",
+			                field);
+			return -1;
+		}
+		if (!json_is_string(text)) {
+			snprintf(field, sizeof(field), "messages[%zu].content[%zu].text", i, k);
+			sc__reply_error(q, 400, field, "%s must be a string", field);
+			return -1;
+		}
+		sc_buf_append(b, json_string_value(text), json_string_length(text));
+	}
+	return 0;
+}
+
+/* Flattens chat messages: "<|role|>\ncontent\n" each, then "<|assistant|>\n".
+ * A developer message is the system message of newer models. */
 static int messages_ids(wreq_t *q, json_t *msgs, int *ids, int max)
 {
+	static const char *const roles[] = {"system",    "developer", "user",
+	                                    "assistant", "tool",      NULL};
 	if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
 		sc__reply_error(q, 400, "messages", "messages must be a non-empty array");
 		return -1;
 	}
 	sc_buf_t b;
 	sc_buf_init(&b, SC_WORKER_MAX_BODY);
-	size_t i;
+	size_t i, r;
 	json_t *m;
 	char field[64];
 	json_array_foreach(msgs, i, m)
 	{
 		const char *role = json_string_value(json_object_get(m, "role"));
-		json_t *content = json_object_get(m, "content");
-		if (!role || (strcmp(role, "system") && strcmp(role, "user") &&
-		              strcmp(role, "assistant") && strcmp(role, "tool"))) {
+		for (r = 0; role && roles[r] && strcmp(role, roles[r]) != 0; r++)
+			;
+		if (!role || !roles[r]) {
 			snprintf(field, sizeof(field), "messages[%zu].role", i);
-			sc__reply_error(q, 400, field, "%s must be system, user, assistant or tool",
+			sc__reply_error(q, 400, field,
+			                "%s must be system, developer, user, assistant or tool",
 			                field);
 			return sc_buf_free(&b), -1;
 		}
-		if (!json_is_string(content)) {
-			snprintf(field, sizeof(field), "messages[%zu].content", i);
-			sc__reply_error(q, 400, field, "%s must be a string", field);
+		sc_buf_printf(&b, "<|%s|>\n", strcmp(role, "developer") == 0 ? "system" : role);
+		if (message_content(q, json_object_get(m, "content"), i, role, &b) < 0)
 			return sc_buf_free(&b), -1;
-		}
-		sc_buf_printf(&b, "<|%s|>\n", role);
-		sc_buf_append(&b, json_string_value(content), json_string_length(content));
 		sc_buf_puts(&b, "\n");
 	}
 	sc_buf_puts(&b, "<|assistant|>\n");
-	int n = encode_text(q, "messages", b.data, b.len, ids, max);
+	int n = sc__encode_text(q, "messages", b.data, b.len, ids, max);
 	sc_buf_free(&b);
 	return n;
 }
@@ -269,21 +377,120 @@ int sc__prompt_ids(wreq_t *q, json_t *body, int *ids, int max)
 	if (msgs)
 		return messages_ids(q, msgs, ids, max);
 	if (iids)
-		return ids_from_array(q, iids, "input_ids", 0, ids, max);
+		return sc__ids_from_array(q, iids, "input_ids", ids, max);
 	if (json_is_string(prompt))
-		return encode_text(q, "prompt", json_string_value(prompt),
-		                   json_string_length(prompt), ids, max);
+		return sc__encode_text(q, "prompt", json_string_value(prompt),
+		                       json_string_length(prompt), ids, max);
 	if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
 	    json_is_string(json_array_get(prompt, 0))) {
 		json_t *s = json_array_get(prompt, 0);
-		return encode_text(q, "prompt", json_string_value(s), json_string_length(s), ids,
-		                   max);
+		return sc__encode_text(q, "prompt", json_string_value(s), json_string_length(s),
+		                       ids, max);
 	}
 	if (json_is_array(prompt) && json_is_integer(json_array_get(prompt, 0)))
-		return ids_from_array(q, prompt, "prompt", 0, ids, max);
+		return sc__ids_from_array(q, prompt, "prompt", ids, max);
 	sc__reply_error(q, 400, "prompt",
 	                "prompt must be a string, a one-string array or an array of token ids");
 	return -1;
+}
+
+/* Appends n ids as the next prompt. */
+static int prompts_add(wreq_t *q, gen_prompts_t *pr, const int *ids, int n)
+{
+	int at = pr->off[pr->n];
+	int *g = sc_realloc(pr->ids, ((size_t)at + (size_t)n) * sizeof(int));
+	if (!g) {
+		sc__reply_error(q, 503, NULL, "out of memory");
+		return -1;
+	}
+	pr->ids = g;
+	memcpy(g + at, ids, (size_t)n * sizeof(int));
+	pr->off[++pr->n] = at + n;
+	return 0;
+}
+
+/* One input of a list: a string or an array of token ids. */
+static int one_input(wreq_t *q, json_t *v, const char *field, int *ids, int max)
+{
+	if (json_is_string(v))
+		return sc__encode_text(q, field, json_string_value(v), json_string_length(v), ids,
+		                       max);
+	if (json_is_array(v))
+		return sc__ids_from_array(q, v, field, ids, max);
+	sc__reply_error(q, 400, field, "%s must be a string or an array of token ids", field);
+	return -1;
+}
+
+/* A completion's prompt or an embedding's input, as OpenAI allows it: a
+ * string, an array of strings, an array of token ids, or an array of
+ * arrays of token ids. Each becomes one prompt of at most max ids. */
+static int read_inputs(wreq_t *q, json_t *v, const char *name, gen_prompts_t *pr, int max)
+{
+	int *ids = sc_malloc((size_t)max * sizeof(int)), n;
+	if (!ids) {
+		sc__reply_error(q, 503, NULL, "out of memory");
+		return -1;
+	}
+	int rc = -1;
+	char field[48];
+	if (json_is_string(v) || (json_is_array(v) && json_is_integer(json_array_get(v, 0)))) {
+		if ((n = one_input(q, v, name, ids, max)) > 0)
+			rc = prompts_add(q, pr, ids, n);
+	} else if (json_is_array(v) && json_array_size(v) > 0 &&
+	           json_array_size(v) <= SC_WORKER_MAX_PROMPTS) {
+		size_t i;
+		json_t *e;
+		rc = 0;
+		json_array_foreach(v, i, e)
+		{
+			snprintf(field, sizeof(field), "%s[%zu]", name, i);
+			if ((n = one_input(q, e, field, ids, max)) < 0 ||
+			    prompts_add(q, pr, ids, n) < 0) {
+				rc = -1;
+				break;
+			}
+		}
+	} else {
+		sc__reply_error(q, 400, name,
+		                "%s must be a string, an array of 1 to %d strings, token ids, or "
+		                "arrays of token ids",
+		                name, SC_WORKER_MAX_PROMPTS);
+	}
+	free(ids);
+	return rc;
+}
+
+/* "generated_ids": token ids the client already has from an earlier
+ * attempt at this very request (the gateway's resume of a broken stream);
+ * they count towards max_tokens. Returns the count, or -1 after a 400. */
+static int resume_ids(wreq_t *q, json_t *body, const gen_params_t *p, int nseq, int **out)
+{
+	json_t *g = json_object_get(body, "generated_ids");
+	*out = NULL;
+	if (!g || json_is_null(g) || (json_is_array(g) && json_array_size(g) == 0))
+		return 0;
+	if (nseq != 1) {
+		sc__reply_error(q, 400, "generated_ids",
+		                "generated_ids needs one prompt and n = 1");
+		return -1;
+	}
+	if (!json_is_array(g) || json_array_size(g) >= (size_t)p->max_tokens + 1) {
+		sc__reply_error(
+		    q, 400, "generated_ids",
+		    "generated_ids must be an array of at most max_tokens (%d) token ids",
+		    p->max_tokens);
+		return -1;
+	}
+	if (!(*out = sc_malloc(json_array_size(g) * sizeof(int)))) {
+		sc__reply_error(q, 503, NULL, "out of memory");
+		return -1;
+	}
+	int n = sc__ids_from_array(q, g, "generated_ids", *out, p->max_tokens);
+	if (n < 0) {
+		free(*out);
+		*out = NULL;
+	}
+	return n;
 }
 
 /* ---------------------------------------------------------------------
@@ -294,20 +501,49 @@ static void openai_generate(wreq_t *q, int fmt)
 {
 	if (sc__need_role(q, ROLE_BOTH) < 0 || sc__worker_faults(q))
 		return;
-	int max = q->w->model->cfg.seq_len - 1, *ids;
-	json_t *body;
-	if (sc__body_and_ids(q, max, &body, &ids) < 0)
-		return;
+	json_t *body = sc__body_json(q);
+	if (!body || sc__pick_model(q, json_object_get(body, "model")) < 0)
+		return json_decref(body);
+	int max = q->m->model->cfg.seq_len - 1, *ids = NULL, *forced = NULL, nf = 0;
 	gen_params_t p = {.fmt = fmt};
+	gen_prompts_t pr = {0};
 	if (fmt == FMT_CHAT && json_object_get(body, "prompt")) {
 		sc__reply_error(q, 400, "prompt", "chat completions take messages, not prompt");
 	} else if (fmt == FMT_COMPLETION && json_object_get(body, "messages")) {
 		sc__reply_error(q, 400, "messages", "completions take prompt, not messages");
 	} else if (sc__gen_params(q, body, &p) == 0) {
-		int n = sc__prompt_ids(q, body, ids, max);
-		if (n > 0)
-			sc__gen_prompt(q, &p, ids, n);
+		int ok = 0;
+		if (fmt == FMT_CHAT) {
+			if (!(ids = sc_malloc((size_t)max * sizeof(int))))
+				sc__reply_error(q, 503, NULL, "out of memory");
+			int n = ids ? sc__prompt_ids(q, body, ids, max) : -1;
+			ok = n > 0 && prompts_add(q, &pr, ids, n) == 0;
+		} else if (!json_object_get(body, "prompt")) {
+			sc__reply_error(q, 400, "prompt", "prompt is required");
+		} else {
+			ok = read_inputs(q, json_object_get(body, "prompt"), "prompt", &pr, max) ==
+			     0;
+		}
+		if (ok && pr.n * p.n > SC_WORKER_MAX_SEQS) {
+			sc__reply_error(q, 400, "n", "prompts x n must be at most %d",
+			                SC_WORKER_MAX_SEQS);
+			ok = 0;
+		}
+		if (ok && (nf = resume_ids(q, body, &p, pr.n * p.n, &forced)) < 0)
+			ok = 0;
+		if (ok && pr.off[1] + nf > max) {
+			sc__reply_error(q, 400, "generated_ids",
+			                "the prompt and generated_ids fill the context (%d tokens)",
+			                max + 1);
+			ok = 0;
+		}
+		if (ok) {
+			sc__gen_start(q, &p, &pr, forced, nf);
+			pr.ids = NULL;
+		}
 	}
+	free(forced);
+	free(pr.ids);
 	free(ids);
 	json_decref(body);
 }
@@ -322,273 +558,72 @@ static void h_chat(wreq_t *q)
 	openai_generate(q, FMT_CHAT);
 }
 
-static void h_models(wreq_t *q)
+/* POST /v1/embeddings: the mean of the model's final hidden states over
+ * each input's tokens, at unit length. */
+static void h_embeddings(wreq_t *q)
 {
-	sc_worker_t *w = q->w;
-	sc__reply_json(q, 200,
-	               json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:s}]}", "object", "list", "data",
-	                         "id", w->model_name, "object", "model", "created",
-	                         (json_int_t)time(NULL), "owned_by", "starcloud", "version",
-	                         w->version));
-}
-
-/* ---------------------------------------------------------------------
- * KServe v2
- * ------------------------------------------------------------------- */
-
-static void h_live(wreq_t *q)
-{
-	sc__reply_raw(q, 200, "application/json", "", 0);
-}
-
-static void h_v2(wreq_t *q)
-{
-	if (strcmp(sc_http_path(q->req), "/v2") != 0 && strcmp(sc_http_path(q->req), "/v2/") != 0)
-		return sc__reply_error(q, 404, "path", "no such path");
-	sc__reply_json(q, 200,
-	               json_pack("{s:s, s:s, s:[]}", "name", "starcloud-worker", "version",
-	                         SC_VERSION, "extensions"));
-}
-
-static json_t *tensor_meta(const char *name, const char *dtype, int dim)
-{
-	return json_pack("{s:s, s:s, s:[i]}", "name", name, "datatype", dtype, "shape", dim);
-}
-
-/* Splits /v2/models/{m}[/versions/{v}][/rest]; 0 and *rest on success,
- * after a 404 otherwise. */
-static int model_path(wreq_t *q, const char **rest)
-{
-	sc_worker_t *w = q->w;
-	const char *p = sc_http_path(q->req) + strlen("/v2/models/");
-	size_t n = strcspn(p, "/");
-	if (n != strlen(w->model_name) || strncmp(p, w->model_name, n) != 0) {
-		sc__reply_error(q, 404, "model", "unknown model \"%.*s\"", (int)(n > 100 ? 100 : n),
-		                p);
-		return -1;
-	}
-	p += n;
-	if (strncmp(p, "/versions/", 10) == 0) {
-		p += 10;
-		n = strcspn(p, "/");
-		if (n != strlen(w->version) || strncmp(p, w->version, n) != 0) {
-			sc__reply_error(q, 404, "version", "unknown version \"%.*s\" of model %s",
-			                (int)(n > 100 ? 100 : n), p, w->model_name);
-			return -1;
-		}
-		p += n;
-	}
-	*rest = p;
-	return 0;
-}
-
-static void model_metadata(wreq_t *q)
-{
-	sc_worker_t *w = q->w;
-	json_t *in = json_pack("[o, o]", tensor_meta("text_input", "BYTES", 1),
-	                       tensor_meta("input_ids", "INT64", -1));
-	json_t *out = json_pack("[o, o]", tensor_meta("text_output", "BYTES", 1),
-	                        tensor_meta("output_ids", "INT64", -1));
-	sc__reply_json(q, 200,
-	               json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name", w->model_name, "versions",
-	                         w->version, "platform", "starcloud_llama2c", "inputs", in,
-	                         "outputs", out));
-}
-
-static void h_model_get(wreq_t *q)
-{
-	q->kserve_errors = 1;
-	const char *rest;
-	if (model_path(q, &rest) < 0)
+	if (sc__need_role(q, ROLE_PREFILL) < 0 || sc__worker_faults(q))
 		return;
-	if (*rest == '\0')
-		return model_metadata(q);
-	if (strcmp(rest, "/ready") == 0)
-		return sc__reply_raw(q, 200, "application/json", "", 0);
-	sc__reply_error(q, 404, "path", "no such path");
-}
-
-/* Shape product of a tensor, or -1 when shape is not an array of
- * non-negative integers. */
-static long long shape_elems(json_t *shape)
-{
-	if (!json_is_array(shape) || json_array_size(shape) == 0 || json_array_size(shape) > 4)
-		return -1;
-	long long n = 1;
-	size_t i;
-	json_t *d;
-	json_array_foreach(shape, i, d)
-	{
-		if (!json_is_integer(d) || json_integer_value(d) < 0 ||
-		    json_integer_value(d) > 1 << 20)
-			return -1;
-		n *= json_integer_value(d);
+	json_t *body = sc__body_json(q);
+	if (!body || sc__pick_model(q, json_object_get(body, "model")) < 0)
+		return json_decref(body);
+	gen_params_t p = {.fmt = FMT_EMBED, .n = 1, .logprobs = -1};
+	gen_prompts_t pr = {0};
+	json_t *fmt = json_object_get(body, "encoding_format");
+	long long dims;
+	const char *f = json_string_value(fmt);
+	int rc = get_int(q, body, "dimensions", 1, q->m->model->cfg.dim, &dims);
+	if (rc < 0) {
+	} else if (fmt && !json_is_null(fmt) &&
+	           (!f || (strcmp(f, "float") != 0 && strcmp(f, "base64") != 0))) {
+		sc__reply_error(q, 400, "encoding_format",
+		                "encoding_format must be float or base64");
+	} else if (!json_object_get(body, "input")) {
+		sc__reply_error(q, 400, "input", "input is required");
+	} else if (read_inputs(q, json_object_get(body, "input"), "input", &pr,
+	                       q->m->model->cfg.seq_len) == 0) {
+		p.embed_dims = rc > 0 ? (int)dims : 0;
+		p.embed_base64 = f && strcmp(f, "base64") == 0;
+		sc__gen_start(q, &p, &pr, NULL, 0);
+		pr.ids = NULL;
 	}
-	return n;
-}
-
-static int check_tensor(wreq_t *q, json_t *t, size_t i, const char *dtype)
-{
-	char f[48];
-	const char *dt = json_string_value(json_object_get(t, "datatype"));
-	json_t *data = json_object_get(t, "data");
-	long long elems = shape_elems(json_object_get(t, "shape"));
-	if (!dt || (strcmp(dt, dtype) != 0 &&
-	            !(strcmp(dtype, "INT64") == 0 && strcmp(dt, "INT32") == 0))) {
-		snprintf(f, sizeof(f), "inputs[%zu].datatype", i);
-		sc__reply_error(q, 400, f, "%s must be %s", f, dtype);
-		return -1;
-	}
-	if (elems < 0) {
-		snprintf(f, sizeof(f), "inputs[%zu].shape", i);
-		sc__reply_error(q, 400, f, "%s must be an array of non-negative integers", f);
-		return -1;
-	}
-	if (!json_is_array(data) || (long long)json_array_size(data) != elems) {
-		snprintf(f, sizeof(f), "inputs[%zu].data", i);
-		sc__reply_error(q, 400, f, "%s must be an array of %lld elements (the shape)", f,
-		                elems);
-		return -1;
-	}
-	if (strcmp(dtype, "BYTES") == 0 &&
-	    (elems != 1 || !json_is_string(json_array_get(data, 0)))) {
-		snprintf(f, sizeof(f), "inputs[%zu].data", i);
-		sc__reply_error(q, 400, f, "%s must hold exactly one string (batch size 1)", f);
-		return -1;
-	}
-	return 0;
-}
-
-/* Reads "inputs" into ids; returns the count or -1 after answering. */
-static int infer_inputs(wreq_t *q, json_t *body, int *ids, int max)
-{
-	json_t *inputs = json_object_get(body, "inputs"), *t, *found = NULL;
-	if (!json_is_array(inputs) || json_array_size(inputs) == 0) {
-		sc__reply_error(q, 400, "inputs", "inputs must be a non-empty array");
-		return -1;
-	}
-	size_t i, at = 0;
-	json_array_foreach(inputs, i, t)
-	{
-		const char *name = json_string_value(json_object_get(t, "name"));
-		char f[48];
-		snprintf(f, sizeof(f), "inputs[%zu].name", i);
-		if (!name || (strcmp(name, "text_input") && strcmp(name, "input_ids"))) {
-			sc__reply_error(q, 400, f, "%s must be text_input or input_ids", f);
-			return -1;
-		}
-		if (found) {
-			sc__reply_error(q, 400, f, "give one input: text_input or input_ids");
-			return -1;
-		}
-		if (check_tensor(q, t, i, strcmp(name, "text_input") ? "INT64" : "BYTES") < 0)
-			return -1;
-		found = t;
-		at = i;
-	}
-	json_t *data = json_object_get(found, "data");
-	if (strcmp(json_string_value(json_object_get(found, "name")), "input_ids") == 0) {
-		char f[48];
-		snprintf(f, sizeof(f), "inputs[%zu].data", at);
-		return ids_from_array(q, data, f, 0, ids, max);
-	}
-	json_t *s = json_array_get(data, 0);
-	return encode_text(q, "inputs[].data", json_string_value(s), json_string_length(s), ids,
-	                   max);
-}
-
-/* "outputs": which of text_output/output_ids to return (default both). */
-static int infer_outputs(wreq_t *q, json_t *body, gen_params_t *p)
-{
-	json_t *outs = json_object_get(body, "outputs"), *o;
-	p->want_text = p->want_ids = 1;
-	if (!outs)
-		return 0;
-	if (!json_is_array(outs)) {
-		sc__reply_error(q, 400, "outputs", "outputs must be an array");
-		return -1;
-	}
-	p->want_text = p->want_ids = 0;
-	size_t i;
-	json_array_foreach(outs, i, o)
-	{
-		const char *name = json_string_value(json_object_get(o, "name"));
-		if (name && strcmp(name, "text_output") == 0) {
-			p->want_text = 1;
-		} else if (name && strcmp(name, "output_ids") == 0) {
-			p->want_ids = 1;
-		} else {
-			char f[48];
-			snprintf(f, sizeof(f), "outputs[%zu].name", i);
-			sc__reply_error(q, 400, f, "%s must be text_output or output_ids", f);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-static int infer_params(wreq_t *q, json_t *body, gen_params_t *p)
-{
-	json_t *id = json_object_get(body, "id"), *params = json_object_get(body, "parameters");
-	if (id && (!json_is_string(id) || json_string_length(id) >= sizeof(p->req_id))) {
-		sc__reply_error(q, 400, "id", "id must be a string of at most 127 bytes");
-		return -1;
-	}
-	if (id)
-		snprintf(p->req_id, sizeof(p->req_id), "%s", json_string_value(id));
-	if (params && !json_is_object(params)) {
-		sc__reply_error(q, 400, "parameters", "parameters must be an object");
-		return -1;
-	}
-	json_t *empty = json_object();
-	int rc = sc__gen_params(q, params ? params : empty, p);
-	json_decref(empty);
-	if (rc == 0 && p->stream) {
-		sc__reply_error(q, 400, "parameters.stream", "infer does not stream");
-		return -1;
-	}
-	return rc;
-}
-
-static void h_infer(wreq_t *q)
-{
-	sc_worker_t *w = q->w;
-	int max = w->model->cfg.seq_len - 1;
-	gen_params_t p = {.fmt = FMT_KSERVE};
-	json_t *body;
-	int *ids;
-	if (sc__body_and_ids(q, max, &body, &ids) < 0)
-		return;
-	if (infer_params(q, body, &p) == 0 && infer_outputs(q, body, &p) == 0) {
-		int n = infer_inputs(q, body, ids, max);
-		if (n > 0)
-			sc__gen_prompt(q, &p, ids, n);
-	}
-	free(ids);
+	free(pr.ids);
 	json_decref(body);
 }
 
-static void h_model_post(wreq_t *q)
+static json_t *model_json(const sc_wmodel_t *m)
 {
-	q->kserve_errors = 1;
-	const char *rest;
-	if (model_path(q, &rest) < 0)
-		return;
-	if (strcmp(rest, "/infer") != 0)
-		return sc__reply_error(q, 404, "path", "no such path");
-	if (sc__need_role(q, ROLE_BOTH) < 0 || sc__worker_faults(q))
-		return;
-	h_infer(q);
+	return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", m->name, "object", "model", "created",
+	                 (json_int_t)time(NULL), "owned_by", "starcloud", "version", m->version);
 }
 
-void sc__api_routes(sc_worker_t *w)
+/* GET /v1/models: each served model once (its newest version), and
+ * GET /v1/models/{id} (id = name or name:version); 404 for another. */
+static void h_models(wreq_t *q)
+{
+	sc_worker_t *w = q->w;
+	const char *path = sc_http_path(q->req);
+	if (strncmp(path, "/v1/models/", 11) == 0 && path[11]) {
+		sc_wmodel_t *m = sc__worker_model(w, path + 11, NULL);
+		if (!m)
+			return sc__reply_error(q, 404, "model", "model \"%.100s\" does not exist",
+			                       path + 11);
+		return sc__reply_json(q, 200, model_json(m));
+	}
+	if (strcmp(path, "/v1/models") != 0 && strcmp(path, "/v1/models/") != 0)
+		return sc__reply_error(q, 404, "path", "no such path");
+	json_t *data = json_array();
+	for (sc_wmodel_t *m = w->models; m; m = m->next)
+		if (sc__worker_model(w, m->name, NULL) == m)
+			json_array_append_new(data, model_json(m));
+	sc__reply_json(q, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
+}
+
+void sc__openai_routes(sc_worker_t *w)
 {
 	sc__worker_route(w, "POST", "/v1/completions", h_completions);
 	sc__worker_route(w, "POST", "/v1/chat/completions", h_chat);
+	sc__worker_route(w, "POST", "/v1/embeddings", h_embeddings);
 	sc__worker_route(w, "GET", "/v1/models", h_models);
-	sc__worker_route(w, "GET", "/v2/health/live", h_live);
-	sc__worker_route(w, "GET", "/v2/health/ready", h_live);
-	sc__worker_route(w, "GET", "/v2", h_v2);
-	sc__worker_route(w, "GET", "/v2/models/", h_model_get);
-	sc__worker_route(w, "POST", "/v2/models/", h_model_post);
+	sc__worker_route(w, "GET", "/v1/models/", h_models);
 }

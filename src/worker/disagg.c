@@ -16,14 +16,16 @@
  * Prefill
  * ------------------------------------------------------------------- */
 
-void sc__prefill_reply(wreq_t *q, sc_session_t *s, int n, int first_token)
+void sc__prefill_reply(wreq_t *q, sc_session_t *s, int n, int first_token, json_t *lp)
 {
 	sc_worker_t *w = q->w;
-	const sc_model_t *m = w->model;
+	const sc_model_t *m = q->m->model;
 	size_t plen = sc_session_kv_bytes(m, n);
 	unsigned char *block = sc_malloc(SC_KV_HEADER + plen);
-	if (!block)
+	if (!block) {
+		json_decref(lp);
 		return sc__reply_error(q, 503, NULL, "out of memory for the KV block");
+	}
 	sc_session_kv_export(s, n, block + SC_KV_HEADER);
 	sc_kv_header_t h = {.n_layers = (uint32_t)m->cfg.n_layers,
 	                    .kv_dim = (uint32_t)m->kv_dim,
@@ -34,36 +36,56 @@ void sc__prefill_reply(wreq_t *q, sc_session_t *s, int n, int first_token)
 	sc_kv_header_write(&h, block + SC_KV_HEADER, plen, block);
 	char handle[SC_KV_HANDLE_LEN];
 	if (sc_kvstore_put(w->kv, block, SC_KV_HEADER + plen, n, first_token, sc__now_ms(),
-	                   handle) < 0)
+	                   handle) < 0) {
+		json_decref(lp);
 		return sc__reply_error(q, 503, "kv_handle",
 		                       "KV store full (%zu live handles, --kv-max-handles)",
 		                       sc_kvstore_live(w->kv));
+	}
 	w->c.kv_created++;
 	char url[256];
 	snprintf(url, sizeof(url), "http://%s:%d/v1/kv/%s", w->host, w->port, handle);
-	sc__reply_json(q, 200,
-	               json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "kv_handle", handle, "kv_url",
-	                         url, "first_token", first_token, "n_tokens", n, "lease_ms",
-	                         (json_int_t)sc_kvstore_lease_ms(w->kv), "model", w->model_name));
+	json_t *ans = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s, s:s}", "kv_handle", handle,
+	                        "kv_url", url, "first_token", first_token, "n_tokens", n,
+	                        "lease_ms", (json_int_t)sc_kvstore_lease_ms(w->kv), "model",
+	                        q->m->name, "version", q->m->version);
+	if (lp)
+		json_object_set_new(ans, "first_logprobs", lp);
+	sc__reply_json(q, 200, ans);
 }
 
 static void h_prefill(wreq_t *q)
 {
 	if (sc__need_role(q, ROLE_PREFILL) < 0 || sc__worker_faults(q))
 		return;
-	int max = q->w->model->cfg.seq_len - 1, *ids;
-	json_t *body;
-	if (sc__body_and_ids(q, max, &body, &ids) < 0)
-		return;
+	json_t *body = sc__body_json(q);
+	if (!body || sc__pick_model(q, json_object_get(body, "model")) < 0)
+		return json_decref(body);
+	int max = q->m->model->cfg.seq_len - 1;
 	gen_params_t p = {.fmt = FMT_PREFILL};
+	gen_prompts_t pr = {0};
+	/* The decode side answers max_tokens and the stream: not checked here. */
+	json_object_del(body, "max_tokens");
+	json_object_del(body, "max_completion_tokens");
+	json_object_del(body, "stream");
+	json_object_del(body, "stream_options");
 	if (sc__gen_params(q, body, &p) == 0) {
-		p.stream = 0;
-		p.max_tokens = 1;
-		int n = sc__prompt_ids(q, body, ids, max);
-		if (n > 0)
-			sc__gen_prompt(q, &p, ids, n);
+		if (p.n != 1) {
+			sc__reply_error(q, 400, "n", "a prefill takes n = 1");
+		} else if (!(pr.ids = sc_malloc((size_t)max * sizeof(int)))) {
+			sc__reply_error(q, 503, NULL, "out of memory");
+		} else {
+			p.max_tokens = 1;
+			int n = sc__prompt_ids(q, body, pr.ids, max);
+			if (n > 0) {
+				pr.off[1] = n;
+				pr.n = 1;
+				sc__gen_start(q, &p, &pr, NULL, 0);
+				pr.ids = NULL;
+			}
+		}
 	}
-	free(ids);
+	free(pr.ids);
 	json_decref(body);
 }
 
@@ -147,10 +169,10 @@ static int decode_fields(wreq_t *q, json_t *body, const char **url, int *first, 
 		return -1;
 	}
 	if (!json_is_integer(ft) || json_integer_value(ft) < 0 ||
-	    json_integer_value(ft) >= q->w->model->cfg.vocab_size) {
+	    json_integer_value(ft) >= q->m->model->cfg.vocab_size) {
 		sc__reply_error(q, 400, "first_token",
 		                "first_token must be a token id from 0 to %d",
-		                q->w->model->cfg.vocab_size - 1);
+		                q->m->model->cfg.vocab_size - 1);
 		return -1;
 	}
 	const char *fmt = json_string_value(json_object_get(body, "format"));
@@ -205,10 +227,10 @@ static int decode_forced(wreq_t *q, json_t *body, int first, int max_tokens, int
 	json_array_foreach(g, i, v)
 	{
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) >= q->w->model->cfg.vocab_size) {
+		    json_integer_value(v) >= q->m->model->cfg.vocab_size) {
 			sc__reply_error(q, 400, "generated_ids",
 			                "generated_ids[%zu] must be a token id from 0 to %d", i,
-			                q->w->model->cfg.vocab_size - 1);
+			                q->m->model->cfg.vocab_size - 1);
 			return -1;
 		}
 		ids[1 + i] = (int)json_integer_value(v);
@@ -220,17 +242,27 @@ static void h_decode(wreq_t *q)
 {
 	if (sc__need_role(q, ROLE_DECODE) < 0 || sc__worker_faults(q))
 		return;
-	json_t *body;
-	int *forced;
-	if (sc__body_and_ids(q, q->w->max_tokens_cap, &body, &forced) < 0)
-		return;
+	json_t *body = sc__body_json(q);
+	if (!body || sc__pick_model(q, json_object_get(body, "model")) < 0)
+		return json_decref(body);
+	int *forced = sc_malloc(((size_t)q->m->max_tokens_cap + 1) * sizeof(int));
 	gen_params_t p = {0};
 	const char *url;
 	int first;
-	if (sc__gen_params(q, body, &p) == 0 && decode_fields(q, body, &url, &first, &p) == 0) {
+	json_t *flp = json_object_get(body, "first_logprobs");
+	if (!forced) {
+		sc__reply_error(q, 503, NULL, "out of memory");
+	} else if (decode_fields(q, body, &url, &first, &p) == 0 &&
+	           sc__gen_params(q, body, &p) == 0) {
 		int n = decode_forced(q, body, first, p.max_tokens, forced);
-		if (n >= 0)
-			sc__gen_decode(q, &p, url, first, forced, n);
+		if (p.n != 1)
+			sc__reply_error(q, 400, "n", "a decode takes n = 1");
+		else if (flp && !json_is_null(flp) && !json_is_object(flp))
+			sc__reply_error(q, 400, "first_logprobs",
+			                "first_logprobs must be an object");
+		else if (n >= 0)
+			sc__gen_decode(q, &p, url, first, forced, n,
+			               json_is_object(flp) ? flp : NULL);
 	}
 	free(forced);
 	json_decref(body);

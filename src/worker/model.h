@@ -15,7 +15,7 @@
  * The module is pure (libc and libm only, no I/O apart from the two file
  * helpers) so the unit tests can include it directly. Nothing here keeps
  * global state: a model is read-only after loading and may serve many
- * sessions; a session owns its KV cache and scratch. */
+ * sessions (worker/forward.h: KV caches and the batched forward step). */
 #ifndef SC_WORKER_MODEL_H
 #define SC_WORKER_MODEL_H
 
@@ -43,24 +43,12 @@ typedef struct sc_model {
 	const float *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
 } sc_model_t;
 
-/* One generation's state: position, KV cache [layer][seq_len][kv_dim] for
- * keys and values, and scratch vectors. */
-typedef struct sc_session {
-	const sc_model_t *m; /* borrowed */
-	int pos;             /* tokens in the cache */
-	float *kcache, *vcache;
-	float *x, *xb, *xb2, *hb, *hb2, *q, *att, *logits;
-} sc_session_t;
-
 /* Reads a checkpoint from len bytes at data (borrowed; copied). On failure
  * returns SC_EPARSE/SC_ERANGE/SC_ENOMEM and writes a message to err. */
 int sc_model_load_mem(const void *data, size_t len, sc_model_t **out, char *err, size_t errsz);
 /* Reads a checkpoint file; SC_EIO when it cannot be read. */
 int sc_model_load_file(const char *path, sc_model_t **out, char *err, size_t errsz);
 void sc_model_free(sc_model_t *m);
-
-/* Bytes of a checkpoint with this header (0 when the header is invalid). */
-uint64_t sc_model_file_size(const sc_model_config_t *c);
 
 /* Parameters of a generated checkpoint (`starcloud worker --gen-checkpoint`). */
 typedef struct sc_model_gen {
@@ -71,22 +59,6 @@ typedef struct sc_model_gen {
  * caller frees) of *len bytes. SC_EINVAL for a bad shape. */
 int sc_model_gen(const sc_model_gen_t *g, void **buf, size_t *len);
 
-/* A session for m (borrowed; must outlive it); NULL on out-of-memory. */
-sc_session_t *sc_session_new(const sc_model_t *m);
-void sc_session_free(sc_session_t *s);
-/* Feeds token at the next position and returns the logits (vocab floats,
- * owned by the session, valid until the next call). NULL when the cache is
- * full or the token is out of range. */
-const float *sc_session_forward(sc_session_t *s, int token);
-/* Bytes of the K and V caches for n tokens, as exported: for each layer,
- * K[0..n)[kv_dim] then V[0..n)[kv_dim] (float32). */
-size_t sc_session_kv_bytes(const sc_model_t *m, int n);
-/* Copies the cache of the first n tokens into out (sc_session_kv_bytes). */
-void sc_session_kv_export(const sc_session_t *s, int n, void *out);
-/* Loads n tokens of cache (layout as exported) and sets pos = n.
- * SC_ERANGE when n does not fit. */
-int sc_session_kv_import(sc_session_t *s, int n, const void *in);
-
 /* Picks the next token: argmax when temperature <= 0, else a draw from
  * softmax(logits / temperature) with a generator derived from seed and
  * step only, so a prefill worker and a decode worker agree. With top_p < 1
@@ -96,10 +68,20 @@ int sc_session_kv_import(sc_session_t *s, int n, const void *in);
  * only when the nucleus's scratch cannot be allocated. */
 int sc_sample(float *logits, int n, float temperature, float top_p, uint64_t seed, int step);
 
+/* The log-probability of token under softmax(logits) (the model's own
+ * distribution: no temperature or nucleus), and the k most likely tokens
+ * (ids in top_ids, log-probabilities in top_lp, most likely first, ties by
+ * lower id; room for k each). logits is not changed. */
+float sc_logprobs(const float *logits, int n, int token, int k, int *top_ids, float *top_lp);
+
 /* ---- pure kernels (exposed for the unit tests) ---- */
 void sc__rmsnorm(float *out, const float *x, const float *w, int n);
 /* out[d] = W[d][n] . x[n] */
 void sc__matmul(float *out, const float *x, const float *w, int n, int d);
+/* out[b][d] = W[d][n] . x[b][n] for b < nb, each (row, b) summed exactly as
+ * sc__matmul does. */
+void sc__matmul_batch(float *const *out, const float *const *x, const float *w, int n, int d,
+                      int nb);
 void sc__softmax(float *x, int n);
 /* Rotates pairs (v[i], v[i+1]) of each head at position pos. */
 void sc__rope(float *v, int n, int head_size, int pos);

@@ -130,6 +130,11 @@ static const counter_def_t counter_defs[] = {
     C(faults_injected, "faults injected by the fault flags"),
     C(spans_exported, "spans exported to OTLP"),
     C(spans_dropped, "spans not exported"),
+    C(batch_steps, "batched forward steps"),
+    C(batch_items, "token positions computed in batched steps"),
+    C(cancelled, "requests cancelled because their client went away"),
+    C(embeddings, "embedding inputs computed"),
+    C(queue_full, "requests refused because the queue was full"),
 };
 #undef C
 #define NCOUNTERS (sizeof(counter_defs) / sizeof(counter_defs[0]))
@@ -137,6 +142,20 @@ static const counter_def_t counter_defs[] = {
 static uint64_t counter(const sc_worker_t *w, size_t i)
 {
 	return *(const uint64_t *)((const char *)&w->c + counter_defs[i].off);
+}
+
+/* Sequences waiting and running, and KV cache bytes, over every model. */
+static void batch_load(const sc_worker_t *w, int *waiting, int *running, size_t *kv)
+{
+	*waiting = *running = 0;
+	*kv = 0;
+	for (const sc_wmodel_t *m = w->models; m; m = m->next) {
+		int wt, rn;
+		sc__batcher_load(m->batch, &wt, &rn);
+		*waiting += wt;
+		*running += rn;
+		*kv += sc__batcher_kv_bytes(m->batch);
+	}
 }
 
 static void h_metrics(wreq_t *q)
@@ -158,11 +177,24 @@ static void h_metrics(wreq_t *q)
 		              "starcloud_worker_%s_total %llu\n",
 		              counter_defs[i].name, counter_defs[i].help, counter_defs[i].name,
 		              counter_defs[i].name, (unsigned long long)counter(w, i));
+	int waiting, running;
+	size_t kv;
+	batch_load(w, &waiting, &running, &kv);
 	sc_buf_printf(&b,
 	              "# HELP starcloud_worker_kv_handles_live KV handles held under a lease.\n"
 	              "# TYPE starcloud_worker_kv_handles_live gauge\n"
-	              "starcloud_worker_kv_handles_live %zu\n",
-	              sc_kvstore_live(w->kv));
+	              "starcloud_worker_kv_handles_live %zu\n"
+	              "# HELP starcloud_worker_sequences_running Sequences in the batch.\n"
+	              "# TYPE starcloud_worker_sequences_running gauge\n"
+	              "starcloud_worker_sequences_running %d\n"
+	              "# HELP starcloud_worker_sequences_waiting Sequences waiting for room.\n"
+	              "# TYPE starcloud_worker_sequences_waiting gauge\n"
+	              "starcloud_worker_sequences_waiting %d\n"
+	              "# HELP starcloud_worker_kv_cache_bytes Bytes of KV caches held by running "
+	              "sequences.\n"
+	              "# TYPE starcloud_worker_kv_cache_bytes gauge\n"
+	              "starcloud_worker_kv_cache_bytes %zu\n",
+	              sc_kvstore_live(w->kv), running, waiting, kv);
 	sc__reply_raw(q, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);
 }
@@ -183,6 +215,12 @@ static void h_counters(wreq_t *q)
 	json_object_set_new(o, "responses_by_code", codes);
 	json_object_set_new(o, "kv_handles_live", json_integer((json_int_t)sc_kvstore_live(w->kv)));
 	json_object_set_new(o, "model_requests", json_integer(w->model_requests));
+	int waiting, running;
+	size_t kv;
+	batch_load(w, &waiting, &running, &kv);
+	json_object_set_new(o, "sequences_running", json_integer(running));
+	json_object_set_new(o, "sequences_waiting", json_integer(waiting));
+	json_object_set_new(o, "kv_cache_bytes", json_integer((json_int_t)kv));
 	json_object_set_new(o, "role",
 	                    json_string(w->role == ROLE_BOTH      ? "both"
 	                                : w->role == ROLE_PREFILL ? "prefill"
@@ -220,7 +258,8 @@ void sc__worker_serve_init(sc_worker_t *w)
 	sc__worker_route(w, "GET", "/metrics", h_metrics);
 	sc__worker_route(w, "GET", "/debug/counters", h_counters);
 	sc__worker_route(w, "GET", "/healthz", h_healthz);
-	sc__api_routes(w);
+	sc__openai_routes(w);
+	sc__kserve_routes(w);
 	sc__disagg_routes(w);
 	uv_timer_init(w->loop, &w->sweep_timer);
 	uv_timer_init(w->loop, &w->exit_timer);

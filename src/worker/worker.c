@@ -10,7 +10,9 @@
 #include "net/sdnotify.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/parse.h"
 #include "base/version.h"
+#include "base/alloc.h"
 #include "starcloud/error.h"
 #include "worker/worker_int.h"
 
@@ -19,7 +21,7 @@ typedef struct wopts {
 	char model[128], version[32];
 	sc_hostport_t listen;
 	int role_choice; /* index in "prefill|decode|both" */
-	int max_tokens, kv_max;
+	int max_tokens, kv_max, max_batch, max_batch_tokens, max_queue;
 	uint64_t kv_lease_ms, fault_seed;
 	int64_t crash_after, hang_after, latency_ms, fail_decode_after;
 	double fail_rate;
@@ -99,6 +101,25 @@ static const sc_flag_t worker_flags[] = {
      .max = SC_MODEL_MAX_SEQ,
      .def = "256",
      .help = "largest max_tokens accepted (at most seq_len)"},
+    {.name = "--max-batch",
+     SC_FLAG_AT(INT, wopts_t, max_batch),
+     .min = 1,
+     .max = 1024,
+     .def = "32",
+     .help = "sequences that share a forward step (continuous batching)"},
+    {.name = "--max-batch-tokens",
+     SC_FLAG_AT(INT, wopts_t, max_batch_tokens),
+     .min = 1,
+     .max = 65536,
+     .def = "256",
+     .help = "token positions per forward step, prompt chunks included\n(at least "
+             "--max-batch)"},
+    {.name = "--max-queue",
+     SC_FLAG_AT(INT, wopts_t, max_queue),
+     .min = 1,
+     .max = 1 << 20,
+     .def = "1024",
+     .help = "sequences waiting for room before requests get 429"},
     {.name = "--kv-lease",
      SC_FLAG_AT(DURATION, wopts_t, kv_lease_ms),
      .min = 1,
@@ -232,35 +253,119 @@ static int gen_checkpoint(const wopts_t *o)
 	return SC_EXIT_OK;
 }
 
-static int load_model(sc_worker_t *w, const wopts_t *o)
+static int wmodel_load(sc_worker_t *w, const char *name, const char *version, const char *ckpt,
+                       const char *tokenizer, const sc_model_gen_t *gen, sc_wmodel_t **out,
+                       char *err, size_t errsz)
 {
-	char err[256];
-	int rc;
-	if (o->checkpoint) {
-		rc = sc_model_load_file(o->checkpoint, &w->model, err, sizeof(err));
+	sc_wmodel_t *m = sc_calloc(1, sizeof(*m));
+	int rc = m ? 0 : SC_ENOMEM;
+	if (!m) {
+		snprintf(err, errsz, "out of memory");
+		return rc;
+	}
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	snprintf(m->version, sizeof(m->version), "%s", version);
+	if (ckpt) {
+		rc = sc_model_load_file(ckpt, &m->model, err, errsz);
 	} else {
 		void *buf;
 		size_t len;
-		if ((rc = sc_model_gen(&o->gen, &buf, &len)) == 0) {
-			rc = sc_model_load_mem(buf, len, &w->model, err, sizeof(err));
+		if ((rc = sc_model_gen(gen, &buf, &len)) == 0) {
+			rc = sc_model_load_mem(buf, len, &m->model, err, errsz);
 			free(buf);
+		} else {
+			snprintf(err, errsz, "bad model shape");
+		}
+	}
+	if (rc == 0) {
+		int vocab = m->model->cfg.vocab_size;
+		rc = tokenizer ? sc_tokenizer_load_file(tokenizer, vocab, &m->tok, err, errsz)
+		               : sc_tokenizer_bytes(vocab, &m->tok);
+		if (rc < 0 && !tokenizer)
+			snprintf(err, errsz,
+			         "the byte-level tokenizer needs a vocabulary of at "
+			         "least 259 (give a tokenizer)");
+	}
+	if (rc == 0) {
+		int seq = m->model->cfg.seq_len;
+		m->max_tokens_cap = w->max_tokens < seq ? w->max_tokens : seq;
+		m->batch = sc__batcher_new(w, m, w->max_batch, w->max_batch_tokens);
+		if (!m->batch) {
+			snprintf(err, errsz, "out of memory for the batch scratch");
+			rc = SC_ENOMEM;
 		}
 	}
 	if (rc < 0) {
-		fprintf(stderr, "starcloud worker: %s\n",
-		        rc == SC_EINVAL ? "bad model shape" : err);
+		m->refs = 1;
+		sc__wmodel_unref(m);
 		return rc;
 	}
-	int vocab = w->model->cfg.vocab_size;
-	rc = o->tokenizer ? sc_tokenizer_load_file(o->tokenizer, vocab, &w->tok, err, sizeof(err))
-	                  : sc_tokenizer_bytes(vocab, &w->tok);
+	m->refs = 1; /* the worker's own, dropped when it stops serving it */
+	*out = m;
+	return 0;
+}
+
+void sc__wmodel_unref(sc_wmodel_t *m)
+{
+	if (!m || --m->refs > 0)
+		return;
+	sc__batcher_free(m->batch);
+	sc_tokenizer_free(m->tok);
+	sc_model_free(m->model);
+	free(m);
+}
+
+/* Versions compare as numbers when both are (Triton's are), else as text. */
+static int version_newer(const char *a, const char *b)
+{
+	int64_t x, y;
+	if (sc_parse_i64(a, 0, INT64_MAX, &x) == 0 && sc_parse_i64(b, 0, INT64_MAX, &y) == 0)
+		return x > y;
+	return strcmp(a, b) > 0;
+}
+
+sc_wmodel_t *sc__worker_model(sc_worker_t *w, const char *name, const char *version)
+{
+	char buf[sizeof(((sc_wmodel_t *)0)->name)];
+	if (!name || !*name) {
+		/* No name: the only model, if there is just one. */
+		if (w->models && !w->models->next && !version)
+			return w->models;
+		return NULL;
+	}
+	const char *colon = version ? NULL : strchr(name, ':');
+	if (colon) {
+		size_t n = (size_t)(colon - name);
+		if (n >= sizeof(buf))
+			return NULL;
+		memcpy(buf, name, n);
+		buf[n] = '\0';
+		version = colon + 1;
+		name = buf;
+	}
+	sc_wmodel_t *best = NULL;
+	for (sc_wmodel_t *m = w->models; m; m = m->next) {
+		if (strcmp(m->name, name) != 0)
+			continue;
+		if (version && strcmp(m->version, version) == 0)
+			return m;
+		if (!version && (!best || version_newer(m->version, best->version)))
+			best = m;
+	}
+	return best;
+}
+
+static int load_model(sc_worker_t *w, const wopts_t *o)
+{
+	char err[256];
+	sc_wmodel_t *m;
+	int rc = wmodel_load(w, o->model, o->version, o->checkpoint, o->tokenizer, &o->gen, &m, err,
+	                     sizeof(err));
 	if (rc < 0) {
-		fprintf(stderr, "starcloud worker: %s\n",
-		        o->tokenizer ? err
-		                     : "the byte-level tokenizer needs a vocabulary of at "
-		                       "least 259 (give --tokenizer)");
+		fprintf(stderr, "starcloud worker: %s\n", err);
 		return rc;
 	}
+	w->models = m;
 	return 0;
 }
 
@@ -276,9 +381,6 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static int setup(sc_worker_t *w, const wopts_t *o)
 {
-	w->loop = uv_default_loop();
-	snprintf(w->model_name, sizeof(w->model_name), "%s", o->model);
-	snprintf(w->version, sizeof(w->version), "%s", o->version);
 	/* kv_url must name an address a decode worker can reach. */
 	const char *adv = o->advertise                             ? o->advertise
 	                  : strcmp(o->listen.host, "0.0.0.0") == 0 ? "127.0.0.1"
@@ -287,8 +389,6 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	snprintf(w->otlp_url, sizeof(w->otlp_url), "%s%s", o->otlp ? o->otlp : "",
 	         o->otlp && !strstr(o->otlp, "/v1/traces") ? "/v1/traces" : "");
 	w->role = o->role_choice + 1; /* ROLE_PREFILL, ROLE_DECODE, ROLE_BOTH */
-	w->max_tokens_cap =
-	    o->max_tokens < w->model->cfg.seq_len ? o->max_tokens : w->model->cfg.seq_len;
 	w->crash_after = o->crash_after;
 	w->hang_after = o->hang_after;
 	w->latency_ms = o->latency_ms;
@@ -328,7 +428,21 @@ int sc_worker_main(int argc, char **argv)
 		return rc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
 	if (o.gen_out)
 		return gen_checkpoint(&o);
+	if (o.max_batch_tokens < o.max_batch) {
+		fprintf(stderr,
+		        "starcloud worker: --max-batch-tokens (%d) must be at least --max-batch "
+		        "(%d): every running sequence needs a place in a step\n",
+		        o.max_batch_tokens, o.max_batch);
+		return SC_EXIT_USAGE;
+	}
 	static sc_worker_t w;
+	w.loop = uv_default_loop();
+	w.max_tokens = o.max_tokens;
+	w.max_batch = o.max_batch;
+	w.max_batch_tokens = o.max_batch_tokens;
+	w.max_queue = o.max_queue;
+	uv_idle_init(w.loop, &w.step_idle);
+	w.step_idle.data = &w;
 	if (load_model(&w, &o) < 0)
 		return SC_EXIT_USAGE;
 	if ((rc = setup(&w, &o)) < 0)
@@ -336,28 +450,33 @@ int sc_worker_main(int argc, char **argv)
 	char who[sizeof(w.id) + 8];
 	snprintf(who, sizeof(who), "worker %s", w.id);
 	sc_log_open(who);
-	const sc_model_config_t *c = &w.model->cfg;
-	sc_log_info("serving %s:%s (dim %d, layers %d, heads %d/%d, vocab %d, seq_len %d) role %s "
-	            "on http://%s:%d",
-	            w.model_name, w.version, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
-	            c->vocab_size, c->seq_len,
+	const sc_model_config_t *c = &w.models->model->cfg;
+	sc_log_info("serving %s:%s (dim %d, layers %d, heads %d/%d, vocab %d, seq_len %d) role %s, "
+	            "batches of %d sequences / %d tokens, on http://%s:%d",
+	            w.models->name, w.models->version, c->dim, c->n_layers, c->n_heads,
+	            c->n_kv_heads, c->vocab_size, c->seq_len,
 	            w.role == ROLE_BOTH      ? "both"
 	            : w.role == ROLE_PREFILL ? "prefill"
 	                                     : "decode",
-	            w.host, w.port);
+	            w.max_batch, w.max_batch_tokens, w.host, w.port);
 	printf("listening on http://%s:%d\n", w.host, w.port);
 	fflush(stdout);
 	/* Ready for systemd once the model is loaded and the port listens. */
 	sc_sd_watchdog_start(w.loop, &watchdog_h);
-	sc_sd_notifyf("READY=1\nSTATUS=serving %s:%s on http://%s:%d", w.model_name, w.version,
-	              w.host, w.port);
+	sc_sd_notifyf("READY=1\nSTATUS=serving %s:%s on http://%s:%d", w.models->name,
+	              w.models->version, w.host, w.port);
 	uv_run(w.loop, UV_RUN_DEFAULT);
 	uv_close((uv_handle_t *)&watchdog_h, NULL);
 	sc_http_server_close(w.http);
 	sc_httpc_free(w.httpc);
 	uv_run(w.loop, UV_RUN_NOWAIT);
 	sc_kvstore_free(w.kv);
-	sc_tokenizer_free(w.tok);
-	sc_model_free(w.model);
+	uv_close((uv_handle_t *)&w.step_idle, NULL);
+	uv_run(w.loop, UV_RUN_NOWAIT);
+	while (w.models) {
+		sc_wmodel_t *m = w.models;
+		w.models = m->next;
+		sc__wmodel_unref(m);
+	}
 	return SC_EXIT_OK;
 }

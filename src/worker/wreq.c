@@ -117,7 +117,7 @@ static json_t *span_json(const wreq_t *q, int status, uint64_t end_ns)
 	json_t *attrs = json_array();
 	json_array_append_new(attrs, attr_int("http.response.status_code", status));
 	json_array_append_new(attrs, attr_str("starcloud.replica", q->w->id));
-	json_array_append_new(attrs, attr_str("starcloud.model", q->w->model_name));
+	json_array_append_new(attrs, attr_str("starcloud.model", q->m ? q->m->name : ""));
 	json_t *span = json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:o, s:{s:i}}", "traceId",
 	                         q->trace_id, "spanId", q->span_id, "name", q->name, "kind", 2,
 	                         "startTimeUnixNano", st, "endTimeUnixNano", en, "attributes",
@@ -186,12 +186,24 @@ void sc__reply_json(wreq_t *q, int status, json_t *obj)
 	json_decref(obj);
 	if (!s) {
 		static const char oom[] =
-		    "{\"error\":{\"code\":500,\"message\":\"out of memory\"}}";
+		    "{\"error\":{\"message\":\"out of memory\","
+		    "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
 		sc__reply_raw(q, 500, "application/json", oom, sizeof(oom) - 1);
 		return;
 	}
 	sc__reply_raw(q, status, "application/json", s, strlen(s));
 	free(s);
+}
+
+/* OpenAI's error types by status (the SDKs raise a typed error per status;
+ * type and code tell the cause). */
+static const char *err_type(int status)
+{
+	return status == 401   ? "authentication_error"
+	       : status == 403 ? "permission_error"
+	       : status == 429 ? "rate_limit_error"
+	       : status >= 500 ? "server_error"
+	                       : "invalid_request_error";
 }
 
 void sc__reply_error(wreq_t *q, int status, const char *field, const char *fmt, ...)
@@ -202,13 +214,14 @@ void sc__reply_error(wreq_t *q, int status, const char *field, const char *fmt, 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	json_t *err;
-	if (q->kserve_errors)
+	if (q->err_shape == ERR_KSERVE) {
 		err = json_pack("{s:s}", "error", msg);
-	else
-		err = json_pack("{s:{s:i, s:s, s:s, s:s}}", "error", "code", status, "reason",
-		                status >= 500   ? "InternalError"
-		                : status == 404 ? "NotFound"
-		                                : "Invalid",
-		                "message", msg, "field", field ? field : "");
+	} else {
+		const char *code = status == 404 && field && strcmp(field, "model") == 0
+		                       ? "model_not_found"
+		                       : NULL;
+		err = json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", msg, "type",
+		                err_type(status), "param", field, "code", code);
+	}
 	sc__reply_json(q, status, err);
 }

@@ -124,7 +124,7 @@ def test_shapes_match_the_worker_field_by_field(procs, ckpt):
     # The worker's own 400 passes through (a prompt longer than the context).
     r = requests.post(gw.url + "/v1/completions",
                       json={"model": "tiny", "prompt": "x" * 5000, "max_tokens": 1})
-    assert r.status_code == 400 and r.json()["error"]["field"] == "prompt"
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
 
 
 def test_kill_replica_under_load_no_failures(procs, ckpt):

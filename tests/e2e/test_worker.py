@@ -137,6 +137,9 @@ def test_gen_checkpoint_size(ckpt):
     (["--kv-lease", "nan"], "--kv-lease"),
     (["--fault-seed", "-1"], "--fault-seed"),
     (["--latency-ms", "10x"], "--latency-ms"),
+    (["--max-batch", "0"], "--max-batch"),
+    (["--max-batch", "8", "--max-batch-tokens", "4"], "--max-batch-tokens"),
+    (["--max-queue", "x"], "--max-queue"),
 ])
 def test_bad_flags_exit_2(ckpt, args, needle):
     p = subprocess.run([BIN, "worker", "--checkpoint", str(ckpt)] + args,
@@ -199,7 +202,7 @@ def test_model_version_selector(both):
     assert both.post("/v1/completions", {"model": "tiny:3", "prompt": "x",
                                          "max_tokens": 1}).status_code == 200
     r = both.post("/v1/completions", {"model": "tiny:4", "prompt": "x"})
-    assert r.status_code == 404 and r.json()["error"]["field"] == "model"
+    assert r.status_code == 404 and r.json()["error"]["param"] == "model"
 
 
 def test_stream_equals_non_stream(both):
@@ -216,7 +219,7 @@ def test_stream_equals_non_stream(both):
         assert ch["id"] == chunks[0]["id"]
     assert [ch["choices"][0]["finish_reason"] for ch in chunks[:-1]] == [None] * 16
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
-    assert chunks[-1]["usage"]["completion_tokens"] == 16
+    assert all("usage" not in ch for ch in chunks)  # not asked for
     text = "".join(ch["choices"][0]["text"] for ch in chunks)
     ids = [i for ch in chunks for i in ch["choices"][0]["token_ids"]]
     assert text == full["choices"][0]["text"]
@@ -324,11 +327,12 @@ def test_kserve_health_and_metadata(both):
     assert both.get("/v2/models/other/ready").status_code == 404
     d = both.get("/v2").json()
     assert d["name"] == "starcloud-worker" and isinstance(d["version"], str)
-    assert d["extensions"] == []
+    assert d["extensions"] == ["binary_tensor_data", "generate", "parameters"]
     m = both.get("/v2/models/tiny").json()
     assert m["name"] == "tiny" and m["versions"] == ["3"] and m["platform"]
-    assert {"name": "text_input", "datatype": "BYTES", "shape": [1]} in m["inputs"]
-    assert {"name": "input_ids", "datatype": "INT64", "shape": [-1]} in m["inputs"]
+    # The first dimension is the batch (Triton's -1).
+    assert {"name": "text_input", "datatype": "BYTES", "shape": [-1]} in m["inputs"]
+    assert {"name": "input_ids", "datatype": "INT64", "shape": [-1, -1]} in m["inputs"]
     assert [o["name"] for o in m["outputs"]] == ["text_output", "output_ids"]
     assert both.get("/v2/models/tiny/versions/3").json() == m
 
@@ -413,7 +417,43 @@ def test_kserve_unknown_model(both):
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stop": [7]},
      "stop[0]"),
     ("/v1/completions", {"prompt": "x", "stream": "yes"}, "stream"),
-    ("/v1/completions", {"prompt": "x", "n": 2}, "n"),
+    ("/v1/completions", {"prompt": "x", "n": 17}, "n"),
+    ("/v1/completions", {"prompt": "x", "n": 0}, "n"),
+    ("/v1/completions", {"prompt": ["x"] * 10, "n": 16}, "n"),
+    ("/v1/completions", {"prompt": ["x"] * 65}, "prompt"),
+    ("/v1/completions", {"prompt": ["x", 5]}, "prompt[1]"),
+    ("/v1/completions", {"prompt": [[1, 2], []]}, "prompt[1]"),
+    ("/v1/completions", {"prompt": "x", "max_completion_tokens": 0}, "max_completion_tokens"),
+    ("/v1/completions", {"prompt": "x", "logprobs": 6}, "logprobs"),
+    ("/v1/completions", {"prompt": "x", "logprobs": True}, "logprobs"),
+    ("/v1/completions", {"prompt": "x", "stream_options": {"include_usage": True}},
+     "stream_options"),
+    ("/v1/completions", {"prompt": "x", "stream": True, "stream_options": {"include_usage": 1}},
+     "stream_options"),
+    ("/v1/completions", {"prompt": "x", "presence_penalty": 0.5}, "presence_penalty"),
+    ("/v1/completions", {"prompt": "x", "logit_bias": {"5": 1}}, "logit_bias"),
+    ("/v1/completions", {"prompt": "x", "echo": True}, "echo"),
+    ("/v1/completions", {"prompt": "x", "best_of": 3}, "best_of"),
+    ("/v1/completions", {"prompt": "x", "generated_ids": [1, "a"]}, "generated_ids"),
+    ("/v1/completions", {"prompt": "x", "n": 2, "generated_ids": [5]}, "generated_ids"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2},
+     "top_logprobs"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": True,
+                              "top_logprobs": 21}, "top_logprobs"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "http://x"}}]}]},
+     "messages[0].content[0].type"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text"}]}]},
+     "messages[0].content[0].text"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "tools": [{"type": "function"}]}, "tools"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "response_format": {"type": "json_object"}}, "response_format"),
+    ("/v1/embeddings", {"input": "x", "encoding_format": "hex"}, "encoding_format"),
+    ("/v1/embeddings", {"input": "x", "dimensions": 0}, "dimensions"),
+    ("/v1/embeddings", {"input": "x", "dimensions": 100000}, "dimensions"),
+    ("/v1/embeddings", {}, "input"),
+    ("/v1/embeddings", {"input": [[]]}, "input[0]"),
     ("/v1/completions", {"prompt": 5}, "prompt"),
     ("/v1/completions", {}, "prompt"),
     ("/v1/completions", {"prompt": "x" * 200}, "prompt"),
@@ -431,13 +471,13 @@ def test_bad_requests_name_the_field(both, path, body, field):
     r = both.post(path, body)
     assert r.status_code == 400, r.text
     err = r.json()["error"]
-    assert err["code"] == 400 and err["field"] == field and err["message"]
+    assert err["type"] == "invalid_request_error" and err["param"] == field and err["message"]
     assert both.counters()["prefills"] == before
 
 
 def test_malformed_json_and_big_body(both):
     r = requests.post(both.url + "/v1/completions", data=b"{not json", timeout=5)
-    assert r.status_code == 400 and r.json()["error"]["field"] == "body"
+    assert r.status_code == 400 and r.json()["error"]["param"] == "body"
     r = requests.post(both.url + "/v1/completions", data=b"[1]", timeout=5)
     assert r.status_code == 400
     r = requests.post(both.url + "/v1/completions", data=b"x" * (2 << 20), timeout=10)
@@ -479,7 +519,7 @@ def test_prefill_decode_equals_both(pd):
         ref = completion(b, prompt, 24)
         pre = prefill(p, prompt=prompt)
         assert set(pre) == {"kv_handle", "kv_url", "first_token", "n_tokens", "lease_ms",
-                            "model"}
+                            "model", "version"}
         assert pre["kv_url"] == p.url + "/v1/kv/" + pre["kv_handle"]
         assert pre["n_tokens"] == ref["usage"]["prompt_tokens"]
         assert pre["first_token"] == ref["choices"][0]["token_ids"][0]
@@ -537,7 +577,7 @@ def test_decode_retry_with_generated_ids(pd):
                          ({"generated_ids": 5}, "generated_ids"),
                          ({"first_token_relayed": "yes"}, "first_token_relayed")]:
         r = d.post("/v1/decode", dict(base, **extra))
-        assert r.status_code == 400 and r.json()["error"]["field"] == field, extra
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, extra
 
 
 def broken_stream(worker, body):
@@ -628,9 +668,9 @@ def test_prefill_input_ids_and_kv_block(pd):
 def test_roles_enforced(pd):
     p, d, b = pd
     r = d.post("/v1/completions", {"prompt": "x"})
-    assert r.status_code == 404 and r.json()["error"]["field"] == "role"
+    assert r.status_code == 404 and r.json()["error"]["param"] == "role"
     r = p.post("/v1/decode", {"kv_url": "http://127.0.0.1:1/v1/kv/x", "first_token": 1})
-    assert r.status_code == 404 and r.json()["error"]["field"] == "role"
+    assert r.status_code == 404 and r.json()["error"]["param"] == "role"
     r = d.post("/v1/prefill", {"prompt": "x"})
     assert r.status_code == 404
 
@@ -640,19 +680,19 @@ def test_decode_bad_kv(pd):
     bad_port = free_port()
     r = d.post("/v1/decode", {"kv_url": "http://127.0.0.1:%d/v1/kv/kv-00" % bad_port,
                               "first_token": 3})
-    assert r.status_code == 502 and r.json()["error"]["field"] == "kv_url"
+    assert r.status_code == 502 and r.json()["error"]["param"] == "kv_url"
     r = d.post("/v1/decode", {"kv_url": p.url + "/v1/kv/kv-0000000000000000",
                               "first_token": 3})
     assert r.status_code == 502 and "404" in r.json()["error"]["message"]
     pre = prefill(p, prompt="abc")
     r = d.post("/v1/decode", {"kv_url": pre["kv_url"], "first_token": pre["first_token"] ^ 1})
-    assert r.status_code == 400 and r.json()["error"]["field"] == "first_token"
+    assert r.status_code == 400 and r.json()["error"]["param"] == "first_token"
     for body, field in [({"first_token": 1}, "kv_url"),
                         ({"kv_url": "file:///etc/passwd", "first_token": 1}, "kv_url"),
                         ({"kv_url": pre["kv_url"]}, "first_token"),
                         ({"kv_url": pre["kv_url"], "first_token": 1, "format": "x"}, "format")]:
         r = d.post("/v1/decode", body)
-        assert r.status_code == 400 and r.json()["error"]["field"] == field
+        assert r.status_code == 400 and r.json()["error"]["param"] == field
     assert d.counters()["prefills"] == 0
 
 
@@ -698,7 +738,7 @@ def test_kv_max_handles(spawn):
     prefill(p, prompt="one")
     prefill(p, prompt="two")
     r = p.post("/v1/prefill", {"prompt": "three"})
-    assert r.status_code == 503 and r.json()["error"]["field"] == "kv_handle"
+    assert r.status_code == 503 and r.json()["error"]["param"] == "kv_handle"
 
 
 # ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include "starcloud/error.h"
 #include "worker/kvstore.c"
 #include "worker/model.c"
+#include "worker/forward.c"
 
 #define EPS 1e-5
 
@@ -35,6 +36,32 @@ static void test_matmul(void **state)
 	sc__matmul(out, x, w, 3, 2);
 	assert_float_equal(out[0], -2, EPS);
 	assert_float_equal(out[1], -2, EPS);
+}
+
+/* The batched product equals one product per vector bit for bit, for
+ * batches on both kernels and shapes with tails (n % 8, d % 4). */
+static void test_matmul_batch_exact(void **state)
+{
+	const int n = 21, d = 11;
+	float w[21 * 11], xs[12][21], out[12][11], ref[11];
+	uint64_t st = 7;
+	for (int i = 0; i < n * d; i++)
+		w[i] = (float)((st = st * 6364136223846793005ull + 1) >> 40) / (1 << 24) - 0.5f;
+	for (int b = 0; b < 12; b++)
+		for (int j = 0; j < n; j++)
+			xs[b][j] =
+			    (float)((st = st * 6364136223846793005ull + 1) >> 40) / (1 << 24);
+	for (int nb = 1; nb <= 12; nb += 11) {
+		float *o[12];
+		const float *x[12];
+		for (int b = 0; b < nb; b++)
+			o[b] = out[b], x[b] = xs[b];
+		sc__matmul_batch(o, x, w, n, d, nb);
+		for (int b = 0; b < nb; b++) {
+			sc__matmul(ref, xs[b], w, n, d);
+			assert_memory_equal(out[b], ref, sizeof(ref));
+		}
+	}
 }
 
 static void test_softmax(void **state)
@@ -174,6 +201,101 @@ static void test_forward_and_kv_transfer(void **state)
 	sc_model_free(m);
 }
 
+/* A batched step gives every item exactly what one-token steps give: a
+ * prompt chunk of one session, a decode token of another and a third
+ * session's first token together, logits bit for bit, and the caches the
+ * same afterwards. */
+static void test_batched_step_equals_single(void **state)
+{
+	sc_model_t *m = load_tiny(0);
+	int vocab = m->cfg.vocab_size;
+	const int pa[5] = {1, 40, 41, 42, 43}, pb[3] = {1, 9, 10};
+	sc_session_t *a1 = sc_session_new(m), *b1 = sc_session_new(m), *c1 = sc_session_new(m);
+	sc_session_t *a2 = sc_session_new(m), *b2 = sc_session_new(m), *c2 = sc_session_new(m);
+	float *la = malloc(vocab * sizeof(float)), *lb = malloc(vocab * sizeof(float));
+	float *lc = malloc(vocab * sizeof(float)), *hid = malloc(m->cfg.dim * sizeof(float));
+	/* Singles: a takes its 5 tokens, b 3 then 1 more, c 1. */
+	const float *l = NULL;
+	for (int i = 0; i < 5; i++)
+		l = sc_session_forward(a1, pa[i]);
+	float ref_a[300], ref_b[300], ref_c[300];
+	memcpy(ref_a, l, vocab * sizeof(float));
+	for (int i = 0; i < 3; i++)
+		sc_session_forward(b1, pb[i]);
+	memcpy(ref_b, sc_session_forward(b1, 77), vocab * sizeof(float));
+	memcpy(ref_c, sc_session_forward(c1, 5), vocab * sizeof(float));
+	/* Batched: b's prompt first (one step), then one step with b's next
+	 * token, a's whole prompt as a chunk and c's first token. */
+	sc_fwd_t *f = sc_fwd_new(m, 8);
+	assert_non_null(f);
+	sc_step_item_t it[8];
+	for (int i = 0; i < 3; i++)
+		it[i] = (sc_step_item_t){.s = b2, .token = pb[i]};
+	assert_int_equal(sc_fwd_step(f, it, 3), 0);
+	it[0] = (sc_step_item_t){.s = b2, .token = 77, .logits = lb};
+	for (int i = 0; i < 5; i++)
+		it[1 + i] = (sc_step_item_t){.s = a2, .token = pa[i], .logits = i == 4 ? la : NULL};
+	it[6] = (sc_step_item_t){.s = c2, .token = 5, .logits = lc, .hidden = hid};
+	assert_int_equal(sc_fwd_step(f, it, 7), 0);
+	assert_memory_equal(la, ref_a, vocab * sizeof(float));
+	assert_memory_equal(lb, ref_b, vocab * sizeof(float));
+	assert_memory_equal(lc, ref_c, vocab * sizeof(float));
+	assert_int_equal(a2->pos, 5);
+	assert_int_equal(b2->pos, 4);
+	size_t kb = sc_session_kv_bytes(m, 5);
+	char *x1 = malloc(kb), *x2 = malloc(kb);
+	sc_session_kv_export(a1, 5, x1);
+	sc_session_kv_export(a2, 5, x2);
+	assert_memory_equal(x1, x2, kb);
+	/* Refused, nothing changed: a session in two runs, a bad token, too
+	 * many items. */
+	it[0] = (sc_step_item_t){.s = a2, .token = 3};
+	it[1] = (sc_step_item_t){.s = b2, .token = 3};
+	it[2] = (sc_step_item_t){.s = a2, .token = 3};
+	assert_int_equal(sc_fwd_step(f, it, 3), SC_ERANGE);
+	it[0].token = vocab;
+	assert_int_equal(sc_fwd_step(f, it, 1), SC_ERANGE);
+	assert_int_equal(sc_fwd_step(f, it, 9), SC_ERANGE);
+	assert_int_equal(a2->pos, 5);
+	/* A copy of a's prefix continues as a does. */
+	sc_session_t *d = sc_session_new(m);
+	assert_int_equal(sc_session_copy(d, a1, 5), 0);
+	assert_int_equal(sc_session_copy(d, a1, 6), SC_ERANGE);
+	memcpy(ref_a, sc_session_forward(a1, 12), vocab * sizeof(float));
+	assert_memory_equal(sc_session_forward(d, 12), ref_a, vocab * sizeof(float));
+	free(x1);
+	free(x2);
+	free(la);
+	free(lb);
+	free(lc);
+	free(hid);
+	sc_fwd_free(f);
+	sc_session_free(a1);
+	sc_session_free(b1);
+	sc_session_free(c1);
+	sc_session_free(a2);
+	sc_session_free(b2);
+	sc_session_free(c2);
+	sc_session_free(d);
+	sc_model_free(m);
+}
+
+static void test_logprobs(void **state)
+{
+	/* probabilities 0.5, 0.25, 0.125, 0.125 */
+	const float l[4] = {logf(4), logf(2), 0, 0};
+	int top[3];
+	float tl[3];
+	float lp = sc_logprobs(l, 4, 1, 3, top, tl);
+	assert_true(fabsf(lp - logf(0.25f)) < 1e-5f);
+	assert_int_equal(top[0], 0);
+	assert_int_equal(top[1], 1);
+	assert_int_equal(top[2], 2); /* a tie goes to the lower id */
+	assert_true(fabsf(tl[0] - logf(0.5f)) < 1e-5f);
+	assert_true(fabsf(tl[2] - logf(0.125f)) < 1e-5f);
+	assert_true(fabsf(sc_logprobs(l, 4, 3, 0, top, tl) - logf(0.125f)) < 1e-5f);
+}
+
 static void test_sampling(void **state)
 {
 	float l1[4] = {0.1f, 3, 0.2f, 1}, l2[4], l3[4];
@@ -263,11 +385,14 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_rmsnorm),
 	    cmocka_unit_test(test_matmul),
+	    cmocka_unit_test(test_matmul_batch_exact),
 	    cmocka_unit_test(test_softmax),
 	    cmocka_unit_test(test_rope),
 	    cmocka_unit_test(test_checkpoint_read),
 	    cmocka_unit_test(test_checkpoint_bad),
 	    cmocka_unit_test(test_forward_and_kv_transfer),
+	    cmocka_unit_test(test_batched_step_equals_single),
+	    cmocka_unit_test(test_logprobs),
 	    cmocka_unit_test(test_sampling),
 	    cmocka_unit_test(test_kv_format),
 	    cmocka_unit_test(test_kvstore_leases),
