@@ -29,9 +29,14 @@ LDFLAGS := $(SANFLAGS)
 
 LIB_SRC := $(wildcard src/base/*.c src/core/*.c src/manifest/*.c src/sim/*.c)
 # Daemons and the CLI live in the binary only; the library stays I/O free
-# apart from the simulator's trace readers.
-CLI_SRC := $(wildcard src/net/*.c src/store/*.c src/server/*.c src/agent/*.c src/gateway/*.c \
-	src/worker/*.c src/cli/*.c)
+# apart from the simulator's trace readers. Each of them is a folder of src/
+# (every folder but the library's) built as its own static library,
+# $(BUILD)/lib/libsc_<folder>.a, that the binary and the unit tests link.
+LIB_DIRS := base core manifest sim
+COMPONENTS := $(filter-out $(LIB_DIRS),$(notdir $(patsubst %/,%,$(sort $(dir $(wildcard src/*/*.c))))))
+MAIN_SRC := src/cli/main.c
+comp_src = $(filter-out $(MAIN_SRC),$(wildcard src/$(1)/*.c))
+CLI_SRC := $(MAIN_SRC) $(foreach c,$(COMPONENTS),$(call comp_src,$(c)))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 # The dashboard (ui/) is embedded into the binary by a generated C file.
 UI_FILES := $(sort $(wildcard ui/*.html ui/*.css ui/*.js))
@@ -40,9 +45,13 @@ BENCH_SRC := $(wildcard bench/*.c)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(UI_GEN:.c=.o)
+COMP_LIBS := $(foreach c,$(COMPONENTS),$(BUILD)/lib/libsc_$(c).a)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libstarcloud.a
 BIN := $(BUILD)/starcloud
+# Component libraries call each other in both directions (the CLI starts the
+# daemons, daemons share net and store): link them as one group.
+ALL_LIBS := -Wl,--start-group $(COMP_LIBS) $(LIB) -Wl,--end-group
 
 .PHONY: all deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
 
@@ -69,12 +78,22 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+# libsc_<component>.a; the server's carries the embedded dashboard.
+define comp_lib
+$(BUILD)/lib/libsc_$(1).a: $$(patsubst %.c,$(BUILD)/%.o,$$(call comp_src,$(1))) \
+		$(if $(filter server,$(1)),$(UI_GEN:.c=.o))
+	@mkdir -p $$(dir $$@)
+	@rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(foreach c,$(COMPONENTS),$(eval $(call comp_lib,$(c))))
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+$(BIN): $(BUILD)/$(MAIN_SRC:.c=.o) $(COMP_LIBS) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(BUILD)/$(MAIN_SRC:.c=.o) $(ALL_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(COMP_LIBS) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB) $(LDFLAGS) \
+	$(CC) $(CFLAGS) -MMD -MP $(shell pkg-config --cflags cmocka) -o $@ $< $(ALL_LIBS) $(LDFLAGS) \
 		$(LDLIBS) $(shell pkg-config --libs cmocka)
 
 run: build

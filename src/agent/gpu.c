@@ -6,7 +6,7 @@
  * three unsigned long longs). A test builds a small fake library with the
  * same symbols (tests/e2e/fake_nvml.c) and points --nvml-lib at it. */
 #include "agent/gpu.h"
-#include "base/gpudecl.h"
+#include "agent/gpudecl.h"
 
 #include <ctype.h>
 #include <dlfcn.h>

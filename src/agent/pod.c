@@ -14,7 +14,7 @@
 
 #include "agent/podenv.h"
 #include "agent/podstore.h"
-#include "base/backoff.h"
+#include "agent/backoff.h"
 #include "starcloud/error.h"
 
 #define MAX_ARGS 256

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/retention.h"
+#include "agent/retention.h"
 #include "starcloud/error.h"
 
 #define RECORD "pod.json"

@@ -14,7 +14,7 @@
 
 #include "agent/pod.h"
 #include "base/alloc.h"
-#include "base/backoff.h"
+#include "agent/backoff.h"
 #include "starcloud/error.h"
 
 #define MAX_EXEC_ARGS 64

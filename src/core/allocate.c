@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/statement.h"
+#include "core/reservation.h"
 
 static const char *res_name[SC_RES_COUNT] = {"gpu", "cpu", "memory"};
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/cluster_int.h"
+#include "core/reservation.h"
 #include "core/sched.h"
 
 enum {

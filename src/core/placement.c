@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/statement.h"
+#include "core/reservation.h"
 
 typedef struct place_ctx {
 	sc_sched_t *s;

@@ -173,10 +173,7 @@ const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int nee
 
 /* reserve.c */
 int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int));
-bool sc__reservation_allows(const sc_sched_t *s, int job, uint32_t node);
-/* Whether the job's declared runtime ends by `until` (INT64_MAX: never), the
- * condition for backfilling onto a node reserved until then. */
-bool sc__ends_before(const sc_sched_t *s, int job, int64_t until);
+/* reservation.c: who may use a reserved node (reservation.h) */
 
 /* allocate.c */
 int sc__allocate(sc_sched_t *s);

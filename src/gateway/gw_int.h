@@ -24,7 +24,7 @@
 #include "net/hclient.h"
 #include "starcloud/buf.h"
 #include "base/parse.h"
-#include "base/serve.h"
+#include "gateway/policy.h"
 
 #define GW_MAX_NAME 128
 #define GW_MAX_VERSION 64
@@ -63,7 +63,7 @@ typedef struct gw_backend {
 	gw_stats_t *stats; /* the model/version figures */
 } gw_backend_t;
 
-typedef sc_window_t gw_window_t; /* src/base/serve.h */
+typedef sc_window_t gw_window_t; /* src/gateway/policy.h */
 
 enum { RO_PROGRESSING, RO_PROMOTED, RO_ROLLED_BACK, RO_ABORTED };
 

@@ -10,6 +10,7 @@
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 #include "store/store_etcd.h"
+#include "store/store_sqlite.h"
 
 struct sc_ha {
 	sc_server_t *s;

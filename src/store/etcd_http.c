@@ -242,3 +242,9 @@ void sc__etcd_set_int(json_t *obj, const char *field, int64_t v)
 	snprintf(num, sizeof(num), "%lld", (long long)v);
 	json_object_set_new(obj, field, json_string(num));
 }
+
+int sc__etcd_is_meta(const char *prefix, const char *key)
+{
+	size_t plen = strlen(prefix);
+	return strncmp(key, prefix, plen) == 0 && !strchr(key + plen, '/');
+}

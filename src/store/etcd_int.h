@@ -61,9 +61,9 @@ void sc__etcd_set_int(json_t *obj, const char *field, int64_t v);
  * release, SC_EPARSE when the key holds no schema record. */
 int sc__etcd_schema_open(sc_etcd_conn_t *c, const char *prefix, int *schema);
 
-/* 1 when an etcd key is one of the backend's own keys directly under the
- * prefix (leader, schema) rather than data: data keys are store keys, which
- * all have a folder ("/registry/..."). */
+/* etcd_http.c: 1 when an etcd key is one of the backend's own keys directly
+ * under the prefix (leader, schema) rather than data: data keys are store
+ * keys, which all have a folder ("/registry/..."). */
 int sc__etcd_is_meta(const char *prefix, const char *key);
 
 /* store_etcd.c, for etcd_lease.c: the store's connection and leader key. */

@@ -119,9 +119,6 @@ void sc_kv_list_free(sc_kv_list_t *l);
 /* For backends: deliver a committed change to the live watchers. */
 void sc__store_notify(sc_store_t *s, const sc_store_event_t *ev);
 
-/* ---- backends ---- */
-/* Opens (creating and migrating as needed) the SQLite store in dir. */
-int sc_store_sqlite_open(const char *dir, sc_store_t **out);
-/* The etcd backend: store_etcd.h. */
+/* ---- backends: store_sqlite.h, store_etcd.h ---- */
 
 #endif

@@ -38,12 +38,6 @@ static int etcd_key(const etcd_store_t *e, const char *key, char *out, size_t ou
 	return 0;
 }
 
-int sc__etcd_is_meta(const char *prefix, const char *key)
-{
-	size_t plen = strlen(prefix);
-	return strncmp(key, prefix, plen) == 0 && !strchr(key + plen, '/');
-}
-
 /* The first key after every key that starts with prefix. */
 static void range_end(const char *prefix, char *out, size_t outsz)
 {

@@ -21,9 +21,7 @@
  * Compaction drops changes older than the newest LOG_KEEP revisions except
  * those still holding a current value. Schema 1 stored each value twice
  * (in kv and in its change); migration 2 moves it. */
-#include "store/store.h"
-#include "base/alloc.h"
-#include "base/log.h"
+#include "store/store_sqlite.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,17 +32,15 @@
 
 #include <sqlite3.h>
 
+#include "base/alloc.h"
+#include "base/log.h"
 #include "base/version.h"
 #include "starcloud/error.h"
 
 /* Revisions the change log keeps; a watcher further behind gets SC_ERANGE
  * (HTTP 410) and must list again, as with etcd compaction. */
-#ifndef LOG_KEEP /* tests set smaller values */
 #define LOG_KEEP 100000
-#endif
-#ifndef COMPACT_EVERY
 #define COMPACT_EVERY 1000
-#endif
 /* Changes per revision: a change's id is rev << OP_BITS | its index. */
 #define OP_BITS 20
 #define MAX_OPS ((size_t)1 << OP_BITS)
@@ -67,6 +63,7 @@ typedef struct sqlite_store {
 	char walpath[4096];
 	sqlite3_stmt *get, *list, *revs, *ins, *upd, *del, *log, *setrev, *replay;
 	sqlite3_stmt *sp, *release, *rollback_to; /* the per-transaction savepoint */
+	int64_t log_keep, compact_every;          /* LOG_KEEP, COMPACT_EVERY */
 } sqlite_store_t;
 
 /* Each entry moves the schema one version forward. Never edit an entry
@@ -431,8 +428,8 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 	if (rev_out)
 		*rev_out = rev;
 	/* Trimming the log is housekeeping outside the acknowledged write. */
-	if (rev % COMPACT_EVERY == 0 && rev > LOG_KEEP)
-		compact(q, rev - LOG_KEEP);
+	if (rev % q->compact_every == 0 && rev > q->log_keep)
+		compact(q, rev - q->log_keep);
 	for (size_t i = 0; i < n; i++)
 		sc__store_notify(s, &evs[i]);
 out:
@@ -558,6 +555,8 @@ int sc_store_sqlite_open(const char *dir, sc_store_t **out)
 	if (!q)
 		return SC_ENOMEM;
 	q->base.ops = &sqlite_ops;
+	q->log_keep = LOG_KEEP;
+	q->compact_every = COMPACT_EVERY;
 	q->walfd = -1;
 	if (mkdir(dir, 0700) < 0) {
 		struct stat st;
@@ -591,4 +590,16 @@ int sc_store_sqlite_open(const char *dir, sc_store_t **out)
 error:
 	sq_close(&q->base);
 	return rc;
+}
+
+void sc__sqlite_log_window(sc_store_t *s, int64_t keep, int64_t every)
+{
+	sqlite_store_t *q = (sqlite_store_t *)s;
+	q->log_keep = keep > 0 ? keep : LOG_KEEP;
+	q->compact_every = every > 0 ? every : COMPACT_EVERY;
+}
+
+int64_t sc__sqlite_changes(sc_store_t *s)
+{
+	return query_int(((sqlite_store_t *)s)->db, "SELECT count(*) FROM changes", -1);
 }

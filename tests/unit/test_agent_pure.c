@@ -8,9 +8,9 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "base/backoff.h"
-#include "base/gpudecl.h"
-#include "base/retention.h"
+#include "agent/backoff.h"
+#include "agent/gpudecl.h"
+#include "agent/retention.h"
 #include "starcloud/error.h"
 
 #define GIB (1ull << 30)

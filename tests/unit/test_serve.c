@@ -1,4 +1,4 @@
-/* The gateway's pure policy arithmetic (src/base/serve.h): picking,
+/* The gateway's pure policy arithmetic (src/gateway/policy.h): picking,
  * retry budget, ejection backoff, canary windows, SSE framing, traceparent. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "base/serve.h"
+#include "gateway/policy.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 

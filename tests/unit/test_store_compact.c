@@ -14,10 +14,11 @@
 
 #include <cmocka.h>
 
+#include "starcloud/error.h"
+#include "store/store_sqlite.h"
+
 #define LOG_KEEP 50
 #define COMPACT_EVERY 10
-#include "store/store.c"
-#include "store/store_sqlite.c"
 
 typedef struct seen {
 	int64_t revs[400];
@@ -43,7 +44,7 @@ static int64_t put(sc_store_t *s, const char *key, const char *value)
 
 static int64_t count_changes(sc_store_t *s)
 {
-	return query_int(((sqlite_store_t *)s)->db, "SELECT count(*) FROM changes", -1);
+	return sc__sqlite_changes(s);
 }
 
 /* The history: a/keep at 1, a/del at 2, a/hot at 3..99, a/del deleted
@@ -113,6 +114,7 @@ static void compaction_keeps_values_and_window(void **state)
 	assert_non_null(mkdtemp(dir));
 	sc_store_t *s = NULL;
 	assert_int_equal(sc_store_sqlite_open(dir, &s), 0);
+	sc__sqlite_log_window(s, LOG_KEEP, COMPACT_EVERY);
 	/* A live watcher sees every change as it happens, compaction or not. */
 	seen_t live = {0};
 	sc_store_watch_t *w = NULL;
@@ -127,6 +129,7 @@ static void compaction_keeps_values_and_window(void **state)
 	sc_store_close(s);
 	/* The compaction point and the kept values survive a restart. */
 	assert_int_equal(sc_store_sqlite_open(dir, &s), 0);
+	sc__sqlite_log_window(s, LOG_KEEP, COMPACT_EVERY);
 	check_compacted(s);
 	sc_store_close(s);
 	char cmd[128];

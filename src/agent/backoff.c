@@ -1,6 +1,6 @@
 /* Back-off and probe thresholds (see backoff.h). Kept apart from the agent
  * so unit tests can check the arithmetic without processes or a loop. */
-#include "base/backoff.h"
+#include "agent/backoff.h"
 
 uint64_t sc_backoff_next(uint64_t cur, uint64_t ran_ms, uint64_t base_ms, uint64_t max_ms,
                          uint64_t reset_ms)

@@ -1,6 +1,6 @@
 /* Pure policy arithmetic of the serving gateway: see
- * src/base/serve.h. */
-#include "base/serve.h"
+ * src/gateway/policy.h. */
+#include "gateway/policy.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* Restart back-off arithmetic (the node agent's pod restarts). Pure. */
-#ifndef SC_BASE_BACKOFF_H
-#define SC_BASE_BACKOFF_H
+#ifndef SC_AGENT_BACKOFF_H
+#define SC_AGENT_BACKOFF_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* Bounded retention of finished things (the agent's old pod folders):
  * which of n items to remove, given when each was last used. Pure. */
-#ifndef SC_BASE_RETENTION_H
-#define SC_BASE_RETENTION_H
+#ifndef SC_AGENT_RETENTION_H
+#define SC_AGENT_RETENTION_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* Declared GPUs for machines without NVML: "NxMODEL[:mig]" (the agent's
  * --gpus). Pure parsing, apart from the agent so unit tests reach it. */
-#ifndef SC_BASE_GPUDECL_H
-#define SC_BASE_GPUDECL_H
+#ifndef SC_AGENT_GPUDECL_H
+#define SC_AGENT_GPUDECL_H
 
 #include <stdint.h>
 

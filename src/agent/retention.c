@@ -1,7 +1,7 @@
 /* Retention selection (see retention.h): age first, then count. The count
  * pass is O(n * removed), fine for the few hundred folders a node keeps and
  * free of allocation. */
-#include "base/retention.h"
+#include "agent/retention.h"
 
 #include <string.h>
 

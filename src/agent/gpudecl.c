@@ -1,12 +1,12 @@
 /* GPU declarations (see gpudecl.h). */
-#include "base/gpudecl.h"
-#include "base/parse.h"
+#include "agent/gpudecl.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/parse.h"
 #include "starcloud/error.h"
 
 uint64_t sc_gpu_model_memory(const char *model)

@@ -1,12 +1,12 @@
-/* Pure policy arithmetic of the serving gateway (src/gateway), kept in the
- * library so that it is unit-tested without sockets or an event loop:
+/* Pure policy arithmetic of the serving gateway, apart from its event loop
+ * so that it is unit-tested without sockets (tests link libsc_gateway.a):
  * power-of-two-choices picking, the retry budget, ejection backoff, canary
  * analysis windows, server-sent event framing and W3C traceparent.
  *
  * Nothing here allocates, does I/O or keeps state between calls; random
  * numbers are passed in, so every decision is reproducible in a test. */
-#ifndef SC_BASE_SERVE_H
-#define SC_BASE_SERVE_H
+#ifndef SC_GATEWAY_POLICY_H
+#define SC_GATEWAY_POLICY_H
 
 #include <stddef.h>
 #include <stdint.h>
