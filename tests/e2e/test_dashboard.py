@@ -91,9 +91,12 @@ def test_cluster_map(browser, server, admin):
                              "mig": {"gpu": 0, "profile": "1g.5gb", "start": 0}}]}
     post(admin, "jobs", m)
     login(browser, server, server.token)
+    # Nodes and jobs are followed by separate watches: the summary shows the
+    # nodes first and the pods once the jobs' list arrives, so wait for both.
     summary = browser.wait_for(
-        "(t => t.includes('3 nodes') && t)(document.getElementById('gpu-summary').innerText)",
-        what="3 nodes in the GPU summary")
+        "(t => t.includes('3 nodes') && t.includes('20 GPUs: 2 whole') && t)"
+        "(document.getElementById('gpu-summary').innerText)",
+        what="3 nodes and the pods in the GPU summary")
     assert "20 GPUs: 2 whole, 1 shared, 1 MIG, 16 free" in summary, summary
     # The canvas really drew the cells: whole-GPU and free colours are there.
     assert painted(browser, WHOLE) > 0 and painted(browser, FREE) > 0
