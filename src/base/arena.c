@@ -1,4 +1,5 @@
 #include "starcloud/arena.h"
+#include "base/alloc.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -27,7 +28,7 @@ struct sc_arena {
 
 sc_arena_t *sc_arena_new(size_t chunk_size)
 {
-	sc_arena_t *a = calloc(1, sizeof(*a));
+	sc_arena_t *a = sc_calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
 	a->chunk = chunk_size ? chunk_size : 64 * 1024;
@@ -92,7 +93,7 @@ static block_t *new_block(sc_arena_t *a, size_t need)
 	size_t size = need > a->chunk ? need : a->chunk;
 	if (size > SIZE_MAX - sizeof(block_t))
 		return NULL;
-	block_t *b = malloc(sizeof(block_t) + size);
+	block_t *b = sc_malloc(sizeof(block_t) + size);
 	if (!b)
 		return NULL;
 	b->size = size;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "starcloud/error.h"
+#include "base/alloc.h"
 
 void sc_buf_init(sc_buf_t *b, size_t max)
 {
@@ -39,7 +40,7 @@ static int reserve(sc_buf_t *b, size_t extra)
 	size_t cap = b->cap ? b->cap : 256;
 	while (cap < need)
 		cap *= 2;
-	char *p = realloc(b->data, cap);
+	char *p = sc_realloc(b->data, cap);
 	if (!p)
 		return SC_ENOMEM;
 	b->data = p;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "starcloud/error.h"
+#include "base/alloc.h"
 
 static uint64_t hash(const char *s)
 {
@@ -20,8 +21,8 @@ int sc_strmap_init(sc_strmap_t *m, size_t n)
 	size_t cap = 16;
 	while (cap < n * 2)
 		cap <<= 1;
-	m->keys = calloc(cap, sizeof(*m->keys));
-	m->vals = calloc(cap, sizeof(*m->vals));
+	m->keys = sc_calloc(cap, sizeof(*m->keys));
+	m->vals = sc_calloc(cap, sizeof(*m->vals));
 	m->cap = cap;
 	m->len = 0;
 	if (!m->keys || !m->vals) {

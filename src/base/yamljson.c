@@ -10,6 +10,7 @@
 #include <yaml.h>
 
 #include "starcloud/arena.h"
+#include "base/alloc.h"
 #include "starcloud/error.h"
 
 /* Paths longer than this are not recorded: an error deep inside such a
@@ -49,7 +50,7 @@ static size_t hash_str(const char *s)
 static int table_grow(pos_table_t *t)
 {
 	size_t ncap = t->cap ? t->cap * 2 : 64;
-	pos_entry_t *ns = calloc(ncap, sizeof(*ns));
+	pos_entry_t *ns = sc_calloc(ncap, sizeof(*ns));
 	if (!ns)
 		return SC_ENOMEM;
 	for (size_t i = 0; i < t->cap; i++) {
@@ -158,11 +159,11 @@ static int docs_push(sc_yj_docs_t *d, json_t *doc, pos_table_t *t)
 {
 	if (d->n == d->cap) {
 		size_t ncap = d->cap ? d->cap * 2 : 8;
-		json_t **nd = realloc(d->docs, ncap * sizeof(*nd));
+		json_t **nd = sc_realloc(d->docs, ncap * sizeof(*nd));
 		if (!nd)
 			return SC_ENOMEM;
 		d->docs = nd;
-		pos_table_t *nt = realloc(d->tables, ncap * sizeof(*nt));
+		pos_table_t *nt = sc_realloc(d->tables, ncap * sizeof(*nt));
 		if (!nt)
 			return SC_ENOMEM;
 		d->tables = nt;
@@ -207,7 +208,7 @@ static int path_append(path_buf_t *p, const char *key, long index)
 	klen = strlen(piece);
 	if (p->len + klen + 2 > p->cap) {
 		size_t ncap = (p->len + klen + 2) * 2;
-		char *ns = realloc(p->s, ncap);
+		char *ns = sc_realloc(p->s, ncap);
 		if (!ns)
 			return SC_ENOMEM;
 		p->s = ns;
@@ -398,15 +399,21 @@ static int place(ybuild_t *b, json_t *v, const yaml_mark_t *m, bool is_collectio
 		b->root = v;
 	} else {
 		frame_t *f = &b->stack[b->depth - 1];
+		/* v is consumed on every path: jansson frees it when the
+		 * insertion fails, and so do we when the path cannot grow. */
 		if (f->is_map) {
 			rc = path_append(&b->path, f->key, 0);
-			if (!rc && json_object_set_new_nocheck(f->node, f->key, v))
+			if (rc)
+				json_decref(v);
+			else if (json_object_set_new_nocheck(f->node, f->key, v))
 				rc = SC_ENOMEM;
 			free(f->key);
 			f->key = NULL;
 		} else {
 			rc = path_append(&b->path, NULL, (long)f->index++);
-			if (!rc && json_array_append_new(f->node, v))
+			if (rc)
+				json_decref(v);
+			else if (json_array_append_new(f->node, v))
 				rc = SC_ENOMEM;
 		}
 		if (rc) {
@@ -436,7 +443,7 @@ static int take_key(ybuild_t *b, frame_t *f, const yaml_event_t *ev)
 		set_err(b->err, line, col, "duplicate key \"%s\"", k);
 		return SC_EPARSE;
 	}
-	if (!(f->key = strdup(k))) {
+	if (!(f->key = sc_strdup(k))) {
 		set_err(b->err, line, col, "out of memory");
 		return SC_ENOMEM;
 	}
@@ -459,7 +466,7 @@ static int remember_anchor(ybuild_t *b, const yaml_char_t *name, json_t *v, cons
 		        MAX_ANCHORS);
 		return SC_ETOOBIG;
 	}
-	char *n = strdup((const char *)name);
+	char *n = sc_strdup((const char *)name);
 	if (!n) {
 		set_err(b->err, 0, 0, "out of memory");
 		return SC_ENOMEM;
@@ -620,10 +627,10 @@ static int load_yaml(sc_yj_docs_t *d, const char *text, size_t len, const sc_yj_
 {
 	yaml_parser_t parser;
 	yaml_event_t ev;
-	ybuild_t *b = calloc(1, sizeof(*b));
+	ybuild_t *b = sc_calloc(1, sizeof(*b));
 	int rc = 0;
 
-	if (!b || !(b->stack = calloc(lim->max_depth + 1, sizeof(frame_t)))) {
+	if (!b || !(b->stack = sc_calloc(lim->max_depth + 1, sizeof(frame_t)))) {
 		free(b);
 		set_err(err, 0, 0, "out of memory");
 		return SC_ENOMEM;
@@ -735,7 +742,7 @@ static int js_string(jscan_t *j, char **out)
 	while (j->s[end] != '"')
 		end += j->s[end] == '\\' ? 2 : 1;
 	if (out) {
-		char *o = malloc(end - start + 1);
+		char *o = sc_malloc(end - start + 1);
 		size_t k = 0;
 		if (!o)
 			return SC_ENOMEM;
@@ -887,7 +894,7 @@ static int load_json(sc_yj_docs_t *d, const char *text, size_t len, const sc_yj_
 		return rc;
 	}
 	/* NUL terminates the scan safely: jansson accepted exactly len bytes. */
-	char *copy = malloc(len + 1);
+	char *copy = sc_malloc(len + 1);
 	jscan_t j = {.s = copy, .n = len, .line = 1, .col = 1, .arena = d->arena};
 	pos_table_t table = {0};
 	j.table = &table;
@@ -928,7 +935,7 @@ int sc_yj_load(const char *text, size_t len, const sc_yj_limits_t *limits, sc_yj
 		        lim.max_bytes);
 		return SC_ETOOBIG;
 	}
-	d = calloc(1, sizeof(*d));
+	d = sc_calloc(1, sizeof(*d));
 	if (!d || !(d->arena = sc_arena_new(0))) {
 		rc = SC_ENOMEM;
 		set_err(err, 0, 0, "out of memory");
@@ -946,7 +953,7 @@ int sc_yj_load(const char *text, size_t len, const sc_yj_limits_t *limits, sc_yj
 			 * YAML fails too, since JSON was the likely intent. */
 			sc_yj_error_t jerr = *err;
 			sc_yj_free(d);
-			d = calloc(1, sizeof(*d));
+			d = sc_calloc(1, sizeof(*d));
 			if (!d || !(d->arena = sc_arena_new(0))) {
 				rc = SC_ENOMEM;
 				goto error;

@@ -8,6 +8,7 @@
  * words, moving a node is two bit flips, and ties between equal nodes always
  * go to the lower index, which keeps results deterministic and readable. */
 #include "core/cluster_int.h"
+#include "base/alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -100,7 +101,7 @@ static int intern_model(sc_cluster_t *c, const char *model)
 	for (int m = 0; m < c->nmodels; m++)
 		if (strcmp(c->models[m], model) == 0)
 			return m;
-	const char **nm = realloc(c->models, sizeof(*nm) * (size_t)(c->nmodels + 1));
+	const char **nm = sc_realloc(c->models, sizeof(*nm) * (size_t)(c->nmodels + 1));
 	if (!nm)
 		return SC_ENOMEM;
 	c->models = nm;
@@ -111,12 +112,12 @@ static int intern_model(sc_cluster_t *c, const char *model)
 static int alloc_groups(sc_cluster_t *c)
 {
 	size_t ng = (size_t)c->nmodels + 1;
-	c->groups = calloc(ng, sizeof(group_t));
+	c->groups = sc_calloc(ng, sizeof(group_t));
 	if (!c->groups)
 		return SC_ENOMEM;
 	/* One allocation for every bitset of every group. */
 	size_t per = (size_t)(SC_MAX_GPUS + 1 + PARTIAL_BUCKETS + 1);
-	c->bits = calloc(ng * per * c->nwords, sizeof(uint64_t));
+	c->bits = sc_calloc(ng * per * c->nwords, sizeof(uint64_t));
 	if (!c->bits)
 		return SC_ENOMEM;
 	uint64_t *p = c->bits;
@@ -183,14 +184,14 @@ static long sc__names_find(const sc_strmap_t *m, const char *name)
 sc_cluster_t *sc_cluster_new(const sc_node_spec_t *nodes, size_t n, int *err)
 {
 	int rc = SC_ENOMEM;
-	sc_cluster_t *c = calloc(1, sizeof(*c));
+	sc_cluster_t *c = sc_calloc(1, sizeof(*c));
 	if (!c)
 		goto fail;
 	c->nnodes = n;
 	c->nwords = (n + 63) / 64 + 1;
-	c->nodes = calloc(n ? n : 1, sizeof(sc_node_view_t));
-	c->key_whole = calloc(n ? n : 1, 1);
-	c->key_partial = calloc(n ? n : 1, 1);
+	c->nodes = sc_calloc(n ? n : 1, sizeof(sc_node_view_t));
+	c->key_whole = sc_calloc(n ? n : 1, 1);
+	c->key_partial = sc_calloc(n ? n : 1, 1);
 	if (!c->nodes || !c->key_whole || !c->key_partial)
 		goto fail;
 	for (size_t i = 0; i < n; i++) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/sched.h"
+#include "base/alloc.h"
 #include "core/actions.h"
 
 typedef struct decisions_impl {
@@ -210,7 +211,7 @@ struct sc_scheduler {
 
 sc_scheduler_t *sc_scheduler_new(void)
 {
-	sc_scheduler_t *sch = calloc(1, sizeof(*sch));
+	sc_scheduler_t *sch = sc_calloc(1, sizeof(*sch));
 	if (!sch)
 		return NULL;
 	sch->arena = sc_arena_new(1 << 20);
@@ -242,7 +243,7 @@ int sc_scheduler_run(sc_scheduler_t *sch, const sc_snapshot_t *snap, sc_decision
 	if (msg && msgsize)
 		msg[0] = 0;
 	sc_sched_t s = {.msg = msg, .msgsize = msgsize, .arena = sch->arena};
-	decisions_impl_t *impl = calloc(1, sizeof(*impl));
+	decisions_impl_t *impl = sc_calloc(1, sizeof(*impl));
 	if (!impl || !(impl->arena = sc_arena_new(0)))
 		goto error;
 	rc = sc__sched_build(&s, snap);

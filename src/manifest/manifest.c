@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "manifest/manifest_int.h"
+#include "base/alloc.h"
 
 /* Object names already taken, as "Kind/name" strings, in an open-addressing
  * hash set so that adding n objects stays linear. */
@@ -51,7 +52,7 @@ static int names_add(name_set_t *s, char *key)
 {
 	if ((s->used + 1) * 2 > s->cap) {
 		size_t ncap = s->cap ? s->cap * 2 : 64;
-		char **ns = calloc(ncap, sizeof(*ns));
+		char **ns = sc_calloc(ncap, sizeof(*ns));
 		if (!ns)
 			return SC_ENOMEM;
 		for (size_t i = 0; i < s->cap; i++) {
@@ -85,7 +86,7 @@ static void names_free(name_set_t *s)
 static char *name_key(const char *kind, const char *name)
 {
 	size_t n = strlen(kind) + strlen(name) + 2;
-	char *k = malloc(n);
+	char *k = sc_malloc(n);
 	if (k)
 		snprintf(k, n, "%s/%s", kind, name);
 	return k;
@@ -112,7 +113,7 @@ static void batch_free(sc__batch_t *b)
 
 sc_manifest_set_t *sc_manifest_set_new(void)
 {
-	sc_manifest_set_t *s = calloc(1, sizeof(*s));
+	sc_manifest_set_t *s = sc_calloc(1, sizeof(*s));
 	if (s)
 		batch_init(&s->all);
 	return s;
@@ -303,10 +304,10 @@ static int check_names(sc_manifest_set_t *s, sc__batch_t *b, name_set_t *fresh,
 #define CHECK(vec, type, kind)                                                                     \
 	EACH(vec, type, x)                                                                         \
 	{                                                                                          \
-		if ((rc = check_name(s, fresh, kind, x->spec.name, &x->o, err, &key)) < 0 ||       \
-		    (rc = names_add(fresh, key)) < 0) {                                            \
-			if (rc == SC_ENOMEM)                                                       \
-				free(key);                                                         \
+		if ((rc = check_name(s, fresh, kind, x->spec.name, &x->o, err, &key)) < 0)         \
+			return rc;                                                                 \
+		if ((rc = names_add(fresh, key)) < 0) {                                            \
+			free(key); /* not taken */                                                 \
 			return rc;                                                                 \
 		}                                                                                  \
 	}
@@ -351,7 +352,7 @@ static int commit(sc_manifest_set_t *s, sc__batch_t *b, name_set_t *fresh, sc_ar
 		size_t need = dst[i]->n + src[i]->n;
 		if (need > dst[i]->cap) {
 			size_t ncap = dst[i]->cap * 2 > need ? dst[i]->cap * 2 : need;
-			void *ni = realloc(dst[i]->items, ncap * dst[i]->size);
+			void *ni = sc_realloc(dst[i]->items, ncap * dst[i]->size);
 			if (!ni)
 				return SC_ENOMEM;
 			dst[i]->items = ni;
@@ -360,7 +361,7 @@ static int commit(sc_manifest_set_t *s, sc__batch_t *b, name_set_t *fresh, sc_ar
 	}
 	if (s->narenas == s->arenacap) {
 		size_t ncap = s->arenacap ? s->arenacap * 2 : 16;
-		sc_arena_t **na = realloc(s->arenas, ncap * sizeof(*na));
+		sc_arena_t **na = sc_realloc(s->arenas, ncap * sizeof(*na));
 		if (!na)
 			return SC_ENOMEM;
 		s->arenas = na;
@@ -405,7 +406,7 @@ static int add_docs(sc_manifest_set_t *s, const char *filename, const sc_yj_docs
 {
 	sc__batch_t b;
 	name_set_t fresh = {0};
-	sc__rd_t *rd = calloc(1, sizeof(*rd));
+	sc__rd_t *rd = sc_calloc(1, sizeof(*rd));
 	/* One object (an API object) needs a few hundred bytes: a small
 	 * chunk keeps a set of 10,000 of them from holding 64 KiB each. */
 	sc_arena_t *a = sc_arena_new(docs ? 0 : 4096);
@@ -555,7 +556,7 @@ static long find_name(const by_name_t *idx, size_t n, const char *name)
 
 static by_name_t *index_queues(const sc_queue_spec_t *q, size_t n)
 {
-	by_name_t *idx = malloc((n + 1) * sizeof(*idx));
+	by_name_t *idx = sc_malloc((n + 1) * sizeof(*idx));
 	if (!idx)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
@@ -637,11 +638,11 @@ static int check_refs(const sc_manifest_set_t *s, sc_manifest_error_t *err)
 {
 	size_t n = s->all.queues.n;
 	by_name_t *idx = NULL;
-	bool *has_child = calloc(n + 1, sizeof(bool));
+	bool *has_child = sc_calloc(n + 1, sizeof(bool));
 	int rc = SC_ENOMEM;
 	if (!has_child)
 		goto done;
-	sc_queue_spec_t *specs = malloc((n + 1) * sizeof(*specs));
+	sc_queue_spec_t *specs = sc_malloc((n + 1) * sizeof(*specs));
 	if (!specs)
 		goto done;
 	for (size_t i = 0; i < n; i++)
@@ -666,7 +667,7 @@ done:
 /* Copies the spec member out of each wrapper into a fresh array. */
 static void *copy_specs(const sc__vec_t *v, size_t spec_size)
 {
-	char *out = malloc((v->n + 1) * spec_size);
+	char *out = sc_malloc((v->n + 1) * spec_size);
 	if (out)
 		for (size_t i = 0; i < v->n; i++)
 			memcpy(out + i * spec_size, (const char *)v->items + i * v->size,

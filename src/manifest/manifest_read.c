@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/quantity.h"
+#include "base/alloc.h"
 #include "base/parse.h"
 #include "manifest/manifest_int.h"
 
@@ -14,7 +15,7 @@ int sc__vec_push(sc__vec_t *v, const void *item)
 {
 	if (v->n == v->cap) {
 		size_t ncap = v->cap ? v->cap * 2 : 16;
-		void *ni = realloc(v->items, ncap * v->size);
+		void *ni = sc_realloc(v->items, ncap * v->size);
 		if (!ni)
 			return SC_ENOMEM;
 		v->items = ni;

@@ -1,14 +1,23 @@
 /* Out of memory is an ordinary error: failing the scheduler's scratch
  * allocations one by one must give SC_ENOMEM (never a crash, a leak or a
- * half-made result), and the scheduler must work again afterwards. */
+ * half-made result), and the scheduler must work again afterwards. The
+ * same holds from manifest text to decisions: every allocation of the
+ * YAML/JSON reader, the manifest decoder, the cluster model and jansson
+ * itself is failed in turn (base/alloc.h; under ASan a leak fails too). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
+#include "base/alloc.h"
 #include "fixture.h"
+#include "starcloud/manifest.h"
 
 static void build(void)
 {
@@ -61,10 +70,98 @@ static void test_fail_each_block(void **state)
 	sc_scheduler_free(sch);
 }
 
+/* The example cluster and jobs of `make run`, as text. */
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	static char buf[1 << 16];
+	*len = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	char *copy = malloc(*len + 1);
+	assert_non_null(copy);
+	memcpy(copy, buf, *len);
+	copy[*len] = '\0';
+	return copy;
+}
+
+/* Text to decisions; 0 with the bindings counted, or the first error. */
+static int text_to_decisions(const char *cluster, size_t clen, const char *jobs, size_t jlen,
+                             size_t *nbindings)
+{
+	sc_manifest_error_t err;
+	sc_snapshot_t snap;
+	sc_decisions_t *d = NULL;
+	char msg[256];
+	sc_manifest_set_t *set = sc_manifest_set_new();
+	if (!set)
+		return SC_ENOMEM;
+	int rc = sc_manifest_add_text(set, "cluster.yaml", cluster, clen, &err);
+	if (rc >= 0)
+		rc = sc_manifest_add_text(set, "jobs.yaml", jobs, jlen, &err);
+	if (rc >= 0)
+		rc = sc_manifest_snapshot(set, 1700000000, &snap, &err);
+	if (rc >= 0)
+		rc = sc_schedule(&snap, &d, msg, sizeof(msg));
+	if (rc >= 0) {
+		*nbindings = d->nbindings;
+		json_t *out = sc_decisions_to_json(&snap, d);
+		rc = out ? 0 : SC_ENOMEM;
+		json_decref(out);
+	}
+	sc_decisions_free(d);
+	sc_manifest_set_free(set);
+	return rc < 0 ? rc : 0;
+}
+
+static void *json_alloc(size_t n)
+{
+	return sc_malloc(n);
+}
+
+static void test_fail_each_allocation_from_text(void **state)
+{
+	size_t clen, jlen, ref = 0, got;
+	char *cluster = slurp("examples/cluster.yaml", &clen);
+	char *jobs = slurp("examples/jobs.yaml", &jlen);
+	assert_int_equal(text_to_decisions(cluster, clen, jobs, jlen, &ref), 0);
+	assert_true(ref > 0);
+	json_set_alloc_funcs(json_alloc, free);
+	long n, failures = 0;
+	for (n = 1; n < 200000; n++) {
+		sc_alloc_fail_after(n);
+		got = 0;
+		int rc = text_to_decisions(cluster, clen, jobs, jlen, &got);
+		long calls = sc_alloc_calls();
+		sc_alloc_fail_after(0);
+		if (calls < n) {
+			/* No allocation was failed: the whole way succeeded. */
+			assert_int_equal(rc, 0);
+			assert_int_equal(got, ref);
+			break;
+		}
+		/* One allocation failed: an error, never a result that differs
+		 * from the reference. */
+		if (rc == 0)
+			assert_int_equal(got, ref);
+		else
+			failures++;
+	}
+	json_set_alloc_funcs(malloc, free);
+	assert_true(n < 200000);
+	assert_true(failures > 100);
+	got = 0;
+	assert_int_equal(text_to_decisions(cluster, clen, jobs, jlen, &got), 0);
+	assert_int_equal(got, ref);
+	free(cluster);
+	free(jobs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_fail_each_block),
+	    cmocka_unit_test(test_fail_each_allocation_from_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
