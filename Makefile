@@ -181,13 +181,17 @@ $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@clang $(subst fuzzer$(comma),fuzzer-no-link$(comma),$(FUZZ_CFLAGS)) -c $< -o $@
 
-$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
-	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJ) $(LDLIBS)
+# Targets that reach into a component name its objects here.
+FUZZ_EXTRA_kv := $(FUZZ_BUILD)/src/worker/kvstore.o $(FUZZ_BUILD)/src/worker/model.o
+FUZZ_EXTRA_hclient := $(FUZZ_BUILD)/src/net/hclient.o
+.SECONDEXPANSION:
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_OBJ) $$(FUZZ_EXTRA_$$*)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_EXTRA_$*) $(FUZZ_LIB_OBJ) $(LDLIBS)
 
 comma := ,
-.SECONDARY: $(FUZZ_LIB_OBJ)
-fuzz: deps $(FUZZ_BUILD)/fuzz_manifest $(FUZZ_BUILD)/fuzz_trace $(FUZZ_BUILD)/fuzz_httphead \
-	$(FUZZ_BUILD)/fuzz_flags
+.SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_EXTRA_kv) $(FUZZ_EXTRA_hclient)
+FUZZ_TARGETS := manifest trace httphead flags jscan kv hclient
+fuzz: deps $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 test-fuzz: fuzz
 	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_RUNS)

@@ -27,8 +27,24 @@ mkdir -p "$corpus/flags"
 printf '%s\0' --listen 0.0.0.0:8080 --dur 1.5m --n -3 --f=0.05 file > "$corpus/flags/ok"
 printf '%s\0' --body 4Mi --mode bb --on --i -9223372036854775808 --u 1000 > "$corpus/flags/more"
 printf '%s\0' --f nan --n 2.7 --dur inf --text toolongtext --fn x > "$corpus/flags/bad"
+# Request bodies the gateway scans.
+mkdir -p "$corpus/jscan"
+printf '{"model":"tiny","prompt":"hi","max_tokens":4,"stream":true}' > "$corpus/jscan/compl"
+printf '{"model":"m","messages":[{"role":"user","content":"a\\u00e9\\n"}],"max_tokens":-3}' > "$corpus/jscan/chat"
+printf '[1,2.5e3,null,false,{"a":[{}]}]' > "$corpus/jscan/array"
+# KV blocks: odd first byte, a header is made for the rest.
+mkdir -p "$corpus/kv"
+printf '\001%s' 0123456701234567 > "$corpus/kv/made"
+printf '\000SCKV' > "$corpus/kv/short"
+# Responses to the async HTTP client (first byte: where a callback stops it).
+mkdir -p "$corpus/hclient"
+printf '\000HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello' > "$corpus/hclient/len"
+printf '\000HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n' > "$corpus/hclient/chunked"
+printf '\002HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: x\n\n' > "$corpus/hclient/sse"
+printf '\001HTTP/1.0 503 Busy\r\n\r\n' > "$corpus/hclient/close"
+printf '\000HTTP/1.1 2 00\r\nContent-Length: 2\r\n\r\nok' > "$corpus/hclient/badstatus"
 pass=0 fail=0
-for t in manifest trace httphead flags; do
+for t in manifest trace httphead flags jscan kv hclient; do
 	if "$build/fuzz_$t" -runs="$runs" -max_len=8192 -seed=1 "$corpus/$t" >"$corpus/$t.log" 2>&1; then
 		pass=$((pass + 1))
 	else

@@ -310,6 +310,8 @@ static int rp_headers_complete(http_parser *hp)
 		sc_buf_append(&r->hdrs, "", 1);
 	}
 	r->hdr_state = HDR_NONE;
+	if (hp->status_code < 100 || hp->status_code > 599)
+		return -1; /* "HTTP/1.1 2 OK" is no answer: a malformed one (SC_EPARSE) */
 	r->status = hp->status_code;
 	if (r->status == 100) /* interim answer: wait for the real one */
 		return 0;
