@@ -10,7 +10,8 @@
    malloc/calloc/realloc/strdup/strndup in the daemons (src/net, store,
    server, agent, gateway, worker, cli, k8s), which allocate through
    base/alloc.h.
-3. unused exported functions: a function of src/ that is not static must be
+3. tests link the component libraries: no `#include "x.c"`.
+4. unused exported functions: a function of src/ that is not static must be
    used by another file (src, tests, bench or fuzz; a use inside a header's
    macro counts); otherwise it should be static, or go. The public API of
    libstarcloud (declared in include/starcloud/) is exempt.
@@ -36,6 +37,7 @@ BANNED = [
     (re.compile(r"\b(strtol|strtoul|strtoll|strtoull|strtod|strtof|strtold|strtoimax|"
                 r"strtoumax)\s*\("), "src/", STRTO_OK, "use sc_parse_* (base/parse.h)"),
 ]
+INCLUDE_C = re.compile(r'^\s*#\s*include\s*"[^"]+\.c"')
 RAW_ALLOC = re.compile(r"(?<![\w.>])(malloc|calloc|realloc|reallocarray|strdup|strndup)\s*\(")
 ENTRY_POINTS = {"main", "LLVMFuzzerTestOneInput", "LLVMFuzzerInitialize"}
 # Findings left on purpose for now, each with its reason: files that another
@@ -104,9 +106,13 @@ def check_format(root, files):
     return found or ["format: clang-format failed: " + p.stderr.strip()[:300]]
 
 
-def check_banned(path, code):
+def check_banned(path, code, raw):
     found = []
     daemon = path.startswith(DAEMONS)
+    for ln, line in enumerate(raw.split("\n"), 1):
+        if INCLUDE_C.match(line):
+            found.append("%s:%d: include of a .c file (link the component's library)" %
+                         (path, ln))
     for ln, line in enumerate(code.split("\n"), 1):
         for rx, under, allowed, why in BANNED:
             m = rx.search(line)
@@ -185,15 +191,16 @@ def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     root = args[0] if args else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     files = c_files(root)
-    codes = {}
+    codes, raws = {}, {}
     for f in files:
         with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
-            codes[f] = strip_code(fh.read())
+            raws[f] = fh.read()
+            codes[f] = strip_code(raws[f])
     found = []
     if "--no-format" not in sys.argv:
         found += check_format(root, files)
     for f in files:
-        found += check_banned(f, codes[f])
+        found += check_banned(f, codes[f], raws[f])
     found += check_unused(files, codes)
     found = [f for f in found
              if f.split(":")[0] not in PENDING and

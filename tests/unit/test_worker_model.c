@@ -1,7 +1,6 @@
 /* The worker's pure model pieces: kernels on small vectors, checkpoint
  * reading (good, truncated, bad), sessions and KV export/import, sampling,
- * the KV store and its wire format. The modules are compiled into the
- * binary, not libstarcloud, so this test includes their sources. */
+ * the KV store and its wire format, through libsc_worker.a. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,9 +12,9 @@
 #include <cmocka.h>
 
 #include "starcloud/error.h"
-#include "worker/kvstore.c"
-#include "worker/model.c"
-#include "worker/forward.c"
+#include "worker/kvstore.h"
+#include "worker/model.h"
+#include "worker/forward.h"
 
 #define EPS 1e-5
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "worker/stop.c"
+#include "worker/stop.h"
 
 static sc_stops_t stops(const char *a, const char *b)
 {

@@ -1,6 +1,5 @@
 /* The worker's tokenizers (byte-level and llama2.c tokenizer.bin) and the
- * incremental UTF-8 cleaner. Includes the source: it is built into the
- * binary, not libstarcloud. */
+ * incremental UTF-8 cleaner, through libsc_worker.a. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +11,7 @@
 #include <cmocka.h>
 
 #include "starcloud/error.h"
-#include "worker/tokenizer.c"
+#include "worker/tokenizer.h"
 
 /* Concatenates the pieces of ids (after BOS handling) into out. */
 static size_t decode_all(const sc_tokenizer_t *t, const int *ids, int n, char *out)
