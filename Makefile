@@ -23,9 +23,10 @@ CC ?= cc
 PKGS := jansson yaml-0.1 libuv sqlite3 libcurl
 CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -Wvla -Iinclude -Isrc $(SANFLAGS) \
-	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(XCFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -ldl -lm -lpthread
-LDFLAGS := $(SANFLAGS)
+# XCFLAGS/XLDFLAGS: extra flags from outside (debian/rules: dpkg-buildflags).
+LDFLAGS := $(SANFLAGS) $(XLDFLAGS)
 
 LIB_SRC := $(wildcard src/base/*.c src/core/*.c src/manifest/*.c src/sim/*.c)
 # Daemons and the CLI live in the binary only; the library stays I/O free
@@ -53,7 +54,7 @@ BIN := $(BUILD)/starcloud
 # daemons, daemons share net and store): link them as one group.
 ALL_LIBS := -Wl,--start-group $(COMP_LIBS) $(LIB) -Wl,--end-group
 
-.PHONY: all deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
+.PHONY: install install-files package test-install all deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
 
 all: build
 
@@ -103,7 +104,7 @@ run: build
 # Source rules first (format, banned functions, unused exports), then unit
 # tests, scenario tests, ..., then the same under the sanitizers.
 test: build
-	@$(MAKE) --no-print-directory check-src test-unit test-scenarios test-prometheus test-e2e test-repro test-fuzz
+	@$(MAKE) --no-print-directory check-src test-unit test-scenarios test-prometheus test-e2e test-install test-repro test-fuzz
 	@$(MAKE) --no-print-directory SAN=1 test-san
 
 test-unit: $(UNIT_BIN)
@@ -195,6 +196,26 @@ fuzz: deps $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 test-fuzz: fuzz
 	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_RUNS)
+
+# Installation (docs/DEPLOY.md): PREFIX, DESTDIR, SYSCONFDIR, UNITDIR, as
+# scripts/install.sh describes; `make package` builds the Debian package
+# with dpkg-buildpackage into $(BUILD)/package/ (scripts/package.sh).
+install-files: $(BIN) $(BUILD)/gen/docs.stamp
+# Man pages and completion from the binary's flag tables (scripts/gen-docs.sh).
+$(BUILD)/gen/docs.stamp: $(BIN) scripts/gen-docs.sh
+	@rm -rf $(BUILD)/gen/man $(BUILD)/gen/completion
+	@scripts/gen-docs.sh $(BIN) $(BUILD)/gen && touch $@
+install: install-files
+	@BIN=$(BIN) GEN=$(BUILD)/gen PREFIX="$(PREFIX)" SYSCONFDIR="$(SYSCONFDIR)" \
+	 UNITDIR="$(UNITDIR)" SYSUSERSDIR="$(SYSUSERSDIR)" DESTDIR="$(DESTDIR)" scripts/install.sh
+package:
+	@scripts/package.sh $(BUILD)/package
+# make install's layout, the units (systemd-analyze), the package in a fresh
+# Debian 12 root booted with its own systemd (tests/install, root only).
+test-install: $(BIN)
+	@$(MAKE) --no-print-directory package
+	@STARCLOUD_BIN=$(BIN) STARCLOUD_DEB=$$(ls $(BUILD)/package/starcloud_*.deb) \
+	 /usr/bin/python3 -m pytest -q tests/install
 
 # Every C file of the tree, as `make check-src` checks it.
 C_FILES = $(shell find src include tests/unit tests/e2e bench fuzz -name '*.[ch]' 2>/dev/null)

@@ -6,6 +6,11 @@ set -eu
 # Dashboard and monitoring tests: headless Chromium driven over the DevTools
 # protocol (python3-websocket), promtool and a real Prometheus.
 TEST_PKGS="chromium python3-websocket prometheus"
+# Installation tests (docs/DEPLOY.md): the Debian package (debhelper), a
+# fresh Debian root booted with its own systemd (debootstrap,
+# systemd-container), systemd-analyze (systemd), groff for the man pages,
+# and the backup tools the guide uses (etcd-client's etcdctl, sqlite3).
+TEST_PKGS="$TEST_PKGS debhelper debootstrap systemd systemd-container groff-base etcd-client sqlite3"
 PKGS="build-essential clang clang-format pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
 libhttp-parser-dev libcurl4-openssl-dev libsqlite3-dev gnuplot-nox python3 python3-pytest
 python3-requests python3-yaml prometheus wrk nginx-light curl etcd-server"

@@ -51,6 +51,8 @@ typedef struct sc_agent_opts {
 	int keep_pods;             /* and at most this many of them */
 	int drain;                 /* stop pods on SIGTERM */
 	int fence;                 /* stop pods when the lease cannot be renewed */
+	const char *config;        /* --config FILE */
+	int check_config;          /* --check-config: check, print, exit */
 } sc_agent_opts_t;
 
 /* One watched collection (jobs or deployments). */

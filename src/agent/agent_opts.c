@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/flagfile.h"
 #include "base/flags.h"
 #include "base/quantity.h"
 #include "starcloud/error.h"
@@ -124,6 +125,7 @@ static const sc_flag_t agent_flags[] = {
     {.name = "--fence-on-lease-loss",
      SC_FLAG_AT(BOOL, sc_agent_opts_t, fence),
      .help = "stop every pod when the lease cannot be renewed"},
+    SC_FLAGS_CONFIG(sc_agent_opts_t),
 };
 
 static const sc_command_t agent_cmd = {
@@ -155,10 +157,12 @@ int sc__agent_labels(const char *text, json_t *labels)
 
 static int check(sc_agent_opts_t *o)
 {
-	const char *missing = !o->server  ? "--server"
-	                      : !o->token ? "--token"
-	                      : !o->name  ? "--name"
-	                                  : NULL;
+	/* An empty value (a configuration file's `token: ""` left unfilled)
+	 * is as missing as none. */
+	const char *missing = !o->server || !*o->server ? "--server"
+	                      : !o->token || !*o->token ? "--token"
+	                      : !o->name || !*o->name   ? "--name"
+	                                                : NULL;
 	if (missing) {
 		fprintf(stderr, "starcloud agent: %s is required\n", missing);
 		return SC_EINVAL;
@@ -189,7 +193,10 @@ int sc__agent_parse(int argc, char **argv, sc_agent_t *a)
 	size_t n = o->server ? strlen(o->server) : 0;
 	if (n && o->server[n - 1] == '/')
 		((char *)o->server)[n - 1] = '\0';
-	return check(o);
+	if ((rc = check(o)) < 0 || !o->check_config)
+		return rc;
+	sc_flags_config_ok(&agent_cmd, o->config);
+	return 1; /* checked: exit 0 without starting, as after --help */
 }
 
 int sc__agent_discover(sc_agent_t *a)

@@ -1,5 +1,8 @@
 #include "base/flags.h"
 
+#include "base/flagdoc.h"
+#include "base/flagfile.h"
+
 #include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -313,8 +316,16 @@ int sc_flags_parse(const sc_command_t *cmd, void *opts, int argc, char **argv, i
 		else if (wants_help(argv[i])) {
 			sc_flags_usage(cmd, stdout);
 			return 1;
+		} else if (strcmp(argv[i], "--help-man") == 0) {
+			sc_flags_man(cmd, stdout); /* for scripts/gen-docs.sh */
+			return 1;
+		} else if (strcmp(argv[i], "--help-words") == 0) {
+			sc_flags_words(cmd, stdout);
+			return 1;
 		}
-	if (from_env(cmd, opts) < 0)
+	/* The file under the environment and argv: a flag given at start-up
+	 * wins over the file (an operator's one-off override). */
+	if (sc__flags_config_argv(cmd, opts, argc, argv) < 0 || from_env(cmd, opts) < 0)
 		return SC_EINVAL;
 	char err[512];
 	for (int i = 1; i < argc; i++) {

@@ -9,9 +9,12 @@
  *                      environment, then argv), --help, errors that name
  *                      the flag;
  *   sc_flags_usage()   the --help text;
+ *   base/flagdoc.h     man pages and completion (hidden --help-man and
+ *                      --help-words print them for scripts/gen-docs.sh);
  *   sc_flags_set()     one NAME=VALUE from any other source with the same
  *                      checks and messages (a configuration file: its key
- *                      is the flag's name without the dashes, sc_flag_key());
+ *                      is the flag's name without the dashes, sc_flag_key();
+ *                      base/flagfile.h reads one for a SC_FLAG_CONFIG flag);
  *   the table itself   for generated documentation (every field is data).
  *
  * Defaults are text parsed like any value, so the default that --help
@@ -82,7 +85,19 @@ typedef int (*sc_flag_fn)(void *opts, const char *value, char *err, size_t errsz
 enum {
 	SC_FLAG_REPEAT = 1, /* may be given more than once (FUNC: each value to .fn) */
 	SC_FLAG_HIDDEN = 2, /* left out of --help */
+	SC_FLAG_CONFIG = 4, /* a STR flag naming a configuration file (base/flagfile.h) */
+	SC_FLAG_NOFILE = 8, /* given on the command line only, never in such a file */
 };
+
+struct json_t; /* jansson's value (base/flagfile.h hands keys' values over) */
+
+/* A configuration file's key that is not a flag (see base/flagfile.h),
+ * with its value, or one element of it when the value is a list (NULL for
+ * an empty list): returns 0 when it took the value, SC_ENOTFOUND when the
+ * key is unknown, another < 0 with a message in err (no key name: the
+ * caller adds it). */
+typedef int (*sc_flag_file_key_fn)(void *opts, const char *key, struct json_t *value, char *err,
+                                   size_t errsz);
 
 typedef struct sc_flag {
 	const char *name;  /* "--listen" */
@@ -108,11 +123,13 @@ typedef struct sc_command {
 	const char *footer; /* a paragraph after the flags, or NULL */
 	const sc_flag_t *flags;
 	size_t nflags;
-	int max_args; /* positional arguments allowed (0: none) */
+	int max_args;                 /* positional arguments allowed (0: none) */
+	sc_flag_file_key_fn file_key; /* or NULL: every key of a file is a flag */
 } sc_command_t;
 
-/* Fills opts from the defaults, the environment and argv (argv[0] is the
- * command's name). Positional arguments are moved to argv[1..*nargs] in
+/* Fills opts from the defaults, the configuration file of a SC_FLAG_CONFIG
+ * flag (base/flagfile.h), the environment and argv (argv[0] is the
+ * command's name), each over the one before. Positional arguments are moved to argv[1..*nargs] in
  * order (nargs may be NULL when cmd->max_args is 0); "--" ends the flags.
  * Returns 0 to run, 1 after printing --help to stdout, or SC_EINVAL after
  * printing one line to stderr that names the flag and what it expects.

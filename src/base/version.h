@@ -9,7 +9,7 @@
  * Starcloud (curl, a browser, Prometheus, and the 0.1 releases, which sent
  * no User-Agent) is not checked: the REST API is versioned by its path.
  *
- * The version is also debian/changelog's (tests/e2e/test_install.py checks
+ * The version is also debian/changelog's (tests/install/test_make_install.py checks
  * that the two agree). */
 #ifndef SC_BASE_VERSION_H
 #define SC_BASE_VERSION_H

@@ -2,8 +2,10 @@
  * every key of one store into another, which must hold no data yet, in
  * transactions of BATCH creates. Values are copied unchanged; the copies
  * get the destination's revisions (so resourceVersions change, as after
- * an etcd restore, and watchers list again). Run it with the servers
- * stopped. */
+ * an etcd restore, and watchers list again). The source is read in one
+ * consistent read (one SQLite statement, one etcd range at one revision)
+ * and never changed, so it may be the live store of running servers: an
+ * online backup (docs/DEPLOY.md). */
 #include "cli/cli_store.h"
 
 #include <stdio.h>
@@ -75,9 +77,11 @@ static int copy_all(sc_store_t *from, sc_store_t *to, size_t *copied)
 	return rc;
 }
 
+/* The source is opened read-only: it may be the live store of running
+ * servers (an online backup), which a copy must never migrate. */
 static int open_store(const char *what, const char *url, const char *prefix, sc_store_t **out)
 {
-	int rc = sc__ha_open_store(url, NULL, prefix, out);
+	int rc = sc__ha_open_store_mode(url, NULL, prefix, strcmp(what, "--from") == 0, out);
 	if (rc < 0)
 		fprintf(stderr, "starcloud store copy: %s %s: %s\n", what, url, sc_strerror(rc));
 	return rc;

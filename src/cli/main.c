@@ -72,12 +72,42 @@ static int sc_cli_version(int argc, char **argv)
 	return SC_EXIT_OK;
 }
 
+/* Hidden: `starcloud help --verbs` lists the verbs with their summaries
+ * (tab-separated) and `starcloud help --man` prints starcloud(1), for
+ * scripts/gen-docs.sh, which builds the other pages from each verb's
+ * --help-man. */
+static int help_for_docs(const char *what)
+{
+	if (strcmp(what, "--verbs") == 0) {
+		for (size_t i = 0; i < NVERBS; i++)
+			if (verbs[i].run)
+				printf("%s\t%s\n", verbs[i].name, verbs[i].summary);
+		return SC_EXIT_OK;
+	}
+	if (strcmp(what, "--man") != 0) {
+		fprintf(stderr, "starcloud help: expected --man or --verbs\n");
+		return SC_EXIT_USAGE;
+	}
+	printf(".TH STARCLOUD 1 \"\" \"starcloud %s\" \"Starcloud\"\n"
+	       ".SH NAME\nstarcloud \\- GPU cluster scheduler, control plane and serving "
+	       "gateway\n.SH SYNOPSIS\n.B starcloud\n.I command\n[\\fIoptions\\fR]\n"
+	       ".SH DESCRIPTION\nOne binary with a command per task; \\fBstarcloud "
+	       "\\fIcommand\\fB \\-\\-help\\fR describes each.\n.SH COMMANDS\n",
+	       SC_VERSION);
+	for (size_t i = 0; i < NVERBS; i++)
+		if (verbs[i].run)
+			printf(".TP\n.B %s\n%s\n", verbs[i].name, verbs[i].summary);
+	return SC_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		usage(stderr);
 		return SC_EXIT_USAGE;
 	}
+	if (strcmp(argv[1], "help") == 0 && argc == 3)
+		return help_for_docs(argv[2]);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
 		usage(stdout);

@@ -13,13 +13,12 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/parse.h"
-#include "base/yamljson.h"
+#include "base/alloc.h"
+#include "base/flagfile.h"
 #include "gateway/gw_int.h"
 #include "gateway/proxy.h"
 #include "net/sdnotify.h"
 #include "starcloud/error.h"
-
-#define MAX_CONFIG (4u << 20)
 
 /* ---------------------------------------------------------------------
  * Helpers shared by the gateway's modules
@@ -255,6 +254,7 @@ typedef struct args {
 	size_t nrollouts;
 	const char *rollout_specs[16];
 	const char *config;
+	int check_config;
 } args_t;
 
 static int backend_flag(void *opts, const char *v, char *err, size_t errsz)
@@ -285,6 +285,106 @@ static int rollout_flag(void *opts, const char *v, char *err, size_t errsz)
 	return 0;
 }
 
+/* ---------------------------------------------------------------------
+ * The configuration file's structured lists (docs/GATEWAY.md):
+ *   backends: [{model, version, url, role?, weight?}]
+ *   rollouts: [{model, stable, canary, steps?, analysisWindow?, maxErrorRate?,
+ *               deployment?}]
+ * Each entry is written as the spec of a --backend or --rollout flag and
+ * goes through the same parser, so a file and a flag accept the same.
+ * ------------------------------------------------------------------- */
+
+/* Appends ",name=value" for field (a string, or a whole number written
+ * out; a list of whole numbers is joined with '/'). Absent: nothing. */
+static int spec_field(char *spec, size_t sz, json_t *e, const char *field, const char *name,
+                      char *err, size_t errsz)
+{
+	json_t *v = json_object_get(e, field);
+	size_t n = strlen(spec);
+	char num[32];
+	if (!v)
+		return 0;
+	if (json_is_string(v) && !strpbrk(json_string_value(v), ",=")) {
+		snprintf(spec + n, sz - n, "%s%s=%s", n ? "," : "", name, json_string_value(v));
+		return 0;
+	}
+	if (json_is_integer(v) || json_is_real(v)) {
+		if (json_is_integer(v))
+			snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+		else
+			snprintf(num, sizeof(num), "%.17g", json_real_value(v));
+		snprintf(spec + n, sz - n, "%s%s=%s", n ? "," : "", name, num);
+		return 0;
+	}
+	if (json_is_array(v) && json_array_size(v) > 0) {
+		snprintf(spec + n, sz - n, "%s%s=", n ? "," : "", name);
+		for (size_t i = 0; i < json_array_size(v); i++) {
+			json_t *x = json_array_get(v, i);
+			if (!json_is_integer(x))
+				goto bad;
+			n = strlen(spec);
+			snprintf(spec + n, sz - n, "%s%lld", i ? "/" : "",
+			         (long long)json_integer_value(x));
+		}
+		return 0;
+	}
+bad:
+	snprintf(err, errsz, "%s: expected %s", field,
+	         json_is_array(v) ? "a list of whole numbers" : "a value without ',' or '='");
+	return SC_EINVAL;
+}
+
+static int file_key(void *opts, const char *key, json_t *e, char *err, size_t errsz)
+{
+	static const char *const bf[][2] = {{"model", "model"},
+	                                    {"version", "version"},
+	                                    {"url", "url"},
+	                                    {"role", "role"},
+	                                    {"weight", "weight"}};
+	static const char *const rf[][2] = {
+	    {"model", "model"},           {"stable", "stable"},
+	    {"canary", "canary"},         {"steps", "steps"},
+	    {"analysisWindow", "window"}, {"maxErrorRate", "max-error-rate"},
+	    {"deployment", "deployment"}};
+	int backends = strcmp(key, "backends") == 0;
+	if (!backends && strcmp(key, "rollouts") != 0)
+		return SC_ENOTFOUND;
+	if (!e)
+		return 0; /* an empty list */
+	if (!json_is_object(e)) {
+		snprintf(err, errsz, "expected {model: ..., %s}",
+		         backends ? "version: ..., url: ..." : "stable: ..., canary: ...");
+		return SC_EINVAL;
+	}
+	char spec[1024] = "";
+	size_t nf = backends ? sizeof(bf) / sizeof(bf[0]) : sizeof(rf) / sizeof(rf[0]);
+	const char *const(*f)[2] = backends ? bf : rf;
+	const char *k;
+	json_t *v;
+	json_object_foreach(e, k, v)
+	{
+		size_t i = 0;
+		while (i < nf && strcmp(f[i][0], k) != 0)
+			i++;
+		if (i == nf) {
+			snprintf(err, errsz, "%s: unknown field", k);
+			return SC_EINVAL;
+		}
+	}
+	for (size_t i = 0; i < nf; i++)
+		if (spec_field(spec, sizeof(spec), e, f[i][0], f[i][1], err, errsz) < 0)
+			return SC_EINVAL;
+	if (backends)
+		return backend_flag(opts, spec, err, errsz);
+	/* Checked now, so that an error points into the file; parsed for good
+	 * with the --rollout flags, once every default they inherit is known. */
+	args_t *a = opts;
+	rollout_desc_t check;
+	if (parse_rollout(&a->o, spec, &check, err, errsz) < 0)
+		return SC_EINVAL;
+	return rollout_flag(opts, sc_xstrdup(spec), err, errsz);
+}
+
 #define WEEK_MS 604800000.0
 
 static const sc_flag_t gw_flags[] = {
@@ -298,10 +398,6 @@ static const sc_flag_t gw_flags[] = {
      .meta = "SPEC",
      .flags = SC_FLAG_REPEAT,
      .help = "model=NAME,version=V,url=http://HOST:PORT\n[,role=both|prefill|decode][,weight=W]"},
-    {.name = "--config",
-     SC_FLAG_AT(STR, args_t, config),
-     .meta = "FILE",
-     .help = "JSON or YAML: {backends: [...], rollouts: [...]}"},
     {.name = "--rollout",
      .kind = SC_FLAG_FUNC,
      .fn = rollout_flag,
@@ -388,9 +484,11 @@ static const sc_flag_t gw_flags[] = {
      .max = 64 << 20,
      .def = "4194304",
      .help = "largest request body"},
+    SC_FLAGS_CONFIG(args_t),
 };
 
 static const sc_command_t gw_cmd = {
+    .file_key = file_key,
     .name = "gateway",
     .about = "The serving gateway: balances, retries, ejects bad replicas, sheds load,\n"
              "runs canary rollouts and prefill/decode disaggregation (docs/GATEWAY.md).",
@@ -433,100 +531,6 @@ static int parse_args(int argc, char **argv, args_t *a)
 		return SC_EINVAL;
 	}
 	return 0;
-}
-
-/* ---------------------------------------------------------------------
- * Config file: {"backends":[{model,version,url,role?,weight?}],
- *               "rollouts":[{model,stable,canary,steps?,analysisWindow?,maxErrorRate?}]}
- * ------------------------------------------------------------------- */
-
-static int config_backend(args_t *a, json_t *e, size_t i)
-{
-	char spec[1024], err[256];
-	const char *role = json_string_value(json_object_get(e, "role"));
-	json_t *w = json_object_get(e, "weight");
-	snprintf(spec, sizeof(spec), "model=%s,version=%s,url=%s,role=%s",
-	         json_string_value(json_object_get(e, "model")) ?: "",
-	         json_string_value(json_object_get(e, "version")) ?: "",
-	         json_string_value(json_object_get(e, "url")) ?: "", role ? role : "both");
-	if (json_is_number(w))
-		snprintf(spec + strlen(spec), sizeof(spec) - strlen(spec), ",weight=%g",
-		         json_number_value(w));
-	if (a->nbackends == MAX_FLAGS ||
-	    sc__gw_parse_backend(spec, &a->backends[a->nbackends], err, sizeof(err)) < 0) {
-		fprintf(stderr, "starcloud gateway: %s: backends[%zu]: %s\n", a->config, i,
-		        a->nbackends == MAX_FLAGS ? "too many" : err);
-		return SC_EINVAL;
-	}
-	a->nbackends++;
-	return 0;
-}
-
-static int config_rollout(args_t *a, json_t *e, size_t i)
-{
-	char spec[1024], steps[128] = "", err[256];
-	json_t *js = json_object_get(e, "steps");
-	for (size_t k = 0; k < json_array_size(js); k++)
-		snprintf(steps + strlen(steps), sizeof(steps) - strlen(steps), "%s%lld",
-		         k ? "/" : "", (long long)json_integer_value(json_array_get(js, k)));
-	const char *win = json_string_value(json_object_get(e, "analysisWindow"));
-	json_t *mer = json_object_get(e, "maxErrorRate");
-	int n = snprintf(spec, sizeof(spec), "model=%s,stable=%s,canary=%s",
-	                 json_string_value(json_object_get(e, "model")) ?: "",
-	                 json_string_value(json_object_get(e, "stable")) ?: "",
-	                 json_string_value(json_object_get(e, "canary")) ?: "");
-	if (steps[0])
-		n += snprintf(spec + n, sizeof(spec) - (size_t)n, ",steps=%s", steps);
-	if (win)
-		n += snprintf(spec + n, sizeof(spec) - (size_t)n, ",window=%s", win);
-	if (json_is_number(mer))
-		snprintf(spec + n, sizeof(spec) - (size_t)n, ",max-error-rate=%g",
-		         json_number_value(mer));
-	if (a->nrollouts == 16 ||
-	    parse_rollout(&a->o, spec, &a->rollouts[a->nrollouts], err, sizeof(err)) < 0) {
-		fprintf(stderr, "starcloud gateway: %s: rollouts[%zu]: %s\n", a->config, i,
-		        a->nrollouts == 16 ? "too many" : err);
-		return SC_EINVAL;
-	}
-	a->nrollouts++;
-	return 0;
-}
-
-static int load_config(args_t *a)
-{
-	FILE *f = fopen(a->config, "rb");
-	if (!f) {
-		fprintf(stderr, "starcloud gateway: cannot read %s\n", a->config);
-		return SC_EIO;
-	}
-	static char text[MAX_CONFIG];
-	size_t len = fread(text, 1, sizeof(text), f);
-	fclose(f);
-	sc_yj_docs_t *docs = NULL;
-	sc_yj_error_t yerr;
-	int rc = sc_yj_load(text, len, NULL, &docs, &yerr);
-	if (rc < 0) {
-		fprintf(stderr, "starcloud gateway: %s:%d:%d: %s\n", a->config, yerr.line, yerr.col,
-		        yerr.msg);
-		return SC_EPARSE;
-	}
-	json_t *doc = sc_yj_count(docs) ? sc_yj_doc(docs, 0) : NULL;
-	json_t *bs = json_object_get(doc, "backends"), *rs = json_object_get(doc, "rollouts");
-	if (!json_is_object(doc) || (bs && !json_is_array(bs)) || (rs && !json_is_array(rs))) {
-		fprintf(
-		    stderr,
-		    "starcloud gateway: %s: expected an object with arrays backends and rollouts\n",
-		    a->config);
-		rc = SC_EINVAL;
-		goto out;
-	}
-	for (size_t i = 0; rc == 0 && i < json_array_size(bs); i++)
-		rc = config_backend(a, json_array_get(bs, i), i);
-	for (size_t i = 0; rc == 0 && i < json_array_size(rs); i++)
-		rc = config_rollout(a, json_array_get(rs, i), i);
-out:
-	sc_yj_free(docs);
-	return rc;
 }
 
 /* ---------------------------------------------------------------------
@@ -615,8 +619,8 @@ int sc_gateway_main(int argc, char **argv)
 	int rc = parse_args(argc, argv, &a);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
-	if (a.config && (rc = load_config(&a)) < 0)
-		return 2;
+	if (a.check_config)
+		return sc_flags_config_ok(&gw_cmd, a.config);
 	static sc_gw_t gw;
 	memset(&gw, 0, sizeof(gw));
 	uv_loop_t loop;

@@ -10,7 +10,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <errno.h>
+#include <fcntl.h>
 
+#include "base/log.h"
 #include "base/version.h"
 #include "base/alloc.h"
 #include "server/cache.h"
@@ -83,6 +88,15 @@ static int sc__token_create(sc_server_t *s, int role, json_t *queues, const char
 	return *secret ? 0 : SC_ENOMEM;
 }
 
+/* Writes "TOKEN\n" to fd, makes it durable and closes fd. 0 or < 0. */
+static int write_token(int fd, const char *secret)
+{
+	size_t n = strlen(secret);
+	int ok = fchmod(fd, 0600) == 0 && write(fd, secret, n) == (ssize_t)n &&
+	         write(fd, "\n", 1) == 1 && fsync(fd) == 0;
+	return close(fd) == 0 && ok ? 0 : SC_EIO;
+}
+
 int sc__auth_init(sc_server_t *s)
 {
 	sc_kv_list_t l;
@@ -94,11 +108,29 @@ int sc__auth_init(sc_server_t *s)
 	if (n > 0)
 		return 0;
 	char *secret = NULL, id[32];
+	/* The file is opened first: a server that cannot write it stops before
+	 * a token nobody will ever see exists. */
+	int fd = -1;
+	if (s->admin_token_file &&
+	    (fd = open(s->admin_token_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0) {
+		sc_log_error("--admin-token-file %s: %s", s->admin_token_file, strerror(errno));
+		return SC_EIO;
+	}
 	rc = sc__token_create(s, SC_ROLE_ADMIN, NULL, NULL, &secret, id, sizeof(id));
-	if (rc < 0)
+	if (rc < 0) {
+		if (fd >= 0)
+			close(fd);
 		return rc;
-	/* Printed once: only its digest is kept, so it cannot be shown again. */
-	printf("starcloud: admin token (shown once, store it now): %s\n", secret);
+	}
+	/* Shown once: only its digest is kept, so it cannot be shown again. */
+	if (fd >= 0 && write_token(fd, secret) == 0) {
+		printf("starcloud: admin token written to %s\n", s->admin_token_file);
+	} else {
+		if (fd >= 0)
+			sc_log_error("--admin-token-file %s: write failed; printing the token",
+			             s->admin_token_file);
+		printf("starcloud: admin token (shown once, store it now): %s\n", secret);
+	}
 	fflush(stdout);
 	free(secret);
 	return 0;

@@ -34,13 +34,19 @@ struct sc_ha {
 int sc__ha_open_store(const char *url, const char *data_dir, const char *etcd_prefix,
                       sc_store_t **out)
 {
+	return sc__ha_open_store_mode(url, data_dir, etcd_prefix, 0, out);
+}
+
+int sc__ha_open_store_mode(const char *url, const char *data_dir, const char *etcd_prefix,
+                           int readonly, sc_store_t **out)
+{
 	if (!url)
-		return data_dir ? sc_store_sqlite_open(data_dir, out) : SC_EINVAL;
+		return data_dir ? sc_store_sqlite_open_mode(data_dir, readonly, out) : SC_EINVAL;
 	if (strncmp(url, "sqlite:", 7) == 0 && url[7])
-		return sc_store_sqlite_open(url + 7, out);
+		return sc_store_sqlite_open_mode(url + 7, readonly, out);
 	if (strncmp(url, "etcd://", 7) == 0)
-		return sc_store_etcd_open(url + 7,
-		                          etcd_prefix ? etcd_prefix : SC_ETCD_DEFAULT_PREFIX, out);
+		return sc_store_etcd_open_mode(
+		    url + 7, etcd_prefix ? etcd_prefix : SC_ETCD_DEFAULT_PREFIX, readonly, out);
 	return SC_EINVAL;
 }
 

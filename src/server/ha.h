@@ -22,6 +22,10 @@
  * NULL url: SQLite in data_dir. */
 int sc__ha_open_store(const char *url, const char *data_dir, const char *etcd_prefix,
                       sc_store_t **out);
+/* The same, read-only when readonly is set (a backup's source: see
+ * sc_store_sqlite_open_mode and sc_store_etcd_open_mode). */
+int sc__ha_open_store_mode(const char *url, const char *data_dir, const char *etcd_prefix,
+                           int readonly, sc_store_t **out);
 /* Starts the election (etcd stores) and the change feed; registers the
  * HA metrics. id names this server in the leader key. */
 int sc__ha_start(sc_server_t *s, const char *id, int ttl_s);

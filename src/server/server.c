@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/flagfile.h"
 #include "net/sdnotify.h"
 #include "base/flags.h"
 #include "base/log.h"
@@ -24,6 +25,9 @@ typedef struct opts {
 	const char *etcd_prefix; /* --etcd-prefix */
 	int leader_ttl;          /* --leader-ttl seconds */
 	size_t max_body;
+	const char *admin_token_file; /* --admin-token-file */
+	const char *config;           /* --config */
+	int check_config;             /* --check-config */
 } opts_t;
 
 static const sc_flag_t server_flags[] = {
@@ -58,6 +62,11 @@ static const sc_flag_t server_flags[] = {
      .max = 60,
      .def = "5",
      .help = "leader lease"},
+    {.name = "--admin-token-file",
+     SC_FLAG_AT(STR, opts_t, admin_token_file),
+     .meta = "FILE",
+     .help = "write the first admin token to FILE (mode 0600)\ninstead of printing it"},
+    SC_FLAGS_CONFIG(opts_t),
 };
 
 static const sc_command_t server_cmd = {
@@ -113,6 +122,30 @@ static void on_commit(uv_check_t *h)
 	sc_http_flush(s->http);
 }
 
+/* What the store options must look like, checked before anything opens
+ * (so --check-config and a start agree). */
+static int check_store(const opts_t *o)
+{
+	const char *u = o->store, *p = o->etcd_prefix;
+	size_t pl = p ? strlen(p) : 0;
+	if (u &&
+	    !((strncmp(u, "sqlite:", 7) == 0 && u[7]) || (strncmp(u, "etcd://", 7) == 0 && u[7]))) {
+		fprintf(stderr,
+		        "starcloud server: --store: expected sqlite:PATH or "
+		        "etcd://HOST:PORT[,HOST:PORT...], got \"%s\"\n",
+		        u);
+		return SC_EINVAL;
+	}
+	if (p && (pl < 1 || pl > 200 || p[0] != '/' || p[pl - 1] != '/')) {
+		fprintf(stderr,
+		        "starcloud server: --etcd-prefix: expected /a/b/ (1 to 200 "
+		        "characters, starting and ending with /), got \"%s\"\n",
+		        p);
+		return SC_EINVAL;
+	}
+	return 0;
+}
+
 static int setup(sc_server_t *s, const opts_t *o)
 {
 	int rc = sc__ha_open_store(o->store, o->data_dir, o->etcd_prefix, &s->store);
@@ -163,7 +196,12 @@ int sc_server_main(int argc, char **argv)
 	int rc = sc_flags_parse(&server_cmd, &o, argc, argv, NULL);
 	if (rc != 0)
 		return rc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
+	if (check_store(&o) < 0)
+		return SC_EXIT_USAGE;
+	if (o.check_config)
+		return sc_flags_config_ok(&server_cmd, o.config);
 	sc_server_t s = {0};
+	s.admin_token_file = o.admin_token_file;
 	s.loop = uv_default_loop();
 	rc = setup(&s, &o);
 	if (rc < 0) {

@@ -57,8 +57,9 @@ typedef struct sc_server {
 	sc_cache_t *cache; /* decoded objects, kept current by a store watch */
 	sc_ha_t *ha;       /* leader election on etcd (ha.c) */
 	uv_signal_t sigint, sigterm;
-	uv_timer_t watchdog; /* systemd WatchdogSec= pings (net/sdnotify.h) */
-	uv_check_t commit;   /* group commit at the end of each loop iteration */
+	uv_timer_t watchdog;          /* systemd WatchdogSec= pings (net/sdnotify.h) */
+	const char *admin_token_file; /* --admin-token-file, or NULL: print it */
+	uv_check_t commit;            /* group commit at the end of each loop iteration */
 	int ready;
 } sc_server_t;
 

@@ -58,8 +58,10 @@ void sc__etcd_set_int(json_t *obj, const char *field, int64_t v);
 /* etcd_schema.c: checks the schema key under prefix and brings the store
  * forward to this binary's layout; *schema is the version found or
  * reached. SC_ERANGE (with a message) when the store needs a newer
- * release, SC_EPARSE when the key holds no schema record. */
-int sc__etcd_schema_open(sc_etcd_conn_t *c, const char *prefix, int *schema);
+ * release, SC_EPARSE when the key holds no schema record. readonly: writes
+ * nothing, and refuses (SC_ERANGE) a store that would need a migration
+ * that changes data before this binary could read it. */
+int sc__etcd_schema_open(sc_etcd_conn_t *c, const char *prefix, int readonly, int *schema);
 
 /* etcd_http.c: 1 when an etcd key is one of the backend's own keys directly
  * under the prefix (leader, schema) rather than data: data keys are store

@@ -156,9 +156,26 @@ static int refuse(const char *key, const schema_rec_t *r)
 	return SC_ERANGE;
 }
 
+/* A reader that may not migrate (store copy's source) can still read an
+ * older store when no step from its version on changed the data. */
+static int readable_as_is(const char *key, const schema_rec_t *r)
+{
+	for (int v = r->version; v < ETCD_SCHEMA; v++)
+		if (steps[v - 1].run) {
+			fprintf(stderr,
+			        "store: etcd key %s: schema %d must be brought to %d before "
+			        "this binary (starcloud %s) can read it: start a server of this "
+			        "release on it first, or use the release that wrote it\n",
+			        key, r->version, ETCD_SCHEMA, SC_VERSION);
+			return SC_ERANGE;
+		}
+	return 1;
+}
+
 /* One pass: reads the key and takes at most one step. 1 when done (the
  * store is at ETCD_SCHEMA or newer), 0 to read again, < 0 on error. */
-static int advance(sc_etcd_conn_t *c, const char *prefix, const char *key, int *schema)
+static int advance(sc_etcd_conn_t *c, const char *prefix, const char *key, int readonly,
+                   int *schema)
 {
 	schema_rec_t r;
 	int rc = read_rec(c, key, &r);
@@ -167,6 +184,10 @@ static int advance(sc_etcd_conn_t *c, const char *prefix, const char *key, int *
 	if (!r.exists) {
 		if ((rc = has_data(c, prefix)) < 0)
 			return rc;
+		if (rc == 0 && readonly) {
+			*schema = ETCD_SCHEMA; /* empty: nothing to misread */
+			return 1;
+		}
 		if (rc == 0) /* a new store starts at the newest layout */
 			return write_rec(c, key, &r, ETCD_SCHEMA,
 			                 steps[ETCD_SCHEMA - 2].min_reader) < 0
@@ -186,6 +207,10 @@ static int advance(sc_etcd_conn_t *c, const char *prefix, const char *key, int *
 		*schema = r.version;
 		return 1;
 	}
+	if (readonly) {
+		*schema = r.version;
+		return readable_as_is(key, &r);
+	}
 	const step_t *st = &steps[r.version - 1];
 	fprintf(stderr, "store: etcd schema %d -> %d: %s\n", r.version, r.version + 1, st->what);
 	if (st->run && (rc = st->run(c, prefix)) < 0)
@@ -193,12 +218,12 @@ static int advance(sc_etcd_conn_t *c, const char *prefix, const char *key, int *
 	return write_rec(c, key, &r, r.version + 1, st->min_reader) < 0 ? SC_EIO : 0;
 }
 
-int sc__etcd_schema_open(sc_etcd_conn_t *c, const char *prefix, int *schema)
+int sc__etcd_schema_open(sc_etcd_conn_t *c, const char *prefix, int readonly, int *schema)
 {
 	char key[300];
 	snprintf(key, sizeof(key), "%sschema", prefix);
 	for (int i = 0; i < MAX_ATTEMPTS + ETCD_SCHEMA; i++) {
-		int rc = advance(c, prefix, key, schema);
+		int rc = advance(c, prefix, key, readonly, schema);
 		if (rc != 0)
 			return rc < 0 ? rc : 0;
 	}

@@ -334,7 +334,8 @@ static const sc_store_ops_t etcd_ops = {
     .close = et_close,
 };
 
-int sc_store_etcd_open(const char *endpoints, const char *prefix, sc_store_t **out)
+int sc_store_etcd_open_mode(const char *endpoints, const char *prefix, int readonly,
+                            sc_store_t **out)
 {
 	size_t plen = strlen(prefix);
 	if (plen < 1 || plen > 200 || prefix[0] != '/' || prefix[plen - 1] != '/')
@@ -356,7 +357,7 @@ int sc_store_etcd_open(const char *endpoints, const char *prefix, sc_store_t **o
 	e->conn.stats = &e->stats;
 	/* The schema first: a store this binary cannot work on is left as it
 	 * is, and a migration's writes come before the watch starts. */
-	if ((rc = sc__etcd_schema_open(&e->conn, e->prefix, &e->base.schema)) < 0 ||
+	if ((rc = sc__etcd_schema_open(&e->conn, e->prefix, readonly, &e->base.schema)) < 0 ||
 	    (rc = fetch_revision(e)) < 0)
 		goto error;
 	rc = sc__etcd_watch_start(&e->watch, endpoints, e->prefix, e->rev + 1);

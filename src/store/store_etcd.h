@@ -44,8 +44,12 @@ typedef struct sc_etcd_stats {
 extern const double sc_etcd_lat_bounds[SC_ETCD_LAT_BUCKETS];
 
 /* Opens the store on "host:port[,host:port...]" under prefix (borrowed;
- * must start and end with '/'). SC_EUNAVAIL when no endpoint answers. */
-int sc_store_etcd_open(const char *endpoints, const char *prefix, sc_store_t **out);
+ * must start and end with '/'). SC_EUNAVAIL when no endpoint answers.
+ * readonly: for a reader such as a backup, which must not migrate the
+ * store under running servers (see sc__etcd_schema_open); the caller
+ * then only reads. */
+int sc_store_etcd_open_mode(const char *endpoints, const char *prefix, int readonly,
+                            sc_store_t **out);
 /* 1 when s is an etcd store. */
 int sc_store_is_etcd(sc_store_t *s);
 /* A descriptor that becomes readable when changes wait for

@@ -157,12 +157,24 @@ static int keep_copy(sqlite3 *db, const char *path, int64_t have)
  * so a crash mid-way leaves a consistent older version. Refuses a schema
  * newer than this binary knows (a newer release wrote it) and changes
  * nothing then. Returns the schema version, or < 0. */
-static int migrate(sqlite3 *db, const char *path)
+static int migrate(sqlite3 *db, const char *path, int readonly)
 {
-	if (exec(db, "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL)") < 0)
+	if (!readonly &&
+	    exec(db, "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL)") < 0)
 		return SC_EIO;
 	int64_t have = query_int(db, "SELECT max(version) FROM schema_version", 0);
 	int64_t want = (int64_t)(sizeof(migrations) / sizeof(migrations[0]));
+	/* A reader (a backup) never migrates: the store may belong to a
+	 * running server of another release. */
+	if (readonly && have != want) {
+		fprintf(stderr,
+		        "store: %s has schema %lld; this binary (starcloud %s) reads schema %lld "
+		        "without changing it: use the release that wrote it%s. Nothing was "
+		        "changed.\n",
+		        path, (long long)have, SC_VERSION, (long long)want,
+		        have < want ? ", or start a server of this release on it first" : "");
+		return SC_ERANGE;
+	}
 	if (have > want) {
 		sc_log_error(
 		    "store: %s has schema %lld, written by a newer starcloud; this binary "
@@ -549,7 +561,13 @@ static int prepare_all(sqlite_store_t *q)
 
 int sc_store_sqlite_open(const char *dir, sc_store_t **out)
 {
+	return sc_store_sqlite_open_mode(dir, 0, out);
+}
+
+int sc_store_sqlite_open_mode(const char *dir, int readonly, sc_store_t **out)
+{
 	char path[4096];
+	struct stat fst;
 	int rc = SC_EIO;
 	sqlite_store_t *q = sc_calloc(1, sizeof(*q));
 	if (!q)
@@ -558,7 +576,16 @@ int sc_store_sqlite_open(const char *dir, sc_store_t **out)
 	q->log_keep = LOG_KEEP;
 	q->compact_every = COMPACT_EVERY;
 	q->walfd = -1;
-	if (mkdir(dir, 0700) < 0) {
+	if (readonly) {
+		/* A reader never creates: a mistyped path is an error, not an
+		 * empty store. */
+		if ((size_t)snprintf(path, sizeof(path), "%s/store.db", dir) >= sizeof(path) ||
+		    stat(path, &fst) < 0 || !S_ISREG(fst.st_mode)) {
+			fprintf(stderr, "store: no store at %s (expected %s/store.db)\n", dir, dir);
+			rc = SC_ENOTFOUND;
+			goto error;
+		}
+	} else if (mkdir(dir, 0700) < 0) {
 		struct stat st;
 		if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 			sc_log_error("store: cannot create data directory %s", dir);
@@ -575,12 +602,17 @@ int sc_store_sqlite_open(const char *dir, sc_store_t **out)
 		goto error;
 	}
 	sqlite3_busy_timeout(q->db, 5000);
+	/* A reader leaves the WAL to its server, even when it is the last
+	 * connection to close. */
+	if (readonly)
+		sqlite3_db_config(q->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 	/* WAL + NORMAL + sq_sync before acknowledging: see the top of the file;
 	 * WAL also lets readers (backups, sqlite3 CLI) run alongside. */
 	if (exec(q->db, "PRAGMA journal_mode=WAL") < 0 ||
 	    exec(q->db, "PRAGMA synchronous=NORMAL") < 0 ||
 	    exec(q->db, "PRAGMA wal_autocheckpoint=" SC_STR(WAL_PAGES)) < 0 ||
-	    (rc = q->base.schema = migrate(q->db, path)) < 0 || prepare_all(q) < 0) {
+	    (rc = q->base.schema = migrate(q->db, path, readonly)) < 0 || prepare_all(q) < 0 ||
+	    (readonly && exec(q->db, "PRAGMA query_only=1") < 0)) {
 		rc = rc < 0 ? rc : SC_EIO;
 		goto error;
 	}

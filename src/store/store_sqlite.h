@@ -9,6 +9,10 @@
 
 /* Opens (creating and migrating as needed) the SQLite store in dir. */
 int sc_store_sqlite_open(const char *dir, sc_store_t **out);
+/* readonly: for a reader such as a backup: the store must exist
+ * (SC_ENOTFOUND) at this binary's schema (SC_ERANGE otherwise: it is not
+ * migrated under a running server), and nothing can be written. */
+int sc_store_sqlite_open_mode(const char *dir, int readonly, sc_store_t **out);
 
 /* Tests: the change log keeps the newest `keep` revisions and is trimmed
  * every `every` revisions (defaults 100,000 and 1,000), so a test reaches

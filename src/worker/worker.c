@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "net/sdnotify.h"
+#include "base/flagfile.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/parse.h"
@@ -26,6 +27,8 @@ typedef struct wopts {
 	int64_t crash_after, hang_after, latency_ms, fail_decode_after;
 	double fail_rate;
 	sc_model_gen_t gen;
+	const char *config; /* --config */
+	int check_config;   /* --check-config */
 } wopts_t;
 
 /* Served names go into URLs, metrics labels and JSON: letters, digits,
@@ -220,6 +223,7 @@ static const sc_flag_t worker_flags[] = {
     {.name = "--shared",
      SC_FLAG_AT(BOOL, wopts_t, gen.cfg.shared_classifier),
      .help = "the classifier shares the embedding's weights"},
+    SC_FLAGS_CONFIG(wopts_t),
 };
 
 static const sc_command_t worker_cmd = {
@@ -445,6 +449,8 @@ int sc_worker_main(int argc, char **argv)
 	w.step_idle.data = &w;
 	if (load_model(&w, &o) < 0)
 		return SC_EXIT_USAGE;
+	if (o.check_config) /* the model loads: what a start checks */
+		return sc_flags_config_ok(&worker_cmd, o.config);
 	if ((rc = setup(&w, &o)) < 0)
 		return SC_EXIT_FAIL;
 	char who[sizeof(w.id) + 8];

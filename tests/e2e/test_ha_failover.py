@@ -304,6 +304,10 @@ def test_cli_fails_over_between_servers(tmp_path, etcd1):
 
 
 def test_bad_store_option_is_refused(tmp_path):
+    # A flag's mistake: exit 2 (usage), before anything is opened.
     out = subprocess.run([BIN, "server", "--store", "mysql://x"], capture_output=True,
                          text=True, timeout=10)
-    assert out.returncode == 1 and "--store" in out.stderr
+    assert out.returncode == 2 and "--store: expected sqlite:PATH or etcd://" in out.stderr
+    out = subprocess.run([BIN, "server", "--store", "etcd://127.0.0.1:1", "--etcd-prefix", "x"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 2 and "--etcd-prefix: expected /a/b/" in out.stderr

@@ -1,0 +1,73 @@
+#!/bin/sh
+# Generates the man pages and the bash completion from the binary's flag
+# tables (base/flagdoc.h), so they say what --help says:
+#   scripts/gen-docs.sh BIN OUTDIR  ->  OUTDIR/man/*.1 *.8, OUTDIR/completion/starcloud.bash
+# A page per verb group (below); each verb's section is its `--help-man`.
+# A verb without a flag table (version, simulate) gets its --help text.
+set -eu
+bin=$1
+out=$2
+version=$("$bin" version | cut -d' ' -f2)
+mkdir -p "$out/man" "$out/completion"
+
+# name section title description verbs...
+groups='
+starcloud-server 8 "the control plane" "The REST API, the store (SQLite or etcd), the scheduling loop and the controllers. One or several servers; with etcd one is elected leader." server
+starcloud-agent 8 "the node agent" "Registers a node, runs the pods bound to it, probes and restarts them, adopts them after a restart." agent
+starcloud-gateway 8 "the serving gateway" "OpenAI-compatible and KServe v2 gateway: balancing, retries, ejection, load shedding, canary rollouts, prefill/decode disaggregation." gateway
+starcloud-worker 8 "the reference model worker" "Serves a llama2.c checkpoint over OpenAI and KServe v2." worker
+starcloud-store 8 "store maintenance" "Copies a store (SQLite or etcd) into an empty one: migration and online backups." store
+starcloud-objects 1 "the cluster from the command line" "Create, read, change and watch the objects of a running control plane." apply get describe delete explain top drain token logs rollout
+starcloud-offline 1 "scheduling without a cluster" "Schedules manifests, simulates traces and measures the scheduler, without a server." schedule simulate bench version
+starcloud-dev 1 "a local cluster" "Starts a server, agents and optionally a gateway on this machine for trying things out." dev
+'
+
+section() { # verb
+	if ! "$bin" "$1" --help-man 2>/dev/null; then
+		printf '.SS "starcloud %s"\n.nf\n' "$1"
+		"$bin" "$1" --help 2>&1 | sed -e 's/\\/\\e/g' -e 's/^[.'"'"']/\\\&&/'
+		printf '.fi\n'
+	fi
+}
+
+echo "$groups" | while read -r line; do
+	[ -n "$line" ] || continue
+	eval "set -- $line"
+	name=$1 sec=$2 title=$3 desc=$4
+	shift 4
+	upper=$(echo "$name" | tr a-z A-Z)
+	{
+		printf '.TH %s %s "" "starcloud %s" "Starcloud"\n' "$upper" "$sec" "$version"
+		printf '.SH NAME\n%s \\- %s\n.SH DESCRIPTION\n%s\n' "$name" "$title" "$desc"
+		printf '.SH COMMANDS\n'
+		for v in "$@"; do section "$v"; done
+		printf '.SH FILES\n/etc/starcloud/*.yaml: configuration of the daemons (keys are the long\noptions without their dashes).\n'
+		printf '.SH SEE ALSO\n\\fBstarcloud\\fR(1), /usr/share/doc/starcloud/DEPLOY.md\n'
+	} > "$out/man/$name.$sec"
+done
+"$bin" help --man > "$out/man/starcloud.1"
+{
+	printf '.SH SEE ALSO\n'
+	echo "$groups" | awk 'NF { printf "\\fB%s\\fR(%s)\n.br\n", $1, $2 }'
+} >> "$out/man/starcloud.1"
+
+# Completion: verbs, then each verb's flags (choices and files completed).
+{
+	echo "# bash completion for starcloud, generated from its flag tables."
+	echo "_starcloud() {"
+	echo '	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}'
+	printf '	if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); return; fi\n' \
+		"$("$bin" help --verbs | cut -f1 | tr '\n' ' ')"
+	echo '	case ${COMP_WORDS[1]} in'
+	"$bin" help --verbs | cut -f1 | while read -r v; do
+		words=$("$bin" "$v" --help-words 2>/dev/null) || continue
+		printf '	%s)\n		case $prev in\n' "$v"
+		echo "$words" | awk -F'\t' '$3 == "file" { print "\t\t" $1 ") COMPREPLY=($(compgen -f -- \"$cur\")); return;;" }
+			$3 != "file" && $3 != "-" && $3 != "any" { print "\t\t" $1 ") COMPREPLY=($(compgen -W \"" $3 "\" -- \"$cur\")); return;;" }'
+		printf '		esac\n		COMPREPLY=($(compgen -W "%s" -- "$cur"));;\n' \
+			"$(echo "$words" | awk -F'\t' '{ printf "%s ", $1; if ($2 != "-") printf "%s ", $2 }')"
+	done
+	echo '	esac'
+	echo "}"
+	echo "complete -F _starcloud starcloud"
+} > "$out/completion/starcloud.bash"
