@@ -13,6 +13,10 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/state.h"
+#include "agent/status.h"
+#include "agent/sync.h"
+#include "agent/probe.h"
 #include "base/alloc.h"
 #include "base/log.h"
 #include "agent/agent_opts.h"
@@ -23,15 +27,8 @@
 #include "net/sdnotify.h"
 #include "starcloud/error.h"
 
-#define REPORT_DELAY_MS 20
 #define TICK_MS 1000
 #define GC_EVERY_TICKS 600 /* old pod folders: checked every ten minutes */
-
-uint64_t sc__agent_now_ms(sc_agent_t *a)
-{
-	uv_update_time(a->loop);
-	return uv_now(a->loop);
-}
 
 static void url_of(sc_agent_t *a, char *out, size_t outsz, const char *fmt, const char *arg)
 {
@@ -155,12 +152,6 @@ static void send_report(sc_agent_t *a)
 static void on_report_timer(uv_timer_t *t)
 {
 	send_report(t->data);
-}
-
-void sc__agent_report_soon(sc_agent_t *a)
-{
-	if (!uv_is_active((uv_handle_t *)&a->report_timer))
-		uv_timer_start(&a->report_timer, on_report_timer, REPORT_DELAY_MS, 0);
 }
 
 /* A node that cannot renew its lease has been given up by the server
@@ -336,7 +327,7 @@ static int setup(sc_agent_t *a)
 	/* Before the first list: pods still running from an earlier agent are
 	 * taken over, so the reconcile after the list keeps them (same
 	 * assignment) or stops them, and never starts a second copy. */
-	sc__podstore_adopt_all(a);
+	sc__podstore_adopt_all(a, sc__pod_adopt);
 	sc__podstore_gc(a);
 	uv_timer_start(&a->tick_timer, on_tick, TICK_MS, TICK_MS);
 	uv_signal_start(&a->sigterm, on_signal, SIGTERM);
@@ -395,6 +386,7 @@ int sc_agent_main(int argc, char **argv)
 	sc_httpc_set_user_agent(a->http, SC_USER_AGENT("agent"));
 	uv_timer_init(a->loop, &a->hb_timer);
 	uv_timer_init(a->loop, &a->report_timer);
+	a->report_cb = on_report_timer;
 	uv_timer_init(a->loop, &a->tick_timer);
 	uv_timer_init(a->loop, &a->fence_timer);
 	a->hb_timer.data = a->report_timer.data = a->tick_timer.data = a->fence_timer.data = a;

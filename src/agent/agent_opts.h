@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "agent/agent.h"
+#include "agent/state.h"
 
 /* Fills a->o from argv. 0 to run, 1 after --help, < 0 on bad usage
  * (already reported). */
@@ -13,7 +13,5 @@ int sc__agent_parse(int argc, char **argv, sc_agent_t *a);
 int sc__agent_discover(sc_agent_t *a);
 /* Adds "k=v,k2=v2" to labels (an object). SC_EINVAL on bad syntax. */
 int sc__agent_labels(const char *text, json_t *labels);
-
-int sc_agent_main(int argc, char **argv);
 
 #endif

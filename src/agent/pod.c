@@ -14,20 +14,13 @@
 
 #include "agent/podenv.h"
 #include "agent/podstore.h"
+#include "agent/probe.h"
 #include "agent/backoff.h"
 #include "starcloud/error.h"
 
 #define MAX_ARGS 256
 
 static void pod_spawn(sc_pod_t *p);
-
-sc_pod_t *sc__pod_find(sc_agent_t *a, const char *job, const char *name)
-{
-	for (sc_pod_t *p = a->pods; p; p = p->next)
-		if (strcmp(p->job, job) == 0 && strcmp(p->name, name) == 0)
-			return p;
-	return NULL;
-}
 
 static const char *state_name(int s)
 {
@@ -110,7 +103,7 @@ static void pod_finish(sc_pod_t *p)
 	sc__podstore_forget(p);
 	sc_log_info("pod %s/%s stopped", p->job, p->name);
 	sc__agent_report_soon(p->a);
-	sc__sync_resync(p->a);
+	sc__agent_resync_soon(p->a);
 	uv_close((uv_handle_t *)&p->timer, on_handle_closed);
 }
 
@@ -357,12 +350,15 @@ static void pod_settings(sc_pod_t *p, const char *kind, json_t *spec)
 	    json_is_integer(gr) ? (uint64_t)json_integer_value(gr) * 1000 : p->a->o.grace_ms;
 }
 
+static void sc__pod_probe_verdict(sc_pod_t *p, int kind, int ok, const char *msg);
+
 /* A pod object without a process; linked into the agent's list. */
 static sc_pod_t *pod_new(sc_agent_t *a, const char *kind, const char *job, json_t *task,
                          json_t *binding)
 {
 	sc_pod_t *p = sc_xcalloc(1, sizeof(*p));
 	p->a = a;
+	p->on_verdict = sc__pod_probe_verdict;
 	p->log_fd = p->pidfd = -1;
 	snprintf(p->kind, sizeof(p->kind), "%s", kind);
 	snprintf(p->job, sizeof(p->job), "%s", job);
@@ -479,7 +475,9 @@ void sc__pod_stop(sc_pod_t *p, const char *reason)
 
 /* ---- probes ------------------------------------------------------------ */
 
-void sc__pod_probe_verdict(sc_pod_t *p, int kind, int ok, const char *msg)
+/* A probe's verdict: kind failed threshold times (ok=0) or passed success
+ * threshold times (ok=1). msg describes the last result. */
+static void sc__pod_probe_verdict(sc_pod_t *p, int kind, int ok, const char *msg)
 {
 	if (!p->alive || p->stopping || p->restart_kill)
 		return;

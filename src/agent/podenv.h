@@ -3,7 +3,7 @@
 #ifndef SC_AGENT_PODENV_H
 #define SC_AGENT_PODENV_H
 
-#include "agent/pod.h"
+#include "agent/state.h"
 
 #define SC_PODENV_MAX 512
 

@@ -131,7 +131,8 @@ static int record_valid(json_t *rec, const char *job, const char *pod)
 
 /* One folder DATA/pods/JOB/POD: adopts its pod when the recorded process
  * still runs; 1 when adopted. */
-static int adopt_one(sc_agent_t *a, const char *job, const char *pod)
+static int adopt_one(sc_agent_t *a, const char *job, const char *pod,
+                     sc_pod_t *(*adopt)(sc_agent_t *a, json_t *rec))
 {
 	char path[1200];
 	snprintf(path, sizeof(path), "%s/pods/%s/%s/" RECORD, a->o.data_dir, job, pod);
@@ -147,7 +148,7 @@ static int adopt_one(sc_agent_t *a, const char *job, const char *pod)
 	                                                   json_object_get(rec, "startTicks")))) {
 		unlink(path); /* the process ended while no agent watched it */
 	} else {
-		sc__pod_adopt(a, rec);
+		adopt(a, rec);
 		adopted = 1;
 	}
 	json_decref(rec);
@@ -159,7 +160,7 @@ static int is_entry(const struct dirent *d)
 	return d->d_name[0] != '.';
 }
 
-int sc__podstore_adopt_all(sc_agent_t *a)
+int sc__podstore_adopt_all(sc_agent_t *a, sc_pod_t *(*adopt)(sc_agent_t *a, json_t *rec))
 {
 	char dir[1024];
 	int n = 0;
@@ -174,7 +175,7 @@ int sc__podstore_adopt_all(sc_agent_t *a)
 		DIR *pods = opendir(jdir);
 		while (pods && (p = readdir(pods)))
 			if (is_entry(p))
-				n += adopt_one(a, j->d_name, p->d_name);
+				n += adopt_one(a, j->d_name, p->d_name, adopt);
 		if (pods)
 			closedir(pods);
 	}

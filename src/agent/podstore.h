@@ -12,7 +12,7 @@
 #ifndef SC_AGENT_PODSTORE_H
 #define SC_AGENT_PODSTORE_H
 
-#include "agent/pod.h"
+#include "agent/state.h"
 
 /* Writes p's record. 0, or SC_EIO (the pod runs but cannot be adopted). */
 int sc__podstore_save(const sc_pod_t *p);
@@ -25,7 +25,7 @@ void sc__podstore_settings(sc_pod_t *p, json_t *rec);
  * process still runs (the reconcile after the list then keeps or stops
  * it); records of processes that are gone are removed. Returns the number
  * of pods adopted. */
-int sc__podstore_adopt_all(sc_agent_t *a);
+int sc__podstore_adopt_all(sc_agent_t *a, sc_pod_t *(*adopt)(sc_agent_t *a, json_t *rec));
 /* 1 when pid runs (not a zombie) and started at ticks (0: any start). */
 int sc__proc_alive(int pid, unsigned long long ticks);
 /* Removes the folders of pods that are not running here: those idle for

@@ -2,7 +2,7 @@
  * success), a tcp connect or an exec (status 0), every periodSeconds with a
  * timeoutSeconds deadline; failureThreshold consecutive failures or
  * successThreshold consecutive successes give a verdict to the pod
- * (sc__pod_probe_verdict), which decides what it means.
+ * (its on_verdict, pod.c), which decides what it means.
  *
  * Each check is an "attempt" allocated on its own: stopping a probe only
  * detaches its attempt in flight, which then finishes (closes its handles)
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/pod.h"
+#include "agent/probe.h"
 #include "base/alloc.h"
 #include "agent/backoff.h"
 #include "starcloud/error.h"
@@ -55,7 +55,7 @@ static void probe_result(sc_probe_t *pr, int ok, const char *msg)
 {
 	int v = sc_threshold_add(&pr->thr, ok, pr->fail_thr, pr->succ_thr);
 	if (v >= 0)
-		sc__pod_probe_verdict(pr->p, pr->kind, v, v ? "" : msg);
+		pr->p->on_verdict(pr->p, pr->kind, v, v ? "" : msg);
 }
 
 /* ---- attempts ---------------------------------------------------------- */

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
+#include "agent/status.h"
 #include "base/alloc.h"
 #include "base/log.h"
 #include "agent/pod.h"

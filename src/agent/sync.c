@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/agent.h"
+#include "agent/sync.h"
 #include "base/parse.h"
 #include "base/log.h"
 #include "agent/pod.h"
@@ -170,12 +170,6 @@ static void on_resync(uv_timer_t *t)
 		reconcile_all(&a->watches[i]);
 }
 
-void sc__sync_resync(sc_agent_t *a)
-{
-	if (!a->stopping && !uv_is_active((uv_handle_t *)&a->resync_timer))
-		uv_timer_start(&a->resync_timer, on_resync, 0, 0);
-}
-
 /* ---- list -------------------------------------------------------------- */
 
 static int64_t rev_of(json_t *obj)
@@ -309,6 +303,7 @@ void sc__sync_init(sc_agent_t *a)
 	static const char *const kinds[] = {"Job", "Deployment"};
 	uv_timer_init(a->loop, &a->resync_timer);
 	a->resync_timer.data = a;
+	a->resync_cb = on_resync;
 	for (int i = 0; i < 2; i++) {
 		sc_watch_t *w = &a->watches[i];
 		w->a = a;

@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 #include "cli/cli_simulate.h"
 #include "cli/client.h"
-#include "agent/agent_opts.h"
+#include "agent/agent.h"
 #include "cli/cli_agent.h"
 #include "gateway/gateway.h"
 #include "cli/cli_store.h"

@@ -1,0 +1,171 @@
+/* The node agent's state: the agent and its pods, as every file of
+ * src/agent/ sees them, and the few services they all use. The modules sit
+ * on top of this file and below agent.c, which starts them:
+ *
+ *   state.c    this header's functions (the loop's clock, pod lookup, and
+ *              asking for a report or a reconcile through the timers)
+ *   podenv.c   a pod's folder, logs, environment, cgroups
+ *   podstore.c pod records on disk (adoption), retention of old folders
+ *   probe.c    startup / liveness / readiness probes (http, tcp, exec)
+ *   pod.c      one pod = one process group: spawn, restarts with back-off,
+ *              graceful stop (uses podenv, podstore, probe)
+ *   sync.c     list + watch of jobs and deployments, desired pods (uses pod)
+ *   status.c   the agent's status port: /healthz, /pods, /logs (uses pod)
+ *   agent.c    start-up, signals, heartbeat and status reports
+ *   gpu.c, agent_opts.c, pod_serving.c, backoff.c, gpudecl.c, retention.c
+ *
+ * One event loop, one thread: every callback runs on the loop, so the pod
+ * list is never touched concurrently. */
+#ifndef SC_AGENT_STATE_H
+#define SC_AGENT_STATE_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "agent/gpu.h"
+#include "base/parse.h"
+#include "net/http.h"
+#include "net/httpc.h"
+#include "starcloud/buf.h"
+
+typedef struct sc_agent sc_agent_t;
+typedef struct sc_pod sc_pod_t;
+typedef struct sc_probe sc_probe_t;
+
+#define SC_AGENT_NAME_MAX 253
+#define SC_AGENT_MSG_MAX 256
+
+typedef struct sc_agent sc_agent_t;
+typedef struct sc_pod sc_pod_t;
+typedef struct sc_probe sc_probe_t;
+
+typedef struct sc_agent_opts {
+	const char *server; /* http://host:port, no trailing slash */
+	const char *token;
+	const char *name;
+	const char *gpus;   /* declared GPUs, or NULL */
+	const char *labels; /* k=v,... or NULL */
+	const char *data_dir;
+	const char *nvml_lib;  /* NULL: libnvidia-ml.so.1 (or $STARCLOUD_NVML_LIB) */
+	const char *advertise; /* host:port the server and CLI use to reach us */
+	sc_hostport_t listen;  /* the status port */
+	int64_t cpu_milli;
+	int64_t memory;
+	uint64_t heartbeat_ms; /* lease renewal; the lease is 3 of these */
+	uint64_t backoff_base_ms, backoff_max_ms, backoff_reset_ms;
+	uint64_t grace_ms;         /* default termination grace period */
+	size_t log_max;            /* bytes per log file before rotation */
+	uint64_t pod_retention_ms; /* folders of finished pods kept this long */
+	int keep_pods;             /* and at most this many of them */
+	int drain;                 /* stop pods on SIGTERM */
+	int fence;                 /* stop pods when the lease cannot be renewed */
+	const char *config;        /* --config FILE */
+	int check_config;          /* --check-config: check, print, exit */
+} sc_agent_opts_t;
+
+/* One watched collection (jobs or deployments). */
+typedef struct sc_watch {
+	sc_agent_t *a;
+	const char *plural; /* "jobs" */
+	const char *kind;   /* "Job" */
+	sc_httpc_req_t *req;
+	sc_buf_t buf;  /* partial line of the stream */
+	int64_t rev;   /* last revision seen; 0: list first */
+	json_t *cache; /* name -> latest object (owned) */
+	uv_timer_t retry;
+} sc_watch_t;
+
+struct sc_agent {
+	uv_loop_t *loop;
+	sc_agent_opts_t o;
+	sc_gpu_inv_t gpus;
+	sc_httpc_t *http;
+	sc_http_server_t *status;
+	sc_pod_t *pods;
+	size_t npods;
+	sc_watch_t watches[2];
+	uv_timer_t hb_timer, report_timer, tick_timer, resync_timer, fence_timer;
+	/* What the two timers run, set by their owners at start-up (agent.c
+	 * sends reports, sync.c reconciles): the modules below them ask
+	 * through sc__agent_report_soon and sc__agent_resync_soon. */
+	uv_timer_cb report_cb, resync_cb;
+	uv_signal_t sigterm, sigint;
+	uv_timer_t watchdog; /* systemd WatchdogSec= pings (net/sdnotify.h) */
+	sc_httpc_req_t *report_req;
+	int registered;
+	int report_again;     /* a change came while a report was in flight */
+	int hb_failing;       /* the last heartbeat failed */
+	uint64_t last_hb_ok;  /* uv_now of the last accepted heartbeat */
+	uint64_t report_sent; /* uv_now when the in-flight report was sent */
+	int fenced;           /* pods stopped for a lost lease: start none */
+	int stopping;
+	int cgroup_ok;
+	unsigned ticks; /* seconds since start, for hourly chores */
+	char cgroup_root[256];
+	char advertise[128];
+	char server[520]; /* the server in use, from --server URL1,URL2 */
+	size_t server_idx;
+};
+
+enum sc_probe_kind { SC_PROBE_STARTUP = 0, SC_PROBE_LIVENESS, SC_PROBE_READINESS, SC_PROBE_KINDS };
+enum sc_restart { SC_RESTART_ALWAYS = 0, SC_RESTART_ONFAILURE, SC_RESTART_NEVER };
+enum sc_pod_state {
+	SC_PS_RUNNING = 0, /* process alive */
+	SC_PS_BACKOFF,     /* waiting to restart */
+	SC_PS_SUCCEEDED,
+	SC_PS_FAILED,
+};
+
+struct sc_pod {
+	sc_pod_t *next;
+	sc_agent_t *a;
+	char kind[16]; /* "Job" or "Deployment" */
+	char job[SC_AGENT_NAME_MAX + 1];
+	char name[SC_AGENT_NAME_MAX + 1];
+	int64_t generation;  /* assignment generation, 0 if none */
+	char started_at[40]; /* binding time (identity without generation) */
+	json_t *task;        /* owned: command, args, env, workingDir, probes... */
+	json_t *binding;     /* owned: the status.pods entry */
+	int restart_policy;
+	int backoff_limit;
+	uint64_t grace_ms;
+
+	uv_process_t proc;
+	int pid;                        /* the process (group leader), 0 if none */
+	unsigned long long start_ticks; /* its start time: guards against pid reuse */
+	int adopted;                    /* started by an earlier agent: not our child */
+	int pidfd;                      /* adopted: readable when it exits, or -1 */
+	uv_poll_t pidpoll;
+	int alive;        /* the process is running */
+	int state;        /* enum sc_pod_state */
+	int stopping;     /* being stopped for good */
+	int restart_kill; /* killed by a failed probe: restart */
+	int started;      /* startup probe passed (or none) */
+	int ready;
+	int restarts, failures, exit_code, has_exit;
+	char message[SC_AGENT_MSG_MAX];
+	uint64_t started_ms;
+	uint64_t backoff_ms;
+	uv_timer_t timer; /* back-off or grace period */
+	sc_probe_t *probes[SC_PROBE_KINDS];
+	/* A probe's verdict goes here (pod.c's, set when the pod is made). */
+	void (*on_verdict)(sc_pod_t *p, int kind, int ok, const char *msg);
+	int log_fd;
+	char dir[512];
+	int closing;   /* finished: handles are being closed */
+	int proc_open; /* proc is initialised and not yet closed */
+	int handles_open;
+};
+
+/* The loop's clock, brought up to date. */
+uint64_t sc__agent_now_ms(sc_agent_t *a);
+/* Asks for a status report soon (a pod changed). */
+void sc__agent_report_soon(sc_agent_t *a);
+/* Reconciles every watched object soon (a stopped pod made room). */
+void sc__agent_resync_soon(sc_agent_t *a);
+/* The pod job/name on this node, or NULL. */
+sc_pod_t *sc__pod_find(sc_agent_t *a, const char *job, const char *name);
+
+#endif
