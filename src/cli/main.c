@@ -11,6 +11,7 @@
 #include "agent/agent.h"
 #include "cli/cli_agent.h"
 #include "gateway/gateway.h"
+#include "k8s/k8s.h"
 #include "cli/cli_store.h"
 #include "server/server.h"
 #include "worker/worker.h"
@@ -45,6 +46,7 @@ static const verb_t verbs[] = {
     {"drain", sc_cli_drain, "drain a node", 0},
     {"rollout", sc_cli_rollout, "deployment rollout status, promote, abort", 0},
     {"store", sc_cli_store, "copy a store (sqlite to etcd)", 0},
+    {"k8s", sc_k8s_main, "schedule a Kubernetes cluster (KAI Queues and PodGroups)", 1},
 };
 
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))

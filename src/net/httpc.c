@@ -251,17 +251,56 @@ void sc_httpc_free(sc_httpc_t *c)
 	uv_close((uv_handle_t *)&c->timer, on_timer_closed);
 }
 
-static void set_headers(sc_httpc_req_t *r, const sc_httpc_opts_t *o)
+/* Returns -1 when a header does not fit (a token longer than any real one:
+ * service-account JWTs are 1-2 KiB). */
+static int set_headers(sc_httpc_req_t *r, const sc_httpc_opts_t *o)
 {
-	char auth[600];
+	char auth[8192];
 	if (o->token && o->token[0]) {
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", o->token);
+		if ((size_t)snprintf(auth, sizeof(auth), "Authorization: Bearer %s", o->token) >=
+		    sizeof(auth))
+			return -1;
 		r->hdrs = curl_slist_append(r->hdrs, auth);
 	}
-	if (o->body)
-		r->hdrs = curl_slist_append(r->hdrs, "Content-Type: application/json");
+	if (o->body) {
+		snprintf(auth, sizeof(auth), "Content-Type: %s",
+			 o->content_type ? o->content_type : "application/json");
+		r->hdrs = curl_slist_append(r->hdrs, auth);
+	}
+	if (o->accept) {
+		snprintf(auth, sizeof(auth), "Accept: %s", o->accept);
+		r->hdrs = curl_slist_append(r->hdrs, auth);
+	}
 	r->hdrs = curl_slist_append(r->hdrs, "Expect:");
 	curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, r->hdrs);
+	return 0;
+}
+
+static void set_tls(CURL *h, const sc_httpc_tls_t *t)
+{
+	if (t->ca_pem) {
+		struct curl_blob b = {(void *)t->ca_pem, t->ca_len, CURL_BLOB_COPY};
+		curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+	} else if (t->ca_file) {
+		curl_easy_setopt(h, CURLOPT_CAINFO, t->ca_file);
+	}
+	if (t->cert_pem && t->key_pem) {
+		struct curl_blob c = {(void *)t->cert_pem, t->cert_len, CURL_BLOB_COPY};
+		struct curl_blob k = {(void *)t->key_pem, t->key_len, CURL_BLOB_COPY};
+		curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &c);
+		curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+		curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &k);
+		curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+	}
+	if (t->insecure) {
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+}
+
+void sc_httpc_set_max_host_connections(sc_httpc_t *c, long n)
+{
+	curl_multi_setopt(c->m, CURLMOPT_MAX_HOST_CONNECTIONS, n);
 }
 
 sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o)
@@ -299,11 +338,18 @@ sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o)
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)o->body_len);
 	}
-	set_headers(r, o);
+	if (o->tls)
+		set_tls(h, o->tls);
+	if (o->multiplex)
+		curl_easy_setopt(h, CURLOPT_PIPEWAIT, 1L);
 	r->next = c->reqs;
 	if (c->reqs)
 		c->reqs->prev = r;
 	c->reqs = r;
+	if (set_headers(r, o) < 0) {
+		req_free(r);
+		return NULL;
+	}
 	if (curl_multi_add_handle(c->m, h) != CURLM_OK) {
 		req_free(r);
 		return NULL;

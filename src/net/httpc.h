@@ -28,12 +28,31 @@ typedef void (*sc_httpc_done_fn)(int status, const char *body, size_t len, void 
 /* Returns 0 to go on, < 0 to abort the transfer (done() then gets SC_EIO). */
 typedef int (*sc_httpc_data_fn)(const char *data, size_t len, void *ud);
 
+/* TLS settings of a request to an https URL (the Kubernetes API: a CA and
+ * client certificate usually come inline from a kubeconfig). PEM blobs are
+ * copied by libcurl for each request; the struct itself is borrowed. */
+typedef struct sc_httpc_tls {
+	const char *ca_pem;      /* CA bundle, PEM text, or NULL */
+	size_t ca_len;
+	const char *ca_file;     /* or a CA bundle file; neither = system CAs */
+	const char *cert_pem;    /* client certificate, PEM, or NULL */
+	size_t cert_len;
+	const char *key_pem;     /* its private key, PEM */
+	size_t key_len;
+	int insecure;            /* skip server verification (explicit opt-in) */
+} sc_httpc_tls_t;
+
 typedef struct sc_httpc_opts {
 	const char *method; /* "GET" when NULL */
 	const char *url;
 	const char *token; /* bearer token, or NULL */
 	const char *body;  /* request body (JSON), or NULL */
 	size_t body_len;
+	const char *content_type; /* of the body; "application/json" when NULL */
+	const char *accept;      /* Accept header, or NULL for none */
+	const sc_httpc_tls_t *tls; /* borrowed until done(); NULL = defaults */
+	int multiplex;           /* wait for an HTTP/2 connection to share
+				    rather than open another (many small calls) */
 	long timeout_ms;         /* whole transfer; 0 = none (streams) */
 	long connect_timeout_ms; /* default 2000 */
 	size_t max_body;         /* buffered responses; default 4 MiB */
@@ -44,6 +63,9 @@ typedef struct sc_httpc_opts {
 
 /* Creates a client on loop (borrowed). NULL when out of memory. */
 sc_httpc_t *sc_httpc_new(uv_loop_t *loop);
+/* Caps the connections the client opens to one host (0 = no cap); with
+ * HTTP/2 and `multiplex` requests share them as streams. */
+void sc_httpc_set_max_host_connections(sc_httpc_t *c, long n);
 /* Cancels every request (without callbacks) and frees the client once its
  * handles are closed; accepts NULL. */
 void sc_httpc_free(sc_httpc_t *c);
