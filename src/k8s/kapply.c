@@ -40,6 +40,10 @@ typedef struct kop {
 	char *key, *uid;
 	char *path, *body;
 	const char *ctype;
+	/* The Event to write once the API server accepted the write (a
+	 * refused eviction must not say "evicted"). */
+	const char *ev_type, *ev_reason;
+	char *ev_msg;
 	struct kop *next;
 } kop_t;
 
@@ -77,6 +81,7 @@ static void op_free(kop_t *op)
 	free(op->uid);
 	free(op->path);
 	free(op->body);
+	free(op->ev_msg);
 	free(op);
 }
 
@@ -111,6 +116,8 @@ static void clear(oq_t *q)
 }
 
 static void pump(sc_kwriter_t *w);
+static void event(sc_kwriter_t *w, const char *key, const char *uid, const char *type,
+		  const char *reason, const char *msg);
 
 static sc_klocal_t *local_of(sc_k8s_t *k, const char *key, const char *uid)
 {
@@ -139,6 +146,20 @@ static void explained_drop(sc_k8s_t *k, const char *key)
 	explained_free(sc_kmap_del(&k->explained, key));
 }
 
+static void drop_nominations(sc_k8s_t *k)
+{
+	size_t n = 0;
+	sc_klocal_t **all = calloc(k->local.len + 1, sizeof(*all));
+	if (!all)
+		abort();
+	for (sc_kmap_iter_t it = {0}; sc_kmap_next(&k->local, &it);)
+		if (((sc_klocal_t *)it.val)->kind == SC_KL_NOMINATED)
+			all[n++] = it.val;
+	for (size_t i = 0; i < n; i++)
+		local_drop(k, all[i]->key);
+	free(all);
+}
+
 static void op_done(int status, const char *body, size_t len, void *ud)
 {
 	kop_t *op = ud;
@@ -153,6 +174,8 @@ static void op_done(int status, const char *body, size_t len, void *ud)
 	if (*pp)
 		*pp = op->next;
 	w->inflight--;
+	if (ok && op->ev_msg)
+		event(w, op->key, op->uid, op->ev_type, op->ev_reason, op->ev_msg);
 	switch (op->type) {
 	case OP_BIND:
 	case OP_EVICT:
@@ -172,12 +195,20 @@ static void op_done(int status, const char *body, size_t len, void *ud)
 			k->st.bind_failed++;
 		else
 			k->st.evict_failed++;
-		sc__k8s_log(k, "warn", "%s %s: %s", op->type == OP_BIND ? "binding" : "eviction",
-			    op->key,
-			    status < 0 ? sc_strerror(status)
-				       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
+		/* A disruption budget refuses the same eviction every cycle:
+		 * the first ones are logged, then one in a hundred. */
+		unsigned long nf = k->st.bind_failed + k->st.evict_failed;
+		if (nf <= 20 || nf % 100 == 0)
+			sc__k8s_log(k, "warn", "%s %s refused: %s",
+				    op->type == OP_BIND ? "binding" : "eviction", op->key,
+				    status < 0 ? sc_strerror(status)
+					       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
 		if (l)
 			local_drop(k, op->key);
+		/* A refused eviction leaves its victim running: nominations
+		 * that counted on the room are decided again. */
+		if (op->type == OP_EVICT)
+			drop_nominations(k);
 		sc__k8s_kick(k);
 		break;
 	case OP_STATUS:
@@ -223,16 +254,16 @@ static void pump(sc_kwriter_t *w)
 	}
 }
 
-static void enqueue(sc_kwriter_t *w, int type, const sc_kpod_t *p, char *path, json_t *body,
-		    const char *ctype)
+static kop_t *enqueue(sc_kwriter_t *w, int type, const char *key, const char *uid, char *path,
+		      json_t *body, const char *ctype)
 {
 	kop_t *op = calloc(1, sizeof(*op));
 	if (!op)
 		abort();
 	op->w = w;
 	op->type = type;
-	op->key = xstrdup(p->key);
-	op->uid = xstrdup(p->uid);
+	op->key = xstrdup(key);
+	op->uid = xstrdup(uid);
 	op->path = path;
 	op->body = json_dumps(body, JSON_COMPACT);
 	op->ctype = ctype;
@@ -240,6 +271,7 @@ static void enqueue(sc_kwriter_t *w, int type, const sc_kpod_t *p, char *path, j
 	if (!op->body || !op->path)
 		abort();
 	push(type <= OP_EVICT ? &w->hi : &w->lo, op);
+	return op;
 }
 
 static char *pod_path(const sc_kpod_t *p, const char *sub)
@@ -253,28 +285,31 @@ static char *pod_path(const sc_kpod_t *p, const char *sub)
 
 /* ---- writes ------------------------------------------------------------- */
 
-static void event(sc_kwriter_t *w, const sc_kpod_t *p, const char *type, const char *reason,
-		  const char *msg)
+static void event(sc_kwriter_t *w, const char *key, const char *uid, const char *type,
+		  const char *reason, const char *msg)
 {
 	sc_k8s_t *k = w->k;
-	char now[48], gen[300], *path;
-	if (!k->o.events)
+	char now[48], gen[300], ns[256], *path;
+	const char *slash = strchr(key, '/');
+	if (!k->o.events || !slash || (size_t)(slash - key) >= sizeof(ns))
 		return;
-	snprintf(gen, sizeof(gen), "%.240s.", p->name);
+	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
+	const char *name = slash + 1;
+	snprintf(gen, sizeof(gen), "%.240s.", name);
 	sc__k8s_microtime(now, sizeof(now));
 	now[19] = '\0'; /* Events take seconds */
 	strcat(now, "Z");
 	json_t *ev = json_pack(
 		"{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s%,s:s,s:{s:s},s:s,s:s,s:i,s:s,s:s}",
 		"apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen,
-		"namespace", p->ns, "involvedObject", "apiVersion", "v1", "kind", "Pod",
-		"namespace", p->ns, "name", p->name, "uid", p->uid ? p->uid : "", "reason", reason,
+		"namespace", ns, "involvedObject", "apiVersion", "v1", "kind", "Pod",
+		"namespace", ns, "name", name, "uid", uid ? uid : "", "reason", reason,
 		"message", msg, strnlen(msg, MAX_MSG), "type", type, "source", "component",
 		k->o.scheduler, "firstTimestamp", now, "lastTimestamp", now, "count", 1,
 		"reportingComponent", k->o.scheduler, "reportingInstance", k->o.identity);
-	if (asprintf(&path, "/api/v1/namespaces/%s/events", p->ns) < 0)
+	if (asprintf(&path, "/api/v1/namespaces/%s/events", ns) < 0)
 		abort();
-	enqueue(w, OP_EVENT, p, path, ev, NULL);
+	enqueue(w, OP_EVENT, key, uid, path, ev, NULL);
 }
 
 static void send_binding(sc_kwriter_t *w, const sc_kpod_t *p, const sc_klocal_t *l)
@@ -295,18 +330,19 @@ static void send_binding(sc_kwriter_t *w, const sc_kpod_t *p, const sc_klocal_t 
 			      "kind", "Binding", "metadata", "name", p->name, "namespace", p->ns,
 			      "uid", p->uid ? p->uid : "", "annotations", ann, "target",
 			      "apiVersion", "v1", "kind", "Node", "name", l->node);
-	enqueue(w, OP_BIND, p, pod_path(p, "binding"), b, NULL);
-	char msg[600];
-	snprintf(msg, sizeof(msg), "Successfully assigned %s to %s", p->key, l->node);
-	event(w, p, "Normal", "Scheduled", msg);
+	kop_t *op = enqueue(w, OP_BIND, p->key, p->uid, pod_path(p, "binding"), b, NULL);
+	op->ev_type = "Normal";
+	op->ev_reason = "Scheduled";
+	if (asprintf(&op->ev_msg, "Successfully assigned %s to %s", p->key, l->node) < 0)
+		abort();
 }
 
-static void send_eviction(sc_kwriter_t *w, const sc_kpod_t *p)
+static kop_t *send_eviction(sc_kwriter_t *w, const sc_kpod_t *p)
 {
 	json_t *e = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:{s:s}}}", "apiVersion", "policy/v1beta1",
 			      "kind", "Eviction", "metadata", "name", p->name, "namespace", p->ns,
 			      "deleteOptions", "preconditions", "uid", p->uid ? p->uid : "");
-	enqueue(w, OP_EVICT, p, pod_path(p, "eviction"), e, NULL);
+	return enqueue(w, OP_EVICT, p->key, p->uid, pod_path(p, "eviction"), e, NULL);
 }
 
 /* The explanation on a pending pod, when it changed. */
@@ -336,9 +372,11 @@ static void explain(sc_kwriter_t *w, const sc_kpod_t *p, const char *reason)
 	json_t *patch = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
 				  "PodScheduled", "status", "False", "reason", "Unschedulable",
 				  "message", msg, "lastTransitionTime", now);
-	enqueue(w, OP_STATUS, p, pod_path(p, "status"), patch,
-		"application/strategic-merge-patch+json");
-	event(w, p, "Warning", "FailedScheduling", msg);
+	kop_t *op = enqueue(w, OP_STATUS, p->key, p->uid, pod_path(p, "status"), patch,
+			    "application/strategic-merge-patch+json");
+	op->ev_type = "Warning";
+	op->ev_reason = "FailedScheduling";
+	op->ev_msg = xstrdup(msg);
 }
 
 /* ---- a cycle's decisions ------------------------------------------------ */
@@ -391,12 +429,13 @@ static void apply_eviction(sc_kwriter_t *w, const sc_kworld_t *world, const sc_e
 	l->kind = SC_KL_EVICTING;
 	l->since = sc__k8s_now();
 	sc_klocal_free(sc_kmap_put(&k->local, l->key, l));
-	send_eviction(w, p);
-	char msg[MAX_MSG + 1];
-	snprintf(msg, sizeof(msg), "evicted from %s by %s%s%s: %s", e->node ? e->node : "?",
-		 sc_eviction_action_name(e->action), e->by ? " for " : "", e->by ? e->by : "",
-		 e->reason ? e->reason : "");
-	event(w, p, "Warning", e->action == SC_ACT_PREEMPT ? "Preempted" : "Evicted", msg);
+	kop_t *op = send_eviction(w, p);
+	op->ev_type = "Warning";
+	op->ev_reason = e->action == SC_ACT_PREEMPT ? "Preempted" : "Evicted";
+	if (asprintf(&op->ev_msg, "evicted from %s by %s%s%s: %s", e->node ? e->node : "?",
+		     sc_eviction_action_name(e->action), e->by ? " for " : "", e->by ? e->by : "",
+		     e->reason ? e->reason : "") < 0)
+		abort();
 }
 
 void sc__kwriter_apply(sc_kwriter_t *w, const sc_kworld_t *world, const sc_decisions_t *d)
@@ -424,17 +463,71 @@ void sc__kwriter_apply(sc_kwriter_t *w, const sc_kworld_t *world, const sc_decis
 
 /* ---- between cycles ----------------------------------------------------- */
 
-/* Nodes where some pod is terminating (or is being evicted by us). */
-static void releasing_nodes(sc_k8s_t *k, sc_kmap_t *out)
+/* What a node holds now, for deciding whether a nominated pod may be bound:
+ * every pod bound there that has not finished (terminating ones too), plus
+ * our bindings the watch has not shown yet. */
+typedef struct node_use {
+	char *key;       /* owned; first: kmap keys are borrowed from values */
+	bool busy;       /* a pod there is terminating or being evicted */
+	int64_t cpu, mem, gpu_milli;
+} node_use_t;
+
+static int64_t gpu_milli_of(const sc_kpod_t *p, int share_milli)
+{
+	if (p->req.gpus)
+		return (int64_t)p->req.gpus * SC_GPU_MILLI;
+	if (share_milli > 0)
+		return share_milli;
+	return p->req.gpu_milli;
+}
+
+static node_use_t *use_of(sc_kmap_t *m, const char *node)
+{
+	node_use_t *u = sc_kmap_get(m, node);
+	if (!u) {
+		u = calloc(1, sizeof(*u));
+		if (!u)
+			abort();
+		u->key = xstrdup(node);
+		sc_kmap_put(m, u->key, u);
+	}
+	return u;
+}
+
+static void add_use(node_use_t *u, const sc_kpod_t *p, int share_milli)
+{
+	u->cpu += p->req.cpu_milli;
+	u->mem += p->req.memory;
+	u->gpu_milli += gpu_milli_of(p, share_milli);
+}
+
+static void node_usage(sc_k8s_t *k, sc_kmap_t *out)
 {
 	for (sc_kmap_iter_t it = {0}; sc_kmap_next(&k->cache.pods, &it);) {
 		sc_kpod_t *p = it.val;
-		if (!p->node)
+		if (p->phase == SC_KP_SUCCEEDED || p->phase == SC_KP_FAILED)
 			continue;
 		sc_klocal_t *l = local_of(k, p->key, p->uid);
-		if (p->deleting || (l && l->kind == SC_KL_EVICTING))
-			sc_kmap_put(out, p->node, p);
+		if (p->node) {
+			node_use_t *u = use_of(out, p->node);
+			add_use(u, p, p->share_milli);
+			u->busy |= p->deleting || (l && l->kind == SC_KL_EVICTING);
+		} else if (l && l->kind == SC_KL_BINDING) {
+			add_use(use_of(out, l->node), p, l->share_milli);
+		}
 	}
+}
+
+/* Would pod p fit on node now? Shares are counted per node, not per
+ * device: the core chose the device, this is only a guard against binding
+ * onto room someone else took meanwhile. */
+static bool fits_now(sc_k8s_t *k, node_use_t *u, const sc_kpod_t *p, const sc_klocal_t *l)
+{
+	const sc_knode_t *n = sc_kmap_get(&k->cache.nodes, l->node);
+	if (!n || u->busy)
+		return false;
+	return u->cpu + p->req.cpu_milli <= n->cpu_milli && u->mem + p->req.memory <= n->memory &&
+	       u->gpu_milli + gpu_milli_of(p, l->share_milli) <= (int64_t)n->gpus * SC_GPU_MILLI;
 }
 
 void sc__kwriter_reconcile(sc_kwriter_t *w)
@@ -450,10 +543,10 @@ void sc__kwriter_reconcile(sc_kwriter_t *w)
 		all[n++] = it.val;
 		have_nominated |= ((sc_klocal_t *)it.val)->kind == SC_KL_NOMINATED;
 	}
-	sc_kmap_t busy;
-	sc_kmap_init(&busy);
+	sc_kmap_t use;
+	sc_kmap_init(&use);
 	if (have_nominated)
-		releasing_nodes(k, &busy);
+		node_usage(k, &use);
 	for (size_t i = 0; i < n; i++) {
 		sc_klocal_t *l = all[i];
 		sc_kpod_t *p = sc_kmap_get(&k->cache.pods, l->key);
@@ -463,15 +556,18 @@ void sc__kwriter_reconcile(sc_kwriter_t *w)
 		else if (!drop && l->kind == SC_KL_EVICTING)
 			drop = p->deleting || (l->acked && now - l->since > ACK_GRACE);
 		else if (!drop && l->kind == SC_KL_NOMINATED) {
+			node_use_t *u = use_of(&use, l->node);
 			drop = p->node || p->deleting;
 			if (!drop && now - l->since > k->o.nominate_timeout) {
-				sc__k8s_log(k, "warn", "%s: node %s still has terminating pods after "
-					    "%.0f s; deciding again", l->key, l->node,
-					    k->o.nominate_timeout);
+				sc__k8s_log(k, "warn", "%s: node %s has not made room after %.0f s; "
+					    "deciding again", l->key, l->node, k->o.nominate_timeout);
 				drop = true;
-			} else if (!drop && !sc_kmap_get(&busy, l->node)) {
+			} else if (!drop && fits_now(k, u, p, l)) {
+				/* The victims are gone: bind, and count it so a
+				 * second nomination does not take the same room. */
 				l->kind = SC_KL_BINDING;
 				l->since = now;
+				add_use(u, p, l->share_milli);
 				send_binding(w, p, l);
 			}
 		}
@@ -479,7 +575,11 @@ void sc__kwriter_reconcile(sc_kwriter_t *w)
 			local_drop(k, l->key);
 	}
 	free(all);
-	sc_kmap_free(&busy);
+	for (sc_kmap_iter_t it = {0}; sc_kmap_next(&use, &it);) {
+		free(((node_use_t *)it.val)->key);
+		free(it.val);
+	}
+	sc_kmap_free(&use);
 	/* Explanations of pods that are gone or bound are not needed. */
 	n = 0;
 	explained_t **ex = calloc(k->explained.len + 1, sizeof(*ex));

@@ -60,6 +60,8 @@ KINDS = {
         ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
     ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments", True),
     ("batch/v1", "Job"): ("/apis/batch/v1", "jobs", True),
+    ("policy/v1beta1", "PodDisruptionBudget"):
+        ("/apis/policy/v1beta1", "poddisruptionbudgets", True),
     ("scheduling.k8s.io/v1", "PriorityClass"):
         ("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
     ("scheduling.run.ai/v2", "Queue"): ("/apis/scheduling.run.ai/v2", "queues", False),
