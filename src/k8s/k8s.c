@@ -400,7 +400,8 @@ static void stats_cb(uv_timer_t *t)
 		    "%s; %zu pods, %zu nodes cached; cycles %lu (last %.3f s, max %.3f s); "
 		    "bound %lu (%lu refused), evicted %lu (%lu refused), conditions %lu, "
 		    "events %lu, relists %lu",
-		    sc__k8s_may_write(k) ? "leading" : "standby", k->cache.pods.len,
+		    k->stopping ? "stopped" : sc__k8s_may_write(k) ? "leading" : "standby",
+		    k->cache.pods.len,
 		    k->cache.nodes.len, s->cycles, s->cycle_last_s, s->cycle_max_s, s->bound,
 		    s->bind_failed, s->evicted, s->evict_failed, s->patched, s->events, s->relists);
 }

@@ -14,10 +14,10 @@
 
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
-static int fail(char *err, size_t errsz, int code, const char *fmt, ...)
+static int kc_fail(char *err, size_t errsz, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-static int fail(char *err, size_t errsz, int code, const char *fmt, ...)
+static int kc_fail(char *err, size_t errsz, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -30,24 +30,24 @@ int sc_kconfig_read_file(const char *path, char **out, size_t *len, char *err, s
 {
 	FILE *f = fopen(path, "rb");
 	if (!f)
-		return fail(err, errsz, SC_EIO, "%s: %s", path, strerror(errno));
+		return kc_fail(err, errsz, SC_EIO, "%s: %s", path, strerror(errno));
 	/* Read one byte past the limit so an oversized file is noticed even
 	 * where stat has no size (a pipe). */
 	char *buf = malloc(SC_KCONFIG_MAX_FILE + 2);
 	if (!buf) {
 		fclose(f);
-		return fail(err, errsz, SC_ENOMEM, "%s: out of memory", path);
+		return kc_fail(err, errsz, SC_ENOMEM, "%s: out of memory", path);
 	}
 	size_t n = fread(buf, 1, SC_KCONFIG_MAX_FILE + 1, f);
 	int bad = ferror(f);
 	fclose(f);
 	if (bad) {
 		free(buf);
-		return fail(err, errsz, SC_EIO, "%s: read error", path);
+		return kc_fail(err, errsz, SC_EIO, "%s: read error", path);
 	}
 	if (n > SC_KCONFIG_MAX_FILE) {
 		free(buf);
-		return fail(err, errsz, SC_ETOOBIG, "%s: larger than %u bytes", path,
+		return kc_fail(err, errsz, SC_ETOOBIG, "%s: larger than %u bytes", path,
 			    SC_KCONFIG_MAX_FILE);
 	}
 	buf[n] = '\0';
@@ -136,7 +136,7 @@ static int opt_str(json_t *o, const char *key, const char **out, const char *whe
 	if (!v || json_is_null(v))
 		return 0;
 	if (!json_is_string(v))
-		return fail(err, errsz, SC_EINVAL, "%s.%s: expected a string", where, key);
+		return kc_fail(err, errsz, SC_EINVAL, "%s.%s: expected a string", where, key);
 	*out = json_string_value(v);
 	return 0;
 }
@@ -154,17 +154,17 @@ static int load_blob(json_t *o, const char *key, const char *dir, const char *wh
 		return rc;
 	if (data) {
 		if (b64_decode(data, out, len) < 0)
-			return fail(err, errsz, SC_EINVAL, "%s.%s: expected base64", where, dkey);
+			return kc_fail(err, errsz, SC_EINVAL, "%s.%s: expected base64", where, dkey);
 		return 1;
 	}
 	if (file) {
 		char *p = resolve(dir, file);
 		if (!p)
-			return fail(err, errsz, SC_ENOMEM, "out of memory");
+			return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 		rc = sc_kconfig_read_file(p, out, len, msg, sizeof(msg));
 		free(p);
 		if (rc < 0)
-			return fail(err, errsz, rc, "%s.%s: %s", where, key, msg);
+			return kc_fail(err, errsz, rc, "%s.%s: %s", where, key, msg);
 		return 1;
 	}
 	return 0;
@@ -180,11 +180,11 @@ static int pick_context(json_t *doc, const char *context, json_t **ctx, const ch
 	if (!cur && (rc = opt_str(doc, "current-context", &cur, "kubeconfig", err, errsz)) < 0)
 		return rc;
 	if (!cur || !*cur)
-		return fail(err, errsz, SC_EINVAL,
+		return kc_fail(err, errsz, SC_EINVAL,
 			    "current-context: not set (pass --context NAME)");
 	*ctx = named(json_object_get(doc, "contexts"), cur, "context");
 	if (!json_is_object(*ctx))
-		return fail(err, errsz, SC_EINVAL, "contexts: no context named \"%s\"", cur);
+		return kc_fail(err, errsz, SC_EINVAL, "contexts: no context named \"%s\"", cur);
 	*cname = cur;
 	return 0;
 }
@@ -197,23 +197,23 @@ static int parse_cluster(json_t *cl, const char *dir, const char *where, sc_kcon
 	if ((rc = opt_str(cl, "server", &server, where, err, errsz)) < 0)
 		return rc;
 	if (!server || !*server)
-		return fail(err, errsz, SC_EINVAL, "%s.server: missing", where);
+		return kc_fail(err, errsz, SC_EINVAL, "%s.server: missing", where);
 	if (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0)
-		return fail(err, errsz, SC_EINVAL, "%s.server: expected an https:// URL, got \"%s\"",
+		return kc_fail(err, errsz, SC_EINVAL, "%s.server: expected an https:// URL, got \"%s\"",
 			    where, server);
 	c->server = strdup(server);
 	if (!c->server)
-		return fail(err, errsz, SC_ENOMEM, "out of memory");
+		return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 	size_t n = strlen(c->server);
 	while (n > 8 && c->server[n - 1] == '/')
 		c->server[--n] = '\0';
 	json_t *ins = json_object_get(cl, "insecure-skip-tls-verify");
 	if (ins && !json_is_boolean(ins))
-		return fail(err, errsz, SC_EINVAL, "%s.insecure-skip-tls-verify: expected true or false",
+		return kc_fail(err, errsz, SC_EINVAL, "%s.insecure-skip-tls-verify: expected true or false",
 			    where);
 	c->insecure = json_is_true(ins);
 	if (json_object_get(cl, "proxy-url"))
-		return fail(err, errsz, SC_EINVAL, "%s.proxy-url: proxies are not supported", where);
+		return kc_fail(err, errsz, SC_EINVAL, "%s.proxy-url: proxies are not supported", where);
 	rc = load_blob(cl, "certificate-authority", dir, where, &c->ca_pem, &c->ca_len, err, errsz);
 	return rc < 0 ? rc : 0;
 }
@@ -227,7 +227,7 @@ static int parse_user(json_t *u, const char *dir, const char *where, sc_kconfig_
 	int rc;
 	for (size_t i = 0; refused[i]; i++)
 		if (json_object_get(u, refused[i]))
-			return fail(err, errsz, SC_EINVAL,
+			return kc_fail(err, errsz, SC_EINVAL,
 				    "%s.%s: not supported (use a token, a token file or a client "
 				    "certificate)",
 				    where, refused[i]);
@@ -236,13 +236,13 @@ static int parse_user(json_t *u, const char *dir, const char *where, sc_kconfig_
 		return rc;
 	if (token && *token) {
 		if (!(c->token = strdup(token)))
-			return fail(err, errsz, SC_ENOMEM, "out of memory");
+			return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 	} else if (tfile && *tfile) {
 		if (!(c->token_file = resolve(dir, tfile)))
-			return fail(err, errsz, SC_ENOMEM, "out of memory");
+			return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 		char msg[512];
 		if ((rc = sc_kconfig_read_file(c->token_file, &c->token, NULL, msg, sizeof(msg))) < 0)
-			return fail(err, errsz, rc, "%s.tokenFile: %s", where, msg);
+			return kc_fail(err, errsz, rc, "%s.tokenFile: %s", where, msg);
 		chomp(c->token);
 	}
 	int hc = load_blob(u, "client-certificate", dir, where, &c->cert_pem, &c->cert_len, err,
@@ -253,7 +253,7 @@ static int parse_user(json_t *u, const char *dir, const char *where, sc_kconfig_
 	if (hk < 0)
 		return hk;
 	if (hc != hk)
-		return fail(err, errsz, SC_EINVAL, "%s.%s: missing (a client certificate needs its key)",
+		return kc_fail(err, errsz, SC_EINVAL, "%s.%s: missing (a client certificate needs its key)",
 			    where, hc ? "client-key" : "client-certificate");
 	return 0;
 }
@@ -269,12 +269,12 @@ int sc_kconfig_parse(const char *text, size_t len, const char *name, const char 
 	json_t *ctx = NULL;
 	int rc = sc_yj_load(text, len, NULL, &docs, &ye);
 	if (rc < 0) {
-		fail(err, errsz, rc, "%s:%d:%d: %s", name, ye.line, ye.col, ye.msg);
+		kc_fail(err, errsz, rc, "%s:%d:%d: %s", name, ye.line, ye.col, ye.msg);
 		goto done;
 	}
 	json_t *doc = sc_yj_count(docs) == 1 ? sc_yj_doc(docs, 0) : NULL;
 	if (!json_is_object(doc)) {
-		rc = fail(err, errsz, SC_EINVAL, "%s: expected one kubeconfig document", name);
+		rc = kc_fail(err, errsz, SC_EINVAL, "%s: expected one kubeconfig document", name);
 		goto done;
 	}
 	if ((rc = pick_context(doc, context, &ctx, &cname, msg, sizeof(msg))) < 0 ||
@@ -284,7 +284,7 @@ int sc_kconfig_parse(const char *text, size_t len, const char *name, const char 
 		goto failed;
 	json_t *cl = cluster ? named(json_object_get(doc, "clusters"), cluster, "cluster") : NULL;
 	if (!json_is_object(cl)) {
-		rc = fail(msg, sizeof(msg), SC_EINVAL, "contexts[%s].context.cluster: no cluster named \"%s\"",
+		rc = kc_fail(msg, sizeof(msg), SC_EINVAL, "contexts[%s].context.cluster: no cluster named \"%s\"",
 			  cname, cluster ? cluster : "");
 		goto failed;
 	}
@@ -294,7 +294,7 @@ int sc_kconfig_parse(const char *text, size_t len, const char *name, const char 
 	if (user) {
 		json_t *u = named(json_object_get(doc, "users"), user, "user");
 		if (!json_is_object(u)) {
-			rc = fail(msg, sizeof(msg), SC_EINVAL,
+			rc = kc_fail(msg, sizeof(msg), SC_EINVAL,
 				  "contexts[%s].context.user: no user named \"%s\"", cname, user);
 			goto failed;
 		}
@@ -303,14 +303,14 @@ int sc_kconfig_parse(const char *text, size_t len, const char *name, const char 
 			goto failed;
 	}
 	if (!(c.namespace = strdup(ns && *ns ? ns : "default"))) {
-		rc = fail(msg, sizeof(msg), SC_ENOMEM, "out of memory");
+		rc = kc_fail(msg, sizeof(msg), SC_ENOMEM, "out of memory");
 		goto failed;
 	}
 	*out = c;
 	rc = 0;
 	goto done;
 failed:
-	fail(err, errsz, rc, "%s: %s", name, msg);
+	kc_fail(err, errsz, rc, "%s: %s", name, msg);
 	sc_kconfig_free(&c);
 done:
 	sc_yj_free(docs);
@@ -323,7 +323,7 @@ int sc_kconfig_load(const char *path, const char *context, sc_kconfig_t *out, ch
 	char *text = NULL, *dir = strdup(path);
 	size_t len;
 	if (!dir)
-		return fail(err, errsz, SC_ENOMEM, "out of memory");
+		return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 	char *slash = strrchr(dir, '/');
 	if (slash)
 		*slash = '\0';
@@ -347,14 +347,14 @@ int sc_kconfig_in_cluster(const char *sa_dir, sc_kconfig_t *out, char *err, size
 	if (!sa_dir)
 		sa_dir = SA_DIR;
 	if (!host || !*host || !port || !*port)
-		return fail(err, errsz, SC_EINVAL,
+		return kc_fail(err, errsz, SC_EINVAL,
 			    "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set (pass "
 			    "--kubeconfig FILE)");
 	/* An IPv6 service address needs brackets in a URL. */
 	if (asprintf(&c.server, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host,
 		     port) < 0) {
 		c.server = NULL;
-		return fail(err, errsz, SC_ENOMEM, "out of memory");
+		return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 	}
 	snprintf(path, sizeof(path), "%s/token", sa_dir);
 	if (!(c.token_file = strdup(path)) ||
@@ -376,7 +376,7 @@ int sc_kconfig_in_cluster(const char *sa_dir, sc_kconfig_t *out, char *err, size
 	return 0;
 failed:
 	sc_kconfig_free(&c);
-	return fail(err, errsz, rc, "in-cluster configuration: %s", msg);
+	return kc_fail(err, errsz, rc, "in-cluster configuration: %s", msg);
 }
 
 int sc_kconfig_refresh_token(sc_kconfig_t *c)

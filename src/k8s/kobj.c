@@ -603,9 +603,25 @@ sc_kqueue_t *sc_kqueue_decode(json_t *obj)
 		json_object_set(m, "creationTimestamp", ts);
 	json_t *doc = json_pack("{s:s,s:s,s:o}", "apiVersion", "scheduling.run.ai/v2", "kind",
 				"Queue", "metadata", m);
+	/* The parent is checked across all queues by the world (kworld.c); a
+	 * set of one queue would call every parent missing. */
 	json_t *spec = json_object_get(obj, "spec");
-	if (spec)
+	json_t *parent = json_object_get(spec, "parentQueue");
+	if (json_is_object(spec)) {
+		spec = json_copy(spec);
+		json_object_del(spec, "parentQueue");
+		json_object_set_new(doc, "spec", spec);
+	} else if (spec) {
 		json_object_set(doc, "spec", spec);
+	}
+	if (parent && !json_is_null(parent) &&
+	    (!json_is_string(parent) || !*json_string_value(parent))) {
+		json_decref(doc);
+		q->bad = xprintf("Queue %s: spec.parentQueue: expected a queue name", name);
+		q->spec.name = q->key;
+		return q;
+	}
+	q->parent = json_is_string(parent) ? xstrdup(json_string_value(parent)) : NULL;
 	sc_manifest_error_t err;
 	sc_snapshot_t snap;
 	q->set = sc_manifest_set_new();
@@ -624,6 +640,7 @@ sc_kqueue_t *sc_kqueue_decode(json_t *obj)
 		return q;
 	}
 	q->spec = snap.queues[0];
+	q->spec.parent = q->parent;
 	return q;
 }
 
@@ -633,6 +650,7 @@ void sc_kqueue_free(sc_kqueue_t *q)
 		return;
 	sc_manifest_set_free(q->set);
 	free(q->key);
+	free(q->parent);
 	free(q->bad);
 	free(q);
 }

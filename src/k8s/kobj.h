@@ -117,7 +117,8 @@ typedef struct sc_kgroup {
 typedef struct sc_kqueue {
 	char *key;                /* name */
 	sc_manifest_set_t *set;   /* the decoded queue (NULL when bad) */
-	sc_queue_spec_t spec;     /* borrowed from set */
+	sc_queue_spec_t spec;     /* borrowed from set (parent: from this) */
+	char *parent;             /* spec.parentQueue */
 	char *bad;                /* "spec.resources.gpu.quota: ..." */
 } sc_kqueue_t;
 

@@ -93,20 +93,32 @@ class Kube:
 
     def start(self):
         self.etcd.start()
-        sa_key = os.path.join(self.tmp, "sa.key")
-        subprocess.run(["openssl", "genrsa", "-out", sa_key, "2048"], check=True,
+        self.sa_key = os.path.join(self.tmp, "sa.key")
+        subprocess.run(["openssl", "genrsa", "-out", self.sa_key, "2048"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        tokens = os.path.join(self.tmp, "tokens.csv")
-        with open(tokens, "w") as f:
+        self.tokens = os.path.join(self.tmp, "tokens.csv")
+        with open(self.tokens, "w") as f:
             f.write('%s,admin,1,"system:masters"\n' % self.admin_token)
         self.cert_dir = os.path.join(self.tmp, "certs")
         self.log_path = os.path.join(self.tmp, "kube-apiserver.log")
-        log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(
+        self.proc = self.spawn(self.port, self.cert_dir, self.log_path)
+        self.ca = os.path.join(self.cert_dir, "apiserver.crt")
+        self.s = self.session(self.admin_token)
+        self.wait_ready(self.proc, self.url)
+        # The API server's bootstrap creates the system priority classes and
+        # RBAC roles just after it reports ready.
+        wait_for(lambda: self.s.get(self.url + "/apis/scheduling.k8s.io/v1/priorityclasses/"
+                                    "system-node-critical").ok, 30, "bootstrap")
+        return self
+
+    def spawn(self, port, cert_dir, log_path):
+        log = open(log_path, "a")
+        sa_key, tokens = self.sa_key, self.tokens
+        proc = subprocess.Popen(
             [self.apiserver_bin, "--etcd-servers", "http://" + self.etcd.endpoints,
              "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
-             "--secure-port", str(self.port), "--insecure-port", "0",
-             "--cert-dir", self.cert_dir, "--token-auth-file", tokens,
+             "--secure-port", str(port), "--insecure-port", "0",
+             "--cert-dir", cert_dir, "--token-auth-file", tokens,
              "--authorization-mode", "RBAC",
              "--service-account-key-file", sa_key,
              "--service-account-signing-key-file", sa_key,
@@ -117,26 +129,41 @@ class Kube:
              "--profiling=false", "--logtostderr", "--v=0"],
             stdout=log, stderr=log)
         log.close()
-        self.ca = os.path.join(self.cert_dir, "apiserver.crt")
-        self.s = self.session(self.admin_token)
+        return proc
+
+    def wait_ready(self, proc, url, verify=None):
         deadline = time.time() + 60
         while time.time() < deadline:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise RuntimeError("kube-apiserver exited: " + self.log_tail())
             try:
-                if os.path.exists(self.ca) and self.s.get(self.url + "/readyz",
-                                                          timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
+                if self.s.get(url + "/readyz", timeout=2, verify=verify or self.s.verify
+                              ).status_code == 200:
+                    return
+            except (requests.RequestException, OSError):
                 pass
             time.sleep(0.2)
-        else:
-            raise RuntimeError("kube-apiserver not ready within 60 s: " + self.log_tail())
-        # The API server's bootstrap creates the system priority classes and
-        # RBAC roles just after it reports ready.
-        wait_for(lambda: self.s.get(self.url + "/apis/scheduling.k8s.io/v1/priorityclasses/"
-                                    "system-node-critical").ok, 30, "bootstrap")
-        return self
+        raise RuntimeError("kube-apiserver not ready within 60 s: " + self.log_tail())
+
+    def stop_apiserver(self):
+        stop_process(self.proc)
+
+    def restart_apiserver(self):
+        """The same API server again: same port, certificate and etcd."""
+        self.proc = self.spawn(self.port, self.cert_dir, self.log_path)
+        self.wait_ready(self.proc, self.url)
+
+    def second_apiserver(self):
+        """Another API server on the same etcd (an HA control plane's
+        second member); returns (process, url, CA file)."""
+        port = free_port()
+        cert_dir = os.path.join(self.tmp, "certs-2")
+        proc = self.spawn(port, cert_dir, os.path.join(self.tmp, "kube-apiserver-2.log"))
+        url = "https://127.0.0.1:%d" % port
+        ca = os.path.join(cert_dir, "apiserver.crt")
+        wait_for(lambda: os.path.exists(ca), 30, "second API server's certificate")
+        self.wait_ready(proc, url, verify=ca)
+        return proc, url, ca
 
     def log_tail(self, n=3000):
         try:
@@ -342,13 +369,18 @@ class Kubelet(threading.Thread):
         while not self.stop_ev.is_set():
             try:
                 self.step()
+            except (requests.RequestException, ValueError):
+                pass  # the API server is away (a test restarts it)
             except Exception as e:  # noqa: BLE001 (reported by the test)
                 self.errors.append(repr(e))
             self.stop_ev.wait(self.period)
 
     def step(self):
         now = time.time()
-        for p in self.kube.pods():
+        r = self.kube.api("GET", "/api/v1/pods")
+        if not r.ok:
+            return  # starting or restarting
+        for p in r.json()["items"]:
             md, spec, st = p["metadata"], p["spec"], p.get("status", {})
             key = (md["namespace"], md["name"], md["uid"])
             if md.get("deletionTimestamp"):
