@@ -11,8 +11,8 @@
 #include "k8s/k8s.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
+#include "base/flags.h"
+#include "base/log.h"
 #include "cli/cli.h"
 #include "k8s/k8s_int.h"
 #include "starcloud/error.h"
@@ -35,179 +38,152 @@ double sc__k8s_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int64_t sc__k8s_wall(void)
+static int64_t wall_clock(void)
 {
 	return (int64_t)time(NULL);
 }
 
-void sc__k8s_log(sc_k8s_t *k, const char *level, const char *fmt, ...)
-{
-	char ts[48], line[2048];
-	va_list ap;
-	sc__k8s_microtime(ts, sizeof(ts));
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "%s %-5s k8s: %s\n", ts, level, line);
-	(void)k;
-}
-
 /* ---- options ------------------------------------------------------------ */
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: starcloud k8s [--kubeconfig FILE [--context NAME]] [options]\n"
-		"Schedules the pods of a Kubernetes cluster whose spec.schedulerName is ours,\n"
-		"with KAI's Queues and PodGroups (scheduling.run.ai). Without --kubeconfig or\n"
-		"--server it uses the in-cluster service account.\n"
-		"  --kubeconfig FILE       kubeconfig (token, token file or client certificate)\n"
-		"  --context NAME          its context (default: current-context)\n"
-		"  --server URL            API server, with --token-file FILE and --ca FILE\n"
-		"  --scheduler-name NAME   pods' spec.schedulerName to schedule (default starcloud)\n"
-		"  --default-queue NAME    queue of pods that name none (default \"default\")\n"
-		"  --config FILE           SchedulerConfig and Topology manifests\n"
-		"  --leader-elect          run as one of several replicas (Lease election)\n"
-		"  --lease-namespace NS    (default: the context's or service account's namespace)\n"
-		"  --lease-name NAME       (default starcloud-scheduler)\n"
-		"  --identity ID           (default HOSTNAME_PID)\n"
-		"  --lease-duration DUR    (default 15s)\n"
-		"  --renew-deadline DUR    stop writing this long after the last renewal\n"
-		"                          (default 10s, less than the lease duration)\n"
-		"  --retry-period DUR      lease read/renew period (default 2s)\n"
-		"  --period DUR            cycle period while pods wait (default 1s)\n"
-		"  --min-interval DUR      shortest time between cycles (default 100ms)\n"
-		"  --nominate-timeout DUR  wait for evicted pods to go before deciding again\n"
-		"                          (default 5m)\n"
-		"  --max-inflight N        concurrent API writes (default 64)\n"
-		"  --no-events             do not write Events\n"
-		"Durations take ms, s, m, h (250ms, 2s, 5m).\n");
-}
+#define OPTS sc_k8s_opts_t
 
-/* "250ms", "2s", "1.5m", "1h" -> seconds; strict: a number and a unit. */
-static int duration(const char *s, double *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (end == s || errno || !isfinite(v) || v < 0 || (s[0] < '0' || s[0] > '9'))
-		return SC_EINVAL;
-	double mul = strcmp(end, "ms") == 0 ? 0.001
-		     : strcmp(end, "s") == 0 ? 1
-		     : strcmp(end, "m") == 0 ? 60
-		     : strcmp(end, "h") == 0 ? 3600
-					     : -1;
-	if (mul < 0 || v * mul > 86400 * 7)
-		return SC_EINVAL;
-	*out = v * mul;
-	return 0;
-}
+static const sc_flag_t k8s_flags[] = {
+    {.kind = SC_FLAG_SECTION, .help = "The API server (default: the in-cluster service account)"},
+    {.name = "--kubeconfig",
+     SC_FLAG_AT(STR, OPTS, kubeconfig),
+     .meta = "FILE",
+     .help = "a kubeconfig with a token, a token file or a client certificate"},
+    {.name = "--context",
+     SC_FLAG_AT(STR, OPTS, context),
+     .meta = "NAME",
+     .help = "its context (default: current-context)"},
+    {.name = "--server",
+     SC_FLAG_AT(STR, OPTS, server),
+     .meta = "URL",
+     .help = "the API server (https), with --token-file and --ca"},
+    {.name = "--token-file",
+     SC_FLAG_AT(STR, OPTS, token_file),
+     .meta = "FILE",
+     .help = "bearer token, read again every minute (tokens rotate)"},
+    {.name = "--ca", SC_FLAG_AT(STR, OPTS, ca_file), .meta = "FILE", .help = "CA bundle (PEM)"},
+    {.kind = SC_FLAG_SECTION, .help = "Scheduling"},
+    {.name = "--scheduler-name",
+     SC_FLAG_AT(STR, OPTS, scheduler),
+     .meta = "NAME",
+     .def = "starcloud",
+     .help = "schedule the pods whose spec.schedulerName is this"},
+    {.name = "--default-queue",
+     SC_FLAG_AT(STR, OPTS, default_queue),
+     .meta = "NAME",
+     .def = "default",
+     .help = "queue of pods that name none (implicit when no Queue has the name)"},
+    {.name = "--config",
+     SC_FLAG_AT(STR, OPTS, config_file),
+     .meta = "FILE",
+     .help = "SchedulerConfig and Topology manifests (docs/MANIFESTS.md)"},
+    {.name = "--period",
+     SC_FLAG_AT(DURATION, OPTS, period_ms),
+     .min = 10,
+     .max = 3600e3,
+     .def = "1s",
+     .help = "cycle period while pods wait"},
+    {.name = "--min-interval",
+     SC_FLAG_AT(DURATION, OPTS, min_interval_ms),
+     .max = 60e3,
+     .def = "100ms",
+     .help = "shortest time between two cycles"},
+    {.name = "--nominate-timeout",
+     SC_FLAG_AT(DURATION, OPTS, nominate_timeout_ms),
+     .min = 1000,
+     .max = 86400e3,
+     .def = "5m",
+     .help = "how long a pipelined pod waits for its victims to go"},
+    {.name = "--max-inflight",
+     SC_FLAG_AT(INT, OPTS, max_inflight),
+     .min = 1,
+     .max = 1024,
+     .def = "64",
+     .help = "API writes in flight at once"},
+    {.name = "--no-events", SC_FLAG_AT(BOOL, OPTS, no_events), .help = "do not write Events"},
+    {.kind = SC_FLAG_SECTION, .help = "Leader election (several replicas, one writes)"},
+    {.name = "--leader-elect",
+     SC_FLAG_AT(BOOL, OPTS, leader_elect),
+     .help = "take part in the election on a coordination.k8s.io Lease"},
+    {.name = "--lease-namespace",
+     SC_FLAG_AT(STR, OPTS, lease_ns),
+     .meta = "NS",
+     .help = "the Lease's namespace (default: the kubeconfig's or service account's)"},
+    {.name = "--lease-name",
+     SC_FLAG_AT(STR, OPTS, lease_name),
+     .meta = "NAME",
+     .def = "starcloud-scheduler",
+     .help = "the Lease's name"},
+    {.name = "--identity",
+     SC_FLAG_AT(STR, OPTS, identity),
+     .meta = "ID",
+     .help = "this replica in the Lease (default HOSTNAME_PID)"},
+    {.name = "--lease-duration",
+     SC_FLAG_AT(DURATION, OPTS, lease_duration_ms),
+     .min = 1000,
+     .max = 600e3,
+     .def = "15s",
+     .help = "a standby takes over this long after the last renewal"},
+    {.name = "--renew-deadline",
+     SC_FLAG_AT(DURATION, OPTS, renew_deadline_ms),
+     .min = 500,
+     .max = 600e3,
+     .def = "10s",
+     .help = "the leader stops writing this long after its last renewal\n"
+             "(shorter than --lease-duration)"},
+    {.name = "--retry-period",
+     SC_FLAG_AT(DURATION, OPTS, retry_period_ms),
+     .min = 100,
+     .max = 60e3,
+     .def = "2s",
+     .help = "how often the Lease is read and renewed"},
+};
 
-static int bad_value(const char *flag, const char *v, const char *want)
+static const sc_command_t k8s_cmd = {
+    .name = "k8s",
+    .args = "[--kubeconfig FILE [--context NAME]] [options]",
+    .about = "Schedules the pods of a Kubernetes cluster whose spec.schedulerName is ours, with\n"
+             "KAI's Queues and PodGroups (scheduling.run.ai); docs/KUBERNETES.md.",
+    .footer = "Durations take ms, s, m, h (250ms, 2s, 5m).",
+    .flags = k8s_flags,
+    .nflags = sizeof(k8s_flags) / sizeof(k8s_flags[0]),
+};
+
+static int usage_error(const char *msg)
 {
-	fprintf(stderr, "starcloud k8s: %s: expected %s, got \"%s\"\n", flag, want, v);
+	fprintf(stderr, "starcloud k8s: %s\n", msg);
 	return SC_EXIT_USAGE;
 }
 
+/* Returns 0 to run, 1 after --help, or an exit status. */
 static int parse_opts(int argc, char **argv, sc_k8s_opts_t *o)
 {
-	static const struct {
-		const char *flag;
-		size_t off;
-	} strs[] = {
-		{"--kubeconfig", offsetof(sc_k8s_opts_t, kubeconfig)},
-		{"--context", offsetof(sc_k8s_opts_t, context)},
-		{"--server", offsetof(sc_k8s_opts_t, server)},
-		{"--token-file", offsetof(sc_k8s_opts_t, token_file)},
-		{"--ca", offsetof(sc_k8s_opts_t, ca_file)},
-		{"--scheduler-name", offsetof(sc_k8s_opts_t, scheduler)},
-		{"--default-queue", offsetof(sc_k8s_opts_t, default_queue)},
-		{"--config", offsetof(sc_k8s_opts_t, config_file)},
-		{"--lease-namespace", offsetof(sc_k8s_opts_t, lease_ns)},
-		{"--lease-name", offsetof(sc_k8s_opts_t, lease_name)},
-		{"--identity", offsetof(sc_k8s_opts_t, identity)},
-	};
-	static const struct {
-		const char *flag;
-		size_t off;
-		double min;
-	} durs[] = {
-		{"--lease-duration", offsetof(sc_k8s_opts_t, lease_duration), 1},
-		{"--renew-deadline", offsetof(sc_k8s_opts_t, renew_deadline), 0.5},
-		{"--retry-period", offsetof(sc_k8s_opts_t, retry_period), 0.1},
-		{"--period", offsetof(sc_k8s_opts_t, period), 0.01},
-		{"--min-interval", offsetof(sc_k8s_opts_t, min_interval), 0},
-		{"--nominate-timeout", offsetof(sc_k8s_opts_t, nominate_timeout), 1},
-	};
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
-		char name[64];
-		bool done = false;
-		int skip = 1; /* the value is the next argument */
-		if (eq) {
-			/* --flag=value, as a Deployment's args often have it */
-			snprintf(name, sizeof(name), "%.*s", (int)(eq - a), a);
-			a = name;
-			v = eq + 1;
-			skip = 0;
-		}
-		if (strcmp(a, "--leader-elect") == 0 && !eq) {
-			o->leader_elect = true;
-			continue;
-		}
-		if (strcmp(a, "--no-events") == 0 && !eq) {
-			o->events = false;
-			continue;
-		}
-		for (size_t k = 0; k < sizeof(strs) / sizeof(strs[0]) && !done; k++) {
-			if (strcmp(a, strs[k].flag) != 0)
-				continue;
-			if (!v || !*v)
-				return bad_value(a, v ? v : "", "a value");
-			*(const char **)((char *)o + strs[k].off) = v;
-			i += skip;
-			done = true;
-		}
-		for (size_t k = 0; k < sizeof(durs) / sizeof(durs[0]) && !done; k++) {
-			if (strcmp(a, durs[k].flag) != 0)
-				continue;
-			double d;
-			if (!v || duration(v, &d) < 0 || d < durs[k].min)
-				return bad_value(a, v ? v : "", "a duration such as 2s or 250ms");
-			*(double *)((char *)o + durs[k].off) = d;
-			i += skip;
-			done = true;
-		}
-		if (!done && strcmp(a, "--max-inflight") == 0) {
-			char *end;
-			long n = v ? strtol(v, &end, 10) : 0;
-			if (!v || *end || end == v || n < 1 || n > 1024)
-				return bad_value(a, v ? v : "", "a number from 1 to 1024");
-			o->max_inflight = (int)n;
-			i += skip;
-			done = true;
-		}
-		if (!done) {
-			fprintf(stderr, "starcloud k8s: unknown option \"%s\" (see --help)\n", a);
-			return SC_EXIT_USAGE;
-		}
-	}
-	if (o->leader_elect && o->renew_deadline >= o->lease_duration) {
-		fprintf(stderr, "starcloud k8s: --renew-deadline (%gs) must be shorter than "
-				"--lease-duration (%gs)\n",
-			o->renew_deadline, o->lease_duration);
+	memset(o, 0, sizeof(*o));
+	int rc = sc_flags_parse(&k8s_cmd, o, argc, argv, NULL);
+	if (rc == 1)
+		return 1;
+	if (rc < 0)
 		return SC_EXIT_USAGE;
-	}
-	if (o->kubeconfig && o->server) {
-		fprintf(stderr, "starcloud k8s: --kubeconfig and --server: give one of them\n");
-		return SC_EXIT_USAGE;
-	}
-	if ((o->token_file || o->ca_file) && !o->server) {
-		fprintf(stderr, "starcloud k8s: --token-file and --ca go with --server\n");
-		return SC_EXIT_USAGE;
-	}
-	return SC_EXIT_OK;
+	o->lease_duration = (double)o->lease_duration_ms / 1000;
+	o->renew_deadline = (double)o->renew_deadline_ms / 1000;
+	o->retry_period = (double)o->retry_period_ms / 1000;
+	o->period = (double)o->period_ms / 1000;
+	o->min_interval = (double)o->min_interval_ms / 1000;
+	o->nominate_timeout = (double)o->nominate_timeout_ms / 1000;
+	o->events = !o->no_events;
+	if (o->leader_elect && o->renew_deadline_ms >= o->lease_duration_ms)
+		return usage_error("--renew-deadline: must be shorter than --lease-duration");
+	if (o->kubeconfig && o->server)
+		return usage_error("--kubeconfig and --server: give one of them");
+	if ((o->token_file || o->ca_file) && !o->server)
+		return usage_error("--token-file and --ca go with --server");
+	if (o->context && !o->kubeconfig)
+		return usage_error("--context goes with --kubeconfig");
+	return 0;
 }
 
 /* ---- configuration ------------------------------------------------------ */
@@ -224,18 +200,18 @@ static int load_api_config(sc_k8s_t *k)
 			snprintf(err, sizeof(err), "--server: expected an https:// URL");
 			rc = SC_EINVAL;
 		}
-		k->cfg.server = strdup(k->o.server);
-		k->cfg.namespace = strdup("default");
+		k->cfg.server = sc_xstrdup(k->o.server);
+		k->cfg.namespace = sc_xstrdup("default");
 		if (rc == 0 && k->o.token_file) {
-			k->cfg.token_file = strdup(k->o.token_file);
+			k->cfg.token_file = sc_xstrdup(k->o.token_file);
 			rc = sc_kconfig_refresh_token(&k->cfg);
 			if (rc < 0)
 				snprintf(err, sizeof(err), "--token-file %s: %s", k->o.token_file,
-					 sc_strerror(rc));
+				         sc_strerror(rc));
 		}
 		if (rc >= 0 && k->o.ca_file)
 			rc = sc_kconfig_read_file(k->o.ca_file, &k->cfg.ca_pem, &k->cfg.ca_len, err,
-						  sizeof(err));
+			                          sizeof(err));
 	} else {
 		rc = sc_kconfig_in_cluster(NULL, &k->cfg, err, sizeof(err));
 	}
@@ -245,12 +221,12 @@ static int load_api_config(sc_k8s_t *k)
 	}
 	if (strncmp(k->cfg.server, "https://", 8) != 0) {
 		fprintf(stderr, "starcloud k8s: %s: the API server must be reached over https\n",
-			k->cfg.server);
+		        k->cfg.server);
 		return SC_EXIT_USAGE;
 	}
 	if (k->cfg.insecure)
-		sc__k8s_log(k, "warn", "insecure-skip-tls-verify: the API server's certificate is "
-				       "NOT checked");
+		sc_log_warn("insecure-skip-tls-verify: the API server's certificate is "
+		            "NOT checked");
 	sc_kconfig_tls(&k->cfg, &k->tls);
 	return SC_EXIT_OK;
 }
@@ -271,21 +247,23 @@ static int load_sched_config(sc_k8s_t *k)
 		return SC_EXIT_USAGE;
 	}
 	k->config_set = sc_manifest_set_new();
-	int rc = k->config_set ? sc_manifest_add_text(k->config_set, k->o.config_file, text, len, &me)
-			       : SC_ENOMEM;
+	int rc = k->config_set
+	             ? sc_manifest_add_text(k->config_set, k->o.config_file, text, len, &me)
+	             : SC_ENOMEM;
 	free(text);
 	if (rc >= 0 && (size_t)rc != sc_manifest_count(k->config_set, "SchedulerConfig") +
-					     sc_manifest_count(k->config_set, "Topology")) {
-		fprintf(stderr, "starcloud k8s: --config %s: only SchedulerConfig and Topology "
-				"objects belong here (nodes, queues and pods come from the API)\n",
-			k->o.config_file);
+	                                 sc_manifest_count(k->config_set, "Topology")) {
+		fprintf(stderr,
+		        "starcloud k8s: --config %s: only SchedulerConfig and Topology "
+		        "objects belong here (nodes, queues and pods come from the API)\n",
+		        k->o.config_file);
 		return SC_EXIT_USAGE;
 	}
 	if (rc >= 0)
 		rc = sc_manifest_snapshot(k->config_set, 0, &snap, &me);
 	if (rc < 0) {
 		fprintf(stderr, "starcloud k8s: --config: %s\n",
-			sc_manifest_error_format(&me, err, sizeof(err)));
+		        sc_manifest_error_format(&me, err, sizeof(err)));
 		return SC_EXIT_USAGE;
 	}
 	k->config = snap.config;
@@ -341,17 +319,17 @@ static void run_cycle(sc_k8s_t *k)
 	sc__kwriter_reconcile(k->writer);
 	sc_arena_reset(k->arena);
 	sc_kworld_opts_t wo = {
-		.scheduler = k->o.scheduler,
-		.default_queue = k->o.default_queue,
-		.config = &k->config,
-		.now = sc__k8s_wall(),
+	    .scheduler = k->o.scheduler,
+	    .default_queue = k->o.default_queue,
+	    .config = &k->config,
+	    .now = wall_clock(),
 	};
 	int rc = sc_kworld_build(k->arena, &k->cache, &k->local, &wo, &world);
 	if (rc == 0)
 		rc = sc_scheduler_run(k->sched, &world.snap, &d, msg, sizeof(msg));
 	if (rc < 0) {
-		sc__k8s_log(k, "error", "cycle failed: %s%s%s", sc_strerror(rc), msg[0] ? ": " : "",
-			    rc == SC_EINVAL ? msg : "");
+		sc_log_error("cycle failed: %s%s%s", sc_strerror(rc), msg[0] ? ": " : "",
+		             rc == SC_EINVAL ? msg : "");
 	} else {
 		sc__kwriter_apply(k->writer, &world, d);
 	}
@@ -386,24 +364,25 @@ static void token_cb(uv_timer_t *t)
 	sc_k8s_t *k = t->data;
 	int rc = sc_kconfig_refresh_token(&k->cfg);
 	if (rc == 1)
-		sc__k8s_log(k, "info", "token reloaded from %s", k->cfg.token_file);
+		sc_log_info("token reloaded from %s", k->cfg.token_file);
 	else if (rc < 0)
-		sc__k8s_log(k, "warn", "token file %s: %s; keeping the old token",
-			    k->cfg.token_file, sc_strerror(rc));
+		sc_log_warn("token file %s: %s; keeping the old token", k->cfg.token_file,
+		            sc_strerror(rc));
 }
 
 static void stats_cb(uv_timer_t *t)
 {
 	sc_k8s_t *k = t->data;
 	sc_k8s_stats_t *s = &k->st;
-	sc__k8s_log(k, "info",
-		    "%s; %zu pods, %zu nodes cached; cycles %lu (last %.3f s, max %.3f s); "
-		    "bound %lu (%lu refused), evicted %lu (%lu refused), conditions %lu, "
-		    "events %lu, relists %lu",
-		    k->stopping ? "stopped" : sc__k8s_may_write(k) ? "leading" : "standby",
-		    k->cache.pods.len,
-		    k->cache.nodes.len, s->cycles, s->cycle_last_s, s->cycle_max_s, s->bound,
-		    s->bind_failed, s->evicted, s->evict_failed, s->patched, s->events, s->relists);
+	sc_log_info("%s; %zu pods, %zu nodes cached; cycles %lu (last %.3f s, max %.3f s); "
+	            "bound %lu (%lu refused), evicted %lu (%lu refused), conditions %lu, "
+	            "events %lu, relists %lu",
+	            k->stopping            ? "stopped"
+	            : sc__k8s_may_write(k) ? "leading"
+	                                   : "standby",
+	            k->cache.pods.len, k->cache.nodes.len, s->cycles, s->cycle_last_s,
+	            s->cycle_max_s, s->bound, s->bind_failed, s->evicted, s->evict_failed,
+	            s->patched, s->events, s->relists);
 }
 
 static void on_closed_noop(uv_handle_t *h)
@@ -423,7 +402,7 @@ static void on_signal(uv_signal_t *s, int signum)
 		uv_stop(k->loop);
 		return;
 	}
-	sc__k8s_log(k, "info", "signal %d: stopping", signum);
+	sc_log_info("signal %d: stopping", signum);
 	k->stopping = true;
 	uv_timer_stop(&k->cycle_timer);
 	/* Giving the lease up lets a standby take over now rather than after
@@ -434,22 +413,6 @@ static void on_signal(uv_signal_t *s, int signum)
 
 /* ---- main --------------------------------------------------------------- */
 
-static void defaults(sc_k8s_opts_t *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->scheduler = "starcloud";
-	o->default_queue = "default";
-	o->lease_name = "starcloud-scheduler";
-	o->lease_duration = 15;
-	o->renew_deadline = 10;
-	o->retry_period = 2;
-	o->period = 1;
-	o->min_interval = 0.1;
-	o->nominate_timeout = 300;
-	o->max_inflight = 64;
-	o->events = true;
-}
-
 static void run(sc_k8s_t *k)
 {
 	uv_loop_t loop;
@@ -459,7 +422,7 @@ static void run(sc_k8s_t *k)
 	k->sched = sc_scheduler_new();
 	k->arena = sc_arena_new(1 << 20);
 	if (!k->http || !k->sched || !k->arena)
-		abort();
+		sc_oom();
 	sc_httpc_set_max_host_connections(k->http, 16);
 	k->writer = sc__kwriter_new(k);
 	uv_timer_init(&loop, &k->cycle_timer);
@@ -482,8 +445,8 @@ static void run(sc_k8s_t *k)
 	}
 	if (k->o.leader_elect)
 		sc__kelect_start(k);
-	sc__k8s_log(k, "info", "scheduling pods with schedulerName %s on %s%s", k->o.scheduler,
-		    k->cfg.server, k->o.leader_elect ? " (leader election on)" : "");
+	sc_log_info("scheduling pods with schedulerName %s on %s%s", k->o.scheduler, k->cfg.server,
+	            k->o.leader_elect ? " (leader election on)" : "");
 	uv_run(&loop, UV_RUN_DEFAULT);
 
 	stats_cb(&k->stats_timer);
@@ -504,16 +467,14 @@ static void run(sc_k8s_t *k)
 
 int sc_k8s_main(int argc, char **argv)
 {
-	if (sc__cli_wants_help(argc, argv)) {
-		usage(stdout);
+	sc_k8s_t *k = sc_xcalloc(1, sizeof(*k));
+	char ident[300];
+	sc_log_open("k8s");
+	int rc = parse_opts(argc, argv, &k->o);
+	if (rc == 1) {
+		free(k);
 		return SC_EXIT_OK;
 	}
-	sc_k8s_t *k = calloc(1, sizeof(*k));
-	char ident[300];
-	if (!k)
-		return SC_EXIT_FAIL;
-	defaults(&k->o);
-	int rc = parse_opts(argc, argv, &k->o);
 	if (rc == SC_EXIT_OK)
 		rc = load_api_config(k);
 	if (rc == SC_EXIT_OK)

@@ -22,23 +22,27 @@
 #include "starcloud/core.h"
 
 typedef struct sc_k8s_opts {
-	const char *kubeconfig;    /* NULL: flags, then in-cluster */
+	const char *kubeconfig; /* NULL: flags, then in-cluster */
 	const char *context;
-	const char *server;        /* --server (with --token-file / --ca) */
+	const char *server; /* --server (with --token-file / --ca) */
 	const char *token_file;
 	const char *ca_file;
 	const char *scheduler;     /* spec.schedulerName; default "starcloud" */
 	const char *default_queue; /* default "default" */
 	const char *config_file;   /* SchedulerConfig / Topology manifests */
-	bool leader_elect;
+	int leader_elect;
 	const char *lease_ns, *lease_name, *identity;
-	double lease_duration, renew_deadline, retry_period; /* seconds */
-	double period;             /* longest time between cycles with work */
-	double min_interval;       /* shortest time between two cycles */
-	double nominate_timeout;   /* give up waiting for victims */
-	int max_inflight;          /* concurrent writes */
-	bool events;               /* write Events */
-	bool allow_http;           /* plain-http API server (tests, never default) */
+	int max_inflight; /* concurrent writes */
+	int no_events;
+	/* As the flags give them (milliseconds)... */
+	uint64_t lease_duration_ms, renew_deadline_ms, retry_period_ms;
+	uint64_t period_ms, min_interval_ms, nominate_timeout_ms;
+	/* ...and as the code uses them (seconds). */
+	double lease_duration, renew_deadline, retry_period;
+	double period;           /* longest time between cycles with work */
+	double min_interval;     /* shortest time between two cycles */
+	double nominate_timeout; /* give up waiting for victims */
+	bool events;             /* write Events */
 } sc_k8s_opts_t;
 
 typedef struct sc_kwatch sc_kwatch_t;
@@ -55,9 +59,9 @@ typedef struct sc_k8s sc_k8s_t;
 /* Leader election's request state (kelect.c). */
 typedef struct sc_kelect {
 	bool busy;
-	bool release;           /* giving the lease up on shutdown */
+	bool release; /* giving the lease up on shutdown */
 	double sent_at;
-	sc_klease_rec_t rec;    /* the Lease as last read or written */
+	sc_klease_rec_t rec; /* the Lease as last read or written */
 	void (*released)(sc_k8s_t *k);
 } sc_kelect_t;
 
@@ -67,11 +71,11 @@ struct sc_k8s {
 	sc_httpc_t *http;
 	sc_kconfig_t cfg;
 	sc_httpc_tls_t tls;
-	sc_config_t config;           /* core configuration (defaults + --config) */
+	sc_config_t config;            /* core configuration (defaults + --config) */
 	sc_manifest_set_t *config_set; /* owns config's strings */
 	sc_kcache_t cache;
-	sc_kmap_t local;              /* pod key -> sc_klocal_t */
-	sc_kmap_t explained;          /* pod key -> last condition message sent */
+	sc_kmap_t local;     /* pod key -> sc_klocal_t */
+	sc_kmap_t explained; /* pod key -> last condition message sent */
 	sc_kwatch_t *watch[SC_KK_COUNT];
 	sc_klease_t lease;
 	sc_kelect_t el;
@@ -80,18 +84,15 @@ struct sc_k8s {
 	sc_arena_t *arena;
 	uv_timer_t cycle_timer, lease_timer, token_timer, stats_timer;
 	uv_signal_t sigterm, sigint;
-	bool dirty;                   /* something changed since the last cycle */
-	double last_cycle;            /* monotonic end of the last cycle */
+	bool dirty;        /* something changed since the last cycle */
+	double last_cycle; /* monotonic end of the last cycle */
 	bool stopping;
 	int exit_code;
 	sc_k8s_stats_t st;
 };
 
 /* ---- k8s.c ---- */
-double sc__k8s_now(void);      /* monotonic seconds */
-int64_t sc__k8s_wall(void);    /* wall clock, seconds */
-void sc__k8s_log(sc_k8s_t *k, const char *level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+double sc__k8s_now(void); /* monotonic seconds */
 /* Something changed: run a cycle soon (at most every min_interval). */
 void sc__k8s_kick(sc_k8s_t *k);
 /* True while this replica may write (leading, lease not expired). */
@@ -102,14 +103,16 @@ bool sc__k8s_may_write(sc_k8s_t *k);
  * ctype NULL means JSON. The response is buffered up to max_body (0 =
  * 4 MiB) unless on_data is set (a stream). NULL when it cannot start. */
 sc_httpc_req_t *sc__k8s_request(sc_k8s_t *k, const char *method, const char *path,
-				const char *ctype, const char *body, size_t len, long timeout_ms,
-				size_t max_body, sc_httpc_data_fn on_data, sc_httpc_done_fn done,
-				void *ud);
+                                const char *ctype, const char *body, size_t len, long timeout_ms,
+                                size_t max_body, sc_httpc_data_fn on_data, sc_httpc_done_fn done,
+                                void *ud);
 /* A Status answer's message ("pods \"x\" not found"), or the start of the
  * body, in buf. */
 const char *sc__k8s_status_msg(const char *body, size_t len, char *buf, size_t size);
-/* RFC 3339 with microseconds (Kubernetes MicroTime) of the wall clock. */
+/* The wall clock in RFC 3339: with microseconds (Kubernetes MicroTime,
+ * for Leases) or in whole seconds (Time, for conditions and Events). */
 void sc__k8s_microtime(char *buf, size_t size);
+void sc__k8s_time(char *buf, size_t size);
 /* Percent-encodes s for a URL query or path segment. */
 void sc__k8s_escape(const char *s, char *buf, size_t size);
 
@@ -140,8 +143,6 @@ void sc__kwriter_reconcile(sc_kwriter_t *w);
 void sc__klocal_clear(sc_k8s_t *k);
 /* Leadership lost: drops every queued write and the local state. */
 void sc__kwriter_drop(sc_kwriter_t *w);
-/* Writes queued or in flight. */
-size_t sc__kwriter_busy(const sc_kwriter_t *w);
 /* Nominations waiting for their nodes. */
 size_t sc__kwriter_nominated(const sc_kwriter_t *w);
 

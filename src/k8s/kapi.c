@@ -11,32 +11,32 @@
 #define MAX_URL 4096
 
 sc_httpc_req_t *sc__k8s_request(sc_k8s_t *k, const char *method, const char *path,
-				const char *ctype, const char *body, size_t len, long timeout_ms,
-				size_t max_body, sc_httpc_data_fn on_data, sc_httpc_done_fn done,
-				void *ud)
+                                const char *ctype, const char *body, size_t len, long timeout_ms,
+                                size_t max_body, sc_httpc_data_fn on_data, sc_httpc_done_fn done,
+                                void *ud)
 {
 	char url[MAX_URL];
 	if ((size_t)snprintf(url, sizeof(url), "%s%s", k->cfg.server, path) >= sizeof(url))
 		return NULL;
 	sc_httpc_opts_t o = {
-		.method = method,
-		.url = url,
-		.token = k->cfg.token,
-		.body = body,
-		.body_len = len,
-		.content_type = ctype,
-		.accept = "application/json",
-		.tls = &k->tls,
-		/* Writes share one HTTP/2 connection as streams instead of
-		 * opening one connection each (the API server allows 250
-		 * streams per connection by default). */
-		.multiplex = !on_data,
-		.timeout_ms = timeout_ms,
-		.connect_timeout_ms = 5000,
-		.max_body = max_body,
-		.on_data = on_data,
-		.done = done,
-		.ud = ud,
+	    .method = method,
+	    .url = url,
+	    .token = k->cfg.token,
+	    .body = body,
+	    .body_len = len,
+	    .content_type = ctype,
+	    .accept = "application/json",
+	    .tls = &k->tls,
+	    /* Writes share one HTTP/2 connection as streams instead of
+	     * opening one connection each (the API server allows 250
+	     * streams per connection by default). */
+	    .multiplex = !on_data,
+	    .timeout_ms = timeout_ms,
+	    .connect_timeout_ms = 5000,
+	    .max_body = max_body,
+	    .on_data = on_data,
+	    .done = done,
+	    .ud = ud,
 	};
 	return sc_httpc_start(k->http, &o);
 }
@@ -63,6 +63,14 @@ void sc__k8s_microtime(char *buf, size_t size)
 	char s[32];
 	strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(buf, size, "%s.%06ldZ", s, (long)tv.tv_usec);
+}
+
+void sc__k8s_time(char *buf, size_t size)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
 void sc__k8s_escape(const char *s, char *buf, size_t size)

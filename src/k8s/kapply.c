@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/log.h"
 #include "k8s/k8s_int.h"
 #include "starcloud/error.h"
 #include "starcloud/manifest.h"
@@ -67,9 +69,7 @@ struct sc_kwriter {
 
 static char *xstrdup(const char *s)
 {
-	char *d = strdup(s ? s : "");
-	if (!d)
-		abort();
+	char *d = sc_xstrdup(s ? s : "");
 	return d;
 }
 
@@ -117,7 +117,7 @@ static void clear(oq_t *q)
 
 static void pump(sc_kwriter_t *w);
 static void event(sc_kwriter_t *w, const char *key, const char *uid, const char *type,
-		  const char *reason, const char *msg);
+                  const char *reason, const char *msg);
 
 static sc_klocal_t *local_of(sc_k8s_t *k, const char *key, const char *uid)
 {
@@ -149,9 +149,7 @@ static void explained_drop(sc_k8s_t *k, const char *key)
 static void drop_nominations(sc_k8s_t *k)
 {
 	size_t n = 0;
-	sc_klocal_t **all = calloc(k->local.len + 1, sizeof(*all));
-	if (!all)
-		abort();
+	sc_klocal_t **all = sc_xcalloc(k->local.len + 1, sizeof(*all));
 	for (sc_kmap_iter_t it = {0}; sc_kmap_next(&k->local, &it);)
 		if (((sc_klocal_t *)it.val)->kind == SC_KL_NOMINATED)
 			all[n++] = it.val;
@@ -199,10 +197,10 @@ static void op_done(int status, const char *body, size_t len, void *ud)
 		 * the first ones are logged, then one in a hundred. */
 		unsigned long nf = k->st.bind_failed + k->st.evict_failed;
 		if (nf <= 20 || nf % 100 == 0)
-			sc__k8s_log(k, "warn", "%s %s refused: %s",
-				    op->type == OP_BIND ? "binding" : "eviction", op->key,
-				    status < 0 ? sc_strerror(status)
-					       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
+			sc_log_warn("%s %s refused: %s",
+			            op->type == OP_BIND ? "binding" : "eviction", op->key,
+			            status < 0 ? sc_strerror(status)
+			                       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
 		if (l)
 			local_drop(k, op->key);
 		/* A refused eviction leaves its victim running: nominations
@@ -215,9 +213,9 @@ static void op_done(int status, const char *body, size_t len, void *ud)
 		if (ok)
 			k->st.patched++;
 		else if (status != 404 && w->warned++ < 20)
-			sc__k8s_log(k, "warn", "condition of %s: %s", op->key,
-				    status < 0 ? sc_strerror(status)
-					       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
+			sc_log_warn("condition of %s: %s", op->key,
+			            status < 0 ? sc_strerror(status)
+			                       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
 		if (!ok) /* try again next cycle */
 			explained_drop(k, op->key);
 		break;
@@ -240,10 +238,10 @@ static void pump(sc_kwriter_t *w)
 		}
 		kop_t *op = pop(w->hi.n ? &w->hi : &w->lo);
 		sc_httpc_req_t *r = sc__k8s_request(k, op->type == OP_STATUS ? "PATCH" : "POST",
-						    op->path, op->ctype, op->body, strlen(op->body),
-						    WRITE_TIMEOUT, 0, NULL, op_done, op);
+		                                    op->path, op->ctype, op->body, strlen(op->body),
+		                                    WRITE_TIMEOUT, 0, NULL, op_done, op);
 		if (!r) {
-			sc__k8s_log(k, "error", "cannot start a request for %s", op->key);
+			sc_log_error("cannot start a request for %s", op->key);
 			local_drop(k, op->key);
 			op_free(op);
 			continue;
@@ -255,11 +253,9 @@ static void pump(sc_kwriter_t *w)
 }
 
 static kop_t *enqueue(sc_kwriter_t *w, int type, const char *key, const char *uid, char *path,
-		      json_t *body, const char *ctype)
+                      json_t *body, const char *ctype)
 {
-	kop_t *op = calloc(1, sizeof(*op));
-	if (!op)
-		abort();
+	kop_t *op = sc_xcalloc(1, sizeof(*op));
 	op->w = w;
 	op->type = type;
 	op->key = xstrdup(key);
@@ -268,8 +264,6 @@ static kop_t *enqueue(sc_kwriter_t *w, int type, const char *key, const char *ui
 	op->body = json_dumps(body, JSON_COMPACT);
 	op->ctype = ctype;
 	json_decref(body);
-	if (!op->body || !op->path)
-		abort();
 	push(type <= OP_EVICT ? &w->hi : &w->lo, op);
 	return op;
 }
@@ -278,15 +272,15 @@ static char *pod_path(const sc_kpod_t *p, const char *sub)
 {
 	char *s;
 	if (asprintf(&s, "/api/v1/namespaces/%s/pods/%s%s%s", p->ns, p->name, sub ? "/" : "",
-		     sub ? sub : "") < 0)
-		abort();
+	             sub ? sub : "") < 0)
+		sc_oom();
 	return s;
 }
 
 /* ---- writes ------------------------------------------------------------- */
 
 static void event(sc_kwriter_t *w, const char *key, const char *uid, const char *type,
-		  const char *reason, const char *msg)
+                  const char *reason, const char *msg)
 {
 	sc_k8s_t *k = w->k;
 	char now[48], gen[300], ns[256], *path;
@@ -296,19 +290,18 @@ static void event(sc_kwriter_t *w, const char *key, const char *uid, const char 
 	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
 	const char *name = slash + 1;
 	snprintf(gen, sizeof(gen), "%.240s.", name);
-	sc__k8s_microtime(now, sizeof(now));
-	now[19] = '\0'; /* Events take seconds */
-	strcat(now, "Z");
-	json_t *ev = json_pack(
-		"{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s%,s:s,s:{s:s},s:s,s:s,s:i,s:s,s:s}",
-		"apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen,
-		"namespace", ns, "involvedObject", "apiVersion", "v1", "kind", "Pod",
-		"namespace", ns, "name", name, "uid", uid ? uid : "", "reason", reason,
-		"message", msg, strnlen(msg, MAX_MSG), "type", type, "source", "component",
-		k->o.scheduler, "firstTimestamp", now, "lastTimestamp", now, "count", 1,
-		"reportingComponent", k->o.scheduler, "reportingInstance", k->o.identity);
+	sc__k8s_time(now, sizeof(now));
+	json_t *ev =
+	    json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s%,s:s,s:{s:s},s:s,s:s,s:"
+	              "i,s:s,s:s}",
+	              "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen,
+	              "namespace", ns, "involvedObject", "apiVersion", "v1", "kind", "Pod",
+	              "namespace", ns, "name", name, "uid", uid ? uid : "", "reason", reason,
+	              "message", msg, strnlen(msg, MAX_MSG), "type", type, "source", "component",
+	              k->o.scheduler, "firstTimestamp", now, "lastTimestamp", now, "count", 1,
+	              "reportingComponent", k->o.scheduler, "reportingInstance", k->o.identity);
 	if (asprintf(&path, "/api/v1/namespaces/%s/events", ns) < 0)
-		abort();
+		sc_oom();
 	enqueue(w, OP_EVENT, key, uid, path, ev, NULL);
 }
 
@@ -327,21 +320,21 @@ static void send_binding(sc_kwriter_t *w, const sc_kpod_t *p, const sc_klocal_t 
 		json_object_set_new(ann, SC_K8S_ANN_SHARE, json_string(share));
 	}
 	json_t *b = json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:o},s:{s:s,s:s,s:s}}", "apiVersion", "v1",
-			      "kind", "Binding", "metadata", "name", p->name, "namespace", p->ns,
-			      "uid", p->uid ? p->uid : "", "annotations", ann, "target",
-			      "apiVersion", "v1", "kind", "Node", "name", l->node);
+	                      "kind", "Binding", "metadata", "name", p->name, "namespace", p->ns,
+	                      "uid", p->uid ? p->uid : "", "annotations", ann, "target",
+	                      "apiVersion", "v1", "kind", "Node", "name", l->node);
 	kop_t *op = enqueue(w, OP_BIND, p->key, p->uid, pod_path(p, "binding"), b, NULL);
 	op->ev_type = "Normal";
 	op->ev_reason = "Scheduled";
 	if (asprintf(&op->ev_msg, "Successfully assigned %s to %s", p->key, l->node) < 0)
-		abort();
+		sc_oom();
 }
 
 static kop_t *send_eviction(sc_kwriter_t *w, const sc_kpod_t *p)
 {
 	json_t *e = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:{s:s}}}", "apiVersion", "policy/v1beta1",
-			      "kind", "Eviction", "metadata", "name", p->name, "namespace", p->ns,
-			      "deleteOptions", "preconditions", "uid", p->uid ? p->uid : "");
+	                      "kind", "Eviction", "metadata", "name", p->name, "namespace", p->ns,
+	                      "deleteOptions", "preconditions", "uid", p->uid ? p->uid : "");
 	return enqueue(w, OP_EVICT, p->key, p->uid, pod_path(p, "eviction"), e, NULL);
 }
 
@@ -357,23 +350,19 @@ static void explain(sc_kwriter_t *w, const sc_kpod_t *p, const char *reason)
 	if (e && strcmp(e->msg, msg) == 0)
 		return;
 	if (!e) {
-		e = calloc(1, sizeof(*e));
-		if (!e)
-			abort();
+		e = sc_xcalloc(1, sizeof(*e));
 		e->key = xstrdup(p->key);
 		sc_kmap_put(&k->explained, e->key, e);
 	}
 	free(e->msg);
 	e->msg = xstrdup(msg);
 	char now[48];
-	sc__k8s_microtime(now, sizeof(now));
-	now[19] = '\0';
-	strcat(now, "Z");
+	sc__k8s_time(now, sizeof(now));
 	json_t *patch = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
-				  "PodScheduled", "status", "False", "reason", "Unschedulable",
-				  "message", msg, "lastTransitionTime", now);
+	                          "PodScheduled", "status", "False", "reason", "Unschedulable",
+	                          "message", msg, "lastTransitionTime", now);
 	kop_t *op = enqueue(w, OP_STATUS, p->key, p->uid, pod_path(p, "status"), patch,
-			    "application/strategic-merge-patch+json");
+	                    "application/strategic-merge-patch+json");
 	op->ev_type = "Warning";
 	op->ev_reason = "FailedScheduling";
 	op->ev_msg = xstrdup(msg);
@@ -390,7 +379,7 @@ static bool evicted_now(const sc_decisions_t *d, const char *pod)
 }
 
 static void apply_binding(sc_kwriter_t *w, const sc_kworld_t *world, const sc_decisions_t *d,
-			  const sc_binding_t *b)
+                          const sc_binding_t *b)
 {
 	sc_k8s_t *k = w->k;
 	sc_kpod_t *p = sc_kworld_pod(world, b->pod);
@@ -399,9 +388,7 @@ static void apply_binding(sc_kwriter_t *w, const sc_kworld_t *world, const sc_de
 	/* Moved by consolidation: its eviction is the whole move here. */
 	if (d->nevictions && evicted_now(d, b->pod))
 		return;
-	sc_klocal_t *l = calloc(1, sizeof(*l));
-	if (!l)
-		abort();
+	sc_klocal_t *l = sc_xcalloc(1, sizeof(*l));
 	l->key = xstrdup(p->key);
 	l->uid = xstrdup(p->uid);
 	l->node = xstrdup(b->node);
@@ -421,9 +408,7 @@ static void apply_eviction(sc_kwriter_t *w, const sc_kworld_t *world, const sc_e
 	sc_kpod_t *p = sc_kworld_pod(world, e->pod);
 	if (world->foreign[e->job] || !p || p->deleting)
 		return;
-	sc_klocal_t *l = calloc(1, sizeof(*l));
-	if (!l)
-		abort();
+	sc_klocal_t *l = sc_xcalloc(1, sizeof(*l));
 	l->key = xstrdup(p->key);
 	l->uid = xstrdup(p->uid);
 	l->kind = SC_KL_EVICTING;
@@ -433,9 +418,9 @@ static void apply_eviction(sc_kwriter_t *w, const sc_kworld_t *world, const sc_e
 	op->ev_type = "Warning";
 	op->ev_reason = e->action == SC_ACT_PREEMPT ? "Preempted" : "Evicted";
 	if (asprintf(&op->ev_msg, "evicted from %s by %s%s%s: %s", e->node ? e->node : "?",
-		     sc_eviction_action_name(e->action), e->by ? " for " : "", e->by ? e->by : "",
-		     e->reason ? e->reason : "") < 0)
-		abort();
+	             sc_eviction_action_name(e->action), e->by ? " for " : "", e->by ? e->by : "",
+	             e->reason ? e->reason : "") < 0)
+		sc_oom();
 }
 
 void sc__kwriter_apply(sc_kwriter_t *w, const sc_kworld_t *world, const sc_decisions_t *d)
@@ -467,8 +452,8 @@ void sc__kwriter_apply(sc_kwriter_t *w, const sc_kworld_t *world, const sc_decis
  * every pod bound there that has not finished (terminating ones too), plus
  * our bindings the watch has not shown yet. */
 typedef struct node_use {
-	char *key;       /* owned; first: kmap keys are borrowed from values */
-	bool busy;       /* a pod there is terminating or being evicted */
+	char *key; /* owned; first: kmap keys are borrowed from values */
+	bool busy; /* a pod there is terminating or being evicted */
 	int64_t cpu, mem, gpu_milli;
 } node_use_t;
 
@@ -485,9 +470,7 @@ static node_use_t *use_of(sc_kmap_t *m, const char *node)
 {
 	node_use_t *u = sc_kmap_get(m, node);
 	if (!u) {
-		u = calloc(1, sizeof(*u));
-		if (!u)
-			abort();
+		u = sc_xcalloc(1, sizeof(*u));
 		u->key = xstrdup(node);
 		sc_kmap_put(m, u->key, u);
 	}
@@ -536,9 +519,7 @@ void sc__kwriter_reconcile(sc_kwriter_t *w)
 	double now = sc__k8s_now();
 	size_t n = 0;
 	bool have_nominated = false;
-	sc_klocal_t **all = calloc(k->local.len + 1, sizeof(*all));
-	if (!all)
-		abort();
+	sc_klocal_t **all = sc_xcalloc(k->local.len + 1, sizeof(*all));
 	for (sc_kmap_iter_t it = {0}; sc_kmap_next(&k->local, &it);) {
 		all[n++] = it.val;
 		have_nominated |= ((sc_klocal_t *)it.val)->kind == SC_KL_NOMINATED;
@@ -559,8 +540,9 @@ void sc__kwriter_reconcile(sc_kwriter_t *w)
 			node_use_t *u = use_of(&use, l->node);
 			drop = p->node || p->deleting;
 			if (!drop && now - l->since > k->o.nominate_timeout) {
-				sc__k8s_log(k, "warn", "%s: node %s has not made room after %.0f s; "
-					    "deciding again", l->key, l->node, k->o.nominate_timeout);
+				sc_log_warn("%s: node %s has not made room after %.0f s; "
+				            "deciding again",
+				            l->key, l->node, k->o.nominate_timeout);
 				drop = true;
 			} else if (!drop && fits_now(k, u, p, l)) {
 				/* The victims are gone: bind, and count it so a
@@ -582,9 +564,7 @@ void sc__kwriter_reconcile(sc_kwriter_t *w)
 	sc_kmap_free(&use);
 	/* Explanations of pods that are gone or bound are not needed. */
 	n = 0;
-	explained_t **ex = calloc(k->explained.len + 1, sizeof(*ex));
-	if (!ex)
-		abort();
+	explained_t **ex = sc_xcalloc(k->explained.len + 1, sizeof(*ex));
 	for (sc_kmap_iter_t it = {0}; sc_kmap_next(&k->explained, &it);) {
 		sc_kpod_t *p = sc_kmap_get(&k->cache.pods, it.key);
 		if (!p || p->node)
@@ -614,12 +594,7 @@ void sc__kwriter_drop(sc_kwriter_t *w)
 	clear(&w->lo);
 	sc__klocal_clear(k);
 	if (dropped)
-		sc__k8s_log(k, "warn", "not the leader: %zu queued writes dropped", dropped);
-}
-
-size_t sc__kwriter_busy(const sc_kwriter_t *w)
-{
-	return w->inflight + w->hi.n + w->lo.n;
+		sc_log_warn("not the leader: %zu queued writes dropped", dropped);
 }
 
 size_t sc__kwriter_nominated(const sc_kwriter_t *w)
@@ -632,9 +607,7 @@ size_t sc__kwriter_nominated(const sc_kwriter_t *w)
 
 sc_kwriter_t *sc__kwriter_new(sc_k8s_t *k)
 {
-	sc_kwriter_t *w = calloc(1, sizeof(*w));
-	if (!w)
-		abort();
+	sc_kwriter_t *w = sc_xcalloc(1, sizeof(*w));
 	w->k = k;
 	return w;
 }

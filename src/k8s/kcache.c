@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "starcloud/error.h"
 
 typedef void *(*decode_fn)(json_t *);
@@ -13,11 +14,11 @@ static const struct {
 	decode_fn decode;
 	free_fn free;
 } kinds[SC_KK_COUNT] = {
-	[SC_KK_POD] = {(decode_fn)sc_kpod_decode, (free_fn)sc_kpod_free},
-	[SC_KK_NODE] = {(decode_fn)sc_knode_decode, (free_fn)sc_knode_free},
-	[SC_KK_QUEUE] = {(decode_fn)sc_kqueue_decode, (free_fn)sc_kqueue_free},
-	[SC_KK_GROUP] = {(decode_fn)sc_kgroup_decode, (free_fn)sc_kgroup_free},
-	[SC_KK_CLASS] = {(decode_fn)sc_kclass_decode, (free_fn)sc_kclass_free},
+    [SC_KK_POD] = {(decode_fn)sc_kpod_decode, (free_fn)sc_kpod_free},
+    [SC_KK_NODE] = {(decode_fn)sc_knode_decode, (free_fn)sc_knode_free},
+    [SC_KK_QUEUE] = {(decode_fn)sc_kqueue_decode, (free_fn)sc_kqueue_free},
+    [SC_KK_GROUP] = {(decode_fn)sc_kgroup_decode, (free_fn)sc_kgroup_free},
+    [SC_KK_CLASS] = {(decode_fn)sc_kclass_decode, (free_fn)sc_kclass_free},
 };
 
 /* Every cached struct starts with its key. */
@@ -31,7 +32,7 @@ void sc_kcache_init(sc_kcache_t *c)
 	memset(c, 0, sizeof(*c));
 }
 
-sc_kmap_t *sc_kcache_map(sc_kcache_t *c, int kind)
+static sc_kmap_t *kind_map(sc_kcache_t *c, int kind)
 {
 	switch (kind) {
 	case SC_KK_POD:
@@ -52,7 +53,7 @@ void sc_kcache_free(sc_kcache_t *c)
 	if (!c)
 		return;
 	for (int k = 0; k < SC_KK_COUNT; k++) {
-		sc_kmap_t *m = sc_kcache_map(c, k);
+		sc_kmap_t *m = kind_map(c, k);
 		for (sc_kmap_iter_t it = {0}; sc_kmap_next(m, &it);)
 			kinds[k].free(it.val);
 		sc_kmap_free(m);
@@ -62,7 +63,7 @@ void sc_kcache_free(sc_kcache_t *c)
 
 int sc_kcache_apply(sc_kcache_t *c, int kind, bool deleted, json_t *obj)
 {
-	sc_kmap_t *m = sc_kcache_map(c, kind);
+	sc_kmap_t *m = kind_map(c, kind);
 	void *o = kinds[kind].decode(obj);
 	if (!o)
 		return SC_EPARSE;
@@ -95,14 +96,12 @@ void sc_kcache_begin_list(sc_kcache_t *c, int kind)
 
 size_t sc_kcache_end_list(sc_kcache_t *c, int kind)
 {
-	sc_kmap_t *m = sc_kcache_map(c, kind);
+	sc_kmap_t *m = kind_map(c, kind);
 	size_t n = 0;
 	if (!c->listing[kind])
 		return 0;
 	/* Collect first: the map must not change while it is walked. */
-	void **gone = calloc(m->len + 1, sizeof(*gone));
-	if (!gone)
-		abort();
+	void **gone = sc_xcalloc(m->len + 1, sizeof(*gone));
 	for (sc_kmap_iter_t it = {0}; sc_kmap_next(m, &it);)
 		if (!sc_kmap_get(&c->seen[kind], it.key))
 			gone[n++] = it.val;

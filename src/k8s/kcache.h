@@ -22,14 +22,12 @@ typedef struct sc_kcache {
 	sc_kmap_t pods, nodes, queues, groups, classes;
 	sc_kmap_t seen[SC_KK_COUNT]; /* keys listed so far during a relist */
 	bool listing[SC_KK_COUNT];
-	unsigned long changes;       /* bumped on every change */
+	unsigned long changes; /* bumped on every change */
 } sc_kcache_t;
 
 void sc_kcache_init(sc_kcache_t *c);
 /* Frees every object; accepts NULL. */
 void sc_kcache_free(sc_kcache_t *c);
-/* The kind's map. */
-sc_kmap_t *sc_kcache_map(sc_kcache_t *c, int kind);
 
 /* Stores (or, with deleted, removes) obj of a kind, from a list or a watch
  * event. Returns 1 when stored or removed, 0 when there was nothing to
@@ -49,15 +47,15 @@ enum sc_klocal_kind {
 };
 
 typedef struct sc_klocal {
-	char *key;        /* pod key; owned */
-	char *uid;        /* the pod's uid when decided; owned */
-	int kind;         /* enum sc_klocal_kind */
-	char *node;       /* BINDING, NOMINATED; owned */
+	char *key;  /* pod key; owned */
+	char *uid;  /* the pod's uid when decided; owned */
+	int kind;   /* enum sc_klocal_kind */
+	char *node; /* BINDING, NOMINATED; owned */
 	int gpus[SC_K8S_MAX_GPUS];
 	int ngpus;
 	int share_milli;
-	double since;     /* monotonic seconds */
-	bool acked;       /* the API server accepted the request */
+	double since; /* monotonic seconds */
+	bool acked;   /* the API server accepted the request */
 } sc_klocal_t;
 
 void sc_klocal_free(sc_klocal_t *l);

@@ -9,13 +9,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/alloc.h"
 #include "base/yamljson.h"
 #include "starcloud/error.h"
 
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
 static int kc_fail(char *err, size_t errsz, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static int kc_fail(char *err, size_t errsz, int code, const char *fmt, ...)
 {
@@ -33,7 +34,7 @@ int sc_kconfig_read_file(const char *path, char **out, size_t *len, char *err, s
 		return kc_fail(err, errsz, SC_EIO, "%s: %s", path, strerror(errno));
 	/* Read one byte past the limit so an oversized file is noticed even
 	 * where stat has no size (a pipe). */
-	char *buf = malloc(SC_KCONFIG_MAX_FILE + 2);
+	char *buf = sc_xmalloc(SC_KCONFIG_MAX_FILE + 2);
 	if (!buf) {
 		fclose(f);
 		return kc_fail(err, errsz, SC_ENOMEM, "%s: out of memory", path);
@@ -48,7 +49,7 @@ int sc_kconfig_read_file(const char *path, char **out, size_t *len, char *err, s
 	if (n > SC_KCONFIG_MAX_FILE) {
 		free(buf);
 		return kc_fail(err, errsz, SC_ETOOBIG, "%s: larger than %u bytes", path,
-			    SC_KCONFIG_MAX_FILE);
+		               SC_KCONFIG_MAX_FILE);
 	}
 	buf[n] = '\0';
 	*out = buf;
@@ -67,7 +68,7 @@ static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 static int b64_decode(const char *s, char **out, size_t *n)
 {
 	size_t len = strlen(s), k = 0;
-	char *o = malloc(len / 4 * 3 + 4);
+	char *o = sc_xmalloc(len / 4 * 3 + 4);
 	uint32_t acc = 0;
 	int bits = 0;
 	if (!o)
@@ -98,7 +99,7 @@ static char *resolve(const char *dir, const char *p)
 {
 	char *out = NULL;
 	if (p[0] == '/' || !dir || !*dir)
-		return strdup(p);
+		return sc_xstrdup(p);
 	if (asprintf(&out, "%s/%s", dir, p) < 0)
 		return NULL;
 	return out;
@@ -129,7 +130,7 @@ static json_t *named(json_t *list, const char *name, const char *field)
 /* A string field that may be absent (*out NULL); present but not a
  * string is an error. */
 static int opt_str(json_t *o, const char *key, const char **out, const char *where, char *err,
-		   size_t errsz)
+                   size_t errsz)
 {
 	json_t *v = json_object_get(o, key);
 	*out = NULL;
@@ -143,7 +144,7 @@ static int opt_str(json_t *o, const char *key, const char **out, const char *whe
 
 /* Data that comes inline (base64, "-data") or from a file. */
 static int load_blob(json_t *o, const char *key, const char *dir, const char *where, char **out,
-		     size_t *len, char *err, size_t errsz)
+                     size_t *len, char *err, size_t errsz)
 {
 	char dkey[96], msg[512];
 	const char *data, *file;
@@ -154,7 +155,8 @@ static int load_blob(json_t *o, const char *key, const char *dir, const char *wh
 		return rc;
 	if (data) {
 		if (b64_decode(data, out, len) < 0)
-			return kc_fail(err, errsz, SC_EINVAL, "%s.%s: expected base64", where, dkey);
+			return kc_fail(err, errsz, SC_EINVAL, "%s.%s: expected base64", where,
+			               dkey);
 		return 1;
 	}
 	if (file) {
@@ -173,7 +175,7 @@ static int load_blob(json_t *o, const char *key, const char *dir, const char *wh
 /* ---- kubeconfig --------------------------------------------------------- */
 
 static int pick_context(json_t *doc, const char *context, json_t **ctx, const char **cname,
-			char *err, size_t errsz)
+                        char *err, size_t errsz)
 {
 	const char *cur = context;
 	int rc;
@@ -181,7 +183,7 @@ static int pick_context(json_t *doc, const char *context, json_t **ctx, const ch
 		return rc;
 	if (!cur || !*cur)
 		return kc_fail(err, errsz, SC_EINVAL,
-			    "current-context: not set (pass --context NAME)");
+		               "current-context: not set (pass --context NAME)");
 	*ctx = named(json_object_get(doc, "contexts"), cur, "context");
 	if (!json_is_object(*ctx))
 		return kc_fail(err, errsz, SC_EINVAL, "contexts: no context named \"%s\"", cur);
@@ -189,8 +191,8 @@ static int pick_context(json_t *doc, const char *context, json_t **ctx, const ch
 	return 0;
 }
 
-static int parse_cluster(json_t *cl, const char *dir, const char *where, sc_kconfig_t *c,
-			 char *err, size_t errsz)
+static int parse_cluster(json_t *cl, const char *dir, const char *where, sc_kconfig_t *c, char *err,
+                         size_t errsz)
 {
 	const char *server;
 	int rc;
@@ -199,9 +201,9 @@ static int parse_cluster(json_t *cl, const char *dir, const char *where, sc_kcon
 	if (!server || !*server)
 		return kc_fail(err, errsz, SC_EINVAL, "%s.server: missing", where);
 	if (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0)
-		return kc_fail(err, errsz, SC_EINVAL, "%s.server: expected an https:// URL, got \"%s\"",
-			    where, server);
-	c->server = strdup(server);
+		return kc_fail(err, errsz, SC_EINVAL,
+		               "%s.server: expected an https:// URL, got \"%s\"", where, server);
+	c->server = sc_xstrdup(server);
 	if (!c->server)
 		return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 	size_t n = strlen(c->server);
@@ -209,57 +211,61 @@ static int parse_cluster(json_t *cl, const char *dir, const char *where, sc_kcon
 		c->server[--n] = '\0';
 	json_t *ins = json_object_get(cl, "insecure-skip-tls-verify");
 	if (ins && !json_is_boolean(ins))
-		return kc_fail(err, errsz, SC_EINVAL, "%s.insecure-skip-tls-verify: expected true or false",
-			    where);
+		return kc_fail(err, errsz, SC_EINVAL,
+		               "%s.insecure-skip-tls-verify: expected true or false", where);
 	c->insecure = json_is_true(ins);
 	if (json_object_get(cl, "proxy-url"))
-		return kc_fail(err, errsz, SC_EINVAL, "%s.proxy-url: proxies are not supported", where);
+		return kc_fail(err, errsz, SC_EINVAL, "%s.proxy-url: proxies are not supported",
+		               where);
 	rc = load_blob(cl, "certificate-authority", dir, where, &c->ca_pem, &c->ca_len, err, errsz);
 	return rc < 0 ? rc : 0;
 }
 
 static int parse_user(json_t *u, const char *dir, const char *where, sc_kconfig_t *c, char *err,
-		      size_t errsz)
+                      size_t errsz)
 {
 	static const char *const refused[] = {"exec", "auth-provider", "password", "username",
-					      NULL};
+	                                      NULL};
 	const char *token, *tfile;
 	int rc;
 	for (size_t i = 0; refused[i]; i++)
 		if (json_object_get(u, refused[i]))
-			return kc_fail(err, errsz, SC_EINVAL,
-				    "%s.%s: not supported (use a token, a token file or a client "
-				    "certificate)",
-				    where, refused[i]);
+			return kc_fail(
+			    err, errsz, SC_EINVAL,
+			    "%s.%s: not supported (use a token, a token file or a client "
+			    "certificate)",
+			    where, refused[i]);
 	if ((rc = opt_str(u, "token", &token, where, err, errsz)) < 0 ||
 	    (rc = opt_str(u, "tokenFile", &tfile, where, err, errsz)) < 0)
 		return rc;
 	if (token && *token) {
-		if (!(c->token = strdup(token)))
+		if (!(c->token = sc_xstrdup(token)))
 			return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 	} else if (tfile && *tfile) {
 		if (!(c->token_file = resolve(dir, tfile)))
 			return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 		char msg[512];
-		if ((rc = sc_kconfig_read_file(c->token_file, &c->token, NULL, msg, sizeof(msg))) < 0)
+		if ((rc = sc_kconfig_read_file(c->token_file, &c->token, NULL, msg, sizeof(msg))) <
+		    0)
 			return kc_fail(err, errsz, rc, "%s.tokenFile: %s", where, msg);
 		chomp(c->token);
 	}
-	int hc = load_blob(u, "client-certificate", dir, where, &c->cert_pem, &c->cert_len, err,
-			   errsz);
+	int hc =
+	    load_blob(u, "client-certificate", dir, where, &c->cert_pem, &c->cert_len, err, errsz);
 	if (hc < 0)
 		return hc;
 	int hk = load_blob(u, "client-key", dir, where, &c->key_pem, &c->key_len, err, errsz);
 	if (hk < 0)
 		return hk;
 	if (hc != hk)
-		return kc_fail(err, errsz, SC_EINVAL, "%s.%s: missing (a client certificate needs its key)",
-			    where, hc ? "client-key" : "client-certificate");
+		return kc_fail(err, errsz, SC_EINVAL,
+		               "%s.%s: missing (a client certificate needs its key)", where,
+		               hc ? "client-key" : "client-certificate");
 	return 0;
 }
 
 int sc_kconfig_parse(const char *text, size_t len, const char *name, const char *dir,
-		     const char *context, sc_kconfig_t *out, char *err, size_t errsz)
+                     const char *context, sc_kconfig_t *out, char *err, size_t errsz)
 {
 	sc_yj_docs_t *docs = NULL;
 	sc_yj_error_t ye;
@@ -284,8 +290,9 @@ int sc_kconfig_parse(const char *text, size_t len, const char *name, const char 
 		goto failed;
 	json_t *cl = cluster ? named(json_object_get(doc, "clusters"), cluster, "cluster") : NULL;
 	if (!json_is_object(cl)) {
-		rc = kc_fail(msg, sizeof(msg), SC_EINVAL, "contexts[%s].context.cluster: no cluster named \"%s\"",
-			  cname, cluster ? cluster : "");
+		rc = kc_fail(msg, sizeof(msg), SC_EINVAL,
+		             "contexts[%s].context.cluster: no cluster named \"%s\"", cname,
+		             cluster ? cluster : "");
 		goto failed;
 	}
 	snprintf(where, sizeof(where), "clusters[%s].cluster", cluster);
@@ -294,15 +301,16 @@ int sc_kconfig_parse(const char *text, size_t len, const char *name, const char 
 	if (user) {
 		json_t *u = named(json_object_get(doc, "users"), user, "user");
 		if (!json_is_object(u)) {
-			rc = kc_fail(msg, sizeof(msg), SC_EINVAL,
-				  "contexts[%s].context.user: no user named \"%s\"", cname, user);
+			rc =
+			    kc_fail(msg, sizeof(msg), SC_EINVAL,
+			            "contexts[%s].context.user: no user named \"%s\"", cname, user);
 			goto failed;
 		}
 		snprintf(where, sizeof(where), "users[%s].user", user);
 		if ((rc = parse_user(u, dir, where, &c, msg, sizeof(msg))) < 0)
 			goto failed;
 	}
-	if (!(c.namespace = strdup(ns && *ns ? ns : "default"))) {
+	if (!(c.namespace = sc_xstrdup(ns && *ns ? ns : "default"))) {
 		rc = kc_fail(msg, sizeof(msg), SC_ENOMEM, "out of memory");
 		goto failed;
 	}
@@ -318,17 +326,14 @@ done:
 }
 
 int sc_kconfig_load(const char *path, const char *context, sc_kconfig_t *out, char *err,
-		    size_t errsz)
+                    size_t errsz)
 {
-	char *text = NULL, *dir = strdup(path);
+	char *text = NULL, *dir;
 	size_t len;
-	if (!dir)
-		return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
+	const char *slash = strrchr(path, '/');
+	dir = !slash          ? sc_xstrdup(".")
+	      : slash == path ? sc_xstrdup("/")
+	                      : sc_xstrndup(path, (size_t)(slash - path));
 	int rc = sc_kconfig_read_file(path, &text, &len, err, errsz);
 	if (rc == 0)
 		rc = sc_kconfig_parse(text, len, path, dir, context, out, err, errsz);
@@ -348,16 +353,16 @@ int sc_kconfig_in_cluster(const char *sa_dir, sc_kconfig_t *out, char *err, size
 		sa_dir = SA_DIR;
 	if (!host || !*host || !port || !*port)
 		return kc_fail(err, errsz, SC_EINVAL,
-			    "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set (pass "
-			    "--kubeconfig FILE)");
+		               "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set (pass "
+		               "--kubeconfig FILE)");
 	/* An IPv6 service address needs brackets in a URL. */
 	if (asprintf(&c.server, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host,
-		     port) < 0) {
+	             port) < 0) {
 		c.server = NULL;
 		return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 	}
 	snprintf(path, sizeof(path), "%s/token", sa_dir);
-	if (!(c.token_file = strdup(path)) ||
+	if (!(c.token_file = sc_xstrdup(path)) ||
 	    (rc = sc_kconfig_read_file(path, &c.token, NULL, msg, sizeof(msg))) < 0)
 		goto failed;
 	chomp(c.token);
@@ -367,7 +372,7 @@ int sc_kconfig_in_cluster(const char *sa_dir, sc_kconfig_t *out, char *err, size
 	snprintf(path, sizeof(path), "%s/namespace", sa_dir);
 	if (sc_kconfig_read_file(path, &c.namespace, NULL, msg, sizeof(msg)) == 0)
 		chomp(c.namespace);
-	else if (!(c.namespace = strdup("default"))) {
+	else if (!(c.namespace = sc_xstrdup("default"))) {
 		rc = SC_ENOMEM;
 		snprintf(msg, sizeof(msg), "out of memory");
 		goto failed;

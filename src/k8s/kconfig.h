@@ -30,24 +30,24 @@ typedef struct sc_kconfig {
 	char *token_file; /* where the token came from (re-read: tokens rotate) */
 	char *ca_pem;     /* CA bundle (PEM) or NULL for the system's */
 	size_t ca_len;
-	char *cert_pem;   /* client certificate and key (PEM), or NULL */
+	char *cert_pem; /* client certificate and key (PEM), or NULL */
 	size_t cert_len;
 	char *key_pem;
 	size_t key_len;
-	bool insecure;    /* insecure-skip-tls-verify: true */
-	char *namespace;  /* the context's (or service account's) namespace */
+	bool insecure;   /* insecure-skip-tls-verify: true */
+	char *namespace; /* the context's (or service account's) namespace */
 } sc_kconfig_t;
 
 /* Loads path, choosing context (NULL = current-context). Returns 0, or
  * SC_EIO (a file cannot be read), SC_EPARSE / SC_EINVAL (bad content) with
  * a message naming the file and field in err. *out is untouched on error. */
 int sc_kconfig_load(const char *path, const char *context, sc_kconfig_t *out, char *err,
-		    size_t errsz);
+                    size_t errsz);
 
 /* The same from text already read; dir (borrowed) resolves relative
  * paths. */
 int sc_kconfig_parse(const char *text, size_t len, const char *name, const char *dir,
-		     const char *context, sc_kconfig_t *out, char *err, size_t errsz);
+                     const char *context, sc_kconfig_t *out, char *err, size_t errsz);
 
 /* In-cluster: $KUBERNETES_SERVICE_HOST / _PORT and the service account's
  * token, ca.crt and namespace in sa_dir (NULL = the standard

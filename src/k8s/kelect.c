@@ -5,25 +5,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/log.h"
 #include "k8s/k8s_int.h"
 #include "starcloud/error.h"
 
 static void lease_path(sc_k8s_t *k, char *buf, size_t size, bool item)
 {
 	snprintf(buf, size, "/apis/coordination.k8s.io/v1/namespaces/%s/leases%s%s", k->o.lease_ns,
-		 item ? "/" : "", item ? k->o.lease_name : "");
+	         item ? "/" : "", item ? k->o.lease_name : "");
 }
 
 static void became(sc_k8s_t *k, bool was)
 {
 	bool now = k->lease.leading;
 	if (now && !was) {
-		sc__k8s_log(k, "info", "leading (lease %s/%s, identity %s)", k->o.lease_ns,
-			    k->o.lease_name, k->o.identity);
+		sc_log_info("leading (lease %s/%s, identity %s)", k->o.lease_ns, k->o.lease_name,
+		            k->o.identity);
 		sc__k8s_kick(k);
 	} else if (!now && was) {
-		sc__k8s_log(k, "warn", "lost the lease %s/%s: binding stops", k->o.lease_ns,
-			    k->o.lease_name);
+		sc_log_warn("lost the lease %s/%s: binding stops", k->o.lease_ns, k->o.lease_name);
 		sc__kwriter_drop(k->writer);
 	}
 }
@@ -47,9 +48,9 @@ static void write_done(int status, const char *body, size_t len, void *ud)
 		sc_klease_won(&k->lease, k->el.sent_at);
 	} else {
 		if (status != 409)
-			sc__k8s_log(k, "warn", "lease: %s",
-				    status < 0 ? sc_strerror(status)
-					       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
+			sc_log_warn("lease: %s",
+			            status < 0 ? sc_strerror(status)
+			                       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
 		/* A conflict means someone else wrote since we read: not ours. */
 		if (status == 409)
 			sc_klease_lost(&k->lease);
@@ -61,19 +62,17 @@ static void send_lease(sc_k8s_t *k, int action, const sc_klease_rec_t *rec, bool
 {
 	char path[512], now[48];
 	sc__k8s_microtime(now, sizeof(now));
-	json_t *b = sc_klease_body(&k->lease, rec, action, k->o.lease_ns, k->o.lease_name, now,
-				   release);
+	json_t *b =
+	    sc_klease_body(&k->lease, rec, action, k->o.lease_ns, k->o.lease_name, now, release);
 	char *body = json_dumps(b, JSON_COMPACT);
 	json_decref(b);
-	if (!body)
-		abort();
 	lease_path(k, path, sizeof(path), action != SC_KLEASE_CREATE);
 	k->el.busy = true;
 	k->el.release = release;
 	k->el.sent_at = sc__k8s_now();
 	long timeout = (long)(k->o.retry_period * 1000) + 1000;
 	if (!sc__k8s_request(k, action == SC_KLEASE_CREATE ? "POST" : "PUT", path, NULL, body,
-			     strlen(body), timeout, 0, NULL, write_done, k))
+	                     strlen(body), timeout, 0, NULL, write_done, k))
 		k->el.busy = false;
 	free(body);
 }
@@ -86,9 +85,9 @@ static void read_done(int status, const char *body, size_t len, void *ud)
 	if (k->stopping)
 		return;
 	if (status != 200 && status != 404) {
-		sc__k8s_log(k, "warn", "lease: read failed: %s",
-			    status < 0 ? sc_strerror(status)
-				       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
+		sc_log_warn("lease: read failed: %s",
+		            status < 0 ? sc_strerror(status)
+		                       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
 		return;
 	}
 	sc_klease_rec_t rec = {0};

@@ -70,8 +70,8 @@ bool sc_klease_valid(const sc_klease_t *l, double now)
 	return l->leading && now < l->valid_until;
 }
 
-json_t *sc_klease_body(const sc_klease_t *l, const sc_klease_rec_t *rec, int action,
-		       const char *ns, const char *name, const char *now, bool release)
+json_t *sc_klease_body(const sc_klease_t *l, const sc_klease_rec_t *rec, int action, const char *ns,
+                       const char *name, const char *now, bool release)
 {
 	json_t *md = json_pack("{s:s,s:s}", "name", name, "namespace", ns);
 	if (rec && rec->rv[0])
@@ -79,13 +79,12 @@ json_t *sc_klease_body(const sc_klease_t *l, const sc_klease_rec_t *rec, int act
 	int64_t transitions = rec ? rec->transitions : 0;
 	if (action == SC_KLEASE_TAKE)
 		transitions++;
-	const char *acquire = action == SC_KLEASE_RENEW && rec && rec->acquire[0] ? rec->acquire
-										     : now;
-	json_t *spec = json_pack("{s:s,s:I,s:s,s:s,s:I}", "holderIdentity",
-				 release ? "" : l->identity, "leaseDurationSeconds",
-				 (json_int_t)(release ? 1 : (int64_t)ceil(l->duration)), "acquireTime",
-				 acquire, "renewTime", now, "leaseTransitions",
-				 (json_int_t)transitions);
+	const char *acquire =
+	    action == SC_KLEASE_RENEW && rec && rec->acquire[0] ? rec->acquire : now;
+	json_t *spec = json_pack(
+	    "{s:s,s:I,s:s,s:s,s:I}", "holderIdentity", release ? "" : l->identity,
+	    "leaseDurationSeconds", (json_int_t)(release ? 1 : (int64_t)ceil(l->duration)),
+	    "acquireTime", acquire, "renewTime", now, "leaseTransitions", (json_int_t)transitions);
 	return json_pack("{s:s,s:s,s:o,s:o}", "apiVersion", "coordination.k8s.io/v1", "kind",
-			 "Lease", "metadata", md, "spec", spec);
+	                 "Lease", "metadata", md, "spec", spec);
 }

@@ -31,11 +31,11 @@
 typedef struct sc_klease_rec {
 	bool exists;
 	char holder[256];
-	int64_t duration;   /* leaseDurationSeconds, 0 when absent */
-	char renew[48];     /* renewTime as written (compared, never parsed) */
+	int64_t duration; /* leaseDurationSeconds, 0 when absent */
+	char renew[48];   /* renewTime as written (compared, never parsed) */
 	char acquire[48];
 	int64_t transitions;
-	char rv[64];        /* metadata.resourceVersion */
+	char rv[64]; /* metadata.resourceVersion */
 } sc_klease_rec_t;
 
 enum sc_klease_action { SC_KLEASE_WAIT = 0, SC_KLEASE_CREATE, SC_KLEASE_RENEW, SC_KLEASE_TAKE };
@@ -45,10 +45,10 @@ typedef struct sc_klease {
 	double duration;       /* seconds, what we write */
 	double renew_deadline; /* seconds, < duration */
 	bool leading;
-	double valid_until;    /* monotonic: writes allowed before this */
+	double valid_until; /* monotonic: writes allowed before this */
 	bool observed;
-	sc_klease_rec_t obs;   /* the record as last seen changing */
-	double observed_at;    /* monotonic time of that change */
+	sc_klease_rec_t obs; /* the record as last seen changing */
+	double observed_at;  /* monotonic time of that change */
 } sc_klease_t;
 
 /* Reads a Lease object; rec->exists is false when obj is not one. */
@@ -64,7 +64,7 @@ void sc_klease_lost(sc_klease_t *l);
 bool sc_klease_valid(const sc_klease_t *l, double now);
 /* The Lease body for an action (CREATE, RENEW, TAKE) on the record rec
  * (NULL for CREATE); release = give it up (holder ""). now: MicroTime. */
-json_t *sc_klease_body(const sc_klease_t *l, const sc_klease_rec_t *rec, int action,
-		       const char *ns, const char *name, const char *now, bool release);
+json_t *sc_klease_body(const sc_klease_t *l, const sc_klease_rec_t *rec, int action, const char *ns,
+                       const char *name, const char *now, bool release);
 
 #endif

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+
 static unsigned hash(const char *s)
 {
 	unsigned h = 2166136261u; /* FNV-1a */
@@ -50,9 +52,7 @@ void *sc_kmap_get(const sc_kmap_t *m, const char *key)
 static void grow(sc_kmap_t *m)
 {
 	size_t nb = m->nb ? m->nb * 2 : 64;
-	sc_kmap_ent_t **b = calloc(nb, sizeof(*b));
-	if (!b)
-		abort();
+	sc_kmap_ent_t **b = sc_xcalloc(nb, sizeof(*b));
 	for (size_t i = 0; i < m->nb; i++) {
 		sc_kmap_ent_t *e = m->b[i];
 		while (e) {
@@ -79,9 +79,7 @@ void *sc_kmap_put(sc_kmap_t *m, const char *key, void *val)
 		(*p)->key = key;
 		return old;
 	}
-	sc_kmap_ent_t *e = malloc(sizeof(*e));
-	if (!e)
-		abort();
+	sc_kmap_ent_t *e = sc_xmalloc(sizeof(*e));
 	*e = (sc_kmap_ent_t){.key = key, .val = val, .hash = h};
 	*p = e;
 	m->len++;

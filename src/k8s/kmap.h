@@ -19,7 +19,7 @@ typedef struct sc_kmap_ent {
 
 typedef struct sc_kmap {
 	sc_kmap_ent_t **b;
-	size_t nb;  /* buckets: a power of two, or 0 */
+	size_t nb; /* buckets: a power of two, or 0 */
 	size_t len;
 } sc_kmap_t;
 

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/parse.h"
 #include "base/quantity.h"
 #include "starcloud/error.h"
 
@@ -22,16 +24,6 @@
 #define LABEL_GPU_MEMORY "nvidia.com/gpu.memory"
 #define MIB (1024 * 1024)
 
-static char *xstrdup(const char *s)
-{
-	if (!s)
-		return NULL;
-	char *d = strdup(s);
-	if (!d)
-		abort(); /* daemon code: out of memory is fatal */
-	return d;
-}
-
 static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *xprintf(const char *fmt, ...)
 {
@@ -41,7 +33,7 @@ static char *xprintf(const char *fmt, ...)
 	int n = vasprintf(&s, fmt, ap);
 	va_end(ap);
 	if (n < 0)
-		abort();
+		sc_oom();
 	return s;
 }
 
@@ -82,11 +74,11 @@ static void set_bad(char **bad, const char *fmt, ...)
 	va_list ap;
 	va_start(ap, fmt);
 	if (vasprintf(bad, fmt, ap) < 0)
-		abort();
+		sc_oom();
 	va_end(ap);
 }
 
-int sc_kquantity_count(const char *s, int64_t *out)
+static int count_of(const char *s, int64_t *out)
 {
 	int64_t v;
 	int rc = sc_quantity_memory(s, 0, &v);
@@ -108,7 +100,7 @@ static void container_res(json_t *c, const char *where, podres_t *r, char **bad)
 {
 	json_t *req = at(c, "resources", "requests"), *lim = at(c, "resources", "limits");
 	const char *cpu = str_of(req, "cpu"), *mem = str_of(req, "memory"),
-		   *gpu = str_of(req, GPU_RES);
+	           *gpu = str_of(req, GPU_RES);
 	int64_t v;
 	if (!cpu)
 		cpu = str_of(lim, "cpu");
@@ -124,14 +116,15 @@ static void container_res(json_t *c, const char *where, podres_t *r, char **bad)
 	}
 	if (mem) {
 		if (sc_quantity_memory(mem, 0, &v) < 0)
-			set_bad(bad, "%s.resources.requests.memory: cannot read \"%s\"", where, mem);
+			set_bad(bad, "%s.resources.requests.memory: cannot read \"%s\"", where,
+			        mem);
 		else
 			r->mem += v;
 	}
 	if (gpu) {
-		if (sc_kquantity_count(gpu, &v) < 0 || v > SC_K8S_MAX_GPUS)
+		if (count_of(gpu, &v) < 0 || v > SC_K8S_MAX_GPUS)
 			set_bad(bad, "%s.resources.requests[%s]: expected 0..%d, got \"%s\"", where,
-				GPU_RES, SC_K8S_MAX_GPUS, gpu);
+			        GPU_RES, SC_K8S_MAX_GPUS, gpu);
 		else
 			r->gpus += v;
 	}
@@ -140,8 +133,10 @@ static void container_res(json_t *c, const char *where, podres_t *r, char **bad)
 	json_object_foreach(req, key, val)
 	{
 		if (strncmp(key, "nvidia.com/mig-", 15) == 0)
-			set_bad(bad, "%s.resources.requests[%s]: MIG devices are not scheduled in "
-				"Kubernetes mode", where, key);
+			set_bad(bad,
+			        "%s.resources.requests[%s]: MIG devices are not scheduled in "
+			        "Kubernetes mode",
+			        where, key);
 	}
 }
 
@@ -179,7 +174,7 @@ static void pod_resources(json_t *spec, sc_kpod_t *p)
 	int64_t g = sum.gpus > init.gpus ? sum.gpus : init.gpus;
 	if (g > SC_K8S_MAX_GPUS)
 		set_bad(&p->bad, "spec: requests %lld %s, more than %d", (long long)g, GPU_RES,
-			SC_K8S_MAX_GPUS);
+		        SC_K8S_MAX_GPUS);
 	else
 		p->req.gpus = (int)g;
 }
@@ -189,38 +184,40 @@ static void pod_resources(json_t *spec, sc_kpod_t *p)
 static void pod_shares(json_t *ann, sc_kpod_t *p)
 {
 	const char *frac = str_of(ann, ANN_FRACTION), *mem = str_of(ann, ANN_GPU_MEMORY);
-	char *end;
 	if ((frac || mem) && p->req.gpus > 0) {
-		set_bad(&p->bad, "annotation %s: the pod also requests %s; a share is part of one "
-			"device", frac ? ANN_FRACTION : ANN_GPU_MEMORY, GPU_RES);
+		set_bad(&p->bad,
+		        "annotation %s: the pod also requests %s; a share is part of one "
+		        "device",
+		        frac ? ANN_FRACTION : ANN_GPU_MEMORY, GPU_RES);
 		return;
 	}
 	if (frac && mem) {
 		set_bad(&p->bad, "annotations %s and %s: give one of them, not both", ANN_FRACTION,
-			ANN_GPU_MEMORY);
+		        ANN_GPU_MEMORY);
 		return;
 	}
 	if (frac) {
-		double f = strtod(frac, &end);
-		if (end == frac || *end || !(f > 0 && f <= 1))
+		double f = 0;
+		if (sc_parse_num(frac, 0, 1, &f) < 0 || f <= 0)
 			set_bad(&p->bad, "annotation %s: expected a number in (0, 1], got \"%s\"",
-				ANN_FRACTION, frac);
+			        ANN_FRACTION, frac);
 		else if (f >= 0.9995)
 			p->req.gpus = 1; /* a whole device, as KAI treats 1 */
 		else
 			p->req.gpu_milli = (int)fmax(1, round(f * 1000));
 	}
 	if (mem) {
-		long long v = strtoll(mem, &end, 10);
-		if (end == mem || *end || v <= 0 || v > (1ll << 30))
-			set_bad(&p->bad, "annotation %s: expected a positive number of MiB, got \"%s\"",
-				ANN_GPU_MEMORY, mem);
+		int64_t v = 0;
+		if (sc_parse_i64(mem, 1, (int64_t)1 << 30, &v) < 0)
+			set_bad(&p->bad,
+			        "annotation %s: expected a positive number of MiB, got \"%s\"",
+			        ANN_GPU_MEMORY, mem);
 		else
-			p->req.gpu_memory = (int64_t)v * MIB;
+			p->req.gpu_memory = v * MIB;
 	}
 	if (str_of(ann, ANN_FRACTION_DEVICES))
 		set_bad(&p->bad, "annotation %s: shares over several devices are not supported",
-			ANN_FRACTION_DEVICES);
+		        ANN_FRACTION_DEVICES);
 }
 
 /* Our own binding annotations: device indices and share. A malformed value
@@ -228,29 +225,25 @@ static void pod_shares(json_t *ann, sc_kpod_t *p)
 static void pod_devices(json_t *ann, sc_kpod_t *p)
 {
 	const char *g = str_of(ann, SC_K8S_ANN_GPUS), *s = str_of(ann, SC_K8S_ANN_SHARE);
-	char *end;
+	uint64_t v;
 	while (g && *g && p->ngpus < SC_K8S_MAX_GPUS) {
-		long v = strtol(g, &end, 10);
-		if (end == g || v < 0 || v >= SC_K8S_MAX_GPUS || (*end && *end != ',')) {
+		if (sc_parse_digits(&g, SC_K8S_MAX_GPUS - 1, &v) < 0 || (*g && *g != ',')) {
 			p->ngpus = 0;
 			break;
 		}
 		p->gpus[p->ngpus++] = (int)v;
-		g = *end ? end + 1 : end;
+		if (*g)
+			g++;
 	}
-	if (s) {
-		long v = strtol(s, &end, 10);
-		p->share_milli = (end != s && !*end && v > 0 && v < 1000) ? (int)v : 0;
-	}
+	if (s && sc_parse_int(s, 1, SC_GPU_MILLI - 1, &p->share_milli) < 0)
+		p->share_milli = 0;
 }
 
 static void add_selector(sc_kpod_t *p, const char *k, const char *v)
 {
-	sc_label_t *n = realloc(p->selector, (p->nselector + 1) * sizeof(*n));
-	if (!n)
-		abort();
+	sc_label_t *n = sc_xrealloc(p->selector, (p->nselector + 1) * sizeof(*n));
 	p->selector = n;
-	p->selector[p->nselector++] = (sc_label_t){xstrdup(k), xstrdup(v)};
+	p->selector[p->nselector++] = (sc_label_t){sc_xstrdup(k), sc_xstrdup(v)};
 }
 
 /* nodeSelector, plus required node affinity where it says the same thing
@@ -269,14 +262,15 @@ static void pod_affinity(json_t *spec, sc_kpod_t *p)
 	if (at(aff, "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution") ||
 	    at(aff, "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution")) {
 		set_bad(&p->bad, "spec.affinity: required pod (anti-)affinity is not supported by "
-			"this scheduler");
+		                 "this scheduler");
 		return;
 	}
 	json_t *req = at(at(aff, "nodeAffinity", NULL),
-			 "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms");
+	                 "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms");
 	if (!req)
 		return;
-	const char *where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
+	const char *where =
+	    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
 	if (json_array_size(req) != 1 || json_object_get(json_array_get(req, 0), "matchFields")) {
 		set_bad(&p->bad, "%s: only one term of matchExpressions is supported", where);
 		return;
@@ -289,8 +283,10 @@ static void pod_affinity(json_t *spec, sc_kpod_t *p)
 		json_t *vals = json_object_get(e, "values");
 		if (!key || !op || strcmp(op, "In") != 0 || json_array_size(vals) != 1 ||
 		    !json_is_string(json_array_get(vals, 0))) {
-			set_bad(&p->bad, "%s.nodeSelectorTerms[0].matchExpressions[%zu]: only `In` "
-				"with one value is supported", where, i);
+			set_bad(&p->bad,
+			        "%s.nodeSelectorTerms[0].matchExpressions[%zu]: only `In` "
+			        "with one value is supported",
+			        where, i);
 			return;
 		}
 		add_selector(p, key, json_string_value(json_array_get(vals, 0)));
@@ -303,17 +299,15 @@ static void pod_tolerations(json_t *spec, sc_kpod_t *p)
 	size_t i, n = json_array_size(tols);
 	if (!n)
 		return;
-	p->tols = calloc(n, sizeof(*p->tols));
-	if (!p->tols)
-		abort();
+	p->tols = sc_xcalloc(n, sizeof(*p->tols));
 	json_array_foreach(tols, i, t)
 	{
 		const char *key = str_of(t, "key"), *op = str_of(t, "operator");
 		const char *eff = str_of(t, "effect");
 		sc_ktoleration_t *o = &p->tols[p->ntols++];
-		o->key = key && *key ? xstrdup(key) : NULL;
-		o->value = xstrdup(str_of(t, "value"));
-		o->effect = eff && *eff ? xstrdup(eff) : NULL;
+		o->key = key && *key ? sc_xstrdup(key) : NULL;
+		o->value = sc_xstrdup(str_of(t, "value"));
+		o->effect = eff && *eff ? sc_xstrdup(eff) : NULL;
 		o->exists = op && strcmp(op, "Exists") == 0;
 	}
 }
@@ -361,8 +355,8 @@ static void pod_condition(json_t *status, sc_kpod_t *p)
 		if (!type || strcmp(type, "PodScheduled") != 0)
 			continue;
 		p->cond_unsched = st && strcmp(st, "False") == 0 && reason &&
-				  strcmp(reason, "Unschedulable") == 0;
-		p->cond_msg = xstrdup(str_of(c, "message"));
+		                  strcmp(reason, "Unschedulable") == 0;
+		p->cond_msg = sc_xstrdup(str_of(c, "message"));
 		return;
 	}
 }
@@ -375,21 +369,19 @@ sc_kpod_t *sc_kpod_decode(json_t *obj)
 	const char *ns = str_of(md, "namespace"), *name = str_of(md, "name");
 	if (!ns || !name || !*ns || !*name)
 		return NULL;
-	sc_kpod_t *p = calloc(1, sizeof(*p));
-	if (!p)
-		abort();
+	sc_kpod_t *p = sc_xcalloc(1, sizeof(*p));
 	p->key = xprintf("%s/%s", ns, name);
-	p->nsname = xstrdup(p->key);
+	p->nsname = sc_xstrdup(p->key);
 	p->nsname[strlen(ns)] = '\0';
 	p->ns = p->nsname;
 	p->name = p->nsname + strlen(ns) + 1;
-	p->uid = xstrdup(str_of(md, "uid"));
+	p->uid = sc_xstrdup(str_of(md, "uid"));
 	p->created = time_at(md, "creationTimestamp", NULL);
 	p->deleting = json_is_string(json_object_get(md, "deletionTimestamp"));
 	const char *node = str_of(spec, "nodeName");
-	p->node = node && *node ? xstrdup(node) : NULL;
-	p->scheduler = xstrdup(str_of(spec, "schedulerName"));
-	p->prio_class = xstrdup(str_of(spec, "priorityClassName"));
+	p->node = node && *node ? sc_xstrdup(node) : NULL;
+	p->scheduler = sc_xstrdup(str_of(spec, "schedulerName"));
+	p->prio_class = sc_xstrdup(str_of(spec, "priorityClassName"));
 	json_t *prio = json_object_get(spec, "priority");
 	p->priority = json_is_integer(prio) ? (int)json_integer_value(prio) : 0;
 	p->phase = pod_phase(str_of(status, "phase"));
@@ -397,11 +389,11 @@ sc_kpod_t *sc_kpod_decode(json_t *obj)
 	const char *g = str_of(ann, ANN_GROUP);
 	if (!g)
 		g = str_of(labels, ANN_GROUP);
-	p->group = g && *g ? xstrdup(g) : NULL;
+	p->group = g && *g ? sc_xstrdup(g) : NULL;
 	const char *q = str_of(labels, LABEL_QUEUE);
 	if (!q)
 		q = str_of(labels, LABEL_QUEUE_OLD);
-	p->queue = q && *q ? xstrdup(q) : NULL;
+	p->queue = q && *q ? sc_xstrdup(q) : NULL;
 	pod_resources(spec, p);
 	pod_shares(ann, p);
 	pod_devices(ann, p);
@@ -449,26 +441,22 @@ sc_knode_t *sc_knode_decode(json_t *obj)
 	json_t *v;
 	if (!name || !*name)
 		return NULL;
-	sc_knode_t *n = calloc(1, sizeof(*n));
-	if (!n)
-		abort();
-	n->key = xstrdup(name);
+	sc_knode_t *n = sc_xcalloc(1, sizeof(*n));
+	n->key = sc_xstrdup(name);
 	json_t *labels = json_object_get(md, "labels");
-	n->labels = calloc(json_object_size(labels) + 1, sizeof(*n->labels));
-	if (!n->labels)
-		abort();
+	n->labels = sc_xcalloc(json_object_size(labels) + 1, sizeof(*n->labels));
 	json_object_foreach(labels, k, v)
 	{
 		if (json_is_string(v))
-			n->labels[n->nlabels++] = (sc_label_t){xstrdup(k), xstrdup(json_string_value(v))};
+			n->labels[n->nlabels++] =
+			    (sc_label_t){sc_xstrdup(k), sc_xstrdup(json_string_value(v))};
 	}
-	const char *model = str_of(labels, LABEL_GPU_MODEL), *gmem = str_of(labels, LABEL_GPU_MEMORY);
-	n->gpu_model = xstrdup(model);
-	if (gmem) {
-		char *end;
-		long long m = strtoll(gmem, &end, 10);
-		n->gpu_memory = (end != gmem && !*end && m > 0 && m < (1ll << 30)) ? m * MIB : 0;
-	}
+	const char *model = str_of(labels, LABEL_GPU_MODEL),
+	           *gmem = str_of(labels, LABEL_GPU_MEMORY);
+	n->gpu_model = sc_xstrdup(model);
+	int64_t mib;
+	if (gmem && sc_parse_i64(gmem, 1, (int64_t)1 << 30, &mib) == 0)
+		n->gpu_memory = mib * MIB;
 	json_t *alloc = json_object_get(status, "allocatable");
 	if (!alloc)
 		alloc = json_object_get(status, "capacity");
@@ -479,7 +467,7 @@ sc_knode_t *sc_knode_decode(json_t *obj)
 		n->cpu_milli = q;
 	if (mem && sc_quantity_memory(mem, 0, &q) == 0)
 		n->memory = q;
-	if (gpu && sc_kquantity_count(gpu, &q) == 0)
+	if (gpu && count_of(gpu, &q) == 0)
 		n->gpus = q > SC_K8S_MAX_GPUS ? SC_K8S_MAX_GPUS : (int)q;
 	json_t *us = json_object_get(spec, "unschedulable");
 	n->unschedulable = json_is_true(us);
@@ -492,16 +480,15 @@ sc_knode_t *sc_knode_decode(json_t *obj)
 			n->ready = st && strcmp(st, "True") == 0;
 	}
 	json_t *taints = json_object_get(spec, "taints");
-	n->taints = calloc(json_array_size(taints) + 1, sizeof(*n->taints));
-	if (!n->taints)
-		abort();
+	n->taints = sc_xcalloc(json_array_size(taints) + 1, sizeof(*n->taints));
 	json_array_foreach(taints, i, c)
 	{
 		const char *key = str_of(c, "key"), *eff = str_of(c, "effect");
-		if (!key || !eff || (strcmp(eff, "NoSchedule") != 0 && strcmp(eff, "NoExecute") != 0))
+		if (!key || !eff ||
+		    (strcmp(eff, "NoSchedule") != 0 && strcmp(eff, "NoExecute") != 0))
 			continue;
 		n->taints[n->ntaints++] =
-			(sc_ktaint_t){xstrdup(key), xstrdup(str_of(c, "value")), xstrdup(eff)};
+		    (sc_ktaint_t){sc_xstrdup(key), sc_xstrdup(str_of(c, "value")), sc_xstrdup(eff)};
 	}
 	return n;
 }
@@ -534,22 +521,20 @@ sc_kgroup_t *sc_kgroup_decode(json_t *obj)
 	const char *ns = str_of(md, "namespace"), *name = str_of(md, "name");
 	if (!ns || !name || !*ns || !*name)
 		return NULL;
-	sc_kgroup_t *g = calloc(1, sizeof(*g));
-	if (!g)
-		abort();
+	sc_kgroup_t *g = sc_xcalloc(1, sizeof(*g));
 	g->key = xprintf("%s/%s", ns, name);
-	g->name = xstrdup(name);
+	g->name = sc_xstrdup(name);
 	g->created = time_at(md, "creationTimestamp", NULL);
 	json_t *mm = json_object_get(spec, "minMember");
-	if (mm && (!json_is_integer(mm) || json_integer_value(mm) < 0 ||
-		   json_integer_value(mm) > 100000))
+	if (mm &&
+	    (!json_is_integer(mm) || json_integer_value(mm) < 0 || json_integer_value(mm) > 100000))
 		set_bad(&g->bad, "PodGroup %s: spec.minMember: expected 0..100000", g->key);
 	else
 		g->min_member = mm ? (int)json_integer_value(mm) : 0;
 	const char *q = str_of(spec, "queue");
-	g->queue = q && *q ? xstrdup(q) : NULL;
+	g->queue = q && *q ? sc_xstrdup(q) : NULL;
 	const char *pc = str_of(spec, "priorityClassName");
-	g->prio_class = pc && *pc ? xstrdup(pc) : NULL;
+	g->prio_class = pc && *pc ? sc_xstrdup(pc) : NULL;
 	const char *pre = str_of(spec, "preemptibility");
 	g->preemptible = -1;
 	if (pre && strcmp(pre, "preemptible") == 0)
@@ -557,15 +542,18 @@ sc_kgroup_t *sc_kgroup_decode(json_t *obj)
 	else if (pre && strcmp(pre, "non-preemptible") == 0)
 		g->preemptible = 0;
 	else if (pre && *pre)
-		set_bad(&g->bad, "PodGroup %s: spec.preemptibility: expected preemptible or "
-			"non-preemptible, got \"%s\"", g->key, pre);
+		set_bad(&g->bad,
+		        "PodGroup %s: spec.preemptibility: expected preemptible or "
+		        "non-preemptible, got \"%s\"",
+		        g->key, pre);
 	json_t *tc = json_object_get(spec, "topologyConstraint");
-	const char *req = str_of(tc, "requiredTopologyLevel"), *pref = str_of(tc, "preferredTopologyLevel");
-	g->topo_required = req && *req ? xstrdup(req) : NULL;
-	g->topo_preferred = pref && *pref ? xstrdup(pref) : NULL;
+	const char *req = str_of(tc, "requiredTopologyLevel"),
+	           *pref = str_of(tc, "preferredTopologyLevel");
+	g->topo_required = req && *req ? sc_xstrdup(req) : NULL;
+	g->topo_preferred = pref && *pref ? sc_xstrdup(pref) : NULL;
 	if (json_array_size(json_object_get(spec, "subGroups")))
 		set_bad(&g->bad, "PodGroup %s: spec.subGroups: not supported by this scheduler",
-			g->key);
+		        g->key);
 	return g;
 }
 
@@ -593,16 +581,14 @@ sc_kqueue_t *sc_kqueue_decode(json_t *obj)
 	const char *name = str_of(md, "name");
 	if (!name || !*name)
 		return NULL;
-	sc_kqueue_t *q = calloc(1, sizeof(*q));
-	if (!q)
-		abort();
-	q->key = xstrdup(name);
+	sc_kqueue_t *q = sc_xcalloc(1, sizeof(*q));
+	q->key = sc_xstrdup(name);
 	json_t *m = json_pack("{s:s}", "name", name);
 	json_t *ts = json_object_get(md, "creationTimestamp");
 	if (json_is_string(ts))
 		json_object_set(m, "creationTimestamp", ts);
 	json_t *doc = json_pack("{s:s,s:s,s:o}", "apiVersion", "scheduling.run.ai/v2", "kind",
-				"Queue", "metadata", m);
+	                        "Queue", "metadata", m);
 	/* The parent is checked across all queues by the world (kworld.c); a
 	 * set of one queue would call every parent missing. */
 	json_t *spec = json_object_get(obj, "spec");
@@ -621,19 +607,17 @@ sc_kqueue_t *sc_kqueue_decode(json_t *obj)
 		q->spec.name = q->key;
 		return q;
 	}
-	q->parent = json_is_string(parent) ? xstrdup(json_string_value(parent)) : NULL;
+	q->parent = json_is_string(parent) ? sc_xstrdup(json_string_value(parent)) : NULL;
 	sc_manifest_error_t err;
 	sc_snapshot_t snap;
 	q->set = sc_manifest_set_new();
-	if (!q->set)
-		abort();
 	int rc = sc_manifest_add_json(q->set, doc, &err);
 	json_decref(doc);
 	if (rc >= 0)
 		rc = sc_manifest_snapshot(q->set, 0, &snap, &err);
 	if (rc < 0 || snap.nqueues != 1) {
 		char buf[1200];
-		q->bad = xstrdup(sc_manifest_error_format(&err, buf, sizeof(buf)));
+		q->bad = sc_xstrdup(sc_manifest_error_format(&err, buf, sizeof(buf)));
 		sc_manifest_set_free(q->set);
 		q->set = NULL;
 		q->spec.name = q->key;
@@ -660,10 +644,8 @@ sc_kclass_t *sc_kclass_decode(json_t *obj)
 	const char *name = str_at(obj, "metadata", "name");
 	if (!name || !*name)
 		return NULL;
-	sc_kclass_t *c = calloc(1, sizeof(*c));
-	if (!c)
-		abort();
-	c->key = xstrdup(name);
+	sc_kclass_t *c = sc_xcalloc(1, sizeof(*c));
+	c->key = sc_xstrdup(name);
 	json_t *v = json_object_get(obj, "value");
 	c->value = json_is_integer(v) ? (int)json_integer_value(v) : 0;
 	c->global_default = json_is_true(json_object_get(obj, "globalDefault"));

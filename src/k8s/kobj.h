@@ -50,37 +50,37 @@
 enum sc_kphase { SC_KP_PENDING = 0, SC_KP_RUNNING, SC_KP_SUCCEEDED, SC_KP_FAILED, SC_KP_UNKNOWN };
 
 typedef struct sc_ktoleration {
-	char *key;      /* NULL with Exists = every key */
+	char *key; /* NULL with Exists = every key */
 	char *value;
-	char *effect;   /* NULL = every effect */
-	bool exists;    /* operator Exists (else Equal) */
+	char *effect; /* NULL = every effect */
+	bool exists;  /* operator Exists (else Equal) */
 } sc_ktoleration_t;
 
 typedef struct sc_kpod {
-	char *key;              /* "namespace/name" */
-	const char *ns, *name;  /* point into nsname */
-	char *nsname;           /* "namespace\0name" */
+	char *key;             /* "namespace/name" */
+	const char *ns, *name; /* point into nsname */
+	char *nsname;          /* "namespace\0name" */
 	char *uid;
-	char *node;             /* spec.nodeName, NULL when unbound */
-	char *scheduler;        /* spec.schedulerName */
-	int phase;              /* enum sc_kphase */
-	bool deleting;          /* metadata.deletionTimestamp set */
+	char *node;      /* spec.nodeName, NULL when unbound */
+	char *scheduler; /* spec.schedulerName */
+	int phase;       /* enum sc_kphase */
+	bool deleting;   /* metadata.deletionTimestamp set */
 	int64_t created, started;
-	sc_request_t req;       /* mig is never set */
-	char *group;            /* pod-group-name, or NULL */
-	char *queue;            /* queue label, or NULL */
-	char *prio_class;       /* spec.priorityClassName, or NULL */
-	int priority;           /* spec.priority (0 when absent) */
-	sc_label_t *selector;   /* nodeSelector + single-value In affinity */
+	sc_request_t req;     /* mig is never set */
+	char *group;          /* pod-group-name, or NULL */
+	char *queue;          /* queue label, or NULL */
+	char *prio_class;     /* spec.priorityClassName, or NULL */
+	int priority;         /* spec.priority (0 when absent) */
+	sc_label_t *selector; /* nodeSelector + single-value In affinity */
 	size_t nselector;
 	sc_ktoleration_t *tols;
 	size_t ntols;
 	int gpus[SC_K8S_MAX_GPUS]; /* SC_K8S_ANN_GPUS, when ngpus > 0 */
 	int ngpus;
-	int share_milli;        /* SC_K8S_ANN_SHARE */
-	bool cond_unsched;      /* PodScheduled=False reason Unschedulable */
-	char *cond_msg;         /* its message */
-	char *bad;              /* why we cannot schedule it, or NULL */
+	int share_milli;   /* SC_K8S_ANN_SHARE */
+	bool cond_unsched; /* PodScheduled=False reason Unschedulable */
+	char *cond_msg;    /* its message */
+	char *bad;         /* why we cannot schedule it, or NULL */
 } sc_kpod_t;
 
 typedef struct sc_ktaint {
@@ -90,40 +90,40 @@ typedef struct sc_ktaint {
 } sc_ktaint_t;
 
 typedef struct sc_knode {
-	char *key;              /* name */
+	char *key; /* name */
 	sc_label_t *labels;
 	size_t nlabels;
 	int64_t cpu_milli, memory;
 	int gpus;
-	char *gpu_model;        /* label nvidia.com/gpu.product, or NULL */
-	int64_t gpu_memory;     /* label nvidia.com/gpu.memory (MiB) in bytes */
+	char *gpu_model;    /* label nvidia.com/gpu.product, or NULL */
+	int64_t gpu_memory; /* label nvidia.com/gpu.memory (MiB) in bytes */
 	bool ready, unschedulable;
 	sc_ktaint_t *taints;
 	size_t ntaints;
 } sc_knode_t;
 
 typedef struct sc_kgroup {
-	char *key;              /* "namespace/name" */
+	char *key; /* "namespace/name" */
 	char *name;
 	int min_member;
 	char *queue;
 	char *prio_class;
-	int preemptible;        /* 1, 0, -1 = from the priority */
+	int preemptible; /* 1, 0, -1 = from the priority */
 	char *topo_required, *topo_preferred;
 	int64_t created;
 	char *bad;
 } sc_kgroup_t;
 
 typedef struct sc_kqueue {
-	char *key;                /* name */
-	sc_manifest_set_t *set;   /* the decoded queue (NULL when bad) */
-	sc_queue_spec_t spec;     /* borrowed from set (parent: from this) */
-	char *parent;             /* spec.parentQueue */
-	char *bad;                /* "spec.resources.gpu.quota: ..." */
+	char *key;              /* name */
+	sc_manifest_set_t *set; /* the decoded queue (NULL when bad) */
+	sc_queue_spec_t spec;   /* borrowed from set (parent: from this) */
+	char *parent;           /* spec.parentQueue */
+	char *bad;              /* "spec.resources.gpu.quota: ..." */
 } sc_kqueue_t;
 
 typedef struct sc_kclass {
-	char *key;              /* name */
+	char *key; /* name */
 	int value;
 	bool global_default;
 } sc_kclass_t;
@@ -144,9 +144,5 @@ void sc_kclass_free(sc_kclass_t *c);
 
 /* Does pod p tolerate taint t (Kubernetes' rule)? */
 bool sc_ktoleration_matches(const sc_kpod_t *p, const sc_ktaint_t *t);
-
-/* A Kubernetes quantity of a countable resource ("8", "2k") as a whole
- * number; SC_EPARSE / SC_ERANGE otherwise. */
-int sc_kquantity_count(const char *s, int64_t *out);
 
 #endif

@@ -20,14 +20,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/log.h"
 #include "k8s/k8s_int.h"
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 
 #define PAGE 500
-#define MAX_PAGE (256u << 20)   /* one list page */
-#define MAX_EVENT (16u << 20)   /* one watch event (a line) */
-#define WATCH_TIMEOUT 300       /* seconds; spread by up to a third */
+#define MAX_PAGE (256u << 20) /* one list page */
+#define MAX_EVENT (16u << 20) /* one watch event (a line) */
+#define WATCH_TIMEOUT 300     /* seconds; spread by up to a third */
 #define BACKOFF_MIN 0.5
 #define BACKOFF_MAX 30.0
 #define MISSING_RETRY 30.0
@@ -38,15 +40,14 @@ static const struct {
 	const char *query;
 	bool optional;
 } kinds[SC_KK_COUNT] = {
-	/* Finished pods hold nothing, as kube-scheduler's informer has it: a
-	 * pod that finishes then arrives as a DELETED event. */
-	[SC_KK_POD] = {"pods", "/api/v1/pods",
-		       "fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed", false},
-	[SC_KK_NODE] = {"nodes", "/api/v1/nodes", NULL, false},
-	[SC_KK_QUEUE] = {"queues", "/apis/scheduling.run.ai/v2/queues", NULL, true},
-	[SC_KK_GROUP] = {"podgroups", "/apis/scheduling.run.ai/v2alpha2/podgroups", NULL, true},
-	[SC_KK_CLASS] = {"priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses", NULL,
-			 false},
+    /* Finished pods hold nothing, as kube-scheduler's informer has it: a
+     * pod that finishes then arrives as a DELETED event. */
+    [SC_KK_POD] = {"pods", "/api/v1/pods",
+                   "fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed", false},
+    [SC_KK_NODE] = {"nodes", "/api/v1/nodes", NULL, false},
+    [SC_KK_QUEUE] = {"queues", "/apis/scheduling.run.ai/v2/queues", NULL, true},
+    [SC_KK_GROUP] = {"podgroups", "/apis/scheduling.run.ai/v2alpha2/podgroups", NULL, true},
+    [SC_KK_CLASS] = {"priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses", NULL, false},
 };
 
 enum { ST_IDLE = 0, ST_LIST, ST_WATCH };
@@ -56,11 +57,11 @@ struct sc_kwatch {
 	int kind;
 	int state;
 	bool synced;
-	bool gone;              /* a 410 came in the stream */
+	bool gone; /* a 410 came in the stream */
 	char rv[64];
-	char *cont;             /* list continue token */
+	char *cont; /* list continue token */
 	sc_httpc_req_t *req;
-	sc_buf_t line;          /* partial watch event */
+	sc_buf_t line; /* partial watch event */
 	uv_timer_t retry;
 	double backoff;
 	unsigned long events;
@@ -110,9 +111,10 @@ static void list_done(int status, const char *body, size_t len, void *ud)
 	w->req = NULL;
 	if (status == 404 && kinds[w->kind].optional) {
 		if (!w->synced)
-			sc__k8s_log(k, "warn",
-				    "%s: not served (KAI's CRDs are not installed?); treated as none, "
-				    "retried every %.0f s", kinds[w->kind].name, MISSING_RETRY);
+			sc_log_warn(
+			    "%s: not served (KAI's CRDs are not installed?); treated as none, "
+			    "retried every %.0f s",
+			    kinds[w->kind].name, MISSING_RETRY);
 		/* Nothing listed: whatever was cached is gone. */
 		sc_kcache_end_list(&k->cache, w->kind);
 		w->synced = true;
@@ -122,9 +124,9 @@ static void list_done(int status, const char *body, size_t len, void *ud)
 		return;
 	}
 	if (status != 200) {
-		sc__k8s_log(k, "error", "list %s: %s", kinds[w->kind].name,
-			    status < 0 ? sc_strerror(status)
-				       : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
+		sc_log_error("list %s: %s", kinds[w->kind].name,
+		             status < 0 ? sc_strerror(status)
+		                        : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
 		w->rv[0] = '\0';
 		free(w->cont); /* a page error restarts the whole list */
 		w->cont = NULL;
@@ -135,7 +137,7 @@ static void list_done(int status, const char *body, size_t len, void *ud)
 	json_t *list = json_loadb(body, len, 0, &je);
 	json_t *items = json_object_get(list, "items"), *it;
 	if (!json_is_array(items)) {
-		sc__k8s_log(k, "error", "list %s: not a list (%s)", kinds[w->kind].name, je.text);
+		sc_log_error("list %s: not a list (%s)", kinds[w->kind].name, je.text);
 		json_decref(list);
 		free(w->cont);
 		w->cont = NULL;
@@ -146,13 +148,13 @@ static void list_done(int status, const char *body, size_t len, void *ud)
 	json_array_foreach(items, i, it)
 	{
 		if (sc_kcache_apply(&k->cache, w->kind, false, it) < 0)
-			sc__k8s_log(k, "warn", "list %s: item %zu is not a valid object; skipped",
-				    kinds[w->kind].name, i);
+			sc_log_warn("list %s: item %zu is not a valid object; skipped",
+			            kinds[w->kind].name, i);
 	}
 	json_t *md = json_object_get(list, "metadata");
 	const char *cont = json_string_value(json_object_get(md, "continue"));
 	free(w->cont);
-	w->cont = cont && *cont ? strdup(cont) : NULL;
+	w->cont = cont && *cont ? sc_xstrdup(cont) : NULL;
 	if (w->cont) {
 		json_decref(list);
 		start_list(w);
@@ -162,8 +164,8 @@ static void list_done(int status, const char *body, size_t len, void *ud)
 	json_decref(list);
 	size_t gone = sc_kcache_end_list(&k->cache, w->kind);
 	if (gone)
-		sc__k8s_log(k, "info", "%s: %zu objects were deleted while not watched",
-			    kinds[w->kind].name, gone);
+		sc_log_info("%s: %zu objects were deleted while not watched", kinds[w->kind].name,
+		            gone);
 	w->synced = true;
 	w->backoff = 0;
 	sc__k8s_kick(k);
@@ -179,15 +181,15 @@ static void start_list(sc_kwatch_t *w)
 		w->k->st.relists++;
 	}
 	int n = snprintf(path, sizeof(path), "%s?limit=%d%s%s", kinds[w->kind].path, PAGE,
-			 q ? "&" : "", q ? q : "");
+	                 q ? "&" : "", q ? q : "");
 	if (w->cont) {
 		char esc[2048];
 		sc__k8s_escape(w->cont, esc, sizeof(esc));
 		snprintf(path + n, sizeof(path) - (size_t)n, "&continue=%s", esc);
 	}
 	w->state = ST_LIST;
-	w->req = sc__k8s_request(w->k, "GET", path, NULL, NULL, 0, 120000, MAX_PAGE, NULL,
-				 list_done, w);
+	w->req =
+	    sc__k8s_request(w->k, "GET", path, NULL, NULL, 0, 120000, MAX_PAGE, NULL, list_done, w);
 	if (!w->req)
 		backoff(w);
 }
@@ -207,7 +209,7 @@ static int on_event(sc_kwatch_t *w, const char *text, size_t len)
 		type = "ERROR";
 	}
 	if (!type || !json_is_object(obj)) {
-		sc__k8s_log(k, "warn", "watch %s: unreadable event skipped", kinds[w->kind].name);
+		sc_log_warn("watch %s: unreadable event skipped", kinds[w->kind].name);
 		json_decref(ev);
 		return 0;
 	}
@@ -220,7 +222,7 @@ static int on_event(sc_kwatch_t *w, const char *text, size_t len)
 			char msg[300];
 			const char *m = json_string_value(json_object_get(obj, "message"));
 			snprintf(msg, sizeof(msg), "%s", m ? m : "?");
-			sc__k8s_log(k, "warn", "watch %s: %s", kinds[w->kind].name, msg);
+			sc_log_warn("watch %s: %s", kinds[w->kind].name, msg);
 		}
 		rc = -1;
 	} else if (strcmp(type, "BOOKMARK") == 0) {
@@ -228,8 +230,8 @@ static int on_event(sc_kwatch_t *w, const char *text, size_t len)
 	} else {
 		bool del = strcmp(type, "DELETED") == 0;
 		if (sc_kcache_apply(&k->cache, w->kind, del, obj) < 0)
-			sc__k8s_log(k, "warn", "watch %s: %s event with an invalid object skipped",
-				    kinds[w->kind].name, type);
+			sc_log_warn("watch %s: %s event with an invalid object skipped",
+			            kinds[w->kind].name, type);
 		set_rv(w, obj);
 		w->events++;
 		sc__k8s_kick(k);
@@ -242,8 +244,8 @@ static int watch_data(const char *data, size_t len, void *ud)
 {
 	sc_kwatch_t *w = ud;
 	if (sc_buf_append(&w->line, data, len) < 0) {
-		sc__k8s_log(w->k, "error", "watch %s: an event is larger than %u bytes",
-			    kinds[w->kind].name, MAX_EVENT);
+		sc_log_error("watch %s: an event is larger than %u bytes", kinds[w->kind].name,
+		             MAX_EVENT);
 		sc_buf_reset(&w->line);
 		return -1;
 	}
@@ -270,8 +272,8 @@ static void watch_done(int status, const char *body, size_t len, void *ud)
 	if (w->gone || status == 410) {
 		w->gone = false;
 		w->rv[0] = '\0';
-		sc__k8s_log(w->k, "info", "watch %s: resourceVersion too old (410); listing again",
-			    kinds[w->kind].name);
+		sc_log_info("watch %s: resourceVersion too old (410); listing again",
+		            kinds[w->kind].name);
 		start_list(w);
 		return;
 	}
@@ -282,8 +284,8 @@ static void watch_done(int status, const char *body, size_t len, void *ud)
 		return;
 	}
 	if (status != SC_EIO || !w->k->stopping)
-		sc__k8s_log(w->k, "warn", "watch %s ended (%s); resuming", kinds[w->kind].name,
-			    status < 0 ? sc_strerror(status) : "HTTP error");
+		sc_log_warn("watch %s ended (%s); resuming", kinds[w->kind].name,
+		            status < 0 ? sc_strerror(status) : "HTTP error");
 	backoff(w);
 }
 
@@ -293,8 +295,8 @@ static void start_watch(sc_kwatch_t *w)
 	const char *q = kinds[w->kind].query;
 	int timeout = WATCH_TIMEOUT + (int)(random() % (WATCH_TIMEOUT / 3));
 	snprintf(path, sizeof(path),
-		 "%s?watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%d%s%s",
-		 kinds[w->kind].path, w->rv, timeout, q ? "&" : "", q ? q : "");
+	         "%s?watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%d%s%s",
+	         kinds[w->kind].path, w->rv, timeout, q ? "&" : "", q ? q : "");
 	w->state = ST_WATCH;
 	w->gone = false;
 	w->req = sc__k8s_request(w->k, "GET", path, NULL, NULL, 0, 0, 0, watch_data, watch_done, w);
@@ -306,9 +308,7 @@ static void start_watch(sc_kwatch_t *w)
 
 sc_kwatch_t *sc__kwatch_new(sc_k8s_t *k, int kind)
 {
-	sc_kwatch_t *w = calloc(1, sizeof(*w));
-	if (!w)
-		abort();
+	sc_kwatch_t *w = sc_xcalloc(1, sizeof(*w));
 	w->k = k;
 	w->kind = kind;
 	sc_buf_init(&w->line, MAX_EVENT);

@@ -17,9 +17,9 @@
 typedef struct wpod {
 	sc_kpod_t *pod;
 	const sc_klocal_t *local;
-	const char *node;   /* bound, assumed or nominated node, or NULL */
-	long nidx;          /* its index, or -1 */
-	int phase;          /* enum sc_pod_phase */
+	const char *node; /* bound, assumed or nominated node, or NULL */
+	long nidx;        /* its index, or -1 */
+	int phase;        /* enum sc_pod_phase */
 	int task, replica;
 	const sc_label_t *sel;
 	size_t nsel;
@@ -133,7 +133,8 @@ static int collect_taints(ctx_t *x, sc_knode_t **nodes, size_t n)
 				continue;
 			taint_t *d = &x->taints[x->ntaints];
 			d->t = t;
-			ENOMEM_IF(d->label = sc_arena_printf(x->a, SC_KW_TAINT_LABEL "%zu", x->ntaints));
+			ENOMEM_IF(d->label =
+			              sc_arena_printf(x->a, SC_KW_TAINT_LABEL "%zu", x->ntaints));
 			x->ntaints++;
 		}
 	return 0;
@@ -153,16 +154,16 @@ static int build_node(ctx_t *x, const sc_knode_t *kn, sc_node_spec_t *ns)
 			l[nl++] = (sc_label_t){x->taints[i].label, "true"};
 	}
 	*ns = (sc_node_spec_t){
-		.name = kn->key,
-		.labels = l,
-		.nlabels = nl,
-		.cpu_milli = kn->cpu_milli,
-		.memory = kn->memory,
-		.gpu_count = kn->gpus,
-		.gpu_model = kn->gpus ? (kn->gpu_model ? kn->gpu_model : "gpu") : NULL,
-		.gpu_memory = kn->gpu_memory,
-		.not_ready = !kn->ready,
-		.unschedulable = kn->unschedulable,
+	    .name = kn->key,
+	    .labels = l,
+	    .nlabels = nl,
+	    .cpu_milli = kn->cpu_milli,
+	    .memory = kn->memory,
+	    .gpu_count = kn->gpus,
+	    .gpu_model = kn->gpus ? (kn->gpu_model ? kn->gpu_model : "gpu") : NULL,
+	    .gpu_memory = kn->gpu_memory,
+	    .not_ready = !kn->ready,
+	    .unschedulable = kn->unschedulable,
 	};
 	return 0;
 }
@@ -224,8 +225,8 @@ static const char *queue_check(ctx_t *x, sc_kqueue_t **qs, size_t i, char *state
 	if (state[i] == 2)
 		return x->queue_bad[i];
 	if (state[i] == 1)
-		return sc_arena_printf(x->a, "queue %s: spec.parentQueue: the queue tree has a cycle",
-				       qs[i]->key);
+		return sc_arena_printf(
+		    x->a, "queue %s: spec.parentQueue: the queue tree has a cycle", qs[i]->key);
 	state[i] = 1;
 	const char *bad = qs[i]->bad, *root = bad;
 	const char *parent = qs[i]->set ? qs[i]->spec.parent : NULL;
@@ -233,14 +234,15 @@ static const char *queue_check(ctx_t *x, sc_kqueue_t **qs, size_t i, char *state
 		long p = sc_strmap_get(&x->queue_idx, parent);
 		const char *pb = p >= 0 ? queue_check(x, qs, (size_t)p, state) : NULL;
 		if (p < 0) {
-			bad = root = sc_arena_printf(x->a, "queue %s: spec.parentQueue: no queue named %s",
-						     qs[i]->key, parent);
+			bad = root =
+			    sc_arena_printf(x->a, "queue %s: spec.parentQueue: no queue named %s",
+			                    qs[i]->key, parent);
 		} else if (pb && strstr(pb, "has a cycle")) {
 			bad = root = pb;
 		} else if (pb) {
 			root = x->queue_root[p] ? x->queue_root[p] : pb;
 			bad = sc_arena_printf(x->a, "queue %s: parent queue %s cannot be used: %s",
-					      qs[i]->key, parent, root);
+			                      qs[i]->key, parent, root);
 		}
 	}
 	state[i] = 2;
@@ -401,7 +403,8 @@ static wjob_t *job_for(ctx_t *x, sc_kpod_t *p, const sc_kgroup_t *g)
 	/* A group and a lone pod may share a name in a namespace; the core
 	 * wants job names unique. */
 	const char *name = g ? g->key : p->key;
-	if (sc_strmap_get(&x->job_names, name) >= 0 && !(name = sc_arena_printf(x->a, "%s#pod", name)))
+	if (sc_strmap_get(&x->job_names, name) >= 0 &&
+	    !(name = sc_arena_printf(x->a, "%s#pod", name)))
 		return NULL;
 	if (sc_strmap_put(&x->job_idx, key, (uint32_t)x->njobs) < 0 ||
 	    sc_strmap_put(&x->job_names, name, (uint32_t)x->njobs) < 0)
@@ -480,9 +483,9 @@ static int classify(ctx_t *x, sc_kpod_t *p)
 	wp->local = l;
 	wp->node = node;
 	wp->nidx = ni;
-	wp->phase = !node ? SC_POD_PENDING
-		    : (p->deleting || (l && l->kind == SC_KL_EVICTING)) ? SC_POD_RELEASING
-									  : SC_POD_RUNNING;
+	wp->phase = !node                                               ? SC_POD_PENDING
+	            : (p->deleting || (l && l->kind == SC_KL_EVICTING)) ? SC_POD_RELEASING
+	                                                                : SC_POD_RUNNING;
 	if (node) {
 		wp->node_next = x->on_node[ni];
 		x->on_node[ni] = wp;
@@ -502,7 +505,8 @@ static int build_jobs(ctx_t *x)
 	qsort(pods, n, sizeof(*pods), cmp_pod);
 	ENOMEM_IF(x->jobs = sc_arena_calloc(x->a, n + 1, sizeof(*x->jobs)));
 	ENOMEM_IF(x->w->held = sc_arena_calloc(x->a, n + 1, sizeof(*x->w->held)));
-	if ((rc = sc_strmap_init(&x->job_idx, n)) < 0 || (rc = sc_strmap_init(&x->job_names, n)) < 0)
+	if ((rc = sc_strmap_init(&x->job_idx, n)) < 0 ||
+	    (rc = sc_strmap_init(&x->job_names, n)) < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++)
 		if ((rc = classify(x, pods[i])) < 0)
@@ -545,13 +549,13 @@ static int assign_node(ctx_t *x, size_t ni)
 			ENOMEM_IF(wp->gpus = sc_arena_calloc(x->a, (size_t)want, sizeof(int)));
 			wp->ngpus = (size_t)want;
 			if (share)
-				wp->milli = milli > 0		    ? milli
-					    : p->req.gpu_milli > 0 ? p->req.gpu_milli
-					    : x->nodes[ni].gpu_memory > 0
-						    ? (int)((p->req.gpu_memory * SC_GPU_MILLI +
-							     x->nodes[ni].gpu_memory - 1) /
-							    x->nodes[ni].gpu_memory)
-						    : 0;
+				wp->milli = milli > 0              ? milli
+				            : p->req.gpu_milli > 0 ? p->req.gpu_milli
+				            : x->nodes[ni].gpu_memory > 0
+				                ? (int)((p->req.gpu_memory * SC_GPU_MILLI +
+				                         x->nodes[ni].gpu_memory - 1) /
+				                        x->nodes[ni].gpu_memory)
+				                : 0;
 			for (int k = 0; k < want; k++) {
 				int d = 0;
 				if (pass == 0) {
@@ -607,10 +611,10 @@ static int job_spec(ctx_t *x, size_t ji, sc_job_spec_t *js, size_t *next_pod)
 		if (t == ntasks) {
 			reps[ntasks++] = wp;
 			tasks[t] = (sc_task_spec_t){
-				.name = j->foreign ? "pod" : sc_arena_printf(x->a, "t%zu", t),
-				.req = wp->pod->req,
-				.selector = wp->sel,
-				.nselector = wp->nsel,
+			    .name = j->foreign ? "pod" : sc_arena_printf(x->a, "t%zu", t),
+			    .req = wp->pod->req,
+			    .selector = wp->sel,
+			    .nselector = wp->nsel,
 			};
 			ENOMEM_IF(tasks[t].name);
 		}
@@ -621,8 +625,8 @@ static int job_spec(ctx_t *x, size_t ji, sc_job_spec_t *js, size_t *next_pod)
 		tasks[t].replicas = count[t];
 	w->first[ji] = *next_pod;
 	for (wpod_t *wp = j->head; wp; wp = wp->next) {
-		const char *name = sc_arena_printf(x->a, "%s-%s-%d", j->name, tasks[wp->task].name,
-						   wp->replica);
+		const char *name =
+		    sc_arena_printf(x->a, "%s-%s-%d", j->name, tasks[wp->task].name, wp->replica);
 		ENOMEM_IF(name);
 		if (!j->foreign) {
 			w->pods[*next_pod] = wp->pod;
@@ -634,37 +638,37 @@ static int job_spec(ctx_t *x, size_t ji, sc_job_spec_t *js, size_t *next_pod)
 		if (wp->phase == SC_POD_PENDING)
 			continue;
 		st[nst++] = (sc_pod_status_t){
-			.name = name,
-			.phase = wp->phase,
-			.node = wp->node,
-			.gpus = wp->gpus,
-			.ngpus = wp->ngpus,
-			.gpu_milli = wp->milli,
-			.gpu_memory = wp->pod->req.gpu_memory,
-			.started_at = wp->pod->started,
+		    .name = name,
+		    .phase = wp->phase,
+		    .node = wp->node,
+		    .gpus = wp->gpus,
+		    .ngpus = wp->ngpus,
+		    .gpu_milli = wp->milli,
+		    .gpu_memory = wp->pod->req.gpu_memory,
+		    .started_at = wp->pod->started,
 		};
 	}
 	*js = (sc_job_spec_t){
-		.name = j->name,
-		.queue = j->queue,
-		.priority_class = j->cls,
-		.preemptible = j->preemptible,
-		.min_member = j->min_member,
-		.created = j->created,
-		.topo_required = j->topo_req,
-		.topo_preferred = j->topo_pref,
-		.staleness_grace = -1,
-		.tasks = tasks,
-		.ntasks = ntasks,
-		.pods = st,
-		.npods = nst,
+	    .name = j->name,
+	    .queue = j->queue,
+	    .priority_class = j->cls,
+	    .preemptible = j->preemptible,
+	    .min_member = j->min_member,
+	    .created = j->created,
+	    .topo_required = j->topo_req,
+	    .topo_preferred = j->topo_pref,
+	    .staleness_grace = -1,
+	    .tasks = tasks,
+	    .ntasks = ntasks,
+	    .pods = st,
+	    .npods = nst,
 	};
 	w->foreign[ji] = j->foreign;
 	return 0;
 }
 
 int sc_kworld_build(sc_arena_t *a, const sc_kcache_t *c, const sc_kmap_t *local,
-		    const sc_kworld_opts_t *o, sc_kworld_t *w)
+                    const sc_kworld_opts_t *o, sc_kworld_t *w)
 {
 	ctx_t x = {.a = a, .c = c, .local = local, .o = o, .w = w};
 	int rc;
@@ -690,16 +694,16 @@ int sc_kworld_build(sc_arena_t *a, const sc_kcache_t *c, const sc_kmap_t *local,
 			goto done;
 	w->first[x.njobs] = next;
 	w->snap = (sc_snapshot_t){
-		.nodes = x.nodes,
-		.nnodes = x.nnodes,
-		.queues = x.queues,
-		.nqueues = x.nqueues,
-		.classes = x.classes,
-		.nclasses = x.nclasses,
-		.jobs = jobs,
-		.njobs = x.njobs,
-		.config = *o->config,
-		.now = o->now,
+	    .nodes = x.nodes,
+	    .nnodes = x.nnodes,
+	    .queues = x.queues,
+	    .nqueues = x.nqueues,
+	    .classes = x.classes,
+	    .nclasses = x.nclasses,
+	    .jobs = jobs,
+	    .njobs = x.njobs,
+	    .config = *o->config,
+	    .now = o->now,
 	};
 	rc = 0;
 done:

@@ -42,7 +42,7 @@
 #define SC_KW_TAINT_LABEL "starcloud.dev/untainted-"
 
 typedef struct sc_kworld_opts {
-	const char *scheduler;     /* spec.schedulerName that is ours */
+	const char *scheduler; /* spec.schedulerName that is ours */
 	const char *default_queue;
 	const sc_config_t *config; /* actions, placement, topology levels */
 	int64_t now;               /* wall clock, seconds */
@@ -60,8 +60,8 @@ typedef struct sc_kworld {
 	/* Per job j: its pods of ours are pods[first[j] .. first[j+1]-1]. */
 	sc_kpod_t **pods;
 	size_t *first;
-	bool *foreign;      /* per job: a hidden job of someone else's pod */
-	sc_strmap_t names;  /* core pod name -> index into pods */
+	bool *foreign;     /* per job: a hidden job of someone else's pod */
+	sc_strmap_t names; /* core pod name -> index into pods */
 	sc_kheld_t *held;
 	size_t nheld;
 	size_t nforeign;
@@ -70,7 +70,7 @@ typedef struct sc_kworld {
 /* Builds the snapshot from the cache and local state (a map of pod key ->
  * sc_klocal_t). Returns 0 or SC_ENOMEM (the arena ran out). */
 int sc_kworld_build(sc_arena_t *a, const sc_kcache_t *c, const sc_kmap_t *local,
-		    const sc_kworld_opts_t *o, sc_kworld_t *w);
+                    const sc_kworld_opts_t *o, sc_kworld_t *w);
 
 /* The pod a core pod name stands for, or NULL. */
 sc_kpod_t *sc_kworld_pod(const sc_kworld_t *w, const char *core_name);

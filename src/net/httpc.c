@@ -264,7 +264,7 @@ static int set_headers(sc_httpc_req_t *r, const sc_httpc_opts_t *o)
 	}
 	if (o->body) {
 		snprintf(auth, sizeof(auth), "Content-Type: %s",
-			 o->content_type ? o->content_type : "application/json");
+		         o->content_type ? o->content_type : "application/json");
 		r->hdrs = curl_slist_append(r->hdrs, auth);
 	}
 	if (o->accept) {

@@ -32,14 +32,14 @@ typedef int (*sc_httpc_data_fn)(const char *data, size_t len, void *ud);
  * client certificate usually come inline from a kubeconfig). PEM blobs are
  * copied by libcurl for each request; the struct itself is borrowed. */
 typedef struct sc_httpc_tls {
-	const char *ca_pem;      /* CA bundle, PEM text, or NULL */
+	const char *ca_pem; /* CA bundle, PEM text, or NULL */
 	size_t ca_len;
-	const char *ca_file;     /* or a CA bundle file; neither = system CAs */
-	const char *cert_pem;    /* client certificate, PEM, or NULL */
+	const char *ca_file;  /* or a CA bundle file; neither = system CAs */
+	const char *cert_pem; /* client certificate, PEM, or NULL */
 	size_t cert_len;
-	const char *key_pem;     /* its private key, PEM */
+	const char *key_pem; /* its private key, PEM */
 	size_t key_len;
-	int insecure;            /* skip server verification (explicit opt-in) */
+	int insecure; /* skip server verification (explicit opt-in) */
 } sc_httpc_tls_t;
 
 typedef struct sc_httpc_opts {
@@ -48,14 +48,14 @@ typedef struct sc_httpc_opts {
 	const char *token; /* bearer token, or NULL */
 	const char *body;  /* request body (JSON), or NULL */
 	size_t body_len;
-	const char *content_type; /* of the body; "application/json" when NULL */
-	const char *accept;      /* Accept header, or NULL for none */
+	const char *content_type;  /* of the body; "application/json" when NULL */
+	const char *accept;        /* Accept header, or NULL for none */
 	const sc_httpc_tls_t *tls; /* borrowed until done(); NULL = defaults */
-	int multiplex;           /* wait for an HTTP/2 connection to share
-				    rather than open another (many small calls) */
-	long timeout_ms;         /* whole transfer; 0 = none (streams) */
-	long connect_timeout_ms; /* default 2000 */
-	size_t max_body;         /* buffered responses; default 4 MiB */
+	int multiplex;             /* wait for an HTTP/2 connection to share
+	                              rather than open another (many small calls) */
+	long timeout_ms;           /* whole transfer; 0 = none (streams) */
+	long connect_timeout_ms;   /* default 2000 */
+	size_t max_body;           /* buffered responses; default 4 MiB */
 	sc_httpc_data_fn on_data;
 	sc_httpc_done_fn done; /* may be NULL */
 	void *ud;

@@ -9,7 +9,7 @@ from conftest import BIN
 
 VERBS = ["schedule", "simulate", "bench", "server", "agent", "gateway", "worker", "dev",
          "apply", "get", "describe", "delete", "token", "explain", "logs", "top", "drain",
-         "rollout", "store", "version"]
+         "rollout", "store", "version", "k8s"]
 
 
 @pytest.mark.parametrize("verb", VERBS)
@@ -27,6 +27,7 @@ def test_help(verb):
     ["dev", "--agents", "1x"], ["dev", "--agents", "2.0"], ["bench", "--nodes", "1e3"],
     ["schedule", "--cycles", "nan"], ["get", "-o", "xml"], ["token", "--bogus"],
     ["logs", "--follow=1"], ["store", "--from"],
+    ["k8s", "--period", "nan"], ["k8s", "--max-inflight", "2.5"], ["k8s", "--bogus"],
 ])
 def test_bad_values_refused(args, tmp_path):
     extra = ["--data-dir", str(tmp_path / "d")] if args[0] in ("server", "dev") else []

@@ -70,7 +70,8 @@ static void node(world_t *t, const char *name, int gpus, const char *extra_label
 	add(t, SC_KK_NODE,
 	    "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"kubernetes.io/hostname\":\"%s\"%s}},"
 	    "\"status\":{\"allocatable\":{\"cpu\":\"64\",\"memory\":\"256Gi\","
-	    "\"nvidia.com/gpu\":\"%d\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+	    "\"nvidia.com/"
+	    "gpu\":\"%d\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
 	    name, name, extra_labels ? extra_labels : "", gpus);
 }
 
@@ -83,8 +84,8 @@ static void queue(world_t *t, const char *name, const char *spec)
 }
 
 /* A pod of ours: extra_md goes into metadata, extra_spec into spec. */
-static void pod(world_t *t, const char *name, int gpus, const char *node_name,
-		const char *extra_md, const char *extra_spec)
+static void pod(world_t *t, const char *name, int gpus, const char *node_name, const char *extra_md,
+                const char *extra_spec)
 {
 	char nn[128] = "";
 	if (node_name)
@@ -102,8 +103,10 @@ static void pod(world_t *t, const char *name, int gpus, const char *node_name,
 static void schedule(world_t *t)
 {
 	char msg[512] = "";
-	sc_kworld_opts_t o = {.scheduler = "starcloud", .default_queue = "default",
-			      .config = &t->config, .now = 1800000000};
+	sc_kworld_opts_t o = {.scheduler = "starcloud",
+	                      .default_queue = "default",
+	                      .config = &t->config,
+	                      .now = 1800000000};
 	sc_decisions_free(t->d);
 	t->d = NULL;
 	sc_kworld_free(&t->w);
@@ -229,14 +232,16 @@ static void test_bad_annotations(void **state)
 	static const struct {
 		const char *md, *spec, *words;
 	} cases[] = {
-		{",\"annotations\":{\"gpu-fraction\":\"x\"}", NULL, "annotation gpu-fraction"},
-		{",\"annotations\":{\"gpu-fraction\":\"0\"}", NULL, "(0, 1]"},
-		{",\"annotations\":{\"gpu-fraction\":\"nan\"}", NULL, "(0, 1]"},
-		{",\"annotations\":{\"gpu-memory\":\"12x\"}", NULL, "annotation gpu-memory"},
-		{",\"annotations\":{\"gpu-fraction\":\"0.5\",\"gpu-memory\":\"100\"}", NULL,
-		 "not both"},
-		{NULL, ",\"affinity\":{\"podAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":[{}]}}",
-		 "spec.affinity"},
+	    {",\"annotations\":{\"gpu-fraction\":\"x\"}", NULL, "annotation gpu-fraction"},
+	    {",\"annotations\":{\"gpu-fraction\":\"0\"}", NULL, "(0, 1]"},
+	    {",\"annotations\":{\"gpu-fraction\":\"nan\"}", NULL, "(0, 1]"},
+	    {",\"annotations\":{\"gpu-memory\":\"12x\"}", NULL, "annotation gpu-memory"},
+	    {",\"annotations\":{\"gpu-fraction\":\"0.5\",\"gpu-memory\":\"100\"}", NULL,
+	     "not both"},
+	    {NULL,
+	     ",\"affinity\":{\"podAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":[{"
+	     "}]}}",
+	     "spec.affinity"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		world_t t;
@@ -406,12 +411,12 @@ static void test_kubeconfig(void **state)
 	char err[512];
 	/* "hello" in base64 */
 	assert_int_equal(kc("current-context: x\n"
-			    "contexts: [{name: x, context: {cluster: k, user: u, namespace: ns}}]\n"
-			    "clusters: [{name: k, cluster: {server: 'https://h:6443/', "
-			    "certificate-authority-data: aGVsbG8=}}]\n"
-			    "users: [{name: u, user: {token: abc}}]\n",
-			    &c, err),
-			 0);
+	                    "contexts: [{name: x, context: {cluster: k, user: u, namespace: ns}}]\n"
+	                    "clusters: [{name: k, cluster: {server: 'https://h:6443/', "
+	                    "certificate-authority-data: aGVsbG8=}}]\n"
+	                    "users: [{name: u, user: {token: abc}}]\n",
+	                    &c, err),
+	                 0);
 	assert_string_equal(c.server, "https://h:6443");
 	assert_string_equal(c.token, "abc");
 	assert_string_equal(c.namespace, "ns");
@@ -419,23 +424,23 @@ static void test_kubeconfig(void **state)
 	assert_memory_equal(c.ca_pem, "hello", 5);
 	sc_kconfig_free(&c);
 	assert_int_equal(kc("current-context: x\n"
-			    "contexts: [{name: x, context: {cluster: k, user: u}}]\n"
-			    "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
-			    "users: [{name: u, user: {exec: {command: sh}}}]\n",
-			    &c, err),
-			 SC_EINVAL);
+	                    "contexts: [{name: x, context: {cluster: k, user: u}}]\n"
+	                    "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+	                    "users: [{name: u, user: {exec: {command: sh}}}]\n",
+	                    &c, err),
+	                 SC_EINVAL);
 	assert_non_null(strstr(err, "users[u].user.exec"));
 	assert_int_equal(kc("current-context: x\ncontexts: []\n", &c, err), SC_EINVAL);
 	assert_non_null(strstr(err, "no context named \"x\""));
 	assert_int_equal(kc("contexts: []\n", &c, err), SC_EINVAL);
 	assert_non_null(strstr(err, "current-context"));
 	assert_int_equal(kc("current-context: x\n"
-			    "contexts: [{name: x, context: {cluster: k, user: u}}]\n"
-			    "clusters: [{name: k, cluster: {server: 'https://h', "
-			    "certificate-authority: no-such-file}}]\n"
-			    "users: [{name: u, user: {token: t}}]\n",
-			    &c, err),
-			 SC_EIO);
+	                    "contexts: [{name: x, context: {cluster: k, user: u}}]\n"
+	                    "clusters: [{name: k, cluster: {server: 'https://h', "
+	                    "certificate-authority: no-such-file}}]\n"
+	                    "users: [{name: u, user: {token: t}}]\n",
+	                    &c, err),
+	                 SC_EIO);
 	assert_non_null(strstr(err, "/etc/no-such-file"));
 	assert_int_equal(kc("[1, 2", &c, err), SC_EPARSE);
 }
@@ -477,36 +482,33 @@ static void test_lease_rules(void **state)
 	other.transitions = 4;
 	assert_int_equal(sc_klease_decide(&l, &other, 144), SC_KLEASE_RENEW);
 	json_t *b = sc_klease_body(&l, &other, SC_KLEASE_RENEW, "ns", "lease", "now", false);
-	assert_string_equal(json_string_value(json_object_get(json_object_get(b, "spec"),
-							      "acquireTime")),
-			    "a0");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(b, "spec"),
-							    "leaseTransitions")),
-			 4);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(b, "spec"), "acquireTime")), "a0");
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(b, "spec"), "leaseTransitions")), 4);
 	json_decref(b);
 	b = sc_klease_body(&l, &other, SC_KLEASE_TAKE, "ns", "lease", "now", false);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(b, "spec"),
-							    "leaseTransitions")),
-			 5);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(b, "spec"), "leaseTransitions")), 5);
 	json_decref(b);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lone_pod_binds),
-		cmocka_unit_test(test_gang_all_or_nothing),
-		cmocka_unit_test(test_parent_queue_holds_no_pods),
-		cmocka_unit_test(test_bad_queues_hold_their_pods),
-		cmocka_unit_test(test_bad_annotations),
-		cmocka_unit_test(test_shares_pack_onto_one_device),
-		cmocka_unit_test(test_running_shares_keep_their_device),
-		cmocka_unit_test(test_foreign_pods_hold_resources_and_are_never_victims),
-		cmocka_unit_test(test_taints_become_selectors),
-		cmocka_unit_test(test_local_state_holds_the_node),
-		cmocka_unit_test(test_relist_removes_what_was_not_listed),
-		cmocka_unit_test(test_kubeconfig),
-		cmocka_unit_test(test_lease_rules),
+	    cmocka_unit_test(test_lone_pod_binds),
+	    cmocka_unit_test(test_gang_all_or_nothing),
+	    cmocka_unit_test(test_parent_queue_holds_no_pods),
+	    cmocka_unit_test(test_bad_queues_hold_their_pods),
+	    cmocka_unit_test(test_bad_annotations),
+	    cmocka_unit_test(test_shares_pack_onto_one_device),
+	    cmocka_unit_test(test_running_shares_keep_their_device),
+	    cmocka_unit_test(test_foreign_pods_hold_resources_and_are_never_victims),
+	    cmocka_unit_test(test_taints_become_selectors),
+	    cmocka_unit_test(test_local_state_holds_the_node),
+	    cmocka_unit_test(test_relist_removes_what_was_not_listed),
+	    cmocka_unit_test(test_kubeconfig),
+	    cmocka_unit_test(test_lease_rules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
