@@ -54,7 +54,7 @@ BIN := $(BUILD)/starcloud
 # daemons, daemons share net and store): link them as one group.
 ALL_LIBS := -Wl,--start-group $(COMP_LIBS) $(LIB) -Wl,--end-group
 
-.PHONY: install install-files package test-install all deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
+.PHONY: install install-files package test-install all deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
 
 all: build
 
@@ -104,7 +104,7 @@ run: build
 # Source rules first (format, banned functions, unused exports), then unit
 # tests, scenario tests, ..., then the same under the sanitizers.
 test: build
-	@$(MAKE) --no-print-directory check-src test-unit test-scenarios test-prometheus test-e2e test-install test-repro test-fuzz
+	@$(MAKE) --no-print-directory check-src test-unit test-scenarios test-prometheus test-e2e test-k8s test-install test-repro test-fuzz
 	@$(MAKE) --no-print-directory SAN=1 test-san
 
 test-unit: $(UNIT_BIN)
@@ -114,8 +114,21 @@ test-scenarios: $(BIN)
 	@/usr/bin/python3 tests/scenarios/run.py --bin $(BIN) tests/scenarios
 
 # End-to-end: each test starts a real `starcloud server` on a free port.
+# Kubernetes mode has its own target (test-k8s).
 test-e2e: $(BIN)
-	@STARCLOUD_BIN=$(BIN) /usr/bin/python3 -m pytest -q tests/e2e
+	@STARCLOUD_BIN=$(BIN) /usr/bin/python3 -m pytest -q tests/e2e --ignore-glob='*/test_k8s_*'
+
+# Kubernetes mode against a real kube-apiserver and etcd on loopback. The
+# API server is built once from Debian's `kubernetes` source package by
+# scripts/kube-build.sh into $(KUBE_CACHE) (outside the checkout; ~15
+# CPU-minutes the first time, nothing after). Where it cannot be built the
+# tests skip and say why.
+KUBE_CACHE ?= /var/cache/starcloud/kube
+test-k8s: $(BIN)
+	@STARCLOUD_KUBE_CACHE=$(KUBE_CACHE) nice scripts/kube-build.sh kube-apiserver >/dev/null || \
+	 echo "test-k8s: no kube-apiserver (see $(KUBE_CACHE)/failed); the tests skip"
+	@STARCLOUD_BIN=$(BIN) STARCLOUD_KUBE_CACHE=$(KUBE_CACHE) /usr/bin/python3 -m pytest -q \
+	 tests/e2e/test_k8s_*.py
 
 # Alert rules and scrape config of deploy/prometheus (promtool check + test).
 test-prometheus:

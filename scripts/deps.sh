@@ -2,6 +2,10 @@
 # Installs the Debian packages Starcloud builds and tests with, but only those
 # that are missing, so `make` stays fast on a machine that already has them.
 # Run as root on Debian 12; anything else is told what to install by hand.
+# Kubernetes mode's test API server has build packages of its own (golang-go,
+# rsync, jq, dpkg-dev, golang-github-modern-go-reflect2-dev and the kubernetes
+# source package): scripts/kube-build.sh installs them when, and only when,
+# it has to build, since the result is cached across checkouts.
 set -eu
 # Dashboard and monitoring tests: headless Chromium driven over the DevTools
 # protocol (python3-websocket), promtool and a real Prometheus.

@@ -80,6 +80,28 @@ def test_killed_leader_is_replaced_within_the_lease_time(kube, sched_config):
                 r.stop()
 
 
+def test_stopped_leader_gives_the_lease_up(kube, sched_config):
+    """SIGTERM: the leader releases the Lease, so the standby takes over at
+    once rather than after the lease duration."""
+    kube.add_node("n0", gpus=8)
+    kube.queue("default")
+    rs = replicas(kube, sched_config)
+    try:
+        leader = wait_for(lambda: holder(kube), 20, "a leader")
+        other = "r%d" % (1 - int(leader[1:]))
+        t0 = time.time()
+        rs[int(leader[1:])].stop()
+        wait_for(lambda: holder(kube) == other, 10, "the standby takes the lease")
+        # Released: taken on the standby's next read (0.5 s), not after 4 s.
+        assert time.time() - t0 < 3, time.time() - t0
+        kube.pod("p", gpus=1)
+        wait_for(lambda: "p" in kube.bound(), 20, "bound by the new leader")
+    finally:
+        for r in rs:
+            if r.running():
+                r.stop()
+
+
 def test_frozen_leader_writes_nothing_after_waking(kube, sched_config):
     """SIGSTOP the leader past its lease, let the standby take over, wake
     the old leader: it must not bind anything (its lease ran out by its own
