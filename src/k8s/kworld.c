@@ -144,7 +144,8 @@ static int build_node(ctx_t *x, const sc_knode_t *kn, sc_node_spec_t *ns)
 {
 	sc_label_t *l = sc_arena_calloc(x->a, kn->nlabels + x->ntaints + 1, sizeof(*l));
 	ENOMEM_IF(l);
-	memcpy(l, kn->labels, kn->nlabels * sizeof(*l));
+	if (kn->nlabels)
+		memcpy(l, kn->labels, kn->nlabels * sizeof(*l));
 	size_t nl = kn->nlabels;
 	for (size_t i = 0; i < x->ntaints; i++) {
 		bool has = false;
@@ -204,7 +205,8 @@ static int pod_selector(ctx_t *x, wpod_t *wp)
 	}
 	sc_label_t *l = sc_arena_calloc(x->a, p->nselector + extra, sizeof(*l));
 	ENOMEM_IF(l);
-	memcpy(l, p->selector, p->nselector * sizeof(*l));
+	if (p->nselector)
+		memcpy(l, p->selector, p->nselector * sizeof(*l));
 	size_t n = p->nselector;
 	for (size_t i = 0; i < x->ntaints; i++)
 		if (!sc_ktoleration_matches(p, x->taints[i].t))
