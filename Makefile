@@ -54,7 +54,7 @@ BIN := $(BUILD)/starcloud
 # daemons, daemons share net and store): link them as one group.
 ALL_LIBS := -Wl,--start-group $(COMP_LIBS) $(LIB) -Wl,--end-group
 
-.PHONY: install install-files package test-install all deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent clean format
+.PHONY: install install-files package test-install all deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent bench-k8s clean format
 
 all: build
 
@@ -176,6 +176,12 @@ bench: build
 bench-api: build
 	@$(MAKE) --no-print-directory $(BUILD)/bench/api_bench
 	./$(BUILD)/bench/api_bench --bin $(BIN)
+
+# Kubernetes mode: pods bound per second against a real kube-apiserver,
+# starcloud k8s and the stock kube-scheduler alternating on the same world
+# (1,000 nodes, 10,000 pending pods; about 15 minutes). docs/BENCHMARKS.md.
+bench-k8s: $(BIN)
+	@STARCLOUD_BIN=$(BIN) STARCLOUD_KUBE_CACHE=$(KUBE_CACHE) /usr/bin/python3 bench/k8s_bench.py
 
 # Gateway against nginx on the same backends (wrk); see docs/BENCHMARKS.md.
 bench-gateway: build

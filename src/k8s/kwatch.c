@@ -61,7 +61,8 @@ struct sc_kwatch {
 	char rv[64];
 	char *cont; /* list continue token */
 	sc_httpc_req_t *req;
-	sc_buf_t line; /* partial watch event */
+	sc_buf_t line;  /* partial watch event */
+	double started; /* when the current watch began */
 	uv_timer_t retry;
 	double backoff;
 	unsigned long events;
@@ -277,15 +278,20 @@ static void watch_done(int status, const char *body, size_t len, void *ud)
 		start_list(w);
 		return;
 	}
-	if (status == 200) {
-		/* The server's timeout: resume from where we are. */
+	if (status == 200 && sc__k8s_now() - w->started > 1) {
+		/* The server's timeout: resume from where we are. A watch that
+		 * ends at once every time is an error, and backs off below. */
 		w->backoff = 0;
 		start_watch(w);
 		return;
 	}
-	if (status != SC_EIO || !w->k->stopping)
+	if (status != SC_EIO || !w->k->stopping) {
+		char msg[300];
 		sc_log_warn("watch %s ended (%s); resuming", kinds[w->kind].name,
-		            status < 0 ? sc_strerror(status) : "HTTP error");
+		            status < 0      ? sc_strerror(status)
+		            : status == 200 ? "closed at once"
+		                            : sc__k8s_status_msg(body, len, msg, sizeof(msg)));
+	}
 	backoff(w);
 }
 
@@ -299,6 +305,7 @@ static void start_watch(sc_kwatch_t *w)
 	         kinds[w->kind].path, w->rv, timeout, q ? "&" : "", q ? q : "");
 	w->state = ST_WATCH;
 	w->gone = false;
+	w->started = sc__k8s_now();
 	w->req = sc__k8s_request(w->k, "GET", path, NULL, NULL, 0, 0, 0, watch_data, watch_done, w);
 	if (!w->req)
 		backoff(w);
