@@ -76,7 +76,10 @@ SRCLIST=/etc/apt/sources.list.d/starcloud-deb-src.sources
 need_src=0
 ls "$CACHE"/src/kubernetes-*/Makefile >/dev/null 2>&1 || need_src=1
 if [ -n "$missing" ] || [ "$need_src" = 1 ]; then
-	[ "$(id -u)" = 0 ] || fail "not root: cannot install$missing or fetch the kubernetes source package"
+	if [ "$(id -u)" != 0 ]; then
+		[ -n "$missing" ] && fail "not root: cannot install the build packages:$missing"
+		fail "not root: cannot fetch the kubernetes source package (apt-get source kubernetes)"
+	fi
 	export DEBIAN_FRONTEND=noninteractive
 	if [ "$need_src" = 1 ] && ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
 		# Source packages come from the mirror the machine already uses.

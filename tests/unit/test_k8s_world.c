@@ -188,6 +188,38 @@ static void test_gang_all_or_nothing(void **state)
 	world_free(&t);
 }
 
+static void test_gang_topology_from_the_pod_group(void **state)
+{
+	world_t t;
+	world_init(&t);
+	node(&t, "n1", 4, ",\"rack\":\"a\"");
+	node(&t, "n2", 4, ",\"rack\":\"b\"");
+	node(&t, "n3", 8, ",\"rack\":\"b\"");
+	add(&t, SC_KK_GROUP,
+	    "{\"metadata\":{\"name\":\"g\",\"namespace\":\"ns\"},\"spec\":{\"minMember\":2,"
+	    "\"topologyConstraint\":{\"requiredTopologyLevel\":\"rack\"}}}");
+	pod(&t, "g-0", 4, NULL, ",\"annotations\":{\"pod-group-name\":\"g\"}", NULL);
+	pod(&t, "g-1", 4, NULL, ",\"annotations\":{\"pod-group-name\":\"g\"}", NULL);
+	schedule(&t);
+	/* Bin-packing alone would take n1 and n2 (the fullest fits, ties to
+	 * the first node), across two racks; the constraint keeps the gang in
+	 * rack b. */
+	assert_int_equal(t.d->nbindings, 2);
+	assert_string_not_equal(bound_to(&t, "ns/g-0"), "n1");
+	assert_string_not_equal(bound_to(&t, "ns/g-1"), "n1");
+	/* Without the constraint it does split. */
+	json_t *o = json_loads("{\"metadata\":{\"name\":\"g\",\"namespace\":\"ns\"},"
+	                       "\"spec\":{\"minMember\":2}}",
+	                       0, NULL);
+	assert_int_equal(sc_kcache_apply(&t.c, SC_KK_GROUP, false, o), 1);
+	json_decref(o);
+	schedule(&t);
+	assert_int_equal(t.d->nbindings, 2);
+	assert_true(strcmp(bound_to(&t, "ns/g-0"), "n1") == 0 ||
+	            strcmp(bound_to(&t, "ns/g-1"), "n1") == 0);
+	world_free(&t);
+}
+
 static void test_parent_queue_holds_no_pods(void **state)
 {
 	world_t t;
@@ -498,6 +530,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_lone_pod_binds),
 	    cmocka_unit_test(test_gang_all_or_nothing),
+	    cmocka_unit_test(test_gang_topology_from_the_pod_group),
 	    cmocka_unit_test(test_parent_queue_holds_no_pods),
 	    cmocka_unit_test(test_bad_queues_hold_their_pods),
 	    cmocka_unit_test(test_bad_annotations),
