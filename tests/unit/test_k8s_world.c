@@ -12,12 +12,13 @@
 
 #include <cmocka.h>
 
-#include "k8s/kcache.c"
-#include "k8s/kconfig.c"
-#include "k8s/klease.c"
-#include "k8s/kmap.c"
-#include "k8s/kobj.c"
-#include "k8s/kworld.c"
+#include "k8s/kcache.h"
+#include "k8s/kconfig.h"
+#include "k8s/klease.h"
+#include "k8s/kmap.h"
+#include "k8s/kobj.h"
+#include "k8s/kworld.h"
+#include "starcloud/error.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
