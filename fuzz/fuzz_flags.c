@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "base/parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "base/flagfile.h"
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "base/quantity.h"
 #include "starcloud/error.h"
 

@@ -5,7 +5,7 @@
  * base/parse.h), the field of the command's options struct it fills, its
  * bounds, its default as text and its help. From that one table come:
  *
- *   sc_flags_parse()   argv -> the options struct (defaults, then the
+ *   sc_flags_parse()   (base/cmdline.h) argv -> the options struct (defaults, then the
  *                      environment, then argv), --help, errors that name
  *                      the flag;
  *   sc_flags_usage()   the --help text;
@@ -126,16 +126,6 @@ typedef struct sc_command {
 	int max_args;                 /* positional arguments allowed (0: none) */
 	sc_flag_file_key_fn file_key; /* or NULL: every key of a file is a flag */
 } sc_command_t;
-
-/* Fills opts from the defaults, the configuration file of a SC_FLAG_CONFIG
- * flag (base/flagfile.h), the environment and argv (argv[0] is the
- * command's name), each over the one before. Positional arguments are moved to argv[1..*nargs] in
- * order (nargs may be NULL when cmd->max_args is 0); "--" ends the flags.
- * Returns 0 to run, 1 after printing --help to stdout, or SC_EINVAL after
- * printing one line to stderr that names the flag and what it expects.
- * opts is written only through the table; a bad flag may leave earlier
- * flags applied, so callers start from a zeroed struct and stop on error. */
-int sc_flags_parse(const sc_command_t *cmd, void *opts, int argc, char **argv, int *nargs);
 
 /* Applies every default (SC_EINVAL if a table's default is itself bad: a
  * programming error that the unit test of each table catches). */

@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "cli/cli.h"
 #include "cli/cli_conn.h"
 #include "cli/cli_agent.h"

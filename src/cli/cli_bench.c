@@ -11,7 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "cli/cli.h"
 #include "sim/synth.h"
 

@@ -12,7 +12,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "gateway/gateway.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "base/alloc.h"
 #include "base/quantity.h"
 #include "cli/cli.h"

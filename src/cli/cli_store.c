@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "cli/cli.h"
 #include "server/ha.h"
 #include "starcloud/error.h"

@@ -11,7 +11,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "base/version.h"
 #include "base/yamljson.h"
 #include "cli/cli_conn.h"

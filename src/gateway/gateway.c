@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/alloc.h"

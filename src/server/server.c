@@ -8,7 +8,7 @@
 
 #include "base/flagfile.h"
 #include "net/sdnotify.h"
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "base/log.h"
 #include "base/version.h"
 #include "server/cache.h"

@@ -9,7 +9,7 @@
 
 #include "net/sdnotify.h"
 #include "base/flagfile.h"
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/version.h"

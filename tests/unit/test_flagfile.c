@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "base/flagfile.h"
+#include "base/cmdline.h"
 #include "starcloud/error.h"
 
 typedef struct opts {

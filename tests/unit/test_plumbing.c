@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "starcloud/error.h"
