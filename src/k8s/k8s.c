@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "base/flags.h"
+#include "base/cmdline.h"
 #include "base/log.h"
 #include "cli/cli.h"
 #include "k8s/k8s_int.h"
