@@ -18,95 +18,6 @@
 #include "starcloud/error.h"
 #include "starcloud/json_merge.h"
 
-static const sc_kind_t kinds[] = {
-    {"nodes", "Node", 0, 0},
-    {"queues", "Queue", 0, 0},
-    {"priorityclasses", "PriorityClass", 0, 0},
-    {"jobs", "Job", 1, 0},
-    {"deployments", "Deployment", 1, 0},
-    {"events", "Event", 0, 1},
-};
-#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
-
-const sc_kind_t *sc__kind_by_plural(const char *plural, size_t len)
-{
-	for (size_t i = 0; i < NKINDS; i++)
-		if (strlen(kinds[i].plural) == len && strncmp(kinds[i].plural, plural, len) == 0)
-			return &kinds[i];
-	return NULL;
-}
-
-const sc_kind_t *sc__kind_by_name(const char *kind)
-{
-	for (size_t i = 0; i < NKINDS; i++)
-		if (strcmp(kinds[i].kind, kind) == 0)
-			return &kinds[i];
-	return NULL;
-}
-
-/* ---------------------------------------------------------------------
- * Responses
- * ------------------------------------------------------------------- */
-
-void sc__api_json(sc_http_req_t *r, int code, json_t *doc)
-{
-	char *text = sc_xcheck(json_dumps(doc, JSON_COMPACT));
-	json_decref(doc);
-	size_t n = strlen(text);
-	text = sc_xrealloc(text, n + 2);
-	text[n++] = '\n';
-	sc_http_respond(r, code, "application/json", text, n);
-	free(text);
-}
-
-void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *field,
-                   const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	/* The store could not be reached (etcd down): nothing was written,
-	 * and the client should retry, maybe on another server. */
-	if ((code == 500 || code == 401) && sc_store_last_unavailable()) {
-		code = 503;
-		reason = "ServiceUnavailable";
-		snprintf(msg, sizeof(msg), "the store cannot be reached; nothing was changed");
-	}
-	json_t *doc = json_pack("{s:{s:i,s:s,s:s,s:s}}", "error", "code", code, "reason", reason,
-	                        "message", msg, "field", field ? field : "");
-	sc__api_json(r, code, doc);
-}
-
-/* ---------------------------------------------------------------------
- * Objects in the store
- * ------------------------------------------------------------------- */
-
-void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outsz)
-{
-	snprintf(out, outsz, SC_KEY_PREFIX "%s/%s", k->plural, name);
-}
-
-/* Sets metadata.resourceVersion to the store's revision, as text (no-op
- * for NULL or an object without metadata). */
-static void set_resource_version(json_t *obj, int64_t mod_rev)
-{
-	json_t *md = json_object_get(obj, "metadata");
-	if (json_is_object(md)) {
-		char rv[32];
-		snprintf(rv, sizeof(rv), "%lld", (long long)mod_rev);
-		json_object_set_new(md, "resourceVersion", json_string(rv));
-	}
-}
-
-json_t *sc__object_load(const char *value, int64_t mod_rev)
-{
-	json_t *obj = json_loads(value, 0, NULL);
-	set_resource_version(obj, mod_rev);
-	return obj;
-}
-
 /* Serialises an object for the store: without resourceVersion (derived from
  * the store on read). Returns malloc'd text. */
 static char *object_dump(json_t *obj)
@@ -289,7 +200,7 @@ static int check_queue_write(api_req_t *a, json_t *obj)
 static json_t *load_existing(api_req_t *a, int64_t *mod_rev)
 {
 	json_t *obj = sc__api_load(a->s, a->r, &a->who, a->kind, a->name, mod_rev);
-	set_resource_version(obj, *mod_rev);
+	sc__object_set_rv(obj, *mod_rev);
 	return obj;
 }
 
@@ -311,7 +222,7 @@ static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok, sc_man
 		json_decref(obj);
 		return;
 	}
-	set_resource_version(obj, rev);
+	sc__object_set_rv(obj, rev);
 	sc__api_json(a->r, ok, obj);
 }
 

@@ -128,6 +128,7 @@ static void trim_events(sc_sched_t *sc, size_t created)
 }
 
 static void arm_kick(sc_sched_t *sc);
+static void kick(sc_server_t *s);
 static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0);
 
 static void job_free(cycle_job_t *j)
@@ -306,6 +307,7 @@ int sc__sched_start(sc_server_t *s)
 	sc->period.data = sc->kick.data = sc;
 	uv_timer_start(&sc->period, on_period, 0, PERIOD_MS);
 	s->sched = sc;
+	s->kick = kick;
 	return 0;
 }
 
@@ -324,6 +326,7 @@ void sc__sched_stop(sc_server_t *s)
 	if (!sc)
 		return;
 	s->sched = NULL;
+	s->kick = NULL;
 	sc->stopping = 1;
 	if (sc->job)
 		uv_cancel((uv_req_t *)&sc->job->req); /* fails once it runs: then it finishes */
@@ -331,7 +334,8 @@ void sc__sched_stop(sc_server_t *s)
 	uv_close((uv_handle_t *)&sc->kick, on_timer_closed);
 }
 
-void sc__sched_kick(sc_server_t *s)
+/* What sc__sched_kick (kick.c) runs while the loop is up. */
+static void kick(sc_server_t *s)
 {
 	if (s->sched)
 		arm_kick(s->sched);

@@ -132,7 +132,6 @@ void sc__cycle_plan_free(sc_cycle_plan_t *p);
  * left, or a negative SC_E* code. */
 long sc__events_trim(sc_server_t *s);
 /* Formats t (seconds) as RFC 3339 UTC. */
-void sc__rfc3339(int64_t t, char *out, size_t outsz);
 
 /* ---- sched.c ---- */
 /* The last cycle's figures of one queue (core units), for explain. */

@@ -31,14 +31,6 @@
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
-void sc__rfc3339(int64_t t, char *out, size_t outsz)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-	gmtime_r(&tt, &tm);
-	strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* Per-job views of the decisions (index lists in one array each). */
 typedef struct by_job {
 	size_t *bstart, *border; /* bindings of job j: border[bstart[j]..bstart[j+1]) */

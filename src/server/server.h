@@ -61,29 +61,51 @@ typedef struct sc_server {
 	const char *admin_token_file; /* --admin-token-file, or NULL: print it */
 	uv_check_t commit;            /* group commit at the end of each loop iteration */
 	int ready;
+	/* What sc__sched_kick runs: sched.c's, set while the loop is up. */
+	void (*kick)(struct sc_server *s);
 } sc_server_t;
 
-/* ---- api.c ---- */
+/* The files below the API, which the others use and which use none of
+ * them: kinds.c, reply.c, now.c, load.c, kick.c. */
+
+/* ---- kinds.c ---- */
 const sc_kind_t *sc__kind_by_plural(const char *plural, size_t len);
 const sc_kind_t *sc__kind_by_name(const char *kind);
-int sc__api_register(sc_server_t *s);
-/* ---- agent_api.c: node heartbeats, leases, pod reports ---- */
-int sc__agent_api_register(sc_server_t *s);
+/* Builds the key of an object. */
+void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outsz);
+/* Parses a stored value and adds metadata.resourceVersion. New reference. */
+json_t *sc__object_load(const char *value, int64_t mod_rev);
+/* Sets metadata.resourceVersion to the store's revision, as text (no-op
+ * for NULL or an object without metadata). */
+void sc__object_set_rv(json_t *obj, int64_t mod_rev);
+
+/* ---- reply.c ---- */
 /* Sends {"error":{...}}; field may be NULL. */
 void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *field,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Sends a JSON document (consumes doc). */
 void sc__api_json(sc_http_req_t *r, int code, json_t *doc);
-/* Builds the key of an object. */
-void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outsz);
-/* ---- ops.c ---- */
+
+/* ---- now.c ---- */
+/* RFC 3339 UTC time of now, or of t (seconds since the epoch), into out. */
+void sc__now_rfc3339(char *out, size_t outsz);
+void sc__rfc3339(int64_t t, char *out, size_t outsz);
+
+/* ---- load.c ---- */
 /* Reads object `name` of kind k that `who` may see, and its revision; on a
  * store error or when it is absent or hidden, answers r (500 or 404, no
  * existence leak) and returns NULL. New reference. */
 json_t *sc__api_load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
                      const sc_kind_t *k, const char *name, int64_t *mod_rev);
-/* Parses a stored value and adds metadata.resourceVersion. New reference. */
-json_t *sc__object_load(const char *value, int64_t mod_rev);
+
+/* ---- kick.c ---- */
+/* Asks for a cycle soon (after a change); nothing while the loop is down. */
+void sc__sched_kick(sc_server_t *s);
+
+/* ---- api.c ---- */
+int sc__api_register(sc_server_t *s);
+/* ---- agent_api.c: node heartbeats, leases, pod reports ---- */
+int sc__agent_api_register(sc_server_t *s);
 
 /* ---- list.c ---- */
 /* Answers a list (not a watch) of kind k from the cache, with ?limit= and
@@ -150,15 +172,11 @@ int sc__metrics_register(sc_server_t *s);
 /* ---- sched.c ---- */
 int sc__sched_start(sc_server_t *s);
 void sc__sched_stop(sc_server_t *s);
-/* Asks for a cycle soon (after a change). */
-void sc__sched_kick(sc_server_t *s);
 
 /* ---- ui.c ---- */
 int sc__ui_register(sc_server_t *s);
 
-/* ---- server.c ---- */
+/* ---- daemon.c: flags, start-up, group commit, shutdown ---- */
 int sc_server_main(int argc, char **argv);
-/* RFC 3339 UTC time of now into out. */
-void sc__now_rfc3339(char *out, size_t outsz);
 
 #endif

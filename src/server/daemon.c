@@ -77,14 +77,6 @@ static const sc_command_t server_cmd = {
     .nflags = sizeof(server_flags) / sizeof(server_flags[0]),
 };
 
-void sc__now_rfc3339(char *out, size_t outsz)
-{
-	time_t t = time(NULL);
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static void on_signal(uv_signal_t *h, int signum)
 {
 	sc_server_t *s = h->data;

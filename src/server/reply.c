@@ -1,0 +1,43 @@
+/* JSON answers of the API, errors included (server.h, "reply.c"). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "server/server.h"
+
+/* ---------------------------------------------------------------------
+ * Responses
+ * ------------------------------------------------------------------- */
+
+void sc__api_json(sc_http_req_t *r, int code, json_t *doc)
+{
+	char *text = sc_xcheck(json_dumps(doc, JSON_COMPACT));
+	json_decref(doc);
+	size_t n = strlen(text);
+	text = sc_xrealloc(text, n + 2);
+	text[n++] = '\n';
+	sc_http_respond(r, code, "application/json", text, n);
+	free(text);
+}
+
+void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *field,
+                   const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* The store could not be reached (etcd down): nothing was written,
+	 * and the client should retry, maybe on another server. */
+	if ((code == 500 || code == 401) && sc_store_last_unavailable()) {
+		code = 503;
+		reason = "ServiceUnavailable";
+		snprintf(msg, sizeof(msg), "the store cannot be reached; nothing was changed");
+	}
+	json_t *doc = json_pack("{s:{s:i,s:s,s:s,s:s}}", "error", "code", code, "reason", reason,
+	                        "message", msg, "field", field ? field : "");
+	sc__api_json(r, code, doc);
+}
