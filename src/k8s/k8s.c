@@ -31,13 +31,6 @@
 
 /* ---- clock and log ------------------------------------------------------ */
 
-double sc__k8s_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int64_t wall_clock(void)
 {
 	return (int64_t)time(NULL);
@@ -272,15 +265,6 @@ static int load_sched_config(sc_k8s_t *k)
 
 /* ---- the cycle ---------------------------------------------------------- */
 
-bool sc__k8s_may_write(sc_k8s_t *k)
-{
-	if (k->stopping)
-		return false;
-	if (!k->o.leader_elect)
-		return true;
-	return sc_klease_valid(&k->lease, sc__k8s_now());
-}
-
 static bool synced(sc_k8s_t *k)
 {
 	for (int i = 0; i < SC_KK_COUNT; i++)
@@ -300,11 +284,10 @@ static void arm(sc_k8s_t *k, double in)
 	uv_timer_start(&k->cycle_timer, cycle_cb, ms, 0);
 }
 
-void sc__k8s_kick(sc_k8s_t *k)
+/* What sc__k8s_kick (kloop.c) runs: a cycle soon, at most every
+ * min_interval. */
+static void kick(sc_k8s_t *k)
 {
-	k->dirty = true;
-	if (k->stopping)
-		return;
 	double wait = k->last_cycle + k->o.min_interval - sc__k8s_now();
 	arm(k, wait);
 }
@@ -427,6 +410,7 @@ static void run(sc_k8s_t *k)
 	k->writer = sc__kwriter_new(k);
 	uv_timer_init(&loop, &k->cycle_timer);
 	k->cycle_timer.data = k;
+	k->kick = kick;
 	uv_timer_init(&loop, &k->token_timer);
 	k->token_timer.data = k;
 	uv_timer_init(&loop, &k->stats_timer);

@@ -84,14 +84,15 @@ struct sc_k8s {
 	sc_arena_t *arena;
 	uv_timer_t cycle_timer, lease_timer, token_timer, stats_timer;
 	uv_signal_t sigterm, sigint;
-	bool dirty;        /* something changed since the last cycle */
-	double last_cycle; /* monotonic end of the last cycle */
+	bool dirty;                     /* something changed since the last cycle */
+	void (*kick)(struct sc_k8s *k); /* k8s.c's: arm the cycle timer */
+	double last_cycle;              /* monotonic end of the last cycle */
 	bool stopping;
 	int exit_code;
 	sc_k8s_stats_t st;
 };
 
-/* ---- k8s.c ---- */
+/* ---- kloop.c ---- */
 double sc__k8s_now(void); /* monotonic seconds */
 /* Something changed: run a cycle soon (at most every min_interval). */
 void sc__k8s_kick(sc_k8s_t *k);
