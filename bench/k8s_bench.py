@@ -7,7 +7,9 @@ Each run starts a fresh etcd + kube-apiserver (tests/e2e/kube_util.py),
 creates N nodes (8 nvidia.com/gpu, 64 cores, 512Gi each) and P pending pods
 (80 % one GPU + 4 cores + 16Gi, 20 % CPU only: 2 cores + 4Gi; everything
 fits), then starts one scheduler and times from its start to the last
-binding, counted on a watch of the pods. No kubelet: bound pods stay
+binding, counted on a watch of the pods; the Scheduled Events are counted on
+a watch too (a scheduler may write them after its bindings), and CPU seconds
+of the scheduler and the API server (up to the last Event) are reported. No kubelet: bound pods stay
 Pending, for both schedulers alike.
 
   bench/k8s_bench.py [--nodes 1000] [--pods 10000] [--rounds 2]
@@ -60,31 +62,41 @@ def build_world(kube, nodes, pods, scheduler):
     parallel(pod, range(pods))
 
 
-class BindWatch(threading.Thread):
-    """Counts pods that got a node, from a watch started before the
-    scheduler; `times` holds when each binding was seen."""
+class Counter(threading.Thread):
+    """Counts, on a watch started before the scheduler, the pods that got
+    a node (kind "pods") or the Scheduled Events written (kind "events");
+    `times` holds when each was seen."""
 
-    def __init__(self, kube, rv, want):
+    def __init__(self, kube, rv, want, kind="pods"):
         super().__init__(daemon=True)
-        self.kube, self.rv, self.want = kube, rv, want
-        self.bound = set()
+        self.kube, self.rv, self.want, self.kind = kube, rv, want, kind
+        self.seen = set()
         self.times = []
         self.done = threading.Event()
 
+    def counts(self, obj):
+        if self.kind == "pods":
+            return bool(obj.get("spec", {}).get("nodeName"))
+        return obj.get("reason") == "Scheduled"
+
+    def key(self, obj):
+        if self.kind == "pods":
+            return obj.get("metadata", {}).get("name")
+        return obj.get("involvedObject", {}).get("name")
+
     def run(self):
-        url = "%s/api/v1/pods?watch=1&resourceVersion=%s&timeoutSeconds=3600" % (
-            self.kube.url, self.rv)
+        url = "%s/api/v1/%s?watch=1&resourceVersion=%s&timeoutSeconds=3600" % (
+            self.kube.url, self.kind, self.rv)
         with self.kube.s.get(url, stream=True, timeout=3700) as r:
             for line in r.iter_lines():
                 if not line:
                     continue
-                ev = json.loads(line)
-                obj = ev.get("object", {})
-                name = obj.get("metadata", {}).get("name")
-                if obj.get("spec", {}).get("nodeName") and name not in self.bound:
-                    self.bound.add(name)
+                obj = json.loads(line).get("object", {})
+                k = self.key(obj)
+                if self.counts(obj) and k not in self.seen:
+                    self.seen.add(k)
                     self.times.append(time.time())
-                    if len(self.bound) >= self.want:
+                    if len(self.seen) >= self.want:
                         self.done.set()
                         return
 
@@ -98,13 +110,15 @@ def one_run(kind, args, tmp):
         build_world(kube, args.nodes, args.pods, scheduler)
         setup = time.time() - t
         rv = kube.api("GET", "/api/v1/pods?limit=1").json()["metadata"]["resourceVersion"]
-        watch = BindWatch(kube, rv, args.pods)
+        watch = Counter(kube, rv, args.pods)
+        events = Counter(kube, rv, args.pods, "events")
         watch.start()
+        events.start()
         time.sleep(0.5)
         cfg = kube.kubeconfig(kube.admin_token)
         log = open(os.path.join(tmp, kind + ".log"), "w")
         if kind == "starcloud":
-            cmd = [BIN, "k8s", "--kubeconfig", cfg]
+            cmd = [BIN, "k8s", "--kubeconfig", cfg] + args.starcloud_args.split()
         else:
             cmd = [kube_util.kube_binary("kube-scheduler"), "--kubeconfig", cfg,
                    "--leader-elect=false", "--port=0", "--secure-port=%d" % free_port(),
@@ -117,6 +131,11 @@ def one_run(kind, args, tmp):
         proc = subprocess.Popen(cmd, stdout=log, stderr=log)
         finished = watch.done.wait(args.timeout)
         t_end = watch.times[-1] if watch.times else time.time()
+        events_then = len([t for t in events.times if t <= t_end])
+        # The Events (one Scheduled per pod) may trail the bindings: wait
+        # for them a while, to know what the run really cost.
+        events.done.wait(args.events_wait)
+        t_events = events.times[-1] - t0 if events.done.is_set() else None
         sched_cpu = cpu_seconds(proc.pid) if proc.poll() is None else float("nan")
         api_cpu = cpu_seconds(kube.proc.pid) - api_cpu0
         proc.send_signal(signal.SIGTERM)
@@ -126,14 +145,24 @@ def one_run(kind, args, tmp):
             proc.kill()
             proc.wait()
         log.close()
-        n = len(watch.bound)
+        stats = ""
+        if kind == "starcloud":
+            with open(os.path.join(tmp, kind + ".log")) as f:
+                lines = [ln for ln in f if "cycles" in ln]
+            stats = lines[-1].split("k8s: ", 1)[-1].strip() if lines else ""
+        n = len(watch.seen)
         first = watch.times[0] - t0 if watch.times else float("nan")
         res = {"scheduler": kind, "nodes": args.nodes, "pods": args.pods, "bound": n,
                "complete": bool(finished), "seconds": round(t_end - t0, 2),
                "pods_per_s": round(n / (t_end - t0), 1) if n else 0.0,
-               "first_binding_s": round(first, 2), "scheduler_cpu_s": round(sched_cpu, 1),
+               "first_binding_s": round(first, 2),
+               "events_at_last_binding": events_then,
+               "all_events_s": round(t_events, 2) if t_events is not None else None,
+               "scheduler_cpu_s": round(sched_cpu, 1),
                "apiserver_cpu_s": round(api_cpu, 1), "setup_s": round(setup, 1),
-               "load": os.getloadavg()[0]}
+               "load": round(os.getloadavg()[0], 1)}
+        if stats:
+            res["stats"] = stats
         print(json.dumps(res), flush=True)
         return res
     finally:
@@ -148,6 +177,12 @@ def main():
     ap.add_argument("--kube-qps", type=int, default=5000)
     ap.add_argument("--kube-burst", type=int, default=10000)
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--events-wait", type=float, default=120,
+                    help="seconds to wait after the last binding for every Scheduled Event")
+    ap.add_argument("--schedulers", default="starcloud,kube-scheduler",
+                    help="which to run, in this order each round")
+    ap.add_argument("--starcloud-args", default="",
+                    help="extra flags for starcloud k8s (space separated)")
     args = ap.parse_args()
     build = subprocess.run([os.path.join(ROOT, "scripts", "kube-build.sh"), "kube-apiserver",
                             "kube-scheduler"], capture_output=True, text=True)
@@ -157,12 +192,12 @@ def main():
                                          os.getloadavg()[0]), flush=True)
     results = []
     for r in range(args.rounds):
-        for kind in ("starcloud", "kube-scheduler"):
+        for kind in args.schedulers.split(","):
             with tempfile.TemporaryDirectory(prefix="k8s-bench-") as tmp:
                 results.append(one_run(kind, args, tmp))
     rate = {k: [x["pods_per_s"] for x in results if x["scheduler"] == k]
             for k in ("starcloud", "kube-scheduler")}
-    mean = {k: sum(v) / len(v) for k, v in rate.items()}
+    mean = {k: sum(v) / len(v) if v else 0 for k, v in rate.items()}
     print(json.dumps({"summary": {"starcloud_pods_per_s": rate["starcloud"],
                                   "kube_scheduler_pods_per_s": rate["kube-scheduler"],
                                   "ratio": round(mean["starcloud"] / mean["kube-scheduler"], 2)

@@ -92,6 +92,15 @@ class Kube:
         self.proc = None
 
     def start(self):
+        """Starts etcd and the API server; on any failure stops what did
+        start (an API server left behind would outlive the test)."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self):
         self.etcd.start()
         self.sa_key = os.path.join(self.tmp, "sa.key")
         subprocess.run(["openssl", "genrsa", "-out", self.sa_key, "2048"], check=True,
@@ -159,6 +168,7 @@ class Kube:
         port = free_port()
         cert_dir = os.path.join(self.tmp, "certs-2")
         proc = self.spawn(port, cert_dir, os.path.join(self.tmp, "kube-apiserver-2.log"))
+        self.extra_procs = getattr(self, "extra_procs", []) + [proc]
         url = "https://127.0.0.1:%d" % port
         ca = os.path.join(cert_dir, "apiserver.crt")
         wait_for(lambda: os.path.exists(ca), 30, "second API server's certificate")
@@ -173,8 +183,9 @@ class Kube:
             return ""
 
     def stop(self):
-        if self.proc:
-            stop_process(self.proc)
+        for p in [self.proc] + getattr(self, "extra_procs", []):
+            if p:
+                stop_process(p)
         self.etcd.stop()
 
     def session(self, token):

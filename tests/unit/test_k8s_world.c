@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <unistd.h>
 
 #include "k8s/kcache.h"
 #include "k8s/kconfig.h"
@@ -478,6 +479,57 @@ static void test_kubeconfig(void **state)
 	assert_int_equal(kc("[1, 2", &c, err), SC_EPARSE);
 }
 
+static void put_file(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void test_in_cluster_and_token_refresh(void **state)
+{
+	char dir[] = "/tmp/sc-k8s-sa-XXXXXX", err[512];
+	sc_kconfig_t c;
+	assert_non_null(mkdtemp(dir));
+	unsetenv("KUBERNETES_SERVICE_HOST");
+	assert_int_equal(sc_kconfig_in_cluster(dir, &c, err, sizeof(err)), SC_EINVAL);
+	assert_non_null(strstr(err, "KUBERNETES_SERVICE_HOST"));
+	setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+	setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+	/* No token file yet. */
+	assert_int_equal(sc_kconfig_in_cluster(dir, &c, err, sizeof(err)), SC_EIO);
+	assert_non_null(strstr(err, "token"));
+	put_file(dir, "token", "tok-1\n");
+	put_file(dir, "ca.crt", "-----BEGIN CERTIFICATE-----\n");
+	put_file(dir, "namespace", "starcloud-system");
+	assert_int_equal(sc_kconfig_in_cluster(dir, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.server, "https://[fd00::1]:443");
+	assert_string_equal(c.token, "tok-1");
+	assert_string_equal(c.namespace, "starcloud-system");
+	/* The kubelet rotates the token: read again; a half-written (empty)
+	 * file keeps the old one. */
+	assert_int_equal(sc_kconfig_refresh_token(&c), 0);
+	put_file(dir, "token", "tok-2");
+	assert_int_equal(sc_kconfig_refresh_token(&c), 1);
+	assert_string_equal(c.token, "tok-2");
+	put_file(dir, "token", "");
+	assert_int_equal(sc_kconfig_refresh_token(&c), SC_EINVAL);
+	assert_string_equal(c.token, "tok-2");
+	sc_kconfig_free(&c);
+	const char *names[] = {"token", "ca.crt", "namespace"};
+	for (int i = 0; i < 3; i++) {
+		char path[512];
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+	unsetenv("KUBERNETES_SERVICE_HOST");
+	unsetenv("KUBERNETES_SERVICE_PORT");
+}
+
 /* ---- leader election ------------------------------------------------------ */
 
 static void test_lease_rules(void **state)
@@ -542,6 +594,7 @@ int main(void)
 	    cmocka_unit_test(test_local_state_holds_the_node),
 	    cmocka_unit_test(test_relist_removes_what_was_not_listed),
 	    cmocka_unit_test(test_kubeconfig),
+	    cmocka_unit_test(test_in_cluster_and_token_refresh),
 	    cmocka_unit_test(test_lease_rules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
