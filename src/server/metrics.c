@@ -1,14 +1,15 @@
 /* /metrics, /healthz, /readyz. */
 #include "server/metrics.h"
-#include "base/parse.h"
-#include "base/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/alloc.h"
+#include "base/parse.h"
 #include "base/version.h"
+#include "server/cache.h"
 #include "server/ha.h"
 #include "starcloud/buf.h"
 #include "starcloud/core.h"
@@ -283,35 +284,32 @@ typedef struct queue_wait {
 	double oldest;
 } queue_wait_t;
 
-/* Loads the objects under /registry/<plural>/ into l; 0 or < 0. */
-static int list_kind(sc_server_t *s, const char *plural, sc_kv_list_t *l)
+/* The cached objects of a kind (server/cache.h): parsed once per revision,
+ * kept current by the store watch, so a scrape reads no store and parses
+ * nothing that did not change. Under etcd the cache may trail this
+ * server's own last write by a moment, which a gauge can afford. */
+static sc_cobj_t *const *cached(sc_server_t *s, const char *kind, size_t *n)
 {
-	char prefix[64];
-	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", plural);
-	return sc_store_list(s->store, prefix, l);
+	*n = 0;
+	return s->cache ? sc__cache_items(s->cache, sc__kind_by_name(kind), n) : NULL;
 }
 
 static void write_nodes(sc_buf_t *b, sc_server_t *s, double *capacity)
 {
-	sc_kv_list_t l;
+	size_t n;
+	sc_cobj_t *const *nodes = cached(s, "Node", &n);
 	sc_buf_puts(b, "# HELP starcloud_node_ready 1 when the node is ready (status.ready is not "
 	               "false), else 0.\n# TYPE starcloud_node_ready gauge\n");
-	if (list_kind(s, "nodes", &l) < 0)
-		return;
-	for (size_t i = 0; i < l.n; i++) {
-		json_t *n = json_loads(l.items[i].value, 0, NULL);
-		const char *name =
-		    json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
-		json_t *ready = json_object_get(json_object_get(n, "status"), "ready");
-		json_t *count =
-		    json_object_get(json_object_get(json_object_get(n, "spec"), "gpus"), "count");
-		if (name)
-			sc_buf_printf(b, "starcloud_node_ready{node=\"%s\"} %d\n", name,
+	for (size_t i = 0; i < n; i++) {
+		json_t *node = sc__cache_obj(nodes[i]);
+		json_t *ready = json_object_get(json_object_get(node, "status"), "ready");
+		json_t *count = json_object_get(
+		    json_object_get(json_object_get(node, "spec"), "gpus"), "count");
+		if (node)
+			sc_buf_printf(b, "starcloud_node_ready{node=\"%s\"} %d\n", nodes[i]->name,
 			              !json_is_false(ready));
 		*capacity += (double)json_integer_value(count);
-		json_decref(n);
 	}
-	sc_kv_list_free(&l);
 }
 
 /* Adds a job's held GPUs to *allocated and, when it waits (no phase yet,
@@ -343,23 +341,18 @@ static void account_job(json_t *j, int64_t now, queue_wait_t *qw, size_t nq, dou
 static void write_state(sc_buf_t *b, sc_server_t *s)
 {
 	double capacity = 0, allocated = 0;
-	sc_kv_list_t ql = {0}, jl = {0};
+	size_t nq, nj;
 	write_nodes(b, s, &capacity);
-	int qrc = list_kind(s, "queues", &ql), jrc = list_kind(s, "jobs", &jl);
-	queue_wait_t *qw = sc_xcalloc(ql.n + 1, sizeof(*qw));
-	json_t **qobjs = sc_xcalloc(ql.n + 1, sizeof(*qobjs));
-	for (size_t i = 0; qrc == 0 && i < ql.n; i++) {
-		qobjs[i] = json_loads(ql.items[i].value, 0, NULL);
-		qw[i].name = json_string_value(
-		    json_object_get(json_object_get(qobjs[i], "metadata"), "name"));
-		if (!qw[i].name)
-			qw[i].name = "";
-	}
+	sc_cobj_t *const *queues = cached(s, "Queue", &nq);
+	sc_cobj_t *const *jobs = cached(s, "Job", &nj);
+	queue_wait_t *qw = sc_xcalloc(nq + 1, sizeof(*qw));
+	for (size_t i = 0; i < nq; i++)
+		qw[i].name = queues[i]->name;
 	int64_t now = (int64_t)time(NULL);
-	for (size_t i = 0; jrc == 0 && i < jl.n; i++) {
-		json_t *j = json_loads(jl.items[i].value, 0, NULL);
-		account_job(j, now, qw, qrc == 0 ? ql.n : 0, &allocated);
-		json_decref(j);
+	for (size_t i = 0; i < nj; i++) {
+		json_t *j = sc__cache_obj(jobs[i]);
+		if (j)
+			account_job(j, now, qw, nq, &allocated);
 	}
 	sc_buf_printf(b,
 	              "# HELP starcloud_cluster_gpus GPU devices on all nodes.\n"
@@ -372,19 +365,10 @@ static void write_state(sc_buf_t *b, sc_server_t *s)
 	              "waiting job (0 when none waits).\n"
 	              "# TYPE starcloud_queue_oldest_pending_seconds gauge\n",
 	              capacity, allocated);
-	for (size_t i = 0; qrc == 0 && i < ql.n; i++) {
-		if (qw[i].name[0])
-			sc_buf_printf(b,
-			              "starcloud_queue_oldest_pending_seconds{queue=\"%s\"} %g\n",
-			              qw[i].name, qw[i].oldest);
-		json_decref(qobjs[i]);
-	}
+	for (size_t i = 0; i < nq; i++)
+		sc_buf_printf(b, "starcloud_queue_oldest_pending_seconds{queue=\"%s\"} %g\n",
+		              qw[i].name, qw[i].oldest);
 	free(qw);
-	free(qobjs);
-	if (qrc == 0)
-		sc_kv_list_free(&ql);
-	if (jrc == 0)
-		sc_kv_list_free(&jl);
 }
 
 static void handle_metrics(sc_http_req_t *r, void *ud)

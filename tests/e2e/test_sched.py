@@ -239,3 +239,21 @@ def test_api_writes_are_decoded_once(server, admin):
     assert r.status_code == 400 and "replicas" in r.text
     assert admin.get(admin.base + "/jobs/once").json()["metadata"]["resourceVersion"] == \
         got["metadata"]["resourceVersion"]
+
+
+def test_state_metrics_follow_the_objects(server, admin):
+    """The cluster gauges of /metrics come from the server's cache of the
+    objects (no store read per scrape) and follow every change."""
+    cluster(admin, nodes=2, gpus=4)
+    admin.post(admin.base + "/jobs", json=job("fits", gpus=2))
+    admin.post(admin.base + "/jobs", json=job("waits", gpus=4, replicas=5))
+    wait_for(lambda: phase(admin, "fits") == "Running", what="fits Running")
+    assert metric(server, "starcloud_cluster_gpus") == 8
+    assert metric(server, "starcloud_node_ready", '{node="n0"}') == 1
+    wait_for(lambda: metric(server, "starcloud_cluster_gpus_allocated") == 2,
+             what="2 GPUs allocated")
+    wait_for(lambda: (metric(server, "starcloud_queue_oldest_pending_seconds",
+                             '{queue="team-a"}') or 0) >= 1, what="the waiting job's age")
+    # A third node shows at once.
+    assert admin.post(admin.base + "/nodes", json=node("n9", gpus=8)).status_code == 201
+    wait_for(lambda: metric(server, "starcloud_cluster_gpus") == 16, what="16 GPUs")
