@@ -95,6 +95,30 @@ json_t *sc_reservation_json(const sc_pending_t *p);
  * the result. Returns NULL when out of memory. */
 json_t *sc_decisions_to_json(const sc_snapshot_t *s, const sc_decisions_t *d);
 
+/* ---- run-time settings of a Job or Deployment ----
+ *
+ * What the server and the node agents act on while a job runs. The decoder
+ * validates these fields when an object is stored (with the limits below);
+ * sc_job_runtime reads them back from the stored spec, with the decoder's
+ * defaults, so the defaults and limits are written once. */
+enum { SC_RESTART_ALWAYS = 0, SC_RESTART_ONFAILURE, SC_RESTART_NEVER };
+#define SC_BACKOFF_LIMIT_DEFAULT 6
+#define SC_BACKOFF_LIMIT_MAX 1000
+#define SC_GRACE_SECONDS_MAX 3600
+
+typedef struct sc_job_runtime {
+	int restart_policy; /* SC_RESTART_*; when absent: Always for a Deployment
+	                       (serving restarts), OnFailure for a Job */
+	int gang_restart;   /* gangPolicy: RestartGang (1) or FailJob (0, default) */
+	int backoff_limit;  /* restarts before the pod (or gang) fails the job */
+	int grace_seconds;  /* terminationGracePeriodSeconds; -1 when absent */
+} sc_job_runtime_t;
+
+/* Reads the settings of a stored object of kind ("Job" or "Deployment")
+ * from its spec (borrowed; may be NULL); a value the decoder would refuse
+ * reads as the default. */
+void sc_job_runtime(const char *kind, json_t *spec, sc_job_runtime_t *out);
+
 /* The eviction action names used in that output ("reclaim", "preempt",
  * "consolidate", "stale-gang"); "allocate" for SC_ACT_ALLOCATE. */
 const char *sc_eviction_action_name(int action);

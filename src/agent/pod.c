@@ -325,29 +325,14 @@ static void pod_spawn(sc_pod_t *p)
 	changed(p);
 }
 
-static int policy_of(json_t *spec)
-{
-	const char *s = json_string_value(json_object_get(spec, "restartPolicy"));
-	if (s && strcmp(s, "Always") == 0)
-		return SC_RESTART_ALWAYS;
-	if (s && strcmp(s, "Never") == 0)
-		return SC_RESTART_NEVER;
-	/* Kubernetes Jobs default to OnFailure-like retries; serving
-	 * deployments (no restartPolicy field) restart always. */
-	return s ? SC_RESTART_ONFAILURE : -1;
-}
-
+/* The job's run-time settings, read as the decoder validated them. */
 static void pod_settings(sc_pod_t *p, const char *kind, json_t *spec)
 {
-	json_t *bl = json_object_get(spec, "backoffLimit");
-	json_t *gr = json_object_get(spec, "terminationGracePeriodSeconds");
-	int pol = policy_of(spec);
-	p->restart_policy = pol >= 0                          ? pol
-	                    : strcmp(kind, "Deployment") == 0 ? SC_RESTART_ALWAYS
-	                                                      : SC_RESTART_ONFAILURE;
-	p->backoff_limit = json_is_integer(bl) ? (int)json_integer_value(bl) : 6;
-	p->grace_ms =
-	    json_is_integer(gr) ? (uint64_t)json_integer_value(gr) * 1000 : p->a->o.grace_ms;
+	sc_job_runtime_t rt;
+	sc_job_runtime(kind, spec, &rt);
+	p->restart_policy = rt.restart_policy;
+	p->backoff_limit = rt.backoff_limit;
+	p->grace_ms = rt.grace_seconds >= 0 ? (uint64_t)rt.grace_seconds * 1000 : p->a->o.grace_ms;
 }
 
 static void sc__pod_probe_verdict(sc_pod_t *p, int kind, int ok, const char *msg);

@@ -28,6 +28,7 @@
 #include "base/parse.h"
 #include "net/http.h"
 #include "net/httpc.h"
+#include "starcloud/manifest.h" /* SC_RESTART_* */
 #include "starcloud/buf.h"
 
 typedef struct sc_agent sc_agent_t;
@@ -110,7 +111,6 @@ struct sc_agent {
 };
 
 enum sc_probe_kind { SC_PROBE_STARTUP = 0, SC_PROBE_LIVENESS, SC_PROBE_READINESS, SC_PROBE_KINDS };
-enum sc_restart { SC_RESTART_ALWAYS = 0, SC_RESTART_ONFAILURE, SC_RESTART_NEVER };
 enum sc_pod_state {
 	SC_PS_RUNNING = 0, /* process alive */
 	SC_PS_BACKOFF,     /* waiting to restart */

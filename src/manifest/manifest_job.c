@@ -541,8 +541,9 @@ static int decode_agent_settings(sc__rd_t *rd, json_t *spec)
 	int policy, rc;
 	int64_t v;
 	if ((rc = sc__get_enum(rd, spec, "gangPolicy", false, gang, &policy)) < 0 ||
-	    (rc = sc__get_int(rd, spec, "backoffLimit", false, 0, 1000, &v)) < 0 ||
-	    (rc = sc__get_int(rd, spec, "terminationGracePeriodSeconds", false, 0, 3600, &v)) < 0)
+	    (rc = sc__get_int(rd, spec, "backoffLimit", false, 0, SC_BACKOFF_LIMIT_MAX, &v)) < 0 ||
+	    (rc = sc__get_int(rd, spec, "terminationGracePeriodSeconds", false, 0,
+	                      SC_GRACE_SECONDS_MAX, &v)) < 0)
 		return rc;
 	return 0;
 }

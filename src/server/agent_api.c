@@ -210,8 +210,9 @@ static void gang_failed(json_t *obj, const char *pod)
 	char why[400];
 	if (replicas_of(obj) < 2)
 		return;
-	json_t *bl = json_object_get(spec, "backoffLimit");
-	int limit = json_is_integer(bl) ? (int)json_integer_value(bl) : 6;
+	sc_job_runtime_t rt;
+	sc_job_runtime(str_of(obj, "kind"), spec, &rt);
+	int limit = rt.backoff_limit;
 	/* The count lives in an annotation: the scheduling loop rewrites the
 	 * status it owns and keeps metadata as it is. */
 	json_t *md = json_object_get(obj, "metadata");
@@ -221,7 +222,7 @@ static void gang_failed(json_t *obj, const char *pod)
 	/* Written by this server; anything else a person put there counts as 0. */
 	int restarts = 0;
 	sc_parse_int(str_of(ann, SC_GANG_RESTARTS), 0, INT32_MAX, &restarts);
-	if (strcmp(str_of(spec, "gangPolicy"), "RestartGang") == 0 && restarts < limit) {
+	if (rt.gang_restart && restarts < limit) {
 		char n[16];
 		snprintf(why, sizeof(why), "gang restarted: pod %s failed", pod);
 		set_gang(pods, "Releasing", why, 1);

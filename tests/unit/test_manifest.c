@@ -536,6 +536,36 @@ static void test_decisions_json(void **state)
 	assert_string_equal(sc_eviction_action_name(SC_ACT_RECLAIM), "reclaim");
 }
 
+/* The run-time settings the server and agents read back: the decoder's
+ * defaults, per kind, and what a value the decoder refuses reads as. */
+static void test_job_runtime(void **state)
+{
+	sc_job_runtime_t rt;
+	sc_job_runtime("Job", NULL, &rt);
+	assert_int_equal(rt.restart_policy, SC_RESTART_ONFAILURE);
+	assert_int_equal(rt.gang_restart, 0);
+	assert_int_equal(rt.backoff_limit, SC_BACKOFF_LIMIT_DEFAULT);
+	assert_int_equal(rt.grace_seconds, -1);
+	sc_job_runtime("Deployment", NULL, &rt);
+	assert_int_equal(rt.restart_policy, SC_RESTART_ALWAYS);
+	json_t *spec =
+	    json_pack("{s:s,s:s,s:i,s:i}", "restartPolicy", "Never", "gangPolicy", "RestartGang",
+	              "backoffLimit", 2, "terminationGracePeriodSeconds", 5);
+	sc_job_runtime("Job", spec, &rt);
+	assert_int_equal(rt.restart_policy, SC_RESTART_NEVER);
+	assert_int_equal(rt.gang_restart, 1);
+	assert_int_equal(rt.backoff_limit, 2);
+	assert_int_equal(rt.grace_seconds, 5);
+	json_decref(spec);
+	spec = json_pack("{s:s,s:i,s:s}", "restartPolicy", "Sometimes", "backoffLimit", 5000,
+	                 "terminationGracePeriodSeconds", "5");
+	sc_job_runtime("Job", spec, &rt);
+	assert_int_equal(rt.restart_policy, SC_RESTART_ONFAILURE);
+	assert_int_equal(rt.backoff_limit, SC_BACKOFF_LIMIT_DEFAULT);
+	assert_int_equal(rt.grace_seconds, -1);
+	json_decref(spec);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -549,6 +579,7 @@ int main(void)
 	    cmocka_unit_test(test_add_json),
 	    cmocka_unit_test(test_add_set),
 	    cmocka_unit_test(test_decisions_json),
+	    cmocka_unit_test(test_job_runtime),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
