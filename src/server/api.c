@@ -246,7 +246,7 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
 		              "%s \"%s\" was modified (or deleted) since resourceVersion %lld",
 		              a->kind->kind, a->name, (long long)expect);
 	else if (rc < 0)
-		sc__api_error(a->r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
+		sc__api_store_error(a->r, rc, "store");
 	if (rc < 0) {
 		sc_manifest_set_free(one);
 		json_decref(obj);
@@ -450,8 +450,11 @@ static void do_delete(api_req_t *a)
 	int64_t rev;
 	int rc = sc_store_delete(a->s->store, a->key, cur, &rev);
 	if (rc < 0) {
-		sc__api_error(a->r, rc == SC_ECONFLICT ? 409 : 500, "Conflict", NULL,
-		              "delete failed: %s", sc_strerror(rc));
+		if (rc == SC_ECONFLICT)
+			sc__api_error(a->r, 409, "Conflict", NULL, "delete failed: %s",
+			              sc_strerror(rc));
+		else
+			sc__api_store_error(a->r, rc, "delete failed");
 		json_decref(old);
 		return;
 	}

@@ -176,8 +176,9 @@ static int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 		return 0;
 	snprintf(key, sizeof(key), TOKEN_PREFIX "%.*s", ID_LEN, hash);
 	sc_kv_t kv = {0};
-	if (sc_store_get(s->store, key, &kv) < 0)
-		return SC_EINVAL;
+	int grc = sc_store_get(s->store, key, &kv);
+	if (grc < 0)
+		return grc == SC_EUNAVAIL ? grc : SC_EINVAL;
 	json_t *rec = json_loads(kv.value, 0, NULL);
 	sc_kv_free(&kv);
 	int rc = SC_EINVAL;
@@ -199,7 +200,13 @@ int sc__auth_request(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 		sc__api_error(r, 400, "ClientTooOld", NULL, "%s", msg);
 		return SC_ERANGE;
 	}
-	if (sc__auth_check(s, r, who) < 0) {
+	int rc = sc__auth_check(s, r, who);
+	if (rc == SC_EUNAVAIL) {
+		/* The token could not be looked up: not the caller's fault. */
+		sc__api_store_error(r, rc, "token");
+		return rc;
+	}
+	if (rc < 0) {
 		sc__api_error(r, 401, "Unauthorized", NULL, "a valid bearer token is required");
 		return SC_EINVAL;
 	}
@@ -321,7 +328,7 @@ static void token_create(sc_server_t *s, sc_http_req_t *r)
 		if (out && node)
 			json_object_set_new(out, "node", json_string(node));
 		if (rc < 0)
-			sc__api_error(r, 500, "InternalError", NULL, "%s", sc_strerror(rc));
+			sc__api_store_error(r, rc, "token");
 		else
 			sc__api_json(r, 201, out);
 		free(secret);
@@ -332,8 +339,9 @@ static void token_create(sc_server_t *s, sc_http_req_t *r)
 static void token_list(sc_server_t *s, sc_http_req_t *r)
 {
 	sc_kv_list_t l;
-	if (sc_store_list(s->store, TOKEN_PREFIX, &l) < 0) {
-		sc__api_error(r, 500, "InternalError", NULL, "store error");
+	int rc = sc_store_list(s->store, TOKEN_PREFIX, &l);
+	if (rc < 0) {
+		sc__api_store_error(r, rc, "store");
 		return;
 	}
 	json_t *items = json_array();
@@ -360,7 +368,7 @@ static void token_delete(sc_server_t *s, sc_http_req_t *r, const char *id)
 	if (rc == SC_ENOTFOUND)
 		sc__api_error(r, 404, "NotFound", NULL, "token %s not found", id);
 	else if (rc < 0)
-		sc__api_error(r, 500, "InternalError", NULL, "%s", sc_strerror(rc));
+		sc__api_store_error(r, rc, "token");
 	else
 		sc__api_json(r, 200, json_pack("{s:s}", "deleted", id));
 }

@@ -264,7 +264,7 @@ void sc__list_serve(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, const 
 		    choose_from_store(s, ls, k, who, sel, limit, after, last, sizeof(last), &rev);
 		if (rc < 0) {
 			ls_free(ls);
-			sc__api_error(r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
+			sc__api_store_error(r, rc, "store");
 			return;
 		}
 		head_text(ls, k, rev, last[0] ? last : NULL);

@@ -17,7 +17,7 @@ json_t *sc__api_load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who
 	*mod_rev = kv.mod_rev;
 	sc_kv_free(&kv);
 	if (rc < 0 && rc != SC_ENOTFOUND) {
-		sc__api_error(r, 500, "InternalError", NULL, "store: %s", sc_strerror(rc));
+		sc__api_store_error(r, rc, "store");
 		return NULL;
 	}
 	if (!obj || !sc__auth_can_see(who, k, obj)) {

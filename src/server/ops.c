@@ -134,8 +134,10 @@ static void drain(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, json_t *
 	int rc = sc_store_put(s->store, key, text, mod_rev, &rev);
 	free(text);
 	if (rc < 0) {
-		sc__api_error(r, rc == SC_ECONFLICT || rc == SC_ENOTFOUND ? 409 : 500, "Conflict",
-		              NULL, "drain: %s", sc_strerror(rc));
+		if (rc == SC_ECONFLICT || rc == SC_ENOTFOUND)
+			sc__api_error(r, 409, "Conflict", NULL, "drain: %s", sc_strerror(rc));
+		else
+			sc__api_store_error(r, rc, "drain");
 		return;
 	}
 	sc__sched_kick(s);

@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "server/server.h"
+#include "starcloud/error.h"
 
 /* ---------------------------------------------------------------------
  * Responses
@@ -30,14 +31,18 @@ void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *f
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	/* The store could not be reached (etcd down): nothing was written,
-	 * and the client should retry, maybe on another server. */
-	if ((code == 500 || code == 401) && sc_store_last_unavailable()) {
-		code = 503;
-		reason = "ServiceUnavailable";
-		snprintf(msg, sizeof(msg), "the store cannot be reached; nothing was changed");
-	}
 	json_t *doc = json_pack("{s:{s:i,s:s,s:s,s:s}}", "error", "code", code, "reason", reason,
 	                        "message", msg, "field", field ? field : "");
 	sc__api_json(r, code, doc);
+}
+
+void sc__api_store_error(sc_http_req_t *r, int rc, const char *what)
+{
+	/* The store could not be reached (etcd down): nothing was written,
+	 * and the client should retry, maybe on another server. */
+	if (rc == SC_EUNAVAIL)
+		sc__api_error(r, 503, "ServiceUnavailable", NULL,
+		              "the store cannot be reached; nothing was changed");
+	else
+		sc__api_error(r, 500, "InternalError", NULL, "%s: %s", what, sc_strerror(rc));
 }

@@ -217,8 +217,7 @@ static void change(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who, 
 			if (rc == 0)
 				sc__api_json(r, 200, rollout_doc(obj));
 			else if (rc != SC_ECONFLICT || attempt + 1 == MAX_TRIES)
-				sc__api_error(r, 500, "InternalError", NULL, "store: %s",
-				              sc_strerror(rc));
+				sc__api_store_error(r, rc, "store");
 		}
 		json_decref(nodes);
 		json_decref(events);

@@ -85,6 +85,10 @@ void sc__api_error(sc_http_req_t *r, int code, const char *reason, const char *f
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Sends a JSON document (consumes doc). */
 void sc__api_json(sc_http_req_t *r, int code, json_t *doc);
+/* Answers a failed store call rc: 503 ServiceUnavailable when the store
+ * could not be reached (SC_EUNAVAIL: nothing was written; retry, maybe on
+ * another server), else 500 "what: <error>". */
+void sc__api_store_error(sc_http_req_t *r, int rc, const char *what);
 
 /* ---- now.c ---- */
 /* RFC 3339 UTC time of now, or of t (seconds since the epoch), into out. */

@@ -91,9 +91,10 @@ void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
 	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", k->plural);
 	if (from_rev == 0) {
 		sc_kv_list_t l;
-		if (sc_store_list(s->store, prefix, &l) < 0) {
+		int lrc = sc_store_list(s->store, prefix, &l);
+		if (lrc < 0) {
 			free(wt);
-			sc__api_error(r, 500, "InternalError", NULL, "store error");
+			sc__api_store_error(r, lrc, "store");
 			return;
 		}
 		for (size_t i = 0; i < l.n; i++)
@@ -110,7 +111,7 @@ void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
 			    "resourceVersion %lld is older than the change log; list again",
 			    (long long)from_rev);
 		else
-			sc__api_error(r, 500, "InternalError", NULL, "%s", sc_strerror(rc));
+			sc__api_store_error(r, rc, "watch");
 		return;
 	}
 	if (!wt->started)

@@ -15,48 +15,32 @@ struct sc_store_watch {
 	int64_t from_rev; /* live events at or before it were replayed or seen */
 };
 
-/* Whether the last call failed because the backend could not be reached
- * (etcd down): the API then answers 503 instead of 500. One store per
- * thread in practice, so one flag per thread. */
-static _Thread_local int last_unavailable;
-
-static int note(int rc)
-{
-	last_unavailable = rc == SC_EUNAVAIL;
-	return rc;
-}
-
-int sc_store_last_unavailable(void)
-{
-	return last_unavailable;
-}
-
 int sc_store_get(sc_store_t *s, const char *key, sc_kv_t *out)
 {
-	return note(s->ops->get(s, key, out));
+	return s->ops->get(s, key, out);
 }
 
 int sc_store_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out)
 {
-	return note(s->ops->list(s, prefix, out));
+	return s->ops->list(s, prefix, out);
 }
 
 int sc_store_put(sc_store_t *s, const char *key, const char *value, int64_t expect_rev,
                  int64_t *rev)
 {
 	sc_store_op_t op = {SC_STORE_PUT, key, value, expect_rev};
-	return note(s->ops->txn(s, &op, 1, rev, NULL));
+	return s->ops->txn(s, &op, 1, rev, NULL);
 }
 
 int sc_store_delete(sc_store_t *s, const char *key, int64_t expect_rev, int64_t *rev)
 {
 	sc_store_op_t op = {SC_STORE_DELETE, key, NULL, expect_rev};
-	return note(s->ops->txn(s, &op, 1, rev, NULL));
+	return s->ops->txn(s, &op, 1, rev, NULL);
 }
 
 int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev, size_t *failed)
 {
-	return note(s->ops->txn(s, ops, n, rev, failed));
+	return s->ops->txn(s, ops, n, rev, failed);
 }
 
 int64_t sc_store_revision(sc_store_t *s)

@@ -109,10 +109,6 @@ void sc_store_unwatch(sc_store_t *s, sc_store_watch_t *w);
 /* Closes the store; accepts NULL. */
 void sc_store_close(sc_store_t *s);
 
-/* 1 when the last call on this thread failed with SC_EUNAVAIL (the
- * backend could not be reached). */
-int sc_store_last_unavailable(void);
-
 void sc_kv_free(sc_kv_t *kv);
 void sc_kv_list_free(sc_kv_list_t *l);
 
