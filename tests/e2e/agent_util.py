@@ -90,9 +90,13 @@ def run_job(session, name, command, replicas=1, gpu=0, q="q", **spec):
     return r
 
 
-def processes_with_env(key, value):
-    """PIDs whose environment holds key=value (pods carry STARCLOUD_POD)."""
+def processes_with_env(key, value, under=None):
+    """PIDs whose environment holds key=value (pods carry STARCLOUD_POD).
+    under: only pods of an agent whose data folder is there (a pod's HOME is
+    its folder), so a test is not confused by the same pod name in another
+    test run on the same machine."""
     want = ("%s=%s" % (key, value)).encode()
+    home = ("HOME=%s" % under).encode() if under else None
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -102,7 +106,10 @@ def processes_with_env(key, value):
                 env = f.read()
             with open("/proc/%s/stat" % pid) as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
-            if want in env.split(b"\0") and state not in ("Z", "X"):
+            fields = env.split(b"\0")
+            if home and not any(f.startswith(home) for f in fields):
+                continue
+            if want in fields and state not in ("Z", "X"):
                 found.append(int(pid))
         except OSError:
             pass

@@ -12,8 +12,8 @@ def running(p):
     return p["phase"] == "Running"
 
 
-def one_pid(pod):
-    pids = wait_for(lambda: processes_with_env("STARCLOUD_POD", pod), what="pod process")
+def one_pid(pod, under):
+    pids = wait_for(lambda: processes_with_env("STARCLOUD_POD", pod, under), what="pod process")
     assert len(pids) == 1, pids
     return pids[0]
 
@@ -29,22 +29,22 @@ def test_restarted_agent_adopts_running_pod(server, admin, tmp_path):
         setup_queue(admin)
         run_job(admin, "keep", ["sleep", "600"], restartPolicy="Always")
         wait_for(pod_where(admin, "keep", "keep-main-0", running))
-        pid = one_pid("keep-main-0")
+        pid = one_pid("keep-main-0", str(tmp_path))
         a = restart(server, tmp_path, a)
         wait_for(lambda: "adopted (pid %d" % pid in a.output(), what="adoption")
         time.sleep(1.5)  # several heartbeats and the list + reconcile
-        assert processes_with_env("STARCLOUD_POD", "keep-main-0") == [pid]
+        assert processes_with_env("STARCLOUD_POD", "keep-main-0", str(tmp_path)) == [pid]
         p = pods_of(admin, "keep")["keep-main-0"]
         assert running(p) and p.get("restarts", 0) == 0
         # The adopted pod is ours: killing it from outside gets a restart.
         os.kill(pid, signal.SIGKILL)
         wait_for(pod_where(admin, "keep", "keep-main-0", lambda q: q.get("restarts") == 1),
                  timeout=8, what="restart of the adopted pod")
-        new = one_pid("keep-main-0")
+        new = one_pid("keep-main-0", str(tmp_path))
         assert new != pid
     finally:
         a.stop()
-        for pid in processes_with_env("STARCLOUD_JOB", "keep"):
+        for pid in processes_with_env("STARCLOUD_JOB", "keep", str(tmp_path)):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -54,17 +54,17 @@ def test_restarted_agent_stops_unassigned_pods(server, admin, tmp_path):
         setup_queue(admin)
         run_job(admin, "gone", ["sleep", "600"], restartPolicy="Always")
         wait_for(pod_where(admin, "gone", "gone-main-0", running))
-        pid = one_pid("gone-main-0")
+        pid = one_pid("gone-main-0", str(tmp_path))
         a.stop()
         assert admin.delete(admin.base + "/jobs/gone").ok
         a = Agent(server.url, server.token, "n1", tmp_path / "n1", drain=False)
-        wait_for(lambda: not processes_with_env("STARCLOUD_POD", "gone-main-0"), timeout=8,
+        wait_for(lambda: not processes_with_env("STARCLOUD_POD", "gone-main-0", str(tmp_path)), timeout=8,
                  what="the unassigned pod stopped")
         assert "adopted (pid %d" % pid in a.output()
         assert not os.path.exists(os.path.join(a.pod_dir("gone", "gone-main-0"), "pod.json"))
     finally:
         a.stop()
-        for pid in processes_with_env("STARCLOUD_JOB", "gone"):
+        for pid in processes_with_env("STARCLOUD_JOB", "gone", str(tmp_path)):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -74,18 +74,18 @@ def test_dead_record_is_not_adopted(server, admin, tmp_path):
         setup_queue(admin)
         run_job(admin, "dead", ["sleep", "600"], restartPolicy="Always")
         wait_for(pod_where(admin, "dead", "dead-main-0", running))
-        pid = one_pid("dead-main-0")
+        pid = one_pid("dead-main-0", str(tmp_path))
         a.stop()
         os.kill(pid, signal.SIGKILL)
         a = Agent(server.url, server.token, "n1", tmp_path / "n1", drain=False)
         # Not adopted (gone), so started afresh: exactly one new copy.
-        wait_for(lambda: len(processes_with_env("STARCLOUD_POD", "dead-main-0")) == 1,
+        wait_for(lambda: len(processes_with_env("STARCLOUD_POD", "dead-main-0", str(tmp_path))) == 1,
                  timeout=8, what="a fresh copy")
-        assert processes_with_env("STARCLOUD_POD", "dead-main-0") != [pid]
+        assert processes_with_env("STARCLOUD_POD", "dead-main-0", str(tmp_path)) != [pid]
         assert "adopted" not in a.output().split("registered")[-1]
     finally:
         a.stop()
-        for pid in processes_with_env("STARCLOUD_JOB", "dead"):
+        for pid in processes_with_env("STARCLOUD_JOB", "dead", str(tmp_path)):
             os.kill(pid, signal.SIGKILL)
 
 
