@@ -395,7 +395,7 @@ int sc_agent_main(int argc, char **argv)
 	a->sigterm.data = a->sigint.data = a;
 	sc__sync_init(a);
 	if ((rc = sc__agent_discover(a)) < 0 || (rc = setup(a)) < 0) {
-		fprintf(stderr, "agent: start failed: %s\n", sc_strerror(rc));
+		sc_log_error("agent: start failed: %s", sc_strerror(rc));
 		rc = 1;
 		goto out;
 	}

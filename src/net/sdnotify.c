@@ -1,5 +1,6 @@
 /* The service manager's notify protocol (see sdnotify.h and sd_notify(3)). */
 #include "net/sdnotify.h"
+#include "base/log.h"
 #include "base/parse.h"
 
 #include <errno.h>
@@ -53,10 +54,9 @@ static void read_env(void)
 		                     (path[0] == '/' ? 1 : 0));
 	} else if (path) {
 		sd.bad = 1;
-		fprintf(stderr,
-		        "sd_notify: NOTIFY_SOCKET \"%.100s\" is not a unix socket path; "
-		        "not notifying\n",
-		        path);
+		sc_log_warn("sd_notify: NOTIFY_SOCKET \"%.100s\" is not a unix socket path; "
+		            "not notifying",
+		            path);
 	}
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/version.h"
+#include "base/log.h"
 #include "starcloud/error.h"
 #include "store/etcd_int.h"
 
@@ -85,10 +86,9 @@ static int read_rec(sc_etcd_conn_t *c, const char *key, schema_rec_t *r)
 			snprintf(r->writer, sizeof(r->writer), "%s", w ? w : "an unknown release");
 			rc = 0;
 		} else {
-			fprintf(stderr,
-			        "store: etcd key %s: expected {\"version\": N, \"minReader\": "
-			        "M} with 1 <= M <= N, got %.200s; nothing was changed\n",
-			        key, text ? text : "(undecodable)");
+			sc_log_error("store: etcd key %s: expected {\"version\": N, \"minReader\": "
+			             "M} with 1 <= M <= N, got %.200s; nothing was changed",
+			             key, text ? text : "(undecodable)");
 		}
 		json_decref(doc);
 	}
@@ -147,12 +147,12 @@ static int write_rec(sc_etcd_conn_t *c, const char *key, const schema_rec_t *was
 
 static int refuse(const char *key, const schema_rec_t *r)
 {
-	fprintf(stderr,
-	        "store: etcd key %s: schema %d, written by %s, needs a server that knows schema "
-	        "%d or newer; this binary (starcloud %s) knows schema %d. Upgrade this server to "
-	        "the release that wrote it, or restore a backup taken before that upgrade "
-	        "(docs/DEPLOY.md). Nothing was changed.\n",
-	        key, r->version, r->writer, r->min_reader, SC_VERSION, ETCD_SCHEMA);
+	sc_log_error(
+	    "store: etcd key %s: schema %d, written by %s, needs a server that knows schema "
+	    "%d or newer; this binary (starcloud %s) knows schema %d. Upgrade this server to "
+	    "the release that wrote it, or restore a backup taken before that upgrade "
+	    "(docs/DEPLOY.md). Nothing was changed.",
+	    key, r->version, r->writer, r->min_reader, SC_VERSION, ETCD_SCHEMA);
 	return SC_ERANGE;
 }
 
@@ -162,11 +162,11 @@ static int readable_as_is(const char *key, const schema_rec_t *r)
 {
 	for (int v = r->version; v < ETCD_SCHEMA; v++)
 		if (steps[v - 1].run) {
-			fprintf(stderr,
-			        "store: etcd key %s: schema %d must be brought to %d before "
-			        "this binary (starcloud %s) can read it: start a server of this "
-			        "release on it first, or use the release that wrote it\n",
-			        key, r->version, ETCD_SCHEMA, SC_VERSION);
+			sc_log_error(
+			    "store: etcd key %s: schema %d must be brought to %d before "
+			    "this binary (starcloud %s) can read it: start a server of this "
+			    "release on it first, or use the release that wrote it",
+			    key, r->version, ETCD_SCHEMA, SC_VERSION);
 			return SC_ERANGE;
 		}
 	return 1;
@@ -200,10 +200,9 @@ static int advance(sc_etcd_conn_t *c, const char *prefix, const char *key, int r
 		return refuse(key, &r);
 	if (r.version >= ETCD_SCHEMA) {
 		if (r.version > ETCD_SCHEMA)
-			fprintf(stderr,
-			        "store: etcd schema %d (written by %s) is newer than this "
-			        "binary's %d but readable by it; upgrade this server soon\n",
-			        r.version, r.writer, ETCD_SCHEMA);
+			sc_log_warn("store: etcd schema %d (written by %s) is newer than this "
+			            "binary's %d but readable by it; upgrade this server soon",
+			            r.version, r.writer, ETCD_SCHEMA);
 		*schema = r.version;
 		return 1;
 	}
@@ -212,7 +211,7 @@ static int advance(sc_etcd_conn_t *c, const char *prefix, const char *key, int r
 		return readable_as_is(key, &r);
 	}
 	const step_t *st = &steps[r.version - 1];
-	fprintf(stderr, "store: etcd schema %d -> %d: %s\n", r.version, r.version + 1, st->what);
+	sc_log_info("store: etcd schema %d -> %d: %s", r.version, r.version + 1, st->what);
 	if (st->run && (rc = st->run(c, prefix)) < 0)
 		return rc;
 	return write_rec(c, key, &r, r.version + 1, st->min_reader) < 0 ? SC_EIO : 0;
@@ -227,9 +226,8 @@ int sc__etcd_schema_open(sc_etcd_conn_t *c, const char *prefix, int readonly, in
 		if (rc != 0)
 			return rc < 0 ? rc : 0;
 	}
-	fprintf(stderr,
-	        "store: etcd key %s kept changing while this server tried to bring the "
-	        "schema forward; is another server migrating it?\n",
-	        key);
+	sc_log_error("store: etcd key %s kept changing while this server tried to bring the "
+	             "schema forward; is another server migrating it?",
+	             key);
 	return SC_ECONFLICT;
 }

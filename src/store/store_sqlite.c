@@ -142,14 +142,13 @@ static int keep_copy(sqlite3 *db, const char *path, int64_t have)
 	snprintf(sql, sizeof(sql), "%s", q);
 	sqlite3_free(q);
 	if (exec(db, sql) < 0) {
-		fprintf(stderr,
-		        "store: cannot keep a copy of %s before migrating it; nothing was "
-		        "changed\n",
-		        path);
+		sc_log_error("store: cannot keep a copy of %s before migrating it; nothing was "
+		             "changed",
+		             path);
 		return SC_EIO;
 	}
-	fprintf(stderr, "store: %s is schema %lld; a copy as it was is kept in %s\n", path,
-	        (long long)have, copy);
+	sc_log_info("store: %s is schema %lld; a copy as it was is kept in %s", path,
+	            (long long)have, copy);
 	return 0;
 }
 
@@ -167,12 +166,12 @@ static int migrate(sqlite3 *db, const char *path, int readonly)
 	/* A reader (a backup) never migrates: the store may belong to a
 	 * running server of another release. */
 	if (readonly && have != want) {
-		fprintf(stderr,
-		        "store: %s has schema %lld; this binary (starcloud %s) reads schema %lld "
-		        "without changing it: use the release that wrote it%s. Nothing was "
-		        "changed.\n",
-		        path, (long long)have, SC_VERSION, (long long)want,
-		        have < want ? ", or start a server of this release on it first" : "");
+		sc_log_error(
+		    "store: %s has schema %lld; this binary (starcloud %s) reads schema %lld "
+		    "without changing it: use the release that wrote it%s. Nothing was "
+		    "changed.",
+		    path, (long long)have, SC_VERSION, (long long)want,
+		    have < want ? ", or start a server of this release on it first" : "");
 		return SC_ERANGE;
 	}
 	if (have > want) {
@@ -198,8 +197,7 @@ static int migrate(sqlite3 *db, const char *path, int readonly)
 		if (exec(db, "COMMIT") < 0)
 			return SC_EIO;
 		if (have > 0)
-			fprintf(stderr, "store: %s migrated to schema %lld\n", path,
-			        (long long)v + 1);
+			sc_log_info("store: %s migrated to schema %lld", path, (long long)v + 1);
 	}
 	return (int)want;
 }
