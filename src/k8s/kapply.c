@@ -33,6 +33,13 @@
 #define MAX_MSG 1024        /* condition and event messages */
 #define ACK_GRACE 30.0      /* acked binding/eviction not seen by the watch */
 #define WRITE_TIMEOUT 30000 /* ms */
+/* A pending pod's explanation counts nodes, so it changes as the cluster
+ * does: a pod's condition is rewritten at most every EXPLAIN_EVERY seconds,
+ * and at most EXPLAIN_PER_CYCLE conditions are queued per cycle (the rest
+ * wait for later cycles), so 10,000 waiting pods cannot turn every cycle
+ * into 10,000 writes. */
+#define EXPLAIN_EVERY 10.0
+#define EXPLAIN_PER_CYCLE 500
 
 enum { OP_BIND = 0, OP_EVICT, OP_STATUS, OP_EVENT };
 
@@ -57,6 +64,7 @@ typedef struct oq {
 typedef struct explained {
 	char *key; /* first: kmap keys are borrowed from values */
 	char *msg;
+	double at; /* monotonic time it was sent */
 } explained_t;
 
 struct sc_kwriter {
@@ -64,6 +72,7 @@ struct sc_kwriter {
 	oq_t hi, lo;
 	kop_t *flying; /* sent, not answered: freed with the writer */
 	size_t inflight;
+	size_t explained_now; /* conditions queued this cycle */
 	unsigned long warned;
 };
 
@@ -347,8 +356,12 @@ static void explain(sc_kwriter_t *w, const sc_kpod_t *p, const char *reason)
 	if (p->cond_unsched && p->cond_msg && strcmp(p->cond_msg, msg) == 0)
 		return;
 	explained_t *e = sc_kmap_get(&k->explained, p->key);
-	if (e && strcmp(e->msg, msg) == 0)
+	double now_s = sc__k8s_now();
+	if (e && (strcmp(e->msg, msg) == 0 || now_s - e->at < EXPLAIN_EVERY))
 		return;
+	if (w->explained_now >= EXPLAIN_PER_CYCLE)
+		return;
+	w->explained_now++;
 	if (!e) {
 		e = sc_xcalloc(1, sizeof(*e));
 		e->key = xstrdup(p->key);
@@ -356,6 +369,7 @@ static void explain(sc_kwriter_t *w, const sc_kpod_t *p, const char *reason)
 	}
 	free(e->msg);
 	e->msg = xstrdup(msg);
+	e->at = now_s;
 	char now[48];
 	sc__k8s_time(now, sizeof(now));
 	json_t *patch = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
@@ -426,6 +440,7 @@ static void apply_eviction(sc_kwriter_t *w, const sc_kworld_t *world, const sc_e
 void sc__kwriter_apply(sc_kwriter_t *w, const sc_kworld_t *world, const sc_decisions_t *d)
 {
 	sc_k8s_t *k = w->k;
+	w->explained_now = 0;
 	for (size_t i = 0; i < d->nevictions; i++)
 		apply_eviction(w, world, &d->evictions[i]);
 	for (size_t i = 0; i < d->nbindings; i++)
