@@ -85,6 +85,12 @@ class Counter(threading.Thread):
         return obj.get("involvedObject", {}).get("name")
 
     def run(self):
+        try:
+            self.watch()
+        except Exception:  # noqa: BLE001 (the API server stops at the end of a run)
+            pass
+
+    def watch(self):
         url = "%s/api/v1/%s?watch=1&resourceVersion=%s&timeoutSeconds=3600" % (
             self.kube.url, self.kind, self.rv)
         with self.kube.s.get(url, stream=True, timeout=3700) as r:
