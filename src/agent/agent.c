@@ -113,9 +113,18 @@ static void on_report(int status, const char *body, size_t len, void *ud)
 		a->last_hb_ok = sc__agent_now_ms(a);
 		fence_arm(a);
 	} else {
+		/* The server's own words when it refuses (a client too old for
+		 * it: base/version.h), so the log says what to do. */
+		json_t *err = status >= 400 ? json_loadb(body, len, 0, NULL) : NULL;
+		const char *why =
+		    json_string_value(json_object_get(json_object_get(err, "error"), "message"));
 		if (!a->hb_failing)
-			sc_log_warn("heartbeat failed (%d%s)", status,
-			            status < 0 ? ": server unreachable" : "");
+			sc_log_warn("heartbeat failed (%d%s%s)", status,
+			            status < 0 ? ": server unreachable"
+			            : why      ? ": "
+			                       : "",
+			            why ? why : "");
+		json_decref(err);
 		a->hb_failing = 1;
 		/* Unreachable, or a follower (503): try the next server; the
 		 * success there lists and watches anew. */

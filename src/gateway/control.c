@@ -221,20 +221,20 @@ static int w_head(sc_hcli_req_t *r, int status, void *ud)
 {
 	control_t *ct = ud;
 	ct->status = status;
-	if (status != 200) {
-		sc_log_warn("control plane watch: HTTP %d", status);
-		return 0;
-	}
-	json_object_clear(ct->deps);
-	sc_buf_reset(&ct->line);
+	sc_buf_reset(&ct->line); /* an error's body is kept for its message */
+	if (status == 200)
+		json_object_clear(ct->deps);
 	return 0;
 }
 
 static int w_data(sc_hcli_req_t *r, const char *d, size_t n, void *ud)
 {
 	control_t *ct = ud;
-	if (sc_hcli_status(r) != 200)
+	if (sc_hcli_status(r) != 200) {
+		if (ct->line.len + n <= 4096)
+			sc_buf_append(&ct->line, d, n);
 		return 0;
+	}
 	if (sc_buf_append(&ct->line, d, n) < 0)
 		return 0; /* an oversized line: dropped by the reset below */
 	char *nl;
@@ -260,6 +260,16 @@ static void w_done(sc_hcli_req_t *r, int err, void *ud)
 	ct->watch = NULL;
 	if (ct->stopping)
 		return;
+	if (ct->status != 200 && ct->status > 0) {
+		/* The server's own words (a gateway too old for it says so). */
+		json_t *e = json_loadb(ct->line.data, ct->line.len, 0, NULL);
+		const char *why =
+		    json_string_value(json_object_get(json_object_get(e, "error"), "message"));
+		sc_log_warn("control plane watch: HTTP %d%s%s", ct->status, why ? ": " : "",
+		            why ? why : "");
+		json_decref(e);
+		sc_buf_reset(&ct->line);
+	}
 	/* Unreachable, or not the leader (503): the next server of the list.
 	 * A watch the server ended after a 200 is reopened on the same one;
 	 * with one server, after a second; going round a list, at once. */

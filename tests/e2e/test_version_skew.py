@@ -93,3 +93,71 @@ def test_cli_and_agent_say_who_they_are(server, admin, tmp_path):
         assert wait_for(version, timeout=20, what="agent version") == me
     finally:
         agent.stop()
+
+
+class Refusing:
+    """A server of a later release that refuses this one's clients, as a
+    real one would (400 ClientTooOld), but lets an agent register first:
+    the case of a server upgraded past what its running agents support."""
+    MESSAGE = ("starcloud-agent 0.2.0 is too old for this server (starcloud 0.4.0 serves "
+               "agents, gateways and CLIs from 0.3.0 on): upgrade it to 0.4.0")
+
+    def __init__(self):
+        import http.server
+        import json
+        import threading
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                if self.command == "POST" and self.path == "/api/v1/nodes":
+                    code, doc = 201, {"kind": "Node", "metadata": {"name": "n1"}}
+                else:
+                    code, doc = 400, {"error": {"code": 400, "reason": "ClientTooOld",
+                                                "message": outer.MESSAGE, "field": ""}}
+                body = json.dumps(doc).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            do_GET = do_POST = do_PUT = do_PATCH = answer
+
+            def log_message(self, *a):
+                pass
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+def test_refused_clients_say_why(tmp_path):
+    """The agent's heartbeat, the gateway's watch and the CLI print the
+    server's reason, not only a status code."""
+    srv = Refusing()
+    try:
+        r = subprocess.run([BIN, "get", "jobs", "--server", srv.url, "--token", "sc_x"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and Refusing.MESSAGE in r.stderr, r.stderr
+        agent = Agent(srv.url, "sc_x", "n1", tmp_path / "a1")
+        gw_log = tmp_path / "gw.log"
+        with open(str(gw_log), "w") as log:
+            gw = subprocess.Popen([BIN, "gateway", "--listen", "127.0.0.1:0", "--server",
+                                   srv.url, "--token", "sc_x"], stdout=subprocess.DEVNULL,
+                                  stderr=log)
+        try:
+            wait_for(lambda: "heartbeat failed (400: " + Refusing.MESSAGE in agent.output(),
+                     timeout=20, what="the agent's reason")
+            wait_for(lambda: "control plane watch: HTTP 400: " + Refusing.MESSAGE in
+                     gw_log.read_text(), timeout=20, what="the gateway's reason")
+        finally:
+            agent.stop()
+            gw.terminate()
+            gw.wait(timeout=10)
+    finally:
+        srv.close()
