@@ -20,6 +20,7 @@ starcloud-store 8 "store maintenance" "Copies a store (SQLite or etcd) into an e
 starcloud-objects 1 "the cluster from the command line" "Create, read, change and watch the objects of a running control plane." apply get describe delete explain top drain token logs rollout
 starcloud-offline 1 "scheduling without a cluster" "Schedules manifests, simulates traces and measures the scheduler, without a server." schedule simulate bench version
 starcloud-dev 1 "a local cluster" "Starts a server, agents and optionally a gateway on this machine for trying things out." dev
+starcloud-k8s 8 "the scheduler of a Kubernetes cluster" "Schedules the pods of a Kubernetes cluster that name this scheduler, with KAI Queues and PodGroups." k8s
 '
 
 section() { # verb
@@ -44,6 +45,16 @@ echo "$groups" | while read -r line; do
 		printf '.SH FILES\n/etc/starcloud/*.yaml: configuration of the daemons (keys are the long\noptions without their dashes).\n'
 		printf '.SH SEE ALSO\n\\fBstarcloud\\fR(1), /usr/share/doc/starcloud/DEPLOY.md\n'
 	} > "$out/man/$name.$sec"
+done
+# A verb no group names (a new one) still gets a page of its own.
+"$bin" help --verbs | while IFS="$(printf '\t')" read -r v summary; do
+	echo "$groups" | grep -q " $v\( \|\$\)" && continue
+	upper=$(echo "starcloud-$v" | tr a-z A-Z)
+	{
+		printf '.TH %s 1 "" "starcloud %s" "Starcloud"\n' "$upper" "$version"
+		printf '.SH NAME\nstarcloud-%s \\- %s\n.SH COMMANDS\n' "$v" "$summary"
+		section "$v"
+	} > "$out/man/starcloud-$v.1"
 done
 "$bin" help --man > "$out/man/starcloud.1"
 {
