@@ -111,3 +111,23 @@ def test_preempt_within_a_queue(kube, sched_config):
         assert len(evs) == 2 and "high" in evs[0]["message"], evs
     finally:
         s.stop()
+
+
+def test_scheduler_config_file_turns_reclaim_off(kube, sched_config, tmp_path):
+    """--config takes a SchedulerConfig as `starcloud schedule` does: with
+    only allocate, the borrower keeps every pod and the owner waits."""
+    cfg = tmp_path / "sched.yaml"
+    cfg.write_text("apiVersion: starcloud.dev/v1\nkind: SchedulerConfig\n"
+                   "metadata: {name: default}\nspec: {actions: [allocate]}\n")
+    setup_borrower(kube)
+    s = Scheduler(kube, sched_config, ["--config", str(cfg)]).start()
+    try:
+        wait_for(lambda: len(kube.bound()) == 8, 30, "b's 8 pods bound")
+        for i in range(2):
+            kube.pod("a-%d" % i, queue="a", priority_class="train")
+        c = wait_for(lambda: condition(kube.get_pod("a-0")), 20, "a-0 explained")
+        assert c["status"] == "False", c
+        time.sleep(2)
+        assert names(kube, "b-", deleting=True) == [] and len(kube.bound()) == 8
+    finally:
+        s.stop()
