@@ -23,6 +23,7 @@
 
 #include "base/alloc.h"
 #include "base/cmdline.h"
+#include "base/flagfile.h"
 #include "base/log.h"
 #include "cli/cli.h"
 #include "k8s/k8s_int.h"
@@ -41,6 +42,7 @@ static int64_t wall_clock(void)
 #define OPTS sc_k8s_opts_t
 
 static const sc_flag_t k8s_flags[] = {
+    SC_FLAGS_CONFIG(OPTS),
     {.kind = SC_FLAG_SECTION, .help = "The API server (default: the in-cluster service account)"},
     {.name = "--kubeconfig",
      SC_FLAG_AT(STR, OPTS, kubeconfig),
@@ -70,8 +72,8 @@ static const sc_flag_t k8s_flags[] = {
      .meta = "NAME",
      .def = "default",
      .help = "queue of pods that name none (implicit when no Queue has the name)"},
-    {.name = "--config",
-     SC_FLAG_AT(STR, OPTS, config_file),
+    {.name = "--scheduler-config",
+     SC_FLAG_AT(STR, OPTS, sched_config),
      .meta = "FILE",
      .help = "SchedulerConfig and Topology manifests (docs/MANIFESTS.md)"},
     {.name = "--period",
@@ -224,38 +226,38 @@ static int load_api_config(sc_k8s_t *k)
 	return SC_EXIT_OK;
 }
 
-/* --config: SchedulerConfig and Topology only; everything else about the
+/* --scheduler-config: SchedulerConfig and Topology only; everything else about the
  * cluster comes from the API. */
 static int load_sched_config(sc_k8s_t *k)
 {
 	sc_config_default(&k->config);
-	if (!k->o.config_file)
+	if (!k->o.sched_config)
 		return SC_EXIT_OK;
 	char *text = NULL, err[1200];
 	size_t len;
 	sc_manifest_error_t me;
 	sc_snapshot_t snap;
-	if (sc_kconfig_read_file(k->o.config_file, &text, &len, err, sizeof(err)) < 0) {
-		fprintf(stderr, "starcloud k8s: --config: %s\n", err);
+	if (sc_kconfig_read_file(k->o.sched_config, &text, &len, err, sizeof(err)) < 0) {
+		fprintf(stderr, "starcloud k8s: --scheduler-config: %s\n", err);
 		return SC_EXIT_USAGE;
 	}
 	k->config_set = sc_manifest_set_new();
 	int rc = k->config_set
-	             ? sc_manifest_add_text(k->config_set, k->o.config_file, text, len, &me)
+	             ? sc_manifest_add_text(k->config_set, k->o.sched_config, text, len, &me)
 	             : SC_ENOMEM;
 	free(text);
 	if (rc >= 0 && (size_t)rc != sc_manifest_count(k->config_set, "SchedulerConfig") +
 	                                 sc_manifest_count(k->config_set, "Topology")) {
 		fprintf(stderr,
-		        "starcloud k8s: --config %s: only SchedulerConfig and Topology "
+		        "starcloud k8s: --scheduler-config %s: only SchedulerConfig and Topology "
 		        "objects belong here (nodes, queues and pods come from the API)\n",
-		        k->o.config_file);
+		        k->o.sched_config);
 		return SC_EXIT_USAGE;
 	}
 	if (rc >= 0)
 		rc = sc_manifest_snapshot(k->config_set, 0, &snap, &me);
 	if (rc < 0) {
-		fprintf(stderr, "starcloud k8s: --config: %s\n",
+		fprintf(stderr, "starcloud k8s: --scheduler-config: %s\n",
 		        sc_manifest_error_format(&me, err, sizeof(err)));
 		return SC_EXIT_USAGE;
 	}
@@ -463,7 +465,11 @@ int sc_k8s_main(int argc, char **argv)
 		rc = load_api_config(k);
 	if (rc == SC_EXIT_OK)
 		rc = load_sched_config(k);
-	if (rc == SC_EXIT_OK) {
+	/* --check-config: the options, the kubeconfig and the scheduler
+	 * configuration are what a start checks before it connects. */
+	if (rc == SC_EXIT_OK && k->o.check_config) {
+		rc = sc_flags_config_ok(&k8s_cmd, k->o.config);
+	} else if (rc == SC_EXIT_OK) {
 		if (!k->o.lease_ns)
 			k->o.lease_ns = k->cfg.namespace ? k->cfg.namespace : "default";
 		if (!k->o.identity) {

@@ -29,7 +29,9 @@ typedef struct sc_k8s_opts {
 	const char *ca_file;
 	const char *scheduler;     /* spec.schedulerName; default "starcloud" */
 	const char *default_queue; /* default "default" */
-	const char *config_file;   /* SchedulerConfig / Topology manifests */
+	const char *sched_config;  /* SchedulerConfig / Topology manifests */
+	const char *config;        /* --config: these options as YAML */
+	int check_config;
 	int leader_elect;
 	const char *lease_ns, *lease_name, *identity;
 	int max_inflight; /* concurrent writes */

@@ -147,13 +147,37 @@ def test_bad_config_file(tmp_path):
     node = write(tmp_path, "node.yaml", {"apiVersion": "starcloud.dev/v1", "kind": "Node",
                                          "metadata": {"name": "n"},
                                          "spec": {"cpu": 1, "memory": "1Gi"}})
-    r = run_k8s("--kubeconfig", kc, "--config", node)
+    r = run_k8s("--kubeconfig", kc, "--scheduler-config", node)
     assert r.returncode == 2 and "only SchedulerConfig and Topology" in r.stderr, r.stderr
     bad = write(tmp_path, "sc.yaml", {"apiVersion": "starcloud.dev/v1", "kind": "SchedulerConfig",
                                       "metadata": {"name": "default"},
                                       "spec": {"actions": ["allocate", "dance"]}})
-    r = run_k8s("--kubeconfig", kc, "--config", bad)
+    r = run_k8s("--kubeconfig", kc, "--scheduler-config", bad)
     assert r.returncode == 2 and "spec.actions" in r.stderr, r.stderr
+
+
+def test_options_file_and_check_config(tmp_path):
+    """--config is the daemons' options file (keys are the flags without
+    dashes); --check-config checks it, the kubeconfig and the scheduler
+    configuration as a start would, and exits without connecting."""
+    kc = write(tmp_path, "kc", kubeconfig())
+    sc = write(tmp_path, "sc.yaml", {"apiVersion": "starcloud.dev/v1",
+                                     "kind": "SchedulerConfig", "metadata": {"name": "d"},
+                                     "spec": {"actions": ["allocate", "reclaim"]}})
+    opts = write(tmp_path, "k8s.yaml", "kubeconfig: %s\nscheduler-config: %s\n"
+                 "leader-elect: true\nlease-duration: 20s\nrenew-deadline: 15s\n" % (kc, sc))
+    r = run_k8s("--config", opts, "--check-config")
+    assert r.returncode == 0 and "configuration OK" in r.stdout + r.stderr, (r.stdout, r.stderr)
+    bad = write(tmp_path, "bad.yaml", "kubeconfig: %s\nrenew-deadline: soon\n" % kc)
+    r = run_k8s("--config", bad, "--check-config")
+    assert r.returncode == 2 and "bad.yaml:2" in r.stderr and "renew-deadline" in r.stderr, \
+        r.stderr
+    # Flags win over the file: a deadline past the file's lease is refused.
+    r = run_k8s("--config", opts, "--renew-deadline", "30s", "--check-config")
+    assert r.returncode == 2 and "--renew-deadline" in r.stderr, r.stderr
+    gone = write(tmp_path, "gone.yaml", "kubeconfig: /no/such/kubeconfig\n")
+    r = run_k8s("--config", gone, "--check-config")
+    assert r.returncode == 2 and "/no/such/kubeconfig" in r.stderr, r.stderr
 
 
 def test_server_token_file_and_ca_flags(kube):

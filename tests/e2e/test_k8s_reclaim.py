@@ -114,13 +114,13 @@ def test_preempt_within_a_queue(kube, sched_config):
 
 
 def test_scheduler_config_file_turns_reclaim_off(kube, sched_config, tmp_path):
-    """--config takes a SchedulerConfig as `starcloud schedule` does: with
+    """--scheduler-config takes a SchedulerConfig as `starcloud schedule` does: with
     only allocate, the borrower keeps every pod and the owner waits."""
     cfg = tmp_path / "sched.yaml"
     cfg.write_text("apiVersion: starcloud.dev/v1\nkind: SchedulerConfig\n"
                    "metadata: {name: default}\nspec: {actions: [allocate]}\n")
     setup_borrower(kube)
-    s = Scheduler(kube, sched_config, ["--config", str(cfg)]).start()
+    s = Scheduler(kube, sched_config, ["--scheduler-config", str(cfg)]).start()
     try:
         wait_for(lambda: len(kube.bound()) == 8, 30, "b's 8 pods bound")
         for i in range(2):
