@@ -54,7 +54,7 @@ BIN := $(BUILD)/starcloud
 # daemons, daemons share net and store): link them as one group.
 ALL_LIBS := -Wl,--start-group $(COMP_LIBS) $(LIB) -Wl,--end-group
 
-.PHONY: install install-files package test-install all deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent bench-k8s clean format
+.PHONY: install install-files package test-install all deps node-deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent bench-k8s clean format
 
 all: build
 
@@ -115,7 +115,7 @@ test-scenarios: $(BIN)
 
 # End-to-end: each test starts a real `starcloud server` on a free port.
 # Kubernetes mode has its own target (test-k8s).
-test-e2e: $(BIN)
+test-e2e: $(BIN) node-deps
 	@STARCLOUD_BIN=$(BIN) /usr/bin/python3 -m pytest -q tests/e2e --ignore-glob='*/test_k8s_*'
 
 # Kubernetes mode against a real kube-apiserver and etcd on loopback. The
@@ -129,6 +129,11 @@ test-k8s: $(BIN)
 	 echo "test-k8s: no kube-apiserver (see $(KUBE_CACHE)/failed); the tests skip"
 	@STARCLOUD_BIN=$(BIN) STARCLOUD_KUBE_CACHE=$(KUBE_CACHE) /usr/bin/python3 -m pytest -q \
 	 tests/e2e/test_k8s_*.py
+
+# The e2e tests' real clients (the official openai npm package), installed
+# from the npm registry at the versions of tests/e2e/node/package-lock.json.
+node-deps:
+	@scripts/node-deps.sh tests/e2e/node
 
 # Alert rules and scrape config of deploy/prometheus (promtool check + test).
 test-prometheus:

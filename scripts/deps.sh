@@ -18,6 +18,13 @@ TEST_PKGS="$TEST_PKGS debhelper debootstrap systemd systemd-container groff-base
 PKGS="build-essential clang clang-format pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
 libhttp-parser-dev libcurl4-openssl-dev libsqlite3-dev gnuplot-nox python3 python3-pytest
 python3-requests python3-yaml prometheus wrk nginx-light curl etcd-server"
+# End-to-end tests with the official OpenAI SDK (tests/e2e/node, installed by
+# scripts/node-deps.sh with npm ci): Debian's nodejs and npm, unless a node and
+# an npm are there already (a NodeSource nodejs bundles npm and conflicts with
+# Debian's npm package).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	TEST_PKGS="$TEST_PKGS nodejs npm"
+fi
 missing=""
 for p in $PKGS $TEST_PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -15,11 +15,9 @@ static void respond_json(sc_http_req_t *r, int status, json_t *j)
 	free(s);
 }
 
-/* GET /v1/models: one entry per model, with its versions. */
-static void h_models(sc_http_req_t *r, void *ud)
+/* Every model the gateway routes to, with its versions. */
+static json_t *models_json(sc_gw_t *gw)
 {
-	sc_gw_t *gw = ud;
-	json_t *data = json_array();
 	json_t *seen = json_object();
 	for (size_t i = 0; i < gw->nbe; i++) {
 		gw_backend_t *b = gw->be[i];
@@ -31,7 +29,6 @@ static void h_models(sc_http_req_t *r, void *ud)
 			              "created", (json_int_t)time(NULL), "owned_by", "starcloud",
 			              "versions");
 			json_object_set_new(seen, b->model, m);
-			json_array_append(data, m);
 		}
 		json_t *vs = json_object_get(m, "versions");
 		int have = 0;
@@ -40,6 +37,52 @@ static void h_models(sc_http_req_t *r, void *ud)
 		if (!have)
 			json_array_append_new(vs, json_string(b->version));
 	}
+	return seen;
+}
+
+/* GET /v1/models: one entry per model, with its versions; GET
+ * /v1/models/{id} (NAME or NAME:VERSION) one of them, 404 for another. */
+static void h_models(sc_http_req_t *r, void *ud)
+{
+	sc_gw_t *gw = ud;
+	const char *path = sc_http_path(r);
+	json_t *seen = models_json(gw);
+	if (strncmp(path, "/v1/models/", 11) == 0 && path[11]) {
+		char name[GW_MAX_NAME + GW_MAX_VERSION + 2];
+		snprintf(name, sizeof(name), "%s", path + 11);
+		char *colon = strchr(name, ':');
+		if (colon)
+			*colon = '\0';
+		json_t *m = json_object_get(seen, name), *one = NULL;
+		if (m && colon) {
+			json_t *vs = json_object_get(m, "versions");
+			for (size_t k = 0; k < json_array_size(vs); k++)
+				if (strcmp(json_string_value(json_array_get(vs, k)), colon + 1) ==
+				    0)
+					one = json_pack("{s:s,s:s,s:I,s:s,s:[s]}", "id", path + 11,
+					                "object", "model", "created",
+					                (json_int_t)time(NULL), "owned_by",
+					                "starcloud", "versions", colon + 1);
+		} else if (m) {
+			one = json_incref(m);
+		}
+		json_decref(seen);
+		if (!one) {
+			sc__gw_error(r, 404, "model_not_found", "model",
+			             "no such model or version");
+			return;
+		}
+		respond_json(r, 200, one);
+		return;
+	}
+	if (strcmp(path, "/v1/models") != 0 && strcmp(path, "/v1/models/") != 0) {
+		json_decref(seen);
+		sc__gw_error(r, 404, NULL, NULL, "no such path");
+		return;
+	}
+	json_t *data = json_array(), *m;
+	const char *k;
+	json_object_foreach(seen, k, m) json_array_append(data, m);
 	json_decref(seen);
 	respond_json(r, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
 }
@@ -74,13 +117,13 @@ static void h_v2_health(sc_http_req_t *r, void *ud)
 	else if (strcmp(p, "/v2/health/ready") == 0)
 		sc_http_respond(r, all_ready(gw) ? 200 : 503, "application/json", "", 0);
 	else
-		sc__gw_error(r, 404, "not_found", "no such path");
+		sc__gw_error(r, 404, NULL, NULL, "no such path");
 }
 
 static void h_v2(sc_http_req_t *r, void *ud)
 {
 	if (strcmp(sc_http_path(r), "/v2") != 0) {
-		sc__gw_error(r, 404, "not_found", "no such path");
+		sc__gw_error(r, 404, NULL, NULL, "no such path");
 		return;
 	}
 	respond_json(r, 200,
@@ -100,7 +143,7 @@ static void h_rollouts_get(sc_http_req_t *r, void *ud)
 	if (*p == '/' && p[1]) {
 		gw_rollout_t *ro = sc__gw_rollout_find(gw, p + 1);
 		if (!ro) {
-			sc__gw_error(r, 404, "not_found", "no rollout for this model");
+			sc__gw_error(r, 404, NULL, "model", "no rollout for this model");
 			return;
 		}
 		respond_json(r, 200, sc__gw_rollout_json(ro));
@@ -119,12 +162,12 @@ static void h_rollouts_post(sc_http_req_t *r, void *ud)
 	sc_gw_t *gw = ud;
 	const char *p = sc_http_path(r) + strlen("/admin/rollouts");
 	if (*p != '/' || !p[1]) {
-		sc__gw_error(r, 404, "not_found", "expected /admin/rollouts/{model}");
+		sc__gw_error(r, 404, NULL, NULL, "expected /admin/rollouts/{model}");
 		return;
 	}
 	gw_rollout_t *ro = sc__gw_rollout_find(gw, p + 1);
 	if (!ro) {
-		sc__gw_error(r, 404, "not_found", "no rollout for this model");
+		sc__gw_error(r, 404, NULL, "model", "no rollout for this model");
 		return;
 	}
 	size_t len;
@@ -133,8 +176,7 @@ static void h_rollouts_post(sc_http_req_t *r, void *ud)
 	const char *action = json_string_value(json_object_get(b, "action"));
 	if (!action || sc__gw_rollout_action(gw, ro, action) < 0) {
 		json_decref(b);
-		sc__gw_error(r, 400, "invalid_request_error",
-		             "action: expected \"promote\" or \"abort\"");
+		sc__gw_error(r, 400, NULL, "action", "action: expected \"promote\" or \"abort\"");
 		return;
 	}
 	json_decref(b);
@@ -145,6 +187,7 @@ int sc__gw_admin_routes(sc_gw_t *gw)
 {
 	int rc = 0;
 	rc = rc ? rc : sc_http_route(gw->http, "GET", "/v1/models", h_models, gw);
+	rc = rc ? rc : sc_http_route(gw->http, "GET", "/v1/models/", h_models, gw);
 	rc = rc ? rc : sc_http_route(gw->http, "GET", "/v2/health/", h_v2_health, gw);
 	rc = rc ? rc : sc_http_route(gw->http, "GET", "/v2", h_v2, gw);
 	rc = rc ? rc : sc_http_route(gw->http, "GET", "/healthz", h_healthz, gw);

@@ -31,6 +31,9 @@ gw_backend_t *sc__gw_backend_add(sc_gw_t *gw, const gw_backend_t *desc)
 		gw_backend_t *b = gw->be[i];
 		if (same_backend(b, desc)) {
 			b->weight = desc->weight;
+			b->kind = desc->kind;
+			memcpy(b->upstream_model, desc->upstream_model, sizeof(b->upstream_model));
+			memcpy(b->health, desc->health, sizeof(b->health));
 			b->source = desc->source;
 			if (b->gone) {
 				b->gone = 0;
@@ -143,7 +146,8 @@ gw_backend_t *sc__gw_pick(sc_gw_t *gw, const gw_pick_t *p, int *why)
 	size_t n = 0, known = 0, saturated = 0;
 	for (size_t i = 0; i < gw->nbe; i++) {
 		gw_backend_t *b = gw->be[i];
-		if (!matches(b, p->model, p->version, p->role))
+		if (!matches(b, p->model, p->version, p->role) ||
+		    (p->kserve && b->kind != GW_BK_STARCLOUD))
 			continue;
 		known++;
 		if (!sc__gw_backend_usable(gw, b) || was_tried(p, b))
@@ -207,7 +211,8 @@ void sc__gw_backend_result(sc_gw_t *gw, gw_backend_t *b, int ok)
 }
 
 /* ---------------------------------------------------------------------
- * Active readiness probes: GET /v2/health/ready on every backend
+ * Active readiness probes: GET /v2/health/ready (or the backend's own
+ * health path, /health for OpenAI-compatible servers) on every backend
  * ------------------------------------------------------------------- */
 
 typedef struct probe {
@@ -233,8 +238,8 @@ static void probe_done(sc_hcli_req_t *r, int err, void *ud)
 
 static void probe_one(sc_gw_t *gw, gw_backend_t *b)
 {
-	char url[GW_MAX_URL + 32];
-	snprintf(url, sizeof(url), "%s/v2/health/ready", b->url);
+	char url[GW_MAX_URL + sizeof(b->health)];
+	snprintf(url, sizeof(url), "%s%s", b->url, b->health[0] ? b->health : "/v2/health/ready");
 	probe_t *p = sc_xmalloc(sizeof(*p));
 	p->gw = gw;
 	p->b = b;

@@ -40,11 +40,30 @@ uint64_t sc__gw_rand(sc_gw_t *gw)
 	return x * 0x2545F4914F6CDD1Dull;
 }
 
-void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *msg)
+/* OpenAI's error types by status; the SDKs raise a typed error per status
+ * and keep type, param and code. */
+static const char *err_type(int status)
 {
-	json_t *e = json_pack("{s:{s:s,s:s,s:n,s:i}}", "error", "message", msg, "type", type,
-	                      "param", "code", status);
-	char *s = json_dumps(e, JSON_COMPACT);
+	return status == 429   ? "rate_limit_error"
+	       : status >= 500 ? "server_error"
+	                       : "invalid_request_error";
+}
+
+void sc__gw_error(sc_http_req_t *r, int status, const char *code, const char *param,
+                  const char *msg)
+{
+	json_t *e = sc_xcheck(json_pack("{s:{s:s,s:s,s:s?,s:s?}}", "error", "message", msg, "type",
+	                                err_type(status), "param", param, "code", code));
+	char *s = sc_xcheck(json_dumps(e, JSON_COMPACT));
+	json_decref(e);
+	sc_http_respond(r, status, "application/json", s, strlen(s));
+	free(s);
+}
+
+void sc__gw_kserve_error(sc_http_req_t *r, int status, const char *msg)
+{
+	json_t *e = sc_xcheck(json_pack("{s:s}", "error", msg));
+	char *s = sc_xcheck(json_dumps(e, JSON_COMPACT));
 	json_decref(e);
 	sc_http_respond(r, status, "application/json", s, strlen(s));
 	free(s);
@@ -106,7 +125,31 @@ static int backend_check(gw_backend_t *b, char *err, size_t errsz)
 		snprintf(err, errsz, "model: a name may not contain ':'");
 		return SC_EINVAL;
 	}
+	if (b->kind == GW_BK_OPENAI && b->role != GW_ROLE_BOTH) {
+		snprintf(err, errsz, "role: an OpenAI backend serves whole requests (role both)");
+		return SC_EINVAL;
+	}
+	if (b->kind != GW_BK_OPENAI && b->upstream_model[0]) {
+		snprintf(err, errsz, "upstream-model: only for kind=openai backends");
+		return SC_EINVAL;
+	}
+	if (!b->health[0])
+		snprintf(b->health, sizeof(b->health), "%s",
+		         b->kind == GW_BK_OPENAI ? "/health" : "/v2/health/ready");
+	else if (b->health[0] != '/' || strpbrk(b->health, " \r\n?#")) {
+		snprintf(err, errsz, "health: expected a path such as /health");
+		return SC_EINVAL;
+	}
 	return 0;
+}
+
+static int kind_parse(const char *v, size_t vl)
+{
+	if (vl == 9 && strncmp(v, "starcloud", 9) == 0)
+		return GW_BK_STARCLOUD;
+	if (vl == 6 && strncmp(v, "openai", 6) == 0)
+		return GW_BK_OPENAI;
+	return -1;
 }
 
 static int role_parse(const char *v, size_t vl)
@@ -120,8 +163,9 @@ static int role_parse(const char *v, size_t vl)
 	return -1;
 }
 
-/* Parses "model=M,version=V,url=U[,role=R][,weight=W]" into a backend
- * description; errors name the field. */
+/* Parses "model=M,version=V,url=U[,role=R][,weight=W][,kind=K]
+ * [,upstream-model=NAME][,health=PATH]" into a backend description; errors
+ * name the field. */
 static int sc__gw_parse_backend(const char *spec, gw_backend_t *b, char *err, size_t errsz)
 {
 	memset(b, 0, sizeof(*b));
@@ -147,6 +191,12 @@ static int sc__gw_parse_backend(const char *spec, gw_backend_t *b, char *err, si
 			rc = set_field(b->url, sizeof(b->url), v, vl);
 		else if (kl == 4 && strncmp(p, "role", 4) == 0)
 			rc = (b->role = role_parse(v, vl)) < 0 ? SC_EINVAL : 0;
+		else if (kl == 4 && strncmp(p, "kind", 4) == 0)
+			rc = (b->kind = kind_parse(v, vl)) < 0 ? SC_EINVAL : 0;
+		else if (kl == 14 && strncmp(p, "upstream-model", 14) == 0)
+			rc = set_field(b->upstream_model, sizeof(b->upstream_model), v, vl);
+		else if (kl == 6 && strncmp(p, "health", 6) == 0)
+			rc = set_field(b->health, sizeof(b->health), v, vl);
 		else if (kl == 6 && strncmp(p, "weight", 6) == 0) {
 			char w[32];
 			rc = vl < sizeof(w) ? 0 : SC_EINVAL;
@@ -287,7 +337,7 @@ static int rollout_flag(void *opts, const char *v, char *err, size_t errsz)
 
 /* ---------------------------------------------------------------------
  * The configuration file's structured lists (docs/GATEWAY.md):
- *   backends: [{model, version, url, role?, weight?}]
+ *   backends: [{model, version, url, role?, weight?, kind?, upstreamModel?, health?}]
  *   rollouts: [{model, stable, canary, steps?, analysisWindow?, maxErrorRate?,
  *               deployment?}]
  * Each entry is written as the spec of a --backend or --rollout flag and
@@ -340,7 +390,10 @@ static int file_key(void *opts, const char *key, json_t *e, char *err, size_t er
 	                                    {"version", "version"},
 	                                    {"url", "url"},
 	                                    {"role", "role"},
-	                                    {"weight", "weight"}};
+	                                    {"weight", "weight"},
+	                                    {"kind", "kind"},
+	                                    {"upstreamModel", "upstream-model"},
+	                                    {"health", "health"}};
 	static const char *const rf[][2] = {
 	    {"model", "model"},           {"stable", "stable"},
 	    {"canary", "canary"},         {"steps", "steps"},
@@ -397,7 +450,8 @@ static const sc_flag_t gw_flags[] = {
      .fn = backend_flag,
      .meta = "SPEC",
      .flags = SC_FLAG_REPEAT,
-     .help = "model=NAME,version=V,url=http://HOST:PORT\n[,role=both|prefill|decode][,weight=W]"},
+     .help = "model=NAME,version=V,url=http://HOST:PORT\n[,role=both|prefill|decode][,weight=W]\n"
+             "[,kind=starcloud|openai][,upstream-model=NAME][,health=PATH]"},
     {.name = "--rollout",
      .kind = SC_FLAG_FUNC,
      .fn = rollout_flag,
@@ -426,8 +480,17 @@ static const sc_flag_t gw_flags[] = {
      .help = "whole request"},
     {.name = "--attempt-timeout",
      SC_FLAG_AT(DURATION, args_t, o.attempt_timeout_ms),
+     .min = 1,
      .max = WEEK_MS,
-     .help = "one upstream attempt, inactivity (default: --timeout)"},
+     .def = "10s",
+     .help = "one upstream attempt: until the first byte of its answer"},
+    {.name = "--idle-timeout",
+     SC_FLAG_AT(DURATION, args_t, o.idle_timeout_ms),
+     .min = 1,
+     .max = WEEK_MS,
+     .def = "5s",
+     .help = "one upstream attempt: the longest silence once it answers\n(between "
+             "streamed tokens)"},
     {.name = "--max-inflight",
      SC_FLAG_AT(INT, args_t, o.max_inflight),
      .min = 1,
@@ -523,8 +586,6 @@ static int parse_args(int argc, char **argv, args_t *a)
 			return SC_EINVAL;
 		}
 	}
-	if (!a->o.attempt_timeout_ms)
-		a->o.attempt_timeout_ms = a->o.timeout_ms;
 	char serr[GW_MAX_URL + 64];
 	if (a->o.server[0] && sc__gw_parse_servers(&a->o, serr, sizeof(serr)) < 0) {
 		fprintf(stderr, "starcloud gateway: --server: %s\n", serr);

@@ -37,6 +37,10 @@
 #define GW_MAX_SERVERS 8
 
 enum { GW_ROLE_BOTH, GW_ROLE_PREFILL, GW_ROLE_DECODE };
+/* What a backend speaks: `starcloud worker` (OpenAI with token ids and the
+ * resume and P/D extensions, KServe v2), or any OpenAI-compatible server
+ * (vLLM, llama.cpp server, ...): completions, chat and embeddings only. */
+enum { GW_BK_STARCLOUD, GW_BK_OPENAI };
 enum { GW_SRC_STATIC, GW_SRC_SERVER };
 
 typedef struct gw_stats gw_stats_t;
@@ -50,6 +54,9 @@ typedef struct gw_backend {
 	char url[GW_MAX_URL]; /* http://HOST:PORT, no trailing slash */
 	char id[GW_MAX_URL];  /* HOST:PORT, the x-starcloud-replica value */
 	int role;
+	int kind;                         /* GW_BK_* */
+	char upstream_model[GW_MAX_NAME]; /* the name the backend knows the model by, or "" */
+	char health[64];                  /* readiness probe path */
 	double weight;
 	int source;
 	int gone;
@@ -96,7 +103,8 @@ typedef struct gw_rollout {
 typedef struct gw_opts {
 	sc_hostport_t listen;
 	uint64_t timeout_ms;         /* whole request */
-	uint64_t attempt_timeout_ms; /* one upstream attempt, inactivity */
+	uint64_t attempt_timeout_ms; /* one upstream attempt: until its first byte */
+	uint64_t idle_timeout_ms;    /* one upstream attempt: silence once it answers */
 	int max_inflight;            /* per replica, then 429 */
 	int max_retries;             /* per request */
 	double retry_budget;         /* share of active requests */
@@ -152,9 +160,13 @@ typedef struct sc_gw {
 /* ---- gateway.c ---- */
 uint64_t sc__gw_now_ms(const sc_gw_t *gw);
 uint64_t sc__gw_rand(sc_gw_t *gw);
-/* Answers {"error":{"code","type","message"}} (OpenAI shape; KServe clients
- * read the same "error" key). */
-void sc__gw_error(sc_http_req_t *r, int status, const char *type, const char *msg);
+/* Answers OpenAI's {"error":{"message","type","param","code"}}: type from
+ * the status, param the field at fault (or NULL), code a short reason such
+ * as "model_not_found" (or NULL). */
+void sc__gw_error(sc_http_req_t *r, int status, const char *code, const char *param,
+                  const char *msg);
+/* Answers KServe's {"error": "message"}. */
+void sc__gw_kserve_error(sc_http_req_t *r, int status, const char *msg);
 
 /* The longest duration any gateway setting takes (a week). */
 #define GW_MAX_DURATION_MS (7 * 86400000ull)
@@ -169,6 +181,7 @@ typedef struct gw_pick {
 	const char *model;
 	const char *version;        /* NULL = any */
 	int role;                   /* GW_ROLE_BOTH: serving backends */
+	int kserve;                 /* KServe routes: starcloud backends only */
 	gw_backend_t *const *tried; /* to avoid */
 	size_t ntried;
 } gw_pick_t;

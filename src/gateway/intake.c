@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/parse.h"
 #include "gateway/proxy.h"
 #include "starcloud/error.h"
 #include "base/jscan.h"
@@ -38,7 +39,7 @@ static void route(gw_req_t *q)
 	if (!sc__gw_model_known(q->gw, q->model, q->pinned ? q->version : NULL)) {
 		/* Unknown names are not metric labels: they are unbounded. */
 		q->model[0] = q->version[0] = '\0';
-		sc__gw_fail(q, 404, "model_not_found", "no such model or version");
+		sc__gw_fail(q, 404, "model_not_found", "model", "no such model or version");
 		return;
 	}
 	if (!q->pinned) {
@@ -48,52 +49,129 @@ static void route(gw_req_t *q)
 			q->rollout_chosen = 1;
 		}
 	}
-	if ((q->kind == GW_K_COMPL || q->kind == GW_K_CHAT) &&
-	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_PREFILL) &&
-	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_DECODE)) {
+	int gen = q->kind == GW_K_COMPL || q->kind == GW_K_CHAT;
+	if (gen && sc__gw_model_has_role(q->gw, q->model, GW_ROLE_PREFILL) &&
+	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_DECODE) &&
+	    (q->single || !sc__gw_model_has_role(q->gw, q->model, GW_ROLE_BOTH))) {
+		if (!q->single) {
+			/* A prefill hands over one sequence's cache. */
+			sc__gw_fail(q, 400, NULL, "n",
+			            "n > 1 and several prompts need replicas of role both; this "
+			            "model is served split into prefill and decode");
+			return;
+		}
 		sc__gw_req_json(q); /* the phases' bodies are built from it */
 		sc__gw_pd_start(q);
 		return;
 	}
+	if (q->kind == GW_K_EMBED && !sc__gw_model_has_role(q->gw, q->model, GW_ROLE_BOTH) &&
+	    sc__gw_model_has_role(q->gw, q->model, GW_ROLE_PREFILL))
+		q->role = GW_ROLE_PREFILL; /* prefill workers embed too */
 	sc__gw_attempt(q);
 }
 
 /* The top-level fields an OpenAI request is checked and routed on. */
-enum { OA_MODEL, OA_STREAM, OA_MAX_TOKENS, OA_PROMPT, OA_MESSAGES, OA_N };
-static const char *const oa_keys[OA_N] = {"model", "stream", "max_tokens", "prompt", "messages"};
+enum {
+	OA_MODEL,
+	OA_STREAM,
+	OA_MAX_TOKENS,
+	OA_MAX_COMPLETION,
+	OA_PROMPT,
+	OA_MESSAGES,
+	OA_N,
+	OA_INPUT,
+	OA_STREAM_OPTIONS,
+	OA_NKEYS
+};
+static const char *const oa_keys[OA_NKEYS] = {
+    "model",    "stream", "max_tokens", "max_completion_tokens", "prompt",
+    "messages", "n",      "input",      "stream_options"};
 
-/* Validates a scanned request; NULL when good, else the message. */
-static const char *openai_check(int rc, const sc_jval_t *v, int kind)
+/* A refusal: the field (param) and the message, which names it too. */
+typedef struct bad {
+	const char *param;
+	char msg[160];
+} bad_t;
+
+static int refuse(bad_t *b, const char *param, const char *msg)
 {
-	if (rc == SC_EPARSE)
-		return "the body is not valid JSON";
-	if (rc == SC_EINVAL)
-		return "the body must be a JSON object";
-	if (rc == SC_EEXISTS)
-		return "the body repeats a key (model, stream, max_tokens, prompt or messages)";
-	if (v[OA_MODEL].type != SC_JT_STRING)
-		return "model: expected a string";
-	int st = v[OA_STREAM].type;
-	if (st != SC_JT_ABSENT && st != SC_JT_TRUE && st != SC_JT_FALSE)
-		return "stream: expected true or false";
-	long long mt = 0;
-	int mtt = v[OA_MAX_TOKENS].type;
-	if (mtt != SC_JT_ABSENT && mtt != SC_JT_NULL &&
-	    (sc_jscan_int(&v[OA_MAX_TOKENS], &mt) < 0 || mt < 0))
-		return "max_tokens: expected a non-negative integer";
-	if (kind == GW_K_COMPL) {
-		int pt = v[OA_PROMPT].type;
-		if (pt != SC_JT_STRING && pt != SC_JT_ARRAY)
-			return "prompt: expected a string or an array";
-		return NULL;
-	}
+	b->param = param;
+	if (strcmp(param, "body") == 0 || strncmp(msg, param, strlen(param)) == 0)
+		snprintf(b->msg, sizeof(b->msg), "%s", msg);
+	else
+		snprintf(b->msg, sizeof(b->msg), "%s: %s", param, msg);
+	return -1;
+}
+
+static int check_count(const sc_jval_t *v, const char *name, bad_t *b)
+{
+	long long x = 0;
+	int t = v->type;
+	if (t != SC_JT_ABSENT && t != SC_JT_NULL && (sc_jscan_int(v, &x) < 0 || x < 0))
+		return refuse(b, name, "expected a non-negative integer");
+	return 0;
+}
+
+/* A prompt or embedding input: a string, or an array (of strings, token
+ * ids or arrays of token ids); *one is set when it is a single sequence. */
+static int check_input(const sc_jval_t *v, const char *name, int *one, bad_t *b)
+{
 	size_t n = 0;
 	int same = SC_JT_ABSENT;
-	if (sc_jscan_array(&v[OA_MESSAGES], &n, &same) < 0 || n == 0)
-		return "messages: expected a non-empty array";
-	if (same != SC_JT_OBJECT)
-		return "messages: every message must be an object";
-	return NULL;
+	if (v->type == SC_JT_STRING) {
+		*one = 1;
+		return 0;
+	}
+	if (v->type != SC_JT_ARRAY || sc_jscan_array(v, &n, &same) < 0 || n == 0)
+		return refuse(b, name, "expected a string or a non-empty array");
+	*one = same == SC_JT_INT || (n == 1 && same == SC_JT_STRING);
+	return 0;
+}
+
+/* Validates a scanned request; 0 when good, else -1 with *b set. Sets
+ * *single when the request is one sequence (one prompt, n = 1): only those
+ * can be resumed mid-stream or split into prefill and decode. */
+static int openai_check(int rc, const sc_jval_t *v, int kind, int *single, bad_t *b)
+{
+	if (rc == SC_EPARSE)
+		return refuse(b, "body", "the body is not valid JSON");
+	if (rc == SC_EINVAL)
+		return refuse(b, "body", "the body must be a JSON object");
+	if (rc == SC_EEXISTS)
+		return refuse(b, "body", "the body repeats a key the gateway routes on");
+	if (v[OA_MODEL].type != SC_JT_STRING)
+		return refuse(b, "model", "model: expected a string");
+	int st = v[OA_STREAM].type;
+	if (st != SC_JT_ABSENT && st != SC_JT_NULL && st != SC_JT_TRUE && st != SC_JT_FALSE)
+		return refuse(b, "stream", "stream: expected true or false");
+	int so = v[OA_STREAM_OPTIONS].type;
+	if (so != SC_JT_ABSENT && so != SC_JT_NULL && so != SC_JT_OBJECT)
+		return refuse(b, "stream_options", "stream_options: expected an object");
+	if (check_count(&v[OA_MAX_TOKENS], "max_tokens", b) < 0 ||
+	    check_count(&v[OA_MAX_COMPLETION], "max_completion_tokens", b) < 0 ||
+	    check_count(&v[OA_N], "n", b) < 0)
+		return -1;
+	long long n = 1;
+	if (v[OA_N].type == SC_JT_INT)
+		sc_jscan_int(&v[OA_N], &n);
+	int one = 0;
+	if (kind == GW_K_EMBED) {
+		if (check_input(&v[OA_INPUT], "input", &one, b) < 0)
+			return -1;
+	} else if (kind == GW_K_COMPL) {
+		if (check_input(&v[OA_PROMPT], "prompt", &one, b) < 0)
+			return -1;
+	} else {
+		size_t nm = 0;
+		int same = SC_JT_ABSENT;
+		if (sc_jscan_array(&v[OA_MESSAGES], &nm, &same) < 0 || nm == 0)
+			return refuse(b, "messages", "messages: expected a non-empty array");
+		if (same != SC_JT_OBJECT)
+			return refuse(b, "messages", "messages: every message must be an object");
+		one = 1;
+	}
+	*single = one && n <= 1;
+	return 0;
 }
 
 /* Checks and routes an OpenAI request from a validating scan of its body:
@@ -103,21 +181,22 @@ static void openai(sc_http_req_t *hr, sc_gw_t *gw, int kind, const char *path)
 {
 	size_t len;
 	const char *raw = sc_http_body(hr, &len);
-	sc_jval_t v[OA_N];
-	int rc = sc_jscan_object(raw, len, oa_keys, OA_N, v);
-	const char *bad = openai_check(rc, v, kind);
-	if (bad) {
-		sc__gw_error(hr, 400, "invalid_request_error", bad);
+	sc_jval_t v[OA_NKEYS];
+	bad_t bad;
+	int single = 0;
+	int rc = sc_jscan_object(raw, len, oa_keys, OA_NKEYS, v);
+	if (openai_check(rc, v, kind, &single, &bad) < 0) {
+		sc__gw_error(hr, 400, NULL, bad.param, bad.msg);
 		return;
 	}
 	gw_req_t *q = sc__gw_req_new(gw, hr, kind);
 	q->stream = v[OA_STREAM].type == SC_JT_TRUE;
-	memcpy(q->path, path, strlen(path) + 1); /* one of our two constants */
+	q->single = single;
+	memcpy(q->path, path, strlen(path) + 1); /* one of our constants */
 	char model[GW_MAX_NAME + GW_MAX_VERSION + 2];
 	if (sc_jscan_string(&v[OA_MODEL], model, sizeof(model)) < 0 ||
 	    set_model(q, model, NULL) < 0) {
-		sc__gw_fail(q, 400, "invalid_request_error",
-		            "model: expected NAME or NAME:VERSION");
+		sc__gw_fail(q, 400, NULL, "model", "model: expected NAME or NAME:VERSION");
 		return;
 	}
 	route(q);
@@ -131,6 +210,11 @@ static void h_completions(sc_http_req_t *hr, void *ud)
 static void h_chat(sc_http_req_t *hr, void *ud)
 {
 	openai(hr, ud, GW_K_CHAT, "/v1/chat/completions");
+}
+
+static void h_embeddings(sc_http_req_t *hr, void *ud)
+{
+	openai(hr, ud, GW_K_EMBED, "/v1/embeddings");
 }
 
 /* Copies the path segment at *p (up to the next '/') into out and moves *p
@@ -164,15 +248,6 @@ static int kserve_path(const char *path, char *m, size_t msz, char *v, size_t vs
 	return 0;
 }
 
-static void kserve_error(sc_http_req_t *hr, int status, const char *msg)
-{
-	json_t *e = json_pack("{s:s}", "error", msg);
-	char *s = json_dumps(e, JSON_COMPACT);
-	sc_http_respond(hr, status, "application/json", s, strlen(s));
-	free(s);
-	json_decref(e);
-}
-
 static int kserve_ready(sc_gw_t *gw, const char *m, const char *v)
 {
 	for (size_t i = 0; i < gw->nbe; i++) {
@@ -192,37 +267,55 @@ static void h_kserve(sc_http_req_t *hr, void *ud)
 	const char *path = sc_http_path(hr);
 	const char *method = sc_http_method(hr);
 	if (kserve_path(path, m, sizeof(m), v, sizeof(v), &rest) < 0) {
-		kserve_error(hr, 400, "expected /v2/models/{model}[/versions/{version}]/...");
+		sc__gw_kserve_error(hr, 400,
+		                    "expected /v2/models/{model}[/versions/{version}]/...");
 		return;
 	}
-	int infer = strcmp(rest, "/infer") == 0;
+	int infer = strcmp(rest, "/infer") == 0, gen = strcmp(rest, "/generate") == 0,
+	    gen_stream = strcmp(rest, "/generate_stream") == 0;
 	if (strcmp(rest, "/ready") == 0 && strcmp(method, "GET") == 0) {
 		int ok = kserve_ready(gw, m, v);
 		sc_http_respond(hr, ok ? 200 : 400, "application/json", "", 0);
 		return;
 	}
-	if ((infer && strcmp(method, "POST") != 0) || (!infer && strcmp(method, "GET") != 0) ||
-	    (!infer && *rest)) {
-		kserve_error(hr, infer ? 405 : 404, infer ? "infer takes POST" : "no such path");
+	int post = infer || gen || gen_stream;
+	if ((post && strcmp(method, "POST") != 0) || (!post && strcmp(method, "GET") != 0) ||
+	    (!post && *rest)) {
+		sc__gw_kserve_error(hr, post ? 405 : 404,
+		                    post ? "this route takes POST" : "no such path");
 		return;
 	}
-	if (infer) {
+	size_t jlen = 0;
+	const char *ihcl = sc_http_header(hr, "Inference-Header-Content-Length");
+	if (post) {
 		size_t len;
 		const char *raw = sc_http_body(hr, &len);
+		const char *bad = NULL;
+		uint64_t n = len;
+		/* The binary tensor extension: only the first N bytes are JSON. */
+		if (infer && ihcl && sc_parse_u64(ihcl, 0, len, &n) < 0)
+			bad =
+			    "Inference-Header-Content-Length: expected the JSON header's size, at "
+			    "most the body's";
+		jlen = (size_t)n;
 		static const char *const keys[] = {"inputs"};
 		sc_jval_t in;
-		int rc = sc_jscan_object(raw, len, keys, 1, &in);
-		const char *bad = rc == SC_EPARSE || rc == SC_EINVAL
-		                      ? "the body must be a JSON object"
-		                  : rc == SC_EEXISTS       ? "inputs: given twice"
-		                  : in.type != SC_JT_ARRAY ? "inputs: expected an array"
-		                                           : NULL;
+		int rc = bad ? 0 : sc_jscan_object(raw, jlen, keys, 1, &in);
+		if (!bad)
+			bad = rc == SC_EPARSE || rc == SC_EINVAL ? "the body must be a JSON object"
+			      : !infer                           ? NULL
+			      : rc == SC_EEXISTS                 ? "inputs: given twice"
+			      : in.type != SC_JT_ARRAY           ? "inputs: expected an array"
+			                                         : NULL;
 		if (bad) {
-			kserve_error(hr, 400, bad);
+			sc__gw_kserve_error(hr, 400, bad);
 			return;
 		}
 	}
-	gw_req_t *q = sc__gw_req_new(gw, hr, infer ? GW_K_INFER : GW_K_PASS);
+	gw_req_t *q = sc__gw_req_new(gw, hr, post ? GW_K_INFER : GW_K_PASS);
+	q->stream = gen_stream;
+	if (infer && ihcl)
+		snprintf(q->ihcl, sizeof(q->ihcl), "%zu", jlen);
 	set_model(q, m, *v ? v : NULL);
 	if (*v)
 		snprintf(q->path, sizeof(q->path), "/v2/models/%s/versions/%s%s", m, v, rest);
@@ -236,6 +329,8 @@ int sc__gw_proxy_routes(sc_gw_t *gw)
 	int rc = sc_http_route(gw->http, "POST", "/v1/completions", h_completions, gw);
 	if (rc == 0)
 		rc = sc_http_route(gw->http, "POST", "/v1/chat/completions", h_chat, gw);
+	if (rc == 0)
+		rc = sc_http_route(gw->http, "POST", "/v1/embeddings", h_embeddings, gw);
 	if (rc == 0)
 		rc = sc_http_route(gw->http, NULL, "/v2/models/", h_kserve, gw);
 	return rc;

@@ -52,7 +52,7 @@ static void prefill_failed(gw_req_t *q, const char *why)
 		prefill_try(q);
 		return;
 	}
-	sc__gw_fail(q, 502, "prefill_failed", q->last_err);
+	sc__gw_fail(q, 502, "prefill_failed", NULL, q->last_err);
 }
 
 /* Moves on to the decode phase with the handle the prefill returned. */
@@ -78,12 +78,11 @@ static void pf_done(sc_hcli_req_t *up, int err, void *ud)
 	q->up = NULL;
 	int st = err < 0 ? -1 : q->up_status;
 	if (st >= 400 && st < 500) {
-		/* The request itself was refused: the client hears why. */
+		/* The request itself was refused: the client hears why, in the
+		 * replica's own words (an OpenAI error naming the field). */
 		sc__gw_attempt_end(q, 0);
-		char msg[160];
-		snprintf(msg, sizeof(msg), "the prefill replica refused the request: %.100s",
-		         q->resp.len ? q->resp.data : "");
-		sc__gw_fail(q, st, "invalid_request_error", msg);
+		if (q->hr)
+			sc__gw_relay(q);
 		return;
 	}
 	json_t *j = st == 200 ? json_loadb(q->resp.data, q->resp.len, 0, NULL) : NULL;
@@ -116,9 +115,10 @@ static void prefill_try(gw_req_t *q)
 	}
 	if (!b) {
 		if (q->prefill_attempts == 0 && why == 429)
-			sc__gw_fail(q, 429, "overloaded", "every prefill replica is saturated");
+			sc__gw_fail(q, 429, "overloaded", NULL,
+			            "every prefill replica is saturated");
 		else
-			sc__gw_fail(q, q->prefill_attempts ? 502 : 503, "prefill_failed",
+			sc__gw_fail(q, q->prefill_attempts ? 502 : 503, "prefill_failed", NULL,
 			            q->last_err[0] ? q->last_err : "no ready prefill replica");
 		return;
 	}
@@ -138,6 +138,7 @@ static void prefill_try(gw_req_t *q)
 	    .body = body,
 	    .body_len = blen,
 	    .timeout_ms = q->gw->o.attempt_timeout_ms,
+	    .idle_timeout_ms = q->gw->o.idle_timeout_ms,
 	    .cbs = {.on_head = pf_head, .on_data = pf_data, .on_done = pf_done},
 	    .ud = q,
 	};
@@ -164,7 +165,7 @@ void sc__gw_pd_kv_lost(gw_req_t *q)
 	snprintf(q->last_err, sizeof(q->last_err), "decode on %s: the KV handle is gone",
 	         q->be ? q->be->id : "?");
 	if (q->started || !q->gw->o.prefill_retry || !sc__gw_may_retry(q)) {
-		sc__gw_fail(q, 502, "prefill_failed", q->last_err);
+		sc__gw_fail(q, 502, "prefill_failed", NULL, q->last_err);
 		return;
 	}
 	sc_log_warn("%s; prefilling again", q->last_err);
@@ -192,6 +193,9 @@ json_t *sc__gw_pd_prefill_body(const gw_req_t *q)
 	copy_field(b, q->body, "temperature");
 	copy_field(b, q->body, "top_p");
 	copy_field(b, q->body, "seed");
+	/* The first token is chosen there: so are its logprobs. */
+	copy_field(b, q->body, "logprobs");
+	copy_field(b, q->body, "top_logprobs");
 	return b;
 }
 
@@ -202,10 +206,15 @@ json_t *sc__gw_pd_decode_body(const gw_req_t *q)
 	                      json_object_get(q->kv, "first_token"), "stream", q->stream, "format",
 	                      q->kind == GW_K_CHAT ? "chat" : "completion");
 	copy_field(b, q->body, "max_tokens");
+	copy_field(b, q->body, "max_completion_tokens");
 	copy_field(b, q->body, "temperature");
 	copy_field(b, q->body, "top_p");
 	copy_field(b, q->body, "seed");
 	copy_field(b, q->body, "stop");
+	copy_field(b, q->body, "logprobs");
+	copy_field(b, q->body, "top_logprobs");
+	copy_field(b, q->body, "stream_options");
+	copy_field(b, q->kv, "first_logprobs");
 	size_t n = json_array_size(q->ids);
 	if (n > 1) {
 		/* Everything after first_token that the client already has. */

@@ -34,6 +34,8 @@ static void set_headers(gw_req_t *q, gw_backend_t *b)
 		return;
 	sc_http_set_header(q->hr, "x-starcloud-replica", b->id);
 	sc_http_set_header(q->hr, "x-starcloud-version", b->version);
+	if (q->up_ihcl[0])
+		sc_http_set_header(q->hr, "Inference-Header-Content-Length", q->up_ihcl);
 	if (q->prefill_be)
 		sc_http_set_header(q->hr, "x-starcloud-prefill-replica", q->prefill_be->id);
 	char tp[56];
@@ -63,7 +65,27 @@ static void req_account(gw_req_t *q, int status)
 	sc__gw_span_end(q->gw, &q->root, "gateway request", 2, status >= 500, a);
 }
 
-void sc__gw_fail(gw_req_t *q, int status, const char *type, const char *msg)
+/* The replicas a request tried, for an answer no replica gave. */
+static void set_tried(gw_req_t *q)
+{
+	char list[512];
+	size_t at = 0;
+	for (size_t i = 0; i < q->ntried && at + GW_MAX_URL + 2 < sizeof(list); i++)
+		at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s", i ? "," : "",
+		                       q->tried[i]->id);
+	if (at)
+		sc_http_set_header(q->hr, "x-starcloud-tried", list);
+	char tp[56];
+	sc__gw_traceparent(&q->root, tp);
+	sc_http_set_header(q->hr, "traceparent", tp);
+}
+
+static int kserve_kind(const gw_req_t *q)
+{
+	return q->kind == GW_K_INFER || q->kind == GW_K_PASS;
+}
+
+void sc__gw_fail(gw_req_t *q, int status, const char *code, const char *param, const char *msg)
 {
 	if (q->hr && q->started && q->passthru) {
 		/* Half a body went out: cut the connection so the client sees
@@ -71,31 +93,47 @@ void sc__gw_fail(gw_req_t *q, int status, const char *type, const char *msg)
 		sc_http_abort(q->hr);
 		q->hr = NULL;
 	} else if (q->hr && q->started) {
-		char ev[512];
-		int n = snprintf(
-		    ev, sizeof(ev),
-		    "data: {\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"code\":%d}}\n\n", msg,
-		    type, status);
-		sc_http_stream_write(q->hr, ev, (size_t)n);
+		/* An open event stream ends with an error event (OpenAI's shape,
+		 * or KServe's for generate_stream). */
+		json_t *e = kserve_kind(q)
+		                ? json_pack("{s:s}", "error", msg)
+		                : json_pack("{s:{s:s,s:s,s:s?,s:s?}}", "error", "message", msg,
+		                            "type", "server_error", "param", param, "code", code);
+		char *js = sc_xcheck(json_dumps(sc_xcheck(e), JSON_COMPACT));
+		json_decref(e);
+		sc_buf_t ev;
+		sc_buf_init(&ev, 0);
+		sc_buf_printf(&ev, "data: %s\n\n", js);
+		free(js);
+		sc_http_stream_write(q->hr, ev.data, ev.len);
+		sc_buf_free(&ev);
 		sc_http_stream_end(q->hr);
 		q->hr = NULL;
 	} else if (q->hr) {
-		if (q->be)
-			set_headers(q, q->be);
+		/* No replica gave this answer: it names none, only those tried. */
+		set_tried(q);
 		if (status == 429)
 			sc_http_set_header(q->hr, "Retry-After", "1");
-		sc__gw_error(q->hr, status, type, msg);
+		if (kserve_kind(q))
+			sc__gw_kserve_error(q->hr, status, msg);
+		else
+			sc__gw_error(q->hr, status, code, param, msg);
 		q->hr = NULL;
 	}
 	req_account(q, status);
 	req_release(q);
 }
 
-static void respond_upstream(gw_req_t *q)
+void sc__gw_relay(gw_req_t *q)
 {
 	set_headers(q, q->be);
+	/* A replica's heartbeat (blanks before a late JSON answer) is not part
+	 * of the answer. */
+	size_t skip = 0;
+	while (skip < q->resp.len && strchr(" \t\r\n", q->resp.data[skip]))
+		skip++;
 	sc_http_respond(q->hr, q->up_status, q->up_ctype[0] ? q->up_ctype : "application/json",
-	                q->resp.data, q->resp.len);
+	                q->resp.data + skip, q->resp.len - skip);
 	q->hr = NULL;
 	req_account(q, q->up_status);
 	req_release(q);
@@ -127,13 +165,11 @@ static void req_recycle(sc_gw_t *gw, gw_req_t *q)
 	if (gw->npool >= GW_REQ_POOL) {
 		sc_buf_free(&q->resp);
 		sc_buf_free(&q->sse);
-		sc_buf_free(&q->emitted);
 		free(q);
 		return;
 	}
 	buf_trim(&q->resp);
 	buf_trim(&q->sse);
-	buf_trim(&q->emitted);
 	q->next = gw->pool;
 	gw->pool = q;
 	gw->npool++;
@@ -164,13 +200,12 @@ static gw_req_t *req_alloc(sc_gw_t *gw)
 	}
 	gw->pool = q->next;
 	gw->npool--;
-	sc_buf_t keep[3] = {q->resp, q->sse, q->emitted};
+	sc_buf_t keep[2] = {q->resp, q->sse};
 	memset(q, 0, offsetof(gw_req_t, last_err));
 	q->last_err[0] = '\0';
 	memset(&q->pd, 0, sizeof(*q) - offsetof(gw_req_t, pd));
 	q->resp = keep[0];
 	q->sse = keep[1];
-	q->emitted = keep[2];
 	return q;
 }
 
@@ -186,7 +221,6 @@ void sc__gw_proxy_free_pool(sc_gw_t *gw)
 		gw->pool = q->next;
 		sc_buf_free(&q->resp);
 		sc_buf_free(&q->sse);
-		sc_buf_free(&q->emitted);
 		free(q);
 	}
 	gw->npool = 0;
@@ -235,7 +269,8 @@ void sc__gw_proxy_shutdown(sc_gw_t *gw)
 		else if (q->hr && q->started)
 			sc_http_stream_end(q->hr);
 		else if (q->hr)
-			sc__gw_error(q->hr, 503, "unavailable", "the gateway is shutting down");
+			sc__gw_error(q->hr, 503, "shutting_down", NULL,
+			             "the gateway is shutting down");
 		q->hr = NULL;
 		req_release(q);
 	}
@@ -275,7 +310,7 @@ static void on_deadlines(uv_timer_t *h)
 	/* sc__gw_fail unlinks the tail; an answer may start a pipelined
 	 * request, which joins at the head with a later deadline. */
 	while (gw->reqs_tail && gw->reqs_tail->deadline_ms <= now)
-		sc__gw_fail(gw->reqs_tail, 504, "timeout", "the request timed out");
+		sc__gw_fail(gw->reqs_tail, 504, "timeout", NULL, "the request timed out");
 	arm_deadlines(gw);
 }
 
@@ -299,7 +334,7 @@ gw_req_t *sc__gw_req_new(sc_gw_t *gw, sc_http_req_t *hr, int kind)
 	q->method = sc_http_method(hr);
 	q->raw = sc_http_body(hr, &q->rawlen);
 	q->t0_ns = uv_hrtime();
-	q->resp.max = q->sse.max = q->emitted.max = gw->o.max_response;
+	q->resp.max = q->sse.max = gw->o.max_response;
 	q->deadline_ms = uv_now(gw->loop) + gw->o.timeout_ms;
 	/* The answer comes later: hear about a client that leaves first. */
 	sc_http_on_close(hr, on_client_gone, q);
@@ -320,26 +355,35 @@ gw_req_t *sc__gw_req_new(sc_gw_t *gw, sc_http_req_t *hr, int kind)
  * Streaming: forward whole server-sent events, remember emitted text
  * ------------------------------------------------------------------- */
 
-/* Pulls the generated text out of one completion or chat chunk. */
-static void note_text(gw_req_t *q, const char *data, size_t len)
+/* Notes what a chunk of a one-sequence stream carried: the token ids the
+ * client now has (a resume sends them back as generated_ids), whether a
+ * chunk came without them (then the stream cannot be resumed exactly), and
+ * the finish. */
+static void note_chunk(gw_req_t *q, const char *data, size_t len)
 {
-	json_t *j = json_loadb(data, len, 0, NULL);
-	if (!j)
+	if (!q->single)
 		return;
+	json_t *j = json_loadb(data, len, 0, NULL);
 	json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+	if (!c0) {
+		json_decref(j); /* the usage chunk, or not a chunk at all */
+		return;
+	}
 	const char *t = json_string_value(json_object_get(c0, "text"));
 	if (!t)
 		t = json_string_value(json_object_get(json_object_get(c0, "delta"), "content"));
-	if (t && *t) {
-		sc_buf_puts(&q->emitted, t);
+	if (t && *t)
 		q->ntok++;
-	}
 	json_t *ids = json_object_get(c0, "token_ids");
 	if (json_is_array(ids) && json_array_size(q->ids) < 65536) {
 		if (!q->ids)
-			q->ids = json_array();
+			q->ids = sc_xcheck(json_array());
 		json_array_extend(q->ids, ids);
+	} else if (t && *t) {
+		q->no_ids = 1; /* an OpenAI backend's chunk: text without ids */
 	}
+	if (json_is_string(json_object_get(c0, "finish_reason")))
+		q->saw_finish = 1;
 	json_decref(j);
 }
 
@@ -361,7 +405,7 @@ static int forward_event(gw_req_t *q, const char *ev, size_t len)
 		if (sc_sse_is_done(d, dl))
 			q->saw_done = 1;
 		else
-			note_text(q, d, dl);
+			note_chunk(q, d, dl);
 	}
 	if (!q->hr)
 		return 1;
@@ -428,6 +472,8 @@ static int up_head(sc_hcli_req_t *up, int status, void *ud)
 	size_t cl = ct ? strnlen(ct, sizeof(q->up_ctype) - 1) : 0;
 	memcpy(q->up_ctype, ct ? ct : "", cl);
 	q->up_ctype[cl] = '\0';
+	const char *ih = sc_hcli_header(up, "inference-header-content-length");
+	snprintf(q->up_ihcl, sizeof(q->up_ihcl), "%s", ih && strlen(ih) < 20 ? ih : "");
 	q->passthru = passthru_wanted(q, up, status);
 	return 0;
 }
@@ -439,6 +485,12 @@ static int passthru_write(gw_req_t *q, const char *d, size_t n)
 	if (!q->hr)
 		return 1;
 	if (!q->started) {
+		/* A replica's heartbeat (blanks before a late JSON answer) is not
+		 * forwarded: until real bytes come the attempt stays retryable. */
+		while (n && strchr(" \t\r\n", *d))
+			d++, n--;
+		if (!n)
+			return 0;
 		set_headers(q, q->be);
 		sc_http_stream_start(q->hr, q->up_status,
 		                     q->up_ctype[0] ? q->up_ctype : "application/json",
@@ -552,24 +604,32 @@ void sc__gw_attempt_end(gw_req_t *q, int failed)
 	}
 }
 
-/* A streamed attempt broke after events went out: continue elsewhere
- * with the text so far appended, or end the stream with an error event. */
+/* A streamed attempt broke after events went out. Once every choice has
+ * finished only [DONE] was missing: end the stream. Otherwise a stream of
+ * one sequence whose chunks carried their token ids continues on another
+ * replica from those ids (the worker feeds them after the prompt without
+ * sending them again, so the client's stream is the one an unbroken answer
+ * gives); anything else ends with an error event. */
 static void resume_or_fail(gw_req_t *q)
 {
-	json_t *body = sc__gw_req_json(q);
-	int resumable = body != NULL;
-	if (q->kind == GW_K_COMPL && !q->pd && !json_is_string(json_object_get(body, "prompt")))
-		resumable = 0;
-	if (q->pd && json_array_size(q->ids) < (size_t)(q->ntok > 0 ? 1 : 0))
-		resumable = 0; /* without token ids a decode cannot skip what was sent */
+	if (q->saw_finish && q->single) {
+		sc_http_stream_write(q->hr, "data: [DONE]\n\n", 14);
+		sc_http_stream_end(q->hr);
+		q->hr = NULL;
+		req_account(q, 200);
+		req_release(q);
+		return;
+	}
+	int resumable =
+	    sc__gw_req_json(q) != NULL && q->single && !q->no_ids && q->be->kind == GW_BK_STARCLOUD;
 	if (resumable && q->resumes < q->gw->o.max_retries + 1 && sc__gw_may_retry(q)) {
 		q->resumes++;
-		sc_log_warn("stream from %s broke after %d chunks; continuing elsewhere", q->be->id,
-		            q->ntok);
+		sc_log_warn("stream from %s broke after %zu tokens; continuing elsewhere",
+		            q->be->id, json_array_size(q->ids));
 		sc__gw_attempt(q);
 		return;
 	}
-	sc__gw_fail(q, 502, "upstream_error", "the stream broke and could not be continued");
+	sc__gw_fail(q, 502, "upstream_error", NULL, "the stream broke and could not be continued");
 }
 
 /* A streamed attempt that already sent events ended: flush what is
@@ -638,7 +698,7 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 	if (!failed || !retry) {
 		if (!q->hr)
 			return;
-		respond_upstream(q);
+		sc__gw_relay(q);
 		return;
 	}
 	q->last_status = q->up_status > 0 ? q->up_status : 502;
@@ -649,7 +709,9 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 		sc__gw_attempt(q);
 		return;
 	}
-	sc__gw_fail(q, q->last_status == 504 ? 504 : 502, "upstream_error", q->last_err);
+	sc__gw_fail(q, q->last_status == 504 ? 504 : 502,
+	            q->last_status == 504 ? "upstream_timeout" : "upstream_error", NULL,
+	            q->last_err);
 }
 
 /* ---------------------------------------------------------------------
@@ -673,46 +735,21 @@ int sc__gw_may_retry(gw_req_t *q)
 	return 1;
 }
 
-/* Appends the emitted text to the prompt (completions) or as a partial
- * assistant message (chat), and lowers max_tokens by what was sent. */
-static void add_continuation(gw_req_t *q, json_t *b)
-{
-	const char *text = q->emitted.data ? q->emitted.data : "";
-	if (q->kind == GW_K_COMPL) {
-		const char *p = json_string_value(json_object_get(b, "prompt"));
-		sc_buf_t np;
-		sc_buf_init(&np, 0);
-		sc_buf_puts(&np, p ? p : "");
-		sc_buf_puts(&np, text);
-		json_object_set_new(b, "prompt", json_stringn(np.data ? np.data : "", np.len));
-		sc_buf_free(&np);
-	} else {
-		json_t *msgs = json_object_get(b, "messages");
-		json_array_append_new(msgs,
-		                      json_pack("{s:s,s:s}", "role", "assistant", "content", text));
-		json_object_set_new(b, "continue_final_message", json_true());
-		json_object_set_new(b, "add_generation_prompt", json_false());
-	}
-	json_t *mt = json_object_get(b, "max_tokens");
-	if (json_is_integer(mt)) {
-		json_int_t left = json_integer_value(mt) - q->ntok;
-		json_object_set_new(b, "max_tokens", json_integer(left > 1 ? left : 1));
-	}
-}
-
 json_t *sc__gw_req_json(gw_req_t *q)
 {
-	if (!q->body && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT))
+	if (!q->body && (q->kind == GW_K_COMPL || q->kind == GW_K_CHAT || q->kind == GW_K_EMBED))
 		q->body = json_loadb(q->raw, q->rawlen, 0, NULL);
 	return q->body;
 }
 
-/* True when the client's body can go upstream byte for byte. */
+/* True when the client's body can go upstream byte for byte: no version
+ * suffix to strip, no model name of the backend's own, no phase bodies, no
+ * resume. */
 static int sc__gw_body_verbatim(const gw_req_t *q)
 {
-	if (q->kind != GW_K_COMPL && q->kind != GW_K_CHAT)
+	if (q->kind != GW_K_COMPL && q->kind != GW_K_CHAT && q->kind != GW_K_EMBED)
 		return 1;
-	return !q->rewrite && !q->pd && q->ntok == 0;
+	return !q->rewrite && !q->pd && !q->started && !(q->be && q->be->upstream_model[0]);
 }
 
 char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
@@ -729,10 +766,11 @@ char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
 	} else if (q->pd) {
 		b = sc__gw_pd_decode_body(q);
 	} else {
-		b = json_deep_copy(q->body);
-		json_object_set_new(b, "model", json_string(q->model));
-		if (q->ntok > 0)
-			add_continuation(q, b);
+		b = sc_xcheck(json_deep_copy(q->body));
+		const char *um = q->be ? q->be->upstream_model : "";
+		json_object_set_new(b, "model", json_string(um[0] ? um : q->model));
+		if (q->started && q->ids)
+			json_object_set(b, "generated_ids", q->ids);
 	}
 	char *s = sc_xcheck(json_dumps(b, JSON_COMPACT));
 	json_decref(b);
@@ -746,6 +784,7 @@ static gw_backend_t *pick_for(gw_req_t *q, int *why)
 	    .model = q->model,
 	    .version = q->version[0] ? q->version : NULL,
 	    .role = q->role,
+	    .kserve = q->kind == GW_K_INFER || q->kind == GW_K_PASS,
 	    .tried = q->tried,
 	    .ntried = q->ntried,
 	};
@@ -768,7 +807,7 @@ static void attempt_send(gw_req_t *q, gw_backend_t *b)
 {
 	/* Both strings are bounded by their parts' sizes; built without
 	 * printf, as this runs for every attempt. */
-	char url[GW_MAX_URL + sizeof(q->path)], hdrs[128];
+	char url[GW_MAX_URL + sizeof(q->path)], hdrs[192];
 	size_t ul = strlen(b->url), pl = strlen(q->path);
 	memcpy(url, b->url, ul);
 	memcpy(url + ul, q->path, pl + 1);
@@ -779,6 +818,11 @@ static void attempt_send(gw_req_t *q, gw_backend_t *b)
 	memcpy(hdrs + sizeof(tph) - 1 + 55, "\r\n", 3);
 	if (q->stream)
 		memcpy(hdrs + sizeof(tph) - 1 + 57, acc, sizeof(acc));
+	if (q->ihcl[0]) {
+		size_t at = strlen(hdrs);
+		snprintf(hdrs + at, sizeof(hdrs) - at, "Inference-Header-Content-Length: %s\r\n",
+		         q->ihcl);
+	}
 	size_t blen = 0;
 	char *body = NULL;
 	const char *send = NULL;
@@ -794,7 +838,9 @@ static void attempt_send(gw_req_t *q, gw_backend_t *b)
 	    .headers = hdrs,
 	    .body = send,
 	    .body_len = blen,
+	    .ctype = q->ihcl[0] ? "application/octet-stream" : NULL,
 	    .timeout_ms = q->gw->o.attempt_timeout_ms,
+	    .idle_timeout_ms = q->gw->o.idle_timeout_ms,
 	    .cbs = {.on_head = up_head, .on_data = up_data_stream, .on_done = up_done},
 	    .ud = q,
 	};
@@ -822,14 +868,16 @@ void sc__gw_attempt(gw_req_t *q)
 		if (q->attempts == 0 && why == 429) {
 			sc__gw_stats_shed(sc__gw_stats(q->gw, q->model, q->version));
 			q->gw->shed++;
-			sc__gw_fail(q, 429, "overloaded",
+			sc__gw_fail(q, 429, "overloaded", NULL,
 			            "every replica is saturated; retry later");
 		} else if (q->attempts == 0 && why == 404) {
-			sc__gw_fail(q, 404, "model_not_found", "no such model or version");
+			sc__gw_fail(q, 404, "model_not_found", "model", "no such model or version");
 		} else if (q->attempts == 0) {
-			sc__gw_fail(q, 503, "unavailable", "no ready replica for this model");
+			sc__gw_fail(q, 503, "no_replica", NULL, "no ready replica for this model");
 		} else {
-			sc__gw_fail(q, q->last_status == 504 ? 504 : 502, "upstream_error",
+			sc__gw_fail(q, q->last_status == 504 ? 504 : 502,
+			            q->last_status == 504 ? "upstream_timeout" : "upstream_error",
+			            NULL,
 			            q->last_err[0] ? q->last_err : "no replica left to retry on");
 		}
 		return;

@@ -4,13 +4,13 @@
  * answers are buffered (bounded) before anything reaches the client, so any
  * failed attempt can be retried elsewhere; streamed answers are forwarded
  * event by event, and a stream broken after tokens went out is continued on
- * another replica with the emitted text appended to the prompt. */
+ * another replica from the token ids the client already has. */
 #ifndef SC_GATEWAY_PROXY_H
 #define SC_GATEWAY_PROXY_H
 
 #include "gateway/gw_int.h"
 
-enum { GW_K_COMPL, GW_K_CHAT, GW_K_INFER, GW_K_PASS };
+enum { GW_K_COMPL, GW_K_CHAT, GW_K_EMBED, GW_K_INFER, GW_K_PASS };
 
 typedef struct gw_req {
 	sc_gw_t *gw;
@@ -23,8 +23,10 @@ typedef struct gw_req {
 	json_t *body;       /* parsed OpenAI request (owned), lazily: sc__gw_req_json */
 	const char *raw;    /* the client's body (borrowed from hr) */
 	size_t rawlen;
-	int rewrite;    /* body must be re-serialized (model:version) */
-	char path[512]; /* upstream path and query */
+	int rewrite;      /* body must be re-serialized (model:version) */
+	char path[512];   /* upstream path and query */
+	char ihcl[24];    /* KServe binary request: its JSON header's length */
+	char up_ihcl[24]; /* KServe binary answer: the same, from the replica */
 	const char *method;
 	int stream;
 	int role;         /* backends this phase uses */
@@ -40,11 +42,13 @@ typedef struct gw_req {
 	int passthru;   /* this attempt's answer is forwarded as it arrives */
 	int up_status;
 	char up_ctype[128];
-	int held;         /* be->inflight counts this request */
-	sc_buf_t resp;    /* buffered upstream answer */
-	sc_buf_t sse;     /* an upstream event not yet complete */
-	sc_buf_t emitted; /* completion text sent to the client */
-	int ntok;         /* text chunks sent to the client */
+	int held;       /* be->inflight counts this request */
+	sc_buf_t resp;  /* buffered upstream answer */
+	sc_buf_t sse;   /* an upstream event not yet complete */
+	int ntok;       /* chunks with text sent to the client */
+	int single;     /* one sequence (one prompt, n = 1): resumable, P/D-able */
+	int no_ids;     /* a chunk carried text without token ids */
+	int saw_finish; /* the sequence's last chunk (finish_reason) went out */
 	int saw_done;
 	uint64_t t0_ns, ttft_ns, att_ns;
 	uint64_t deadline_ms; /* loop clock: t0 + --timeout (sc_gw_t.deadlines) */
@@ -71,7 +75,10 @@ int sc__gw_proxy_init(sc_gw_t *gw);
 void sc__gw_attempt(gw_req_t *q);
 /* Ends the request with an error answer (or an error event on an open
  * stream) and releases it. */
-void sc__gw_fail(gw_req_t *q, int status, const char *type, const char *msg);
+void sc__gw_fail(gw_req_t *q, int status, const char *code, const char *param, const char *msg);
+/* Sends the buffered upstream answer (status, type, body) to the client and
+ * releases the request. */
+void sc__gw_relay(gw_req_t *q);
 /* True when another attempt is allowed (retry limit and budget). */
 int sc__gw_may_retry(gw_req_t *q);
 /* Ends the attempt in flight: replica load, ejection, canary, span. */

@@ -61,7 +61,7 @@ struct sc_hcli_req {
 	sc_buf_t out; /* the serialized request, kept for one resend */
 	sc_hcli_cbs_t cbs;
 	void *ud;
-	uint64_t timeout_ms;
+	uint64_t timeout_ms, idle_timeout_ms;
 	int status;
 	sc_buf_t hdrs; /* "name\0value\0" */
 	size_t hdr_off[MAX_RESP_HEADERS][2];
@@ -458,9 +458,11 @@ static uint64_t conn_deadline(const hc_conn_t *k)
 		return 1; /* at once: any time already passed */
 	if (!k->connected)
 		return k->connect_until;
-	/* Reads and writes note r->last_io; the limit runs from the last. */
-	if (r->timeout_ms && r->reached)
-		return r->last_io + r->timeout_ms;
+	/* Reads and writes note r->last_io; the limit runs from the last: the
+	 * first-byte limit until the answer starts, then the idle one. */
+	uint64_t lim = r->got_bytes && r->idle_timeout_ms ? r->idle_timeout_ms : r->timeout_ms;
+	if (lim && r->reached)
+		return r->last_io + lim;
 	return 0;
 }
 
@@ -589,8 +591,13 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	}
 	if (read_simple(k, r, buf->base, (size_t)n))
 		return;
+	int first = !r->got_bytes;
 	r->got_bytes = 1;
 	r->last_io = uv_now(r->c->loop);
+	/* The idle limit may be shorter than the first-byte one the timer is
+	 * armed for: move it now, once per request. */
+	if (first && r->idle_timeout_ms && (!r->timeout_ms || r->idle_timeout_ms < r->timeout_ms))
+		conn_arm(k);
 	r->in_parse = 1;
 	size_t used = http_parser_execute(&k->parser, &rp_settings, buf->base, (size_t)n);
 	enum http_errno e = HTTP_PARSER_ERRNO(&k->parser);
@@ -759,6 +766,7 @@ int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out)
 	r->cbs = call->cbs;
 	r->ud = call->ud;
 	r->timeout_ms = call->timeout_ms;
+	r->idle_timeout_ms = call->idle_timeout_ms;
 	r->no_body = strcmp(call->method, "HEAD") == 0;
 	rc = build_request(r, call, host, port, path);
 	if (rc < 0) {

@@ -53,6 +53,8 @@ typedef struct sc_hcli_call {
 	size_t body_len;
 	const char *ctype;   /* Content-Type of body; default application/json */
 	uint64_t timeout_ms; /* inactivity limit: connect, first byte, between reads; 0 = none */
+	uint64_t idle_timeout_ms; /* once the answer has started: the limit between reads
+	                             instead of timeout_ms (0 = timeout_ms) */
 	sc_hcli_cbs_t cbs;
 	void *ud;
 } sc_hcli_call_t;

@@ -170,12 +170,39 @@ static int stream_begin(sc_job_t *j)
 		return SC_EIO;
 	j->streaming = 1;
 	sc_http_stream_start(j->q.req, 200, "text/event-stream; charset=utf-8", on_req_close, j);
-	if (j->p.fmt != FMT_CHAT)
+	/* A resumed answer's client has the role already. */
+	if (j->p.fmt != FMT_CHAT || (j->nseq == 1 && j->seqs[0].n_forced > 0))
 		return 0;
 	for (int i = 0; i < j->nseq; i++)
 		if (sse_send(j, sc__chunk_json(&j->seqs[i], "", 0, NULL, 0, NULL, NULL)) < 0)
 			return SC_EIO;
 	return 0;
+}
+
+/* A non-streamed JSON answer opens with its head at the first token and
+ * then sends a blank every HEARTBEAT_MS until the JSON (leading blanks are
+ * valid JSON): a gateway sees at once that the replica answers, and from
+ * then on that it is alive, so a long generation is not taken for a hung
+ * replica while a hung one is found within the gateway's idle timeout.
+ * Binary KServe answers need their header length in the head, and
+ * embeddings and prefills answer at once: they are sent whole. */
+#define HEARTBEAT_MS 1000
+
+static void on_heartbeat(uv_timer_t *t)
+{
+	sc_job_t *j = t->data;
+	if (j->q.req && sc_http_stream_write(j->q.req, " ", 1) < 0)
+		job_cancel(j);
+}
+
+static void answer_begin(sc_job_t *j)
+{
+	if (j->early || j->streaming || j->p.stream || !j->q.req || j->p.fmt == FMT_EMBED ||
+	    j->p.fmt == FMT_PREFILL || (j->p.fmt == FMT_KSERVE && j->p.binary_out))
+		return;
+	j->early = 1;
+	sc_http_stream_start(j->q.req, 200, "application/json", on_req_close, j);
+	uv_timer_start(&j->timer, on_heartbeat, HEARTBEAT_MS, HEARTBEAT_MS);
 }
 
 /* What is left to release at the end: nothing after a stop sequence, else
@@ -211,6 +238,18 @@ static void job_complete(sc_job_t *j)
 			sc_http_stream_write(q->req, "data: [DONE]\n\n", 14);
 		if (q->req)
 			sc_http_stream_end(q->req);
+		q->req = NULL;
+		sc__span_end(q, 200);
+	} else if (j->early) {
+		uv_timer_stop(&j->timer);
+		json_t *doc = sc_xcheck(sc__final_json(j));
+		char *body = sc_xcheck(json_dumps(doc, JSON_COMPACT));
+		json_decref(doc);
+		if (q->req) {
+			sc_http_stream_write(q->req, body, strlen(body));
+			sc_http_stream_end(q->req);
+		}
+		free(body);
 		q->req = NULL;
 		sc__span_end(q, 200);
 	} else if (j->p.fmt == FMT_KSERVE && j->p.binary_out) {
@@ -321,6 +360,7 @@ static int emit(sc_seq_t *s, int t, const seq_lp_t *lp)
 		if (rc == 0)
 			rc = sse_send(j, sc__chunk_json(s, out, (size_t)rel, &t, 1, lp, NULL));
 	} else {
+		answer_begin(j);
 		if (lp)
 			sc__lp_append(s, t, lp);
 		if (rel)
@@ -452,7 +492,7 @@ int sc__seq_admitted(sc_seq_t *s)
 void sc__seq_fail(sc_seq_t *s, int status, const char *msg)
 {
 	sc_job_t *j = s->job;
-	if (j->streaming || j->answered) {
+	if (j->streaming || j->early || j->answered) {
 		/* Half an answer went out: cut it, never a complete-looking one. */
 		return job_cancel(j);
 	}

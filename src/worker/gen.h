@@ -62,6 +62,7 @@ struct sc_job {
 	int nseq, nlive; /* sequences, and those not done */
 	int n_prompt_total;
 	int streaming, gone, answered, freeing;
+	int early; /* a non-streamed answer's head went out (heartbeat) */
 	char id[48];
 	long long created;
 	uv_timer_t timer;      /* --latency-ms before the work starts */

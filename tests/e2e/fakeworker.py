@@ -3,16 +3,14 @@ chunked server-sent events) speaking the OpenAI, KServe v2 and prefill/decode
 protocols of docs/WORKER.md, with faults on demand.
 
 Generation is deterministic: token i is the text "t<i> " with id 100+i. A
-completion continues after the "t<i> " tokens its prompt already ends with,
-so a stream resumed with the emitted text appended to the prompt carries on
-where it broke. Run: python3 fakeworker.py --port N [--role both|prefill|decode]
+request with generated_ids (a resumed stream) continues after that many
+tokens, as a real worker does. Run: python3 fakeworker.py --port N [--role both|prefill|decode]
 [--version V] [--fail-rate F] [--fail-status S] [--latency-ms MS]
 [--die-after-chunks N] [--unready]."""
 import argparse
 import json
 import os
 import random
-import re
 import sys
 import threading
 import time
@@ -33,10 +31,6 @@ def count(key):
         COUNTERS[key] += 1
 
 
-def tokens_in(prompt):
-    m = re.findall(r"t(\d+) ", prompt)
-    return len(m)
-
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -55,7 +49,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def error(self, status, msg, field=""):
-        self.send_json(status, {"error": {"code": status, "message": msg, "field": field}})
+        self.send_json(status, {"error": {"message": msg, "type": "invalid_request_error",
+                                          "param": field or None, "code": None}})
 
     def body(self):
         n = int(self.headers.get("Content-Length") or 0)
@@ -181,14 +176,11 @@ class Handler(BaseHTTPRequestHandler):
         if p in ("/v1/completions", "/v1/chat/completions"):
             count("completions")
             kind = "chat" if "chat" in p else "completion"
-            if kind == "chat":
-                msgs = b.get("messages", [])
-                last = msgs[-1] if msgs else {}
-                start = tokens_in(last.get("content", "")) if last.get("role") == "assistant" else 0
-            else:
-                start = tokens_in(b.get("prompt", ""))
+            # generated_ids: the tokens the client already has (a resumed
+            # stream); they count towards max_tokens, as on a real worker.
+            start = len(b.get("generated_ids") or [])
             n = b.get("max_tokens") or 8
-            self.answer(kind, start, n, b.get("stream", False), b.get("model", ""))
+            self.answer(kind, start, n - start, b.get("stream", False), b.get("model", ""))
         elif p.endswith("/infer"):
             count("infers")
             inp = b["inputs"][0]

@@ -42,6 +42,20 @@ class Procs:
         w.url, w.proc, w.port, w.version, w.role, w.model = url, p, port, version, role, model
         return w
 
+    def openai_backend(self, name="org/fake-1b", *extra):
+        """tests/e2e/fake_openai.py: an OpenAI-compatible server (vLLM's
+        role) that knows its model as name."""
+        port = free_port()
+        args = ["/usr/bin/python3", os.path.join(HERE, "fake_openai.py"), "--port", str(port),
+                "--name", name] + list(extra)
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(p)
+        url = "http://127.0.0.1:%d" % port
+        wait_http(url + "/health")
+        w = type("O", (), {})()
+        w.url, w.proc, w.port, w.name = url, p, port, name
+        return w
+
     def gateway(self, workers, *extra, rollout=None):
         port = free_port()
         args = [BIN, "gateway", "--listen", "127.0.0.1:%d" % port, "--probe-interval", "500ms"]

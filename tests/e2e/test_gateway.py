@@ -81,7 +81,7 @@ def test_request_and_attempt_timeouts(procs):
         r = completion(gw, max_tokens=1)
         took = time.time() - t0
         assert r.status_code == 504, r.text
-        assert r.json()["error"]["type"] == "timeout"
+        assert r.json()["error"]["code"] == "timeout"
         assert 0.45 <= took < 2.5, took
     good = procs.worker("1")
     gw2 = procs.gateway([slow, good], "--attempt-timeout", "300ms", "--timeout", "10s")

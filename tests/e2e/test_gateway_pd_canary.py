@@ -31,7 +31,7 @@ def test_prefill_failure_policy(procs):
     fail_gw = procs.gateway([dead, dec], "--prefill-failure", "fail")
     t0 = time.time()
     r = completion(fail_gw, max_tokens=2)
-    assert r.status_code == 502 and r.json()["error"]["type"] == "prefill_failed"
+    assert r.status_code == 502 and r.json()["error"]["code"] == "prefill_failed"
     assert time.time() - t0 < 2
     retry_gw = procs.gateway([dead, good, dec], "--prefill-failure", "retry")
     for _ in range(4):

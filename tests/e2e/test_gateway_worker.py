@@ -235,5 +235,5 @@ def test_load_shedding_429(procs, ckpt):
     for c, ra, text in res:
         if c == 429:
             err = json.loads(text)["error"]
-            assert ra == "1" and err["type"] == "overloaded" and err["code"] == 429
+            assert ra == "1" and err["type"] == "rate_limit_error" and err["code"] == "overloaded"
     assert metric(gw, "sc_gateway_shed_total", model="tiny") >= 1
