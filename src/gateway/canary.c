@@ -81,9 +81,13 @@ static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
 		finish(gw, ro, RO_ROLLED_BACK, why);
 		return;
 	case SC_CANARY_PROMOTE:
+		if (ro->source == GW_SRC_SERVER)
+			return; /* the server promotes, on the evidence of every gateway */
 		finish(gw, ro, RO_PROMOTED, "every step passed its analysis");
 		return;
 	case SC_CANARY_ADVANCE:
+		if (ro->source == GW_SRC_SERVER)
+			return; /* the server steps, and the weight follows it */
 		ro->step++;
 		ro->weight = ro->steps[ro->step];
 		sc_log_info("rollout %s: canary %s at %d %%", ro->model, ro->canary, ro->weight);
@@ -145,6 +149,32 @@ gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *sta
 	            model, stable, canary, ro->weight, (unsigned long long)window_ms,
 	            max_error_rate);
 	return ro;
+}
+
+void sc__gw_rollout_follow(sc_gw_t *gw, gw_rollout_t *ro, const char *phase, int weight)
+{
+	if (ro->state != RO_PROGRESSING || !phase)
+		return; /* ended here (rolled back, aborted): the server hears of it */
+	if (strcmp(phase, "RolledBack") == 0) {
+		ro->state = RO_ROLLED_BACK;
+		ro->weight = 0;
+		snprintf(ro->reason, sizeof(ro->reason), "rolled back by the control plane");
+		uv_timer_stop(&ro->timer);
+		return;
+	}
+	if (strcmp(phase, "Complete") == 0) {
+		ro->state = RO_PROMOTED;
+		ro->weight = 100;
+		snprintf(ro->reason, sizeof(ro->reason), "promoted by the control plane");
+		uv_timer_stop(&ro->timer);
+		return;
+	}
+	if (weight >= 0 && weight <= 100 && weight != ro->weight) {
+		sc_log_info("rollout %s: canary %s at %d %% (the control plane's step)", ro->model,
+		            ro->canary, weight);
+		ro->weight = weight;
+	}
+	(void)gw;
 }
 
 const char *sc__gw_rollout_choose(sc_gw_t *gw, const char *model)

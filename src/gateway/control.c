@@ -168,15 +168,29 @@ static void rollout_from(sc_gw_t *gw, const char *dep, const char *model, const 
 		n = gw->o.nsteps;
 	}
 	uint64_t win = gw->o.window_ms;
-	const char *ws = json_string_value(json_object_get(ro, "analysisWindow"));
+	json_t *wv = json_object_get(ro, "analysisWindow");
+	const char *ws = json_string_value(wv);
 	if (ws && sc_parse_duration_ms(ws, 0, GW_MAX_DURATION_MS, &win) < 0)
 		win = gw->o.window_ms;
+	if (json_is_integer(wv) && json_integer_value(wv) > 0)
+		win = (uint64_t)json_integer_value(wv) * 1000; /* seconds, as the server reads it */
 	json_t *me = json_object_get(ro, "maxErrorRate");
 	double mer = json_is_number(me) ? json_number_value(me) : gw->o.max_error_rate;
 	gw_rollout_t *r =
 	    sc__gw_rollout_set(gw, model, stable, ver, steps, n, win, mer, GW_SRC_SERVER);
-	if (r)
-		snprintf(r->deployment, sizeof(r->deployment), "%s", dep);
+	if (!r)
+		return;
+	snprintf(r->deployment, sizeof(r->deployment), "%s", dep);
+	json_t *mr = json_object_get(ro, "minRequests");
+	r->min_requests = json_is_integer(mr) && json_integer_value(mr) > 0
+	                      ? (uint64_t)json_integer_value(mr)
+	                      : GW_SERVER_MIN_REQUESTS;
+	/* The server owns the steps: the gateway follows its weight and phase,
+	 * reports its windows, and only rolls back by itself. */
+	json_t *sro = json_object_get(status, "rollout");
+	json_t *w = json_object_get(json_object_get(sro, "weights"), ver);
+	sc__gw_rollout_follow(gw, r, json_string_value(json_object_get(sro, "phase")),
+	                      json_is_integer(w) ? (int)json_integer_value(w) : -1);
 }
 
 static void rebuild(control_t *ct)
@@ -419,14 +433,15 @@ void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outc
 
 /* Each finished analysis window, per version, to the server's report API
  * (docs/SERVING.md): the server keeps them in status.rollout.analysis (the
- * dashboard shows the error rates) and applies its own rollback rule. A
- * canary window below the minimum request count says nothing yet and is not
- * sent, as the gateway's own verdict ignores it. */
+ * dashboard shows the error rates), adds the canary's up to the evidence a
+ * step needs before it moves on, and applies its own rollback rule. */
 void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro)
 {
 	if (!gw->o.server[0])
 		return;
-	if (ro->last[1].requests < (ro->min_requests ? ro->min_requests : 1))
+	/* Every window with canary traffic counts: the server adds them up
+	 * to the step's evidence. */
+	if (ro->last[1].requests == 0)
 		return;
 	const char *dep = ro->deployment[0] ? ro->deployment : ro->model;
 	char path[GW_MAX_NAME + 48];

@@ -227,6 +227,7 @@ typedef struct rollout_desc {
 	size_t nsteps;
 	uint64_t window_ms;
 	double max_error_rate;
+	uint64_t min_requests;
 } rollout_desc_t;
 
 static int parse_rollout_field(rollout_desc_t *d, const char *k, size_t kl, const char *v,
@@ -251,6 +252,8 @@ static int parse_rollout_field(rollout_desc_t *d, const char *k, size_t kl, cons
 		return sc_parse_duration_ms(val, 50, GW_MAX_DURATION_MS, &d->window_ms);
 	if (kl == 14 && strncmp(k, "max-error-rate", 14) == 0)
 		return sc_parse_num(val, 0, 1, &d->max_error_rate);
+	if (kl == 12 && strncmp(k, "min-requests", 12) == 0)
+		return sc_parse_u64(val, 1, 1000000000, &d->min_requests);
 	return SC_ENOTFOUND;
 }
 
@@ -262,6 +265,7 @@ static int parse_rollout(const gw_opts_t *o, const char *spec, rollout_desc_t *d
 	d->nsteps = o->nsteps;
 	d->window_ms = o->window_ms;
 	d->max_error_rate = o->max_error_rate;
+	d->min_requests = 1;
 	const char *p = spec;
 	while (*p) {
 		size_t fl = strcspn(p, ",");
@@ -339,7 +343,7 @@ static int rollout_flag(void *opts, const char *v, char *err, size_t errsz)
  * The configuration file's structured lists (docs/GATEWAY.md):
  *   backends: [{model, version, url, role?, weight?, kind?, upstreamModel?, health?}]
  *   rollouts: [{model, stable, canary, steps?, analysisWindow?, maxErrorRate?,
- *               deployment?}]
+ *               deployment?, minRequests?}]
  * Each entry is written as the spec of a --backend or --rollout flag and
  * goes through the same parser, so a file and a flag accept the same.
  * ------------------------------------------------------------------- */
@@ -398,7 +402,7 @@ static int file_key(void *opts, const char *key, json_t *e, char *err, size_t er
 	    {"model", "model"},           {"stable", "stable"},
 	    {"canary", "canary"},         {"steps", "steps"},
 	    {"analysisWindow", "window"}, {"maxErrorRate", "max-error-rate"},
-	    {"deployment", "deployment"}};
+	    {"deployment", "deployment"}, {"minRequests", "min-requests"}};
 	int backends = strcmp(key, "backends") == 0;
 	if (!backends && strcmp(key, "rollouts") != 0)
 		return SC_ENOTFOUND;
@@ -458,7 +462,7 @@ static const sc_flag_t gw_flags[] = {
      .meta = "SPEC",
      .flags = SC_FLAG_REPEAT,
      .help = "model=M,stable=V1,canary=V2[,steps=10/50/100]\n"
-             "[,window=60s][,max-error-rate=0.05][,deployment=NAME]"},
+             "[,window=60s][,max-error-rate=0.05][,min-requests=1][,deployment=NAME]"},
     {.name = "--server",
      SC_FLAG_TEXT_AT(args_t, o.server),
      .meta = "URL[,URL...]",
@@ -640,6 +644,7 @@ static int setup(sc_gw_t *gw, args_t *a)
 		if (!ro)
 			return SC_ELIMIT;
 		snprintf(ro->deployment, sizeof(ro->deployment), "%s", d->deployment);
+		ro->min_requests = d->min_requests;
 	}
 	int rc = sc__gw_proxy_init(gw);
 	if (rc == 0)

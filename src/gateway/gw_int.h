@@ -35,6 +35,7 @@
 #define GW_MAX_STATS 512
 #define GW_MAX_TRIED 16
 #define GW_MAX_SERVERS 8
+#define GW_SERVER_MIN_REQUESTS 20 /* the server's default spec.rollout.minRequests */
 
 enum { GW_ROLE_BOTH, GW_ROLE_PREFILL, GW_ROLE_DECODE };
 /* What a backend speaks: `starcloud worker` (OpenAI with token ids and the
@@ -202,6 +203,10 @@ gw_rollout_t *sc__gw_rollout_find(sc_gw_t *gw, const char *model);
 gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *stable,
                                  const char *canary, const int *steps, size_t nsteps,
                                  uint64_t window_ms, double max_error_rate, int source);
+/* A rollout the control plane steps: follows its canary weight (-1 =
+ * unknown) and phase (Progressing, Paused, RolledBack, Complete), unless the
+ * gateway has ended the rollout itself. */
+void sc__gw_rollout_follow(sc_gw_t *gw, gw_rollout_t *ro, const char *phase, int weight);
 /* Chooses the version for an unpinned request (NULL = no rollout: any). */
 const char *sc__gw_rollout_choose(sc_gw_t *gw, const char *model);
 /* Records a finished request of model/version for the analysis. */

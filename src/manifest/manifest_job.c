@@ -622,9 +622,10 @@ static int decode_template(sc__rd_t *rd, json_t *o, const char *key, bool req, s
 
 static int decode_rollout(sc__rd_t *rd, json_t *spec)
 {
-	static const char *const fields[] = {"steps", "analysisWindow", "maxErrorRate", NULL};
+	static const char *const fields[] = {"steps", "analysisWindow", "maxErrorRate",
+	                                     "minRequests", NULL};
 	json_t *r, *steps = NULL, *v;
-	int64_t window;
+	int64_t window, minreq;
 	double rate;
 	size_t i;
 	int rc = sc__get_object(rd, spec, "rollout", false, &r);
@@ -634,6 +635,7 @@ static int decode_rollout(sc__rd_t *rd, json_t *spec)
 	if ((rc = sc__rd_fields(rd, r, fields)) < 0 ||
 	    (rc = sc__get_dur(rd, r, "analysisWindow", false, &window)) < 0 ||
 	    (rc = sc__get_num(rd, r, "maxErrorRate", false, 0, 1, &rate)) < 0 ||
+	    (rc = sc__get_int(rd, r, "minRequests", false, 1, 1000000000, &minreq)) < 0 ||
 	    (rc = sc__get_array(rd, r, "steps", false, &steps)) < 0)
 		return rc;
 	sc__rd_push(rd, "steps");

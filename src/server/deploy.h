@@ -12,7 +12,7 @@
  *                 the stable template after spec.template moved on; read by
  *                 the node agent;
  *   rollout       {stable, canary, step, steps, weights, phase,
- *                 lastTransition, reason, analysis};
+ *                 lastTransition, reason, analysis, evidence, pausedBy};
  *   endpoints     [{url, pod, node, version, role, ready}], ready replicas;
  *   stableVersion the gateway's name for rollout.stable.
  *
@@ -36,6 +36,7 @@
 #define SC_DEPLOY_MAX_TASKS 4    /* two versions x two roles */
 #define SC_DEPLOY_DEFAULT_WINDOW 60
 #define SC_DEPLOY_DEFAULT_MAX_ERROR 0.05
+#define SC_DEPLOY_DEFAULT_MIN_REQUESTS 20 /* canary requests a step needs */
 
 /* Status keys the deployment controller owns; the scheduling loop keeps
  * them when it rewrites a status. NULL-terminated. */
@@ -75,10 +76,12 @@ json_t *sc__deploy_view(json_t *dep);
 /* The templates entries for version v of spec (one per role), named so
  * they differ from every task in avoid (may be NULL); added to out. */
 void sc__deploy_record(json_t *spec, const char *v, json_t *avoid, json_t *out);
-/* Rollout settings: effective steps (ending at 100), window (s), max rate. */
+/* Rollout settings: effective steps (ending at 100), window (s), max rate,
+ * canary requests a step needs. */
 size_t sc__deploy_steps(json_t *dep, int *steps, size_t max);
 int64_t sc__deploy_window(json_t *dep);
 double sc__deploy_max_error(json_t *dep);
+int64_t sc__deploy_min_requests(json_t *dep);
 
 /* ---- deploy_ctl.c ---- */
 int sc__deploy_start(sc_server_t *s);
@@ -100,6 +103,9 @@ void sc__deploy_rollback(sc_server_t *s, json_t *obj, const char *reason, const 
                          json_t *events);
 void sc__deploy_promote(json_t *obj, int64_t now);
 void sc__deploy_pause(json_t *obj, bool pause, int64_t now);
+/* A gateway's analysis report of the live canary: adds it to the step's
+ * evidence (requests, errors, the time of the last report). */
+void sc__deploy_evidence_add(json_t *obj, json_int_t requests, json_int_t errors, int64_t now);
 /* Writes obj (conditional on rev) and events in one transaction; kicks
  * the scheduler. Returns 0 or SC_E*. */
 int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events);

@@ -1,12 +1,13 @@
 /* The deployment controller (docs/SERVING.md).
  *
  * Every TICK_MS it brings each Deployment's controller-owned status up to
- * date and writes it when it changed:
- *   - rollout steps: a canary moves to the next step once every canary pod
- *     of the current step is ready and analysisWindow has passed since the
- *     last transition (Paused holds it); at 100 % with every canary pod
- *     ready the canary becomes the stable version (Complete, event
- *     Promoted);
+ * date and writes it when it changed: *   - rollout steps: a canary moves to the next step on
+ * evidence only: once every canary pod of the step is ready, analysisWindow has passed since the
+ * step began, and the gateways' analysis reports of this step add up to at least minRequests canary
+ * requests at no more than maxErrorRate, the last of them fresh (within two windows). Without that
+ * evidence (no gateway, no traffic) the rollout pauses and says why, and goes on by itself once the
+ * evidence comes; it never promotes on a timer. At 100 % the canary becomes the stable version
+ * (Complete, event Promoted). A user's pause holds it until resumed;
  *   - clean-up: a pod whose task is no longer live (the old version after a
  *     promotion, the canary after a rollback) or whose index is beyond its
  *     task's replicas (scale-down, a canary step back) is set Releasing, so
@@ -205,6 +206,34 @@ static void record(json_t *spec, const char *v, json_t *tpls)
 	json_decref(avoid);
 }
 
+/* The evidence of a step starts empty when the step starts. */
+static void evidence_reset(json_t *ro, json_int_t step, int64_t now)
+{
+	json_t *ev =
+	    json_pack("{s:I,s:i,s:i,s:i}", "step", step, "requests", 0, "errors", 0, "reports", 0);
+	if (!ev)
+		abort();
+	stamp(ev, "since", now);
+	json_object_set_new(ro, "evidence", ev);
+}
+
+void sc__deploy_evidence_add(json_t *obj, json_int_t requests, json_int_t errors, int64_t now)
+{
+	json_t *ro = obj_at(obj_at(obj, "status"), "rollout");
+	json_t *ev = json_object_get(ro, "evidence");
+	if (!json_is_object(ev)) {
+		evidence_reset(ro, json_integer_value(json_object_get(ro, "step")), now);
+		ev = json_object_get(ro, "evidence");
+	}
+	static const char *const keys[] = {"requests", "errors", "reports"};
+	json_int_t add[] = {requests, errors, 1};
+	for (int i = 0; i < 3; i++)
+		json_object_set_new(
+		    ev, keys[i],
+		    json_integer(json_integer_value(json_object_get(ev, keys[i])) + add[i]));
+	stamp(ev, "lastReport", now);
+}
+
 static void start_canary(json_t *obj, json_t *ro, const char *stable, const char *v, int64_t now)
 {
 	int steps[34];
@@ -215,6 +244,8 @@ static void start_canary(json_t *obj, json_t *ro, const char *stable, const char
 	json_object_set_new(ro, "step", json_integer(0));
 	json_object_del(ro, "promote");
 	json_object_del(ro, "analysis");
+	json_object_del(ro, "pausedBy");
+	evidence_reset(ro, 0, now);
 	store_steps(obj, ro);
 	set_weights(ro, stable, v, steps[0]);
 	set_phase(ro, "Progressing", why, now);
@@ -225,6 +256,8 @@ static void complete(json_t *ro, const char *stable, const char *reason, int64_t
 	json_object_set_new(ro, "stable", json_string(stable));
 	json_object_del(ro, "canary");
 	json_object_del(ro, "promote");
+	json_object_del(ro, "evidence");
+	json_object_del(ro, "pausedBy");
 	json_object_set_new(ro, "step", json_integer(0));
 	set_weights(ro, stable, NULL, 0);
 	set_phase(ro, "Complete", reason, now);
@@ -277,6 +310,7 @@ void sc__deploy_rollback(sc_server_t *s, json_t *obj, const char *reason, const 
 	json_object_set_new(json_object_get(ro, "weights"), str_of(ro, "canary"), json_integer(0));
 	set_phase(ro, "RolledBack", why, now);
 	json_object_del(ro, "promote");
+	json_object_del(ro, "pausedBy");
 	sc__deploy_event(events, obj, "RolledBack", "Warning", msg);
 	if (s && s->metrics)
 		sc__metrics_rollback(s->metrics, reason);
@@ -298,6 +332,10 @@ void sc__deploy_pause(json_t *obj, bool pause, int64_t now)
 {
 	json_t *ro = obj_at(obj_at(obj, "status"), "rollout");
 	set_phase(ro, pause ? "Paused" : "Progressing", pause ? "paused" : "resumed", now);
+	if (pause)
+		json_object_set_new(ro, "pausedBy", json_string("user"));
+	else
+		json_object_del(ro, "pausedBy");
 }
 
 /* ---- reconcile ----------------------------------------------------------- */
@@ -326,23 +364,87 @@ static bool canary_ready(json_t *obj, const sc_deploy_plan_t *p)
 	return true;
 }
 
-/* Next step, or promotion at the last one, when the window has passed. */
+/* Why the step's evidence does not allow a move yet ("" when it does). */
+static void evidence_gap(json_t *obj, json_t *ro, int64_t now, char *why, size_t whysz)
+{
+	json_t *ev = json_object_get(ro, "evidence");
+	json_int_t req = json_integer_value(json_object_get(ev, "requests"));
+	json_int_t err = json_integer_value(json_object_get(ev, "errors"));
+	int64_t min = sc__deploy_min_requests(obj), window = sc__deploy_window(obj), last = 0;
+	int64_t fresh = 2 * window > 10 ? 2 * window : 10;
+	double max = sc__deploy_max_error(obj);
+	why[0] = '\0';
+	if (!json_is_string(json_object_get(ev, "lastReport")) ||
+	    sc_quantity_time(str_of(ev, "lastReport"), &last) < 0)
+		snprintf(why, whysz,
+		         "waiting for analysis: no report from a gateway for this step (it needs "
+		         "%lld canary requests)",
+		         (long long)min);
+	else if (now - last > fresh)
+		snprintf(why, whysz,
+		         "waiting for analysis: the last gateway report is %llds old (reports must "
+		         "be at most %llds old)",
+		         (long long)(now - last), (long long)fresh);
+	else if (req < min)
+		snprintf(why, whysz, "waiting for analysis: %lld of %lld canary requests reported",
+		         (long long)req, (long long)min);
+	else if ((double)err / (double)req > max)
+		snprintf(why, whysz, "canary error rate %.3f > maxErrorRate %.3f (%lld of %lld)",
+		         (double)err / (double)req, max, (long long)err, (long long)req);
+}
+
+/* Holds the rollout in Paused (by the analysis) with the reason why; an
+ * event only when it pauses, not while it stays paused. */
+static void analysis_pause(json_t *obj, json_t *ro, const char *why, int64_t now, json_t *events)
+{
+	if (strcmp(str_of(ro, "phase"), "Paused") == 0) {
+		if (strcmp(str_of(ro, "reason"), why) != 0)
+			json_object_set_new(ro, "reason", json_string(why));
+		return;
+	}
+	set_phase(ro, "Paused", why, now);
+	json_object_set_new(ro, "pausedBy", json_string("analysis"));
+	char msg[400];
+	snprintf(msg, sizeof(msg), "canary %.63s paused: %.300s", str_of(ro, "canary"), why);
+	sc__deploy_event(events, obj, "RolloutPaused", "Warning", msg);
+}
+
+/* Next step, or promotion at the last one, when the window of the step has
+ * passed and its evidence says so (see the header comment). */
 static void progress(sc_server_t *s, json_t *obj, int64_t now, json_t *events)
 {
 	sc_deploy_plan_t p;
 	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
+	const char *phase = str_of(ro, "phase");
 	int64_t since = 0;
-	if (strcmp(str_of(ro, "phase"), "Progressing") != 0 || sc__deploy_plan(obj, &p) < 0 ||
-	    !p.canary[0] || !canary_ready(obj, &p))
+	int analysis_paused =
+	    strcmp(phase, "Paused") == 0 && strcmp(str_of(ro, "pausedBy"), "analysis") == 0;
+	if ((strcmp(phase, "Progressing") != 0 && !analysis_paused) ||
+	    sc__deploy_plan(obj, &p) < 0 || !p.canary[0] || !canary_ready(obj, &p))
 		return;
 	bool promote = json_is_true(json_object_get(ro, "promote"));
-	sc_quantity_time(str_of(ro, "lastTransition"), &since);
+	json_t *ev = json_object_get(ro, "evidence");
+	if (sc_quantity_time(str_of(ev, "since"), &since) < 0)
+		sc_quantity_time(str_of(ro, "lastTransition"), &since);
 	if (!promote && now - since < sc__deploy_window(obj))
 		return;
+	char why[300];
+	if (!promote) {
+		evidence_gap(obj, ro, now, why, sizeof(why));
+		if (strncmp(why, "canary error rate", 17) == 0) {
+			sc__deploy_rollback(s, obj, "error_rate", why, events);
+			return;
+		}
+		if (why[0]) {
+			analysis_pause(obj, ro, why, now, events);
+			return;
+		}
+	}
 	int steps[34];
 	size_t n = sc__deploy_steps(obj, steps, 34);
 	json_int_t step = json_integer_value(json_object_get(ro, "step"));
 	char msg[300];
+	json_object_del(ro, "pausedBy");
 	if (p.weight >= 100 || (size_t)step + 1 >= n) {
 		snprintf(msg, sizeof(msg), "version %.63s promoted: it replaces %.63s", p.canary,
 		         p.stable);
@@ -352,10 +454,10 @@ static void progress(sc_server_t *s, json_t *obj, int64_t now, json_t *events)
 	}
 	json_object_set_new(ro, "step", json_integer(step + 1));
 	set_weights(ro, p.stable, p.canary, steps[step + 1]);
+	evidence_reset(ro, step + 1, now);
 	snprintf(msg, sizeof(msg), "canary %.63s at %d%%", p.canary, steps[step + 1]);
 	set_phase(ro, "Progressing", msg, now);
 	sc__deploy_event(events, obj, "RolloutStep", "Normal", msg);
-	(void)s;
 }
 
 /* Pods no task wants any more are released. */

@@ -182,6 +182,14 @@ int64_t sc__deploy_window(json_t *dep)
 	return secs < 0 ? 0 : secs;
 }
 
+int64_t sc__deploy_min_requests(json_t *dep)
+{
+	json_t *ro = json_object_get(json_object_get(dep, "spec"), "rollout");
+	json_t *m = json_object_get(ro, "minRequests");
+	return json_is_integer(m) && json_integer_value(m) > 0 ? json_integer_value(m)
+	                                                       : SC_DEPLOY_DEFAULT_MIN_REQUESTS;
+}
+
 double sc__deploy_max_error(json_t *dep)
 {
 	json_t *ro = json_object_get(json_object_get(dep, "spec"), "rollout");

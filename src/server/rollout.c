@@ -4,9 +4,12 @@
  *   POST /api/v1/deployments/{name}/rollout          {"action": "promote|abort|pause|resume"}
  *   POST /api/v1/deployments/{name}/rollout/report   {"version","requests","errors","p99"}
  *
- * The gateway reports each analysis window per version; a canary whose
- * error rate in a window exceeds spec.rollout.maxErrorRate is rolled back
- * here, so the server stays the source of truth. The gateway's own outcome
+ * The gateway reports each analysis window per version: a canary's windows
+ * add up to its step's evidence, which the controller needs before it moves
+ * the rollout on (deploy_ctl.c); a canary whose error rate exceeds
+ * spec.rollout.maxErrorRate, in a window or over the step, with at least
+ * spec.rollout.minRequests requests, is rolled back here at once, so the
+ * server stays the source of truth. The gateway's own outcome
  * posts ({"action":"abort","source":"gateway","outcome":"rolled_back",...})
  * are accepted too: a rolled_back outcome counts as an automatic rollback.
  * Every body is checked whole before anything changes; a field of the
@@ -190,13 +193,29 @@ static int do_report(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body
 	}
 	double rate = req > 0 ? (double)err / (double)req : 0.0;
 	set_analysis(obj, body, rate);
+	if (!is_canary)
+		return 0;
+	/* The canary's evidence of this step; too many errors roll back at
+	 * once, in this window or over the step, once there are enough
+	 * requests to judge (one failure out of one proves nothing). */
+	int64_t now = (int64_t)time(NULL);
+	sc__deploy_evidence_add(obj, req, err, now);
+	json_t *ev = json_object_get(ro, "evidence");
+	json_int_t sreq = json_integer_value(json_object_get(ev, "requests"));
+	json_int_t serr = json_integer_value(json_object_get(ev, "errors"));
 	double max = sc__deploy_max_error(obj);
-	if (is_canary && req > 0 && rate > max) {
-		char why[200];
+	int64_t min = sc__deploy_min_requests(obj);
+	char why[200];
+	if (req >= min && rate > max)
 		snprintf(why, sizeof(why), "error rate %.3f > maxErrorRate %.3f (%lld of %lld)",
 		         rate, max, (long long)err, (long long)req);
-		sc__deploy_rollback(s, obj, "error_rate", why, events);
-	}
+	else if (sreq >= min && (double)serr / (double)sreq > max)
+		snprintf(why, sizeof(why),
+		         "error rate %.3f > maxErrorRate %.3f over the step (%lld of %lld)",
+		         (double)serr / (double)sreq, max, (long long)serr, (long long)sreq);
+	else
+		return 0;
+	sc__deploy_rollback(s, obj, "error_rate", why, events);
 	return 0;
 }
 

@@ -165,7 +165,10 @@ def test_bad_flags_exit_2(procs):
                  ["--max-body", "65536.5"], ["--listen", "127.0.0.1:80x"],
                  ["--rollout", "model=m,stable=1,canary=2,max-error-rate=nan"],
                  ["--rollout", "model=m,stable=1,canary=2,window=nan"],
-                 ["--backend", "model=m,version=1,url=http://127.0.0.1:1,weight=nan"]):
+                 ["--backend", "model=m,version=1,url=http://127.0.0.1:1,weight=nan"],
+                 ["--rollout", "model=m,stable=1,canary=2,min-requests=0"],
+                 ["--rollout", "model=m,stable=1,canary=2,min-requests=2.5"],
+                 ["--attempt-timeout", "0"], ["--idle-timeout", "nan"]):
         p = subprocess.run([BIN, "gateway"] + args, capture_output=True, text=True, timeout=5)
         assert p.returncode == 2, (args, p.stderr)
         assert "gateway:" in p.stderr and args[0] in p.stderr, (args, p.stderr)
