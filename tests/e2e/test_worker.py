@@ -801,8 +801,9 @@ def test_fail_decode_after_tokens(spawn):
             got += part
     text = got.decode()
     assert text.count("data: ") == 3 and "[DONE]" not in text
-    # A non-streamed request is cut without any answer.
-    with pytest.raises(requests.ConnectionError):
+    # A non-streamed request is cut too: its head went out at the first
+    # token (the heartbeat), its body never completes.
+    with pytest.raises((requests.ConnectionError, requests.exceptions.ChunkedEncodingError)):
         w.post("/v1/completions", {"prompt": "cut", "max_tokens": 10})
 
 
