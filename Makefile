@@ -215,7 +215,7 @@ $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_OBJ) $$(FUZZ_EXTRA_$$*)
 
 comma := ,
 .SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_EXTRA_kv) $(FUZZ_EXTRA_hclient)
-FUZZ_TARGETS := manifest trace httphead flags jscan kv hclient
+FUZZ_TARGETS := manifest trace httphead flags jscan kv hclient pbtxt
 fuzz: deps $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 test-fuzz: fuzz

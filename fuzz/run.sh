@@ -43,8 +43,12 @@ printf '\000HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0
 printf '\002HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: x\n\n' > "$corpus/hclient/sse"
 printf '\001HTTP/1.0 503 Busy\r\n\r\n' > "$corpus/hclient/close"
 printf '\000HTTP/1.1 2 00\r\nContent-Length: 2\r\n\r\nok' > "$corpus/hclient/badstatus"
+# Triton model configurations (protobuf text format).
+mkdir -p "$corpus/pbtxt"
+printf 'name: "tiny"\nbackend: "starcloud_llama2c"\nmax_batch_size: 8\nversion_policy: { latest { num_versions: 2 } }\n' > "$corpus/pbtxt/config"
+printf 'input [ { name: "x" dims: [ -1, 3 ] } ]\nparameters { key: "k" value: { string_value: "\\x41\\101" } } # c\n' > "$corpus/pbtxt/more"
 pass=0 fail=0
-for t in manifest trace httphead flags jscan kv hclient; do
+for t in manifest trace httphead flags jscan kv hclient pbtxt; do
 	if "$build/fuzz_$t" -runs="$runs" -max_len=8192 -seed=1 "$corpus/$t" >"$corpus/$t.log" 2>&1; then
 		pass=$((pass + 1))
 	else

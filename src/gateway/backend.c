@@ -78,7 +78,7 @@ void sc__gw_backend_mark(sc_gw_t *gw, int src)
 void sc__gw_backend_sweep(sc_gw_t *gw, int src)
 {
 	for (size_t i = 0; i < gw->nbe; i++)
-		if (gw->be[i]->gone == 2)
+		if (gw->be[i]->gone == 2 && gw->be[i]->source == src)
 			gw->be[i]->gone = 1;
 }
 
@@ -260,6 +260,7 @@ static void probe_one(sc_gw_t *gw, gw_backend_t *b)
 static void on_probe_timer(uv_timer_t *t)
 {
 	sc_gw_t *gw = t->data;
+	sc__gw_repo_poll(gw);
 	for (size_t i = 0; i < gw->nbe; i++) {
 		gw_backend_t *b = gw->be[i];
 		if (!b->gone && !b->probing)

@@ -133,6 +133,12 @@ static void add_endpoint(sc_gw_t *gw, const char *dep, const char *model, const 
 	d.weight = json_is_number(w) && json_number_value(w) > 0 ? json_number_value(w) : 1;
 	d.ready = !json_is_false(ready);
 	d.source = GW_SRC_SERVER;
+	/* A replica serving a model repository says itself what it serves. */
+	if (json_is_true(json_object_get(ep, "repository"))) {
+		if (!json_is_false(ready) && !sc__gw_repo_add(gw, d.url, d.weight, GW_SRC_SERVER))
+			sc_log_warn("deployment %s: the repository replica table is full", dep);
+		return;
+	}
 	sc__gw_backend_add(gw, &d);
 }
 
@@ -197,21 +203,36 @@ static void rebuild(control_t *ct)
 {
 	sc_gw_t *gw = ct->gw;
 	sc__gw_backend_mark(gw, GW_SRC_SERVER);
+	sc__gw_repo_mark(gw, GW_SRC_SERVER);
 	const char *name;
 	json_t *obj;
 	json_object_foreach(ct->deps, name, obj)
 	{
 		json_t *spec = json_object_get(obj, "spec");
 		const char *model = json_string_value(json_object_get(spec, "model"));
-		const char *ver = json_string_value(json_object_get(spec, "version"));
+		/* spec.version: a string, an integer, or absent ("1"), as the
+		 * server reads it. */
+		json_t *jv = json_object_get(spec, "version");
+		char vbuf[32];
+		const char *ver = json_string_value(jv);
+		if (json_is_integer(jv)) {
+			snprintf(vbuf, sizeof(vbuf), "%lld", (long long)json_integer_value(jv));
+			ver = vbuf;
+		} else if (!jv) {
+			ver = "1";
+		}
 		json_t *eps = json_object_get(json_object_get(obj, "status"), "endpoints");
 		if (!model || !ver)
 			continue;
 		for (size_t i = 0; i < json_array_size(eps); i++)
 			add_endpoint(gw, name, model, ver, json_array_get(eps, i));
-		rollout_from(gw, name, model, ver, obj);
+		/* A repository's versions are its own: no canary split by the
+		 * Deployment's version. */
+		if (!json_is_true(json_object_get(spec, "modelRepository")))
+			rollout_from(gw, name, model, ver, obj);
 	}
 	sc__gw_backend_sweep(gw, GW_SRC_SERVER);
+	sc__gw_repo_sweep(gw, GW_SRC_SERVER);
 }
 
 static void on_event(control_t *ct, const char *line, size_t len)

@@ -109,7 +109,14 @@ static int backend_check(gw_backend_t *b, char *err, size_t errsz)
 	char host[64];
 	int port;
 	const char *path;
-	if (!b->model[0] || !b->version[0] || !b->url[0]) {
+	if (b->repository && (b->model[0] || b->version[0] || b->kind != GW_BK_STARCLOUD ||
+	                      b->role != GW_ROLE_BOTH)) {
+		snprintf(err, errsz,
+		         "repository: a replica whose model repository says what it "
+		         "serves takes url (and weight) only");
+		return SC_EINVAL;
+	}
+	if ((!b->repository && (!b->model[0] || !b->version[0])) || !b->url[0]) {
 		snprintf(err, errsz, "model, version and url are required");
 		return SC_EINVAL;
 	}
@@ -197,6 +204,10 @@ static int sc__gw_parse_backend(const char *spec, gw_backend_t *b, char *err, si
 			rc = set_field(b->upstream_model, sizeof(b->upstream_model), v, vl);
 		else if (kl == 6 && strncmp(p, "health", 6) == 0)
 			rc = set_field(b->health, sizeof(b->health), v, vl);
+		else if (kl == 10 && strncmp(p, "repository", 10) == 0)
+			rc = vl == 4 && strncmp(v, "true", 4) == 0    ? (b->repository = 1, 0)
+			     : vl == 5 && strncmp(v, "false", 5) == 0 ? 0
+			                                              : SC_EINVAL;
 		else if (kl == 6 && strncmp(p, "weight", 6) == 0) {
 			char w[32];
 			rc = vl < sizeof(w) ? 0 : SC_EINVAL;
@@ -362,6 +373,11 @@ static int spec_field(char *spec, size_t sz, json_t *e, const char *field, const
 		snprintf(spec + n, sz - n, "%s%s=%s", n ? "," : "", name, json_string_value(v));
 		return 0;
 	}
+	if (json_is_boolean(v)) {
+		snprintf(spec + n, sz - n, "%s%s=%s", n ? "," : "", name,
+		         json_is_true(v) ? "true" : "false");
+		return 0;
+	}
 	if (json_is_integer(v) || json_is_real(v)) {
 		if (json_is_integer(v))
 			snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
@@ -397,7 +413,8 @@ static int file_key(void *opts, const char *key, json_t *e, char *err, size_t er
 	                                    {"weight", "weight"},
 	                                    {"kind", "kind"},
 	                                    {"upstreamModel", "upstream-model"},
-	                                    {"health", "health"}};
+	                                    {"health", "health"},
+	                                    {"repository", "repository"}};
 	static const char *const rf[][2] = {
 	    {"model", "model"},           {"stable", "stable"},
 	    {"canary", "canary"},         {"steps", "steps"},
@@ -455,7 +472,8 @@ static const sc_flag_t gw_flags[] = {
      .meta = "SPEC",
      .flags = SC_FLAG_REPEAT,
      .help = "model=NAME,version=V,url=http://HOST:PORT\n[,role=both|prefill|decode][,weight=W]\n"
-             "[,kind=starcloud|openai][,upstream-model=NAME][,health=PATH]"},
+             "[,kind=starcloud|openai][,upstream-model=NAME][,health=PATH];\n"
+             "or url=http://HOST:PORT,repository=true: what its model repository serves"},
     {.name = "--rollout",
      .kind = SC_FLAG_FUNC,
      .fn = rollout_flag,
@@ -633,9 +651,12 @@ static int setup(sc_gw_t *gw, args_t *a)
 	gw->hc = sc_hcli_new(gw->loop, &hco);
 	if (!gw->http || !gw->hc)
 		return SC_ENOMEM;
-	for (size_t i = 0; i < a->nbackends; i++)
-		if (!sc__gw_backend_add(gw, &a->backends[i]))
+	for (size_t i = 0; i < a->nbackends; i++) {
+		gw_backend_t *b = &a->backends[i];
+		if (b->repository ? !sc__gw_repo_add(gw, b->url, b->weight, GW_SRC_STATIC)
+		                  : !sc__gw_backend_add(gw, b))
 			return SC_ELIMIT;
+	}
 	for (size_t i = 0; i < a->nrollouts; i++) {
 		rollout_desc_t *d = &a->rollouts[i];
 		gw_rollout_t *ro =

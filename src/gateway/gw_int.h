@@ -42,7 +42,10 @@ enum { GW_ROLE_BOTH, GW_ROLE_PREFILL, GW_ROLE_DECODE };
  * resume and P/D extensions, KServe v2), or any OpenAI-compatible server
  * (vLLM, llama.cpp server, ...): completions, chat and embeddings only. */
 enum { GW_BK_STARCLOUD, GW_BK_OPENAI };
-enum { GW_SRC_STATIC, GW_SRC_SERVER };
+/* Where a backend came from: a flag or the config file, the control plane,
+ * or a replica's model repository index (discover.c). */
+enum { GW_SRC_STATIC, GW_SRC_SERVER, GW_SRC_REPO };
+#define GW_MAX_REPOS 256
 
 typedef struct gw_stats gw_stats_t;
 
@@ -58,6 +61,7 @@ typedef struct gw_backend {
 	int kind;                         /* GW_BK_* */
 	char upstream_model[GW_MAX_NAME]; /* the name the backend knows the model by, or "" */
 	char health[64];                  /* readiness probe path */
+	int repository; /* a descriptor of a replica to discover (repository=true) */
 	double weight;
 	int source;
 	int gone;
@@ -72,6 +76,17 @@ typedef struct gw_backend {
 } gw_backend_t;
 
 typedef sc_window_t gw_window_t; /* src/gateway/policy.h */
+
+/* A replica whose model repository decides what it serves (discover.c). */
+typedef struct gw_repo {
+	char url[GW_MAX_URL];
+	char id[GW_MAX_URL];
+	double weight;
+	int source; /* GW_SRC_STATIC or GW_SRC_SERVER */
+	int gone;   /* 2: tentatively, during a rebuild */
+	int polling;
+	int used;
+} gw_repo_t;
 
 enum { RO_PROGRESSING, RO_PROMOTED, RO_ROLLED_BACK, RO_ABORTED };
 
@@ -137,6 +152,8 @@ typedef struct sc_gw {
 	size_t nbe;
 	gw_rollout_t ro[GW_MAX_ROLLOUTS];
 	size_t nro; /* slots of ro ever used (a high-water mark) */
+	gw_repo_t repos[GW_MAX_REPOS];
+	size_t nrepos;
 	gw_stats_t *stats[GW_MAX_STATS];
 	size_t nstats;
 	uint64_t active;         /* client requests in flight */
@@ -196,6 +213,16 @@ int sc__gw_backend_usable(const sc_gw_t *gw, const gw_backend_t *b);
 int sc__gw_model_known(const sc_gw_t *gw, const char *model, const char *version);
 int sc__gw_model_has_role(const sc_gw_t *gw, const char *model, int role);
 void sc__gw_probe_start(sc_gw_t *gw);
+
+/* ---- discover.c ---- */
+/* Adds (or refreshes) a replica to discover; NULL when the table is full. */
+gw_repo_t *sc__gw_repo_add(sc_gw_t *gw, const char *url, double weight, int source);
+/* Rebuilds by source, as backends are: mark, re-add, sweep (which drops
+ * the backends a swept replica served). */
+void sc__gw_repo_mark(sc_gw_t *gw, int source);
+void sc__gw_repo_sweep(sc_gw_t *gw, int source);
+/* Asks every replica to discover for its index (the probe timer). */
+void sc__gw_repo_poll(sc_gw_t *gw);
 
 /* ---- canary.c ---- */
 gw_rollout_t *sc__gw_rollout_find(sc_gw_t *gw, const char *model);

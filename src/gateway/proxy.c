@@ -658,6 +658,18 @@ static void stream_done(gw_req_t *q, int err)
 	resume_or_fail(q);
 }
 
+/* A replica's 404 that says the model (version) is not served there. */
+static int model_gone(const gw_req_t *q)
+{
+	if (!q->resp.len || q->resp.len > 4096)
+		return 0;
+	json_t *j = json_loadb(q->resp.data, q->resp.len, 0, NULL);
+	const char *code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+	int gone = code && strcmp(code, "model_not_found") == 0;
+	json_decref(j);
+	return gone;
+}
+
 static void up_done(sc_hcli_req_t *up, int err, void *ud)
 {
 	gw_req_t *q = ud;
@@ -680,6 +692,17 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 		q->up_status = 502;
 		snprintf(q->last_err, sizeof(q->last_err), "replica %s sent an empty answer",
 		         q->be->id);
+	}
+	if (q->up_status == 404 && !q->pd && model_gone(q) && q->hr) {
+		/* The replica no longer serves the model: a repository unload the
+		 * gateway has not polled yet. Another replica may; this one is
+		 * not at fault. Its own 404 is the answer when none does. */
+		sc__gw_attempt_end(q, 0);
+		if (sc__gw_may_retry(q))
+			sc__gw_attempt(q);
+		else
+			sc__gw_relay(q);
+		return;
 	}
 	if (q->pd && sc__gw_pd_kv_gone(q)) {
 		/* Not the decode replica's fault: the KV it was sent is gone. */

@@ -722,9 +722,9 @@ int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
 	static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
 	static const char *const fields[] = {
-	    "queue",     "model",        "version",  "replicas", "priorityClass", "preemptible",
-	    "placement", "spreadFactor", "topology", "template", "rollout",       "disaggregation",
-	    NULL};
+	    "queue",       "model",          "version",         "replicas", "priorityClass",
+	    "preemptible", "placement",      "spreadFactor",    "topology", "template",
+	    "rollout",     "disaggregation", "modelRepository", NULL};
 	sc__job_t job = {0};
 	sc_job_spec_t *j = &job.spec;
 	json_t *spec;
@@ -743,7 +743,9 @@ int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 		return rc;
 	sc__mark_t m = sc__rd_push(rd, "spec");
 	json_t *ver = json_object_get(spec, "version");
+	bool repo;
 	if ((rc = sc__rd_fields(rd, spec, fields)) < 0 ||
+	    (rc = sc__get_bool(rd, spec, "modelRepository", false, &repo)) < 0 ||
 	    (rc = decode_settings(rd, spec, j, &job.o)) < 0 ||
 	    (rc = sc__get_str(rd, spec, "model", true, &model)) < 0 ||
 	    (!json_is_integer(ver) &&

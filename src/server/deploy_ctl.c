@@ -484,6 +484,7 @@ static void cleanup(json_t *obj, const sc_deploy_plan_t *p)
 static json_t *endpoints(json_t *obj, const sc_deploy_plan_t *p, json_t *nodes)
 {
 	json_t *out = json_array(), *e;
+	int repo = json_is_true(json_object_get(json_object_get(obj, "spec"), "modelRepository"));
 	size_t i;
 	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
 	{
@@ -499,10 +500,14 @@ static json_t *endpoints(json_t *obj, const sc_deploy_plan_t *p, json_t *nodes)
 		char url[400];
 		snprintf(url, sizeof(url), "http://%s:%lld", addr,
 		         (long long)json_integer_value(port));
-		json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "url", url, "pod",
-		                                     str_of(e, "name"), "node", str_of(e, "node"),
-		                                     "version", t->version, "role", t->role,
-		                                     "ready", 1));
+		json_t *ep = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "url", url, "pod",
+		                       str_of(e, "name"), "node", str_of(e, "node"), "version",
+		                       t->version, "role", t->role, "ready", 1);
+		/* The pod serves a model repository: the gateway asks it what it
+		 * serves (docs/GATEWAY.md). */
+		if (repo)
+			json_object_set_new(ep, "repository", json_true());
+		json_array_append_new(out, ep);
 	}
 	return out;
 }

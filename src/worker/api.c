@@ -614,7 +614,7 @@ static void h_models(wreq_t *q)
 		return sc__reply_error(q, 404, "path", "no such path");
 	json_t *data = json_array();
 	for (sc_wmodel_t *m = w->models; m; m = m->next)
-		if (sc__worker_model(w, m->name, NULL) == m)
+		if (m->served && sc__worker_model(w, m->name, NULL) == m)
 			json_array_append_new(data, model_json(m));
 	sc__reply_json(q, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
 }

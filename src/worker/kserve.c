@@ -79,9 +79,9 @@ static void h_v2(wreq_t *q)
 	if (strcmp(sc_http_path(q->req), "/v2") != 0 && strcmp(sc_http_path(q->req), "/v2/") != 0)
 		return sc__reply_error(q, 404, "path", "no such path");
 	sc__reply_json(q, 200,
-	               json_pack("{s:s, s:s, s:[s, s, s]}", "name", "starcloud-worker", "version",
-	                         SC_VERSION, "extensions", "binary_tensor_data", "generate",
-	                         "parameters"));
+	               json_pack("{s:s, s:s, s:[s, s, s, s]}", "name", "starcloud-worker",
+	                         "version", SC_VERSION, "extensions", "binary_tensor_data",
+	                         "generate", "parameters", "model_repository"));
 }
 
 static json_t *tensor_meta(const char *name, const char *dtype, int d0, int d1)
@@ -99,7 +99,7 @@ static void model_metadata(wreq_t *q)
 	                        tensor_meta("output_ids", "INT64", -1, -1));
 	json_t *versions = json_array();
 	for (sc_wmodel_t *o = q->w->models; o; o = o->next)
-		if (strcmp(o->name, m->name) == 0)
+		if (o->served && strcmp(o->name, m->name) == 0)
 			json_array_append_new(versions, json_string(o->version));
 	sc__reply_json(q, 200,
 	               json_pack("{s:s, s:o, s:s, s:o, s:o}", "name", m->name, "versions", versions,

@@ -249,6 +249,7 @@ static void on_sweep(uv_timer_t *t)
 {
 	sc_worker_t *w = t->data;
 	w->c.kv_expired += (uint64_t)sc_kvstore_sweep(w->kv, sc__now_ms());
+	sc__repo_sweep(w);
 }
 
 void sc__worker_serve_init(sc_worker_t *w)
@@ -259,6 +260,7 @@ void sc__worker_serve_init(sc_worker_t *w)
 	sc__worker_route(w, "GET", "/debug/counters", h_counters);
 	sc__worker_route(w, "GET", "/healthz", h_healthz);
 	sc__openai_routes(w);
+	sc__repo_routes(w);
 	sc__kserve_routes(w);
 	sc__disagg_routes(w);
 	uv_timer_init(w->loop, &w->sweep_timer);

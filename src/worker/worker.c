@@ -29,6 +29,10 @@ typedef struct wopts {
 	sc_model_gen_t gen;
 	const char *config; /* --config */
 	int check_config;   /* --check-config */
+	const char *repository;
+	int control_mode; /* index in "none|explicit" */
+	const char *load[64];
+	size_t nload;
 } wopts_t;
 
 /* Served names go into URLs, metrics labels and JSON: letters, digits,
@@ -50,6 +54,20 @@ static int model_flag(void *opts, const char *v, char *err, size_t errsz)
 {
 	wopts_t *o = opts;
 	return name_into(o->model, sizeof(o->model), v, err, errsz);
+}
+
+static int load_flag(void *opts, const char *v, char *err, size_t errsz)
+{
+	wopts_t *o = opts;
+	if (o->nload == sizeof(o->load) / sizeof(o->load[0])) {
+		snprintf(err, errsz, "at most 64");
+		return SC_ELIMIT;
+	}
+	char tmp[128];
+	if (name_into(tmp, sizeof(tmp), v, err, errsz) < 0)
+		return SC_EINVAL;
+	o->load[o->nload++] = v;
+	return 0;
 }
 
 static int version_flag(void *opts, const char *v, char *err, size_t errsz)
@@ -79,6 +97,23 @@ static const sc_flag_t worker_flags[] = {
      .meta = "V",
      .def = "1",
      .help = "served version"},
+    {.name = "--model-repository",
+     SC_FLAG_AT(STR, wopts_t, repository),
+     .meta = "DIR",
+     .help = "serve the models of a Triton model repository (DIR/<model>/config.pbtxt,\n"
+             "DIR/<model>/<version>/model.bin) instead of one checkpoint"},
+    {.name = "--model-control-mode",
+     SC_FLAG_AT(CHOICE, wopts_t, control_mode),
+     .choices = "none|explicit",
+     .def = "none",
+     .help = "none: load every model of the repository at start; explicit: only\n"
+             "--load-model ones (the repository API loads and unloads in both)"},
+    {.name = "--load-model",
+     .kind = SC_FLAG_FUNC,
+     .fn = load_flag,
+     .meta = "NAME",
+     .flags = SC_FLAG_REPEAT,
+     .help = "a model to load at start in explicit mode"},
     {.name = "--listen",
      SC_FLAG_AT(ADDR, wopts_t, listen),
      .def = "127.0.0.1:9000",
@@ -257,9 +292,9 @@ static int gen_checkpoint(const wopts_t *o)
 	return SC_EXIT_OK;
 }
 
-static int wmodel_load(sc_worker_t *w, const char *name, const char *version, const char *ckpt,
-                       const char *tokenizer, const sc_model_gen_t *gen, sc_wmodel_t **out,
-                       char *err, size_t errsz)
+int sc__wmodel_load(sc_worker_t *w, const char *name, const char *version, const char *ckpt,
+                    const char *tokenizer, const sc_model_gen_t *gen, int max_batch,
+                    sc_wmodel_t **out, char *err, size_t errsz)
 {
 	sc_wmodel_t *m = sc_calloc(1, sizeof(*m));
 	int rc = m ? 0 : SC_ENOMEM;
@@ -293,7 +328,8 @@ static int wmodel_load(sc_worker_t *w, const char *name, const char *version, co
 	if (rc == 0) {
 		int seq = m->model->cfg.seq_len;
 		m->max_tokens_cap = w->max_tokens < seq ? w->max_tokens : seq;
-		m->batch = sc__batcher_new(w, m, w->max_batch, w->max_batch_tokens);
+		int seqs = max_batch > 0 && max_batch < w->max_batch ? max_batch : w->max_batch;
+		m->batch = sc__batcher_new(w, m, seqs, w->max_batch_tokens);
 		if (!m->batch) {
 			snprintf(err, errsz, "out of memory for the batch scratch");
 			rc = SC_ENOMEM;
@@ -332,10 +368,15 @@ sc_wmodel_t *sc__worker_model(sc_worker_t *w, const char *name, const char *vers
 {
 	char buf[sizeof(((sc_wmodel_t *)0)->name)];
 	if (!name || !*name) {
-		/* No name: the only model, if there is just one. */
-		if (w->models && !w->models->next && !version)
-			return w->models;
-		return NULL;
+		/* No name: the only model served, if there is just one. */
+		sc_wmodel_t *only = NULL;
+		for (sc_wmodel_t *m = w->models; m; m = m->next)
+			if (m->served) {
+				if (only || version)
+					return NULL;
+				only = m;
+			}
+		return only;
 	}
 	const char *colon = version ? NULL : strchr(name, ':');
 	if (colon) {
@@ -349,7 +390,7 @@ sc_wmodel_t *sc__worker_model(sc_worker_t *w, const char *name, const char *vers
 	}
 	sc_wmodel_t *best = NULL;
 	for (sc_wmodel_t *m = w->models; m; m = m->next) {
-		if (strcmp(m->name, name) != 0)
+		if (!m->served || strcmp(m->name, name) != 0)
 			continue;
 		if (version && strcmp(m->version, version) == 0)
 			return m;
@@ -363,12 +404,21 @@ static int load_model(sc_worker_t *w, const wopts_t *o)
 {
 	char err[256];
 	sc_wmodel_t *m;
-	int rc = wmodel_load(w, o->model, o->version, o->checkpoint, o->tokenizer, &o->gen, &m, err,
-	                     sizeof(err));
+	if (o->repository) {
+		char rerr[600];
+		int rc = sc__repo_open(w, o->repository, o->control_mode == 1, o->load, o->nload,
+		                       rerr, sizeof(rerr));
+		if (rc < 0)
+			fprintf(stderr, "starcloud worker: %s\n", rerr);
+		return rc;
+	}
+	int rc = sc__wmodel_load(w, o->model, o->version, o->checkpoint, o->tokenizer, &o->gen, 0,
+	                         &m, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "starcloud worker: %s\n", err);
 		return rc;
 	}
+	m->served = 1;
 	w->models = m;
 	return 0;
 }
@@ -432,6 +482,16 @@ int sc_worker_main(int argc, char **argv)
 		return rc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
 	if (o.gen_out)
 		return gen_checkpoint(&o);
+	if (o.repository && (o.checkpoint || o.tokenizer)) {
+		fprintf(stderr, "starcloud worker: --model-repository: the repository holds the "
+		                "checkpoints; leave out --checkpoint and --tokenizer\n");
+		return SC_EXIT_USAGE;
+	}
+	if (o.nload && (!o.repository || o.control_mode != 1)) {
+		fprintf(stderr, "starcloud worker: --load-model: only with --model-repository and "
+		                "--model-control-mode explicit\n");
+		return SC_EXIT_USAGE;
+	}
 	if (o.max_batch_tokens < o.max_batch) {
 		fprintf(stderr,
 		        "starcloud worker: --max-batch-tokens (%d) must be at least --max-batch "
@@ -456,21 +516,26 @@ int sc_worker_main(int argc, char **argv)
 	char who[sizeof(w.id) + 8];
 	snprintf(who, sizeof(who), "worker %s", w.id);
 	sc_log_open(who);
-	const sc_model_config_t *c = &w.models->model->cfg;
-	sc_log_info("serving %s:%s (dim %d, layers %d, heads %d/%d, vocab %d, seq_len %d) role %s, "
-	            "batches of %d sequences / %d tokens, on http://%s:%d",
-	            w.models->name, w.models->version, c->dim, c->n_layers, c->n_heads,
-	            c->n_kv_heads, c->vocab_size, c->seq_len,
-	            w.role == ROLE_BOTH      ? "both"
-	            : w.role == ROLE_PREFILL ? "prefill"
-	                                     : "decode",
-	            w.max_batch, w.max_batch_tokens, w.host, w.port);
+	int nmodels = 0;
+	for (sc_wmodel_t *m = w.models; m; m = m->next, nmodels++) {
+		const sc_model_config_t *c = &m->model->cfg;
+		sc_log_info("serving %s:%s (dim %d, layers %d, heads %d/%d, vocab %d, seq_len %d) "
+		            "role %s, batches of %d sequences / %d tokens, on http://%s:%d",
+		            m->name, m->version, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
+		            c->vocab_size, c->seq_len,
+		            w.role == ROLE_BOTH      ? "both"
+		            : w.role == ROLE_PREFILL ? "prefill"
+		                                     : "decode",
+		            w.max_batch, w.max_batch_tokens, w.host, w.port);
+	}
+	if (w.repo_dir[0])
+		sc_log_info("model repository %s: %d versions loaded", w.repo_dir, nmodels);
 	printf("listening on http://%s:%d\n", w.host, w.port);
 	fflush(stdout);
 	/* Ready for systemd once the model is loaded and the port listens. */
 	sc_sd_watchdog_start(w.loop, &watchdog_h);
-	sc_sd_notifyf("READY=1\nSTATUS=serving %s:%s on http://%s:%d", w.models->name,
-	              w.models->version, w.host, w.port);
+	sc_sd_notifyf("READY=1\nSTATUS=serving %d model versions on http://%s:%d", nmodels, w.host,
+	              w.port);
 	uv_run(w.loop, UV_RUN_DEFAULT);
 	uv_close((uv_handle_t *)&watchdog_h, NULL);
 	sc_http_server_close(w.http);

@@ -53,8 +53,10 @@ typedef struct sc_wmodel {
 	sc_model_t *model;
 	sc_tokenizer_t *tok;
 	sc_batcher_t *batch;
-	int max_tokens_cap; /* min(--max-tokens, seq_len) */
-	int refs;           /* requests using it, plus one while it is served */
+	int max_tokens_cap;        /* min(--max-tokens, seq_len) */
+	int refs;                  /* requests using it, plus one while it is listed */
+	int served;                /* found by requests; 0 once unloaded (freed when idle) */
+	int64_t ck_size, ck_mtime; /* the checkpoint file it was loaded from (repository) */
 	struct sc_wmodel *next;
 } sc_wmodel_t;
 
@@ -62,7 +64,10 @@ typedef struct sc_worker {
 	uv_loop_t *loop;
 	sc_http_server_t *http;
 	sc_httpc_t *httpc;   /* KV pulls and OTLP exports, on the loop */
-	sc_wmodel_t *models; /* served models (one without --model-repository) */
+	sc_wmodel_t *models; /* served models (one without --model-repository) and unloaded
+ones still finishing requests */
+	char repo_dir[1024]; /* --model-repository, or "" */
+	json_t *repo_errors; /* model -> why its last load failed */
 	sc_kvstore_t *kv;
 	char id[160], host[64];
 	int port, role, max_tokens;
@@ -123,8 +128,24 @@ void sc__worker_serve_init(sc_worker_t *w);
 /* The served model called name ("name" or "name:version"; NULL or "" = the
  * only one), with version (NULL = any, the newest); NULL when none. */
 sc_wmodel_t *sc__worker_model(sc_worker_t *w, const char *name, const char *version);
+/* Loads a model as name:version from a checkpoint file (or, with ckpt
+ * NULL, a generated one from gen) and a tokenizer file (NULL: byte-level);
+ * max_batch > 0 caps its batch below --max-batch. The model is not listed
+ * (the caller adds it). A message goes to err on failure. */
+int sc__wmodel_load(sc_worker_t *w, const char *name, const char *version, const char *ckpt,
+                    const char *tokenizer, const sc_model_gen_t *gen, int max_batch,
+                    sc_wmodel_t **out, char *err, size_t errsz);
 /* Drops a reference; the last frees the model (its batcher is idle then). */
 void sc__wmodel_unref(sc_wmodel_t *m);
+
+/* ---- repo.c: the Triton model repository ---- */
+/* Opens --model-repository dir: loads every model, or in explicit mode
+ * only those named in load. 0, or an error in err (the worker exits 2). */
+int sc__repo_open(sc_worker_t *w, const char *dir, int explicit_mode, const char *const *load,
+                  size_t nload, char *err, size_t errsz);
+/* Frees unloaded models whose last request is done. */
+void sc__repo_sweep(sc_worker_t *w);
+void sc__repo_routes(sc_worker_t *w);
 
 /* ---- gen.c: generation requests ---- */
 typedef struct gen_params {

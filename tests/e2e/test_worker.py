@@ -327,7 +327,8 @@ def test_kserve_health_and_metadata(both):
     assert both.get("/v2/models/other/ready").status_code == 404
     d = both.get("/v2").json()
     assert d["name"] == "starcloud-worker" and isinstance(d["version"], str)
-    assert d["extensions"] == ["binary_tensor_data", "generate", "parameters"]
+    assert d["extensions"] == ["binary_tensor_data", "generate", "parameters",
+                               "model_repository"]
     m = both.get("/v2/models/tiny").json()
     assert m["name"] == "tiny" and m["versions"] == ["3"] and m["platform"]
     # The first dimension is the batch (Triton's -1).
