@@ -261,7 +261,7 @@ def test_deployment_with_a_model_repository(ckpts, server, admin, tmp_path):
     procs = Procs(tmp_path)
     port = free_port()
     try:
-        tpl = {"command": [BIN, "worker", "--model-repository", str(repo), "--listen",
+        tpl = {"command": [os.path.abspath(BIN), "worker", "--model-repository", str(repo), "--listen",
                            "127.0.0.1:$(STARCLOUD_PORT)"], "port": port,
                "resources": {"cpu": "100m", "memory": "64Mi"},
                "probes": {"readiness": {"http": {"path": "/v2/health/ready", "port": port},

@@ -7,6 +7,7 @@ Rollback stays automatic above maxErrorRate. The whole loop is also run
 with real workers as the Deployment's pods and a real gateway watching the
 server: traffic through the gateway carries the canary to Complete, and with
 the gateway stopped the next canary pauses."""
+import os
 import signal
 import threading
 import time
@@ -105,7 +106,7 @@ def test_stale_evidence_pauses_and_errors_roll_back(server, admin, tmp_path):
 
 
 def worker_template(port, version):
-    return {"command": [BIN, "worker", "--listen", "127.0.0.1:$(STARCLOUD_PORT)",
+    return {"command": [os.path.abspath(BIN), "worker", "--listen", "127.0.0.1:$(STARCLOUD_PORT)",
                         "--model", "tiny", "--version", version],
             "port": port, "resources": {"cpu": "100m", "memory": "64Mi"},
             "probes": {"readiness": {"http": {"path": "/v2/health/ready", "port": port},
