@@ -534,8 +534,13 @@ int sc_worker_main(int argc, char **argv)
 	fflush(stdout);
 	/* Ready for systemd once the model is loaded and the port listens. */
 	sc_sd_watchdog_start(w.loop, &watchdog_h);
-	sc_sd_notifyf("READY=1\nSTATUS=serving %d model versions on http://%s:%d", nmodels, w.host,
-	              w.port);
+	if (w.repo_dir[0])
+		sc_sd_notifyf("READY=1\nSTATUS=serving model repository %s (%d versions) on "
+		              "http://%s:%d",
+		              w.repo_dir, nmodels, w.host, w.port);
+	else
+		sc_sd_notifyf("READY=1\nSTATUS=serving %s:%s on http://%s:%d", w.models->name,
+		              w.models->version, w.host, w.port);
 	uv_run(w.loop, UV_RUN_DEFAULT);
 	uv_close((uv_handle_t *)&watchdog_h, NULL);
 	sc_http_server_close(w.http);
