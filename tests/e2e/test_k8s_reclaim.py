@@ -131,3 +131,39 @@ def test_scheduler_config_file_turns_reclaim_off(kube, sched_config, tmp_path):
         assert names(kube, "b-", deleting=True) == [] and len(kube.bound()) == 8
     finally:
         s.stop()
+
+
+def test_consolidation_moves_by_eviction(kube, sched_config):
+    """Four GPUs are free but split 2 + 2: consolidation clears one node by
+    evicting two preemptible pods (Kubernetes cannot move a pod; their
+    controller would make new ones), and the 4-GPU pod is bound there once
+    they are gone."""
+    kube.add_node("n1", gpus=4)
+    kube.add_node("n2", gpus=4)
+    kube.queue("default")
+    kube.priority_class("train", 50)
+    # Spread by an earlier scheduler run (bound here by the admin): bin-packing
+    # would have put all four on one node.
+    for i, node in enumerate(["n1", "n1", "n2", "n2"]):
+        kube.pod("small-%d" % i, queue="default", priority_class="train")
+        r = kube.api("POST", "/api/v1/namespaces/default/pods/small-%d/binding" % i,
+                     json={"apiVersion": "v1", "kind": "Binding",
+                           "metadata": {"name": "small-%d" % i},
+                           "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+        assert r.status_code == 201, r.text
+    s = Scheduler(kube, sched_config).start()
+    try:
+        wait_for(lambda: len(kube.bound()) == 4, 30, "small pods bound")
+        wait_for(lambda: all(p["status"].get("phase") == "Running"
+                             for p in kube.pods("default")), 30, "running")
+        kube.kubelet.linger = 2.0
+        kube.pod("big", gpus=4, queue="default", priority_class="train")
+        node = wait_for(lambda: kube.bound().get("big"), 40, "big bound")
+        gone = [n for n in ("small-%d" % i for i in range(4)) if not kube.get_pod(n)]
+        assert len(gone) == 2, gone
+        assert all(kube.get_pod(n)["spec"]["nodeName"] != node
+                   for n in ("small-%d" % i for i in range(4)) if n not in gone)
+        ev = [e for n in gone for e in kube.events(name=n) if e["reason"] == "Evicted"]
+        assert len(ev) == 2 and all("consolidat" in e["message"] for e in ev), ev
+    finally:
+        s.stop()
