@@ -183,6 +183,67 @@ static void h_rollouts_post(sc_http_req_t *r, void *ud)
 	respond_json(r, 200, sc__gw_rollout_json(ro));
 }
 
+/* ---- /metrics: the counters (stats.c), replicas and rollouts ---------- */
+
+static void replicas_out(sc_buf_t *o, sc_gw_t *gw)
+{
+	static const char *roles[] = {"both", "prefill", "decode"};
+	sc_buf_puts(o, "# HELP sc_gateway_replica_up 1 when the replica takes traffic (ready, "
+	               "not ejected)\n# TYPE sc_gateway_replica_up gauge\n");
+	for (size_t i = 0; i < gw->nbe; i++) {
+		gw_backend_t *b = gw->be[i];
+		if (!b->gone)
+			sc_buf_printf(
+			    o,
+			    "sc_gateway_replica_up{replica=\"%s\",model=\"%s\",version=\"%s\","
+			    "role=\"%s\"} %d\n",
+			    b->id, b->model, b->version, roles[b->role],
+			    sc__gw_backend_usable(gw, b));
+	}
+	sc_buf_puts(o, "# TYPE sc_gateway_replica_inflight gauge\n");
+	for (size_t i = 0; i < gw->nbe; i++)
+		if (!gw->be[i]->gone)
+			sc_buf_printf(o, "sc_gateway_replica_inflight{replica=\"%s\"} %d\n",
+			              gw->be[i]->id, gw->be[i]->inflight);
+	sc_buf_puts(o, "# TYPE sc_gateway_replica_requests_total counter\n");
+	for (size_t i = 0; i < gw->nbe; i++)
+		if (!gw->be[i]->gone)
+			sc_buf_printf(o, "sc_gateway_replica_requests_total{replica=\"%s\"} %llu\n",
+			              gw->be[i]->id, (unsigned long long)gw->be[i]->requests);
+	sc_buf_puts(o, "# TYPE sc_gateway_replica_failures_total counter\n");
+	for (size_t i = 0; i < gw->nbe; i++)
+		if (!gw->be[i]->gone)
+			sc_buf_printf(o, "sc_gateway_replica_failures_total{replica=\"%s\"} %llu\n",
+			              gw->be[i]->id, (unsigned long long)gw->be[i]->failures);
+}
+
+static void rollouts_out(sc_buf_t *o, sc_gw_t *gw)
+{
+	sc_buf_puts(o, "# HELP sc_gateway_canary_weight percent of unpinned traffic to the "
+	               "canary\n# TYPE sc_gateway_canary_weight gauge\n");
+	for (size_t i = 0; i < GW_MAX_ROLLOUTS; i++) {
+		gw_rollout_t *ro = &gw->ro[i];
+		if (ro->used)
+			sc_buf_printf(o,
+			              "sc_gateway_canary_weight{model=\"%s\",canary=\"%s\","
+			              "state=\"%s\"} %d\n",
+			              ro->model, ro->canary, sc__gw_rollout_state(ro->state),
+			              ro->weight);
+	}
+}
+
+static void metrics_page(sc_http_req_t *r, void *ud)
+{
+	sc_gw_t *gw = ud;
+	sc_buf_t o;
+	sc_buf_init(&o, 0);
+	sc__gw_stats_out(&o, gw);
+	replicas_out(&o, gw);
+	rollouts_out(&o, gw);
+	sc_http_respond(r, 200, "text/plain; version=0.0.4", o.data, o.len);
+	sc_buf_free(&o);
+}
+
 int sc__gw_admin_routes(sc_gw_t *gw)
 {
 	int rc = 0;
@@ -191,7 +252,7 @@ int sc__gw_admin_routes(sc_gw_t *gw)
 	rc = rc ? rc : sc_http_route(gw->http, "GET", "/v2/health/", h_v2_health, gw);
 	rc = rc ? rc : sc_http_route(gw->http, "GET", "/v2", h_v2, gw);
 	rc = rc ? rc : sc_http_route(gw->http, "GET", "/healthz", h_healthz, gw);
-	rc = rc ? rc : sc_http_route(gw->http, "GET", "/metrics", sc__gw_metrics, gw);
+	rc = rc ? rc : sc_http_route(gw->http, "GET", "/metrics", metrics_page, gw);
 	rc = rc ? rc : sc_http_route(gw->http, "GET", "/admin/rollouts", h_rollouts_get, gw);
 	rc = rc ? rc : sc_http_route(gw->http, "POST", "/admin/rollouts", h_rollouts_post, gw);
 	return rc;

@@ -260,7 +260,8 @@ static void probe_one(sc_gw_t *gw, gw_backend_t *b)
 static void on_probe_timer(uv_timer_t *t)
 {
 	sc_gw_t *gw = t->data;
-	sc__gw_repo_poll(gw);
+	if (gw->probe_tick)
+		gw->probe_tick(gw);
 	for (size_t i = 0; i < gw->nbe; i++) {
 		gw_backend_t *b = gw->be[i];
 		if (!b->gone && !b->probing)

@@ -50,7 +50,8 @@ static void finish(sc_gw_t *gw, gw_rollout_t *ro, int state, const char *reason)
 	            state_names[state], reason);
 	if (state == RO_ROLLED_BACK)
 		sc__gw_stats_rollback(sc__gw_stats(gw, ro->model, ro->canary));
-	sc__gw_control_report(gw, ro, state == RO_PROMOTED ? "promoted" : state_names[state]);
+	if (gw->rollout_outcome)
+		gw->rollout_outcome(gw, ro, state == RO_PROMOTED ? "promoted" : state_names[state]);
 }
 
 static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
@@ -62,7 +63,8 @@ static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
 		memset(&ro->cur[i], 0, sizeof(ro->cur[i]));
 	}
 	ro->windows++;
-	sc__gw_control_window(gw, ro);
+	if (gw->rollout_window)
+		gw->rollout_window(gw, ro);
 	const gw_window_t *c = &ro->last[1];
 	char why[256];
 	int v = sc_canary_verdict(c->requests, ro->last_err[1], ro->last_p99[1], ro->max_error_rate,

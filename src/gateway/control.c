@@ -335,6 +335,9 @@ static void watch_start(control_t *ct)
 	}
 }
 
+static void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outcome);
+static void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro);
+
 int sc__gw_control_start(sc_gw_t *gw)
 {
 	if (!gw->o.server[0])
@@ -346,6 +349,8 @@ int sc__gw_control_start(sc_gw_t *gw)
 	uv_timer_init(gw->loop, &ct->retry);
 	ct->retry.data = ct;
 	gw->control = ct;
+	gw->rollout_outcome = sc__gw_control_report;
+	gw->rollout_window = sc__gw_control_window;
 	watch_start(ct);
 	return 0;
 }
@@ -434,7 +439,8 @@ static void post_report(sc_gw_t *gw, const char *path, json_t *b)
 	report_send(rp);
 }
 
-void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outcome)
+/* Tells the control plane a rollout ended (best effort). */
+static void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outcome)
 {
 	if (!gw->o.server[0])
 		return;
@@ -456,7 +462,7 @@ void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outc
  * (docs/SERVING.md): the server keeps them in status.rollout.analysis (the
  * dashboard shows the error rates), adds the canary's up to the evidence a
  * step needs before it moves on, and applies its own rollback rule. */
-void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro)
+static void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro)
 {
 	if (!gw->o.server[0])
 		return;

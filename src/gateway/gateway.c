@@ -20,55 +20,6 @@
 #include "net/sdnotify.h"
 #include "starcloud/error.h"
 
-/* ---------------------------------------------------------------------
- * Helpers shared by the gateway's modules
- * ------------------------------------------------------------------- */
-
-uint64_t sc__gw_now_ms(const sc_gw_t *gw)
-{
-	return uv_now(gw->loop);
-}
-
-/* xorshift64*: fast, good enough for load balancing and span ids. */
-uint64_t sc__gw_rand(sc_gw_t *gw)
-{
-	uint64_t x = gw->rng;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	gw->rng = x;
-	return x * 0x2545F4914F6CDD1Dull;
-}
-
-/* OpenAI's error types by status; the SDKs raise a typed error per status
- * and keep type, param and code. */
-static const char *err_type(int status)
-{
-	return status == 429   ? "rate_limit_error"
-	       : status >= 500 ? "server_error"
-	                       : "invalid_request_error";
-}
-
-void sc__gw_error(sc_http_req_t *r, int status, const char *code, const char *param,
-                  const char *msg)
-{
-	json_t *e = sc_xcheck(json_pack("{s:{s:s,s:s,s:s?,s:s?}}", "error", "message", msg, "type",
-	                                err_type(status), "param", param, "code", code));
-	char *s = sc_xcheck(json_dumps(e, JSON_COMPACT));
-	json_decref(e);
-	sc_http_respond(r, status, "application/json", s, strlen(s));
-	free(s);
-}
-
-void sc__gw_kserve_error(sc_http_req_t *r, int status, const char *msg)
-{
-	json_t *e = sc_xcheck(json_pack("{s:s}", "error", msg));
-	char *s = sc_xcheck(json_dumps(e, JSON_COMPACT));
-	json_decref(e);
-	sc_http_respond(r, status, "application/json", s, strlen(s));
-	free(s);
-}
-
 /* Parses "10,50,100" (or '/' separated) percent steps ending at 100. */
 static int sc__gw_parse_steps(const char *s, int *steps, size_t *n)
 {
@@ -679,6 +630,7 @@ static int setup(sc_gw_t *gw, args_t *a)
 		return rc;
 	}
 	sc__gw_trace_init(gw);
+	gw->probe_tick = sc__gw_repo_poll;
 	sc__gw_probe_start(gw);
 	sc__gw_control_start(gw);
 	uv_signal_init(gw->loop, &gw->sigint);

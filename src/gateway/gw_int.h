@@ -173,11 +173,34 @@ typedef struct sc_gw {
 	void *control;       /* control.c watch state */
 	size_t server_idx;   /* the control plane server in use (o.servers) */
 	uint64_t rng;
+	/* Work that a lower module sets off and a higher one does, handed in
+	 * at start-up so the lower one does not call up: a finished rollout
+	 * and each analysis window go to the control plane (control.c, when
+	 * --server is given), and every probe round also polls the replicas
+	 * whose model repository decides what they serve (discover.c). */
+	void (*rollout_outcome)(struct sc_gw *gw, const gw_rollout_t *ro, const char *outcome);
+	void (*rollout_window)(struct sc_gw *gw, const gw_rollout_t *ro);
+	void (*probe_tick)(struct sc_gw *gw);
 } sc_gw_t;
 
-/* ---- gateway.c ---- */
-uint64_t sc__gw_now_ms(const sc_gw_t *gw);
-uint64_t sc__gw_rand(sc_gw_t *gw);
+/* The loop's clock in ms. */
+static inline uint64_t sc__gw_now_ms(const sc_gw_t *gw)
+{
+	return uv_now(gw->loop);
+}
+
+/* xorshift64*: fast, good enough for load balancing and span ids. */
+static inline uint64_t sc__gw_rand(sc_gw_t *gw)
+{
+	uint64_t x = gw->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	gw->rng = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* ---- reply.c ---- */
 /* Answers OpenAI's {"error":{"message","type","param","code"}}: type from
  * the status, param the field at fault (or NULL), code a short reason such
  * as "model_not_found" (or NULL). */
@@ -244,7 +267,7 @@ json_t *sc__gw_rollout_json(const gw_rollout_t *ro);
 const char *sc__gw_rollout_state(int state);
 void sc__gw_rollout_stop_all(sc_gw_t *gw);
 
-/* ---- stats.c ---- */
+/* ---- stats.c: counters (the /metrics page is admin.c's) ---- */
 gw_stats_t *sc__gw_stats(sc_gw_t *gw, const char *model, const char *version);
 void sc__gw_stats_done(gw_stats_t *s, int code, double total, double ttft);
 void sc__gw_stats_inflight(gw_stats_t *s, int delta);
@@ -252,7 +275,8 @@ void sc__gw_stats_retry(gw_stats_t *s);
 void sc__gw_stats_ejection(gw_stats_t *s);
 void sc__gw_stats_rollback(gw_stats_t *s);
 void sc__gw_stats_shed(gw_stats_t *s);
-void sc__gw_metrics(sc_http_req_t *r, void *ud);
+/* Writes the counters in the Prometheus text format. */
+void sc__gw_stats_out(sc_buf_t *o, sc_gw_t *gw);
 
 /* ---- trace.c ---- */
 typedef struct gw_span {
@@ -285,9 +309,6 @@ void sc__gw_trace_close(sc_gw_t *gw);
 int sc__gw_parse_servers(gw_opts_t *o, char *err, size_t errsz);
 int sc__gw_control_start(sc_gw_t *gw);
 void sc__gw_control_stop(sc_gw_t *gw);
-/* Tells the control plane a rollout was rolled back (best effort). */
-void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *action);
-void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro);
 
 /* ---- admin.c ---- */
 int sc__gw_admin_routes(sc_gw_t *gw);

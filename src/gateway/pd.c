@@ -153,14 +153,29 @@ static void prefill_try(gw_req_t *q)
 	}
 }
 
+static void sc__gw_pd_kv_lost(gw_req_t *q);
+static json_t *sc__gw_pd_prefill_body(const gw_req_t *q);
+static json_t *sc__gw_pd_decode_body(const gw_req_t *q);
+static int sc__gw_pd_kv_gone(const gw_req_t *q);
+static void sc__gw_pd_release(gw_req_t *q);
+
+static const gw_pd_ops_t pd_ops = {
+    .prefill_body = sc__gw_pd_prefill_body,
+    .decode_body = sc__gw_pd_decode_body,
+    .kv_gone = sc__gw_pd_kv_gone,
+    .kv_lost = sc__gw_pd_kv_lost,
+    .release = sc__gw_pd_release,
+};
+
 void sc__gw_pd_start(gw_req_t *q)
 {
 	q->pd = 1;
+	q->pd_ops = &pd_ops;
 	q->role = GW_ROLE_PREFILL;
 	prefill_try(q);
 }
 
-void sc__gw_pd_kv_lost(gw_req_t *q)
+static void sc__gw_pd_kv_lost(gw_req_t *q)
 {
 	snprintf(q->last_err, sizeof(q->last_err), "decode on %s: the KV handle is gone",
 	         q->be ? q->be->id : "?");
@@ -186,7 +201,7 @@ static void copy_field(json_t *dst, const json_t *src, const char *key)
 }
 
 /* The prompt (or messages) and the sampling fields of the original request. */
-json_t *sc__gw_pd_prefill_body(const gw_req_t *q)
+static json_t *sc__gw_pd_prefill_body(const gw_req_t *q)
 {
 	json_t *b = json_pack("{s:s}", "model", q->model);
 	copy_field(b, q->body, q->kind == GW_K_CHAT ? "messages" : "prompt");
@@ -199,7 +214,7 @@ json_t *sc__gw_pd_prefill_body(const gw_req_t *q)
 	return b;
 }
 
-json_t *sc__gw_pd_decode_body(const gw_req_t *q)
+static json_t *sc__gw_pd_decode_body(const gw_req_t *q)
 {
 	json_t *b = json_pack("{s:s,s:O,s:O,s:b,s:s}", "model", q->model, "kv_url",
 	                      json_object_get(q->kv, "kv_url"), "first_token",
@@ -226,7 +241,7 @@ json_t *sc__gw_pd_decode_body(const gw_req_t *q)
 	return b;
 }
 
-int sc__gw_pd_kv_gone(const gw_req_t *q)
+static int sc__gw_pd_kv_gone(const gw_req_t *q)
 {
 	if (q->up_status != 502 || !q->resp.len)
 		return 0;
@@ -245,7 +260,7 @@ static void delete_done(sc_hcli_req_t *r, int err, void *ud)
 {
 }
 
-void sc__gw_pd_release(gw_req_t *q)
+static void sc__gw_pd_release(gw_req_t *q)
 {
 	const char *url = json_string_value(json_object_get(q->kv, "kv_url"));
 	if (!url || !q->gw->hc)

@@ -231,7 +231,8 @@ static void req_release(gw_req_t *q)
 	if (q->closed)
 		return;
 	q->closed = 1;
-	sc__gw_pd_release(q);
+	if (q->pd_ops)
+		q->pd_ops->release(q);
 	if (q->up) {
 		sc_hcli_cancel(q->up);
 		q->up = NULL;
@@ -704,10 +705,10 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 			sc__gw_relay(q);
 		return;
 	}
-	if (q->pd && sc__gw_pd_kv_gone(q)) {
+	if (q->pd_ops && q->pd_ops->kv_gone(q)) {
 		/* Not the decode replica's fault: the KV it was sent is gone. */
 		sc__gw_attempt_end(q, 0);
-		sc__gw_pd_kv_lost(q);
+		q->pd_ops->kv_lost(q);
 		return;
 	}
 	if (q->stream && q->up_status == 200 && !q->started &&
@@ -784,10 +785,10 @@ char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len)
 		return c;
 	}
 	json_t *b;
-	if (q->pd && q->role == GW_ROLE_PREFILL) {
-		b = sc__gw_pd_prefill_body(q);
-	} else if (q->pd) {
-		b = sc__gw_pd_decode_body(q);
+	if (q->pd_ops && q->role == GW_ROLE_PREFILL) {
+		b = q->pd_ops->prefill_body(q);
+	} else if (q->pd_ops) {
+		b = q->pd_ops->decode_body(q);
 	} else {
 		b = sc_xcheck(json_deep_copy(q->body));
 		const char *um = q->be ? q->be->upstream_model : "";

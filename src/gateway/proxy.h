@@ -12,6 +12,24 @@
 
 enum { GW_K_COMPL, GW_K_CHAT, GW_K_EMBED, GW_K_INFER, GW_K_PASS };
 
+struct gw_req;
+
+/* What the proxy asks of prefill/decode (pd.c) for a request in that mode;
+ * pd.c hands its table in when it takes the request (sc__gw_pd_start), so
+ * the proxy does not call into the module that calls it. */
+typedef struct gw_pd_ops {
+	/* Bodies of the two phases (docs/WORKER.md, "KV handle protocol"). */
+	json_t *(*prefill_body)(const struct gw_req *q);
+	json_t *(*decode_body)(const struct gw_req *q);
+	/* True when a decode answer says the KV could not be fetched. */
+	int (*kv_gone)(const struct gw_req *q);
+	/* The decode replica lost the KV handle (410): prefill again or fail,
+	 * per --prefill-failure. */
+	void (*kv_lost)(struct gw_req *q);
+	/* Frees the prefill's KV handle early (DELETE, best effort). */
+	void (*release)(struct gw_req *q);
+} gw_pd_ops_t;
+
 typedef struct gw_req {
 	sc_gw_t *gw;
 	sc_http_req_t *hr; /* NULL once the client is gone */
@@ -57,6 +75,7 @@ typedef struct gw_req {
 	char last_err[640];
 	/* prefill/decode */
 	int pd;
+	const struct gw_pd_ops *pd_ops; /* pd.c's, set with pd */
 	json_t *kv;  /* the prefill's answer: kv_handle, kv_url, first_token (owned) */
 	json_t *ids; /* token ids sent to the client (streamed chunks' token_ids) */
 	gw_backend_t *prefill_be;
@@ -87,22 +106,12 @@ void sc__gw_attempt_end(gw_req_t *q, int failed);
 void sc__gw_attempt_take(gw_req_t *q, gw_backend_t *b);
 /* Starts the prefill phase (pd.c); the decode phase follows by itself. */
 void sc__gw_pd_start(gw_req_t *q);
-/* The decode replica lost the KV handle (410): prefill again or fail,
- * per --prefill-failure. */
-void sc__gw_pd_kv_lost(gw_req_t *q);
 /* The client's OpenAI body as a tree, parsed on first use (only retries
  * that rewrite it and prefill/decode need one); NULL for other kinds or a
  * body jansson refuses. Owned by q. */
 json_t *sc__gw_req_json(gw_req_t *q);
 /* The request body for the next attempt (caller frees with free()). */
 char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len);
-/* Bodies of the two phases (docs/WORKER.md, "KV handle protocol"). */
-json_t *sc__gw_pd_prefill_body(const gw_req_t *q);
-json_t *sc__gw_pd_decode_body(const gw_req_t *q);
-/* Frees the prefill's KV handle early (DELETE, best effort). */
-void sc__gw_pd_release(gw_req_t *q);
-/* True when a decode answer says the KV could not be fetched. */
-int sc__gw_pd_kv_gone(const gw_req_t *q);
 
 /* Ends every request in flight (shutdown). */
 void sc__gw_proxy_shutdown(sc_gw_t *gw);

@@ -146,91 +146,37 @@ static void counter_out(sc_buf_t *o, sc_gw_t *gw, const char *name, const char *
 	}
 }
 
-static void replicas_out(sc_buf_t *o, sc_gw_t *gw)
+void sc__gw_stats_out(sc_buf_t *o, sc_gw_t *gw)
 {
-	static const char *roles[] = {"both", "prefill", "decode"};
-	sc_buf_puts(o, "# HELP sc_gateway_replica_up 1 when the replica takes traffic (ready, "
-	               "not ejected)\n# TYPE sc_gateway_replica_up gauge\n");
-	for (size_t i = 0; i < gw->nbe; i++) {
-		gw_backend_t *b = gw->be[i];
-		if (!b->gone)
-			sc_buf_printf(
-			    o,
-			    "sc_gateway_replica_up{replica=\"%s\",model=\"%s\",version=\"%s\","
-			    "role=\"%s\"} %d\n",
-			    b->id, b->model, b->version, roles[b->role],
-			    sc__gw_backend_usable(gw, b));
-	}
-	sc_buf_puts(o, "# TYPE sc_gateway_replica_inflight gauge\n");
-	for (size_t i = 0; i < gw->nbe; i++)
-		if (!gw->be[i]->gone)
-			sc_buf_printf(o, "sc_gateway_replica_inflight{replica=\"%s\"} %d\n",
-			              gw->be[i]->id, gw->be[i]->inflight);
-	sc_buf_puts(o, "# TYPE sc_gateway_replica_requests_total counter\n");
-	for (size_t i = 0; i < gw->nbe; i++)
-		if (!gw->be[i]->gone)
-			sc_buf_printf(o, "sc_gateway_replica_requests_total{replica=\"%s\"} %llu\n",
-			              gw->be[i]->id, (unsigned long long)gw->be[i]->requests);
-	sc_buf_puts(o, "# TYPE sc_gateway_replica_failures_total counter\n");
-	for (size_t i = 0; i < gw->nbe; i++)
-		if (!gw->be[i]->gone)
-			sc_buf_printf(o, "sc_gateway_replica_failures_total{replica=\"%s\"} %llu\n",
-			              gw->be[i]->id, (unsigned long long)gw->be[i]->failures);
-}
-
-static void rollouts_out(sc_buf_t *o, sc_gw_t *gw)
-{
-	sc_buf_puts(o, "# HELP sc_gateway_canary_weight percent of unpinned traffic to the "
-	               "canary\n# TYPE sc_gateway_canary_weight gauge\n");
-	for (size_t i = 0; i < GW_MAX_ROLLOUTS; i++) {
-		gw_rollout_t *ro = &gw->ro[i];
-		if (ro->used)
-			sc_buf_printf(o,
-			              "sc_gateway_canary_weight{model=\"%s\",canary=\"%s\","
-			              "state=\"%s\"} %d\n",
-			              ro->model, ro->canary, sc__gw_rollout_state(ro->state),
-			              ro->weight);
-	}
-}
-
-void sc__gw_metrics(sc_http_req_t *r, void *ud)
-{
-	sc_gw_t *gw = ud;
-	sc_buf_t o;
-	sc_buf_init(&o, 0);
 	gw_stats_t *s;
-	sc_buf_puts(&o, "# HELP sc_gateway_requests_total client requests by final status\n"
-	                "# TYPE sc_gateway_requests_total counter\n");
+	sc_buf_puts(o, "# HELP sc_gateway_requests_total client requests by final status\n"
+	               "# TYPE sc_gateway_requests_total counter\n");
 	FOR_STATS(gw, s)
 	for (size_t i = 0; i < s->ncodes; i++)
 		sc_buf_printf(
-		    &o, "sc_gateway_requests_total{model=\"%s\",version=\"%s\",code=\"%d\"} %llu\n",
+		    o, "sc_gateway_requests_total{model=\"%s\",version=\"%s\",code=\"%d\"} %llu\n",
 		    s->model, s->version, s->codes[i], (unsigned long long)s->code_n[i]);
-	sc_buf_puts(&o, "# HELP sc_gateway_request_seconds whole request latency\n"
-	                "# TYPE sc_gateway_request_seconds histogram\n");
+	sc_buf_puts(o, "# HELP sc_gateway_request_seconds whole request latency\n"
+	               "# TYPE sc_gateway_request_seconds histogram\n");
 	FOR_STATS(gw, s)
-	hist_out(&o, "sc_gateway_request_seconds", s, &s->total);
-	sc_buf_puts(&o, "# HELP sc_gateway_ttft_seconds time to first token (first byte)\n"
-	                "# TYPE sc_gateway_ttft_seconds histogram\n");
+	hist_out(o, "sc_gateway_request_seconds", s, &s->total);
+	sc_buf_puts(o, "# HELP sc_gateway_ttft_seconds time to first token (first byte)\n"
+	               "# TYPE sc_gateway_ttft_seconds histogram\n");
 	FOR_STATS(gw, s)
-	hist_out(&o, "sc_gateway_ttft_seconds", s, &s->ttft);
-	counter_out(&o, gw, "sc_gateway_retries_total", "upstream attempts after the first",
+	hist_out(o, "sc_gateway_ttft_seconds", s, &s->ttft);
+	counter_out(o, gw, "sc_gateway_retries_total", "upstream attempts after the first",
 	            offsetof(gw_stats_t, retries), 0);
-	counter_out(&o, gw, "sc_gateway_ejections_total", "replicas ejected after failures",
+	counter_out(o, gw, "sc_gateway_ejections_total", "replicas ejected after failures",
 	            offsetof(gw_stats_t, ejections), 0);
-	counter_out(&o, gw, "sc_gateway_rollbacks_total", "canaries rolled back",
+	counter_out(o, gw, "sc_gateway_rollbacks_total", "canaries rolled back",
 	            offsetof(gw_stats_t, rollbacks), 0);
-	counter_out(&o, gw, "sc_gateway_shed_total", "requests refused with 429",
+	counter_out(o, gw, "sc_gateway_shed_total", "requests refused with 429",
 	            offsetof(gw_stats_t, shed), 0);
-	counter_out(&o, gw, "sc_gateway_inflight", "upstream attempts in flight",
+	counter_out(o, gw, "sc_gateway_inflight", "upstream attempts in flight",
 	            offsetof(gw_stats_t, inflight), 1);
-	sc_buf_printf(&o,
+	sc_buf_printf(o,
 	              "# TYPE sc_gateway_active_requests gauge\nsc_gateway_active_requests %llu\n"
 	              "# TYPE sc_gateway_retry_budget_exhausted_total counter\n"
 	              "sc_gateway_retry_budget_exhausted_total %llu\n",
 	              (unsigned long long)gw->active, (unsigned long long)gw->budget_exhausted);
-	replicas_out(&o, gw);
-	rollouts_out(&o, gw);
-	sc_http_respond(r, 200, "text/plain; version=0.0.4", o.data, o.len);
-	sc_buf_free(&o);
 }
