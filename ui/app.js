@@ -166,7 +166,7 @@ async function pollQueueMetrics(gen) {
       if (res.ok) {
         const m = new Map();
         for (const line of (await res.text()).split("\n")) {
-          const c = /^starcloud_cluster_gpus(_allocated)? (\S+)$/.exec(line);
+          const c = /^starcloud_cluster_(allocated_)?gpus (\S+)$/.exec(line);
           if (c) state.clusterGpus[c[1] ? "allocated" : "total"] = parseFloat(c[2]);
           const x = re.exec(line);
           if (!x) continue;

@@ -427,6 +427,7 @@ out:
 	sc_httpc_free(a->http);
 	uv_run(a->loop, UV_RUN_NOWAIT);
 	free_pods(a);
+	sc_gpu_sampler_close(a->sampler);
 	free(a);
 	return rc;
 }

@@ -219,6 +219,8 @@ int sc__agent_discover(sc_agent_t *a)
 	}
 	if (err[0])
 		sc_log_warn("NVML failed (%s); using %s GPUs", err, a->gpus.source);
+	if (rc == 0)
+		a->sampler = sc_gpu_sampler_open(o->nvml_lib);
 	if (!o->cpu_milli)
 		o->cpu_milli = sysconf(_SC_NPROCESSORS_ONLN) * 1000;
 	if (!o->memory)

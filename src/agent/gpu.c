@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "starcloud/error.h"
 
 _Static_assert(SC_GPU_DECL_MAX <= SC_GPU_MAX, "a declaration must fit the inventory");
@@ -22,6 +23,10 @@ typedef void *nvml_dev_t;
 typedef struct {
 	unsigned long long total, free, used;
 } nvml_memory_t;
+typedef struct {
+	unsigned int gpu, memory; /* percent */
+} nvml_util_t;
+#define NVML_TEMPERATURE_GPU 0
 
 typedef struct nvml {
 	void *lib;
@@ -37,6 +42,10 @@ typedef struct nvml {
 	int (*mig_handle)(nvml_dev_t, unsigned int, nvml_dev_t *);
 	int (*gi_id)(nvml_dev_t, unsigned int *);
 	int (*ci_id)(nvml_dev_t, unsigned int *);
+	/* Sampling only (optional: an old driver may lack one). */
+	int (*util)(nvml_dev_t, nvml_util_t *);
+	int (*temp)(nvml_dev_t, int, unsigned int *);
+	int (*power)(nvml_dev_t, unsigned int *); /* milliwatts */
 } nvml_t;
 
 /* "NVIDIA A100-SXM4-80GB" with 80 GiB -> "A100-80GB": the family, then the
@@ -74,6 +83,9 @@ static int nvml_load(const char *libpath, nvml_t *n, sc_gpu_inv_t *out)
 	SYM(mig_handle, "nvmlDeviceGetMigDeviceHandleByIndex");
 	SYM(gi_id, "nvmlDeviceGetGpuInstanceId");
 	SYM(ci_id, "nvmlDeviceGetComputeInstanceId");
+	SYM(util, "nvmlDeviceGetUtilizationRates");
+	SYM(temp, "nvmlDeviceGetTemperature");
+	SYM(power, "nvmlDeviceGetPowerUsage");
 #undef SYM
 	if (!n->init || !n->count || !n->handle || !n->name || !n->uuid || !n->memory) {
 		snprintf(out->error, sizeof(out->error), "NVML library lacks required symbols");
@@ -221,4 +233,61 @@ json_t *sc_gpu_devices_json(const sc_gpu_inv_t *inv)
 		json_array_append_new(a, o);
 	}
 	return a;
+}
+
+/* ---------------------------------------------------------------------
+ * Sampling for /metrics
+ * ------------------------------------------------------------------- */
+
+struct sc_gpu_sampler {
+	nvml_t n;
+	sc_gpu_inv_t scratch; /* nvml_load's error text */
+};
+
+sc_gpu_sampler_t *sc_gpu_sampler_open(const char *libpath)
+{
+	sc_gpu_sampler_t *s = sc_xcalloc(1, sizeof(*s));
+	if (nvml_load(libpath, &s->n, &s->scratch) < 0 || s->n.init() != 0) {
+		sc_gpu_sampler_close(s);
+		return NULL;
+	}
+	return s;
+}
+
+void sc_gpu_sampler_close(sc_gpu_sampler_t *s)
+{
+	if (!s)
+		return;
+	if (s->n.lib) {
+		if (s->n.shutdown)
+			s->n.shutdown();
+		dlclose(s->n.lib);
+	}
+	free(s);
+}
+
+int sc_gpu_sample(sc_gpu_sampler_t *s, int index, sc_gpu_sample_t *out)
+{
+	nvml_dev_t h;
+	nvml_memory_t mem;
+	nvml_util_t u;
+	unsigned int v;
+	out->util = out->mem_util = out->temp = -1;
+	out->fb_used = out->fb_free = -1;
+	out->power = -1;
+	if (!s || index < 0 || s->n.handle((unsigned int)index, &h) != 0)
+		return SC_EIO;
+	if (s->n.memory(h, &mem) == 0) {
+		out->fb_used = (int64_t)mem.used;
+		out->fb_free = (int64_t)mem.free;
+	}
+	if (s->n.util && s->n.util(h, &u) == 0) {
+		out->util = (int)u.gpu;
+		out->mem_util = (int)u.memory;
+	}
+	if (s->n.temp && s->n.temp(h, NVML_TEMPERATURE_GPU, &v) == 0)
+		out->temp = (int)v;
+	if (s->n.power && s->n.power(h, &v) == 0)
+		out->power = v / 1000.0;
+	return 0;
 }

@@ -46,6 +46,29 @@ int sc_gpu_discover_nvml(const char *libpath, sc_gpu_inv_t *out);
 /* Parses "NxMODEL[:mig]" (N 0..64, MODEL like A100-80GB whose "-NNGB"
  * suffix gives the memory). SC_EINVAL on bad input. */
 int sc_gpu_parse_decl(const char *decl, sc_gpu_inv_t *out);
+/* Live figures of the devices, for the agent's /metrics: NVML stays
+ * loaded (initialised once) while the agent runs. Opaque. */
+typedef struct sc_gpu_sampler sc_gpu_sampler_t;
+
+/* One device's figures; a field NVML could not give is negative. */
+typedef struct sc_gpu_sample {
+	int util;        /* % of the last sample period the GPU was busy */
+	int mem_util;    /* % of it the memory was read or written */
+	int64_t fb_used; /* bytes of device memory in use */
+	int64_t fb_free; /* bytes free */
+	int temp;        /* GPU core temperature, degrees C */
+	double power;    /* watts drawn */
+} sc_gpu_sample_t;
+
+/* Opens NVML at libpath (as sc_gpu_discover_nvml) for sampling; NULL when
+ * it cannot be loaded or initialised (declared GPUs: nothing to measure).
+ * Free with sc_gpu_sampler_close (NULL is fine). */
+sc_gpu_sampler_t *sc_gpu_sampler_open(const char *libpath);
+void sc_gpu_sampler_close(sc_gpu_sampler_t *s);
+/* Reads device index's figures now. 0, or SC_EIO when the device cannot
+ * be read at all (the sample is then all -1). */
+int sc_gpu_sample(sc_gpu_sampler_t *s, int index, sc_gpu_sample_t *out);
+
 /* Node spec.gpus for the inventory: {count, model, memory, mig}. New ref. */
 json_t *sc_gpu_node_spec(const sc_gpu_inv_t *inv);
 /* Node status.devices: one object per device. New reference. */

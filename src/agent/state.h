@@ -10,7 +10,9 @@
  *   pod.c      one pod = one process group: spawn, restarts with back-off,
  *              graceful stop (uses podenv, podstore, probe)
  *   sync.c     list + watch of jobs and deployments, desired pods (uses pod)
- *   status.c   the agent's status port: /healthz, /pods, /logs (uses pod)
+ *   agent_metrics.c  /metrics: pods, the server link, NVML device figures
+ *   status.c   the agent's status port: /healthz, /pods, /logs, /metrics
+ *              (uses pod, agent_metrics)
  *   agent.c    start-up, signals, heartbeat and status reports
  *   gpu.c, agent_opts.c, pod_serving.c, backoff.c, gpudecl.c, retention.c
  *
@@ -82,6 +84,7 @@ struct sc_agent {
 	uv_loop_t *loop;
 	sc_agent_opts_t o;
 	sc_gpu_inv_t gpus;
+	sc_gpu_sampler_t *sampler; /* NVML for /metrics, NULL with declared GPUs */
 	sc_httpc_t *http;
 	sc_http_server_t *status;
 	sc_pod_t *pods;

@@ -2,6 +2,8 @@
  *   GET /healthz                         "ok" (no token)
  *   GET /pods                            this node's pods and their reports
  *   GET /logs?job=J&pod=P[&follow=1]     a pod's output (rotated part first)
+ *   GET /metrics                         Prometheus figures (agent_metrics.h);
+ *                                        no token, like node and DCGM exporters
  *
  * Authorisation is the server's: the caller's bearer token must be allowed
  * to read the node (/pods) or the job (/logs) on the server, so a tenant
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/status.h"
+#include "agent/agent_metrics.h"
 #include "base/alloc.h"
 #include "base/log.h"
 #include "agent/pod.h"
@@ -87,6 +90,15 @@ static int authorised(sc_agent_t *a, sc_http_req_t *r, const char *path)
 static void handle_healthz(sc_http_req_t *r, void *ud)
 {
 	sc_http_respond(r, 200, "text/plain", "ok\n", 3);
+}
+
+static void handle_metrics(sc_http_req_t *r, void *ud)
+{
+	sc_buf_t b;
+	sc_buf_init(&b, 0);
+	sc__agent_metrics(ud, &b);
+	sc_http_respond(r, 200, "text/plain; version=0.0.4", b.data, b.len);
+	sc_buf_free(&b);
 }
 
 static void handle_pods(sc_http_req_t *r, void *ud)
@@ -238,7 +250,8 @@ int sc__status_start(sc_agent_t *a)
 	int rc;
 	if ((rc = sc_http_route(a->status, "GET", "/healthz", handle_healthz, a)) < 0 ||
 	    (rc = sc_http_route(a->status, "GET", "/pods", handle_pods, a)) < 0 ||
-	    (rc = sc_http_route(a->status, "GET", "/logs", handle_logs, a)) < 0)
+	    (rc = sc_http_route(a->status, "GET", "/logs", handle_logs, a)) < 0 ||
+	    (rc = sc_http_route(a->status, "GET", "/metrics", handle_metrics, a)) < 0)
 		return rc;
 	if ((rc = sc_http_listen(a->status, a->o.listen.host, a->o.listen.port)) < 0) {
 		sc_log_error("cannot listen on %s:%d", a->o.listen.host, a->o.listen.port);

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "gateway/gw_int.h"
+#include "net/promtext.h"
 #include "starcloud/error.h"
 
 static void respond_json(sc_http_req_t *r, int status, json_t *j)
@@ -188,47 +189,57 @@ static void h_rollouts_post(sc_http_req_t *r, void *ud)
 static void replicas_out(sc_buf_t *o, sc_gw_t *gw)
 {
 	static const char *roles[] = {"both", "prefill", "decode"};
-	sc_buf_puts(o, "# HELP sc_gateway_replica_up 1 when the replica takes traffic (ready, "
-	               "not ejected)\n# TYPE sc_gateway_replica_up gauge\n");
+	sc_prom_family(o, "starcloud_gateway_replica_up", "gauge",
+	               "1 when the replica takes traffic (ready, not ejected).");
 	for (size_t i = 0; i < gw->nbe; i++) {
 		gw_backend_t *b = gw->be[i];
 		if (!b->gone)
+			sc_buf_printf(o,
+			              "starcloud_gateway_replica_up{replica=\"%s\",model=\"%s\","
+			              "version=\"%s\",role=\"%s\"} %d\n",
+			              b->id, b->model, b->version, roles[b->role],
+			              sc__gw_backend_usable(gw, b));
+	}
+	sc_prom_family(o, "starcloud_gateway_replica_requests_in_flight", "gauge",
+	               "Upstream attempts in flight to the replica.");
+	for (size_t i = 0; i < gw->nbe; i++)
+		if (!gw->be[i]->gone)
 			sc_buf_printf(
 			    o,
-			    "sc_gateway_replica_up{replica=\"%s\",model=\"%s\",version=\"%s\","
-			    "role=\"%s\"} %d\n",
-			    b->id, b->model, b->version, roles[b->role],
-			    sc__gw_backend_usable(gw, b));
-	}
-	sc_buf_puts(o, "# TYPE sc_gateway_replica_inflight gauge\n");
+			    "starcloud_gateway_replica_requests_in_flight{replica=\"%s\"} "
+			    "%d\n",
+			    gw->be[i]->id, gw->be[i]->inflight);
+	sc_prom_family(o, "starcloud_gateway_replica_requests_total", "counter",
+	               "Upstream attempts sent to the replica.");
 	for (size_t i = 0; i < gw->nbe; i++)
 		if (!gw->be[i]->gone)
-			sc_buf_printf(o, "sc_gateway_replica_inflight{replica=\"%s\"} %d\n",
-			              gw->be[i]->id, gw->be[i]->inflight);
-	sc_buf_puts(o, "# TYPE sc_gateway_replica_requests_total counter\n");
-	for (size_t i = 0; i < gw->nbe; i++)
-		if (!gw->be[i]->gone)
-			sc_buf_printf(o, "sc_gateway_replica_requests_total{replica=\"%s\"} %llu\n",
+			sc_buf_printf(o,
+			              "starcloud_gateway_replica_requests_total{replica=\"%s\"} "
+			              "%llu\n",
 			              gw->be[i]->id, (unsigned long long)gw->be[i]->requests);
-	sc_buf_puts(o, "# TYPE sc_gateway_replica_failures_total counter\n");
+	sc_prom_family(o, "starcloud_gateway_replica_failures_total", "counter",
+	               "Upstream attempts to the replica that failed (connection, timeout, "
+	               "5xx).");
 	for (size_t i = 0; i < gw->nbe; i++)
 		if (!gw->be[i]->gone)
-			sc_buf_printf(o, "sc_gateway_replica_failures_total{replica=\"%s\"} %llu\n",
+			sc_buf_printf(o,
+			              "starcloud_gateway_replica_failures_total{replica=\"%s\"} "
+			              "%llu\n",
 			              gw->be[i]->id, (unsigned long long)gw->be[i]->failures);
 }
 
 static void rollouts_out(sc_buf_t *o, sc_gw_t *gw)
 {
-	sc_buf_puts(o, "# HELP sc_gateway_canary_weight percent of unpinned traffic to the "
-	               "canary\n# TYPE sc_gateway_canary_weight gauge\n");
+	sc_prom_family(o, "starcloud_gateway_canary_weight_ratio", "gauge",
+	               "Share of unpinned traffic sent to the canary (0 to 1).");
 	for (size_t i = 0; i < GW_MAX_ROLLOUTS; i++) {
 		gw_rollout_t *ro = &gw->ro[i];
 		if (ro->used)
 			sc_buf_printf(o,
-			              "sc_gateway_canary_weight{model=\"%s\",canary=\"%s\","
-			              "state=\"%s\"} %d\n",
+			              "starcloud_gateway_canary_weight_ratio{model=\"%s\","
+			              "canary=\"%s\",state=\"%s\"} %g\n",
 			              ro->model, ro->canary, sc__gw_rollout_state(ro->state),
-			              ro->weight);
+			              ro->weight / 100.0);
 	}
 }
 
@@ -240,6 +251,8 @@ static void metrics_page(sc_http_req_t *r, void *ud)
 	sc__gw_stats_out(&o, gw);
 	replicas_out(&o, gw);
 	rollouts_out(&o, gw);
+	sc_prom_build_info(&o, "gateway", "");
+	sc_prom_process(&o);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", o.data, o.len);
 	sc_buf_free(&o);
 }

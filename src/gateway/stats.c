@@ -11,6 +11,7 @@
 
 #include "gateway/gw_int.h"
 #include "base/alloc.h"
+#include "net/promtext.h"
 
 #define NBUCKETS 14
 #define MAX_CODES 16
@@ -135,8 +136,7 @@ static void counter_out(sc_buf_t *o, sc_gw_t *gw, const char *name, const char *
                         int gauge)
 {
 	gw_stats_t *s;
-	sc_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
-	              gauge ? "gauge" : "counter");
+	sc_prom_family(o, name, gauge ? "gauge" : "counter", help);
 	FOR_STATS(gw, s)
 	{
 		long long v = gauge ? *(const long long *)((const char *)s + off)
@@ -149,34 +149,40 @@ static void counter_out(sc_buf_t *o, sc_gw_t *gw, const char *name, const char *
 void sc__gw_stats_out(sc_buf_t *o, sc_gw_t *gw)
 {
 	gw_stats_t *s;
-	sc_buf_puts(o, "# HELP sc_gateway_requests_total client requests by final status\n"
-	               "# TYPE sc_gateway_requests_total counter\n");
+	sc_prom_family(o, "starcloud_gateway_requests_total", "counter",
+	               "Client requests by model, version and final status code.");
 	FOR_STATS(gw, s)
 	for (size_t i = 0; i < s->ncodes; i++)
-		sc_buf_printf(
-		    o, "sc_gateway_requests_total{model=\"%s\",version=\"%s\",code=\"%d\"} %llu\n",
-		    s->model, s->version, s->codes[i], (unsigned long long)s->code_n[i]);
-	sc_buf_puts(o, "# HELP sc_gateway_request_seconds whole request latency\n"
-	               "# TYPE sc_gateway_request_seconds histogram\n");
+		sc_buf_printf(o,
+		              "starcloud_gateway_requests_total{model=\"%s\",version=\"%s\",code="
+		              "\"%d\"} %llu\n",
+		              s->model, s->version, s->codes[i], (unsigned long long)s->code_n[i]);
+	sc_prom_family(o, "starcloud_gateway_request_duration_seconds", "histogram",
+	               "Whole client request time, in seconds.");
 	FOR_STATS(gw, s)
-	hist_out(o, "sc_gateway_request_seconds", s, &s->total);
-	sc_buf_puts(o, "# HELP sc_gateway_ttft_seconds time to first token (first byte)\n"
-	               "# TYPE sc_gateway_ttft_seconds histogram\n");
+	hist_out(o, "starcloud_gateway_request_duration_seconds", s, &s->total);
+	sc_prom_family(o, "starcloud_gateway_time_to_first_token_seconds", "histogram",
+	               "Time to the first forwarded token (first byte of the answer), in "
+	               "seconds.");
 	FOR_STATS(gw, s)
-	hist_out(o, "sc_gateway_ttft_seconds", s, &s->ttft);
-	counter_out(o, gw, "sc_gateway_retries_total", "upstream attempts after the first",
+	hist_out(o, "starcloud_gateway_time_to_first_token_seconds", s, &s->ttft);
+	counter_out(o, gw, "starcloud_gateway_retries_total", "Upstream attempts after the first.",
 	            offsetof(gw_stats_t, retries), 0);
-	counter_out(o, gw, "sc_gateway_ejections_total", "replicas ejected after failures",
+	counter_out(o, gw, "starcloud_gateway_ejections_total", "Replicas ejected after failures.",
 	            offsetof(gw_stats_t, ejections), 0);
-	counter_out(o, gw, "sc_gateway_rollbacks_total", "canaries rolled back",
+	counter_out(o, gw, "starcloud_gateway_rollbacks_total",
+	            "Canaries rolled back (version is the canary's).",
 	            offsetof(gw_stats_t, rollbacks), 0);
-	counter_out(o, gw, "sc_gateway_shed_total", "requests refused with 429",
-	            offsetof(gw_stats_t, shed), 0);
-	counter_out(o, gw, "sc_gateway_inflight", "upstream attempts in flight",
-	            offsetof(gw_stats_t, inflight), 1);
-	sc_buf_printf(o,
-	              "# TYPE sc_gateway_active_requests gauge\nsc_gateway_active_requests %llu\n"
-	              "# TYPE sc_gateway_retry_budget_exhausted_total counter\n"
-	              "sc_gateway_retry_budget_exhausted_total %llu\n",
-	              (unsigned long long)gw->active, (unsigned long long)gw->budget_exhausted);
+	counter_out(o, gw, "starcloud_gateway_shed_requests_total",
+	            "Requests refused with 429 (load shedding).", offsetof(gw_stats_t, shed), 0);
+	counter_out(o, gw, "starcloud_gateway_upstream_requests_in_flight",
+	            "Upstream attempts in flight.", offsetof(gw_stats_t, inflight), 1);
+	sc_prom_family(o, "starcloud_gateway_requests_in_flight", "gauge",
+	               "Client requests being answered.");
+	sc_buf_printf(o, "starcloud_gateway_requests_in_flight %llu\n",
+	              (unsigned long long)gw->active);
+	sc_prom_family(o, "starcloud_gateway_retry_budget_exhausted_total", "counter",
+	               "Retries not made because the retry budget was spent.");
+	sc_buf_printf(o, "starcloud_gateway_retry_budget_exhausted_total %llu\n",
+	              (unsigned long long)gw->budget_exhausted);
 }

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/parse.h"
 #include "base/version.h"
+#include "net/promtext.h"
 #include "server/cache.h"
 #include "server/ha.h"
 #include "starcloud/buf.h"
@@ -357,10 +358,10 @@ static void write_state(sc_buf_t *b, sc_server_t *s)
 	sc_buf_printf(b,
 	              "# HELP starcloud_cluster_gpus GPU devices on all nodes.\n"
 	              "# TYPE starcloud_cluster_gpus gauge\nstarcloud_cluster_gpus %g\n"
-	              "# HELP starcloud_cluster_gpus_allocated GPU devices held by running or "
+	              "# HELP starcloud_cluster_allocated_gpus GPU devices held by running or "
 	              "releasing pods (shares and MIG slices as fractions).\n"
-	              "# TYPE starcloud_cluster_gpus_allocated gauge\n"
-	              "starcloud_cluster_gpus_allocated %g\n"
+	              "# TYPE starcloud_cluster_allocated_gpus gauge\n"
+	              "starcloud_cluster_allocated_gpus %g\n"
 	              "# HELP starcloud_queue_oldest_pending_seconds Age of the queue's oldest "
 	              "waiting job (0 when none waits).\n"
 	              "# TYPE starcloud_queue_oldest_pending_seconds gauge\n",
@@ -379,11 +380,10 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	write_metrics(&b, s->metrics);
 	write_state(&b, s);
 	sc__ha_metrics(s, &b);
-	sc_buf_printf(&b,
-	              "# HELP starcloud_build_info The server's release and store schema.\n"
-	              "# TYPE starcloud_build_info gauge\n"
-	              "starcloud_build_info{version=\"%s\",store_schema=\"%d\"} 1\n",
-	              SC_VERSION, s->store->schema);
+	char schema[32];
+	snprintf(schema, sizeof(schema), "store_schema=\"%d\"", s->store->schema);
+	sc_prom_build_info(&b, "server", schema);
+	sc_prom_process(&b);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);
 }

@@ -8,6 +8,7 @@
 #include "starcloud/buf.h"
 #include "base/log.h"
 #include "starcloud/error.h"
+#include "net/promtext.h"
 #include "worker/worker.h"
 #include "worker/worker_int.h"
 
@@ -195,6 +196,8 @@ static void h_metrics(wreq_t *q)
 	              "# TYPE starcloud_worker_kv_cache_bytes gauge\n"
 	              "starcloud_worker_kv_cache_bytes %zu\n",
 	              sc_kvstore_live(w->kv), running, waiting, kv);
+	sc_prom_build_info(&b, "worker", "");
+	sc_prom_process(&b);
 	sc__reply_raw(q, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);
 }

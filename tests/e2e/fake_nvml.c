@@ -1,6 +1,9 @@
 /* A test fixture standing in for libnvidia-ml.so.1: two "A100-SXM4-80GB"
  * devices, the second in MIG mode with two 1g.10gb instances. It exports
- * exactly the NVML entry points the agent looks up (src/agent/gpu.c). */
+ * exactly the NVML entry points the agent looks up (src/agent/gpu.c).
+ * Live figures (for the agent's /metrics), per device 0 / 1: utilisation
+ * 37 / 81 %, memory utilisation 12 / 40 %, 10 / 20 GiB of 80 used, 55 / 61
+ * degrees C, 250.5 / 301.25 W. */
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +29,12 @@ int nvmlDeviceGetMaxMigDeviceCount(void *h, unsigned int *n);
 int nvmlDeviceGetMigDeviceHandleByIndex(void *h, unsigned int i, void **mh);
 int nvmlDeviceGetGpuInstanceId(void *h, unsigned int *id);
 int nvmlDeviceGetComputeInstanceId(void *h, unsigned int *id);
+typedef struct {
+	unsigned int gpu, memory;
+} util_t;
+int nvmlDeviceGetUtilizationRates(void *h, util_t *u);
+int nvmlDeviceGetTemperature(void *h, int sensor, unsigned int *t);
+int nvmlDeviceGetPowerUsage(void *h, unsigned int *mw);
 
 int nvmlInit_v2(void)
 {
@@ -73,8 +82,8 @@ int nvmlDeviceGetUUID(void *h, char *out, unsigned int len)
 int nvmlDeviceGetMemoryInfo(void *h, mem_t *m)
 {
 	m->total = 80ULL << 30;
-	m->free = m->total;
-	m->used = 0;
+	m->used = idx(h) == 0x100 ? 10ULL << 30 : idx(h) == 0x101 ? 20ULL << 30 : 0;
+	m->free = m->total - m->used;
 	return 0;
 }
 
@@ -105,5 +114,28 @@ int nvmlDeviceGetGpuInstanceId(void *h, unsigned int *id)
 int nvmlDeviceGetComputeInstanceId(void *h, unsigned int *id)
 {
 	*id = 0;
+	return 0;
+}
+
+int nvmlDeviceGetUtilizationRates(void *h, util_t *u)
+{
+	if (idx(h) != 0x100 && idx(h) != 0x101)
+		return 3; /* NVML_ERROR_NOT_SUPPORTED, as on a MIG instance */
+	u->gpu = idx(h) == 0x100 ? 37 : 81;
+	u->memory = idx(h) == 0x100 ? 12 : 40;
+	return 0;
+}
+
+int nvmlDeviceGetTemperature(void *h, int sensor, unsigned int *t)
+{
+	if (sensor != 0)
+		return 2;
+	*t = idx(h) == 0x100 ? 55 : 61;
+	return 0;
+}
+
+int nvmlDeviceGetPowerUsage(void *h, unsigned int *mw)
+{
+	*mw = idx(h) == 0x100 ? 250500 : 301250;
 	return 0;
 }

@@ -62,8 +62,8 @@ def test_failing_replica_is_ejected(procs):
     gw = procs.gateway([bad, good], "--max-retries", "2")
     for _ in range(40):
         assert completion(gw, max_tokens=1).status_code == 200
-    assert metric(gw, "sc_gateway_ejections_total") == 1
-    assert metric(gw, "sc_gateway_replica_up", replica="127.0.0.1:%d" % bad.port) == 0
+    assert metric(gw, "starcloud_gateway_ejections_total") == 1
+    assert metric(gw, "starcloud_gateway_replica_up", replica="127.0.0.1:%d" % bad.port) == 0
     before = counters(bad)["completions"]
     for _ in range(20):
         assert completion(gw, max_tokens=1).status_code == 200

@@ -193,7 +193,7 @@ def test_bad_canary_rolled_back(procs, ckpt):
     assert st["state"] == "rolled_back" and st["weight"] == 0, st
     failed = sum(1 for c in codes if c != 200)
     assert len(codes) > 100 and failed / len(codes) < 0.05, (failed, len(codes))
-    assert metric(gw, "sc_gateway_rollbacks_total", model="tiny") == 1
+    assert metric(gw, "starcloud_gateway_rollbacks_total", model="tiny") == 1
     before = counters(v2)["model_requests"]
     for _ in range(10):
         r = requests.post(gw.url + "/v1/completions", json={"model": "tiny", "prompt": "x",
@@ -236,4 +236,4 @@ def test_load_shedding_429(procs, ckpt):
         if c == 429:
             err = json.loads(text)["error"]
             assert ra == "1" and err["type"] == "rate_limit_error" and err["code"] == "overloaded"
-    assert metric(gw, "sc_gateway_shed_total", model="tiny") >= 1
+    assert metric(gw, "starcloud_gateway_shed_requests_total", model="tiny") >= 1

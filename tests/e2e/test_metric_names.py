@@ -1,7 +1,8 @@
 """Every metric named by the alert rules (deploy/prometheus/rules) and the
 Grafana dashboards (deploy/grafana) exists in a real server's /metrics, or,
-for sc_gateway_*, in a real gateway's (which must also be listed in
-deploy/prometheus/gateway-metrics.txt)."""
+for starcloud_gateway_*, in a real gateway's (which must also be listed in
+deploy/prometheus/gateway-metrics.txt), or, for starcloud_agent_* and the
+DCGM_* device figures, in a real agent's (with the fake NVML)."""
 import glob
 import json
 import os
@@ -15,7 +16,9 @@ import yaml
 
 from conftest import BIN, ROOT, free_port, job, node, queue
 
-NAME = re.compile(r"\b(?:starcloud|sc_gateway)_[a-z0-9_]+")
+NAME = re.compile(r"\b(?:starcloud_[a-z0-9_]+|DCGM_FI_[A-Z_]+)")
+GATEWAY = "starcloud_gateway_"
+AGENT = ("starcloud_agent_", "DCGM_FI_")
 HIST = ("_bucket", "_sum", "_count")
 
 
@@ -81,18 +84,18 @@ def test_rules_and_dashboards_use_server_metrics(server, admin):
     admin.post(admin.base + "/queues", json=queue("team-a"))
     admin.post(admin.base + "/jobs", json=job("j0"))
     time.sleep(1.5)  # one scheduling period
-    have = exposed(requests.get(server.url + "/metrics").text)
+    have = exposed(admin.get(server.url + "/metrics").text)
     refs = referenced()
     assert refs, "no metric referenced: rules or dashboards not found"
     missing = {m: sorted(w) for m, w in refs.items()
-               if not m.startswith("sc_gateway_") and m not in have}
+               if not m.startswith((GATEWAY,) + AGENT) and m not in have}
     assert not missing, "metrics used but not in the server's /metrics: %s" % missing
 
 
 def test_gateway_metrics_are_listed():
     listed = gateway_list()
     unlisted = {m: sorted(w) for m, w in referenced().items()
-                if m.startswith("sc_gateway_") and base(m) not in listed}
+                if m.startswith(GATEWAY) and base(m) not in listed}
     assert not unlisted, ("gateway metrics used but not listed in "
                           "deploy/prometheus/gateway-metrics.txt: %s" % unlisted)
 
@@ -132,8 +135,36 @@ def test_gateway_exposes_listed_metrics(server):
         missing = sorted(gateway_list() - {base(n) for n in have})
         assert not missing, "listed gateway metrics missing from its /metrics: %s" % missing
         used = {m: sorted(w) for m, w in referenced().items()
-                if m.startswith("sc_gateway_") and m not in have}
+                if m.startswith(GATEWAY) and m not in have}
         assert not used, "gateway metrics used but not in its /metrics: %s" % used
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_agent_exposes_used_metrics(server, admin, tmp_path):
+    """starcloud_agent_* and DCGM_* names used by rules and dashboards come
+    from a real agent (the fake NVML stands in for the driver)."""
+    from agent_util import Agent, wait_for
+    lib = str(tmp_path / "libfake-nvml.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", lib,
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_nvml.c")],
+                   check=True)
+    a = Agent(server.url, server.token, "m1", tmp_path / "m1", gpus=None,
+              extra=["--nvml-lib", lib])
+    try:
+        text = wait_for(lambda: _get("http://%s/metrics" % a.addr), what="agent /metrics")
+        have = exposed(text)
+        used = {m: sorted(w) for m, w in referenced().items()
+                if m.startswith(AGENT) and m not in have}
+        assert not used, "agent metrics used but not in its /metrics: %s" % used
+    finally:
+        a.stop()
+
+
+def _get(url):
+    try:
+        r = requests.get(url, timeout=1)
+        return r.text if r.ok else None
+    except requests.RequestException:
+        return None

@@ -250,7 +250,7 @@ def test_state_metrics_follow_the_objects(server, admin):
     wait_for(lambda: phase(admin, "fits") == "Running", what="fits Running")
     assert metric(server, "starcloud_cluster_gpus") == 8
     assert metric(server, "starcloud_node_ready", '{node="n0"}') == 1
-    wait_for(lambda: metric(server, "starcloud_cluster_gpus_allocated") == 2,
+    wait_for(lambda: metric(server, "starcloud_cluster_allocated_gpus") == 2,
              what="2 GPUs allocated")
     wait_for(lambda: (metric(server, "starcloud_queue_oldest_pending_seconds",
                              '{queue="team-a"}') or 0) >= 1, what="the waiting job's age")
