@@ -52,9 +52,6 @@ PENDING = {
     "src/cli/cli_simulate.c": "issue 22 rewrites it; its flags move to a table after",
     "src/cli/cli_simtime.c": "issue 22 rewrites it; its flags move to a table after",
     "src/cli/sim_report.c": "issue 22 rewrites it",
-    # issue 17 (serving) has the worker open; its circle is cut once that
-    # work lands.
-    "src/worker": "issue 17 is changing the worker's files",
 }
 
 

@@ -160,7 +160,7 @@ static void sweep_list(sc_seq_t **head, sc_seq_t **tail, int *count)
 		sc_session_free(s->sess);
 		s->sess = NULL;
 		s->next = NULL;
-		sc__seq_released(s); /* may free s with its request */
+		s->ops->released(s); /* may free s with its request */
 		s = next;
 	}
 }
@@ -187,8 +187,8 @@ static void admit(sc_batcher_t *b)
 			b->nwait--;
 			s->next = NULL;
 			s->state = SEQ_DONE;
-			sc__seq_fail(s, 503, "out of memory for a KV cache");
-			sc__seq_released(s);
+			s->ops->fail(s, 503, "out of memory for a KV cache");
+			s->ops->released(s);
 			continue;
 		}
 		b->wait = s->next;
@@ -204,7 +204,7 @@ static void admit(sc_batcher_t *b)
 			b->run = s;
 		b->run_tail = s;
 		b->nrun++;
-		sc__seq_admitted(s); /* a decode emits first_token here */
+		s->ops->admitted(s); /* a decode emits first_token here */
 	}
 }
 
@@ -287,7 +287,7 @@ static void after(sc_batcher_t *b, int n)
 			continue; /* cancelled by an earlier sequence's failed write */
 		if (s->state == SEQ_DECODING) {
 			c->decode_steps++;
-			sc__seq_after_step(s, s->logits);
+			s->ops->after_step(s, s->logits);
 			continue;
 		}
 		if (s->fed < s->n_prompt && !s->kv_tokens)
@@ -302,7 +302,7 @@ static void after(sc_batcher_t *b, int n)
 		if (++s->fed == s->n_feed) {
 			if (s->n_prompt > 0 && !s->kv_tokens)
 				c->prefills++;
-			sc__seq_after_step(s, s->hidden ? NULL : s->logits);
+			s->ops->after_step(s, s->hidden ? NULL : s->logits);
 		}
 	}
 }
@@ -322,7 +322,7 @@ static void step(sc_batcher_t *b)
 		/* The batch was checked while it was built: a bug, not input. */
 		for (int i = 0; i < n; i++)
 			if (b->owner[i]->state != SEQ_DONE)
-				sc__seq_fail(b->owner[i], 500, "forward pass failed");
+				b->owner[i]->ops->fail(b->owner[i], 500, "forward pass failed");
 	} else {
 		after(b, n);
 	}

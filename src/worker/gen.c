@@ -112,12 +112,25 @@ static sc_job_t *job_new(const wreq_t *q, const gen_params_t *p, int nseq)
 	return j;
 }
 
+static int sc__seq_admitted(sc_seq_t *s);
+static void sc__seq_after_step(sc_seq_t *s, float *logits);
+static void sc__seq_fail(sc_seq_t *s, int status, const char *msg);
+static void sc__seq_released(sc_seq_t *s);
+
+static const sc_seq_ops_t seq_ops = {
+    .admitted = sc__seq_admitted,
+    .after_step = sc__seq_after_step,
+    .fail = sc__seq_fail,
+    .released = sc__seq_released,
+};
+
 /* Sets up sequence i for feed (copied, n ids: the prompt, n_prompt of
  * them, then forced ones). 0, or SC_ENOMEM. */
 static int seq_init(sc_job_t *j, int i, int prompt, const int *feed, int n, int n_prompt)
 {
 	const sc_model_t *m = j->q.m->model;
 	sc_seq_t *s = &j->seqs[i];
+	s->ops = &seq_ops;
 	s->job = j;
 	s->index = i;
 	s->prompt = prompt;
@@ -438,7 +451,7 @@ static void take(sc_seq_t *s, int t, const seq_lp_t *lp)
  * The batcher's callbacks
  * ------------------------------------------------------------------- */
 
-void sc__seq_after_step(sc_seq_t *s, float *logits)
+static void sc__seq_after_step(sc_seq_t *s, float *logits)
 {
 	sc_job_t *j = s->job;
 	const sc_model_t *m = j->q.m->model;
@@ -473,7 +486,7 @@ void sc__seq_after_step(sc_seq_t *s, float *logits)
 	take(s, t, lpp);
 }
 
-int sc__seq_admitted(sc_seq_t *s)
+static int sc__seq_admitted(sc_seq_t *s)
 {
 	sc_job_t *j = s->job;
 	if (!s->kv_block)
@@ -489,7 +502,7 @@ int sc__seq_admitted(sc_seq_t *s)
 	return 0;
 }
 
-void sc__seq_fail(sc_seq_t *s, int status, const char *msg)
+static void sc__seq_fail(sc_seq_t *s, int status, const char *msg)
 {
 	sc_job_t *j = s->job;
 	if (j->streaming || j->early || j->answered) {
@@ -501,7 +514,7 @@ void sc__seq_fail(sc_seq_t *s, int status, const char *msg)
 	job_cancel(j);
 }
 
-void sc__seq_released(sc_seq_t *s)
+static void sc__seq_released(sc_seq_t *s)
 {
 	sc_job_t *j = s->job;
 	j->inb--;

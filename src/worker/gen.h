@@ -15,6 +15,25 @@
 enum { SEQ_WAITING, SEQ_FEEDING, SEQ_DECODING, SEQ_DONE };
 
 typedef struct sc_job sc_job_t;
+struct sc_seq;
+
+/* What the batcher tells a sequence (gen.c's, set on every sequence it
+ * makes), so the batcher does not call back into the module that feeds
+ * it. */
+typedef struct sc_seq_ops {
+	/* The admitted sequence got its session: loads a fetched KV, and for
+	 * a decode emits first_token. 0, or a negative code once the sequence
+	 * is done (its state is then SEQ_DONE). */
+	int (*admitted)(struct sc_seq *s);
+	/* After a step that fed s's last feed token or its pending token:
+	 * logits (scratch, may be changed; NULL for embeddings) are the
+	 * next-token logits. Picks the next token and emits it, or ends it. */
+	void (*after_step)(struct sc_seq *s, float *logits);
+	/* Ends a sequence the batcher could not serve (out of memory). */
+	void (*fail)(struct sc_seq *s, int status, const char *msg);
+	/* The batcher has let go of s (done, its session freed). */
+	void (*released)(struct sc_seq *s);
+} sc_seq_ops_t;
 
 /* A token's logprobs: its own and the top alternatives. */
 typedef struct seq_lp {
@@ -25,6 +44,7 @@ typedef struct seq_lp {
 } seq_lp_t;
 
 typedef struct sc_seq {
+	const sc_seq_ops_t *ops;
 	sc_job_t *job;
 	int index;  /* choice index in the answer (prompt x n + choice) */
 	int prompt; /* which prompt */
@@ -74,20 +94,6 @@ struct sc_job {
 	int inb;        /* sequences the batcher holds */
 	float *scratch; /* logits before sampling (logprobs), vocab floats */
 };
-
-/* ---- gen.c, called by the batcher ---- */
-/* The admitted sequence got its session: loads a fetched KV, and for a
- * decode emits first_token. 0, or a negative code once the sequence is
- * done (its state is then SEQ_DONE). */
-int sc__seq_admitted(sc_seq_t *s);
-/* After a step that fed s's last feed token or its pending token: logits
- * (scratch, may be changed; NULL for embeddings) are the next-token
- * logits. Picks the next token and emits it, or ends the sequence. */
-void sc__seq_after_step(sc_seq_t *s, float *logits);
-/* Ends a sequence the batcher could not serve (out of memory). */
-void sc__seq_fail(sc_seq_t *s, int status, const char *msg);
-/* The batcher has let go of s (done, its session freed). */
-void sc__seq_released(sc_seq_t *s);
 
 /* ---- batch.c, called by gen.c ---- */
 /* Queues s; it is admitted when there is room. SC_ELIMIT when the queue is

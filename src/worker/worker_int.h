@@ -117,14 +117,13 @@ void sc__span_end(wreq_t *q, int status);
 /* Wall clock and monotonic milliseconds. */
 uint64_t sc__now_ms(void);
 
-/* ---- worker.c / serve.c ---- */
+/* ---- route.c (faults), wreq.c (--crash-after), serve.c (init) ---- */
 /* Applies the fault flags to a model request. Returns 1 when the request
  * was consumed (hang, injected 500), 0 to go on. */
 int sc__worker_faults(wreq_t *q);
-/* Counts a finished model request (for --crash-after). */
-void sc__worker_request_done(sc_worker_t *w);
 /* Routes, observer and timers of a worker whose http server exists. */
 void sc__worker_serve_init(sc_worker_t *w);
+/* ---- wmodel.c ---- */
 /* The served model called name ("name" or "name:version"; NULL or "" = the
  * only one), with version (NULL = any, the newest); NULL when none. */
 sc_wmodel_t *sc__worker_model(sc_worker_t *w, const char *name, const char *version);
@@ -195,7 +194,7 @@ void sc__batcher_load(const sc_batcher_t *b, int *waiting, int *running);
 /* Bytes of KV caches held by running sequences. */
 size_t sc__batcher_kv_bytes(const sc_batcher_t *b);
 
-/* ---- disagg.c ---- */
+/* ---- kvblock.c ---- */
 /* Stores the first n tokens of s's cache as a KV handle and answers the
  * prefill request; lp (taken, may be NULL) is first_token's logprobs. */
 void sc__prefill_reply(wreq_t *q, sc_session_t *s, int n, int first_token, json_t *lp);

@@ -154,6 +154,23 @@ static void otlp_export(wreq_t *q, int status)
 	free(body);
 }
 
+static void on_exit_timer(uv_timer_t *t)
+{
+	sc_worker_t *w = t->data;
+	sc_log_warn("--crash-after %ld reached, exiting", w->crash_after);
+	exit(3);
+}
+
+/* Counts a finished model request (for --crash-after). */
+static void sc__worker_request_done(sc_worker_t *w)
+{
+	static long done;
+	if (w->crash_after > 0 && ++done == w->crash_after) {
+		/* A short delay lets the last answer reach its client. */
+		uv_timer_start(&w->exit_timer, on_exit_timer, 20, 0);
+	}
+}
+
 void sc__span_end(wreq_t *q, int status)
 {
 	if (q->ended)
