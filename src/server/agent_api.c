@@ -458,23 +458,41 @@ static void evict_from(sc_server_t *s, const char *kind, const char *name, const
 	}
 }
 
+/* Names of the objects that have a Running pod on a node. */
+typedef struct on_node {
+	const char *node;
+	char (*names)[SC_MAX_NAME + 1];
+	size_t n, cap;
+} on_node_t;
+
+static void collect_on_node(sc_server_t *s, const char *name, json_t *obj, void *ud)
+{
+	on_node_t *c = ud;
+	json_t *pods = json_object_get(json_object_get(obj, "status"), "pods"), *e;
+	size_t i;
+	json_array_foreach(pods, i, e)
+	{
+		if (strcmp(str_of(e, "node"), c->node) != 0 ||
+		    strcmp(str_of(e, "phase"), "Running") != 0)
+			continue;
+		if (c->n == c->cap) {
+			c->cap = c->cap ? c->cap * 2 : 16;
+			c->names = sc_xreallocarray(c->names, c->cap, sizeof(*c->names));
+		}
+		snprintf(c->names[c->n++], sizeof(c->names[0]), "%s", name);
+		return;
+	}
+}
+
 static void evict_node(sc_server_t *s, const char *node)
 {
 	static const char *const kinds[] = {"Job", "Deployment"};
 	for (int k = 0; k < 2; k++) {
-		char prefix[64];
-		sc_kv_list_t l;
-		snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/",
-		         sc__kind_by_name(kinds[k])->plural);
-		if (sc_store_list(s->store, prefix, &l) < 0)
-			continue;
-		for (size_t i = 0; i < l.n; i++) {
-			/* Cheap filter before parsing: the node's name in the text. */
-			if (!strstr(l.items[i].value, node))
-				continue;
-			evict_from(s, kinds[k], l.items[i].key + strlen(prefix), node);
-		}
-		sc_kv_list_free(&l);
+		on_node_t c = {.node = node};
+		if (sc__objects_each(s, sc__kind_by_name(kinds[k]), collect_on_node, &c) == 0)
+			for (size_t i = 0; i < c.n; i++)
+				evict_from(s, kinds[k], c.names[i], node);
+		free(c.names);
 	}
 }
 
@@ -498,30 +516,26 @@ static void node_lost(agent_api_t *api, lease_t *l)
 	evict_node(s, l->node);
 }
 
+static void adopt_one(sc_server_t *s, const char *name, json_t *obj, void *ud)
+{
+	agent_api_t *api = ud;
+	json_t *st = json_object_get(obj, "status");
+	json_t *agent = json_object_get(st, "agent");
+	if (agent && !json_is_false(json_object_get(st, "ready")) && !lease_find(api, name, 0)) {
+		json_t *lm = json_object_get(agent, "leaseMillis");
+		lease_t *ls = lease_find(api, name, 1);
+		ls->expires =
+		    uv_now(s->loop) +
+		    (json_is_integer(lm) ? (uint64_t)json_integer_value(lm) : DEFAULT_LEASE_MS);
+	}
+}
+
 /* Nodes an agent registered before this server started get one lease
  * period to call in. */
 static void adopt_known_nodes(agent_api_t *api)
 {
-	sc_kv_list_t l;
 	api->scanned = 1;
-	if (sc_store_list(api->s->store, SC_KEY_PREFIX "nodes/", &l) < 0)
-		return;
-	for (size_t i = 0; i < l.n; i++) {
-		json_t *obj = json_loads(l.items[i].value, 0, NULL);
-		json_t *st = json_object_get(obj, "status");
-		json_t *agent = json_object_get(st, "agent");
-		const char *name = str_of(json_object_get(obj, "metadata"), "name");
-		if (agent && !json_is_false(json_object_get(st, "ready")) &&
-		    !lease_find(api, name, 0)) {
-			json_t *lm = json_object_get(agent, "leaseMillis");
-			lease_t *ls = lease_find(api, name, 1);
-			ls->expires = uv_now(api->s->loop) + (json_is_integer(lm)
-			                                          ? (uint64_t)json_integer_value(lm)
-			                                          : DEFAULT_LEASE_MS);
-		}
-		json_decref(obj);
-	}
-	sc_kv_list_free(&l);
+	sc__objects_each(api->s, sc__kind_by_name("Node"), adopt_one, api);
 }
 
 static void on_scan(uv_timer_t *t)

@@ -102,6 +102,13 @@ void sc__rfc3339(int64_t t, char *out, size_t outsz);
 json_t *sc__api_load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
                      const sc_kind_t *k, const char *name, int64_t *mod_rev);
 
+/* Calls fn with every object of kind k (name and parsed object, both
+ * borrowed for the call): from the cache when it serves reads (parsed once
+ * per revision), else from a store listing. fn must not write the store
+ * (collect names, act after). 0, or the store's error. */
+typedef void (*sc_object_fn)(sc_server_t *s, const char *name, json_t *obj, void *ud);
+int sc__objects_each(sc_server_t *s, const sc_kind_t *k, sc_object_fn fn, void *ud);
+
 /* ---- kick.c ---- */
 /* Asks for a cycle soon (after a change); nothing while the loop is down. */
 void sc__sched_kick(sc_server_t *s);
