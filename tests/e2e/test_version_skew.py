@@ -26,7 +26,8 @@ def test_version_endpoint(server):
     assert re.fullmatch(r"\d+\.\d+\.\d+", v["minPeerVersion"])
     assert v["store"] == {"backend": "sqlite", "schema": 2}
     metrics = requests.get(server.url + "/metrics", timeout=5).text
-    assert 'starcloud_build_info{version="%s",store_schema="2"} 1' % v["version"] in metrics
+    assert ('starcloud_build_info{component="server",version="%s",store_schema="2"} 1'
+            % v["version"]) in metrics
 
 
 def test_too_old_clients_are_told(server, admin):
