@@ -215,15 +215,11 @@ void sc__gw_backend_result(sc_gw_t *gw, gw_backend_t *b, int ok)
  * health path, /health for OpenAI-compatible servers) on every backend
  * ------------------------------------------------------------------- */
 
-typedef struct probe {
-	sc_gw_t *gw;
-	gw_backend_t *b;
-} probe_t;
-
+/* The backend itself is the probe's context: a probe still out when the
+ * client closes at shutdown has nothing of its own to free. */
 static void probe_done(sc_hcli_req_t *r, int err, void *ud)
 {
-	probe_t *p = ud;
-	gw_backend_t *b = p->b;
+	gw_backend_t *b = ud;
 	b->probing = 0;
 	int ok = err == 0 && sc_hcli_status(r) == 200;
 	if (!b->gone && ok != b->ready) {
@@ -233,27 +229,21 @@ static void probe_done(sc_hcli_req_t *r, int err, void *ud)
 		 * backend answered a probe, not traffic. */
 		b->ready = ok;
 	}
-	free(p);
 }
 
 static void probe_one(sc_gw_t *gw, gw_backend_t *b)
 {
 	char url[GW_MAX_URL + sizeof(b->health)];
 	snprintf(url, sizeof(url), "%s%s", b->url, b->health[0] ? b->health : "/v2/health/ready");
-	probe_t *p = sc_xmalloc(sizeof(*p));
-	p->gw = gw;
-	p->b = b;
 	sc_hcli_call_t call = {
 	    .method = "GET",
 	    .url = url,
 	    .timeout_ms = gw->o.probe_interval_ms < 2000 ? gw->o.probe_interval_ms : 2000,
 	    .cbs = {.on_done = probe_done},
-	    .ud = p,
+	    .ud = b,
 	};
-	if (sc_hcli_start(gw->hc, &call, NULL) < 0) {
-		free(p);
+	if (sc_hcli_start(gw->hc, &call, NULL) < 0)
 		return;
-	}
 	b->probing = 1;
 }
 

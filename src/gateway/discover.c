@@ -17,12 +17,6 @@
 #include "gateway/gw_int.h"
 #include "starcloud/error.h"
 
-typedef struct poll {
-	sc_gw_t *gw;
-	gw_repo_t *r;
-	sc_buf_t body;
-} poll_t;
-
 gw_repo_t *sc__gw_repo_add(sc_gw_t *gw, const char *url, double weight, int source)
 {
 	gw_repo_t *free_slot = NULL;
@@ -119,28 +113,26 @@ static void apply_index(sc_gw_t *gw, gw_repo_t *r, json_t *idx)
 
 static int poll_data(sc_hcli_req_t *req, const char *d, size_t n, void *ud)
 {
-	poll_t *p = ud;
-	return sc_buf_append(&p->body, d, n) < 0;
+	gw_repo_t *r = ud;
+	return sc_buf_append(&r->body, d, n) < 0;
 }
 
 static void poll_done(sc_hcli_req_t *req, int err, void *ud)
 {
-	poll_t *p = ud;
-	gw_repo_t *r = p->r;
+	gw_repo_t *r = ud;
 	r->polling = 0;
 	if (r->gone) {
 		r->used = 0; /* removed while the poll was out */
 	} else if (err == 0 && sc_hcli_status(req) == 200) {
-		json_t *idx = json_loadb(p->body.data ? p->body.data : "", p->body.len, 0, NULL);
+		json_t *idx = json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, NULL);
 		if (json_is_array(idx))
-			apply_index(p->gw, r, idx);
+			apply_index(r->gw, r, idx);
 		else
 			sc_log_warn("repository %s: the index is not a JSON array", r->id);
 		json_decref(idx);
 	}
 	/* Unreachable: its entries stay, and their readiness probes fail. */
-	sc_buf_free(&p->body);
-	free(p);
+	sc_buf_free(&r->body);
 }
 
 void sc__gw_repo_poll(sc_gw_t *gw)
@@ -152,10 +144,8 @@ void sc__gw_repo_poll(sc_gw_t *gw)
 			continue;
 		char url[GW_MAX_URL + 32];
 		snprintf(url, sizeof(url), "%s/v2/repository/index", r->url);
-		poll_t *p = sc_xcalloc(1, sizeof(*p));
-		p->gw = gw;
-		p->r = r;
-		sc_buf_init(&p->body, 4u << 20);
+		r->gw = gw;
+		sc_buf_init(&r->body, 4u << 20);
 		sc_hcli_call_t call = {
 		    .method = "POST",
 		    .url = url,
@@ -163,13 +153,10 @@ void sc__gw_repo_poll(sc_gw_t *gw)
 		    .body_len = sizeof(body) - 1,
 		    .timeout_ms = gw->o.probe_interval_ms < 2000 ? gw->o.probe_interval_ms : 2000,
 		    .cbs = {.on_data = poll_data, .on_done = poll_done},
-		    .ud = p,
+		    .ud = r,
 		};
-		if (sc_hcli_start(gw->hc, &call, NULL) < 0) {
-			sc_buf_free(&p->body);
-			free(p);
+		if (sc_hcli_start(gw->hc, &call, NULL) < 0)
 			continue;
-		}
 		r->polling = 1;
 	}
 }

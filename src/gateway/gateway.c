@@ -646,6 +646,8 @@ static void free_all(sc_gw_t *gw)
 	sc__gw_proxy_free_pool(gw);
 	for (size_t i = 0; i < gw->nbe; i++)
 		free(gw->be[i]);
+	for (size_t i = 0; i < gw->nrepos; i++)
+		sc_buf_free(&gw->repos[i].body);
 	for (size_t i = 0; i < gw->nstats; i++)
 		free(gw->stats[i]);
 }

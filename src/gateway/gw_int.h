@@ -86,6 +86,8 @@ typedef struct gw_repo {
 	int gone;   /* 2: tentatively, during a rebuild */
 	int polling;
 	int used;
+	struct sc_gw *gw;
+	sc_buf_t body; /* the index being read (freed with the gateway) */
 } gw_repo_t;
 
 enum { RO_PROGRESSING, RO_PROMOTED, RO_ROLLED_BACK, RO_ABORTED };
