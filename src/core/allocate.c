@@ -160,14 +160,18 @@ static int cache_put(sc_sched_t *s, uint64_t sig, const char *reason)
 
 /* ---- the action ---------------------------------------------------- */
 
+/* Tries job j's next step; returns 1 when it was committed, 0 when not (the
+ * reason is on the job), or an error. */
 static int try_job(sc_sched_t *s, int j)
 {
 	sjob_t *jb = &s->jobs[j];
 	char why[256];
 	s->jobs_considered++;
-	if (!sc__res_fits_limit(s, jb->queue, &jb->pod_req_sum_pending, why, sizeof(why)) ||
-	    (!jb->preemptible &&
-	     !within_quota(s, jb->queue, &jb->pod_req_sum_pending, why, sizeof(why)))) {
+	if (jb->step == 0)
+		return 0;
+	/* KAI's IsJobOverQueueCapacityFn on the tasks to allocate. */
+	if (!sc__res_fits_limit(s, jb->queue, &jb->step_req, why, sizeof(why)) ||
+	    (!jb->preemptible && !within_quota(s, jb->queue, &jb->step_req, why, sizeof(why)))) {
 		jb->reason = sc_arena_strdup(s->arena, why);
 		return jb->reason ? 0 : SC_ENOMEM;
 	}
@@ -178,7 +182,7 @@ static int try_job(sc_sched_t *s, int j)
 		if (r) {
 			jb->reason = r;
 			s->signature_skips++;
-			return 0;
+			return sc__reserve_job(s, j);
 		}
 	}
 	sc_stmt_t st;
@@ -187,38 +191,49 @@ static int try_job(sc_sched_t *s, int j)
 	int placed = sc__place_job(s, &st, j);
 	if (placed < 0)
 		return placed;
-	if (jb->nrunning >= jb->min_member && placed > 0) {
+	if (sc__step_done(jb, placed)) {
 		jb->reason = NULL;
-		return sc__stmt_commit(&st);
+		int rc = sc__stmt_commit(&st);
+		return rc < 0 ? rc : 1;
 	}
 	sc__stmt_rollback(&st, 0);
 	if (!jb->reason)
 		jb->reason = "not enough free resources";
-	return cacheable ? cache_put(s, jb->signature, jb->reason) : 0;
+	if (cacheable) {
+		int rc = cache_put(s, jb->signature, jb->reason);
+		if (rc < 0)
+			return rc;
+	}
+	/* Only a job its queue admits, that failed for room, may hold nodes. */
+	return sc__reserve_job(s, j);
 }
 
+static bool want_any(sc_sched_t *s, int j, void *ctx)
+{
+	return true;
+}
+
+/* KAI's allocate: jobs in queue order; a job that got its step and still
+ * has pending pods goes back into the order, so every job reaches its
+ * minMember before any gets extra pods, and then they get one at a time. */
 int sc__allocate(sc_sched_t *s)
 {
-	int rc = sc__reserve(s, try_job);
+	int rc = sc__reserve_prepare(s);
 	if (rc < 0)
 		return rc;
-	rc = sc__order_init(s);
+	rc = sc__order_init(s, want_any, NULL);
 	if (rc < 0)
 		return rc;
-	int leaf;
-	while ((leaf = sc__order_next(s)) >= 0) {
-		squeue_t *q = &s->queues[leaf];
-		int j = q->jobs[q->next_job++];
-		if (!s->jobs[j].done) { /* else tried first, as a starving job */
-			s->jobs[j].done = true;
-			rc = try_job(s, j);
-			if (rc < 0)
-				return rc;
-		}
-		sc__order_update(s, leaf);
+	int j;
+	while ((j = sc__order_pop(s)) >= 0) {
+		sjob_t *jb = &s->jobs[j];
+		jb->done = true;
+		rc = try_job(s, j);
+		if (rc < 0)
+			return rc;
+		if (rc == 1 && jb->npending > 0 && jb->nrunning >= jb->min_member &&
+		    (rc = sc__order_push(s, j)) < 0)
+			return rc;
 	}
-	/* Reservations bound allocate's backfill only: reclaim and preempt
-	 * enforce fairness and priority, which outrank a waiting job. */
-	s->reserved_by = NULL;
 	return 0;
 }

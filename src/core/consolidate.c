@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/actions.h"
+#include "core/reservation.h"
 #include "core/statement.h"
 
 #define MAX_ATTEMPTS 256 /* jobs tried per cycle: consolidation is costly */
@@ -61,6 +62,27 @@ static int index_pods(sc_sched_t *s, node_pods_t *np)
 	return 0;
 }
 
+/* Reservations hold in every action: a node reserved for a long-waiting
+ * job takes neither the job's pods nor moved ones (unless backfill). */
+typedef struct res_ctx {
+	const sc_sched_t *s;
+	int job;
+} res_ctx_t;
+
+static bool reservation_ok(void *ctx, const sc_node_view_t *n)
+{
+	const res_ctx_t *x = ctx;
+	return sc__reservation_allows(x->s, x->job, n->index);
+}
+
+static void job_filter(const sc_sched_t *s, int j, int p, int *ids, sc_filter_t *f, res_ctx_t *x)
+{
+	sc__task_filter(s, &s->jobs[j].spec->tasks[s->jobs[j].pods[p].task], ids, f);
+	*x = (res_ctx_t){s, j};
+	f->accept = reservation_ok;
+	f->accept_ctx = x;
+}
+
 static const sc_request_t *req_of(const sc_sched_t *s, int j, int p)
 {
 	return &s->jobs[j].spec->tasks[s->jobs[j].pods[p].task].req;
@@ -109,7 +131,8 @@ static bool replace_moved(sc_sched_t *s, sc_stmt_t *st, size_t from)
 		sc_assign_t a;
 		sc_filter_t f;
 		int ids[SC_MAX_MODEL_FILTER];
-		sc__task_filter(s, &s->jobs[j].spec->tasks[s->jobs[j].pods[p].task], ids, &f);
+		res_ctx_t x;
+		job_filter(s, j, p, ids, &f, &x);
 		if (sc_cluster_best_indexed(s->cluster, req_of(s, j, p), &f, false, SC_DEV_PACK,
 		                            &a) < 0 ||
 		    a.node == st->ops[i].assign.node || sc__stmt_allocate(st, j, p, &a) < 0)
@@ -124,8 +147,8 @@ static bool nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *jb)
 {
 	const squeue_t *q = &s->queues[jb->queue];
 	for (int r = 0; r < SC_RES_COUNT; r++)
-		if (jb->pod_req_sum_pending.v[r] > 0 &&
-		    q->alloc_nonpreempt.v[r] + jb->pod_req_sum_pending.v[r] > q->quota.v[r] + 1e-9)
+		if (jb->step_req.v[r] > 0 &&
+		    q->alloc_nonpreempt.v[r] + jb->step_req.v[r] > q->quota.v[r] + 1e-9)
 			return false;
 	return true;
 }
@@ -157,7 +180,8 @@ static int try_job(sc_sched_t *s, const node_pods_t *np, int j)
 		sc_assign_t a;
 		sc_filter_t f;
 		int ids[SC_MAX_MODEL_FILTER];
-		sc__task_filter(s, &jb->spec->tasks[jb->pods[p].task], ids, &f);
+		res_ctx_t x;
+		job_filter(s, j, p, ids, &f, &x);
 		bool spread = jb->spec->placement == SC_PLACE_SPREAD;
 		if (sc_cluster_best_indexed(s->cluster, req, &f, spread, SC_DEV_PACK, &a) == 0) {
 			if (sc__stmt_allocate(&st, j, p, &a) < 0)
@@ -225,13 +249,14 @@ int sc__consolidate(sc_sched_t *s)
 		    jb->nrunning >= jb->min_member || jb->spec->topo_required ||
 		    jb->spec->topo_preferred || jb->spec->spread_factor > 1 || jb->spec->serving)
 			continue;
-		if ((double)free_gpu(s) / 1000.0 + 1e-9 < jb->pod_req_sum_pending.v[SC_RES_GPU] ||
-		    jb->pod_req_sum_pending.v[SC_RES_GPU] <= 0)
+		sc__job_step(s, j);
+		if ((double)free_gpu(s) / 1000.0 + 1e-9 < jb->step_req.v[SC_RES_GPU] ||
+		    jb->step_req.v[SC_RES_GPU] <= 0)
 			continue;
 		/* Must also respect the queue's limit, and a non-preemptible
 		 * job its queue's quota, as allocate does. */
 		char why[256];
-		if (!sc__res_fits_limit(s, jb->queue, &jb->pod_req_sum_pending, why, sizeof(why)) ||
+		if (!sc__res_fits_limit(s, jb->queue, &jb->step_req, why, sizeof(why)) ||
 		    (!jb->preemptible && !nonpreempt_within_quota(s, jb)))
 			continue;
 		attempts++;

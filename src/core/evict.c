@@ -37,8 +37,10 @@ static int pending_jobs(sc_sched_t *s, int **out)
 	for (int j = 0; j < s->njobs; j++) {
 		const sjob_t *jb = &s->jobs[j];
 		if (jb->queue >= 0 && !jb->bad && jb->npending > 0 &&
-		    jb->nrunning < jb->min_member && !evicted_this_cycle(jb))
+		    jb->nrunning < jb->min_member && !evicted_this_cycle(jb)) {
+			sc__job_step(s, j);
 			ids[n++] = j;
+		}
 	}
 	qsort_r(ids, (size_t)n, sizeof(int), sc__job_order_cmp, s);
 	*out = ids;
@@ -49,8 +51,8 @@ static bool within_quota(const sc_sched_t *s, const sjob_t *p)
 {
 	const squeue_t *q = &s->queues[p->queue];
 	for (int r = 0; r < SC_RES_COUNT; r++)
-		if (p->pod_req_sum_pending.v[r] > 0 &&
-		    q->alloc_nonpreempt.v[r] + p->pod_req_sum_pending.v[r] > q->quota.v[r] + EPS)
+		if (p->step_req.v[r] > 0 &&
+		    q->alloc_nonpreempt.v[r] + p->step_req.v[r] > q->quota.v[r] + EPS)
 			return false;
 	return true;
 }
@@ -225,7 +227,7 @@ static bool reclaim_allowed(void *ctx, sc_sched_t *s, int p, const vunit_t *u,
 	/* Protection is checked on what the reclaimer is short of: GPUs for a
 	 * GPU job, else CPU and memory. A queue with an unlimited CPU quota
 	 * would otherwise shield its GPUs from every reclaim. */
-	bool gpu = s->jobs[p].pod_req_sum_pending.v[SC_RES_GPU] > 0;
+	bool gpu = s->jobs[p].step_req.v[SC_RES_GPU] > 0;
 	for (int q = vq; q >= 0 && !is_ancestor(s, q, x->queue); q = s->queues[q].parent) {
 		const squeue_t *sq = &s->queues[q];
 		for (int r = gpu ? SC_RES_GPU : SC_RES_CPU; r < (gpu ? SC_RES_CPU : SC_RES_COUNT);
@@ -248,7 +250,7 @@ static bool reclaim_allowed(void *ctx, sc_sched_t *s, int p, const vunit_t *u,
 		if (is_ancestor(s, va, s->jobs[chosen[i].job].queue))
 			out += chosen[i].gpus;
 	const squeue_t *A = &s->queues[qa], *V = &s->queues[va];
-	double need = s->jobs[p].pod_req_sum_pending.v[SC_RES_GPU];
+	double need = s->jobs[p].step_req.v[SC_RES_GPU];
 	return ratio(A, A->allocated.v[SC_RES_GPU] + need) <
 	       ratio(V, V->allocated.v[SC_RES_GPU] - out) + EPS;
 }
@@ -258,8 +260,8 @@ static bool within_fair_share(const sc_sched_t *s, const sjob_t *p)
 	for (int q = p->queue; q >= 0; q = s->queues[q].parent) {
 		const squeue_t *sq = &s->queues[q];
 		for (int r = 0; r < SC_RES_COUNT; r++)
-			if (p->pod_req_sum_pending.v[r] > 0 &&
-			    sq->allocated.v[r] + p->pod_req_sum_pending.v[r] > sq->fair.v[r] + EPS)
+			if (p->step_req.v[r] > 0 &&
+			    sq->allocated.v[r] + p->step_req.v[r] > sq->fair.v[r] + EPS)
 				return false;
 	}
 	return true;

@@ -1,16 +1,24 @@
-/* Fair share, KAI's way: per resource, top-down through the queue tree.
+/* Fair share, KAI's way (plugins/proportion/resource_division), per
+ * resource, top-down through the queue tree.
  *
  * Among the children of one parent (the roots share the cluster):
- *  1. each queue first gets min(quota, limit, request), its deserved part;
- *  2. what remains goes by priority bucket, highest first: inside a bucket
- *     it is water-filled by overQuotaWeight, each queue capped at its
- *     request and its limit, in rounds while some queue asked for less than
- *     its share; a bucket is satisfied before the next gets anything;
- *  3. when shares are in whole units (whole GPUs), the fractions left by
- *     step 2 go one unit at a time to the largest remainders, ties to the
- *     older queue.
+ *  1. setDeservedResource: each queue first gets min(quota, limit, request),
+ *     its deserved part, even when the deserved parts add up to more than
+ *     the capacity (quotas may be oversubscribed, e.g. after a node was
+ *     drained; nothing is left over then);
+ *  2. divideUpToFairShare: what remains goes by priority bucket, highest
+ *     first, in rounds: each unsatisfied queue of the bucket is offered
+ *     remaining x weight / (sum of weights) and takes its whole remaining
+ *     request if that fits, else the floor of the offer (shares are kept in
+ *     whole units); the fraction it could not take is remembered. Rounds
+ *     repeat while some queue took less than it was offered;
+ *  3. divideRemainingResource: the whole units left over by the floors go
+ *     one at a time (or the last fraction) to the largest remembered
+ *     fractions, bucket by bucket, ties to the older queue.
  * A parent's fair share is then what its children divide. Request means
- * allocated + pending, so a queue never gets a share it cannot use. */
+ * allocated + pending (KAI's Request), capped by the limit where KAI uses
+ * the requestable share. KAI also weighs historical usage (kValue); without
+ * usage the weights are the overQuotaWeights, which is what happens here. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -23,132 +31,130 @@ typedef struct fs_ctx {
 	int res;
 	int *ids; /* siblings being divided */
 	int n;
-	double *demand;
-	double *extra; /* over-quota part given in step 2 */
+	double *rem; /* fraction not given in the last round, < 0 = none */
 } fs_ctx_t;
 
-static double demand_of(const squeue_t *q, int r)
+static squeue_t *q_of(const fs_ctx_t *x, int i)
 {
-	double d = q->requested.v[r];
-	return d < q->limit.v[r] ? d : q->limit.v[r];
+	return &x->s->queues[x->ids[i]];
 }
 
-/* Step 1. When deserved parts exceed the capacity (quotas oversubscribed),
- * higher-priority queues are served first and a bucket that cannot be
- * satisfied is scaled down in proportion. */
-static double give_deserved(fs_ctx_t *x, double cap)
+/* KAI's GetRequestableShare: the request, capped by the limit. */
+static double requestable(const squeue_t *q, int r)
 {
-	squeue_t *qs = x->s->queues;
-	int done = 0;
-	while (done < x->n) {
-		int prio = -2147483647 - 1;
-		for (int i = 0; i < x->n; i++)
-			if (qs[x->ids[i]].fair.v[x->res] < 0 && qs[x->ids[i]].spec->priority > prio)
-				prio = qs[x->ids[i]].spec->priority;
-		double want = 0;
-		for (int i = 0; i < x->n; i++) {
-			squeue_t *q = &qs[x->ids[i]];
-			if (q->fair.v[x->res] < 0 && q->spec->priority == prio)
-				want += fmin(q->quota.v[x->res], x->demand[i]);
-		}
-		double scale = want > cap && want > 0 ? cap / want : 1.0;
-		for (int i = 0; i < x->n; i++) {
-			squeue_t *q = &qs[x->ids[i]];
-			if (q->fair.v[x->res] >= 0 || q->spec->priority != prio)
-				continue;
-			q->fair.v[x->res] = fmin(q->quota.v[x->res], x->demand[i]) * scale;
-			done++;
-		}
-		cap -= want * scale;
-		if (cap < 0)
-			cap = 0;
+	return fmin(q->requested.v[r], q->limit.v[r]);
+}
+
+/* KAI's isQueueSatisfied: it asked for no more than it has, or its limit
+ * is reached. */
+static bool satisfied(const squeue_t *q, int r)
+{
+	return q->requested.v[r] <= q->fair.v[r] + EPS ||
+	       (q->limit.v[r] < SC_UNLIMITED && q->limit.v[r] <= q->fair.v[r] + EPS);
+}
+
+static double remaining_request(const squeue_t *q, int r)
+{
+	double d = requestable(q, r) - q->fair.v[r];
+	return d > EPS ? d : 0;
+}
+
+/* Step 1. Returns what the deserved parts leave of cap, never below 0. */
+static double set_deserved(fs_ctx_t *x, double cap)
+{
+	double left = cap;
+	for (int i = 0; i < x->n; i++) {
+		squeue_t *q = q_of(x, i);
+		double deserved = q->quota.v[x->res] >= SC_UNLIMITED ? cap : q->quota.v[x->res];
+		double amount = fmin(deserved, requestable(q, x->res));
+		q->fair.v[x->res] = amount;
+		left -= amount;
 	}
-	return cap;
+	return left > EPS ? left : 0;
 }
 
-/* Step 2 for one priority bucket; returns what is left. */
-static double waterfill(fs_ctx_t *x, int prio, double left)
+/* Step 2 for the queues of one priority; returns what is left. */
+static double divide_up_to_fair_share(fs_ctx_t *x, int prio, double left)
 {
-	squeue_t *qs = x->s->queues;
-	while (left > EPS) {
-		double w = 0;
+	int r = x->res;
+	for (;;) {
+		double total_w = 0, sum = 0;
 		for (int i = 0; i < x->n; i++) {
-			squeue_t *q = &qs[x->ids[i]];
-			if (q->spec->priority == prio && q->weight.v[x->res] > 0 &&
-			    q->fair.v[x->res] < x->demand[i] - EPS)
-				w += q->weight.v[x->res];
+			squeue_t *q = q_of(x, i);
+			if (q->spec->priority == prio && remaining_request(q, r) > 0)
+				total_w += q->weight.v[r];
 		}
-		if (w <= 0)
+		if (total_w <= 0)
 			break;
-		double given = 0;
-		bool capped = false;
 		for (int i = 0; i < x->n; i++) {
-			squeue_t *q = &qs[x->ids[i]];
-			if (q->spec->priority != prio || q->weight.v[x->res] <= 0 ||
-			    q->fair.v[x->res] >= x->demand[i] - EPS)
+			squeue_t *q = q_of(x, i);
+			if (q->spec->priority == prio && !satisfied(q, r))
+				sum += q->weight.v[r] / total_w;
+		}
+		if (sum <= 0)
+			break;
+		double offer_all = left;
+		bool again = false;
+		for (int i = 0; i < x->n && left > EPS; i++) {
+			squeue_t *q = q_of(x, i);
+			if (q->spec->priority != prio || satisfied(q, r) || q->weight.v[r] <= 0)
 				continue;
-			double share = left * q->weight.v[x->res] / w;
-			double room = x->demand[i] - q->fair.v[x->res];
-			if (share >= room) {
-				share = room;
-				capped = true;
+			double want = remaining_request(q, r);
+			double offer = offer_all * (q->weight.v[r] / total_w) / sum;
+			double give = 0;
+			if (want <= offer + EPS) {
+				give = want;
+				x->rem[i] = -1; /* satisfied: nothing to remember */
+			} else {
+				/* Shares are limited in whole units ("for better
+				 * usability", KAI says); the fraction is given out
+				 * in step 3. */
+				give = floor(offer + EPS);
+				if (give < 0)
+					give = 0;
+				if (offer - give > EPS)
+					x->rem[i] = offer - give;
 			}
-			q->fair.v[x->res] += share;
-			x->extra[i] += share;
-			given += share;
-		}
-		left -= given;
-		if (!capped)
-			break;
-	}
-	return left;
-}
-
-static bool integral(double v)
-{
-	return v >= SC_UNLIMITED || fabs(v - round(v)) < 1e-6;
-}
-
-/* Step 3: whole units only. Applies when every demand and deserved part at
- * this level is whole, as it is for GPU devices without shares. */
-static void round_units(fs_ctx_t *x)
-{
-	squeue_t *qs = x->s->queues;
-	double frac_total = 0;
-	for (int i = 0; i < x->n; i++) {
-		double deserved = qs[x->ids[i]].fair.v[x->res] - x->extra[i];
-		if (!integral(x->demand[i]) || !integral(deserved))
-			return;
-	}
-	/* extra[] now holds each queue's remainder below one unit. */
-	for (int i = 0; i < x->n; i++) {
-		double rem = x->extra[i] - floor(x->extra[i] + 1e-9);
-		if (rem < 0)
-			rem = 0;
-		qs[x->ids[i]].fair.v[x->res] -= rem;
-		x->extra[i] = rem;
-		frac_total += rem;
-	}
-	long units = lround(floor(frac_total + 1e-6));
-	while (units-- > 0) {
-		int best = -1;
-		for (int i = 0; i < x->n; i++) {
-			squeue_t *q = &qs[x->ids[i]];
-			if (x->extra[i] <= EPS || q->fair.v[x->res] + 1 > x->demand[i] + EPS)
+			if (give <= 0)
 				continue;
-			const squeue_t *b = best < 0 ? NULL : &qs[x->ids[best]];
-			if (best < 0 || x->extra[i] > x->extra[best] + EPS ||
-			    (fabs(x->extra[i] - x->extra[best]) <= EPS &&
-			     (q->spec->created != b->spec->created
-			          ? q->spec->created < b->spec->created
-			          : q->order < b->order)))
-				best = i;
+			q->fair.v[r] += give;
+			left -= give;
+			again |= want < offer - EPS;
 		}
-		if (best < 0)
+		if (!again || left <= EPS)
 			break;
-		qs[x->ids[best]].fair.v[x->res] += 1;
-		x->extra[best] = 0;
 	}
+	return left > EPS ? left : 0;
+}
+
+/* Order of step 3: the largest remembered fraction, then the older queue,
+ * then input order. */
+static int rem_cmp(const void *a, const void *b, void *ctx)
+{
+	const fs_ctx_t *x = ctx;
+	int i = *(const int *)a, k = *(const int *)b;
+	if (fabs(x->rem[i] - x->rem[k]) > EPS)
+		return x->rem[i] > x->rem[k] ? -1 : 1;
+	const squeue_t *p = q_of(x, i), *q = q_of(x, k);
+	if (p->spec->created != q->spec->created)
+		return p->spec->created < q->spec->created ? -1 : 1;
+	return p->order < q->order ? -1 : (p->order > q->order);
+}
+
+/* Step 3 for one priority; returns what is left. */
+static double divide_remaining(fs_ctx_t *x, int prio, double left, int *scratch)
+{
+	int m = 0;
+	for (int i = 0; i < x->n; i++)
+		if (q_of(x, i)->spec->priority == prio && x->rem[i] > EPS)
+			scratch[m++] = i;
+	qsort_r(scratch, (size_t)m, sizeof(int), rem_cmp, x);
+	for (int k = 0; k < m && left > EPS; k++) {
+		double give = fmin(1, left);
+		q_of(x, scratch[k])->fair.v[x->res] += give;
+		left -= give;
+	}
+	return left > EPS ? left : 0;
 }
 
 static void divide(sc_sched_t *s, int res, int *ids, int n, double cap);
@@ -170,24 +176,26 @@ static int cmp_desc(const void *a, const void *b)
 
 static void divide(sc_sched_t *s, int res, int *ids, int n, double cap)
 {
-	double *demand = sc_arena_calloc(s->arena, (size_t)n, sizeof(double));
-	double *extra = sc_arena_calloc(s->arena, (size_t)n, sizeof(double));
-	int *prios = sc_arena_calloc(s->arena, (size_t)n, sizeof(int));
-	if (!demand || !extra || !prios)
+	double *rem = sc_arena_alloc(s->arena, (size_t)n * sizeof(double) + 1);
+	int *prios = sc_arena_calloc(s->arena, (size_t)n + 1, sizeof(int));
+	int *scratch = sc_arena_calloc(s->arena, (size_t)n + 1, sizeof(int));
+	if (!rem || !prios || !scratch)
 		return; /* out of memory: shares stay as they are (zero) */
-	fs_ctx_t x = {s, res, ids, n, demand, extra};
+	fs_ctx_t x = {s, res, ids, n, rem};
 	for (int i = 0; i < n; i++) {
-		demand[i] = demand_of(&s->queues[ids[i]], res);
-		s->queues[ids[i]].fair.v[res] = -1; /* not yet given */
+		rem[i] = -1;
 		prios[i] = s->queues[ids[i]].spec->priority;
 	}
-	double left = give_deserved(&x, cap);
 	qsort(prios, (size_t)n, sizeof(int), cmp_desc);
-	for (int i = 0; i < n && left > EPS; i++)
-		if (i == 0 || prios[i] != prios[i - 1])
-			left = waterfill(&x, prios[i], left);
-	if (res == SC_RES_GPU)
-		round_units(&x);
+	double left = set_deserved(&x, cap);
+	if (left > 0) {
+		for (int i = 0; i < n; i++)
+			if (i == 0 || prios[i] != prios[i - 1])
+				left = divide_up_to_fair_share(&x, prios[i], left);
+		for (int i = 0; i < n && left > 0; i++)
+			if (i == 0 || prios[i] != prios[i - 1])
+				left = divide_remaining(&x, prios[i], left, scratch);
+	}
 	divide_children(s, res, ids, n);
 }
 
@@ -195,4 +203,6 @@ void sc__fairshare(sc_sched_t *s)
 {
 	for (int r = 0; r < SC_RES_COUNT; r++)
 		divide(s, r, s->roots, s->nroots, s->capacity.v[r]);
+	for (int q = 0; q < s->nqueues; q++)
+		s->queues[q].allocatable = sc__allocatable(&s->queues[q]);
 }

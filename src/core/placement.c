@@ -50,6 +50,10 @@ void sc__task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_
 	if (gpu && t->ngpu_models) {
 		size_t n = 0;
 		for (size_t k = 0; k < t->ngpu_models && n < SC_MAX_MODEL_FILTER; k++) {
+			/* "" is how nodes without a model are interned: a job
+			 * that names models never matches them. */
+			if (!t->gpu_models[k] || !*t->gpu_models[k])
+				continue;
 			int id = sc_cluster_model_id(s->cluster, t->gpu_models[k]);
 			if (id >= 0)
 				ids[n++] = id;
@@ -85,10 +89,11 @@ static bool job_spread(const sc_sched_t *s, const sjob_t *j)
 	return p == SC_PLACE_SPREAD;
 }
 
-/* Places every pending pod it can. Once a pod of a task finds no node, the
- * task's later pods are not tried: free capacity only shrinks within the
- * job, so they would fail too. The first failure of each task is explained
- * while the job's tentative pods are still in place. */
+/* Places the job's next step (jb->step pending pods, in task order). Once
+ * a pod of a task finds no node, the task's later pods are not tried: free
+ * capacity only shrinks within the job, so they would fail too. The first
+ * failure of each task is explained while the job's tentative pods are
+ * still in place. */
 static int place_pods(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const char **why)
 {
 	sjob_t *jb = &s->jobs[x->job];
@@ -97,14 +102,14 @@ static int place_pods(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const char *
 	int devpol =
 	    s->snap->config.device_placement == SC_PLACE_SPREAD ? SC_DEV_SPREAD : SC_DEV_PACK;
 	int placed = 0, p = 0;
-	for (size_t t = 0; t < js->ntasks; t++) {
+	for (size_t t = 0; t < js->ntasks && placed < jb->step; t++) {
 		const sc_task_spec_t *ts = &js->tasks[t];
 		int ids[SC_MAX_MODEL_FILTER];
 		sc_filter_t f;
 		task_filter(s, ts, ids, &f, x);
 		bool failed = false;
 		for (int r = 0; r < ts->replicas; r++, p++) {
-			if (failed || jb->pods[p].phase != SC_POD_PENDING)
+			if (failed || placed >= jb->step || jb->pods[p].phase != SC_POD_PENDING)
 				continue;
 			sc_assign_t a;
 			s->placements_tried++;
@@ -172,9 +177,9 @@ static int place_in_domains(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const 
                             const char **why)
 {
 	sjob_t *jb = &s->jobs[x->job];
-	bool gpu = jb->pod_req_sum_pending.v[SC_RES_GPU] > 0;
-	int64_t need = gpu ? (int64_t)(jb->pod_req_sum_pending.v[SC_RES_GPU] * 1000 + 0.5)
-	                   : (int64_t)jb->pod_req_sum_pending.v[SC_RES_CPU];
+	bool gpu = jb->step_req.v[SC_RES_GPU] > 0;
+	int64_t need = gpu ? (int64_t)(jb->step_req.v[SC_RES_GPU] * 1000 + 0.5)
+	                   : (int64_t)jb->step_req.v[SC_RES_CPU];
 	int64_t *fr = domain_free(s, l, gpu);
 	char *tried = sc_arena_calloc(s->arena, (size_t)l->ndomains + 1, 1);
 	if (!fr || !tried)
@@ -188,7 +193,7 @@ static int place_in_domains(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const 
 			if (tried[d] || (only >= 0 && d != only))
 				continue;
 			if (best < 0 || (spread ? fr[d] > fr[best] : fr[d] < fr[best]))
-				if (fr[d] >= need * jb->min_member / (jb->total ? jb->total : 1))
+				if (fr[d] >= need)
 					best = d;
 		}
 		if (best < 0)
@@ -199,14 +204,14 @@ static int place_in_domains(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const 
 		int placed = place_pods(s, st, x, NULL);
 		if (placed < 0)
 			return placed;
-		if (jb->nrunning >= jb->min_member)
+		if (sc__step_done(jb, placed))
 			return placed;
 		sc__stmt_rollback(st, mark);
 	}
 	x->level = NULL;
 	if (why && !*why)
 		*why = sc_arena_printf(s->arena, "no %s has room for %d pods of the gang together",
-		                       l->key, jb->min_member - jb->nrunning);
+		                       l->key, jb->step);
 	return 0;
 }
 
@@ -230,7 +235,7 @@ int sc__place_job(sc_sched_t *s, sc_stmt_t *st, int j)
 	else
 		placed = place_pods(s, st, &x, &why);
 out:
-	if (placed >= 0 && jb->nrunning < jb->min_member && !jb->reason)
+	if (placed >= 0 && !sc__step_done(jb, placed) && !jb->reason)
 		jb->reason = why;
 	return placed;
 }

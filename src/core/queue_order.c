@@ -1,15 +1,29 @@
-/* The order in which allocate visits queues, KAI's rules, hierarchically.
+/* The order in which actions visit jobs: KAI's JobsOrderByQueues with the
+ * proportion plugin's queue order (queue_order.go GetQueueOrderResult) and
+ * the priority and elastic plugins' job order.
  *
- * Each parent keeps a binary heap of its children that still have jobs to
- * try; the next job comes from walking heap tops from the root to a leaf.
- * Siblings compare, first rule that separates them wins:
- *   1. a queue that stays within its fair share with the job goes first;
- *   2. a starved queue (still within quota with the job) goes first;
- *   3. higher queue priority;
- *   4. smaller dominant share after the job (allocated / fair share);
- *   5. the older queue.
- * For a parent the job term is zero. After a job is tried only the path
- * from its leaf to the root changes, so only that path is re-sifted:
+ * Each parent keeps a binary heap of its children that still have jobs;
+ * each leaf a heap of its jobs. The next job comes from walking heap tops
+ * from the root to a leaf. Two queues compare with the job each would
+ * offer next (for a parent, the job its best child offers), the first rule
+ * that separates them wins:
+ *   1. a queue not above its fair share (above means: in every resource,
+ *      prioritizeUnderUtilized) goes first;
+ *   2. a queue that stays within its quota with the job goes first
+ *      (prioritizeUnderQuotaWithJob);
+ *   3. higher queue priority (prioritizePrioritized);
+ *   4. a queue that would use a resource of which it may have none goes
+ *      last (penalizeZeroShareWithJob);
+ *   5. smaller dominant share with the job: allocated / allocatable share,
+ *      the cluster's capacity standing in for an unlimited one
+ *      (prioritizeSmallerResourceShare);
+ *   6. the same without the job (prioritizeSmallerResourceShareWithoutTask);
+ *   7. the smaller allocatable share (prioritizeBasedOnAllocatableShare);
+ *   8. the older queue, then input order.
+ * The job term is what the job's next allocation step asks for (KAI's
+ * GetTasksToAllocateInitResource): the pods that bring it to minMember,
+ * or one pod once it is there. After a job is taken or put back only the
+ * path from its leaf to the root changes, so only that path is re-sifted:
  * O(depth x log(siblings)) per job. */
 #include <stdlib.h>
 #include <string.h>
@@ -23,64 +37,224 @@ static int vroot(const sc_sched_t *s)
 	return s->nqueues; /* a virtual root holding the top-level queues */
 }
 
-static const res3_t *head_req(const sc_sched_t *s, const squeue_t *q)
+static int parent_of(const sc_sched_t *s, int q)
 {
-	static const res3_t zero;
-	if (!q->leaf || q->next_job >= q->njobs)
-		return &zero;
-	return &s->jobs[q->jobs[q->next_job]].pod_req_sum_pending;
+	return s->queues[q].parent >= 0 ? s->queues[q].parent : vroot(s);
 }
 
-static double share_after(const squeue_t *q, const res3_t *jr)
+/* ---- the job's next step --------------------------------------------- */
+
+void sc__job_step(sc_sched_t *s, int j)
 {
+	sjob_t *jb = &s->jobs[j];
+	int want = jb->nrunning < jb->min_member ? jb->min_member - jb->nrunning : 1;
+	if (!jb->touched && want >= jb->npending) {
+		/* Every pending pod, unchanged since the snapshot: the sum
+		 * taken then (the common case of a whole gang). */
+		jb->step = jb->npending;
+		jb->step_req = jb->pod_req_sum_pending;
+		return;
+	}
+	memset(&jb->step_req, 0, sizeof(jb->step_req));
+	jb->step = 0;
+	for (int p = 0; p < jb->total && jb->step < want; p++) {
+		if (jb->pods[p].phase != SC_POD_PENDING)
+			continue;
+		res3_t r = sc__pod_res(s, &jb->spec->tasks[jb->pods[p].task].req, NULL);
+		for (int k = 0; k < SC_RES_COUNT; k++)
+			jb->step_req.v[k] += r.v[k];
+		jb->step++;
+	}
+}
+
+/* ---- job order ------------------------------------------------------- */
+
+/* KAI's elastic JobOrderFn: below minMember first, then exactly at it,
+ * then above it. */
+static int elastic_state(const sjob_t *j)
+{
+	return j->nrunning < j->min_member ? 0 : j->nrunning == j->min_member ? 1 : 2;
+}
+
+/* Job order inside a queue: higher priority (priority plugin), elastic
+ * state, then older, then input order. */
+int sc__job_order_cmp(const void *x, const void *y, void *ctx)
+{
+	const sc_sched_t *s = ctx;
+	const sjob_t *a = &s->jobs[*(const int *)x], *b = &s->jobs[*(const int *)y];
+	if (a->priority != b->priority)
+		return a->priority > b->priority ? -1 : 1;
+	int ea = elastic_state(a), eb = elastic_state(b);
+	if (ea != eb)
+		return ea < eb ? -1 : 1;
+	if (a->spec->created != b->spec->created)
+		return a->spec->created < b->spec->created ? -1 : 1;
+	return a->index < b->index ? -1 : (a->index > b->index);
+}
+
+static bool job_before(sc_sched_t *s, int a, int b)
+{
+	return sc__job_order_cmp(&a, &b, s) < 0;
+}
+
+/* A leaf's jobs are a sorted array consumed from `next_job`, plus a small
+ * heap of jobs put back (elastic jobs that took a step and want more): most
+ * jobs are tried once, so sorting once is cheaper than a heap of all. */
+static void back_sift(sc_sched_t *s, squeue_t *q, int i)
+{
+	int *h = q->back;
+	while (i > 0 && job_before(s, h[i], h[(i - 1) / 2])) {
+		int t = h[i];
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+	for (;;) {
+		int l = 2 * i + 1, r = l + 1, m = i;
+		if (l < q->nback && job_before(s, h[l], h[m]))
+			m = l;
+		if (r < q->nback && job_before(s, h[r], h[m]))
+			m = r;
+		if (m == i)
+			return;
+		int t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/* The leaf's next job, or -1; *from_back says where it is. */
+static int leaf_head(sc_sched_t *s, const squeue_t *q, bool *from_back)
+{
+	int a = q->next_job < q->njobs ? q->jobs[q->next_job] : -1;
+	int b = q->nback ? q->back[0] : -1;
+	*from_back = b >= 0 && (a < 0 || job_before(s, b, a));
+	return *from_back ? b : a;
+}
+
+static void leaf_refresh(sc_sched_t *s, squeue_t *q)
+{
+	bool b;
+	q->head = leaf_head(s, q, &b);
+}
+
+/* ---- queue order ----------------------------------------------------- */
+
+/* The step request of the job the queue offers next; NULL when none. */
+static const res3_t *head_req(const sc_sched_t *s, const squeue_t *q)
+{
+	while (!q->leaf) {
+		if (!q->nheap)
+			return NULL;
+		q = &s->queues[q->heap[0]];
+	}
+	return q->head >= 0 ? &s->jobs[q->head].step_req : NULL;
+}
+
+static res3_t with_job(const squeue_t *q, const res3_t *jr)
+{
+	res3_t a = q->allocated;
+	for (int r = 0; jr && r < SC_RES_COUNT; r++)
+		a.v[r] += jr->v[r];
+	return a;
+}
+
+/* KAI's ResourceQuantities.LessEqual, unlimited being the largest. */
+static bool less_equal(const res3_t *a, const res3_t *b)
+{
+	for (int r = 0; r < SC_RES_COUNT; r++)
+		if (b->v[r] < SC_UNLIMITED && a->v[r] > b->v[r] + EPS)
+			return false;
+	return true;
+}
+
+/* KAI's GetAllocatableShare: what the queue may hold when others ask
+ * (computed once per cycle into q->allocatable by sc__fairshare). */
+res3_t sc__allocatable(const squeue_t *q)
+{
+	res3_t a;
+	for (int r = 0; r < SC_RES_COUNT; r++) {
+		if (q->quota.v[r] >= SC_UNLIMITED) {
+			a.v[r] = q->limit.v[r];
+			continue;
+		}
+		double v = q->quota.v[r] > q->fair.v[r] ? q->quota.v[r] : q->fair.v[r];
+		a.v[r] = v < q->limit.v[r] ? v : q->limit.v[r];
+	}
+	return a;
+}
+
+/* Above its fair share in every resource (fair share Less allocated). */
+static bool over_utilized(const squeue_t *q)
+{
+	for (int r = 0; r < SC_RES_COUNT; r++)
+		if (q->fair.v[r] + EPS >= q->allocated.v[r])
+			return false;
+	return true;
+}
+
+static bool zero_share_violation(const squeue_t *q, const res3_t *alloc)
+{
+	const res3_t share = q->allocatable;
+	for (int r = 0; r < SC_RES_COUNT; r++)
+		if (share.v[r] == 0 && alloc->v[r] > EPS)
+			return true;
+	return false;
+}
+
+/* KAI's GetDominantResourceShare of an allocation. */
+double sc__dominant_share(const sc_sched_t *s, const squeue_t *q, const res3_t *alloc)
+{
+	const res3_t share = q->allocatable;
 	double m = 0;
 	for (int r = 0; r < SC_RES_COUNT; r++) {
-		double a = q->allocated.v[r] + jr->v[r];
-		if (a <= EPS)
-			continue;
-		double v = q->fair.v[r] > EPS ? a / q->fair.v[r] : 1e18;
+		double cap = share.v[r] >= SC_UNLIMITED ? s->capacity.v[r] : share.v[r];
+		double v = cap == 0 ? alloc->v[r] * 1000 : alloc->v[r] / cap;
 		if (v > m)
 			m = v;
 	}
 	return m;
 }
 
-static bool within(const squeue_t *q, const res3_t *jr, const res3_t *bound, bool strict)
+/* GetQueueOrderResult: < 0 when a goes first, > 0 when b does. jr/jb are
+ * the jobs' step requests (NULL: no job, as for victims). */
+int sc__queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const res3_t *jb)
 {
-	bool any = false;
-	for (int r = 0; r < SC_RES_COUNT; r++) {
-		double a = q->allocated.v[r] + jr->v[r];
-		if (jr->v[r] <= 0 && !strict)
-			continue;
-		if (strict && a <= EPS)
-			continue;
-		any = true;
-		if (strict ? a >= bound->v[r] - EPS : a > bound->v[r] + EPS)
-			return false;
-	}
-	return any || !strict;
+	const squeue_t *a = &s->queues[ia], *b = &s->queues[ib];
+	bool oa = over_utilized(a), ob = over_utilized(b);
+	if (oa != ob)
+		return oa ? 1 : -1;
+	res3_t wa = with_job(a, ja), wb = with_job(b, jb);
+	bool sa = less_equal(&wa, &a->quota), sb = less_equal(&wb, &b->quota);
+	if (sa != sb)
+		return sa ? -1 : 1;
+	if (a->spec->priority != b->spec->priority)
+		return a->spec->priority > b->spec->priority ? -1 : 1;
+	bool za = zero_share_violation(a, &wa), zb = zero_share_violation(b, &wb);
+	if (za != zb)
+		return za ? 1 : -1;
+	double da = sc__dominant_share(s, a, &wa), db = sc__dominant_share(s, b, &wb);
+	if (da < db - EPS || da > db + EPS)
+		return da < db ? -1 : 1;
+	da = sc__dominant_share(s, a, &a->allocated);
+	db = sc__dominant_share(s, b, &b->allocated);
+	if (da < db - EPS || da > db + EPS)
+		return da < db ? -1 : 1;
+	bool ale = less_equal(&a->allocatable, &b->allocatable);
+	bool ble = less_equal(&b->allocatable, &a->allocatable);
+	if (ale != ble)
+		return ale ? -1 : 1;
+	if (a->spec->created != b->spec->created)
+		return a->spec->created < b->spec->created ? -1 : 1;
+	return a->order < b->order ? -1 : (a->order > b->order);
 }
 
 /* True when a should be visited before b. */
 static bool before(const sc_sched_t *s, int ia, int ib)
 {
-	const squeue_t *a = &s->queues[ia], *b = &s->queues[ib];
-	const res3_t *ja = head_req(s, a), *jb = head_req(s, b);
-	bool strict_a = !a->leaf, strict_b = !b->leaf;
-	bool fa = within(a, ja, &a->fair, strict_a), fb = within(b, jb, &b->fair, strict_b);
-	if (fa != fb)
-		return fa;
-	bool sa = within(a, ja, &a->quota, strict_a), sb = within(b, jb, &b->quota, strict_b);
-	if (sa != sb)
-		return sa;
-	if (a->spec->priority != b->spec->priority)
-		return a->spec->priority > b->spec->priority;
-	double da = share_after(a, ja), db = share_after(b, jb);
-	if (da < db - EPS || da > db + EPS)
-		return da < db;
-	if (a->spec->created != b->spec->created)
-		return a->spec->created < b->spec->created;
-	return a->order < b->order;
+	return sc__queue_cmp(s, ia, ib, head_req(s, &s->queues[ia]), head_req(s, &s->queues[ib])) <
+	       0;
 }
 
 static void heap_swap(sc_sched_t *s, squeue_t *p, int i, int j)
@@ -125,55 +299,33 @@ static void heap_remove(sc_sched_t *s, squeue_t *p, int child)
 	sift(s, p, i);
 }
 
-static int parent_of(const sc_sched_t *s, int q)
-{
-	return s->queues[q].parent >= 0 ? s->queues[q].parent : vroot(s);
-}
-
 static bool active(const squeue_t *q)
 {
-	return q->leaf ? q->next_job < q->njobs : q->nheap > 0;
+	return q->leaf ? q->head >= 0 : q->nheap > 0;
 }
 
-/* Job order inside a queue: higher priority, then older, then input order.
- * Also the order in which reclaim and preempt consider pending jobs. */
-int sc__job_order_cmp(const void *x, const void *y, void *ctx)
+/* Re-sifts the path from q to the root, inserting queues that became
+ * active and removing those that ran out of jobs. */
+static void update_path(sc_sched_t *s, int q)
 {
-	const sc_sched_t *s = ctx;
-	const sjob_t *a = &s->jobs[*(const int *)x], *b = &s->jobs[*(const int *)y];
-	if (a->priority != b->priority)
-		return a->priority > b->priority ? -1 : 1;
-	if (a->spec->created != b->spec->created)
-		return a->spec->created < b->spec->created ? -1 : 1;
-	return a->index < b->index ? -1 : 1;
-}
-
-static int fill_leaf_jobs(sc_sched_t *s)
-{
-	for (int q = 0; q < s->nqueues; q++) {
+	for (; q != vroot(s); q = parent_of(s, q)) {
+		squeue_t *p = &s->queues[parent_of(s, q)];
 		squeue_t *sq = &s->queues[q];
-		sq->jobs = sc_arena_calloc(s->arena, (size_t)sq->njobs + 1, sizeof(int));
-		if (!sq->jobs)
-			return SC_ENOMEM;
-		sq->njobs = 0;
+		if (sq->heap_pos < 0) {
+			if (!active(sq))
+				continue;
+			p->heap[p->nheap] = q;
+			sq->heap_pos = p->nheap++;
+		}
+		if (active(sq))
+			sift(s, p, sq->heap_pos);
+		else
+			heap_remove(s, p, q);
 	}
-	for (int j = 0; j < s->njobs; j++) {
-		sjob_t *jb = &s->jobs[j];
-		if (jb->queue >= 0 && !jb->bad && jb->npending > 0)
-			s->queues[jb->queue].jobs[s->queues[jb->queue].njobs++] = j;
-	}
-	for (int q = 0; q < s->nqueues; q++)
-		if (s->queues[q].njobs > 1)
-			qsort_r(s->queues[q].jobs, (size_t)s->queues[q].njobs, sizeof(int),
-			        sc__job_order_cmp, s);
-	return 0;
 }
 
-int sc__order_init(sc_sched_t *s)
+int sc__order_init(sc_sched_t *s, bool (*want)(sc_sched_t *, int, void *), void *ctx)
 {
-	int rc = fill_leaf_jobs(s);
-	if (rc < 0)
-		return rc;
 	squeue_t *root = &s->queues[vroot(s)];
 	memset(root, 0, sizeof(*root));
 	root->children = s->roots;
@@ -181,12 +333,37 @@ int sc__order_init(sc_sched_t *s)
 	root->parent = -1;
 	for (int q = 0; q <= s->nqueues; q++) {
 		squeue_t *sq = &s->queues[q];
-		sq->heap = sc_arena_calloc(s->arena, (size_t)sq->nchildren + 1, sizeof(int));
-		if (!sq->heap)
+		if (!sq->heap || sq->heap_cap < sq->nchildren + 1) {
+			sq->heap =
+			    sc_arena_calloc(s->arena, (size_t)sq->nchildren + 1, sizeof(int));
+			sq->heap_cap = sq->nchildren + 1;
+		}
+		if (q < s->nqueues && sq->leaf && (!sq->jobs || sq->jobs_cap < sq->njobs_all + 1)) {
+			sq->jobs =
+			    sc_arena_alloc(s->arena, ((size_t)sq->njobs_all + 1) * sizeof(int));
+			sq->back = NULL;
+			sq->jobs_cap = sq->njobs_all + 1;
+		}
+		if (!sq->heap || (q < s->nqueues && sq->leaf && !sq->jobs))
 			return SC_ENOMEM;
 		sq->nheap = 0;
 		sq->heap_pos = -1;
-		sq->next_job = 0;
+		sq->njobs = sq->next_job = sq->nback = 0;
+		sq->head = -1;
+	}
+	for (int j = 0; j < s->njobs; j++) {
+		sjob_t *jb = &s->jobs[j];
+		if (jb->queue < 0 || jb->bad || jb->npending == 0 || !want(s, j, ctx))
+			continue;
+		sc__job_step(s, j);
+		squeue_t *q = &s->queues[jb->queue];
+		q->jobs[q->njobs++] = j;
+	}
+	for (int q = 0; q < s->nqueues; q++) {
+		squeue_t *sq = &s->queues[q];
+		if (sq->njobs > 1)
+			qsort_r(sq->jobs, (size_t)sq->njobs, sizeof(int), sc__job_order_cmp, s);
+		leaf_refresh(s, sq);
 	}
 	/* Insert active queues deepest first so parents see their children. */
 	int maxd = 0;
@@ -206,7 +383,7 @@ int sc__order_init(sc_sched_t *s)
 	return 0;
 }
 
-int sc__order_next(sc_sched_t *s)
+int sc__order_pop(sc_sched_t *s)
 {
 	squeue_t *q = &s->queues[vroot(s)];
 	if (!q->nheap)
@@ -214,18 +391,40 @@ int sc__order_next(sc_sched_t *s)
 	int id = q->heap[0];
 	while (!s->queues[id].leaf)
 		id = s->queues[id].heap[0];
-	return id;
+	squeue_t *leaf = &s->queues[id];
+	bool from_back;
+	int j = leaf_head(s, leaf, &from_back);
+	if (from_back) {
+		leaf->back[0] = leaf->back[--leaf->nback];
+		if (leaf->nback > 1)
+			back_sift(s, leaf, 0);
+	} else {
+		leaf->next_job++;
+	}
+	leaf_refresh(s, leaf);
+	update_path(s, id);
+	return j;
 }
 
-void sc__order_update(sc_sched_t *s, int leaf)
+int sc__order_push(sc_sched_t *s, int j)
 {
-	for (int q = leaf; q != vroot(s); q = parent_of(s, q)) {
-		squeue_t *p = &s->queues[parent_of(s, q)];
-		if (s->queues[q].heap_pos < 0)
-			continue;
-		if (active(&s->queues[q]))
-			sift(s, p, s->queues[q].heap_pos);
-		else
-			heap_remove(s, p, q);
-	}
+	int id = s->jobs[j].queue;
+	squeue_t *leaf = &s->queues[id];
+	if (!leaf->back &&
+	    !(leaf->back = sc_arena_alloc(s->arena, (size_t)leaf->jobs_cap * sizeof(int))))
+		return SC_ENOMEM;
+	if (leaf->nback >= leaf->jobs_cap)
+		return 0; /* cannot happen: a job is put back only after a pop */
+	sc__job_step(s, j);
+	leaf->back[leaf->nback++] = j;
+	back_sift(s, leaf, leaf->nback - 1);
+	leaf_refresh(s, leaf);
+	update_path(s, id);
+	return 0;
+}
+
+void sc__order_touch(sc_sched_t *s, int q)
+{
+	if (q >= 0 && q < s->nqueues)
+		update_path(s, q);
 }

@@ -1,14 +1,20 @@
 /* Reservations against starvation (beyond KAI, after Slurm's backfill).
  *
- * A job that has waited longer than `reservations.after` is tried first in
- * allocate. If it still does not fit, the nodes where it will fit soonest
- * are reserved for it: running jobs are released in the order they are
+ * Up to SC_MAX_RESERVATIONS jobs that have waited longer than
+ * `reservations.after` (the highest priority, then the oldest) are
+ * candidates. A candidate is tried in its ordinary turn of the queue order,
+ * so a reservation never overrules fair-share order. If it does not fit for
+ * lack of room (not because its queue's limit or quota refuses it), and its
+ * queue stays within its fair share with it (a job over its share could be
+ * reclaimed as soon as it started), the nodes where it will fit soonest are
+ * reserved for it: running jobs are released in the order they are
  * expected to end (started + expectedRuntime; jobs without a runtime last,
  * oldest first), in a statement that is rolled back, until the waiting job
- * fits. For the rest of the cycle another job may use a reserved node only
- * when it declares an expected runtime that ends before the reservation's
- * expected start, so backfill never delays the waiting job. Without known
- * end times the reservation is held until the job starts. */
+ * fits. For the rest of the cycle, in every action, another job may use a
+ * reserved node only when it declares an expected runtime that ends before
+ * the reservation's expected start, so backfill never delays the waiting
+ * job. Without known end times the reservation is held until the job
+ * starts. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,14 +38,20 @@ static int end_cmp(const void *x, const void *y)
 	return a->job - b->job;
 }
 
-static int64_t oldest_start(const sjob_t *jb)
+/* When the job started: its oldest running pod, or now for a job placed
+ * in this cycle; 0 when unknown. */
+static int64_t oldest_start(const sc_sched_t *s, const sjob_t *jb)
 {
 	int64_t t = 0;
-	for (int p = 0; p < jb->total; p++)
-		if (jb->pods[p].phase == SC_POD_RUNNING && jb->pods[p].started_at > 0 &&
-		    (t == 0 || jb->pods[p].started_at < t))
+	bool now = false;
+	for (int p = 0; p < jb->total; p++) {
+		if (jb->pods[p].phase != SC_POD_RUNNING)
+			continue;
+		now |= jb->pods[p].placed_now;
+		if (jb->pods[p].started_at > 0 && (t == 0 || jb->pods[p].started_at < t))
 			t = jb->pods[p].started_at;
-	return t;
+	}
+	return t == 0 && now ? s->snap->now : t;
 }
 
 static int running_by_end(sc_sched_t *s, ending_t **out)
@@ -52,13 +64,26 @@ static int running_by_end(sc_sched_t *s, ending_t **out)
 		const sjob_t *jb = &s->jobs[j];
 		if (jb->nrunning == 0)
 			continue;
-		int64_t st = oldest_start(jb);
+		int64_t st = oldest_start(s, jb);
 		int64_t rt = jb->spec->expected_runtime;
 		e[n++] = (ending_t){j, (rt > 0 && st > 0) ? st + rt : INT64_MAX, st};
 	}
 	qsort(e, (size_t)n, sizeof(*e), end_cmp);
 	*out = e;
 	return n;
+}
+
+/* KAI's CanReclaimResources test on the leaf, in the state where the job
+ * runs in place of the jobs released for it: allocated within the fair
+ * share in every resource. A job that would put its queue over its share
+ * gets no reservation: it could be reclaimed as soon as it started. */
+static bool within_fair_share(const sc_sched_t *s, const sjob_t *jb)
+{
+	const squeue_t *q = &s->queues[jb->queue];
+	for (int r = 0; r < SC_RES_COUNT; r++)
+		if (q->allocated.v[r] > q->fair.v[r] + 1e-9)
+			return false;
+	return true;
 }
 
 /* Releases running jobs in end order until job j fits; records the nodes
@@ -72,8 +97,10 @@ static int reserve_for(sc_sched_t *s, int j, const ending_t *e, int n)
 	const char *saved = jb->reason;
 	for (int i = 0; i < n && when < 0; i++) {
 		const sjob_t *v = &s->jobs[e[i].job];
+		if (e[i].job == j)
+			continue;
 		for (int p = 0; p < v->total; p++)
-			if (v->pods[p].phase == SC_POD_RUNNING && !v->pods[p].placed_now) {
+			if (v->pods[p].phase == SC_POD_RUNNING) {
 				int rc = sc__stmt_evict(&st, e[i].job, p, SC_ACT_ALLOCATE, j, NULL);
 				if (rc < 0)
 					return rc;
@@ -82,13 +109,15 @@ static int reserve_for(sc_sched_t *s, int j, const ending_t *e, int n)
 		int placed = sc__place_job(s, &st, j);
 		if (placed < 0)
 			return placed;
-		if (placed > 0 && jb->nrunning >= jb->min_member) {
+		if (sc__step_done(jb, placed) && within_fair_share(s, jb)) {
 			when = e[i].end;
 			for (size_t k = mark; k < st.nops; k++) {
 				uint32_t node = st.ops[k].assign.node;
 				s->reserved_by[node] = j;
 				s->reserved_until[node] = when;
 			}
+		} else {
+			sc__stmt_rollback(&st, mark); /* release more and try again */
 		}
 	}
 	sc__stmt_rollback(&st, 0);
@@ -159,13 +188,15 @@ static int pick_candidates(const sc_sched_t *s, int cand[SC_MAX_RESERVATIONS])
 	return nc;
 }
 
-int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
+int sc__reserve_prepare(sc_sched_t *s)
 {
+	s->nres_cand = 0;
+	s->nres = 0;
+	s->reserved_by = NULL;
 	if (s->snap->config.reservation_after <= 0)
 		return 0;
-	int cand[SC_MAX_RESERVATIONS];
-	int nc = pick_candidates(s, cand);
-	if (nc == 0)
+	s->nres_cand = pick_candidates(s, s->res_cand);
+	if (s->nres_cand == 0)
 		return 0;
 	size_t nn = sc_cluster_nnodes(s->cluster);
 	s->reserved_by = sc_arena_alloc(s->arena, (nn + 1) * sizeof(int));
@@ -174,21 +205,22 @@ int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int))
 		return SC_ENOMEM;
 	for (size_t i = 0; i < nn; i++)
 		s->reserved_by[i] = -1;
-	s->nres = 0;
-	ending_t *e;
-	int ne = running_by_end(s, &e);
-	if (ne < 0)
-		return ne;
-	for (int i = 0; i < nc; i++) {
-		int rc = try_job(s, cand[i]);
-		if (rc < 0)
-			return rc;
-		s->jobs[cand[i]].done = true;
-		if (s->jobs[cand[i]].nrunning >= s->jobs[cand[i]].min_member)
-			continue;
-		rc = reserve_for(s, cand[i], e, ne);
-		if (rc < 0)
-			return rc;
-	}
 	return 0;
+}
+
+int sc__reserve_job(sc_sched_t *s, int j)
+{
+	int k = 0;
+	while (k < s->nres_cand && s->res_cand[k] != j)
+		k++;
+	if (k == s->nres_cand || s->jobs[j].reservation)
+		return 0;
+	if (!s->ending) {
+		int ne = running_by_end(s, &s->ending);
+		if (ne < 0)
+			return ne;
+		s->nending = ne;
+	}
+	int rc = reserve_for(s, j, s->ending, s->nending);
+	return rc < 0 ? rc : 0;
 }

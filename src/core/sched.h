@@ -39,14 +39,18 @@ typedef struct squeue {
 	res3_t alloc_nonpreempt;
 	res3_t requested; /* allocated + pending */
 	res3_t fair;
-	size_t order; /* input order, for ties */
-	/* Allocation order state (queue_order.c). */
-	int *heap; /* children (internal queues) */
-	int nheap;
+	res3_t allocatable; /* KAI's allocatable share, after fair share */
+	size_t order;       /* input order, for ties */
+	int njobs_all;      /* leaf: jobs of the queue */
+	/* Job order state (queue_order.c). */
+	int *heap; /* children with jobs, a heap in queue order */
+	int nheap, heap_cap;
 	int heap_pos; /* position in the parent's heap, -1 none */
-	int *jobs;    /* leaf: jobs in job order */
-	int njobs;
-	int next_job; /* leaf: next job to try */
+	int *jobs;    /* leaf: jobs in job order, from next_job */
+	int njobs, jobs_cap, next_job;
+	int *back; /* leaf: a heap of jobs put back */
+	int nback;
+	int head; /* leaf: the job it offers next, -1 none */
 } squeue_t;
 
 /* Placement of one pod decided or found in the snapshot. */
@@ -74,11 +78,16 @@ typedef struct sjob {
 	int nrunning; /* running + releasing pods */
 	int npending;
 	res3_t pod_req_sum_pending;
+	/* The next allocation step (KAI's GetTasksToAllocate): the pods that
+	 * bring the job to minMember, or one pod once it is there. */
+	int step;
+	res3_t step_req;
 	res3_t alloc;        /* resources held */
 	const char *reason;  /* pending reason when it stays pending */
 	const char *bad;     /* a reason the job cannot be scheduled at all */
 	uint64_t signature;  /* shape hash for failure caching */
 	bool done;           /* tried this cycle */
+	bool touched;        /* a pod was placed or evicted this cycle */
 	int64_t reservation; /* expected start of its reservation, 0 none */
 	uint32_t *reserved;  /* the reservation's nodes */
 	int nreserved;
@@ -137,6 +146,10 @@ struct sc_sched {
 	int64_t *reserved_until;                /* per node: the reservation's expected start */
 	int64_t res_until[SC_MAX_RESERVATIONS]; /* each reservation's start */
 	int nres;
+	int res_cand[SC_MAX_RESERVATIONS]; /* jobs that may get a reservation */
+	int nres_cand;
+	struct ending *ending; /* running jobs by expected end (reserve.c) */
+	int nending;
 	bool quiet;         /* simulating: no explanations */
 	int *running;       /* jobs holding pods, grouped by leaf queue */
 	int *running_start; /* per queue (nqueues + 1 entries) */
@@ -154,16 +167,33 @@ int sc__record(sc_sched_t *s, const decision_t *d);
 /* fairshare.c */
 void sc__fairshare(sc_sched_t *s);
 
-/* queue_order.c */
-int sc__order_init(sc_sched_t *s);
-int sc__order_next(sc_sched_t *s);
-void sc__order_update(sc_sched_t *s, int leaf);
+/* queue_order.c: the order in which actions visit jobs. init fills it
+ * with the pending jobs for which want() is true; pop takes the next job
+ * (-1 when none is left), push puts a job back (after a pop only); touch
+ * re-sorts a queue whose accounting changed. */
+int sc__order_init(sc_sched_t *s, bool (*want)(sc_sched_t *, int, void *), void *ctx);
+int sc__order_pop(sc_sched_t *s);
+int sc__order_push(sc_sched_t *s, int j);
+void sc__order_touch(sc_sched_t *s, int q);
+/* Computes job j's step and step_req from its pending pods. */
+void sc__job_step(sc_sched_t *s, int j);
 /* qsort_r comparator of job indices (ctx = the sc_sched_t). */
 int sc__job_order_cmp(const void *x, const void *y, void *ctx);
+/* KAI's queue order of queues ia and ib offering jobs asking ja and jb
+ * (NULL: none): < 0 when ia goes first. */
+int sc__queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const res3_t *jb);
+/* KAI's GetAllocatableShare and GetDominantResourceShare. */
+res3_t sc__allocatable(const squeue_t *q);
+double sc__dominant_share(const sc_sched_t *s, const squeue_t *q, const res3_t *alloc);
 
-/* placement.c: tries to place every pending pod of job j inside the open
- * statement; returns the number placed. */
+/* placement.c: tries to place job j's next step (jb->step pods, see
+ * sc__job_step) inside the open statement; returns the number placed. */
 int sc__place_job(sc_sched_t *s, sc_stmt_t *st, int j);
+/* Whether placing `placed` pods completed the job's step. */
+static inline bool sc__step_done(const sjob_t *jb, int placed)
+{
+	return jb->step > 0 && placed >= jb->step;
+}
 #define SC_MAX_MODEL_FILTER 64
 void sc__task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_filter_t *f);
 
@@ -171,9 +201,12 @@ void sc__task_filter(const sc_sched_t *s, const sc_task_spec_t *t, int *ids, sc_
 const char *sc__explain_task(sc_sched_t *s, int j, int task, int placed, int needed,
                              const sc_filter_t *f);
 
-/* reserve.c */
-int sc__reserve(sc_sched_t *s, int (*try_job)(sc_sched_t *, int));
-/* reservation.c: who may use a reserved node (reservation.h) */
+/* reserve.c: prepare picks the cycle's candidates (allocate calls it
+ * first); reserve_job reserves nodes for job j after it failed for room,
+ * when it is a candidate and its queue stays within its fair share.
+ * reservation.c: who may use a reserved node (reservation.h). */
+int sc__reserve_prepare(sc_sched_t *s);
+int sc__reserve_job(sc_sched_t *s, int j);
 
 /* allocate.c */
 int sc__allocate(sc_sched_t *s);

@@ -404,7 +404,7 @@ static int build_jobs(sc_sched_t *s)
 			for (int qq = j->queue; qq >= 0; qq = s->queues[qq].parent)
 				for (int k = 0; k < SC_RES_COUNT; k++)
 					s->queues[qq].requested.v[k] += j->pod_req_sum_pending.v[k];
-			q->njobs++;
+			q->njobs_all++;
 		}
 	}
 	for (int i = 0; i < s->nqueues; i++)

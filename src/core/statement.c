@@ -39,6 +39,7 @@ static void account(sc_sched_t *s, int job, int pod, const sc_assign_t *a, int s
 	for (int k = 0; k < SC_RES_COUNT; k++)
 		j->alloc.v[k] += sign * r.v[k];
 	j->nrunning += sign;
+	j->touched = true;
 	if (j->queue >= 0)
 		sc__queue_add(s, j->queue, &r, !j->preemptible, sign);
 }

@@ -261,7 +261,7 @@ static int greedy(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c,
 	vunit_t *scratch = sc_arena_alloc(s->arena, (size_t)n * sizeof(vunit_t));
 	if (!set || !scratch)
 		return SC_ENOMEM;
-	const res3_t *need = &s->jobs[preemptor].pod_req_sum_pending;
+	const res3_t *need = &s->jobs[preemptor].step_req;
 	double freed = 0;
 	int k = 0, found = 0;
 	for (int i = 0; i < n && !found; i++) {

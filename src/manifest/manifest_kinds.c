@@ -138,12 +138,22 @@ static int decode_node_gpus(sc__rd_t *rd, json_t *spec, sc_node_spec_t *n)
 	sc__mark_t m = sc__rd_push(rd, "gpus");
 	if ((rc = sc__rd_fields(rd, g, allowed)) < 0 ||
 	    (rc = sc__get_int(rd, g, "count", true, 0, SC_MAX_GPUS, &count)) < 0 ||
-	    (rc = sc__get_str(rd, g, "model", count > 0, &n->gpu_model)) < 0 ||
+	    (rc = sc__get_str(rd, g, "model", false, &n->gpu_model)) < 0 ||
 	    (rc = sc__get_mem(rd, g, "memory", false, 0, &n->gpu_memory)) < 0)
 		return rc;
+	/* KAI's nodes carry no GPU model: one without matches every job that
+	 * names no gpuModels (sc__task_filter). */
 	n->gpu_count = (int)count;
 	if ((rc = decode_mig(rd, g, n)) < 0)
 		return rc;
+	/* MIG profiles depend on the device's memory class, which only the
+	 * model or the memory can tell. */
+	if (n->mig_mode != SC_MIG_NONE && !n->gpu_model && n->gpu_memory <= 0) {
+		sc__rd_push(rd, "memory");
+		return sc__rd_fail(
+		    rd, SC_EINVAL,
+		    "required for MIG when no GPU model is given (e.g. 40Gi or 80Gi)");
+	}
 	sc__rd_pop(rd, m);
 	return 0;
 }

@@ -180,7 +180,9 @@ def main():
     a = ap.parse_args()
     files = []
     for p in a.paths:
-        files += sorted(glob.glob(os.path.join(p, "*.yaml"))) if os.path.isdir(p) else [p]
+        # Sub-folders hold groups (kai/: KAI's own unit tests ported).
+        files += sorted(glob.glob(os.path.join(p, "**", "*.yaml"), recursive=True)) \
+            if os.path.isdir(p) else [p]
     if a.k:
         files = [f for f in files if a.k in os.path.basename(f)]
     passed = failed = 0

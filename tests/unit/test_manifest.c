@@ -429,13 +429,20 @@ static void test_add_json(void **state)
 	sc_manifest_set_t *s = sc_manifest_set_new();
 	sc_manifest_error_t err;
 	json_error_t jerr;
+	/* A node without a GPU model is accepted (KAI's nodes carry none);
+	 * an empty model name is refused, naming the field. */
 	json_t *o = json_loads("{\"apiVersion\": \"starcloud.dev/v1\", \"kind\": \"Node\", "
 	                       "\"metadata\": {\"name\": \"x\"}, \"spec\": {\"cpu\": \"500m\", "
-	                       "\"memory\": \"1Gi\", \"gpus\": {\"count\": 2}}}",
+	                       "\"memory\": \"1Gi\", \"gpus\": {\"count\": 2, \"model\": \"\"}}}",
 	                       0, &jerr);
 	assert_int_equal(sc_manifest_add_json(s, o, &err), SC_EINVAL);
 	assert_string_equal(err.path, "spec.gpus.model");
 	assert_int_equal(err.line, 0);
+	json_t *nomodel = json_deep_copy(o);
+	json_object_del(json_object_get(json_object_get(nomodel, "spec"), "gpus"), "model");
+	json_object_set_new(json_object_get(nomodel, "metadata"), "name", json_string("y"));
+	assert_int_equal(sc_manifest_add_json(s, nomodel, &err), 1);
+	json_decref(nomodel);
 	json_object_set_new(json_object_get(json_object_get(o, "spec"), "gpus"), "model",
 	                    json_string("L4"));
 	assert_int_equal(sc_manifest_add_json(s, o, &err), 1);
