@@ -168,6 +168,12 @@ enum sc_action {
 	SC_ACT_COUNT,
 };
 
+/* How reclaim and preempt choose victims (SchedulerConfig victims.search). */
+enum sc_victim_search {
+	SC_VICTIMS_MINIMAL = 0, /* cheapest set: exact on small cases, pruned on large */
+	SC_VICTIMS_ORDERED,     /* KAI's: accumulate in victim order, first set that works */
+};
+
 typedef struct sc_config {
 	int actions[SC_ACT_COUNT + 1]; /* run in this order */
 	size_t nactions;
@@ -179,9 +185,10 @@ typedef struct sc_config {
 	double reclaim_tolerance;           /* 0.2 */
 	double preempt_util_threshold;      /* 0.8 */
 	int consolidation_max;              /* 16 */
-	int64_t reservation_after;          /* seconds, 1800 */
+	int64_t reservation_after;          /* seconds, 1800; 0 = no reservations */
 	const char *const *topology_levels; /* widest first */
 	size_t ntopology_levels;
+	int victim_search; /* enum sc_victim_search, SC_VICTIMS_MINIMAL */
 } sc_config_t;
 
 /* Fills c with the documented defaults (all five actions, binpack, ...). */

@@ -217,30 +217,32 @@ double sc__dominant_share(const sc_sched_t *s, const squeue_t *q, const res3_t *
 	return m;
 }
 
-/* GetQueueOrderResult: < 0 when a goes first, > 0 when b does. jr/jb are
- * the jobs' step requests (NULL: no job, as for victims). */
-int sc__queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const res3_t *jb)
+/* GetQueueOrderResult on queues ia and ib: wa/wb are what each would hold
+ * with its job (rules 2 and 4), da/db what its dominant share is taken of
+ * (rule 5: the same for allocation; allocated minus the victims for
+ * victims). < 0 when a goes first, > 0 when b does. */
+int sc__queue_cmp_with(const sc_sched_t *s, int ia, int ib, const res3_t *wa, const res3_t *wb,
+                       const res3_t *da, const res3_t *db)
 {
 	const squeue_t *a = &s->queues[ia], *b = &s->queues[ib];
 	bool oa = over_utilized(a), ob = over_utilized(b);
 	if (oa != ob)
 		return oa ? 1 : -1;
-	res3_t wa = with_job(a, ja), wb = with_job(b, jb);
-	bool sa = less_equal(&wa, &a->quota), sb = less_equal(&wb, &b->quota);
+	bool sa = less_equal(wa, &a->quota), sb = less_equal(wb, &b->quota);
 	if (sa != sb)
 		return sa ? -1 : 1;
 	if (a->spec->priority != b->spec->priority)
 		return a->spec->priority > b->spec->priority ? -1 : 1;
-	bool za = zero_share_violation(a, &wa), zb = zero_share_violation(b, &wb);
+	bool za = zero_share_violation(a, wa), zb = zero_share_violation(b, wb);
 	if (za != zb)
 		return za ? 1 : -1;
-	double da = sc__dominant_share(s, a, &wa), db = sc__dominant_share(s, b, &wb);
-	if (da < db - EPS || da > db + EPS)
-		return da < db ? -1 : 1;
-	da = sc__dominant_share(s, a, &a->allocated);
-	db = sc__dominant_share(s, b, &b->allocated);
-	if (da < db - EPS || da > db + EPS)
-		return da < db ? -1 : 1;
+	double sha = sc__dominant_share(s, a, da), shb = sc__dominant_share(s, b, db);
+	if (sha < shb - EPS || sha > shb + EPS)
+		return sha < shb ? -1 : 1;
+	sha = sc__dominant_share(s, a, &a->allocated);
+	shb = sc__dominant_share(s, b, &b->allocated);
+	if (sha < shb - EPS || sha > shb + EPS)
+		return sha < shb ? -1 : 1;
 	bool ale = less_equal(&a->allocatable, &b->allocatable);
 	bool ble = less_equal(&b->allocatable, &a->allocatable);
 	if (ale != ble)
@@ -248,6 +250,14 @@ int sc__queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const r
 	if (a->spec->created != b->spec->created)
 		return a->spec->created < b->spec->created ? -1 : 1;
 	return a->order < b->order ? -1 : (a->order > b->order);
+}
+
+/* GetQueueOrderResult for allocation: ja/jb are the jobs' step requests
+ * (NULL: no job). */
+int sc__queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const res3_t *jb)
+{
+	res3_t wa = with_job(&s->queues[ia], ja), wb = with_job(&s->queues[ib], jb);
+	return sc__queue_cmp_with(s, ia, ib, &wa, &wb, &wa, &wb);
 }
 
 /* True when a should be visited before b. */

@@ -18,6 +18,21 @@
 #define SC_MAX_RESERVATIONS 4
 
 typedef struct sc_sched sc_sched_t;
+
+/* Scratch buffers that searches repeated for every preemptor reuse instead
+ * of taking fresh arena memory each time (sc__scratch). */
+enum {
+	SC_SCR_UNITS,
+	SC_SCR_ORDER,
+	SC_SCR_VO,
+	SC_SCR_SET,
+	SC_SCR_SET2,
+	SC_SCR_SET3,
+	SC_SCR_UNITS2,
+	SC_SCR_UNITS3,
+	SC_SCR_FLAGS,
+	SC_SCRATCH_SLOTS
+};
 typedef struct sc_stmt sc_stmt_t;
 
 /* Resource vector in queue units: gpu devices, cpu millicores, bytes. */
@@ -150,12 +165,18 @@ struct sc_sched {
 	int nres_cand;
 	struct ending *ending; /* running jobs by expected end (reserve.c) */
 	int nending;
-	bool quiet;         /* simulating: no explanations */
+	bool quiet;                      /* simulating: no explanations */
+	void *scratch[SC_SCRATCH_SLOTS]; /* reusable buffers (sc__scratch) */
+	size_t scratch_cap[SC_SCRATCH_SLOTS];
 	int *running;       /* jobs holding pods, grouped by leaf queue */
 	int *running_start; /* per queue (nqueues + 1 entries) */
 	char *msg;
 	size_t msgsize;
 };
+
+/* A buffer of at least `bytes` for slot `slot`, reused from call to call
+ * (its contents are not kept); NULL when out of memory. */
+void *sc__scratch(sc_sched_t *s, int slot, size_t bytes);
 
 /* snapshot.c */
 int sc__sched_build(sc_sched_t *s, const sc_snapshot_t *snap);
@@ -182,6 +203,10 @@ int sc__job_order_cmp(const void *x, const void *y, void *ctx);
 /* KAI's queue order of queues ia and ib offering jobs asking ja and jb
  * (NULL: none): < 0 when ia goes first. */
 int sc__queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const res3_t *jb);
+/* The same with explicit holdings: wa/wb with the job (quota and zero-share
+ * rules), da/db for the dominant share (victim order subtracts victims). */
+int sc__queue_cmp_with(const sc_sched_t *s, int ia, int ib, const res3_t *wa, const res3_t *wb,
+                       const res3_t *da, const res3_t *db);
 /* KAI's GetAllocatableShare and GetDominantResourceShare. */
 res3_t sc__allocatable(const squeue_t *q);
 double sc__dominant_share(const sc_sched_t *s, const squeue_t *q, const res3_t *alloc);

@@ -524,6 +524,21 @@ void sc__sched_release(sc_sched_t *s)
 	sc_strmap_free(&s->queue_names);
 }
 
+void *sc__scratch(sc_sched_t *s, int slot, size_t bytes)
+{
+	if (bytes > s->scratch_cap[slot]) {
+		size_t cap = s->scratch_cap[slot] ? s->scratch_cap[slot] : 1024;
+		while (cap < bytes)
+			cap *= 2;
+		void *p = sc_arena_alloc(s->arena, cap);
+		if (!p)
+			return NULL;
+		s->scratch[slot] = p;
+		s->scratch_cap[slot] = cap;
+	}
+	return s->scratch[slot];
+}
+
 int sc__record(sc_sched_t *s, const decision_t *d)
 {
 	if (s->ndecisions == s->capdecisions) {

@@ -1,18 +1,28 @@
-/* Choosing victims: the smallest set that lets the preemptor's gang fit.
+/* Choosing victims: units whose eviction lets the preemptor's step fit.
  *
- * Cost of a set, compared in order: GPUs evicted, then the highest victim
- * priority, then total runtime lost. With few candidates every subset is
- * tried in order of cost (exact); with many, units are added cheapest first
- * until the preemptor fits and then every unit that is not needed is taken
- * out again, so no victim in the result could be spared. Every candidate
- * set is simulated in the statement (evict, place, roll back), as KAI does,
- * so nothing is committed unless the preemptor really fits. */
+ * Two searches (SchedulerConfig victims.search):
+ *  - minimal (the default, beyond KAI): the cheapest set. Cost of a set,
+ *    compared in order: GPUs evicted, then the highest victim priority,
+ *    then total runtime lost, then fewer victims, then KAI's victim order.
+ *    With few candidates every subset is tried in order of cost (exact);
+ *    with many, units are added cheapest first until the preemptor fits
+ *    and then every unit that is not needed is taken out again, so no
+ *    victim in the result could be spared.
+ *  - ordered (KAI's job_solver.go / by_pod_solver.go): the preemptor's
+ *    pods are solved one more at a time; for each, victims are accumulated
+ *    in KAI's victim order and, for the latest one, each of its nodes is
+ *    tried with the accumulated victims on that node (plus the victims the
+ *    earlier pods needed); the first set that works is kept.
+ * Every candidate set is checked by the action's rules and simulated in
+ * the statement (evict, place, roll back), as KAI does, so nothing is
+ * committed unless the preemptor really fits. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/actions.h"
 #include "core/victims.h"
 
-#define EXACT_MAX 12 /* candidates up to which the search is exhaustive */
+#define EXACT_MAX 12 /* candidates up to which the minimal search is exhaustive */
 
 int64_t sc__job_runtime(const sc_sched_t *s, int j)
 {
@@ -72,11 +82,34 @@ static int sc__running_index(sc_sched_t *s)
 	return 0;
 }
 
+/* Grows the units buffer (a reused scratch slot; its contents are kept). */
+static int grow(sc_sched_t *s, vunit_t **u, int n, int *cap, int more)
+{
+	if (n + more <= *cap)
+		return 0;
+	int ncap = *cap;
+	while (n + more > ncap)
+		ncap *= 2;
+	vunit_t *nu = sc__scratch(s, SC_SCR_UNITS2, (size_t)ncap * sizeof(**u));
+	if (!nu)
+		return SC_ENOMEM;
+	memcpy(nu, *u, (size_t)n * sizeof(**u));
+	vunit_t *keep = sc__scratch(s, SC_SCR_UNITS, (size_t)ncap * sizeof(**u));
+	if (!keep)
+		return SC_ENOMEM;
+	memcpy(keep, nu, (size_t)n * sizeof(**u));
+	*u = keep;
+	*cap = ncap;
+	return 0;
+}
+
 int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
-                     bool (*pick)(void *, sc_sched_t *, int), void *ctx, vunit_t **out)
+                     int (*pick)(void *, sc_sched_t *, int), void *ctx, vunit_t **out)
 {
 	int n = 0, cap = 64;
-	vunit_t *u = sc_arena_alloc(s->arena, (size_t)cap * sizeof(*u));
+	vunit_t *u = sc__scratch(s, SC_SCR_UNITS, (size_t)cap * sizeof(*u));
+	if (u)
+		cap = (int)(s->scratch_cap[SC_SCR_UNITS] / sizeof(*u));
 	int rc = sc__running_index(s);
 	if (!u || rc < 0)
 		return SC_ENOMEM;
@@ -87,7 +120,10 @@ int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
 	for (int k = lo; k < hi; k++) {
 		int j = s->running[k];
 		sjob_t *jb = &s->jobs[j];
-		if (j == preemptor || !jb->preemptible || jb->nrunning == 0 || !pick(ctx, s, j))
+		if (j == preemptor || !jb->preemptible || jb->nrunning == 0)
+			continue;
+		int how = pick(ctx, s, j);
+		if (!how)
 			continue;
 		int live = 0;
 		for (int p = 0; p < jb->total; p++)
@@ -95,50 +131,30 @@ int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
 		if (live == 0 || live != jb->nrunning)
 			continue;                  /* part of it is already leaving or new */
 		int spare = live - jb->min_member; /* pods above minMember */
-		int units = spare > 0 ? spare + 1 : 1;
-		if (n + units > cap) {
-			while (n + units > cap)
-				cap *= 2;
-			vunit_t *nu = sc_arena_alloc(s->arena, (size_t)cap * sizeof(*nu));
-			if (!nu)
-				return SC_ENOMEM;
-			memcpy(nu, u, (size_t)n * sizeof(*u));
-			u = nu;
-		}
+		if (how == 2 && spare <= 0)
+			continue;
+		if ((rc = grow(s, &u, n, &cap, spare > 0 ? spare + 1 : 1)) < 0)
+			return rc;
 		/* Spare pods of an elastic job, newest replica first, then the
-		 * job as a whole. */
+		 * job as a whole (KAI's GetTasksToEvict). */
+		int64_t rt = sc__job_runtime(s, j);
 		for (int p = jb->total - 1; p >= 0 && spare > 0; p--) {
 			if (!evictable(&jb->pods[p]))
 				continue;
-			u[n] = (vunit_t){.job = j,
-			                 .pod = p,
-			                 .priority = jb->priority,
-			                 .runtime = sc__job_runtime(s, j)};
+			u[n] =
+			    (vunit_t){.job = j, .pod = p, .priority = jb->priority, .runtime = rt};
 			unit_res(s, j, p, &u[n++]);
 			spare--;
 		}
-		u[n] = (vunit_t){.job = j,
-		                 .pod = -1,
-		                 .priority = jb->priority,
-		                 .runtime = sc__job_runtime(s, j)};
+		if (how == 2)
+			continue;
+		u[n] = (vunit_t){.job = j, .pod = -1, .priority = jb->priority, .runtime = rt};
 		unit_res(s, j, -1, &u[n++]);
 	}
+	if ((rc = sc__victim_order(s, u, n)) < 0)
+		return rc;
 	*out = u;
 	return n;
-}
-
-static int unit_cmp(const void *x, const void *y)
-{
-	const vunit_t *a = x, *b = y;
-	if (a->gpus != b->gpus)
-		return a->gpus < b->gpus ? -1 : 1;
-	if (a->priority != b->priority)
-		return a->priority < b->priority ? -1 : 1;
-	if (a->runtime != b->runtime)
-		return a->runtime < b->runtime ? -1 : 1;
-	if (a->job != b->job)
-		return a->job < b->job ? -1 : 1;
-	return a->pod > b->pod ? -1 : 1; /* spare pods: newest replica first */
 }
 
 static char *pod_reason(sc_sched_t *s, int action, int preemptor)
@@ -150,8 +166,8 @@ static char *pod_reason(sc_sched_t *s, int action, int preemptor)
 	return sc_arena_printf(s->arena, "%s %s", what, s->jobs[preemptor].spec->name);
 }
 
-/* Evicts one unit into the statement; a unit whose job is already being
- * evicted by an earlier unit of the set is a no-op. */
+/* Evicts one unit into the statement; a unit whose pods an earlier unit of
+ * the set already evicted adds nothing. */
 static int evict_unit(sc_sched_t *s, sc_stmt_t *st, const vunit_t *u, int preemptor,
                       const victim_rules_t *r, const char *why)
 {
@@ -168,8 +184,8 @@ static int evict_unit(sc_sched_t *s, sc_stmt_t *st, const vunit_t *u, int preemp
 }
 
 /* Evicts the units in set (indices into cands) and tries to place the
- * preemptor. Leaves everything in st when it fits (returns 1); rolls back
- * and returns 0 when not. */
+ * preemptor's step. Leaves everything in st when it fits (returns 1); rolls
+ * back and returns 0 when not. */
 static int try_set(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *cands,
                    const int *set, int n, const victim_rules_t *r, const char *why)
 {
@@ -180,6 +196,15 @@ static int try_set(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c
 			return rc;
 	}
 	sjob_t *pj = &s->jobs[preemptor];
+	/* KAI's AllocateJob checks the queue's capacity with the victims gone
+	 * (IsJobOverQueueCapacityFn: limits on the path, non-preemptible work
+	 * within quota). */
+	char lim[8];
+	if (!sc__res_fits_limit(s, pj->queue, &pj->step_req, lim, sizeof(lim)) ||
+	    (!pj->preemptible && !sc__nonpreempt_within_quota(s, pj))) {
+		sc__stmt_rollback(st, mark);
+		return 0;
+	}
 	const char *saved = pj->reason;
 	bool quiet = s->quiet;
 	s->quiet = true; /* a failed trial needs no explanation */
@@ -188,92 +213,146 @@ static int try_set(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c
 	pj->reason = saved;
 	if (placed < 0)
 		return placed;
-	if (placed > 0 && pj->nrunning >= pj->min_member &&
-	    (!r->valid || r->valid(r->ctx, s, preemptor)))
+	if (sc__step_done(pj, placed) && (!r->valid || r->valid(r->ctx, s, preemptor)))
 		return 1;
 	sc__stmt_rollback(st, mark);
 	return 0;
 }
 
-static bool set_allowed(sc_sched_t *s, int preemptor, const vunit_t *cands, const int *set, int n,
-                        const victim_rules_t *r, vunit_t *scratch)
+static int idx_cmp(const void *a, const void *b)
 {
-	for (int i = 0; i < n; i++) {
-		if (!r->allowed(r->ctx, s, preemptor, &cands[set[i]], scratch, i))
-			return false;
-		scratch[i] = cands[set[i]];
-	}
-	return true;
+	return *(const int *)a - *(const int *)b;
 }
 
-/* Exact search over subsets of at most EXACT_MAX candidates, in order of
- * GPUs evicted, then highest priority, then runtime. */
+/* The action's rules on the units set[0..n) of cands, in victim order
+ * (cands are sorted by it, so by index). */
+static bool set_allowed(sc_sched_t *s, int preemptor, const vunit_t *cands, int *set, int n,
+                        const victim_rules_t *r, vunit_t *scratch)
+{
+	if (!r->allowed)
+		return true;
+	qsort(set, (size_t)n, sizeof(int), idx_cmp);
+	for (int i = 0; i < n; i++)
+		scratch[i] = cands[set[i]];
+	return r->allowed(r->ctx, s, preemptor, scratch, n);
+}
+
+/* ---- minimal ------------------------------------------------------- */
+
+typedef struct cost {
+	double gpus, runtime;
+	int prio, count;
+	int first[EXACT_MAX]; /* victim-order positions, ascending */
+} cost_t;
+
+static void cost_of(const vunit_t *c, int m, int n, cost_t *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->prio = -2147483647;
+	for (int i = 0; i < n; i++)
+		if (m & (1 << i)) {
+			k->gpus += c[i].gpus;
+			k->runtime += (double)c[i].runtime;
+			if (c[i].priority > k->prio)
+				k->prio = c[i].priority;
+			k->first[k->count++] = c[i].order;
+		}
+}
+
+/* Is cost a strictly cheaper than b? */
+static bool cheaper(const cost_t *a, const cost_t *b)
+{
+	if (a->gpus < b->gpus - 1e-9 || a->gpus > b->gpus + 1e-9)
+		return a->gpus < b->gpus;
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	if (a->runtime != b->runtime)
+		return a->runtime < b->runtime;
+	if (a->count != b->count)
+		return a->count < b->count;
+	for (int i = 0; i < a->count; i++)
+		if (a->first[i] != b->first[i])
+			return a->first[i] < b->first[i];
+	return false;
+}
+
+/* Exact search over the subsets of at most EXACT_MAX candidates. */
 static int exact(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c, int n,
                  const victim_rules_t *r, const char *why)
 {
 	int total = 1 << n, best = -1;
-	double best_gpu = 0, best_rt = 0;
-	int best_prio = 0;
+	cost_t bc = {0}, k;
 	int set[EXACT_MAX];
 	vunit_t scratch[EXACT_MAX];
 	for (int m = 1; m < total; m++) {
-		int k = 0, prio = -2147483647;
-		double gpu = 0, rt = 0;
+		cost_of(c, m, n, &k);
+		if (best >= 0 && !cheaper(&k, &bc))
+			continue;
+		int cnt = 0;
 		for (int i = 0; i < n; i++)
-			if (m & (1 << i)) {
-				set[k++] = i;
-				gpu += c[i].gpus;
-				rt += (double)c[i].runtime;
-				if (c[i].priority > prio)
-					prio = c[i].priority;
-			}
-		if (best >= 0 && (gpu > best_gpu + 1e-9 ||
-		                  (gpu > best_gpu - 1e-9 &&
-		                   (prio > best_prio || (prio == best_prio && rt >= best_rt)))))
+			if (m & (1 << i))
+				set[cnt++] = i;
+		if (!set_allowed(s, preemptor, c, set, cnt, r, scratch))
 			continue;
-		if (!set_allowed(s, preemptor, c, set, k, r, scratch))
-			continue;
-		int rc = try_set(s, st, preemptor, c, set, k, r, why);
+		int rc = try_set(s, st, preemptor, c, set, cnt, r, why);
 		if (rc < 0)
 			return rc;
 		if (rc == 1) {
 			sc__stmt_rollback(st, 0);
 			best = m;
-			best_gpu = gpu;
-			best_prio = prio;
-			best_rt = rt;
+			bc = k;
 		}
 	}
 	if (best < 0)
 		return 0;
-	int k = 0;
+	int cnt = 0;
 	for (int i = 0; i < n; i++)
 		if (best & (1 << i))
-			set[k++] = i;
-	return try_set(s, st, preemptor, c, set, k, r, why);
+			set[cnt++] = i;
+	return try_set(s, st, preemptor, c, set, cnt, r, why);
 }
 
-/* Greedy with pruning for large candidate lists. */
-static int greedy(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c, int n,
+static int greedy_cmp(const void *x, const void *y)
+{
+	const vunit_t *a = x, *b = y;
+	if (a->gpus != b->gpus)
+		return a->gpus < b->gpus ? -1 : 1;
+	if (a->priority != b->priority)
+		return a->priority < b->priority ? -1 : 1;
+	if (a->runtime != b->runtime)
+		return a->runtime < b->runtime ? -1 : 1;
+	return a->order - b->order;
+}
+
+/* Greedy with pruning for large candidate lists (sorted cheapest first
+ * here; set_allowed restores victim order for the rules). */
+static int greedy(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *c, int n,
                   const victim_rules_t *r, const char *why)
 {
-	int *set = sc_arena_alloc(s->arena, (size_t)n * sizeof(int));
-	vunit_t *scratch = sc_arena_alloc(s->arena, (size_t)n * sizeof(vunit_t));
-	if (!set || !scratch)
+	vunit_t *byorder = sc__scratch(s, SC_SCR_UNITS2, (size_t)n * sizeof(vunit_t));
+	int *set = sc__scratch(s, SC_SCR_SET, (size_t)n * sizeof(int));
+	int *tmp = sc__scratch(s, SC_SCR_SET2, (size_t)n * sizeof(int));
+	vunit_t *scratch = sc__scratch(s, SC_SCR_UNITS3, (size_t)n * sizeof(vunit_t));
+	if (!byorder || !set || !tmp || !scratch)
 		return SC_ENOMEM;
+	memcpy(byorder, c, (size_t)n * sizeof(vunit_t)); /* c is in victim order */
+	qsort(c, (size_t)n, sizeof(*c), greedy_cmp);
+	/* Indices below are into byorder (victim order) via each unit's order. */
 	const res3_t *need = &s->jobs[preemptor].step_req;
 	double freed = 0;
 	int k = 0, found = 0;
 	for (int i = 0; i < n && !found; i++) {
-		if (!r->allowed(r->ctx, s, preemptor, &c[i], scratch, k))
+		set[k] = c[i].order;
+		memcpy(tmp, set, (size_t)(k + 1) * sizeof(int));
+		if (!set_allowed(s, preemptor, byorder, tmp, k + 1, r, scratch))
 			continue;
-		scratch[k] = c[i];
-		set[k++] = i;
+		k++;
 		freed += c[i].gpus;
 		/* Simulate only once enough GPUs could be free. */
-		if (need->v[SC_RES_GPU] > 0 && freed + 1e-9 < need->v[SC_RES_GPU] * 0.999 && k < n)
+		if (need->v[SC_RES_GPU] > 0 && freed + 1e-9 < need->v[SC_RES_GPU] * 0.999 &&
+		    i + 1 < n)
 			continue;
-		found = try_set(s, st, preemptor, c, set, k, r, why);
+		found = try_set(s, st, preemptor, byorder, set, k, r, why);
 		if (found < 0)
 			return found;
 		if (found)
@@ -285,8 +364,9 @@ static int greedy(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c,
 	for (int i = k - 1; i >= 0; i--) {
 		int save = set[i];
 		memmove(&set[i], &set[i + 1], (size_t)(k - i - 1) * sizeof(int));
-		int rc = set_allowed(s, preemptor, c, set, k - 1, r, scratch)
-		             ? try_set(s, st, preemptor, c, set, k - 1, r, why)
+		memcpy(tmp, set, (size_t)(k - 1) * sizeof(int));
+		int rc = set_allowed(s, preemptor, byorder, tmp, k - 1, r, scratch)
+		             ? try_set(s, st, preemptor, byorder, set, k - 1, r, why)
 		             : 0;
 		if (rc < 0)
 			return rc;
@@ -298,7 +378,106 @@ static int greedy(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c,
 		memmove(&set[i + 1], &set[i], (size_t)(k - i - 1) * sizeof(int));
 		set[i] = save;
 	}
-	return try_set(s, st, preemptor, c, set, k, r, why);
+	return try_set(s, st, preemptor, byorder, set, k, r, why);
+}
+
+/* ---- ordered (KAI) -------------------------------------------------- */
+
+static bool unit_on_node(const sc_sched_t *s, const vunit_t *u, uint32_t node)
+{
+	const sjob_t *jb = &s->jobs[u->job];
+	for (int p = 0; p < jb->total; p++)
+		if ((u->pod < 0 || p == u->pod) && evictable(&jb->pods[p]) &&
+		    jb->pods[p].assign.node == node)
+			return true;
+	return false;
+}
+
+/* One partial step of KAI's Solve: victims for the preemptor's first
+ * `pods` pods, with the earlier pods' victims (rec[0..nrec)) always
+ * evicted. On success the chosen set is in rec (1), else 0. */
+static int ordered_step(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c, int n,
+                        const victim_rules_t *r, const char *why, int *rec, int *nrec, char *in_rec,
+                        int *set, int *acc, vunit_t *scratch)
+{
+	int rc;
+	/* The recorded victims alone (KAI's first scenario). */
+	if (*nrec > 0) {
+		memcpy(set, rec, (size_t)*nrec * sizeof(int));
+		if (set_allowed(s, preemptor, c, set, *nrec, r, scratch)) {
+			memcpy(set, rec, (size_t)*nrec * sizeof(int));
+			if ((rc = try_set(s, st, preemptor, c, set, *nrec, r, why)) != 0)
+				return rc;
+		}
+	}
+	int nacc = 0;
+	for (int k = 0; k < n; k++) {
+		if (in_rec[k])
+			continue;
+		acc[nacc++] = k;
+		/* KAI validates a scenario with every victim accumulated so far. */
+		memcpy(set, rec, (size_t)*nrec * sizeof(int));
+		memcpy(set + *nrec, acc, (size_t)nacc * sizeof(int));
+		if (!set_allowed(s, preemptor, c, set, *nrec + nacc, r, scratch))
+			continue;
+		const sjob_t *vj = &s->jobs[c[k].job];
+		for (int p = 0; p < vj->total; p++) {
+			if ((c[k].pod >= 0 && p != c[k].pod) || !evictable(&vj->pods[p]))
+				continue;
+			uint32_t node = vj->pods[p].assign.node;
+			bool seen = false; /* each node of the latest victim once */
+			for (int q = 0; q < p && !seen; q++)
+				seen = (c[k].pod < 0 || q == c[k].pod) && evictable(&vj->pods[q]) &&
+				       vj->pods[q].assign.node == node;
+			if (seen)
+				continue;
+			int m = *nrec;
+			memcpy(set, rec, (size_t)m * sizeof(int));
+			for (int i = 0; i < nacc; i++)
+				if (unit_on_node(s, &c[acc[i]], node))
+					set[m++] = acc[i];
+			rc = try_set(s, st, preemptor, c, set, m, r, why);
+			if (rc < 0)
+				return rc;
+			if (rc == 1) {
+				for (int i = *nrec; i < m; i++)
+					in_rec[set[i]] = 1;
+				memcpy(rec, set, (size_t)m * sizeof(int));
+				*nrec = m;
+				return 1;
+			}
+		}
+	}
+	return 0;
+}
+
+static int ordered(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c, int n,
+                   const victim_rules_t *r, const char *why)
+{
+	int *rec = sc__scratch(s, SC_SCR_SET, (size_t)n * sizeof(int) + sizeof(int));
+	int *set = sc__scratch(s, SC_SCR_SET2, (size_t)n * 2 * sizeof(int) + sizeof(int));
+	int *acc = sc__scratch(s, SC_SCR_SET3, (size_t)n * sizeof(int) + sizeof(int));
+	char *in_rec = sc__scratch(s, SC_SCR_FLAGS, (size_t)n + 1);
+	vunit_t *scratch = sc__scratch(s, SC_SCR_UNITS3, (size_t)n * 2 * sizeof(vunit_t) + 1);
+	if (in_rec)
+		memset(in_rec, 0, (size_t)n + 1);
+	if (!rec || !set || !acc || !in_rec || !scratch)
+		return SC_ENOMEM;
+	sjob_t *pj = &s->jobs[preemptor];
+	int step = pj->step, nrec = 0;
+	for (int pods = 1; pods <= step; pods++) {
+		pj->step = pods; /* a partial job of the first `pods` pods */
+		int rc = ordered_step(s, st, preemptor, c, n, r, why, rec, &nrec, in_rec, set, acc,
+		                      scratch);
+		if (rc <= 0) {
+			pj->step = step;
+			return rc;
+		}
+		if (pods < step)
+			sc__stmt_rollback(st, 0);
+	}
+	pj->step = step;
+	return 1;
 }
 
 int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands, int n,
@@ -306,7 +485,6 @@ int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands
 {
 	if (n <= 0)
 		return 0;
-	qsort(cands, (size_t)n, sizeof(*cands), unit_cmp);
 	const char *why = pod_reason(s, rules->action, preemptor);
 	if (!why)
 		return SC_ENOMEM;
@@ -318,6 +496,8 @@ int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands
 			sc__stmt_rollback(st, 0);
 		return rc < 0 ? rc : 0;
 	}
+	if (s->snap->config.victim_search == SC_VICTIMS_ORDERED)
+		return ordered(s, st, preemptor, cands, n, rules, why);
 	if (n <= EXACT_MAX)
 		return exact(s, st, preemptor, cands, n, rules, why);
 	return greedy(s, st, preemptor, cands, n, rules, why);

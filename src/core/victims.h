@@ -1,10 +1,12 @@
-/* Victim search shared by reclaim, preempt and consolidation.
+/* Victim search shared by reclaim and preempt.
  *
  * A victim unit is what can be evicted on its own: a whole job, or one pod
  * of an elastic job that runs more pods than its minMember (evicting such a
- * pod does not break the gang). The search finds a small set of units whose
- * eviction lets the preemptor's gang fit, and leaves the evictions and the
- * preemptor's placements in the statement for the caller to commit. */
+ * pod does not break the gang; KAI's GetTasksToEvict). Units are numbered
+ * in KAI's victim order (victim_order.c). The search finds a set of units
+ * whose eviction lets the preemptor's step fit, and leaves the evictions
+ * and the preemptor's placements in the statement for the caller to
+ * commit. */
 #ifndef SC_CORE_VICTIMS_H
 #define SC_CORE_VICTIMS_H
 
@@ -12,18 +14,19 @@
 
 typedef struct vunit {
 	int job;
-	int pod;     /* -1: every running pod of the job */
-	double gpus; /* GPUs freed */
+	int pod;   /* -1: every running pod of the job */
+	int order; /* position in KAI's victim order, 0 first */
 	int priority;
+	double gpus; /* GPUs freed */
 	int64_t runtime;
 	res3_t res; /* resources freed, queue units */
 } vunit_t;
 
-/* Rule-specific checks, called while the set is built. */
+/* Rule-specific checks. */
 typedef struct victim_rules {
-	/* May unit u join a set whose units so far are chosen[0..n)? */
-	bool (*allowed)(void *ctx, sc_sched_t *s, int preemptor, const vunit_t *u,
-	                const vunit_t *chosen, int n);
+	/* May the units set[0..n) (in victim order) be evicted together for
+	 * the preemptor? Called before the set is simulated. NULL: yes. */
+	bool (*allowed)(void *ctx, sc_sched_t *s, int preemptor, const vunit_t *set, int n);
 	void *ctx;
 	int action; /* enum sc_action, recorded on the evictions */
 	/* Optional: is the state after evicting a set and placing the
@@ -33,14 +36,22 @@ typedef struct victim_rules {
 } victim_rules_t;
 
 /* Collects candidate units: running, preemptible pods not placed in this
- * cycle, of leaf queue `queue` (-1: any queue), for which pick(job) is
- * true. Returns the count or SC_ENOMEM. */
+ * cycle, of leaf queue `queue` (-1: any queue), of jobs for which pick()
+ * returns 1 (every unit) or 2 (only the spare pods of an elastic job: its
+ * gang is protected, e.g. by a minimum runtime), and numbers them in KAI's
+ * victim order. Returns the count or SC_ENOMEM. */
 int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
-                     bool (*pick)(void *, sc_sched_t *, int), void *ctx, vunit_t **out);
+                     int (*pick)(void *, sc_sched_t *, int), void *ctx, vunit_t **out);
 
-/* Finds a set of units among cands whose eviction lets preemptor run. On
- * success returns 1 with the evictions and placements in st (uncommitted);
- * returns 0 when no set works (st unchanged), or a negative error. */
+/* victim_order.c: numbers units in KAI's victim order (the reverse of the
+ * allocation order: the most over-served queue first, and in a queue the
+ * job allocate would take last first) and sorts them by it. */
+int sc__victim_order(sc_sched_t *s, vunit_t *u, int n);
+
+/* Finds a set of units among cands whose eviction lets preemptor run, by
+ * the configured search (SchedulerConfig victims.search). On success
+ * returns 1 with the evictions and placements in st (uncommitted); returns
+ * 0 when no set works (st unchanged), or a negative error. */
 int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands, int n,
                      const victim_rules_t *rules);
 

@@ -418,6 +418,26 @@ static int decode_placement(sc__rd_t *rd, json_t *spec, sc_config_t *c)
 	return 0;
 }
 
+/* victims: {search: minimal | ordered} */
+static int decode_victims(sc__rd_t *rd, json_t *spec, sc_config_t *c)
+{
+	static const char *const fields[] = {"search", NULL};
+	static const char *const modes[] = {"minimal", "ordered", NULL};
+	json_t *o;
+	int mode = -1;
+	int rc = sc__get_object(rd, spec, "victims", false, &o);
+	if (rc <= 0)
+		return rc;
+	sc__mark_t m = sc__rd_push(rd, "victims");
+	if ((rc = sc__rd_fields(rd, o, fields)) < 0 ||
+	    (rc = sc__get_enum(rd, o, "search", false, modes, &mode)) < 0)
+		return rc;
+	if (mode >= 0)
+		c->victim_search = mode ? SC_VICTIMS_ORDERED : SC_VICTIMS_MINIMAL;
+	sc__rd_pop(rd, m);
+	return 0;
+}
+
 /* Reads {key: {field: value}} groups of one setting each. */
 static int one_setting(sc__rd_t *rd, json_t *spec, const char *group, const char *field, double min,
                        double max, double *out)
@@ -445,9 +465,9 @@ static int one_setting(sc__rd_t *rd, json_t *spec, const char *group, const char
 
 int sc__decode_config(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
-	static const char *const fields[] = {"actions",       "placement",    "packThreshold",
-	                                     "spreadFactor",  "reclaim",      "preempt",
-	                                     "consolidation", "reservations", NULL};
+	static const char *const fields[] = {
+	    "actions", "placement",     "packThreshold", "spreadFactor", "reclaim",
+	    "preempt", "consolidation", "reservations",  "victims",      NULL};
 	const char *name;
 	json_t *spec = NULL;
 	sc_config_t *c = &b->config;
@@ -472,6 +492,7 @@ int sc__decode_config(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 		if ((rc = sc__rd_fields(rd, spec, fields)) < 0 ||
 		    (rc = decode_actions(rd, spec, c)) < 0 ||
 		    (rc = decode_placement(rd, spec, c)) < 0 ||
+		    (rc = decode_victims(rd, spec, c)) < 0 ||
 		    (rc = sc__get_num(rd, spec, "packThreshold", false, 0, 1, &c->pack_threshold)) <
 		        0 ||
 		    (rc = one_setting(rd, spec, "spreadFactor", "serving", 1, 1000, &serving)) <

@@ -8,7 +8,11 @@
  *   - a gang is never partly placed (bound + kept >= minMember, or none);
  *   - a queue that received work is within its limit afterwards;
  *   - no non-preemptible job is preempted, reclaimed or moved;
- *   - a reclaimed queue keeps min(limit, max(quota, fair share)) GPUs;
+ *   - reclaim takes only from a side (the victim's ancestor that is a
+ *     sibling of the reclaimer's) that held more than its quota and limit
+ *     allow when the reclaim began: KAI's strategies need it above its
+ *     allocatable share min(limit, max(quota, fair share)) or above its
+ *     quota, so a queue within min(quota, limit) is never reclaimed from;
  *   - every eviction's `by` job is bound in the same cycle;
  *   - preempt victims have strictly lower priority than the preemptor;
  *   - the same input gives the same output;
@@ -430,31 +434,38 @@ static bool is_by(const sc_decisions_t *d, const char *job)
 	return false;
 }
 
-/* A lower bound of what a queue's subtree held right after reclaim: before
- * the cycle, plus what allocate bound there (bindings of jobs that evicted
- * nothing), minus what reclaim took. Preempt and stale-gang evictions come
- * later and do not count. */
-static double after_reclaim(const world_t *w, const sc_decisions_t *d, const char *q)
+/* What a queue's subtree held when reclaim began, at most: before the
+ * cycle, plus what jobs that evicted nothing (allocate's) bound there. */
+static double before_reclaim(const world_t *w, const sc_decisions_t *d, const char *q)
 {
 	double g = gpu_before(w, q);
 	for (size_t b = 0; b < d->nbindings; b++) {
 		const sc_binding_t *bd = &d->bindings[b];
 		const sc_job_spec_t *js = &w->jobs[bd->job];
-		if (is_under(w, js->queue, q) && !is_by(d, js->name) && !bd->mig_profile &&
-		    !evicted(d, bd->job, bd->pod))
+		if (is_under(w, js->queue, q) && !is_by(d, js->name) && !bd->mig_profile)
 			g += bd->gpu_milli ? bd->gpu_milli / 1000.0 : (double)bd->ngpus;
 	}
-	for (size_t e = 0; e < d->nevictions; e++) {
-		const sc_eviction_t *ev = &d->evictions[e];
-		const sc_job_spec_t *js = &w->jobs[ev->job];
-		if (ev->action != SC_ACT_RECLAIM || !is_under(w, js->queue, q))
-			continue;
-		for (size_t p = 0; p < js->npods; p++)
-			if (strcmp(js->pods[p].name, ev->pod) == 0)
-				g -= js->pods[p].gpu_milli ? js->pods[p].gpu_milli / 1000.0
-				                           : (double)js->pods[p].ngpus;
-	}
 	return g;
+}
+
+static const char *parent_of_queue(const world_t *w, const char *q)
+{
+	for (size_t i = 0; i < w->snap.nqueues; i++)
+		if (strcmp(w->queues[i].name, q) == 0)
+			return w->queues[i].parent;
+	return NULL;
+}
+
+/* The victim's side: its ancestor whose parent is also the reclaimer's
+ * ancestor (or the root), as KAI's getLeveledQueues picks it. */
+static const char *side_of(const world_t *w, const char *victim, const char *reclaimer)
+{
+	for (const char *a = victim; a; a = parent_of_queue(w, a)) {
+		const char *p = parent_of_queue(w, a);
+		if (!is_under(w, reclaimer, a) && (!p || is_under(w, reclaimer, p)))
+			return a;
+	}
+	return victim;
 }
 
 static void check_evictions(const world_t *w, const sc_decisions_t *d)
@@ -484,21 +495,15 @@ static void check_evictions(const world_t *w, const sc_decisions_t *d)
 				         v->name, prio_of(v), ev->by, prio_of(&w->jobs[by]));
 		}
 		if (ev->action == SC_ACT_RECLAIM) {
-			for (const char *q = v->queue; q;) {
-				const sc_queue_report_t *r = report(d, q);
-				if (is_under(w, w->jobs[by].queue, q))
-					break;
-				double quota =
-				    r->quota[SC_RES_GPU] < 0 ? 1e300 : r->quota[SC_RES_GPU];
-				double limit =
-				    r->limit[SC_RES_GPU] < 0 ? 1e300 : r->limit[SC_RES_GPU];
-				double keep = fmin(limit, fmax(quota, r->fair_share[SC_RES_GPU]));
-				if (after_reclaim(w, d, q) < keep - 1e-6 && (dump(w, d), true))
-					fail_msg("seed %llu: queue %s reclaimed to %g below %g",
-					         (unsigned long long)cur_seed, q,
-					         after_reclaim(w, d, q), keep);
-				q = r->parent;
-			}
+			const char *side = side_of(w, v->queue, w->jobs[by].queue);
+			const sc_queue_report_t *r = report(d, side);
+			double quota = r->quota[SC_RES_GPU] < 0 ? 1e300 : r->quota[SC_RES_GPU];
+			double limit = r->limit[SC_RES_GPU] < 0 ? 1e300 : r->limit[SC_RES_GPU];
+			double keep = fmin(quota, limit);
+			if (before_reclaim(w, d, side) <= keep + 1e-6 && (dump(w, d), true))
+				fail_msg("seed %llu: %s reclaimed from %s, which held %g <= %g",
+				         (unsigned long long)cur_seed, ev->pod, side,
+				         before_reclaim(w, d, side), keep);
 		}
 	}
 }

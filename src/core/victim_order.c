@@ -1,0 +1,155 @@
+/* KAI's victim order: the order in which reclaim and preempt consider
+ * running jobs as victims (JobsOrderByQueues with VictimQueue set).
+ *
+ * It is the allocation order turned around. Among queues, the one that
+ * allocate would visit last goes first: above its fair share, over its
+ * quota, lower priority, larger dominant share once the victims already
+ * taken from it are gone (so taking a victim makes a queue less likely to
+ * give the next one: victims come from the most over-served queue, then
+ * alternate), and, when all else ties, the newer queue. Inside a queue the
+ * job allocate would take last goes first: lower priority, an elastic job's
+ * spare pods before whole jobs, then the newest. Queues are compared
+ * hierarchically, each parent with the head victim of its best child. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/victims.h"
+
+typedef struct vo {
+	sc_sched_t *s;
+	vunit_t *u;     /* sorted by leaf, then by in-queue order */
+	int *cur;       /* per leaf: next unit */
+	int *remain;    /* per queue (and the virtual root): units left below */
+	res3_t *valloc; /* per queue: allocated minus the victims taken */
+	int *pick;      /* per parent: its chosen child in this step */
+	int *head;      /* per queue: its head unit in this step */
+	int *stamp;     /* per queue: the step head/pick belong to */
+	int step;
+} vo_t;
+
+static int state_of(const sc_sched_t *s, const vunit_t *u)
+{
+	const sjob_t *j = &s->jobs[u->job];
+	if (u->pod >= 0)
+		return 2; /* a spare pod: its job is above minMember */
+	return j->nrunning >= j->min_member ? 1 : 0;
+}
+
+/* In-queue order of victims: the reverse of the allocation job order. */
+static int unit_cmp(const void *x, const void *y, void *ctx)
+{
+	const sc_sched_t *s = ctx;
+	const vunit_t *a = x, *b = y;
+	int qa = s->jobs[a->job].queue, qb = s->jobs[b->job].queue;
+	if (qa != qb)
+		return qa < qb ? -1 : 1;
+	if (a->priority != b->priority)
+		return a->priority < b->priority ? -1 : 1;
+	int sa = state_of(s, a), sb = state_of(s, b);
+	if (sa != sb)
+		return sa > sb ? -1 : 1;
+	int64_t ca = s->jobs[a->job].spec->created, cb = s->jobs[b->job].spec->created;
+	if (ca != cb)
+		return ca > cb ? -1 : 1;
+	if (a->job != b->job)
+		return a->job > b->job ? -1 : 1;
+	return a->pod > b->pod ? -1 : (a->pod < b->pod);
+}
+
+static bool is_leaf(const vo_t *x, int q)
+{
+	return q < x->s->nqueues && x->s->queues[q].leaf;
+}
+
+static int head_of(vo_t *x, int q);
+
+/* Is queue a's victim taken before queue b's? */
+static bool worse(vo_t *x, int a, int b)
+{
+	const sc_sched_t *s = x->s;
+	res3_t da = x->valloc[a], db = x->valloc[b];
+	const vunit_t *ha = &x->u[head_of(x, a)], *hb = &x->u[head_of(x, b)];
+	for (int r = 0; r < SC_RES_COUNT; r++) {
+		da.v[r] -= ha->res.v[r];
+		db.v[r] -= hb->res.v[r];
+	}
+	return sc__queue_cmp_with(s, a, b, &s->queues[a].allocated, &s->queues[b].allocated, &da,
+	                          &db) > 0;
+}
+
+/* The unit queue q offers next in this step (its subtree has some). */
+static int head_of(vo_t *x, int q)
+{
+	if (x->stamp[q] == x->step)
+		return x->head[q];
+	int h;
+	if (is_leaf(x, q)) {
+		h = x->cur[q];
+	} else {
+		const sc_sched_t *s = x->s;
+		const int *kids = q == s->nqueues ? s->roots : s->queues[q].children;
+		int nkids = q == s->nqueues ? s->nroots : s->queues[q].nchildren;
+		int best = -1;
+		for (int i = 0; i < nkids; i++)
+			if (x->remain[kids[i]] > 0 && (best < 0 || worse(x, kids[i], best)))
+				best = kids[i];
+		x->pick[q] = best;
+		h = head_of(x, best);
+	}
+	x->stamp[q] = x->step;
+	x->head[q] = h;
+	return h;
+}
+
+int sc__victim_order(sc_sched_t *s, vunit_t *u, int n)
+{
+	if (n <= 0)
+		return 0;
+	qsort_r(u, (size_t)n, sizeof(*u), unit_cmp, s);
+	size_t nq = (size_t)s->nqueues + 1;
+	vo_t x = {.s = s, .u = u};
+	/* One reused block: per-queue state, then the output. */
+	size_t ints = 5 * nq,
+	       bytes = ints * sizeof(int) + nq * sizeof(res3_t) + (size_t)n * sizeof(vunit_t) + 64;
+	char *blk = sc__scratch(s, SC_SCR_VO, bytes);
+	if (!blk)
+		return SC_ENOMEM;
+	x.valloc = (res3_t *)blk;
+	vunit_t *out = (vunit_t *)(x.valloc + nq);
+	int *ip = (int *)(out + n);
+	x.cur = ip;
+	x.remain = ip + nq;
+	x.pick = ip + 2 * nq;
+	x.head = ip + 3 * nq;
+	x.stamp = ip + 4 * nq;
+	memset(x.remain, 0, nq * sizeof(int));
+	memset(x.stamp, 0, nq * sizeof(int));
+	for (int q = 0; q < s->nqueues; q++)
+		x.valloc[q] = s->queues[q].allocated;
+	for (int i = 0; i < n; i++) {
+		int q = s->jobs[u[i].job].queue;
+		if (i == 0 || q != s->jobs[u[i - 1].job].queue)
+			x.cur[q] = i;
+		for (int a = q; a >= 0; a = s->queues[a].parent)
+			x.remain[a]++;
+		x.remain[s->nqueues]++;
+	}
+	for (int k = 0; k < n; k++) {
+		x.step = k + 1;
+		int q = s->nqueues;
+		head_of(&x, q);
+		while (!is_leaf(&x, q))
+			q = x.pick[q];
+		vunit_t *v = &u[x.cur[q]++];
+		out[k] = *v;
+		out[k].order = k;
+		for (int a = q; a >= 0; a = s->queues[a].parent) {
+			x.remain[a]--;
+			for (int r = 0; r < SC_RES_COUNT; r++)
+				x.valloc[a].v[r] -= v->res.v[r];
+		}
+		x.remain[s->nqueues]--;
+	}
+	memcpy(u, out, (size_t)n * sizeof(*u));
+	return 0;
+}
