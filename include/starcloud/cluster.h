@@ -34,6 +34,15 @@ typedef struct sc_node_view {
 	uint8_t gpu_shared[SC_MAX_GPUS]; /* share pods on the device */
 	uint8_t mig_used[SC_MAX_GPUS];   /* MIG: memory slices in use (bit i = slice i) */
 	bool schedulable;                /* ready and not cordoned */
+	/* Resources held by pods being released (Releasing in the snapshot,
+	 * or evicted in this cycle) that no pod has yet been pipelined onto.
+	 * They are counted as taken above; a pipelined placement may use them
+	 * (KAI's releasing resources). */
+	int64_t cpu_rel, mem_rel;
+	int16_t gpu_rel[SC_MAX_GPUS]; /* milli per device */
+	int64_t gpu_mem_rel[SC_MAX_GPUS];
+	uint8_t shared_rel[SC_MAX_GPUS]; /* share pods being released on the device */
+	uint8_t mig_rel[SC_MAX_GPUS];    /* MIG slices being released */
 } sc_node_view_t;
 
 /* Where one pod goes: a node and, for GPU pods, the devices. A share pod

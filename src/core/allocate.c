@@ -193,6 +193,7 @@ static int try_job(sc_sched_t *s, int j)
 		return placed;
 	if (sc__step_done(jb, placed)) {
 		jb->reason = NULL;
+		sc__stmt_pipeline_job(&st, j);
 		int rc = sc__stmt_commit(&st);
 		return rc < 0 ? rc : 1;
 	}

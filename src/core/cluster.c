@@ -33,7 +33,7 @@ static inline void bit_clr(uint64_t *b, uint32_t i)
 }
 
 /* Lowest set bit at or after `from`, or UINT32_MAX. */
-static uint32_t bit_next(const uint64_t *b, size_t nwords, uint32_t from)
+uint32_t sc__bit_next(const uint64_t *b, size_t nwords, uint32_t from)
 {
 	size_t w = from >> 6;
 	if (w >= nwords)
@@ -63,7 +63,7 @@ static void capacity(sc_cluster_t *c, const sc_node_view_t *n, int sign);
 
 /* Every change to a node is bracketed by index_del and index_add, which
  * also keep the usage and capacity sums. */
-static void index_add(sc_cluster_t *c, uint32_t i)
+void sc__index_add(sc_cluster_t *c, uint32_t i)
 {
 	const sc_node_view_t *n = &c->nodes[i];
 	account(c, n, +1);
@@ -81,7 +81,7 @@ static void index_add(sc_cluster_t *c, uint32_t i)
 	c->key_partial[i] = (int8_t)p;
 }
 
-static void index_del(sc_cluster_t *c, uint32_t i)
+void sc__index_del(sc_cluster_t *c, uint32_t i)
 {
 	const sc_node_view_t *n = &c->nodes[i];
 	account(c, n, -1);
@@ -205,8 +205,11 @@ sc_cluster_t *sc_cluster_new(const sc_node_spec_t *nodes, size_t n, int *err)
 	rc = sc__names_build(&c->names, nodes, n);
 	if (rc < 0)
 		goto fail;
+	rc = sc__cluster_pipe_init(c);
+	if (rc < 0)
+		goto fail;
 	for (size_t i = 0; i < n; i++)
-		index_add(c, (uint32_t)i);
+		sc__index_add(c, (uint32_t)i);
 	return c;
 fail:
 	if (err)
@@ -225,6 +228,8 @@ void sc_cluster_free(sc_cluster_t *c)
 	free(c->models);
 	free(c->groups);
 	free(c->bits);
+	free(c->relbits);
+	free(c->relbits_gpu);
 	sc__names_free(&c->names);
 	free(c);
 }
@@ -331,7 +336,7 @@ int64_t sc_request_gpu_milli(const sc_request_t *r, const sc_node_view_t *n)
 	return s > SC_GPU_MILLI ? SC_GPU_MILLI : s;
 }
 
-static bool is_share(const sc_request_t *r)
+bool sc__is_share(const sc_request_t *r)
 {
 	return r->gpus == 0 && (r->gpu_milli > 0 || r->gpu_memory > 0);
 }
@@ -363,7 +368,7 @@ bool sc_node_fits(const sc_node_view_t *n, const sc_request_t *r)
 	}
 	if (r->gpus > 0)
 		return n->whole_free >= r->gpus;
-	if (is_share(r)) {
+	if (sc__is_share(r)) {
 		int s = sc_request_share_milli(r, n);
 		return s <= SC_GPU_MILLI && share_device(n, s, r->gpu_memory, SC_DEV_PACK) >= 0;
 	}
@@ -396,7 +401,7 @@ int sc_node_choose_devices(const sc_node_view_t *n, const sc_request_t *r, int p
 				a->gpus[a->ngpus++] = d;
 		return a->ngpus == r->gpus ? 0 : SC_ENOFIT;
 	}
-	if (is_share(r)) {
+	if (sc__is_share(r)) {
 		int s = sc_request_share_milli(r, n);
 		int d = s <= SC_GPU_MILLI ? share_device(n, s, r->gpu_memory, policy) : -1;
 		if (d < 0)
@@ -411,7 +416,7 @@ int sc_node_choose_devices(const sc_node_view_t *n, const sc_request_t *r, int p
 
 /* ---- take and give -------------------------------------------------- */
 
-static void recount_whole(sc_node_view_t *n)
+void sc__recount_whole(sc_node_view_t *n)
 {
 	int w = 0;
 	for (int d = 0; d < n->gpu_count; d++)
@@ -435,11 +440,11 @@ static int mig_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r, c
 	if (!force && (n->cpu_free < r->cpu_milli || n->mem_free < r->memory ||
 	               (n->mig_used[d] & mig_span(a))))
 		return SC_ENOFIT;
-	index_del(c, n->index);
+	sc__index_del(c, n->index);
 	n->cpu_free -= r->cpu_milli;
 	n->mem_free -= r->memory;
 	n->mig_used[d] |= mig_span(a);
-	index_add(c, n->index);
+	sc__index_add(c, n->index);
 	c->mig_used_milli += sc__mig_milli(sc_mig_profile(r->mig, n->spec->gpu_memory));
 	return 0;
 }
@@ -450,7 +455,7 @@ static int mig_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r, c
 static void apply_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r,
                        const sc_assign_t *a)
 {
-	index_del(c, n->index);
+	sc__index_del(c, n->index);
 	n->cpu_free -= r->cpu_milli;
 	n->mem_free -= r->memory;
 	for (int k = 0; k < a->ngpus; k++) {
@@ -467,8 +472,8 @@ static void apply_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r
 			n->gpu_mem_free[d] = 0;
 		}
 	}
-	recount_whole(n);
-	index_add(c, n->index);
+	sc__recount_whole(n);
+	sc__index_add(c, n->index);
 }
 
 int sc_cluster_take(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a)
@@ -500,15 +505,15 @@ void sc_cluster_give(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *
 		return;
 	sc_node_view_t *n = &c->nodes[a->node];
 	if (a->mig_slices > 0) {
-		index_del(c, a->node);
+		sc__index_del(c, a->node);
 		n->cpu_free += r->cpu_milli;
 		n->mem_free += r->memory;
 		n->mig_used[a->gpus[0]] &= (uint8_t)~mig_span(a);
-		index_add(c, a->node);
+		sc__index_add(c, a->node);
 		c->mig_used_milli -= sc__mig_milli(sc_mig_profile(r->mig, n->spec->gpu_memory));
 		return;
 	}
-	index_del(c, a->node);
+	sc__index_del(c, a->node);
 	n->cpu_free += r->cpu_milli;
 	n->mem_free += r->memory;
 	for (int k = 0; k < a->ngpus; k++) {
@@ -529,8 +534,8 @@ void sc_cluster_give(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *
 			n->gpu_mem_free[d] = n->spec->gpu_memory;
 		}
 	}
-	recount_whole(n);
-	index_add(c, a->node);
+	sc__recount_whole(n);
+	sc__index_add(c, a->node);
 }
 
 /* ---- search --------------------------------------------------------- */
@@ -581,7 +586,7 @@ int sc_cluster_best(const sc_cluster_t *c, const sc_request_t *r, const sc_filte
 		double s = p->score(p->ctx, c, n, r, &cand);
 		if (s == -INFINITY || (found && s <= best))
 			continue;
-		if (cand.ngpus == 0 && (r->gpus > 0 || is_share(r)) &&
+		if (cand.ngpus == 0 && (r->gpus > 0 || sc__is_share(r)) &&
 		    sc_node_choose_devices(n, r, p->device_policy, &cand) < 0)
 			continue;
 		cand.node = (uint32_t)i;
@@ -620,8 +625,8 @@ static bool has_partial_room(const sc_node_view_t *n, const sc_request_t *r)
 static uint32_t scan_bucket(const sc_cluster_t *c, const uint64_t *bits, const sc_request_t *r,
                             const sc_filter_t *f, bool partial_only)
 {
-	for (uint32_t i = bit_next(bits, c->nwords, 0); i != UINT32_MAX;
-	     i = bit_next(bits, c->nwords, i + 1)) {
+	for (uint32_t i = sc__bit_next(bits, c->nwords, 0); i != UINT32_MAX;
+	     i = sc__bit_next(bits, c->nwords, i + 1)) {
 		const sc_node_view_t *n = &c->nodes[i];
 		if (!sc_node_fits(n, r) || !sc__filter_pass(f, n))
 			continue;
@@ -729,7 +734,8 @@ int sc_cluster_best_indexed(const sc_cluster_t *c, const sc_request_t *r, const 
 {
 	if (r->mig)
 		return search_mig(c, r, f, device_policy, a);
-	uint32_t i = is_share(r) ? search_share(c, r, f, spread) : search_whole(c, r, f, spread);
+	uint32_t i =
+	    sc__is_share(r) ? search_share(c, r, f, spread) : search_whole(c, r, f, spread);
 	if (i == UINT32_MAX)
 		return SC_ENOFIT;
 	return sc_node_choose_devices(&c->nodes[i], r, device_policy, a);

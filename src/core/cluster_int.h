@@ -29,7 +29,50 @@ struct sc_cluster {
 	int64_t mig_used_milli;
 	int64_t used[3];  /* gpu milli (non-MIG), cpu milli, memory: all nodes */
 	int64_t total[3]; /* the same capacity over schedulable nodes */
+	/* Nodes holding releasing resources (pipeline.c): any, and GPU ones
+	 * (a GPU pod can only be pipelined where a GPU is being released). */
+	uint64_t *relbits, *relbits_gpu;
+	size_t nrel;
+	int64_t rel_gpu_milli; /* releasing GPU milli over schedulable nodes */
 };
+
+/* What a pipelined pod took from releasing resources, per device in the
+ * order of its assignment, to give it back exactly on rollback. */
+typedef struct sc_pipe {
+	int64_t cpu, mem;
+	int16_t gpu[SC_MAX_GPUS];
+	int64_t gpu_mem[SC_MAX_GPUS];
+	uint8_t mig;
+} sc_pipe_t;
+
+/* cluster.c internals shared with pipeline.c: every change to a node is
+ * bracketed by index_del and index_add. */
+void sc__index_add(sc_cluster_t *c, uint32_t i);
+void sc__index_del(sc_cluster_t *c, uint32_t i);
+void sc__recount_whole(sc_node_view_t *n);
+uint32_t sc__bit_next(const uint64_t *b, size_t nwords, uint32_t from);
+bool sc__is_share(const sc_request_t *r);
+
+/* pipeline.c: releasing resources (KAI's Releasing pods and pipelining).
+ * release/unrelease move a placed pod's resources into or out of the
+ * releasing pool (they stay taken); best_pipe finds a node where the pod
+ * fits into idle plus releasing resources (only nodes with some releasing
+ * are visited) and chooses its devices; take_pipe/give_pipe take and give
+ * back such a placement, recording in *used what came from the pool. */
+int sc__cluster_pipe_init(sc_cluster_t *c);
+void sc__cluster_release(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
+void sc__cluster_unrelease(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
+bool sc__cluster_has_releasing(const sc_cluster_t *c);
+int64_t sc__cluster_releasing_gpu(const sc_cluster_t *c);
+int sc__cluster_best_pipe(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
+                          bool spread, int device_policy, sc_assign_t *a);
+int sc__node_choose_pipe(const sc_node_view_t *n, const sc_request_t *r, int device_policy,
+                         sc_assign_t *a);
+int sc__cluster_take_pipe(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a,
+                          sc_pipe_t *used);
+void sc__cluster_give_pipe(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a,
+                           const sc_pipe_t *used);
+bool sc__pipe_any(const sc_pipe_t *used);
 
 bool sc__filter_pass(const sc_filter_t *f, const sc_node_view_t *n);
 void sc__cluster_force_take(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);

@@ -95,7 +95,8 @@ static int clear_node(sc_sched_t *s, sc_stmt_t *st, const node_pods_t *np, uint3
 {
 	int moved = 0;
 	const sc_node_view_t *n = sc_cluster_node(s->cluster, node);
-	while (!sc_node_fits(n, req)) {
+	sc_assign_t fit;
+	while (sc__node_choose_pipe(n, req, SC_DEV_PACK, &fit) < 0) {
 		int best = -1;
 		double best_gpu = 0;
 		for (int k = np->start[node]; k < np->start[node + 1]; k++) {
@@ -133,9 +134,17 @@ static bool replace_moved(sc_sched_t *s, sc_stmt_t *st, size_t from)
 		int ids[SC_MAX_MODEL_FILTER];
 		res_ctx_t x;
 		job_filter(s, j, p, ids, &f, &x);
-		if (sc_cluster_best_indexed(s->cluster, req_of(s, j, p), &f, false, SC_DEV_PACK,
-		                            &a) < 0 ||
-		    a.node == st->ops[i].assign.node || sc__stmt_allocate(st, j, p, &a) < 0)
+		int rc = sc_cluster_best_indexed(s->cluster, req_of(s, j, p), &f, false,
+		                                 SC_DEV_PACK, &a);
+		if (rc == 0 && a.node != st->ops[i].assign.node)
+			rc = sc__stmt_allocate(st, j, p, &a);
+		else if (sc__cluster_best_pipe(s->cluster, req_of(s, j, p), &f, false, SC_DEV_PACK,
+		                               &a) == 0 &&
+		         a.node != st->ops[i].assign.node)
+			rc = sc__stmt_allocate_pipe(st, j, p, &a);
+		else
+			rc = SC_ENOFIT;
+		if (rc < 0)
 			return false;
 	}
 	return true;
@@ -153,14 +162,15 @@ static bool nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *jb)
 	return true;
 }
 
-/* Total free GPU milli of the cluster: consolidation is only worth trying
- * when the job's GPUs are free, just not together. */
+/* Total free GPU milli of the cluster, idle and releasing (KAI's
+ * IsEnoughGPUsAllocatableForJob): consolidation is only worth trying when
+ * the job's GPUs are free, just not together. */
 static int64_t free_gpu(const sc_sched_t *s)
 {
 	int64_t total, used;
 	sc_cluster_totals(s->cluster, &total, NULL, NULL);
 	sc_cluster_used(s->cluster, &used, NULL, NULL);
-	return total - used;
+	return total - used + sc__cluster_releasing_gpu(s->cluster);
 }
 
 static int try_job(sc_sched_t *s, const node_pods_t *np, int j)
@@ -209,9 +219,9 @@ static int try_job(sc_sched_t *s, const node_pods_t *np, int j)
 			break;
 		size_t mark = sc__stmt_mark(&st);
 		if (clear_node(s, &st, np, best_node, req, budget - moved, j, why) < 0 ||
-		    sc_node_choose_devices(sc_cluster_node(s->cluster, best_node), req, SC_DEV_PACK,
-		                           &a) < 0 ||
-		    sc__stmt_allocate(&st, j, p, &a) < 0 || !replace_moved(s, &st, mark)) {
+		    sc__node_choose_pipe(sc_cluster_node(s->cluster, best_node), req, SC_DEV_PACK,
+		                         &a) < 0 ||
+		    sc__stmt_allocate_pipe(&st, j, p, &a) < 0 || !replace_moved(s, &st, mark)) {
 			/* Undo this pod's moves and placement: a move whose
 			 * pods find no other node must not be committed. */
 			sc__stmt_rollback(&st, mark);
@@ -220,12 +230,7 @@ static int try_job(sc_sched_t *s, const node_pods_t *np, int j)
 		moved += best_moves;
 	}
 	if (jb->nrunning >= jb->min_member) {
-		for (size_t i = 0; i < st.nops; i++)
-			if (st.ops[i].kind == OP_ALLOC && st.ops[i].job == j)
-				for (size_t k = 0; k < st.nops; k++)
-					st.ops[i].pipelined |=
-					    st.ops[k].kind == OP_EVICT &&
-					    st.ops[k].assign.node == st.ops[i].assign.node;
+		sc__stmt_pipeline_job(&st, j);
 		jb->reason = NULL;
 		return sc__stmt_commit(&st);
 	}

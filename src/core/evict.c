@@ -44,23 +44,9 @@ bool sc__nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *p)
 	return true;
 }
 
-/* Marks the preemptor's new bindings as pipelined: they land on resources
- * that the evictions of the same statement are still releasing. */
-static void mark_pipelined(sc_stmt_t *st)
-{
-	for (size_t i = 0; i < st->nops; i++) {
-		if (st->ops[i].kind != OP_ALLOC)
-			continue;
-		for (size_t k = 0; k < st->nops; k++)
-			if (st->ops[k].kind == OP_EVICT &&
-			    st->ops[k].assign.node == st->ops[i].assign.node)
-				st->ops[i].pipelined = true;
-	}
-}
-
 int sc__commit_preemption(sc_sched_t *s, sc_stmt_t *st, int j)
 {
-	mark_pipelined(st);
+	sc__stmt_pipeline_job(st, j);
 	s->jobs[j].reason = NULL;
 	/* The victims' queues hold less now: their place in the order moves. */
 	for (size_t i = 0; i < st->nops; i++)

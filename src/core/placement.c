@@ -115,8 +115,16 @@ static int place_pods(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const char *
 			s->placements_tried++;
 			int rc =
 			    sc_cluster_best_indexed(s->cluster, &ts->req, &f, spread, devpol, &a);
-			if (rc == 0)
+			if (rc == 0) {
 				rc = sc__stmt_allocate(st, x->job, p, &a);
+			} else if (rc == SC_ENOFIT && sc__cluster_has_releasing(s->cluster)) {
+				/* KAI's pipelineTaskToNode: onto resources being
+				 * released, to start once they are free. */
+				rc = sc__cluster_best_pipe(s->cluster, &ts->req, &f, spread, devpol,
+				                           &a);
+				if (rc == 0)
+					rc = sc__stmt_allocate_pipe(st, x->job, p, &a);
+			}
 			if (rc == SC_ENOMEM)
 				return rc;
 			if (rc == 0) {

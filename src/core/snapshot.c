@@ -336,6 +336,9 @@ static int build_pods(sc_sched_t *s, sjob_t *j)
 				} else {
 					pod->started_at = ps->started_at;
 					sc__cluster_force_take(s->cluster, &ts->req, &pod->assign);
+					if (pod->phase == SC_POD_RELEASING)
+						sc__cluster_release(s->cluster, &ts->req,
+						                    &pod->assign);
 					const sc_node_view_t *nv =
 					    sc_cluster_node(s->cluster, pod->assign.node);
 					res3_t v = sc__pod_res(s, &ts->req, nv);

@@ -66,6 +66,50 @@ int sc__stmt_allocate(sc_stmt_t *st, int job, int pod, const sc_assign_t *a)
 	return 0;
 }
 
+int sc__stmt_allocate_pipe(sc_stmt_t *st, int job, int pod, const sc_assign_t *a)
+{
+	sc_sched_t *s = st->s;
+	spod_t *p = &s->jobs[job].pods[pod];
+	sc_pipe_t *used = sc_arena_alloc(s->arena, sizeof(*used));
+	if (!used)
+		return SC_ENOMEM;
+	int rc = sc__cluster_take_pipe(s->cluster, pod_req(s, job, pod), a, used);
+	if (rc < 0)
+		return rc;
+	stmt_op_t op = {.kind = OP_ALLOC,
+	                .job = job,
+	                .pod = pod,
+	                .assign = *a,
+	                .prev_phase = p->phase,
+	                .pipelined = sc__pipe_any(used),
+	                .pipe = used};
+	rc = push(st, &op);
+	if (rc < 0) {
+		sc__cluster_give_pipe(s->cluster, pod_req(s, job, pod), a, used);
+		return rc;
+	}
+	p->phase = SC_POD_RUNNING;
+	p->assign = *a;
+	p->placed_now = true;
+	s->jobs[job].npending--;
+	account(s, job, pod, a, +1);
+	return 0;
+}
+
+void sc__stmt_pipeline_job(sc_stmt_t *st, int job)
+{
+	int piped = 0;
+	for (size_t i = 0; i < st->nops; i++)
+		piped +=
+		    st->ops[i].kind == OP_ALLOC && st->ops[i].job == job && st->ops[i].pipelined;
+	const sjob_t *j = &st->s->jobs[job];
+	if (!piped || j->nrunning - piped >= j->min_member)
+		return;
+	for (size_t i = 0; i < st->nops; i++)
+		if (st->ops[i].kind == OP_ALLOC && st->ops[i].job == job)
+			st->ops[i].pipelined = true;
+}
+
 int sc__stmt_evict(sc_stmt_t *st, int job, int pod, int action, int by, const char *reason)
 {
 	sc_sched_t *s = st->s;
@@ -83,7 +127,7 @@ int sc__stmt_evict(sc_stmt_t *st, int job, int pod, int action, int by, const ch
 	int rc = push(st, &op);
 	if (rc < 0)
 		return rc;
-	sc_cluster_give(s->cluster, pod_req(s, job, pod), &p->assign);
+	sc__cluster_release(s->cluster, pod_req(s, job, pod), &p->assign);
 	account(s, job, pod, &p->assign, -1);
 	p->phase = SC_POD_PENDING;
 	p->evicted_now = true;
@@ -104,15 +148,18 @@ void sc__stmt_rollback(sc_stmt_t *st, size_t mark)
 		spod_t *p = &s->jobs[op->job].pods[op->pod];
 		const sc_request_t *r = pod_req(s, op->job, op->pod);
 		if (op->kind == OP_ALLOC) {
-			sc_cluster_give(s->cluster, r, &op->assign);
+			if (op->pipe)
+				sc__cluster_give_pipe(s->cluster, r, &op->assign, op->pipe);
+			else
+				sc_cluster_give(s->cluster, r, &op->assign);
 			account(s, op->job, op->pod, &op->assign, -1);
 			p->placed_now = false;
 			s->jobs[op->job].npending++;
 		} else {
-			/* Undoing an eviction re-takes exactly what was given
-			 * back, which cannot fail: nothing else was placed on
-			 * it after the later operations were undone. */
-			sc_cluster_take(s->cluster, r, &op->assign);
+			/* The evicted pod's resources leave the releasing pool;
+			 * the later pipelined allocations that used them were
+			 * undone first. */
+			sc__cluster_unrelease(s->cluster, r, &op->assign);
 			account(s, op->job, op->pod, &op->assign, +1);
 			p->evicted_now = false;
 			s->jobs[op->job].npending--;

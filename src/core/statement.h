@@ -19,7 +19,8 @@ typedef struct stmt_op {
 	int action; /* evictions: enum sc_action */
 	int by;
 	const char *reason;
-	bool pipelined; /* allocations onto resources being released */
+	bool pipelined;  /* allocations onto resources being released */
+	sc_pipe_t *pipe; /* a pipelined allocation: what came from the pool */
 } stmt_op_t;
 
 struct sc_stmt {
@@ -31,8 +32,15 @@ struct sc_stmt {
 void sc__stmt_open(sc_stmt_t *st, sc_sched_t *s);
 /* Takes the pod's resources at a; SC_ENOFIT if they are not free. */
 int sc__stmt_allocate(sc_stmt_t *st, int job, int pod, const sc_assign_t *a);
-/* Gives back a running pod's resources and marks it evicted. */
+/* The same onto idle plus releasing resources (KAI's pipelineTaskToNode);
+ * the allocation is pipelined when it used releasing ones. */
+int sc__stmt_allocate_pipe(sc_stmt_t *st, int job, int pod, const sc_assign_t *a);
+/* Marks a running pod evicted: its resources go to the releasing pool (a
+ * pipelined pod may take them; nothing is bound onto them). */
 int sc__stmt_evict(sc_stmt_t *st, int job, int pod, int action, int by, const char *reason);
+/* KAI's ShouldPipelineJob: when a pod of the job was pipelined and its
+ * pods not pipelined stay below minMember, all its new pods are. */
+void sc__stmt_pipeline_job(sc_stmt_t *st, int job);
 /* A mark to roll back to. */
 size_t sc__stmt_mark(const sc_stmt_t *st);
 void sc__stmt_rollback(sc_stmt_t *st, size_t mark);
