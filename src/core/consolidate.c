@@ -1,12 +1,20 @@
-/* Consolidation: when a job does not fit only because free GPUs are
- * scattered, move a few preemptible pods (at most consolidation_max, KAI's
- * max-consolidation-preemptees) to other nodes so that it fits. A move is
- * valid only when every moved pod is placed again elsewhere; otherwise the
- * whole attempt is rolled back and nothing moves.
+/* Consolidation (KAI's consolidation action): when a job does not fit
+ * although enough GPUs are free or being released, move a few preemptible
+ * pods (at most consolidation.maxPreemptees, KAI's
+ * max-consolidation-preemptees) so that it fits. A move is valid only when
+ * every moved pod is placed again (KAI's allPodsReallocated); otherwise
+ * nothing moves.
  *
- * For each pod of the job that finds no node, the node that needs the
- * fewest GPUs moved is cleared just enough, the job's pod goes there, and
- * the moved pods are placed again through the ordinary search. */
+ * Jobs come in queue order, preemptible ones only, each for its next step
+ * (its minMember pods: IsEnoughGPUsAllocatableForJob counts those). For
+ * each pod of the step that does not fit as it is, every node that could
+ * host it is tried, fewest moves first: the node's movable pods are
+ * evicted, the cheapest (fewest GPUs, then KAI's in-queue victim order)
+ * first, until the pod fits there, and the moved pods are placed again
+ * anywhere, the same node on another device included, as KAI's solver
+ * re-allocates its victims. The pieces (the movable-pod index, clearing a
+ * node, placing evicted pods again) are shared through actions.h so that
+ * another action that moves pods can use them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,13 +23,9 @@
 #include "core/statement.h"
 
 #define MAX_ATTEMPTS 256 /* jobs tried per cycle: consolidation is costly */
+#define MAX_NODES 32     /* nodes tried per pod, fewest moves first */
 
-typedef struct node_pods {
-	int *start; /* per node: offset into list */
-	int *list;  /* job << 16 | pod ... stored as pairs */
-} node_pods_t;
-
-static bool movable(const sc_sched_t *s, int j, int p)
+bool sc__movable(const sc_sched_t *s, int j, int p)
 {
 	const sjob_t *jb = &s->jobs[j];
 	/* A gang running below minMember is stale-gang eviction's to take:
@@ -31,8 +35,7 @@ static bool movable(const sc_sched_t *s, int j, int p)
 	       !jb->pods[p].evicted_now;
 }
 
-/* Pods per node, built once per action: pairs (job, pod) grouped by node. */
-static int index_pods(sc_sched_t *s, node_pods_t *np)
+int sc__movable_index(sc_sched_t *s, sc_node_pods_t *np)
 {
 	size_t n = sc_cluster_nnodes(s->cluster);
 	np->start = sc_arena_calloc(s->arena, n + 2, sizeof(int));
@@ -41,7 +44,7 @@ static int index_pods(sc_sched_t *s, node_pods_t *np)
 	int total = 0;
 	for (int j = 0; j < s->njobs; j++)
 		for (int p = 0; p < s->jobs[j].total; p++)
-			if (movable(s, j, p)) {
+			if (sc__movable(s, j, p)) {
 				np->start[s->jobs[j].pods[p].assign.node + 1]++;
 				total++;
 			}
@@ -53,7 +56,7 @@ static int index_pods(sc_sched_t *s, node_pods_t *np)
 		return SC_ENOMEM;
 	for (int j = 0; j < s->njobs; j++)
 		for (int p = 0; p < s->jobs[j].total; p++)
-			if (movable(s, j, p)) {
+			if (sc__movable(s, j, p)) {
 				uint32_t node = s->jobs[j].pods[p].assign.node;
 				int at = np->start[node] + fill[node]++;
 				np->list[2 * at] = j;
@@ -88,31 +91,73 @@ static const sc_request_t *req_of(const sc_sched_t *s, int j, int p)
 	return &s->jobs[j].spec->tasks[s->jobs[j].pods[p].task].req;
 }
 
-/* Evicts movable pods of `node`, smallest first, until req fits there.
- * Returns the number moved, or -1 when the node cannot be cleared enough. */
-static int clear_node(sc_sched_t *s, sc_stmt_t *st, const node_pods_t *np, uint32_t node,
-                      const sc_request_t *req, int budget, int by, const char *why)
+int sc__place_pod(sc_sched_t *s, sc_stmt_t *st, int j, int p)
+{
+	sc_assign_t a;
+	sc_filter_t f;
+	int ids[SC_MAX_MODEL_FILTER];
+	res_ctx_t x;
+	job_filter(s, j, p, ids, &f, &x);
+	s->placements_tried++;
+	int rc = sc_cluster_best_indexed(s->cluster, req_of(s, j, p), &f, false, SC_DEV_PACK, &a);
+	if (rc == 0)
+		return sc__stmt_allocate(st, j, p, &a);
+	if (rc != SC_ENOFIT || !sc__cluster_has_releasing(s->cluster))
+		return rc;
+	rc = sc__cluster_best_pipe(s->cluster, req_of(s, j, p), &f, false, SC_DEV_PACK, &a);
+	return rc == 0 ? sc__stmt_allocate_pipe(st, j, p, &a) : rc;
+}
+
+int sc__replace_evicted(sc_sched_t *s, sc_stmt_t *st, size_t from)
+{
+	size_t end = st->nops;
+	for (size_t i = from; i < end; i++) {
+		if (st->ops[i].kind != OP_EVICT)
+			continue;
+		int rc = sc__place_pod(s, st, st->ops[i].job, st->ops[i].pod);
+		if (rc < 0)
+			return rc == SC_ENOMEM ? rc : 0;
+	}
+	return 1;
+}
+
+/* Which movable pod of a node goes first: fewer GPUs, then KAI's in-queue
+ * victim order (lower priority, newer job). */
+static bool moves_first(const sc_sched_t *s, const sc_node_view_t *n, int ja, int pa, int jb,
+                        int pb)
+{
+	double ga = sc__pod_res(s, req_of(s, ja, pa), n).v[SC_RES_GPU];
+	double gb = sc__pod_res(s, req_of(s, jb, pb), n).v[SC_RES_GPU];
+	if (ga != gb)
+		return ga < gb;
+	const sjob_t *a = &s->jobs[ja], *b = &s->jobs[jb];
+	if (a->priority != b->priority)
+		return a->priority < b->priority;
+	if (a->spec->created != b->spec->created)
+		return a->spec->created > b->spec->created;
+	return ja != jb ? ja > jb : pa > pb;
+}
+
+int sc__clear_node(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, uint32_t node,
+                   const sc_request_t *req, int budget, int action, int by, const char *why)
 {
 	int moved = 0;
 	const sc_node_view_t *n = sc_cluster_node(s->cluster, node);
 	sc_assign_t fit;
 	while (sc__node_choose_pipe(n, req, SC_DEV_PACK, &fit) < 0) {
 		int best = -1;
-		double best_gpu = 0;
 		for (int k = np->start[node]; k < np->start[node + 1]; k++) {
 			int j = np->list[2 * k], p = np->list[2 * k + 1];
-			if (!movable(s, j, p))
+			if (!sc__movable(s, j, p))
 				continue;
-			double g = sc__pod_res(s, req_of(s, j, p), n).v[SC_RES_GPU];
-			if (best < 0 || g < best_gpu) {
+			if (best < 0 ||
+			    moves_first(s, n, j, p, np->list[2 * best], np->list[2 * best + 1]))
 				best = k;
-				best_gpu = g;
-			}
 		}
 		if (best < 0 || moved >= budget)
 			return -1;
-		int rc = sc__stmt_evict(st, np->list[2 * best], np->list[2 * best + 1],
-		                        SC_ACT_CONSOLIDATE, by, why);
+		int rc =
+		    sc__stmt_evict(st, np->list[2 * best], np->list[2 * best + 1], action, by, why);
 		if (rc < 0)
 			return rc == SC_ENOMEM ? rc : -1;
 		moved++;
@@ -120,149 +165,176 @@ static int clear_node(sc_sched_t *s, sc_stmt_t *st, const node_pods_t *np, uint3
 	return moved;
 }
 
-/* Places the evicted pods of the statement (from index `from`) again,
- * anywhere but where they were. */
-static bool replace_moved(sc_sched_t *s, sc_stmt_t *st, size_t from)
-{
-	size_t end = st->nops;
-	for (size_t i = from; i < end; i++) {
-		if (st->ops[i].kind != OP_EVICT)
-			continue;
-		int j = st->ops[i].job, p = st->ops[i].pod;
-		sc_assign_t a;
-		sc_filter_t f;
-		int ids[SC_MAX_MODEL_FILTER];
-		res_ctx_t x;
-		job_filter(s, j, p, ids, &f, &x);
-		int rc = sc_cluster_best_indexed(s->cluster, req_of(s, j, p), &f, false,
-		                                 SC_DEV_PACK, &a);
-		if (rc == 0 && a.node != st->ops[i].assign.node)
-			rc = sc__stmt_allocate(st, j, p, &a);
-		else if (sc__cluster_best_pipe(s->cluster, req_of(s, j, p), &f, false, SC_DEV_PACK,
-		                               &a) == 0 &&
-		         a.node != st->ops[i].assign.node)
-			rc = sc__stmt_allocate_pipe(st, j, p, &a);
-		else
-			rc = SC_ENOFIT;
-		if (rc < 0)
-			return false;
-	}
-	return true;
-}
-
-/* KAI: non-preemptible work never runs over its queue's quota, where it
- * could not be reclaimed. */
-static bool nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *jb)
-{
-	const squeue_t *q = &s->queues[jb->queue];
-	for (int r = 0; r < SC_RES_COUNT; r++)
-		if (jb->step_req.v[r] > 0 &&
-		    q->alloc_nonpreempt.v[r] + jb->step_req.v[r] > q->quota.v[r] + 1e-9)
-			return false;
-	return true;
-}
-
-/* Total free GPU milli of the cluster, idle and releasing (KAI's
- * IsEnoughGPUsAllocatableForJob): consolidation is only worth trying when
- * the job's GPUs are free, just not together. */
-static int64_t free_gpu(const sc_sched_t *s)
+/* KAI's IsEnoughGPUsAllocatableForJob: the step's GPUs are there, idle or
+ * being released, only not together. */
+static bool enough_gpus(const sc_sched_t *s, const sjob_t *jb)
 {
 	int64_t total, used;
 	sc_cluster_totals(s->cluster, &total, NULL, NULL);
 	sc_cluster_used(s->cluster, &used, NULL, NULL);
-	return total - used + sc__cluster_releasing_gpu(s->cluster);
+	double spare = (double)(total - used + sc__cluster_releasing_gpu(s->cluster)) / 1000.0;
+	return spare + 1e-9 >= jb->step_req.v[SC_RES_GPU];
 }
 
-static int try_job(sc_sched_t *s, const node_pods_t *np, int j)
+typedef struct cand {
+	uint32_t node;
+	int moves;
+} cand_t;
+
+static int cand_cmp(const void *x, const void *y)
+{
+	const cand_t *a = x, *b = y;
+	if (a->moves != b->moves)
+		return a->moves - b->moves;
+	return a->node < b->node ? -1 : (a->node > b->node);
+}
+
+/* Nodes where pod p of job j fits after some moves, fewest moves first
+ * (at most MAX_NODES). Returns the count or an error. */
+static int candidates(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, int j, int p,
+                      int budget, cand_t *out)
+{
+	const sc_request_t *req = req_of(s, j, p);
+	sc_filter_t f;
+	int ids[SC_MAX_MODEL_FILTER];
+	res_ctx_t x;
+	job_filter(s, j, p, ids, &f, &x);
+	int n = 0, worst = 0;
+	size_t nn = sc_cluster_nnodes(s->cluster);
+	for (uint32_t i = 0; i < nn; i++) {
+		const sc_node_view_t *v = sc_cluster_node(s->cluster, i);
+		if (!v->schedulable || v->gpu_count < req->gpus ||
+		    np->start[i] == np->start[i + 1] || !sc__filter_pass(&f, v))
+			continue;
+		size_t mark = sc__stmt_mark(st);
+		int m = sc__clear_node(s, st, np, i, req, budget, SC_ACT_CONSOLIDATE, j, NULL);
+		sc__stmt_rollback(st, mark);
+		if (m == SC_ENOMEM)
+			return m;
+		if (m <= 0)
+			continue;
+		if (n < MAX_NODES) {
+			out[n++] = (cand_t){i, m};
+		} else {
+			/* Full: replace the worst kept candidate if this is better. */
+			worst = 0;
+			for (int k = 1; k < n; k++)
+				if (cand_cmp(&out[k], &out[worst]) > 0)
+					worst = k;
+			cand_t c = {i, m};
+			if (cand_cmp(&c, &out[worst]) < 0)
+				out[worst] = c;
+		}
+	}
+	qsort(out, (size_t)n, sizeof(*out), cand_cmp);
+	return n;
+}
+
+/* Consolidates for one pod that fits nowhere as it is: tries candidate
+ * nodes in order; on success the moves and the placements stay in st and
+ * *moved grows; returns 1, or 0 when no node works. */
+static int consolidate_pod(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, int j, int p,
+                           int *moved, const char *why)
+{
+	int budget = s->snap->config.consolidation_max - *moved;
+	if (budget <= 0)
+		return 0;
+	cand_t c[MAX_NODES];
+	int nc = candidates(s, st, np, j, p, budget, c);
+	if (nc < 0)
+		return nc;
+	const sc_request_t *req = req_of(s, j, p);
+	for (int k = 0; k < nc; k++) {
+		size_t mark = sc__stmt_mark(st);
+		int m =
+		    sc__clear_node(s, st, np, c[k].node, req, budget, SC_ACT_CONSOLIDATE, j, why);
+		sc_assign_t a;
+		int rc = m > 0 ? sc__node_choose_pipe(sc_cluster_node(s->cluster, c[k].node), req,
+		                                      SC_DEV_PACK, &a)
+		               : SC_ENOFIT;
+		if (rc == 0)
+			rc = sc__stmt_allocate_pipe(st, j, p, &a);
+		if (rc == 0)
+			rc = sc__replace_evicted(s, st, mark) == 1 ? 0 : SC_ENOFIT;
+		if (rc == SC_ENOMEM || m == SC_ENOMEM)
+			return SC_ENOMEM;
+		if (rc == 0) {
+			*moved += m;
+			return 1;
+		}
+		sc__stmt_rollback(st, mark);
+	}
+	return 0;
+}
+
+static int try_job(sc_sched_t *s, const sc_node_pods_t *np, int j)
 {
 	sjob_t *jb = &s->jobs[j];
-	int budget = s->snap->config.consolidation_max;
 	const char *why = sc_arena_printf(s->arena, "moved to make room for %s", jb->spec->name);
 	if (!why)
 		return SC_ENOMEM;
 	sc_stmt_t st;
 	sc__stmt_open(&st, s);
-	int moved = 0;
-	for (int p = 0; p < jb->total; p++) {
+	int moved = 0, placed = 0;
+	for (int p = 0; p < jb->total && placed < jb->step; p++) {
 		if (jb->pods[p].phase != SC_POD_PENDING)
 			continue;
-		const sc_request_t *req = req_of(s, j, p);
-		sc_assign_t a;
-		sc_filter_t f;
-		int ids[SC_MAX_MODEL_FILTER];
-		res_ctx_t x;
-		job_filter(s, j, p, ids, &f, &x);
-		bool spread = jb->spec->placement == SC_PLACE_SPREAD;
-		if (sc_cluster_best_indexed(s->cluster, req, &f, spread, SC_DEV_PACK, &a) == 0) {
-			if (sc__stmt_allocate(&st, j, p, &a) < 0)
+		int rc = sc__place_pod(s, &st, j, p);
+		if (rc == SC_ENOMEM)
+			return rc;
+		if (rc < 0) {
+			rc = consolidate_pod(s, &st, np, j, p, &moved, why);
+			if (rc < 0)
+				return rc;
+			if (rc == 0)
 				break;
-			continue;
 		}
-		/* The node that needs the fewest moves. */
-		int best_moves = -1;
-		uint32_t best_node = 0;
-		size_t n = sc_cluster_nnodes(s->cluster);
-		for (uint32_t i = 0; i < n; i++) {
-			if (!sc__filter_pass(&f, sc_cluster_node(s->cluster, i)))
-				continue;
-			size_t mark = sc__stmt_mark(&st);
-			int m = clear_node(s, &st, np, i, req, budget - moved, j, why);
-			sc__stmt_rollback(&st, mark);
-			if (m == SC_ENOMEM)
-				return m;
-			if (m > 0 && (best_moves < 0 || m < best_moves)) {
-				best_moves = m;
-				best_node = i;
-			}
-		}
-		if (best_moves < 0)
-			break;
-		size_t mark = sc__stmt_mark(&st);
-		if (clear_node(s, &st, np, best_node, req, budget - moved, j, why) < 0 ||
-		    sc__node_choose_pipe(sc_cluster_node(s->cluster, best_node), req, SC_DEV_PACK,
-		                         &a) < 0 ||
-		    sc__stmt_allocate_pipe(&st, j, p, &a) < 0 || !replace_moved(s, &st, mark)) {
-			/* Undo this pod's moves and placement: a move whose
-			 * pods find no other node must not be committed. */
-			sc__stmt_rollback(&st, mark);
-			break;
-		}
-		moved += best_moves;
+		placed++;
 	}
-	if (jb->nrunning >= jb->min_member) {
-		sc__stmt_pipeline_job(&st, j);
-		jb->reason = NULL;
-		return sc__stmt_commit(&st);
+	if (placed < jb->step || moved == 0) {
+		/* Nothing to consolidate (it fits as it is: allocate's job),
+		 * or no way to. */
+		sc__stmt_rollback(&st, 0);
+		return 0;
 	}
-	sc__stmt_rollback(&st, 0);
-	return 0;
+	sc__stmt_pipeline_job(&st, j);
+	jb->reason = NULL;
+	return sc__stmt_commit(&st);
+}
+
+static bool want_consolidate(sc_sched_t *s, int j, void *ctx)
+{
+	const sjob_t *jb = &s->jobs[j];
+	for (int p = 0; p < jb->total; p++)
+		if (jb->pods[p].evicted_now)
+			return false;
+	/* Pods are placed one at a time here, which cannot honour a
+	 * whole-gang topology domain or a spread cap: those jobs are left to
+	 * allocate. Non-preemptible jobs do not consolidate (KAI's
+	 * FilterNonPreemptible). */
+	const sc_job_spec_t *js = jb->spec;
+	return jb->preemptible && !js->topo_required && !js->topo_preferred &&
+	       js->spread_factor <= 1 && !js->serving;
 }
 
 int sc__consolidate(sc_sched_t *s)
 {
-	node_pods_t np;
-	int rc = index_pods(s, &np);
+	if (s->snap->config.consolidation_max <= 0)
+		return 0; /* KAI: 0 turns consolidation off */
+	sc_node_pods_t np;
+	int rc = sc__movable_index(s, &np);
 	if (rc < 0)
 		return rc;
-	int attempts = 0;
-	for (int j = 0; j < s->njobs && attempts < MAX_ATTEMPTS; j++) {
+	if ((rc = sc__order_init(s, want_consolidate, NULL)) < 0)
+		return rc;
+	int attempts = 0, j;
+	while (attempts < MAX_ATTEMPTS && (j = sc__order_pop(s)) >= 0) {
 		sjob_t *jb = &s->jobs[j];
-		/* Jobs with a topology constraint or a spread factor are left
-		 * to allocate: moving pods one node at a time cannot honour
-		 * a whole-gang domain. */
-		if (jb->queue < 0 || jb->bad || jb->npending == 0 ||
-		    jb->nrunning >= jb->min_member || jb->spec->topo_required ||
-		    jb->spec->topo_preferred || jb->spec->spread_factor > 1 || jb->spec->serving)
+		if (jb->step == 0 || !enough_gpus(s, jb))
 			continue;
-		sc__job_step(s, j);
-		if ((double)free_gpu(s) / 1000.0 + 1e-9 < jb->step_req.v[SC_RES_GPU] ||
-		    jb->step_req.v[SC_RES_GPU] <= 0)
-			continue;
-		/* Must also respect the queue's limit, and a non-preemptible
-		 * job its queue's quota, as allocate does. */
-		char why[256];
-		if (!sc__res_fits_limit(s, jb->queue, &jb->step_req, why, sizeof(why)) ||
-		    (!jb->preemptible && !nonpreempt_within_quota(s, jb)))
+		/* Its queue must admit the step, as allocate checks. */
+		char why[8];
+		if (!sc__res_fits_limit(s, jb->queue, &jb->step_req, why, sizeof(why)))
 			continue;
 		attempts++;
 		rc = try_job(s, &np, j);

@@ -169,12 +169,13 @@ void sc__stmt_rollback(sc_stmt_t *st, size_t mark)
 	}
 }
 
-/* A consolidation eviction followed by an allocation of the same pod is a
- * move: one eviction carrying the new node, plus the binding there. */
+/* An eviction followed by an allocation of the same pod is a move (a
+ * consolidation, or a victim that KAI's solver placed again): one eviction
+ * carrying the new node, plus the binding there. */
 static long move_target(const sc_stmt_t *st, size_t i)
 {
 	const stmt_op_t *op = &st->ops[i];
-	if (op->kind != OP_EVICT || op->action != SC_ACT_CONSOLIDATE)
+	if (op->kind != OP_EVICT)
 		return -1;
 	for (size_t k = i + 1; k < st->nops; k++)
 		if (st->ops[k].kind == OP_ALLOC && st->ops[k].job == op->job &&

@@ -480,6 +480,59 @@ static int ordered(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c
 	return 1;
 }
 
+/* KAI's solver allocates its victims again after the preemptor
+ * (TryToVirtuallyAllocatePreemptorAndGetVictims): a victim job whose
+ * evicted pods all fit elsewhere, within its queue's limits, is moved
+ * rather than stopped. */
+static int replace_victims(sc_sched_t *s, sc_stmt_t *st)
+{
+	size_t end = st->nops;
+	for (size_t i = 0; i < end; i++) {
+		if (st->ops[i].kind != OP_EVICT)
+			continue;
+		int j = st->ops[i].job;
+		bool first = true;
+		for (size_t k = 0; k < i && first; k++)
+			first = !(st->ops[k].kind == OP_EVICT && st->ops[k].job == j);
+		if (!first)
+			continue;
+		res3_t need = {{0}};
+		for (size_t k = i; k < end; k++)
+			if (st->ops[k].kind == OP_EVICT && st->ops[k].job == j) {
+				const sjob_t *jb = &s->jobs[j];
+				const sc_node_view_t *n =
+				    sc_cluster_node(s->cluster, st->ops[k].assign.node);
+				res3_t r = sc__pod_res(
+				    s, &jb->spec->tasks[jb->pods[st->ops[k].pod].task].req, n);
+				for (int q = 0; q < SC_RES_COUNT; q++)
+					need.v[q] += r.v[q];
+			}
+		char why[8];
+		if (!sc__res_fits_limit(s, s->jobs[j].queue, &need, why, sizeof(why)))
+			continue;
+		size_t mark = sc__stmt_mark(st);
+		int rc = 0;
+		for (size_t k = i; k < end && rc == 0; k++)
+			if (st->ops[k].kind == OP_EVICT && st->ops[k].job == j)
+				rc = sc__place_pod(s, st, j, st->ops[k].pod);
+		if (rc == SC_ENOMEM)
+			return rc;
+		if (rc < 0)
+			sc__stmt_rollback(st, mark);
+	}
+	return 1;
+}
+
+static int search(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands, int n,
+                  const victim_rules_t *rules, const char *why)
+{
+	if (s->snap->config.victim_search == SC_VICTIMS_ORDERED)
+		return ordered(s, st, preemptor, cands, n, rules, why);
+	if (n <= EXACT_MAX)
+		return exact(s, st, preemptor, cands, n, rules, why);
+	return greedy(s, st, preemptor, cands, n, rules, why);
+}
+
 int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands, int n,
                      const victim_rules_t *rules)
 {
@@ -496,9 +549,6 @@ int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands
 			sc__stmt_rollback(st, 0);
 		return rc < 0 ? rc : 0;
 	}
-	if (s->snap->config.victim_search == SC_VICTIMS_ORDERED)
-		return ordered(s, st, preemptor, cands, n, rules, why);
-	if (n <= EXACT_MAX)
-		return exact(s, st, preemptor, cands, n, rules, why);
-	return greedy(s, st, preemptor, cands, n, rules, why);
+	rc = search(s, st, preemptor, cands, n, rules, why);
+	return rc == 1 ? replace_victims(s, st) : rc;
 }
