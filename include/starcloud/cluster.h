@@ -43,6 +43,7 @@ typedef struct sc_node_view {
 	int64_t gpu_mem_rel[SC_MAX_GPUS];
 	uint8_t shared_rel[SC_MAX_GPUS]; /* share pods being released on the device */
 	uint8_t mig_rel[SC_MAX_GPUS];    /* MIG slices being released */
+	uint8_t gpu_wait[SC_MAX_GPUS];   /* pods pipelined onto the device, waiting */
 } sc_node_view_t;
 
 /* Where one pod goes: a node and, for GPU pods, the devices. A share pod

@@ -113,6 +113,10 @@ enum sc_pod_phase {
 	SC_POD_RELEASING, /* being evicted/terminated: still holds them */
 	SC_POD_SUCCEEDED,
 	SC_POD_FAILED,
+	/* Bound onto resources still being released, waiting for them (KAI's
+	 * Pipelined): holds its resources like a running pod; a share placed
+	 * on its device is pipelined too. */
+	SC_POD_PIPELINED,
 };
 
 /* The state of one existing pod of a job. Pods of a job that are not listed
@@ -189,6 +193,9 @@ typedef struct sc_config {
 	const char *const *topology_levels; /* widest first */
 	size_t ntopology_levels;
 	int victim_search; /* enum sc_victim_search, SC_VICTIMS_MINIMAL */
+	/* KAI's allowConsolidatingReclaim: victims that reclaim places again
+	 * elsewhere do not count against the victim queues' shares (false). */
+	bool reclaim_consolidating;
 } sc_config_t;
 
 /* Fills c with the documented defaults (all five actions, binpack, ...). */

@@ -31,12 +31,22 @@ typedef struct sc_node_pods {
 bool sc__movable(const sc_sched_t *s, int j, int p);
 /* Indexes the movable pods by node (once per action). */
 int sc__movable_index(sc_sched_t *s, sc_node_pods_t *np);
-/* Evicts movable pods of `node` (fewest GPUs first, then KAI's in-queue
- * victim order), at most `budget`, until req fits there with its releasing
- * resources; returns the number evicted, -1 when it cannot be done (some
- * evictions may stay in st: roll back), or SC_ENOMEM. */
+/* What completes a clearing once req fits: fn gets the statement mark
+ * before the evictions and returns 1 to keep it, 0 to try the next set of
+ * pods, or SC_ENOMEM. */
+typedef struct sc_clear_done {
+	int (*fn)(void *ctx, sc_sched_t *s, sc_stmt_t *st, size_t mark);
+	void *ctx;
+} sc_clear_done_t;
+/* Evicts movable pods of `node` (never job `by`'s), at most `budget`, so
+ * that req fits there with its releasing resources: the fewest pods, sets
+ * of one size in KAI's in-queue victim order (lower priority, newer job,
+ * fewer GPUs); with done, each fitting set is completed by it until one is
+ * kept. Returns the number evicted (left in st), -1 when no set works (st
+ * as it was), or SC_ENOMEM. */
 int sc__clear_node(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, uint32_t node,
-                   const sc_request_t *req, int budget, int action, int by, const char *why);
+                   const sc_request_t *req, int budget, int action, int by, const char *why,
+                   const sc_clear_done_t *done);
 /* Places pod p of job j anywhere its task may go (idle first, then
  * pipelined), honouring reservations; 0, SC_ENOFIT or SC_ENOMEM. */
 int sc__place_pod(sc_sched_t *s, sc_stmt_t *st, int j, int p);

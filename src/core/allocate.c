@@ -232,8 +232,13 @@ int sc__allocate(sc_sched_t *s)
 		rc = try_job(s, j);
 		if (rc < 0)
 			return rc;
-		if (rc == 1 && jb->npending > 0 && jb->nrunning >= jb->min_member &&
-		    (rc = sc__order_push(s, j)) < 0)
+		/* Its queue holds more now: re-sort its path (pushing the job
+		 * back does that too). */
+		if (rc == 1 && jb->npending > 0 && jb->nrunning >= jb->min_member)
+			rc = sc__order_push(s, j);
+		else if (rc == 1)
+			sc__order_touch(s, jb->queue);
+		if (rc < 0)
 			return rc;
 	}
 	return 0;

@@ -63,9 +63,17 @@ int sc__cluster_pipe_init(sc_cluster_t *c);
 void sc__cluster_release(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
 void sc__cluster_unrelease(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
 bool sc__cluster_has_releasing(const sc_cluster_t *c);
+/* A pod of the snapshot is pipelined there, waiting: shares placed on its
+ * devices are pipelined too (KAI: the device is not reserved yet). */
+void sc__cluster_mark_waiting(sc_cluster_t *c, const sc_assign_t *a);
 int64_t sc__cluster_releasing_gpu(const sc_cluster_t *c);
 int sc__cluster_best_pipe(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
                           bool spread, int device_policy, sc_assign_t *a);
+/* For a share: a device already shared with a pod being released, where the
+ * share fits once it is gone (KAI's GPU sharing packs onto such a device,
+ * pipelined, before it opens a new one); the fullest such device. */
+int sc__cluster_shared_pipe(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
+                            sc_assign_t *a);
 int sc__node_choose_pipe(const sc_node_view_t *n, const sc_request_t *r, int device_policy,
                          sc_assign_t *a);
 int sc__cluster_take_pipe(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a,

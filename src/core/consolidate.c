@@ -15,6 +15,7 @@
  * re-allocates its victims. The pieces (the movable-pod index, clearing a
  * node, placing evicted pods again) are shared through actions.h so that
  * another action that moves pods can use them. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,34 +122,102 @@ int sc__replace_evicted(sc_sched_t *s, sc_stmt_t *st, size_t from)
 	return 1;
 }
 
-/* Which movable pod of a node goes first: fewer GPUs, then KAI's in-queue
- * victim order (lower priority, newer job). */
+/* Which movable pod of a node goes first: KAI's in-queue victim order
+ * (lower priority, newer job), then fewer GPUs. (Subsets are tried by
+ * size first, so this only orders subsets of one size.) */
 static bool moves_first(const sc_sched_t *s, const sc_node_view_t *n, int ja, int pa, int jb,
                         int pb)
 {
-	double ga = sc__pod_res(s, req_of(s, ja, pa), n).v[SC_RES_GPU];
-	double gb = sc__pod_res(s, req_of(s, jb, pb), n).v[SC_RES_GPU];
-	if (ga != gb)
-		return ga < gb;
 	const sjob_t *a = &s->jobs[ja], *b = &s->jobs[jb];
 	if (a->priority != b->priority)
 		return a->priority < b->priority;
 	if (a->spec->created != b->spec->created)
 		return a->spec->created > b->spec->created;
+	double ga = sc__pod_res(s, req_of(s, ja, pa), n).v[SC_RES_GPU];
+	double gb = sc__pod_res(s, req_of(s, jb, pb), n).v[SC_RES_GPU];
+	if (ga != gb)
+		return ga < gb;
 	return ja != jb ? ja > jb : pa > pb;
 }
 
-int sc__clear_node(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, uint32_t node,
-                   const sc_request_t *req, int budget, int action, int by, const char *why)
+#define EXACT_PODS 8   /* movable pods on a node up to which subsets are tried */
+#define MAX_SUBSETS 64 /* fitting subsets of one node tried */
+
+/* Evicts the pods idx[0..n) (positions in np->list) of a subset mask. */
+static int evict_mask(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, const int *idx, int n,
+                      unsigned mask, int action, int by, const char *why)
 {
-	int moved = 0;
+	for (int i = 0; i < n; i++) {
+		if (!(mask >> i & 1))
+			continue;
+		int rc = sc__stmt_evict(st, np->list[2 * idx[i]], np->list[2 * idx[i] + 1], action,
+		                        by, why);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* After a fitting set of evictions: the caller's completion (place the pod,
+ * place the moved ones again); 1 keeps it, 0 asks for the next set. */
+static int complete(sc_sched_t *s, sc_stmt_t *st, size_t mark, const sc_clear_done_t *done)
+{
+	return done ? done->fn(done->ctx, s, st, mark) : 1;
+}
+
+int sc__clear_node(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, uint32_t node,
+                   const sc_request_t *req, int budget, int action, int by, const char *why,
+                   const sc_clear_done_t *done)
+{
 	const sc_node_view_t *n = sc_cluster_node(s->cluster, node);
 	sc_assign_t fit;
+	if (sc__node_choose_pipe(n, req, SC_DEV_PACK, &fit) == 0)
+		return 0;
+	int idx[EXACT_PODS], m = 0;
+	for (int k = np->start[node]; k < np->start[node + 1]; k++) {
+		int j = np->list[2 * k], p = np->list[2 * k + 1];
+		if (j == by || !sc__movable(s, j, p))
+			continue; /* never the preemptor's own pods */
+		if (m == EXACT_PODS) {
+			m = -1; /* too many for subsets: the greedy below */
+			break;
+		}
+		/* Kept in moves_first order. */
+		int at = m++;
+		for (; at > 0 && moves_first(s, n, j, p, np->list[2 * idx[at - 1]],
+		                             np->list[2 * idx[at - 1] + 1]);
+		     at--)
+			idx[at] = idx[at - 1];
+		idx[at] = k;
+	}
+	size_t mark = sc__stmt_mark(st);
+	if (m > 0) {
+		/* The fewest pods whose going lets req fit and whose moves
+		 * work out; subsets of one size in moves_first order. */
+		int tries = 0;
+		for (int size = 1; size <= m && size <= budget; size++)
+			for (unsigned mask = 1; mask < (1u << m) && tries < MAX_SUBSETS; mask++) {
+				if (__builtin_popcount(mask) != size)
+					continue;
+				int rc = evict_mask(s, st, np, idx, m, mask, action, by, why);
+				if (rc < 0)
+					return rc == SC_ENOMEM ? rc : -1;
+				if (sc__node_choose_pipe(n, req, SC_DEV_PACK, &fit) == 0) {
+					tries++;
+					rc = complete(s, st, mark, done);
+					if (rc != 0)
+						return rc < 0 ? rc : size;
+				}
+				sc__stmt_rollback(st, mark);
+			}
+		return -1;
+	}
+	int moved = 0;
 	while (sc__node_choose_pipe(n, req, SC_DEV_PACK, &fit) < 0) {
 		int best = -1;
 		for (int k = np->start[node]; k < np->start[node + 1]; k++) {
 			int j = np->list[2 * k], p = np->list[2 * k + 1];
-			if (!sc__movable(s, j, p))
+			if (j == by || !sc__movable(s, j, p))
 				continue;
 			if (best < 0 ||
 			    moves_first(s, n, j, p, np->list[2 * best], np->list[2 * best + 1]))
@@ -162,7 +231,10 @@ int sc__clear_node(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, uint3
 			return rc == SC_ENOMEM ? rc : -1;
 		moved++;
 	}
-	return moved;
+	int rc = complete(s, st, mark, done);
+	if (rc <= 0)
+		sc__stmt_rollback(st, mark);
+	return rc < 0 ? rc : rc == 0 ? -1 : moved;
 }
 
 /* KAI's IsEnoughGPUsAllocatableForJob: the step's GPUs are there, idle or
@@ -176,16 +248,44 @@ static bool enough_gpus(const sc_sched_t *s, const sjob_t *jb)
 	return spare + 1e-9 >= jb->step_req.v[SC_RES_GPU];
 }
 
+/* A cheap bound before any trial: the node's idle, releasing and movable
+ * GPUs together cover the request. */
+static bool could_host(const sc_sched_t *s, const sc_node_pods_t *np, uint32_t node,
+                       const sc_request_t *req)
+{
+	const sc_node_view_t *n = sc_cluster_node(s->cluster, node);
+	int64_t need = sc_request_gpu_milli(req, n), have = 0;
+	if (need <= 0)
+		return true;
+	for (int d = 0; d < n->gpu_count; d++)
+		have += n->gpu_free[d] + n->gpu_rel[d];
+	for (int k = np->start[node]; k < np->start[node + 1] && have < need; k++) {
+		int j = np->list[2 * k], p = np->list[2 * k + 1];
+		if (sc__movable(s, j, p))
+			have += (int64_t)(sc__pod_res(s, req_of(s, j, p), n).v[SC_RES_GPU] * 1000 +
+			                  0.5);
+	}
+	return have >= need;
+}
+
 typedef struct cand {
 	uint32_t node;
 	int moves;
+	int prio;       /* lowest priority among the pods it moves */
+	int64_t newest; /* newest job among them */
 } cand_t;
 
+/* Fewest moves first; between equals, the node whose moved pods come first
+ * in KAI's victim order (lower priority, newer job), then the lower index. */
 static int cand_cmp(const void *x, const void *y)
 {
 	const cand_t *a = x, *b = y;
 	if (a->moves != b->moves)
 		return a->moves - b->moves;
+	if (a->prio != b->prio)
+		return a->prio < b->prio ? -1 : 1;
+	if (a->newest != b->newest)
+		return a->newest > b->newest ? -1 : 1;
 	return a->node < b->node ? -1 : (a->node > b->node);
 }
 
@@ -204,24 +304,33 @@ static int candidates(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, in
 	for (uint32_t i = 0; i < nn; i++) {
 		const sc_node_view_t *v = sc_cluster_node(s->cluster, i);
 		if (!v->schedulable || v->gpu_count < req->gpus ||
-		    np->start[i] == np->start[i + 1] || !sc__filter_pass(&f, v))
+		    np->start[i] == np->start[i + 1] || !sc__filter_pass(&f, v) ||
+		    !could_host(s, np, i, req))
 			continue;
 		size_t mark = sc__stmt_mark(st);
-		int m = sc__clear_node(s, st, np, i, req, budget, SC_ACT_CONSOLIDATE, j, NULL);
+		int m =
+		    sc__clear_node(s, st, np, i, req, budget, SC_ACT_CONSOLIDATE, j, NULL, NULL);
+		cand_t c = {i, m, 2147483647, INT64_MIN};
+		for (size_t k = mark; m > 0 && k < st->nops; k++) {
+			const sjob_t *mv = &s->jobs[st->ops[k].job];
+			if (mv->priority < c.prio)
+				c.prio = mv->priority;
+			if (mv->spec->created > c.newest)
+				c.newest = mv->spec->created;
+		}
 		sc__stmt_rollback(st, mark);
 		if (m == SC_ENOMEM)
 			return m;
 		if (m <= 0)
 			continue;
 		if (n < MAX_NODES) {
-			out[n++] = (cand_t){i, m};
+			out[n++] = c;
 		} else {
 			/* Full: replace the worst kept candidate if this is better. */
 			worst = 0;
 			for (int k = 1; k < n; k++)
 				if (cand_cmp(&out[k], &out[worst]) > 0)
 					worst = k;
-			cand_t c = {i, m};
 			if (cand_cmp(&c, &out[worst]) < 0)
 				out[worst] = c;
 		}
@@ -233,6 +342,31 @@ static int candidates(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, in
 /* Consolidates for one pod that fits nowhere as it is: tries candidate
  * nodes in order; on success the moves and the placements stay in st and
  * *moved grows; returns 1, or 0 when no node works. */
+/* The rest of a move for one pod, once a node is cleared: the pod goes
+ * there, and the moved pods go anywhere else. */
+typedef struct pod_move {
+	int job, pod;
+	uint32_t node;
+} pod_move_t;
+
+static int finish_move(void *ctx, sc_sched_t *s, sc_stmt_t *st, size_t mark)
+{
+	const pod_move_t *x = ctx;
+	sc_assign_t a;
+	if (sc__node_choose_pipe(sc_cluster_node(s->cluster, x->node), req_of(s, x->job, x->pod),
+	                         SC_DEV_PACK, &a) < 0)
+		return 0;
+	int rc = sc__stmt_allocate_pipe(st, x->job, x->pod, &a);
+	if (rc < 0)
+		return rc == SC_ENOMEM ? rc : 0;
+	rc = sc__replace_evicted(s, st, mark);
+	return rc;
+}
+
+/* Consolidates for one pod that fits nowhere as it is: tries candidate
+ * nodes in order, and on each the sets of pods to move in order, until the
+ * moves work out; on success the moves and the placements stay in st and
+ * *moved grows; returns 1, or 0 when nothing works. */
 static int consolidate_pod(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, int j, int p,
                            int *moved, const char *why)
 {
@@ -245,24 +379,16 @@ static int consolidate_pod(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *n
 		return nc;
 	const sc_request_t *req = req_of(s, j, p);
 	for (int k = 0; k < nc; k++) {
-		size_t mark = sc__stmt_mark(st);
-		int m =
-		    sc__clear_node(s, st, np, c[k].node, req, budget, SC_ACT_CONSOLIDATE, j, why);
-		sc_assign_t a;
-		int rc = m > 0 ? sc__node_choose_pipe(sc_cluster_node(s->cluster, c[k].node), req,
-		                                      SC_DEV_PACK, &a)
-		               : SC_ENOFIT;
-		if (rc == 0)
-			rc = sc__stmt_allocate_pipe(st, j, p, &a);
-		if (rc == 0)
-			rc = sc__replace_evicted(s, st, mark) == 1 ? 0 : SC_ENOFIT;
-		if (rc == SC_ENOMEM || m == SC_ENOMEM)
-			return SC_ENOMEM;
-		if (rc == 0) {
+		pod_move_t x = {j, p, c[k].node};
+		sc_clear_done_t done = {finish_move, &x};
+		int m = sc__clear_node(s, st, np, c[k].node, req, budget, SC_ACT_CONSOLIDATE, j,
+		                       why, &done);
+		if (m == SC_ENOMEM)
+			return m;
+		if (m > 0) {
 			*moved += m;
 			return 1;
 		}
-		sc__stmt_rollback(st, mark);
 	}
 	return 0;
 }

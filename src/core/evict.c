@@ -46,7 +46,11 @@ bool sc__nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *p)
 
 int sc__commit_preemption(sc_sched_t *s, sc_stmt_t *st, int j)
 {
-	sc__stmt_pipeline_job(st, j);
+	/* KAI's solver places a preemptor pipeline-only: it starts once its
+	 * victims are gone, wherever it landed. */
+	for (size_t i = 0; i < st->nops; i++)
+		if (st->ops[i].kind == OP_ALLOC && st->ops[i].job == j)
+			st->ops[i].pipelined = true;
 	s->jobs[j].reason = NULL;
 	/* The victims' queues hold less now: their place in the order moves. */
 	for (size_t i = 0; i < st->nops; i++)
@@ -106,7 +110,7 @@ static int preempt(sc_sched_t *s)
 				return nc;
 			continue;
 		}
-		victim_rules_t rules = {NULL, &x, SC_ACT_PREEMPT, NULL};
+		victim_rules_t rules = {NULL, &x, SC_ACT_PREEMPT, NULL, false};
 		sc_stmt_t st;
 		sc__stmt_open(&st, s);
 		rc = sc__find_victims(s, &st, j, c, nc, &rules);

@@ -101,6 +101,16 @@ void sc__cluster_unrelease(sc_cluster_t *c, const sc_request_t *r, const sc_assi
 	pool(c, r, a, -1);
 }
 
+void sc__cluster_mark_waiting(sc_cluster_t *c, const sc_assign_t *a)
+{
+	if (a->node >= c->nnodes)
+		return;
+	sc_node_view_t *n = &c->nodes[a->node];
+	for (int k = 0; k < a->ngpus; k++)
+		if (a->gpus[k] >= 0 && a->gpus[k] < n->gpu_count && n->gpu_wait[a->gpus[k]] < 255)
+			n->gpu_wait[a->gpus[k]]++;
+}
+
 bool sc__cluster_has_releasing(const sc_cluster_t *c)
 {
 	return c->nrel > 0;
@@ -245,13 +255,12 @@ static int64_t room(const sc_node_view_t *n, const sc_request_t *r)
 	return g;
 }
 
-int sc__cluster_best_pipe(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
-                          bool spread, int device_policy, sc_assign_t *a)
+/* The best node of one bitset for a pipelined pod, or UINT32_MAX. */
+static uint32_t best_in(const sc_cluster_t *c, const uint64_t *bits, const sc_request_t *r,
+                        const sc_filter_t *f, bool spread)
 {
 	uint32_t best = UINT32_MAX;
 	int64_t best_room = 0;
-	bool gpu = r->gpus > 0 || r->mig || sc__is_share(r);
-	const uint64_t *bits = gpu ? c->relbits_gpu : c->relbits;
 	for (uint32_t i = sc__bit_next(bits, c->nwords, 0); i != UINT32_MAX;
 	     i = sc__bit_next(bits, c->nwords, i + 1)) {
 		const sc_node_view_t *n = &c->nodes[i];
@@ -263,9 +272,57 @@ int sc__cluster_best_pipe(const sc_cluster_t *c, const sc_request_t *r, const sc
 			best_room = rm;
 		}
 	}
+	return best;
+}
+
+int sc__cluster_best_pipe(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
+                          bool spread, int device_policy, sc_assign_t *a)
+{
+	/* A GPU pod usually waits for a GPU: the nodes releasing one are
+	 * searched first; then those releasing only CPU or memory. */
+	bool gpu = r->gpus > 0 || r->mig || sc__is_share(r);
+	uint32_t best = best_in(c, gpu ? c->relbits_gpu : c->relbits, r, f, spread);
+	if (best == UINT32_MAX && gpu)
+		best = best_in(c, c->relbits, r, f, spread);
 	if (best == UINT32_MAX)
 		return SC_ENOFIT;
 	return sc__node_choose_pipe(&c->nodes[best], r, device_policy, a);
+}
+
+int sc__cluster_shared_pipe(const sc_cluster_t *c, const sc_request_t *r, const sc_filter_t *f,
+                            sc_assign_t *a)
+{
+	uint32_t best = UINT32_MAX;
+	int best_dev = -1, best_room = 0;
+	for (uint32_t i = sc__bit_next(c->relbits_gpu, c->nwords, 0); i != UINT32_MAX;
+	     i = sc__bit_next(c->relbits_gpu, c->nwords, i + 1)) {
+		const sc_node_view_t *n = &c->nodes[i];
+		if (!n->schedulable || n->spec->mig_mode != SC_MIG_NONE ||
+		    idle_or_rel(n->cpu_free, n->cpu_rel) < r->cpu_milli ||
+		    idle_or_rel(n->mem_free, n->mem_rel) < r->memory || !sc__filter_pass(f, n))
+			continue;
+		int sh = sc_request_share_milli(r, n);
+		for (int d = 0; d < n->gpu_count; d++) {
+			int room = n->gpu_free[d] + n->gpu_rel[d];
+			if (!n->gpu_shared[d] || !n->gpu_rel[d] || room < sh ||
+			    n->gpu_mem_free[d] + n->gpu_mem_rel[d] < r->gpu_memory)
+				continue;
+			if (best == UINT32_MAX || room < best_room) {
+				best = i;
+				best_dev = d;
+				best_room = room;
+			}
+		}
+	}
+	if (best == UINT32_MAX)
+		return SC_ENOFIT;
+	memset(a, 0, sizeof(*a));
+	a->node = best;
+	a->gpus[0] = best_dev;
+	a->ngpus = 1;
+	a->gpu_milli = sc_request_share_milli(r, &c->nodes[best]);
+	a->gpu_memory = r->gpu_memory;
+	return 0;
 }
 
 /* ---- take and give --------------------------------------------------- */

@@ -89,6 +89,18 @@ static bool job_spread(const sc_sched_t *s, const sjob_t *j)
 	return p == SC_PLACE_SPREAD;
 }
 
+/* Would this share open a whole idle device while packing? KAI's GPU
+ * sharing would rather wait on a shared device being released. */
+static bool opens_device(const sc_sched_t *s, const sc_request_t *r, const sc_assign_t *a,
+                         int devpol)
+{
+	if (devpol != SC_DEV_PACK || r->mig || r->gpus > 0 || (!r->gpu_milli && !r->gpu_memory) ||
+	    !sc__cluster_has_releasing(s->cluster))
+		return false;
+	const sc_node_view_t *n = sc_cluster_node(s->cluster, a->node);
+	return n->gpu_free[a->gpus[0]] == SC_GPU_MILLI;
+}
+
 /* Places the job's next step (jb->step pending pods, in task order). Once
  * a pod of a task finds no node, the task's later pods are not tried: free
  * capacity only shrinks within the job, so they would fail too. The first
@@ -115,8 +127,15 @@ static int place_pods(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const char *
 			s->placements_tried++;
 			int rc =
 			    sc_cluster_best_indexed(s->cluster, &ts->req, &f, spread, devpol, &a);
-			if (rc == 0) {
+			if (rc == 0 && opens_device(s, &ts->req, &a, devpol) &&
+			    sc__cluster_shared_pipe(s->cluster, &ts->req, &f, &a) == 0) {
+				rc = sc__stmt_allocate_pipe(st, x->job, p, &a);
+			} else if (rc == 0) {
 				rc = sc__stmt_allocate(st, x->job, p, &a);
+				/* Beside a pod that waits for its place: waits too. */
+				if (rc == 0 && a.gpu_milli > 0 &&
+				    sc_cluster_node(s->cluster, a.node)->gpu_wait[a.gpus[0]])
+					st->ops[st->nops - 1].pipelined = true;
 			} else if (rc == SC_ENOFIT && sc__cluster_has_releasing(s->cluster)) {
 				/* KAI's pipelineTaskToNode: onto resources being
 				 * released, to start once they are free. */

@@ -33,8 +33,13 @@
 typedef struct reclaim_ctx {
 	int queue; /* the reclaimer's leaf */
 	double tolerance;
-	res3_t *remaining; /* per queue, valid where touched */
-	uint8_t *involved; /* per queue: resources its victims free (bit r) */
+	/* Each queue's holdings when the job's solution began (KAI's
+	 * jobSimulationQueues): the rules judge against these, also when
+	 * they are asked after a simulation. */
+	res3_t *alloc0, *np0;
+	bool consolidating; /* reclaim.allowConsolidating */
+	res3_t *remaining;  /* per queue, valid where touched */
+	uint8_t *involved;  /* per queue: resources its victims free (bit r) */
 	char *touched;
 	int *list; /* touched queues */
 	int nlist;
@@ -75,19 +80,21 @@ static bool maintain(const sc_sched_t *s, const reclaim_ctx_t *x, int vq, const 
 		double share = q->allocatable.v[r];
 		if (share >= SC_UNLIMITED)
 			continue;
-		if (rem->v[r] > share + EPS && q->allocated.v[r] > share * (1 + x->tolerance) + EPS)
+		if (rem->v[r] > share + EPS &&
+		    x->alloc0[vq].v[r] > share * (1 + x->tolerance) + EPS)
 			return true;
 	}
 	return false;
 }
 
 /* GuaranteeDeservedQuotaStrategy. */
-static bool guarantee(const sc_sched_t *s, int rq, const res3_t *req, int vq, const res3_t *rem)
+static bool guarantee(const sc_sched_t *s, const reclaim_ctx_t *x, int rq, const res3_t *req,
+                      int vq, const res3_t *rem)
 {
 	const squeue_t *a = &s->queues[rq];
 	for (int r = 0; r < SC_RES_COUNT; r++)
 		if (a->quota.v[r] < SC_UNLIMITED &&
-		    a->allocated.v[r] + req->v[r] > a->quota.v[r] + EPS)
+		    x->alloc0[rq].v[r] + req->v[r] > a->quota.v[r] + EPS)
 			return false;
 	return above_in_any(rem, &s->queues[vq].quota);
 }
@@ -97,7 +104,7 @@ static res3_t *remaining(sc_sched_t *s, reclaim_ctx_t *x, int q)
 	if (!x->touched[q]) {
 		x->touched[q] = 1;
 		x->list[x->nlist++] = q;
-		x->remaining[q] = s->queues[q].allocated;
+		x->remaining[q] = x->alloc0[q];
 		x->involved[q] = 0;
 	}
 	return &x->remaining[q];
@@ -127,7 +134,7 @@ static bool within_boundaries(sc_sched_t *s, reclaim_ctx_t *x, const sjob_t *p)
 	uint8_t mine = involved_of(req);
 	for (int q = x->queue; q >= 0; q = s->queues[q].parent) {
 		const squeue_t *sq = &s->queues[q];
-		res3_t rem = x->touched[q] ? x->remaining[q] : sq->allocated;
+		res3_t rem = x->touched[q] ? x->remaining[q] : x->alloc0[q];
 		for (int r = 0; r < SC_RES_COUNT; r++)
 			rem.v[r] += req->v[r];
 		for (int i = 0; i < x->nlist; i++) {
@@ -150,7 +157,7 @@ static bool within_boundaries(sc_sched_t *s, reclaim_ctx_t *x, const sjob_t *p)
 			continue;
 		for (int r = 0; r < SC_RES_COUNT; r++)
 			if (sq->quota.v[r] < SC_UNLIMITED &&
-			    sq->alloc_nonpreempt.v[r] + req->v[r] > sq->quota.v[r] + EPS)
+			    x->np0[q].v[r] + req->v[r] > sq->quota.v[r] + EPS)
 				return false;
 	}
 	return true;
@@ -168,7 +175,7 @@ static bool reclaimable(void *ctx, sc_sched_t *s, int preemptor, const vunit_t *
 		int leaf = s->jobs[set[i].job].queue, rq, vq;
 		leveled(s, x->queue, leaf, &rq, &vq);
 		const res3_t *rem = remaining(s, x, vq);
-		if (!maintain(s, x, vq, rem) && !guarantee(s, rq, &p->step_req, vq, rem))
+		if (!maintain(s, x, vq, rem) && !guarantee(s, x, rq, &p->step_req, vq, rem))
 			return false;
 		uint8_t inv = involved_of(&set[i].res);
 		for (int a = leaf; a >= 0; a = s->queues[a].parent) {
@@ -199,9 +206,11 @@ static int reclaim_pick(void *ctx, sc_sched_t *s, int j)
 		return 0;
 	int rq, vq;
 	leveled(s, x->queue, v->queue, &rq, &vq);
-	const res3_t *held = &s->queues[vq].allocated;
-	if (!maintain(s, x, vq, held) &&
-	    !guarantee(s, rq, &s->jobs[c->preemptor].step_req, vq, held))
+	const res3_t *held = &x->alloc0[vq];
+	/* (A victim placed again elsewhere does not count when reclaim may
+	 * consolidate: then any side may give a movable job.) */
+	if (!x->consolidating && !maintain(s, x, vq, held) &&
+	    !guarantee(s, x, rq, &s->jobs[c->preemptor].step_req, vq, held))
 		return 0;
 	int64_t min_rt = s->queues[v->queue].spec->reclaim_min_runtime;
 	return min_rt <= 0 || sc__job_runtime(s, j) >= min_rt ? 1 : 2;
@@ -223,12 +232,15 @@ int sc__reclaim(sc_sched_t *s)
 	if (rc < 0)
 		return rc;
 	size_t nq = (size_t)s->nqueues + 1;
-	reclaim_ctx_t x = {.tolerance = s->snap->config.reclaim_tolerance};
+	reclaim_ctx_t x = {.tolerance = s->snap->config.reclaim_tolerance,
+	                   .consolidating = s->snap->config.reclaim_consolidating};
 	x.remaining = sc_arena_alloc(s->arena, nq * sizeof(res3_t));
 	x.involved = sc_arena_calloc(s->arena, nq, 1);
 	x.touched = sc_arena_calloc(s->arena, nq, 1);
 	x.list = sc_arena_alloc(s->arena, nq * sizeof(int));
-	if (!x.remaining || !x.involved || !x.touched || !x.list)
+	x.alloc0 = sc_arena_alloc(s->arena, nq * sizeof(res3_t));
+	x.np0 = sc_arena_alloc(s->arena, nq * sizeof(res3_t));
+	if (!x.remaining || !x.involved || !x.touched || !x.list || !x.alloc0 || !x.np0)
 		return SC_ENOMEM;
 	int j;
 	while ((j = sc__order_pop(s)) >= 0) {
@@ -236,6 +248,10 @@ int sc__reclaim(sc_sched_t *s)
 		if (p->step == 0 || !can_reclaim(s, p))
 			continue;
 		x.queue = p->queue;
+		for (int q = 0; q < s->nqueues; q++) {
+			x.alloc0[q] = s->queues[q].allocated;
+			x.np0[q] = s->queues[q].alloc_nonpreempt;
+		}
 		pick_ctx_t pc = {&x, j};
 		vunit_t *c;
 		int nc = sc__victim_units(s, j, -1, reclaim_pick, &pc, &c);
@@ -244,7 +260,8 @@ int sc__reclaim(sc_sched_t *s)
 				return nc;
 			continue;
 		}
-		victim_rules_t rules = {reclaimable, &x, SC_ACT_RECLAIM, NULL};
+		victim_rules_t rules = {reclaimable, &x, SC_ACT_RECLAIM, NULL,
+		                        s->snap->config.reclaim_consolidating};
 		sc_stmt_t st;
 		sc__stmt_open(&st, s);
 		rc = sc__find_victims(s, &st, j, c, nc, &rules);

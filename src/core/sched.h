@@ -31,6 +31,9 @@ enum {
 	SC_SCR_UNITS2,
 	SC_SCR_UNITS3,
 	SC_SCR_FLAGS,
+	SC_SCR_REPL,
+	SC_SCR_LEFT,
+	SC_SCR_LEFTU,
 	SC_SCRATCH_SLOTS
 };
 typedef struct sc_stmt sc_stmt_t;

@@ -330,6 +330,11 @@ static int build_pods(sc_sched_t *s, sjob_t *j)
 				pod->name = ps->name;
 			pod->status = ps;
 			pod->phase = ps ? ps->phase : SC_POD_PENDING;
+			/* A pipelined pod holds its place like a running one;
+			 * its device is marked as waiting (pipeline.c). */
+			bool waiting = pod->phase == SC_POD_PIPELINED;
+			if (waiting)
+				pod->phase = SC_POD_RUNNING;
 			if (pod->phase == SC_POD_RUNNING || pod->phase == SC_POD_RELEASING) {
 				if (!status_assign(s, &ts->req, ps, &pod->assign)) {
 					pod->phase = SC_POD_PENDING;
@@ -339,6 +344,8 @@ static int build_pods(sc_sched_t *s, sjob_t *j)
 					if (pod->phase == SC_POD_RELEASING)
 						sc__cluster_release(s->cluster, &ts->req,
 						                    &pod->assign);
+					if (waiting)
+						sc__cluster_mark_waiting(s->cluster, &pod->assign);
 					const sc_node_view_t *nv =
 					    sc_cluster_node(s->cluster, pod->assign.node);
 					res3_t v = sc__pod_res(s, &ts->req, nv);

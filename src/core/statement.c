@@ -184,6 +184,17 @@ static long move_target(const sc_stmt_t *st, size_t i)
 	return -1;
 }
 
+static bool same_place(const sc_assign_t *a, const sc_assign_t *b)
+{
+	if (a->node != b->node || a->ngpus != b->ngpus || a->gpu_milli != b->gpu_milli ||
+	    a->mig_slices != b->mig_slices || (a->mig_slices && a->mig_start != b->mig_start))
+		return false;
+	for (int k = 0; k < a->ngpus; k++)
+		if (a->gpus[k] != b->gpus[k])
+			return false;
+	return true;
+}
+
 int sc__stmt_commit(sc_stmt_t *st)
 {
 	char *skip = st->nops ? sc_arena_calloc(st->s->arena, st->nops, 1) : NULL;
@@ -199,6 +210,12 @@ int sc__stmt_commit(sc_stmt_t *st)
 		                .reason = op->reason,
 		                .action = op->action};
 		long to = move_target(st, i);
+		if (to >= 0 && same_place(&op->assign, &st->ops[to].assign)) {
+			/* Evicted and placed again where it was (KAI's Unevict):
+			 * nothing happens to the pod. */
+			skip[to] = 1;
+			continue;
+		}
 		if (op->kind == OP_ALLOC) {
 			d.kind = 0;
 			d.to = op->assign;

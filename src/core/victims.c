@@ -183,6 +183,37 @@ static int evict_unit(sc_sched_t *s, sc_stmt_t *st, const vunit_t *u, int preemp
 	return 0;
 }
 
+static int replace_victims(sc_sched_t *s, sc_stmt_t *st, size_t from);
+static int idx_cmp(const void *a, const void *b);
+
+/* With consolidating rules: whether the units of set that were not placed
+ * again (some pod of theirs stays evicted) pass the rules. */
+static bool left_allowed(sc_sched_t *s, int preemptor, const vunit_t *cands, const int *set, int n,
+                         const victim_rules_t *r)
+{
+	if (!r->allowed)
+		return true;
+	int *left = sc__scratch(s, SC_SCR_LEFT, (size_t)n * sizeof(int) + sizeof(int));
+	vunit_t *u = sc__scratch(s, SC_SCR_LEFTU, (size_t)n * sizeof(vunit_t) + 1);
+	if (!left || !u)
+		return false;
+	int m = 0;
+	for (int i = 0; i < n; i++) {
+		const vunit_t *c = &cands[set[i]];
+		const sjob_t *jb = &s->jobs[c->job];
+		bool stays = false;
+		for (int p = 0; p < jb->total && !stays; p++)
+			stays = (c->pod < 0 || p == c->pod) && jb->pods[p].evicted_now &&
+			        jb->pods[p].phase == SC_POD_PENDING;
+		if (stays)
+			left[m++] = set[i];
+	}
+	qsort(left, (size_t)m, sizeof(int), idx_cmp);
+	for (int i = 0; i < m; i++)
+		u[i] = cands[left[i]];
+	return r->allowed(r->ctx, s, preemptor, u, m);
+}
+
 /* Evicts the units in set (indices into cands) and tries to place the
  * preemptor's step. Leaves everything in st when it fits (returns 1); rolls
  * back and returns 0 when not. */
@@ -213,8 +244,15 @@ static int try_set(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c
 	pj->reason = saved;
 	if (placed < 0)
 		return placed;
-	if (sc__step_done(pj, placed) && (!r->valid || r->valid(r->ctx, s, preemptor)))
-		return 1;
+	if (sc__step_done(pj, placed) && (!r->valid || r->valid(r->ctx, s, preemptor))) {
+		if (!r->consolidating)
+			return 1;
+		int rc = replace_victims(s, st, mark);
+		if (rc < 0)
+			return rc;
+		if (left_allowed(s, preemptor, cands, set, n, r))
+			return 1;
+	}
 	sc__stmt_rollback(st, mark);
 	return 0;
 }
@@ -229,8 +267,8 @@ static int idx_cmp(const void *a, const void *b)
 static bool set_allowed(sc_sched_t *s, int preemptor, const vunit_t *cands, int *set, int n,
                         const victim_rules_t *r, vunit_t *scratch)
 {
-	if (!r->allowed)
-		return true;
+	if (!r->allowed || r->consolidating)
+		return true; /* consolidating: asked after the simulation */
 	qsort(set, (size_t)n, sizeof(int), idx_cmp);
 	for (int i = 0; i < n; i++)
 		scratch[i] = cands[set[i]];
@@ -481,40 +519,64 @@ static int ordered(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit_t *c
 }
 
 /* KAI's solver allocates its victims again after the preemptor
- * (TryToVirtuallyAllocatePreemptorAndGetVictims): a victim job whose
- * evicted pods all fit elsewhere, within its queue's limits, is moved
- * rather than stopped. */
-static int replace_victims(sc_sched_t *s, sc_stmt_t *st)
+ * (TryToVirtuallyAllocatePreemptorAndGetVictims), each victim job for one
+ * step of its own (its pods up to minMember, or one pod): a victim whose
+ * step fits elsewhere, within its queue's limits, is moved rather than
+ * stopped; the rest of its pods stay evicted. */
+static int replace_victims(sc_sched_t *s, sc_stmt_t *st, size_t from)
 {
 	size_t end = st->nops;
-	for (size_t i = 0; i < end; i++) {
+	size_t *ops = sc__scratch(s, SC_SCR_REPL, (end + 1) * sizeof(size_t));
+	if (!ops)
+		return SC_ENOMEM;
+	for (size_t i = from; i < end; i++) {
 		if (st->ops[i].kind != OP_EVICT)
 			continue;
 		int j = st->ops[i].job;
 		bool first = true;
-		for (size_t k = 0; k < i && first; k++)
+		for (size_t k = from; k < i && first; k++)
 			first = !(st->ops[k].kind == OP_EVICT && st->ops[k].job == j);
 		if (!first)
 			continue;
+		/* The job's evicted pods still waiting, in task order. */
+		int n = 0;
+		for (size_t k = i; k < end; k++) {
+			if (st->ops[k].kind != OP_EVICT || st->ops[k].job != j ||
+			    s->jobs[j].pods[st->ops[k].pod].phase != SC_POD_PENDING)
+				continue;
+			int at = n++;
+			for (; at > 0 && st->ops[ops[at - 1]].pod > st->ops[k].pod; at--)
+				ops[at] = ops[at - 1];
+			ops[at] = k;
+		}
+		const sjob_t *jb = &s->jobs[j];
+		int want = jb->nrunning < jb->min_member ? jb->min_member - jb->nrunning : 1;
+		if (want > n)
+			want = n;
 		res3_t need = {{0}};
-		for (size_t k = i; k < end; k++)
-			if (st->ops[k].kind == OP_EVICT && st->ops[k].job == j) {
-				const sjob_t *jb = &s->jobs[j];
-				const sc_node_view_t *n =
-				    sc_cluster_node(s->cluster, st->ops[k].assign.node);
-				res3_t r = sc__pod_res(
-				    s, &jb->spec->tasks[jb->pods[st->ops[k].pod].task].req, n);
-				for (int q = 0; q < SC_RES_COUNT; q++)
-					need.v[q] += r.v[q];
-			}
+		for (int k = 0; k < want; k++) {
+			const stmt_op_t *op = &st->ops[ops[k]];
+			const sc_node_view_t *nv = sc_cluster_node(s->cluster, op->assign.node);
+			res3_t r = sc__pod_res(s, &jb->spec->tasks[jb->pods[op->pod].task].req, nv);
+			for (int q = 0; q < SC_RES_COUNT; q++)
+				need.v[q] += r.v[q];
+		}
 		char why[8];
-		if (!sc__res_fits_limit(s, s->jobs[j].queue, &need, why, sizeof(why)))
+		if (!sc__res_fits_limit(s, jb->queue, &need, why, sizeof(why)))
 			continue;
 		size_t mark = sc__stmt_mark(st);
 		int rc = 0;
-		for (size_t k = i; k < end && rc == 0; k++)
-			if (st->ops[k].kind == OP_EVICT && st->ops[k].job == j)
-				rc = sc__place_pod(s, st, j, st->ops[k].pod);
+		for (int k = 0; k < want && rc == 0; k++) {
+			/* Where it was first: a victim that still fits there
+			 * (the preemptor did not need its place after all) is
+			 * not evicted (KAI's Statement.Pipeline -> Unevict).
+			 * (Copies: allocating may move st->ops.) */
+			int pod = st->ops[ops[k]].pod;
+			sc_assign_t at = st->ops[ops[k]].assign;
+			rc = sc__stmt_allocate_pipe(st, j, pod, &at);
+			if (rc == SC_ENOFIT)
+				rc = sc__place_pod(s, st, j, pod);
+		}
 		if (rc == SC_ENOMEM)
 			return rc;
 		if (rc < 0)
@@ -550,5 +612,5 @@ int sc__find_victims(sc_sched_t *s, sc_stmt_t *st, int preemptor, vunit_t *cands
 		return rc < 0 ? rc : 0;
 	}
 	rc = search(s, st, preemptor, cands, n, rules, why);
-	return rc == 1 ? replace_victims(s, st) : rc;
+	return rc == 1 && !rules->consolidating ? replace_victims(s, st, 0) : rc;
 }

@@ -33,6 +33,9 @@ typedef struct victim_rules {
 	 * preemptor acceptable as a whole? A refused set does not end the
 	 * search: a larger one may pass (e.g. one that frees more). */
 	bool (*valid)(void *ctx, const sc_sched_t *s, int preemptor);
+	/* KAI's allowConsolidatingReclaim: `allowed` is asked after the
+	 * simulation, about the units not placed again elsewhere only. */
+	bool consolidating;
 } victim_rules_t;
 
 /* Collects candidate units: running, preemptible pods not placed in this

@@ -414,8 +414,8 @@ static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_st
 	static const char *const fields[] = {
 	    "name",      "phase", "node",     "gpus",     "gpuShare", "gpuMemory",  "mig",
 	    "startedAt", "ready", "restarts", "exitCode", "message",  "generation", NULL};
-	static const char *const phases[] = {"Pending",   "Running", "Releasing",
-	                                     "Succeeded", "Failed",  NULL};
+	static const char *const phases[] = {"Pending", "Running",   "Releasing", "Succeeded",
+	                                     "Failed",  "Pipelined", NULL};
 	int64_t share = 0;
 	int rc;
 	if (!json_is_object(o))
@@ -430,7 +430,8 @@ static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_st
 	/* The enum's order matches enum sc_pod_phase. */
 	if ((rc = sc__get_enum(rd, o, "phase", true, phases, &p->phase)) < 0 ||
 	    (rc = sc__get_name(rd, o, "node",
-	                       p->phase == SC_POD_RUNNING || p->phase == SC_POD_RELEASING,
+	                       p->phase == SC_POD_RUNNING || p->phase == SC_POD_RELEASING ||
+	                           p->phase == SC_POD_PIPELINED,
 	                       &p->node)) < 0 ||
 	    (rc = decode_pod_gpus(rd, o, p)) < 0 ||
 	    (rc = sc__get_int(rd, o, "gpuShare", false, 1, 999, &share)) < 0 ||

@@ -438,6 +438,25 @@ static int decode_victims(sc__rd_t *rd, json_t *spec, sc_config_t *c)
 	return 0;
 }
 
+/* reclaim: {tolerance: 0.2, allowConsolidating: false} */
+static int decode_reclaim(sc__rd_t *rd, json_t *spec, sc_config_t *c, double *tol)
+{
+	static const char *const fields[] = {"tolerance", "allowConsolidating", NULL};
+	json_t *o;
+	bool cons = c->reclaim_consolidating;
+	int rc = sc__get_object(rd, spec, "reclaim", false, &o);
+	if (rc <= 0)
+		return rc;
+	sc__mark_t m = sc__rd_push(rd, "reclaim");
+	if ((rc = sc__rd_fields(rd, o, fields)) < 0 ||
+	    (rc = sc__get_num(rd, o, "tolerance", false, 0, 100, tol)) < 0 ||
+	    (rc = sc__get_bool(rd, o, "allowConsolidating", false, &cons)) < 0)
+		return rc;
+	c->reclaim_consolidating = cons;
+	sc__rd_pop(rd, m);
+	return 0;
+}
+
 /* Reads {key: {field: value}} groups of one setting each. */
 static int one_setting(sc__rd_t *rd, json_t *spec, const char *group, const char *field, double min,
                        double max, double *out)
@@ -497,7 +516,7 @@ int sc__decode_config(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 		        0 ||
 		    (rc = one_setting(rd, spec, "spreadFactor", "serving", 1, 1000, &serving)) <
 		        0 ||
-		    (rc = one_setting(rd, spec, "reclaim", "tolerance", 0, 100, &tol)) < 0 ||
+		    (rc = decode_reclaim(rd, spec, c, &tol)) < 0 ||
 		    (rc = one_setting(rd, spec, "preempt", "utilizationThreshold", 0, 1, &util)) <
 		        0 ||
 		    (rc = one_setting(rd, spec, "consolidation", "maxPreemptees", 0, 100000,

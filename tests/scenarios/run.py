@@ -24,8 +24,11 @@ TOLERANCE = 1e-6
 def matches(want, got):
     """A partial object matches when every key in want matches in got."""
     if isinstance(want, dict):
+        # "pipelined": false also matches a binding without the key (the
+        # output only carries it when true).
         return isinstance(got, dict) and all(
-            k in got and matches(v, got[k]) for k, v in want.items())
+            (k in got and matches(v, got[k])) or (k == "pipelined" and v is False and k not in got)
+            for k, v in want.items())
     if isinstance(want, list):
         return isinstance(got, list) and len(want) == len(got) and all(
             matches(w, g) for w, g in zip(want, got))
@@ -122,6 +125,20 @@ def check_output(expect, out, errors):
     for job in expect.get("notBound", []):
         if job in bound:
             errors.append("notBound: job %s has bindings" % job)
+    bound_pods = {b.get("pod") for b in bindings}
+    for pod in expect.get("notBoundPods", []):
+        if pod in bound_pods:
+            errors.append("notBoundPods: pod %s is bound" % pod)
+    evicted_pods = {e.get("pod") for e in out.get("evictions", [])}
+    for pod in expect.get("notEvictedPods", []):
+        if pod in evicted_pods:
+            errors.append("notEvictedPods: pod %s is evicted" % pod)
+    if "maxBindings" in expect and len(bindings) > expect["maxBindings"]:
+        errors.append("maxBindings: expected at most %d, got %d" % (
+            expect["maxBindings"], len(bindings)))
+    if "maxEvictions" in expect and len(out.get("evictions", [])) > expect["maxEvictions"]:
+        errors.append("maxEvictions: expected at most %d, got %d" % (
+            expect["maxEvictions"], len(out.get("evictions", []))))
     check_queues(errors, expect.get("queues", []), out.get("queues", []))
     if "cycles" in expect:  # per-cycle expectations for --cycles N
         got = out.get("cycles", [])
