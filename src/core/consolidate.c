@@ -339,9 +339,6 @@ static int candidates(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, in
 	return n;
 }
 
-/* Consolidates for one pod that fits nowhere as it is: tries candidate
- * nodes in order; on success the moves and the placements stay in st and
- * *moved grows; returns 1, or 0 when no node works. */
 /* The rest of a move for one pod, once a node is cleared: the pod goes
  * there, and the moved pods go anywhere else. */
 typedef struct pod_move {
