@@ -20,14 +20,15 @@ int sc__preemptors_init(sc_sched_t *s);
 bool sc__nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *p);
 int sc__commit_preemption(sc_sched_t *s, sc_stmt_t *st, int j);
 
-/* consolidate.c, the pieces of moving pods (for consolidation and any other
+/* moves.c, the pieces of moving pods (for consolidation and any other
  * action that moves pods to make room). */
 typedef struct sc_node_pods {
 	int *start; /* per node: offset into list */
 	int *list;  /* (job, pod) pairs of movable pods, grouped by node */
 } sc_node_pods_t;
 /* A preemptible job's running pod, not placed or evicted in this cycle,
- * of a job running at least minMember pods. */
+ * of a job running at least minMember pods (still so after the action's
+ * own moves). */
 bool sc__movable(const sc_sched_t *s, int j, int p);
 /* Indexes the movable pods by node (once per action). */
 int sc__movable_index(sc_sched_t *s, sc_node_pods_t *np);
@@ -47,6 +48,16 @@ typedef struct sc_clear_done {
 int sc__clear_node(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, uint32_t node,
                    const sc_request_t *req, int budget, int action, int by, const char *why,
                    const sc_clear_done_t *done);
+/* The nodes pod p of job j may go to: its task's filter plus the
+ * reservations (a node reserved for a long-waiting job takes another job's
+ * pod only as backfill). x must outlive the use of x->f. */
+typedef struct sc_pod_filter {
+	sc_filter_t f;
+	int ids[SC_MAX_MODEL_FILTER];
+	const sc_sched_t *s;
+	int job;
+} sc_pod_filter_t;
+void sc__pod_filter(const sc_sched_t *s, int j, int p, sc_pod_filter_t *x);
 /* Places pod p of job j anywhere its task may go (idle first, then
  * pipelined), honouring reservations; 0, SC_ENOFIT or SC_ENOMEM. */
 int sc__place_pod(sc_sched_t *s, sc_stmt_t *st, int j, int p);

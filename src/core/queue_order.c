@@ -44,7 +44,8 @@ static int parent_of(const sc_sched_t *s, int q)
 
 /* ---- the job's next step --------------------------------------------- */
 
-void sc__job_step(sc_sched_t *s, int j)
+/* Job j's step and step_req from its pending pods (getNumTasksToAllocate). */
+static void job_step(sc_sched_t *s, int j)
 {
 	sjob_t *jb = &s->jobs[j];
 	int want = jb->nrunning < jb->min_member ? jb->min_member - jb->nrunning : 1;
@@ -78,7 +79,7 @@ static int elastic_state(const sjob_t *j)
 
 /* Job order inside a queue: higher priority (priority plugin), elastic
  * state, then older, then input order. */
-int sc__job_order_cmp(const void *x, const void *y, void *ctx)
+static int job_order_cmp(const void *x, const void *y, void *ctx)
 {
 	const sc_sched_t *s = ctx;
 	const sjob_t *a = &s->jobs[*(const int *)x], *b = &s->jobs[*(const int *)y];
@@ -94,7 +95,7 @@ int sc__job_order_cmp(const void *x, const void *y, void *ctx)
 
 static bool job_before(sc_sched_t *s, int a, int b)
 {
-	return sc__job_order_cmp(&a, &b, s) < 0;
+	return job_order_cmp(&a, &b, s) < 0;
 }
 
 /* A leaf's jobs are a sorted array consumed from `next_job`, plus a small
@@ -204,7 +205,7 @@ static bool zero_share_violation(const squeue_t *q, const res3_t *alloc)
 }
 
 /* KAI's GetDominantResourceShare of an allocation. */
-double sc__dominant_share(const sc_sched_t *s, const squeue_t *q, const res3_t *alloc)
+static double dominant_share(const sc_sched_t *s, const squeue_t *q, const res3_t *alloc)
 {
 	const res3_t share = q->allocatable;
 	double m = 0;
@@ -236,11 +237,11 @@ int sc__queue_cmp_with(const sc_sched_t *s, int ia, int ib, const res3_t *wa, co
 	bool za = zero_share_violation(a, wa), zb = zero_share_violation(b, wb);
 	if (za != zb)
 		return za ? 1 : -1;
-	double sha = sc__dominant_share(s, a, da), shb = sc__dominant_share(s, b, db);
+	double sha = dominant_share(s, a, da), shb = dominant_share(s, b, db);
 	if (sha < shb - EPS || sha > shb + EPS)
 		return sha < shb ? -1 : 1;
-	sha = sc__dominant_share(s, a, &a->allocated);
-	shb = sc__dominant_share(s, b, &b->allocated);
+	sha = dominant_share(s, a, &a->allocated);
+	shb = dominant_share(s, b, &b->allocated);
 	if (sha < shb - EPS || sha > shb + EPS)
 		return sha < shb ? -1 : 1;
 	bool ale = less_equal(&a->allocatable, &b->allocatable);
@@ -254,7 +255,7 @@ int sc__queue_cmp_with(const sc_sched_t *s, int ia, int ib, const res3_t *wa, co
 
 /* GetQueueOrderResult for allocation: ja/jb are the jobs' step requests
  * (NULL: no job). */
-int sc__queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const res3_t *jb)
+static int queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const res3_t *jb)
 {
 	res3_t wa = with_job(&s->queues[ia], ja), wb = with_job(&s->queues[ib], jb);
 	return sc__queue_cmp_with(s, ia, ib, &wa, &wb, &wa, &wb);
@@ -263,8 +264,7 @@ int sc__queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const r
 /* True when a should be visited before b. */
 static bool before(const sc_sched_t *s, int ia, int ib)
 {
-	return sc__queue_cmp(s, ia, ib, head_req(s, &s->queues[ia]), head_req(s, &s->queues[ib])) <
-	       0;
+	return queue_cmp(s, ia, ib, head_req(s, &s->queues[ia]), head_req(s, &s->queues[ib])) < 0;
 }
 
 static void heap_swap(sc_sched_t *s, squeue_t *p, int i, int j)
@@ -365,14 +365,14 @@ int sc__order_init(sc_sched_t *s, bool (*want)(sc_sched_t *, int, void *), void 
 		sjob_t *jb = &s->jobs[j];
 		if (jb->queue < 0 || jb->bad || jb->npending == 0 || !want(s, j, ctx))
 			continue;
-		sc__job_step(s, j);
+		job_step(s, j);
 		squeue_t *q = &s->queues[jb->queue];
 		q->jobs[q->njobs++] = j;
 	}
 	for (int q = 0; q < s->nqueues; q++) {
 		squeue_t *sq = &s->queues[q];
 		if (sq->njobs > 1)
-			qsort_r(sq->jobs, (size_t)sq->njobs, sizeof(int), sc__job_order_cmp, s);
+			qsort_r(sq->jobs, (size_t)sq->njobs, sizeof(int), job_order_cmp, s);
 		leaf_refresh(s, sq);
 	}
 	/* Insert active queues deepest first so parents see their children. */
@@ -425,7 +425,7 @@ int sc__order_push(sc_sched_t *s, int j)
 		return SC_ENOMEM;
 	if (leaf->nback >= leaf->jobs_cap)
 		return 0; /* cannot happen: a job is put back only after a pop */
-	sc__job_step(s, j);
+	job_step(s, j);
 	leaf->back[leaf->nback++] = j;
 	back_sift(s, leaf, leaf->nback - 1);
 	leaf_refresh(s, leaf);

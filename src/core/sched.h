@@ -199,23 +199,16 @@ int sc__order_init(sc_sched_t *s, bool (*want)(sc_sched_t *, int, void *), void 
 int sc__order_pop(sc_sched_t *s);
 int sc__order_push(sc_sched_t *s, int j);
 void sc__order_touch(sc_sched_t *s, int q);
-/* Computes job j's step and step_req from its pending pods. */
-void sc__job_step(sc_sched_t *s, int j);
-/* qsort_r comparator of job indices (ctx = the sc_sched_t). */
-int sc__job_order_cmp(const void *x, const void *y, void *ctx);
-/* KAI's queue order of queues ia and ib offering jobs asking ja and jb
- * (NULL: none): < 0 when ia goes first. */
-int sc__queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const res3_t *jb);
-/* The same with explicit holdings: wa/wb with the job (quota and zero-share
- * rules), da/db for the dominant share (victim order subtracts victims). */
+/* KAI's queue order (GetQueueOrderResult) of queues ia and ib with explicit
+ * holdings: wa/wb with the job (quota and zero-share rules), da/db for the
+ * dominant share (victim order subtracts victims); < 0 when ia goes first. */
 int sc__queue_cmp_with(const sc_sched_t *s, int ia, int ib, const res3_t *wa, const res3_t *wb,
                        const res3_t *da, const res3_t *db);
-/* KAI's GetAllocatableShare and GetDominantResourceShare. */
+/* KAI's GetAllocatableShare. */
 res3_t sc__allocatable(const squeue_t *q);
-double sc__dominant_share(const sc_sched_t *s, const squeue_t *q, const res3_t *alloc);
 
 /* placement.c: tries to place job j's next step (jb->step pods, see
- * sc__job_step) inside the open statement; returns the number placed. */
+ * queue_order.c) inside the open statement; returns the number placed. */
 int sc__place_job(sc_sched_t *s, sc_stmt_t *st, int j);
 /* Whether placing `placed` pods completed the job's step. */
 static inline bool sc__step_done(const sjob_t *jb, int placed)
