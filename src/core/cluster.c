@@ -68,6 +68,7 @@ void sc__index_add(sc_cluster_t *c, uint32_t i)
 	const sc_node_view_t *n = &c->nodes[i];
 	account(c, n, +1);
 	capacity(c, n, +1);
+	sc__pipe_note(c, i);
 	if (!n->schedulable)
 		return;
 	group_t *g = &c->groups[n->model + 1];
@@ -230,6 +231,7 @@ void sc_cluster_free(sc_cluster_t *c)
 	free(c->bits);
 	free(c->relbits);
 	free(c->relbits_gpu);
+	free(c->relbits_idle);
 	sc__names_free(&c->names);
 	free(c);
 }

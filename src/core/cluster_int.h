@@ -29,9 +29,12 @@ struct sc_cluster {
 	int64_t mig_used_milli;
 	int64_t used[3];  /* gpu milli (non-MIG), cpu milli, memory: all nodes */
 	int64_t total[3]; /* the same capacity over schedulable nodes */
-	/* Nodes holding releasing resources (pipeline.c): any, and GPU ones
-	 * (a GPU pod can only be pipelined where a GPU is being released). */
-	uint64_t *relbits, *relbits_gpu;
+	/* Nodes holding releasing resources (pipeline.c): any; GPU ones (a
+	 * GPU pod is pipelined where a GPU is being released); and those
+	 * releasing only CPU or memory that have an idle GPU (where a GPU pod
+	 * short of CPU or memory may wait), kept small so that a GPU pod's
+	 * search never walks every node a pod left. */
+	uint64_t *relbits, *relbits_gpu, *relbits_idle;
 	size_t nrel;
 	int64_t rel_gpu_milli; /* releasing GPU milli over schedulable nodes */
 };
@@ -60,6 +63,9 @@ bool sc__is_share(const sc_request_t *r);
  * are visited) and chooses its devices; take_pipe/give_pipe take and give
  * back such a placement, recording in *used what came from the pool. */
 int sc__cluster_pipe_init(sc_cluster_t *c);
+/* Keeps node i's relbits_idle bit true after its idle GPUs changed
+ * (sc__index_add calls it). */
+void sc__pipe_note(sc_cluster_t *c, uint32_t i);
 void sc__cluster_release(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
 void sc__cluster_unrelease(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
 bool sc__cluster_has_releasing(const sc_cluster_t *c);

@@ -19,7 +19,28 @@ int sc__cluster_pipe_init(sc_cluster_t *c)
 {
 	c->relbits = calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
 	c->relbits_gpu = calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
-	return c->relbits && c->relbits_gpu ? 0 : SC_ENOMEM;
+	c->relbits_idle = calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
+	return c->relbits && c->relbits_gpu && c->relbits_idle ? 0 : SC_ENOMEM;
+}
+
+static bool has_idle_gpu(const sc_node_view_t *n)
+{
+	if (n->spec->mig_mode != SC_MIG_NONE)
+		return n->gpu_count > 0; /* idle slices: pipe_fits decides */
+	for (int d = 0; d < n->gpu_count; d++)
+		if (n->gpu_free[d] > 0)
+			return true;
+	return false;
+}
+
+void sc__pipe_note(sc_cluster_t *c, uint32_t i)
+{
+	if (!c->relbits_idle)
+		return; /* still being built */
+	uint64_t bit = (uint64_t)1 << (i & 63);
+	size_t w = i >> 6;
+	bool on = (c->relbits[w] & bit) && !(c->relbits_gpu[w] & bit) && has_idle_gpu(&c->nodes[i]);
+	c->relbits_idle[w] = on ? c->relbits_idle[w] | bit : c->relbits_idle[w] & ~bit;
 }
 
 static bool node_has_rel_gpu(const sc_node_view_t *n)
@@ -42,6 +63,7 @@ static void mark(sc_cluster_t *c, const sc_node_view_t *n)
 		c->nrel = any ? c->nrel + 1 : c->nrel - 1;
 	c->relbits[w] = any ? c->relbits[w] | bit : c->relbits[w] & ~bit;
 	c->relbits_gpu[w] = gpu ? c->relbits_gpu[w] | bit : c->relbits_gpu[w] & ~bit;
+	sc__pipe_note(c, n->index);
 }
 
 static uint8_t span(const sc_assign_t *a)
@@ -279,11 +301,12 @@ int sc__cluster_best_pipe(const sc_cluster_t *c, const sc_request_t *r, const sc
                           bool spread, int device_policy, sc_assign_t *a)
 {
 	/* A GPU pod usually waits for a GPU: the nodes releasing one are
-	 * searched first; then those releasing only CPU or memory. */
+	 * searched first; then those releasing only CPU or memory where a GPU
+	 * is idle. */
 	bool gpu = r->gpus > 0 || r->mig || sc__is_share(r);
 	uint32_t best = best_in(c, gpu ? c->relbits_gpu : c->relbits, r, f, spread);
 	if (best == UINT32_MAX && gpu)
-		best = best_in(c, c->relbits, r, f, spread);
+		best = best_in(c, c->relbits_idle, r, f, spread);
 	if (best == UINT32_MAX)
 		return SC_ENOFIT;
 	return sc__node_choose_pipe(&c->nodes[best], r, device_policy, a);
