@@ -24,6 +24,11 @@ typedef struct vo {
 	int *pick;      /* per parent: its chosen child in this step */
 	int *head;      /* per queue: its head unit in this step */
 	int *stamp;     /* per queue: the step head/pick belong to */
+	/* Per parent (and the virtual root), its children that still have
+	 * units below: act[abeg[q] .. abeg[q] + nact[q]), apos[c] is child
+	 * c's place there. A parent compares only these (the order is total,
+	 * so the place does not matter). */
+	int *act, *abeg, *nact, *apos;
 	int step;
 } vo_t;
 
@@ -86,12 +91,10 @@ static int head_of(vo_t *x, int q)
 	if (is_leaf(x, q)) {
 		h = x->cur[q];
 	} else {
-		const sc_sched_t *s = x->s;
-		const int *kids = q == s->nqueues ? s->roots : s->queues[q].children;
-		int nkids = q == s->nqueues ? s->nroots : s->queues[q].nchildren;
-		int best = -1;
-		for (int i = 0; i < nkids; i++)
-			if (x->remain[kids[i]] > 0 && (best < 0 || worse(x, kids[i], best)))
+		const int *kids = x->act + x->abeg[q];
+		int best = kids[0];
+		for (int i = 1; i < x->nact[q]; i++)
+			if (worse(x, kids[i], best))
 				best = kids[i];
 		x->pick[q] = best;
 		h = head_of(x, best);
@@ -99,6 +102,21 @@ static int head_of(vo_t *x, int q)
 	x->stamp[q] = x->step;
 	x->head[q] = h;
 	return h;
+}
+
+static int parent_of(const sc_sched_t *s, int q)
+{
+	return s->queues[q].parent >= 0 ? s->queues[q].parent : s->nqueues;
+}
+
+/* Queue q has no units left below: out of its parent's active children. */
+static void deactivate(vo_t *x, int q)
+{
+	int par = parent_of(x->s, q);
+	int *a = x->act + x->abeg[par];
+	int last = a[--x->nact[par]];
+	a[x->apos[q]] = last;
+	x->apos[last] = x->apos[q];
 }
 
 int sc__victim_order(sc_sched_t *s, vunit_t *u, int n)
@@ -109,7 +127,7 @@ int sc__victim_order(sc_sched_t *s, vunit_t *u, int n)
 	size_t nq = (size_t)s->nqueues + 1;
 	vo_t x = {.s = s, .u = u};
 	/* One reused block: per-queue state, then the output. */
-	size_t ints = 5 * nq,
+	size_t ints = 9 * nq,
 	       bytes = ints * sizeof(int) + nq * sizeof(res3_t) + (size_t)n * sizeof(vunit_t) + 64;
 	char *blk = sc__scratch(s, SC_SCR_VO, bytes);
 	if (!blk)
@@ -122,8 +140,18 @@ int sc__victim_order(sc_sched_t *s, vunit_t *u, int n)
 	x.pick = ip + 2 * nq;
 	x.head = ip + 3 * nq;
 	x.stamp = ip + 4 * nq;
+	x.act = ip + 5 * nq;
+	x.abeg = ip + 6 * nq;
+	x.nact = ip + 7 * nq;
+	x.apos = ip + 8 * nq;
 	memset(x.remain, 0, nq * sizeof(int));
 	memset(x.stamp, 0, nq * sizeof(int));
+	memset(x.nact, 0, nq * sizeof(int));
+	int off = 0;
+	for (size_t q = 0; q < nq; q++) {
+		x.abeg[q] = off;
+		off += (int)q == s->nqueues ? s->nroots : s->queues[q].nchildren;
+	}
 	for (int q = 0; q < s->nqueues; q++)
 		x.valloc[q] = s->queues[q].allocated;
 	for (int i = 0; i < n; i++) {
@@ -134,6 +162,12 @@ int sc__victim_order(sc_sched_t *s, vunit_t *u, int n)
 			x.remain[a]++;
 		x.remain[s->nqueues]++;
 	}
+	for (int q = 0; q < s->nqueues; q++)
+		if (x.remain[q] > 0) {
+			int par = parent_of(s, q);
+			x.apos[q] = x.nact[par];
+			x.act[x.abeg[par] + x.nact[par]++] = q;
+		}
 	for (int k = 0; k < n; k++) {
 		x.step = k + 1;
 		int q = s->nqueues;
@@ -144,7 +178,8 @@ int sc__victim_order(sc_sched_t *s, vunit_t *u, int n)
 		out[k] = *v;
 		out[k].order = k;
 		for (int a = q; a >= 0; a = s->queues[a].parent) {
-			x.remain[a]--;
+			if (--x.remain[a] == 0)
+				deactivate(&x, a);
 			for (int r = 0; r < SC_RES_COUNT; r++)
 				x.valloc[a].v[r] -= v->res.v[r];
 		}
