@@ -254,6 +254,7 @@ int sc__consolidate(sc_sched_t *s)
 		rc = try_job(s, &np, j);
 		if (rc < 0)
 			return rc;
+		sc__order_touch(s, jb->queue); /* its holdings may have grown */
 	}
 	return 0;
 }

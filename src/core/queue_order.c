@@ -253,18 +253,43 @@ int sc__queue_cmp_with(const sc_sched_t *s, int ia, int ib, const res3_t *wa, co
 	return a->order < b->order ? -1 : (a->order > b->order);
 }
 
-/* GetQueueOrderResult for allocation: ja/jb are the jobs' step requests
- * (NULL: no job). */
-static int queue_cmp(const sc_sched_t *s, int ia, int ib, const res3_t *ja, const res3_t *jb)
+/* Computes queue q's terms of GetQueueOrderResult with the job it offers
+ * now (those that depend on its holdings and its job). */
+static void refresh_key(sc_sched_t *s, int q)
 {
-	res3_t wa = with_job(&s->queues[ia], ja), wb = with_job(&s->queues[ib], jb);
-	return sc__queue_cmp_with(s, ia, ib, &wa, &wb, &wa, &wb);
+	squeue_t *sq = &s->queues[q];
+	res3_t w = with_job(sq, head_req(s, sq));
+	sq->k_over = over_utilized(sq);
+	sq->k_within = less_equal(&w, &sq->quota);
+	sq->k_zero = zero_share_violation(sq, &w);
+	sq->k_share = dominant_share(s, sq, &w);
+	sq->k_share0 = dominant_share(s, sq, &sq->allocated);
 }
 
-/* True when a should be visited before b. */
+/* True when a should be visited before b: queue_cmp on the queues' current
+ * jobs, from their refreshed terms. */
 static bool before(const sc_sched_t *s, int ia, int ib)
 {
-	return queue_cmp(s, ia, ib, head_req(s, &s->queues[ia]), head_req(s, &s->queues[ib])) < 0;
+	const squeue_t *a = &s->queues[ia], *b = &s->queues[ib];
+	if (a->k_over != b->k_over)
+		return b->k_over;
+	if (a->k_within != b->k_within)
+		return a->k_within;
+	if (a->spec->priority != b->spec->priority)
+		return a->spec->priority > b->spec->priority;
+	if (a->k_zero != b->k_zero)
+		return b->k_zero;
+	if (a->k_share < b->k_share - EPS || a->k_share > b->k_share + EPS)
+		return a->k_share < b->k_share;
+	if (a->k_share0 < b->k_share0 - EPS || a->k_share0 > b->k_share0 + EPS)
+		return a->k_share0 < b->k_share0;
+	bool ale = less_equal(&a->allocatable, &b->allocatable);
+	bool ble = less_equal(&b->allocatable, &a->allocatable);
+	if (ale != ble)
+		return ale;
+	if (a->spec->created != b->spec->created)
+		return a->spec->created < b->spec->created;
+	return a->order < b->order;
 }
 
 static void heap_swap(sc_sched_t *s, squeue_t *p, int i, int j)
@@ -327,10 +352,12 @@ static void update_path(sc_sched_t *s, int q)
 			p->heap[p->nheap] = q;
 			sq->heap_pos = p->nheap++;
 		}
-		if (active(sq))
+		if (active(sq)) {
+			refresh_key(s, q);
 			sift(s, p, sq->heap_pos);
-		else
+		} else {
 			heap_remove(s, p, q);
+		}
 	}
 }
 
@@ -386,6 +413,7 @@ int sc__order_init(sc_sched_t *s, bool (*want)(sc_sched_t *, int, void *), void 
 			if (sq->depth != d || !active(sq))
 				continue;
 			squeue_t *p = &s->queues[parent_of(s, q)];
+			refresh_key(s, q);
 			p->heap[p->nheap] = q;
 			sq->heap_pos = p->nheap++;
 			sift(s, p, sq->heap_pos);

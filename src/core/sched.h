@@ -69,6 +69,11 @@ typedef struct squeue {
 	int *back; /* leaf: a heap of jobs put back */
 	int nback;
 	int head; /* leaf: the job it offers next, -1 none */
+	/* Its terms in the queue order with the job it offers (queue_order.c:
+	 * refreshed whenever its path is re-sorted, so that comparing two
+	 * queues reads them instead of computing them again). */
+	bool k_over, k_within, k_zero;
+	double k_share, k_share0;
 } squeue_t;
 
 /* Placement of one pod decided or found in the snapshot. */
