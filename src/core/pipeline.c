@@ -13,13 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "core/cluster_int.h"
 
 int sc__cluster_pipe_init(sc_cluster_t *c)
 {
-	c->relbits = calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
-	c->relbits_gpu = calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
-	c->relbits_idle = calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
+	c->relbits = sc_calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
+	c->relbits_gpu = sc_calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
+	c->relbits_idle = sc_calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
 	return c->relbits && c->relbits_gpu && c->relbits_idle ? 0 : SC_ENOMEM;
 }
 
