@@ -10,6 +10,7 @@
  * job allocate would take last goes first: lower priority, an elastic job's
  * spare pods before whole jobs, then the newest. Queues are compared
  * hierarchically, each parent with the head victim of its best child. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,25 +41,34 @@ static int state_of(const sc_sched_t *s, const vunit_t *u)
 	return j->nrunning >= j->min_member ? 1 : 0;
 }
 
-/* In-queue order of victims: the reverse of the allocation job order. */
-static int unit_cmp(const void *x, const void *y, void *ctx)
+/* In-queue order of victims, the reverse of the allocation job order:
+ * queue, lower priority, spare pods before whole jobs above minMember
+ * before gangs below it, newer job, later job, later pod (the whole job
+ * after its pods). Packed into integers once per unit so that sorting
+ * compares numbers instead of following pointers. */
+typedef struct ukey {
+	uint64_t k[4];
+	int idx;
+} ukey_t;
+
+static void unit_key(const sc_sched_t *s, const vunit_t *u, int idx, ukey_t *key)
 {
-	const sc_sched_t *s = ctx;
-	const vunit_t *a = x, *b = y;
-	int qa = s->jobs[a->job].queue, qb = s->jobs[b->job].queue;
-	if (qa != qb)
-		return qa < qb ? -1 : 1;
-	if (a->priority != b->priority)
-		return a->priority < b->priority ? -1 : 1;
-	int sa = state_of(s, a), sb = state_of(s, b);
-	if (sa != sb)
-		return sa > sb ? -1 : 1;
-	int64_t ca = s->jobs[a->job].spec->created, cb = s->jobs[b->job].spec->created;
-	if (ca != cb)
-		return ca > cb ? -1 : 1;
-	if (a->job != b->job)
-		return a->job > b->job ? -1 : 1;
-	return a->pod > b->pod ? -1 : (a->pod < b->pod);
+	const sjob_t *j = &s->jobs[u->job];
+	key->k[0] = (uint64_t)(uint32_t)j->queue << 32 | ((uint32_t)u->priority ^ 0x80000000u);
+	key->k[1] = (uint64_t)(2 - state_of(s, u));
+	key->k[2] = UINT64_MAX - ((uint64_t)j->spec->created ^ (UINT64_C(1) << 63));
+	key->k[3] =
+	    (uint64_t)(UINT32_MAX - (uint32_t)u->job) << 32 | (UINT32_MAX - (uint32_t)(u->pod + 1));
+	key->idx = idx;
+}
+
+static int key_cmp(const void *x, const void *y)
+{
+	const ukey_t *a = x, *b = y;
+	for (int i = 0; i < 4; i++)
+		if (a->k[i] != b->k[i])
+			return a->k[i] < b->k[i] ? -1 : 1;
+	return 0;
 }
 
 static bool is_leaf(const vo_t *x, int q)
@@ -123,7 +133,6 @@ int sc__victim_order(sc_sched_t *s, vunit_t *u, int n)
 {
 	if (n <= 0)
 		return 0;
-	qsort_r(u, (size_t)n, sizeof(*u), unit_cmp, s);
 	size_t nq = (size_t)s->nqueues + 1;
 	vo_t x = {.s = s, .u = u};
 	/* One reused block: per-queue state, then the output. */
@@ -144,6 +153,16 @@ int sc__victim_order(sc_sched_t *s, vunit_t *u, int n)
 	x.abeg = ip + 6 * nq;
 	x.nact = ip + 7 * nq;
 	x.apos = ip + 8 * nq;
+	/* Sorted into out, then copied back, before out is used below. */
+	ukey_t *keys = sc__scratch(s, SC_SCR_VOKEY, (size_t)n * sizeof(ukey_t));
+	if (!keys)
+		return SC_ENOMEM;
+	for (int i = 0; i < n; i++)
+		unit_key(s, &u[i], i, &keys[i]);
+	qsort(keys, (size_t)n, sizeof(*keys), key_cmp);
+	for (int i = 0; i < n; i++)
+		out[i] = u[keys[i].idx];
+	memcpy(u, out, (size_t)n * sizeof(*u));
 	memset(x.remain, 0, nq * sizeof(int));
 	memset(x.stamp, 0, nq * sizeof(int));
 	memset(x.nact, 0, nq * sizeof(int));
