@@ -142,17 +142,6 @@ static void leaf_refresh(sc_sched_t *s, squeue_t *q)
 
 /* ---- queue order ----------------------------------------------------- */
 
-/* The step request of the job the queue offers next; NULL when none. */
-static const res3_t *head_req(const sc_sched_t *s, const squeue_t *q)
-{
-	while (!q->leaf) {
-		if (!q->nheap)
-			return NULL;
-		q = &s->queues[q->heap[0]];
-	}
-	return q->head >= 0 ? &s->jobs[q->head].step_req : NULL;
-}
-
 static res3_t with_job(const squeue_t *q, const res3_t *jr)
 {
 	res3_t a = q->allocated;
@@ -253,17 +242,35 @@ int sc__queue_cmp_with(const sc_sched_t *s, int ia, int ib, const res3_t *wa, co
 	return a->order < b->order ? -1 : (a->order > b->order);
 }
 
+/* The dominant share of an allocation from the queue's inverse shares. */
+static double dominant_inv(const squeue_t *q, const res3_t *alloc)
+{
+	double m = 0;
+	for (int r = 0; r < SC_RES_COUNT; r++) {
+		double v = alloc->v[r] * q->k_inv.v[r];
+		if (v > m)
+			m = v;
+	}
+	return m;
+}
+
 /* Computes queue q's terms of GetQueueOrderResult with the job it offers
- * now (those that depend on its holdings and its job). */
+ * now (those that depend on its holdings and its job). A parent offers its
+ * best child's job: the child's terms are fresh (paths are re-sorted from
+ * the leaf up, and queues are inserted deepest first). */
 static void refresh_key(sc_sched_t *s, int q)
 {
 	squeue_t *sq = &s->queues[q];
-	res3_t w = with_job(sq, head_req(s, sq));
+	if (sq->leaf)
+		sq->k_req = sq->head >= 0 ? &s->jobs[sq->head].step_req : NULL;
+	else
+		sq->k_req = sq->nheap ? s->queues[sq->heap[0]].k_req : NULL;
+	res3_t w = with_job(sq, sq->k_req);
 	sq->k_over = over_utilized(sq);
 	sq->k_within = less_equal(&w, &sq->quota);
 	sq->k_zero = zero_share_violation(sq, &w);
-	sq->k_share = dominant_share(s, sq, &w);
-	sq->k_share0 = dominant_share(s, sq, &sq->allocated);
+	sq->k_share = dominant_inv(sq, &w);
+	sq->k_share0 = dominant_inv(sq, &sq->allocated);
 }
 
 /* True when a should be visited before b: queue_cmp on the queues' current
@@ -385,6 +392,13 @@ int sc__order_init(sc_sched_t *s, bool (*want)(sc_sched_t *, int, void *), void 
 			return SC_ENOMEM;
 		sq->nheap = 0;
 		sq->heap_pos = -1;
+		sq->k_req = NULL;
+		for (int r = 0; q < s->nqueues && r < SC_RES_COUNT; r++) {
+			/* As dominant_share: x/0 counts as x * 1000. */
+			double share = sq->allocatable.v[r];
+			double cap = share >= SC_UNLIMITED ? s->capacity.v[r] : share;
+			sq->k_inv.v[r] = cap == 0 ? 1000 : 1 / cap;
+		}
 		sq->njobs = sq->next_job = sq->nback = 0;
 		sq->head = -1;
 	}

@@ -75,6 +75,8 @@ typedef struct squeue {
 	 * queues reads them instead of computing them again). */
 	bool k_over, k_within, k_zero;
 	double k_share, k_share0;
+	const res3_t *k_req; /* the step request of the job it offers, or NULL */
+	res3_t k_inv;        /* 1 / each resource's allocatable share (dominant share) */
 } squeue_t;
 
 /* Placement of one pod decided or found in the snapshot. */
