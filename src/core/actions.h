@@ -13,9 +13,9 @@ int sc__stale_gangs(sc_sched_t *s);
 int sc__consolidate(sc_sched_t *s);
 
 /* evict.c, shared by reclaim and preempt: the pending jobs that may evict,
- * in queue order (sc__order_pop takes them); KAI's rule that
- * non-preemptible work stays within its queue's quota; committing a
- * preemption (KAI's ShouldPipelineJob, queue order refreshed). */
+ * in queue order (sc__order_pop takes them); committing a preemption
+ * (KAI's ShouldPipelineJob, queue order refreshed). victims.c: KAI's rule
+ * that non-preemptible work stays within its queue's quota. */
 int sc__preemptors_init(sc_sched_t *s);
 bool sc__nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *p);
 int sc__commit_preemption(sc_sched_t *s, sc_stmt_t *st, int j);

@@ -62,9 +62,8 @@ bool sc__is_share(const sc_request_t *r);
  * fits into idle plus releasing resources (only nodes with some releasing
  * are visited) and chooses its devices; take_pipe/give_pipe take and give
  * back such a placement, recording in *used what came from the pool. */
-int sc__cluster_pipe_init(sc_cluster_t *c);
-/* Keeps node i's relbits_idle bit true after its idle GPUs changed
- * (sc__index_add calls it). */
+/* cluster.c: keeps node i's relbits_idle bit true after its idle GPUs or
+ * its releasing resources changed (sc__index_add and pipeline.c call it). */
 void sc__pipe_note(sc_cluster_t *c, uint32_t i);
 void sc__cluster_release(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
 void sc__cluster_unrelease(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);

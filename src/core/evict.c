@@ -8,8 +8,6 @@
 #include "core/actions.h"
 #include "core/victims.h"
 
-#define EPS 1e-9
-
 /* A job evicted in this cycle does not turn around and evict others in the
  * same cycle: its pods would be evicted and bound again at once, which only
  * churns work. It competes again next cycle, from the pending state (in
@@ -30,18 +28,6 @@ static bool want_preemptor(sc_sched_t *s, int j, void *ctx)
 int sc__preemptors_init(sc_sched_t *s)
 {
 	return sc__order_init(s, want_preemptor, NULL);
-}
-
-/* KAI's IsNonPreemptibleJobOverQueueQuota: non-preemptible work stays
- * within its queue's quota, where it can never be reclaimed. */
-bool sc__nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *p)
-{
-	const squeue_t *q = &s->queues[p->queue];
-	for (int r = 0; r < SC_RES_COUNT; r++)
-		if (p->step_req.v[r] > 0 &&
-		    q->alloc_nonpreempt.v[r] + p->step_req.v[r] > q->quota.v[r] + EPS)
-			return false;
-	return true;
 }
 
 int sc__commit_preemption(sc_sched_t *s, sc_stmt_t *st, int j)

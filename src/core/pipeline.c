@@ -13,36 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/alloc.h"
 #include "core/cluster_int.h"
-
-int sc__cluster_pipe_init(sc_cluster_t *c)
-{
-	c->relbits = sc_calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
-	c->relbits_gpu = sc_calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
-	c->relbits_idle = sc_calloc(c->nwords ? c->nwords : 1, sizeof(uint64_t));
-	return c->relbits && c->relbits_gpu && c->relbits_idle ? 0 : SC_ENOMEM;
-}
-
-static bool has_idle_gpu(const sc_node_view_t *n)
-{
-	if (n->spec->mig_mode != SC_MIG_NONE)
-		return n->gpu_count > 0; /* idle slices: pipe_fits decides */
-	for (int d = 0; d < n->gpu_count; d++)
-		if (n->gpu_free[d] > 0)
-			return true;
-	return false;
-}
-
-void sc__pipe_note(sc_cluster_t *c, uint32_t i)
-{
-	if (!c->relbits_idle)
-		return; /* still being built */
-	uint64_t bit = (uint64_t)1 << (i & 63);
-	size_t w = i >> 6;
-	bool on = (c->relbits[w] & bit) && !(c->relbits_gpu[w] & bit) && has_idle_gpu(&c->nodes[i]);
-	c->relbits_idle[w] = on ? c->relbits_idle[w] | bit : c->relbits_idle[w] & ~bit;
-}
 
 static bool node_has_rel_gpu(const sc_node_view_t *n)
 {

@@ -23,6 +23,19 @@
 #include "core/victims.h"
 
 #define EXACT_MAX 12 /* candidates up to which the minimal search is exhaustive */
+#define EPS 1e-9
+
+/* KAI's IsNonPreemptibleJobOverQueueQuota: non-preemptible work stays
+ * within its queue's quota, where it can never be reclaimed. */
+bool sc__nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *p)
+{
+	const squeue_t *q = &s->queues[p->queue];
+	for (int r = 0; r < SC_RES_COUNT; r++)
+		if (p->step_req.v[r] > 0 &&
+		    q->alloc_nonpreempt.v[r] + p->step_req.v[r] > q->quota.v[r] + EPS)
+			return false;
+	return true;
+}
 
 int64_t sc__job_runtime(const sc_sched_t *s, int j)
 {
