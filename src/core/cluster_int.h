@@ -35,6 +35,9 @@ struct sc_cluster {
 	 * short of CPU or memory may wait), kept small so that a GPU pod's
 	 * search never walks every node a pod left. */
 	uint64_t *relbits, *relbits_gpu, *relbits_idle;
+	/* Per node: GPU milli held beyond its devices (a snapshot's pods counted
+	 * twice on one device; sc__cluster_settle_releasing pays it back). */
+	int64_t *gpu_debt;
 	size_t nrel;
 	int64_t rel_gpu_milli; /* releasing GPU milli over schedulable nodes */
 };
@@ -66,6 +69,9 @@ bool sc__is_share(const sc_request_t *r);
  * its releasing resources changed (sc__index_add and pipeline.c call it). */
 void sc__pipe_note(sc_cluster_t *c, uint32_t i);
 void sc__cluster_release(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
+/* After the snapshot's pods are placed: releasing GPUs of an over-committed
+ * node pay back its devices held twice (pipeline.c). */
+void sc__cluster_settle_releasing(sc_cluster_t *c);
 void sc__cluster_unrelease(sc_cluster_t *c, const sc_request_t *r, const sc_assign_t *a);
 bool sc__cluster_has_releasing(const sc_cluster_t *c);
 /* A pod of the snapshot is pipelined there, waiting: shares placed on its

@@ -115,11 +115,52 @@ int64_t sc__cluster_releasing_gpu(const sc_cluster_t *c)
 	return c->rel_gpu_milli;
 }
 
+/* A snapshot can hold a node over-committed across devices: a pod waiting
+ * for releasing resources (Pipelined, or a Kubernetes nomination) counted
+ * on one device while the pod it waits for is releasing another, where the
+ * device numbers are only an accounting choice (Kubernetes does not show
+ * them). The forced take recorded how much was held beyond the devices; the
+ * node's GPUs being released pay that back first: otherwise a second pod
+ * would be pipelined onto a GPU that a first one already waits for. */
+void sc__cluster_settle_releasing(sc_cluster_t *c)
+{
+	for (uint32_t i = sc__bit_next(c->relbits_gpu, c->nwords, 0); i != UINT32_MAX;
+	     i = sc__bit_next(c->relbits_gpu, c->nwords, i + 1)) {
+		sc_node_view_t *n = &c->nodes[i];
+		if (n->spec->mig_mode != SC_MIG_NONE)
+			continue;
+		int64_t debt = c->gpu_debt[i];
+		if (debt <= 0)
+			continue;
+		sc__index_del(c, i);
+		c->rel_gpu_milli -= rel_gpu(n);
+		/* Whole releasing devices first, then shares. */
+		for (int pass = 0; pass < 2 && debt > 0; pass++)
+			for (int d = 0; d < n->gpu_count && debt > 0; d++) {
+				bool whole = n->gpu_rel[d] == SC_GPU_MILLI && !n->shared_rel[d];
+				if (n->gpu_rel[d] <= 0 || n->gpu_free[d] < 0 ||
+				    whole != (pass == 0))
+					continue;
+				int64_t take = n->gpu_rel[d] < debt ? n->gpu_rel[d] : debt;
+				n->gpu_rel[d] = (int16_t)(n->gpu_rel[d] - take);
+				if (whole || n->gpu_rel[d] == 0)
+					n->gpu_mem_rel[d] = 0;
+				debt -= take;
+			}
+		c->rel_gpu_milli += rel_gpu(n);
+		sc__index_add(c, i);
+		mark(c, n);
+	}
+}
+
 /* ---- fitting and devices ------------------------------------------- */
 
+/* What a node will have once its releasing pods are gone. Free is negative
+ * on an over-committed node (a pod waiting for a releasing one already
+ * holds its place): the releasing part then only pays back that debt. */
 static int64_t idle_or_rel(int64_t free, int64_t rel)
 {
-	return (free > 0 ? free : 0) + rel;
+	return free + rel > 0 ? free + rel : 0;
 }
 
 /* A device a whole-GPU pod may take: idle, or held only by pods being

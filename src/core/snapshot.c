@@ -524,6 +524,7 @@ int sc__sched_build(sc_sched_t *s, const sc_snapshot_t *snap)
 	if ((rc = build_classes(s)) < 0 || (rc = build_queues(s)) < 0 || (rc = build_jobs(s)) < 0 ||
 	    (rc = build_topology(s)) < 0)
 		return rc;
+	sc__cluster_settle_releasing(s->cluster);
 	return 0;
 }
 
