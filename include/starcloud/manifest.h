@@ -10,7 +10,8 @@
  *   non-negative whole number
  *
  * Kinds: Node, Queue (starcloud.dev/v1 and scheduling.run.ai/v2), PriorityClass,
- * Job, Deployment (decoded into a serving job), SchedulerConfig, Topology.
+ * Job, Deployment (decoded into a serving job), SchedulerConfig, Topology,
+ * NodePool (not part of a snapshot: sc_manifest_nodepools).
  * Field rules and units are in docs/MANIFESTS.md and interface.md.
  *
  * Ownership: the set owns every object and string it decodes; pointers in a
@@ -22,6 +23,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "starcloud/autoscale.h"
 #include "starcloud/core.h"
 
 typedef struct sc_manifest_set sc_manifest_set_t;
@@ -81,6 +83,57 @@ int sc_manifest_add_set(sc_manifest_set_t *s, const sc_manifest_set_t *src,
  * at the field that names them. Returns 0, SC_EINVAL or SC_ENOTFOUND. */
 int sc_manifest_snapshot(sc_manifest_set_t *set, int64_t now, sc_snapshot_t *out,
                          sc_manifest_error_t *err);
+
+/* ---- NodePool (docs/AUTOSCALING.md) ---- */
+enum sc_pool_provider { SC_PROVIDER_DEV = 0, SC_PROVIDER_EXEC };
+#define SC_POOL_SCALE_DOWN_AFTER 600 /* seconds, when not given */
+#define SC_POOL_JOIN_TIMEOUT_EXEC 600
+#define SC_POOL_JOIN_TIMEOUT_DEV 120
+#define SC_POOL_MAX_ARGS 64
+
+typedef struct sc_nodepool {
+	/* The core's part: name, template (labels include SC_POOL_LABEL),
+	 * minNodes (raised to cover minGPUs), maxNodes and maxGPUs (-1 when
+	 * not given), cost; in_flight and removing are 0. */
+	sc_pool_t pool;
+	int64_t scale_down_after; /* seconds */
+	int64_t join_timeout;     /* seconds */
+	int provider;             /* enum sc_pool_provider */
+	/* exec: the commands run to create and to delete one node (argv). */
+	const char *const *create;
+	size_t ncreate;
+	const char *const *remove;
+	size_t nremove;
+	int64_t created;
+} sc_nodepool_t;
+
+/* The set's NodePools in input order; the array is the set's, valid until
+ * the next call, add or free. Returns the count. */
+size_t sc_manifest_nodepools(sc_manifest_set_t *set, const sc_nodepool_t **out);
+
+/* How a pending job's wait for pool nodes is written, in pending reasons,
+ * explain and every report: "waiting for 3 nodes of pool h100 (requested
+ * 40 s ago)"; age < 0 (nothing requested yet, offline) says "(to be
+ * requested)". Returns buf. */
+char *sc_pool_wait_text(char *buf, size_t size, const char *pool, int nodes, int64_t age);
+
+/* ---- Deployment.spec.autoscaling (docs/AUTOSCALING.md) ---- */
+enum sc_autoscale_target { SC_AS_NONE = 0, SC_AS_INFLIGHT, SC_AS_QUEUE, SC_AS_TTFT };
+#define SC_AS_MAX_REPLICAS 10000
+#define SC_AS_STABILIZATION 60 /* seconds before a scale-down, when not given */
+
+typedef struct sc_autoscaling {
+	int target;            /* enum sc_autoscale_target; NONE: no autoscaling */
+	int min_replicas;      /* 0 parks the deployment when idle */
+	int max_replicas;      /* >= max(1, min) */
+	double value;          /* requests per replica, or seconds (TTFT p95) */
+	int64_t stabilization; /* seconds a lower count must hold before it applies */
+} sc_autoscaling_t;
+
+/* Reads spec.autoscaling of a stored Deployment back (spec borrowed, may
+ * be NULL) with the decoder's defaults; target NONE when absent or when
+ * the decoder would refuse it. */
+void sc_deploy_autoscaling(json_t *spec, sc_autoscaling_t *out);
 
 /* Object counts, for tests and messages. */
 size_t sc_manifest_count(const sc_manifest_set_t *set, const char *kind);

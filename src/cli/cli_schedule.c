@@ -14,6 +14,7 @@
 #include "base/quantity.h"
 #include "cli/cli.h"
 #include "cli/schedule_out.h"
+#include "cli/schedule_pools.h"
 #include "starcloud/arena.h"
 #include "starcloud/error.h"
 
@@ -294,7 +295,23 @@ static int world_advance(world_t *w, const sc_decisions_t *d, int64_t interval)
 	return 0;
 }
 
-static int run(const opts_t *o, const sc_snapshot_t *snap)
+/* The pools' plans after cycle c: into its JSON (and the run's final
+ * state, after the last cycle) or printed. */
+static int pools_cycle(sc__pools_t *pools, sc__out_t *out, const sc_snapshot_t *s,
+                       const sc_decisions_t *d, bool json, bool last)
+{
+	if (!pools->n)
+		return 0;
+	json_t *cj = sc__out_last(out);
+	int rc = sc__pools_cycle(pools, s, d, cj, !json);
+	if (rc == 0 && last && cj && out->final && out->final != cj) {
+		json_object_set(out->final, "scaleUp", json_object_get(cj, "scaleUp"));
+		json_object_set(out->final, "scaleDown", json_object_get(cj, "scaleDown"));
+	}
+	return rc;
+}
+
+static int run(const opts_t *o, const sc_snapshot_t *snap, sc__pools_t *pools)
 {
 	world_t w;
 	sc__out_t out;
@@ -311,8 +328,16 @@ static int run(const opts_t *o, const sc_snapshot_t *snap)
 			break;
 		}
 		rc = sc__out_cycle(&out, &w.snap, d, c, c == o->cycles - 1);
+		if (rc == 0 &&
+		    (rc = pools_cycle(pools, &out, &w.snap, d, o->json, c == o->cycles - 1)) < 0) {
+			status = rc == SC_EINVAL ? SC_EXIT_USAGE : SC_EXIT_FAIL;
+			sc_decisions_free(d);
+			break;
+		}
 		if (rc == 0 && c + 1 < o->cycles)
 			rc = world_advance(&w, d, o->interval);
+		if (rc == 0 && c + 1 < o->cycles)
+			rc = sc__pools_join(pools, &w.snap);
 		sc_decisions_free(d);
 	}
 	if (rc == 0)
@@ -349,8 +374,14 @@ int sc_cli_schedule(int argc, char **argv)
 	}
 	if (rc == 0 && o.actions)
 		rc = apply_actions(o.actions, &snap.config);
+	sc__pools_t pools = {0};
+	if (rc == 0 && sc__pools_init(&pools, set) < 0) {
+		fprintf(stderr, "starcloud schedule: out of memory\n");
+		rc = SC_EXIT_FAIL;
+	}
 	if (rc == 0)
-		rc = run(&o, &snap);
+		rc = run(&o, &snap, &pools);
+	sc__pools_free(&pools);
 	sc_manifest_set_free(set);
 	return rc;
 }

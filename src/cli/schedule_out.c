@@ -231,3 +231,13 @@ int sc__out_finish(sc__out_t *o)
 	printf("\n");
 	return 0;
 }
+
+json_t *sc__out_last(sc__out_t *o)
+{
+	if (!o->json)
+		return NULL;
+	if (o->ncycles == 1)
+		return o->final;
+	size_t n = json_array_size(o->cycles);
+	return n ? json_array_get(o->cycles, n - 1) : NULL;
+}

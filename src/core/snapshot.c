@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/sched.h"
+#include "starcloud/autoscale.h"
 
 /* Built-in priority classes: KAI's (train 50, build-preemptible 75,
  * build 100, inference 125) and three generic names. "normal", the default,
@@ -82,6 +83,31 @@ static const sc_prio_class_t *find_class(const sc_sched_t *s, const char *name)
 		if (strcmp(s->classes[k].name, name) == 0)
 			return &s->classes[k];
 	return NULL;
+}
+
+/* The class of that name as a snapshot sees it (its own classes override
+ * the built-in ones), or NULL. */
+static const sc_prio_class_t *snapshot_class(const sc_snapshot_t *snap, const char *name)
+{
+	for (size_t i = snap->nclasses; i > 0; i--)
+		if (snap->classes[i - 1].name && strcmp(snap->classes[i - 1].name, name) == 0)
+			return &snap->classes[i - 1];
+	for (size_t k = 0; k < NBUILTIN; k++)
+		if (strcmp(builtin_classes[k].name, name) == 0)
+			return &builtin_classes[k];
+	return NULL;
+}
+
+bool sc_job_preemptible(const sc_snapshot_t *snap, size_t j)
+{
+	const sc_job_spec_t *js = &snap->jobs[j];
+	if (js->preemptible >= 0)
+		return js->preemptible != 0;
+	const sc_prio_class_t *pc =
+	    snapshot_class(snap, js->priority_class ? js->priority_class : "normal");
+	if (!pc)
+		pc = snapshot_class(snap, "normal");
+	return pc->preemptible >= 0 ? pc->preemptible != 0 : pc->value < 100;
 }
 
 /* ---- queues -------------------------------------------------------- */

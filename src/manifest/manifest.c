@@ -25,6 +25,7 @@ struct sc_manifest_set {
 	sc_queue_spec_t *snap_queues;
 	sc_prio_class_t *snap_classes;
 	sc_job_spec_t *snap_jobs;
+	sc_nodepool_t *snap_pools; /* handed out by sc_manifest_nodepools */
 };
 
 /* ---- name set ---------------------------------------------------------- */
@@ -101,6 +102,7 @@ static void batch_init(sc__batch_t *b)
 	b->queues.size = sizeof(sc__queue_t);
 	b->classes.size = sizeof(sc__class_t);
 	b->jobs.size = sizeof(sc__job_t);
+	b->pools.size = sizeof(sc__pool_t);
 }
 
 static void batch_free(sc__batch_t *b)
@@ -109,6 +111,7 @@ static void batch_free(sc__batch_t *b)
 	free(b->queues.items);
 	free(b->classes.items);
 	free(b->jobs.items);
+	free(b->pools.items);
 }
 
 sc_manifest_set_t *sc_manifest_set_new(void)
@@ -125,6 +128,8 @@ static void free_snapshot_arrays(sc_manifest_set_t *s)
 	free(s->snap_queues);
 	free(s->snap_classes);
 	free(s->snap_jobs);
+	free(s->snap_pools);
+	s->snap_pools = NULL;
 	s->snap_nodes = NULL;
 	s->snap_queues = NULL;
 	s->snap_classes = NULL;
@@ -158,6 +163,8 @@ size_t sc_manifest_count(const sc_manifest_set_t *s, const char *kind)
 		return s->all.has_config;
 	if (strcmp(kind, "Topology") == 0)
 		return s->all.has_topology;
+	if (strcmp(kind, "NodePool") == 0)
+		return s->all.pools.n;
 	return 0;
 }
 
@@ -216,6 +223,7 @@ static const struct {
     {"Deployment", SC_API, sc__decode_deployment},
     {"SchedulerConfig", SC_API, sc__decode_config},
     {"Topology", SC_API, sc__decode_topology},
+    {"NodePool", SC_API, sc__decode_nodepool},
 };
 
 static int decode_object(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
@@ -245,7 +253,7 @@ static int decode_object(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 		                   strcmp(kind, "Queue") == 0 ? " or " KAI_API : "");
 	return sc__rd_fail(rd, SC_EINVAL,
 	                   "unknown kind \"%s\" (expected Node, Queue, PriorityClass, Job, "
-	                   "Deployment, SchedulerConfig or Topology)",
+	                   "Deployment, SchedulerConfig, Topology or NodePool)",
 	                   kind);
 }
 
@@ -315,6 +323,16 @@ static int check_names(sc_manifest_set_t *s, sc__batch_t *b, name_set_t *fresh,
 	CHECK(b->queues, sc__queue_t, "Queue")
 	CHECK(b->classes, sc__class_t, "PriorityClass")
 	CHECK(b->jobs, sc__job_t, "Job")
+	EACH(b->pools, sc__pool_t, x)
+	{
+		if ((rc = check_name(s, fresh, "NodePool", x->spec.pool.name, &x->o, err, &key)) <
+		    0)
+			return rc;
+		if ((rc = names_add(fresh, key)) < 0) {
+			free(key);
+			return rc;
+		}
+	}
 #undef CHECK
 	if ((b->has_config && s->all.has_config) || (b->has_topology && s->all.has_topology)) {
 		const char *kind =
@@ -344,9 +362,10 @@ static int append_all(sc__vec_t *dst, const sc__vec_t *src)
  * allocation leaves the set as it was. */
 static int commit(sc_manifest_set_t *s, sc__batch_t *b, name_set_t *fresh, sc_arena_t *a)
 {
-	sc__vec_t *dst[] = {&s->all.nodes, &s->all.queues, &s->all.classes, &s->all.jobs};
-	sc__vec_t *src[] = {&b->nodes, &b->queues, &b->classes, &b->jobs};
-	for (int i = 0; i < 4; i++) {
+	sc__vec_t *dst[] = {&s->all.nodes, &s->all.queues, &s->all.classes, &s->all.jobs,
+	                    &s->all.pools};
+	sc__vec_t *src[] = {&b->nodes, &b->queues, &b->classes, &b->jobs, &b->pools};
+	for (int i = 0; i < 5; i++) {
 		/* Geometric growth: the server adds objects one at a time, and
 		 * growing by exactly what is needed made n adds cost O(n^2). */
 		size_t need = dst[i]->n + src[i]->n;
@@ -373,7 +392,7 @@ static int commit(sc_manifest_set_t *s, sc__batch_t *b, name_set_t *fresh, sc_ar
 		if (fresh->slots[i])
 			fresh->slots[i] = NULL;
 	}
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		append_all(dst[i], src[i]); /* cannot fail: reserved above */
 	if (b->has_config) {
 		s->all.config = b->config;
@@ -397,6 +416,7 @@ static void set_origin_file(sc__batch_t *b, const char *file)
 	EACH(b->queues, sc__queue_t, x) x->o.file = file;
 	EACH(b->classes, sc__class_t, x) x->o.file = file;
 	EACH(b->jobs, sc__job_t, x) x->o.file = file;
+	EACH(b->pools, sc__pool_t, x) x->o.file = file;
 	b->config_o.file = b->topology_o.file = file;
 }
 
@@ -433,7 +453,8 @@ static int add_docs(sc_manifest_set_t *s, const char *filename, const sc_yj_docs
 	set_origin_file(&b, rd->file);
 	if ((rc = check_names(s, &b, &fresh, err)) < 0 || (rc = commit(s, &b, &fresh, a)) < 0)
 		goto error;
-	rc = (int)(b.nodes.n + b.queues.n + b.classes.n + b.jobs.n + b.has_config + b.has_topology);
+	rc = (int)(b.nodes.n + b.queues.n + b.classes.n + b.jobs.n + b.pools.n + b.has_config +
+	           b.has_topology);
 	a = NULL; /* now owned by the set */
 error:
 	if (rc == SC_ENOMEM && !err->msg[0])
@@ -504,8 +525,20 @@ int sc_manifest_add_set(sc_manifest_set_t *s, const sc_manifest_set_t *src,
 		err->code = rc;
 	names_free(&fresh);
 	return rc < 0 ? rc
-	              : (int)(b.nodes.n + b.queues.n + b.classes.n + b.jobs.n + b.has_config +
-	                      b.has_topology);
+	              : (int)(b.nodes.n + b.queues.n + b.classes.n + b.jobs.n + b.pools.n +
+	                      b.has_config + b.has_topology);
+}
+
+size_t sc_manifest_nodepools(sc_manifest_set_t *s, const sc_nodepool_t **out)
+{
+	free(s->snap_pools);
+	s->snap_pools = sc_calloc(s->all.pools.n + 1, sizeof(*s->snap_pools));
+	*out = s->snap_pools;
+	if (!s->snap_pools)
+		return 0;
+	size_t n = 0;
+	EACH(s->all.pools, sc__pool_t, x) s->snap_pools[n++] = x->spec;
+	return n;
 }
 
 /* ---- snapshot ---------------------------------------------------------- */

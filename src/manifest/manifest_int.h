@@ -63,6 +63,11 @@ typedef struct sc__job {
 	sc__origin_t o;
 } sc__job_t;
 
+typedef struct sc__pool {
+	sc_nodepool_t spec;
+	sc__origin_t o;
+} sc__pool_t;
+
 /* A growable array of one of the structs above. */
 typedef struct sc__vec {
 	void *items;
@@ -71,7 +76,7 @@ typedef struct sc__vec {
 
 /* The objects of one add, committed together or not at all. */
 typedef struct sc__batch {
-	sc__vec_t nodes, queues, classes, jobs;
+	sc__vec_t nodes, queues, classes, jobs, pools;
 	bool has_config, has_topology;
 	sc_config_t config; /* defaults with the SchedulerConfig applied */
 	const char *const *levels;
@@ -126,6 +131,13 @@ int sc__decode_config(sc__rd_t *rd, json_t *obj, sc__batch_t *b);
 int sc__decode_topology(sc__rd_t *rd, json_t *obj, sc__batch_t *b);
 int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b);
 int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b);
+/* manifest_autoscale.c */
+int sc__decode_nodepool(sc__rd_t *rd, json_t *obj, sc__batch_t *b);
+/* spec.autoscaling of a Deployment: 0 when absent, 1 when present (with
+ * *min_replicas, the count an offline run schedules), or SC_E*. */
+int sc__decode_autoscaling(sc__rd_t *rd, json_t *spec, int64_t *min_replicas);
+/* A Node's (or a NodePool template's) gpus: {count, model, memory, mig}. */
+int sc__decode_node_gpus(sc__rd_t *rd, json_t *spec, sc_node_spec_t *n);
 /* metadata: name (required), labels, creationTimestamp and the Kubernetes
  * bookkeeping fields (ignored). Sets rd->object to "<kind> <name>". */
 int sc__decode_metadata(sc__rd_t *rd, json_t *obj, const char *kind, const char **name,

@@ -723,14 +723,15 @@ int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
 	static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
 	static const char *const fields[] = {
-	    "queue",       "model",          "version",         "replicas", "priorityClass",
-	    "preemptible", "placement",      "spreadFactor",    "topology", "template",
-	    "rollout",     "disaggregation", "modelRepository", NULL};
+	    "queue",       "model",          "version",         "replicas",    "priorityClass",
+	    "preemptible", "placement",      "spreadFactor",    "topology",    "template",
+	    "rollout",     "disaggregation", "modelRepository", "autoscaling", NULL};
 	sc__job_t job = {0};
 	sc_job_spec_t *j = &job.spec;
 	json_t *spec;
 	const char *model, *version;
-	int rc;
+	int64_t min_replicas = 0;
+	int rc = 0, autoscaled = 0;
 
 	job.o.at = sc__rd_pos(rd, NULL);
 	j->staleness_grace = -1;
@@ -751,8 +752,14 @@ int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	    (rc = sc__get_str(rd, spec, "model", true, &model)) < 0 ||
 	    (!json_is_integer(ver) &&
 	     (rc = sc__get_str(rd, spec, "version", false, &version)) < 0) ||
-	    (rc = decode_rollout(rd, spec)) < 0 || (rc = decode_deployment_tasks(rd, spec, j)) < 0)
-		return rc;
+	    (rc = decode_rollout(rd, spec)) < 0 ||
+	    (autoscaled = sc__decode_autoscaling(rd, spec, &min_replicas)) < 0 ||
+	    (rc = decode_deployment_tasks(rd, spec, j)) < 0)
+		return autoscaled < 0 ? autoscaled : rc;
+	/* Offline, an autoscaled Deployment runs its minimum; the server
+	 * follows the load (docs/AUTOSCALING.md). */
+	if (autoscaled)
+		((sc_task_spec_t *)j->tasks)[0].replicas = (int)min_replicas;
 	if (total_replicas(j) == 0)
 		j->min_member = 0;
 	sc__rd_pop(rd, m);

@@ -127,7 +127,7 @@ static int decode_mig(sc__rd_t *rd, json_t *gpus, sc_node_spec_t *n)
 	return 0;
 }
 
-static int decode_node_gpus(sc__rd_t *rd, json_t *spec, sc_node_spec_t *n)
+int sc__decode_node_gpus(sc__rd_t *rd, json_t *spec, sc_node_spec_t *n)
 {
 	static const char *const allowed[] = {"count", "model", "memory", "mig", NULL};
 	json_t *g;
@@ -183,7 +183,7 @@ int sc__decode_node(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	if ((rc = sc__rd_fields(rd, spec, spec_fields)) < 0 ||
 	    (rc = sc__get_cpu(rd, spec, "cpu", true, 0, &n->cpu_milli)) < 0 ||
 	    (rc = sc__get_mem(rd, spec, "memory", true, 0, &n->memory)) < 0 ||
-	    (rc = decode_node_gpus(rd, spec, n)) < 0 ||
+	    (rc = sc__decode_node_gpus(rd, spec, n)) < 0 ||
 	    (rc = sc__get_bool(rd, spec, "unschedulable", false, &n->unschedulable)) < 0)
 		return rc;
 	sc__rd_pop(rd, m);

@@ -121,6 +121,10 @@ def check_output(expect, out, errors):
         errors.append("evictionCount: expected %d, got %d" % (
             expect["evictionCount"], len(out.get("evictions", []))))
     check_pending(errors, expect.get("pending", []), out.get("pending", []))
+    # Node pools (docs/AUTOSCALING.md): the lists are compared whole.
+    for key in ("scaleUp", "scaleDown"):
+        if key in expect:
+            check_list(errors, key, expect[key], out.get(key, []), True)
     bound = {b.get("job") for b in bindings}
     for job in expect.get("notBound", []):
         if job in bound:
