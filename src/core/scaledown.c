@@ -1,7 +1,8 @@
 /* Scale-down: which pool nodes could go now.
  *
  * A node is a candidate when it is a pool member that is not cordoned, not
- * reserved for a waiting job and holds no pod that is still releasing. An
+ * reserved for a waiting job and holds no pod that is still releasing (or
+ * pipelined, waiting for one that is). An
  * empty candidate may go as it is. One with pods may go only if every pod on
  * it is preemptible, belongs to a job without a required topology (moving
  * one pod could take the gang out of its domain) and the allocate action
@@ -100,11 +101,14 @@ static void node_states(down_t *dn, const sc_decisions_t *d)
 		for (size_t k = 0; k < js->npods; k++) {
 			const sc_pod_status_t *p = &js->pods[k];
 			long n = p->node ? sc_strmap_get(&w->node_index, p->node) : -1;
-			if (n < 0 || (p->phase != SC_POD_RUNNING && p->phase != SC_POD_RELEASING))
+			if (n < 0 || (p->phase != SC_POD_RUNNING && p->phase != SC_POD_RELEASING &&
+			              p->phase != SC_POD_PIPELINED))
 				continue;
 			nstate_t *st = &dn->ns[n];
 			st->pods++;
-			st->releasing += p->phase == SC_POD_RELEASING;
+			/* A pod still leaving, or waiting for one that is: the
+			 * node is in motion, not a candidate. */
+			st->releasing += p->phase != SC_POD_RUNNING;
 			st->immovable |= !movable;
 			const sc_task_spec_t *t = task_of(js, p->name);
 			if (t) {

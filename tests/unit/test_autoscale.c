@@ -98,10 +98,10 @@ static void test_in_flight_nodes_are_used_first(void **state)
 }
 
 /* A pod still releasing frees its node a moment later, and its job (an
- * evicted one) waits again: the what-if sees the node free and both jobs
- * waiting, so one new node is asked for, not two (holding the releasing
- * pod) and not zero. */
-static void test_releasing_room_asks_nothing(void **state)
+ * evicted one) waits again. The cycle pipelines "next" onto the releasing
+ * GPUs; the what-if then sees "old" waiting, and one new node is asked for
+ * (not two: the releasing pod's room is not counted twice). */
+static void test_releasing_room_counted_once(void **state)
 {
 	char yaml[4096];
 	world_t w;
@@ -117,11 +117,12 @@ static void test_releasing_room_asks_nothing(void **state)
 	         "spec: {queue: q, tasks: [{name: w, replicas: 1, resources: {gpu: 8}}]}\n",
 	         1);
 	assert_int_equal(world_load(&w, yaml), 0);
-	assert_int_equal(w.d->nbindings, 0);
+	assert_int_equal(w.d->nbindings, 1);
+	assert_true(w.d->bindings[0].pipelined);
 	assert_int_equal(sc_scaleup_plan(&w.snap, w.d, w.pools, 1, &up, msg, sizeof(msg)), 0);
 	assert_int_equal(up->add[0], 1);
 	assert_int_equal(up->nwaits, 1);
-	assert_int_equal(up->waits[0].job, 1); /* "next"; the older job gets n1 back */
+	assert_int_equal(up->waits[0].job, 0); /* "old", evicted, waits again */
 	sc_scaleup_free(up);
 	world_free(&w);
 }
@@ -300,7 +301,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_in_flight_nodes_are_used_first),
-	    cmocka_unit_test(test_releasing_room_asks_nothing),
+	    cmocka_unit_test(test_releasing_room_counted_once),
 	    cmocka_unit_test(test_removing_members_do_not_count),
 	    cmocka_unit_test(test_moves_are_taken_one_by_one),
 	    cmocka_unit_test(test_bad_pools),
