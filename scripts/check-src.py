@@ -50,7 +50,6 @@ ENTRY_POINTS = {"main", "LLVMFuzzerTestOneInput", "LLVMFuzzerInitialize"}
 PENDING = {
     # issue 22 (simulator) is changing `starcloud simulate` and its report.
     "src/cli/cli_simulate.c": "issue 22 rewrites it; its flags move to a table after",
-    "src/cli/cli_simtime.c": "issue 22 rewrites it; its flags move to a table after",
     "src/cli/sim_report.c": "issue 22 rewrites it",
 }
 

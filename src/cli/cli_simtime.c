@@ -12,10 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/cmdline.h"
+#include "base/parse.h"
 #include "cli/timesim_report.h"
 #include "sim/jobs.h"
 #include "sim/timesim.h"
 #include "sim/trace.h"
+#include "starcloud/error.h"
 
 #define MAX_TRACES 256
 #define MIB ((int64_t)1 << 20)
@@ -26,42 +29,14 @@ typedef struct topts {
 	int format;            /* -1 = from the file */
 	const char *nodes;     /* OpenB node list */
 	int cl_nodes, cl_gpus; /* --cluster NxG */
+	int queue_by;          /* 0: a queue per qos class, 1: one queue */
 	bool by_qos;
-	long tick;
+	int tick;
 	double load; /* arrivals this many times as dense */
 	const char *gpu_type, *throughputs;
-	bool json;
+	int json;
 	const char *csv, *plot;
 } topts_t;
-
-static void usage(FILE *f)
-{
-	fputs("usage: starcloud simulate --time TRACE [--time TRACE ...]\n"
-	      "         [--format openb|gavel|tiresias] [--nodes NODES.csv | --cluster NxG]\n"
-	      "         [--queue-by qos|none] [--tick S] [--load F]\n"
-	      "         [--gpu-type v100|p100|k80]\n"
-	      "         [--throughputs FILE] [--json] [--csv FILE] [--plot DIR]\n"
-	      "Replays jobs over time through the scheduler core (queues, fair share, gangs,\n"
-	      "preemption) and reports queue wait, completion time, makespan, GPU\n"
-	      "utilisation and Jain's fairness between queues.\n"
-	      "  --time        a trace: an OpenB pod list, a Gavel .trace file or a folder of\n"
-	      "                them (one virtual cluster each), a Tiresias job CSV\n"
-	      "  --format      default: .trace files and folders are gavel, a CSV whose\n"
-	      "                header has job_id is tiresias, anything else openb\n"
-	      "  --nodes       OpenB node list (default for openb: the OpenB GPU nodes)\n"
-	      "  --cluster     N nodes of G GPUs (default: gavel 63x8, tiresias 16x4)\n"
-	      "  --queue-by    openb: a queue per qos class (default) or one queue\n"
-	      "  --tick        scheduling cycles on this grid of seconds (default 1)\n"
-	      "  --load        arrivals F times as dense, run times unchanged: F times\n"
-	      "                the offered load (default 1; 0.001..1000)\n"
-	      "  --gpu-type    gavel throughput column (default v100)\n"
-	      "  --throughputs gavel simulation_throughputs.json (default: next to the\n"
-	      "                trace folder)\n"
-	      "  --json        summary, queues and series as JSON on stdout\n"
-	      "  --csv FILE    one row per job\n"
-	      "  --plot DIR    utilisation.png and wait.png over time (gnuplot)\n",
-	      f);
-}
 
 int sc_sim_bad(const char *fmt, const char *arg)
 {
@@ -71,85 +46,123 @@ int sc_sim_bad(const char *fmt, const char *arg)
 	return 2;
 }
 
-static int parse_cluster(topts_t *o, const char *v)
+/* "NxG": N nodes (1..100000) of G GPUs (1..16), nothing else. */
+static int cluster_flag(void *opts, const char *v, char *err, size_t errsz)
 {
-	char x;
-	int n, g;
-	if (sscanf(v, "%d%c%d", &n, &x, &g) != 3 || x != 'x' || n < 1 || n > 100000 || g < 1 ||
-	    g > 16)
-		return sc_sim_bad("--cluster: \"%s\" is not NxG (N nodes 1..100000, G GPUs 1..16)",
-		                  v);
-	o->cl_nodes = n;
-	o->cl_gpus = g;
+	topts_t *o = opts;
+	const char *p = v;
+	uint64_t n, g;
+	if (sc_parse_digits(&p, 100000, &n) < 0 || n < 1 || *p++ != 'x' ||
+	    sc_parse_digits(&p, 16, &g) < 0 || g < 1 || *p) {
+		snprintf(err, errsz, "\"%s\" is not NxG (N nodes 1..100000, G GPUs 1..16)", v);
+		return SC_EINVAL;
+	}
+	o->cl_nodes = (int)n;
+	o->cl_gpus = (int)g;
 	return 0;
 }
 
-static int parse_value(topts_t *o, const char *a, const char *v)
+static int trace_flag(void *opts, const char *v, char *err, size_t errsz)
 {
-	if (!strcmp(a, "--time")) {
-		if (o->ntraces == MAX_TRACES)
-			return sc_sim_bad("--time: more than 256 traces at \"%s\"", v);
-		o->traces[o->ntraces++] = v;
-	} else if (!strcmp(a, "--format")) {
-		if ((o->format = sc_tjob_format_parse(v)) < 0)
-			return sc_sim_bad(
-			    "--format: unknown format \"%s\" (openb, gavel, tiresias)", v);
-	} else if (!strcmp(a, "--nodes")) {
-		o->nodes = v;
-	} else if (!strcmp(a, "--cluster")) {
-		return parse_cluster(o, v);
-	} else if (!strcmp(a, "--queue-by")) {
-		if (strcmp(v, "qos") && strcmp(v, "none"))
-			return sc_sim_bad("--queue-by: \"%s\" is not qos or none", v);
-		o->by_qos = !strcmp(v, "qos");
-	} else if (!strcmp(a, "--tick")) {
-		char *end;
-		o->tick = strtol(v, &end, 10);
-		if (*end || o->tick < 1 || o->tick > 86400)
-			return sc_sim_bad("--tick: \"%s\" is not seconds in 1..86400", v);
-	} else if (!strcmp(a, "--load")) {
-		char *end;
-		o->load = strtod(v, &end);
-		if (end == v || *end || !(o->load >= 0.001 && o->load <= 1000))
-			return sc_sim_bad("--load: \"%s\" is not a factor in 0.001..1000", v);
-	} else if (!strcmp(a, "--gpu-type")) {
-		o->gpu_type = v;
-	} else if (!strcmp(a, "--throughputs")) {
-		o->throughputs = v;
-	} else if (!strcmp(a, "--csv")) {
-		o->csv = v;
-	} else if (!strcmp(a, "--plot")) {
-		o->plot = v;
-	} else {
-		return sc_sim_bad("unknown option \"%s\" for --time (see --time --help)", a);
+	topts_t *o = opts;
+	if (o->ntraces == MAX_TRACES) {
+		snprintf(err, errsz, "more than %d traces at \"%s\"", MAX_TRACES, v);
+		return SC_ELIMIT;
+	}
+	o->traces[o->ntraces++] = v;
+	return 0;
+}
+
+static int format_flag(void *opts, const char *v, char *err, size_t errsz)
+{
+	topts_t *o = opts;
+	if ((o->format = sc_tjob_format_parse(v)) < 0) {
+		snprintf(err, errsz, "unknown format \"%s\" (openb, gavel, tiresias)", v);
+		return SC_EINVAL;
 	}
 	return 0;
 }
 
+static const sc_flag_t time_flags[] = {
+    {.name = "--time",
+     .kind = SC_FLAG_FUNC,
+     .fn = trace_flag,
+     .meta = "TRACE",
+     .flags = SC_FLAG_REPEAT,
+     .help = "a trace: an OpenB pod list, a Gavel .trace file or a folder of\nthem (one "
+             "virtual cluster each), a Tiresias job CSV"},
+    {.name = "--format",
+     .kind = SC_FLAG_FUNC,
+     .fn = format_flag,
+     .meta = "openb|gavel|tiresias",
+     .help = "default: .trace files and folders are gavel, a CSV whose\nheader has job_id is "
+             "tiresias, anything else openb"},
+    {.name = "--nodes",
+     SC_FLAG_AT(STR, topts_t, nodes),
+     .meta = "NODES.csv",
+     .help = "OpenB node list (default for openb: the OpenB GPU nodes)"},
+    {.name = "--cluster",
+     .kind = SC_FLAG_FUNC,
+     .fn = cluster_flag,
+     .meta = "NxG",
+     .help = "N nodes of G GPUs (default: gavel 63x8, tiresias 16x4)"},
+    {.name = "--queue-by",
+     SC_FLAG_AT(CHOICE, topts_t, queue_by),
+     .choices = "qos|none",
+     .def = "qos",
+     .help = "openb: a queue per qos class, or one queue"},
+    {.name = "--tick",
+     SC_FLAG_AT(INT, topts_t, tick),
+     .meta = "S",
+     .min = 1,
+     .max = 86400,
+     .def = "1",
+     .help = "scheduling cycles on this grid of seconds"},
+    {.name = "--load",
+     SC_FLAG_AT(NUM, topts_t, load),
+     .meta = "F",
+     .min = 0.001,
+     .max = 1000,
+     .def = "1",
+     .help = "arrivals F times as dense, run times unchanged: F times\nthe offered load"},
+    {.name = "--gpu-type",
+     SC_FLAG_AT(STR, topts_t, gpu_type),
+     .meta = "v100|p100|k80",
+     .def = "v100",
+     .help = "gavel throughput column"},
+    {.name = "--throughputs",
+     SC_FLAG_AT(STR, topts_t, throughputs),
+     .meta = "FILE",
+     .help = "gavel simulation_throughputs.json (default: next to the\ntrace folder)"},
+    {.name = "--json",
+     SC_FLAG_AT(BOOL, topts_t, json),
+     .help = "summary, queues and series as JSON on stdout"},
+    {.name = "--csv", SC_FLAG_AT(STR, topts_t, csv), .meta = "FILE", .help = "one row per job"},
+    {.name = "--plot",
+     SC_FLAG_AT(STR, topts_t, plot),
+     .meta = "DIR",
+     .help = "utilisation.png and wait.png over time (gnuplot)"},
+};
+
+static const sc_command_t time_cmd = {
+    .name = "simulate",
+    .args = "--time TRACE [--time TRACE ...] [options]",
+    .about = "Replays jobs over time through the scheduler core (queues, fair share, gangs,\n"
+             "preemption) and reports queue wait, completion time, makespan, GPU\n"
+             "utilisation and Jain's fairness between queues.",
+    .flags = time_flags,
+    .nflags = sizeof(time_flags) / sizeof(time_flags[0]),
+};
+
+/* 0 to run, -1 after --help, else an exit status. */
 static int parse_args(topts_t *o, int argc, char **argv)
 {
 	memset(o, 0, sizeof(*o));
 	o->format = -1;
-	o->by_qos = true;
-	o->tick = 1;
-	o->load = 1;
-	o->gpu_type = "v100";
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return -1;
-		}
-		if (!strcmp(argv[i], "--json")) {
-			o->json = true;
-			continue;
-		}
-		if (i + 1 >= argc)
-			return sc_sim_bad("%s: missing value", argv[i]);
-		int rc = parse_value(o, argv[i], argv[i + 1]);
-		if (rc)
-			return rc;
-		i++;
-	}
+	int rc = sc_flags_parse(&time_cmd, o, argc, argv, NULL);
+	if (rc != 0)
+		return rc > 0 ? -1 : 2;
+	o->by_qos = o->queue_by == 0;
 	if (o->ntraces == 0)
 		return sc_sim_bad("%s", "--time: no trace given");
 	return 0;

@@ -41,8 +41,10 @@ def test_malformed_line_names_file_line_column(tmp_path):
 
 
 def test_bad_cluster_option():
-    r = run("--time", "x.csv", "--cluster", "4by8")
-    assert r.returncode == 2 and "--cluster" in r.stderr
+    # "8x4.5" and "8x4junk" were read as 8x4 (sscanf stopped at the junk).
+    for bad in ("4by8", "8x4.5", "8x4junk", "0x8", "8x17", "x8", "8x"):
+        r = run("--time", "x.csv", "--cluster", bad)
+        assert r.returncode == 2 and "--cluster" in r.stderr, (bad, r.stderr)
 
 
 def test_load_compresses_arrivals(tmp_path):
@@ -59,6 +61,6 @@ def test_load_compresses_arrivals(tmp_path):
 
 
 def test_bad_load_option():
-    for bad in ("0", "-1", "x", "1e9", "nan"):
+    for bad in ("0", "-1", "x", "1e9", "nan", "2x", "inf"):
         r = run("--time", "x.csv", "--load", bad)
         assert r.returncode == 2 and "--load" in r.stderr, (bad, r.stderr)
