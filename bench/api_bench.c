@@ -11,7 +11,14 @@
  *      answer is checked to hold every job), then pages of ?limit=500;
  *   4. apply-to-bound on a second, idle server: one client POSTs a
  *      single-pod job and polls it until status.pods[0] is Running, then
- *      deletes it; the event-triggered cycle is what binds it.
+ *      deletes it; the event-triggered cycle is what binds it;
+ *   5. noisy neighbour (issue 16): on a fresh server, tenant B reads one of
+ *      its jobs in a loop, alone, then while tenant A floods the server with
+ *      writes from 16 connections (merge patches of its own jobs, sent again
+ *      at once whatever the answer); B's p99 under the flood against idle,
+ *      with flow control (the default) and, for comparison in the same run,
+ *      with --no-flow-control (every request in arrival order, every answer
+ *      after the group commit, as before).
  * Prints one line per measurement; docs/BENCHMARKS.md keeps the figures. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -166,7 +173,15 @@ static long count_items(const char *body)
 	return n;
 }
 
+static int start_server_with(server_t *s, const char *extra);
+
 static int start_server(server_t *s)
+{
+	return start_server_with(s, NULL);
+}
+
+/* extra: one more server flag, or NULL. */
+static int start_server_with(server_t *s, const char *extra)
 {
 	int pipefd[2];
 	snprintf(s->dir, sizeof(s->dir), "/tmp/sc-bench-XXXXXX");
@@ -180,7 +195,8 @@ static int start_server(server_t *s)
 	if (s->pid == 0) {
 		dup2(pipefd[1], 1);
 		close(pipefd[0]);
-		execl(bin, bin, "server", "--listen", listen, "--data-dir", data, (char *)NULL);
+		execl(bin, bin, "server", "--listen", listen, "--data-dir", data, extra,
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(pipefd[1]);
@@ -271,7 +287,8 @@ static void *work(void *p)
 			     200;
 		} else if (w->op == OP_LIST) {
 			char *resp = NULL;
-			st = request(fd, w->s->token, "GET", "/api/v1/jobs", NULL, &resp) == 200 &&
+			st = request(fd, w->s->token, "GET", "/api/v1/jobs?limit=0", NULL, &resp) ==
+			         200 &&
 			     count_items(resp) == w->expect;
 			free(resp);
 		} else {
@@ -384,9 +401,149 @@ static void apply_to_bound(server_t *s, int rounds)
 	free(lat);
 }
 
+/* ---- noisy neighbour ----------------------------------------------- */
+
+typedef struct flood {
+	pthread_t th;
+	server_t *s;
+	const char *token;
+	int id;
+	volatile int *stop;
+	long sent, refused; /* requests, of them 429 */
+} flood_t;
+
+static void *flood_work(void *p)
+{
+	flood_t *f = p;
+	char path[64], body[128];
+	int fd = dial(f->s->port);
+	snprintf(path, sizeof(path), "/api/v1/jobs/a-%d", f->id);
+	for (long i = 0; !*f->stop; i++) {
+		snprintf(body, sizeof(body), "{\"metadata\":{\"labels\":{\"n\":\"%ld\"}}}", i);
+		int st = request(fd, f->token, "PATCH", path, body, NULL);
+		if (st < 0) { /* closed (a 429 may close nothing; be safe) */
+			close(fd);
+			fd = dial(f->s->port);
+		}
+		f->sent++;
+		f->refused += st == 429;
+	}
+	close(fd);
+	return NULL;
+}
+
+/* Creates a tenant token for queue q; the secret into out. */
+static int tenant(server_t *s, const char *q, char *out, size_t outsz)
+{
+	char body[128], *resp = NULL;
+	int fd = dial(s->port);
+	snprintf(body, sizeof(body), "{\"role\":\"tenant\",\"queues\":[\"%s\"]}", q);
+	int st = request(fd, s->token, "POST", "/api/v1/tokens", body, &resp);
+	close(fd);
+	const char *t = resp ? strstr(resp, "\"token\":\"") : NULL;
+	if (st != 201 || !t) {
+		free(resp);
+		return -1;
+	}
+	snprintf(out, outsz, "%.*s", (int)strcspn(t + 9, "\""), t + 9);
+	free(resp);
+	return 0;
+}
+
+/* B's reads for secs seconds; latencies into lat (at most max). */
+static size_t reads(server_t *s, const char *token, double secs, double *lat, size_t max)
+{
+	size_t n = 0;
+	int fd = dial(s->port);
+	double end = now_s() + secs;
+	while (now_s() < end && n < max) {
+		double t0 = now_s();
+		if (request(fd, token, "GET", "/api/v1/jobs/b-0", NULL, NULL) != 200) {
+			close(fd);
+			fd = dial(s->port);
+			continue;
+		}
+		lat[n++] = now_s() - t0;
+	}
+	close(fd);
+	return n;
+}
+
+static double pct(double *lat, size_t n, int p)
+{
+	qsort(lat, n, sizeof(*lat), cmp_d);
+	return n ? lat[n * (size_t)p / 100] * 1e3 : 0;
+}
+
+static void noisy_neighbour(const char *flag, const char *label)
+{
+	enum { FLOODERS = 16, MAXLAT = 200000 };
+	server_t s;
+	char ta[128], tb[128], body[512], q[512];
+	if (start_server_with(&s, flag) < 0) {
+		fprintf(stderr, "bench: cannot start the server\n");
+		return;
+	}
+	cluster(&s, 4);
+	int fd = dial(s.port);
+	for (int i = 0; i < 2; i++) {
+		snprintf(q, sizeof(q),
+		         "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Queue\",\"metadata\":{"
+		         "\"name\":\"q%c\"},\"spec\":{\"resources\":{\"gpu\":{\"quota\":8}}}}",
+		         'a' + i);
+		request(fd, s.token, "POST", "/api/v1/queues", q, NULL);
+	}
+	if (tenant(&s, "qa", ta, sizeof(ta)) < 0 || tenant(&s, "qb", tb, sizeof(tb)) < 0) {
+		fprintf(stderr, "bench: cannot mint tenant tokens\n");
+		close(fd);
+		stop_server(&s);
+		return;
+	}
+	for (int i = 0; i <= FLOODERS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), i < FLOODERS ? "a-%d" : "b-0", i);
+		snprintf(body, sizeof(body), job_json, name);
+		char *at = strstr(body, "\"bench\"");
+		memcpy(at, i < FLOODERS ? "\"qa\"   " : "\"qb\"   ", 7); /* same length */
+		request(fd, i < FLOODERS ? ta : tb, "POST", "/api/v1/jobs", body, NULL);
+	}
+	close(fd);
+	usleep(500000);
+	double *idle = calloc(MAXLAT, sizeof(double)), *busy = calloc(MAXLAT, sizeof(double));
+	size_t ni = reads(&s, tb, 3.0, idle, MAXLAT);
+	volatile int stop = 0;
+	flood_t f[FLOODERS];
+	for (int i = 0; i < FLOODERS; i++) {
+		f[i] = (flood_t){.s = &s, .token = ta, .id = i, .stop = &stop};
+		pthread_create(&f[i].th, NULL, flood_work, &f[i]);
+	}
+	usleep(300000);
+	double t0 = now_s();
+	size_t nb = reads(&s, tb, 5.0, busy, MAXLAT);
+	double wall = now_s() - t0;
+	stop = 1;
+	long sent = 0, refused = 0;
+	for (int i = 0; i < FLOODERS; i++) {
+		pthread_join(f[i].th, NULL);
+		sent += f[i].sent;
+		refused += f[i].refused;
+	}
+	double i50 = pct(idle, ni, 50), i99 = pct(idle, ni, 99);
+	double b50 = pct(busy, nb, 50), b99 = pct(busy, nb, 99);
+	printf("noisy neighbour, %s: tenant B GET p50/p99 idle %.2f/%.2f ms, under tenant A's "
+	       "16-connection PATCH flood %.2f/%.2f ms (p99 x%.1f); A: %.0f requests/s, %.0f%% "
+	       "answered 429\n",
+	       label, i50, i99, b50, b99, i99 > 0 ? b99 / i99 : 0, (double)sent / wall,
+	       sent ? 100.0 * (double)refused / (double)sent : 0);
+	fflush(stdout);
+	free(idle);
+	free(busy);
+	stop_server(&s);
+}
+
 int main(int argc, char **argv)
 {
-	int clients = 32, jobs = 10000, gets = 20000, lists = 64, rounds = 200;
+	int clients = 32, jobs = 10000, gets = 20000, lists = 64, rounds = 200, only_noisy = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "--bin") == 0)
 			bin = argv[i + 1];
@@ -396,14 +553,21 @@ int main(int argc, char **argv)
 			jobs = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--rounds") == 0)
 			rounds = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--only") == 0 && strcmp(argv[i + 1], "noisy") == 0)
+			only_noisy = 1;
 		else {
 			fprintf(stderr, "usage: api_bench [--bin PATH] [--clients N] [--jobs N] "
-			                "[--rounds N]\n");
+			                "[--rounds N] [--only noisy]\n");
 			return 2;
 		}
 	}
 	if (clients < 1 || jobs < clients || rounds < 1)
 		return 2;
+	if (only_noisy) {
+		noisy_neighbour(NULL, "flow control");
+		noisy_neighbour("--no-flow-control", "without flow control");
+		return 0;
+	}
 	server_t s;
 	if (start_server(&s) < 0) {
 		fprintf(stderr, "bench: cannot start %s server\n", bin);
@@ -429,5 +593,7 @@ int main(int argc, char **argv)
 	usleep(100000);
 	apply_to_bound(&idle, rounds);
 	stop_server(&idle);
+	noisy_neighbour(NULL, "flow control");
+	noisy_neighbour("--no-flow-control", "without flow control");
 	return 0;
 }

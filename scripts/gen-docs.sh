@@ -12,8 +12,8 @@ mkdir -p "$out/man" "$out/completion"
 
 # name section title description verbs...
 groups='
-starcloud-server 8 "the control plane" "The REST API, the store (SQLite or etcd), the scheduling loop and the controllers. One or several servers; with etcd one is elected leader." server
-starcloud-agent 8 "the node agent" "Registers a node, runs the pods bound to it, probes and restarts them, adopts them after a restart." agent
+starcloud-server 8 "the control plane" "The REST API, the store (SQLite or etcd), the scheduling loop and the controllers. One or several servers; with etcd one is elected leader. starcloud k8s schedules a Kubernetes cluster instead (docs/KUBERNETES.md)." server k8s
+starcloud-agent 8 "the node agent" "Registers a node, runs the pods bound to it, probes and restarts them, adopts them after a restart; its pod guard fences them when the lease lapses." agent guard
 starcloud-gateway 8 "the serving gateway" "OpenAI-compatible and KServe v2 gateway: balancing, retries, ejection, load shedding, canary rollouts, prefill/decode disaggregation." gateway
 starcloud-worker 8 "the reference model worker" "Serves a llama2.c checkpoint over OpenAI and KServe v2." worker
 starcloud-store 8 "store maintenance" "Copies a store (SQLite or etcd) into an empty one: migration and online backups." store

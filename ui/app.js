@@ -77,14 +77,22 @@ function setConn(ok, text) {
   el.classList.toggle("bad", !ok);
 }
 
-/* Lists a kind, replaces what we hold, and returns the list's revision. */
+/* Lists a kind, page by page (the server pages lists by default), replaces
+ * what we hold, and returns the first page's revision: a watch from there
+ * sees every change made while the later pages were read. */
 async function list(kind) {
-  const doc = await apiJSON(kind);
   const m = new Map();
-  for (const o of doc.items || []) m.set(o.metadata.name, o);
+  let rv = null, cont = "";
+  do {
+    const doc = await apiJSON(kind + "?limit=500" + (cont ? "&continue=" + encodeURIComponent(cont) : ""));
+    for (const o of doc.items || []) m.set(o.metadata.name, o);
+    const md = doc.metadata || {};
+    if (rv === null) rv = md.resourceVersion || "0";
+    cont = md.continue || "";
+  } while (cont);
   state.objs[kind] = m;
   markDirty(kind);
-  return (doc.metadata && doc.metadata.resourceVersion) || "0";
+  return rv;
 }
 
 /* Follows a kind: list, then watch from the list's revision; on any break
@@ -116,6 +124,12 @@ async function follow(kind, gen) {
           buf = buf.slice(nl + 1);
           if (!line.trim()) continue;
           const ev = JSON.parse(line);
+          if (ev.type === "ERROR") {
+            /* Cut off (too slow, 410): resume from the last event seen,
+             * or list again when there was none. */
+            if (rv === "0") rv = null;
+            break;
+          }
           const orv = ev.object && ev.object.metadata && ev.object.metadata.resourceVersion;
           if (orv) rv = orv;
           onWatchEvent(kind, ev);

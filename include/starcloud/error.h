@@ -19,7 +19,8 @@
 	X(NOFIT, "does not fit")                                                                   \
 	X(LIMIT, "over a limit")                                                                   \
 	X(UNAVAIL, "service unavailable")                                                          \
-	X(FENCED, "no longer the leader (write fenced)")
+	X(FENCED, "no longer the leader (write fenced)")                                           \
+	X(NOSPACE, "no space left on the storage device")
 
 enum {
 	SC_OK = 0,

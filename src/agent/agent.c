@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "agent/agent_opts.h"
+#include "agent/guard.h"
 #include "agent/pod.h"
 #include "agent/podenv.h"
 #include "agent/podstore.h"
@@ -88,12 +89,14 @@ static json_t *report_body(sc_agent_t *a)
 	                      conditions(a), "devices", sc_gpu_devices_json(&a->gpus), "pods", pods,
 	                      "gpuSource", a->gpus.source);
 	json_object_set_new(b, "leaseMillis", json_integer((json_int_t)(a->o.heartbeat_ms * 3)));
+	json_object_set_new(b, "fenceMillis", json_integer((json_int_t)a->o.fence_ms));
 	return b;
 }
 
 static void send_report(sc_agent_t *a);
 static void do_register(sc_agent_t *a);
 static void fence_arm(sc_agent_t *a);
+static void guard_renew(sc_agent_t *a);
 
 static void on_report(int status, const char *body, size_t len, void *ud)
 {
@@ -112,6 +115,7 @@ static void on_report(int status, const char *body, size_t len, void *ud)
 		a->hb_failing = 0;
 		a->last_hb_ok = sc__agent_now_ms(a);
 		fence_arm(a);
+		guard_renew(a);
 	} else {
 		/* The server's own words when it refuses (a client too old for
 		 * it: base/version.h), so the log says what to do. */
@@ -163,16 +167,24 @@ static void on_report_timer(uv_timer_t *t)
 	send_report(t->data);
 }
 
-/* A node that cannot renew its lease has been given up by the server
- * (which evicts its pods); with --fence-on-lease-loss we stop them too, so
- * no pod runs twice even while the network is cut.
- *
- * The server's lease runs from when it received our last heartbeat, which
- * is after we sent it: counting from the send time, minus half a
- * heartbeat of margin for the stop itself, puts our deadline before the
- * server's, so the pods are gone before the scheduler can place them
- * elsewhere. The in-flight request may still time out much later, so the
+/* Fencing (docs/AGENT.md, "Restarts and fencing"). A node whose lease
+ * lapsed is given up by the server: it marks the node NotReady when the
+ * lease expires and gives its pods away lease + --fence-time after the
+ * last heartbeat it received. The node stops them first, at the fence
+ * deadline: the send time of the last heartbeat the server took + lease +
+ * half the fence time (the send time is before the server's receive time,
+ * so this is at least half the fence time ahead of the server), and kills
+ * what is left a quarter of the fence time later. Two stop them: the agent
+ * itself (this timer: it also starts nothing while fenced) and the pod
+ * guard (guard.c), which does it even when the agent is dead or frozen;
+ * the deadline reaches the guard through DATA/lease after each heartbeat
+ * the server took. The in-flight request may time out much later, so the
  * deadline has its own timer rather than waiting for a failed heartbeat. */
+static uint64_t fence_deadline(sc_agent_t *a)
+{
+	return a->report_sent + a->o.heartbeat_ms * 3 + a->o.fence_ms / 2;
+}
+
 static void on_fence(uv_timer_t *t)
 {
 	sc_agent_t *a = t->data;
@@ -189,11 +201,26 @@ static void on_fence(uv_timer_t *t)
 
 static void fence_arm(sc_agent_t *a)
 {
-	uint64_t lease = a->o.heartbeat_ms * 3, now = sc__agent_now_ms(a);
-	uint64_t deadline = a->report_sent + lease - a->o.heartbeat_ms / 2;
-	if (!a->o.fence)
-		return;
+	uint64_t now = sc__agent_now_ms(a), deadline = fence_deadline(a);
 	uv_timer_start(&a->fence_timer, on_fence, deadline > now ? deadline - now : 0, 0);
+}
+
+/* Tells the pod guard the new fence deadline (in the machine's monotonic
+ * clock: the loop's clock is private to this process) and makes sure one
+ * runs. */
+static void guard_renew(sc_agent_t *a)
+{
+	uint64_t now = sc__agent_now_ms(a), deadline = fence_deadline(a);
+	sc_guard_lease_t l = {.deadline_ms = sc__mono_ms() + (deadline > now ? deadline - now : 0),
+	                      .grace_ms = a->o.fence_ms / 4};
+	if (sc__guard_write_lease(a->o.data_dir, &l) < 0) {
+		sc_log_warn("cannot write %s/lease: the pod guard cannot fence this node's pods "
+		            "if the agent dies",
+		            a->o.data_dir);
+		return;
+	}
+	if (sc__guard_ensure(a->o.data_dir) < 0)
+		sc_log_warn("cannot start the pod guard");
 }
 
 static void on_heartbeat(uv_timer_t *t)
@@ -288,8 +315,19 @@ static void on_tick(uv_timer_t *t)
 	sc__pods_tick(a);
 	if (++a->ticks % GC_EVERY_TICKS == 0)
 		sc__podstore_gc(a);
-	if (a->stopping && a->npods == 0)
+	/* A guard that died (or was killed) is replaced while pods run under a
+	 * live lease; with a lapsed lease it has exited on purpose. */
+	if (a->npods && !a->fenced && !a->stopping && !a->hb_failing &&
+	    sc__agent_now_ms(a) < fence_deadline(a) && !sc__guard_running(a->o.data_dir))
+		guard_renew(a);
+	if (a->stopping && a->npods == 0) {
+		if (a->o.drain) {
+			/* Drained: nothing left to guard. */
+			sc_guard_lease_t l = {.stop = 1};
+			sc__guard_write_lease(a->o.data_dir, &l);
+		}
 		uv_stop(a->loop);
+	}
 }
 
 static void close_all(sc_agent_t *a)

@@ -437,7 +437,7 @@ static void terminate(sc_pod_t *p)
 
 void sc__pod_fence(sc_pod_t *p)
 {
-	uint64_t cap = p->a->o.heartbeat_ms / 2;
+	uint64_t cap = p->a->o.fence_ms / 4;
 	if (p->grace_ms > cap)
 		p->grace_ms = cap;
 	sc__pod_stop(p, "lease lost: the server gives this node's pods away");

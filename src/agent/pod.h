@@ -24,7 +24,8 @@ sc_pod_t *sc__pod_start(sc_agent_t *a, const char *kind, const char *job, json_t
  * once-a-second tick) and its exit status is unknown. */
 sc_pod_t *sc__pod_adopt(sc_agent_t *a, json_t *rec);
 /* Stops a pod for a lost lease: as sc__pod_stop, with the grace period
- * cut to half a heartbeat so it is gone before the server's lease ends. */
+ * cut to a quarter of the fence time so it is gone before the server gives
+ * it away (agent.c). */
 void sc__pod_fence(sc_pod_t *p);
 /* Stops a pod for good; it unlinks and frees itself once the process is
  * gone. reason goes to the agent's log. */

@@ -63,7 +63,8 @@ typedef struct sc_agent_opts {
 	uint64_t pod_retention_ms; /* folders of finished pods kept this long */
 	int keep_pods;             /* and at most this many of them */
 	int drain;                 /* stop pods on SIGTERM */
-	int fence;                 /* stop pods when the lease cannot be renewed */
+	int fence;                 /* --fence-on-lease-loss: accepted, fencing is always on */
+	uint64_t fence_ms;         /* --fence-time: the server waits lease + this */
 	const char *config;        /* --config FILE */
 	int check_config;          /* --check-config: check, print, exit */
 } sc_agent_opts_t;
@@ -74,9 +75,12 @@ typedef struct sc_watch {
 	const char *plural; /* "jobs" */
 	const char *kind;   /* "Job" */
 	sc_httpc_req_t *req;
-	sc_buf_t buf;  /* partial line of the stream */
-	int64_t rev;   /* last revision seen; 0: list first */
-	json_t *cache; /* name -> latest object (owned) */
+	sc_buf_t buf;                     /* partial line of the stream */
+	int64_t rev;                      /* last revision seen; 0: list first */
+	json_t *cache;                    /* name -> latest object (owned) */
+	json_t *paging;                   /* the list being read, page by page (owned), or NULL */
+	int64_t list_rev;                 /* the first page's revision */
+	char cont[SC_AGENT_NAME_MAX + 1]; /* the next page's token */
 	uv_timer_t retry;
 } sc_watch_t;
 

@@ -26,6 +26,10 @@
 #include "starcloud/error.h"
 
 #define MAX_LIST (64u << 20)
+/* The server sends a BOOKMARK at least every few seconds on a quiet watch
+ * (allowWatchBookmarks): a stream silent for longer is stalled (a frozen
+ * server keeps the connection open and says nothing). */
+#define WATCH_STALL_S 15
 #define MAX_EVENT (8u << 20)
 #define RETRY_MS 1000
 
@@ -194,6 +198,12 @@ static void retry_later(sc_watch_t *w)
 		uv_timer_start(&w->retry, on_retry, RETRY_MS, 0);
 }
 
+static void list_page(sc_watch_t *w);
+
+/* One page of the list (the server pages lists). The whole list is taken
+ * in only once its last page is in; the watch then starts from the first
+ * page's revision, so every change made while the later pages were read
+ * is seen again (handle_event keeps the newer of two revisions). */
 static void on_list(int status, const char *body, size_t len, void *ud)
 {
 	sc_watch_t *w = ud;
@@ -203,23 +213,46 @@ static void on_list(int status, const char *body, size_t len, void *ud)
 	size_t i;
 	if (!json_is_array(items)) {
 		json_decref(doc);
+		json_decref(w->paging);
+		w->paging = NULL;
 		w->rev = 0;
 		retry_later(w);
 		return;
 	}
-	json_object_clear(w->cache);
-	json_array_foreach(items, i, obj) json_object_set(w->cache, name_of(obj), obj);
-	w->rev = rev_of(doc);
+	if (!w->paging) {
+		w->paging = json_object();
+		w->list_rev = rev_of(doc);
+	}
+	json_array_foreach(items, i, obj) json_object_set(w->paging, name_of(obj), obj);
+	const char *next = str_of(json_object_get(doc, "metadata"), "continue");
+	snprintf(w->cont, sizeof(w->cont), "%s", next);
 	json_decref(doc);
+	if (w->cont[0]) {
+		list_page(w);
+		return;
+	}
+	json_decref(w->cache);
+	w->cache = w->paging;
+	w->paging = NULL;
+	w->rev = w->list_rev;
 	reconcile_all(w);
 	start_watch(w);
 }
 
 static void start_list(sc_watch_t *w)
 {
-	char url[1024];
-	snprintf(url, sizeof(url), "%s/api/v1/%s", w->a->server, w->plural);
+	json_decref(w->paging);
+	w->paging = NULL;
+	w->cont[0] = '\0';
 	w->rev = 0;
+	list_page(w);
+}
+
+static void list_page(sc_watch_t *w)
+{
+	char url[1024];
+	snprintf(url, sizeof(url), "%s/api/v1/%s?limit=500%s%s", w->a->server, w->plural,
+	         w->cont[0] ? "&continue=" : "", w->cont);
 	sc_httpc_opts_t o = {.url = url,
 	                     .token = w->a->o.token,
 	                     .timeout_ms = 30000,
@@ -233,16 +266,44 @@ static void start_list(sc_watch_t *w)
 
 /* ---- watch ------------------------------------------------------------- */
 
+/* 1 when a watch event must be skipped: the cache already holds that
+ * object at a newer revision (a list read page by page, then watched from
+ * its first page's revision, sees some changes twice). */
+static int stale(sc_watch_t *w, const char *name, int64_t rev)
+{
+	json_t *have = json_object_get(w->cache, name);
+	return have && rev_of(have) >= rev;
+}
+
 static void handle_event(sc_watch_t *w, json_t *ev)
 {
 	const char *type = str_of(ev, "type");
 	json_t *obj = json_object_get(ev, "object");
 	const char *name = name_of(obj);
+	if (strcmp(type, "BOOKMARK") == 0) {
+		/* Nothing changed for us up to rev: a later resume starts there. */
+		int64_t rev = rev_of(obj);
+		if (rev > w->rev)
+			w->rev = rev;
+		return;
+	}
+	if (strcmp(type, "ERROR") == 0) {
+		/* Cut off (too slow: 410). The stream ends next; it resumes from
+		 * the last revision seen, or lists again when the server gave
+		 * no revision to resume from. */
+		if (!str_of(json_object_get(obj, "metadata"), "resourceVersion")[0])
+			w->rev = 0;
+		sc_log_warn("%s watch cut off by the server: %s", w->plural,
+		            str_of(obj, "message"));
+		return;
+	}
 	if (!json_is_object(obj) || !name[0])
 		return;
 	int64_t rev = rev_of(obj);
 	if (rev > w->rev)
 		w->rev = rev;
+	if (stale(w, name, rev))
+		return;
 	if (strcmp(type, "DELETED") == 0) {
 		json_object_del(w->cache, name);
 		reconcile(w, name, NULL);
@@ -282,12 +343,14 @@ static void on_watch_done(int status, const char *body, size_t len, void *ud)
 static void start_watch(sc_watch_t *w)
 {
 	char url[1024];
-	snprintf(url, sizeof(url), "%s/api/v1/%s?watch=1&resourceVersion=%lld", w->a->server,
+	snprintf(url, sizeof(url),
+	         "%s/api/v1/%s?watch=1&allowWatchBookmarks=true&resourceVersion=%lld", w->a->server,
 	         w->plural, (long long)w->rev);
 	sc_buf_reset(&w->buf);
 	sc_httpc_opts_t o = {.url = url,
 	                     .token = w->a->o.token,
 	                     .on_data = on_watch_data,
+	                     .stall_s = WATCH_STALL_S,
 	                     .done = on_watch_done,
 	                     .ud = w};
 	w->req = sc_httpc_start(w->a->http, &o);
@@ -352,6 +415,7 @@ void sc__sync_free(sc_agent_t *a)
 		sc_watch_t *w = &a->watches[i];
 		uv_close((uv_handle_t *)&w->retry, NULL);
 		json_decref(w->cache);
+		json_decref(w->paging);
 		sc_buf_free(&w->buf);
 	}
 }

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/cmdline.h"
@@ -46,7 +47,8 @@ static size_t to_stdout(char *p, size_t size, size_t n, void *ud)
 
 /* GET url (POST body when not NULL) with the token; the JSON answer in
  * *out (NULL when not JSON). Returns the HTTP status or -1. */
-static long call_json(const char *url, const char *token, const char *body, json_t **out)
+static long call_json(const char *url, const char *token, const char *body, json_t **out,
+                      uint64_t timeout_ms)
 {
 	char auth[600];
 	sc_buf_t b;
@@ -63,7 +65,7 @@ static long call_json(const char *url, const char *token, const char *body, json
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+	sc__cli_curl_limits(h, timeout_ms ? timeout_ms : 30000);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
 	if (curl_easy_perform(h) == CURLE_OK)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
@@ -76,15 +78,84 @@ static long call_json(const char *url, const char *token, const char *body, json
 
 static long get_json(const char *url, const char *token, json_t **out)
 {
-	return call_json(url, token, NULL, out);
+	return call_json(url, token, NULL, out, 0);
+}
+
+/* GET path from the first server of the --server list that answers (not
+ * unreachable, not 503), as the other client verbs do. */
+static long server_json(const char *servers, const char *path, const char *token, json_t **out,
+                        uint64_t timeout_ms)
+{
+	char url[2048];
+	long code = -1;
+	*out = NULL;
+	for (const char *p = servers; *p;) {
+		int n = (int)strcspn(p, ",");
+		json_decref(*out);
+		snprintf(url, sizeof(url), "%.*s%s", n, p, path);
+		code = call_json(url, token, NULL, out, timeout_ms);
+		if (code >= 0 && code != 503)
+			break;
+		p += n;
+		p += *p == ',';
+	}
+	return code;
 }
 
 /* ---- logs --------------------------------------------------------------- */
 
 typedef struct logs_opts {
 	const char *server_flag, *token_flag;
+	uint64_t request_timeout;
 	int follow;
 } logs_opts_t;
+
+/* Following a pod's output: the agent may die or freeze with the
+ * connection open (a frozen process, or a host gone from the network, sends
+ * no FIN). When nothing has come for QUIET_S seconds the CLI asks the server
+ * whether the node's agent still renews its lease, and stops with a message
+ * when it does not (node not ready). */
+#define QUIET_S 5
+
+typedef struct follow {
+	const char *servers, *token, *node;
+	uint64_t timeout_ms;
+	curl_off_t last_bytes;
+	time_t last_data, last_check;
+	int agent_lost;
+} follow_t;
+
+static int node_ready(follow_t *f)
+{
+	char path[600];
+	json_t *n = NULL;
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", f->node);
+	long code = server_json(f->servers, path, f->token, &n, f->timeout_ms);
+	int ready =
+	    code != 200 || !json_is_false(json_object_get(json_object_get(n, "status"), "ready"));
+	json_decref(n);
+	return ready; /* an unreachable server proves nothing about the agent */
+}
+
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+	follow_t *f = ud;
+	time_t now = time(NULL);
+	(void)dltotal, (void)ultotal, (void)ulnow;
+	if (dlnow != f->last_bytes || !f->last_data) {
+		f->last_bytes = dlnow;
+		f->last_data = now;
+		return 0;
+	}
+	if (now - f->last_data < QUIET_S || now - f->last_check < QUIET_S)
+		return 0;
+	f->last_check = now;
+	if (node_ready(f))
+		return 0;
+	f->agent_lost = 1;
+	return 1; /* aborts the transfer */
+}
 
 static const sc_flag_t logs_flags[] = {
     SC_CLI_CONN_FLAGS(logs_opts_t),
@@ -123,7 +194,7 @@ static int find_pod(json_t *job, const char *want, const char **pod, const char 
 }
 
 static int stream_logs(const char *addr, const char *token, const char *job, const char *pod,
-                       int follow)
+                       int follow, follow_t *f)
 {
 	char url[1400], auth[600];
 	snprintf(url, sizeof(url), "http://%s/logs?job=%s&pod=%s%s", addr, job, pod,
@@ -137,10 +208,26 @@ static int stream_logs(const char *addr, const char *token, const char *job, con
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_stdout);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
 	curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
+	sc__cli_curl_limits(h, follow ? 0 : f->timeout_ms);
+	if (follow) {
+		/* A quiet log is not a stall: the stall limit is off, and the
+		 * progress callback asks the server about the agent instead. */
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 0L);
+		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(h, CURLOPT_XFERINFODATA, f);
+	}
 	CURLcode rc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	curl_slist_free_all(hs);
 	curl_easy_cleanup(h);
+	if (f->agent_lost) {
+		fprintf(stderr,
+		        "starcloud logs: the agent of node %s stopped renewing its lease (node not "
+		        "ready): it is down or cut off; stopped following\n",
+		        f->node);
+		return SC_EXIT_FAIL;
+	}
 	if (rc != CURLE_OK) {
 		fprintf(stderr, "starcloud logs: agent at %s: %s (HTTP %ld)\n", addr,
 		        curl_easy_strerror(rc), code);
@@ -167,8 +254,8 @@ int sc_cli_logs(int argc, char **argv)
 	json_t *job = NULL, *node = NULL;
 	const char *pod, *nodename;
 	int rc = SC_EXIT_FAIL;
-	snprintf(url, sizeof(url), "%s/api/v1/jobs/%s", server, pos[0]);
-	long code = get_json(url, token, &job);
+	snprintf(url, sizeof(url), "/api/v1/jobs/%s", pos[0]);
+	long code = server_json(server, url, token, &job, o.request_timeout);
 	if (code != 200) {
 		fprintf(stderr, "starcloud logs: job %s: %s\n", pos[0],
 		        code < 0 ? "server unreachable" : "not found");
@@ -179,15 +266,17 @@ int sc_cli_logs(int argc, char **argv)
 		        pos[1] ? "pod " : "pod", pos[1] ? pos[1] : "");
 		goto out;
 	}
-	snprintf(url, sizeof(url), "%s/api/v1/nodes/%s", server, nodename);
-	get_json(url, token, &node);
+	snprintf(url, sizeof(url), "/api/v1/nodes/%s", nodename);
+	server_json(server, url, token, &node, o.request_timeout);
 	const char *addr = json_string_value(
 	    json_object_get(json_object_get(json_object_get(node, "status"), "agent"), "address"));
 	if (!addr) {
 		fprintf(stderr, "starcloud logs: node %s has no agent address\n", nodename);
 		goto out;
 	}
-	rc = stream_logs(addr, token, pos[0], pod, follow);
+	follow_t f = {
+	    .servers = server, .token = token, .node = nodename, .timeout_ms = o.request_timeout};
+	rc = stream_logs(addr, token, pos[0], pod, follow, &f);
 out:
 	json_decref(job);
 	json_decref(node);
@@ -308,7 +397,7 @@ static void agent_token(const char *url, const char *admin, const char *node, ch
 	snprintf(turl, sizeof(turl), "%s/api/v1/tokens", url);
 	snprintf(body, sizeof(body), "{\"role\":\"agent\",\"node\":\"%s\"}", node);
 	const char *t = NULL;
-	if (admin[0] && call_json(turl, admin, body, &resp) == 201)
+	if (admin[0] && call_json(turl, admin, body, &resp, 0) == 201)
 		t = json_string_value(json_object_get(resp, "token"));
 	if (!t)
 		fprintf(stderr,

@@ -40,6 +40,15 @@ static void pick(char *out, size_t outsz, const char *flag, const char *key, con
 		snprintf(out, outsz, "%s", dflt);
 }
 
+void sc__cli_curl_limits(CURL *h, uint64_t timeout_ms)
+{
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, SC_CLI_CONNECT_MS);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, SC_CLI_STALL_S);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+}
+
 void sc__cli_conn(const char *server_flag, const char *token_flag, char *server, size_t serversz,
                   char *token, size_t tokensz)
 {

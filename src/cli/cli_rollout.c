@@ -14,6 +14,7 @@
 
 #include "base/cmdline.h"
 #include "cli/cli.h"
+#include "cli/cli_conn.h"
 #include "cli/client.h"
 #include "gateway/gateway.h"
 #include "starcloud/buf.h"
@@ -38,7 +39,7 @@ static long call(const char *method, const char *url, const char *body, sc_buf_t
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+	sc__cli_curl_limits(h, 10000);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
 	if (body)
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);

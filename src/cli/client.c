@@ -27,6 +27,7 @@ typedef struct cli {
 	char server[512];
 	char token[256];
 	const char *server_flag, *token_flag; /* --server/--token or the environment */
+	uint64_t request_timeout;             /* --request-timeout, ms */
 	int output_choice;
 	const char *output; /* table, wide, json, yaml */
 	const char *selector;
@@ -199,7 +200,7 @@ static long http_one(const cli_t *c, const char *base, int n, const char *method
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+	sc__cli_curl_limits(h, c->request_timeout);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
 	if (body)
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
@@ -234,6 +235,48 @@ static long http(const cli_t *c, const char *method, const char *path, const cha
 		p += *p == ',';
 	} while (*p && (status < 0 || status == 503));
 	return status;
+}
+
+/* Lists a collection page by page (the server pages lists by default) into
+ * one document: the first page's, with the items of the others appended.
+ * sel (borrowed, may be NULL) is a label selector. Returns the status of
+ * the first page that failed, or 200. */
+static long list_all(const cli_t *c, const char *res, const char *sel, json_t **doc)
+{
+	char path[1400], cont[300] = "";
+	char *esel = sel ? curl_easy_escape(NULL, sel, 0) : NULL;
+	long st;
+	*doc = NULL;
+	for (;;) {
+		json_t *page = NULL;
+		snprintf(path, sizeof(path), "/api/v1/%s?limit=500%s%s%s%s", res,
+		         esel ? "&labelSelector=" : "", esel ? esel : "",
+		         cont[0] ? "&continue=" : "", cont);
+		st = http(c, "GET", path, NULL, &page);
+		if (st != 200 || !json_is_array(json_object_get(page, "items"))) {
+			json_decref(*doc);
+			*doc = page;
+			break;
+		}
+		const char *next = json_string_value(
+		    json_object_get(json_object_get(page, "metadata"), "continue"));
+		char *enext = next ? curl_easy_escape(NULL, next, 0) : NULL;
+		snprintf(cont, sizeof(cont), "%s", enext ? enext : "");
+		curl_free(enext);
+		if (!*doc) {
+			*doc = page;
+		} else {
+			json_array_extend(json_object_get(*doc, "items"),
+			                  json_object_get(page, "items"));
+			json_decref(page);
+		}
+		if (!cont[0]) {
+			json_object_del(json_object_get(*doc, "metadata"), "continue");
+			break;
+		}
+	}
+	curl_free(esel);
+	return st;
 }
 
 /* Prints the server's error and maps the status to an exit code. */
@@ -506,15 +549,13 @@ int sc_cli_apply(int argc, char **argv)
 static int fetch(const cli_t *c, const char *res, const char *name, json_t **doc)
 {
 	char path[1024];
-	if (name)
+	long st;
+	if (name) {
 		snprintf(path, sizeof(path), "/api/v1/%s/%s", res, name);
-	else {
-		char *sel = c->selector ? curl_easy_escape(NULL, c->selector, 0) : NULL;
-		snprintf(path, sizeof(path), "/api/v1/%s%s%s", res, sel ? "?labelSelector=" : "",
-		         sel ? sel : "");
-		curl_free(sel);
+		st = http(c, "GET", path, NULL, doc);
+	} else {
+		st = list_all(c, res, c->selector, doc);
 	}
-	long st = http(c, "GET", path, NULL, doc);
 	return report(st, *doc, name ? name : res);
 }
 
@@ -849,7 +890,7 @@ static int rollout_show(const cli_t *c, const char *name)
 			list = json_pack("[O]", doc);
 	} else {
 		json_t *all = NULL;
-		rc = report(http(c, "GET", "/api/v1/deployments", NULL, &all), all, "deployments");
+		rc = report(list_all(c, "deployments", NULL, &all), all, "deployments");
 		list = json_array();
 		json_array_foreach(json_object_get(all, "items"), i, item)
 		{

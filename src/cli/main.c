@@ -9,6 +9,7 @@
 #include "cli/cli_simulate.h"
 #include "cli/client.h"
 #include "agent/agent.h"
+#include "agent/guard.h"
 #include "cli/cli_agent.h"
 #include "gateway/gateway.h"
 #include "k8s/k8s.h"
@@ -35,6 +36,7 @@ static const verb_t verbs[] = {
     {"gateway", sc_gateway_main, "run the serving gateway", 1},
     {"worker", sc_worker_main, "run the reference model worker", 1},
     {"dev", sc_cli_dev, "run a local cluster (server, agents, gateway)", 1},
+    {"guard", sc_guard_main, "fence a node's pods when its lease lapses (the agent starts it)", 0},
     {"apply", sc_cli_apply, "create or update objects on a server", 0},
     {"get", sc_cli_get, "list or show objects", 0},
     {"describe", sc_cli_describe, "show an object in detail", 0},

@@ -320,7 +320,8 @@ static void watch_start(control_t *ct)
 	sc_gw_t *gw = ct->gw;
 	char url[GW_MAX_URL + 64], hdrs[400];
 	ct->status = 0;
-	snprintf(url, sizeof(url), "%s/api/v1/deployments?watch=1", sc__gw_server(gw));
+	snprintf(url, sizeof(url), "%s/api/v1/deployments?watch=1&allowWatchBookmarks=true",
+	         sc__gw_server(gw));
 	snprintf(hdrs, sizeof(hdrs), "Authorization: Bearer %s\r\n" UA_HEADER, gw->o.token);
 	sc_hcli_call_t call = {
 	    .method = "GET",
@@ -328,6 +329,9 @@ static void watch_start(control_t *ct)
 	    .headers = hdrs,
 	    .cbs = {.on_head = w_head, .on_data = w_data, .on_done = w_done},
 	    .ud = ct,
+	    /* BOOKMARKs come every few seconds on a quiet watch: silence this
+	     * long is a frozen server, and the next one of the list is tried. */
+	    .timeout_ms = 15000,
 	};
 	if (sc_hcli_start(gw->hc, &call, &ct->watch) < 0) {
 		ct->watch = NULL;

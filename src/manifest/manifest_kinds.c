@@ -15,6 +15,66 @@ static int oom(sc__rd_t *rd)
 
 /* ---- metadata ---------------------------------------------------------- */
 
+/* Kubernetes' bounds on labels and annotations: labels are small keys for
+ * selection, not a place to store data (a 900 KB label value and 50,000
+ * labels were accepted before), and annotations are bounded in total. */
+#define MAX_LABELS 64
+#define MAX_LABEL_NAME 63    /* a key's name part, and a value */
+#define MAX_LABEL_PREFIX 253 /* a key's DNS-subdomain prefix, before '/' */
+#define MAX_ANNOTATION_BYTES (256 * 1024)
+
+static int check_label(sc__rd_t *rd, const char *k, json_t *v)
+{
+	const char *slash = strrchr(k, '/');
+	size_t plen = slash ? (size_t)(slash - k) : 0, nlen = strlen(slash ? slash + 1 : k);
+	if (plen > MAX_LABEL_PREFIX)
+		return sc__rd_fail(rd, SC_EINVAL, "a label key's prefix is at most %d characters",
+		                   MAX_LABEL_PREFIX);
+	if (nlen == 0 || nlen > MAX_LABEL_NAME)
+		return sc__rd_fail(rd, SC_EINVAL, "a label key's name is 1 to %d characters",
+		                   MAX_LABEL_NAME);
+	if (json_is_string(v) && json_string_length(v) > MAX_LABEL_NAME)
+		return sc__rd_fail(rd, SC_EINVAL, "a label value is at most %d characters, got %zu",
+		                   MAX_LABEL_NAME, json_string_length(v));
+	return 0;
+}
+
+static int check_meta_sizes(sc__rd_t *rd, json_t *md)
+{
+	json_t *labels = json_object_get(md, "labels"), *ann = json_object_get(md, "annotations");
+	json_t *v;
+	const char *k;
+	int rc = 0;
+	if (json_is_object(labels)) {
+		sc__mark_t m = sc__rd_push(rd, "labels");
+		if (json_object_size(labels) > MAX_LABELS)
+			return sc__rd_fail(rd, SC_EINVAL, "at most %d labels, got %zu", MAX_LABELS,
+			                   json_object_size(labels));
+		json_object_foreach(labels, k, v)
+		{
+			sc__mark_t mk = sc__rd_push(rd, k);
+			if ((rc = check_label(rd, k, v)) < 0)
+				return rc;
+			sc__rd_pop(rd, mk);
+		}
+		sc__rd_pop(rd, m);
+	}
+	if (json_is_object(ann)) {
+		size_t total = 0;
+		json_object_foreach(ann, k, v) total +=
+		    strlen(k) + (json_is_string(v) ? json_string_length(v) : 0);
+		if (total > MAX_ANNOTATION_BYTES) {
+			sc__mark_t m = sc__rd_push(rd, "annotations");
+			rc = sc__rd_fail(rd, SC_EINVAL,
+			                 "at most %d bytes of annotations in all, got %zu",
+			                 MAX_ANNOTATION_BYTES, total);
+			sc__rd_pop(rd, m);
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int sc__decode_metadata(sc__rd_t *rd, json_t *obj, const char *kind, const char **name,
                         sc_label_t **labels, size_t *nlabels, int64_t *created)
 {
@@ -34,7 +94,8 @@ int sc__decode_metadata(sc__rd_t *rd, json_t *obj, const char *kind, const char 
 	    (rc = sc__get_name(rd, md, "name", true, name)) < 0)
 		return rc;
 	snprintf(rd->object, sizeof(rd->object), "%s %s", kind, *name);
-	if ((rc = sc__get_labels(rd, md, "annotations", &ann, &nann)) < 0)
+	if ((rc = sc__get_labels(rd, md, "annotations", &ann, &nann)) < 0 ||
+	    (rc = check_meta_sizes(rd, md)) < 0)
 		return rc;
 	if (labels && (rc = sc__get_labels(rd, md, "labels", labels, nlabels)) < 0)
 		return rc;
@@ -288,11 +349,31 @@ static int decode_queue_res(sc__rd_t *rd, json_t *spec, sc_queue_spec_t *q, bool
 	return 0;
 }
 
+/* spec.maxObjects: how many jobs and deployments the queue may hold (the
+ * API server refuses more; docs/MANIFESTS.md). Checked here so a bad value
+ * is refused with the field named; the scheduler does not use it. */
+static int check_max_objects(sc__rd_t *rd, json_t *spec)
+{
+	static const char *const fields[] = {"jobs", "deployments", NULL};
+	json_t *mo;
+	int64_t v;
+	int rc = sc__get_object(rd, spec, "maxObjects", false, &mo);
+	if (rc <= 0)
+		return rc;
+	sc__mark_t m = sc__rd_push(rd, "maxObjects");
+	if ((rc = sc__rd_fields(rd, mo, fields)) < 0 ||
+	    (rc = sc__get_int(rd, mo, "jobs", false, 0, 10000000, &v)) < 0 ||
+	    (rc = sc__get_int(rd, mo, "deployments", false, 0, 10000000, &v)) < 0)
+		return rc;
+	sc__rd_pop(rd, m);
+	return 0;
+}
+
 int sc__decode_queue(sc__rd_t *rd, json_t *obj, sc__batch_t *b, bool kai)
 {
 	static const char *const spec_fields[] = {
-	    "displayName",       "parentQueue", "priority", "preemptMinRuntime",
-	    "reclaimMinRuntime", "resources",   NULL};
+	    "displayName",       "parentQueue", "priority",   "preemptMinRuntime",
+	    "reclaimMinRuntime", "resources",   "maxObjects", NULL};
 	sc__queue_t queue = {0};
 	sc_queue_spec_t *q = &queue.spec;
 	json_t *spec = NULL;
@@ -321,7 +402,8 @@ int sc__decode_queue(sc__rd_t *rd, json_t *obj, sc__batch_t *b, bool kai)
 		                      &q->preempt_min_runtime)) < 0 ||
 		    (rc = sc__get_dur(rd, spec, "reclaimMinRuntime", false,
 		                      &q->reclaim_min_runtime)) < 0 ||
-		    (rc = decode_queue_res(rd, spec, q, kai)) < 0)
+		    (rc = decode_queue_res(rd, spec, q, kai)) < 0 ||
+		    (rc = check_max_objects(rd, spec)) < 0)
 			return rc;
 		sc__rd_pop(rd, m);
 	}

@@ -1,4 +1,5 @@
-/* HTTP/1.1 server: connections, parsing, routing, responses.
+/* HTTP/1.1 server: connections, parsing, timers, routing (output is in
+ * http_out.c, connection caps in http_limits.c).
  *
  * Flow of one connection: libuv reads bytes into conn->in (bounded); the
  * parser runs over them until a request is complete, then pauses so that
@@ -9,6 +10,7 @@
 #include "net/http.h"
 #include "base/alloc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -20,376 +22,17 @@
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 
-static void process(conn_t *c);
 static void conn_close(conn_t *c);
+static void process(conn_t *c);
+static void linger(conn_t *c, uint64_t ms);
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 static void on_idle(uv_timer_t *t);
 static void idle_touch(conn_t *c);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
-/* ---------------------------------------------------------------------
- * Output
- * ------------------------------------------------------------------- */
-
-/* Resumes a stream's producer waiting in sc_http_stream_on_drain once its
- * unsent output is low again; 1 when it ran. */
-static int conn_drained(conn_t *c)
-{
-	sc_http_req_t *r = &c->req;
-	if (c->closing || !c->busy || !r->streaming || !r->on_drain || c->pending_out > DRAIN_LOW)
-		return 0;
-	sc_http_drain_fn fn = r->on_drain;
-	r->on_drain = NULL;
-	fn(r, r->drain_ud);
-	return 1;
-}
-
-static void on_write(uv_write_t *w, int status)
-{
-	write_req_t *wr = (write_req_t *)w;
-	conn_t *c = wr->c;
-	c->pending_out -= wr->len;
-	free(wr);
-	if (status < 0) {
-		conn_close(c);
-		return;
-	}
-	if (c->close_after && c->pending_out == 0) {
-		conn_close(c);
-		return;
-	}
-	conn_drained(c);
-}
-
-/* Queues parts (copied into one allocation) for writing; with try_first,
- * writes what the socket takes at once first. */
-static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_first);
-static void on_idle(uv_timer_t *t);
-
-/* A write failed because the peer is gone. Closing at once would run the
- * request's close callback inside the handler's own write call (a stream
- * producer would free itself under its caller); instead every further
- * write fails and the connection closes on the next loop turn, through
- * the lingering path of the idle timer. */
-static void conn_break(conn_t *c)
-{
-	if (c->closing || c->broken)
-		return;
-	c->broken = 1;
-	c->lingering = 1;
-	uv_timer_start(&c->idle, on_idle, 0, 0);
-}
-
-/* With batching on, output waits in c->held (counted in pending_out, so a
- * close-after-answer waits for it too) until sc_http_flush: the daemon
- * makes the loop iteration's writes durable first, then answers them. */
-static int conn_write(conn_t *c, const uv_buf_t *parts, size_t nparts)
-{
-	if (c->closing || c->broken)
-		return SC_EIO;
-	if (!c->srv->batching)
-		return conn_send(c, parts, nparts, 1);
-	for (size_t i = 0; i < nparts; i++) {
-		if (sc_buf_append(&c->held, parts[i].base, parts[i].len) < 0)
-			sc_oom();
-		c->pending_out += parts[i].len;
-	}
-	if (!c->holding) {
-		c->holding = 1;
-		c->srv->nholding++;
-	}
-	return 0;
-}
-
-void sc_http_set_batching(sc_http_server_t *s, int on)
-{
-	s->batching = on;
-}
-
-size_t sc_http_holding(const sc_http_server_t *s)
-{
-	return s->nholding;
-}
-
-/* Sends c's held output; with try_first, what the socket takes at once
- * needs no write request. */
-static void flush_conn(sc_http_server_t *s, conn_t *c, int try_first)
-{
-	c->holding = 0;
-	s->nholding--;
-	c->pending_out -= c->held.len;
-	uv_buf_t b = uv_buf_init(c->held.data, (unsigned)c->held.len);
-	if (c->held.len)
-		conn_send(c, &b, 1, try_first);
-	sc_buf_reset(&c->held);
-	if (c->shutdown_after_flush && !c->closing) {
-		c->shutdown_after_flush = 0;
-		uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
-	}
-	if (c->close_after && c->pending_out == 0 && !c->closing)
-		conn_close(c);
-}
-
-/* A stream producer waiting for a drain (sc_http_stream_on_drain) is
- * resumed by on_write, or here when the socket took all the held output
- * at once (no write request, so no on_write): without that the stream
- * stalled for good. Resuming here is safe only while no pipelined request
- * is buffered on the connection: the stream's end would start it inside
- * this flush, after the store's sync, and its answer would leave before its
- * write is durable. Then the output goes as a queued write and on_write
- * resumes the producer in the next iteration (slower, and rare). */
-void sc_http_flush(sc_http_server_t *s)
-{
-	conn_t *c = s->conns, *next;
-	for (; c && s->nholding; c = next) {
-		next = c->next; /* a failed write closes (unlinks) c */
-		if (!c->holding)
-			continue;
-		sc_http_req_t *r = &c->req;
-		int waiting = c->busy && r->streaming && r->on_drain;
-		flush_conn(s, c, !waiting || c->in.len == 0);
-		while (c->in.len == 0 && conn_drained(c) && c->holding)
-			flush_conn(s, c, 1);
-	}
-}
-
-/* Writes parts at once when the socket takes them (the common case: one
- * writev, no copy, no write request, no epoll change); whatever is left is
- * copied into one allocation and queued. */
-static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_first)
-{
-	size_t len = 0;
-	for (size_t i = 0; i < nparts; i++)
-		len += parts[i].len;
-	size_t skip = 0;
-	int n = try_first ? uv_try_write((uv_stream_t *)&c->tcp, parts, (unsigned)nparts) : 0;
-	if (n > 0)
-		skip = (size_t)n;
-	else if (n < 0 && n != UV_EAGAIN) {
-		/* The peer is gone (EPIPE, ECONNRESET): queueing the rest would
-		 * only fail again later. This connection closes, nothing else. */
-		conn_break(c);
-		return SC_EIO;
-	}
-	if (skip == len)
-		return 0;
-	write_req_t *wr = sc_xmalloc(sizeof(*wr) + (len - skip));
-	wr->c = c;
-	wr->len = len - skip;
-	size_t off = 0;
-	for (size_t i = 0; i < nparts; i++) {
-		size_t pl = parts[i].len, from = skip < pl ? skip : pl;
-		skip -= from;
-		memcpy(wr->data + off, parts[i].base + from, pl - from);
-		off += pl - from;
-	}
-	uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
-	c->pending_out += wr->len;
-	if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
-		c->pending_out -= wr->len;
-		free(wr);
-		conn_break(c);
-		return SC_EIO;
-	}
-	return 0;
-}
-
-/* A fixed-size text builder: the response head is built on every answer,
- * so without printf. Output past cap is dropped (and the head cut short,
- * which the 512-byte bound on extra headers rules out). */
-typedef struct head {
-	char *p;
-	size_t cap, len;
-} head_t;
-
-static void head_put(head_t *h, const char *s, size_t n)
-{
-	if (h->len + n >= h->cap)
-		n = h->cap - 1 - h->len;
-	memcpy(h->p + h->len, s, n);
-	h->len += n;
-}
-
-static void head_str(head_t *h, const char *s)
-{
-	head_put(h, s, strlen(s));
-}
-
-static void head_num(head_t *h, unsigned long long v)
-{
-	char t[SC_UDIGITS_MAX];
-	size_t n = sc_udigits(v, t);
-	head_put(h, t + SC_UDIGITS_MAX - n, n);
-}
-
-static int head_printf(char *out, size_t outsz, int status, const char *ctype, long long clen,
-                       int keep_alive, const char *xhdrs)
-{
-	head_t h = {out, outsz, 0};
-	head_str(&h, "HTTP/1.1 ");
-	head_num(&h, (unsigned long long)status);
-	head_str(&h, " ");
-	head_str(&h, sc_http_status_text(status));
-	head_str(&h, "\r\nContent-Type: ");
-	head_str(&h, ctype);
-	if (clen >= 0) {
-		head_str(&h, "\r\nContent-Length: ");
-		head_num(&h, (unsigned long long)clen);
-		head_str(&h, "\r\n");
-	} else {
-		head_str(&h, "\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache\r\n");
-	}
-	head_str(&h, xhdrs);
-	head_str(&h, keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
-	out[h.len] = '\0';
-	return (int)h.len;
-}
-
-/* Marks the request finished: reports it, and lets the connection move on
- * to the next pipelined request (or close). */
-static void req_finish(sc_http_req_t *r)
-{
-	conn_t *c = r->conn;
-	sc_http_server_t *s = c->srv;
-	if (s->observer) {
-		double secs = (double)(uv_hrtime() - r->start_ns) / 1e9;
-		s->observer(r->method, r->route ? r->route : "", r->status, secs, s->observer_ud);
-	}
-	r->streaming = 0;
-	r->on_close = NULL;
-	r->on_drain = NULL;
-	c->busy = 0;
-	if (!c->keep_alive) {
-		c->close_after = 1;
-		if (c->pending_out == 0)
-			conn_close(c);
-		return;
-	}
-	if (!c->processing)
-		process(c);
-}
-
-void sc_http_respond(sc_http_req_t *r, int status, const char *ctype, const void *body, size_t len)
-{
-	conn_t *c = r->conn;
-	char head[1024];
-	r->status = status;
-	int n = head_printf(head, sizeof(head), status, ctype ? ctype : "application/json",
-	                    (long long)len, c->keep_alive, r->xhdrs);
-	uv_buf_t parts[2] = {uv_buf_init(head, (unsigned)n),
-	                     uv_buf_init((char *)body, (unsigned)len)};
-	conn_write(c, parts, len ? 2 : 1);
-	req_finish(r);
-}
-
-void sc_http_stream_start(sc_http_req_t *r, int status, const char *ctype,
-                          sc_http_close_fn on_close, void *ud)
-{
-	char head[1024];
-	r->status = status;
-	r->streaming = 1;
-	r->on_close = on_close;
-	r->close_ud = ud;
-	int n = head_printf(head, sizeof(head), status, ctype, -1, r->conn->keep_alive, r->xhdrs);
-	uv_buf_t part = uv_buf_init(head, (unsigned)n);
-	conn_write(r->conn, &part, 1);
-	/* A stream has no idle timeout: it is idle by design. */
-	uv_timer_stop(&r->conn->idle);
-}
-
-int sc_http_stream_write(sc_http_req_t *r, const void *data, size_t len)
-{
-	conn_t *c = r->conn;
-	if (c->closing || c->broken)
-		return SC_EIO;
-	if (len == 0)
-		return 0;
-	if (c->pending_out > MAX_PENDING_OUT)
-		return SC_EIO;
-	char size[32];
-	int n = snprintf(size, sizeof(size), "%zx\r\n", len);
-	uv_buf_t parts[3] = {uv_buf_init(size, (unsigned)n),
-	                     uv_buf_init((char *)data, (unsigned)len), uv_buf_init("\r\n", 2)};
-	return conn_write(c, parts, 3);
-}
-
-int sc_http_set_header(sc_http_req_t *r, const char *name, const char *value)
-{
-	/* Header injection guard: names and values come from our own code,
-	 * but a value echoed from a request must not smuggle a new line. */
-	if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
-		return SC_EINVAL;
-	size_t nl = strlen(name), vl = strlen(value);
-	if (r->xlen + nl + vl + 4 >= sizeof(r->xhdrs))
-		return SC_ETOOBIG;
-	char *o = r->xhdrs + r->xlen;
-	memcpy(o, name, nl);
-	memcpy(o + nl, ": ", 2);
-	memcpy(o + nl + 2, value, vl);
-	memcpy(o + nl + 2 + vl, "\r\n", 3); /* with the NUL */
-	r->xlen += nl + vl + 4;
-	return 0;
-}
-
-void sc_http_stream_on_drain(sc_http_req_t *r, sc_http_drain_fn fn, void *ud)
-{
-	r->on_drain = fn;
-	r->drain_ud = ud;
-}
-
-size_t sc_http_pending_out(const sc_http_req_t *r)
-{
-	return r->conn->pending_out;
-}
-
-void sc_http_on_close(sc_http_req_t *r, sc_http_close_fn on_close, void *ud)
-{
-	r->on_close = on_close;
-	r->close_ud = ud;
-}
-
-void sc_http_abort(sc_http_req_t *r)
-{
-	conn_t *c = r->conn;
-	r->on_close = NULL;
-	if (c->srv->observer) {
-		double secs = (double)(uv_hrtime() - r->start_ns) / 1e9;
-		c->srv->observer(r->method, r->route ? r->route : "", r->status ? r->status : 499,
-		                 secs, c->srv->observer_ud);
-	}
-	conn_close(c);
-}
-
-void sc_http_stream_end(sc_http_req_t *r)
-{
-	uv_buf_t part = uv_buf_init("0\r\n\r\n", 5);
-	conn_write(r->conn, &part, 1);
-	req_finish(r);
-}
-
-/* Answers a request the parser refused and closes the connection. */
 static void respond_error_close(conn_t *c, int status, const char *reason, const char *msg)
 {
-	char body[256];
-	int n = snprintf(
-	    body, sizeof(body),
-	    "{\"error\":{\"code\":%d,\"reason\":\"%s\",\"message\":\"%s\",\"field\":\"\"}}", status,
-	    reason, msg);
-	char head[512];
-	int h = head_printf(head, sizeof(head), status, "application/json", n, 0, "");
-	uv_buf_t parts[2] = {uv_buf_init(head, (unsigned)h), uv_buf_init(body, (unsigned)n)};
-	conn_write(c, parts, 2);
-	if (c->srv->observer)
-		c->srv->observer(c->req.method, "", status, 0, c->srv->observer_ud);
-	/* Lingering close: a client still sending its (oversized) body would
-	 * get a reset instead of the answer if we closed now. Send the answer,
-	 * shut our side, discard what still comes, close at EOF or after 5 s. */
-	c->lingering = 1;
-	if (c->holding)
-		c->shutdown_after_flush = 1; /* the answer is held: shut after it */
-	else
-		uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, NULL);
-	uv_timer_start(&c->idle, on_idle, 5000, 0);
+	sc__http_refuse(c, status, reason, msg, 5000);
 }
 
 /* ---------------------------------------------------------------------
@@ -412,6 +55,7 @@ static void req_reset(sc_http_req_t *r)
 	r->on_drain = NULL;
 	r->xhdrs[0] = '\0';
 	r->xlen = 0;
+	r->dep_rev = 0;
 }
 
 static int on_message_begin(http_parser *p)
@@ -489,6 +133,7 @@ static int on_headers_complete(http_parser *p)
 		sc_buf_append(&r->hdrs, "", 1);
 	}
 	r->hdr_state = HDR_NONE;
+	c->head_at = uv_now(c->srv->loop); /* the body deadline runs from here */
 	/* Refuse a declared oversized body before reading any of it. */
 	if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->srv->lim.max_body_bytes) {
 		c->err = ERR_BODY;
@@ -502,7 +147,7 @@ static int on_headers_complete(http_parser *p)
 	const char *expect = sc_http_header(r, "Expect");
 	if (expect && strcasecmp(expect, "100-continue") == 0) {
 		uv_buf_t part = uv_buf_init("HTTP/1.1 100 Continue\r\n\r\n", 25);
-		conn_write(c, &part, 1);
+		sc__http_write(c, &part, 1);
 	}
 	return 0;
 }
@@ -571,6 +216,18 @@ static void dispatch(conn_t *c)
 		r->query = "";
 	}
 	c->busy = 1;
+	c->req_begin = c->head_at = 0; /* complete: no deadline while it is handled */
+	if (c->srv->gate) {
+		c->srv->gate(r, c->srv->gate_ud);
+		return;
+	}
+	sc_http_dispatch(r);
+}
+
+void sc_http_dispatch(sc_http_req_t *r)
+{
+	conn_t *c = r->conn;
+	r->on_close = NULL; /* the gate's, while the request waited */
 	const route_t *rt = find_route(c->srv, r->method, r->url.data);
 	if (!rt) {
 		static const char nf[] = "{\"error\":{\"code\":404,\"reason\":\"NotFound\","
@@ -597,8 +254,11 @@ static int take_simple(conn_t *c)
 	    !sc_hhead_request(c->in.data, c->in.len, s->lim.max_header_bytes, &h) ||
 	    h.body_len > s->lim.max_body_bytes || h.nfields > MAX_HEADERS)
 		return 0;
-	if (c->in.len < h.head_len + h.body_len)
+	if (c->in.len < h.head_len + h.body_len) {
+		if (!c->head_at)
+			c->head_at = uv_now(s->loop); /* the body deadline runs from here */
 		return -1;
+	}
 	sc_http_req_t *r = &c->req;
 	req_reset(r);
 	r->start_ns = s->observer ? uv_hrtime() : 0;
@@ -657,7 +317,11 @@ static void process(conn_t *c)
 	c->processing = 0;
 	if (c->lingering)
 		return;
-	if (!c->busy && !c->closing && c->srv->lim.idle_timeout_ms)
+	/* Bytes of the next request wait (pipelined, or the start of one):
+	 * its deadline runs from now. */
+	if (!c->busy && c->in.len > 0 && !c->req_begin)
+		c->req_begin = uv_now(c->srv->loop);
+	if (!c->busy && !c->closing)
 		idle_touch(c);
 	if (!c->closing && !c->close_after && !c->reading) {
 		c->reading = 1;
@@ -668,6 +332,12 @@ static void process(conn_t *c)
 /* ---------------------------------------------------------------------
  * Connections
  * ------------------------------------------------------------------- */
+
+static void server_free(sc_http_server_t *s)
+{
+	sc__http_clients_free(s);
+	free(s);
+}
 
 static void on_handle_closed(uv_handle_t *h)
 {
@@ -682,7 +352,7 @@ static void on_handle_closed(uv_handle_t *h)
 	free(c);
 	s->nconns--;
 	if (s->closing && s->nconns == 0 && !s->listener_open)
-		free(s);
+		server_free(s);
 }
 
 static void conn_close(conn_t *c)
@@ -702,6 +372,7 @@ static void conn_close(conn_t *c)
 		c->holding = 0;
 		s->nholding--;
 	}
+	sc__http_uncount(c);
 	sc_buf_free(&c->held);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -713,38 +384,98 @@ static void conn_close(conn_t *c)
 	uv_close((uv_handle_t *)&c->idle, on_handle_closed);
 }
 
-/* The keep-alive idle limit. Restarting the timer after every request (a
- * stop and a start in libuv's timer heap) cost more than the rest of the
- * bookkeeping of a request; instead the connection notes when it was last
- * active, and the timer, when it fires, closes the connection only if the
- * limit has really passed, else re-arms for what is left. */
+/* Connection timers. One libuv timer per connection covers every limit:
+ * the request head's deadline, the body's, the keep-alive idle limit, and
+ * the lingering close after an error answer. Restarting a timer for each
+ * request (a stop and a start in libuv's timer heap) cost more than the
+ * rest of a request's bookkeeping, so the timer is never set further away
+ * than the server's tick (the shorter of the head and body limits): a
+ * request that begins on an idle connection is looked at in time, and
+ * when the timer fires it acts on the deadline of the connection's state
+ * or sleeps until it. The deadlines run from when a request began, not
+ * from its last byte, so a client trickling a header line now and then
+ * (slowloris) is cut off like a silent one. */
+enum { DL_NONE, DL_IDLE, DL_HEAD, DL_BODY };
+
+static int conn_deadline(const conn_t *c, uint64_t *at)
+{
+	const sc_http_limits_t *l = &c->srv->lim;
+	if (c->busy)
+		return DL_NONE;
+	if (c->req_begin) {
+		if (c->head_at) {
+			*at = c->head_at + l->body_timeout_ms;
+			return DL_BODY;
+		}
+		*at = c->req_begin + l->header_timeout_ms;
+		return DL_HEAD;
+	}
+	if (!l->idle_timeout_ms)
+		return DL_NONE;
+	*at = c->last_active + l->idle_timeout_ms;
+	return DL_IDLE;
+}
+
+static void timer_sleep(conn_t *c, uint64_t ms)
+{
+	uint64_t tick = c->srv->tick_ms;
+	uv_timer_start(&c->idle, on_idle, ms < tick ? ms : tick, 0);
+}
+
+/* A request ended (or the connection began): the idle limit runs from now. */
 static void idle_touch(conn_t *c)
 {
 	c->last_active = uv_now(c->srv->loop);
 	if (!uv_is_active((uv_handle_t *)&c->idle))
-		uv_timer_start(&c->idle, on_idle, c->srv->lim.idle_timeout_ms, 0);
+		timer_sleep(c, c->srv->tick_ms);
+}
+
+/* Stops counting c against the caps and closes it after ms (at EOF from
+ * the client, sooner), discarding its input meanwhile. */
+static void linger(conn_t *c, uint64_t ms)
+{
+	if (!c->lingering) {
+		c->lingering = 1;
+		sc__http_uncount(c);
+	}
+	uv_timer_start(&c->idle, on_idle, ms, 0);
 }
 
 static void on_idle(uv_timer_t *t)
 {
 	conn_t *c = t->data;
-	uint64_t lim = c->srv->lim.idle_timeout_ms;
+	const sc_http_limits_t *l = &c->srv->lim;
+	char msg[128];
+	uint64_t at = 0, now = uv_now(c->srv->loop);
 	if (c->lingering) {
-		conn_close(c); /* the 5 s after an error answer are over */
+		conn_close(c); /* the grace after an error answer is over */
 		return;
 	}
-	if (c->busy) {
-		/* A request with its handler is not idle; a stream stops the
-		 * timer and process() restarts it when the stream ends. */
-		uv_timer_start(&c->idle, on_idle, lim, 0);
+	int kind = conn_deadline(c, &at);
+	if (kind == DL_NONE) {
+		/* A stream stops the timer; process() restarts it when the
+		 * stream ends. Any other request with its handler is looked at
+		 * again later. */
+		if (!(c->busy && c->req.streaming))
+			timer_sleep(c, c->srv->tick_ms);
 		return;
 	}
-	uint64_t quiet = uv_now(c->srv->loop) - c->last_active;
-	if (quiet < lim) {
-		uv_timer_start(&c->idle, on_idle, lim - quiet, 0);
+	if (at > now) {
+		timer_sleep(c, at - now);
 		return;
 	}
-	conn_close(c);
+	if (kind == DL_IDLE || !c->got_bytes) {
+		conn_close(c); /* idle, or never said anything: nothing to answer */
+		return;
+	}
+	if (kind == DL_HEAD)
+		snprintf(msg, sizeof(msg), "request head not received within %llu ms",
+		         (unsigned long long)l->header_timeout_ms);
+	else
+		snprintf(msg, sizeof(msg), "request body not received within %llu ms",
+		         (unsigned long long)l->body_timeout_ms);
+	c->srv->st.timeouts++;
+	respond_error_close(c, 408, "Timeout", msg);
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -785,6 +516,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	}
 	if (nread == 0)
 		return;
+	c->got_bytes = 1;
 	if (sc_buf_append(&c->in, buf->base, (size_t)nread) < 0) {
 		/* Only reachable while a request is busy (process() drains
 		 * otherwise): the client sends far ahead; stop reading. */
@@ -824,15 +556,28 @@ static void on_connection(uv_stream_t *ls, int status)
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
-	if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0 || s->nconns > s->lim.max_conns) {
+	if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0) {
 		conn_close(c);
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
-	if (s->lim.idle_timeout_ms)
-		idle_touch(c);
 	c->reading = 1;
 	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+	/* The first request's head is due within the head limit too. */
+	c->req_begin = uv_now(s->loop);
+	conn_t *victims[2];
+	char msg[160];
+	int refuse = sc__http_admit(s, c, victims, msg, sizeof(msg));
+	if (refuse) {
+		sc__http_refuse(c, refuse,
+		                refuse == 429 ? "TooManyConnections" : "ServiceUnavailable", msg,
+		                1000);
+		return;
+	}
+	for (int i = 0; i < 2; i++)
+		if (victims[i])
+			conn_close(victims[i]); /* made room: the longest idle one */
+	idle_touch(c);
 }
 
 /* ---------------------------------------------------------------------
@@ -849,6 +594,8 @@ sc_http_server_t *sc_http_server_new(uv_loop_t *loop, const sc_http_limits_t *li
 	s->lim.max_body_bytes = 1024 * 1024;
 	s->lim.max_conns = 1024;
 	s->lim.idle_timeout_ms = 60000;
+	s->lim.header_timeout_ms = 10000;
+	s->lim.body_timeout_ms = 30000;
 	if (lim) {
 		if (lim->max_header_bytes)
 			s->lim.max_header_bytes = lim->max_header_bytes;
@@ -856,8 +603,21 @@ sc_http_server_t *sc_http_server_new(uv_loop_t *loop, const sc_http_limits_t *li
 			s->lim.max_body_bytes = lim->max_body_bytes;
 		if (lim->max_conns)
 			s->lim.max_conns = lim->max_conns;
+		s->lim.max_conns_per_client = lim->max_conns_per_client;
 		s->lim.idle_timeout_ms = lim->idle_timeout_ms;
+		if (lim->header_timeout_ms)
+			s->lim.header_timeout_ms = lim->header_timeout_ms;
+		if (lim->body_timeout_ms)
+			s->lim.body_timeout_ms = lim->body_timeout_ms;
 	}
+	if (!s->lim.max_conns_per_client || s->lim.max_conns_per_client > s->lim.max_conns)
+		s->lim.max_conns_per_client = s->lim.max_conns;
+	/* What the output side (http_out.c) does to a connection. */
+	s->conn_close = conn_close;
+	s->conn_linger = linger;
+	s->conn_process = process;
+	s->tick_ms = s->lim.header_timeout_ms < s->lim.body_timeout_ms ? s->lim.header_timeout_ms
+	                                                               : s->lim.body_timeout_ms;
 	return s;
 }
 
@@ -916,7 +676,7 @@ static void on_listener_closed(uv_handle_t *h)
 	sc_http_server_t *s = h->data;
 	s->listener_open = 0;
 	if (s->nconns == 0)
-		free(s);
+		server_free(s);
 }
 
 void sc_http_server_close(sc_http_server_t *s)
@@ -934,5 +694,5 @@ void sc_http_server_close(sc_http_server_t *s)
 	if (s->listener_open)
 		uv_close((uv_handle_t *)&s->listener, on_listener_closed);
 	else if (s->nconns == 0)
-		free(s);
+		server_free(s);
 }

@@ -20,6 +20,16 @@
 #define MAX_PENDING_OUT (8u << 20)
 /* A producer waiting in sc_http_stream_on_drain resumes below this. */
 #define DRAIN_LOW (256u << 10)
+/* Per-client connection counts: buckets of the address hash. */
+#define CLIENT_BUCKETS 256
+
+/* One source address and how many of the server's connections it holds
+ * (those still doing work: lingering ones are not counted). */
+typedef struct client {
+	struct client *next;
+	unsigned char addr[16]; /* IPv6, or IPv4-mapped */
+	size_t nconns;
+} client_t;
 
 typedef struct route {
 	char *method;
@@ -44,6 +54,23 @@ struct sc_http_server {
 	int listener_open;
 	int batching;    /* hold output until sc_http_flush (group commit) */
 	size_t nholding; /* connections with held output */
+	/* With batching: the revision an answer written now may show (the
+	 * newest write taken); NULL: every answer waits for sc_http_flush. */
+	int64_t (*current_rev)(void *ud);
+	void *rev_ud;
+	int64_t durable;         /* answers showing revisions up to this leave at once */
+	sc_http_handler_fn gate; /* flow control: complete requests go here */
+	void *gate_ud;
+	size_t nactive; /* connections counted against the caps */
+	client_t *clients[CLIENT_BUCKETS];
+	uint64_t tick_ms; /* the connection timers' longest sleep */
+	/* http.c's, for the output side (http_out.c), which would otherwise
+	 * import the file that imports it: close at once; stop counting and
+	 * close after ms, discarding input; parse the next buffered request. */
+	void (*conn_close)(struct conn *c);
+	void (*conn_linger)(struct conn *c, uint64_t ms);
+	void (*conn_process)(struct conn *c);
+	sc_http_stats_t st;
 };
 
 /* What the parser reported last, to join split header fields/values. */
@@ -69,6 +96,8 @@ struct sc_http_req {
 	void *close_ud;
 	sc_http_drain_fn on_drain; /* one-shot: output fell below DRAIN_LOW */
 	void *drain_ud;
+	int64_t
+	    dep_rev; /* the revision this answer shows at most (sc_http_answer_rev); 0: current */
 	char xhdrs[512]; /* extra response headers, "Name: value\r\n" each */
 	size_t xlen;
 };
@@ -94,9 +123,18 @@ typedef struct conn {
 	uv_shutdown_t shutdown;
 	size_t pending_out;
 	int handles_open;
-	uint64_t last_active; /* loop time of the last input (idle limit) */
-	sc_buf_t held;        /* output held until the next sc_http_flush */
+	uint64_t last_active; /* loop time the last request ended (idle limit) */
+	uint64_t req_begin;   /* loop time the current request's first byte came; 0: none */
+	uint64_t head_at;     /* loop time its head was complete; 0: not yet */
+	int got_bytes;        /* any input since accept */
+	client_t *client;     /* its source address; NULL once not counted */
+	unsigned char addr[16];
+	char peer[48]; /* addr as text */
+	sc_buf_t held; /* output held until the next sc_http_flush */
 	int holding;
+	int64_t held_rev;    /* the newest revision the held output may show */
+	size_t held_writes;  /* writes in held */
+	size_t held_answers; /* of them, whole answers (sc_http_respond) */
 	int shutdown_after_flush;
 } conn_t;
 
@@ -104,7 +142,31 @@ typedef struct write_req {
 	uv_write_t w;
 	conn_t *c;
 	size_t len;
+	/* A shared write (sc_http_stream_write_shared): rel(ref) once the
+	 * bytes it points to are no longer needed; data[] then holds only the
+	 * small copied parts around them. */
+	sc_http_release_fn rel;
+	void *ref;
 	char data[];
 } write_req_t;
+
+/* ---- http_limits.c: caps on connections ---- */
+/* Counts c (just accepted) against the caps: over the per-client cap the
+ * client's oldest idle connection must close to make room (victims[0]),
+ * over the total cap the oldest idle one of any client (victims[1]): the
+ * caller closes them. Returns 0, or 429 / 503 (msg filled) when nothing
+ * can make room and c must be refused. */
+int sc__http_admit(sc_http_server_t *s, conn_t *c, conn_t *victims[2], char *msg, size_t msgsz);
+/* ---- http_out.c ---- */
+/* Queues parts (copied) for c: at once, or held for sc_http_flush. */
+int sc__http_write(conn_t *c, const uv_buf_t *parts, size_t nparts);
+/* Stops counting c (closing, or lingering after an error answer). */
+void sc__http_uncount(conn_t *c);
+/* Frees the per-client table (server close). */
+void sc__http_clients_free(sc_http_server_t *s);
+/* Answers an error on c (not parsed into a request) and closes it after
+ * the answer, discarding input meanwhile, or after linger_ms. */
+void sc__http_refuse(conn_t *c, int status, const char *reason, const char *msg,
+                     uint64_t linger_ms);
 
 #endif

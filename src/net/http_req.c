@@ -34,6 +34,8 @@ const char *sc_http_status_text(int status)
 		return "Not Found";
 	case 405:
 		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
 	case 409:
 		return "Conflict";
 	case 410:
@@ -52,6 +54,8 @@ const char *sc_http_status_text(int status)
 		return "Internal Server Error";
 	case 503:
 		return "Service Unavailable";
+	case 507:
+		return "Insufficient Storage";
 	default:
 		return "Unknown";
 	}
@@ -86,6 +90,11 @@ const char *sc_http_body(const sc_http_req_t *r, size_t *len)
 {
 	*len = r->body.len;
 	return r->body.data ? r->body.data : "";
+}
+
+const char *sc_http_peer(const sc_http_req_t *r)
+{
+	return r->conn->peer;
 }
 
 static int hexval(int ch)

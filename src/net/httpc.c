@@ -331,6 +331,10 @@ sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o)
 	                 o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 2000L);
 	if (o->timeout_ms > 0)
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, o->timeout_ms);
+	if (o->stall_s > 0) {
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, o->stall_s);
+	}
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, o->method ? o->method : "GET");
 	if (o->body) {
 		r->body = sc_xmalloc(o->body_len + 1);

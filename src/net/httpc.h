@@ -55,6 +55,7 @@ typedef struct sc_httpc_opts {
 	                              rather than open another (many small calls) */
 	long timeout_ms;           /* whole transfer; 0 = none (streams) */
 	long connect_timeout_ms;   /* default 2000 */
+	long stall_s;              /* no byte either way this long ends it; 0 = no limit */
 	size_t max_body;           /* buffered responses; default 4 MiB */
 	sc_httpc_data_fn on_data;
 	sc_httpc_done_fn done; /* may be NULL */

@@ -13,10 +13,15 @@
  * overwrite the state of a pod that now runs elsewhere.
  *
  * When a lease expires the node is marked NotReady (status.ready: false, so
- * the scheduler places nothing there) and its pods are evicted: every
- * Running pod of a Job with a pod there becomes Releasing (a gang is only
- * useful whole), for a Deployment only the pods on that node. The
- * scheduling loop then removes them and places the jobs elsewhere.
+ * the scheduler places nothing there). Its pods are evicted only the
+ * node's fence time later (fenceMillis in its heartbeats; docs/AGENT.md):
+ * by then the node has stopped them itself (its agent, or its pod guard
+ * when the agent is dead), so a pod never runs on two nodes, and an agent
+ * restart shorter than that changes nothing. Evicted: every Running pod of
+ * a Job with a pod there becomes Releasing (a gang is only useful whole),
+ * for a Deployment only the pods on that node. The scheduling loop then
+ * removes them and places the jobs elsewhere. A heartbeat between expiry
+ * and eviction renews the lease and the node is ready again.
  *
  * Gang policy: when a pod of a job with more than one pod fails for good,
  * spec.gangPolicy decides: FailJob (default) fails the other pods too;
@@ -45,8 +50,11 @@
 
 typedef struct lease {
 	char node[SC_MAX_NAME + 1];
-	uint64_t expires;
-	int lost;
+	uint64_t expires;    /* loop ms */
+	uint64_t fence_ms;   /* the pods are given away this long after expires */
+	int expired;         /* the node is marked NotReady */
+	int lost;            /* its pods are given away */
+	unsigned long epoch; /* s->store_epoch when expired/lost were written */
 } lease_t;
 
 typedef struct agent_api {
@@ -318,6 +326,8 @@ static void agent_version(sc_http_req_t *r, json_t *st)
 	json_object_set_new(json_object_get(st, "agent"), "version", json_string(ver));
 }
 
+static uint64_t fence_of(json_t *body);
+
 static void node_status(sc_server_t *s, sc_http_req_t *r, json_t *node, int64_t rev, json_t *body,
                         uint64_t lease_ms)
 {
@@ -330,12 +340,24 @@ static void node_status(sc_server_t *s, sc_http_req_t *r, json_t *node, int64_t 
 	                       "devices", json_object_get(body, "devices"));
 	if (!st)
 		return; /* conditions or devices missing: keep what is stored */
+	if (fence_of(body))
+		json_object_set_new(json_object_get(st, "agent"), "fenceMillis",
+		                    json_integer((json_int_t)fence_of(body)));
 	agent_version(r, st);
 	if (!json_equal(st, json_object_get(node, "status"))) {
 		json_object_set(node, "status", st);
 		save(s, "Node", node, rev);
 	}
 	json_decref(st);
+}
+
+/* fenceMillis of a heartbeat (0 from agents that do not fence: their pods
+ * are given away when the lease expires, as before). */
+static uint64_t fence_of(json_t *body)
+{
+	json_t *fm = json_object_get(body, "fenceMillis");
+	json_int_t v = json_is_integer(fm) ? json_integer_value(fm) : 0;
+	return v < 0 ? 0 : v > MAX_LEASE_MS ? MAX_LEASE_MS : (uint64_t)v;
 }
 
 /* ---- handler ----------------------------------------------------------- */
@@ -377,7 +399,8 @@ static void heartbeat(agent_api_t *api, sc_http_req_t *r, const char *node)
 	lease_t *l = lease_find(api, node, 1);
 	int was_lost = l->lost;
 	l->expires = uv_now(s->loop) + (uint64_t)ms;
-	l->lost = 0;
+	l->fence_ms = fence_of(body);
+	l->lost = l->expired = 0;
 	node_status(s, r, obj, rev, body, (uint64_t)ms);
 	apply_reports(s, node, json_object_get(body, "pods"));
 	/* A node back from a lost lease lists again: its pods were given away. */
@@ -496,24 +519,39 @@ static void evict_node(sc_server_t *s, const char *node)
 	}
 }
 
-static void node_lost(agent_api_t *api, lease_t *l)
+/* The lease expired: the node takes no new pods. 0 when written (a write
+ * the store refused is tried again at the next scan). */
+static int node_expired(agent_api_t *api, lease_t *l)
 {
 	sc_server_t *s = api->s;
 	int64_t rev;
-	l->lost = 1;
 	json_t *obj = load(s, "Node", l->node, &rev);
 	if (!obj)
-		return;
-	sc_log_warn("node %s lost (lease expired); evicting its pods", l->node);
+		return 0;
 	json_t *st = status_of(obj);
 	json_object_set_new(st, "ready", json_false());
-	json_object_set_new(st, "conditions",
-	                    json_pack("[{s:s,s:s,s:s,s:s}]", "type", "Ready", "status", "False",
-	                              "reason", "NodeLeaseExpired", "message",
-	                              "the agent stopped renewing its lease"));
-	save(s, "Node", obj, rev);
+	json_object_set_new(
+	    st, "conditions",
+	    json_pack("[{s:s,s:s,s:s,s:s}]", "type", "Ready", "status", "False", "reason",
+	              "NodeLeaseExpired", "message",
+	              l->fence_ms ? "the agent stopped renewing its lease; its pods are given away "
+	                            "after the fence time"
+	                          : "the agent stopped renewing its lease"));
+	int rc = save(s, "Node", obj, rev);
 	json_decref(obj);
-	evict_node(s, l->node);
+	if (rc == 0)
+		sc_log_warn("node %s: lease expired; its pods go elsewhere in %llu ms unless it "
+		            "comes back",
+		            l->node, (unsigned long long)l->fence_ms);
+	return rc;
+}
+
+static void node_lost(agent_api_t *api, lease_t *l)
+{
+	sc_log_warn("node %s lost (lease expired %llu ms ago); evicting its pods", l->node,
+	            (unsigned long long)(uv_now(api->s->loop) - l->expires));
+	evict_node(api->s, l->node);
+	l->lost = 1;
 }
 
 static void adopt_one(sc_server_t *s, const char *name, json_t *obj, void *ud)
@@ -527,6 +565,8 @@ static void adopt_one(sc_server_t *s, const char *name, json_t *obj, void *ud)
 		ls->expires =
 		    uv_now(s->loop) +
 		    (json_is_integer(lm) ? (uint64_t)json_integer_value(lm) : DEFAULT_LEASE_MS);
+		ls->fence_ms = fence_of(agent);
+		ls->epoch = s->store_epoch;
 	}
 }
 
@@ -546,9 +586,23 @@ static void on_scan(uv_timer_t *t)
 		return;
 	if (!api->scanned)
 		adopt_known_nodes(api);
-	for (size_t i = 0; i < api->n; i++)
-		if (!api->leases[i].lost && api->leases[i].expires < now)
-			node_lost(api, &api->leases[i]);
+	for (size_t i = 0; i < api->n; i++) {
+		lease_t *l = &api->leases[i];
+		/* The store undid writes (a failed commit): what was written for
+		 * this lease may be among them; write it again. */
+		if (l->epoch != api->s->store_epoch)
+			l->expired = l->lost = 0;
+		if (l->lost || l->expires >= now)
+			continue;
+		if (!l->expired && node_expired(api, l) == 0) {
+			l->expired = 1;
+			l->epoch = api->s->store_epoch;
+		}
+		if (l->expired && now >= l->expires + l->fence_ms) {
+			node_lost(api, l);
+			l->epoch = api->s->store_epoch;
+		}
+	}
 	sc__ha_leader_end(api->s);
 }
 

@@ -195,6 +195,46 @@ static int check_queue_write(api_req_t *a, json_t *obj)
 	return SC_EINVAL;
 }
 
+/* How many objects of kind k the queue named may hold: its Queue's
+ * spec.maxObjects.<plural>, else the server's default. */
+static size_t queue_room(sc_server_t *s, const sc_kind_t *k, const char *queue, int *own)
+{
+	sc_cobj_t *q = (sc_cobj_t *)sc__cache_get(s->cache, sc__kind_by_plural("queues", 6), queue);
+	json_t *obj = q ? sc__cache_obj(q) : NULL;
+	json_t *v =
+	    json_object_get(json_object_get(json_object_get(obj, "spec"), "maxObjects"), k->plural);
+	*own = json_is_integer(v);
+	if (*own)
+		return (size_t)json_integer_value(v);
+	return s->queue_max[strcmp(k->plural, "jobs") == 0 ? 0 : 1];
+}
+
+/* The per-queue object limits: a new object (or one moved to another
+ * queue) must fit; 403 QuotaExceeded naming the limit otherwise. */
+static int check_queue_room(api_req_t *a, json_t *obj)
+{
+	const char *queue = object_queue(obj);
+	int own;
+	if (!a->kind->queue_scoped || !queue)
+		return 0;
+	size_t have = sc__cache_queue_count(a->s->cache, a->kind, queue);
+	size_t room = queue_room(a->s, a->kind, queue, &own);
+	if (have < room)
+		return 0;
+	if (own)
+		sc__api_error(a->r, 403, "QuotaExceeded", "spec.queue",
+		              "queue \"%s\" holds %zu %s, its limit (spec.maxObjects.%s of Queue "
+		              "%s): delete some first",
+		              queue, have, a->kind->plural, a->kind->plural, queue);
+	else
+		sc__api_error(a->r, 403, "QuotaExceeded", "spec.queue",
+		              "queue \"%s\" holds %zu %s, the server's limit per queue "
+		              "(--queue-max-%s; a Queue may set spec.maxObjects.%s): delete some "
+		              "first",
+		              queue, have, a->kind->plural, a->kind->plural, a->kind->plural);
+	return SC_ELIMIT;
+}
+
 /* Loads the current object; answers 404 (also for objects of another
  * tenant, which must look absent) and returns NULL when there is none. */
 static json_t *load_existing(api_req_t *a, int64_t *mod_rev)
@@ -236,6 +276,19 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
 	json_object_del(json_object_get(obj, "metadata"), "resourceVersion");
 	char *text = object_dump(obj);
 	int64_t rev = 0;
+	size_t len = strlen(text);
+	if (a->s->max_object && len > a->s->max_object) {
+		/* Checked on the object as stored: a body under --max-body, or
+		 * a small patch to a big object, can still make it too large. */
+		free(text);
+		sc_manifest_set_free(one);
+		json_decref(obj);
+		sc__api_error(a->r, 413, "RequestEntityTooLarge", "",
+		              "%s \"%s\" would be %zu bytes stored; objects are at most %zu bytes "
+		              "(--max-object-size)",
+		              a->kind->kind, a->name, len, a->s->max_object);
+		return;
+	}
 	int rc = sc_store_put(a->s->store, a->key, text, expect, &rev);
 	free(text);
 	if (rc == SC_EEXISTS)
@@ -278,6 +331,9 @@ static void do_get(api_req_t *a)
 		return;
 	}
 	const sc_wire_t *w = sc__cache_wire(o);
+	/* It shows this object's revision only: it need not wait for the
+	 * fsync of newer writes (commit.c). */
+	sc_http_answer_rev(a->r, o->mod_rev);
 	sc_http_respond(a->r, 200, "application/json", w->data, w->len + 1);
 }
 
@@ -303,7 +359,9 @@ static void do_list(api_req_t *a)
 	}
 	if (sc_http_query_param(a->r, "watch", tmp, sizeof(tmp)) >= 0 && strcmp(tmp, "0") != 0 &&
 	    strcmp(tmp, "false") != 0) {
-		sc__watch_start(a->s, a->r, a->kind, &a->who, sel, from_rev);
+		int bm = sc_http_query_param(a->r, "allowWatchBookmarks", tmp, sizeof(tmp)) >= 0 &&
+		         (strcmp(tmp, "true") == 0 || strcmp(tmp, "1") == 0);
+		sc__watch_start(a->s, a->r, a->kind, &a->who, sel, from_rev, bm);
 		return;
 	}
 	sc__list_serve(a->s, a->r, a->kind, &a->who, sel);
@@ -332,7 +390,7 @@ static void do_create(api_req_t *a)
 	 * scheduling loop too (the server's own timestamp is always valid). */
 	if (check_valid(a, obj, &one) < 0)
 		goto out;
-	if (check_queue_write(a, obj) < 0)
+	if (check_queue_write(a, obj) < 0 || check_queue_room(a, obj) < 0)
 		goto out;
 	if (a->name[0] && strcmp(a->name, object_name(obj)) != 0) {
 		sc__api_error(a->r, 400, "Invalid", "metadata.name",
@@ -358,6 +416,9 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 		return;
 	}
 	if (check_queue_write(a, obj) < 0)
+		return;
+	const char *oq = object_queue(old), *nq = object_queue(obj);
+	if (nq && (!oq || strcmp(oq, nq) != 0) && check_queue_room(a, obj) < 0)
 		return;
 	int64_t rv = object_rv(obj);
 	if (rv < 0) {

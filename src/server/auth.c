@@ -158,7 +158,7 @@ static int load_principal(json_t *rec, sc_principal_t *who)
 }
 
 /* Fills who from the Authorization header; 0, or SC_EINVAL (no valid token). */
-static int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
+int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 {
 	const char *h = sc_http_header(r, "Authorization");
 	memset(who, 0, sizeof(*who));

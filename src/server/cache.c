@@ -26,6 +26,12 @@ typedef struct token_slot {
 	sc_principal_t who;
 } token_slot_t;
 
+/* Jobs and deployments per queue (the per-queue object limits). */
+typedef struct qcount {
+	char *name;
+	size_t n[2]; /* jobs, deployments */
+} qcount_t;
+
 typedef struct kindset {
 	const sc_kind_t *kind;
 	sc_cobj_t **v; /* sorted by name */
@@ -39,7 +45,75 @@ struct sc_cache {
 	int64_t rev;
 	int serves_reads;
 	token_slot_t tokens[TOKEN_SLOTS];
+	sc_cache_listener_fn listener;
+	void *listener_ud;
+	qcount_t *qc;
+	size_t nqc, capqc;
 };
+
+/* 0 for jobs, 1 for deployments, -1 for kinds not counted per queue. */
+static int counted(const sc_kind_t *k)
+{
+	if (!k->queue_scoped)
+		return -1;
+	return strcmp(k->plural, "jobs") == 0 ? 0 : 1;
+}
+
+/* spec.queue of a stored value, found without parsing the whole object
+ * (a job may be a megabyte of text); NULL when there is none. */
+static char *queue_of_text(const char *text)
+{
+	static const char *const spec_key[] = {"spec"}, *const queue_key[] = {"queue"};
+	sc_jval_t spec, q;
+	char name[SC_MAX_NAME + 1];
+	if (sc_jscan_object(text, strlen(text), spec_key, 1, &spec) < 0 ||
+	    spec.type != SC_JT_OBJECT ||
+	    sc_jscan_object(spec.text, spec.len, queue_key, 1, &q) < 0 ||
+	    sc_jscan_string(&q, name, sizeof(name)) < 0)
+		return NULL;
+	return sc_xstrdup(name);
+}
+
+static qcount_t *qcount_of(sc_cache_t *c, const char *queue, int create)
+{
+	for (size_t i = 0; i < c->nqc; i++)
+		if (strcmp(c->qc[i].name, queue) == 0)
+			return &c->qc[i];
+	if (!create)
+		return NULL;
+	if (c->nqc == c->capqc) {
+		c->capqc = c->capqc ? c->capqc * 2 : 16;
+		c->qc = sc_xreallocarray(c->qc, c->capqc, sizeof(*c->qc));
+	}
+	c->qc[c->nqc] = (qcount_t){.name = sc_xstrdup(queue)};
+	return &c->qc[c->nqc++];
+}
+
+static void count(sc_cache_t *c, const sc_cobj_t *o, int delta)
+{
+	int k = counted(o->kind);
+	if (k < 0 || !o->queue)
+		return;
+	qcount_t *q = qcount_of(c, o->queue, delta > 0);
+	if (q)
+		q->n[k] += (size_t)delta; /* wraps back for -1: counts never go below 0 */
+}
+
+static void qcounts_free(sc_cache_t *c)
+{
+	for (size_t i = 0; i < c->nqc; i++)
+		free(c->qc[i].name);
+	free(c->qc);
+	c->qc = NULL;
+	c->nqc = c->capqc = 0;
+}
+
+size_t sc__cache_queue_count(const sc_cache_t *c, const sc_kind_t *k, const char *queue)
+{
+	int i = counted(k);
+	const qcount_t *q = i >= 0 && queue ? qcount_of((sc_cache_t *)c, queue, 0) : NULL;
+	return q ? q->n[i] : 0;
+}
 
 static kindset_t *set_of(const sc_cache_t *c, const sc_kind_t *k)
 {
@@ -92,6 +166,7 @@ static void entry_free(sc_cobj_t *o)
 	json_decref(o->obj);
 	sc__wire_unref(o->wire);
 	sc_manifest_set_free(o->decoded);
+	free(o->queue);
 	free(o);
 }
 
@@ -114,18 +189,19 @@ static void insert_at(kindset_t *ks, size_t i, sc_cobj_t *o)
 }
 
 /* Puts a new revision of key, kept as text until someone needs it parsed
- * (or the writer hands over its parsed copy). */
-static void cache_put(sc_cache_t *c, const char *key, const char *value, int64_t mod_rev,
-                      int64_t create_rev)
+ * (or the writer hands over its parsed copy). Returns the new entry, or
+ * NULL when it was not taken. */
+static sc_cobj_t *cache_put(sc_cache_t *c, const char *key, const char *value, int64_t mod_rev,
+                            int64_t create_rev)
 {
 	const char *name;
 	kindset_t *ks = set_of_key(c, key, &name);
 	if (!ks)
-		return;
+		return NULL;
 	int found;
 	size_t i = search(ks, name, &found);
 	if (found && ks->v[i]->mod_rev >= mod_rev)
-		return; /* a replayed change we already hold */
+		return NULL; /* a replayed change we already hold */
 	sc_cobj_t *o = sc_xcalloc(1, sizeof(*o));
 	o->key = sc_xstrdup(key);
 	o->text = sc_xstrdup(value);
@@ -133,16 +209,21 @@ static void cache_put(sc_cache_t *c, const char *key, const char *value, int64_t
 	o->name = o->key + (name - key);
 	o->mod_rev = mod_rev;
 	o->create_rev = create_rev;
+	if (counted(ks->kind) >= 0)
+		o->queue = queue_of_text(value);
+	count(c, o, 1);
 	if (found) {
 		o->create_rev = ks->v[i]->create_rev;
+		count(c, ks->v[i], -1);
 		entry_free(ks->v[i]);
 		ks->v[i] = o;
 	} else {
 		insert_at(ks, i, o);
 	}
+	return o;
 }
 
-static void cache_delete(sc_cache_t *c, const char *key)
+static void cache_delete(sc_cache_t *c, const char *key, int64_t rev)
 {
 	const char *name;
 	kindset_t *ks = set_of_key(c, key, &name);
@@ -150,8 +231,18 @@ static void cache_delete(sc_cache_t *c, const char *key)
 	if (!ks)
 		return;
 	size_t i = search(ks, name, &found);
-	if (found)
-		remove_at(ks, i);
+	if (!found)
+		return;
+	if (c->listener)
+		c->listener(c->listener_ud, SC_EV_DELETED, ks->v[i], rev);
+	count(c, ks->v[i], -1);
+	remove_at(ks, i);
+}
+
+void sc__cache_listen(sc_cache_t *c, sc_cache_listener_fn fn, void *ud)
+{
+	c->listener = fn;
+	c->listener_ud = ud;
 }
 
 static void on_change(const sc_store_event_t *ev, void *ud)
@@ -165,10 +256,13 @@ static void on_change(const sc_store_event_t *ev, void *ud)
 		c->rev = ev->rev;
 	if (!set_of_key(c, ev->key, &name))
 		return;
-	if (ev->type == SC_EV_DELETED)
-		cache_delete(c, ev->key);
-	else
-		cache_put(c, ev->key, ev->value, ev->rev, ev->rev);
+	if (ev->type == SC_EV_DELETED) {
+		cache_delete(c, ev->key, ev->rev);
+		return;
+	}
+	sc_cobj_t *o = cache_put(c, ev->key, ev->value, ev->rev, ev->rev);
+	if (o && c->listener)
+		c->listener(c->listener_ud, ev->type, o, ev->rev);
 }
 
 static int load_kind(sc_cache_t *c, kindset_t *ks, int64_t *rev)
@@ -212,6 +306,26 @@ int sc__cache_open(sc_store_t *st, sc_cache_t **out)
 	return 0;
 }
 
+int sc__cache_reload(sc_cache_t *c)
+{
+	int rc = 0;
+	int64_t rev = 0;
+	qcounts_free(c);
+	for (size_t i = 0; i < NCACHED; i++) {
+		kindset_t *ks = &c->sets[i];
+		for (size_t j = 0; j < ks->n; j++)
+			entry_free(ks->v[j]);
+		ks->n = 0;
+		if (rc == 0)
+			rc = load_kind(c, ks, &rev);
+	}
+	for (size_t i = 0; i < TOKEN_SLOTS; i++)
+		c->tokens[i].digest[0] = '\0';
+	if (rc == 0)
+		c->rev = rev;
+	return rc;
+}
+
 void sc__cache_close(sc_cache_t *c)
 {
 	if (!c)
@@ -223,6 +337,7 @@ void sc__cache_close(sc_cache_t *c)
 			entry_free(c->sets[i].v[j]);
 		free(c->sets[i].v);
 	}
+	qcounts_free(c);
 	free(c);
 }
 
@@ -379,12 +494,12 @@ sc_manifest_set_t *sc__cache_take_decoded(sc_cobj_t *o)
 
 /* The object as answered: metadata gains resourceVersion (last, as the
  * API always put it); the cached object itself is not touched. */
-static sc_wire_t *make_wire(sc_cobj_t *o)
+static sc_wire_t *make_wire(sc_cobj_t *o, int64_t rev)
 {
 	json_t *top = sc_xcheck(json_copy(sc__cache_obj(o))); /* shallow */
 	json_t *md = json_copy(json_object_get(o->obj, "metadata"));
 	char rv[32];
-	snprintf(rv, sizeof(rv), "%lld", (long long)o->mod_rev);
+	snprintf(rv, sizeof(rv), "%lld", (long long)rev);
 	if (json_is_object(md)) {
 		json_object_set_new(md, "resourceVersion", json_string(rv));
 		json_object_set_new(top, "metadata", md);
@@ -402,9 +517,32 @@ static sc_wire_t *make_wire(sc_cobj_t *o)
 
 sc_wire_t *sc__cache_wire(sc_cobj_t *o)
 {
+	/* From the stored text when it has not been parsed: no tree to print
+	 * (a watch event of a new revision usually comes here first). */
+	if (!o->wire && o->text)
+		o->wire = splice_wire(o->text, o->mod_rev);
 	if (!o->wire)
-		o->wire = make_wire(o);
+		o->wire = make_wire(o, o->mod_rev);
 	return o->wire;
+}
+
+sc_wire_t *sc__cache_wire_at(sc_cobj_t *o, int64_t rev)
+{
+	sc_wire_t *w = o->text ? splice_wire(o->text, rev) : NULL;
+	return w ? w : make_wire(o, rev);
+}
+
+sc_wire_t *sc__wire_from_text(const char *text, int64_t rev)
+{
+	sc_wire_t *w = splice_wire(text, rev);
+	if (w)
+		return w;
+	sc_cobj_t tmp = {.text = sc_xstrdup(text), .mod_rev = rev};
+	if (sc__cache_obj(&tmp))
+		w = make_wire(&tmp, rev);
+	json_decref(tmp.obj);
+	free(tmp.text);
+	return w;
 }
 
 sc_wire_t *sc__wire_ref(sc_wire_t *w)

@@ -49,6 +49,7 @@ typedef struct sc_cobj {
 	 * the API validated it, kept for the scheduling loop to take
 	 * (sc__cache_take_decoded) so a new job is decoded only once. */
 	sc_manifest_set_t *decoded;
+	char *queue; /* owned: spec.queue of a job or deployment, or NULL */
 } sc_cobj_t;
 
 /* Loads every object of the API kinds and starts following the store. */
@@ -56,6 +57,11 @@ int sc__cache_open(sc_store_t *st, sc_cache_t **out);
 /* Stops following and frees everything; accepts NULL. Wire bytes still
  * referenced elsewhere stay valid until their last sc__wire_unref. */
 void sc__cache_close(sc_cache_t *c);
+/* Reads every object from the store again (the store undid writes the
+ * cache had taken in: a failed commit). Entries are replaced: pointers to
+ * them from before are invalid, references to their json and wire bytes
+ * stay valid. The listener is not called. */
+int sc__cache_reload(sc_cache_t *c);
 
 /* The object, or NULL. Valid until the next store write. */
 const sc_cobj_t *sc__cache_get(const sc_cache_t *c, const sc_kind_t *k, const char *name);
@@ -64,6 +70,9 @@ const sc_cobj_t *sc__cache_get(const sc_cache_t *c, const sc_kind_t *k, const ch
 sc_cobj_t *const *sc__cache_items(const sc_cache_t *c, const sc_kind_t *k, size_t *n);
 /* Index of the first object of kind k whose name sorts after `after`. */
 size_t sc__cache_after(const sc_cache_t *c, const sc_kind_t *k, const char *after);
+/* How many objects of kind k (jobs or deployments) name queue in
+ * spec.queue: the per-queue limits (api.c) read this, not a scan. */
+size_t sc__cache_queue_count(const sc_cache_t *c, const sc_kind_t *k, const char *queue);
 /* The store revision the cache reflects. */
 int64_t sc__cache_rev(const sc_cache_t *c);
 /* 1 when reads may be served from the cache: the store delivers a write to
@@ -102,6 +111,20 @@ sc_manifest_set_t *sc__cache_take_decoded(sc_cobj_t *o);
 
 /* The object's answer bytes (made on first use; borrowed from o). */
 sc_wire_t *sc__cache_wire(sc_cobj_t *o);
+/* o's answer bytes with metadata.resourceVersion rev instead of its own
+ * (a deletion's event carries the deletion's revision). New reference. */
+sc_wire_t *sc__cache_wire_at(sc_cobj_t *o, int64_t rev);
+/* Answer bytes made from a stored value (compact JSON text) at rev, or
+ * NULL when text is not a JSON object. New reference. */
+sc_wire_t *sc__wire_from_text(const char *text, int64_t rev);
+
+/* A change the cache took in: type is SC_EV_ADDED/MODIFIED (o is the new
+ * entry) or SC_EV_DELETED (o is the entry about to go; rev the deletion's
+ * revision). o is borrowed for the call. Called on the loop thread inside
+ * the store write that made the change, after the cache holds it. */
+typedef void (*sc_cache_listener_fn)(void *ud, int type, sc_cobj_t *o, int64_t rev);
+/* One listener (the watch fan-out, watch.c); fn NULL removes it. */
+void sc__cache_listen(sc_cache_t *c, sc_cache_listener_fn fn, void *ud);
 sc_wire_t *sc__wire_ref(sc_wire_t *w);
 void sc__wire_unref(sc_wire_t *w);
 

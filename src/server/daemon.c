@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "base/flagfile.h"
@@ -13,9 +14,11 @@
 #include "base/version.h"
 #include "server/cache.h"
 #include "server/deploy.h"
+#include "server/flow.h"
 #include "server/ha.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/watch.h"
 #include "starcloud/error.h"
 
 typedef struct opts {
@@ -28,6 +31,13 @@ typedef struct opts {
 	const char *admin_token_file; /* --admin-token-file */
 	const char *config;           /* --config */
 	int check_config;             /* --check-config */
+	size_t max_object, queue_max_jobs, queue_max_deployments;
+	size_t max_conns, max_conns_per_client;
+	size_t flow_queue;
+	int no_flow; /* --no-flow-control (hidden: the benchmark's "before") */
+	size_t watch_buffer;
+	uint64_t flow_wait;                                  /* ms */
+	uint64_t header_timeout, body_timeout, idle_timeout; /* ms */
 } opts_t;
 
 static const sc_flag_t server_flags[] = {
@@ -44,8 +54,27 @@ static const sc_flag_t server_flags[] = {
      SC_FLAG_AT(SIZE, opts_t, max_body),
      .min = 1024,
      .max = 64 << 20,
-     .def = "1048576",
-     .help = "largest request body accepted"},
+     .def = "3Mi",
+     .help = "largest request body accepted (413)"},
+    {.name = "--max-object-size",
+     SC_FLAG_AT(SIZE, opts_t, max_object),
+     .min = 1024,
+     .max = 64 << 20,
+     .def = "1536Ki",
+     .help = "largest object stored, after a patch is applied (413; etcd's\n"
+             "request limit is 1.5 MiB)"},
+    {.name = "--queue-max-jobs",
+     SC_FLAG_AT(SIZE, opts_t, queue_max_jobs),
+     .meta = "N",
+     .max = 10000000,
+     .def = "20000",
+     .help = "jobs a queue may hold unless its spec.maxObjects.jobs says (403)"},
+    {.name = "--queue-max-deployments",
+     SC_FLAG_AT(SIZE, opts_t, queue_max_deployments),
+     .meta = "N",
+     .max = 10000000,
+     .def = "2000",
+     .help = "deployments a queue may hold unless its spec.maxObjects says (403)"},
     {.name = "--store",
      SC_FLAG_AT(STR, opts_t, store),
      .meta = "sqlite:PATH|etcd://H:P[,H:P...]",
@@ -67,6 +96,67 @@ static const sc_flag_t server_flags[] = {
      .meta = "FILE",
      .help = "write the first admin token to FILE (mode 0600)\ninstead of printing it"},
     SC_FLAGS_CONFIG(opts_t),
+    {.kind = SC_FLAG_SECTION, .help = "Connections (docs/CONTROL_PLANE.md)"},
+    {.name = "--max-conns",
+     SC_FLAG_AT(SIZE, opts_t, max_conns),
+     .meta = "N",
+     .min = 4,
+     .max = 1 << 20,
+     .def = "1024",
+     .help = "open connections at most; past it the longest idle one closes,\n"
+             "or a new one gets 503"},
+    {.name = "--max-conns-per-client",
+     SC_FLAG_AT(SIZE, opts_t, max_conns_per_client),
+     .meta = "N",
+     .min = 1,
+     .max = 1 << 20,
+     .def = "256",
+     .help = "open connections from one address at most; past it that\n"
+             "address's longest idle one closes, or a new one gets 429"},
+    {.name = "--header-timeout",
+     SC_FLAG_AT(DURATION, opts_t, header_timeout),
+     .min = 100,
+     .max = 3600e3,
+     .def = "10s",
+     .help = "a request's head must arrive within this of its first byte (408)"},
+    {.name = "--body-timeout",
+     SC_FLAG_AT(DURATION, opts_t, body_timeout),
+     .min = 100,
+     .max = 3600e3,
+     .def = "30s",
+     .help = "a request's body must arrive within this of its head (408)"},
+    {.name = "--idle-timeout",
+     SC_FLAG_AT(DURATION, opts_t, idle_timeout),
+     .min = 100,
+     .max = 86400e3,
+     .def = "60s",
+     .help = "a keep-alive connection idle this long is closed"},
+    {.name = "--flow-queue",
+     SC_FLAG_AT(SIZE, opts_t, flow_queue),
+     .meta = "N",
+     .min = 1,
+     .max = 100000,
+     .def = "64",
+     .help = "requests of one tenant (token) waiting for their fair share at\n"
+             "most; more get 429 with Retry-After"},
+    {.name = "--flow-wait",
+     SC_FLAG_AT(DURATION, opts_t, flow_wait),
+     .min = 10,
+     .max = 600e3,
+     .def = "5s",
+     .help = "a tenant's request waiting longer than this for its share gets 429"},
+    {.name = "--no-flow-control",
+     SC_FLAG_AT(BOOL, opts_t, no_flow),
+     .help = "no flow control, and every answer waits for the group commit (as before\n"
+             "issue 16; for benchmarks only)",
+     .flags = SC_FLAG_HIDDEN},
+    {.name = "--watch-buffer",
+     SC_FLAG_AT(SIZE, opts_t, watch_buffer),
+     .min = 64 << 10,
+     .max = 1 << 30,
+     .def = "8Mi",
+     .help = "events a watch may have queued and unsent; a client further\n"
+             "behind is cut off (410: resume from its last resourceVersion)"},
 };
 
 static const sc_command_t server_cmd = {
@@ -76,6 +166,24 @@ static const sc_command_t server_cmd = {
     .flags = server_flags,
     .nflags = sizeof(server_flags) / sizeof(server_flags[0]),
 };
+
+/* Every connection is a descriptor: without room for --max-conns of them
+ * (plus the store's and libuv's own) accept() fails with EMFILE and libuv
+ * drops connections before the caps can pick which one closes. */
+static void raise_fd_limit(size_t conns)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	rlim_t want = (rlim_t)conns + 256;
+	if (rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		sc_log_warn("open-file limit %llu is below --max-conns %zu + 256: connections past "
+		            "it are refused",
+		            (unsigned long long)rl.rlim_cur, conns);
+}
 
 static void on_signal(uv_signal_t *h, int signum)
 {
@@ -87,31 +195,15 @@ static void on_signal(uv_signal_t *h, int signum)
 	sc__ha_stop(s);
 	if (sc_store_sync(s->store) == 0)
 		sc_http_flush(s->http); /* answer what is already durable */
+	sc__watch_hub_free(s->watch);
+	s->watch = NULL;
 	sc_http_server_close(s->http);
 	s->http = NULL;
-	uv_close((uv_handle_t *)&s->commit, NULL);
+	sc__flow_close(s->flow);
+	s->flow = NULL;
+	sc__commit_stop(s);
 	uv_close((uv_handle_t *)&s->sigint, NULL);
 	uv_close((uv_handle_t *)&s->sigterm, NULL);
-}
-
-/* Group commit: runs after each loop iteration has handled its I/O. The
- * answers of that iteration were held by the HTTP layer; one fsync makes
- * all their writes durable, then they go out. Persist before
- * acknowledging, at the cost of one fsync per iteration, not per write. */
-static void on_commit(uv_check_t *h)
-{
-	sc_server_t *s = h->data;
-	if (!s->http || !sc_http_holding(s->http)) {
-		if (s->store)
-			sc_store_sync(s->store); /* the scheduler's own writes */
-		return;
-	}
-	if (sc_store_sync(s->store) < 0) {
-		/* Nothing may be acknowledged that is not on disk. */
-		sc_log_error("store sync failed; exiting");
-		abort(); /* not an out-of-memory: leave a core to look at */
-	}
-	sc_http_flush(s->http);
 }
 
 /* What the store options must look like, checked before anything opens
@@ -149,17 +241,21 @@ static int setup(sc_server_t *s, const opts_t *o)
 	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0 ||
 	    (rc = sc__cache_open(s->store, &s->cache)) < 0)
 		return rc;
-	sc_http_limits_t lim = {.max_body_bytes = o->max_body, .idle_timeout_ms = 60000};
+	sc_http_limits_t lim = {.max_body_bytes = o->max_body,
+	                        .max_conns = o->max_conns,
+	                        .max_conns_per_client = o->max_conns_per_client,
+	                        .idle_timeout_ms = o->idle_timeout,
+	                        .header_timeout_ms = o->header_timeout,
+	                        .body_timeout_ms = o->body_timeout};
 	s->http = sc_http_server_new(s->loop, &lim);
 	s->metrics = sc__metrics_new();
 	if (!s->http || !s->metrics)
 		return SC_ENOMEM;
 	sc_http_set_observer(s->http, sc__metrics_observe_http, s->metrics);
-	sc_http_set_batching(s->http, 1);
-	uv_check_init(s->loop, &s->commit);
-	s->commit.data = s;
-	uv_check_start(&s->commit, on_commit);
-	uv_unref((uv_handle_t *)&s->commit);
+	sc_flow_opts_t fo = {.queue_len = o->flow_queue, .max_wait_ms = o->flow_wait};
+	s->flow = o->no_flow ? NULL : sc__flow_new(s, &fo);
+	s->watch = sc__watch_hub_new(s, o->watch_buffer);
+	sc__commit_start(s);
 	if ((rc = sc__api_register(s)) < 0 || (rc = sc__auth_register(s)) < 0 ||
 	    (rc = sc__agent_api_register(s)) < 0 || (rc = sc__metrics_register(s)) < 0 ||
 	    (rc = sc__ui_register(s)) < 0)
@@ -195,6 +291,10 @@ int sc_server_main(int argc, char **argv)
 	sc_server_t s = {0};
 	s.admin_token_file = o.admin_token_file;
 	s.loop = uv_default_loop();
+	s.max_object = o.max_object;
+	s.queue_max[0] = o.queue_max_jobs;
+	s.queue_max[1] = o.queue_max_deployments;
+	raise_fd_limit(o.max_conns);
 	rc = setup(&s, &o);
 	if (rc < 0) {
 		sc_log_error("start failed: %s", sc_strerror(rc));
@@ -212,7 +312,9 @@ int sc_server_main(int argc, char **argv)
 out:
 	sc__sched_stop(&s);
 	sc__ha_stop(&s);
+	sc__watch_hub_free(s.watch);
 	sc_http_server_close(s.http);
+	sc__flow_close(s.flow);
 	uv_run(s.loop, UV_RUN_NOWAIT);
 	sc__cache_close(s.cache);
 	sc__ha_free(&s);

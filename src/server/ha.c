@@ -28,7 +28,13 @@ struct sc_ha {
 	uint64_t leader_changes; /* this server gained or lost leadership */
 	int store_ok;
 	char id[200];
-	char holder[256]; /* the leader key's value when another leads */
+	char holder[256];     /* the leader key's value when another leads */
+	uint64_t renew_ok_ms; /* uv_now of the last lease renewal etcd answered */
+	/* While etcd does not answer, a probe on a worker thread asks it until
+	 * it does; the loop thread never waits for it (docs/HA.md). */
+	sc_etcd_probe_t *probe;
+	uv_work_t probe_req;
+	int probing, probe_rc, freed;
 };
 
 int sc__ha_open_store(const char *url, const char *data_dir, const char *etcd_prefix,
@@ -72,11 +78,21 @@ static void become_leader(sc_ha_t *ha, int64_t rev)
 	sc__sched_kick(ha->s);
 }
 
+/* A leader whose lease may have run out without a renewal etcd answered
+ * gives leadership up: another server may hold the key once etcd is back,
+ * and until then nothing it writes goes through anyway. */
+static void lease_check(sc_ha_t *ha, uint64_t now)
+{
+	if (ha->leader && now - ha->renew_ok_ms >= (uint64_t)ha->ttl * 1000)
+		step_down(ha, "the lease could not be renewed (etcd does not answer)");
+}
+
 /* Renews the lease (or gets one), then claims or re-checks the key. */
 static void campaign(sc_ha_t *ha)
 {
 	sc_store_t *st = ha->s->store;
 	int64_t left = 0, rev = 0;
+	uint64_t now = uv_now(ha->s->loop);
 	int rc = ha->lease ? sc_etcd_lease_keepalive(st, ha->lease, &left)
 	                   : sc_etcd_lease_grant(st, ha->ttl, &ha->lease);
 	if (rc == SC_ENOTFOUND) {
@@ -85,8 +101,11 @@ static void campaign(sc_ha_t *ha)
 		rc = sc_etcd_lease_grant(st, ha->ttl, &ha->lease);
 	}
 	ha->store_ok = rc == 0;
-	if (rc < 0)
+	if (rc < 0) {
+		lease_check(ha, now);
 		return; /* etcd unreachable: our fenced writes fail anyway */
+	}
+	ha->renew_ok_ms = now;
 	char value[400], *holder = NULL;
 	snprintf(value, sizeof(value), "{\"id\":\"%s\",\"lease\":\"%lld\"}", ha->id,
 	         (long long)ha->lease);
@@ -105,10 +124,50 @@ static void campaign(sc_ha_t *ha)
  * takes over within TICK_MS of the old leader's key expiring. */
 #define TICK_MS 250
 
+static void probe_work(uv_work_t *w)
+{
+	sc_ha_t *ha = w->data;
+	ha->probe_rc = sc_etcd_probe_run(ha->probe);
+}
+
+static void probe_done(uv_work_t *w, int status)
+{
+	sc_ha_t *ha = w->data;
+	ha->probing = 0;
+	if (ha->freed) {
+		sc_etcd_probe_free(ha->probe);
+		free(ha);
+		return;
+	}
+	if (status == 0 && ha->probe_rc == 0 && sc_store_etcd_down(ha->s->store)) {
+		sc_log_info("%s: etcd answers again: serving", ha->id);
+		sc_store_etcd_up(ha->s->store);
+		ha->renewed_ms = 0; /* renew (or campaign) at the next tick */
+	}
+}
+
+/* etcd stopped answering: ask it from a worker thread until it does. */
+static void probe_start(sc_ha_t *ha)
+{
+	if (ha->probing)
+		return;
+	if (!ha->probe && !(ha->probe = sc_store_etcd_probe_new(ha->s->store)))
+		return;
+	ha->probe_req.data = ha;
+	if (uv_queue_work(ha->s->loop, &ha->probe_req, probe_work, probe_done) == 0)
+		ha->probing = 1;
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	sc_ha_t *ha = t->data;
 	uint64_t now = uv_now(ha->s->loop);
+	if (sc_store_etcd_down(ha->s->store)) {
+		ha->store_ok = 0;
+		lease_check(ha, now);
+		probe_start(ha);
+		return;
+	}
 	if (!ha->leader || !ha->lease || now - ha->renewed_ms >= (uint64_t)ha->ttl * 1000 / 3) {
 		ha->renewed_ms = now;
 		campaign(ha);
@@ -184,8 +243,15 @@ void sc__ha_stop(sc_server_t *s)
 
 void sc__ha_free(sc_server_t *s)
 {
-	free(s->ha);
+	sc_ha_t *ha = s->ha;
 	s->ha = NULL;
+	if (ha && ha->probing) {
+		ha->freed = 1; /* probe_done frees it, if the loop runs again */
+		return;
+	}
+	if (ha)
+		sc_etcd_probe_free(ha->probe);
+	free(ha);
 }
 
 /* A refused write means someone else leads: stop at once rather than at
@@ -229,7 +295,8 @@ void sc__ha_readyz(sc_server_t *s, sc_http_req_t *r)
 {
 	sc_ha_t *ha = s->ha;
 	int etcd = ha && ha->etcd;
-	int reachable = etcd ? sc_store_etcd_ping(s->store) == 0 : 1;
+	int reachable =
+	    etcd ? !sc_store_etcd_down(s->store) && sc_store_etcd_ping(s->store) == 0 : 1;
 	/* A follower serves the API as soon as the store answers; with
 	 * SQLite the server waits for its first cycle. */
 	int ready = etcd ? reachable : s->ready;

@@ -11,7 +11,9 @@
 #include "base/version.h"
 #include "net/promtext.h"
 #include "server/cache.h"
+#include "server/flow.h"
 #include "server/ha.h"
+#include "server/watch.h"
 #include "starcloud/buf.h"
 #include "starcloud/core.h"
 #include "starcloud/error.h"
@@ -372,6 +374,56 @@ static void write_state(sc_buf_t *b, sc_server_t *s)
 	free(qw);
 }
 
+/* Connections, flow control, watches and storage (issue 16: the control
+ * plane under abuse and faults; docs/CONTROL_PLANE.md). */
+static void write_guards(sc_buf_t *b, sc_server_t *s)
+{
+	sc_http_stats_t h;
+	sc_http_get_stats(s->http, &h);
+	const sc_flow_stats_t *f = sc__flow_stats(s->flow);
+	const sc_watch_stats_t *w = sc__watch_stats(s->watch);
+	sc_buf_printf(
+	    b,
+	    "# HELP starcloud_http_connections Open API connections.\n"
+	    "# TYPE starcloud_http_connections gauge\nstarcloud_http_connections %zu\n"
+	    "# HELP starcloud_http_connections_closed_total Connections closed or refused by "
+	    "the server's guards, by reason.\n"
+	    "# TYPE starcloud_http_connections_closed_total counter\n"
+	    "starcloud_http_connections_closed_total{reason=\"evicted\"} %llu\n"
+	    "starcloud_http_connections_closed_total{reason=\"client_cap\"} %llu\n"
+	    "starcloud_http_connections_closed_total{reason=\"server_cap\"} %llu\n"
+	    "starcloud_http_connections_closed_total{reason=\"timeout\"} %llu\n"
+	    "# HELP starcloud_flow_requests_total API requests by flow-control lane and outcome.\n"
+	    "# TYPE starcloud_flow_requests_total counter\n"
+	    "starcloud_flow_requests_total{outcome=\"immediate\"} %llu\n"
+	    "starcloud_flow_requests_total{outcome=\"queued\"} %llu\n"
+	    "starcloud_flow_requests_total{outcome=\"rejected_queue_full\"} %llu\n"
+	    "starcloud_flow_requests_total{outcome=\"rejected_wait\"} %llu\n"
+	    "# HELP starcloud_flow_waiting Tenant requests waiting for their share.\n"
+	    "# TYPE starcloud_flow_waiting gauge\nstarcloud_flow_waiting %zu\n"
+	    "# HELP starcloud_watchers Open watch streams.\n"
+	    "# TYPE starcloud_watchers gauge\nstarcloud_watchers %zu\n"
+	    "# HELP starcloud_watch_events_total Events queued to watch streams.\n"
+	    "# TYPE starcloud_watch_events_total counter\nstarcloud_watch_events_total %llu\n"
+	    "# HELP starcloud_watch_queued_bytes Bytes of watch events queued, not yet sent.\n"
+	    "# TYPE starcloud_watch_queued_bytes gauge\nstarcloud_watch_queued_bytes %zu\n"
+	    "# HELP starcloud_watch_cut_total Watch streams cut off, by reason.\n"
+	    "# TYPE starcloud_watch_cut_total counter\n"
+	    "starcloud_watch_cut_total{reason=\"slow\"} %llu\n"
+	    "starcloud_watch_cut_total{reason=\"lost_writes\"} %llu\n"
+	    "# HELP starcloud_store_commit_failures_total Group commits that failed (full disk, "
+	    "I/O "
+	    "error).\n"
+	    "# TYPE starcloud_store_commit_failures_total counter\n"
+	    "starcloud_store_commit_failures_total %llu\n"
+	    "# HELP starcloud_store_writes_refused 1 while writes are refused after a storage "
+	    "failure.\n"
+	    "# TYPE starcloud_store_writes_refused gauge\nstarcloud_store_writes_refused %d\n",
+	    h.conns, h.evicted, h.refused_client, h.refused_full, h.timeouts, f->immediate,
+	    f->queued, f->rejected_full, f->rejected_wait, f->waiting, w->watchers, w->events,
+	    w->queued_bytes, w->cut_slow, w->cut_lost, s->commit_failures, s->storage_error < 0);
+}
+
 static void handle_metrics(sc_http_req_t *r, void *ud)
 {
 	sc_server_t *s = ud;
@@ -379,6 +431,7 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	sc_buf_init(&b, 0);
 	write_metrics(&b, s->metrics);
 	write_state(&b, s);
+	write_guards(&b, s);
 	sc__ha_metrics(s, &b);
 	char schema[32];
 	snprintf(schema, sizeof(schema), "store_schema=\"%d\"", s->store->schema);

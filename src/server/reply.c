@@ -43,6 +43,16 @@ void sc__api_store_error(sc_http_req_t *r, int rc, const char *what)
 	if (rc == SC_EUNAVAIL)
 		sc__api_error(r, 503, "ServiceUnavailable", NULL,
 		              "the store cannot be reached; nothing was changed");
+	else if (rc == SC_ENOSPACE) /* the disk is full (commit.c) */
+		sc__api_error(
+		    r, 507, "InsufficientStorage", NULL,
+		    "the server's disk is full: nothing was changed; reads go on, and writes "
+		    "are taken again by themselves once there is space");
+	else if (rc == SC_EIO)
+		sc__api_error(
+		    r, 503, "StorageError", NULL,
+		    "the server's disk cannot be written: nothing was changed; reads go on; "
+		    "retry later");
 	else
 		sc__api_error(r, 500, "InternalError", NULL, "%s: %s", what, sc_strerror(rc));
 }

@@ -25,6 +25,8 @@ typedef struct sc_metrics sc_metrics_t;
 typedef struct sc_sched sc_sched_t;
 typedef struct sc_cache sc_cache_t;
 typedef struct sc_ha sc_ha_t;
+typedef struct sc_flow sc_flow_t;
+typedef struct sc_watch_hub sc_watch_hub_t;
 
 /* An object kind served under /api/v1/<plural>. */
 typedef struct sc_kind {
@@ -54,15 +56,30 @@ typedef struct sc_server {
 	sc_http_server_t *http;
 	sc_metrics_t *metrics;
 	sc_sched_t *sched;
-	sc_cache_t *cache; /* decoded objects, kept current by a store watch */
-	sc_ha_t *ha;       /* leader election on etcd (ha.c) */
+	sc_cache_t *cache;     /* decoded objects, kept current by a store watch */
+	sc_ha_t *ha;           /* leader election on etcd (ha.c) */
+	sc_flow_t *flow;       /* flow control per principal (flow.c) */
+	sc_watch_hub_t *watch; /* watch streams (watch.c) */
 	uv_signal_t sigint, sigterm;
 	uv_timer_t watchdog;          /* systemd WatchdogSec= pings (net/sdnotify.h) */
 	const char *admin_token_file; /* --admin-token-file, or NULL: print it */
 	uv_check_t commit;            /* group commit at the end of each loop iteration */
+	uv_timer_t probe;             /* while the storage refuses writes (commit.c) */
 	int ready;
 	/* What sc__sched_kick runs: sched.c's, set while the loop is up. */
 	void (*kick)(struct sc_server *s);
+	size_t max_object;          /* bytes of an object as stored (API writes) */
+	size_t queue_max[2];        /* jobs, deployments per queue unless the Queue says */
+	int64_t durable_rev;        /* every write up to this revision is on disk */
+	int64_t committed_rev;      /* every write up to this one is committed (commit.c) */
+	int64_t void_from, void_to; /* revisions (void_from, void_to] were undone */
+	int pipelined;              /* the store's fsync runs on a worker thread */
+	int flushing;               /* that fsync is in flight */
+	int stopping;
+	unsigned long rollbacks_seen; /* store->rollbacks already dealt with */
+	unsigned long store_epoch;    /* moves when the store undid writes */
+	int storage_error;            /* < 0 while writes are refused */
+	unsigned long long commit_failures;
 } sc_server_t;
 
 /* The files below the API, which the others use and which use none of
@@ -125,8 +142,11 @@ void sc__list_serve(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, const 
                     const char *sel);
 
 /* ---- watch.c ---- */
+/* bookmarks: the client asked for allowWatchBookmarks (a BOOKMARK event
+ * every few seconds while nothing else is sent). */
 void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
-                     const sc_principal_t *who, const char *selector, int64_t from_rev);
+                     const sc_principal_t *who, const char *selector, int64_t from_rev,
+                     int bookmarks);
 /* Label selector "k=v,k2!=v2,k3": 1 when obj matches, 0 when not. */
 int sc__selector_match(const char *selector, json_t *obj);
 /* Checks a selector's syntax: 0 or SC_EINVAL. */
@@ -135,6 +155,9 @@ int sc__selector_check(const char *selector);
 /* ---- auth.c ---- */
 /* Creates the admin token at first start and prints it once. */
 int sc__auth_init(sc_server_t *s);
+/* Fills who from the Authorization header; 0, or SC_EINVAL (no valid token).
+ * Answers nothing (flow.c classifies requests with it). */
+int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who);
 /* The gate of every API request: refuses a Starcloud client too old for
  * this server (400 ClientTooOld, base/version.h), then authenticates
  * (401). On failure the request is answered and < 0 returned. */
@@ -179,6 +202,10 @@ void sc__metrics_free(sc_metrics_t *m);
 void sc__metrics_observe_http(const char *method, const char *route, int status, double seconds,
                               void *ud);
 int sc__metrics_register(sc_server_t *s);
+
+/* ---- commit.c: group commit, storage failures ---- */
+void sc__commit_start(sc_server_t *s);
+void sc__commit_stop(sc_server_t *s);
 
 /* ---- sched.c ---- */
 int sc__sched_start(sc_server_t *s);

@@ -1,110 +1,363 @@
 /* Watch streams: ?watch=1 on a list turns the response into newline-
- * delimited JSON change events, kept open until the client goes away.
+ * delimited JSON change events, kept open until the client goes away
+ * (watch.h).
  *
  * Without a resourceVersion the stream starts with an ADDED event for every
  * current object (Kubernetes' semantics), then continues from the revision
  * that list was read at; with one, it replays the store's change log after
- * that revision. Role and label filters apply to every event. */
+ * that revision. Role and label filters apply to every event.
+ *
+ * Fan-out. The hub follows the object cache, which holds every object's
+ * answer bytes (sc_wire_t: made once per revision, reference counted). An
+ * event on the wire is `{"type":"MODIFIED","object":` + those bytes +
+ * `}\n`, so a change is serialised once, and a watcher's queue holds
+ * references, never copies. The filters read the object the cache parsed
+ * once; nothing is parsed or printed per watcher. (The issue this answers:
+ * each event was parsed and printed again for every watcher on the loop
+ * thread, and 100 streams that never read held 947 MiB.)
+ *
+ * Output. A watcher hands the HTTP layer at most WINDOW bytes not yet
+ * written to its socket (sc_http_stream_write_shared: the chunk points at
+ * the shared bytes), and the rest waits in its queue. When the events
+ * queued after its first list pass the buffer limit, the client is too
+ * slow: it gets an ERROR event (code 410, "resume from resourceVersion N",
+ * N the last event it was sent), the stream ends, the connection closes
+ * once that is written or after CUT_GRACE_MS, and its references go. The
+ * first list itself is not counted: it is the cache's own bytes, and a
+ * client must be able to start however large the collection is.
+ *
+ * Bookmarks. A client that asks (allowWatchBookmarks=true, as in
+ * Kubernetes) gets a BOOKMARK event every BOOKMARK_MS while it has nothing
+ * else to read: its resourceVersion says every change up to it has been
+ * sent, so a client resumes from there after a break instead of from its
+ * last event (which the change log may have dropped), and a client can
+ * tell a quiet watch from a frozen server (silence past a few bookmarks). */
+#include "server/watch.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server.h"
 #include "base/alloc.h"
+#include "server/cache.h"
 #include "starcloud/error.h"
 
+#define DEFAULT_BUFFER (8u << 20)
+#define WINDOW (1u << 20)
+#define CUT_GRACE_MS 5000
+#define SOCKET_BUFFER (256 << 10) /* the kernel's share of a watcher's backlog */
+#define BOOKMARK_MS 5000
+#define EVENT_FRAMING 32 /* bytes around an object's answer bytes */
+
+typedef struct wevent {
+	int type;
+	int64_t rev;
+	sc_wire_t *wire; /* owned reference */
+} wevent_t;
+
 typedef struct watcher {
-	sc_server_t *s;
+	struct watcher *prev, *next;
+	sc_watch_hub_t *h;
 	sc_http_req_t *r;
 	const sc_kind_t *kind;
 	sc_principal_t who;
 	char selector[1024];
-	sc_store_watch_t *w;
-	int started;
-	int dead; /* the stream failed; stop sending */
+	int filter;  /* the object is needed to decide (tenant or selector) */
+	wevent_t *q; /* ring of events not yet handed to HTTP */
+	size_t head, n, cap;
+	size_t ninitial;   /* of them, ADDED events of the first list (at the front) */
+	size_t live_bytes; /* bytes of the other queued events */
+	int64_t from_rev;  /* changes at or before it are in the list or replay */
+	int64_t list_rev;  /* the revision the first list was read at */
+	int64_t sent_rev;  /* resume point: everything up to it was handed over; 0 none */
+	int draining;      /* waiting in sc_http_stream_on_drain */
+	int bookmarks;     /* allowWatchBookmarks */
 } watcher_t;
 
-static const char *const type_names[] = {"ADDED", "MODIFIED", "DELETED"};
+struct sc_watch_hub {
+	sc_server_t *s;
+	size_t buffer;
+	watcher_t *list;
+	int64_t durable_rev; /* the store revision of the last successful sync */
+	sc_watch_stats_t st;
+	uv_timer_t bookmark;
+};
 
-static void start_stream(watcher_t *wt);
+static const char *const prefixes[] = {
+    "{\"type\":\"ADDED\",\"object\":", "{\"type\":\"MODIFIED\",\"object\":",
+    "{\"type\":\"DELETED\",\"object\":"};
 
-static void send_event(watcher_t *wt, int type, const char *value, int64_t rev)
+/* ---- the queue --------------------------------------------------------- */
+
+static void q_push(watcher_t *w, int type, int64_t rev, sc_wire_t *wire)
 {
-	if (wt->dead)
-		return;
-	json_t *obj = sc__object_load(value, rev);
-	if (!obj)
-		return;
-	if (!sc__auth_can_see(&wt->who, wt->kind, obj) || !sc__selector_match(wt->selector, obj)) {
-		json_decref(obj);
-		return;
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 16;
+		wevent_t *q = sc_xreallocarray(NULL, cap, sizeof(*q));
+		for (size_t i = 0; i < w->n; i++)
+			q[i] = w->q[(w->head + i) % w->cap];
+		free(w->q);
+		w->q = q;
+		w->head = 0;
+		w->cap = cap;
 	}
-	if (!wt->started)
-		start_stream(wt);
-	json_t *ev = json_pack("{s:s,s:o}", "type", type_names[type], "object", obj);
-	char *text = sc_xcheck(json_dumps(ev, JSON_COMPACT));
-	json_decref(ev);
-	size_t n = strlen(text);
-	text[n] = '\n'; /* replaces the NUL: the chunk is sent by length */
-	if (sc_http_stream_write(wt->r, text, n + 1) < 0)
-		wt->dead = 1;
-	free(text);
+	wevent_t *ev = &w->q[(w->head + w->n++) % w->cap];
+	ev->type = type;
+	ev->rev = rev;
+	ev->wire = sc__wire_ref(wire);
+	w->h->st.queued_bytes += wire->len + EVENT_FRAMING;
+	w->h->st.events++;
 }
 
-static void on_change(const sc_store_event_t *ev, void *ud)
+/* Takes the front event out (the caller owns its reference). */
+static wevent_t q_pop(watcher_t *w)
 {
-	watcher_t *wt = ud;
-	send_event(wt, ev->type, ev->value, ev->rev);
-	if (wt->dead && wt->w) {
-		/* A client that does not read is cut off; it lists again. */
-		sc_store_unwatch(wt->s->store, wt->w);
-		wt->w = NULL;
-		sc_http_stream_end(wt->r);
-		free(wt);
+	wevent_t ev = w->q[w->head];
+	w->head = (w->head + 1) % w->cap;
+	w->n--;
+	w->h->st.queued_bytes -= ev.wire->len + EVENT_FRAMING;
+	if (w->ninitial)
+		w->ninitial--;
+	else
+		w->live_bytes -= ev.wire->len + EVENT_FRAMING;
+	return ev;
+}
+
+static void q_clear(watcher_t *w)
+{
+	while (w->n) {
+		wevent_t ev = q_pop(w);
+		sc__wire_unref(ev.wire);
 	}
+	free(w->q);
+	w->q = NULL;
+	w->cap = w->head = 0;
+}
+
+/* ---- watchers ---------------------------------------------------------- */
+
+static void unlink_free(watcher_t *w)
+{
+	sc_watch_hub_t *h = w->h;
+	if (w->prev)
+		w->prev->next = w->next;
+	else if (h->list == w)
+		h->list = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	h->st.watchers--;
+	q_clear(w);
+	free(w);
 }
 
 static void on_close(sc_http_req_t *r, void *ud)
 {
-	watcher_t *wt = ud;
-	if (wt->w)
-		sc_store_unwatch(wt->s->store, wt->w);
-	free(wt);
+	(void)r;
+	unlink_free(ud);
 }
 
-static void start_stream(watcher_t *wt)
+/* Ends w's stream with an ERROR event (a Kubernetes Status, code 410) and
+ * frees it; its connection closes once that is written, or soon. */
+static void cut(watcher_t *w, const char *why)
 {
-	wt->started = 1;
-	sc_http_stream_start(wt->r, 200, "application/x-ndjson", on_close, wt);
+	char text[640], rv[80] = "";
+	if (w->sent_rev > 0)
+		snprintf(rv, sizeof(rv), ",\"metadata\":{\"resourceVersion\":\"%lld\"}",
+		         (long long)w->sent_rev);
+	int n = snprintf(
+	    text, sizeof(text),
+	    "{\"type\":\"ERROR\",\"object\":{\"apiVersion\":\"v1\",\"kind\":\"Status\","
+	    "\"status\":\"Failure\",\"code\":410,\"reason\":\"Expired\",\"message\":\"%s: "
+	    "%s\"%s}}\n",
+	    why,
+	    w->sent_rev > 0 ? "resume from the resourceVersion given here" : "list and watch again",
+	    rv);
+	q_clear(w);
+	sc_http_answer_rev(w->r, w->sent_rev > 0 ? w->sent_rev : 1);
+	sc_http_stream_write(w->r, text, (size_t)n);
+	sc_http_on_close(w->r, NULL, NULL);
+	sc_http_stream_cut(w->r, CUT_GRACE_MS);
+	unlink_free(w);
+}
+
+static void release_wire(void *ref)
+{
+	sc__wire_unref(ref);
+}
+
+static void pump(watcher_t *w);
+
+static void on_drain(sc_http_req_t *r, void *ud)
+{
+	watcher_t *w = ud;
+	(void)r;
+	w->draining = 0;
+	pump(w);
+}
+
+/* Hands queued events to HTTP while the window allows and they are
+ * durable (a watcher must never show a change the store could still lose). */
+static void pump(watcher_t *w)
+{
+	sc_watch_hub_t *h = w->h;
+	int64_t durable = h->durable_rev;
+	while (w->n && sc_http_pending_out(w->r) < WINDOW && w->q[w->head].rev <= durable) {
+		int initial = w->ninitial > 0;
+		wevent_t ev = q_pop(w);
+		const char *pre = prefixes[ev.type];
+		sc_http_answer_rev(w->r, ev.rev); /* durable: need not wait for newer writes */
+		if (sc_http_stream_write_shared(w->r, pre, strlen(pre), ev.wire->data, ev.wire->len,
+		                                "}\n", 2, release_wire, ev.wire) < 0)
+			return; /* the connection is going: its close frees w */
+		if (!initial)
+			w->sent_rev = ev.rev;
+		else if (!w->ninitial)
+			w->sent_rev = w->list_rev; /* the whole list is out */
+	}
+	if (w->n && !w->draining && sc_http_pending_out(w->r) >= WINDOW) {
+		w->draining = 1;
+		sc_http_stream_on_drain(w->r, on_drain, w);
+	}
+}
+
+static int sees(const watcher_t *w, json_t *obj)
+{
+	return obj && sc__auth_can_see(&w->who, w->kind, obj) &&
+	       sc__selector_match(w->selector, obj);
+}
+
+/* Queues a live event for w; cuts it off when it is too far behind. */
+static void deliver(watcher_t *w, int type, int64_t rev, sc_wire_t *wire)
+{
+	q_push(w, type, rev, wire);
+	w->live_bytes += wire->len + EVENT_FRAMING;
+	if (w->live_bytes > w->h->buffer) {
+		w->h->st.cut_slow++;
+		char why[128];
+		snprintf(why, sizeof(why), "watcher too slow: more than %zu bytes of events queued",
+		         w->h->buffer);
+		cut(w, why);
+		return;
+	}
+	pump(w);
+}
+
+/* A change the cache took in: one set of answer bytes for every watcher
+ * that may see it. */
+static void on_change(void *ud, int type, sc_cobj_t *o, int64_t rev)
+{
+	sc_watch_hub_t *h = ud;
+	sc_wire_t *wire = NULL;
+	json_t *obj = NULL;
+	int parsed = 0;
+	for (watcher_t *w = h->list, *next; w; w = next) {
+		next = w->next; /* delivering may cut w off */
+		if (w->kind != o->kind || rev <= w->from_rev)
+			continue;
+		if (w->filter) {
+			if (!parsed) {
+				obj = sc__cache_obj(o);
+				parsed = 1;
+			}
+			if (!sees(w, obj))
+				continue;
+		}
+		if (!wire)
+			wire = type == SC_EV_DELETED ? sc__cache_wire_at(o, rev)
+			                             : sc__wire_ref(sc__cache_wire(o));
+		deliver(w, type, rev, wire);
+	}
+	sc__wire_unref(wire);
+}
+
+/* ---- starting a watch -------------------------------------------------- */
+
+/* The first list, from the cache: ADDED for every object w may see. */
+static void list_cache(watcher_t *w)
+{
+	size_t n;
+	sc_cobj_t *const *v = sc__cache_items(w->h->s->cache, w->kind, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (w->filter && !sees(w, sc__cache_obj(v[i])))
+			continue;
+		q_push(w, SC_EV_ADDED, v[i]->mod_rev, sc__cache_wire(v[i]));
+	}
+	w->list_rev = sc__cache_rev(w->h->s->cache);
+}
+
+/* Queues a stored value (a first list read from the store, or a replayed
+ * change) if w may see it. */
+static void push_text(watcher_t *w, int type, const char *value, int64_t rev)
+{
+	if (w->filter) {
+		json_t *obj = json_loads(value, 0, NULL);
+		int ok = sees(w, obj);
+		json_decref(obj);
+		if (!ok)
+			return;
+	}
+	sc_wire_t *wire = sc__wire_from_text(value, rev);
+	if (!wire)
+		return;
+	q_push(w, type, rev, wire);
+	sc__wire_unref(wire);
+}
+
+static int list_store(watcher_t *w, const char *prefix)
+{
+	sc_kv_list_t l;
+	int rc = sc_store_list(w->h->s->store, prefix, &l);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < l.n; i++)
+		push_text(w, SC_EV_ADDED, l.items[i].value, l.items[i].mod_rev);
+	w->list_rev = l.rev;
+	sc_kv_list_free(&l);
+	return 0;
+}
+
+static void on_replay(const sc_store_event_t *ev, void *ud)
+{
+	watcher_t *w = ud;
+	push_text(w, ev->type, ev->value, ev->rev);
+	if (ev->rev > w->from_rev)
+		w->from_rev = ev->rev;
 }
 
 void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
-                     const sc_principal_t *who, const char *selector, int64_t from_rev)
+                     const sc_principal_t *who, const char *selector, int64_t from_rev,
+                     int bookmarks)
 {
-	watcher_t *wt = sc_xcalloc(1, sizeof(*wt));
-	wt->s = s;
-	wt->r = r;
-	wt->kind = k;
-	wt->who = *who;
-	snprintf(wt->selector, sizeof(wt->selector), "%s", selector);
+	sc_watch_hub_t *h = s->watch;
+	watcher_t *w = sc_xcalloc(1, sizeof(*w));
 	char prefix[64];
+	int rc = 0;
+	w->h = h;
+	w->r = r;
+	w->kind = k;
+	w->who = *who;
+	snprintf(w->selector, sizeof(w->selector), "%s", selector);
+	w->filter = who->role == SC_ROLE_TENANT || selector[0];
+	w->bookmarks = bookmarks;
 	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", k->plural);
 	if (from_rev == 0) {
-		sc_kv_list_t l;
-		int lrc = sc_store_list(s->store, prefix, &l);
-		if (lrc < 0) {
-			free(wt);
-			sc__api_store_error(r, lrc, "store");
-			return;
-		}
-		for (size_t i = 0; i < l.n; i++)
-			send_event(wt, SC_EV_ADDED, l.items[i].value, l.items[i].mod_rev);
-		from_rev = l.rev;
-		sc_kv_list_free(&l);
+		if (sc__cache_serves_reads(s->cache))
+			list_cache(w);
+		else
+			rc = list_store(w, prefix);
+		w->ninitial = w->n;
+		w->from_rev = w->list_rev;
+		w->sent_rev = w->n ? 0 : w->list_rev;
+	} else {
+		w->from_rev = w->sent_rev = from_rev;
+		rc = sc_store_replay(s->store, prefix, from_rev, on_replay, w);
+		/* A replay is live events: it counts against the buffer. */
+		for (size_t i = 0; i < w->n; i++)
+			w->live_bytes += w->q[(w->head + i) % w->cap].wire->len + EVENT_FRAMING;
 	}
-	int rc = sc_store_watch(s->store, prefix, from_rev, on_change, wt, &wt->w);
-	if (rc < 0 && !wt->started) {
-		free(wt);
+	if (rc < 0) {
+		q_clear(w);
+		free(w);
 		if (rc == SC_ERANGE)
 			sc__api_error(
 			    r, 410, "Expired", "resourceVersion",
@@ -114,18 +367,113 @@ void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
 			sc__api_store_error(r, rc, "watch");
 		return;
 	}
-	if (!wt->started)
-		start_stream(wt);
-	if (wt->dead) {
-		if (wt->w)
-			sc_store_unwatch(s->store, wt->w);
-		sc_http_stream_end(r);
-		free(wt);
+	w->next = h->list;
+	if (h->list)
+		h->list->prev = w;
+	h->list = w;
+	h->st.watchers++;
+	sc_http_set_send_buffer(r, SOCKET_BUFFER);
+	sc_http_stream_start(r, 200, "application/x-ndjson", on_close, w);
+	if (w->live_bytes > h->buffer) {
+		h->st.cut_slow++;
+		cut(w, "too far behind: the replay is larger than the watch buffer");
+		return;
+	}
+	pump(w);
+}
+
+/* ---- the hub ----------------------------------------------------------- */
+
+/* The revision up to which every change has reached the watchers' queues
+ * and is durable: the cache's (with etcd the store is ahead of the changes
+ * its feed has delivered) unless a write is still waiting for its sync. */
+static int64_t delivered_rev(sc_watch_hub_t *h)
+{
+	int64_t rev = sc__cache_rev(h->s->cache);
+	return h->durable_rev < rev ? h->durable_rev : rev;
+}
+
+static void on_bookmark(uv_timer_t *t)
+{
+	sc_watch_hub_t *h = t->data;
+	char text[256];
+	int64_t rev = delivered_rev(h);
+	for (watcher_t *w = h->list; w; w = w->next) {
+		if (!w->bookmarks || w->n || sc_http_pending_out(w->r) >= WINDOW ||
+		    rev < w->sent_rev)
+			continue;
+		int n =
+		    snprintf(text, sizeof(text),
+		             "{\"type\":\"BOOKMARK\",\"object\":{\"apiVersion\":\"starcloud.dev/"
+		             "v1\",\"kind\":\"%s\",\"metadata\":{\"resourceVersion\":\"%lld\"}}}\n",
+		             w->kind->kind, (long long)rev);
+		sc_http_answer_rev(w->r, rev);
+		if (sc_http_stream_write(w->r, text, (size_t)n) == 0)
+			w->sent_rev = rev;
 	}
 }
 
+sc_watch_hub_t *sc__watch_hub_new(sc_server_t *s, size_t buffer)
+{
+	sc_watch_hub_t *h = sc_xcalloc(1, sizeof(*h));
+	h->s = s;
+	h->buffer = buffer ? buffer : DEFAULT_BUFFER;
+	h->durable_rev = sc_store_revision(s->store);
+	sc__cache_listen(s->cache, on_change, h);
+	uv_timer_init(s->loop, &h->bookmark);
+	h->bookmark.data = h;
+	uv_timer_start(&h->bookmark, on_bookmark, BOOKMARK_MS, BOOKMARK_MS);
+	uv_unref((uv_handle_t *)&h->bookmark);
+	return h;
+}
+
+static void on_timer_closed(uv_handle_t *t)
+{
+	free(t->data);
+}
+
+void sc__watch_hub_free(sc_watch_hub_t *h)
+{
+	if (!h)
+		return;
+	sc__cache_listen(h->s->cache, NULL, NULL);
+	while (h->list)
+		cut(h->list, "the server is stopping");
+	uv_close((uv_handle_t *)&h->bookmark, on_timer_closed);
+}
+
+void sc__watch_flush(sc_watch_hub_t *h, int64_t durable)
+{
+	if (!h)
+		return;
+	h->durable_rev = durable;
+	for (watcher_t *w = h->list, *next; w; w = next) {
+		next = w->next;
+		if (w->n && !w->draining)
+			pump(w);
+	}
+}
+
+void sc__watch_rollback(sc_watch_hub_t *h, int64_t durable)
+{
+	for (watcher_t *w = h->list, *next; w; w = next) {
+		next = w->next;
+		for (size_t i = 0; i < w->n; i++)
+			if (w->q[(w->head + i) % w->cap].rev > durable) {
+				h->st.cut_lost++;
+				cut(w, "the store could not write its last changes");
+				break;
+			}
+	}
+	h->durable_rev = durable;
+}
+
+const sc_watch_stats_t *sc__watch_stats(sc_watch_hub_t *h)
+{
+	return &h->st;
+}
+
 /* ---------------------------------------------------------------------
- * Label selectors
  * ------------------------------------------------------------------- */
 
 /* Calls fn on each comma-separated term; stops at the first non-zero. */

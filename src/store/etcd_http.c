@@ -99,9 +99,28 @@ static int retryable(long status, json_t *doc)
 	return status == 503 || status == 504 || code == 14 || code == 4;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Ends an attempt that has received nothing by the call's deadline (a
+ * member without quorum holds the request); a transfer that has begun
+ * (a large list) runs on to the attempt's own timeout. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+	const uint64_t *deadline = ud;
+	(void)dltotal, (void)ultotal, (void)ulnow;
+	return dlnow == 0 && mono_ms() >= *deadline;
+}
+
 /* One attempt on the current endpoint: 0, SC_EUNAVAIL (try another) or
  * SC_EIO (etcd refused the request). */
-static int call_once(sc_etcd_conn_t *c, const char *path, const char *body, json_t **resp)
+static int call_once(sc_etcd_conn_t *c, const char *path, const char *body, json_t **resp,
+                     uint64_t *deadline)
 {
 	char url[512];
 	sc_buf_t b;
@@ -117,6 +136,9 @@ static int call_once(sc_etcd_conn_t *c, const char *path, const char *body, json
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, deadline);
 	CURLcode cc = curl_easy_perform(h);
 	long status = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -137,21 +159,39 @@ static int call_once(sc_etcd_conn_t *c, const char *path, const char *body, json
 	return rc;
 }
 
+void sc__etcd_breaker_close(sc_etcd_conn_t *c)
+{
+	c->open_until = 0;
+}
+
 int sc__etcd_call(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp)
 {
+	uint64_t now = mono_ms(), deadline = now + SC_ETCD_ANSWER_MS;
+	if (c->breaker && now < c->open_until) {
+		if (c->stats)
+			c->stats->refused++;
+		return SC_EUNAVAIL;
+	}
 	char *body = json_dumps(req, JSON_COMPACT);
 	if (!body)
 		return SC_ENOMEM;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = SC_EUNAVAIL;
-	for (size_t i = 0; i < c->nep && rc == SC_EUNAVAIL; i++) {
-		rc = call_once(c, path, body, resp);
+	for (size_t i = 0; i < c->nep && rc == SC_EUNAVAIL && mono_ms() < deadline; i++) {
+		rc = call_once(c, path, body, resp, &deadline);
 		if (rc == SC_EUNAVAIL && c->nep > 1) {
 			c->cur = (c->cur + 1) % c->nep;
 			if (c->stats)
 				c->stats->failovers++;
 		}
+	}
+	if (rc == SC_EUNAVAIL && c->breaker) {
+		if (!c->open_until)
+			sc_log_error(
+			    "store: no etcd endpoint answers (no quorum?): the API answers "
+			    "503 at once until one does");
+		c->open_until = mono_ms() + SC_ETCD_BREAKER_MS;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	record(c, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, rc);

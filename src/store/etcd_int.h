@@ -36,15 +36,29 @@ typedef struct sc_etcd_conn {
 	CURL *curl;
 	long timeout_ms;
 	sc_etcd_stats_t *stats; /* borrowed; may be NULL */
+	/* Without quorum etcd takes a request and answers nothing until its own
+	 * timeout, and every call of the loop thread would wait that long.
+	 * A call that has had no answer from any endpoint within
+	 * SC_ETCD_ANSWER_MS fails; then the breaker opens: every later call
+	 * fails at once with SC_EUNAVAIL (the API answers 503 in
+	 * milliseconds) until sc__etcd_breaker_close (a probe of the server's
+	 * on another thread saw etcd answer) or SC_ETCD_BREAKER_MS passed. */
+	int breaker;         /* this connection has one (the store's) */
+	uint64_t open_until; /* monotonic ms; 0: closed */
 } sc_etcd_conn_t;
+
+#define SC_ETCD_ANSWER_MS 1500
+#define SC_ETCD_BREAKER_MS 10000
 
 /* Parses "host:port[,host:port...]" (an optional "etcd://" or "http://"
  * in front). SC_EINVAL names nothing; the caller reports the option. */
 int sc__etcd_conn_init(sc_etcd_conn_t *c, const char *list, long timeout_ms);
 void sc__etcd_conn_free(sc_etcd_conn_t *c);
 /* POSTs req (borrowed) to path; *resp is a new reference on success.
- * SC_EUNAVAIL when no endpoint answered, SC_EIO on an etcd error. */
+ * SC_EUNAVAIL when no endpoint answered (within SC_ETCD_ANSWER_MS, or the
+ * breaker is open), SC_EIO on an etcd error. */
 int sc__etcd_call(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp);
+void sc__etcd_breaker_close(sc_etcd_conn_t *c);
 
 /* Decodes base64 text into a malloc'd NUL-terminated string; SC_EPARSE. */
 int sc__b64_dec(const char *s, char **out, size_t *n);

@@ -15,6 +15,16 @@ struct sc_store_watch {
 	int64_t from_rev; /* live events at or before it were replayed or seen */
 };
 
+void sc_store_refuse_writes(sc_store_t *s, int rc)
+{
+	s->refuse = rc < 0 ? rc : 0;
+}
+
+int sc_store_probe(sc_store_t *s)
+{
+	return s->ops->probe ? s->ops->probe(s) : 0;
+}
+
 int sc_store_get(sc_store_t *s, const char *key, sc_kv_t *out)
 {
 	return s->ops->get(s, key, out);
@@ -29,17 +39,22 @@ int sc_store_put(sc_store_t *s, const char *key, const char *value, int64_t expe
                  int64_t *rev)
 {
 	sc_store_op_t op = {SC_STORE_PUT, key, value, expect_rev};
-	return s->ops->txn(s, &op, 1, rev, NULL);
+	return sc_store_txn(s, &op, 1, rev, NULL);
 }
 
 int sc_store_delete(sc_store_t *s, const char *key, int64_t expect_rev, int64_t *rev)
 {
 	sc_store_op_t op = {SC_STORE_DELETE, key, NULL, expect_rev};
-	return s->ops->txn(s, &op, 1, rev, NULL);
+	return sc_store_txn(s, &op, 1, rev, NULL);
 }
 
 int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev, size_t *failed)
 {
+	if (s->refuse < 0) {
+		if (failed)
+			*failed = 0;
+		return s->refuse;
+	}
 	return s->ops->txn(s, ops, n, rev, failed);
 }
 
@@ -51,6 +66,16 @@ int64_t sc_store_revision(sc_store_t *s)
 int sc_store_sync(sc_store_t *s)
 {
 	return s->ops->sync(s);
+}
+
+int sc_store_commit(sc_store_t *s)
+{
+	return s->ops->commit ? s->ops->commit(s) : s->ops->sync(s);
+}
+
+int sc_store_flush_fd(sc_store_t *s)
+{
+	return s->ops->flush_fd ? s->ops->flush_fd(s) : -1;
 }
 
 int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
@@ -73,6 +98,12 @@ int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store
 	s->watchers = w;
 	*out = w;
 	return 0;
+}
+
+int sc_store_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
+                    void *ud)
+{
+	return s->ops->replay(s, prefix, from_rev, fn, ud);
 }
 
 void sc_store_unwatch(sc_store_t *s, sc_store_watch_t *w)

@@ -80,6 +80,16 @@ typedef struct sc_store_ops {
 	int64_t (*revision)(sc_store_t *s);
 	/* Makes every committed write durable (fsync); cheap when none is new. */
 	int (*sync)(sc_store_t *s);
+	/* Tries a small durable write of the backend's own (nothing a reader
+	 * sees): 0 when the storage takes writes again (NULL: always). */
+	int (*probe)(sc_store_t *s);
+	/* sync in two halves, for a caller that waits for the disk off its
+	 * thread (NULL: sync does both). commit: every write taken so far goes
+	 * where a flush makes it durable; flush_fd: a new descriptor whose
+	 * fdatasync does that (the caller closes it), or -1 when no committed
+	 * write waits for one. */
+	int (*commit)(sc_store_t *s);
+	int (*flush_fd)(sc_store_t *s);
 	void (*close)(sc_store_t *s);
 } sc_store_ops_t;
 
@@ -88,6 +98,11 @@ struct sc_store {
 	const sc_store_ops_t *ops;
 	struct sc_store_watch *watchers;
 	int schema; /* the layout version the backend found or migrated to */
+	/* Set by the backend each time writes it had taken were undone before
+	 * they were durable (a failed commit): whoever holds state derived
+	 * from them (the server's cache) must read the store again. */
+	unsigned long rollbacks;
+	int refuse; /* < 0: every write fails with it (sc_store_refuse_writes) */
 };
 
 /* ---- generic calls (dispatch to the backend) ---- */
@@ -99,13 +114,33 @@ int sc_store_put(sc_store_t *s, const char *key, const char *value, int64_t expe
 int sc_store_delete(sc_store_t *s, const char *key, int64_t expect_rev, int64_t *rev);
 int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev, size_t *failed);
 int64_t sc_store_revision(sc_store_t *s);
-/* Makes committed writes durable; 0 or SC_EIO. */
+/* Makes committed writes durable; 0, SC_EIO or SC_ENOSPACE. On failure the
+ * writes since the last sync may have been undone (s->rollbacks grows)
+ * or, when the data reached the file but not the disk, kept. */
 int sc_store_sync(sc_store_t *s);
+/* sync in two halves (store_sqlite: COMMIT on this thread, the fsync on
+ * any): sc_store_commit, then fdatasync(sc_store_flush_fd()) on any thread
+ * makes every write taken before the commit durable; SC_EIO or
+ * SC_ENOSPACE from the commit as from sc_store_sync. flush_fd is -1 when
+ * nothing waits (then everything committed is durable already). */
+int sc_store_commit(sc_store_t *s);
+int sc_store_flush_fd(sc_store_t *s);
+/* While rc < 0, every write fails with rc at once, touching nothing (the
+ * server stops writing to a full disk); 0 takes writes again. */
+void sc_store_refuse_writes(sc_store_t *s, int rc);
+/* A small durable write of the backend's own: 0 when the storage takes
+ * writes again, else why not. */
+int sc_store_probe(sc_store_t *s);
 /* Streams changes under prefix after from_rev (replayed from the log), then
  * every later change until sc_store_unwatch. *out is owned by the store. */
 int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
                    void *ud, sc_store_watch_t **out);
 void sc_store_unwatch(sc_store_t *s, sc_store_watch_t *w);
+/* Calls fn for each change under prefix after from_rev still in the log,
+ * in order, and returns (no live changes). SC_ERANGE when from_rev is
+ * older than the log keeps. */
+int sc_store_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
+                    void *ud);
 /* Closes the store; accepts NULL. */
 void sc_store_close(sc_store_t *s);
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "starcloud/error.h"
@@ -350,6 +351,7 @@ int sc_store_etcd_open_mode(const char *endpoints, const char *prefix, int reado
 	snprintf(e->prefix, sizeof(e->prefix), "%s", prefix);
 	snprintf(e->leader_key, sizeof(e->leader_key), "%sleader", prefix);
 	int rc = sc__etcd_conn_init(&e->conn, endpoints, 3000);
+	e->conn.breaker = 1;
 	if (rc < 0) {
 		free(e);
 		return rc;
@@ -394,6 +396,60 @@ const sc_etcd_stats_t *sc_store_etcd_stats(sc_store_t *s)
 int sc_store_etcd_ping(sc_store_t *s)
 {
 	return fetch_revision((etcd_store_t *)s);
+}
+
+int sc_store_etcd_down(sc_store_t *s)
+{
+	etcd_store_t *e = (etcd_store_t *)s;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return e->conn.open_until > (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void sc_store_etcd_up(sc_store_t *s)
+{
+	sc__etcd_breaker_close(&((etcd_store_t *)s)->conn);
+}
+
+struct sc_etcd_probe {
+	sc_etcd_conn_t conn; /* its own curl handle: used on a worker thread */
+	char key[300];
+};
+
+sc_etcd_probe_t *sc_store_etcd_probe_new(sc_store_t *s)
+{
+	etcd_store_t *e = (etcd_store_t *)s;
+	sc_etcd_probe_t *p = sc_xcalloc(1, sizeof(*p));
+	char list[SC_ETCD_MAX_ENDPOINTS * 210] = "";
+	for (size_t i = 0; i < e->conn.nep; i++) {
+		size_t n = strlen(list);
+		snprintf(list + n, sizeof(list) - n, "%s%s", i ? "," : "", e->conn.eps[i] + 7);
+	}
+	if (sc__etcd_conn_init(&p->conn, list, SC_ETCD_ANSWER_MS) < 0) {
+		free(p);
+		return NULL;
+	}
+	snprintf(p->key, sizeof(p->key), "%s", e->leader_key);
+	return p;
+}
+
+int sc_etcd_probe_run(sc_etcd_probe_t *p)
+{
+	json_t *req = json_object(), *resp = NULL;
+	sc__etcd_set_b64(req, "key", p->key);
+	json_object_set_new(req, "count_only", json_true());
+	int rc = sc__etcd_call(&p->conn, "/v3/kv/range", req, &resp);
+	json_decref(req);
+	json_decref(resp);
+	return rc;
+}
+
+void sc_etcd_probe_free(sc_etcd_probe_t *p)
+{
+	if (!p)
+		return;
+	sc__etcd_conn_free(&p->conn);
+	free(p);
 }
 
 void sc_store_etcd_fence(sc_store_t *s, int64_t leader_mod_rev)

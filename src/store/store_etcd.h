@@ -36,6 +36,7 @@ typedef struct sc_etcd_stats {
 	uint64_t errors;                       /* calls that failed (transport or etcd error) */
 	uint64_t failovers;                    /* switches to another endpoint */
 	uint64_t fenced;                       /* txns refused because the fence moved */
+	uint64_t refused;                      /* calls failed at once: breaker open */
 	uint64_t lat[SC_ETCD_LAT_BUCKETS + 1]; /* by sc_etcd_lat_bounds, +Inf */
 	double lat_sum;
 } sc_etcd_stats_t;
@@ -59,6 +60,19 @@ void sc_store_etcd_dispatch(sc_store_t *s);
 const sc_etcd_stats_t *sc_store_etcd_stats(sc_store_t *s);
 /* 0 when etcd answers a read now, else a negative SC_E* code. */
 int sc_store_etcd_ping(sc_store_t *s);
+/* 1 while calls fail at once because etcd stopped answering (the
+ * breaker of etcd_int.h is open). */
+int sc_store_etcd_down(sc_store_t *s);
+/* A probe for another thread: its own connection to the same endpoints,
+ * asking for a linearizable read (which needs a quorum). Made and freed on
+ * the loop thread; sc_etcd_probe_run may block for SC_ETCD_ANSWER_MS. */
+typedef struct sc_etcd_probe sc_etcd_probe_t;
+sc_etcd_probe_t *sc_store_etcd_probe_new(sc_store_t *s);
+/* 0 when etcd answered (with a quorum behind it). */
+int sc_etcd_probe_run(sc_etcd_probe_t *p);
+void sc_etcd_probe_free(sc_etcd_probe_t *p);
+/* The probe saw etcd answer: calls go to etcd again. */
+void sc_store_etcd_up(sc_store_t *s);
 /* Sets (mod_rev > 0) or clears (0) the fence on the leader key. */
 void sc_store_etcd_fence(sc_store_t *s, int64_t leader_mod_rev);
 

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,7 +60,10 @@ typedef struct sqlite_store {
 	int64_t rev;
 	int dirty;      /* commits since the last sync */
 	int batch_open; /* the SQLite transaction holding them is still open */
-	int walfd;      /* store.db-wal, opened at the first sync */
+	int lost;       /* < 0: the batch was undone (why); the next sync says so */
+	int unflushed;  /* committed batches wait for an fsync (sq_flush_fd) */
+	long long probes;
+	int walfd; /* store.db-wal, opened at the first sync */
 	char walpath[4096];
 	sqlite3_stmt *get, *list, *revs, *ins, *upd, *del, *log, *setrev, *replay;
 	sqlite3_stmt *sp, *release, *rollback_to; /* the per-transaction savepoint */
@@ -102,13 +106,26 @@ static const char *const migrations[] = {
     "ALTER TABLE kv2 RENAME TO kv;",
 };
 
+/* SQLite's last error as ours: a full disk is SC_ENOSPACE (the server
+ * answers 507 and waits for space), anything else SC_EIO. */
+static int db_error(sqlite3 *db)
+{
+	return sqlite3_errcode(db) == SQLITE_FULL ? SC_ENOSPACE : SC_EIO;
+}
+
+static int exec_quiet(sqlite3 *db, const char *sql)
+{
+	return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : db_error(db);
+}
+
 static int exec(sqlite3 *db, const char *sql)
 {
 	char *err = NULL;
 	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+		int rc = db_error(db);
 		sc_log_error("store: %s: %s", sql, err ? err : "?");
 		sqlite3_free(err);
-		return SC_EIO;
+		return rc;
 	}
 	return 0;
 }
@@ -279,7 +296,7 @@ static int step_done(sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
 	sqlite3_reset(st);
-	return rc == SQLITE_DONE ? 0 : SC_EIO;
+	return rc == SQLITE_DONE ? 0 : db_error(sqlite3_db_handle(st));
 }
 
 /* Reads a key's revisions and the id of the change holding its value
@@ -362,11 +379,27 @@ static void free_events(sc_store_event_t *evs, char **owned, size_t n)
 static int batch_begin(sqlite_store_t *q)
 {
 	if (!q->batch_open) {
-		if (exec(q->db, "BEGIN IMMEDIATE") < 0)
-			return SC_EIO;
+		int rc = exec(q->db, "BEGIN IMMEDIATE");
+		if (rc < 0)
+			return rc;
 		q->batch_open = 1;
 	}
 	return step_done(q->sp);
+}
+
+/* After an error inside the batch: SQLite undoes the whole transaction on
+ * some errors (a full disk, an I/O error), not just the statement. Then
+ * every store transaction of the batch is gone: the next sync must fail
+ * (nothing of it may be acknowledged) and readers must be told. */
+static void batch_check(sqlite_store_t *q, int why)
+{
+	if (!q->batch_open || !sqlite3_get_autocommit(q->db))
+		return;
+	q->batch_open = 0;
+	q->dirty = 0;
+	q->lost = why;
+	q->base.rollbacks++;
+	sc_log_error("store: the writes since the last sync were undone: %s", sc_strerror(why));
 }
 
 /* Undoes this store transaction only; earlier ones of the batch stay. */
@@ -385,9 +418,17 @@ static int batch_commit(sqlite_store_t *q)
 		return 0;
 	q->batch_open = 0;
 	sqlite3_bind_int64(q->setrev, 1, q->rev);
-	if (step_done(q->setrev) < 0 || exec(q->db, "COMMIT") < 0) {
-		exec(q->db, "ROLLBACK");
-		return SC_EIO;
+	int rc = step_done(q->setrev);
+	if (rc == 0)
+		rc = exec(q->db, "COMMIT");
+	if (rc < 0) {
+		if (!sqlite3_get_autocommit(q->db))
+			exec_quiet(q->db, "ROLLBACK");
+		/* The revisions handed out stay used (q->rev keeps counting), so
+		 * no revision ever names two different writes. */
+		q->dirty = 0;
+		q->base.rollbacks++;
+		return rc;
 	}
 	return 0;
 }
@@ -415,8 +456,8 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 	sc_store_event_t *evs = sc_xcalloc(n ? n : 1, sizeof(*evs));
 	char **owned = sc_xcalloc(n ? n : 1, sizeof(*owned));
 	int rc = 0;
-	if (batch_begin(q) < 0) {
-		rc = SC_EIO;
+	if ((rc = batch_begin(q)) < 0) {
+		batch_check(q, rc);
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -425,12 +466,13 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 			if (failed)
 				*failed = i;
 			txn_undo(q);
+			batch_check(q, rc);
 			goto out;
 		}
 	}
-	if (step_done(q->release) < 0) {
+	if ((rc = step_done(q->release)) < 0) {
 		txn_undo(q);
-		rc = SC_EIO;
+		batch_check(q, rc);
 		goto out;
 	}
 	q->rev = rev;
@@ -482,23 +524,100 @@ static int64_t sq_revision(sc_store_t *s)
 /* fdatasync on any descriptor of the WAL file flushes the pages SQLite
  * wrote to it. The WAL is reused in place after a checkpoint (same inode)
  * while the database is open, so one descriptor serves for the lifetime. */
+/* fdatasync of the WAL; SC_EIO (or SC_ENOSPACE) when it fails. */
+static int sync_wal(sqlite_store_t *q)
+{
+	if (q->walfd < 0)
+		q->walfd = open(q->walpath, O_RDONLY | O_CLOEXEC);
+	if (q->walfd < 0 || fdatasync(q->walfd) < 0)
+		return errno == ENOSPC || errno == EDQUOT ? SC_ENOSPACE : SC_EIO;
+	return 0;
+}
+
 static int sq_sync(sc_store_t *s)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
-	if (batch_commit(q) < 0) {
-		sc_log_error("store: cannot commit the writes since the last sync");
-		return SC_EIO;
+	int rc = q->lost;
+	if (rc < 0) {
+		q->lost = 0; /* said once: those writes are not acknowledged */
+		return rc;
 	}
-	if (!q->dirty)
+	if ((rc = batch_commit(q)) < 0) {
+		sc_log_error("store: cannot commit the writes since the last sync: %s; they are "
+		             "undone",
+		             sc_strerror(rc));
+		return rc;
+	}
+	if (!q->dirty && !q->unflushed)
 		return 0;
+	if ((rc = sync_wal(q)) < 0) {
+		/* The writes are in the file but maybe not on the disk: still
+		 * dirty, so the next sync tries again. */
+		sc_log_error("store: cannot sync %s: %s", q->walpath, strerror(errno));
+		return rc;
+	}
+	q->dirty = q->unflushed = 0;
+	return 0;
+}
+
+/* The first half of sq_sync: the batch is committed into the WAL (the
+ * loop thread); sq_flush_fd hands out the fsync. */
+static int sq_commit(sc_store_t *s)
+{
+	sqlite_store_t *q = (sqlite_store_t *)s;
+	int rc = q->lost;
+	if (rc < 0) {
+		q->lost = 0;
+		return rc;
+	}
+	if ((rc = batch_commit(q)) < 0) {
+		sc_log_error("store: cannot commit the writes since the last sync: %s; they are "
+		             "undone",
+		             sc_strerror(rc));
+		return rc;
+	}
+	if (q->dirty) {
+		q->dirty = 0;
+		q->unflushed = 1;
+	}
+	return 0;
+}
+
+/* A descriptor of the WAL for an fdatasync on another thread: any
+ * descriptor of the file flushes what was written through SQLite's own.
+ * Its own (dup) so that closing the store never pulls it from under the
+ * thread. */
+static int sq_flush_fd(sc_store_t *s)
+{
+	sqlite_store_t *q = (sqlite_store_t *)s;
+	if (!q->unflushed)
+		return -1;
 	if (q->walfd < 0)
 		q->walfd = open(q->walpath, O_RDONLY | O_CLOEXEC);
-	if (q->walfd < 0 || fdatasync(q->walfd) < 0) {
-		sc_log_error("store: cannot sync %s", q->walpath);
-		return SC_EIO;
+	int fd = q->walfd >= 0 ? fcntl(q->walfd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (fd >= 0)
+		q->unflushed = 0;
+	return fd;
+}
+
+/* The write-probe of a store that refused writes: a row of meta, which no
+ * reader lists, committed and synced like any batch. */
+static int sq_probe(sc_store_t *s)
+{
+	sqlite_store_t *q = (sqlite_store_t *)s;
+	char sql[128];
+	int rc;
+	if (q->batch_open && (rc = batch_commit(q)) < 0)
+		return rc;
+	snprintf(sql, sizeof(sql),
+	         "BEGIN IMMEDIATE; INSERT OR REPLACE INTO meta VALUES('probe', %lld); COMMIT",
+	         ++q->probes);
+	if ((rc = exec_quiet(q->db, sql)) < 0) {
+		if (!sqlite3_get_autocommit(q->db))
+			exec_quiet(q->db, "ROLLBACK");
+		return rc;
 	}
-	q->dirty = 0;
-	return 0;
+	return sync_wal(q);
 }
 
 static void sq_close(sc_store_t *s)
@@ -523,6 +642,9 @@ static const sc_store_ops_t sqlite_ops = {
     .replay = sq_replay,
     .revision = sq_revision,
     .sync = sq_sync,
+    .probe = sq_probe,
+    .commit = sq_commit,
+    .flush_fd = sq_flush_fd,
     .close = sq_close,
 };
 

@@ -146,15 +146,18 @@ def test_node_loss_moves_gang_and_fences(server, admin, tmp_path):
         first.proc.send_signal(signal.SIGSTOP)
         t0 = time.time()
         wait_for(pod_where(admin, "mv", "mv-main-0",
-                           lambda q: running(q) and q["node"] == other.name), timeout=10)
+                           lambda q: running(q) and q["node"] == other.name), timeout=12)
         moved = time.time() - t0
         node = admin.get(admin.base + "/nodes/" + first.name).json()
         assert node["status"]["ready"] is False
+        # The frozen agent's pod guard stopped its copy before the server
+        # gave the pod away (lease 2 s + fence time 4 s, docs/AGENT.md).
+        assert len(processes_with_env("STARCLOUD_POD", "mv-main-0")) <= 1
         first.proc.send_signal(signal.SIGCONT)
-        # Back: it learns its pod was given away and stops it.
         wait_for(lambda: len(processes_with_env("STARCLOUD_POD", "mv-main-0")) == 1, timeout=10,
                  what="one copy left")
-        assert moved < 5.0
+        # Issue 16's bound for a lost node (was 5 s before the fence time).
+        assert moved < 10.0
     finally:
         a1.stop()
         a2.stop()

@@ -5,7 +5,8 @@ among those not routed here). Traffic stays inside these namespaces.
 
 - Killing a namespace's agent and every pod in it moves its gangs.
 - Cutting a node's link and restoring it never leaves two copies of a pod
-  running; with --fence-on-lease-loss there are never two at any moment.
+  running, and there are never two at any moment (fencing is always on; the
+  old --fence-on-lease-loss flag changes nothing).
 
 Needs root and iproute2 (CI runs as root); skips otherwise."""
 import os
@@ -245,6 +246,8 @@ def test_link_cut_then_restore_leaves_one_copy(cluster):
     setup_queue(admin)
     run_job(admin, "solo", ["sleep", "600"], gpu=1, restartPolicy="Always")
     cut, most, final = partition(hosts, admin, "solo-main-0", "solo", False)
-    # Without fencing the cut host's copy runs on until it hears back.
+    # Fencing is always on now (issue 16): without the old flag too, the cut
+    # host stops its copy before the server gives the pod away.
+    assert most == 1, "two copies ran at once (%d)" % most
     assert list(final) == [1 - cut] and len(final[1 - cut]) == 1, final
     assert running_on(admin, "solo", "solo-main-0") == "h%d" % (1 - cut)

@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from conftest import BIN, Server, job, node, queue
+from agent_util import wait_for
 from etcd_util import Etcd
 
 TTL = 5
@@ -311,3 +312,71 @@ def test_bad_store_option_is_refused(tmp_path):
     out = subprocess.run([BIN, "server", "--store", "etcd://127.0.0.1:1", "--etcd-prefix", "x"],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 2 and "--etcd-prefix: expected /a/b/" in out.stderr
+
+
+def test_etcd_without_quorum_503_within_2s_then_recovers(tmp_path, etcd3):
+    """Two of three etcd members die: no quorum. Every request answers 503
+    within 2 s (none waits for etcd's own timeouts), /readyz says not ready,
+    the leader gives leadership up once its lease cannot be renewed; when the
+    members come back, service resumes by itself (issue 16)."""
+    servers = start_servers(tmp_path, etcd3, 2)
+    try:
+        admin = servers[0].session()
+        wait_leader(servers)
+        setup_cluster(admin, nodes=1)
+        assert admin.post(admin.base + "/jobs", json=job("before")).status_code == 201
+        etcd3.kill(etcd3.names[1])
+        etcd3.kill(etcd3.names[2])
+        t_lost = time.time()
+
+        def timed(fn):
+            t0 = time.time()
+            try:
+                code = fn().status_code
+            except requests.RequestException as e:
+                code = repr(e)
+            return code, time.time() - t0
+
+        results = []
+        lock = threading.Lock()
+
+        def client(srv, i):
+            s = srv.session()
+            calls = [lambda: s.get(s.base + "/jobs", timeout=5),
+                     lambda: s.post(s.base + "/jobs", json=job("q%d" % i), timeout=5),
+                     lambda: s.get(s.base + "/jobs/before", timeout=5),
+                     lambda: requests.get(srv.url + "/readyz", timeout=5)]
+            for c in calls:
+                r = timed(c)
+                with lock:
+                    results.append(r)
+
+        for rnd in range(3):
+            threads = [threading.Thread(target=client, args=(servers[i % 2], rnd * 10 + i))
+                       for i in range(10)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            time.sleep(1)
+        slow = [r for r in results if r[1] >= 2.0]
+        assert not slow, slow
+        assert all(r[0] == 503 for r in results), sorted({str(r[0]) for r in results})
+        # The leader gave leadership up once its lease could not be renewed.
+        wait_for(lambda: not any(readyz(s).get("leader") for s in servers),
+                 timeout=max(1.0, t_lost + TTL + 3 - time.time()),
+                 what="no server calls itself leader")
+        assert all(requests.get(s.url + "/healthz", timeout=2).ok for s in servers)
+        # The members come back: service resumes without a restart.
+        etcd3.start_member(etcd3.names[1])
+        etcd3.start_member(etcd3.names[2])
+        wait_for(lambda: all(readyz(s).get("ready") for s in servers), timeout=30,
+                 what="ready again")
+        wait_leader(servers)
+        assert admin.post(admin.base + "/jobs", json=job("after")).status_code == 201
+        names = {j["metadata"]["name"] for j in admin.get(admin.base + "/jobs").json()["items"]}
+        assert {"before", "after"} <= names
+        assert not any(n.startswith("q") for n in names)  # every 503 changed nothing
+    finally:
+        for s in servers:
+            s.stop(signal.SIGKILL)

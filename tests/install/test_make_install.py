@@ -185,9 +185,9 @@ def test_man_pages_and_completion_come_from_the_tables(gen):
                                         text=True).stdout
     comp = os.path.join(gen, "completion", "starcloud.bash")
     script = 'source %s; COMP_WORDS=(starcloud gateway --prefill-failure ""); COMP_CWORD=3; ' \
-             '_starcloud; echo "${COMPREPLY[@]}"; COMP_WORDS=(starcloud agent --fe); ' \
+             '_starcloud; echo "${COMPREPLY[@]}"; COMP_WORDS=(starcloud agent --fence-t); ' \
              'COMP_CWORD=2; _starcloud; echo "${COMPREPLY[@]}"; COMP_WORDS=(starcloud dr); ' \
              'COMP_CWORD=1; _starcloud; echo "${COMPREPLY[@]}"' % comp
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
                          check=True).stdout.splitlines()
-    assert out == ["fail retry", "--fence-on-lease-loss", "drain"], out
+    assert out == ["fail retry", "--fence-time", "drain"], out

@@ -1,0 +1,306 @@
+/* The pod guard (guard.h): fences a node's pods when its agent stops
+ * renewing the lease, whether the agent is cut off, frozen or dead. */
+#include "agent/guard.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "agent/podstore.h"
+#include "base/cmdline.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/parse.h"
+#include "base/version.h"
+#include "starcloud/error.h"
+
+#define LEASE_FILE "lease"
+#define LOCK_FILE "guard.lock"
+#define LOG_FILE "guard.log"
+#define POLL_MS 50 /* how late after the deadline the guard may act */
+#define MAX_PODS 4096
+
+uint64_t sc__mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void path_of(const char *dir, const char *name, char *out, size_t outsz)
+{
+	snprintf(out, outsz, "%s/%s", dir, name);
+}
+
+/* ---- the lease file ---------------------------------------------------- */
+
+int sc__guard_write_lease(const char *data_dir, const sc_guard_lease_t *l)
+{
+	char path[1100], tmp[1100], text[128];
+	path_of(data_dir, LEASE_FILE, path, sizeof(path));
+	path_of(data_dir, LEASE_FILE ".tmp", tmp, sizeof(tmp));
+	int n = snprintf(text, sizeof(text), "%llu %llu %s\n", (unsigned long long)l->deadline_ms,
+	                 (unsigned long long)l->grace_ms, l->stop ? "stop" : "run");
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return SC_EIO;
+	int ok = write(fd, text, (size_t)n) == n;
+	close(fd);
+	/* No fsync: the deadline is about this boot only (a monotonic clock);
+	 * after a crash of the machine there are no pods to fence. */
+	return ok && rename(tmp, path) == 0 ? 0 : SC_EIO;
+}
+
+/* Reads DATA/lease; SC_ENOTFOUND when there is none, SC_EPARSE when it is
+ * not a lease. */
+static int read_lease(const char *data_dir, sc_guard_lease_t *out)
+{
+	char path[1100], text[128], *f[3];
+	path_of(data_dir, LEASE_FILE, path, sizeof(path));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return SC_ENOTFOUND;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return SC_EPARSE;
+	text[n] = '\0';
+	char *save = NULL;
+	f[0] = strtok_r(text, " \n", &save);
+	f[1] = strtok_r(NULL, " \n", &save);
+	f[2] = strtok_r(NULL, " \n", &save);
+	if (!f[2] || sc_parse_u64(f[0], 0, UINT64_MAX, &out->deadline_ms) < 0 ||
+	    sc_parse_u64(f[1], 0, UINT64_MAX, &out->grace_ms) < 0)
+		return SC_EPARSE;
+	out->stop = strcmp(f[2], "stop") == 0;
+	return 0;
+}
+
+/* ---- the lock ---------------------------------------------------------- */
+
+static int lock_open(const char *data_dir)
+{
+	char path[1100];
+	path_of(data_dir, LOCK_FILE, path, sizeof(path));
+	return open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+}
+
+int sc__guard_running(const char *data_dir)
+{
+	int fd = lock_open(data_dir);
+	if (fd < 0)
+		return 0;
+	int held = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	close(fd); /* releases it if we took it */
+	return held;
+}
+
+int sc__guard_ensure(const char *data_dir)
+{
+	char exe[1024], logp[1100];
+	if (sc__guard_running(data_dir))
+		return 0;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return SC_EIO;
+	exe[n] = '\0';
+	path_of(data_dir, LOG_FILE, logp, sizeof(logp));
+	int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (logfd < 0 || nullfd < 0) {
+		if (logfd >= 0)
+			close(logfd);
+		if (nullfd >= 0)
+			close(nullfd);
+		return SC_EIO;
+	}
+	/* Double fork: the guard is not our child (nothing to reap when it
+	 * exits, and it is not in the agent's process group or session). Only
+	 * async-signal-safe calls between fork and exec. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (setsid() < 0 || fork() != 0)
+			_exit(0);
+		dup2(nullfd, 0);
+		dup2(logfd, 1);
+		dup2(logfd, 2);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		char *argv[] = {exe, "guard", "--data-dir", (char *)data_dir, NULL};
+		execv(exe, argv);
+		_exit(127);
+	}
+	close(logfd);
+	close(nullfd);
+	if (pid < 0)
+		return SC_EIO;
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
+/* ---- fencing ----------------------------------------------------------- */
+
+typedef struct victim {
+	int pid;
+	unsigned long long ticks;
+	char name[520];
+} victim_t;
+
+/* The recorded pods whose process still runs. */
+static size_t live_pods(const char *data_dir, victim_t *v, size_t max)
+{
+	char dir[1100];
+	size_t n = 0;
+	snprintf(dir, sizeof(dir), "%s/pods", data_dir);
+	DIR *jobs = opendir(dir);
+	struct dirent *j, *p;
+	while (jobs && (j = readdir(jobs))) {
+		char jdir[1400];
+		if (j->d_name[0] == '.')
+			continue;
+		snprintf(jdir, sizeof(jdir), "%s/%s", dir, j->d_name);
+		DIR *pods = opendir(jdir);
+		while (pods && (p = readdir(pods)) && n < max) {
+			char rp[1800];
+			if (p->d_name[0] == '.')
+				continue;
+			snprintf(rp, sizeof(rp), "%s/%s/pod.json", jdir, p->d_name);
+			json_t *rec = json_load_file(rp, 0, NULL);
+			int pid = (int)json_integer_value(json_object_get(rec, "pid"));
+			unsigned long long t = (unsigned long long)json_integer_value(
+			    json_object_get(rec, "startTicks"));
+			if (pid > 1 && sc__proc_alive(pid, t)) {
+				v[n].pid = pid;
+				v[n].ticks = t;
+				snprintf(v[n].name, sizeof(v[n].name), "%s/%s", j->d_name,
+				         p->d_name);
+				n++;
+			}
+			json_decref(rec);
+		}
+		if (pods)
+			closedir(pods);
+	}
+	if (jobs)
+		closedir(jobs);
+	return n;
+}
+
+static void sleep_ms(uint64_t ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* SIGTERM to every live pod's process group, SIGKILL to those still there
+ * after grace_ms. The pid is checked against its start time before each
+ * signal, so a reused pid is never hit. */
+static void fence_all(const char *data_dir, uint64_t grace_ms, uint64_t late_ms)
+{
+	static victim_t v[MAX_PODS];
+	size_t n = live_pods(data_dir, v, MAX_PODS);
+	sc_log_warn("the node's lease was not renewed (%llu ms past the fence deadline): "
+	            "stopping %zu pod%s",
+	            (unsigned long long)late_ms, n, n == 1 ? "" : "s");
+	for (size_t i = 0; i < n; i++) {
+		sc_log_info("pod %s (pid %d): SIGTERM", v[i].name, v[i].pid);
+		kill(-v[i].pid, SIGTERM);
+	}
+	uint64_t end = sc__mono_ms() + grace_ms;
+	for (;;) {
+		size_t alive = 0;
+		for (size_t i = 0; i < n; i++)
+			alive += v[i].pid && sc__proc_alive(v[i].pid, v[i].ticks);
+		if (!alive || sc__mono_ms() >= end)
+			break;
+		sleep_ms(10);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (sc__proc_alive(v[i].pid, v[i].ticks)) {
+			sc_log_warn("pod %s (pid %d): grace over, SIGKILL", v[i].name, v[i].pid);
+			kill(-v[i].pid, SIGKILL);
+		}
+}
+
+/* ---- the process ------------------------------------------------------- */
+
+typedef struct guard_opts {
+	const char *data_dir;
+} guard_opts_t;
+
+static const sc_flag_t guard_flags[] = {
+    {.name = "--data-dir",
+     SC_FLAG_AT(STR, guard_opts_t, data_dir),
+     .meta = "DIR",
+     .help = "the agent's data folder (its lease file and pod records)"},
+};
+
+static const sc_command_t guard_cmd = {
+    .name = "guard",
+    .args = "--data-dir DIR",
+    .about = "Stops the node's pods when its agent has not renewed the node's lease\n"
+             "for the fence time (docs/AGENT.md). The agent starts it; it outlives\n"
+             "agent restarts and exits once nothing is left to guard.",
+    .flags = guard_flags,
+    .nflags = sizeof(guard_flags) / sizeof(guard_flags[0]),
+};
+
+int sc_guard_main(int argc, char **argv)
+{
+	guard_opts_t o = {0};
+	static victim_t scratch[MAX_PODS];
+	int rc = sc_flags_parse(&guard_cmd, &o, argc, argv, NULL);
+	if (rc != 0)
+		return rc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
+	if (!o.data_dir) {
+		fprintf(stderr, "starcloud guard: --data-dir: required\n");
+		return SC_EXIT_USAGE;
+	}
+	sc_log_open("guard");
+	int lock = lock_open(o.data_dir);
+	if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
+		return SC_EXIT_OK; /* another guard has this folder */
+	/* Signals meant for the agent's terminal or service do not stop us. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	sc_log_info("guarding the pods of %s (pid %d)", o.data_dir, (int)getpid());
+	uint64_t fenced_for = 0;
+	for (;;) {
+		sc_guard_lease_t l = {0};
+		int have = read_lease(o.data_dir, &l) == 0;
+		if (have && l.stop) {
+			sc_log_info("the agent asked me to stop");
+			break;
+		}
+		uint64_t now = sc__mono_ms();
+		if (have && l.deadline_ms && now >= l.deadline_ms) {
+			if (fenced_for != l.deadline_ms) {
+				fence_all(o.data_dir, l.grace_ms, now - l.deadline_ms);
+				fenced_for = l.deadline_ms;
+			}
+			/* Lapsed and nothing runs: nothing to guard until an agent
+			 * renews the lease, and it starts a guard then. */
+			if (live_pods(o.data_dir, scratch, MAX_PODS) == 0) {
+				sc_log_info("no pod runs and the lease has lapsed: exiting");
+				break;
+			}
+		}
+		sleep_ms(POLL_MS);
+	}
+	close(lock);
+	return SC_EXIT_OK;
+}
