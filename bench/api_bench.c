@@ -173,13 +173,6 @@ static long count_items(const char *body)
 	return n;
 }
 
-static int start_server_with(server_t *s, const char *extra);
-
-static int start_server(server_t *s)
-{
-	return start_server_with(s, NULL);
-}
-
 /* extra: one more server flag, or NULL. */
 static int start_server_with(server_t *s, const char *extra)
 {
@@ -544,6 +537,7 @@ static void noisy_neighbour(const char *flag, const char *label)
 int main(int argc, char **argv)
 {
 	int clients = 32, jobs = 10000, gets = 20000, lists = 64, rounds = 200, only_noisy = 0;
+	const char *flag = NULL; /* one more flag for the servers of phases 1-4 */
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "--bin") == 0)
 			bin = argv[i + 1];
@@ -555,9 +549,11 @@ int main(int argc, char **argv)
 			rounds = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--only") == 0 && strcmp(argv[i + 1], "noisy") == 0)
 			only_noisy = 1;
+		else if (strcmp(argv[i], "--server-flag") == 0)
+			flag = argv[i + 1];
 		else {
 			fprintf(stderr, "usage: api_bench [--bin PATH] [--clients N] [--jobs N] "
-			                "[--rounds N] [--only noisy]\n");
+			                "[--rounds N] [--only noisy] [--server-flag FLAG]\n");
 			return 2;
 		}
 	}
@@ -569,7 +565,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	server_t s;
-	if (start_server(&s) < 0) {
+	if (start_server_with(&s, flag) < 0) {
 		fprintf(stderr, "bench: cannot start %s server\n", bin);
 		return 1;
 	}
@@ -587,7 +583,7 @@ int main(int argc, char **argv)
 	stop_server(&s);
 
 	server_t idle;
-	if (start_server(&idle) < 0)
+	if (start_server_with(&idle, flag) < 0)
 		return 1;
 	cluster(&idle, 4);
 	usleep(100000);
