@@ -367,3 +367,61 @@ def test_kill_9_loses_nothing_acknowledged_or_read(tmp_path):
         assert seen <= stored, sorted(seen - stored)[:10]
     finally:
         again.stop()
+
+
+# ---------------------------------------------------------------------------
+# Clients and dead or frozen peers
+
+
+def test_cli_moves_past_a_frozen_server_at_once(tmp_path):
+    """A frozen server accepts connections and answers nothing: the CLI
+    moves to the next --server URL after the 3 s stall limit, not 60 s."""
+    from conftest import BIN
+    frozen = start(tmp_path / "frozen")
+    ok = Server(tmp_path / "ok").start()
+    try:
+        frozen.proc.send_signal(signal.SIGSTOP)
+        t0 = time.time()
+        r = subprocess.run([BIN, "get", "nodes", "--server", "%s,%s" % (frozen.url, ok.url),
+                            "--token", ok.read_admin_token()], capture_output=True, text=True,
+                           timeout=30)
+        took = time.time() - t0
+        assert r.returncode == 0, r.stderr
+        assert took < 6, took
+    finally:
+        frozen.proc.send_signal(signal.SIGCONT)
+        frozen.stop()
+        ok.stop()
+
+
+def test_logs_follow_notices_a_frozen_agent(server, admin, tmp_path):
+    from conftest import BIN
+    a = Agent(server.url, server.token, "n1", tmp_path / "n1", gpus="1xA100-80GB")
+    try:
+        wait_for(lambda: ready(admin, "n1"), what="node ready")
+        setup_queue(admin)
+        run_job(admin, "talk", ["sh", "-c", "echo hello; sleep 600"], gpu=1,
+                restartPolicy="Always")
+        wait_for(pod_where(admin, "talk", "talk-main-0", lambda q: q["phase"] == "Running"))
+        follower = subprocess.Popen([BIN, "logs", "talk", "-f", "--server", server.url,
+                                     "--token", server.token], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: "hello" in open(os.path.join(
+                a.data_dir, "pods", "talk", "talk-main-0", "output.log")).read(),
+                what="the pod's output")
+            time.sleep(1)
+            a.proc.send_signal(signal.SIGSTOP)  # the agent stops answering, silently
+            t0 = time.time()
+            out, err = follower.communicate(timeout=30)
+            took = time.time() - t0
+            assert follower.returncode != 0
+            assert "hello" in out
+            assert "stopped renewing its lease" in err, err
+            assert took < 15, took
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+            a.proc.send_signal(signal.SIGCONT)
+    finally:
+        a.stop()
