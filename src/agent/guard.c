@@ -286,6 +286,13 @@ int sc_guard_main(int argc, char **argv)
 			sc_log_info("the agent asked me to stop");
 			break;
 		}
+		/* The agent writes the lease before it starts a guard: without
+		 * one (the folder was removed) there is nothing left to guard once
+		 * no recorded pod runs. */
+		if (!have && live_pods(o.data_dir, scratch, MAX_PODS) == 0) {
+			sc_log_info("no lease and no pod: exiting");
+			break;
+		}
 		uint64_t now = sc__mono_ms();
 		if (have && l.deadline_ms && now >= l.deadline_ms) {
 			if (fenced_for != l.deadline_ms) {

@@ -428,3 +428,23 @@ def test_logs_follow_notices_a_frozen_agent(server, admin, tmp_path):
             a.proc.send_signal(signal.SIGCONT)
     finally:
         a.stop()
+
+
+def test_guard_exits_when_nothing_is_left_to_guard(tmp_path):
+    """A pod guard whose folder holds no lease and no running pod (the agent
+    never renewed one, or the folder was removed) exits instead of staying
+    forever; one with a lapsed lease and no pod too."""
+    from conftest import BIN
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = subprocess.run([BIN, "guard", "--data-dir", str(empty)], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 0 and "no lease and no pod" in r.stderr, r.stderr
+    lapsed = tmp_path / "lapsed"
+    lapsed.mkdir()
+    (lapsed / "lease").write_text("1 100 run\n")  # a deadline long past
+    r = subprocess.run([BIN, "guard", "--data-dir", str(lapsed)], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 0 and "lease has lapsed" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "guard"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "--data-dir" in r.stderr
