@@ -44,7 +44,7 @@ bool sc__res_fits_limit(const sc_sched_t *s, int q, const res3_t *add, char *why
 	return true;
 }
 
-static bool within_quota(const sc_sched_t *s, int q, const res3_t *add, char *why, size_t n)
+static bool within_quota_one(const sc_sched_t *s, int q, const res3_t *add, char *why, size_t n)
 {
 	const squeue_t *sq = &s->queues[q];
 	for (int r = 0; r < SC_RES_COUNT; r++) {
@@ -61,6 +61,16 @@ static bool within_quota(const sc_sched_t *s, int q, const res3_t *add, char *wh
 		    sq->spec->name, res_name[r], a, b, c);
 		return false;
 	}
+	return true;
+}
+
+/* KAI's resultsWithNonPreemptibleOverQuota: every queue from the leaf up
+ * keeps its non-preemptible work within its quota. */
+static bool within_quota(const sc_sched_t *s, int q, const res3_t *add, char *why, size_t n)
+{
+	for (; q >= 0; q = s->queues[q].parent)
+		if (!within_quota_one(s, q, add, why, n))
+			return false;
 	return true;
 }
 

@@ -26,14 +26,16 @@
 #define EPS 1e-9
 
 /* KAI's IsNonPreemptibleJobOverQueueQuota: non-preemptible work stays
- * within its queue's quota, where it can never be reclaimed. */
+ * within the quota of every queue from its leaf up, where it can never be
+ * reclaimed. */
 bool sc__nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *p)
 {
-	const squeue_t *q = &s->queues[p->queue];
-	for (int r = 0; r < SC_RES_COUNT; r++)
-		if (p->step_req.v[r] > 0 &&
-		    q->alloc_nonpreempt.v[r] + p->step_req.v[r] > q->quota.v[r] + EPS)
-			return false;
+	for (int q = p->queue; q >= 0; q = s->queues[q].parent)
+		for (int r = 0; r < SC_RES_COUNT; r++)
+			if (p->step_req.v[r] > 0 &&
+			    s->queues[q].alloc_nonpreempt.v[r] + p->step_req.v[r] >
+			        s->queues[q].quota.v[r] + EPS)
+				return false;
 	return true;
 }
 
