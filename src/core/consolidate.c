@@ -17,6 +17,7 @@
  * actions.h so that another action that moves pods can use them. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/actions.h"
 #include "core/reservation.h"
@@ -181,23 +182,21 @@ static int consolidate_pod(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *n
 	return 0;
 }
 
-static int try_job(sc_sched_t *s, const sc_node_pods_t *np, int j)
+/* Places job j's step, consolidating for each pod that does not fit as it
+ * is; leaves everything in st. Returns the number of pods moved when the
+ * whole step is placed with at least one move, 0 otherwise. */
+static int attempt(sc_sched_t *s, sc_stmt_t *st, const sc_node_pods_t *np, int j, const char *why)
 {
 	sjob_t *jb = &s->jobs[j];
-	const char *why = sc_arena_printf(s->arena, "moved to make room for %s", jb->spec->name);
-	if (!why)
-		return SC_ENOMEM;
-	sc_stmt_t st;
-	sc__stmt_open(&st, s);
 	int moved = 0, placed = 0;
 	for (int p = 0; p < jb->total && placed < jb->step; p++) {
 		if (jb->pods[p].phase != SC_POD_PENDING)
 			continue;
-		int rc = sc__place_pod(s, &st, j, p);
+		int rc = sc__place_pod(s, st, j, p);
 		if (rc == SC_ENOMEM)
 			return rc;
 		if (rc < 0) {
-			rc = consolidate_pod(s, &st, np, j, p, &moved, why);
+			rc = consolidate_pod(s, st, np, j, p, &moved, why);
 			if (rc < 0)
 				return rc;
 			if (rc == 0)
@@ -205,11 +204,134 @@ static int try_job(sc_sched_t *s, const sc_node_pods_t *np, int j)
 		}
 		placed++;
 	}
-	if (placed < jb->step || moved == 0) {
-		/* Nothing to consolidate (it fits as it is: allocate's job),
-		 * or no way to. */
+	/* Nothing to consolidate (it fits as it is: allocate's job), or no way. */
+	return placed < jb->step ? 0 : moved;
+}
+
+/* How an attempt in a domain compares: fewer moves, then the moves KAI's
+ * victim order takes first (lower priority, newer, later job). */
+typedef struct dom_key {
+	int moves, prio;
+	int64_t newest;
+	int job;
+} dom_key_t;
+
+static dom_key_t key_of(const sc_sched_t *s, const sc_stmt_t *st, int moves)
+{
+	dom_key_t k = {moves, 2147483647, INT64_MIN, -1};
+	for (size_t i = 0; i < st->nops; i++) {
+		if (st->ops[i].kind != OP_EVICT)
+			continue;
+		const sjob_t *v = &s->jobs[st->ops[i].job];
+		if (v->priority < k.prio ||
+		    (v->priority == k.prio && v->spec->created > k.newest) ||
+		    (v->priority == k.prio && v->spec->created == k.newest &&
+		     st->ops[i].job > k.job)) {
+			k.prio = v->priority;
+			k.newest = v->spec->created;
+			k.job = st->ops[i].job;
+		}
+	}
+	return k;
+}
+
+static bool key_before(const dom_key_t *a, const dom_key_t *b)
+{
+	if (a->moves != b->moves)
+		return a->moves < b->moves;
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	if (a->newest != b->newest)
+		return a->newest > b->newest;
+	return a->job > b->job;
+}
+
+/* The domain of level l that already holds a running pod of job j, or -1. */
+static int held_domain(const sc_sched_t *s, const sjob_t *jb, const topo_level_t *l)
+{
+	for (int p = 0; p < jb->total; p++)
+		if (jb->pods[p].phase == SC_POD_RUNNING || jb->pods[p].phase == SC_POD_RELEASING)
+			return l->node_domain[jb->pods[p].assign.node];
+	return -1;
+}
+
+static const topo_level_t *level_of(const sc_sched_t *s, const char *key)
+{
+	for (int k = 0; key && k < s->nlevels; k++)
+		if (strcmp(s->levels[k].key, key) == 0)
+			return &s->levels[k];
+	return NULL;
+}
+
+/* For a job with a topology constraint, the domain to consolidate into:
+ * every domain of the level is tried (only the one it already runs in,
+ * if any), and the best attempt kept. Returns the domain or -1. */
+static int best_domain(sc_sched_t *s, const sc_node_pods_t *np, int j, const topo_level_t *l,
+                       const char *why, int *err)
+{
+	int only = held_domain(s, &s->jobs[j], l), best = -1;
+	dom_key_t bk = {0};
+	for (int d = 0; d < l->ndomains; d++) {
+		if (only >= 0 && d != only)
+			continue;
+		sc_stmt_t st;
+		sc__stmt_open(&st, s);
+		s->dom_level = l;
+		s->dom_job = j;
+		s->dom_domain = d;
+		int m = attempt(s, &st, np, j, why);
+		dom_key_t k = key_of(s, &st, m);
 		sc__stmt_rollback(&st, 0);
-		return 0;
+		s->dom_level = NULL;
+		if (m < 0) {
+			*err = m;
+			return -1;
+		}
+		if (m > 0 && (best < 0 || key_before(&k, &bk))) {
+			best = d;
+			bk = k;
+		}
+	}
+	return best;
+}
+
+static int try_job(sc_sched_t *s, const sc_node_pods_t *np, int j)
+{
+	sjob_t *jb = &s->jobs[j];
+	const char *why = sc_arena_printf(s->arena, "moved to make room for %s", jb->spec->name);
+	if (!why)
+		return SC_ENOMEM;
+	/* A required level: one of its domains or nothing; a preferred one:
+	 * one of its domains, else anywhere (as placement tries them). */
+	const topo_level_t *req = level_of(s, jb->spec->topo_required);
+	const topo_level_t *pref = level_of(s, jb->spec->topo_preferred);
+	const topo_level_t *l = pref ? pref : req;
+	int d = -1, err = 0;
+	if (l) {
+		d = best_domain(s, np, j, l, why, &err);
+		if (err < 0)
+			return err;
+		if (d < 0 && pref && req) {
+			l = req;
+			d = best_domain(s, np, j, l, why, &err);
+			if (err < 0)
+				return err;
+		}
+		if (d < 0 && req)
+			return 0;
+	}
+	sc_stmt_t st;
+	sc__stmt_open(&st, s);
+	if (d >= 0) {
+		s->dom_level = l;
+		s->dom_job = j;
+		s->dom_domain = d;
+	}
+	int m = attempt(s, &st, np, j, why);
+	s->dom_level = NULL;
+	if (m <= 0) {
+		sc__stmt_rollback(&st, 0);
+		return m < 0 ? m : 0;
 	}
 	sc__stmt_pipeline_job(&st, j);
 	jb->reason = NULL;
@@ -222,13 +344,12 @@ static bool want_consolidate(sc_sched_t *s, int j, void *ctx)
 	for (int p = 0; p < jb->total; p++)
 		if (jb->pods[p].evicted_now)
 			return false;
-	/* Pods are placed one at a time here, which cannot honour a
-	 * whole-gang topology domain or a spread cap: those jobs are left to
-	 * allocate. Non-preemptible jobs do not consolidate (KAI's
-	 * FilterNonPreemptible). */
+	/* Pods are placed one at a time here, which cannot honour a spread
+	 * cap: those jobs are left to allocate (a topology domain is held by
+	 * trying one domain at a time). Non-preemptible jobs do not
+	 * consolidate (KAI's FilterNonPreemptible). */
 	const sc_job_spec_t *js = jb->spec;
-	return jb->preemptible && !js->topo_required && !js->topo_preferred &&
-	       js->spread_factor <= 1 && !js->serving;
+	return jb->preemptible && js->spread_factor <= 1 && !js->serving;
 }
 
 int sc__consolidate(sc_sched_t *s)

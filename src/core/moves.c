@@ -60,11 +60,16 @@ int sc__movable_index(sc_sched_t *s, sc_node_pods_t *np)
 }
 
 /* Reservations hold in every action: a node reserved for a long-waiting
- * job takes neither the job's pods nor moved ones (unless backfill). */
-static bool reservation_ok(void *ctx, const sc_node_view_t *n)
+ * job takes neither the job's pods nor moved ones (unless backfill). A job
+ * consolidated into one topology domain stays in it. */
+static bool pod_node_ok(void *ctx, const sc_node_view_t *n)
 {
 	const sc_pod_filter_t *x = ctx;
-	return sc__reservation_allows(x->s, x->job, n->index);
+	const sc_sched_t *s = x->s;
+	if (s->dom_level && s->dom_job == x->job &&
+	    s->dom_level->node_domain[n->index] != s->dom_domain)
+		return false;
+	return sc__reservation_allows(s, x->job, n->index);
 }
 
 void sc__pod_filter(const sc_sched_t *s, int j, int p, sc_pod_filter_t *x)
@@ -72,7 +77,7 @@ void sc__pod_filter(const sc_sched_t *s, int j, int p, sc_pod_filter_t *x)
 	sc__task_filter(s, &s->jobs[j].spec->tasks[s->jobs[j].pods[p].task], x->ids, &x->f);
 	x->s = s;
 	x->job = j;
-	x->f.accept = reservation_ok;
+	x->f.accept = pod_node_ok;
 	x->f.accept_ctx = x;
 }
 

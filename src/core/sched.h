@@ -168,7 +168,12 @@ struct sc_sched {
 	size_t placements_tried;
 	size_t jobs_considered;
 	size_t signature_skips;
-	int *reserved_by;                       /* per node: job holding a reservation, -1 */
+	int *reserved_by; /* per node: job holding a reservation, -1 */
+	/* Consolidation of a job with a topology constraint: while dom_level
+	 * is set, job dom_job's pods may only go to nodes of domain dom_domain
+	 * (moves.c's pod filter). */
+	const topo_level_t *dom_level;
+	int dom_job, dom_domain;
 	int64_t *reserved_until;                /* per node: the reservation's expected start */
 	int64_t res_until[SC_MAX_RESERVATIONS]; /* each reservation's start */
 	int nres;
