@@ -32,6 +32,7 @@ typedef struct topts {
 	int queue_by;          /* 0: a queue per qos class, 1: one queue */
 	bool by_qos;
 	int tick;
+	int policy;  /* enum sc_tsim_policy */
 	double load; /* arrivals this many times as dense */
 	const char *gpu_type, *throughputs;
 	int json;
@@ -118,6 +119,13 @@ static const sc_flag_t time_flags[] = {
      .max = 86400,
      .def = "1",
      .help = "scheduling cycles on this grid of seconds"},
+    {.name = "--policy",
+     SC_FLAG_AT(CHOICE, topts_t, policy),
+     .choices = "starcloud|fcfs",
+     .def = "starcloud",
+     .help = "starcloud: the scheduler core; fcfs: a stock Kubernetes\nscheduler's "
+             "baseline (pods first come first served, spread\nfirst, no gangs, queues, fair "
+             "share or preemption)"},
     {.name = "--load",
      SC_FLAG_AT(NUM, topts_t, load),
      .meta = "F",
@@ -394,7 +402,8 @@ int sc_cli_simulate_time(int argc, char **argv)
 		sc_tjobs_scale_arrivals(&jobs, o.load);
 	if (rc == 0)
 		rc = load_nodes(&o, format, &nodes, msg, sizeof(msg));
-	sc_tsim_config_t c = {.nodes = nodes.v, .nnodes = nodes.n, .tick = o.tick};
+	sc_tsim_config_t c = {
+	    .nodes = nodes.v, .nnodes = nodes.n, .tick = o.tick, .policy = o.policy};
 	if (rc == 0)
 		rc = sc_tsim_run(&jobs, &c, &res, msg, sizeof(msg));
 	int status = 0;
@@ -402,7 +411,7 @@ int sc_cli_simulate_time(int argc, char **argv)
 		fprintf(stderr, "starcloud simulate: %s\n", msg[0] ? msg : sc_strerror(rc));
 		status = 2;
 	} else {
-		status = sc_treport_output(&res, &jobs, o.json, o.csv, o.plot);
+		status = sc_treport_output(&res, &jobs, o.policy, o.json, o.csv, o.plot);
 	}
 	sc_tsim_result_free(&res);
 	nodes_free(&nodes);

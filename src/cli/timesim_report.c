@@ -14,34 +14,47 @@ static void table(const sc_tsim_result_t *r)
 	       "WAIT_P50", "WAIT_P99", "JCT_MEAN", "GPU/FAIR");
 	for (size_t q = 0; q < r->nqueues; q++) {
 		const sc_tsim_queue_t *x = &r->queues[q];
-		printf("%-16s %7zu %7zu %10.1f %10.1f %10.1f %10.1f %10.3f\n", x->name, x->jobs,
-		       x->finished, x->wait.mean, x->wait.p50, x->wait.p99, x->jct.mean,
-		       x->fair_seconds > 0 ? x->gpu_seconds / x->fair_seconds : 0);
+		printf("%-16s %7zu %7zu %10.1f %10.1f %10.1f %10.1f ", x->name, x->jobs,
+		       x->finished, x->wait.mean, x->wait.p50, x->wait.p99, x->jct.mean);
+		if (x->fair_seconds > 0)
+			printf("%10.3f\n", x->gpu_seconds / x->fair_seconds);
+		else
+			printf("%10s\n", "-"); /* FCFS: no fair share */
 	}
 	printf("%-16s %7zu %7zu %10.1f %10.1f %10.1f %10.1f\n", "all", r->jobs, r->finished,
 	       r->wait.mean, r->wait.p50, r->wait.p99, r->jct.mean);
-	printf("makespan %lld s, GPU utilisation %.2f %% (time-weighted, %d GPUs), Jain %.4f, "
-	       "preemptions %zu, never fit %zu, cycles %zu, %.2f s\n",
-	       (long long)r->makespan, r->util_mean, r->total_gpus, r->jain, r->preemptions,
-	       r->never_fit, r->cycles, r->wall_seconds);
+	printf("makespan %lld s, GPU utilisation %.2f %% (time-weighted, %d GPUs; held by "
+	       "running jobs %.2f %%), ",
+	       (long long)r->makespan, r->util_mean, r->total_gpus, r->busy_mean);
+	if (r->jain >= 0)
+		printf("Jain %.4f, ", r->jain);
+	printf("preemptions %zu, never fit %zu, left waiting %zu, cycles %zu, %.2f s\n",
+	       r->preemptions, r->never_fit, r->stuck, r->cycles, r->wall_seconds);
 }
 
 static void json_stats(const char *key, const sc_tsim_stats_t *s)
 {
-	printf("\"%s\":{\"mean\":%.3f,\"p50\":%.3f,\"p99\":%.3f}", key, s->mean, s->p50, s->p99);
+	printf("\"%s\":{\"mean\":%.3f,\"p50\":%.3f,\"p95\":%.3f,\"p99\":%.3f}", key, s->mean,
+	       s->p50, s->p95, s->p99);
 }
 
-static void json(const sc_tsim_result_t *r)
+static void json(const sc_tsim_result_t *r, int policy)
 {
-	printf("{\"mode\":\"time\",\"jobs\":%zu,\"finished\":%zu,\"never_fit\":%zu,"
-	       "\"preemptions\":%zu,\"cycles\":%zu,\"total_gpus\":%d,",
-	       r->jobs, r->finished, r->never_fit, r->preemptions, r->cycles, r->total_gpus);
+	printf("{\"mode\":\"time\",\"policy\":\"%s\",\"jobs\":%zu,\"finished\":%zu,"
+	       "\"never_fit\":%zu,\"left_waiting\":%zu,\"preemptions\":%zu,\"cycles\":%zu,"
+	       "\"total_gpus\":%d,",
+	       policy == SC_TSIM_FCFS ? "fcfs" : "starcloud", r->jobs, r->finished, r->never_fit,
+	       r->stuck, r->preemptions, r->cycles, r->total_gpus);
 	json_stats("wait_s", &r->wait);
 	putchar(',');
 	json_stats("jct_s", &r->jct);
-	printf(",\"makespan_s\":%lld,\"gpu_util_pct\":%.3f,\"jain\":%.5f,\"wall_s\":%.3f,"
-	       "\"queues\":[",
-	       (long long)r->makespan, r->util_mean, r->jain, r->wall_seconds);
+	printf(",\"makespan_s\":%lld,\"gpu_util_pct\":%.3f,\"gpu_busy_pct\":%.3f,",
+	       (long long)r->makespan, r->util_mean, r->busy_mean);
+	if (r->jain >= 0)
+		printf("\"jain\":%.5f,", r->jain);
+	else
+		printf("\"jain\":null,");
+	printf("\"wall_s\":%.3f,\"queues\":[", r->wall_seconds);
 	for (size_t q = 0; q < r->nqueues; q++) {
 		const sc_tsim_queue_t *x = &r->queues[q];
 		printf("%s{\"name\":\"%s\",\"jobs\":%zu,\"finished\":%zu,", q ? "," : "", x->name,
@@ -55,8 +68,9 @@ static void json(const sc_tsim_result_t *r)
 	size_t step = r->nseries / MAX_JSON_POINTS + 1;
 	for (size_t i = 0; i < r->nseries; i += step) {
 		const sc_tsim_point_t *p = &r->series[i];
-		printf("%s{\"t\":%lld,\"gpu_util_pct\":%.3f,\"pending\":%zu,\"running\":%zu}",
-		       i ? "," : "", (long long)p->t, p->util, p->pending, p->running);
+		printf("%s{\"t\":%lld,\"gpu_util_pct\":%.3f,\"gpu_busy_pct\":%.3f,\"pending\":%zu,"
+		       "\"running\":%zu}",
+		       i ? "," : "", (long long)p->t, p->util, p->busy, p->pending, p->running);
 	}
 	printf("]}\n");
 }
@@ -138,11 +152,11 @@ static int write_plots(const sc_tsim_result_t *r, const char *dir)
 	return pclose(gp) == 0 ? 0 : 1;
 }
 
-int sc_treport_output(const sc_tsim_result_t *r, const sc_tjobs_t *jobs, bool as_json,
+int sc_treport_output(const sc_tsim_result_t *r, const sc_tjobs_t *jobs, int policy, bool as_json,
                       const char *csv, const char *plot_dir)
 {
 	if (as_json)
-		json(r);
+		json(r, policy);
 	else
 		table(r);
 	int rc = 0;

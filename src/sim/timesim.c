@@ -28,6 +28,9 @@ typedef struct tjob {
 	size_t queue;
 	tpod_t *pods; /* while running: in->pods entries */
 	int bound;    /* bindings received this cycle */
+	/* FCFS: the pods placed so far (a job waits with them held). */
+	sc_assign_t *asg;
+	int placed;
 } tjob_t;
 
 typedef struct tsim {
@@ -40,7 +43,9 @@ typedef struct tsim {
 	size_t nq;
 	sc_queue_spec_t *queues;
 	int total_gpus;
-	int64_t used_milli; /* GPU milli held by running pods */
+	int64_t used_milli; /* GPU milli held by pods (FCFS: of waiting jobs too) */
+	int64_t run_milli;  /* GPU milli held by the pods of running jobs */
+	sc_cluster_t *cl;   /* FCFS: the cluster's free resources */
 	double *q_used;     /* GPUs held per queue */
 	double *q_fair;     /* last cycle's fair share per queue */
 	/* Per-cycle scratch. */
@@ -138,6 +143,11 @@ static int tsim_init(tsim_t *s, const sc_tjobs_t *jobs, const sc_tsim_config_t *
 	s->sch = sc_scheduler_new();
 	if (!s->j || !s->by_arrival || !s->qname || !s->active || !s->specs || !s->tasks || !s->sch)
 		return SC_ENOMEM;
+	if (c->policy == SC_TSIM_FCFS) {
+		int err = SC_ENOMEM;
+		if (!(s->cl = sc_cluster_new(c->nodes, c->nnodes, &err)))
+			return err;
+	}
 	size_t pods = 0;
 	for (size_t i = 0; i < jobs->n; i++) {
 		s->j[i].in = &jobs->v[i];
@@ -164,8 +174,11 @@ static int tsim_init(tsim_t *s, const sc_tjobs_t *jobs, const sc_tsim_config_t *
 
 static void tsim_free(tsim_t *s)
 {
-	for (size_t i = 0; s->j && i < s->jobs->n; i++)
+	for (size_t i = 0; s->j && i < s->jobs->n; i++) {
 		free(s->j[i].pods);
+		free(s->j[i].asg);
+	}
+	sc_cluster_free(s->cl);
 	free(s->j);
 	free(s->by_arrival);
 	free(s->qname);
@@ -238,13 +251,30 @@ static size_t build_jobs(tsim_t *s, int64_t now)
 	return na;
 }
 
+static sc_request_t request_of(const sc_tjob_t *in)
+{
+	return (sc_request_t){.cpu_milli = in->cpu_milli,
+	                      .memory = in->memory,
+	                      .gpus = in->gpus,
+	                      .gpu_milli = in->gpus > 0 ? 0 : in->gpu_milli};
+}
+
 static void release(tsim_t *s, tjob_t *j)
 {
 	int64_t m = pod_milli(j->in) * j->in->pods;
 	s->used_milli -= m;
+	s->run_milli -= m;
 	s->q_used[j->queue] -= (double)m / SC_GPU_MILLI;
 	free(j->pods);
 	j->pods = NULL;
+	if (s->cl && j->asg) {
+		sc_request_t r = request_of(j->in);
+		for (int k = 0; k < j->placed; k++)
+			sc_cluster_give(s->cl, &r, &j->asg[k]);
+	}
+	free(j->asg);
+	j->asg = NULL;
+	j->placed = 0;
 }
 
 static void evict(tsim_t *s, tjob_t *j, int64_t now)
@@ -295,6 +325,7 @@ static int bind(tsim_t *s, tjob_t *j, const sc_binding_t *b, int64_t now)
 	j->finish = now + j->remaining;
 	int64_t m = pod_milli(j->in) * j->in->pods;
 	s->used_milli += m;
+	s->run_milli += m;
 	s->q_used[j->queue] += (double)m / SC_GPU_MILLI;
 	return 0;
 }
@@ -321,8 +352,75 @@ static int apply(tsim_t *s, const sc_decisions_t *d, int64_t now)
 	return 0;
 }
 
+/* ---- the FCFS baseline (a stock Kubernetes scheduler) ------------------------------ */
+
+/* The job's allowed models as the cluster's ids; *any when it names none.
+ * Returns how many of them the cluster has. */
+static size_t model_ids(const tsim_t *s, const sc_tjob_t *in, int *ids, size_t cap, bool *any)
+{
+	size_t n = 0;
+	*any = in->nmodels == 0 || pod_milli(in) == 0;
+	for (size_t k = 0; !*any && k < in->nmodels && n < cap; k++) {
+		int id = sc_cluster_model_id(s->cl, in->models[k]);
+		if (id >= 0)
+			ids[n++] = id;
+	}
+	return n;
+}
+
+/* Places as many of a waiting job's pods as fit, one by one, each on the
+ * fitting node with the most free GPUs; the job starts when the last one
+ * is placed. Returns SC_ENOMEM or 0. */
+static int fcfs_place(tsim_t *s, tjob_t *j, int64_t now)
+{
+	const sc_tjob_t *in = j->in;
+	if (!j->asg && !(j->asg = calloc((size_t)in->pods, sizeof(sc_assign_t))))
+		return SC_ENOMEM;
+	int ids[16];
+	bool any;
+	size_t nids = model_ids(s, in, ids, 16, &any);
+	if (!any && nids == 0)
+		return 0;
+	sc_filter_t f = {.models = any ? NULL : ids, .nmodels = any ? 0 : nids};
+	sc_request_t r = request_of(in);
+	while (j->placed < in->pods) {
+		sc_assign_t a;
+		if (sc_cluster_best_indexed(s->cl, &r, &f, true, SC_DEV_SPREAD, &a) < 0 ||
+		    sc_cluster_take(s->cl, &r, &a) < 0)
+			return 0; /* the next pods of this job are alike: none fits */
+		j->asg[j->placed++] = a;
+		s->used_milli += pod_milli(in);
+		s->q_used[j->queue] += (double)pod_milli(in) / SC_GPU_MILLI;
+	}
+	j->state = J_RUNNING;
+	j->start = now;
+	if (j->start_first < 0)
+		j->start_first = now;
+	j->finish = now + j->remaining;
+	s->run_milli += pod_milli(in) * in->pods;
+	return 0;
+}
+
+/* One pass over the arrived jobs in arrival order, as kube-scheduler's
+ * queue takes pods by creation time: nothing blocks, a pod that does not
+ * fit waits and later pods may go first. */
+static int fcfs_cycle(tsim_t *s, int64_t now)
+{
+	for (size_t k = 0; k < s->next_arrival; k++) {
+		tjob_t *j = &s->j[s->by_arrival[k]];
+		if (j->state == J_PENDING) {
+			int rc = fcfs_place(s, j, now);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
 static int cycle(tsim_t *s, int64_t now, char *msg, size_t msgsize)
 {
+	if (s->c->policy == SC_TSIM_FCFS)
+		return fcfs_cycle(s, now);
 	size_t na = build_jobs(s, now);
 	memset(s->q_fair, 0, s->nq * sizeof(double));
 	if (na == 0)
@@ -410,7 +508,7 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 	int64_t tick = s->c->tick > 0 ? s->c->tick : 1;
 	int64_t now = s->t0;
 	size_t cap = 0;
-	double util_int = 0;
+	double util_int = 0, busy_int = 0;
 	for (;;) {
 		size_t running;
 		size_t pending = advance(s, now, &running);
@@ -423,10 +521,9 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 			r->cycles++;
 			pending = advance(s, now, &running);
 		}
-		sc_tsim_point_t pt = {now - s->t0,
-		                      100.0 * (double)s->used_milli /
-		                          ((double)s->total_gpus * SC_GPU_MILLI),
-		                      pending, running};
+		double cap_milli = (double)s->total_gpus * SC_GPU_MILLI;
+		sc_tsim_point_t pt = {now - s->t0, 100.0 * (double)s->used_milli / cap_milli,
+		                      100.0 * (double)s->run_milli / cap_milli, pending, running};
 		if (push_point(r, &cap, &pt) < 0)
 			return SC_ENOMEM;
 		int64_t next = next_event(s);
@@ -435,6 +532,7 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 		next = round_up(next > now ? next : now + 1, tick);
 		double dt = (double)(next - now);
 		util_int += pt.util * dt;
+		busy_int += pt.busy * dt;
 		for (size_t q = 0; q < s->nq; q++) {
 			r->queues[q].gpu_seconds += s->q_used[q] * dt;
 			r->queues[q].fair_seconds += s->q_fair[q] * dt;
@@ -443,6 +541,9 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 	}
 	int64_t span = now - s->t0;
 	r->util_mean = span > 0 ? util_int / (double)span : 0;
+	r->busy_mean = span > 0 ? busy_int / (double)span : 0;
+	for (size_t i = 0; i < s->jobs->n; i++)
+		r->stuck += s->j[i].state == J_PENDING;
 	return 0;
 }
 
@@ -457,7 +558,7 @@ static int cmp_double(const void *a, const void *b)
 /* Nearest-rank percentiles of v (sorted in place). */
 static sc_tsim_stats_t stats_of(double *v, size_t n)
 {
-	sc_tsim_stats_t st = {0, 0, 0};
+	sc_tsim_stats_t st = {0, 0, 0, 0};
 	if (n == 0)
 		return st;
 	qsort(v, n, sizeof(double), cmp_double);
@@ -466,6 +567,7 @@ static sc_tsim_stats_t stats_of(double *v, size_t n)
 		sum += v[i];
 	st.mean = sum / (double)n;
 	st.p50 = v[(size_t)ceil(0.50 * (double)n) - 1];
+	st.p95 = v[(size_t)ceil(0.95 * (double)n) - 1];
 	st.p99 = v[(size_t)ceil(0.99 * (double)n) - 1];
 	return st;
 }
@@ -532,7 +634,10 @@ static int metrics(const tsim_t *s, sc_tsim_result_t *r)
 	}
 	free(buf);
 	r->makespan = last >= first ? last - first : 0;
-	jain(r);
+	if (s->c->policy == SC_TSIM_FCFS)
+		r->jain = -1; /* no fair share to hold the queues against */
+	else
+		jain(r);
 	return 0;
 }
 

@@ -28,15 +28,29 @@
 #include "sim/jobs.h"
 #include "starcloud/core.h"
 
+/* Who decides. SC_TSIM_STARCLOUD: the scheduler core (queues, fair share,
+ * gangs, reclaim, preemption). SC_TSIM_FCFS: the baseline of a stock
+ * Kubernetes scheduler, pod by pod: pods in order of their job's arrival,
+ * each placed on the fitting node with the most free GPUs (spread first,
+ * kube-scheduler's LeastAllocated) as soon as it fits, a pod that fits
+ * nowhere skipped for the ones after it; no gangs (a job's pods start as
+ * they fit and hold their GPUs while it waits for the rest: the job runs
+ * only once every pod is placed), no queues or fair share, no preemption,
+ * no GPU sharing between jobs beyond what the request says. */
+enum sc_tsim_policy { SC_TSIM_STARCLOUD = 0, SC_TSIM_FCFS };
+
 typedef struct sc_tsim_config {
 	const sc_node_spec_t *nodes; /* borrowed */
 	size_t nnodes;
 	int64_t tick; /* cycle grid, seconds (>= 1) */
+	int policy;   /* enum sc_tsim_policy */
 } sc_tsim_config_t;
 
 typedef struct sc_tsim_point {
 	int64_t t;   /* seconds since the first arrival */
 	double util; /* GPU allocated, % of capacity */
+	double busy; /* GPU held by jobs that run, % (FCFS: less than util while
+	              * part of a job's pods wait for the rest) */
 	size_t pending, running;
 } sc_tsim_point_t;
 
@@ -47,7 +61,7 @@ typedef struct sc_tsim_job {
 } sc_tsim_job_t;
 
 typedef struct sc_tsim_stats {
-	double mean, p50, p99;
+	double mean, p50, p95, p99;
 } sc_tsim_stats_t;
 
 typedef struct sc_tsim_queue {
@@ -63,7 +77,12 @@ typedef struct sc_tsim_result {
 	sc_tsim_stats_t wait, jct;
 	int64_t makespan;
 	double util_mean; /* time-weighted, % */
-	double jain;
+	double busy_mean; /* time-weighted GPU of running jobs, % */
+	/* FCFS: jobs left waiting with part of their pods placed when nothing
+	 * else could happen (no arrival, nothing running): each waits for GPUs
+	 * that others like it hold, for ever. */
+	size_t stuck;
+	double jain; /* -1 for FCFS, which has no fair share */
 	int total_gpus;
 	sc_tsim_queue_t *queues;
 	size_t nqueues;

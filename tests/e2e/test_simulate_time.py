@@ -26,8 +26,10 @@ def test_known_waits_json_and_csv(tmp_path):
     assert r.returncode == 0, r.stderr
     j = json.loads(r.stdout)
     assert j["finished"] == 4 and j["makespan_s"] == 150
-    assert j["wait_s"] == {"mean": 45.0, "p50": 10.0, "p99": 90.0}
+    assert j["wait_s"] == {"mean": 45.0, "p50": 10.0, "p95": 90.0, "p99": 90.0}
     assert abs(j["gpu_util_pct"] - 95.0) < 0.01 and j["jain"] == 1.0
+    assert j["policy"] == "starcloud" and j["gpu_busy_pct"] == j["gpu_util_pct"]
+    assert j["left_waiting"] == 0
     rows = list(csv.DictReader(out.open()))
     assert [int(x["wait_s"]) for x in rows] == [0, 90, 80, 10]
 
@@ -64,3 +66,30 @@ def test_bad_load_option():
     for bad in ("0", "-1", "x", "1e9", "nan", "2x", "inf"):
         r = run("--time", "x.csv", "--load", bad)
         assert r.returncode == 2 and "--load" in r.stderr, (bad, r.stderr)
+
+
+def test_fcfs_baseline(tmp_path):
+    # A stock Kubernetes scheduler's baseline: job 1's pods are placed one by
+    # one and the first holds a GPU idle from 10 to 100 (no gang), job 2 has
+    # nothing free at 20 and waits; the core keeps job 1 whole and runs job 2.
+    t = tmp_path / "jobs.csv"
+    t.write_text("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+                 "0,3,0,1,m,100,0\n1,2,10,1,m,50,0\n2,1,20,1,m,30,0\n")
+    out = tmp_path / "out.csv"
+    r = run("--time", str(t), "--cluster", "1x4", "--policy", "fcfs", "--json",
+            "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["policy"] == "fcfs" and j["jain"] is None and j["preemptions"] == 0
+    assert [int(x["wait_s"]) for x in csv.DictReader(out.open())] == [0, 90, 80]
+    assert abs(j["gpu_util_pct"] - 86.667) < 0.01 and abs(j["gpu_busy_pct"] - 71.667) < 0.01
+    r = run("--time", str(t), "--cluster", "1x4", "--json", "--csv", str(out))
+    assert [int(x["wait_s"]) for x in csv.DictReader(out.open())] == [0, 90, 0]
+    table = run("--time", str(t), "--cluster", "1x4", "--policy", "fcfs")
+    assert table.returncode == 0 and "held by running jobs 71.67 %" in table.stdout
+
+
+def test_bad_policy_option():
+    for bad in ("kube", "", "FCFS", "fcfs,starcloud"):
+        r = run("--time", "x.csv", "--policy", bad)
+        assert r.returncode == 2 and "--policy" in r.stderr, (bad, r.stderr)

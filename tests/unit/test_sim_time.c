@@ -57,6 +57,85 @@ static void test_known_waits(void **state)
 	sc_tjobs_free(&jobs);
 }
 
+/* The FCFS baseline (a stock Kubernetes scheduler) on one node of 4 GPUs:
+ * job 0 takes 3 GPUs for 100 s; job 1 (2 pods) arrives at 10, places one pod
+ * on the free GPU and holds it idle until job 0 ends; job 2 (1 GPU, 20)
+ * finds nothing free and waits too. At 100 both start. The core instead
+ * keeps job 1 whole (pending, nothing held) and runs job 2 at once. */
+static void test_fcfs_holds_part_of_a_gang(void **state)
+{
+	const char *trace = "job_id,num_gpu,submit_time,duration\n"
+	                    "0,3,0,100\n"
+	                    "1,2,10,50\n"
+	                    "2,1,20,30\n";
+	sc_tjobs_t jobs = {0};
+	char msg[256] = "";
+	assert_int_equal(sc_tjobs_parse_tiresias(trace, "t.csv", &jobs, msg, sizeof(msg)), 0);
+	sc_tsim_config_t c = {.nodes = &one_node, .nnodes = 1, .tick = 1, .policy = SC_TSIM_FCFS};
+	sc_tsim_result_t r;
+	assert_int_equal(sc_tsim_run(&jobs, &c, &r, msg, sizeof(msg)), 0);
+	const int64_t start[] = {0, 100, 100}, finish[] = {100, 150, 130};
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(r.job[i].start, start[i]);
+		assert_int_equal(r.job[i].finish, finish[i]);
+	}
+	assert_int_equal(r.finished, 3);
+	assert_int_equal(r.stuck, 0);
+	assert_int_equal(r.preemptions, 0);
+	/* Allocated GPU-seconds 30 + 360 + 90 + 40 = 520 of 600; held by running
+	 * jobs 30 + 270 + 90 + 40 = 430 (job 1's first pod idles 90 s). */
+	assert_true(r.util_mean > 86.66 && r.util_mean < 86.67);
+	assert_true(r.busy_mean > 71.66 && r.busy_mean < 71.67);
+	assert_true(r.jain == -1);
+	assert_true(r.wait.p95 == 90.0);
+	sc_tsim_result_free(&r);
+
+	c.policy = SC_TSIM_STARCLOUD;
+	assert_int_equal(sc_tsim_run(&jobs, &c, &r, msg, sizeof(msg)), 0);
+	assert_int_equal(r.job[1].start, 100);
+	assert_int_equal(r.job[2].start, 20);
+	assert_true(r.util_mean == r.busy_mean);
+	sc_tsim_result_free(&r);
+	sc_tjobs_free(&jobs);
+}
+
+/* FCFS places each pod on the node with the most free GPUs (spread): on
+ * two 4-GPU nodes a 1-GPU pod leaves n0 with 3 free, a 3-GPU pod goes to
+ * the emptier n1, a 2-GPU pod to n0, and the next 2-GPU pod finds 1 GPU
+ * free on each node and waits until 100, where binpack had left room. */
+static void test_fcfs_spreads(void **state)
+{
+	char msg[256] = "";
+	/* Tiresias jobs are 1-GPU workers; make single pods of 1, 3 and 2 GPUs. */
+	sc_tjobs_t three = {0};
+	const char *t3 = "job_id,num_gpu,submit_time,duration\n"
+	                 "0,1,0,100\n"
+	                 "1,1,1,100\n"
+	                 "2,1,2,100\n"
+	                 "3,1,3,100\n";
+	assert_int_equal(sc_tjobs_parse_tiresias(t3, "t.csv", &three, msg, sizeof(msg)), 0);
+	three.v[0].gpus = 1; /* 1 GPU on n0 (lowest index among equals) */
+	three.v[1].gpus = 3; /* the emptier node: n1 */
+	three.v[2].gpus = 2; /* n0 has 3 free, n1 1: n0 (the most free) */
+	three.v[3].gpus = 2; /* n0 1 free, n1 1 free: waits until 100 */
+	sc_node_spec_t nodes[2] = {one_node, one_node};
+	nodes[1].name = "n1";
+	sc_tsim_config_t c = {.nodes = nodes, .nnodes = 2, .tick = 1, .policy = SC_TSIM_FCFS};
+	sc_tsim_result_t r;
+	assert_int_equal(sc_tsim_run(&three, &c, &r, msg, sizeof(msg)), 0);
+	const int64_t start[] = {0, 1, 2, 100};
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(r.job[i].start, start[i]);
+	sc_tsim_result_free(&r);
+	/* Binpack (the core's default) puts the 3-GPU pod next to the first one
+	 * on n0, which leaves n1 empty for both 2-GPU pods: no wait at all. */
+	c.policy = SC_TSIM_STARCLOUD;
+	assert_int_equal(sc_tsim_run(&three, &c, &r, msg, sizeof(msg)), 0);
+	assert_int_equal(r.job[3].start, 3);
+	sc_tsim_result_free(&r);
+	sc_tjobs_free(&three);
+}
+
 /* A gang that needs more GPUs than exist is set aside, not left pending. */
 static void test_never_fits(void **state)
 {
@@ -201,9 +280,14 @@ static void test_gavel(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_known_waits),     cmocka_unit_test(test_never_fits),
-	    cmocka_unit_test(test_two_queues_fair), cmocka_unit_test(test_openb_gpu_spec),
-	    cmocka_unit_test(test_tiresias_errors), cmocka_unit_test(test_gavel),
+	    cmocka_unit_test(test_known_waits),
+	    cmocka_unit_test(test_never_fits),
+	    cmocka_unit_test(test_two_queues_fair),
+	    cmocka_unit_test(test_openb_gpu_spec),
+	    cmocka_unit_test(test_tiresias_errors),
+	    cmocka_unit_test(test_gavel),
+	    cmocka_unit_test(test_fcfs_holds_part_of_a_gang),
+	    cmocka_unit_test(test_fcfs_spreads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
