@@ -70,8 +70,13 @@ static json_t *task_of(const char *kind, json_t *obj, const char *pod)
 	if (task_name(name_of(obj), pod, t, sizeof(t)) < 0)
 		return NULL;
 	if (strcmp(kind, "Deployment") == 0) {
-		json_t *role = json_object_get(json_object_get(spec, "disaggregation"), t);
-		json_t *tpl = json_object_get(role, "template");
+		/* Without a recorded template (sc__pod_serving_task prefers it),
+		 * the task's role decides: tasks are "<role>-<version slug>". */
+		const char *role = strncmp(t, "prefill-", 8) == 0  ? "prefill"
+		                   : strncmp(t, "decode-", 7) == 0 ? "decode"
+		                                                   : t;
+		json_t *r = json_object_get(json_object_get(spec, "disaggregation"), role);
+		json_t *tpl = json_object_get(r, "template");
 		return tpl ? tpl : json_object_get(spec, "template");
 	}
 	json_array_foreach(json_object_get(spec, "tasks"), i, v)

@@ -397,6 +397,14 @@ static void do_create(api_req_t *a)
 		              "metadata.name \"%s\" does not match the path", object_name(obj));
 		goto out;
 	}
+	/* A new Deployment's rollout state and role templates are stored with
+	 * it: the scheduling loop may bind its pods before the controller's
+	 * next pass, and an agent that found no recorded template started a
+	 * prefill pod from spec.template (issue 23's soak ran prefill pods as
+	 * decode workers that way). */
+	if (strcmp(a->kind->kind, "Deployment") == 0 &&
+	    !json_is_object(json_object_get(json_object_get(obj, "status"), "rollout")))
+		sc__deploy_on_write(NULL, obj);
 	snprintf(a->name, sizeof(a->name), "%s", object_name(obj));
 	sc__object_key(a->kind, a->name, a->key, sizeof(a->key));
 	store_and_answer(a, json_incref(obj), SC_REV_ABSENT, 201, one);

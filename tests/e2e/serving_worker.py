@@ -1,6 +1,7 @@
 """A stand-in model worker for the serving tests: listens on 127.0.0.1 at
 $STARCLOUD_PORT (the port the server gave the pod), answers
-/v2/health/ready and /version (the VERSION variable of its template)."""
+/v2/health/ready, /version and /role (the VERSION and ROLE variables of
+its template)."""
 import http.server
 import os
 
@@ -11,6 +12,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body = b"ok"
         elif self.path == "/version":
             body = os.environ.get("VERSION", "?").encode()
+        elif self.path == "/role":
+            body = os.environ.get("ROLE", "?").encode()
         else:
             self.send_error(404)
             return

@@ -125,6 +125,50 @@ def test_replicas_become_ready_endpoints_and_are_replaced(cluster):
     wait_for(ready_endpoints(s, "chat", 1), timeout=30, what="one endpoint left")
 
 
+def test_disaggregated_pods_run_their_role_template(cluster):
+    # Each role's pods run that role's template. The Deployment's rollout
+    # state and templates are stored by the create itself: before, they
+    # came with the controller's next pass, the scheduling loop could bind
+    # the pods first, and an agent then started prefill pods from
+    # spec.template (the soak of issue 23 found prefill pods running as
+    # decode workers).
+    s, port = cluster, free_port()
+
+    def body_at(name, p):
+        def tpl(role):
+            t = template(p, "1")
+            t["env"] = {"VERSION": "1", "ROLE": role}
+            return t
+        return manifest("Deployment", name, {
+            "queue": "q", "model": "tiny", "version": "1", "template": tpl("base"),
+            "disaggregation": {"prefill": {"replicas": 2, "template": tpl("prefill")},
+                               "decode": {"replicas": 1, "template": tpl("decode")}}})
+    body = body_at("pd", port)
+    r = s.post(s.base + "/deployments", json=body)
+    assert r.status_code == 201, r.text
+    st = r.json()["status"]
+    assert st["rollout"]["stable"] == "1" and st["rollout"]["phase"] == "Complete"
+    assert {k: v["role"] for k, v in st["templates"].items()} == {
+        "prefill-v1": "prefill", "decode-v1": "decode"}
+    assert st["templates"]["prefill-v1"]["template"]["env"]["ROLE"] == "prefill"
+    eps = wait_for(ready_endpoints(s, "pd", 3), timeout=30, what="3 ready endpoints")
+    assert sorted(e["role"] for e in eps) == ["decode", "prefill", "prefill"]
+    for e in eps:
+        assert answers(e["url"], "/role") == e["role"], e
+    # A Deployment restored with a rollout but no recorded templates (an
+    # admin's write of an older backup): its agents fall back to the spec,
+    # by role.
+    body = body_at("pd2", port + 8)
+    body["status"] = {"rollout": {"stable": "1", "phase": "Complete", "step": 0,
+                                  "weights": {"1": 100}}}
+    r = s.post(s.base + "/deployments", json=body)
+    assert r.status_code == 201 and "templates" not in r.json()["status"], r.text
+    eps = wait_for(ready_endpoints(s, "pd2", 3), timeout=30, what="3 ready endpoints")
+    assert "templates" not in dep(s, "pd2")["status"]
+    for e in eps:
+        assert answers(e["url"], "/role") == e["role"], e
+
+
 def test_canary_rolls_back_on_errors(cluster):
     s, port = cluster, free_port()
     assert s.post(s.base + "/deployments", json=deployment("llm", port)).status_code == 201
