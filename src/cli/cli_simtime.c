@@ -14,6 +14,7 @@
 
 #include "base/cmdline.h"
 #include "base/parse.h"
+#include "cli/cli.h"
 #include "cli/timesim_report.h"
 #include "sim/jobs.h"
 #include "sim/timesim.h"
@@ -37,6 +38,8 @@ typedef struct topts {
 	const char *gpu_type, *throughputs;
 	int json;
 	const char *csv, *plot;
+	const char *nodepools;       /* a manifest of NodePool objects */
+	uint64_t provision_delay_ms; /* from a node's request to its joining */
 } topts_t;
 
 int sc_sim_bad(const char *fmt, const char *arg)
@@ -142,6 +145,17 @@ static const sc_flag_t time_flags[] = {
      SC_FLAG_AT(STR, topts_t, throughputs),
      .meta = "FILE",
      .help = "gavel simulation_throughputs.json (default: next to the\ntrace folder)"},
+    {.name = "--nodepools",
+     SC_FLAG_AT(STR, topts_t, nodepools),
+     .meta = "FILE",
+     .help = "NodePool manifests: the cluster starts from the pools' minimum\nand grows and "
+             "shrinks by the core's plans (docs/AUTOSCALING.md);\n--nodes or --cluster add "
+             "fixed nodes"},
+    {.name = "--provision-delay",
+     SC_FLAG_AT(DURATION, topts_t, provision_delay_ms),
+     .max = 7 * 86400 * 1000.0,
+     .def = "3m",
+     .help = "with --nodepools: from a node's request to its joining"},
     {.name = "--json",
      SC_FLAG_AT(BOOL, topts_t, json),
      .help = "summary, queues and series as JSON on stdout"},
@@ -371,6 +385,8 @@ static int load_nodes(const topts_t *o, int format, tnodes_t *t, char *msg, size
 		return synth_nodes(t, o->cl_nodes, o->cl_gpus);
 	if (o->nodes)
 		return openb_nodes(t, o->nodes, msg, msgsize);
+	if (o->nodepools) /* the pools are the cluster */
+		return 0;
 	if (format == SC_TJOB_GAVEL) /* cluster_specs.json: 500 GPUs */
 		return synth_nodes(t, 63, 8);
 	if (format == SC_TJOB_TIRESIAS) /* tiresias/cluster_spec.csv */
@@ -382,6 +398,39 @@ static int load_nodes(const topts_t *o, int format, tnodes_t *t, char *msg, size
 			return openb_nodes(t, where[i], msg, msgsize);
 	snprintf(msg, msgsize, "no node list: give --nodes or --cluster NxG");
 	return SC_EINVAL;
+}
+
+/* --nodepools FILE: its NodePool objects (nothing else) as the simulator's
+ * pools. Returns an exit status. */
+static int load_pools(const topts_t *o, sc_manifest_set_t **set, sc_tsim_pool_t **pools,
+                      size_t *npools)
+{
+	static const char *const others[] = {
+	    "Node", "Queue", "PriorityClass", "Job", "SchedulerConfig", "Topology", NULL};
+	const sc_nodepool_t *np;
+	*pools = NULL;
+	*npools = 0;
+	if (!o->nodepools)
+		return 0;
+	if (!(*set = sc_manifest_set_new()))
+		return 1;
+	int rc = sc__cli_load_path(*set, "simulate", o->nodepools);
+	if (rc)
+		return rc;
+	for (int i = 0; others[i]; i++)
+		if (sc_manifest_count(*set, others[i]))
+			return sc_sim_bad(
+			    "--nodepools: %s holds objects other than NodePool "
+			    "(the cluster comes from the pools, the work from the trace)",
+			    o->nodepools);
+	size_t n = sc_manifest_nodepools(*set, &np);
+	if (n == 0)
+		return sc_sim_bad("--nodepools: %s holds no NodePool", o->nodepools);
+	*pools = sc_xcalloc(n, sizeof(**pools));
+	for (size_t i = 0; i < n; i++)
+		(*pools)[i] = (sc_tsim_pool_t){np[i].pool, np[i].scale_down_after};
+	*npools = n;
+	return 0;
 }
 
 /* ---- verb ------------------------------------------------------------------------ */
@@ -397,13 +446,26 @@ int sc_cli_simulate_time(int argc, char **argv)
 	tnodes_t nodes = {0};
 	sc_tsim_result_t res = {0};
 	int format = SC_TJOB_OPENB;
+	sc_manifest_set_t *pset = NULL;
+	sc_tsim_pool_t *pools = NULL;
+	size_t npools = 0;
+	int prc = load_pools(&o, &pset, &pools, &npools);
+	if (prc) {
+		sc_manifest_set_free(pset);
+		return prc;
+	}
 	rc = load_jobs(&o, &jobs, &format, msg, sizeof(msg));
 	if (rc == 0)
 		sc_tjobs_scale_arrivals(&jobs, o.load);
 	if (rc == 0)
 		rc = load_nodes(&o, format, &nodes, msg, sizeof(msg));
-	sc_tsim_config_t c = {
-	    .nodes = nodes.v, .nnodes = nodes.n, .tick = o.tick, .policy = o.policy};
+	sc_tsim_config_t c = {.nodes = nodes.v,
+	                      .nnodes = nodes.n,
+	                      .tick = o.tick,
+	                      .policy = o.policy,
+	                      .pools = pools,
+	                      .npools = npools,
+	                      .provision_delay = (int64_t)(o.provision_delay_ms / 1000)};
 	if (rc == 0)
 		rc = sc_tsim_run(&jobs, &c, &res, msg, sizeof(msg));
 	int status = 0;
@@ -416,5 +478,7 @@ int sc_cli_simulate_time(int argc, char **argv)
 	sc_tsim_result_free(&res);
 	nodes_free(&nodes);
 	sc_tjobs_free(&jobs);
+	free(pools);
+	sc_manifest_set_free(pset);
 	return status;
 }

@@ -124,8 +124,8 @@ static const sc_command_t apply_cmd =
     VERB("apply", "-f FILE|DIR [-f ...] [options]", apply_flags,
          "Creates or updates the objects of manifests on the server.", 0);
 static const sc_command_t get_cmd =
-    VERB("get", "nodes|queues|priorityclasses|jobs|deployments|events [NAME] [options]", get_flags,
-         "Lists objects of a kind, or shows one.", 2);
+    VERB("get", "nodes|queues|priorityclasses|jobs|deployments|nodepools|events [NAME] [options]",
+         get_flags, "Lists objects of a kind, or shows one.", 2);
 static const sc_command_t describe_cmd =
     VERB("describe", "KIND NAME [options]", conn_flags, "Shows an object and its events.", 2);
 static const sc_command_t delete_cmd =
@@ -310,6 +310,9 @@ static const char *resource(const char *name)
 	    {"priorityclass", "priorityclasses"},
 	    {"priorityclasses", "priorityclasses"},
 	    {"pc", "priorityclasses"},
+	    {"nodepool", "nodepools"},
+	    {"nodepools", "nodepools"},
+	    {"np", "nodepools"},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (name && strcasecmp(name, map[i][0]) == 0)
@@ -321,7 +324,7 @@ static const char *plural_of_kind(const char *kind)
 {
 	static const char *const map[][2] = {
 	    {"Node", "nodes"}, {"Queue", "queues"},           {"PriorityClass", "priorityclasses"},
-	    {"Job", "jobs"},   {"Deployment", "deployments"},
+	    {"Job", "jobs"},   {"Deployment", "deployments"}, {"NodePool", "nodepools"},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (kind && strcmp(kind, map[i][0]) == 0)
@@ -567,9 +570,10 @@ int sc_cli_get(int argc, char **argv)
 	if (prc >= 0)
 		return prc;
 	if (c.npos < 1 || !(res = resource(c.pos[0]))) {
-		fprintf(stderr,
-		        "usage: starcloud get nodes|queues|priorityclasses|jobs|deployments|"
-		        "events [NAME] [-o table|wide|json|yaml] [-l k=v]\n");
+		fprintf(
+		    stderr,
+		    "usage: starcloud get nodes|queues|priorityclasses|jobs|deployments|nodepools|"
+		    "events [NAME] [-o table|wide|json|yaml] [-l k=v]\n");
 		return 2;
 	}
 	json_t *doc = NULL;

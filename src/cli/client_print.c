@@ -153,6 +153,14 @@ static void print_row(const char *res, json_t *o, int wide)
 		printf("%-16s %-16s %-8lld %-6s", sc_cli_str_at(spec, "queue", NULL),
 		       sc_cli_str_at(spec, "model", NULL),
 		       (long long)json_integer_value(json_object_get(spec, "replicas")), ag);
+	} else if (strcmp(res, "nodepools") == 0) {
+		json_t *st = json_object_get(o, "status");
+		printf("%-8lld %-9lld %-9lld %-6lld %-7lld %-6s",
+		       (long long)json_integer_value(json_object_get(st, "members")),
+		       (long long)json_integer_value(json_object_get(st, "requested")),
+		       (long long)json_integer_value(json_object_get(st, "removing")),
+		       (long long)json_integer_value(json_object_get(st, "gpus")),
+		       (long long)json_integer_value(json_object_get(st, "waitingJobs")), ag);
 	} else if (strcmp(res, "events") == 0) {
 		printf("%-16s %-24s %s", sc_cli_str_at(o, "reason", NULL),
 		       sc_cli_str_at(o, "involvedObject", "name"),
@@ -180,6 +188,9 @@ static void print_header(const char *res, int wide)
 		printf("%-8s %-6s", "VALUE", "AGE");
 	else if (strcmp(res, "deployments") == 0)
 		printf("%-16s %-16s %-8s %-6s", "QUEUE", "MODEL", "REPLICAS", "AGE");
+	else if (strcmp(res, "nodepools") == 0)
+		printf("%-8s %-9s %-9s %-6s %-7s %-6s", "MEMBERS", "REQUESTED", "REMOVING", "GPUS",
+		       "WAITING", "AGE");
 	else if (strcmp(res, "events") == 0)
 		printf("%-16s %-24s %s", "REASON", "OBJECT", "MESSAGE");
 	printf("%s\n", wide ? " LABELS" : "");

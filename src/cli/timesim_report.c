@@ -30,6 +30,12 @@ static void table(const sc_tsim_result_t *r)
 		printf("Jain %.4f, ", r->jain);
 	printf("preemptions %zu, never fit %zu, left waiting %zu, cycles %zu, %.2f s\n",
 	       r->preemptions, r->never_fit, r->stuck, r->cycles, r->wall_seconds);
+	printf("wait p95 %.1f s; cluster: %.1f GPU-hours, %d GPUs at most, %.1f on average",
+	       r->wait.p95, r->gpu_hours, r->gpus_max, r->gpus_mean);
+	if (r->nodes_requested || r->nodes_removed)
+		printf(", %zu nodes requested (%lld s to join), %zu removed", r->nodes_requested,
+		       (long long)r->provision_delay, r->nodes_removed);
+	printf("\n");
 }
 
 static void json_stats(const char *key, const sc_tsim_stats_t *s)
@@ -54,7 +60,11 @@ static void json(const sc_tsim_result_t *r, int policy)
 		printf("\"jain\":%.5f,", r->jain);
 	else
 		printf("\"jain\":null,");
-	printf("\"wall_s\":%.3f,\"queues\":[", r->wall_seconds);
+	printf("\"wall_s\":%.3f,\"gpu_hours\":%.3f,\"gpus_max\":%d,\"gpus_mean\":%.3f,"
+	       "\"provision_delay_s\":%lld,\"nodes_requested\":%zu,\"nodes_removed\":%zu,"
+	       "\"queues\":[",
+	       r->wall_seconds, r->gpu_hours, r->gpus_max, r->gpus_mean,
+	       (long long)r->provision_delay, r->nodes_requested, r->nodes_removed);
 	for (size_t q = 0; q < r->nqueues; q++) {
 		const sc_tsim_queue_t *x = &r->queues[q];
 		printf("%s{\"name\":\"%s\",\"jobs\":%zu,\"finished\":%zu,", q ? "," : "", x->name,
@@ -69,8 +79,9 @@ static void json(const sc_tsim_result_t *r, int policy)
 	for (size_t i = 0; i < r->nseries; i += step) {
 		const sc_tsim_point_t *p = &r->series[i];
 		printf("%s{\"t\":%lld,\"gpu_util_pct\":%.3f,\"gpu_busy_pct\":%.3f,\"pending\":%zu,"
-		       "\"running\":%zu}",
-		       i ? "," : "", (long long)p->t, p->util, p->busy, p->pending, p->running);
+		       "\"running\":%zu,\"gpus\":%d}",
+		       i ? "," : "", (long long)p->t, p->util, p->busy, p->pending, p->running,
+		       p->gpus);
 	}
 	printf("]}\n");
 }

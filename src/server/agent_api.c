@@ -174,6 +174,15 @@ static int apply_report(json_t *e, json_t *rep)
 	json_t *msg = json_object_get(rep, "message");
 	if (json_is_string(msg) && strlen(json_string_value(msg)) > 1024)
 		msg = NULL;
+	/* The agent clears a pod's message with "" (a started pod has nothing
+	 * to say); the manifest format has no empty message, and a status the
+	 * decoder refuses leaves the whole job out of the scheduler's view, its
+	 * GPUs looking free. No message is written as none. */
+	if (json_is_string(msg) && json_string_length(msg) == 0) {
+		changed |= json_object_get(e, "message") != NULL;
+		json_object_del(e, "message");
+		msg = NULL;
+	}
 	changed |= set_if(e, "message", msg);
 	if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) {
 		json_object_set_new(e, "phase", json_string(phase));

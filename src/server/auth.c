@@ -88,6 +88,20 @@ static int sc__token_create(sc_server_t *s, int role, json_t *queues, const char
 	return *secret ? 0 : SC_ENOMEM;
 }
 
+int sc__auth_agent_token(sc_server_t *s, const char *node, char **secret, char *id, size_t idsz)
+{
+	return sc__token_create(s, SC_ROLE_AGENT, NULL, node, secret, id, idsz);
+}
+
+void sc__auth_token_delete(sc_server_t *s, const char *id)
+{
+	char key[128];
+	if (!id || !id[0])
+		return;
+	snprintf(key, sizeof(key), TOKEN_PREFIX "%s", id);
+	sc_store_delete(s->store, key, SC_REV_ANY, NULL);
+}
+
 /* Writes "TOKEN\n" to fd, makes it durable and closes fd. 0 or < 0. */
 static int write_token(int fd, const char *secret)
 {

@@ -17,6 +17,7 @@
 #include "server/flow.h"
 #include "server/ha.h"
 #include "server/metrics.h"
+#include "server/pool.h"
 #include "server/server.h"
 #include "server/watch.h"
 #include "starcloud/error.h"
@@ -192,6 +193,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	sc_sd_notify("STOPPING=1");
 	uv_close((uv_handle_t *)&s->watchdog, NULL);
 	sc__sched_stop(s);
+	sc__pool_stop(s); /* its dev agents stop with it */
 	sc__ha_stop(s);
 	if (sc_store_sync(s->store) == 0)
 		sc_http_flush(s->http); /* answer what is already durable */
@@ -266,8 +268,13 @@ static int setup(sc_server_t *s, const opts_t *o)
 	}
 	char id[128];
 	snprintf(id, sizeof(id), "%s:%d", o->listen.host, sc_http_port(s->http));
-	if ((rc = sc__ha_start(s, id, o->leader_ttl)) < 0 || (rc = sc__sched_start(s)) < 0 ||
-	    (rc = sc__deploy_start(s)) < 0)
+	/* Local processes (the dev pool's agents, exec commands) reach the API
+	 * on loopback when it listens on every address. */
+	const char *host = strcmp(o->listen.host, "0.0.0.0") == 0 ? "127.0.0.1" : o->listen.host;
+	snprintf(s->self_url, sizeof(s->self_url), "http://%s:%d", host, sc_http_port(s->http));
+	s->data_dir = o->data_dir;
+	if ((rc = sc__ha_start(s, id, o->leader_ttl)) < 0 || (rc = sc__pool_start(s)) < 0 ||
+	    (rc = sc__sched_start(s)) < 0 || (rc = sc__deploy_start(s)) < 0)
 		return rc;
 	uv_signal_init(s->loop, &s->sigint);
 	uv_signal_init(s->loop, &s->sigterm);
@@ -311,6 +318,7 @@ int sc_server_main(int argc, char **argv)
 	uv_run(s.loop, UV_RUN_DEFAULT);
 out:
 	sc__sched_stop(&s);
+	sc__pool_stop(&s);
 	sc__ha_stop(&s);
 	sc__watch_hub_free(s.watch);
 	sc_http_server_close(s.http);

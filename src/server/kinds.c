@@ -11,6 +11,7 @@ static const sc_kind_t kinds[] = {
     {"priorityclasses", "PriorityClass", 0, 0},
     {"jobs", "Job", 1, 0},
     {"deployments", "Deployment", 1, 0},
+    {"nodepools", "NodePool", 0, 0},
     {"events", "Event", 0, 1},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))

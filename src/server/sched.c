@@ -25,6 +25,7 @@
 #include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
+#include "server/pool.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -112,6 +113,7 @@ struct cycle_job {
 	uint64_t t0;
 	sc_cycle_in_t in;
 	sc_decisions_t *d;
+	sc_pool_cycle_t *pools; /* node pools' input and plans, or NULL */
 	sc_cycle_plan_t plan;
 	sc_cycle_out_t out;
 	int rc;
@@ -134,6 +136,7 @@ static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0);
 static void job_free(cycle_job_t *j)
 {
 	sc__cycle_plan_free(&j->plan);
+	sc__pool_cycle_free(j->pools);
 	sc_decisions_free(j->d);
 	sc__cycle_in_free(&j->in);
 	free(j->out.waits);
@@ -160,6 +163,10 @@ static void work(uv_work_t *req)
 		else
 			j->msg[0] = '\0';
 	}
+	/* Node pools plan on the same snapshot and decisions; a failure
+	 * there leaves the cycle's own decisions standing. */
+	if (j->rc == 0 && j->pools && sc__pool_plan(j->pools, &j->in, j->d) == 0)
+		j->in.pool_waits = j->pools->waits;
 	if (j->rc == 0)
 		j->rc = sc__cycle_plan(&j->in, j->d, j->sc->decoded, &j->plan, &j->out);
 }
@@ -191,6 +198,7 @@ static void cycle_done(sc_sched_t *sc, cycle_job_t *j)
 	sc__metrics_decodes(sc->s->metrics, j->in.decoded);
 	trim_events(sc, j->out.events);
 	sc->s->ready = 1;
+	sc__pool_act(sc->s, j->pools);
 	sc__deploy_tick(sc->s);
 	/* Releasing pods are removed by the next cycle; run it soon so an
 	 * eviction completes (and its preemptor starts) without waiting a
@@ -243,6 +251,7 @@ static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0)
 	j->t0 = t0;
 	j->req.data = j;
 	sc__cycle_collect(sc->s, (int64_t)time(NULL), &j->in);
+	j->pools = sc__pool_input(sc->s, j->in.now);
 	sc->job = j;
 	int rc = uv_queue_work(sc->s->loop, &j->req, work, after_work);
 	if (rc < 0) {

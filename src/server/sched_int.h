@@ -21,6 +21,9 @@
 /* Annotation set by a drain: the node is cordoned and the loop evicts the
  * jobs that run on it. */
 #define SC_DRAIN_ANNOTATION "starcloud.dev/drain"
+/* Set by the node pool controller on a node it empties before deleting it
+ * (pool.h): the loop evicts the pods there one by one, not whole jobs. */
+#define SC_SCALEDOWN_ANNOTATION "starcloud.dev/scale-down"
 /* Events kept in the store; older ones are deleted in batches. */
 #define SC_EVENT_LIMIT 1000
 
@@ -46,6 +49,9 @@ typedef struct sc_cycle_in {
 	sc_sobj_t **job_obj; /* snap.jobs[i] -> its object; owned array */
 	int64_t now;
 	size_t decoded; /* objects decoded by this cycle (new or changed) */
+	/* Job name -> status.waitingFor (the node pools' plans), or NULL;
+	 * borrowed from the cycle's pool plans (pool.h). */
+	json_t *pool_waits;
 } sc_cycle_in_t;
 
 /* What a written cycle decided, for metrics and the loop. */

@@ -228,6 +228,32 @@ static size_t apply_evictions(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_
 	return w->bj.estart[j + 1] - w->bj.estart[j];
 }
 
+/* Pods on a node the pool controller empties (scale-down annotation) are
+ * evicted one by one: the core has checked that each can be placed again
+ * without breaking its gang (src/core/scaledown.c), so the job's other pods
+ * keep running. */
+static size_t apply_scale_down(wctx_t *w, const sc_sobj_t *o, json_t *pods)
+{
+	json_t *p;
+	size_t i, n = 0;
+	json_array_foreach(pods, i, p)
+	{
+		json_t *mark = json_object_get(w->drained, str_of(p, "node"));
+		if (strcmp(str_of(p, "phase"), "Running") != 0 || !json_is_string(mark))
+			continue;
+		json_object_set_new(p, "phase", json_string("Releasing"));
+		json_t *extra = json_pack("{s:s,s:s,s:s,s:s}", "action", "scale-down", "by", "",
+		                          "pod", str_of(p, "name"), "node", str_of(p, "node"));
+		event(w, o, "Evicted", "Normal", extra,
+		      "pod %s moved off %s: the node pool is removing the node", str_of(p, "name"),
+		      str_of(p, "node"));
+		w->out->drained++;
+		w->out->releasing = true;
+		n++;
+	}
+	return n;
+}
+
 /* A job with a Running pod on a drained node is evicted whole. */
 static size_t apply_drain(wctx_t *w, const sc_sobj_t *o, json_t *pods)
 {
@@ -237,13 +263,13 @@ static size_t apply_drain(wctx_t *w, const sc_sobj_t *o, json_t *pods)
 	json_array_foreach(pods, i, p)
 	{
 		if (strcmp(str_of(p, "phase"), "Running") == 0 &&
-		    json_object_get(w->drained, str_of(p, "node"))) {
+		    json_is_true(json_object_get(w->drained, str_of(p, "node")))) {
 			node = str_of(p, "node");
 			break;
 		}
 	}
 	if (!node)
-		return 0;
+		return apply_scale_down(w, o, pods);
 	char nodebuf[SC_MAX_NAME + 1];
 	snprintf(nodebuf, sizeof(nodebuf), "%s", node);
 	json_array_foreach(pods, i, p)
@@ -398,16 +424,29 @@ static json_t *job_status(wctx_t *w, const sc_sobj_t *o)
 		json_t *rsv = sc_xcheck(sc_reservation_json(pend));
 		json_object_set_new(st, "reservation", rsv);
 	}
+	/* Nodes of a pool it waits for (docs/AUTOSCALING.md), for explain. */
+	json_t *wf = pend ? json_object_get(w->in->pool_waits, name_of(o->obj)) : NULL;
+	if (wf)
+		json_object_set(st, "waitingFor", wf);
 	json_object_set_new(st, "pods", pods);
 	sc__deploy_keep_status(old, st);
 	return st;
+}
+
+/* Length of a reason without the age of a node pool request ("(requested
+ * 40 s ago)"), which changes as time passes but says nothing new. */
+static size_t reason_len(const char *r)
+{
+	const char *age = strstr(r, " (requested ");
+	return age ? (size_t)(age - r) : strlen(r);
 }
 
 /* The pending reason is announced when it changes, not every cycle. */
 static void pending_event(wctx_t *w, const sc_sobj_t *o, json_t *old, json_t *st)
 {
 	const char *was = str_of(old, "reason"), *now = str_of(st, "reason");
-	if (now[0] && strcmp(was, now) != 0)
+	size_t n = reason_len(now);
+	if (now[0] && (n != reason_len(was) || strncmp(was, now, n) != 0))
 		event(w, o, o->why ? "Invalid" : "Pending", "Warning", NULL, "%s", now);
 }
 
@@ -557,8 +596,11 @@ static json_t *drained_nodes(const sc_cycle_in_t *in)
 			continue; /* every cycle walks all jobs: no lookups for them */
 		json_t *ann = json_object_get(json_object_get(o->obj, "metadata"), "annotations");
 		const char *v = json_string_value(json_object_get(ann, SC_DRAIN_ANNOTATION));
+		const char *sd = json_string_value(json_object_get(ann, SC_SCALEDOWN_ANNOTATION));
 		if (v && strcmp(v, "true") == 0)
 			json_object_set_new(set, name_of(o->obj), json_true());
+		else if (sd && strcmp(sd, "true") == 0)
+			json_object_set_new(set, name_of(o->obj), json_string("scale-down"));
 	}
 	return set;
 }
@@ -572,7 +614,7 @@ static uint64_t drain_hash(json_t *drained)
 	{
 		for (const char *p = name; *p; p++)
 			h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-		h = (h ^ 0xff) * 1099511628211ULL; /* separator */
+		h = (h ^ (json_is_true(v) ? 0xff : 0xfe)) * 1099511628211ULL; /* separator, kind */
 	}
 	return h;
 }

@@ -80,6 +80,9 @@ typedef struct sc_server {
 	unsigned long store_epoch;    /* moves when the store undid writes */
 	int storage_error;            /* < 0 while writes are refused */
 	unsigned long long commit_failures;
+	struct sc_pools *pools; /* the node pool controller (pool_ctl.c) */
+	char self_url[128];     /* how a local process reaches this API */
+	const char *data_dir;   /* --data-dir (borrowed) */
 } sc_server_t;
 
 /* The files below the API, which the others use and which use none of
@@ -168,6 +171,11 @@ int sc__auth_can_see(const sc_principal_t *who, const sc_kind_t *k, json_t *obj)
 int sc__auth_has_queue(const sc_principal_t *who, const char *queue);
 int sc__auth_register(sc_server_t *s);
 const char *sc__role_name(int role);
+/* Mints an agent token bound to node (for the dev node pool provider);
+ * *secret is the caller's to free, id names it for sc__auth_token_delete. */
+int sc__auth_agent_token(sc_server_t *s, const char *node, char **secret, char *id, size_t idsz);
+/* Revokes the token of that id; missing is fine. */
+void sc__auth_token_delete(sc_server_t *s, const char *id);
 
 /* ---- validate.c ---- */
 /* Validates an object of kind k with the manifest decoder; on failure fills

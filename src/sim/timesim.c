@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sim/timepool.h"
 #include "starcloud/cluster.h"
 
 enum jstate { J_FUTURE = 0, J_PENDING, J_RUNNING, J_DONE, J_NEVER };
@@ -42,10 +43,10 @@ typedef struct tsim {
 	char (*qname)[64];
 	size_t nq;
 	sc_queue_spec_t *queues;
-	int total_gpus;
+	sc_tnodes_t nodes;  /* fixed and pool nodes (timepool.c) */
 	int64_t used_milli; /* GPU milli held by pods (FCFS: of waiting jobs too) */
 	int64_t run_milli;  /* GPU milli held by the pods of running jobs */
-	sc_cluster_t *cl;   /* FCFS: the cluster's free resources */
+	sc_cluster_t *cl;   /* FCFS: the cluster's free resources (fixed nodes only) */
 	double *q_used;     /* GPUs held per queue */
 	double *q_fair;     /* last cycle's fair share per queue */
 	/* Per-cycle scratch. */
@@ -95,24 +96,28 @@ static bool model_allowed(const sc_tjob_t *j, const char *model)
 	return false;
 }
 
-/* Whether the gang fits the empty cluster: enough GPU on the nodes of an
- * allowed model and one node that holds a pod. Jobs that never could are
- * left out: they would pend forever and hide every other metric. */
-static bool can_ever_fit(const sc_tsim_config_t *c, const sc_tjob_t *j)
+static bool model_ok(const void *ctx, const char *model)
 {
-	int64_t gpus = 0;
-	bool one = false;
-	for (size_t i = 0; i < c->nnodes; i++) {
-		const sc_node_spec_t *n = &c->nodes[i];
-		if (pod_milli(j) > 0 && !model_allowed(j, n->gpu_model))
-			continue;
-		gpus += n->gpu_count;
-		one |= n->gpu_count >= j->gpus && n->cpu_milli >= j->cpu_milli &&
-		       n->memory >= j->memory;
-	}
+	return model_allowed(ctx, model);
+}
+
+/* Whether the gang fits the empty cluster at its largest (every pool at its
+ * maximum): enough GPU on the nodes of an allowed model and one node that
+ * holds a pod. Jobs that never could are left out: they would pend forever
+ * and hide every other metric. */
+static bool can_ever_fit(const tsim_t *s, const sc_tjob_t *j)
+{
+	sc_request_t r = {.cpu_milli = j->cpu_milli,
+	                  .memory = j->memory,
+	                  .gpus = j->gpus,
+	                  .gpu_milli = j->gpus > 0 ? 0 : j->gpu_milli};
+	bool one;
+	int64_t gpus = sc__tnodes_capacity(&s->nodes, &r, model_ok, j, &one);
 	return one && pod_milli(j) * j->pods <= gpus * SC_GPU_MILLI;
 }
 
+/* Each queue deserves an equal part of the GPUs present (with node pools
+ * the part follows the cluster's size). */
 static void setup_queues(tsim_t *s)
 {
 	for (size_t q = 0; q < s->nq; q++) {
@@ -121,7 +126,7 @@ static void setup_queues(tsim_t *s)
 		qs->name = s->qname[q];
 		qs->priority = 100;
 		qs->res[SC_RES_GPU] =
-		    (sc_queue_res_t){(double)s->total_gpus / (double)s->nq, -1, 1};
+		    (sc_queue_res_t){(double)s->nodes.gpus_up / (double)s->nq, -1, 1};
 		qs->res[SC_RES_CPU] = (sc_queue_res_t){-1, -1, 1};
 		qs->res[SC_RES_MEM] = (sc_queue_res_t){-1, -1, 1};
 	}
@@ -132,8 +137,6 @@ static int tsim_init(tsim_t *s, const sc_tjobs_t *jobs, const sc_tsim_config_t *
 	size_t n = jobs->n ? jobs->n : 1;
 	s->jobs = jobs;
 	s->c = c;
-	for (size_t i = 0; i < c->nnodes; i++)
-		s->total_gpus += c->nodes[i].gpu_count;
 	s->j = calloc(n, sizeof(*s->j));
 	s->by_arrival = calloc(n, sizeof(size_t));
 	s->qname = calloc(n, sizeof(*s->qname));
@@ -142,6 +145,11 @@ static int tsim_init(tsim_t *s, const sc_tjobs_t *jobs, const sc_tsim_config_t *
 	s->tasks = calloc(n, sizeof(*s->tasks));
 	s->sch = sc_scheduler_new();
 	if (!s->j || !s->by_arrival || !s->qname || !s->active || !s->specs || !s->tasks || !s->sch)
+		return SC_ENOMEM;
+	s->t0 = jobs->n ? INT64_MAX : 0;
+	for (size_t i = 0; i < jobs->n; i++)
+		s->t0 = jobs->v[i].arrival < s->t0 ? jobs->v[i].arrival : s->t0;
+	if (sc__tnodes_init(&s->nodes, c, s->t0) < 0)
 		return SC_ENOMEM;
 	if (c->policy == SC_TSIM_FCFS) {
 		int err = SC_ENOMEM;
@@ -154,7 +162,7 @@ static int tsim_init(tsim_t *s, const sc_tjobs_t *jobs, const sc_tsim_config_t *
 		s->j[i].queue = queue_index(s, jobs->v[i].queue);
 		s->j[i].start_first = s->j[i].finish = -1;
 		s->j[i].remaining = jobs->v[i].duration;
-		s->j[i].state = can_ever_fit(c, &jobs->v[i]) ? J_FUTURE : J_NEVER;
+		s->j[i].state = can_ever_fit(s, &jobs->v[i]) ? J_FUTURE : J_NEVER;
 		s->by_arrival[i] = i;
 		pods += (size_t)jobs->v[i].pods;
 	}
@@ -168,7 +176,6 @@ static int tsim_init(tsim_t *s, const sc_tjobs_t *jobs, const sc_tsim_config_t *
 	sort_ctx = s;
 	qsort(s->by_arrival, jobs->n, sizeof(size_t), cmp_arrival);
 	sort_ctx = NULL;
-	s->t0 = jobs->n ? jobs->v[s->by_arrival[0]].arrival : 0;
 	return 0;
 }
 
@@ -190,6 +197,7 @@ static void tsim_free(tsim_t *s)
 	free(s->q_used);
 	free(s->q_fair);
 	sc_scheduler_free(s->sch);
+	sc__tnodes_free(&s->nodes);
 }
 
 /* ---- one cycle -------------------------------------------------------------- */
@@ -237,7 +245,7 @@ static size_t build_jobs(tsim_t *s, int64_t now)
 				s->status[np++] =
 				    (sc_pod_status_t){.name = p->name,
 				                      .phase = SC_POD_RUNNING,
-				                      .node = s->c->nodes[p->node].name,
+				                      .node = s->nodes.v[p->node].spec.name,
 				                      .gpus = p->gpus,
 				                      .ngpus = (size_t)p->ngpus,
 				                      .gpu_milli = p->gpu_milli,
@@ -289,14 +297,6 @@ static void evict(tsim_t *s, tjob_t *j, int64_t now)
 	release(s, j);
 }
 
-static long node_index(const sc_tsim_config_t *c, const char *name)
-{
-	for (size_t i = 0; i < c->nnodes; i++)
-		if (c->nodes[i].name == name || strcmp(c->nodes[i].name, name) == 0)
-			return (long)i;
-	return -1;
-}
-
 /* Records one binding; the job starts once every pod is bound. */
 static int bind(tsim_t *s, tjob_t *j, const sc_binding_t *b, int64_t now)
 {
@@ -311,7 +311,7 @@ static int bind(tsim_t *s, tjob_t *j, const sc_binding_t *b, int64_t now)
 		return 0;
 	tpod_t *p = &j->pods[j->bound++];
 	snprintf(p->name, sizeof(p->name), "%s", b->pod);
-	long ni = node_index(s->c, b->node);
+	long ni = sc__tnodes_find(&s->nodes, b->node);
 	p->node = ni < 0 ? 0 : (uint32_t)ni;
 	p->ngpus = b->ngpus < SC_MAX_GPUS ? (int)b->ngpus : SC_MAX_GPUS;
 	memcpy(p->gpus, b->gpus, (size_t)p->ngpus * sizeof(int));
@@ -423,10 +423,14 @@ static int cycle(tsim_t *s, int64_t now, char *msg, size_t msgsize)
 		return fcfs_cycle(s, now);
 	size_t na = build_jobs(s, now);
 	memset(s->q_fair, 0, s->nq * sizeof(double));
-	if (na == 0)
+	/* With pools a cycle runs without jobs too: idle nodes must go. */
+	if (na == 0 && s->c->npools == 0)
 		return 0;
-	sc_snapshot_t snap = {.nodes = s->c->nodes,
-	                      .nnodes = s->c->nnodes,
+	if (sc__tnodes_snapshot(&s->nodes) < 0)
+		return SC_ENOMEM;
+	setup_queues(s);
+	sc_snapshot_t snap = {.nodes = s->nodes.snap,
+	                      .nnodes = s->nodes.nsnap,
 	                      .queues = s->queues,
 	                      .nqueues = s->nq,
 	                      .jobs = s->specs,
@@ -443,6 +447,8 @@ static int cycle(tsim_t *s, int64_t now, char *msg, size_t msgsize)
 	int rc = sc_scheduler_run(s->sch, &snap, &d, msg, msgsize);
 	if (rc == 0)
 		rc = apply(s, d, now);
+	if (rc == 0)
+		rc = sc__tnodes_plan(&s->nodes, &snap, d, now, msg, msgsize);
 	sc_decisions_free(d);
 	return rc;
 }
@@ -454,9 +460,18 @@ static int64_t next_event(tsim_t *s)
 	int64_t t = INT64_MAX;
 	if (s->next_arrival < s->jobs->n)
 		t = s->jobs->v[s->by_arrival[s->next_arrival]].arrival;
-	for (size_t i = 0; i < s->jobs->n; i++)
+	bool waiting = false;
+	for (size_t i = 0; i < s->jobs->n; i++) {
 		if (s->j[i].state == J_RUNNING && s->j[i].finish < t)
 			t = s->j[i].finish;
+		waiting |= s->j[i].state == J_PENDING;
+	}
+	/* Nodes joining or going matter while work is left: the run ends with
+	 * its last job, as without pools. */
+	if (t != INT64_MAX || waiting) {
+		int64_t p = sc__tnodes_next(&s->nodes);
+		t = p < t ? p : t;
+	}
 	return t;
 }
 
@@ -508,22 +523,30 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 	int64_t tick = s->c->tick > 0 ? s->c->tick : 1;
 	int64_t now = s->t0;
 	size_t cap = 0;
-	double util_int = 0, busy_int = 0;
+	double util_int = 0, busy_int = 0, gpus_int = 0, billed_int = 0;
 	for (;;) {
 		size_t running;
+		sc__tnodes_join(&s->nodes, now);
 		size_t pending = advance(s, now, &running);
 		/* A cycle also when only running jobs remain: the core's
-		 * fair shares (for Jain's index) follow the demand. */
-		if (pending + running > 0) {
+		 * fair shares (for Jain's index) follow the demand; with pools,
+		 * always: idle nodes go by the cycles' plans. */
+		if (pending + running > 0 || s->c->npools > 0) {
 			int rc = cycle(s, now, msg, msgsize);
 			if (rc < 0)
 				return rc;
 			r->cycles++;
 			pending = advance(s, now, &running);
 		}
-		double cap_milli = (double)s->total_gpus * SC_GPU_MILLI;
-		sc_tsim_point_t pt = {now - s->t0, 100.0 * (double)s->used_milli / cap_milli,
-		                      100.0 * (double)s->run_milli / cap_milli, pending, running};
+		int up = s->nodes.gpus_up;
+		double cap_milli = (double)up * SC_GPU_MILLI;
+		sc_tsim_point_t pt = {now - s->t0,
+		                      up > 0 ? 100.0 * (double)s->used_milli / cap_milli : 0,
+		                      up > 0 ? 100.0 * (double)s->run_milli / cap_milli : 0,
+		                      pending,
+		                      running,
+		                      up};
+		r->gpus_max = up > r->gpus_max ? up : r->gpus_max;
 		if (push_point(r, &cap, &pt) < 0)
 			return SC_ENOMEM;
 		int64_t next = next_event(s);
@@ -533,6 +556,8 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 		double dt = (double)(next - now);
 		util_int += pt.util * dt;
 		busy_int += pt.busy * dt;
+		gpus_int += (double)up * dt;
+		billed_int += (double)s->nodes.gpus_billed * dt;
 		for (size_t q = 0; q < s->nq; q++) {
 			r->queues[q].gpu_seconds += s->q_used[q] * dt;
 			r->queues[q].fair_seconds += s->q_fair[q] * dt;
@@ -544,6 +569,10 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 	r->busy_mean = span > 0 ? busy_int / (double)span : 0;
 	for (size_t i = 0; i < s->jobs->n; i++)
 		r->stuck += s->j[i].state == J_PENDING;
+	r->gpus_mean = span > 0 ? gpus_int / (double)span : s->nodes.gpus_up;
+	r->gpu_hours = billed_int / 3600.0;
+	r->nodes_requested = s->nodes.requested;
+	r->nodes_removed = s->nodes.removed;
 	return 0;
 }
 
@@ -649,15 +678,22 @@ int sc_tsim_run(const sc_tjobs_t *jobs, const sc_tsim_config_t *c, sc_tsim_resul
 	struct timespec a, b;
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	memset(res, 0, sizeof(*res));
-	if (c->nnodes == 0) {
+	if (c->nnodes == 0 && c->npools == 0) {
 		snprintf(msg, msgsize, "time mode: the cluster has no node");
+		return SC_EINVAL;
+	}
+	if (c->npools > 0 && c->policy == SC_TSIM_FCFS) {
+		/* The FCFS baseline places on a fixed cluster model of its own. */
+		snprintf(msg, msgsize,
+		         "--policy fcfs: not with --nodepools (a fixed cluster only)");
 		return SC_EINVAL;
 	}
 	tsim_t s = {0};
 	int rc = tsim_init(&s, jobs, c);
 	if (rc == 0) {
 		res->jobs = jobs->n;
-		res->total_gpus = s.total_gpus;
+		res->total_gpus = s.nodes.gpus_up;
+		res->provision_delay = c->provision_delay;
 		res->nqueues = s.nq;
 		res->queues = calloc(s.nq ? s.nq : 1, sizeof(*res->queues));
 		res->job = calloc(jobs->n ? jobs->n : 1, sizeof(*res->job));

@@ -14,7 +14,13 @@
  * so the core's fair share, cross-queue reclaim and in-queue preemption
  * (normal over best-effort) are all active.
  *
- * Metrics: queue wait (first start minus arrival; mean, p50, p99), job
+ * With node pools the cluster is the pools' nodes (and any fixed ones): it
+ * starts from the pools' minimum, the core's scale-up plan after each
+ * cycle requests nodes that join `provision_delay` later, and the
+ * scale-down plan (empty nodes only: pods do not move here) removes a node
+ * that stayed empty for the pool's scaleDownAfter.
+ *
+ * Metrics: queue wait (first start minus arrival; mean, p50, p95, p99), job
  * completion time (finish minus arrival), makespan (last finish minus first
  * arrival), GPU allocation over time and its time-weighted mean, and Jain's
  * fairness index over queues of x_q = integral of allocated GPUs / integral
@@ -26,6 +32,7 @@
 #include <stdint.h>
 
 #include "sim/jobs.h"
+#include "starcloud/autoscale.h"
 #include "starcloud/core.h"
 
 /* Who decides. SC_TSIM_STARCLOUD: the scheduler core (queues, fair share,
@@ -39,19 +46,33 @@
  * no GPU sharing between jobs beyond what the request says. */
 enum sc_tsim_policy { SC_TSIM_STARCLOUD = 0, SC_TSIM_FCFS };
 
+/* A node pool in the simulation (docs/AUTOSCALING.md): the core's part
+ * (template, limits, cost) and the delay before an idle node goes. */
+typedef struct sc_tsim_pool {
+	sc_pool_t pool; /* in_flight and removing are the simulator's */
+	int64_t scale_down_after;
+} sc_tsim_pool_t;
+
 typedef struct sc_tsim_config {
-	const sc_node_spec_t *nodes; /* borrowed */
+	const sc_node_spec_t *nodes; /* borrowed; fixed nodes (may be none with pools) */
 	size_t nnodes;
 	int64_t tick; /* cycle grid, seconds (>= 1) */
 	int policy;   /* enum sc_tsim_policy */
+	/* Node pools: the cluster starts from their minimum; after each cycle
+	 * the core's scale-up plan requests nodes, which join provision_delay
+	 * seconds later, and empty pool nodes go after scale_down_after. */
+	const sc_tsim_pool_t *pools; /* borrowed */
+	size_t npools;
+	int64_t provision_delay;
 } sc_tsim_config_t;
 
 typedef struct sc_tsim_point {
 	int64_t t;   /* seconds since the first arrival */
-	double util; /* GPU allocated, % of capacity */
+	double util; /* GPU allocated, % of the GPUs present */
 	double busy; /* GPU held by jobs that run, % (FCFS: less than util while
 	              * part of a job's pods wait for the rest) */
 	size_t pending, running;
+	int gpus; /* GPUs of the nodes present */
 } sc_tsim_point_t;
 
 typedef struct sc_tsim_job {
@@ -82,8 +103,16 @@ typedef struct sc_tsim_result {
 	 * else could happen (no arrival, nothing running): each waits for GPUs
 	 * that others like it hold, for ever. */
 	size_t stuck;
-	double jain; /* -1 for FCFS, which has no fair share */
-	int total_gpus;
+	double jain;    /* -1 for FCFS, which has no fair share */
+	int total_gpus; /* GPUs present at the start */
+	/* Cluster size: GPU-hours paid (nodes count from their request to
+	 * their removal: a cloud bills the boot), and the GPUs present, largest
+	 * and time-weighted mean over the run. */
+	double gpu_hours;
+	int gpus_max;
+	double gpus_mean;
+	int64_t provision_delay;
+	size_t nodes_requested, nodes_removed;
 	sc_tsim_queue_t *queues;
 	size_t nqueues;
 	sc_tsim_point_t *series; /* one point per cycle */

@@ -93,3 +93,76 @@ def test_bad_policy_option():
     for bad in ("kube", "", "FCFS", "fcfs,starcloud"):
         r = run("--time", "x.csv", "--policy", bad)
         assert r.returncode == 2 and "--policy" in r.stderr, (bad, r.stderr)
+
+
+POOL = """apiVersion: starcloud.dev/v1
+kind: NodePool
+metadata: {name: p4}
+spec:
+  maxNodes: 2
+  scaleDownAfter: 30s
+  template: {cpu: 16, memory: 64Gi, gpus: {count: 4, model: V100}}
+  provider: {dev: {}}
+"""
+
+
+def test_nodepools_grow_and_shrink(tmp_path):
+    """Issue 18: no node at first. Job 0 (4 GPUs) asks for one node at 0,
+    which joins at 60; job 1 (2 GPUs, at 10) finds the node in flight full
+    and asks for a second (joins at 70); job 2 (2 GPUs, at 20) fits on that
+    second node in flight and asks for nothing; job 3 (at 120) starts at once
+    on the second node, which is empty from 130 and goes at 160 (30 s
+    later), the run's end. Paid: 4 GPUs for 160 s + 4 for 150 s."""
+    t = tmp_path / "jobs.csv"
+    t.write_text(TRACE)
+    p = tmp_path / "pool.yaml"
+    p.write_text(POOL)
+    out = tmp_path / "out.csv"
+    r = run("--time", str(t), "--nodepools", str(p), "--provision-delay", "60s", "--json",
+            "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    rows = list(csv.DictReader(out.open()))
+    assert [int(x["start"]) for x in rows] == [60, 70, 70, 120]
+    assert j["nodes_requested"] == 2 and j["nodes_removed"] == 1
+    assert j["gpus_max"] == 8 and j["total_gpus"] == 0
+    assert j["gpus_mean"] == (4 * 10 + 8 * 90) / 160
+    assert abs(j["gpu_hours"] - (4 * 160 + 4 * 150) / 3600) < 0.001
+    assert j["provision_delay_s"] == 60
+    assert max(x["gpus"] for x in j["series"]) == 8
+    # The table says it too.
+    r = run("--time", str(t), "--nodepools", str(p), "--provision-delay", "60s")
+    assert r.returncode == 0, r.stderr
+    assert "2 nodes requested (60 s to join), 1 removed" in r.stdout, r.stdout
+    # A fixed 4-GPU node beside the pool: jobs 0 starts at once.
+    r = run("--time", str(t), "--nodepools", str(p), "--cluster", "1x4", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["total_gpus"] == 4
+
+
+def test_bad_nodepools_options(tmp_path):
+    t = tmp_path / "jobs.csv"
+    t.write_text(TRACE)
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(POOL + "---\napiVersion: starcloud.dev/v1\nkind: Queue\n"
+                     "metadata: {name: q}\nspec: {resources: {gpu: {quota: 4}}}\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(POOL.replace("maxNodes: 2", "maxNodes: -2"))
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing\n")
+    good = tmp_path / "pool.yaml"
+    good.write_text(POOL)
+    cases = [(["--nodepools", str(mixed)], "--nodepools"),
+             (["--nodepools", str(bad)], "maxNodes"),
+             (["--nodepools", str(empty)], "--nodepools"),
+             (["--nodepools", str(tmp_path / "missing.yaml")], "missing.yaml"),
+             (["--nodepools", str(good), "--provision-delay", "x"],
+              "--provision-delay"),
+             (["--nodepools", str(good), "--provision-delay", "-3s"],
+              "--provision-delay"),
+             (["--nodepools", str(good), "--policy", "fcfs"],
+              "--policy fcfs")]
+    for args, field in cases:
+        r = run("--time", str(t), *args)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert field in r.stderr, (args, r.stderr)
