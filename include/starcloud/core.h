@@ -132,6 +132,9 @@ typedef struct sc_pod_status {
 	int mig_gpu, mig_start; /* for a MIG pod: device and start slot */
 	const char *mig_profile;
 	int64_t started_at; /* seconds, 0 = unknown */
+	/* When compaction last moved the pod here (seconds, 0 = never): the
+	 * action's cooldown and its moves-per-hour bound read it. */
+	int64_t moved_at;
 } sc_pod_status_t;
 
 enum sc_placement_policy {
@@ -169,6 +172,7 @@ enum sc_action {
 	SC_ACT_RECLAIM,
 	SC_ACT_PREEMPT,
 	SC_ACT_STALE_GANG,
+	SC_ACT_COMPACT, /* beyond KAI: empty lightly used nodes for big work */
 	SC_ACT_COUNT,
 };
 
@@ -177,6 +181,22 @@ enum sc_victim_search {
 	SC_VICTIMS_MINIMAL = 0, /* cheapest set: exact on small cases, pruned on large */
 	SC_VICTIMS_ORDERED,     /* KAI's: accumulate in victim order, first set that works */
 };
+
+/* Compaction (SchedulerConfig compaction, beyond KAI): nodes whose GPUs
+ * are allocated below pack_threshold are emptied onto fuller nodes when the
+ * whole GPUs so freed serve waiting work (or target_gpus) and are worth
+ * more than the run time the moves lose. */
+typedef struct sc_compaction {
+	bool enabled;             /* true */
+	int max_moves_cycle;      /* pods moved per cycle, 8 */
+	int max_moves_hour;       /* pods moved in any hour (by moved_at), 24 */
+	int64_t min_runtime;      /* seconds a pod runs before it may move, 600 */
+	int64_t cooldown;         /* seconds before a moved pod moves again, 3600 */
+	int64_t grace_period;     /* seconds a moved pod has to checkpoint, 30 */
+	int64_t checkpoint_every; /* run time lost by a move is at most this, 1800 */
+	int64_t horizon;          /* seconds a freed GPU is worth, 3600 */
+	int target_gpus;          /* keep room for a job this big, 0 = waiting work only */
+} sc_compaction_t;
 
 typedef struct sc_config {
 	int actions[SC_ACT_COUNT + 1]; /* run in this order */
@@ -196,6 +216,7 @@ typedef struct sc_config {
 	/* KAI's allowConsolidatingReclaim: victims that reclaim places again
 	 * elsewhere do not count against the victim queues' shares (false). */
 	bool reclaim_consolidating;
+	sc_compaction_t compaction;
 } sc_config_t;
 
 /* Fills c with the documented defaults (all five actions, binpack, ...). */
@@ -243,6 +264,9 @@ typedef struct sc_eviction {
 	const char *by; /* job that needed the room, or NULL */
 	const char *reason;
 	const char *to; /* consolidation: the pod's new node */
+	/* Seconds the pod has to stop (SIGTERM first, so it may checkpoint);
+	 * 0 = the agent's default. Compaction sets it. */
+	int64_t grace_period;
 } sc_eviction_t;
 
 typedef struct sc_pending {

@@ -149,9 +149,10 @@ static int apply_actions(const char *list, sc_config_t *c)
 	     tok = strtok_r(NULL, ",", &save)) {
 		int a = sc_action_parse(tok);
 		if (a < 0)
-			return bad("--actions: unknown action \"%s\" (expected allocate, "
-			           "consolidation, reclaim, preempt, stalegangeviction)",
-			           tok);
+			return bad(
+			    "--actions: unknown action \"%s\" (expected allocate, "
+			    "consolidation, reclaim, preempt, stalegangeviction, compaction)",
+			    tok);
 		for (size_t i = 0; i < n; i++)
 			if (c->actions[i] == a)
 				return bad("--actions: \"%s\" is listed twice", tok);

@@ -11,6 +11,7 @@ int sc__reclaim(sc_sched_t *s);
 int sc__preempt(sc_sched_t *s);
 int sc__stale_gangs(sc_sched_t *s);
 int sc__consolidate(sc_sched_t *s);
+int sc__compact(sc_sched_t *s);
 
 /* evict.c, shared by reclaim and preempt: the pending jobs that may evict,
  * in queue order (sc__order_pop takes them); committing a preemption

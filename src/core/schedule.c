@@ -62,6 +62,9 @@ static int copy_eviction(sc_sched_t *s, sc_arena_t *a, const decision_t *d, sc_e
 	e->reason = sc_arena_strdup(a, d->reason ? d->reason : "");
 	if (d->move)
 		e->to = sc_arena_strdup(a, sc_cluster_node(s->cluster, d->to.node)->spec->name);
+	/* A compaction move lets the pod checkpoint first. */
+	if (d->action == SC_ACT_COMPACT)
+		e->grace_period = s->snap->config.compaction.grace_period;
 	return e->pod && e->reason ? 0 : SC_ENOMEM;
 }
 

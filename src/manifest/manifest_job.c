@@ -411,9 +411,10 @@ static int decode_pod_report(sc__rd_t *rd, json_t *o)
 static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_status_t *p)
 {
 	/* ready .. generation are reported by the node agent (docs/AGENT.md). */
-	static const char *const fields[] = {
-	    "name",      "phase", "node",     "gpus",     "gpuShare", "gpuMemory",  "mig",
-	    "startedAt", "ready", "restarts", "exitCode", "message",  "generation", NULL};
+	static const char *const fields[] = {"name",       "phase",     "node",     "gpus",
+	                                     "gpuShare",   "gpuMemory", "mig",      "startedAt",
+	                                     "ready",      "restarts",  "exitCode", "message",
+	                                     "generation", "movedAt",   NULL};
 	static const char *const phases[] = {"Pending", "Running",   "Releasing", "Succeeded",
 	                                     "Failed",  "Pipelined", NULL};
 	int64_t share = 0;
@@ -438,6 +439,7 @@ static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_st
 	    (rc = sc__get_mem(rd, o, "gpuMemory", false, 0, &p->gpu_memory)) < 0 ||
 	    (rc = decode_pod_mig(rd, o, p)) < 0 ||
 	    (rc = sc__get_time(rd, o, "startedAt", false, &p->started_at)) < 0 ||
+	    (rc = sc__get_time(rd, o, "movedAt", false, &p->moved_at)) < 0 ||
 	    (rc = decode_pod_report(rd, o)) < 0)
 		return rc;
 	p->gpu_milli = (int)share;

@@ -459,7 +459,8 @@ static int decode_actions(sc__rd_t *rd, json_t *spec, sc_config_t *c)
 		if (a < 0)
 			return sc__rd_fail(rd, SC_EINVAL,
 			                   "unknown action \"%s\" (expected allocate, "
-			                   "consolidation, reclaim, preempt or stalegangeviction)",
+			                   "consolidation, reclaim, preempt, stalegangeviction or "
+			                   "compaction)",
 			                   names[i]);
 		for (size_t j = 0; j < i; j++)
 			if (c->actions[j] == a)
@@ -539,6 +540,39 @@ static int decode_reclaim(sc__rd_t *rd, json_t *spec, sc_config_t *c, double *to
 	return 0;
 }
 
+/* compaction: {enabled, maxMovesPerCycle, maxMovesPerHour, minRuntime,
+ * cooldown, gracePeriod, checkpointEvery, horizon, targetGpus}. */
+static int decode_compaction(sc__rd_t *rd, json_t *spec, sc_config_t *c)
+{
+	static const char *const fields[] = {
+	    "enabled",     "maxMovesPerCycle", "maxMovesPerHour", "minRuntime", "cooldown",
+	    "gracePeriod", "checkpointEvery",  "horizon",         "targetGpus", NULL};
+	sc_compaction_t k = c->compaction;
+	int64_t cyc = k.max_moves_cycle, hour = k.max_moves_hour, target = k.target_gpus;
+	json_t *o;
+	int rc = sc__get_object(rd, spec, "compaction", false, &o);
+	if (rc <= 0)
+		return rc;
+	sc__mark_t m = sc__rd_push(rd, "compaction");
+	if ((rc = sc__rd_fields(rd, o, fields)) < 0 ||
+	    (rc = sc__get_bool(rd, o, "enabled", false, &k.enabled)) < 0 ||
+	    (rc = sc__get_int(rd, o, "maxMovesPerCycle", false, 0, 10000, &cyc)) < 0 ||
+	    (rc = sc__get_int(rd, o, "maxMovesPerHour", false, 0, 1000000, &hour)) < 0 ||
+	    (rc = sc__get_dur(rd, o, "minRuntime", false, &k.min_runtime)) < 0 ||
+	    (rc = sc__get_dur(rd, o, "cooldown", false, &k.cooldown)) < 0 ||
+	    (rc = sc__get_dur(rd, o, "gracePeriod", false, &k.grace_period)) < 0 ||
+	    (rc = sc__get_dur(rd, o, "checkpointEvery", false, &k.checkpoint_every)) < 0 ||
+	    (rc = sc__get_dur(rd, o, "horizon", false, &k.horizon)) < 0 ||
+	    (rc = sc__get_int(rd, o, "targetGpus", false, 0, 16, &target)) < 0)
+		return rc;
+	k.max_moves_cycle = (int)cyc;
+	k.max_moves_hour = (int)hour;
+	k.target_gpus = (int)target;
+	c->compaction = k;
+	sc__rd_pop(rd, m);
+	return 0;
+}
+
 /* Reads {key: {field: value}} groups of one setting each. */
 static int one_setting(sc__rd_t *rd, json_t *spec, const char *group, const char *field, double min,
                        double max, double *out)
@@ -567,8 +601,8 @@ static int one_setting(sc__rd_t *rd, json_t *spec, const char *group, const char
 int sc__decode_config(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
 	static const char *const fields[] = {
-	    "actions", "placement",     "packThreshold", "spreadFactor", "reclaim",
-	    "preempt", "consolidation", "reservations",  "victims",      NULL};
+	    "actions",       "placement",    "packThreshold", "spreadFactor", "reclaim", "preempt",
+	    "consolidation", "reservations", "victims",       "compaction",   NULL};
 	const char *name;
 	json_t *spec = NULL;
 	sc_config_t *c = &b->config;
@@ -594,6 +628,7 @@ int sc__decode_config(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 		    (rc = decode_actions(rd, spec, c)) < 0 ||
 		    (rc = decode_placement(rd, spec, c)) < 0 ||
 		    (rc = decode_victims(rd, spec, c)) < 0 ||
+		    (rc = decode_compaction(rd, spec, c)) < 0 ||
 		    (rc = sc__get_num(rd, spec, "packThreshold", false, 0, 1, &c->pack_threshold)) <
 		        0 ||
 		    (rc = one_setting(rd, spec, "spreadFactor", "serving", 1, 1000, &serving)) <

@@ -19,6 +19,8 @@ const char *sc_eviction_action_name(int action)
 		return "preempt";
 	case SC_ACT_STALE_GANG:
 		return "stale-gang";
+	case SC_ACT_COMPACT:
+		return "compaction";
 	default:
 		return "unknown";
 	}
@@ -104,6 +106,8 @@ static json_t *eviction_json(const sc_snapshot_t *s, const sc_eviction_t *e)
 	put(o, "reason", json_string(e->reason ? e->reason : ""), &ok);
 	if (e->to)
 		put(o, "to", json_string(e->to), &ok);
+	if (e->grace_period > 0)
+		put(o, "gracePeriod", json_integer((json_int_t)e->grace_period), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;

@@ -318,8 +318,8 @@ static json_t *view_task(const sc_deploy_task_t *t)
 
 /* The fields of a pod entry the core uses; what agents report (ready,
  * restarts, message, ...) and the port are the server's business. */
-static const char *const pod_fields[] = {"name",      "phase", "node",      "gpus", "gpuShare",
-                                         "gpuMemory", "mig",   "startedAt", NULL};
+static const char *const pod_fields[] = {"name",      "phase", "node",      "gpus",    "gpuShare",
+                                         "gpuMemory", "mig",   "startedAt", "movedAt", NULL};
 
 static json_t *view_pod(json_t *e)
 {

@@ -297,6 +297,18 @@ static void record_wait(sc_cycle_out_t *out, double seconds)
 	out->waits[out->nwaits++] = seconds;
 }
 
+/* Whether the pod's binding is a compaction move: its status then carries
+ * movedAt, which the action's cooldown and hourly bound read back. */
+static bool moved_by_compaction(const wctx_t *w, size_t j, const char *pod)
+{
+	for (size_t k = w->bj.estart[j]; k < w->bj.estart[j + 1]; k++) {
+		const sc_eviction_t *e = &w->d->evictions[w->bj.eorder[k]];
+		if (e->action == SC_ACT_COMPACT && e->to && strcmp(e->pod, pod) == 0)
+			return true;
+	}
+	return false;
+}
+
 static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j)
 {
 	/* A job's wait ends with its first placement. */
@@ -308,6 +320,8 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 		const sc_binding_t *b = &w->d->bindings[w->bj.border[k]];
 		size_t at;
 		json_t *np = binding_pod(b, w->now, o->mod_rev);
+		if (moved_by_compaction(w, j, b->pod))
+			json_object_set_new(np, "movedAt", json_string(w->now));
 		if (strcmp(o->kind->kind, "Deployment") == 0)
 			sc__deploy_bind_port(w->in, o->obj, np, &w->ports);
 		if (find_pod(pods, b->pod, &at))
