@@ -8,7 +8,8 @@ import stat
 import requests
 
 from agent_util import pods_of, processes_with_env, run_job, setup_queue, wait_for
-from conftest import BIN, manifest
+from conftest import manifest
+from test_metrics_lint import lint
 
 
 def pool(name, spec_extra=None, provider=None, gpus=2, labels=None):
@@ -218,6 +219,7 @@ def test_exec_provider_join_timeout_and_failure(server, admin, tmp_path):
     assert "quota exceeded in z1" in ev[0]["message"] and "exit status 7" in ev[0]["message"]
     m = requests.get(server.url + "/metrics").text
     assert 'starcloud_nodepool_provider_failures_total{pool="broken",action="create"}' in m
+    lint(m, "server with node pools")
 
 
 def test_bad_nodepools_are_refused_naming_the_field(server, admin):
