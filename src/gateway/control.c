@@ -26,10 +26,13 @@
 #define MAX_LINE (4u << 20)
 /* The server checks that a gateway is not too old for it (base/version.h). */
 #define UA_HEADER "User-Agent: " SC_USER_AGENT("gateway") "\r\n"
+#define SCALE_REPORT_MS 1000 /* load reports of autoscaled Deployments */
 
 typedef struct control {
 	sc_gw_t *gw;
 	json_t *deps; /* name -> latest object */
+	json_t *ttft; /* autoscaled deployment -> its model's TTFT buckets at the last report */
+	uv_timer_t scale;
 	sc_buf_t line;
 	sc_hcli_req_t *watch;
 	uv_timer_t retry;
@@ -233,6 +236,8 @@ static void rebuild(control_t *ct)
 	}
 	sc__gw_backend_sweep(gw, GW_SRC_SERVER);
 	sc__gw_repo_sweep(gw, GW_SRC_SERVER);
+	/* New replicas may be what a held request waits for. */
+	sc__gw_proxy_wake(gw);
 }
 
 static void on_event(control_t *ct, const char *line, size_t len)
@@ -341,6 +346,9 @@ static void watch_start(control_t *ct)
 
 static void sc__gw_control_report(sc_gw_t *gw, const gw_rollout_t *ro, const char *outcome);
 static void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro);
+static int may_hold(sc_gw_t *gw, const char *model);
+static void held(sc_gw_t *gw, const char *model);
+static void on_scale_tick(uv_timer_t *t);
 
 int sc__gw_control_start(sc_gw_t *gw)
 {
@@ -355,16 +363,30 @@ int sc__gw_control_start(sc_gw_t *gw)
 	gw->control = ct;
 	gw->rollout_outcome = sc__gw_control_report;
 	gw->rollout_window = sc__gw_control_window;
+	gw->may_hold = may_hold;
+	gw->held = held;
+	ct->ttft = json_object();
+	uv_timer_init(gw->loop, &ct->scale);
+	ct->scale.data = ct;
+	uv_timer_start(&ct->scale, on_scale_tick, SCALE_REPORT_MS, SCALE_REPORT_MS);
+	uv_unref((uv_handle_t *)&ct->scale);
 	watch_start(ct);
 	return 0;
+}
+
+static void on_scale_closed(uv_handle_t *h)
+{
+	control_t *ct = h->data;
+	json_decref(ct->deps);
+	json_decref(ct->ttft);
+	sc_buf_free(&ct->line);
+	free(ct);
 }
 
 static void on_retry_closed(uv_handle_t *h)
 {
 	control_t *ct = h->data;
-	json_decref(ct->deps);
-	sc_buf_free(&ct->line);
-	free(ct);
+	uv_close((uv_handle_t *)&ct->scale, on_scale_closed);
 }
 
 void sc__gw_control_stop(sc_gw_t *gw)
@@ -376,6 +398,9 @@ void sc__gw_control_stop(sc_gw_t *gw)
 	if (ct->watch)
 		sc_hcli_cancel(ct->watch);
 	gw->control = NULL;
+	gw->may_hold = NULL;
+	gw->held = NULL;
+	uv_timer_stop(&ct->scale);
 	uv_close((uv_handle_t *)&ct->retry, on_retry_closed);
 }
 
@@ -404,7 +429,7 @@ static void report_done(sc_hcli_req_t *r, int err, void *ud)
 		return;
 	}
 	if (err < 0 || status >= 300)
-		sc_log_warn("control plane: rollout report failed (%s)",
+		sc_log_warn("control plane: report to %s failed (%s)", rp->path,
 		            err < 0 ? sc_strerror(err) : "HTTP error");
 	free(rp->body);
 	free(rp);
@@ -484,5 +509,125 @@ static void sc__gw_control_window(sc_gw_t *gw, const gw_rollout_t *ro)
 		                        "requests", (json_int_t)w->requests, "errors",
 		                        (json_int_t)w->errors, "p99", ro->last_p99[i]));
 		post_report(gw, path, b);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Load reports of autoscaled Deployments (docs/AUTOSCALING.md)
+ * ------------------------------------------------------------------- */
+
+static const char *model_of(json_t *dep)
+{
+	return json_string_value(json_object_get(json_object_get(dep, "spec"), "model"));
+}
+
+static int autoscaled(json_t *dep)
+{
+	return json_is_object(json_object_get(json_object_get(dep, "spec"), "autoscaling"));
+}
+
+static int may_hold(sc_gw_t *gw, const char *model)
+{
+	control_t *ct = gw->control;
+	const char *name;
+	json_t *dep;
+	if (!ct)
+		return 0;
+	json_object_foreach(ct->deps, name, dep)
+	{
+		const char *m = model_of(dep);
+		if (m && strcmp(m, model) == 0 && autoscaled(dep))
+			return 1;
+	}
+	return 0;
+}
+
+/* The interval's requests and TTFT p95 (the upper bound of the bucket that
+ * holds it) from the histogram's growth since the last report. */
+static void ttft_window(control_t *ct, const char *dep, const char *model, json_int_t *requests,
+                        double *p95)
+{
+	uint64_t b[GW_TTFT_BUCKETS], total;
+	sc__gw_stats_ttft(ct->gw, model, b, GW_TTFT_BUCKETS, &total);
+	json_t *prev = json_object_get(ct->ttft, dep), *snap = json_array();
+	uint64_t d[GW_TTFT_BUCKETS], n = 0;
+	for (size_t i = 0; i < GW_TTFT_BUCKETS; i++) {
+		uint64_t was = (uint64_t)json_integer_value(json_array_get(prev, i));
+		d[i] = prev && b[i] >= was ? b[i] - was : 0;
+		n += d[i];
+		json_array_append_new(snap, json_integer((json_int_t)b[i]));
+	}
+	json_object_set_new(ct->ttft, dep, snap);
+	*requests = (json_int_t)n;
+	*p95 = 0;
+	uint64_t acc = 0, want = (n * 95 + 99) / 100;
+	for (size_t i = 0; n && i < GW_TTFT_BUCKETS; i++) {
+		acc += d[i];
+		if (acc >= want) {
+			*p95 = sc__gw_stats_bucket_bound(i);
+			break;
+		}
+	}
+}
+
+static void report_load(control_t *ct, const char *dep, const char *model)
+{
+	sc_gw_t *gw = ct->gw;
+	json_int_t inflight = 0, busy = 0, requests;
+	double p95;
+	for (size_t i = 0; i < gw->nbe; i++) {
+		const gw_backend_t *b = gw->be[i];
+		if (!b || b->gone || strcmp(b->model, model) != 0)
+			continue;
+		inflight += b->inflight;
+		busy += b->inflight > 0;
+	}
+	ttft_window(ct, dep, model, &requests, &p95);
+	char id[GW_MAX_URL], path[GW_MAX_NAME + 64];
+	snprintf(id, sizeof(id), "%s:%d", gw->o.listen.host, gw->o.listen.port);
+	snprintf(path, sizeof(path), "/api/v1/deployments/%s/autoscale/report", dep);
+	json_t *b =
+	    json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:f}", "gateway", id, "model", model, "inflight",
+	              inflight, "queued", (json_int_t)sc__gw_proxy_held(gw, model), "busy", busy,
+	              "requests", requests, "ttftP95", p95);
+	post_report(gw, path, sc_xcheck(b));
+}
+
+/* Every second, each autoscaled Deployment's load, idle or not: the server
+ * needs the zeros to scale down, and a report is how it knows this gateway
+ * still serves the model. */
+static void on_scale_tick(uv_timer_t *t)
+{
+	control_t *ct = t->data;
+	const char *name;
+	json_t *dep;
+	void *tmp;
+	json_object_foreach(ct->deps, name, dep)
+	{
+		if (autoscaled(dep) && model_of(dep))
+			report_load(ct, name, model_of(dep));
+	}
+	json_object_foreach_safe(ct->ttft, tmp, name, dep)
+	{
+		if (!json_object_get(ct->deps, name))
+			json_object_del(ct->ttft, name);
+	}
+}
+
+/* A request now waits for a replica: tell the server at once (scale from
+ * zero should not wait for the next tick). */
+static void held(sc_gw_t *gw, const char *model)
+{
+	control_t *ct = gw->control;
+	const char *name;
+	json_t *dep;
+	/* The first one held says it; a burst of them is the next tick's. */
+	if (!ct || sc__gw_proxy_held(gw, model) != 1)
+		return;
+	json_object_foreach(ct->deps, name, dep)
+	{
+		const char *m = model_of(dep);
+		if (m && strcmp(m, model) == 0 && autoscaled(dep))
+			report_load(ct, name, m);
 	}
 }

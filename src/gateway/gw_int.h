@@ -183,6 +183,13 @@ typedef struct sc_gw {
 	void (*rollout_outcome)(struct sc_gw *gw, const gw_rollout_t *ro, const char *outcome);
 	void (*rollout_window)(struct sc_gw *gw, const gw_rollout_t *ro);
 	void (*probe_tick)(struct sc_gw *gw);
+	/* Scale from zero (docs/AUTOSCALING.md): whether a request for model
+	 * that finds no replica may wait for one (an autoscaled Deployment
+	 * serves it), and the news that one now waits (control.c reports it
+	 * at once). NULL without --server. */
+	int (*may_hold)(struct sc_gw *gw, const char *model);
+	void (*held)(struct sc_gw *gw, const char *model);
+	uint64_t waiting; /* requests held for a replica (proxy.c) */
 } sc_gw_t;
 
 /* The loop's clock in ms. */
@@ -273,6 +280,14 @@ void sc__gw_rollout_stop_all(sc_gw_t *gw);
 gw_stats_t *sc__gw_stats(sc_gw_t *gw, const char *model, const char *version);
 void sc__gw_stats_done(gw_stats_t *s, int code, double total, double ttft);
 void sc__gw_stats_inflight(gw_stats_t *s, int delta);
+/* Time-to-first-token histogram of every version of model added up:
+ * bucket counts (n >= GW_TTFT_BUCKETS; the last is above every bound)
+ * and the total. Returns the largest bound. */
+#define GW_TTFT_BUCKETS 15
+double sc__gw_stats_ttft(const sc_gw_t *gw, const char *model, uint64_t *buckets, size_t n,
+                         uint64_t *count);
+/* The upper bound of bucket b in seconds (the last bound for the last). */
+double sc__gw_stats_bucket_bound(size_t b);
 void sc__gw_stats_retry(gw_stats_t *s);
 void sc__gw_stats_ejection(gw_stats_t *s);
 void sc__gw_stats_rollback(gw_stats_t *s);
@@ -304,6 +319,12 @@ void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind
                      json_t *attrs);
 int sc__gw_trace_init(sc_gw_t *gw);
 void sc__gw_trace_close(sc_gw_t *gw);
+
+/* ---- proxy.c: requests held for a replica ---- */
+/* Held requests of model (all when NULL). */
+size_t sc__gw_proxy_held(sc_gw_t *gw, const char *model);
+/* Tries every held request again (replicas changed). */
+void sc__gw_proxy_wake(sc_gw_t *gw);
 
 /* ---- control.c ---- */
 /* Splits o->server ("URL1,URL2,...") into o->servers; errors name the

@@ -36,7 +36,10 @@ static int set_model(gw_req_t *q, const char *m, const char *v)
 /* Starts routing once model and version are known. */
 static void route(gw_req_t *q)
 {
-	if (!sc__gw_model_known(q->gw, q->model, q->pinned ? q->version : NULL)) {
+	/* A model of a parked autoscaled Deployment has no replica yet, and is
+	 * known all the same: its request waits for one (proxy.c). */
+	if (!sc__gw_model_known(q->gw, q->model, q->pinned ? q->version : NULL) &&
+	    !(q->gw->may_hold && q->gw->may_hold(q->gw, q->model))) {
 		/* Unknown names are not metric labels: they are unbounded. */
 		q->model[0] = q->version[0] = '\0';
 		sc__gw_fail(q, 404, "model_not_found", "model", "no such model or version");

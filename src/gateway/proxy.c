@@ -244,6 +244,10 @@ static void req_release(gw_req_t *q)
 	}
 	if (q->in_retry)
 		q->gw->active_retries--;
+	if (q->waiting) {
+		q->waiting = 0;
+		q->gw->waiting--;
+	}
 	q->gw->active--;
 	sc_gw_t *gw = q->gw;
 	if (q->prev)
@@ -884,10 +888,57 @@ static void attempt_send(gw_req_t *q, gw_backend_t *b)
 	}
 }
 
+/* A first attempt that finds no replica of an autoscaled model waits for
+ * one (scale from zero, a replica on its way) instead of failing: it stays
+ * in the request list with its deadline (--timeout: the activation
+ * timeout too), and sc__gw_proxy_wake tries it again when the replicas
+ * change. Saturation (429) is not waited out: shedding is the answer. */
+static int hold(gw_req_t *q, int why)
+{
+	sc_gw_t *gw = q->gw;
+	if (q->attempts || q->prefill_attempts || q->pd || (why != 404 && why != 503) ||
+	    !gw->may_hold || !gw->may_hold(gw, q->model))
+		return 0;
+	q->waiting = 1;
+	gw->waiting++;
+	if (gw->held)
+		gw->held(gw, q->model);
+	return 1;
+}
+
+size_t sc__gw_proxy_held(sc_gw_t *gw, const char *model)
+{
+	size_t n = 0;
+	if (!gw->waiting)
+		return 0;
+	for (gw_req_t *q = gw->reqs; q; q = q->next)
+		n += q->waiting && (!model || strcmp(q->model, model) == 0);
+	return n;
+}
+
+void sc__gw_proxy_wake(sc_gw_t *gw)
+{
+	if (!gw->waiting)
+		return;
+	/* Oldest first; a request answered now leaves the list, one held
+	 * again stays, and a pipelined request started by an answer joins at
+	 * the head, which this walk has passed. */
+	for (gw_req_t *q = gw->reqs_tail, *prev; q; q = prev) {
+		prev = q->prev;
+		if (!q->waiting)
+			continue;
+		q->waiting = 0;
+		gw->waiting--;
+		sc__gw_attempt(q);
+	}
+}
+
 void sc__gw_attempt(gw_req_t *q)
 {
 	int why = 503;
 	gw_backend_t *b = pick_for(q, &why);
+	if (!b && hold(q, why))
+		return;
 	if (!b) {
 		if (q->attempts == 0 && why == 429) {
 			sc__gw_stats_shed(sc__gw_stats(q->gw, q->model, q->version));

@@ -81,6 +81,7 @@ typedef struct gw_req {
 	gw_backend_t *prefill_be;
 	int prefill_attempts;
 	int closed;
+	int waiting; /* held for a replica of an autoscaled model (sc_gw_t.may_hold) */
 	struct gw_req *prev, *next; /* sc_gw_t.reqs, then .dead and .pool */
 } gw_req_t;
 

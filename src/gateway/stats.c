@@ -81,6 +81,27 @@ void sc__gw_stats_done(gw_stats_t *s, int code, double total, double ttft)
 	hist_add(&s->ttft, ttft);
 }
 
+double sc__gw_stats_ttft(const sc_gw_t *gw, const char *model, uint64_t *buckets, size_t n,
+                         uint64_t *count)
+{
+	memset(buckets, 0, n * sizeof(uint64_t));
+	*count = 0;
+	for (size_t i = 0; i < gw->nstats; i++) {
+		const gw_stats_t *s = gw->stats[i];
+		if (strcmp(s->model, model) != 0)
+			continue;
+		for (size_t b = 0; b <= NBUCKETS && b < n; b++)
+			buckets[b] += s->ttft.b[b];
+		*count += s->ttft.count;
+	}
+	return bounds[NBUCKETS - 1];
+}
+
+double sc__gw_stats_bucket_bound(size_t b)
+{
+	return b < NBUCKETS ? bounds[b] : bounds[NBUCKETS - 1];
+}
+
 void sc__gw_stats_inflight(gw_stats_t *s, int delta)
 {
 	s->inflight += delta;

@@ -64,7 +64,7 @@ typedef struct api_req {
 	const sc_kind_t *kind;
 	char name[SC_MAX_NAME + 1]; /* "" for the collection */
 	char key[SC_MAX_NAME + 64];
-	char sub[16]; /* subresource ("explain", "drain") or "" */
+	char sub[32]; /* subresource ("explain", "drain", "autoscale/report") or "" */
 } api_req_t;
 
 /* Splits /api/v1/<plural>[/<name>]; answers and returns < 0 on a bad path. */

@@ -319,6 +319,7 @@ int sc_server_main(int argc, char **argv)
 out:
 	sc__sched_stop(&s);
 	sc__pool_stop(&s);
+	sc__scale_free(&s);
 	sc__ha_stop(&s);
 	sc__watch_hub_free(s.watch);
 	sc_http_server_close(s.http);

@@ -29,6 +29,8 @@
 
 #include "server/sched_int.h"
 #include "server/server.h"
+#include "starcloud/buf.h"
+#include "starcloud/manifest.h"
 
 #define SC_DEPLOY_DEFAULT_PORT 9000
 #define SC_DEPLOY_VERSION_MAX 63 /* longest version string accepted */
@@ -59,9 +61,15 @@ typedef struct sc_deploy_plan {
 	char stable[SC_DEPLOY_VERSION_MAX + 1];
 	char canary[SC_DEPLOY_VERSION_MAX + 1]; /* "" without a live canary */
 	int weight;                             /* canary traffic, percent */
+	/* spec.autoscaling: the autoscaler's count (status.autoscaling.replicas,
+	 * minReplicas before its first decision) for every version at 100 %,
+	 * instead of spec.replicas; -1 without autoscaling. */
+	int autoscaled;
 } sc_deploy_plan_t;
 
 /* ---- deploy_view.c ---- */
+/* The replica count an autoscaled Deployment runs at 100 %, or -1. */
+int sc__deploy_autoscaled(json_t *dep);
 /* spec.version as a string ("1" when absent; integers printed). */
 void sc__deploy_version(json_t *dep, char *out, size_t outsz);
 /* Live tasks of dep from its spec and status. Templates are borrowed from
@@ -111,6 +119,33 @@ void sc__deploy_evidence_add(json_t *obj, json_int_t requests, json_int_t errors
 int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events);
 /* Node name -> address ("" when unknown) for every node (new reference). */
 json_t *sc__deploy_node_addresses(sc_server_t *s);
+
+/* ---- deploy_scale.c: replica autoscaling (spec.autoscaling) ---- */
+#define SC_SCALE_GATEWAY_MAX 128 /* longest gateway id in a report */
+
+/* What a gateway saw of one Deployment's model since its last report. */
+typedef struct sc_scale_signal {
+	long long inflight; /* requests at the replicas now */
+	long long queued;   /* requests held at the gateway, waiting for a replica */
+	long long busy;     /* replicas with a request in flight */
+	long long requests; /* requests that ended in the interval */
+	double ttft_p95;    /* seconds, over the interval; 0 without requests */
+} sc_scale_signal_t;
+
+/* Keeps gateway's latest report for Deployment dep (loop thread). */
+void sc__scale_report(sc_server_t *s, const char *dep, const char *gateway,
+                      const sc_scale_signal_t *sig, int64_t now);
+/* The replica count Deployment dep should have now, from its current count
+ * and the fresh reports (as: its decoded spec.autoscaling); *sig gets the
+ * summed signal and why a sentence when the count changes. */
+int sc__scale_decide(sc_server_t *s, const char *dep, const sc_autoscaling_t *as, int current,
+                     int64_t now, sc_scale_signal_t *sig, char *why, size_t whysz);
+/* Counts a decision for /metrics. */
+void sc__scale_count(sc_server_t *s, bool up);
+/* Forgets Deployments not seen for an hour. */
+void sc__scale_sweep(sc_server_t *s, int64_t now);
+void sc__scale_metrics(sc_server_t *s, sc_buf_t *b);
+void sc__scale_free(sc_server_t *s);
 
 /* ---- rollout.c ---- */
 /* GET|POST /api/v1/deployments/{name}/rollout and POST .../rollout/report. */

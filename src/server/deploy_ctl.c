@@ -512,12 +512,49 @@ static json_t *endpoints(json_t *obj, const sc_deploy_plan_t *p, json_t *nodes)
 	return out;
 }
 
+/* spec.autoscaling: the replica count from the gateways' reports
+ * (deploy_scale.c), kept in status.autoscaling; written when it changes,
+ * with the signal that moved it and an event. */
+static void autoscale(sc_server_t *s, json_t *obj, int64_t now, json_t *events)
+{
+	sc_autoscaling_t as;
+	json_t *st = obj_at(obj, "status");
+	sc_deploy_autoscaling(json_object_get(obj, "spec"), &as);
+	if (as.target == SC_AS_NONE) {
+		json_object_del(st, "autoscaling");
+		return;
+	}
+	int cur = sc__deploy_autoscaled(obj);
+	sc_scale_signal_t sig;
+	char why[256], msg[400];
+	int want = sc__scale_decide(s, name_of(obj), &as, cur, now, &sig, why, sizeof(why));
+	json_t *a = json_object_get(st, "autoscaling");
+	if (json_is_object(a) && want == cur &&
+	    json_integer_value(json_object_get(a, "replicas")) == cur)
+		return;
+	a = obj_at(st, "autoscaling");
+	json_object_set_new(a, "replicas", json_integer(want));
+	if (want == cur)
+		return; /* the first decision, or limits that moved the count */
+	stamp(a, "lastScaleTime", now);
+	json_object_set_new(a, "reason", json_string(why));
+	json_object_set_new(a, "signal",
+	                    json_pack("{s:I,s:I,s:I,s:I,s:f}", "inflight", (json_int_t)sig.inflight,
+	                              "queued", (json_int_t)sig.queued, "busy",
+	                              (json_int_t)sig.busy, "requests", (json_int_t)sig.requests,
+	                              "ttftP95", sig.ttft_p95));
+	snprintf(msg, sizeof(msg), "replicas %d -> %d: %s", cur, want, why);
+	sc__deploy_event(events, obj, want > cur ? "ScaledUp" : "ScaledDown", "Normal", msg);
+	sc__scale_count(s, want > cur);
+}
+
 void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t now, json_t *events)
 {
 	sc_deploy_plan_t p;
 	json_t *st = obj_at(obj, "status");
 	if (!json_is_object(json_object_get(st, "rollout")))
 		sc__deploy_on_write(NULL, obj);
+	autoscale(s, obj, now, events);
 	progress(s, obj, now, events);
 	if (sc__deploy_plan(obj, &p) < 0)
 		return;
@@ -555,6 +592,7 @@ void sc__deploy_tick(sc_server_t *s)
 		for (size_t i = 0; i < l.n; i++)
 			reconcile_one(s, &l.items[i], nodes, now);
 		json_decref(nodes);
+		sc__scale_sweep(s, now);
 	}
 	sc_kv_list_free(&l);
 }

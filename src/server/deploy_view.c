@@ -28,8 +28,8 @@
 #define SLUG_MAX 24
 #define SERVING_SPREAD 2
 
-const char *const sc__deploy_status_keys[] = {"templates", "rollout", "endpoints", "stableVersion",
-                                              NULL};
+const char *const sc__deploy_status_keys[] = {"templates",     "rollout",     "endpoints",
+                                              "stableVersion", "autoscaling", NULL};
 
 static const char *str_of(json_t *o, const char *key)
 {
@@ -228,6 +228,8 @@ static void add_task(sc_deploy_plan_t *p, const char *name, const char *v, const
 	t->role = strcmp(role, "prefill") == 0  ? "prefill"
 	          : strcmp(role, "decode") == 0 ? "decode"
 	                                        : "both";
+	if (p->autoscaled >= 0)
+		full = p->autoscaled;
 	t->full = full;
 	t->canary = canary;
 	t->replicas = wanted(full, canary, p->weight);
@@ -262,12 +264,26 @@ static void add_version(sc_deploy_plan_t *p, json_t *dep, const char *v, bool ca
 	}
 }
 
+int sc__deploy_autoscaled(json_t *dep)
+{
+	sc_autoscaling_t as;
+	sc_deploy_autoscaling(json_object_get(dep, "spec"), &as);
+	if (as.target == SC_AS_NONE)
+		return -1;
+	json_t *st = json_object_get(json_object_get(dep, "status"), "autoscaling");
+	json_t *n = json_object_get(st, "replicas");
+	int v = json_is_integer(n) ? (int)json_integer_value(n) : as.min_replicas;
+	/* Limits changed since the last decision hold at once. */
+	return v < as.min_replicas ? as.min_replicas : v > as.max_replicas ? as.max_replicas : v;
+}
+
 int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p)
 {
 	json_t *ro = json_object_get(json_object_get(dep, "status"), "rollout");
 	const char *phase = str_of(ro, "phase");
 	char v[SC_DEPLOY_VERSION_MAX + 2];
 	memset(p, 0, sizeof(*p));
+	p->autoscaled = sc__deploy_autoscaled(dep);
 	sc__deploy_version(dep, v, sizeof(v));
 	if (strlen(v) > SC_DEPLOY_VERSION_MAX)
 		return SC_EINVAL;

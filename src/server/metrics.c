@@ -1,5 +1,6 @@
 /* /metrics, /healthz, /readyz. */
 #include "server/metrics.h"
+#include "server/deploy.h"
 #include "server/pool.h"
 
 #include <stdio.h>
@@ -434,6 +435,7 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	write_state(&b, s);
 	write_guards(&b, s);
 	sc__pool_metrics(s, &b);
+	sc__scale_metrics(s, &b);
 	sc__ha_metrics(s, &b);
 	char schema[32];
 	snprintf(schema, sizeof(schema), "store_schema=\"%d\"", s->store->schema);

@@ -25,7 +25,8 @@ int sc__subresource_known(const sc_kind_t *k, const char *sub)
 		return k->queue_scoped;
 	if (strcmp(sub, "drain") == 0)
 		return strcmp(k->kind, "Node") == 0;
-	if (strcmp(sub, "rollout") == 0 || strcmp(sub, "rollout/report") == 0)
+	if (strcmp(sub, "rollout") == 0 || strcmp(sub, "rollout/report") == 0 ||
+	    strcmp(sub, "autoscale/report") == 0)
 		return strcmp(k->kind, "Deployment") == 0;
 	return 0;
 }
@@ -153,7 +154,7 @@ void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who
 	const char *m = sc_http_method(r);
 	int is_drain = strcmp(sub, "drain") == 0;
 	int64_t rev;
-	if (strncmp(sub, "rollout", 7) == 0) {
+	if (strncmp(sub, "rollout", 7) == 0 || strcmp(sub, "autoscale/report") == 0) {
 		sc__rollout_api(s, r, who, name, sub);
 		return;
 	}

@@ -3,6 +3,8 @@
  *   GET  /api/v1/deployments/{name}/rollout          the rollout status
  *   POST /api/v1/deployments/{name}/rollout          {"action": "promote|abort|pause|resume"}
  *   POST /api/v1/deployments/{name}/rollout/report   {"version","requests","errors","p99"}
+ *   POST /api/v1/deployments/{name}/autoscale/report {"gateway","inflight","queued","busy",
+ *                                                     "requests","ttftP95"}
  *
  * The gateway reports each analysis window per version: a canary's windows
  * add up to its step's evidence, which the controller needs before it moves
@@ -56,6 +58,13 @@ static const body_field_t report_fields[] = {
     {"window", JSON_INTEGER},
     {"source", JSON_STRING},
     {NULL, 0},
+};
+
+static const body_field_t scale_fields[] = {
+    {"gateway", JSON_STRING},   {"inflight", JSON_INTEGER},
+    {"queued", JSON_INTEGER},   {"busy", JSON_INTEGER},
+    {"requests", JSON_INTEGER}, {"ttftP95", JSON_REAL},
+    {"model", JSON_STRING},     {NULL, 0},
 };
 
 static int type_ok(json_t *v, int type)
@@ -282,9 +291,92 @@ static int check_action(sc_http_req_t *r, json_t *b)
 	return SC_EINVAL;
 }
 
+/* ---- autoscale reports (deploy_scale.c) ------------------------------------ */
+
+#define MAX_LOAD 100000000LL /* requests: far above any gateway's */
+
+static int check_scale(sc_http_req_t *r, json_t *b)
+{
+	static const char *const counts[] = {"inflight", "queued", "busy", "requests", NULL};
+	const char *gw = str_of(b, "gateway");
+	if (!gw[0] || strlen(gw) > SC_SCALE_GATEWAY_MAX) {
+		sc__api_error(r, 400, "Invalid", "gateway",
+		              "gateway: expected an id of 1 to %d "
+		              "characters",
+		              SC_SCALE_GATEWAY_MAX);
+		return SC_EINVAL;
+	}
+	if (!json_object_get(b, "inflight")) {
+		sc__api_error(r, 400, "Invalid", "inflight", "inflight: required field is missing");
+		return SC_EINVAL;
+	}
+	for (size_t i = 0; counts[i]; i++) {
+		json_int_t v = json_integer_value(json_object_get(b, counts[i]));
+		if (v < 0 || v > MAX_LOAD) {
+			sc__api_error(r, 400, "Invalid", counts[i], "%s: expected 0 to %lld",
+			              counts[i], MAX_LOAD);
+			return SC_EINVAL;
+		}
+	}
+	json_t *t = json_object_get(b, "ttftP95");
+	if (t && (!isfinite(json_number_value(t)) || json_number_value(t) < 0 ||
+	          json_number_value(t) > 86400)) {
+		sc__api_error(r, 400, "Invalid", "ttftP95",
+		              "ttftP95: expected seconds, 0 to 86400");
+		return SC_EINVAL;
+	}
+	return 0;
+}
+
+/* A gateway's load report: kept in memory for the deployment controller's
+ * next tick (no write). The answer says the count in force. */
+static void scale_report(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
+                         const char *name, json_t *b)
+{
+	int64_t rev;
+	json_t *obj = load(s, r, who, name, &rev);
+	if (!obj)
+		return;
+	int cur = sc__deploy_autoscaled(obj);
+	if (cur < 0) {
+		sc__api_error(r, 409, "Conflict", "spec.autoscaling",
+		              "deployment %s is not autoscaled (no spec.autoscaling)", name);
+		json_decref(obj);
+		return;
+	}
+	sc_scale_signal_t sig = {
+	    .inflight = json_integer_value(json_object_get(b, "inflight")),
+	    .queued = json_integer_value(json_object_get(b, "queued")),
+	    .busy = json_integer_value(json_object_get(b, "busy")),
+	    .requests = json_integer_value(json_object_get(b, "requests")),
+	    .ttft_p95 = json_number_value(json_object_get(b, "ttftP95")),
+	};
+	sc__scale_report(s, name, str_of(b, "gateway"), &sig, (int64_t)time(NULL));
+	sc__api_json(r, 200,
+	             json_pack("{s:s,s:s,s:i}", "kind", "AutoscaleReport", "deployment", name,
+	                       "replicas", cur));
+	json_decref(obj);
+}
+
 void sc__rollout_api(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who, const char *name,
                      const char *sub)
 {
+	if (strcmp(sub, "autoscale/report") == 0) {
+		if (strcmp(sc_http_method(r), "POST") != 0) {
+			sc__api_error(r, 405, "MethodNotAllowed", NULL, "%s is POSTed", sub);
+			return;
+		}
+		if (who->role != SC_ROLE_ADMIN && who->role != SC_ROLE_TENANT) {
+			sc__api_error(r, 403, "Forbidden", NULL, "role %s may not report load",
+			              sc__role_name(who->role));
+			return;
+		}
+		json_t *b = read_body(r, scale_fields);
+		if (b && check_scale(r, b) == 0)
+			scale_report(s, r, who, name, b);
+		json_decref(b);
+		return;
+	}
 	const char *m = sc_http_method(r);
 	int report = strcmp(sub, "rollout/report") == 0;
 	int64_t rev;

@@ -27,6 +27,7 @@ typedef struct sc_cache sc_cache_t;
 typedef struct sc_ha sc_ha_t;
 typedef struct sc_flow sc_flow_t;
 typedef struct sc_watch_hub sc_watch_hub_t;
+typedef struct sc_scaler sc_scaler_t;
 
 /* An object kind served under /api/v1/<plural>. */
 typedef struct sc_kind {
@@ -80,9 +81,10 @@ typedef struct sc_server {
 	unsigned long store_epoch;    /* moves when the store undid writes */
 	int storage_error;            /* < 0 while writes are refused */
 	unsigned long long commit_failures;
-	struct sc_pools *pools; /* the node pool controller (pool_ctl.c) */
-	char self_url[128];     /* how a local process reaches this API */
-	const char *data_dir;   /* --data-dir (borrowed) */
+	struct sc_pools *pools;   /* the node pool controller (pool_ctl.c) */
+	struct sc_scaler *scaler; /* Deployments' load reports (deploy_scale.c) */
+	char self_url[128];       /* how a local process reaches this API */
+	const char *data_dir;     /* --data-dir (borrowed) */
 } sc_server_t;
 
 /* The files below the API, which the others use and which use none of
