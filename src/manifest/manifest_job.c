@@ -399,10 +399,15 @@ static int decode_pod_report(sc__rd_t *rd, json_t *o)
 	int64_t v;
 	const char *msg;
 	int rc;
+	/* An agent with nothing to say reports message "" (every running pod
+	 * does): refusing it excluded the job from the scheduler's snapshot, so
+	 * its GPUs looked free and were given again (the soak of issue 23). */
+	json_t *m = json_object_get(o, "message");
+	bool empty_msg = json_is_string(m) && json_string_length(m) == 0;
 	if ((rc = sc__get_bool(rd, o, "ready", false, &ready)) < 0 ||
 	    (rc = sc__get_int(rd, o, "restarts", false, 0, INT32_MAX, &v)) < 0 ||
 	    (rc = sc__get_int(rd, o, "exitCode", false, -255, 255, &v)) < 0 ||
-	    (rc = sc__get_str(rd, o, "message", false, &msg)) < 0 ||
+	    (!empty_msg && (rc = sc__get_str(rd, o, "message", false, &msg)) < 0) ||
 	    (rc = sc__get_int(rd, o, "generation", false, 0, INT64_MAX, &v)) < 0)
 		return rc;
 	return 0;

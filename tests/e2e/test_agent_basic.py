@@ -6,7 +6,7 @@ import subprocess
 import pytest
 import requests
 
-from agent_util import Agent, pod_where, pods_of, run_job, setup_queue, wait_for
+from agent_util import Agent, job_obj, pod_where, pods_of, run_job, setup_queue, wait_for
 from conftest import BIN, manifest
 
 
@@ -134,3 +134,34 @@ def test_nvml_discovery_with_fake_library(server, admin, tmp_path):
                                       headers={"Authorization": "Bearer " + server.token}).text
     finally:
         a.stop()
+
+
+def test_running_pods_keep_their_gpus(server, admin, agent):
+    """A running pod's report (ready, restarts, message "") is read back by
+    the scheduler: its job stays in the snapshot and its GPU stays taken.
+    The decoder refused the empty message, the job left the snapshot and a
+    2-GPU job was placed on the node's 2 GPUs beside it (issue 23's soak:
+    450 % of the cluster's GPUs allocated). The server now stores no
+    message for "", and the decoder also reads a stored "" (a store written
+    before)."""
+    setup_queue(admin)
+    run_job(admin, "first", ["sleep", "60"], gpu=1)
+    wait_for(pod_where(admin, "first", "first-main-0",
+                       lambda p: p["phase"] == "Running" and p.get("ready")),
+             what="first reported running")
+    run_job(admin, "second", ["sleep", "60"], gpu=2)
+
+    def considered():
+        conds = (job_obj(admin, "second") or {}).get("status", {}).get("conditions", [])
+        return [c for c in conds if c.get("type") == "Scheduled"]
+    # The scheduler has looked at the second job since the first one's report.
+    cond = wait_for(considered, what="a scheduling decision on the second job")[0]
+    assert cond["status"] == "False", cond
+    assert not pods_of(admin, "second")
+    first = job_obj(admin, "first")
+    for c in first["status"].get("conditions", []):
+        assert "status.pods" not in c.get("message", ""), c
+    text = admin.get(server.url + "/metrics").text
+    alloc = [float(l.split()[1]) for l in text.splitlines()
+             if l.startswith("starcloud_cluster_allocated_gpus ")]
+    assert alloc == [1.0], alloc

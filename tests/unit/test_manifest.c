@@ -275,6 +275,33 @@ static void test_deployment_config_topology(void **state)
 #define JOB(spec) "apiVersion: starcloud.dev/v1\nkind: Job\nmetadata: {name: j}\nspec:\n" spec
 #define TASK(res) JOB("  queue: team-a\n  tasks:\n  - name: w\n    resources: " res "\n")
 
+/* A running pod as the agent reports it, with nothing to say (message ""):
+ * the job decodes and its pod holds its GPU. Refused before, the job left
+ * the scheduler's snapshot and its GPUs were given again (issue 23). */
+static void test_pod_report_empty_message(void **state)
+{
+	sc_manifest_set_t *s = set_with(cluster);
+	const char *job =
+	    JOB("  queue: team-a\n  tasks: [{name: w, resources: {gpu: 1}}]\n"
+	        "status:\n  pods: [{name: j-w-0, phase: Running, node: n1, "
+	        "gpus: [3], ready: true, restarts: 0, message: '', generation: 4}]\n");
+	sc_manifest_error_t err;
+	char buf[1400];
+	if (sc_manifest_add_text(s, "j.yaml", job, strlen(job), &err) < 0)
+		fail_msg("%s", sc_manifest_error_format(&err, buf, sizeof(buf)));
+	sc_snapshot_t snap;
+	assert_int_equal(sc_manifest_snapshot(s, 1000, &snap, NULL), 0);
+	assert_int_equal(snap.njobs, 1);
+	assert_int_equal(snap.jobs[0].npods, 1);
+	assert_int_equal(snap.jobs[0].pods[0].ngpus, 1);
+	assert_int_equal(snap.jobs[0].pods[0].gpus[0], 3);
+	sc_manifest_set_free(s);
+	/* A message that is not a string is still refused. */
+	expect_bad(JOB("  queue: team-a\n  tasks: [{name: w}]\nstatus:\n  pods: [{name: j-w-0, "
+	               "phase: Running, node: n1, message: 7}]\n"),
+	           SC_EINVAL, "status.pods[0].message", "string");
+}
+
 static void test_bad_objects(void **state)
 {
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: CronJob\nmetadata: {name: x}\n", SC_EINVAL,
@@ -581,6 +608,7 @@ int main(void)
 	    cmocka_unit_test(test_job),
 	    cmocka_unit_test(test_deployment_config_topology),
 	    cmocka_unit_test(test_bad_objects),
+	    cmocka_unit_test(test_pod_report_empty_message),
 	    cmocka_unit_test(test_all_or_nothing_and_positions),
 	    cmocka_unit_test(test_references),
 	    cmocka_unit_test(test_add_json),
