@@ -16,14 +16,18 @@ typedef struct place_ctx {
 	int job;
 	const topo_level_t *level; /* domain constraint, or NULL */
 	int domain;
-	int cap; /* pods of this job per node, 0 = none */
+	int cap;      /* pods of this job per node, 0 = none */
+	int task_cap; /* pods of the task being placed per node, 0 = none */
+	int first;    /* the task's pods: first .. first + task_pods - 1 */
+	int task_pods;
 } place_ctx_t;
 
-static int pods_on_node(const sc_sched_t *s, int j, uint32_t node)
+/* Pods of the job among lo .. hi-1 placed on node. */
+static int pods_on_node(const place_ctx_t *x, int lo, int hi, uint32_t node)
 {
-	const sjob_t *jb = &s->jobs[j];
+	const sjob_t *jb = &x->s->jobs[x->job];
 	int n = 0;
-	for (int p = 0; p < jb->total; p++)
+	for (int p = lo; p < hi; p++)
 		if ((jb->pods[p].phase == SC_POD_RUNNING ||
 		     jb->pods[p].phase == SC_POD_RELEASING) &&
 		    jb->pods[p].assign.node == node)
@@ -36,7 +40,10 @@ static bool accept_node(void *ctx, const sc_node_view_t *n)
 	const place_ctx_t *x = ctx;
 	if (x->level && x->level->node_domain[n->index] != x->domain)
 		return false;
-	if (x->cap > 0 && pods_on_node(x->s, x->job, n->index) >= x->cap)
+	if (x->cap > 0 && pods_on_node(x, 0, x->s->jobs[x->job].total, n->index) >= x->cap)
+		return false;
+	if (x->task_cap > 0 &&
+	    pods_on_node(x, x->first, x->first + x->task_pods, n->index) >= x->task_cap)
 		return false;
 	return sc__reservation_allows(x->s, x->job, n->index);
 }
@@ -83,6 +90,25 @@ static int spread_cap(const sc_sched_t *s, const sjob_t *j)
 	return (j->total + factor - 1) / factor;
 }
 
+/* The spread holds for each task too, beside the job-wide cap: a task's
+ * replicas are what stands in for each other (a Deployment's tasks are its
+ * roles and versions). With the job-wide cap alone, a disaggregated
+ * Deployment's 2 prefill and 2 decode pods met a spread of 2 with each role
+ * on one node, and one node's loss took every decode replica at once (the
+ * soak of issue 23). */
+static void task_spread(const sc_sched_t *s, const sjob_t *j, int first, int replicas,
+                        place_ctx_t *x)
+{
+	int factor = j->spec->spread_factor;
+	if (factor <= 0 && j->spec->serving)
+		factor = s->snap->config.serving_spread;
+	x->first = first;
+	x->task_pods = replicas;
+	x->task_cap = factor > 1 && replicas > 1 && j->spec->ntasks > 1
+	                  ? (replicas + factor - 1) / factor
+	                  : 0;
+}
+
 static bool job_spread(const sc_sched_t *s, const sjob_t *j)
 {
 	int p = j->spec->placement ? j->spec->placement : s->snap->config.gpu_placement;
@@ -119,6 +145,7 @@ static int place_pods(sc_sched_t *s, sc_stmt_t *st, place_ctx_t *x, const char *
 		int ids[SC_MAX_MODEL_FILTER];
 		sc_filter_t f;
 		task_filter(s, ts, ids, &f, x);
+		task_spread(s, jb, p, ts->replicas, x);
 		bool failed = false;
 		for (int r = 0; r < ts->replicas; r++, p++) {
 			if (failed || placed >= jb->step || jb->pods[p].phase != SC_POD_PENDING)
