@@ -54,7 +54,7 @@ BIN := $(BUILD)/starcloud
 # daemons, daemons share net and store): link them as one group.
 ALL_LIBS := -Wl,--start-group $(COMP_LIBS) $(LIB) -Wl,--end-group
 
-.PHONY: install install-files package test-install all deps node-deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent bench-k8s clean format
+.PHONY: install install-files package test-install all deps node-deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent bench-k8s soak clean format
 
 all: build
 
@@ -176,6 +176,15 @@ bench-agent: $(BIN)
 bench: build
 	./$(BIN) bench core --cycles 5
 	./$(BIN) bench preempt --nodes 10000 --pending 10000
+
+# The headline run (issue 23, docs/SOAK.md): 8 agents x 8 declared GPUs, a
+# P/D Llama-style Deployment behind the gateway under open-loop traffic,
+# training gangs from the Gavel trace, notebooks, and faults on a schedule;
+# writes build/soak/report.md with its plots. About 10 minutes
+# (SOAK_SHORT=1: about 3, the mode `make test` runs as tests/e2e/test_soak.py).
+soak: build
+	@/usr/bin/python3 bench/soak/soak.py --bin $(BIN) --shared ../shared --out build/soak \
+	 $(if $(SOAK_SHORT),--short)
 
 # Control-plane API benchmark: starts its own servers on free loopback ports.
 bench-api: build

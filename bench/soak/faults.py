@@ -1,0 +1,411 @@
+"""The soak's faults. Each is injected, then watched until the service or
+the work it hit is whole again; the time that takes is its recovery time
+(target: under 10 s). A fault whose recovery is not seen within its limit
+is `recovered: False`, which fails the run.
+
+Every fault works on what really runs (the /proc sampler) and on what the
+server says, never on one of them alone: a replica counts as back when the
+server lists it as a ready endpoint AND a process of it runs."""
+import signal
+import threading
+import time
+
+import requests
+
+import procs
+import workload
+
+
+class Fault:
+    name = "fault"
+    what = ""
+
+    def __init__(self, at):
+        self.at = at            # planned start, seconds after the workload's start
+        self.t_inject = None
+        self.t_recovered = None
+        self.recovered = False
+        self.info = {}
+        self.notes = []
+
+    @property
+    def recovery_s(self):
+        if self.t_inject is None or self.t_recovered is None:
+            return None
+        return self.t_recovered - self.t_inject
+
+    def to_dict(self, t0):
+        return {"name": self.name, "what": self.what, "planned_s": self.at,
+                "injected_s": None if self.t_inject is None else round(self.t_inject - t0, 2),
+                "recovered": self.recovered,
+                "recovery_s": None if self.recovery_s is None else round(self.recovery_s, 2),
+                "info": self.info, "notes": self.notes}
+
+
+def ready_count(soak, role, version=None):
+    d = soak.get_deployment()
+    if not d:
+        return None
+    eps = d.get("status", {}).get("endpoints", [])
+    return len([e for e in eps if e.get("ready") and e.get("role") == role and
+                (version is None or e.get("version") == version)])
+
+
+def desired(soak, role):
+    d = soak.get_deployment() or {}
+    dis = d.get("spec", {}).get("disaggregation") or {}
+    st = d.get("status", {})
+    # An autoscaled Deployment says its current count in status.
+    want = (st.get("replicaCounts") or {}).get(role)
+    if want is None:
+        want = (dis.get(role) or {}).get("replicas")
+    return want
+
+
+def serving_whole(soak, stable_only=True):
+    """Every role has its desired count of ready endpoints of the stable
+    version, and as many of its processes run (none stopped)."""
+    d = soak.get_deployment()
+    if not d:
+        return False
+    stable = d.get("status", {}).get("stableVersion") or d["spec"].get("version")
+    running = soak.sampler.running(job="llama")
+    for role in ("prefill", "decode"):
+        want = desired(soak, role)
+        have = ready_count(soak, role, stable if stable_only else None)
+        if want is None or have is None or have < want:
+            return False
+        live = [k for k, v in running.items() if "-%s-" % role in k[1] and
+                not any(s["stopped"] for s in v.values())]
+        if len(live) < want:
+            return False
+    return True
+
+
+def serving_pods(soak, role):
+    """(pod, [pids]) of the role's processes running now, stable version."""
+    out = []
+    for (job, pod), sessions in soak.sampler.running(job="llama").items():
+        if "-%s-" % role not in pod:
+            continue
+        for s in sessions.values():
+            if not s["stopped"]:
+                out.append((pod, s["pids"], s["node"]))
+    return sorted(out)
+
+
+def pod_status(soak, pod):
+    """The Deployment's status entry of one pod (restarts, ready), or {}."""
+    d = soak.get_deployment() or {}
+    for p in d.get("status", {}).get("pods", []):
+        if p.get("name") == pod:
+            return p
+    return {}
+
+
+def replaced(soak, pod, old_pids, restarts_before):
+    """The pod runs again: every old process is gone, the server counts a
+    restart and says it is ready, and a new process of it runs. Without
+    the first three, the sampler's last scan and the server's last report
+    (both from before the fault) read as whole at once."""
+    if not all(procs.wait_gone(p, 0) for p in old_pids):
+        return False
+    st = pod_status(soak, pod)
+    if (st.get("restarts") or 0) <= restarts_before or not st.get("ready"):
+        return False
+    for (job, name), sessions in soak.sampler.running(job="llama").items():
+        if name == pod and any(not v["stopped"] and not set(v["pids"]) & set(old_pids)
+                               for v in sessions.values()):
+            return True
+    return False
+
+
+class HangReplica(Fault):
+    name = "hang-replica"
+    what = "SIGSTOP every process of one decode replica (a wedged server: its port accepts, nothing answers)"
+
+    def inject(self, soak):
+        pods = serving_pods(soak, "decode")
+        if not pods:
+            self.notes.append("no decode replica running to hang")
+            return False
+        pod, pids, node = pods[0]
+        self.info.update(pod=pod, node=node, pids=pids)
+        self.restarts = pod_status(soak, pod).get("restarts") or 0
+        self.t_inject = time.time()
+        for pid in pids:
+            procs.signal_quiet(pid, signal.SIGSTOP)
+        return True
+
+    def check(self, soak):
+        # Back when the agent's liveness probe has killed the stopped
+        # process and started the pod again, and the service is whole.
+        return replaced(soak, self.info["pod"], self.info["pids"], self.restarts) and \
+            serving_whole(soak)
+
+    def cleanup(self, soak):
+        for pid in self.info.get("pids", []):
+            procs.signal_quiet(pid, signal.SIGCONT)
+            procs.signal_quiet(pid, signal.SIGKILL)
+
+
+class KillDecodeMidStream(Fault):
+    name = "kill-decode-mid-stream"
+    what = "SIGKILL a decode replica while it streams tokens (the gateway must resume the streams on another decode replica)"
+
+    def inject(self, soak):
+        pods = serving_pods(soak, "decode")
+        if not pods:
+            self.notes.append("no decode replica running to kill")
+            return False
+        # The busiest one, by the gateway's own count of requests in flight.
+        best, load = pods[0], -1.0
+        try:
+            text = requests.get(soak.gateway.url + "/metrics", timeout=2).text
+        except requests.RequestException:
+            text = ""
+        eps = {e.get("pod"): e.get("url", "") for e in
+               (soak.get_deployment() or {}).get("status", {}).get("endpoints", [])}
+        for p in pods:
+            ids = {p[0], eps.get(p[0], "-"), eps.get(p[0], "-").split("://")[-1]}
+            n = 0.0
+            for line in text.splitlines():
+                if line.startswith("starcloud_gateway_replica_requests_in_flight{") and \
+                        any('replica="%s"' % i in line for i in ids):
+                    n = float(line.rsplit(" ", 1)[1])
+            if n > load:
+                best, load = p, n
+        # Wait (up to 5 s) until streams are open on it, so the kill is mid-stream.
+        deadline = time.time() + 5
+        while time.time() < deadline and soak.traffic_open() < 1:
+            time.sleep(0.05)
+        pod, pids, node = best
+        self.info.update(pod=pod, node=node, pids=pids, open_streams=soak.traffic_open())
+        self.restarts = pod_status(soak, pod).get("restarts") or 0
+        self.t_inject = time.time()
+        for pid in pids:
+            procs.signal_quiet(pid, signal.SIGKILL)
+        return True
+
+    def check(self, soak):
+        return replaced(soak, self.info["pod"], self.info["pids"], self.restarts) and \
+            serving_whole(soak)
+
+
+class FloodReclaim(Fault):
+    name = "queue-flood-reclaim"
+    what = ("team-b floods the cluster with one-GPU jobs far over its quota of 12; then "
+            "serving scales up within its own quota and must get its GPUs back by reclaim")
+
+    def __init__(self, at, jobs, duration, extra_decode):
+        super().__init__(at)
+        self.jobs, self.duration, self.extra = jobs, duration, extra_decode
+
+    def inject(self, soak):
+        for k in range(self.jobs):
+            soak.submit("jobs", workload.filler_job("flood-%03d" % k, "team-b", self.duration))
+        self.info["flood_jobs"] = self.jobs
+        # Let team-b take the idle GPUs: far over its share.
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            row = soak.poller.latest()
+            if row.get("q_team-b", 0) >= workload.QUOTAS["team-b"] + 8 and \
+                    row.get("alloc", 0) >= row.get("gpus", 64) * 0.85:
+                break
+            time.sleep(0.5)
+        row = soak.poller.latest()
+        self.info["team_b_gpus_at_flood"] = row.get("q_team-b")
+        self.info["cluster_alloc_at_flood"] = row.get("alloc")
+        self.ev_before = dict(soak.poller.evictions)
+        self.want_before = desired(soak, "decode") or 0
+        self.info["decode_before"] = self.want_before
+        self.t_inject = time.time()
+        soak.scale_decode(self.want_before + self.extra)
+        self.info["decode_after"] = self.want_before + self.extra
+        return True
+
+    def check(self, soak):
+        ok = serving_whole(soak) and (ready_count(soak, "decode") or 0) >= \
+            self.want_before + self.extra
+        if ok:
+            after = soak.poller.evictions
+            self.info["reclaims"] = after.get("reclaim", 0) - self.ev_before.get("reclaim", 0)
+            self.info["preempts"] = after.get("preempt", 0) - self.ev_before.get("preempt", 0)
+        return ok
+
+    def cleanup(self, soak):
+        soak.scale_decode(self.want_before)
+
+
+class BadRollout(Fault):
+    name = "bad-rollout"
+    what = "roll out version 2, whose workers fail 20 % of requests (--fail-rate 0.2)"
+
+    def inject(self, soak):
+        self.t_inject = time.time()
+        soak.roll_out("2", fail_rate=0.2)
+        return True
+
+    def check(self, soak):
+        d = soak.get_deployment() or {}
+        ro = d.get("status", {}).get("rollout") or {}
+        if ro.get("phase") == "RolledBack" and "t_rollback" not in self.info:
+            self.info["t_rollback"] = time.time()
+            self.info["reason"] = ro.get("reason")
+        if ro.get("phase") in ("Complete",) and ro.get("stable") == "2":
+            self.notes.append("the bad version was PROMOTED")
+            self.info["promoted"] = True
+            return True
+        if "t_rollback" not in self.info:
+            return False
+        # Whole again: the canary's processes gone, the stable version serving.
+        canary = [k for k in soak.sampler.running(job="llama") if "-v2-" in k[1]]
+        return not canary and serving_whole(soak)
+
+    def finish(self, soak):
+        """What the clients saw between the rollout and its rollback."""
+        t_rb = self.info.pop("t_rollback", None)
+        end = t_rb or time.time()
+        res = [r for r in soak.traffic.snapshot() if self.t_inject <= r.sched <= end and
+               r.end is not None]
+        canary = [r for r in res if r.version == "2"]
+        failed = [r for r in res if not r.ok()]
+        self.info.update(
+            requests_during=len(res), failed_during=len(failed),
+            failed_share_pct=100.0 * len(failed) / len(res) if res else None,
+            canary_requests=len(canary), canary_failed=len([r for r in canary if not r.ok()]),
+            errors=sorted({r.error or "http %d" % r.status for r in failed}))
+        if t_rb:
+            self.info["rollback_s"] = round(t_rb - self.t_inject, 2)
+
+
+class KillNode(Fault):
+    name = "kill-node"
+    what = "SIGKILL a node: its agent and every pod process on it, as a power cut would"
+
+    def __init__(self, at, restart_after=20.0):
+        super().__init__(at)
+        self.restart_after = restart_after
+
+    def inject(self, soak):
+        # The whole-GPU node with the most running GPU work, preferring one
+        # that also hosts a serving replica.
+        score = {}
+        for (job, pod), sessions in soak.sampler.running().items():
+            for s in sessions.values():
+                n = s["node"]
+                score[n] = score.get(n, 0) + s["gpus"] + (100 if job == "llama" else 0)
+        cands = [workload.node_name(i) for i in workload.NORMAL_NODES]
+        node = max(cands, key=lambda n: score.get(n, 0))
+        agent = soak.agents[node]
+        hit = {}
+        for (job, pod), sessions in soak.sampler.running().items():
+            if any(s["node"] == node for s in sessions.values()):
+                hit.setdefault(job, []).append(pod)
+        self.info.update(node=node, jobs_hit=sorted(hit), serving_hit=sorted(hit.get("llama", [])))
+        self.gangs = {j: None for j in hit if j != "llama"}
+        self.t_inject = time.time()
+        self.info["killed_processes"] = agent.kill_node()
+        self.node = node
+        return True
+
+    def gang_whole(self, soak, job):
+        running = soak.sampler.running(job=job)
+        spec = soak.job_spec(job)
+        if spec is None:
+            return False
+        want = spec.get("minMember") or sum(t.get("replicas", 1) for t in spec["tasks"])
+        live = [k for k, v in running.items()
+                if any(s["node"] != self.node and not s["stopped"] for s in v.values())]
+        return len(live) >= want
+
+    def check(self, soak):
+        now = time.time()
+        for job, t in self.gangs.items():
+            if t is None and (self.gang_whole(soak, job) or soak.job_finished(job)):
+                self.gangs[job] = now
+        if "t_node_lost" not in self.info:
+            n = soak.get_node(self.node)
+            if n and n.get("status", {}).get("ready") is False:
+                self.info["t_node_lost"] = now
+        serving = serving_whole(soak)
+        if serving and "t_serving" not in self.info:
+            self.info["t_serving"] = now
+        # Recovered once the server has given the node up and serving is
+        # whole; the gangs' times are reported as they come (a gang may
+        # wait for capacity like any pending job: 8 GPUs are gone).
+        done = serving and "t_node_lost" in self.info
+        if done and now - self.t_inject > self.restart_after and not self.info.get("restarted"):
+            self.restart(soak)
+        if not done:
+            return False
+        if "t_done" not in self.info:
+            self.info["t_done"] = now
+        # Recovered when serving is whole and the server gave the node up;
+        # keep watching the gangs (up to 30 s more) to report their times.
+        return all(t is not None for t in self.gangs.values()) or \
+            now - self.t_inject > self.limit_gangs
+
+    limit_gangs = 45.0
+
+    def restart(self, soak):
+        soak.agents[self.node].start()
+        self.info["restarted"] = round(time.time() - self.t_inject, 2)
+
+    def finish(self, soak):
+        self.info["gangs"] = {j: (None if t is None else round(t - self.t_inject, 2))
+                              for j, t in self.gangs.items()}
+        # The fault's recovery is the service's (and the node given up);
+        # gangs are reported one by one beside it.
+        t_done = self.info.pop("t_done", None)
+        if t_done is not None:
+            self.t_recovered = t_done
+        for k in ("t_node_lost", "t_serving"):
+            if k in self.info:
+                self.info[k.replace("t_", "") + "_s"] = round(self.info.pop(k) - self.t_inject, 2)
+        if not self.info.get("restarted"):
+            self.restart(soak)
+
+
+class RestartServer(Fault):
+    name = "restart-server"
+    what = ("SIGKILL the server (embedded store) while objects are being written, start it "
+            "again; every write it acknowledged must be there")
+
+    def inject(self, soak):
+        # A writer creates small objects as fast as the server answers, up
+        # to and through the crash: the writes acknowledged just before
+        # the kill are the ones a lost fsync would lose.
+        self.stop_writer = threading.Event()
+        self.writer = threading.Thread(target=soak.pc_writer, args=(self.stop_writer,),
+                                       daemon=True)
+        self.writer.start()
+        time.sleep(2.0)
+        self.t_inject = time.time()
+        soak.server.kill()
+        self.info["acked_before_kill"] = soak.ledger_count()
+        soak.server.start()
+        self.info["server_up_s"] = round(time.time() - self.t_inject, 2)
+        # A probe job submitted after the restart must run.
+        self.probe = "probe-%d" % int(self.t_inject)
+        soak.submit("jobs", workload.meta("Job", self.probe, {
+            "queue": "notebooks", "priorityClass": "best-effort",
+            "tasks": [{"name": "main", "command": ["/bin/sleep", "600"],
+                       "resources": {"cpu": "100m", "memory": "16Mi"}}]},
+            labels={"soak": "probe"}))
+        return True
+
+    def check(self, soak):
+        if not soak.sampler.running(job=self.probe):
+            return False
+        if not self.stop_writer.is_set():
+            self.stop_writer.set()
+            self.writer.join(timeout=30)
+        nodes = soak.nodes_ready()
+        self.info["nodes_ready"] = nodes
+        return nodes >= workload.NODES
+
+    def finish(self, soak):
+        if hasattr(self, "stop_writer"):
+            self.stop_writer.set()
+        soak.delete("jobs", getattr(self, "probe", ""))
