@@ -38,7 +38,11 @@ typedef struct topts {
 	const char *gpu_type, *throughputs;
 	int json;
 	const char *csv, *plot;
-	const char *nodepools;       /* a manifest of NodePool objects */
+	const char *nodepools; /* a manifest of NodePool objects */
+	int compaction_off;    /* --compaction: 0 on, 1 off */
+	double pack_threshold;
+	int target_gpus, large_gpus;
+	int one_node;                /* --one-node-jobs */
 	uint64_t provision_delay_ms; /* from a node's request to its joining */
 } topts_t;
 
@@ -156,6 +160,37 @@ static const sc_flag_t time_flags[] = {
      .max = 7 * 86400 * 1000.0,
      .def = "3m",
      .help = "with --nodepools: from a node's request to its joining"},
+    {.name = "--compaction",
+     SC_FLAG_AT(CHOICE, topts_t, compaction_off),
+     .choices = "on|off",
+     .def = "on",
+     .help = "run the compaction action after allocate, reclaim and\npreempt (the "
+             "scheduler's default)"},
+    {.name = "--pack-threshold",
+     SC_FLAG_AT(NUM, topts_t, pack_threshold),
+     .meta = "F",
+     .min = 0.01,
+     .max = 1,
+     .def = "0.7",
+     .help = "compaction empties nodes allocated below this"},
+    {.name = "--target-gpus",
+     SC_FLAG_AT(INT, topts_t, target_gpus),
+     .meta = "N",
+     .min = 0,
+     .max = 16,
+     .def = "0",
+     .help = "compaction.targetGpus: keep room for a job this big"},
+    {.name = "--large-gpus",
+     SC_FLAG_AT(INT, topts_t, large_gpus),
+     .meta = "N",
+     .min = 1,
+     .max = 100000,
+     .def = "8",
+     .help = "jobs of at least N GPUs are reported apart as large"},
+    {.name = "--one-node-jobs",
+     SC_FLAG_AT(BOOL, topts_t, one_node),
+     .help = "gavel/tiresias: a job of N one-GPU pods (N up to a node's\nGPUs) runs as one "
+             "pod of N GPUs on one node"},
     {.name = "--json",
      SC_FLAG_AT(BOOL, topts_t, json),
      .help = "summary, queues and series as JSON on stdout"},
@@ -459,13 +494,23 @@ int sc_cli_simulate_time(int argc, char **argv)
 		sc_tjobs_scale_arrivals(&jobs, o.load);
 	if (rc == 0)
 		rc = load_nodes(&o, format, &nodes, msg, sizeof(msg));
+	if (rc == 0 && o.one_node) {
+		int most = 0;
+		for (size_t i = 0; i < nodes.n; i++)
+			most = nodes.v[i].gpu_count > most ? nodes.v[i].gpu_count : most;
+		sc_tjobs_one_node(&jobs, most);
+	}
 	sc_tsim_config_t c = {.nodes = nodes.v,
 	                      .nnodes = nodes.n,
 	                      .tick = o.tick,
 	                      .policy = o.policy,
 	                      .pools = pools,
 	                      .npools = npools,
-	                      .provision_delay = (int64_t)(o.provision_delay_ms / 1000)};
+	                      .provision_delay = (int64_t)(o.provision_delay_ms / 1000),
+	                      .compaction = o.compaction_off == 0,
+	                      .pack_threshold = o.pack_threshold,
+	                      .target_gpus = o.target_gpus,
+	                      .large_gpus = o.large_gpus};
 	if (rc == 0)
 		rc = sc_tsim_run(&jobs, &c, &res, msg, sizeof(msg));
 	int status = 0;

@@ -36,6 +36,10 @@ static void table(const sc_tsim_result_t *r)
 		printf(", %zu nodes requested (%lld s to join), %zu removed", r->nodes_requested,
 		       (long long)r->provision_delay, r->nodes_removed);
 	printf("\n");
+	printf("large jobs: %zu done, wait mean %.1f p50 %.1f p95 %.1f p99 %.1f s; compaction: "
+	       "%zu moves, %.1f GPU-hours lost\n",
+	       r->large_finished, r->wait_large.mean, r->wait_large.p50, r->wait_large.p95,
+	       r->wait_large.p99, r->moves, r->lost_gpu_seconds / 3600.0);
 }
 
 static void json_stats(const char *key, const sc_tsim_stats_t *s)
@@ -54,6 +58,9 @@ static void json(const sc_tsim_result_t *r, int policy)
 	json_stats("wait_s", &r->wait);
 	putchar(',');
 	json_stats("jct_s", &r->jct);
+	printf(",\"large_finished\":%zu,", r->large_finished);
+	json_stats("large_wait_s", &r->wait_large);
+	printf(",\"moves\":%zu,\"lost_gpu_h\":%.3f", r->moves, r->lost_gpu_seconds / 3600.0);
 	printf(",\"makespan_s\":%lld,\"gpu_util_pct\":%.3f,\"gpu_busy_pct\":%.3f,",
 	       (long long)r->makespan, r->util_mean, r->busy_mean);
 	if (r->jain >= 0)

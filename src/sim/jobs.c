@@ -46,6 +46,19 @@ void sc_tjobs_free(sc_tjobs_t *j)
 	j->n = 0;
 }
 
+void sc_tjobs_one_node(sc_tjobs_t *j, int max_gpus)
+{
+	for (size_t i = 0; i < j->n; i++) {
+		sc_tjob_t *t = &j->v[i];
+		if (t->gpus != 1 || t->pods < 2 || t->pods > max_gpus)
+			continue;
+		t->gpus = t->pods;
+		t->cpu_milli *= t->pods;
+		t->memory *= t->pods;
+		t->pods = 1;
+	}
+}
+
 void sc_tjobs_scale_arrivals(sc_tjobs_t *j, double load)
 {
 	if (!j->n || load == 1.0)

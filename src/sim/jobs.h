@@ -77,6 +77,12 @@ int sc_tjobs_parse_tiresias(const char *text, const char *fname, sc_tjobs_t *out
  * unchanged, so load > 1 raises the offered load. load must be > 0. */
 void sc_tjobs_scale_arrivals(sc_tjobs_t *j, double load);
 
+/* Gavel and Tiresias give a job as N pods of one GPU. Many multi-GPU jobs
+ * run on one server (NVLink): this turns each such job with 2..max_gpus
+ * pods into one pod of N GPUs (cpu and memory summed), so that it needs N
+ * whole GPUs on one node and fragmentation can keep it waiting. */
+void sc_tjobs_one_node(sc_tjobs_t *j, int max_gpus);
+
 void sc_tjobs_free(sc_tjobs_t *j);
 
 #endif

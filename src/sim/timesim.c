@@ -25,6 +25,7 @@ typedef struct tjob {
 	const sc_tjob_t *in;
 	int state;
 	int64_t start, start_first, finish, remaining;
+	int64_t moved_at; /* last compaction move, 0 = never */
 	int preemptions;
 	size_t queue;
 	tpod_t *pods; /* while running: in->pods entries */
@@ -249,7 +250,8 @@ static size_t build_jobs(tsim_t *s, int64_t now)
 				                      .gpus = p->gpus,
 				                      .ngpus = (size_t)p->ngpus,
 				                      .gpu_milli = p->gpu_milli,
-				                      .started_at = j->start};
+				                      .started_at = j->start,
+				                      .moved_at = j->moved_at};
 			}
 		}
 		j->bound = 0;
@@ -285,14 +287,27 @@ static void release(tsim_t *s, tjob_t *j)
 	j->placed = 0;
 }
 
-static void evict(tsim_t *s, tjob_t *j, int64_t now)
+/* An evicted gang keeps its progress (a checkpointing scheduler); a job
+ * moved by compaction loses what the action's cost assumes: its run time
+ * since it started here, at most checkpointEvery. */
+static void evict(tsim_t *s, tjob_t *j, int64_t now, bool move, sc_tsim_result_t *r)
 {
 	if (j->state != J_RUNNING)
 		return;
-	j->remaining -= now - j->start;
+	int64_t ran = now - j->start, lost = 0;
+	if (move) {
+		sc_config_t d;
+		sc_config_default(&d);
+		lost = ran < d.compaction.checkpoint_every ? ran : d.compaction.checkpoint_every;
+		r->lost_gpu_seconds +=
+		    (double)lost * (double)(pod_milli(j->in) * j->in->pods) / SC_GPU_MILLI;
+		j->moved_at = now;
+	} else {
+		j->preemptions++;
+	}
+	j->remaining -= ran - lost;
 	if (j->remaining < 1)
 		j->remaining = 1;
-	j->preemptions++;
 	j->state = J_PENDING;
 	release(s, j);
 }
@@ -330,10 +345,14 @@ static int bind(tsim_t *s, tjob_t *j, const sc_binding_t *b, int64_t now)
 	return 0;
 }
 
-static int apply(tsim_t *s, const sc_decisions_t *d, int64_t now)
+static int apply(tsim_t *s, const sc_decisions_t *d, int64_t now, sc_tsim_result_t *r)
 {
-	for (size_t e = 0; e < d->nevictions; e++)
-		evict(s, &s->j[s->active[d->evictions[e].job]], now);
+	for (size_t e = 0; e < d->nevictions; e++) {
+		const sc_eviction_t *ev = &d->evictions[e];
+		bool move = ev->action == SC_ACT_COMPACT;
+		r->moves += move;
+		evict(s, &s->j[s->active[ev->job]], now, move, r);
+	}
 	for (size_t b = 0; b < d->nbindings; b++) {
 		int rc = bind(s, &s->j[s->active[d->bindings[b].job]], &d->bindings[b], now);
 		if (rc < 0)
@@ -417,7 +436,7 @@ static int fcfs_cycle(tsim_t *s, int64_t now)
 	return 0;
 }
 
-static int cycle(tsim_t *s, int64_t now, char *msg, size_t msgsize)
+static int cycle(tsim_t *s, int64_t now, sc_tsim_result_t *r, char *msg, size_t msgsize)
 {
 	if (s->c->policy == SC_TSIM_FCFS)
 		return fcfs_cycle(s, now);
@@ -443,10 +462,18 @@ static int cycle(tsim_t *s, int64_t now, char *msg, size_t msgsize)
 	snap.config.actions[1] = SC_ACT_RECLAIM;
 	snap.config.actions[2] = SC_ACT_PREEMPT;
 	snap.config.nactions = 3;
+	/* Compaction moves whole gangs (or spare pods) itself, which this
+	 * replay follows: a move restarts the job at once elsewhere. */
+	if (s->c->compaction) {
+		snap.config.actions[snap.config.nactions++] = SC_ACT_COMPACT;
+		if (s->c->pack_threshold > 0)
+			snap.config.pack_threshold = s->c->pack_threshold;
+		snap.config.compaction.target_gpus = s->c->target_gpus;
+	}
 	sc_decisions_t *d = NULL;
 	int rc = sc_scheduler_run(s->sch, &snap, &d, msg, msgsize);
 	if (rc == 0)
-		rc = apply(s, d, now);
+		rc = apply(s, d, now, r);
 	if (rc == 0)
 		rc = sc__tnodes_plan(&s->nodes, &snap, d, now, msg, msgsize);
 	sc_decisions_free(d);
@@ -532,7 +559,7 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 		 * fair shares (for Jain's index) follow the demand; with pools,
 		 * always: idle nodes go by the cycles' plans. */
 		if (pending + running > 0 || s->c->npools > 0) {
-			int rc = cycle(s, now, msg, msgsize);
+			int rc = cycle(s, now, r, msg, msgsize);
 			if (rc < 0)
 				return rc;
 			r->cycles++;
@@ -657,6 +684,14 @@ static int metrics(const tsim_t *s, sc_tsim_result_t *r)
 	if (!buf)
 		return SC_ENOMEM;
 	job_stats(s, r, SIZE_MAX, buf, &r->wait, &r->jct, &r->finished);
+	int large = s->c->large_gpus > 0 ? s->c->large_gpus : 8;
+	size_t nl = 0;
+	for (size_t i = 0; i < s->jobs->n; i++)
+		if (r->job[i].finish >= 0 &&
+		    pod_milli(s->j[i].in) * s->j[i].in->pods >= (int64_t)large * SC_GPU_MILLI)
+			buf[nl++] = (double)(r->job[i].start - r->job[i].arrival);
+	r->wait_large = stats_of(buf, nl);
+	r->large_finished = nl;
 	for (size_t q = 0; q < r->nqueues; q++) {
 		size_t n;
 		job_stats(s, r, q, buf, &r->queues[q].wait, &r->queues[q].jct, &n);

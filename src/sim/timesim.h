@@ -64,6 +64,14 @@ typedef struct sc_tsim_config {
 	const sc_tsim_pool_t *pools; /* borrowed */
 	size_t npools;
 	int64_t provision_delay;
+	/* Runs the compaction action after allocate, reclaim and preempt
+	 * (SchedulerConfig's defaults, with this packThreshold, 0 = 0.7, and
+	 * targetGpus): a moved job loses the run time the action's cost
+	 * assumes (its run time here, at most compaction.checkpointEvery). */
+	bool compaction;
+	double pack_threshold;
+	int target_gpus;
+	int large_gpus; /* jobs of at least this many GPUs are "large" (0 = 8) */
 } sc_tsim_config_t;
 
 typedef struct sc_tsim_point {
@@ -96,6 +104,14 @@ typedef struct sc_tsim_queue {
 typedef struct sc_tsim_result {
 	size_t jobs, finished, never_fit, preemptions, cycles;
 	sc_tsim_stats_t wait, jct;
+	/* Jobs of at least large_gpus GPUs (pods x GPUs): how many finished,
+	 * and their queue wait. */
+	size_t large_finished;
+	sc_tsim_stats_t wait_large;
+	/* Compaction: pods moved, and the GPU-seconds of work the moved jobs
+	 * lost. */
+	size_t moves;
+	double lost_gpu_seconds;
 	int64_t makespan;
 	double util_mean; /* time-weighted, % */
 	double busy_mean; /* time-weighted GPU of running jobs, % */

@@ -166,3 +166,22 @@ def test_bad_nodepools_options(tmp_path):
         r = run("--time", str(t), *args)
         assert r.returncode == 2, (args, r.returncode, r.stderr)
         assert field in r.stderr, (args, r.stderr)
+
+
+def test_bad_compaction_options():
+    for flag, bad in (("--compaction", "maybe"), ("--pack-threshold", "0"),
+                      ("--pack-threshold", "1.5"), ("--target-gpus", "17"),
+                      ("--large-gpus", "0"), ("--target-gpus", "x")):
+        r = run("--time", "x.csv", flag, bad)
+        assert r.returncode == 2 and flag in r.stderr, (flag, bad, r.stderr)
+
+
+def test_compaction_json_fields(tmp_path):
+    # The hand-made trace has nothing to compact: the figures are there and zero.
+    t = tmp_path / "jobs.csv"
+    t.write_text(TRACE)
+    r = run("--time", str(t), "--cluster", "1x4", "--json", "--one-node-jobs")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["moves"] == 0 and j["lost_gpu_h"] == 0
+    assert j["large_finished"] == 0

@@ -57,6 +57,61 @@ static void test_known_waits(void **state)
 	sc_tjobs_free(&jobs);
 }
 
+/* Compaction in time mode: two nodes of 4 GPUs; A (n0) and B (n1) hold 2
+ * GPUs each for 10,000 s, X left n0 at 100, so when C (4 GPUs on one node)
+ * arrives at 1000 each node has 2 free. Without compaction C waits for A to
+ * end (10,000); with it, B (the cheaper move: it ran one second less) goes
+ * to n0, C starts on n1 at once, and B loses the 999 s it had run there. */
+static void test_compaction_starts_big_job(void **state)
+{
+	const char *trace = "job_id,num_gpu,submit_time,duration\n"
+	                    "0,2,0,10000\n"
+	                    "1,2,0,100\n"
+	                    "2,2,1,10000\n"
+	                    "3,4,1000,100\n";
+	static const sc_node_spec_t two[2] = {{.name = "n0",
+	                                       .cpu_milli = 64000,
+	                                       .memory = (int64_t)512 << 30,
+	                                       .gpu_count = 4,
+	                                       .gpu_model = "A100",
+	                                       .gpu_memory = (int64_t)80 << 30},
+	                                      {.name = "n1",
+	                                       .cpu_milli = 64000,
+	                                       .memory = (int64_t)512 << 30,
+	                                       .gpu_count = 4,
+	                                       .gpu_model = "A100",
+	                                       .gpu_memory = (int64_t)80 << 30}};
+	for (int on = 0; on <= 1; on++) {
+		sc_tjobs_t jobs = {0};
+		char msg[256] = "";
+		assert_int_equal(sc_tjobs_parse_tiresias(trace, "t.csv", &jobs, msg, sizeof(msg)),
+		                 0);
+		sc_tjobs_one_node(&jobs, 4);
+		assert_int_equal(jobs.v[3].pods, 1);
+		assert_int_equal(jobs.v[3].gpus, 4);
+		sc_tsim_config_t c = {
+		    .nodes = two, .nnodes = 2, .tick = 1, .compaction = on, .large_gpus = 4};
+		sc_tsim_result_t r;
+		assert_int_equal(sc_tsim_run(&jobs, &c, &r, msg, sizeof(msg)), 0);
+		assert_int_equal(r.finished, 4);
+		assert_int_equal(r.large_finished, 1);
+		if (on) {
+			assert_int_equal(r.job[3].start, 1000);
+			assert_int_equal(r.moves, 1);
+			assert_int_equal(r.job[2].finish, 11000);
+			assert_true(r.lost_gpu_seconds == 2.0 * 999);
+			assert_true(r.wait_large.mean == 0.0);
+		} else {
+			assert_int_equal(r.job[3].start, 10000);
+			assert_int_equal(r.moves, 0);
+			assert_true(r.wait_large.mean == 9000.0);
+		}
+		assert_int_equal(r.preemptions, 0);
+		sc_tsim_result_free(&r);
+		sc_tjobs_free(&jobs);
+	}
+}
+
 /* The FCFS baseline (a stock Kubernetes scheduler) on one node of 4 GPUs:
  * job 0 takes 3 GPUs for 100 s; job 1 (2 pods) arrives at 10, places one pod
  * on the free GPU and holds it idle until job 0 ends; job 2 (1 GPU, 20)
@@ -287,6 +342,7 @@ int main(void)
 	    cmocka_unit_test(test_tiresias_errors),
 	    cmocka_unit_test(test_gavel),
 	    cmocka_unit_test(test_fcfs_holds_part_of_a_gang),
+	    cmocka_unit_test(test_compaction_starts_big_job),
 	    cmocka_unit_test(test_fcfs_spreads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
