@@ -276,10 +276,21 @@ static int world_advance(world_t *w, const sc_decisions_t *d, int64_t interval)
 		if (i >= 0)
 			remove_pod(w, d->evictions[e].job, (size_t)i);
 	}
+	int64_t decided = w->snap.now;
 	w->snap.now += interval;
 	for (size_t b = 0; b < d->nbindings; b++)
 		if (bind_pod(w, &d->bindings[b], w->snap.now) < 0)
 			return SC_ENOMEM;
+	/* A compaction move's pod carries movedAt (when it was decided), as
+	 * the server writes it: the action's cooldown and hourly bound read it
+	 * in later cycles. */
+	for (size_t e = 0; e < d->nevictions; e++) {
+		const sc_eviction_t *ev = &d->evictions[e];
+		long i =
+		    ev->action == SC_ACT_COMPACT && ev->to ? find_pod(w, ev->job, ev->pod) : -1;
+		if (i >= 0)
+			w->pods[ev->job][i].moved_at = decided;
+	}
 	for (size_t j = 0; j < w->snap.njobs; j++) {
 		sc_job_spec_t *job = &w->jobs[j];
 		int running = 0, total = 0;
