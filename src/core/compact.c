@@ -419,13 +419,21 @@ static int serve_target(cctx_t *c)
 }
 
 /* A waiting job compaction may serve: whole GPUs in its step, its queue
- * admits the step (limits; quota for non-preemptible work), and nothing
- * else keeps it out (a bad spec, pods being evicted). */
+ * admits the step (limits; quota for non-preemptible work), placement one
+ * pod at a time suits it, and nothing else keeps it out (a bad spec, pods
+ * being evicted). */
 static bool want_compact(sc_sched_t *s, int j, void *ctx)
 {
 	(void)ctx;
 	const sjob_t *jb = &s->jobs[j];
 	if (jb->bad || jb->step <= 0)
+		return false;
+	/* Pods are placed one at a time here, which can honour neither a
+	 * topology domain shared by several pods nor a spread cap: those
+	 * jobs are left to allocate (compaction_topology_gang_left). */
+	const sc_job_spec_t *js = jb->spec;
+	if (((js->topo_required || js->topo_preferred) && jb->step > 1) ||
+	    js->spread_factor > 1 || js->serving)
 		return false;
 	for (int p = 0; p < jb->total; p++)
 		if (jb->pods[p].evicted_now)
