@@ -86,6 +86,8 @@ static char *slurp(const char *path, size_t *len)
 }
 
 /* Text to decisions; 0 with the bindings counted, or the first error. */
+static size_t last_evictions; /* of the last text_to_decisions that succeeded */
+
 static int text_to_decisions(const char *cluster, size_t clen, const char *jobs, size_t jlen,
                              size_t *nbindings)
 {
@@ -105,6 +107,7 @@ static int text_to_decisions(const char *cluster, size_t clen, const char *jobs,
 		rc = sc_schedule(&snap, &d, msg, sizeof(msg));
 	if (rc >= 0) {
 		*nbindings = d->nbindings;
+		last_evictions = d->nevictions;
 		json_t *out = sc_decisions_to_json(&snap, d);
 		rc = out ? 0 : SC_ENOMEM;
 		json_decref(out);
@@ -157,11 +160,79 @@ static void test_fail_each_allocation_from_text(void **state)
 	free(jobs);
 }
 
+/* Compaction's paths (candidates, trial emptying, the moved pods placed
+ * again, the commit) under every failed allocation: n2 (4 of 8 GPUs) is
+ * emptied onto n1 and n3 for the waiting 8-GPU job, as in
+ * tests/scenarios/compaction_frees_node_for_gang.yaml (times before the
+ * snapshot's 2023-11-14). */
+static void test_fail_each_allocation_compaction(void **state)
+{
+	static const char cluster[] =
+	    "apiVersion: starcloud.dev/v1\nkind: Node\nmetadata: {name: n1}\n"
+	    "spec: {cpu: 64, memory: 256Gi, gpus: {count: 8, model: H100-80GB}}\n---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: Node\nmetadata: {name: n2}\n"
+	    "spec: {cpu: 64, memory: 256Gi, gpus: {count: 8, model: H100-80GB}}\n---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: Node\nmetadata: {name: n3}\n"
+	    "spec: {cpu: 64, memory: 256Gi, gpus: {count: 8, model: H100-80GB}}\n---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: PriorityClass\nmetadata: {name: hi}\nspec: "
+	    "{value: 100, preemptible: true}\n---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: Queue\nmetadata: {name: q}\nspec: {resources: "
+	    "{gpu: {quota: 64}}}\n";
+	static const char jobs[] =
+	    "apiVersion: starcloud.dev/v1\nkind: Job\nmetadata: {name: f1}\nspec: {queue: q, "
+	    "priorityClass: build, tasks: "
+	    "[{name: w, replicas: 1, resources: {gpu: 6}}]}\nstatus: {pods: [{name: f1-w-0, "
+	    "phase: Running, node: n1, gpus: [0, 1, 2, 3, 4, 5]}]}\n---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: Job\nmetadata: {name: f3}\nspec: {queue: q, "
+	    "priorityClass: build, tasks: "
+	    "[{name: w, replicas: 1, resources: {gpu: 6}}]}\nstatus: {pods: [{name: f3-w-0, "
+	    "phase: Running, node: n3, gpus: [0, 1, 2, 3, 4, 5]}]}\n---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: Job\nmetadata: {name: a}\nspec: {queue: q, "
+	    "priorityClass: hi, tasks: "
+	    "[{name: w, replicas: 1, resources: {gpu: 2}}]}\nstatus: {pods: [{name: a-w-0, "
+	    "phase: Running, node: n2, gpus: [0, 1], startedAt: \"2023-11-14T00:00:00Z\"}]}\n---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: Job\nmetadata: {name: b}\nspec: {queue: q, "
+	    "priorityClass: hi, tasks: "
+	    "[{name: w, replicas: 1, resources: {gpu: 2}}]}\nstatus: {pods: [{name: b-w-0, "
+	    "phase: Running, node: n2, gpus: [2, 3], startedAt: \"2023-11-14T00:00:00Z\"}]}\n---\n"
+	    "apiVersion: starcloud.dev/v1\nkind: Job\nmetadata: {name: big}\nspec: {queue: q, "
+	    "priorityClass: build, tasks: "
+	    "[{name: w, replicas: 1, resources: {gpu: 8}}]}\n";
+	size_t ref = 0, got;
+	assert_int_equal(
+	    text_to_decisions(cluster, sizeof(cluster) - 1, jobs, sizeof(jobs) - 1, &ref), 0);
+	assert_int_equal(ref, 3); /* big, and a and b moved */
+	assert_int_equal(last_evictions, 2);
+	json_set_alloc_funcs(json_alloc, free);
+	long n, failures = 0;
+	for (n = 1; n < 200000; n++) {
+		sc_alloc_fail_after(n);
+		got = 0;
+		int rc =
+		    text_to_decisions(cluster, sizeof(cluster) - 1, jobs, sizeof(jobs) - 1, &got);
+		long calls = sc_alloc_calls();
+		sc_alloc_fail_after(0);
+		if (calls < n) {
+			assert_int_equal(rc, 0);
+			assert_int_equal(got, ref);
+			break;
+		}
+		if (rc == 0)
+			assert_int_equal(got, ref);
+		else
+			failures++;
+	}
+	json_set_alloc_funcs(malloc, free);
+	assert_true(n < 200000);
+	assert_true(failures > 100);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_fail_each_block),
 	    cmocka_unit_test(test_fail_each_allocation_from_text),
+	    cmocka_unit_test(test_fail_each_allocation_compaction),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
