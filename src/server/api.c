@@ -14,6 +14,7 @@
 #include "base/parse.h"
 #include "base/alloc.h"
 #include "server/deploy.h"
+#include "server/ha.h"
 #include "server/server.h"
 #include "starcloud/error.h"
 #include "starcloud/json_merge.h"
@@ -65,7 +66,14 @@ typedef struct api_req {
 	char name[SC_MAX_NAME + 1]; /* "" for the collection */
 	char key[SC_MAX_NAME + 64];
 	char sub[32]; /* subresource ("explain", "drain", "autoscale/report") or "" */
+	/* The write's condition is the revision this server read, not one
+	 * the client sent: a conflict means another writer (the scheduler's
+	 * status, an agent) came between, and the verb runs again. */
+	int own_cond;
+	int tries;
 } api_req_t;
+
+static void run_verb(api_req_t *a);
 
 /* Splits /api/v1/<plural>[/<name>]; answers and returns < 0 on a bad path. */
 static int parse_path(api_req_t *a)
@@ -249,9 +257,7 @@ static json_t *load_existing(api_req_t *a, int64_t *mod_rev)
  * decoded by its validation (taken, may be NULL). */
 static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok, sc_manifest_set_t *one)
 {
-	sc_cobj_t *o = NULL;
-	if (sc__cache_serves_reads(a->s->cache))
-		o = sc__cache_adopt(a->s->cache, a->key, rev, obj, 1);
+	sc_cobj_t *o = sc__cache_adopt(a->s->cache, a->key, rev, obj, 1);
 	if (o)
 		sc__cache_give_decoded(o, one);
 	else
@@ -266,6 +272,102 @@ static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok, sc_man
 	sc__api_json(a->r, ok, obj);
 }
 
+/* A write waiting for the store. With SQLite its answer comes at once;
+ * with etcd the store's calls thread waits for etcd and the answer comes
+ * later, on the loop (store.h, asynchronous calls), so the loop never
+ * waits for the network. Everything the answer needs is here, since the
+ * handler's api_req_t is gone by then. */
+typedef struct api_write {
+	api_req_t a;            /* a copy; a.r is NULL once the client left */
+	json_t *obj;            /* the object stored, or (delete) the one removed */
+	sc_manifest_set_t *one; /* obj decoded as stored, or NULL */
+	int64_t expect;
+	int ok; /* the status of success (201, 200) */
+	int del;
+} api_write_t;
+
+/* Runs of a verb whose own condition kept failing (a hot object). */
+#define API_WRITE_TRIES 8
+
+static void write_gone(sc_http_req_t *r, void *ud)
+{
+	((api_write_t *)ud)->a.r = NULL;
+}
+
+static void put_answer(api_write_t *w, const sc_store_res_t *res)
+{
+	api_req_t *a = &w->a;
+	int rc = res->rc;
+	if (rc == SC_EEXISTS)
+		sc__api_error(a->r, 409, "AlreadyExists", "metadata.name",
+		              "%s \"%s\" already exists", a->kind->kind, a->name);
+	else if (rc == SC_ECONFLICT || rc == SC_ENOTFOUND)
+		sc__api_error(a->r, 409, "Conflict", "metadata.resourceVersion",
+		              "%s \"%s\" was modified (or deleted) since resourceVersion %lld",
+		              a->kind->kind, a->name, (long long)w->expect);
+	else if (rc < 0)
+		sc__api_store_error(a->r, rc, "store");
+	if (rc < 0)
+		return;
+	answer_stored(a, w->obj, res->rev, w->ok, w->one);
+	w->obj = NULL;
+	w->one = NULL;
+}
+
+static void delete_answer(api_write_t *w, const sc_store_res_t *res)
+{
+	if (res->rc == SC_ECONFLICT)
+		sc__api_error(w->a.r, 409, "Conflict", NULL, "delete failed: %s",
+		              sc_strerror(res->rc));
+	else if (res->rc < 0)
+		sc__api_store_error(w->a.r, res->rc, "delete failed");
+	else
+		sc__api_json(w->a.r, 200, json_incref(w->obj));
+}
+
+static void write_done(const sc_store_res_t *res, void *ud)
+{
+	api_write_t *w = ud;
+	if (w->a.r && w->a.own_cond && w->a.tries + 1 < API_WRITE_TRIES &&
+	    (res->rc == SC_ECONFLICT || res->rc == SC_ENOTFOUND)) {
+		/* The cache has what refused it now (store.h): read, decide and
+		 * write again; a deleted object answers 404 this time. */
+		api_req_t again = w->a;
+		again.tries++;
+		again.own_cond = 0;
+		sc_manifest_set_free(w->one);
+		json_decref(w->obj);
+		free(w);
+		run_verb(&again);
+		return;
+	}
+	if (w->a.r && w->del)
+		delete_answer(w, res);
+	else if (w->a.r)
+		put_answer(w, res);
+	if (res->rc == 0)
+		sc__sched_kick(w->a.s);
+	sc_manifest_set_free(w->one);
+	json_decref(w->obj);
+	free(w);
+}
+
+/* Starts the write of op (its strings are copied) for the request; takes
+ * obj and one. */
+static void write_start(api_req_t *a, const sc_store_op_t *op, json_t *obj, sc_manifest_set_t *one,
+                        int ok)
+{
+	api_write_t *w = sc_xcalloc(1, sizeof(*w));
+	w->a = *a;
+	w->obj = obj;
+	w->one = one;
+	w->expect = op->expect_rev;
+	w->ok = ok;
+	w->del = op->type == SC_STORE_DELETE;
+	sc_http_on_close(a->r, write_gone, w);
+	sc_store_txn_async(a->s->store, op, 1, write_done, w);
+}
+
 /* Writes obj under the request's key with the condition expect; answers
  * with the stored object (status code ok) or the error. Takes obj and one
  * (obj decoded exactly as stored, or NULL). */
@@ -275,7 +377,6 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
 	/* The stored form has no resourceVersion (it is derived on the way out). */
 	json_object_del(json_object_get(obj, "metadata"), "resourceVersion");
 	char *text = object_dump(obj);
-	int64_t rev = 0;
 	size_t len = strlen(text);
 	if (a->s->max_object && len > a->s->max_object) {
 		/* Checked on the object as stored: a body under --max-body, or
@@ -289,24 +390,9 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
 		              a->kind->kind, a->name, len, a->s->max_object);
 		return;
 	}
-	int rc = sc_store_put(a->s->store, a->key, text, expect, &rev);
+	sc_store_op_t op = {SC_STORE_PUT, a->key, text, expect};
+	write_start(a, &op, obj, one, ok);
 	free(text);
-	if (rc == SC_EEXISTS)
-		sc__api_error(a->r, 409, "AlreadyExists", "metadata.name",
-		              "%s \"%s\" already exists", a->kind->kind, a->name);
-	else if (rc == SC_ECONFLICT || rc == SC_ENOTFOUND)
-		sc__api_error(a->r, 409, "Conflict", "metadata.resourceVersion",
-		              "%s \"%s\" was modified (or deleted) since resourceVersion %lld",
-		              a->kind->kind, a->name, (long long)expect);
-	else if (rc < 0)
-		sc__api_store_error(a->r, rc, "store");
-	if (rc < 0) {
-		sc_manifest_set_free(one);
-		json_decref(obj);
-		return;
-	}
-	answer_stored(a, obj, rev, ok, one);
-	sc__sched_kick(a->s);
 }
 
 /* ---------------------------------------------------------------------
@@ -317,13 +403,6 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
  * are made once per object revision. */
 static void do_get(api_req_t *a)
 {
-	if (!sc__cache_serves_reads(a->s->cache)) {
-		int64_t rev;
-		json_t *obj = load_existing(a, &rev);
-		if (obj)
-			sc__api_json(a->r, 200, obj);
-		return;
-	}
 	sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(a->s->cache, a->kind, a->name);
 	if (!o || !sc__cache_obj(o) || !sc__auth_can_see(&a->who, a->kind, o->obj)) {
 		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,
@@ -458,7 +537,9 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 	if (strcmp(a->kind->kind, "Deployment") == 0)
 		sc__deploy_on_write(old, obj);
 	/* Without a resourceVersion the write is still conditional on the
-	 * version we read, so a concurrent change is never silently lost. */
+	 * version we read, so a concurrent change is never silently lost
+	 * (the verb runs again on the newer one). */
+	a->own_cond = rv == 0;
 	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200, one);
 }
 
@@ -516,19 +597,9 @@ static void do_delete(api_req_t *a)
 	json_t *old = load_existing(a, &cur);
 	if (!old)
 		return;
-	int64_t rev;
-	int rc = sc_store_delete(a->s->store, a->key, cur, &rev);
-	if (rc < 0) {
-		if (rc == SC_ECONFLICT)
-			sc__api_error(a->r, 409, "Conflict", NULL, "delete failed: %s",
-			              sc_strerror(rc));
-		else
-			sc__api_store_error(a->r, rc, "delete failed");
-		json_decref(old);
-		return;
-	}
-	sc__api_json(a->r, 200, old);
-	sc__sched_kick(a->s);
+	sc_store_op_t op = {SC_STORE_DELETE, a->key, NULL, cur};
+	a->own_cond = 1;
+	write_start(a, &op, old, NULL, 200);
 }
 
 static void handle_objects(sc_http_req_t *r, void *ud)
@@ -546,19 +617,35 @@ static void handle_objects(sc_http_req_t *r, void *ud)
 	if (check_role(&a, m) < 0)
 		return;
 	int one = a.name[0] != '\0';
+	/* Reads come from the cache, which does not wait for etcd; but while
+	 * etcd does not answer it may be stale, and a client is better told
+	 * (it may ask another server) than shown old data as current. */
+	if (strcmp(m, "GET") == 0 && sc__ha_store_down(a.s)) {
+		sc__api_store_error(r, SC_EUNAVAIL, "store");
+		return;
+	}
 	if (strcmp(m, "GET") == 0)
 		one ? do_get(&a) : do_list(&a);
-	else if (strcmp(m, "POST") == 0 && !one)
-		do_create(&a);
-	else if (strcmp(m, "PUT") == 0 && one)
-		do_put(&a);
-	else if (strcmp(m, "PATCH") == 0 && one)
-		do_patch(&a);
-	else if (strcmp(m, "DELETE") == 0 && one)
-		do_delete(&a);
 	else
-		sc__api_error(r, 405, "MethodNotAllowed", NULL, "%s is not allowed on %s", m,
-		              sc_http_path(r));
+		run_verb(&a);
+}
+
+/* The writing verbs (again, after a conflict on the server's own read). */
+static void run_verb(api_req_t *a)
+{
+	const char *m = sc_http_method(a->r);
+	int one = a->name[0] != '\0';
+	if (strcmp(m, "POST") == 0 && !one)
+		do_create(a);
+	else if (strcmp(m, "PUT") == 0 && one)
+		do_put(a);
+	else if (strcmp(m, "PATCH") == 0 && one)
+		do_patch(a);
+	else if (strcmp(m, "DELETE") == 0 && one)
+		do_delete(a);
+	else
+		sc__api_error(a->r, 405, "MethodNotAllowed", NULL, "%s is not allowed on %s", m,
+		              sc_http_path(a->r));
 }
 
 int sc__api_register(sc_server_t *s)

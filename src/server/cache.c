@@ -43,7 +43,6 @@ struct sc_cache {
 	sc_store_watch_t *watch;
 	kindset_t sets[NCACHED];
 	int64_t rev;
-	int serves_reads;
 	token_slot_t tokens[TOKEN_SLOTS];
 	sc_cache_listener_fn listener;
 	void *listener_ud;
@@ -289,7 +288,6 @@ int sc__cache_open(sc_store_t *st, sc_cache_t **out)
 	if (!c)
 		return SC_ENOMEM;
 	c->st = st;
-	c->serves_reads = strcmp(st->ops->name, "sqlite") == 0;
 	for (size_t i = 0; i < NCACHED && rc == 0; i++) {
 		c->sets[i].kind = sc__kind_by_plural(cached_plurals[i], strlen(cached_plurals[i]));
 		rc = load_kind(c, &c->sets[i], &c->rev);
@@ -388,7 +386,7 @@ int sc__cache_token_get(const sc_cache_t *c, const char *digest, sc_principal_t 
 {
 	const token_slot_t *t = &c->tokens[token_slot(digest)];
 	unsigned char d = 0;
-	if (!c->serves_reads || strlen(digest) != 64 || !t->digest[0])
+	if (strlen(digest) != 64 || !t->digest[0])
 		return 0;
 	for (size_t i = 0; i < 64; i++) /* constant time, like the store path */
 		d |= (unsigned char)(t->digest[i] ^ digest[i]);
@@ -400,16 +398,11 @@ int sc__cache_token_get(const sc_cache_t *c, const char *digest, sc_principal_t 
 
 void sc__cache_token_put(sc_cache_t *c, const char *digest, const sc_principal_t *who)
 {
-	if (!c->serves_reads || strlen(digest) != 64)
+	if (strlen(digest) != 64)
 		return;
 	token_slot_t *t = &c->tokens[token_slot(digest)];
 	memcpy(t->digest, digest, 65);
 	t->who = *who;
-}
-
-int sc__cache_serves_reads(const sc_cache_t *c)
-{
-	return c->serves_reads;
 }
 
 json_t *sc__cache_obj(sc_cobj_t *o)

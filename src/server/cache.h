@@ -2,8 +2,13 @@
  * classes, jobs, deployments, events).
  *
  * Filled once from the store at start-up, then kept current by a store
- * watch: every committed change (put or delete) reaches the cache inside
- * the write that made it, so a read after a write always sees it. Each
+ * watch: every committed change (put or delete) reaches the cache before
+ * the write that made it returns (SQLite: inside it; etcd: the store
+ * answers a call only once its watch has delivered the revision, store.h),
+ * so a read after a write always sees it, and every read (GET, list,
+ * watch, the scheduling loop) is served from here with either store. A
+ * write by another server (etcd) arrives through the watch, a moment
+ * later. Each
  * object is parsed at most once per revision, on first use, or not at all
  * when the writer hands over its own parsed copy (sc__cache_adopt: the API
  * and the scheduling loop do); its answer bytes (the object with
@@ -75,18 +80,10 @@ size_t sc__cache_after(const sc_cache_t *c, const sc_kind_t *k, const char *afte
 size_t sc__cache_queue_count(const sc_cache_t *c, const sc_kind_t *k, const char *queue);
 /* The store revision the cache reflects. */
 int64_t sc__cache_rev(const sc_cache_t *c);
-/* 1 when reads may be served from the cache: the store delivers a write to
- * watchers inside the call that made it (SQLite), so the cache never misses
- * a write this server acknowledged. The etcd backend delivers even this
- * server's writes through its change feed, a moment later; there GET,
- * list and the scheduling loop read the store (the loop still decodes only
- * changed objects). */
-int sc__cache_serves_reads(const sc_cache_t *c);
-
 /* Tokens: the principal a token digest (64 hex) resolved to, so a request
  * does not read and parse its token record. Any change under
  * /registry/tokens/ empties this (revocation takes effect with the write
- * that deletes the token). Only when sc__cache_serves_reads(). 1 = found. */
+ * that deletes the token). 1 = found. */
 int sc__cache_token_get(const sc_cache_t *c, const char *digest, sc_principal_t *who);
 void sc__cache_token_put(sc_cache_t *c, const char *digest, const sc_principal_t *who);
 

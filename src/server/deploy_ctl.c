@@ -30,6 +30,7 @@
 
 #include "base/quantity.h"
 #include "base/alloc.h"
+#include "server/cache.h"
 #include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
@@ -85,36 +86,75 @@ static void sc__deploy_event(json_t *events, json_t *obj, const char *reason, co
 	json_array_append_new(events, ev);
 }
 
-int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
-{
-	size_t n = 1 + json_array_size(events), i;
-	sc_store_op_t *ops = sc_xcalloc(n, sizeof(*ops));
-	char **owned = sc_xcalloc(2 * n, sizeof(*owned));
+/* A deployment's write: the object (condition rev) and its new events,
+ * in one transaction. The strings are in owned (2 * n of them, freed by
+ * save_free). */
+typedef struct save {
+	sc_store_op_t *ops;
+	char **owned;
+	size_t n;
 	char key[SC_MAX_NAME + 64];
-	int64_t next = sc_store_revision(s->store) + 1, nrev;
+} save_t;
+
+static void save_build(sc_server_t *s, json_t *obj, int64_t rev, json_t *events, save_t *w)
+{
+	size_t i;
+	int64_t next = sc_store_revision(s->store) + 1;
 	json_t *ev;
-	sc__object_key(sc__kind_by_name("Deployment"), name_of(obj), key, sizeof(key));
-	owned[0] = json_dumps(obj, JSON_COMPACT);
-	ops[0] = (sc_store_op_t){SC_STORE_PUT, key, owned[0], rev};
+	w->n = 1 + json_array_size(events);
+	w->ops = sc_xcalloc(w->n, sizeof(*w->ops));
+	w->owned = sc_xcalloc(2 * w->n, sizeof(*w->owned));
+	sc__object_key(sc__kind_by_name("Deployment"), name_of(obj), w->key, sizeof(w->key));
+	w->owned[0] = json_dumps(obj, JSON_COMPACT);
+	w->ops[0] = (sc_store_op_t){SC_STORE_PUT, w->key, w->owned[0], rev};
 	json_array_foreach(events, i, ev)
 	{
 		char name[SC_MAX_NAME + 1], ekey[SC_MAX_NAME + 64];
 		snprintf(name, sizeof(name), "%.200s.%lld.d%zu", name_of(obj), (long long)next, i);
 		json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
 		sc__object_key(sc__kind_by_name("Event"), name, ekey, sizeof(ekey));
-		owned[2 * i + 1] = json_dumps(ev, JSON_COMPACT);
-		owned[2 * i + 2] = sc_xstrdup(ekey);
-		ops[i + 1] = (sc_store_op_t){SC_STORE_PUT, owned[2 * i + 2], owned[2 * i + 1],
-		                             SC_REV_ABSENT};
+		w->owned[2 * i + 1] = json_dumps(ev, JSON_COMPACT);
+		w->owned[2 * i + 2] = sc_xstrdup(ekey);
+		w->ops[i + 1] = (sc_store_op_t){SC_STORE_PUT, w->owned[2 * i + 2],
+		                                w->owned[2 * i + 1], SC_REV_ABSENT};
 	}
-	int rc = sc_store_txn(s->store, ops, n, &nrev, NULL);
-	for (i = 0; i < 2 * n; i++)
-		free(owned[i]);
-	free(owned);
-	free(ops);
+}
+
+static void save_free(save_t *w)
+{
+	for (size_t i = 0; i < 2 * w->n; i++)
+		free(w->owned[i]);
+	free(w->owned);
+	free(w->ops);
+}
+
+int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
+{
+	save_t w;
+	int64_t nrev;
+	save_build(s, obj, rev, events, &w);
+	int rc = sc_store_txn(s->store, w.ops, w.n, &nrev, NULL);
+	save_free(&w);
 	if (rc == 0)
 		sc__sched_kick(s);
 	return rc;
+}
+
+static void saved(const sc_store_res_t *res, void *ud)
+{
+	/* A conflict (an API write or a heartbeat came first): the next tick
+	 * works from the newer object. */
+	if (res->rc == 0)
+		sc__sched_kick(ud);
+}
+
+/* The controller's write: it waits for etcd off the loop (store.h). */
+static void save_async(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
+{
+	save_t w;
+	save_build(s, obj, rev, events, &w);
+	sc_store_txn_async(s->store, w.ops, w.n, saved, s);
+	save_free(&w);
 }
 
 /* The host an agent advertised ("127.0.0.1:7071" -> "127.0.0.1"), unless
@@ -122,11 +162,10 @@ int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
 json_t *sc__deploy_node_addresses(sc_server_t *s)
 {
 	json_t *out = json_object();
-	sc_kv_list_t l;
-	if (sc_store_list(s->store, SC_KEY_PREFIX "nodes/", &l) < 0)
-		return out;
-	for (size_t i = 0; i < l.n; i++) {
-		json_t *node = json_loads(l.items[i].value, 0, NULL);
+	size_t n;
+	sc_cobj_t *const *items = sc__cache_items(s->cache, sc__kind_by_name("Node"), &n);
+	for (size_t i = 0; i < n; i++) {
+		json_t *node = sc__cache_obj(items[i]);
 		json_t *st = json_object_get(node, "status");
 		char host[300];
 		snprintf(host, sizeof(host), "%s", str_of(st, "address"));
@@ -138,10 +177,8 @@ json_t *sc__deploy_node_addresses(sc_server_t *s)
 				*colon = '\0';
 		}
 		if (node)
-			json_object_set_new(out, name_of(node), json_string(host));
-		json_decref(node);
+			json_object_set_new(out, items[i]->name, json_string(host));
 	}
-	sc_kv_list_free(&l);
 	return out;
 }
 
@@ -564,37 +601,33 @@ void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t no
 	prune_templates(st, p.stable, p.canary);
 }
 
-static void reconcile_one(sc_server_t *s, const sc_kv_t *kv, json_t *nodes, int64_t now)
+static void reconcile_one(sc_server_t *s, sc_cobj_t *o, json_t *nodes, int64_t now)
 {
-	json_t *obj = json_loads(kv->value, 0, NULL);
-	if (!json_is_object(obj) || !json_is_object(json_object_get(obj, "spec"))) {
-		json_decref(obj);
+	json_t *cur = sc__cache_obj(o);
+	if (!json_is_object(cur) || !json_is_object(json_object_get(cur, "spec")))
 		return;
-	}
-	json_t *before = json_deep_copy(obj), *events = json_array();
+	/* A copy to change: the cache's is shared with every reader. */
+	json_t *obj = json_deep_copy(cur), *events = json_array();
 	sc__deploy_reconcile(s, obj, nodes, now, events);
-	/* A conflict (an API write or a heartbeat came first): next tick. */
-	if (!json_equal(before, obj))
-		sc__deploy_save(s, obj, kv->mod_rev, events);
-	json_decref(before);
+	if (!json_equal(cur, obj))
+		save_async(s, obj, o->mod_rev, events);
 	json_decref(events);
 	json_decref(obj);
 }
 
+/* From the cache, which every write reaches before it is answered. */
 void sc__deploy_tick(sc_server_t *s)
 {
-	sc_kv_list_t l;
-	if (sc_store_list(s->store, SC_KEY_PREFIX "deployments/", &l) < 0)
+	size_t n;
+	sc_cobj_t *const *items = sc__cache_items(s->cache, sc__kind_by_name("Deployment"), &n);
+	if (!n)
 		return;
-	if (l.n) {
-		json_t *nodes = sc__deploy_node_addresses(s);
-		int64_t now = (int64_t)time(NULL);
-		for (size_t i = 0; i < l.n; i++)
-			reconcile_one(s, &l.items[i], nodes, now);
-		json_decref(nodes);
-		sc__scale_sweep(s, now);
-	}
-	sc_kv_list_free(&l);
+	json_t *nodes = sc__deploy_node_addresses(s);
+	int64_t now = (int64_t)time(NULL);
+	for (size_t i = 0; i < n; i++)
+		reconcile_one(s, items[i], nodes, now);
+	json_decref(nodes);
+	sc__scale_sweep(s, now);
 }
 
 /* Only the leader runs controllers; its writes are fenced (ha.c). */

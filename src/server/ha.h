@@ -38,7 +38,11 @@ int sc__ha_leader_begin(sc_server_t *s);
 void sc__ha_leader_end(sc_server_t *s);
 /* 1 when leader (always with SQLite). */
 int sc__ha_is_leader(sc_server_t *s);
-/* /readyz and the HA part of /metrics. */
+/* 1 while the store is etcd and etcd does not answer (calls fail at
+ * once): reads answer 503 rather than a cache that may be stale. */
+int sc__ha_store_down(sc_server_t *s);
+/* /readyz (with etcd: answered once etcd has answered a quorum read, on
+ * the store's calls thread) and the HA part of /metrics. */
 void sc__ha_readyz(sc_server_t *s, sc_http_req_t *r);
 void sc__ha_metrics(sc_server_t *s, sc_buf_t *b);
 

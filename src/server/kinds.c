@@ -52,10 +52,3 @@ void sc__object_set_rv(json_t *obj, int64_t mod_rev)
 		json_object_set_new(md, "resourceVersion", json_string(rv));
 	}
 }
-
-json_t *sc__object_load(const char *value, int64_t mod_rev)
-{
-	json_t *obj = json_loads(value, 0, NULL);
-	sc__object_set_rv(obj, mod_rev);
-	return obj;
-}

@@ -121,56 +121,6 @@ static void choose(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k, const 
 	}
 }
 
-/* The same choice read from the store, for a cache that does not serve
- * reads (cache.h): each item is parsed and serialised for this answer. */
-static int choose_from_store(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k,
-                             const sc_principal_t *who, const char *sel, long limit,
-                             const char *after, char *more, size_t moresz, int64_t *rev)
-{
-	char prefix[64];
-	sc_kv_list_t l;
-	size_t cap = 0, plen, bytes = 0;
-	int full = 0; /* stopped at the limit with more to come */
-	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", k->plural);
-	plen = strlen(prefix);
-	int rc = sc_store_list(s->store, prefix, &l);
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < l.n; i++) {
-		const char *name = l.items[i].key + plen;
-		if (after[0] && strcmp(name, after) <= 0)
-			continue;
-		json_t *obj = sc__object_load(l.items[i].value, l.items[i].mod_rev);
-		if (!obj || !sc__auth_can_see(who, k, obj) || !sc__selector_match(sel, obj)) {
-			json_decref(obj);
-			continue;
-		}
-		if (limit > 0 && (ls->n == (size_t)limit ||
-		                  (ls->n && bytes + strlen(l.items[i].value) > PAGE_BYTES))) {
-			json_decref(obj);
-			full = 1;
-			break;
-		}
-		char *text = sc_xcheck(json_dumps(obj, JSON_COMPACT));
-		json_decref(obj);
-		size_t len = strlen(text);
-		bytes += len;
-		sc_wire_t *w = sc_xmalloc(sizeof(*w) + len + 1);
-		w->refs = 1;
-		w->len = len;
-		memcpy(w->data, text, len + 1);
-		free(text);
-		ls_add(ls, &cap, w);
-		sc__wire_unref(w); /* ls holds it */
-		snprintf(more, moresz, "%s", name);
-	}
-	if (!full)
-		more[0] = '\0';
-	*rev = l.rev;
-	sc_kv_list_free(&l);
-	return 0;
-}
-
 static void head_text(list_stream_t *ls, const sc_kind_t *k, int64_t rev, const char *more)
 {
 	char cont[SC_MAX_NAME + 32] = "";
@@ -268,21 +218,8 @@ void sc__list_serve(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, const 
 		return;
 	list_stream_t *ls = sc_xcalloc(1, sizeof(*ls));
 	ls->r = r;
-	if (sc__cache_serves_reads(s->cache)) {
-		choose(s, ls, k, who, sel, limit, after, &more);
-		head_text(ls, k, sc__cache_rev(s->cache), more);
-	} else {
-		char last[SC_MAX_NAME + 1] = "";
-		int64_t rev = 0;
-		int rc =
-		    choose_from_store(s, ls, k, who, sel, limit, after, last, sizeof(last), &rev);
-		if (rc < 0) {
-			ls_free(ls);
-			sc__api_store_error(r, rc, "store");
-			return;
-		}
-		head_text(ls, k, rev, last[0] ? last : NULL);
-	}
+	choose(s, ls, k, who, sel, limit, after, &more);
+	head_text(ls, k, sc__cache_rev(s->cache), more);
 	if (total_bytes(ls) <= ONE_SHOT_MAX) {
 		send_whole(ls);
 		return;

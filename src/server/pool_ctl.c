@@ -145,20 +145,11 @@ static void event(pass_t *x, const char *reason, const char *type, const char *f
 	                                "type", type, "message", msg, "lastTimestamp", ts));
 }
 
-/* The Node object of that name from the cache (or the store), or NULL. */
+/* The Node object of that name from the cache, or NULL. */
 static json_t *node_obj(sc_server_t *s, const char *name)
 {
-	const sc_kind_t *k = sc__kind_by_name("Node");
-	if (s->cache && sc__cache_serves_reads(s->cache)) {
-		sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(s->cache, k, name);
-		return o ? json_incref(sc__cache_obj(o)) : NULL;
-	}
-	char key[SC_MAX_NAME + 64];
-	sc_kv_t kv = {0};
-	sc__object_key(k, name, key, sizeof(key));
-	json_t *obj = sc_store_get(s->store, key, &kv) == 0 ? json_loads(kv.value, 0, NULL) : NULL;
-	sc_kv_free(&kv);
-	return obj;
+	sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(s->cache, sc__kind_by_name("Node"), name);
+	return o ? json_incref(sc__cache_obj(o)) : NULL;
 }
 
 static bool node_ready(json_t *node)

@@ -8,8 +8,9 @@
  * A cycle never blocks the event loop: the loop thread takes references to
  * the cached objects (sched_load.c), a libuv worker thread decodes them,
  * runs sc_scheduler_run() and turns the decisions into writes
- * (sched_write.c), and the loop thread commits those in one conditional
- * transaction. An API write to a job the cycle read, made while the worker
+ * (sched_write.c), and the loop thread starts one conditional transaction
+ * of those (with etcd it waits on the store's calls thread, store.h; the
+ * cycle ends when the store answers). An API write to a job the cycle read, made while the worker
  * ran, fails that transaction with SC_ECONFLICT and the cycle runs again on
  * fresh objects, up to MAX_TRIES. One cycle runs at a time; a kick during
  * one asks for another after it. The server reports ready (/readyz) after
@@ -207,40 +208,73 @@ static void cycle_done(sc_sched_t *sc, cycle_job_t *j)
 		sc->again = 1;
 }
 
-/* Loop thread, after the worker: commit, or run again on a conflict. */
-static void after_work(uv_work_t *req, int status)
+/* The cycle is over (stopped, deposed, done): the next may start. */
+static void job_end(sc_sched_t *sc, cycle_job_t *j)
 {
-	cycle_job_t *j = req->data;
-	sc_sched_t *sc = j->sc;
 	sc->job = NULL;
-	if (sc->stopping || status == UV_ECANCELED) {
-		job_free(j);
-		if (sc->stopping && sc->closed == 2)
-			sched_free(sc);
+	job_free(j);
+	if (sc->stopping && sc->closed == 2)
+		sched_free(sc);
+}
+
+/* Loop thread, when the store has answered the cycle's write: done, or
+ * run again on a conflict. */
+static void committed(const sc_store_res_t *res, void *ud)
+{
+	cycle_job_t *j = ud;
+	sc_sched_t *sc = j->sc;
+	/* Deposed while etcd answered (the write was fenced either way): the
+	 * new leader schedules. */
+	if (sc->stopping || !sc__ha_leader_begin(sc->s)) {
+		job_end(sc, j);
 		return;
 	}
-	/* Deposed while the worker ran: the new leader schedules. */
-	if (!sc__ha_leader_begin(sc->s)) {
-		job_free(j);
-		return;
-	}
-	if (j->rc == 0)
-		j->rc = sc__cycle_commit(sc->s, &j->plan);
+	j->rc = sc__cycle_committed(sc->s, &j->plan, res);
 	if (j->rc == SC_ECONFLICT && j->tries + 1 < MAX_TRIES) {
 		int tries = j->tries + 1;
 		uint64_t t0 = j->t0;
 		sc__ha_leader_end(sc->s);
-		job_free(j); /* first: its snapshot borrows from the decode cache */
+		job_end(sc, j); /* first: its snapshot borrows from the decode cache */
 		start_attempt(sc, tries, t0);
 		return;
 	}
 	cycle_done(sc, j); /* trims events: still fenced */
 	sc__ha_leader_end(sc->s);
-	job_free(j);
+	job_end(sc, j);
 	if (sc->again) {
 		sc->again = 0;
 		arm_kick(sc);
 	}
+}
+
+/* Loop thread, after the worker: the write starts (the cycle stays in
+ * sc->job until the store answers, so no other starts meanwhile). */
+static void after_work(uv_work_t *req, int status)
+{
+	cycle_job_t *j = req->data;
+	sc_sched_t *sc = j->sc;
+	if (sc->stopping || status == UV_ECANCELED) {
+		job_end(sc, j);
+		return;
+	}
+	/* Deposed while the worker ran: the new leader schedules. */
+	if (!sc__ha_leader_begin(sc->s)) {
+		job_end(sc, j);
+		return;
+	}
+	if (j->rc < 0) {
+		cycle_done(sc, j); /* says why */
+		sc__ha_leader_end(sc->s);
+		job_end(sc, j);
+		if (sc->again) {
+			sc->again = 0;
+			arm_kick(sc);
+		}
+		return;
+	}
+	/* The fence is taken with the write, when it is submitted. */
+	sc__cycle_commit(sc->s, &j->plan, committed, j);
+	sc__ha_leader_end(sc->s);
 }
 
 static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0)

@@ -129,13 +129,19 @@ void sc__cycle_in_free(sc_cycle_in_t *in);
  * for in) remembers which jobs' statuses are up to date. */
 int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_cache_t *dc,
                    sc_cycle_plan_t *p, sc_cycle_out_t *out);
-/* Loop thread: names the events and writes p in one transaction, each job
- * put conditional on the revision the cycle read. SC_ECONFLICT when an
- * object changed since: the caller runs the cycle again. */
-int sc__cycle_commit(sc_server_t *s, sc_cycle_plan_t *p);
+/* Loop thread: names the events and starts the write of p in one
+ * transaction, each job put conditional on the revision the cycle read;
+ * fn(res, ud) comes on the loop thread when it is done (store.h: at once
+ * with SQLite or when there is nothing to write; with etcd once etcd
+ * answered, the loop going on meanwhile). p must live until then. */
+void sc__cycle_commit(sc_server_t *s, sc_cycle_plan_t *p, sc_store_done_fn fn, void *ud);
+/* In fn: the commit's outcome (0, or SC_ECONFLICT when an object changed
+ * since: the caller runs the cycle again); hands the written objects to
+ * the cache. */
+int sc__cycle_committed(sc_server_t *s, sc_cycle_plan_t *p, const sc_store_res_t *res);
 void sc__cycle_plan_free(sc_cycle_plan_t *p);
-/* Deletes the oldest events beyond SC_EVENT_LIMIT; returns how many are
- * left, or a negative SC_E* code. */
+/* Starts deleting the oldest events beyond SC_EVENT_LIMIT (without
+ * waiting for the store); returns how many will be left. */
 long sc__events_trim(sc_server_t *s);
 /* Formats t (seconds) as RFC 3339 UTC. */
 

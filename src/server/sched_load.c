@@ -225,43 +225,14 @@ static void precheck_queues(sc_cycle_in_t *in, const sc_decode_cache_t *dc)
 	sc_strmap_free(&parents);
 }
 
-/* The same from the store, parsing every value: for a store whose watch
- * lags its writes (etcd, see sc__cache_serves_reads), so a cycle kicked by
- * a write always sees that write. */
-static void load_kind(sc_server_t *s, const sc_kind_t *k, sc_cycle_in_t *in, size_t *cap)
-{
-	char prefix[64];
-	sc_kv_list_t l;
-	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", k->plural);
-	if (sc_store_list(s->store, prefix, &l) < 0)
-		return; /* store unreachable: its writes fail too */
-	for (size_t i = 0; i < l.n; i++) {
-		json_t *obj = json_loads(l.items[i].value, 0, NULL);
-		if (!json_is_object(obj)) {
-			json_decref(obj);
-			continue;
-		}
-		sc_sobj_t *o = add_obj(in, cap, k);
-		o->key = l.items[i].key;
-		l.items[i].key = NULL; /* taken */
-		o->obj = obj;
-		o->mod_rev = l.items[i].mod_rev;
-	}
-	sc_kv_list_free(&l);
-}
-
 void sc__cycle_collect(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
 {
 	size_t cap = 0;
-	int cached = sc__cache_serves_reads(s->cache);
 	memset(in, 0, sizeof(*in));
 	in->now = now;
 	for (size_t k = 0; k < NPLURALS; k++) {
 		const sc_kind_t *kind = sc__kind_by_plural(plurals[k], strlen(plurals[k]));
-		if (cached)
-			collect_kind(s, kind, in, &cap);
-		else
-			load_kind(s, kind, in, &cap);
+		collect_kind(s, kind, in, &cap);
 	}
 }
 

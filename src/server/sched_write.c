@@ -27,6 +27,7 @@
 
 #include "server/cache.h"
 #include "base/alloc.h"
+#include "base/log.h"
 #include "server/deploy.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
@@ -654,21 +655,26 @@ int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_c
 	return 0;
 }
 
-int sc__cycle_commit(sc_server_t *s, sc_cycle_plan_t *p)
+void sc__cycle_commit(sc_server_t *s, sc_cycle_plan_t *p, sc_store_done_fn fn, void *ud)
 {
-	int rc = 0;
 	add_event_writes(s, p);
-	if (p->n) {
-		int64_t rev;
-		size_t failed = 0;
-		/* A put that fails its condition (an API write came first) is
-		 * SC_ECONFLICT or SC_ENOTFOUND (deleted): both mean "read again". */
-		rc = sc_store_txn(s->store, p->v, p->n, &rev, &failed);
-		if (rc == SC_ENOTFOUND || rc == SC_EEXISTS)
-			rc = SC_ECONFLICT;
-		for (size_t i = 0; rc == 0 && i < p->n; i++)
-			sc__cache_adopt(s->cache, p->v[i].key, rev, p->objs[i], 0);
+	if (!p->n) {
+		sc_store_res_t none = {0};
+		fn(&none, ud);
+		return;
 	}
+	sc_store_txn_async(s->store, p->v, p->n, fn, ud);
+}
+
+int sc__cycle_committed(sc_server_t *s, sc_cycle_plan_t *p, const sc_store_res_t *res)
+{
+	/* A put that fails its condition (an API write came first) is
+	 * SC_ECONFLICT or SC_ENOTFOUND (deleted): both mean "read again". */
+	int rc = res->rc;
+	if (rc == SC_ENOTFOUND || rc == SC_EEXISTS)
+		rc = SC_ECONFLICT;
+	for (size_t i = 0; rc == 0 && p->n && i < p->n; i++)
+		sc__cache_adopt(s->cache, p->v[i].key, res->rev, p->objs[i], 0);
 	return rc;
 }
 
@@ -680,6 +686,12 @@ static int cmp_rev(const void *a, const void *b)
 {
 	const sc_cobj_t *x = *(sc_cobj_t *const *)a, *y = *(sc_cobj_t *const *)b;
 	return x->create_rev < y->create_rev ? -1 : x->create_rev > y->create_rev;
+}
+
+static void trimmed(const sc_store_res_t *res, void *ud)
+{
+	if (res->rc < 0)
+		sc_log_warn("events: cannot delete the oldest: %s", sc_strerror(res->rc));
 }
 
 /* Reads the events from the cache (no store scan), oldest first. */
@@ -701,10 +713,11 @@ long sc__events_trim(sc_server_t *s)
 		ops[i] = (sc_store_op_t){SC_STORE_DELETE, key, NULL, byrev[i]->mod_rev};
 	}
 	free(byrev);
-	int64_t rev;
-	int rc = sc_store_txn(s->store, ops, ndel, &rev, NULL);
+	/* Not waited for: a delete that loses a race (the event changed) is
+	 * retried when the count is next over the limit. */
+	sc_store_txn_async(s->store, ops, ndel, trimmed, NULL);
 	for (size_t i = 0; i < ndel; i++)
 		free((char *)ops[i].key);
 	free(ops);
-	return rc < 0 ? rc : SC_EVENT_LIMIT;
+	return SC_EVENT_LIMIT;
 }

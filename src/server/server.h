@@ -95,8 +95,6 @@ const sc_kind_t *sc__kind_by_plural(const char *plural, size_t len);
 const sc_kind_t *sc__kind_by_name(const char *kind);
 /* Builds the key of an object. */
 void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outsz);
-/* Parses a stored value and adds metadata.resourceVersion. New reference. */
-json_t *sc__object_load(const char *value, int64_t mod_rev);
 /* Sets metadata.resourceVersion to the store's revision, as text (no-op
  * for NULL or an object without metadata). */
 void sc__object_set_rv(json_t *obj, int64_t mod_rev);

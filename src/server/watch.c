@@ -303,19 +303,6 @@ static void push_text(watcher_t *w, int type, const char *value, int64_t rev)
 	sc__wire_unref(wire);
 }
 
-static int list_store(watcher_t *w, const char *prefix)
-{
-	sc_kv_list_t l;
-	int rc = sc_store_list(w->h->s->store, prefix, &l);
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < l.n; i++)
-		push_text(w, SC_EV_ADDED, l.items[i].value, l.items[i].mod_rev);
-	w->list_rev = l.rev;
-	sc_kv_list_free(&l);
-	return 0;
-}
-
 static void on_replay(const sc_store_event_t *ev, void *ud)
 {
 	watcher_t *w = ud;
@@ -341,10 +328,7 @@ void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
 	w->bookmarks = bookmarks;
 	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", k->plural);
 	if (from_rev == 0) {
-		if (sc__cache_serves_reads(s->cache))
-			list_cache(w);
-		else
-			rc = list_store(w, prefix);
+		list_cache(w);
 		w->ninitial = w->n;
 		w->from_rev = w->list_rev;
 		w->sent_rev = w->n ? 0 : w->list_rev;

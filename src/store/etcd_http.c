@@ -81,6 +81,8 @@ static void record(sc_etcd_conn_t *c, double secs, int failed)
 	sc_etcd_stats_t *st = c->stats;
 	if (!st)
 		return;
+	if (c->stats_mu)
+		pthread_mutex_lock(c->stats_mu);
 	st->calls++;
 	st->errors += failed != 0;
 	st->lat_sum += secs;
@@ -88,22 +90,33 @@ static void record(sc_etcd_conn_t *c, double secs, int failed)
 	while (i < SC_ETCD_LAT_BUCKETS && secs > sc_etcd_lat_bounds[i])
 		i++;
 	st->lat[i]++;
+	if (c->stats_mu)
+		pthread_mutex_unlock(c->stats_mu);
+}
+
+static void count(sc_etcd_conn_t *c, uint64_t *field)
+{
+	if (c->stats_mu)
+		pthread_mutex_lock(c->stats_mu);
+	(*field)++;
+	if (c->stats_mu)
+		pthread_mutex_unlock(c->stats_mu);
 }
 
 /* etcd answers a request it cannot serve now (no leader, a member cut
  * off) with gRPC code 14 UNAVAILABLE (HTTP 503) or 4 DEADLINE_EXCEEDED;
  * another member may serve it. */
-static int retryable(long status, json_t *doc)
-{
-	int64_t code = sc__etcd_int(doc, "code");
-	return status == 503 || status == 504 || code == 14 || code == 4;
-}
-
-static uint64_t mono_ms(void)
+uint64_t sc__etcd_mono_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int retryable(long status, json_t *doc)
+{
+	int64_t code = sc__etcd_int(doc, "code");
+	return status == 503 || status == 504 || code == 14 || code == 4;
 }
 
 /* Ends an attempt that has received nothing by the call's deadline (a
@@ -114,7 +127,7 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
 {
 	const uint64_t *deadline = ud;
 	(void)dltotal, (void)ultotal, (void)ulnow;
-	return dlnow == 0 && mono_ms() >= *deadline;
+	return dlnow == 0 && sc__etcd_mono_ms() >= *deadline;
 }
 
 /* One attempt on the current endpoint: 0, SC_EUNAVAIL (try another) or
@@ -159,17 +172,24 @@ static int call_once(sc_etcd_conn_t *c, const char *path, const char *body, json
 	return rc;
 }
 
+/* The breaker is opened on the calls thread and read (and closed, by the
+ * probe's verdict) on the loop thread. */
 void sc__etcd_breaker_close(sc_etcd_conn_t *c)
 {
-	c->open_until = 0;
+	__atomic_store_n(&c->open_until, 0, __ATOMIC_RELAXED);
 }
 
-int sc__etcd_call(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp)
+int sc__etcd_breaker_open(sc_etcd_conn_t *c)
 {
-	uint64_t now = mono_ms(), deadline = now + SC_ETCD_ANSWER_MS;
-	if (c->breaker && now < c->open_until) {
+	return __atomic_load_n(&c->open_until, __ATOMIC_RELAXED) > sc__etcd_mono_ms();
+}
+
+int sc__etcd_call_here(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp)
+{
+	uint64_t now = sc__etcd_mono_ms(), deadline = now + SC_ETCD_ANSWER_MS;
+	if (c->breaker && sc__etcd_breaker_open(c)) {
 		if (c->stats)
-			c->stats->refused++;
+			count(c, &c->stats->refused);
 		return SC_EUNAVAIL;
 	}
 	char *body = json_dumps(req, JSON_COMPACT);
@@ -178,20 +198,21 @@ int sc__etcd_call(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **res
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = SC_EUNAVAIL;
-	for (size_t i = 0; i < c->nep && rc == SC_EUNAVAIL && mono_ms() < deadline; i++) {
+	for (size_t i = 0; i < c->nep && rc == SC_EUNAVAIL && sc__etcd_mono_ms() < deadline; i++) {
 		rc = call_once(c, path, body, resp, &deadline);
 		if (rc == SC_EUNAVAIL && c->nep > 1) {
 			c->cur = (c->cur + 1) % c->nep;
 			if (c->stats)
-				c->stats->failovers++;
+				count(c, &c->stats->failovers);
 		}
 	}
 	if (rc == SC_EUNAVAIL && c->breaker) {
-		if (!c->open_until)
+		if (!__atomic_load_n(&c->open_until, __ATOMIC_RELAXED))
 			sc_log_error(
 			    "store: no etcd endpoint answers (no quorum?): the API answers "
 			    "503 at once until one does");
-		c->open_until = mono_ms() + SC_ETCD_BREAKER_MS;
+		__atomic_store_n(&c->open_until, sc__etcd_mono_ms() + SC_ETCD_BREAKER_MS,
+		                 __ATOMIC_RELAXED);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	record(c, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, rc);

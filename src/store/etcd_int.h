@@ -25,6 +25,8 @@
 /* Largest single watch message. */
 #define SC_ETCD_MAX_WATCH_MSG (64u << 20)
 
+typedef struct sc_etcd_calls sc_etcd_calls_t;
+
 /* One HTTP client over a list of endpoints. A call goes to the current
  * endpoint and, on a transport error or an etcd "unavailable" answer, to
  * the next one, each at most once per call. Not thread-safe: the loop
@@ -35,7 +37,11 @@ typedef struct sc_etcd_conn {
 	size_t cur;
 	CURL *curl;
 	long timeout_ms;
-	sc_etcd_stats_t *stats; /* borrowed; may be NULL */
+	sc_etcd_stats_t *stats;    /* borrowed; may be NULL */
+	pthread_mutex_t *stats_mu; /* borrowed; held to change stats, may be NULL */
+	/* The store's connection: once its calls thread runs, only that
+	 * thread uses it, and a call made elsewhere is handed to it. */
+	sc_etcd_calls_t *calls;
 	/* Without quorum etcd takes a request and answers nothing until its own
 	 * timeout, and every call of the loop thread would wait that long.
 	 * A call that has had no answer from any endpoint within
@@ -44,7 +50,7 @@ typedef struct sc_etcd_conn {
 	 * milliseconds) until sc__etcd_breaker_close (a probe of the server's
 	 * on another thread saw etcd answer) or SC_ETCD_BREAKER_MS passed. */
 	int breaker;         /* this connection has one (the store's) */
-	uint64_t open_until; /* monotonic ms; 0: closed */
+	uint64_t open_until; /* monotonic ms; 0: closed (atomic: read by the loop) */
 } sc_etcd_conn_t;
 
 #define SC_ETCD_ANSWER_MS 1500
@@ -54,11 +60,53 @@ typedef struct sc_etcd_conn {
  * in front). SC_EINVAL names nothing; the caller reports the option. */
 int sc__etcd_conn_init(sc_etcd_conn_t *c, const char *list, long timeout_ms);
 void sc__etcd_conn_free(sc_etcd_conn_t *c);
-/* POSTs req (borrowed) to path; *resp is a new reference on success.
+/* POSTs req (borrowed) to path; *resp is a new reference on success
+ * (etcd_calls.c: once the calls thread runs, a call from another thread
+ * is handed to it and waited for).
  * SC_EUNAVAIL when no endpoint answered (within SC_ETCD_ANSWER_MS, or the
  * breaker is open), SC_EIO on an etcd error. */
 int sc__etcd_call(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp);
+/* The same on the calling thread, whatever thread that is (etcd_http.c;
+ * sc__etcd_call, in etcd_calls.c, routes to it). */
+int sc__etcd_call_here(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp);
 void sc__etcd_breaker_close(sc_etcd_conn_t *c);
+/* 1 while the breaker is open (any thread). */
+int sc__etcd_breaker_open(sc_etcd_conn_t *c);
+uint64_t sc__etcd_mono_ms(void);
+
+/* ---- etcd_calls.c: the store's calls thread ----
+ * Asynchronous calls (store.h) wait for etcd here, one at a time, in call
+ * order; the loop thread answers them in that order once the watch has
+ * delivered the revision each observed (c->wait_rev, set by exec) or its
+ * deadline passed. */
+#define SC_ETCD_CALL_BLOCKING 100 /* a call another thread waits for */
+struct sc_etcd_calls {
+	sc_store_t *store;
+	void (*exec)(sc_store_t *s, sc_store_call_t *c); /* runs one call, on the thread */
+	int wake_fd;                                     /* written when a call finishes */
+	pthread_t thread;
+	int started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;                 /* work for the thread */
+	pthread_cond_t done_cv;            /* a call finished */
+	int stop;                          /* mu */
+	sc_store_call_t *todo, *todo_tail; /* mu: not run yet */
+	sc_store_call_t *head, *tail;      /* loop thread: unanswered, in call order */
+	size_t pending;                    /* loop thread: len(head) */
+	uint64_t blocking;                 /* mu: calls other threads waited for */
+};
+
+void sc__etcd_calls_init(sc_etcd_calls_t *q, sc_store_t *s,
+                         void (*exec)(sc_store_t *s, sc_store_call_t *c), int wake_fd);
+/* Loop thread: takes c; starts the thread at the first call. */
+void sc__etcd_calls_submit(sc_etcd_calls_t *q, sc_store_call_t *c);
+/* Loop thread: answers the finished calls at the head whose revision the
+ * watch has delivered (watched_rev) or whose deadline passed. */
+void sc__etcd_calls_deliver(sc_etcd_calls_t *q, int64_t watched_rev);
+/* Loop thread: waits for every call and answers it, whatever the watch. */
+void sc__etcd_calls_drain(sc_etcd_calls_t *q);
+/* Stops the thread; calls not run yet are answered SC_EUNAVAIL. */
+void sc__etcd_calls_stop(sc_etcd_calls_t *q);
 
 /* Decodes base64 text into a malloc'd NUL-terminated string; SC_EPARSE. */
 int sc__b64_dec(const char *s, char **out, size_t *n);
@@ -102,6 +150,10 @@ typedef struct sc_etcd_watch {
 	size_t logcap, loghead, logn;
 	int64_t log_from; /* replays of from_rev >= log_from are complete */
 	int64_t dispatched_rev;
+	/* Newest revision the stream brought, the backend's own keys included
+	 * (mu): once the queue taken with it is dispatched, every change up to
+	 * it has been (dispatched_rev follows). */
+	int64_t recv_rev;
 } sc_etcd_watch_t;
 
 /* Starts the stream at start_rev (events with revision >= start_rev).

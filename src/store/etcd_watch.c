@@ -92,14 +92,19 @@ static sc_etcd_ev_t *make_event(sc_etcd_watch_t *w, json_t *je)
 	return ev;
 }
 
-static void enqueue(sc_etcd_watch_t *w, sc_etcd_ev_t *first, sc_etcd_ev_t *last)
+/* Queues first..last (may be none: a message with only the backend's own
+ * keys still moves recv_rev, which calls waiting for it need). */
+static void enqueue(sc_etcd_watch_t *w, sc_etcd_ev_t *first, sc_etcd_ev_t *last, int64_t rev)
 {
 	pthread_mutex_lock(&w->mu);
-	if (w->qtail)
+	if (first && w->qtail)
 		w->qtail->next = first;
-	else
+	else if (first)
 		w->qhead = first;
-	w->qtail = last;
+	if (last)
+		w->qtail = last;
+	if (rev > w->recv_rev)
+		w->recv_rev = rev;
 	pthread_mutex_unlock(&w->mu);
 	char b = 1;
 	/* A full pipe already means "wake up": nothing to do on EAGAIN. */
@@ -114,6 +119,7 @@ static void on_message(stream_t *st, const char *text, size_t n)
 	json_t *doc = json_loadb(text, n, 0, NULL);
 	json_t *res = json_object_get(doc, "result"), *je;
 	sc_etcd_ev_t *first = NULL, *last = NULL;
+	int64_t newest = 0;
 	size_t i;
 	if (!res) {
 		st->failed = 1; /* {"error":...}: reconnect */
@@ -132,6 +138,8 @@ static void on_message(stream_t *st, const char *text, size_t n)
 		int64_t rev = sc__etcd_int(json_object_get(je, "kv"), "mod_revision");
 		if (rev >= w->next_rev)
 			w->next_rev = rev + 1;
+		if (rev > newest)
+			newest = rev;
 		sc_etcd_ev_t *ev = make_event(w, je);
 		if (!ev)
 			continue;
@@ -141,8 +149,8 @@ static void on_message(stream_t *st, const char *text, size_t n)
 			first = ev;
 		last = ev;
 	}
-	if (first)
-		enqueue(w, first, last);
+	if (first || newest)
+		enqueue(w, first, last, newest);
 	json_decref(doc);
 }
 
@@ -295,6 +303,7 @@ void sc__etcd_watch_dispatch(sc_etcd_watch_t *w, sc_store_t *s)
 		;
 	pthread_mutex_lock(&w->mu);
 	sc_etcd_ev_t *ev = w->qhead, *next;
+	int64_t recv = w->recv_rev;
 	w->qhead = w->qtail = NULL;
 	pthread_mutex_unlock(&w->mu);
 	for (; ev; ev = next) {
@@ -305,6 +314,8 @@ void sc__etcd_watch_dispatch(sc_etcd_watch_t *w, sc_store_t *s)
 		log_append(w, ev);
 		sc__store_notify(s, &se);
 	}
+	if (recv > w->dispatched_rev)
+		w->dispatched_rev = recv;
 }
 
 int sc__etcd_watch_replay(sc_etcd_watch_t *w, const char *prefix, int64_t from_rev,

@@ -132,6 +132,104 @@ void sc__store_notify(sc_store_t *s, const sc_store_event_t *ev)
 	}
 }
 
+/* ---------------------------------------------------------------------
+ * Asynchronous calls
+ * ------------------------------------------------------------------- */
+
+/* Copies ops into c (c->ops, c->n); the strings go in one block after
+ * the array, freed with it. */
+static void copy_ops(sc_store_call_t *c, const sc_store_op_t *ops, size_t n)
+{
+	size_t bytes = n * sizeof(*ops);
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(ops[i].key) + 1 + (ops[i].value ? strlen(ops[i].value) + 1 : 0);
+	c->ops = sc_xmalloc(bytes ? bytes : 1);
+	c->n = n;
+	char *p = (char *)(c->ops + n);
+	for (size_t i = 0; i < n; i++) {
+		c->ops[i] = ops[i];
+		size_t kl = strlen(ops[i].key) + 1;
+		c->ops[i].key = memcpy(p, ops[i].key, kl);
+		p += kl;
+		if (ops[i].value) {
+			size_t vl = strlen(ops[i].value) + 1;
+			c->ops[i].value = memcpy(p, ops[i].value, vl);
+			p += vl;
+		}
+	}
+}
+
+/* A backend without a thread: the blocking call, and the answer, at once. */
+static void call_now(sc_store_t *s, int kind, const sc_store_op_t *ops, size_t n,
+                     void (*run)(sc_store_t *, void *), sc_store_done_fn fn, void *ud)
+{
+	sc_store_res_t res = {0};
+	if (kind == SC_STORE_CALL_TXN)
+		res.rc = sc_store_txn(s, ops, n, &res.rev, &res.failed);
+	else if (kind == SC_STORE_CALL_PING)
+		res.rev = sc_store_revision(s);
+	else
+		run(s, ud);
+	fn(&res, ud);
+}
+
+static void submit(sc_store_t *s, int kind, const sc_store_op_t *ops, size_t n,
+                   void (*run)(sc_store_t *, void *), sc_store_done_fn fn, void *ud)
+{
+	if (!s->ops->submit) {
+		call_now(s, kind, ops, n, run, fn, ud);
+		return;
+	}
+	sc_store_call_t *c = sc_xcalloc(1, sizeof(*c));
+	c->kind = kind;
+	c->run = run;
+	c->fn = fn;
+	c->ud = ud;
+	if (kind == SC_STORE_CALL_TXN && s->refuse < 0) {
+		/* Refused writes touch nothing, as sc_store_txn's; still an
+		 * answer in call order. */
+		c->res.rc = s->refuse;
+		c->finished = 1;
+	} else if (kind == SC_STORE_CALL_TXN) {
+		copy_ops(c, ops, n);
+	}
+	s->ops->submit(s, c);
+}
+
+void sc_store_txn_async(sc_store_t *s, const sc_store_op_t *ops, size_t n, sc_store_done_fn fn,
+                        void *ud)
+{
+	submit(s, SC_STORE_CALL_TXN, ops, n, NULL, fn, ud);
+}
+
+void sc_store_ping_async(sc_store_t *s, sc_store_done_fn fn, void *ud)
+{
+	submit(s, SC_STORE_CALL_PING, NULL, 0, NULL, fn, ud);
+}
+
+void sc_store_run_async(sc_store_t *s, void (*run)(sc_store_t *s, void *ud), sc_store_done_fn fn,
+                        void *ud)
+{
+	submit(s, SC_STORE_CALL_RUN, NULL, 0, run, fn, ud);
+}
+
+int sc_store_poll_fd(sc_store_t *s)
+{
+	return s->ops->poll_fd ? s->ops->poll_fd(s) : -1;
+}
+
+void sc_store_dispatch(sc_store_t *s)
+{
+	if (s->ops->dispatch)
+		s->ops->dispatch(s);
+}
+
+void sc_store_drain(sc_store_t *s)
+{
+	if (s && s->ops->drain)
+		s->ops->drain(s);
+}
+
 void sc_store_close(sc_store_t *s)
 {
 	if (!s)

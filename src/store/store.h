@@ -15,7 +15,14 @@
  * (group commit: one fsync for many writes).
  *
  * Threading: a store is used from one thread (the daemon's event loop);
- * watch callbacks run inside the write that caused them. */
+ * watch callbacks run on it, inside the write that caused them (SQLite) or
+ * from sc_store_dispatch (etcd, whose changes arrive over the network).
+ *
+ * Waiting: the blocking calls below wait for the storage. A daemon's event
+ * loop uses the asynchronous calls instead (sc_store_txn_async and
+ * sc_store_ping_async): a backend that waits on the network (etcd) runs
+ * them on a thread of its own, one at a time in the order they were made,
+ * and the loop gets each result from sc_store_dispatch. */
 #ifndef SC_STORE_STORE_H
 #define SC_STORE_STORE_H
 
@@ -24,6 +31,7 @@
 
 typedef struct sc_store sc_store_t;
 typedef struct sc_store_watch sc_store_watch_t;
+typedef struct sc_store_call sc_store_call_t;
 
 typedef struct sc_kv {
 	char *key;   /* owned */
@@ -91,6 +99,12 @@ typedef struct sc_store_ops {
 	int (*commit)(sc_store_t *s);
 	int (*flush_fd)(sc_store_t *s);
 	void (*close)(sc_store_t *s);
+	/* Asynchronous calls (NULL: the generic code runs the blocking call
+	 * and the callback at once). submit takes the call. */
+	void (*submit)(sc_store_t *s, sc_store_call_t *c);
+	int (*poll_fd)(sc_store_t *s);
+	void (*dispatch)(sc_store_t *s);
+	void (*drain)(sc_store_t *s);
 } sc_store_ops_t;
 
 /* The part every backend starts with. */
@@ -146,6 +160,75 @@ void sc_store_close(sc_store_t *s);
 
 void sc_kv_free(sc_kv_t *kv);
 void sc_kv_list_free(sc_kv_list_t *l);
+
+/* ---- asynchronous calls (for a daemon's event loop) ----
+ * The result comes to fn on the loop thread: at once, before the call
+ * returns, with a local backend (SQLite); from sc_store_dispatch with
+ * one that waits on the network (etcd), in the order the calls were made.
+ * Either way, when fn runs the store's watchers have seen every change up
+ * to the revision the call observed (a write's own, or the one that made
+ * its condition fail), so state a watch keeps (the server's cache) shows
+ * the write, or what refused it, as with a blocking call on SQLite, whose
+ * watchers run inside the write. If the watch does not get there within
+ * SC_STORE_WATCH_WAIT_MS the result is delivered anyway (the write is
+ * committed; the cache catches up later).
+ *
+ * Every call gets its callback exactly once: sc_store_drain and
+ * sc_store_close fail the calls not yet answered with SC_EUNAVAIL rather
+ * than drop them, so a caller may keep memory in ud until fn runs. */
+#define SC_STORE_WATCH_WAIT_MS 2000
+
+typedef struct sc_store_res {
+	int rc;        /* 0 or a negative SC_E* code, as from the blocking call */
+	int64_t rev;   /* txn: the write's revision; ping: the store's */
+	size_t failed; /* txn: the op whose condition failed */
+} sc_store_res_t;
+
+/* res is borrowed for the call. */
+typedef void (*sc_store_done_fn)(const sc_store_res_t *res, void *ud);
+
+/* A call in flight (a backend's business; declared for sc_store_ops_t). */
+struct sc_store_call {
+	struct sc_store_call *next;  /* the backend's queues */
+	struct sc_store_call *fnext; /* the loop's list, in call order */
+	int kind;                    /* enum sc_store_call_kind */
+	sc_store_op_t *ops;          /* owned copies (txn) */
+	size_t n;
+	int64_t fence;                        /* backend's: the fence when the call was made */
+	int finished;                         /* set by the backend's thread */
+	int64_t wait_rev;                     /* the result waits until the watch got here */
+	uint64_t deadline;                    /* ... or this monotonic ms */
+	void (*run)(sc_store_t *s, void *ud); /* SC_STORE_CALL_RUN: on the thread */
+	sc_store_res_t res;
+	sc_store_done_fn fn;
+	void *ud;
+};
+
+enum sc_store_call_kind { SC_STORE_CALL_TXN = 0, SC_STORE_CALL_PING, SC_STORE_CALL_RUN };
+
+/* Applies ops (copied, with the strings they point to) as sc_store_txn. */
+void sc_store_txn_async(sc_store_t *s, const sc_store_op_t *ops, size_t n, sc_store_done_fn fn,
+                        void *ud);
+/* Asks whether the store answers now (etcd: a read that needs a quorum);
+ * res->rev is its revision. */
+void sc_store_ping_async(sc_store_t *s, sc_store_done_fn fn, void *ud);
+/* Runs run(s, ud) where the backend's blocking calls may wait (etcd: its
+ * calls thread, where the blocking calls of store_etcd.h are safe), then
+ * fn(res, ud) on the loop thread (res->rc 0, or SC_EUNAVAIL when the store
+ * closed first and run never ran). SQLite: both at once. */
+void sc_store_run_async(sc_store_t *s, void (*run)(sc_store_t *s, void *ud), sc_store_done_fn fn,
+                        void *ud);
+/* A descriptor that becomes readable when results or changes wait for
+ * sc_store_dispatch; -1 when the backend has none (everything happens at
+ * once). */
+int sc_store_poll_fd(sc_store_t *s);
+/* Loop thread: delivers the changes and results that arrived; call it
+ * when the descriptor is readable and at least every 250 ms (results
+ * waiting for the watch time out by the clock). */
+void sc_store_dispatch(sc_store_t *s);
+/* Waits until every call made so far has been answered and delivers the
+ * results (blocking: for shutdown). */
+void sc_store_drain(sc_store_t *s);
 
 /* For backends: deliver a committed change to the live watchers. */
 void sc__store_notify(sc_store_t *s, const sc_store_event_t *ev);

@@ -1,10 +1,15 @@
 /* etcd v3 backend of the store (see store_etcd.h for the model).
  *
- * Every call is synchronous on the loop thread: a request to the local
- * etcd takes about a millisecond, and the server's handlers already
- * assume a store call returns with the answer. Writes are durable when
- * etcd answers (it commits through its Raft log and fsyncs), so the
+ * A daemon's loop makes its calls asynchronously (store.h): they wait for
+ * etcd on the store's calls thread (etcd_calls.c) and are answered on the
+ * loop thread once the watch has delivered what they observed. The
+ * blocking calls remain for start-up, shutdown and the CLI; once the calls
+ * thread runs they are handed to it too (sc__etcd_call), and counted
+ * (stats.blocking), since a loop that makes one waits. Writes are durable
+ * when etcd answers (it commits through its Raft log and fsyncs), so the
  * server may acknowledge at once. */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +24,14 @@
 typedef struct etcd_store {
 	sc_store_t base;
 	sc_etcd_conn_t conn;
-	sc_etcd_stats_t stats;
+	sc_etcd_stats_t stats; /* stats_mu: the calls thread counts, the loop reads */
+	pthread_mutex_t stats_mu;
 	char prefix[256];     /* "/starcloud/" */
 	char leader_key[300]; /* "/starcloud/leader" */
-	int64_t rev;          /* newest revision seen */
+	int64_t rev;          /* newest revision seen (atomic: both threads) */
 	int64_t fence;        /* leader key mod_revision every txn requires; 0 = none */
 	sc_etcd_watch_t watch;
+	sc_etcd_calls_t calls;
 } etcd_store_t;
 
 static const sc_store_ops_t etcd_ops;
@@ -48,11 +55,18 @@ static void range_end(const char *prefix, char *out, size_t outsz)
 		out[n - 1]++;
 }
 
+/* The newest revision seen, from any thread. */
+static void seen_rev(etcd_store_t *e, int64_t r)
+{
+	int64_t cur = __atomic_load_n(&e->rev, __ATOMIC_RELAXED);
+	while (r > cur && !__atomic_compare_exchange_n(&e->rev, &cur, r, 0, __ATOMIC_RELAXED,
+	                                               __ATOMIC_RELAXED))
+		;
+}
+
 static void seen(etcd_store_t *e, json_t *resp)
 {
-	int64_t r = sc__etcd_int(json_object_get(resp, "header"), "revision");
-	if (r > e->rev)
-		e->rev = r;
+	seen_rev(e, sc__etcd_int(json_object_get(resp, "header"), "revision"));
 }
 
 /* Fills kv from a gateway KeyValue; the store key drops the prefix. */
@@ -185,17 +199,30 @@ static int add_op(etcd_store_t *e, const sc_store_op_t *op, json_t *cmp, json_t 
 }
 
 /* After a refused txn: which op's condition failed, from the failure
- * branch's reads (one per op, in order). None: the fence moved. */
-static int explain_failure(etcd_store_t *e, const sc_store_op_t *ops, size_t n, json_t *resp,
-                           size_t *failed)
+ * branch's reads (one per op, in order). None: the fence moved. *seen_mod:
+ * the newest of the keys read, which the caller's cache must get to before
+ * it is told (so it shows what refused the write). */
+static int explain_failure(etcd_store_t *e, const sc_store_op_t *ops, size_t n, int64_t fence,
+                           json_t *resp, size_t *failed, int64_t *seen_mod)
 {
 	json_t *rs = json_object_get(resp, "responses");
+	for (size_t i = 0; i < n; i++) {
+		json_t *kv = json_array_get(
+		    json_object_get(json_object_get(json_array_get(rs, i), "response_range"),
+		                    "kvs"),
+		    0);
+		int64_t mod = sc__etcd_int(kv, "mod_revision");
+		if (mod > *seen_mod)
+			*seen_mod = mod;
+	}
 	/* The fence first: a deposed leader's write is refused as such even
 	 * when the objects it read have changed too (they usually have). */
 	json_t *lk = json_array_get(
 	    json_object_get(json_object_get(json_array_get(rs, n), "response_range"), "kvs"), 0);
-	if (e->fence > 0 && sc__etcd_int(lk, "mod_revision") != e->fence) {
+	if (fence > 0 && sc__etcd_int(lk, "mod_revision") != fence) {
+		pthread_mutex_lock(&e->stats_mu);
 		e->stats.fenced++;
+		pthread_mutex_unlock(&e->stats_mu);
 		if (failed)
 			*failed = n;
 		return SC_EFENCED;
@@ -243,22 +270,24 @@ static void stall_hook(void)
 	sleep((unsigned)secs);
 }
 
-static int et_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev, size_t *failed)
+/* One txn under the fence given (0: none). *observed: the revision the
+ * caller's watchers must have seen for it to show the outcome. */
+static int txn_do(etcd_store_t *e, const sc_store_op_t *ops, size_t n, int64_t fence, int64_t *rev,
+                  size_t *failed, int64_t *observed)
 {
-	etcd_store_t *e = (etcd_store_t *)s;
 	json_t *cmp = json_array(), *ok = json_array(), *fail = json_array(), *resp = NULL;
 	int rc = 0;
 	for (size_t i = 0; i < n && rc == 0; i++)
 		if ((rc = add_op(e, &ops[i], cmp, ok, fail)) < 0 && failed)
 			*failed = i;
-	if (e->fence > 0)
+	if (fence > 0)
 		stall_hook();
-	if (e->fence > 0) {
+	if (fence > 0) {
 		json_t *r = json_object();
 		sc__etcd_set_b64(r, "key", e->leader_key);
 		json_array_append_new(fail, json_pack("{s:o}", "request_range", r));
 		json_array_append_new(
-		    cmp, compare(e->leader_key, "MOD", "EQUAL", "mod_revision", e->fence));
+		    cmp, compare(e->leader_key, "MOD", "EQUAL", "mod_revision", fence));
 	}
 	json_t *req = json_pack("{s:o,s:o,s:o}", "compare", cmp, "success", ok, "failure", fail);
 	if (rc == 0)
@@ -266,14 +295,61 @@ static int et_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 	if (rc == 0) {
 		seen(e, resp);
 		if (json_is_true(json_object_get(resp, "succeeded"))) {
+			int64_t r = sc__etcd_int(json_object_get(resp, "header"), "revision");
 			if (rev)
-				*rev = sc__etcd_int(json_object_get(resp, "header"), "revision");
+				*rev = r;
+			*observed = r;
 		} else {
-			rc = explain_failure(e, ops, n, resp, failed);
+			rc = explain_failure(e, ops, n, fence, resp, failed, observed);
 		}
 	}
 	json_decref(resp);
 	json_decref(req);
+	return rc;
+}
+
+/* A blocking write returns, as SQLite's, once the store's watchers have
+ * seen what it observed (its own revision, or what refused it), so code
+ * that writes and then reads state a watch keeps (the server's cache)
+ * finds the write; it waits at most SC_STORE_WATCH_WAIT_MS for the watch
+ * (the write stands either way). Only the watch is dispatched here, not
+ * the asynchronous calls' answers: those come from sc_store_dispatch,
+ * which the wake-up below makes sure runs. */
+static void wait_watch(etcd_store_t *e, int64_t rev)
+{
+	uint64_t deadline = sc__etcd_mono_ms() + SC_STORE_WATCH_WAIT_MS;
+	int woke = 0;
+	for (;;) {
+		sc__etcd_watch_dispatch(&e->watch, &e->base);
+		woke = 1;
+		if (e->watch.dispatched_rev >= rev)
+			break;
+		uint64_t now = sc__etcd_mono_ms();
+		if (now >= deadline) {
+			sc_log_warn(
+			    "store: etcd watch has not delivered revision %lld within %d ms "
+			    "(at %lld): going on",
+			    (long long)rev, SC_STORE_WATCH_WAIT_MS,
+			    (long long)e->watch.dispatched_rev);
+			break;
+		}
+		struct pollfd pfd = {.fd = e->watch.pipefd[0], .events = POLLIN};
+		if (poll(&pfd, 1, (int)(deadline - now)) < 0 && errno != EINTR)
+			break;
+	}
+	/* The pipe was emptied: answers that wait on it must still come. */
+	char b = 1;
+	if (woke && e->calls.head && write(e->watch.pipefd[1], &b, 1) < 0 && errno != EAGAIN)
+		sc_log_error("store: etcd: wake pipe: %s", strerror(errno));
+}
+
+static int et_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev, size_t *failed)
+{
+	etcd_store_t *e = (etcd_store_t *)s;
+	int64_t observed = 0;
+	int rc = txn_do(e, ops, n, e->fence, rev, failed, &observed);
+	if (observed > 0)
+		wait_watch(e, observed);
 	return rc;
 }
 
@@ -294,11 +370,13 @@ static int fetch_revision(etcd_store_t *e)
 	return rc;
 }
 
+/* The newest revision this store has seen (an answer or the watch): no
+ * call, so the loop never waits for it. */
 static int64_t et_revision(sc_store_t *s)
 {
 	etcd_store_t *e = (etcd_store_t *)s;
-	fetch_revision(e); /* on failure: the newest one seen */
-	return e->rev;
+	seen_rev(e, e->watch.dispatched_rev);
+	return __atomic_load_n(&e->rev, __ATOMIC_RELAXED);
 }
 
 static int et_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
@@ -311,9 +389,60 @@ static int et_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_sto
 static void et_close(sc_store_t *s)
 {
 	etcd_store_t *e = (etcd_store_t *)s;
+	sc__etcd_calls_stop(&e->calls);
 	sc__etcd_watch_stop(&e->watch);
 	sc__etcd_conn_free(&e->conn);
+	pthread_mutex_destroy(&e->stats_mu);
 	free(e);
+}
+
+/* ---------------------------------------------------------------------
+ * Asynchronous calls (store.h; the thread is etcd_calls.c)
+ * ------------------------------------------------------------------- */
+
+/* On the calls thread: touches only c, the connection and the atomics. */
+static void et_exec(sc_store_t *s, sc_store_call_t *c)
+{
+	etcd_store_t *e = (etcd_store_t *)s;
+	switch (c->kind) {
+	case SC_STORE_CALL_TXN:
+		c->res.rc =
+		    txn_do(e, c->ops, c->n, c->fence, &c->res.rev, &c->res.failed, &c->wait_rev);
+		break;
+	case SC_STORE_CALL_PING:
+		c->res.rc = fetch_revision(e);
+		c->res.rev = __atomic_load_n(&e->rev, __ATOMIC_RELAXED);
+		break;
+	default:
+		c->run(s, c->ud);
+		break;
+	}
+}
+
+static void et_submit(sc_store_t *s, sc_store_call_t *c)
+{
+	etcd_store_t *e = (etcd_store_t *)s;
+	c->fence = e->fence; /* the fence when the write was decided */
+	sc__etcd_calls_submit(&e->calls, c);
+}
+
+static int et_poll_fd(sc_store_t *s)
+{
+	return ((etcd_store_t *)s)->watch.pipefd[0];
+}
+
+static void et_dispatch(sc_store_t *s)
+{
+	etcd_store_t *e = (etcd_store_t *)s;
+	sc__etcd_watch_dispatch(&e->watch, s);
+	sc__etcd_calls_deliver(&e->calls, e->watch.dispatched_rev);
+}
+
+static void et_drain(sc_store_t *s)
+{
+	etcd_store_t *e = (etcd_store_t *)s;
+	sc__etcd_watch_dispatch(&e->watch, s);
+	sc__etcd_calls_drain(&e->calls);
 }
 
 /* etcd acknowledges a write only once a quorum has it in its log, so by the
@@ -333,6 +462,10 @@ static const sc_store_ops_t etcd_ops = {
     .revision = et_revision,
     .sync = et_sync,
     .close = et_close,
+    .submit = et_submit,
+    .poll_fd = et_poll_fd,
+    .dispatch = et_dispatch,
+    .drain = et_drain,
 };
 
 int sc_store_etcd_open_mode(const char *endpoints, const char *prefix, int readonly,
@@ -356,7 +489,9 @@ int sc_store_etcd_open_mode(const char *endpoints, const char *prefix, int reado
 		free(e);
 		return rc;
 	}
+	pthread_mutex_init(&e->stats_mu, NULL);
 	e->conn.stats = &e->stats;
+	e->conn.stats_mu = &e->stats_mu;
 	/* The schema first: a store this binary cannot work on is left as it
 	 * is, and a migration's writes come before the watch starts. */
 	if ((rc = sc__etcd_schema_open(&e->conn, e->prefix, readonly, &e->base.schema)) < 0 ||
@@ -365,10 +500,13 @@ int sc_store_etcd_open_mode(const char *endpoints, const char *prefix, int reado
 	rc = sc__etcd_watch_start(&e->watch, endpoints, e->prefix, e->rev + 1);
 	if (rc < 0)
 		goto error;
+	sc__etcd_calls_init(&e->calls, &e->base, et_exec, e->watch.pipefd[1]);
+	e->conn.calls = &e->calls;
 	*out = &e->base;
 	return 0;
 error:
 	sc__etcd_conn_free(&e->conn);
+	pthread_mutex_destroy(&e->stats_mu);
 	free(e);
 	return rc;
 }
@@ -378,32 +516,21 @@ int sc_store_is_etcd(sc_store_t *s)
 	return s && s->ops == &etcd_ops;
 }
 
-int sc_store_etcd_poll_fd(sc_store_t *s)
+void sc_store_etcd_stats(sc_store_t *s, sc_etcd_stats_t *out)
 {
-	return ((etcd_store_t *)s)->watch.pipefd[0];
-}
-
-void sc_store_etcd_dispatch(sc_store_t *s)
-{
-	sc__etcd_watch_dispatch(&((etcd_store_t *)s)->watch, s);
-}
-
-const sc_etcd_stats_t *sc_store_etcd_stats(sc_store_t *s)
-{
-	return &((etcd_store_t *)s)->stats;
-}
-
-int sc_store_etcd_ping(sc_store_t *s)
-{
-	return fetch_revision((etcd_store_t *)s);
+	etcd_store_t *e = (etcd_store_t *)s;
+	pthread_mutex_lock(&e->stats_mu);
+	*out = e->stats;
+	pthread_mutex_unlock(&e->stats_mu);
+	pthread_mutex_lock(&e->calls.mu);
+	out->blocking = e->calls.blocking;
+	pthread_mutex_unlock(&e->calls.mu);
+	out->pending = e->calls.pending;
 }
 
 int sc_store_etcd_down(sc_store_t *s)
 {
-	etcd_store_t *e = (etcd_store_t *)s;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return e->conn.open_until > (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return sc__etcd_breaker_open(&((etcd_store_t *)s)->conn);
 }
 
 void sc_store_etcd_up(sc_store_t *s)

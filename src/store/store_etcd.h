@@ -15,11 +15,15 @@
  *
  * Changes: a thread keeps one etcd watch on the prefix and queues what it
  * receives; the loop thread dispatches them to the store's watchers when
- * the fd of sc_store_etcd_poll_fd becomes readable. Replays are served
- * from the events seen since the store was opened (older: SC_ERANGE).
+ * the fd of sc_store_poll_fd becomes readable (sc_store_dispatch). Replays
+ * are served from the events seen since the store was opened (older:
+ * SC_ERANGE).
  *
- * Threading: as every store, used from one thread; the watch thread only
- * fills the queue. */
+ * Threading: as every store, used from one thread. Two threads of the
+ * backend's wait for etcd instead of it: the watch thread, which only
+ * fills the queue, and the calls thread, which runs the asynchronous calls
+ * (store.h) and every blocking call made once it runs. sc_store_revision
+ * makes no call: it is the newest revision this store has seen. */
 #ifndef SC_STORE_STORE_ETCD_H
 #define SC_STORE_STORE_ETCD_H
 
@@ -33,10 +37,12 @@
 /* Client-side figures for /metrics. */
 typedef struct sc_etcd_stats {
 	uint64_t calls;
-	uint64_t errors;                       /* calls that failed (transport or etcd error) */
-	uint64_t failovers;                    /* switches to another endpoint */
-	uint64_t fenced;                       /* txns refused because the fence moved */
-	uint64_t refused;                      /* calls failed at once: breaker open */
+	uint64_t errors;    /* calls that failed (transport or etcd error) */
+	uint64_t failovers; /* switches to another endpoint */
+	uint64_t fenced;    /* txns refused because the fence moved */
+	uint64_t refused;   /* calls failed at once: breaker open */
+	uint64_t blocking;  /* blocking calls a thread waited for while the calls thread ran */
+	uint64_t pending;   /* asynchronous calls not answered yet */
 	uint64_t lat[SC_ETCD_LAT_BUCKETS + 1]; /* by sc_etcd_lat_bounds, +Inf */
 	double lat_sum;
 } sc_etcd_stats_t;
@@ -53,15 +59,10 @@ int sc_store_etcd_open_mode(const char *endpoints, const char *prefix, int reado
                             sc_store_t **out);
 /* 1 when s is an etcd store. */
 int sc_store_is_etcd(sc_store_t *s);
-/* A descriptor that becomes readable when changes wait for
- * sc_store_etcd_dispatch. */
-int sc_store_etcd_poll_fd(sc_store_t *s);
-void sc_store_etcd_dispatch(sc_store_t *s);
-const sc_etcd_stats_t *sc_store_etcd_stats(sc_store_t *s);
-/* 0 when etcd answers a read now, else a negative SC_E* code. */
-int sc_store_etcd_ping(sc_store_t *s);
+/* A copy of the client-side figures. */
+void sc_store_etcd_stats(sc_store_t *s, sc_etcd_stats_t *out);
 /* 1 while calls fail at once because etcd stopped answering (the
- * breaker of etcd_int.h is open). */
+ * breaker of etcd_int.h is open); any thread. */
 int sc_store_etcd_down(sc_store_t *s);
 /* A probe for another thread: its own connection to the same endpoints,
  * asking for a linearizable read (which needs a quorum). Made and freed on
@@ -76,7 +77,9 @@ void sc_store_etcd_up(sc_store_t *s);
 /* Sets (mod_rev > 0) or clears (0) the fence on the leader key. */
 void sc_store_etcd_fence(sc_store_t *s, int64_t leader_mod_rev);
 
-/* ---- leases and the leader key (etcd_lease.c) ---- */
+/* ---- leases and the leader key (etcd_lease.c) ----
+ * Blocking calls: a daemon's loop makes them inside sc_store_run_async,
+ * on the calls thread. */
 int sc_etcd_lease_grant(sc_store_t *s, int64_t ttl_s, int64_t *id);
 /* Renews a lease; *ttl_left is 0 (and SC_ENOTFOUND returned) when it is gone. */
 int sc_etcd_lease_keepalive(sc_store_t *s, int64_t id, int64_t *ttl_left);

@@ -1,0 +1,113 @@
+"""The server's loop never waits for etcd (issue 21, docs/HA.md "Calls off
+the loop"): the etcd store's calls wait on its own calls thread, reads come
+from the cache, and a stalled etcd call leaves the API answering. A real
+etcd; the stall is the store's test hook (STARCLOUD_ETCD_STALL_FILE), which
+holds a fenced write on the thread that makes it, as a slow etcd would."""
+import os
+import signal
+import threading
+import time
+
+import requests
+
+from conftest import Server, job
+from test_ha_failover import etcd1, metric, setup_cluster, wait_all_bound  # noqa: F401
+
+STALL_S = 12
+BLOCKING = 'starcloud_store_blocking_calls_total{store="etcd"}'
+
+
+def start_server(tmp_path, etcd, stall):
+    os.environ["STARCLOUD_ETCD_STALL_FILE"] = stall
+    try:
+        # A long lease: the stall must not cost leadership in this test
+        # (test_ha_failover shows what happens when it does).
+        srv = Server(tmp_path / "s", ["--store", etcd.store_url, "--leader-ttl", "60"]).start()
+    finally:
+        del os.environ["STARCLOUD_ETCD_STALL_FILE"]
+    srv.read_admin_token()
+    return srv
+
+
+def wait_gone(path, timeout=20):
+    deadline = time.time() + timeout
+    while os.path.exists(path):
+        assert time.time() < deadline, "the stall never began"
+        time.sleep(0.05)
+
+
+def test_stalled_etcd_write_leaves_reads_answering(tmp_path, etcd1):  # noqa: F811
+    stall = str(tmp_path / "stall")
+    srv = start_server(tmp_path, etcd1, stall)
+    try:
+        admin = srv.session()
+        setup_cluster(admin, nodes=1)
+        assert admin.post(admin.base + "/jobs", json=job("before")).status_code == 201
+        wait_all_bound(admin, ["before"])
+        blocking = metric(srv, BLOCKING)
+        # The next fenced write (the cycle that binds "trigger") stalls.
+        with open(stall, "w") as f:
+            f.write("%d" % STALL_S)
+        assert admin.post(admin.base + "/jobs", json=job("trigger")).status_code == 201
+        wait_gone(stall)
+        t_stall = time.time()
+        # A write queued behind the stalled one waits for it...
+        late = {}
+
+        def post_late():
+            s = srv.session()
+            late["code"] = s.post(s.base + "/jobs", json=job("late"), timeout=60).status_code
+            late["t"] = time.time()
+
+        writer = threading.Thread(target=post_late)
+        writer.start()
+        # ... while reads, health and metrics are answered meanwhile.
+        r = admin.get(admin.base + "/jobs/before", timeout=STALL_S / 2)
+        assert r.status_code == 200 and r.json()["metadata"]["name"] == "before"
+        r = admin.get(admin.base + "/jobs", timeout=STALL_S / 2)
+        assert r.status_code == 200
+        assert {"before", "trigger"} <= {j["metadata"]["name"] for j in r.json()["items"]}
+        assert requests.get(srv.url + "/healthz", timeout=STALL_S / 2).status_code == 200
+        assert metric(srv, 'starcloud_store_calls_pending{store="etcd"}') >= 1
+        t_reads = time.time()
+        assert writer.is_alive(), "the write did not wait for the stalled call"
+        assert t_reads - t_stall < STALL_S / 2, "reads waited for etcd"
+        writer.join(timeout=STALL_S + 30)
+        assert late.get("code") == 201
+        assert late["t"] - t_stall >= STALL_S - 1, "the late write passed the stalled one"
+        # The stalled write goes through (still the leader): all bound.
+        wait_all_bound(admin, ["before", "trigger", "late"])
+        # No call of the loop waited for etcd meanwhile (reads, writes,
+        # the scheduler, the controllers, the election all went through
+        # the calls thread without the loop waiting).
+        assert metric(srv, BLOCKING) == blocking
+    finally:
+        srv.stop(signal.SIGKILL)
+
+
+def test_write_then_read_sees_it_on_etcd(tmp_path, etcd1):  # noqa: F811
+    """An answered write is in the cache that serves reads: create, update
+    and delete are seen by the very next request, each time."""
+    srv = start_server(tmp_path, etcd1, str(tmp_path / "never"))
+    try:
+        admin = srv.session()
+        setup_cluster(admin, nodes=1)
+        for i in range(20):
+            name = "rw%02d" % i
+            r = admin.post(admin.base + "/jobs", json=job(name))
+            assert r.status_code == 201, r.text
+            rv = r.json()["metadata"]["resourceVersion"]
+            g = admin.get(admin.base + "/jobs/" + name)
+            assert g.status_code == 200
+            assert int(g.json()["metadata"]["resourceVersion"]) >= int(rv)
+            d = admin.delete(admin.base + "/jobs/" + name)
+            assert d.status_code == 200, d.text
+            assert admin.get(admin.base + "/jobs/" + name).status_code == 404
+        # A stale resourceVersion is still refused (the condition is etcd's).
+        r = admin.post(admin.base + "/jobs", json=job("cond"))
+        body = r.json()
+        body["metadata"]["resourceVersion"] = "1"
+        r = admin.put(admin.base + "/jobs/cond", json=body)
+        assert r.status_code == 409, r.text
+    finally:
+        srv.stop(signal.SIGKILL)
