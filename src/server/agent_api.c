@@ -53,6 +53,7 @@ typedef struct lease {
 	uint64_t expires;    /* loop ms */
 	uint64_t fence_ms;   /* the pods are given away this long after expires */
 	int expired;         /* the node is marked NotReady */
+	int expiring;        /* that write is in flight */
 	int lost;            /* its pods are given away */
 	unsigned long epoch; /* s->store_epoch when expired/lost were written */
 } lease_t;
@@ -73,31 +74,23 @@ static const char *str_of(json_t *o, const char *key)
 
 /* ---- store helpers ----------------------------------------------------- */
 
+/* A copy of the object to change, from the cache. */
 static json_t *load(sc_server_t *s, const char *kind, const char *name, int64_t *rev)
 {
-	char key[SC_MAX_NAME + 64];
-	sc_kv_t kv = {0};
-	sc__object_key(sc__kind_by_name(kind), name, key, sizeof(key));
-	if (sc_store_get(s->store, key, &kv) < 0)
-		return NULL;
-	json_t *obj = json_loads(kv.value, 0, NULL);
-	*rev = kv.mod_rev;
-	sc_kv_free(&kv);
-	return obj;
+	return sc__object_copy(s, sc__kind_by_name(kind), name, rev);
 }
 
-static int save(sc_server_t *s, const char *kind, json_t *obj, int64_t rev)
+/* Writes obj under the condition rev, without waiting for the store
+ * (store.h). A heartbeat is answered once its lease is renewed (in memory)
+ * and its writes are made, not once they are stored: the node's status and
+ * the pod reports are state the agent sends again with every heartbeat,
+ * so one that loses to another write (the loop's) or to a slow store is
+ * redone by the next, and a slow store does not slow the heartbeats down
+ * to where agents fence their pods (with SQLite the answer still waits for
+ * the fsync of the writes, commit.c). */
+static void save(sc_server_t *s, const char *kind, json_t *obj, int64_t rev)
 {
-	char key[SC_MAX_NAME + 64];
-	const char *name = str_of(json_object_get(obj, "metadata"), "name");
-	sc__object_key(sc__kind_by_name(kind), name, key, sizeof(key));
-	char *text = json_dumps(obj, JSON_COMPACT);
-	int64_t nrev;
-	int rc = sc_store_put(s->store, key, text, rev, &nrev);
-	free(text);
-	if (rc == 0)
-		sc__sched_kick(s);
-	return rc;
+	sc__object_save(s, sc__kind_by_name(kind), obj, rev, NULL, NULL);
 }
 
 static json_t *status_of(json_t *obj)
@@ -462,32 +455,63 @@ static void handle_agents(sc_http_req_t *r, void *ud)
 
 /* ---- expiry ------------------------------------------------------------ */
 
+/* One eviction: a write that loses to another (a heartbeat, the loop) is
+ * worked out again on the newer object, up to 3 times. */
+typedef struct evict {
+	sc_server_t *s;
+	const sc_kind_t *kind;
+	char name[SC_MAX_NAME + 1];
+	char node[SC_MAX_NAME + 1];
+	int attempt;
+} evict_t;
+
+static void evict_try(evict_t *v);
+
+static void evict_saved(const sc_store_res_t *res, void *ud)
+{
+	evict_t *v = ud;
+	if (res->rc == SC_ECONFLICT && ++v->attempt < 3) {
+		evict_try(v);
+		return;
+	}
+	free(v);
+}
+
+static void evict_try(evict_t *v)
+{
+	int64_t rev;
+	json_t *obj = sc__object_copy(v->s, v->kind, v->name, &rev), *e;
+	json_t *pods = json_object_get(status_of(obj), "pods");
+	size_t i;
+	int hit = 0, whole = strcmp(v->kind->kind, "Job") == 0;
+	char why[300];
+	snprintf(why, sizeof(why), "node %s lost (lease expired)", v->node);
+	json_array_foreach(pods, i, e) hit |=
+	    strcmp(str_of(e, "node"), v->node) == 0 && strcmp(str_of(e, "phase"), "Running") == 0;
+	json_array_foreach(pods, i, e)
+	{
+		if (!hit || strcmp(str_of(e, "phase"), "Running") != 0 ||
+		    (!whole && strcmp(str_of(e, "node"), v->node) != 0))
+			continue;
+		json_object_set_new(e, "phase", json_string("Releasing"));
+		json_object_set_new(e, "message", json_string(why));
+	}
+	if (hit)
+		sc__object_save(v->s, v->kind, obj, rev, evict_saved, v);
+	else
+		free(v);
+	json_decref(obj);
+}
+
 /* Releases the pods of one job or deployment that node held. */
 static void evict_from(sc_server_t *s, const char *kind, const char *name, const char *node)
 {
-	for (int attempt = 0; attempt < 3; attempt++) {
-		int64_t rev;
-		json_t *obj = load(s, kind, name, &rev), *e;
-		json_t *pods = json_object_get(status_of(obj), "pods");
-		size_t i;
-		int hit = 0, whole = strcmp(kind, "Job") == 0;
-		char why[300];
-		snprintf(why, sizeof(why), "node %s lost (lease expired)", node);
-		json_array_foreach(pods, i, e) hit |= strcmp(str_of(e, "node"), node) == 0 &&
-		                                      strcmp(str_of(e, "phase"), "Running") == 0;
-		json_array_foreach(pods, i, e)
-		{
-			if (!hit || strcmp(str_of(e, "phase"), "Running") != 0 ||
-			    (!whole && strcmp(str_of(e, "node"), node) != 0))
-				continue;
-			json_object_set_new(e, "phase", json_string("Releasing"));
-			json_object_set_new(e, "message", json_string(why));
-		}
-		int rc = hit ? save(s, kind, obj, rev) : 0;
-		json_decref(obj);
-		if (rc != SC_ECONFLICT)
-			return;
-	}
+	evict_t *v = sc_xcalloc(1, sizeof(*v));
+	v->s = s;
+	v->kind = sc__kind_by_name(kind);
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	snprintf(v->node, sizeof(v->node), "%s", node);
+	evict_try(v);
 }
 
 /* Names of the objects that have a Running pod on a node. */
@@ -528,15 +552,46 @@ static void evict_node(sc_server_t *s, const char *node)
 	}
 }
 
-/* The lease expired: the node takes no new pods. 0 when written (a write
- * the store refused is tried again at the next scan). */
-static int node_expired(agent_api_t *api, lease_t *l)
+/* The NotReady write of one lease, in flight. */
+typedef struct expiry {
+	agent_api_t *api;
+	char node[SC_MAX_NAME + 1];
+	uint64_t fence_ms;
+	unsigned long epoch;
+} expiry_t;
+
+static void expiry_saved(const sc_store_res_t *res, void *ud)
+{
+	expiry_t *x = ud;
+	lease_t *l = lease_find(x->api, x->node, 0);
+	if (l) {
+		l->expiring = 0;
+		/* A heartbeat may have come meanwhile (then the node is ready
+		 * again, and its status write follows this one). */
+		if (res->rc == 0 && l->expires < uv_now(x->api->s->loop)) {
+			l->expired = 1;
+			l->epoch = x->epoch;
+		}
+	}
+	if (res->rc == 0)
+		sc_log_warn("node %s: lease expired; its pods go elsewhere in %llu ms unless it "
+		            "comes back",
+		            x->node, (unsigned long long)x->fence_ms);
+	free(x);
+}
+
+/* The lease expired: the node takes no new pods. Written without waiting;
+ * a write the store refused is tried again at the next scan. */
+static void node_expired(agent_api_t *api, lease_t *l)
 {
 	sc_server_t *s = api->s;
 	int64_t rev;
 	json_t *obj = load(s, "Node", l->node, &rev);
-	if (!obj)
-		return 0;
+	if (!obj) {
+		l->expired = 1; /* nothing to mark */
+		l->epoch = s->store_epoch;
+		return;
+	}
 	json_t *st = status_of(obj);
 	json_object_set_new(st, "ready", json_false());
 	json_object_set_new(
@@ -546,13 +601,14 @@ static int node_expired(agent_api_t *api, lease_t *l)
 	              l->fence_ms ? "the agent stopped renewing its lease; its pods are given away "
 	                            "after the fence time"
 	                          : "the agent stopped renewing its lease"));
-	int rc = save(s, "Node", obj, rev);
+	expiry_t *x = sc_xcalloc(1, sizeof(*x));
+	x->api = api;
+	snprintf(x->node, sizeof(x->node), "%s", l->node);
+	x->fence_ms = l->fence_ms;
+	x->epoch = s->store_epoch;
+	l->expiring = 1;
+	sc__object_save(s, sc__kind_by_name("Node"), obj, rev, expiry_saved, x);
 	json_decref(obj);
-	if (rc == 0)
-		sc_log_warn("node %s: lease expired; its pods go elsewhere in %llu ms unless it "
-		            "comes back",
-		            l->node, (unsigned long long)l->fence_ms);
-	return rc;
 }
 
 static void node_lost(agent_api_t *api, lease_t *l)
@@ -603,10 +659,8 @@ static void on_scan(uv_timer_t *t)
 			l->expired = l->lost = 0;
 		if (l->lost || l->expires >= now)
 			continue;
-		if (!l->expired && node_expired(api, l) == 0) {
-			l->expired = 1;
-			l->epoch = api->s->store_epoch;
-		}
+		if (!l->expired && !l->expiring)
+			node_expired(api, l); /* sets expired once written */
 		if (l->expired && now >= l->expires + l->fence_ms) {
 			node_lost(api, l);
 			l->epoch = api->s->store_epoch;

@@ -58,12 +58,13 @@ static int digest_equal(const char *a, const char *b)
 
 /* Mints a token with role, queues (borrowed, may be NULL) and, for agent
  * tokens, node (borrowed, else NULL); writes the secret (owned by caller,
- * free()) and the id. */
-static int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node,
-                            char **secret, char *id, size_t idsz)
+ * free()), the id, the store key and the record to store (*text, owned by
+ * the caller). */
+static int sc__token_mint(int role, json_t *queues, const char *node, char **secret, char *id,
+                          size_t idsz, char *key, size_t keysz, char **text)
 {
 	unsigned char rnd[TOKEN_RANDOM_BYTES];
-	char tok[4 + 2 * TOKEN_RANDOM_BYTES + 1], hash[65], key[128], ts[40];
+	char tok[4 + 2 * TOKEN_RANDOM_BYTES + 1], hash[65], ts[40];
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return SC_EIO;
 	memcpy(tok, "sc_", 3);
@@ -71,26 +72,46 @@ static int sc__token_create(sc_server_t *s, int role, json_t *queues, const char
 		snprintf(tok + 3 + 2 * i, 3, "%02x", rnd[i]);
 	sc_sha256_hex(tok, strlen(tok), hash);
 	snprintf(id, idsz, "%.*s", ID_LEN, hash);
-	snprintf(key, sizeof(key), TOKEN_PREFIX "%.*s", ID_LEN, hash);
+	snprintf(key, keysz, TOKEN_PREFIX "%.*s", ID_LEN, hash);
 	sc__now_rfc3339(ts, sizeof(ts));
 	json_t *qs = queues ? json_incref(queues) : json_array();
 	json_t *rec = json_pack("{s:s,s:s,s:s,s:o,s:s}", "id", id, "hash", hash, "role",
 	                        sc__role_name(role), "queues", qs, "createdAt", ts);
 	if (node)
 		json_object_set_new(rec, "node", json_string(node));
-	char *text = json_dumps(rec, JSON_COMPACT);
+	*text = sc_xcheck(json_dumps(rec, JSON_COMPACT));
 	json_decref(rec);
-	int rc = sc_store_put(s->store, key, text, SC_REV_ABSENT, NULL);
-	free(text);
+	*secret = sc_xstrdup(tok);
+	return 0;
+}
+
+/* Mints a token and stores it, waiting for the store (start-up, the
+ * node-pool controller). */
+static int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node,
+                            char **secret, char *id, size_t idsz)
+{
+	char key[128], *text;
+	int rc = sc__token_mint(role, queues, node, secret, id, idsz, key, sizeof(key), &text);
 	if (rc < 0)
 		return rc;
-	*secret = sc_strdup(tok);
-	return *secret ? 0 : SC_ENOMEM;
+	rc = sc_store_put(s->store, key, text, SC_REV_ABSENT, NULL);
+	free(text);
+	if (rc < 0) {
+		free(*secret);
+		*secret = NULL;
+	}
+	return rc;
 }
 
 int sc__auth_agent_token(sc_server_t *s, const char *node, char **secret, char *id, size_t idsz)
 {
 	return sc__token_create(s, SC_ROLE_AGENT, NULL, node, secret, id, idsz);
+}
+
+static void token_deleted(const sc_store_res_t *res, void *ud)
+{
+	if (res->rc < 0 && res->rc != SC_ENOTFOUND)
+		sc_log_warn("token: cannot delete a node's token: %s", sc_strerror(res->rc));
 }
 
 void sc__auth_token_delete(sc_server_t *s, const char *id)
@@ -99,7 +120,8 @@ void sc__auth_token_delete(sc_server_t *s, const char *id)
 	if (!id || !id[0])
 		return;
 	snprintf(key, sizeof(key), TOKEN_PREFIX "%s", id);
-	sc_store_delete(s->store, key, SC_REV_ANY, NULL);
+	sc_store_op_t op = {SC_STORE_DELETE, key, NULL, SC_REV_ANY};
+	sc_store_txn_async(s->store, &op, 1, token_deleted, NULL);
 }
 
 /* Writes "TOKEN\n" to fd, makes it durable and closes fd. 0 or < 0. */
@@ -184,17 +206,15 @@ int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 	size_t n = strlen(tok);
 	if (n < 8 || n > MAX_TOKEN_LEN)
 		return SC_EINVAL;
-	char hash[65], key[128];
+	char hash[65], id[ID_LEN + 1];
 	sc_sha256_hex(tok, n, hash);
 	if (s->cache && sc__cache_token_get(s->cache, hash, who))
 		return 0;
-	snprintf(key, sizeof(key), TOKEN_PREFIX "%.*s", ID_LEN, hash);
-	sc_kv_t kv = {0};
-	int grc = sc_store_get(s->store, key, &kv);
-	if (grc < 0)
-		return grc == SC_EUNAVAIL ? grc : SC_EINVAL;
-	json_t *rec = json_loads(kv.value, 0, NULL);
-	sc_kv_free(&kv);
+	snprintf(id, sizeof(id), "%.*s", ID_LEN, hash);
+	const char *text = s->cache ? sc__cache_token_record(s->cache, id) : NULL;
+	if (!text)
+		return SC_EINVAL;
+	json_t *rec = json_loads(text, 0, NULL);
 	int rc = SC_EINVAL;
 	if (rec && digest_equal(json_string_value(json_object_get(rec, "hash")) ?: "", hash))
 		rc = load_principal(rec, who);
@@ -319,6 +339,45 @@ static int parse_token_request(sc_http_req_t *r, json_t *req, int *role)
 	return check_token_node(r, req, *role);
 }
 
+/* A token request waiting for the store (store.h): the answer, made now,
+ * leaves once the record is written. */
+typedef struct token_req {
+	sc_http_req_t *r; /* NULL once the client left */
+	json_t *answer;
+	int ok; /* the status of success */
+	char id[ID_LEN + 1];
+} token_req_t;
+
+static void token_gone(sc_http_req_t *r, void *ud)
+{
+	((token_req_t *)ud)->r = NULL;
+}
+
+static void token_written(const sc_store_res_t *res, void *ud)
+{
+	token_req_t *t = ud;
+	if (t->r && res->rc == SC_ENOTFOUND)
+		sc__api_error(t->r, 404, "NotFound", NULL, "token %s not found", t->id);
+	else if (t->r && res->rc < 0)
+		sc__api_store_error(t->r, res->rc, "token");
+	else if (t->r)
+		sc__api_json(t->r, t->ok, json_incref(t->answer));
+	json_decref(t->answer);
+	free(t);
+}
+
+static void token_write(sc_server_t *s, sc_http_req_t *r, const sc_store_op_t *op, json_t *answer,
+                        int ok, const char *id)
+{
+	token_req_t *t = sc_xcalloc(1, sizeof(*t));
+	t->r = r;
+	t->answer = answer;
+	t->ok = ok;
+	snprintf(t->id, sizeof(t->id), "%s", id);
+	sc_http_on_close(r, token_gone, t);
+	sc_store_txn_async(s->store, op, 1, token_written, t);
+}
+
 static void token_create(sc_server_t *s, sc_http_req_t *r)
 {
 	size_t len;
@@ -331,42 +390,41 @@ static void token_create(sc_server_t *s, sc_http_req_t *r)
 		return;
 	}
 	if (parse_token_request(r, req, &role) == 0) {
-		char *secret = NULL, id[32];
+		char *secret = NULL, id[32], key[128], *text = NULL;
 		json_t *qs = json_object_get(req, "queues");
 		const char *node = json_string_value(json_object_get(req, "node"));
-		int rc = sc__token_create(s, role, qs, node, &secret, id, sizeof(id));
-		json_t *out = rc < 0 ? NULL
-		                     : json_pack("{s:s,s:s,s:s,s:o}", "token", secret, "id", id,
-		                                 "role", sc__role_name(role), "queues",
-		                                 qs ? json_incref(qs) : json_array());
-		if (out && node)
-			json_object_set_new(out, "node", json_string(node));
-		if (rc < 0)
+		int rc = sc__token_mint(role, qs, node, &secret, id, sizeof(id), key, sizeof(key),
+		                        &text);
+		if (rc < 0) {
 			sc__api_store_error(r, rc, "token");
-		else
-			sc__api_json(r, 201, out);
+		} else {
+			json_t *out = json_pack("{s:s,s:s,s:s,s:o}", "token", secret, "id", id,
+			                        "role", sc__role_name(role), "queues",
+			                        qs ? json_incref(qs) : json_array());
+			if (node)
+				json_object_set_new(out, "node", json_string(node));
+			sc_store_op_t op = {SC_STORE_PUT, key, text, SC_REV_ABSENT};
+			token_write(s, r, &op, out, 201, id);
+		}
+		free(text);
 		free(secret);
 	}
 	json_decref(req);
 }
 
+static void list_one(const char *text, void *ud)
+{
+	json_t *rec = json_loads(text, 0, NULL);
+	if (!rec)
+		return;
+	json_object_del(rec, "hash"); /* never leaves the server */
+	json_array_append_new(ud, rec);
+}
+
 static void token_list(sc_server_t *s, sc_http_req_t *r)
 {
-	sc_kv_list_t l;
-	int rc = sc_store_list(s->store, TOKEN_PREFIX, &l);
-	if (rc < 0) {
-		sc__api_store_error(r, rc, "store");
-		return;
-	}
 	json_t *items = json_array();
-	for (size_t i = 0; i < l.n; i++) {
-		json_t *rec = json_loads(l.items[i].value, 0, NULL);
-		if (!rec)
-			continue;
-		json_object_del(rec, "hash"); /* never leaves the server */
-		json_array_append_new(items, rec);
-	}
-	sc_kv_list_free(&l);
+	sc__cache_token_records(s->cache, list_one, items);
 	sc__api_json(r, 200, json_pack("{s:s,s:o}", "kind", "TokenList", "items", items));
 }
 
@@ -378,13 +436,8 @@ static void token_delete(sc_server_t *s, sc_http_req_t *r, const char *id)
 		return;
 	}
 	snprintf(key, sizeof(key), TOKEN_PREFIX "%s", id);
-	int rc = sc_store_delete(s->store, key, SC_REV_ANY, NULL);
-	if (rc == SC_ENOTFOUND)
-		sc__api_error(r, 404, "NotFound", NULL, "token %s not found", id);
-	else if (rc < 0)
-		sc__api_store_error(r, rc, "token");
-	else
-		sc__api_json(r, 200, json_pack("{s:s}", "deleted", id));
+	sc_store_op_t op = {SC_STORE_DELETE, key, NULL, SC_REV_ANY};
+	token_write(s, r, &op, json_pack("{s:s}", "deleted", id), 200, id);
 }
 
 static void handle_tokens(sc_http_req_t *r, void *ud)

@@ -26,6 +26,15 @@ typedef struct token_slot {
 	sc_principal_t who;
 } token_slot_t;
 
+/* A token's stored record (its digest, role, queues), by id: there are few
+ * enough to keep them all, so authentication never reads the store. */
+typedef struct trec {
+	char *id;   /* owned: the key after TOKENS */
+	char *text; /* owned: the stored JSON */
+} trec_t;
+
+#define TOKENS SC_KEY_PREFIX "tokens/"
+
 /* Jobs and deployments per queue (the per-queue object limits). */
 typedef struct qcount {
 	char *name;
@@ -44,6 +53,8 @@ struct sc_cache {
 	kindset_t sets[NCACHED];
 	int64_t rev;
 	token_slot_t tokens[TOKEN_SLOTS];
+	trec_t *trecs; /* sorted by id */
+	size_t ntrec, captrec;
 	sc_cache_listener_fn listener;
 	void *listener_ud;
 	qcount_t *qc;
@@ -244,12 +255,96 @@ void sc__cache_listen(sc_cache_t *c, sc_cache_listener_fn fn, void *ud)
 	c->listener_ud = ud;
 }
 
+/* ---- token records ---- */
+
+static size_t trec_search(const sc_cache_t *c, const char *id, int *found)
+{
+	size_t lo = 0, hi = c->ntrec;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int cmp = strcmp(c->trecs[mid].id, id);
+		if (cmp == 0) {
+			*found = 1;
+			return mid;
+		}
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*found = 0;
+	return lo;
+}
+
+/* text NULL: the token is gone. */
+static void trec_set(sc_cache_t *c, const char *id, const char *text)
+{
+	int found;
+	size_t i = trec_search(c, id, &found);
+	if (found) {
+		free(c->trecs[i].text);
+		if (text) {
+			c->trecs[i].text = sc_xstrdup(text);
+			return;
+		}
+		free(c->trecs[i].id);
+		memmove(&c->trecs[i], &c->trecs[i + 1], (c->ntrec - i - 1) * sizeof(*c->trecs));
+		c->ntrec--;
+		return;
+	}
+	if (!text)
+		return;
+	if (c->ntrec == c->captrec) {
+		c->captrec = c->captrec ? 2 * c->captrec : 16;
+		c->trecs = sc_xreallocarray(c->trecs, c->captrec, sizeof(*c->trecs));
+	}
+	memmove(&c->trecs[i + 1], &c->trecs[i], (c->ntrec - i) * sizeof(*c->trecs));
+	c->trecs[i] = (trec_t){sc_xstrdup(id), sc_xstrdup(text)};
+	c->ntrec++;
+}
+
+static void trecs_free(sc_cache_t *c)
+{
+	for (size_t i = 0; i < c->ntrec; i++) {
+		free(c->trecs[i].id);
+		free(c->trecs[i].text);
+	}
+	c->ntrec = 0;
+}
+
+static int load_tokens(sc_cache_t *c)
+{
+	sc_kv_list_t l;
+	int rc = sc_store_list(c->st, TOKENS, &l);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < l.n; i++)
+		trec_set(c, l.items[i].key + strlen(TOKENS), l.items[i].value);
+	sc_kv_list_free(&l);
+	return 0;
+}
+
+const char *sc__cache_token_record(const sc_cache_t *c, const char *id)
+{
+	int found;
+	size_t i = trec_search(c, id, &found);
+	return found ? c->trecs[i].text : NULL;
+}
+
+void sc__cache_token_records(const sc_cache_t *c, void (*fn)(const char *text, void *ud), void *ud)
+{
+	for (size_t i = 0; i < c->ntrec; i++)
+		fn(c->trecs[i].text, ud);
+}
+
 static void on_change(const sc_store_event_t *ev, void *ud)
 {
 	sc_cache_t *c = ud;
-	if (strncmp(ev->key, SC_KEY_PREFIX "tokens/", strlen(SC_KEY_PREFIX "tokens/")) == 0)
+	if (strncmp(ev->key, TOKENS, strlen(TOKENS)) == 0) {
 		for (size_t i = 0; i < TOKEN_SLOTS; i++)
 			c->tokens[i].digest[0] = '\0';
+		trec_set(c, ev->key + strlen(TOKENS), ev->type == SC_EV_DELETED ? NULL : ev->value);
+	}
 	const char *name;
 	if (ev->rev > c->rev)
 		c->rev = ev->rev;
@@ -292,6 +387,8 @@ int sc__cache_open(sc_store_t *st, sc_cache_t **out)
 		c->sets[i].kind = sc__kind_by_plural(cached_plurals[i], strlen(cached_plurals[i]));
 		rc = load_kind(c, &c->sets[i], &c->rev);
 	}
+	if (rc == 0)
+		rc = load_tokens(c);
 	/* Lists and watch run on the one thread that writes, so no change
 	 * falls between them; the watch replays nothing and then follows. */
 	if (rc == 0)
@@ -319,6 +416,9 @@ int sc__cache_reload(sc_cache_t *c)
 	}
 	for (size_t i = 0; i < TOKEN_SLOTS; i++)
 		c->tokens[i].digest[0] = '\0';
+	trecs_free(c);
+	if (rc == 0)
+		rc = load_tokens(c);
 	if (rc == 0)
 		c->rev = rev;
 	return rc;
@@ -336,6 +436,8 @@ void sc__cache_close(sc_cache_t *c)
 		free(c->sets[i].v);
 	}
 	qcounts_free(c);
+	trecs_free(c);
+	free(c->trecs);
 	free(c);
 }
 

@@ -85,6 +85,12 @@ int64_t sc__cache_rev(const sc_cache_t *c);
  * /registry/tokens/ empties this (revocation takes effect with the write
  * that deletes the token). 1 = found. */
 int sc__cache_token_get(const sc_cache_t *c, const char *digest, sc_principal_t *who);
+/* The stored record of token id (the key after /registry/tokens/), or
+ * NULL: every token's is kept (there are few), so authentication never
+ * waits for the store. Borrowed until the next change. */
+const char *sc__cache_token_record(const sc_cache_t *c, const char *id);
+/* fn with each token record, in id order. */
+void sc__cache_token_records(const sc_cache_t *c, void (*fn)(const char *text, void *ud), void *ud);
 void sc__cache_token_put(sc_cache_t *c, const char *digest, const sc_principal_t *who);
 
 /* The object's parsed form (parsed on first use; borrowed from o), or NULL

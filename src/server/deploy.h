@@ -114,9 +114,12 @@ void sc__deploy_pause(json_t *obj, bool pause, int64_t now);
 /* A gateway's analysis report of the live canary: adds it to the step's
  * evidence (requests, errors, the time of the last report). */
 void sc__deploy_evidence_add(json_t *obj, json_int_t requests, json_int_t errors, int64_t now);
-/* Writes obj (conditional on rev) and events in one transaction; kicks
- * the scheduler. Returns 0 or SC_E*. */
-int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events);
+/* Writes obj (conditional on rev; serialised now) and events in one
+ * transaction without waiting for the store (store.h); on success kicks
+ * the scheduler, then fn(res, ud) (fn may be NULL; a conflict, an API
+ * write or a heartbeat first, is the next tick's for the controller). */
+void sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events, sc_store_done_fn fn,
+                     void *ud);
 /* Node name -> address ("" when unknown) for every node (new reference). */
 json_t *sc__deploy_node_addresses(sc_server_t *s);
 

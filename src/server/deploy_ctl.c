@@ -128,32 +128,32 @@ static void save_free(save_t *w)
 	free(w->ops);
 }
 
-int sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
-{
-	save_t w;
-	int64_t nrev;
-	save_build(s, obj, rev, events, &w);
-	int rc = sc_store_txn(s->store, w.ops, w.n, &nrev, NULL);
-	save_free(&w);
-	if (rc == 0)
-		sc__sched_kick(s);
-	return rc;
-}
+typedef struct saving {
+	sc_server_t *s;
+	sc_store_done_fn fn;
+	void *ud;
+} saving_t;
 
 static void saved(const sc_store_res_t *res, void *ud)
 {
-	/* A conflict (an API write or a heartbeat came first): the next tick
-	 * works from the newer object. */
+	saving_t *w = ud;
 	if (res->rc == 0)
-		sc__sched_kick(ud);
+		sc__sched_kick(w->s);
+	if (w->fn)
+		w->fn(res, w->ud);
+	free(w);
 }
 
-/* The controller's write: it waits for etcd off the loop (store.h). */
-static void save_async(sc_server_t *s, json_t *obj, int64_t rev, json_t *events)
+void sc__deploy_save(sc_server_t *s, json_t *obj, int64_t rev, json_t *events, sc_store_done_fn fn,
+                     void *ud)
 {
 	save_t w;
+	saving_t *g = sc_xcalloc(1, sizeof(*g));
+	g->s = s;
+	g->fn = fn;
+	g->ud = ud;
 	save_build(s, obj, rev, events, &w);
-	sc_store_txn_async(s->store, w.ops, w.n, saved, s);
+	sc_store_txn_async(s->store, w.ops, w.n, saved, g);
 	save_free(&w);
 }
 
@@ -610,7 +610,7 @@ static void reconcile_one(sc_server_t *s, sc_cobj_t *o, json_t *nodes, int64_t n
 	json_t *obj = json_deep_copy(cur), *events = json_array();
 	sc__deploy_reconcile(s, obj, nodes, now, events);
 	if (!json_equal(cur, obj))
-		save_async(s, obj, o->mod_rev, events);
+		sc__deploy_save(s, obj, o->mod_rev, events, NULL, NULL);
 	json_decref(events);
 	json_decref(obj);
 }

@@ -112,40 +112,90 @@ static void explain(sc_server_t *s, sc_http_req_t *r, json_t *obj)
 
 /* ---- drain ------------------------------------------------------------- */
 
-static void drain(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, json_t *node,
-                  int64_t mod_rev, int on)
+/* A drain (or uncordon) waiting for the store; its condition is the
+ * revision this server read, so a write that lost to another (a heartbeat
+ * writing the node's status) is done again on the newer node. */
+typedef struct drain_req {
+	sc_server_t *s;
+	sc_http_req_t *r; /* NULL once the client left */
+	const sc_kind_t *k;
+	char name[SC_MAX_NAME + 1];
+	int on;
+	int tries;
+	json_t *node; /* as written */
+} drain_req_t;
+
+#define DRAIN_TRIES 8
+
+static void drain_try(drain_req_t *d, json_t *node, int64_t mod_rev);
+
+static void drain_gone(sc_http_req_t *r, void *ud)
 {
-	char key[SC_MAX_NAME + 64];
+	((drain_req_t *)ud)->r = NULL;
+}
+
+static void drained(const sc_store_res_t *res, void *ud)
+{
+	drain_req_t *d = ud;
+	int rc = res->rc;
+	if (d->r && (rc == SC_ECONFLICT || rc == SC_ENOTFOUND) && ++d->tries < DRAIN_TRIES) {
+		int64_t rev;
+		json_t *node = sc__object_copy(d->s, d->k, d->name, &rev);
+		json_decref(d->node);
+		d->node = NULL;
+		if (node) {
+			drain_try(d, node, rev);
+			json_decref(node);
+			return;
+		}
+		rc = SC_ENOTFOUND;
+	}
+	if (d->r && rc == SC_ENOTFOUND)
+		sc__api_error(d->r, 404, "NotFound", NULL, "%s \"%s\" not found", d->k->kind,
+		              d->name);
+	else if (d->r && rc == SC_ECONFLICT)
+		sc__api_error(d->r, 409, "Conflict", NULL, "drain: %s", sc_strerror(rc));
+	else if (d->r && rc < 0)
+		sc__api_store_error(d->r, rc, "drain");
+	else if (d->r) {
+		sc__object_set_rv(d->node, res->rev);
+		sc__api_json(d->r, 200, json_incref(d->node));
+	}
+	json_decref(d->node);
+	free(d);
+}
+
+static void drain_try(drain_req_t *d, json_t *node, int64_t mod_rev)
+{
 	json_t *md = json_object_get(node, "metadata"), *spec = json_object_get(node, "spec");
 	json_t *ann = json_object_get(md, "annotations");
 	if (!json_is_object(ann)) {
 		ann = json_object();
 		json_object_set_new(md, "annotations", ann);
 	}
-	if (on) {
+	if (d->on) {
 		json_object_set_new(spec, "unschedulable", json_true());
 		json_object_set_new(ann, SC_DRAIN_ANNOTATION, json_string("true"));
 	} else {
 		json_object_del(spec, "unschedulable");
 		json_object_del(ann, SC_DRAIN_ANNOTATION);
 	}
-	char *text = json_dumps(node, JSON_COMPACT);
-	int64_t rev;
-	sc__object_key(k, json_string_value(json_object_get(md, "name")), key, sizeof(key));
-	int rc = sc_store_put(s->store, key, text, mod_rev, &rev);
-	free(text);
-	if (rc < 0) {
-		if (rc == SC_ECONFLICT || rc == SC_ENOTFOUND)
-			sc__api_error(r, 409, "Conflict", NULL, "drain: %s", sc_strerror(rc));
-		else
-			sc__api_store_error(r, rc, "drain");
-		return;
-	}
-	sc__sched_kick(s);
-	char rv[32];
-	snprintf(rv, sizeof(rv), "%lld", (long long)rev);
-	json_object_set_new(md, "resourceVersion", json_string(rv));
-	sc__api_json(r, 200, json_incref(node));
+	d->node = json_incref(node);
+	sc__object_save(d->s, d->k, node, mod_rev, drained, d);
+}
+
+static void drain(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, json_t *node,
+                  int64_t mod_rev, int on)
+{
+	drain_req_t *d = sc_xcalloc(1, sizeof(*d));
+	d->s = s;
+	d->r = r;
+	d->k = k;
+	d->on = on;
+	snprintf(d->name, sizeof(d->name), "%s",
+	         json_string_value(json_object_get(json_object_get(node, "metadata"), "name")));
+	sc_http_on_close(r, drain_gone, d);
+	drain_try(d, node, mod_rev);
 }
 
 void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,

@@ -390,7 +390,9 @@ static json_t *new_status(pass_t *x, json_t *old)
 /* ---- writes ---------------------------------------------------------------- */
 
 /* The NodePool with its new status and the pass's events, in one
- * transaction conditional on the revision read. */
+ * transaction conditional on the revision read. Blocking: what the pass
+ * starts (provider commands) waits for it (with etcd, on the store's calls
+ * thread, the loop waiting: docs/HA.md, Limits). */
 static int save_pool(pass_t *x, json_t *obj, int64_t rev)
 {
 	size_t n = 1 + json_array_size(x->events), i;
@@ -421,15 +423,14 @@ static int save_pool(pass_t *x, json_t *obj, int64_t rev)
 	return rc;
 }
 
-/* Keeps a node cordoned and marked for its pods to move off. */
+/* Keeps a node cordoned and marked for its pods to move off (without
+ * waiting for the store: a heartbeat that came first fails this write,
+ * and the next pass tries again). */
 static void cordon(sc_server_t *s, const char *name)
 {
-	char key[SC_MAX_NAME + 64];
-	sc_kv_t kv = {0};
-	sc__object_key(sc__kind_by_name("Node"), name, key, sizeof(key));
-	if (sc_store_get(s->store, key, &kv) < 0)
-		return;
-	json_t *obj = json_loads(kv.value, 0, NULL);
+	int64_t rev;
+	const sc_kind_t *k = sc__kind_by_name("Node");
+	json_t *obj = sc__object_copy(s, k, name, &rev);
 	json_t *spec = json_object_get(obj, "spec"), *md = json_object_get(obj, "metadata");
 	json_t *ann = json_object_get(md, "annotations");
 	if (json_is_object(spec) && json_is_object(md) &&
@@ -441,25 +442,27 @@ static void cordon(sc_server_t *s, const char *name)
 			json_object_set_new(md, "annotations", ann);
 		}
 		json_object_set_new(ann, SC_SCALEDOWN_ANNOTATION, json_string("true"));
-		char *text = json_dumps(obj, JSON_COMPACT);
-		/* A heartbeat that came first fails this put: the next pass
-		 * tries again. */
-		if (sc_store_put(s->store, key, text, kv.mod_rev, NULL) == 0)
-			sc__sched_kick(s);
-		free(text);
+		sc__object_save(s, k, obj, rev, NULL, NULL);
 	}
 	json_decref(obj);
-	sc_kv_free(&kv);
+}
+
+static void node_deleted(const sc_store_res_t *res, void *ud)
+{
+	if (res->rc == 0)
+		sc__sched_kick(ud);
 }
 
 static void delete_node(sc_server_t *s, const char *name)
 {
 	char key[SC_MAX_NAME + 64];
-	sc_kv_t kv = {0};
-	sc__object_key(sc__kind_by_name("Node"), name, key, sizeof(key));
-	if (sc_store_get(s->store, key, &kv) == 0)
-		sc_store_delete(s->store, key, kv.mod_rev, NULL);
-	sc_kv_free(&kv);
+	const sc_kind_t *k = sc__kind_by_name("Node");
+	const sc_cobj_t *o = sc__cache_get(s->cache, k, name);
+	if (!o)
+		return;
+	sc__object_key(k, name, key, sizeof(key));
+	sc_store_op_t op = {SC_STORE_DELETE, key, NULL, o->mod_rev};
+	sc_store_txn_async(s->store, &op, 1, node_deleted, s);
 }
 
 /* After the status is stored: what it says is started. */
@@ -501,12 +504,10 @@ static void pass_free(pass_t *x)
 
 static void one_pool(sc_server_t *s, sc_pools_t *ps, sc_pool_cycle_t *pc, sc_pool_in_t *p)
 {
-	char key[SC_MAX_NAME + 64];
-	sc_kv_t kv = {0};
-	sc__object_key(sc__kind_by_name("NodePool"), p->name, key, sizeof(key));
-	if (sc_store_get(s->store, key, &kv) < 0)
+	int64_t mod_rev;
+	json_t *obj = sc__object_copy(s, sc__kind_by_name("NodePool"), p->name, &mod_rev);
+	if (!obj)
 		return;
-	json_t *obj = json_loads(kv.value, 0, NULL);
 	json_t *old = json_object_get(obj, "status"), *e;
 	pass_t x = {.s = s,
 	            .ps = ps,
@@ -536,14 +537,13 @@ static void one_pool(sc_server_t *s, sc_pools_t *ps, sc_pool_cycle_t *pc, sc_poo
 		carry_out(&x); /* nothing new to store: the cordons still hold */
 	} else {
 		json_object_set_new(obj, "status", st);
-		if (save_pool(&x, obj, kv.mod_rev) == 0) {
+		if (save_pool(&x, obj, mod_rev) == 0) {
 			carry_out(&x);
 			sc__sched_kick(s);
 		}
 	}
 	pass_free(&x);
 	json_decref(obj);
-	sc_kv_free(&kv);
 }
 
 void sc__pool_act(sc_server_t *s, sc_pool_cycle_t *pc)

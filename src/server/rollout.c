@@ -228,31 +228,82 @@ static int do_report(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body
 	return 0;
 }
 
-/* Load, change, reconcile, write; again on a write conflict. */
+/* A rollout change waiting for the store: load, change, reconcile, write;
+ * again on a write conflict (a heartbeat, the controller came first). */
+typedef struct change_req {
+	sc_server_t *s;
+	sc_http_req_t *r; /* NULL once the client left */
+	sc_principal_t who;
+	char name[SC_MAX_NAME + 1];
+	json_t *body;
+	change_fn fn;
+	int attempt;
+	json_t *obj; /* as written */
+} change_req_t;
+
+static void change_try(change_req_t *c);
+
+static void change_gone(sc_http_req_t *r, void *ud)
+{
+	((change_req_t *)ud)->r = NULL;
+}
+
+static void change_free(change_req_t *c)
+{
+	json_decref(c->body);
+	json_decref(c->obj);
+	free(c);
+}
+
+static void changed(const sc_store_res_t *res, void *ud)
+{
+	change_req_t *c = ud;
+	if (c->r && res->rc == SC_ECONFLICT && ++c->attempt < MAX_TRIES) {
+		json_decref(c->obj);
+		c->obj = NULL;
+		change_try(c); /* the cache has the newer object now (store.h) */
+		return;
+	}
+	if (c->r && res->rc == 0)
+		sc__api_json(c->r, 200, rollout_doc(c->obj));
+	else if (c->r)
+		sc__api_store_error(c->r, res->rc, "store");
+	change_free(c);
+}
+
+static void change_try(change_req_t *c)
+{
+	int64_t rev;
+	json_t *obj = load(c->s, c->r, &c->who, c->name, &rev);
+	if (!obj) {
+		change_free(c); /* answered */
+		return;
+	}
+	json_t *events = json_array(), *nodes = sc__deploy_node_addresses(c->s);
+	if (c->fn(c->s, c->r, obj, c->body, events) == 0) {
+		sc__deploy_reconcile(c->s, obj, nodes, (int64_t)time(NULL), events);
+		c->obj = obj;
+		sc__deploy_save(c->s, obj, rev, events, changed, c);
+	} else {
+		json_decref(obj);
+		change_free(c); /* answered */
+	}
+	json_decref(nodes);
+	json_decref(events);
+}
+
 static void change(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who, const char *name,
                    json_t *body, change_fn fn)
 {
-	for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
-		int64_t rev;
-		json_t *obj = load(s, r, who, name, &rev);
-		if (!obj)
-			return;
-		json_t *events = json_array(), *nodes = sc__deploy_node_addresses(s);
-		int rc = fn(s, r, obj, body, events);
-		if (rc == 0) {
-			sc__deploy_reconcile(s, obj, nodes, (int64_t)time(NULL), events);
-			rc = sc__deploy_save(s, obj, rev, events);
-			if (rc == 0)
-				sc__api_json(r, 200, rollout_doc(obj));
-			else if (rc != SC_ECONFLICT || attempt + 1 == MAX_TRIES)
-				sc__api_store_error(r, rc, "store");
-		}
-		json_decref(nodes);
-		json_decref(events);
-		json_decref(obj);
-		if (rc != SC_ECONFLICT)
-			return; /* done, or answered */
-	}
+	change_req_t *c = sc_xcalloc(1, sizeof(*c));
+	c->s = s;
+	c->r = r;
+	c->who = *who;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->body = json_incref(body);
+	c->fn = fn;
+	sc_http_on_close(r, change_gone, c);
+	change_try(c);
 }
 
 static int check_report(sc_http_req_t *r, json_t *b)

@@ -116,18 +116,28 @@ void sc__now_rfc3339(char *out, size_t outsz);
 void sc__rfc3339(int64_t t, char *out, size_t outsz);
 
 /* ---- load.c ---- */
-/* Reads object `name` of kind k that `who` may see, and its revision; on a
- * store error or when it is absent or hidden, answers r (500 or 404, no
- * existence leak) and returns NULL. New reference. */
+/* Reading comes from the cache (cache.h), which every write this server
+ * has been answered for has reached, with either store. */
+/* A copy of object `name` of kind k to change, and its revision; NULL when
+ * absent. New reference. */
+json_t *sc__object_copy(sc_server_t *s, const sc_kind_t *k, const char *name, int64_t *mod_rev);
+/* The same for the object that `who` may see; when it is absent or
+ * hidden, answers r (404, no existence leak) and returns NULL. */
 json_t *sc__api_load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
                      const sc_kind_t *k, const char *name, int64_t *mod_rev);
 
 /* Calls fn with every object of kind k (name and parsed object, both
- * borrowed for the call): from the cache when it serves reads (parsed once
- * per revision), else from a store listing. fn must not write the store
- * (collect names, act after). 0, or the store's error. */
+ * borrowed for the call), parsed once per revision. fn must not write the
+ * store (collect names, act after). 0. */
 typedef void (*sc_object_fn)(sc_server_t *s, const char *name, json_t *obj, void *ud);
 int sc__objects_each(sc_server_t *s, const sc_kind_t *k, sc_object_fn fn, void *ud);
+
+/* Writes obj (borrowed; serialised now) as object `name` of kind k under
+ * the condition expect, without waiting for the store (store.h); on
+ * success asks for a cycle, then fn(res, ud) on the loop thread (fn may be
+ * NULL). */
+void sc__object_save(sc_server_t *s, const sc_kind_t *k, json_t *obj, int64_t expect,
+                     sc_store_done_fn fn, void *ud);
 
 /* ---- kick.c ---- */
 /* Asks for a cycle soon (after a change); nothing while the loop is down. */
@@ -172,9 +182,11 @@ int sc__auth_has_queue(const sc_principal_t *who, const char *queue);
 int sc__auth_register(sc_server_t *s);
 const char *sc__role_name(int role);
 /* Mints an agent token bound to node (for the dev node pool provider);
- * *secret is the caller's to free, id names it for sc__auth_token_delete. */
+ * *secret is the caller's to free, id names it for sc__auth_token_delete.
+ * Waits for the store (the agent it is for is started after). */
 int sc__auth_agent_token(sc_server_t *s, const char *node, char **secret, char *id, size_t idsz);
-/* Revokes the token of that id; missing is fine. */
+/* Revokes the token of that id, without waiting for the store; missing is
+ * fine. */
 void sc__auth_token_delete(sc_server_t *s, const char *id);
 
 /* ---- validate.c ---- */

@@ -100,7 +100,7 @@ class Server:
 
 # Modules whose tests run against both store backends (the etcd one needs
 # etcd-server; see etcd_util.py).
-BOTH_BACKENDS = {"test_api", "test_auth_input"}
+BOTH_BACKENDS = {"test_api", "test_auth_input", "test_list", "test_sched"}
 
 
 def pytest_generate_tests(metafunc):
