@@ -24,7 +24,7 @@ PKGS := jansson yaml-0.1 libuv sqlite3 libcurl
 CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -Wvla -Iinclude -Isrc $(SANFLAGS) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(XCFLAGS)
-LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -ldl -lm -lpthread
+LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -lglpk -ldl -lm -lpthread
 # XCFLAGS/XLDFLAGS: extra flags from outside (debian/rules: dpkg-buildflags).
 LDFLAGS := $(SANFLAGS) $(XLDFLAGS)
 

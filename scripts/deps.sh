@@ -16,7 +16,7 @@ TEST_PKGS="chromium python3-websocket prometheus"
 # and the backup tools the guide uses (etcd-client's etcdctl, sqlite3).
 TEST_PKGS="$TEST_PKGS debhelper debootstrap systemd systemd-container groff-base etcd-client sqlite3"
 PKGS="build-essential clang clang-format pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
-libhttp-parser-dev libcurl4-openssl-dev libsqlite3-dev gnuplot-nox python3 python3-pytest
+libhttp-parser-dev libcurl4-openssl-dev libsqlite3-dev libglpk-dev gnuplot-nox python3 python3-pytest
 python3-requests python3-yaml prometheus wrk nginx-light curl etcd-server"
 # End-to-end tests with the official OpenAI SDK (tests/e2e/node, installed by
 # scripts/node-deps.sh with npm ci): Debian's nodejs and npm, unless a node and

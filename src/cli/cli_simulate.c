@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include "cli/cli_simtime.h"
 #include "cli/sim_report.h"
+#include "sim/bound.h"
 #include "sim/packing.h"
 #include "sim/policies.h"
 #include "sim/trace.h"
@@ -39,8 +41,9 @@ typedef struct opts {
 	uint64_t seeds[MAX_SEEDS];
 	int nseeds;
 	double target;
-	bool json, curve, sweep, quiet;
+	bool json, curve, sweep, quiet, bound;
 	const char *csv, *plot;
+	FILE *csv_file; /* opened before the runs, so a bad path is found first */
 	int jobs;
 } opts_t;
 
@@ -49,7 +52,7 @@ static void usage(FILE *f)
 	fputs("usage: starcloud simulate [--nodes NODES.csv] --pods PODS.csv|NAME ... \n"
 	      "         [--policy NAME[,NAME...]] ... [--seed N | --seeds A-B[,C]]\n"
 	      "         [--target 1.3] [--json] [--curve] [--csv FILE] [--plot DIR]\n"
-	      "         [--sweep] [-j N] [--quiet]\n"
+	      "         [--bound] [--sweep] [-j N] [--quiet]\n"
 	      "Packing simulation of the FGD paper on OpenB traces: pods are shuffled with\n"
 	      "the seed, inflated to TARGET x cluster GPU capacity and placed one at a time.\n"
 	      "  --nodes     node list (default: openb/openb_node_list_gpu_node.csv under\n"
@@ -63,7 +66,10 @@ static void usage(FILE *f)
 	      "  --json      one JSON object per run on stdout\n"
 	      "  --curve     with --json/--csv: allocation for every percent 0..130\n"
 	      "  --csv FILE  one row per run\n"
-	      "  --plot DIR  PNG per workload: allocation vs arrived demand (gnuplot)\n"
+	      "  --plot DIR  PNG per workload: allocation vs arrived demand, and\n"
+	      "              default - fgd below it when both ran (gnuplot)\n"
+	      "  --bound     also an upper bound on the GPUs any policy can allocate\n"
+	      "              for each workload and seed (docs/SIMULATOR.md)\n"
 	      "  --sweep     defaults to the 5 reference workloads x all policies x\n"
 	      "              seeds 42-51 for whatever is not given\n"
 	      "  -j N        parallel runs (default: all cores)\n"
@@ -85,11 +91,14 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
-/* "42", "42-51" or a comma list of those. */
+/* "42", "42-51" or a comma list of those; seeds up to 2^64 - 1. */
 static int parse_seeds(opts_t *o, const char *arg)
 {
 	char buf[256];
+	if (strlen(arg) >= sizeof(buf))
+		return sc_sim_bad("--seeds: \"%.40s...\" is too long", arg);
 	snprintf(buf, sizeof(buf), "%s", arg);
+	int before = o->nseeds;
 	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		char *dash = strchr(tok, '-');
@@ -97,24 +106,37 @@ static int parse_seeds(opts_t *o, const char *arg)
 		if (dash)
 			*dash = '\0';
 		if (!parse_u64(tok, &a) || (dash && !parse_u64(dash + 1, &b)))
-			return sc_sim_bad("--seeds: \"%s\" is not N or A-B", arg);
+			return sc_sim_bad(
+			    "--seeds: \"%s\" is not N or A-B (0..18446744073709551615)", arg);
 		if (!dash)
 			b = a;
 		if (b < a || b - a >= MAX_SEEDS)
 			return sc_sim_bad("--seeds: bad range \"%s\"", arg);
-		for (uint64_t s = a; s <= b; s++) {
+		/* Counted, not compared with b: s <= b holds for every s when b
+		 * is the largest seed, and s++ would wrap to 0. */
+		for (uint64_t k = 0; k <= b - a; k++) {
 			if (o->nseeds == MAX_SEEDS)
 				return sc_sim_bad("--seeds: more than 10000 seeds in \"%s\"", arg);
-			o->seeds[o->nseeds++] = s;
+			o->seeds[o->nseeds++] = a + k;
 		}
 	}
+	if (o->nseeds == before)
+		return sc_sim_bad("--seeds: \"%s\" names no seed", arg);
 	return 0;
 }
 
 static int add_policies(opts_t *o, const char *arg)
 {
 	char buf[512];
+	if (strlen(arg) >= sizeof(buf))
+		return sc_sim_bad("--policy: \"%.40s...\" is too long", arg);
 	snprintf(buf, sizeof(buf), "%s", arg);
+	/* strtok would skip empty names: "" or "fgd,,default" must not
+	 * quietly mean something else. */
+	if (buf[0] == '\0' || buf[0] == ',' || buf[strlen(buf) - 1] == ',' || strstr(buf, ",,"))
+		return sc_sim_bad("--policy: \"%s\" has an empty policy name (random, dotprod, "
+		                  "gpuclustering, gpupacking, bestfit, fgd, default, all)",
+		                  arg);
 	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (strcmp(tok, "all") == 0) {
@@ -149,14 +171,19 @@ static const char *need(int argc, char **argv, int *i)
 static int parse_one(opts_t *o, int argc, char **argv, int *i)
 {
 	const char *a = argv[*i], *v;
-	if (!strcmp(a, "--json") || !strcmp(a, "--curve") || !strcmp(a, "--sweep") ||
-	    !strcmp(a, "--quiet")) {
-		*(a[2] == 'j'   ? &o->json
-		  : a[2] == 'c' ? &o->curve
-		  : a[2] == 's' ? &o->sweep
-		                : &o->quiet) = true;
-		return 0;
-	}
+	static const struct {
+		const char *name;
+		size_t offset;
+	} flags[] = {
+	    {"--json", offsetof(opts_t, json)},   {"--curve", offsetof(opts_t, curve)},
+	    {"--sweep", offsetof(opts_t, sweep)}, {"--quiet", offsetof(opts_t, quiet)},
+	    {"--bound", offsetof(opts_t, bound)},
+	};
+	for (size_t k = 0; k < sizeof(flags) / sizeof(*flags); k++)
+		if (!strcmp(a, flags[k].name)) {
+			*(bool *)((char *)o + flags[k].offset) = true;
+			return 0;
+		}
 	if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 		usage(stdout);
 		return -1;
@@ -165,9 +192,11 @@ static int parse_one(opts_t *o, int argc, char **argv, int *i)
 		return 2;
 	if (!strcmp(a, "--nodes"))
 		o->nodes = v;
-	else if (!strcmp(a, "--pods") && o->npods < MAX_LIST)
+	else if (!strcmp(a, "--pods")) {
+		if (o->npods == MAX_LIST)
+			return sc_sim_bad("--pods: more than 64 pod lists at \"%s\"", v);
 		o->pods[o->npods++] = v;
-	else if (!strcmp(a, "--policy"))
+	} else if (!strcmp(a, "--policy"))
 		return add_policies(o, v);
 	else if (!strcmp(a, "--seed") || !strcmp(a, "--seeds"))
 		return parse_seeds(o, v);
@@ -220,22 +249,35 @@ static bool exists(const char *p)
 }
 
 /* A path is used as given; a bare name is looked up as
- * <dir>/openb/[openb_pod_list_]NAME[.csv] in the trace folders. */
-static int locate(const char *arg, bool pods, char *out, size_t outsize)
+ * <dir>/openb/[openb_pod_list_]NAME[.csv] in the trace folders. Returns 0
+ * with the path in out, or 2 with a message naming the option and, for a
+ * name, the files it tried. */
+static int locate(const char *opt, const char *arg, bool pods, char *out, size_t outsize)
 {
 	if (strchr(arg, '/') || exists(arg)) {
 		snprintf(out, outsize, "%s", arg);
-		return exists(arg) ? 0 : -1;
+		if (exists(arg))
+			return 0;
+		fprintf(stderr, "starcloud simulate: %s %s: cannot read: %s\n", opt, arg,
+		        strerror(errno));
+		return 2;
 	}
 	const char *prefix = pods && strncmp(arg, "openb_", 6) != 0 ? "openb_pod_list_" : "";
 	size_t len = strlen(arg);
 	const char *ext = len > 4 && !strcmp(arg + len - 4, ".csv") ? "" : ".csv";
+	char tried[2 * PATH_MAX] = "";
 	for (size_t i = 0; i < sizeof(trace_dirs) / sizeof(*trace_dirs); i++) {
 		snprintf(out, outsize, "%s/openb/%s%s%s", trace_dirs[i], prefix, arg, ext);
 		if (exists(out))
 			return 0;
+		size_t t = strlen(tried);
+		snprintf(tried + t, sizeof(tried) - t, "%s%s", i ? ", " : "", out);
 	}
-	return -1;
+	fprintf(stderr,
+	        "starcloud simulate: %s %s: no %s list of that name (tried %s; a path needs a "
+	        "'/'; scripts/fetch-traces.sh downloads the traces)\n",
+	        opt, arg, pods ? "pod" : "node", tried);
+	return 2;
 }
 
 /* The workload name is the file's stem. */
@@ -268,17 +310,13 @@ static int load(const opts_t *o, loaded_t *l)
 {
 	char path[PATH_MAX], msg[512], name[PATH_MAX];
 	const char *nodes = o->nodes ? o->nodes : "openb_node_list_gpu_node";
-	if (locate(nodes, false, path, sizeof(path)) != 0)
-		return sc_sim_bad("%s: node list not found (looked in ./traces and "
-		                  "../shared/traces; scripts/fetch-traces.sh downloads them)",
-		                  nodes);
+	if (locate("--nodes", nodes, false, path, sizeof(path)) != 0)
+		return 2;
 	if (sc_trace_read_nodes(path, &l->nodes, msg, sizeof(msg)) < 0)
 		return sc_sim_bad("%s", msg);
 	for (int i = 0; i < o->npods; i++) {
-		if (locate(o->pods[i], true, path, sizeof(path)) != 0)
-			return sc_sim_bad("%s: pod list not found (looked in ./traces and "
-			                  "../shared/traces)",
-			                  o->pods[i]);
+		if (locate("--pods", o->pods[i], true, path, sizeof(path)) != 0)
+			return 2;
 		if (sc_trace_read_pods(path, &l->pods[i], msg, sizeof(msg)) < 0)
 			return sc_sim_bad("%s", msg);
 		l->n = i + 1;
@@ -296,8 +334,9 @@ typedef struct sweep {
 	const opts_t *o;
 	loaded_t *l;
 	sc_sim_result_t *res;
+	sc_sim_bound_t *bounds; /* one per (workload, seed) with --bound */
 	int *rc;
-	size_t njobs;
+	size_t nruns, nbounds, njobs;
 	size_t next, done;
 	pthread_mutex_t mu;
 	bool progress;
@@ -306,12 +345,19 @@ typedef struct sweep {
 static void job_config(const sweep_t *s, size_t j, sc_sim_config_t *c, int *wi)
 {
 	const opts_t *o = s->o;
+	sc_sim_config_default(c);
+	c->target = o->target;
+	if (j >= s->nruns) {
+		/* A bound: one per workload and seed, whatever the policies. */
+		j -= s->nruns;
+		*wi = (int)(j / (size_t)o->nseeds);
+		c->seed = o->seeds[j % (size_t)o->nseeds];
+		return;
+	}
 	size_t per_w = (size_t)o->npolicies * (size_t)o->nseeds;
 	*wi = (int)(j / per_w);
-	sc_sim_config_default(c);
 	c->policy = o->policies[(j % per_w) / (size_t)o->nseeds];
 	c->seed = o->seeds[j % (size_t)o->nseeds];
-	c->target = o->target;
 }
 
 static void show_progress(const sweep_t *s)
@@ -323,6 +369,23 @@ static void show_progress(const sweep_t *s)
 		fputc('\n', stderr);
 }
 
+static void run_job(sweep_t *s, size_t j)
+{
+	sc_sim_config_t c;
+	int wi;
+	char msg[256] = "";
+	job_config(s, j, &c, &wi);
+	const sc_sim_workload_t *w = s->l->w[wi];
+	if (j < s->nruns)
+		s->rc[j] = sc_sim_packing_run(w, &c, &s->res[j], msg, sizeof(msg));
+	else
+		s->rc[j] = sc_sim_bound(w, &c, &s->bounds[j - s->nruns], msg, sizeof(msg));
+	if (s->rc[j] < 0)
+		fprintf(stderr, "starcloud simulate: %s/%s/%llu: %s\n", sc_sim_workload_name(w),
+		        j < s->nruns ? c.policy : "bound", (unsigned long long)c.seed,
+		        msg[0] ? msg : sc_strerror(s->rc[j]));
+}
+
 static void *worker(void *arg)
 {
 	sweep_t *s = arg;
@@ -332,15 +395,7 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&s->mu);
 		if (j >= s->njobs)
 			return NULL;
-		sc_sim_config_t c;
-		int wi;
-		char msg[256] = "";
-		job_config(s, j, &c, &wi);
-		s->rc[j] = sc_sim_packing_run(s->l->w[wi], &c, &s->res[j], msg, sizeof(msg));
-		if (s->rc[j] < 0)
-			fprintf(stderr, "starcloud simulate: %s/%s/%llu: %s\n",
-			        sc_sim_workload_name(s->l->w[wi]), c.policy,
-			        (unsigned long long)c.seed, msg[0] ? msg : sc_strerror(s->rc[j]));
+		run_job(s, j);
 		pthread_mutex_lock(&s->mu);
 		s->done++;
 		if (s->progress)
@@ -370,18 +425,56 @@ static int run_sweep(sweep_t *s)
 	return 0;
 }
 
-static int output(const opts_t *o, const sc_sim_result_t *res, size_t n)
+static int output(opts_t *o, const sweep_t *s)
 {
+	sc_report_t rep = {s->res, s->nruns, s->bounds, s->nbounds};
 	int rc = 0;
 	if (o->json)
-		for (size_t j = 0; j < n; j++)
-			sc_report_json(stdout, &res[j], o->curve);
+		sc_report_json(stdout, &rep, o->curve);
 	else
-		sc_report_table(stdout, res, n);
-	if (o->csv && sc_report_csv(o->csv, res, n, o->curve) != 0)
+		sc_report_table(stdout, &rep);
+	if (o->csv_file) {
+		FILE *f = o->csv_file;
+		o->csv_file = NULL;
+		if (sc_report_csv(f, o->csv, &rep, o->curve) != 0)
+			rc = 1;
+	}
+	if (o->plot && sc_report_plot(o->plot, &rep) != 0)
 		rc = 1;
-	if (o->plot && sc_report_plot(o->plot, res, n) != 0)
-		rc = 1;
+	return rc;
+}
+
+/* Output paths are checked before the runs, which can take minutes: a
+ * typo found afterwards would throw them away. */
+static int open_outputs(opts_t *o)
+{
+	if (o->csv) {
+		o->csv_file = fopen(o->csv, "w");
+		if (!o->csv_file) {
+			fprintf(stderr, "starcloud simulate: --csv %s: cannot write: %s\n", o->csv,
+			        strerror(errno));
+			return 2;
+		}
+	}
+	return o->plot ? sc_report_plot_check(o->plot) : 0;
+}
+
+static int sweep_start(opts_t *o, loaded_t *l, sweep_t *s)
+{
+	s->o = o;
+	s->l = l;
+	s->nruns = (size_t)l->n * (size_t)o->npolicies * (size_t)o->nseeds;
+	s->nbounds = o->bound ? (size_t)l->n * (size_t)o->nseeds : 0;
+	s->njobs = s->nruns + s->nbounds;
+	s->res = calloc(s->nruns ? s->nruns : 1, sizeof(*s->res));
+	s->bounds = o->bound ? calloc(s->nbounds ? s->nbounds : 1, sizeof(*s->bounds)) : NULL;
+	s->rc = calloc(s->njobs, sizeof(int));
+	s->progress = !o->quiet && isatty(2) && s->njobs > 1;
+	if (!s->res || (o->bound && !s->bounds) || !s->rc)
+		return 1;
+	pthread_mutex_init(&s->mu, NULL);
+	int rc = run_sweep(s);
+	pthread_mutex_destroy(&s->mu);
 	return rc;
 }
 
@@ -396,20 +489,16 @@ int sc_cli_simulate(int argc, char **argv)
 	int rc = !o || !l ? 1 : parse_args(o, argc, argv);
 	if (rc == 0)
 		rc = load(o, l);
-	if (rc == 0) {
-		s.o = o;
-		s.l = l;
-		s.njobs = (size_t)l->n * (size_t)o->npolicies * (size_t)o->nseeds;
-		s.res = calloc(s.njobs, sizeof(*s.res));
-		s.rc = calloc(s.njobs, sizeof(int));
-		s.progress = !o->quiet && isatty(2) && s.njobs > 1;
-		pthread_mutex_init(&s.mu, NULL);
-		rc = !s.res || !s.rc ? 1 : run_sweep(&s);
-		if (rc == 0)
-			rc = output(o, s.res, s.njobs);
-		pthread_mutex_destroy(&s.mu);
-	}
+	if (rc == 0)
+		rc = open_outputs(o);
+	if (rc == 0)
+		rc = sweep_start(o, l, &s);
+	if (rc == 0)
+		rc = output(o, &s);
+	if (o && o->csv_file)
+		fclose(o->csv_file);
 	free(s.res);
+	free(s.bounds);
 	free(s.rc);
 	if (l)
 		loaded_free(l);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "sim/frag.h"
+#include "sim/packing_int.h"
 #include "sim/policies.h"
 #include "sim/rng.h"
 #include "starcloud/cluster.h"
@@ -16,32 +17,8 @@
 #define MAX_MODELS 64
 #define NBUCKETS 256 /* arrived-demand percent buckets kept while running */
 
-/* A distinct gpu_spec: its text and the model names it allows. */
-typedef struct spec {
-	const char *text; /* borrowed from the trace */
-	char **models;
-	int nmodels;
-} spec_t;
-
-typedef struct pod {
-	const char *name;
-	sc_request_t req;
-	int spec;      /* index into specs; 0 = "" (any model) */
-	int64_t milli; /* total GPU milli requested */
-	int per_gpu;   /* milli per GPU (the reference's MilliGpu) */
-} pod_t;
-
-struct sc_sim_workload {
-	char name[128];
-	sc_node_spec_t *nodes; /* name order */
-	size_t nnodes;
-	pod_t *pods; /* name order */
-	size_t npods;
-	spec_t *specs; /* sorted by text, so ids order like strings */
-	int nspecs;
-	sc_pod_shape_t *shapes; /* per pod, models unresolved */
-	int total_gpus;
-};
+typedef sc__sim_spec_t spec_t;
+typedef sc__sim_pod_t pod_t;
 
 /* ---- preparing a workload ---------------------------------------------- */
 
@@ -157,6 +134,50 @@ static void fill_pod(const sc_sim_workload_t *w, pod_t *p, sc_pod_shape_t *sh,
 	sh->models = ~(uint64_t)0;
 }
 
+/* True when some node has GPU model `model`. */
+static bool model_known(const sc_sim_workload_t *w, const char *model)
+{
+	for (size_t i = 0; i < w->nnodes; i++)
+		if (w->nodes[i].gpu_count > 0 && strcmp(w->nodes[i].gpu_model, model) == 0)
+			return true;
+	return false;
+}
+
+/* A pod list the run cannot measure, or a gpu_spec naming a model no node
+ * has (a typo would otherwise turn those pods into silent failures). */
+static int check_pods(const sc_sim_workload_t *w, const sc_trace_pods_t *pods, char *msg,
+                      size_t msgsize)
+{
+	int64_t milli = 0;
+	for (size_t i = 0; i < pods->n; i++)
+		milli += (int64_t)pods->v[i].num_gpu * pods->v[i].gpu_milli;
+	if (milli == 0) {
+		snprintf(msg, msgsize,
+		         "%s: no GPU pods (%zu pods, none asks for a GPU): the packing "
+		         "simulation measures GPU allocation against GPU demand",
+		         w->name, pods->n);
+		return SC_EINVAL;
+	}
+	for (int s = 0; s < w->nspecs; s++)
+		for (int k = 0; k < w->specs[s].nmodels; k++) {
+			const char *m = w->specs[s].models[k];
+			if (model_known(w, m))
+				continue;
+			const char *pod = "?";
+			for (size_t i = 0; i < pods->n && pod[0] == '?'; i++)
+				if (pods->v[i].num_gpu > 0 &&
+				    strcmp(pods->v[i].gpu_spec, w->specs[s].text) == 0)
+					pod = pods->v[i].name;
+			if (pod[0] == '?')
+				continue; /* only CPU pods carry it, and they ignore it */
+			snprintf(msg, msgsize,
+			         "%s: pod %s: gpu_spec \"%s\": no node has GPU model \"%s\"",
+			         w->name, pod, w->specs[s].text, m);
+			return SC_EINVAL;
+		}
+	return 0;
+}
+
 int sc_sim_workload_new(const sc_trace_nodes_t *nodes, const sc_trace_pods_t *pods,
                         const char *name, sc_sim_workload_t **out, char *msg, size_t msgsize)
 {
@@ -187,6 +208,9 @@ int sc_sim_workload_new(const sc_trace_nodes_t *nodes, const sc_trace_pods_t *po
 		rc = SC_EINVAL;
 		goto fail;
 	}
+	rc = check_pods(w, pods, msg, msgsize);
+	if (rc < 0)
+		goto fail;
 	*out = w;
 	return 0;
 fail:
@@ -492,6 +516,27 @@ static int run_setup(run_t *r, const sc_sim_config_t *c, char *msg, size_t msgsi
 	if (rc == SC_EINVAL)
 		snprintf(msg, msgsize, "unknown policy \"%s\"", c->policy);
 	return rc;
+}
+
+int sc__sim_arrivals(const sc_sim_workload_t *w, const sc_sim_config_t *c,
+                     const sc__sim_pod_t ***order, size_t *n)
+{
+	/* The first steps of run_setup, on the same stream: the pods come
+	 * out in the order a run with this seed places them. */
+	run_t r;
+	memset(&r, 0, sizeof(r));
+	r.w = w;
+	sc_rng_seed(&r.rng, c->seed, 1);
+	int rc = shuffle_pods(&r);
+	if (rc == 0)
+		rc = inflate(&r, c->target);
+	if (rc < 0) {
+		free(r.order);
+		return rc;
+	}
+	*order = r.order;
+	*n = r.norder;
+	return 0;
 }
 
 int sc_sim_packing_run(const sc_sim_workload_t *w, const sc_sim_config_t *c, sc_sim_result_t *res,

@@ -30,7 +30,9 @@ typedef struct sc_sim_workload sc_sim_workload_t;
 
 /* Prepares a workload. nodes and pods are borrowed and must outlive it;
  * name (e.g. "openb_pod_list_default") is copied. Errors: SC_EINVAL with a
- * message (no GPU in the cluster, more than 64 GPU models), SC_ENOMEM. */
+ * message (no GPU in the cluster, no GPU pod in the list, a GPU pod's
+ * gpu_spec naming a model no node has), SC_ENOMEM. More than 64 GPU
+ * models is found when a run starts. */
 int sc_sim_workload_new(const sc_trace_nodes_t *nodes, const sc_trace_pods_t *pods,
                         const char *name, sc_sim_workload_t **out, char *msg, size_t msgsize);
 void sc_sim_workload_free(sc_sim_workload_t *w);

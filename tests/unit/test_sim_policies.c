@@ -391,12 +391,23 @@ static void packing_run_inflates_and_records(void **state)
 	sc_trace_pod_t pods[3] = {
 	    {"p0", 1000, 1024, 1, 500, "", "", "", 0, 0, 0},
 	    {"p1", 1000, 1024, 1, 1000, "", "", "", 0, 0, 0},
-	    {"p2", 1000, 1024, 2, 1000, "P100", "", "", 0, 0, 0},
+	    {"p2", 1000, 1024, 8, 1000, "T4", "", "", 0, 0, 0},
 	};
 	sc_trace_nodes_t tn = {nodes, 2};
 	sc_trace_pods_t tp = {pods, 3};
 	sc_sim_workload_t *w;
-	char msg[128];
+	char msg[256];
+	/* A model no node has is a bad input, not a pod that never fits. */
+	pods[2].gpu_spec = "T4|P100";
+	assert_int_equal(sc_sim_workload_new(&tn, &tp, "tiny", &w, msg, sizeof(msg)), SC_EINVAL);
+	assert_non_null(
+	    strstr(msg, "pod p2: gpu_spec \"T4|P100\": no node has GPU model \"P100\""));
+	pods[2].gpu_spec = "T4";
+	/* Nor is a list without GPU pods something to pack. */
+	tp.n = 0;
+	assert_int_equal(sc_sim_workload_new(&tn, &tp, "tiny", &w, msg, sizeof(msg)), SC_EINVAL);
+	assert_non_null(strstr(msg, "no GPU pods"));
+	tp.n = 3;
 	assert_int_equal(sc_sim_workload_new(&tn, &tp, "tiny", &w, msg, sizeof(msg)), 0);
 	assert_int_equal(sc_sim_workload_gpus(w), 8);
 	sc_sim_config_t c;
@@ -410,7 +421,7 @@ static void packing_run_inflates_and_records(void **state)
 	assert_int_equal(r1.pods, r2.pods);
 	assert_int_equal(r1.failed_pods, r2.failed_pods);
 	assert_memory_equal(r1.alloc, r2.alloc, sizeof(r1.alloc));
-	/* p2 asks for P100, which no node has: every copy fails. */
+	/* p2 asks for 8 GPUs on one node; nodes have 4: every copy fails. */
 	assert_true(r1.failed_pods >= 1);
 	/* Allocation never exceeds arrivals or capacity. */
 	for (int k = 0; k <= SC_SIM_CURVE_MAX; k++)
