@@ -511,8 +511,21 @@ static int run_setup(run_t *r, const sc_sim_config_t *c, char *msg, size_t msgsi
 		rc = setup_frag(r, c->coverage);
 	if (rc < 0)
 		return rc;
-	sc_sim_env_t env = {.frag = r->frag, .cluster = r->cluster, .seed = c->seed};
+	/* Every shape, not only the typical 95 %: the `default` policy's
+	 * restricted shapes are rare ones (scarce.h). */
+	sc_typical_t *all = NULL;
+	int nall = sc_typical_pods(r->w->shapes, r->w->npods, 1.0, &all);
+	if (nall < 0)
+		return nall;
+	for (int k = 0; k < nall; k++)
+		all[k].shape.models = r->spec_mask[all[k].shape.spec];
+	sc_sim_env_t env = {.frag = r->frag,
+	                    .cluster = r->cluster,
+	                    .seed = c->seed,
+	                    .shapes = all,
+	                    .nshapes = (size_t)nall};
 	rc = sc_sim_policy_new(c->policy, &env, &r->policy);
+	free(all);
 	if (rc == SC_EINVAL)
 		snprintf(msg, msgsize, "unknown policy \"%s\"", c->policy);
 	return rc;

@@ -2,10 +2,12 @@
 #include "sim/policies.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/rng.h"
+#include "sim/scarce.h"
 
 /* The reference normalises by the largest node it expects. */
 #define MAX_SPEC_CPU 128000.0
@@ -17,10 +19,14 @@ typedef struct pctx {
 	sc_frag_t *frag;
 	const sc_cluster_t *cluster;
 	sc_rng_t rng;
-	uint32_t *tags;        /* gpuclustering: GPU-count classes present per node */
-	double *gap_waste;     /* default: sc_gap_waste's table, SC_GPU_MILLI + 1 */
-	struct look_now *look; /* default: per node, its current lookahead value */
-	double cpu_per_milli;  /* default: typical GPU pods' CPU per GPU milli */
+	uint32_t *tags;             /* gpuclustering: GPU-count classes present per node */
+	double *gap_waste;          /* default: sc_gap_waste's table, SC_GPU_MILLI + 1 */
+	struct look_now *look;      /* default: per node, its current lookahead value */
+	double cpu_per_milli;       /* default: typical GPU pods' CPU per GPU milli */
+	sc_scarce_t *scarce;        /* default: restricted shapes, fresh devices */
+	double cpu_demand;          /* default: typical pods' CPU at full GPUs / cluster CPU */
+	const sc_typical_t *shapes; /* during init only: every pod shape */
+	size_t nshapes;
 	size_t nnodes;
 } pctx_t;
 
@@ -368,54 +374,135 @@ static double share_cost(const pctx_t *p, int g, int milli)
 	return floor(p->gap_waste[g - milli] - p->gap_waste[g]);
 }
 
-/* A share on device dev: least expected waste first; lookahead points
- * (0..100) order equal costs. default_score adds the node's stranding
- * between the two (it is the same for every device of the node). */
+/* A share on device dev: least expected waste first, counting what
+ * opening an untouched device costs once they get scarce
+ * (sc_scarce_fresh_cost); lookahead points (0..100) order equal costs.
+ * default_score adds the node's stranding between the two (it is the same
+ * for every device of the node). */
 static double share_points(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r, int dev)
 {
-	return -share_cost(p, n->gpu_free[dev], r->gpu_milli) * 1e6 +
+	double fresh = n->gpu_free[dev] == SC_GPU_MILLI ? sc_scarce_fresh_cost(p->scarce) : 0;
+	return -(share_cost(p, n->gpu_free[dev], r->gpu_milli) + fresh) * 1e6 +
 	       lookahead_points(p, n, r, dev);
 }
 
-/* FGD, with three changes (docs/SIMULATOR.md has the measurements):
+/* A node with two or more GPUs that nothing has touched yet, CPU
+ * included: the only kind an 8-GPU pod can use. */
+static int exp_min = -1, exp_cmin = -1;
+static double exp_ucond = -1;
+static bool untouched(const sc_node_view_t *n)
+{
+	if (exp_min < 0)
+		exp_min = getenv("U_MIN") ? atoi(getenv("U_MIN")) : 2;
+	return n->gpu_count >= exp_min && n->whole_free == n->gpu_count &&
+	       n->cpu_free == n->spec->cpu_milli;
+}
+
+/* The restricted-shape level of placing r on n (a share on device dev):
+ * whole steps, at most 800 so that level x 1e13 plus the keys below it
+ * stays an exact double. */
+static double scarce_level(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r, int dev)
+{
+	int16_t left[SC_MAX_GPUS];
+	devices_after(n, r, dev, left);
+	int level = sc_scarce_level(p->scarce, n, left, n->cpu_free - req_cpu(r));
+	if (getenv("X_FADE")) {
+		double x = sc_scarce_fresh_cost(p->scarce) / 1000;
+		level = (int)floor(
+		    sc_scarce_loss(p->scarce, n, left, n->cpu_free - req_cpu(r)) * (1 - x) + 1e-9);
+	}
+	return level < 800 ? level : 800;
+}
+
+/* FGD, with these changes (docs/SIMULATOR.md has the measurements):
+ * - first, every GPU pod avoids taking room that pods with few places to
+ *   go need (sc_scarce_level: restricted shapes, such as a gpu_spec of one
+ *   model or eight GPUs with 120 cores), in whole levels.
  * - a share pod goes to the device where it adds the least expected waste
  *   (share_cost): into the gap its size leaves least behind in, or onto a
  *   fresh device when every gap it fits would be left with a remainder
  *   only rare pods fit (a 320 opens a device, where a 650 will join it,
- *   rather than leave 210 next to a 470). Equal costs go to the device with
- *   the least stranded GPU (below), then the most lookahead points, then to
- *   the earlier node in the run's node order, so shares still gather on
- *   few nodes.
+ *   rather than leave 210 next to a 470). Near saturation opening a fresh
+ *   device costs more (sc_scarce_fresh_cost): whole-GPU pods need it.
+ *   Equal costs go to the device with the least stranded GPU (below), then
+ *   the most lookahead points, then to the earlier node in the run's node
+ *   order, so shares still gather on few nodes.
  * - whole-GPU pods are placed by one step of lookahead: a node state is
  *   valued by its fragmentation now plus the expected fragmentation once
  *   the next typical pod has landed on it (a whole-GPU pod taking devices
  *   and CPU, or a CPU pod taking CPU), which FGD's one-step measure sees
  *   only for the current state. 1-GPU pods break equal lookahead points by
  *   FGD's points, then node order; 2-, 4- and 8-GPU pods by node order.
- * - every GPU pod first avoids stranding GPU (stranded_tenths): a node
+ * - every GPU pod then avoids stranding GPU (stranded_tenths): a node
  *   where its CPU leaves less free GPU without CPU to feed it comes first,
- *   before the lookahead (for shares: after the expected waste).
- * - a CPU pod takes FGD's points, and equal points are ordered by
- *   cpu_pod_tiebreak instead of node order alone. */
+ *   before the lookahead (for shares: after the expected waste); a 1-GPU
+ *   pod next avoids nodes nothing has touched (an 8-GPU pod's only place).
+ * - a CPU pod takes FGD's points; among equal points, nodes with a GPU in
+ *   use come before nodes whose GPUs are all free, then cpu_pod_tiebreak,
+ *   then node order. */
+static double exp_fine = -1;
+static double fine_level(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r, int dev)
+{
+	if (exp_fine < 0)
+		exp_fine = getenv("F_FINE") ? atof(getenv("F_FINE")) : 0;
+	if (exp_fine <= 0)
+		return 0;
+	int16_t left[SC_MAX_GPUS];
+	devices_after(n, r, dev, left);
+	double l = sc_scarce_loss(p->scarce, n, left, n->cpu_free - req_cpu(r));
+	int f = (int)floor((l - floor(l + 1e-9)) * 0.5 / exp_fine + 1e-9);
+	if (getenv("F_ABS"))
+		f = (int)floor(l * 0.5 / exp_fine + 1e-9);
+	return f < 99 ? f : 99;
+}
+
 static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
                             const sc_request_t *r, sc_assign_t *a)
 {
 	pctx_t *p = ctx;
-	if (r->gpus == 0 && r->gpu_milli == 0)
-		return fgd_score(ctx, c, n, r, a) + cpu_pod_tiebreak(n);
+	if (r->gpus == 0 && r->gpu_milli == 0) {
+		if (exp_cmin < 0)
+			exp_cmin = getenv("U_CMIN") ? atoi(getenv("U_CMIN")) : 1;
+		bool idle = n->gpu_count >= exp_cmin && n->whole_free == n->gpu_count;
+		return fgd_score(ctx, c, n, r, a) - (idle ? 0.5 : 0) + cpu_pod_tiebreak(n);
+	}
+	if (r->gpus == 1 && getenv("F_FIRST"))
+		return -scarce_level(p, n, r, 0) * 1e13 - stranded_tenths(p, n, r) * 1e9 -
+		       (untouched(n) ? 1e6 : 0) - fine_level(p, n, r, 0) * 1e7 +
+		       lookahead_points(p, n, r, 0) * 1000 + fgd_score(ctx, c, n, r, a);
+	if (exp_ucond < 0)
+		exp_ucond = getenv("U_COND") ? atof(getenv("U_COND")) : 0;
 	if (r->gpus == 1)
-		return -stranded_tenths(p, n, r) * 1e6 + lookahead_points(p, n, r, 0) * 1000 +
+		return -scarce_level(p, n, r, 0) * 1e13 - stranded_tenths(p, n, r) * 1e9 -
+		       (untouched(n) && p->cpu_demand >= exp_ucond ? 1e8 : 0) -
+		       fine_level(p, n, r, 0) * 1e6 + lookahead_points(p, n, r, 0) * 1000 +
 		       fgd_score(ctx, c, n, r, a);
 	if (!is_share(r))
-		return -stranded_tenths(p, n, r) * 1000 + lookahead_points(p, n, r, 0);
-	/* Stranding (far below 1,000 tenths) ranks below the expected waste
-	 * (x 1e6) and above the lookahead points (0..100). Every term is a
-	 * whole number, so the sum does not depend on the order of adding. */
-	return best_share_device(p, n, r, a, share_points) - stranded_tenths(p, n, r) * 1000;
+		return -scarce_level(p, n, r, 0) * 1e13 - stranded_tenths(p, n, r) * 1e6 -
+		       fine_level(p, n, r, 0) * 1e3 + lookahead_points(p, n, r, 0);
+	double s = best_share_device(p, n, r, a, share_points);
+	if (s == -INFINITY)
+		return s;
+	/* s = -(cost) x 1e6 + look: rescale cost to 1e9 */
+	double look = fmod(s, 1e6);
+	if (look < 0)
+		look += 1e6;
+	double cost = (s - look) / 1e6;
+	return -scarce_level(p, n, r, a->gpus[0]) * 1e13 + cost * 1e9 -
+	       stranded_tenths(p, n, r) * 1e6 - fine_level(p, n, r, a->gpus[0]) * 1e3 + look;
+}
+
+static void default_taken(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
+                          const sc_request_t *r, const sc_assign_t *a)
+{
+	pctx_t *p = ctx;
+	sc_scarce_update(p->scarce, n);
 }
 
 static int default_init(pctx_t *p)
 {
+	if (!p->cluster)
+		return SC_EINVAL;
 	p->gap_waste = malloc((SC_GPU_MILLI + 1) * sizeof(double));
 	p->look = calloc(p->nnodes ? p->nnodes : 1, sizeof(*p->look));
 	if (!p->gap_waste || !p->look)
@@ -432,7 +519,21 @@ static int default_init(pctx_t *p)
 			milli += t[k].p * (double)t[k].shape.milli * t[k].shape.num;
 		}
 	p->cpu_per_milli = milli > 0 ? cpu / milli : 1;
-	return 0;
+	/* CPU-bound: the typical pods' CPU, at the GPU demand that fills the
+	 * GPUs, is at least CPU_BOUND of the cluster's CPU. */
+	double all_cpu = 0, gpus = 0, ccpu = 0;
+	for (size_t k = 0; k < nt; k++)
+		all_cpu += t[k].p * (double)t[k].shape.cpu;
+	for (size_t i = 0; i < p->nnodes; i++) {
+		const sc_node_view_t *v = sc_cluster_node(p->cluster, i);
+		gpus += v->gpu_count;
+		ccpu += (double)v->spec->cpu_milli;
+	}
+	p->cpu_demand = milli > 0 && ccpu > 0 ? all_cpu / milli * gpus * SC_GPU_MILLI / ccpu : 0;
+	if (getenv("V_DEBUG"))
+		fprintf(stderr, "cpu demand at full GPUs: %.3f of the CPU\n", p->cpu_demand);
+	p->scarce = sc_scarce_new(p->shapes, p->nshapes, t, nt, p->cluster);
+	return p->scarce ? 0 : SC_ENOMEM;
 }
 
 /* ---- table ----------------------------------------------------------------- */
@@ -454,7 +555,7 @@ static const entry_t entries[] = {
     {"gpupacking", gpupacking_score, NULL, false, NULL},
     {"bestfit", bestfit_score, NULL, false, NULL},
     {"fgd", fgd_score, NULL, true, NULL},
-    {"default", default_score, NULL, true, default_init},
+    {"default", default_score, default_taken, true, default_init},
 };
 
 static const entry_t *find_entry(const char *name)
@@ -486,8 +587,11 @@ int sc_sim_policy_new(const char *name, const sc_sim_env_t *env, sc_policy_t **o
 		goto fail;
 	p->frag = env->frag;
 	p->cluster = env->cluster;
+	p->shapes = env->shapes;
+	p->nshapes = env->shapes ? env->nshapes : 0;
 	if (e->init && (rc = e->init(p)) < 0)
 		goto fail;
+	p->shapes = NULL; /* borrowed for init only */
 	/* Stream 2: independent of the shuffle and inflation streams. */
 	sc_rng_seed(&p->rng, env->seed, 2);
 	p->pol.name = e->name;
@@ -510,5 +614,6 @@ void sc_sim_policy_free(sc_policy_t *pol)
 	free(p->tags);
 	free(p->gap_waste);
 	free(p->look);
+	sc_scarce_free(p->scarce);
 	free(p);
 }

@@ -33,6 +33,10 @@ typedef struct sc_sim_env {
 	sc_frag_t *frag; /* typical pods and current per-node values */
 	const sc_cluster_t *cluster;
 	uint64_t seed; /* for random choices */
+	/* Every pod shape of the workload with its frequency, models
+	 * resolved for this cluster; `default` needs it, others ignore it. */
+	const sc_typical_t *shapes;
+	size_t nshapes;
 } sc_sim_env_t;
 
 /* Creates the named policy for one run. Returns 0, SC_EINVAL for an unknown
