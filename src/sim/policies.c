@@ -2,7 +2,6 @@
 #include "sim/policies.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +23,6 @@ typedef struct pctx {
 	struct look_now *look;      /* default: per node, its current lookahead value */
 	double cpu_per_milli;       /* default: typical GPU pods' CPU per GPU milli */
 	sc_scarce_t *scarce;        /* default: restricted shapes, fresh devices */
-	double cpu_demand;          /* default: typical pods' CPU at full GPUs / cluster CPU */
 	const sc_typical_t *shapes; /* during init only: every pod shape */
 	size_t nshapes;
 	size_t nnodes;
@@ -388,13 +386,9 @@ static double share_points(pctx_t *p, const sc_node_view_t *n, const sc_request_
 
 /* A node with two or more GPUs that nothing has touched yet, CPU
  * included: the only kind an 8-GPU pod can use. */
-static int exp_min = -1, exp_cmin = -1;
-static double exp_ucond = -1;
 static bool untouched(const sc_node_view_t *n)
 {
-	if (exp_min < 0)
-		exp_min = getenv("U_MIN") ? atoi(getenv("U_MIN")) : 2;
-	return n->gpu_count >= exp_min && n->whole_free == n->gpu_count &&
+	return n->gpu_count >= 2 && n->whole_free == n->gpu_count &&
 	       n->cpu_free == n->spec->cpu_milli;
 }
 
@@ -406,11 +400,6 @@ static double scarce_level(pctx_t *p, const sc_node_view_t *n, const sc_request_
 	int16_t left[SC_MAX_GPUS];
 	devices_after(n, r, dev, left);
 	int level = sc_scarce_level(p->scarce, n, left, n->cpu_free - req_cpu(r));
-	if (getenv("X_FADE")) {
-		double x = sc_scarce_fresh_cost(p->scarce) / 1000;
-		level = (int)floor(
-		    sc_scarce_loss(p->scarce, n, left, n->cpu_free - req_cpu(r)) * (1 - x) + 1e-9);
-	}
 	return level < 800 ? level : 800;
 }
 
@@ -440,56 +429,38 @@ static double scarce_level(pctx_t *p, const sc_node_view_t *n, const sc_request_
  * - a CPU pod takes FGD's points; among equal points, nodes with a GPU in
  *   use come before nodes whose GPUs are all free, then cpu_pod_tiebreak,
  *   then node order. */
-static double exp_fine = -1;
-static double fine_level(pctx_t *p, const sc_node_view_t *n, const sc_request_t *r, int dev)
-{
-	if (exp_fine < 0)
-		exp_fine = getenv("F_FINE") ? atof(getenv("F_FINE")) : 0;
-	if (exp_fine <= 0)
-		return 0;
-	int16_t left[SC_MAX_GPUS];
-	devices_after(n, r, dev, left);
-	double l = sc_scarce_loss(p->scarce, n, left, n->cpu_free - req_cpu(r));
-	int f = (int)floor((l - floor(l + 1e-9)) * 0.5 / exp_fine + 1e-9);
-	if (getenv("F_ABS"))
-		f = (int)floor(l * 0.5 / exp_fine + 1e-9);
-	return f < 99 ? f : 99;
-}
-
 static double default_score(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
                             const sc_request_t *r, sc_assign_t *a)
 {
 	pctx_t *p = ctx;
 	if (r->gpus == 0 && r->gpu_milli == 0) {
-		if (exp_cmin < 0)
-			exp_cmin = getenv("U_CMIN") ? atoi(getenv("U_CMIN")) : 1;
-		bool idle = n->gpu_count >= exp_cmin && n->whole_free == n->gpu_count;
+		/* cpu_pod_tiebreak is within +-0.01: below the half point. */
+		bool idle = n->gpu_count >= 1 && n->whole_free == n->gpu_count;
 		return fgd_score(ctx, c, n, r, a) - (idle ? 0.5 : 0) + cpu_pod_tiebreak(n);
 	}
-	if (r->gpus == 1 && getenv("F_FIRST"))
-		return -scarce_level(p, n, r, 0) * 1e13 - stranded_tenths(p, n, r) * 1e9 -
-		       (untouched(n) ? 1e6 : 0) - fine_level(p, n, r, 0) * 1e7 +
-		       lookahead_points(p, n, r, 0) * 1000 + fgd_score(ctx, c, n, r, a);
-	if (exp_ucond < 0)
-		exp_ucond = getenv("U_COND") ? atof(getenv("U_COND")) : 0;
+	/* Keys from the most significant: the restricted-shape level (x 1e13,
+	 * at most 800), then for shares the expected waste (x 1e9), stranding
+	 * in tenths (under 1,000), the lookahead points (0..100) and FGD's
+	 * points. Every key is a whole number and the sum stays below 2^53,
+	 * so it is exact whatever the order of adding. */
 	if (r->gpus == 1)
 		return -scarce_level(p, n, r, 0) * 1e13 - stranded_tenths(p, n, r) * 1e9 -
-		       (untouched(n) && p->cpu_demand >= exp_ucond ? 1e8 : 0) -
-		       fine_level(p, n, r, 0) * 1e6 + lookahead_points(p, n, r, 0) * 1000 +
+		       (untouched(n) ? 1e8 : 0) + lookahead_points(p, n, r, 0) * 1000 +
 		       fgd_score(ctx, c, n, r, a);
 	if (!is_share(r))
-		return -scarce_level(p, n, r, 0) * 1e13 - stranded_tenths(p, n, r) * 1e6 -
-		       fine_level(p, n, r, 0) * 1e3 + lookahead_points(p, n, r, 0);
+		return -scarce_level(p, n, r, 0) * 1e13 - stranded_tenths(p, n, r) * 1e6 +
+		       lookahead_points(p, n, r, 0);
 	double s = best_share_device(p, n, r, a, share_points);
 	if (s == -INFINITY)
 		return s;
-	/* s = -(cost) x 1e6 + look: rescale cost to 1e9 */
+	/* s = -cost x 1e6 + lookahead points (0..100): the cost moves up to
+	 * x 1e9 so that stranding fits between the two. */
 	double look = fmod(s, 1e6);
 	if (look < 0)
 		look += 1e6;
 	double cost = (s - look) / 1e6;
 	return -scarce_level(p, n, r, a->gpus[0]) * 1e13 + cost * 1e9 -
-	       stranded_tenths(p, n, r) * 1e6 - fine_level(p, n, r, a->gpus[0]) * 1e3 + look;
+	       stranded_tenths(p, n, r) * 1e6 + look;
 }
 
 static void default_taken(void *ctx, const sc_cluster_t *c, const sc_node_view_t *n,
@@ -519,19 +490,6 @@ static int default_init(pctx_t *p)
 			milli += t[k].p * (double)t[k].shape.milli * t[k].shape.num;
 		}
 	p->cpu_per_milli = milli > 0 ? cpu / milli : 1;
-	/* CPU-bound: the typical pods' CPU, at the GPU demand that fills the
-	 * GPUs, is at least CPU_BOUND of the cluster's CPU. */
-	double all_cpu = 0, gpus = 0, ccpu = 0;
-	for (size_t k = 0; k < nt; k++)
-		all_cpu += t[k].p * (double)t[k].shape.cpu;
-	for (size_t i = 0; i < p->nnodes; i++) {
-		const sc_node_view_t *v = sc_cluster_node(p->cluster, i);
-		gpus += v->gpu_count;
-		ccpu += (double)v->spec->cpu_milli;
-	}
-	p->cpu_demand = milli > 0 && ccpu > 0 ? all_cpu / milli * gpus * SC_GPU_MILLI / ccpu : 0;
-	if (getenv("V_DEBUG"))
-		fprintf(stderr, "cpu demand at full GPUs: %.3f of the CPU\n", p->cpu_demand);
 	p->scarce = sc_scarce_new(p->shapes, p->nshapes, t, nt, p->cluster);
 	return p->scarce ? 0 : SC_ENOMEM;
 }

@@ -107,8 +107,7 @@ static int find_restricted(sc_scarce_t *s, const sc_typical_t *shapes, size_t n,
 			if (shape_slots(t, v->model, v->spec->cpu_milli, empty, v->gpu_count) > 0)
 				fits += v->gpu_count;
 		}
-		double rho = getenv("X_RHO") ? atof(getenv("X_RHO")) : RESTRICTED_SHARE;
-		if (fits <= 0 || fits > rho * all)
+		if (fits <= 0 || fits > RESTRICTED_SHARE * all)
 			continue;
 		s->rs[s->nrs].shape = *t;
 		s->rs[s->nrs++].w = shapes[k].p * g * g / fits;
@@ -258,8 +257,9 @@ static now_t *node_now(sc_scarce_t *s, const sc_node_view_t *n)
 	return c;
 }
 
-double sc_scarce_loss(sc_scarce_t *s, const sc_node_view_t *n, const int16_t *left,
-                      int64_t cpu_left)
+/* The loss in (fractional) steps. */
+static double scarce_loss(sc_scarce_t *s, const sc_node_view_t *n, const int16_t *left,
+                          int64_t cpu_left)
 {
 	if (s->nrs == 0 || s->step <= 0)
 		return 0;
@@ -273,7 +273,7 @@ int sc_scarce_level(sc_scarce_t *s, const sc_node_view_t *n, const int16_t *left
 {
 	/* The margin keeps rounding in the two sums from moving a loss that
 	 * is a whole number of steps (or none) down a level. */
-	return (int)floor(sc_scarce_loss(s, n, left, cpu_left) + 1e-9);
+	return (int)floor(scarce_loss(s, n, left, cpu_left) + 1e-9);
 }
 
 /* ---- fresh devices ------------------------------------------------------- */
@@ -300,9 +300,7 @@ double sc_scarce_fresh_cost(const sc_scarce_t *s)
 	if (s->fresh <= 0)
 		return 0; /* nothing to open */
 	double pressure = (double)s->free / s->milli_per_pod * s->fresh_per_pod / (double)s->fresh;
-	double ff = getenv("X_FA") ? atof(getenv("X_FA")) : FRESH_FROM,
-	       fl = getenv("X_FB") ? atof(getenv("X_FB")) : FRESH_FULL;
-	double x = (pressure - ff) / (fl - ff);
+	double x = (pressure - FRESH_FROM) / (FRESH_FULL - FRESH_FROM);
 	x = x < 0 ? 0 : x > 1 ? 1 : x;
 	return floor(SC_GPU_MILLI * x);
 }

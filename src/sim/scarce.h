@@ -50,10 +50,6 @@ void sc_scarce_free(sc_scarce_t *s);
  * is now is the state before). 0 when nothing restricted is lost. */
 int sc_scarce_level(sc_scarce_t *s, const sc_node_view_t *n, const int16_t *left, int64_t cpu_left);
 
-/* The same loss in (fractional) steps. */
-double sc_scarce_loss(sc_scarce_t *s, const sc_node_view_t *n, const int16_t *left,
-                      int64_t cpu_left);
-
 /* Records node n's state after a placement (for the fresh-device count). */
 void sc_scarce_update(sc_scarce_t *s, const sc_node_view_t *n);
 /* The cost, in milli, of a share opening an untouched device now. */
