@@ -48,9 +48,6 @@ ENTRY_POINTS = {"main", "LLVMFuzzerTestOneInput", "LLVMFuzzerInitialize"}
 # Findings left on purpose for now, each with its reason: files that another
 # piece of work is rewriting at the moment, converted once it lands.
 PENDING = {
-    # issue 22 (simulator) is changing `starcloud simulate` and its report.
-    "src/cli/cli_simulate.c": "issue 22 rewrites it; its flags move to a table after",
-    "src/cli/sim_report.c": "issue 22 rewrites it",
 }
 
 

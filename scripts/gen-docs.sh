@@ -3,7 +3,7 @@
 # tables (base/flagdoc.h), so they say what --help says:
 #   scripts/gen-docs.sh BIN OUTDIR  ->  OUTDIR/man/*.1 *.8, OUTDIR/completion/starcloud.bash
 # A page per verb group (below); each verb's section is its `--help-man`.
-# A verb without a flag table (version, simulate) gets its --help text.
+# A verb without a flag table (version) gets its --help text.
 set -eu
 bin=$1
 out=$2

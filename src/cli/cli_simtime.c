@@ -211,6 +211,11 @@ static const sc_command_t time_cmd = {
     .nflags = sizeof(time_flags) / sizeof(time_flags[0]),
 };
 
+const sc_command_t *sc_cli_simulate_time_cmd(void)
+{
+	return &time_cmd;
+}
+
 /* 0 to run, -1 after --help, else an exit status. */
 static int parse_args(topts_t *o, int argc, char **argv)
 {

@@ -13,6 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
+#include "base/cmdline.h"
+#include "base/flagdoc.h"
+#include "base/parse.h"
 #include "cli/cli_simtime.h"
 #include "cli/sim_report.h"
 #include "sim/bound.h"
@@ -41,62 +45,20 @@ typedef struct opts {
 	uint64_t seeds[MAX_SEEDS];
 	int nseeds;
 	double target;
-	bool json, curve, sweep, quiet, bound;
+	int json, curve, sweep, quiet, bound;
 	const char *csv, *plot;
 	FILE *csv_file; /* opened before the runs, so a bad path is found first */
-	int jobs;
+	int jobs;       /* 0: one per core */
 } opts_t;
 
-static void usage(FILE *f)
-{
-	fputs("usage: starcloud simulate [--nodes NODES.csv] --pods PODS.csv|NAME ... \n"
-	      "         [--policy NAME[,NAME...]] ... [--seed N | --seeds A-B[,C]]\n"
-	      "         [--target 1.3] [--json] [--curve] [--csv FILE] [--plot DIR]\n"
-	      "         [--bound] [--sweep] [-j N] [--quiet]\n"
-	      "Packing simulation of the FGD paper on OpenB traces: pods are shuffled with\n"
-	      "the seed, inflated to TARGET x cluster GPU capacity and placed one at a time.\n"
-	      "  --nodes     node list (default: openb/openb_node_list_gpu_node.csv under\n"
-	      "              ./traces, then ../shared/traces)\n"
-	      "  --pods      pod list, or a name such as `default` or\n"
-	      "              `openb_pod_list_gpushare40` looked up like --nodes; repeatable\n"
-	      "  --policy    random, dotprod, gpuclustering, gpupacking, bestfit, fgd,\n"
-	      "              default, or `all`; repeatable (default: default)\n"
-	      "  --seed(s)   one seed, or a range 42-51 (default 42)\n"
-	      "  --target    arrived demand to reach, x capacity (default 1.3)\n"
-	      "  --json      one JSON object per run on stdout\n"
-	      "  --curve     with --json/--csv: allocation for every percent 0..130\n"
-	      "  --csv FILE  one row per run\n"
-	      "  --plot DIR  PNG per workload: allocation vs arrived demand, and\n"
-	      "              default - fgd below it when both ran (gnuplot)\n"
-	      "  --bound     also an upper bound on the GPUs any policy can allocate\n"
-	      "              for each workload and seed (docs/SIMULATOR.md)\n"
-	      "  --sweep     defaults to the 5 reference workloads x all policies x\n"
-	      "              seeds 42-51 for whatever is not given\n"
-	      "  -j N        parallel runs (default: all cores)\n"
-	      "Time mode (arrivals, departures, queues): starcloud simulate --time TRACE;\n"
-	      "see `starcloud simulate --time x --help`.\n",
-	      f);
-}
-
-static bool parse_u64(const char *s, uint64_t *out)
-{
-	if (!s || *s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end)
-		return false;
-	*out = v;
-	return true;
-}
-
 /* "42", "42-51" or a comma list of those; seeds up to 2^64 - 1. */
-static int parse_seeds(opts_t *o, const char *arg)
+static int parse_seeds(opts_t *o, const char *arg, char *err, size_t errsz)
 {
 	char buf[256];
-	if (strlen(arg) >= sizeof(buf))
-		return sc_sim_bad("--seeds: \"%.40s...\" is too long", arg);
+	if (strlen(arg) >= sizeof(buf)) {
+		snprintf(err, errsz, "\"%.40s...\" is too long", arg);
+		return SC_EINVAL;
+	}
 	snprintf(buf, sizeof(buf), "%s", arg);
 	int before = o->nseeds;
 	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
@@ -105,52 +67,70 @@ static int parse_seeds(opts_t *o, const char *arg)
 		uint64_t a, b;
 		if (dash)
 			*dash = '\0';
-		if (!parse_u64(tok, &a) || (dash && !parse_u64(dash + 1, &b)))
-			return sc_sim_bad(
-			    "--seeds: \"%s\" is not N or A-B (0..18446744073709551615)", arg);
+		/* Digits only: sc_parse_u64 would take a sign. */
+		if (tok[0] < '0' || tok[0] > '9' || sc_parse_u64(tok, 0, UINT64_MAX, &a) < 0 ||
+		    (dash && (dash[1] < '0' || dash[1] > '9' ||
+		              sc_parse_u64(dash + 1, 0, UINT64_MAX, &b) < 0))) {
+			snprintf(err, errsz, "\"%s\" is not N or A-B (0..18446744073709551615)",
+			         arg);
+			return SC_EINVAL;
+		}
 		if (!dash)
 			b = a;
-		if (b < a || b - a >= MAX_SEEDS)
-			return sc_sim_bad("--seeds: bad range \"%s\"", arg);
+		if (b < a || b - a >= MAX_SEEDS) {
+			snprintf(err, errsz, "bad range \"%s\"", arg);
+			return SC_EINVAL;
+		}
 		/* Counted, not compared with b: s <= b holds for every s when b
 		 * is the largest seed, and s++ would wrap to 0. */
 		for (uint64_t k = 0; k <= b - a; k++) {
-			if (o->nseeds == MAX_SEEDS)
-				return sc_sim_bad("--seeds: more than 10000 seeds in \"%s\"", arg);
+			if (o->nseeds == MAX_SEEDS) {
+				snprintf(err, errsz, "more than %d seeds in \"%s\"", MAX_SEEDS,
+				         arg);
+				return SC_ELIMIT;
+			}
 			o->seeds[o->nseeds++] = a + k;
 		}
 	}
-	if (o->nseeds == before)
-		return sc_sim_bad("--seeds: \"%s\" names no seed", arg);
+	if (o->nseeds == before) {
+		snprintf(err, errsz, "\"%s\" names no seed", arg);
+		return SC_EINVAL;
+	}
 	return 0;
 }
 
-static int add_policies(opts_t *o, const char *arg)
+#define POLICY_LIST "random, dotprod, gpuclustering, gpupacking, bestfit, fgd, default, all"
+
+static int add_policies(opts_t *o, const char *arg, char *err, size_t errsz)
 {
 	char buf[512];
-	if (strlen(arg) >= sizeof(buf))
-		return sc_sim_bad("--policy: \"%.40s...\" is too long", arg);
+	if (strlen(arg) >= sizeof(buf)) {
+		snprintf(err, errsz, "\"%.40s...\" is too long", arg);
+		return SC_EINVAL;
+	}
 	snprintf(buf, sizeof(buf), "%s", arg);
 	/* strtok would skip empty names: "" or "fgd,,default" must not
 	 * quietly mean something else. */
-	if (buf[0] == '\0' || buf[0] == ',' || buf[strlen(buf) - 1] == ',' || strstr(buf, ",,"))
-		return sc_sim_bad("--policy: \"%s\" has an empty policy name (random, dotprod, "
-		                  "gpuclustering, gpupacking, bestfit, fgd, default, all)",
-		                  arg);
+	if (buf[0] == '\0' || buf[0] == ',' || buf[strlen(buf) - 1] == ',' || strstr(buf, ",,")) {
+		snprintf(err, errsz, "\"%s\" has an empty policy name (" POLICY_LIST ")", arg);
+		return SC_EINVAL;
+	}
 	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (strcmp(tok, "all") == 0) {
 			for (int i = 0; sc_sim_policy_names[i]; i++)
-				if (add_policies(o, sc_sim_policy_names[i]) != 0)
-					return 2;
+				if (add_policies(o, sc_sim_policy_names[i], err, errsz) < 0)
+					return SC_ELIMIT;
 			continue;
 		}
-		if (!sc_sim_policy_known(tok))
-			return sc_sim_bad("--policy: unknown policy \"%s\" (random, dotprod, "
-			                  "gpuclustering, gpupacking, bestfit, fgd, default, all)",
-			                  tok);
-		if (o->npolicies == MAX_LIST)
-			return sc_sim_bad("--policy: too many policies at \"%s\"", tok);
+		if (!sc_sim_policy_known(tok)) {
+			snprintf(err, errsz, "unknown policy \"%s\" (" POLICY_LIST ")", tok);
+			return SC_EINVAL;
+		}
+		if (o->npolicies == MAX_LIST) {
+			snprintf(err, errsz, "too many policies at \"%s\"", tok);
+			return SC_ELIMIT;
+		}
 		/* Keep the table's own string: tok lives in buf only. */
 		for (int i = 0; sc_sim_policy_names[i]; i++)
 			if (strcmp(sc_sim_policy_names[i], tok) == 0)
@@ -159,82 +139,160 @@ static int add_policies(opts_t *o, const char *arg)
 	return 0;
 }
 
-static const char *need(int argc, char **argv, int *i)
+static int seeds_flag(void *opts, const char *v, char *err, size_t errsz)
 {
-	if (*i + 1 >= argc) {
-		sc_sim_bad("%s: missing value", argv[*i]);
-		return NULL;
-	}
-	return argv[++*i];
+	return parse_seeds(opts, v, err, errsz);
 }
 
-static int parse_one(opts_t *o, int argc, char **argv, int *i)
+static int policy_flag(void *opts, const char *v, char *err, size_t errsz)
 {
-	const char *a = argv[*i], *v;
-	static const struct {
-		const char *name;
-		size_t offset;
-	} flags[] = {
-	    {"--json", offsetof(opts_t, json)},   {"--curve", offsetof(opts_t, curve)},
-	    {"--sweep", offsetof(opts_t, sweep)}, {"--quiet", offsetof(opts_t, quiet)},
-	    {"--bound", offsetof(opts_t, bound)},
-	};
-	for (size_t k = 0; k < sizeof(flags) / sizeof(*flags); k++)
-		if (!strcmp(a, flags[k].name)) {
-			*(bool *)((char *)o + flags[k].offset) = true;
-			return 0;
-		}
-	if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-		usage(stdout);
-		return -1;
+	return add_policies(opts, v, err, errsz);
+}
+
+static int pods_flag(void *opts, const char *v, char *err, size_t errsz)
+{
+	opts_t *o = opts;
+	if (o->npods == MAX_LIST) {
+		snprintf(err, errsz, "more than %d pod lists at \"%s\"", MAX_LIST, v);
+		return SC_ELIMIT;
 	}
-	if (!(v = need(argc, argv, i)))
-		return 2;
-	if (!strcmp(a, "--nodes"))
-		o->nodes = v;
-	else if (!strcmp(a, "--pods")) {
-		if (o->npods == MAX_LIST)
-			return sc_sim_bad("--pods: more than 64 pod lists at \"%s\"", v);
-		o->pods[o->npods++] = v;
-	} else if (!strcmp(a, "--policy"))
-		return add_policies(o, v);
-	else if (!strcmp(a, "--seed") || !strcmp(a, "--seeds"))
-		return parse_seeds(o, v);
-	else if (!strcmp(a, "--target")) {
-		char *end;
-		o->target = strtod(v, &end);
-		if (*end || !(o->target > 0 && o->target <= 10))
-			return sc_sim_bad("--target: \"%s\" is not a number in (0, 10]", v);
-	} else if (!strcmp(a, "--csv"))
-		o->csv = v;
-	else if (!strcmp(a, "--plot"))
-		o->plot = v;
-	else if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
-		uint64_t j;
-		if (!parse_u64(v, &j) || j < 1 || j > 1024)
-			return sc_sim_bad("-j: \"%s\" is not a count in 1..1024", v);
-		o->jobs = (int)j;
-	} else
-		return sc_sim_bad("unknown option \"%s\" (see --help)", a);
+	o->pods[o->npods++] = v;
 	return 0;
 }
 
+/* The trace folders, the default seeds and policies depend on other flags
+ * (--sweep), so they are applied after parsing, not as table defaults. */
+static const sc_flag_t flags[] = {
+    {.name = "--nodes",
+     SC_FLAG_AT(STR, opts_t, nodes),
+     .meta = "FILE",
+     .help = "node list CSV (default: openb/openb_node_list_gpu_node.csv under\n./traces, then "
+             "../shared/traces)"},
+    {.name = "--pods",
+     .kind = SC_FLAG_FUNC,
+     .fn = pods_flag,
+     .meta = "FILE|NAME",
+     .flags = SC_FLAG_REPEAT,
+     .help = "pod list CSV, or a name such as `default` or\n`openb_pod_list_gpushare40` looked "
+             "up like --nodes"},
+    {.name = "--policy",
+     .kind = SC_FLAG_FUNC,
+     .fn = policy_flag,
+     .meta = "NAME[,NAME...]",
+     .flags = SC_FLAG_REPEAT,
+     .help = "random, dotprod, gpuclustering, gpupacking, bestfit, fgd,\ndefault, or `all` "
+             "(default: default; with --sweep: all)"},
+    {.name = "--seeds",
+     .alias = "--seed",
+     .kind = SC_FLAG_FUNC,
+     .fn = seeds_flag,
+     .meta = "A-B[,C]",
+     .flags = SC_FLAG_REPEAT,
+     .help = "one seed N, or a range 42-51, or a comma list of those\n(default: 42; with "
+             "--sweep: 42-51)"},
+    {.name = "--target",
+     SC_FLAG_AT(NUM, opts_t, target),
+     .meta = "X",
+     .min = 0.01,
+     .max = 10,
+     .def = "1.3",
+     .help = "arrived demand to reach, x capacity"},
+    {.name = "--json", SC_FLAG_AT(BOOL, opts_t, json), .help = "one JSON object per run on stdout"},
+    {.name = "--curve",
+     SC_FLAG_AT(BOOL, opts_t, curve),
+     .help = "with --json/--csv: allocation for every percent 0..130"},
+    {.name = "--csv", SC_FLAG_AT(STR, opts_t, csv), .meta = "FILE", .help = "one row per run"},
+    {.name = "--plot",
+     SC_FLAG_AT(STR, opts_t, plot),
+     .meta = "DIR",
+     .help = "PNG per workload: allocation vs arrived demand, and\ndefault - fgd below it when "
+             "both ran (gnuplot)"},
+    {.name = "--bound",
+     SC_FLAG_AT(BOOL, opts_t, bound),
+     .help = "also an upper bound on the GPUs any policy can allocate\nfor each workload and "
+             "seed (docs/SIMULATOR.md)"},
+    {.name = "--sweep",
+     SC_FLAG_AT(BOOL, opts_t, sweep),
+     .help = "defaults to the 5 reference workloads x all policies x\nseeds 42-51 for whatever "
+             "is not given"},
+    {.name = "--jobs",
+     .alias = "-j",
+     SC_FLAG_AT(INT, opts_t, jobs),
+     .meta = "N",
+     .min = 1,
+     .max = 1024,
+     .help = "parallel runs (default: one per core)"},
+    {.name = "--quiet", SC_FLAG_AT(BOOL, opts_t, quiet), .help = "no progress bar on stderr"},
+};
+
+static const sc_command_t simulate_cmd = {
+    .name = "simulate",
+    .args = "--pods FILE|NAME ... [options]",
+    .about = "Packing simulation of the FGD paper on OpenB traces: pods are shuffled with\n"
+             "the seed, inflated to TARGET x cluster GPU capacity and placed one at a time.",
+    .footer = "Time mode (arrivals, departures, queues): starcloud simulate --time TRACE;\n"
+              "see `starcloud simulate --time x --help`.",
+    .flags = flags,
+    .nflags = sizeof(flags) / sizeof(flags[0]),
+};
+
+/* The time mode's completion words that the packing mode does not have
+ * already (--nodes, --json, --csv and --plot are in both). */
+static void time_words(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+	if (!m)
+		return;
+	sc_flags_words(sc_cli_simulate_time_cmd(), m);
+	fclose(m);
+	for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char name[128];
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(line, "\t"), line);
+		if (!sc_flags_find(&simulate_cmd, name))
+			puts(line);
+	}
+	free(buf);
+}
+
+/* --help-man and --help-words (scripts/gen-docs.sh): both modes, since
+ * `simulate` is one verb. 1 when one of them was asked for. */
+static int both_modes_doc(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		bool man = strcmp(argv[i], "--help-man") == 0;
+		if (!man && strcmp(argv[i], "--help-words") != 0)
+			continue;
+		if (man) {
+			sc_flags_man(&simulate_cmd, stdout);
+			sc_flags_man(sc_cli_simulate_time_cmd(), stdout);
+		} else {
+			sc_flags_words(&simulate_cmd, stdout);
+			time_words();
+		}
+		return 1;
+	}
+	return 0;
+}
+
+/* 0 to run, -1 after --help, else an exit status. */
 static int parse_args(opts_t *o, int argc, char **argv)
 {
+	char err[512];
 	memset(o, 0, sizeof(*o));
-	o->target = 1.3;
-	for (int i = 1; i < argc; i++) {
-		int rc = parse_one(o, argc, argv, &i);
-		if (rc != 0)
-			return rc;
-	}
+	int rc = sc_flags_parse(&simulate_cmd, o, argc, argv, NULL);
+	if (rc != 0)
+		return rc > 0 ? -1 : 2;
 	if (o->sweep && o->npods == 0)
 		for (size_t k = 0; k < sizeof(sweep_workloads) / sizeof(*sweep_workloads); k++)
 			o->pods[o->npods++] = sweep_workloads[k];
-	if (o->npolicies == 0 && add_policies(o, o->sweep ? "all" : "default") != 0)
-		return 2;
-	if (o->nseeds == 0 && parse_seeds(o, o->sweep ? "42-51" : "42") != 0)
-		return 2;
+	if (o->npolicies == 0 &&
+	    add_policies(o, o->sweep ? "all" : "default", err, sizeof(err)) < 0)
+		return sc_sim_bad("--policy: %s", err);
+	if (o->nseeds == 0 && parse_seeds(o, o->sweep ? "42-51" : "42", err, sizeof(err)) < 0)
+		return sc_sim_bad("--seeds: %s", err);
 	if (o->npods == 0)
 		return sc_sim_bad("%s",
 		                  "no pod list: give --pods FILE|NAME or --sweep (see --help)");
@@ -466,12 +524,10 @@ static int sweep_start(opts_t *o, loaded_t *l, sweep_t *s)
 	s->nruns = (size_t)l->n * (size_t)o->npolicies * (size_t)o->nseeds;
 	s->nbounds = o->bound ? (size_t)l->n * (size_t)o->nseeds : 0;
 	s->njobs = s->nruns + s->nbounds;
-	s->res = calloc(s->nruns ? s->nruns : 1, sizeof(*s->res));
-	s->bounds = o->bound ? calloc(s->nbounds ? s->nbounds : 1, sizeof(*s->bounds)) : NULL;
-	s->rc = calloc(s->njobs, sizeof(int));
+	s->res = sc_xcalloc(s->nruns ? s->nruns : 1, sizeof(*s->res));
+	s->bounds = o->bound ? sc_xcalloc(s->nbounds ? s->nbounds : 1, sizeof(*s->bounds)) : NULL;
+	s->rc = sc_xcalloc(s->njobs, sizeof(int));
 	s->progress = !o->quiet && isatty(2) && s->njobs > 1;
-	if (!s->res || (o->bound && !s->bounds) || !s->rc)
-		return 1;
 	pthread_mutex_init(&s->mu, NULL);
 	int rc = run_sweep(s);
 	pthread_mutex_destroy(&s->mu);
@@ -483,10 +539,12 @@ int sc_cli_simulate(int argc, char **argv)
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--time") == 0)
 			return sc_cli_simulate_time(argc, argv);
-	opts_t *o = calloc(1, sizeof(*o));
-	loaded_t *l = calloc(1, sizeof(*l));
+	if (both_modes_doc(argc, argv))
+		return 0;
+	opts_t *o = sc_xcalloc(1, sizeof(*o));
+	loaded_t *l = sc_xcalloc(1, sizeof(*l));
 	sweep_t s = {0};
-	int rc = !o || !l ? 1 : parse_args(o, argc, argv);
+	int rc = parse_args(o, argc, argv);
 	if (rc == 0)
 		rc = load(o, l);
 	if (rc == 0)

@@ -9,13 +9,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "cli/cli_simtime.h"
 
 /* Percents of arrived demand reported without --curve. */
 static const int alloc_keys[] = {100, 130};
 static const int frag_keys[] = {50, 90, 100, 130};
 
-double sc_report_unalloc_130(const sc_sim_result_t *r)
+/* Unallocated GPUs at 130 % arrived demand (NAN when the run stopped
+ * short of it). */
+static double unalloc_130(const sc_sim_result_t *r)
 {
 	double a = sc_sim_curve_at(r->alloc, 130);
 	return isnan(a) ? NAN : (double)r->total_gpus * (1.0 - a / 100.0);
@@ -59,7 +62,8 @@ static void json_curve(FILE *out, const char *key, const double *c, const int *k
 	fputs("}", out);
 }
 
-const sc_sim_bound_t *sc_report_bound_of(const sc_report_t *rep, const sc_sim_result_t *r)
+/* The bound computed for r's workload and seed, or NULL. */
+static const sc_sim_bound_t *bound_of(const sc_report_t *rep, const sc_sim_result_t *r)
 {
 	for (size_t i = 0; i < rep->nbounds; i++)
 		if (rep->bounds[i].seed == r->seed &&
@@ -80,10 +84,10 @@ static void json_run(FILE *out, const sc_report_t *rep, const sc_sim_result_t *r
 	fputs(", ", out);
 	json_curve(out, "frag_pct", r->frag, frag_keys, 4, curve);
 	fputs(", \"unallocated_gpus_at_130\": ", out);
-	json_num(out, sc_report_unalloc_130(r), 1);
+	json_num(out, unalloc_130(r), 1);
 	fprintf(out, ", \"final_alloc_pct\": %.2f, \"arrived_pct\": %.2f", r->final_alloc,
 	        r->arrived_pct);
-	const sc_sim_bound_t *b = sc_report_bound_of(rep, r);
+	const sc_sim_bound_t *b = bound_of(rep, r);
 	if (b)
 		fprintf(out,
 		        ", \"bound_pct\": %.2f, \"bound_offline_pct\": %.2f, \"forced_pct\": %.2f",
@@ -113,15 +117,18 @@ int sc_report_csv(FILE *f, const char *name, const sc_report_t *rep, bool curve)
 		const sc_sim_result_t *r = &rep->rs[i];
 		fprintf(f, "%s,%s,%llu,%d", r->workload, r->policy, (unsigned long long)r->seed,
 		        r->total_gpus);
-		double v[] = {sc_sim_curve_at(r->alloc, 100), sc_sim_curve_at(r->alloc, 130),
-		              sc_sim_curve_at(r->frag, 50),   sc_sim_curve_at(r->frag, 90),
-		              sc_sim_curve_at(r->frag, 100),  sc_sim_curve_at(r->frag, 130),
-		              sc_report_unalloc_130(r)};
+		double v[] = {sc_sim_curve_at(r->alloc, 100),
+		              sc_sim_curve_at(r->alloc, 130),
+		              sc_sim_curve_at(r->frag, 50),
+		              sc_sim_curve_at(r->frag, 90),
+		              sc_sim_curve_at(r->frag, 100),
+		              sc_sim_curve_at(r->frag, 130),
+		              unalloc_130(r)};
 		for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++)
 			isnan(v[k]) ? fputs(",", f) : fprintf(f, ",%.2f", v[k]);
 		fprintf(f, ",%zu,%zu,%.3f,%.4f,%.4f", r->pods, r->failed_pods, r->wall_seconds,
 		        r->final_alloc, r->arrived_pct);
-		const sc_sim_bound_t *b = sc_report_bound_of(rep, r);
+		const sc_sim_bound_t *b = bound_of(rep, r);
 		if (rep->bounds && b)
 			fprintf(f, ",%.2f,%.2f,%.2f", b->bound_pct, b->offline_pct, b->forced_pct);
 		else if (rep->bounds)
@@ -169,8 +176,7 @@ static size_t group_results(const sc_sim_result_t *rs, size_t n, group_t *g)
 				x->nalloc[p]++;
 			}
 		x->frag90 += isnan(rs[i].frag[90]) ? 0 : rs[i].frag[90];
-		x->unalloc +=
-		    isnan(sc_report_unalloc_130(&rs[i])) ? 0 : sc_report_unalloc_130(&rs[i]);
+		x->unalloc += isnan(unalloc_130(&rs[i])) ? 0 : unalloc_130(&rs[i]);
 		x->failed += (double)rs[i].failed_pods;
 		x->wall += rs[i].wall_seconds;
 	}
@@ -298,9 +304,7 @@ static void table_bound(FILE *out, const sc_report_t *rep, const group_t *g, siz
 
 void sc_report_table(FILE *out, const sc_report_t *rep)
 {
-	group_t *g = calloc(rep->n ? rep->n : 1, sizeof(*g));
-	if (!g)
-		return;
+	group_t *g = sc_xcalloc(rep->n ? rep->n : 1, sizeof(*g));
 	size_t ng = group_results(rep->rs, rep->n, g);
 	fprintf(out, "%-28s %-14s %5s %9s %9s %8s %10s %8s %7s\n", "WORKLOAD", "POLICY", "SEEDS",
 	        "ALLOC@100", "ALLOC@130", "FRAG@90", "UNALLOC130", "FAILED", "WALL_S");
@@ -446,6 +450,21 @@ static int write_diff_overview(const char *dir, const group_t *g, size_t ng)
 	return pclose(gp) == 0 ? 0 : -1;
 }
 
+/* True when name is an executable file in a folder of $PATH. */
+static bool have_program(const char *name)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", path && *path ? path : "/usr/bin:/bin");
+	for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		char full[4096];
+		snprintf(full, sizeof(full), "%s/%s", *d ? d : ".", name);
+		if (access(full, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
 int sc_report_plot_check(const char *dir)
 {
 	if (strpbrk(dir, "\n\r"))
@@ -470,30 +489,14 @@ int sc_report_plot_check(const char *dir)
 	}
 	close(fd);
 	unlink(probe);
-	if (!sc_report_have_program("gnuplot"))
+	if (!have_program("gnuplot"))
 		return sc_sim_bad("--plot %s: gnuplot is not installed (Debian: gnuplot-nox)", dir);
 	return 0;
 }
 
-bool sc_report_have_program(const char *name)
-{
-	const char *path = getenv("PATH");
-	char buf[4096];
-	snprintf(buf, sizeof(buf), "%s", path && *path ? path : "/usr/bin:/bin");
-	for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		char full[4096];
-		snprintf(full, sizeof(full), "%s/%s", *d ? d : ".", name);
-		if (access(full, X_OK) == 0)
-			return true;
-	}
-	return false;
-}
-
 int sc_report_plot(const char *dir, const sc_report_t *rep)
 {
-	group_t *g = calloc(rep->n ? rep->n : 1, sizeof(*g));
-	if (!g)
-		return -1;
+	group_t *g = sc_xcalloc(rep->n ? rep->n : 1, sizeof(*g));
 	size_t ng = group_results(rep->rs, rep->n, g);
 	int rc = 0;
 	for (size_t i = 0; i < ng && rc == 0; i++)

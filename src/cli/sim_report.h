@@ -19,9 +19,6 @@ typedef struct sc_report {
 	size_t nbounds;
 } sc_report_t;
 
-/* The bound computed for r's workload and seed, or NULL. */
-const sc_sim_bound_t *sc_report_bound_of(const sc_report_t *rep, const sc_sim_result_t *r);
-
 /* One JSON object per line; `curve` adds every percent 0..130; with
  * bounds, "bound_pct", "bound_offline_pct" and "forced_pct" of the run's
  * workload and seed. */
@@ -45,11 +42,5 @@ int sc_report_plot(const char *dir, const sc_report_t *rep);
  * folder and that gnuplot can be run. Returns 0, or 2 with a message
  * naming --plot on stderr. */
 int sc_report_plot_check(const char *dir);
-/* Whether an executable `name` is on PATH. */
-bool sc_report_have_program(const char *name);
-
-/* Unallocated GPUs at 130 % arrived demand (NAN when the run stopped
- * short of it). */
-double sc_report_unalloc_130(const sc_sim_result_t *r);
 
 #endif

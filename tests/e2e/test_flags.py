@@ -28,6 +28,9 @@ def test_help(verb):
     ["schedule", "--cycles", "nan"], ["get", "-o", "xml"], ["token", "--bogus"],
     ["logs", "--follow=1"], ["store", "--from"],
     ["k8s", "--period", "nan"], ["k8s", "--max-inflight", "2.5"], ["k8s", "--bogus"],
+    ["simulate", "--target", "nan"], ["simulate", "--target", "0"], ["simulate", "-j", "2.5"],
+    ["simulate", "--jobs", "0"], ["simulate", "--json=1"], ["simulate", "--seeds", "+4"],
+    ["simulate", "--bogus"], ["simulate", "--pods"],
 ])
 def test_bad_values_refused(args, tmp_path):
     extra = ["--data-dir", str(tmp_path / "d")] if args[0] in ("server", "dev") else []

@@ -177,7 +177,7 @@ def test_man_pages_and_completion_come_from_the_tables(gen):
         assert '.SS "starcloud %s' % v in everything, v
         words = subprocess.run([BIN, v, "--help-words"], capture_output=True, text=True)
         if words.returncode != 0:
-            continue  # no flag table (version, simulate): its --help text is in the page
+            continue  # no flag table (version): its --help text is in the page
         for line in words.stdout.splitlines():
             flag = line.split("\t")[0]
             assert "\\fB" + flag.replace("-", "\\-") + "\\fR" in everything, (v, flag)
