@@ -58,7 +58,7 @@ def test_deb_contents(deb):
     assert "Package: starcloud" in fields and "Version: %s" % version() in fields
     # The Debian libraries the binary links, found by dpkg-shlibdeps.
     for lib in ("libjansson4", "libyaml-0-2", "libuv1", "libsqlite3-0", "libcurl4",
-                "libhttp-parser2.9", "libc6"):
+                "libhttp-parser2.9", "libglpk40", "libc6"):
         assert lib in fields, (lib, fields)
     listing = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True,
                              check=True).stdout
