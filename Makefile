@@ -54,7 +54,7 @@ BIN := $(BUILD)/starcloud
 # daemons, daemons share net and store): link them as one group.
 ALL_LIBS := -Wl,--start-group $(COMP_LIBS) $(LIB) -Wl,--end-group
 
-.PHONY: install install-files package test-install all deps node-deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent bench-k8s soak clean format
+.PHONY: install install-files package test-install all deps node-deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent bench-k8s bench-autoscale soak clean format
 
 all: build
 
@@ -196,6 +196,11 @@ bench-api: build
 # (1,000 nodes, 10,000 pending pods; about 15 minutes). docs/BENCHMARKS.md.
 bench-k8s: $(BIN)
 	@STARCLOUD_BIN=$(BIN) STARCLOUD_KUBE_CACHE=$(KUBE_CACHE) /usr/bin/python3 bench/k8s_bench.py
+
+# Serving autoscaling: a 10x load step in 10 s against an autoscaled
+# Deployment of real workers behind a real gateway (about two minutes).
+bench-autoscale: build
+	@/usr/bin/python3 bench/autoscale_bench.py --bin $(BIN)
 
 # Gateway against nginx on the same backends (wrk); see docs/BENCHMARKS.md.
 bench-gateway: build
