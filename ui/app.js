@@ -30,7 +30,8 @@ const state = {
   token: sessionStorage.getItem(TOKEN_KEY) || "",
   who: null,
   objs: { nodes: new Map(), jobs: new Map(), events: new Map(), queues: new Map(),
-          deployments: new Map() },
+          deployments: new Map(), nodepools: new Map() },
+  poolHistory: new Map(), /* pool name -> [{t, members, requested}] since the page opened */
   derived: null,          /* see derive() */
   derivedAt: 0,
   dirty: new Set(),
@@ -152,6 +153,7 @@ async function poll(kind, gen) {
       if (e.message === "unauthorized") return;
     }
     if (kind === "deployments") await pollRollouts(gen);
+    if (kind === "nodepools") recordPools();
     await sleep(POLL_MS);
   }
 }
@@ -233,7 +235,7 @@ async function login(token) {
     (w.queues && w.queues.length ? " · queues " + w.queues.join(", ") : "");
   const gen = ++state.generation;
   for (const k of ["nodes", "jobs", "events"]) follow(k, gen);
-  for (const k of ["queues", "deployments"]) poll(k, gen);
+  for (const k of ["queues", "deployments", "nodepools"]) poll(k, gen);
   pollQueueMetrics(gen);
   resizeCanvas();
   schedule();
@@ -477,6 +479,7 @@ function frame() {
   if (todo.has("pending")) renderPending();
   if (todo.has("running")) renderRunning();
   if (derived && todo.has("deployments")) renderDeployments();
+  if (todo.has("nodepools")) renderPools();
   drainEvents();
 }
 
@@ -912,8 +915,13 @@ function deploymentRow(d) {
   const rollout = phase ? phase + (ro.step != null ? ` step ${ro.step}` : "") +
     (ro.reason ? ": " + ro.reason : "") : "no rollout status from the server";
   const running = jobPods(d).filter((p) => HOLDING.has(p.phase)).length;
+  /* An autoscaled Deployment runs the autoscaler's count (docs/AUTOSCALING.md). */
+  const as = get(d, "spec", "autoscaling");
+  const want = as ? (get(d, "status", "autoscaling", "replicas") ?? as.minReplicas ?? 1)
+                  : get(d, "spec", "replicas");
+  const range = as ? ` (autoscaled ${as.minReplicas ?? 1}–${as.maxReplicas ?? "?"})` : "";
   return [d.metadata.name, get(d, "spec", "model") || "–", versions,
-          `${running}/${get(d, "spec", "replicas") ?? "–"}` + (st.phase ? " " + st.phase : ""),
+          `${running}/${want ?? "–"}` + range + (st.phase ? " " + st.phase : ""),
           split, err, rollout];
 }
 
@@ -933,6 +941,79 @@ function renderDeployments() {
       td.textContent = v;
       tr.appendChild(td);
     }
+    t.appendChild(tr);
+  }
+  box.replaceChildren(t);
+}
+
+/* ---- node pools ---- */
+
+const POOL_POINTS = 1200; /* an hour of 3 s polls */
+
+/* Each poll adds a point per pool: its size over time since the page
+ * opened (Grafana's Cluster dashboard keeps the long history from
+ * starcloud_nodepool_nodes). */
+function recordPools() {
+  const t = Date.now();
+  for (const p of state.objs.nodepools.values()) {
+    const st = p.status || {};
+    const h = state.poolHistory.get(p.metadata.name) || [];
+    h.push({ t, members: num(st.members) ?? 0, requested: num(st.requested) ?? 0 });
+    if (h.length > POOL_POINTS) h.shift();
+    state.poolHistory.set(p.metadata.name, h);
+  }
+  markDirty("nodepools");
+}
+
+/* A small SVG line of members (solid) and members + requested (dashed). */
+function sparkline(h, max) {
+  const W = 160, H = 28, NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("width", W);
+  svg.setAttribute("height", H);
+  svg.setAttribute("class", "spark");
+  if (h.length < 2 || max <= 0) return svg;
+  const t0 = h[0].t, span = Math.max(1, h[h.length - 1].t - t0);
+  for (const [key, dash] of [["total", "3,2"], ["members", ""]]) {
+    const pts = h.map((x) => {
+      const v = key === "total" ? x.members + x.requested : x.members;
+      return `${((x.t - t0) / span * (W - 2) + 1).toFixed(1)},${(H - 1 - v / max * (H - 2)).toFixed(1)}`;
+    });
+    const line = document.createElementNS(NS, "polyline");
+    line.setAttribute("points", pts.join(" "));
+    line.setAttribute("fill", "none");
+    line.setAttribute("stroke", "#2f6fdf");
+    if (dash) line.setAttribute("stroke-dasharray", dash);
+    svg.appendChild(line);
+  }
+  return svg;
+}
+
+function renderPools() {
+  const pools = [...state.objs.nodepools.values()].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
+  $("pool-count").textContent = pools.length + " pools";
+  const box = $("nodepools");
+  if (!pools.length) { box.textContent = "no node pool"; return; }
+  const t = document.createElement("table");
+  t.innerHTML = "<tr><th>pool</th><th>nodes</th><th>GPUs</th><th>requested</th><th>removing</th>" +
+    "<th>waiting jobs</th><th>limits</th><th>size since page opened</th></tr>";
+  for (const p of pools.slice(0, 100)) {
+    const sp = p.spec || {}, st = p.status || {};
+    const lim = `${sp.minNodes ?? 0}${sp.minGPUs ? "/" + sp.minGPUs + " GPUs" : ""} – ` +
+      `${sp.maxNodes ?? "∞"}${sp.maxGPUs != null ? "/" + sp.maxGPUs + " GPUs" : ""}`;
+    const tr = document.createElement("tr");
+    tr.dataset.pool = p.metadata.name;
+    for (const v of [p.metadata.name, st.members ?? 0, st.gpus ?? 0, st.requested ?? 0,
+                     st.removing ?? 0, st.waitingJobs ?? 0, lim]) {
+      const td = document.createElement("td");
+      td.textContent = String(v);
+      tr.appendChild(td);
+    }
+    const h = state.poolHistory.get(p.metadata.name) || [];
+    const max = Math.max(1, num(sp.maxNodes) ?? 0, ...h.map((x) => x.members + x.requested));
+    const td = document.createElement("td");
+    td.appendChild(sparkline(h, max));
+    tr.appendChild(td);
     t.appendChild(tr);
   }
   box.replaceChildren(t);

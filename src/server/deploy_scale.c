@@ -240,9 +240,7 @@ void sc__scale_sweep(sc_server_t *s, int64_t now)
 
 void sc__scale_metrics(sc_server_t *s, sc_buf_t *b)
 {
-	sc_scaler_t *sc = s->scaler;
-	if (!sc)
-		return;
+	sc_scaler_t *sc = scaler(s);
 	sc_buf_printf(b,
 	              "# HELP starcloud_deployment_scale_decisions_total Replica count changes "
 	              "made by the autoscaler of Deployments.\n"

@@ -564,8 +564,8 @@ void sc__pool_act(sc_server_t *s, sc_pool_cycle_t *pc)
 void sc__pool_metrics(sc_server_t *s, sc_buf_t *b)
 {
 	sc_pools_t *ps = pools_of(s);
-	if (!ps || ps->nmem == 0)
-		return;
+	if (!ps)
+		return; /* the families are declared even before a pool exists */
 	static const struct {
 		const char *name, *type, *help;
 	} fam[] = {

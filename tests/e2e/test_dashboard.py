@@ -232,3 +232,36 @@ def test_deployments(browser, server, admin):
     browser.wait_for("document.getElementById('gpu-summary').innerText.includes('2 whole')",
                      what="the replicas' GPUs on the map")
     browser.screenshot("dashboard-deployments")
+
+
+def test_node_pools_and_autoscaled_deployments(browser, server, admin):
+    """The Node pools panel shows a pool's members, the nodes it requested
+    and its size over time (a line per poll since the page opened); an
+    autoscaled Deployment says so with its limits."""
+    post(admin, "queues", queue("serving", 8))
+    post(admin, "nodepools", manifest("NodePool", "cloud", {
+        "maxNodes": 4, "template": {"cpu": 8, "memory": "32Gi",
+                                    "gpus": {"count": 2, "model": "A100-80GB"}},
+        "provider": {"exec": {"create": ["true"], "delete": ["true"],
+                              "joinTimeout": "10m"}}}))
+    post(admin, "jobs", manifest("Job", "needs-pool", {"queue": "serving", "tasks": [
+        {"name": "w", "replicas": 1, "command": ["true"], "resources": {"gpu": 1}}]}))
+    post(admin, "deployments", manifest("Deployment", "parked", {
+        "queue": "serving", "model": "tiny", "version": "1",
+        "autoscaling": {"minReplicas": 0, "maxReplicas": 3,
+                        "target": {"inflightPerReplica": 4}},
+        "template": {"resources": {"gpu": 1}}}))
+    login(browser, server, server.token)
+    row = "document.querySelector('[data-pool=\"cloud\"]')"
+    browser.wait_for(row + " !== null", what="the pool row")
+    # One node requested for the waiting job (cells: name, nodes, GPUs, requested).
+    browser.wait_for("%s.children[3].innerText === '1'" % row, 20, what="1 node requested")
+    assert "– 4" in browser.eval(row + ".innerText")
+    # Two polls make a line.
+    browser.wait_for("%s.querySelectorAll('polyline').length === 2" % row, 15,
+                     what="the size-over-time line")
+    dep = "document.querySelector('[data-deployment=\"parked\"]')"
+    browser.wait_for(dep + " !== null", what="the deployment row")
+    text = browser.eval(dep + ".innerText")
+    assert "0/0 (autoscaled 0–3)" in text, text
+    browser.screenshot("dashboard-node-pools")
