@@ -223,13 +223,14 @@ $(FUZZ_BUILD)/%.o: %.c
 # Targets that reach into a component name its objects here.
 FUZZ_EXTRA_kv := $(FUZZ_BUILD)/src/worker/kvstore.o $(FUZZ_BUILD)/src/worker/model.o
 FUZZ_EXTRA_hclient := $(FUZZ_BUILD)/src/net/hclient.o
+FUZZ_EXTRA_jsonpath := $(FUZZ_BUILD)/src/cli/jsonpath.o
 .SECONDEXPANSION:
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_OBJ) $$(FUZZ_EXTRA_$$*)
 	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_EXTRA_$*) $(FUZZ_LIB_OBJ) $(LDLIBS)
 
 comma := ,
-.SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_EXTRA_kv) $(FUZZ_EXTRA_hclient)
-FUZZ_TARGETS := manifest trace httphead flags jscan kv hclient pbtxt
+.SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_EXTRA_kv) $(FUZZ_EXTRA_hclient) $(FUZZ_EXTRA_jsonpath)
+FUZZ_TARGETS := manifest trace httphead flags jscan kv hclient pbtxt jsonpath
 fuzz: deps $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 test-fuzz: fuzz

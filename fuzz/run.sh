@@ -47,8 +47,12 @@ printf '\000HTTP/1.1 2 00\r\nContent-Length: 2\r\n\r\nok' > "$corpus/hclient/bad
 mkdir -p "$corpus/pbtxt"
 printf 'name: "tiny"\nbackend: "starcloud_llama2c"\nmax_batch_size: 8\nversion_policy: { latest { num_versions: 2 } }\n' > "$corpus/pbtxt/config"
 printf 'input [ { name: "x" dims: [ -1, 3 ] } ]\nparameters { key: "k" value: { string_value: "\\x41\\101" } } # c\n' > "$corpus/pbtxt/more"
+# kubectl-style JSONPath templates (-o jsonpath=).
+mkdir -p "$corpus/jsonpath"
+printf '{range .items[*]}{.metadata.name}{"\\t"}{.status.phase}{"\\n"}{end}' > "$corpus/jsonpath/range"
+printf '{.items[?(@.spec.tasks[0].replicas>=2)].metadata.labels['"'"'x'"'"']} {..name} {.items[-1:]}' > "$corpus/jsonpath/filter"
 pass=0 fail=0
-for t in manifest trace httphead flags jscan kv hclient pbtxt; do
+for t in manifest trace httphead flags jscan kv hclient pbtxt jsonpath; do
 	if "$build/fuzz_$t" -runs="$runs" -max_len=8192 -seed=1 "$corpus/$t" >"$corpus/$t.log" 2>&1; then
 		pass=$((pass + 1))
 	else

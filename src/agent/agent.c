@@ -442,7 +442,8 @@ int sc_agent_main(int argc, char **argv)
 	a->sigterm.data = a->sigint.data = a;
 	sc__sync_init(a);
 	if ((rc = sc__agent_discover(a)) < 0 || (rc = setup(a)) < 0) {
-		sc_log_error("agent: start failed: %s", sc_strerror(rc));
+		if (!a->status || !sc_http_listen_error(a->status)[0]) /* else said */
+			sc_log_error("agent: start failed: %s", sc_strerror(rc));
 		rc = 1;
 		goto out;
 	}

@@ -254,7 +254,8 @@ int sc__status_start(sc_agent_t *a)
 	    (rc = sc_http_route(a->status, "GET", "/metrics", handle_metrics, a)) < 0)
 		return rc;
 	if ((rc = sc_http_listen(a->status, a->o.listen.host, a->o.listen.port)) < 0) {
-		sc_log_error("cannot listen on %s:%d", a->o.listen.host, a->o.listen.port);
+		sc_log_error("cannot listen on %s:%d: %s", a->o.listen.host, a->o.listen.port,
+		             sc_http_listen_error(a->status));
 		return rc;
 	}
 	if (!a->advertise[0])

@@ -313,6 +313,10 @@ static const char *resource(const char *name)
 	    {"nodepool", "nodepools"},
 	    {"nodepools", "nodepools"},
 	    {"np", "nodepools"},
+	    {"schedulerconfig", "schedulerconfigs"},
+	    {"schedulerconfigs", "schedulerconfigs"},
+	    {"topology", "topologies"},
+	    {"topologies", "topologies"},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (name && strcasecmp(name, map[i][0]) == 0)
@@ -323,8 +327,14 @@ static const char *resource(const char *name)
 static const char *plural_of_kind(const char *kind)
 {
 	static const char *const map[][2] = {
-	    {"Node", "nodes"}, {"Queue", "queues"},           {"PriorityClass", "priorityclasses"},
-	    {"Job", "jobs"},   {"Deployment", "deployments"}, {"NodePool", "nodepools"},
+	    {"Node", "nodes"},
+	    {"Queue", "queues"},
+	    {"PriorityClass", "priorityclasses"},
+	    {"Job", "jobs"},
+	    {"Deployment", "deployments"},
+	    {"NodePool", "nodepools"},
+	    {"SchedulerConfig", "schedulerconfigs"},
+	    {"Topology", "topologies"},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (kind && strcmp(kind, map[i][0]) == 0)

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "cli/schedule_out.h"
+#include "base/alloc.h"
+#include "cli/table.h"
 #include "starcloud/manifest.h"
 
 int sc__out_init(sc__out_t *o, bool json, int ncycles)
@@ -56,31 +58,23 @@ static void gpu_text(const sc_binding_t *b, char *buf, size_t size)
 		snprintf(buf, size, "-");
 }
 
-static int width(int w, const char *s)
-{
-	int n = (int)strlen(s);
-	return n > w ? n : w;
-}
-
 static void print_bindings(const sc_snapshot_t *s, const sc_decisions_t *d)
 {
-	int wj = 3, wp = 3, wn = 4;
+	static const char *const h[] = {"JOB", "POD", "NODE", "GPUS"};
 	char g[160];
 	printf("BINDINGS (%zu)\n", d->nbindings);
 	if (!d->nbindings)
 		return;
-	for (size_t i = 0; i < d->nbindings; i++) {
-		wj = width(wj, job_name(s, d->bindings[i].job));
-		wp = width(wp, d->bindings[i].pod);
-		wn = width(wn, d->bindings[i].node);
-	}
-	printf("  %-*s  %-*s  %-*s  %s\n", wj, "JOB", wp, "POD", wn, "NODE", "GPUS");
+	sc_table_t *t = sc_table_new(4, h);
+	sc_table_margin(t, 2);
 	for (size_t i = 0; i < d->nbindings; i++) {
 		const sc_binding_t *b = &d->bindings[i];
 		gpu_text(b, g, sizeof(g));
-		printf("  %-*s  %-*s  %-*s  %s%s\n", wj, job_name(s, b->job), wp, b->pod, wn,
-		       b->node, g, b->pipelined ? "  (pipelined)" : "");
+		sc_table_addf(t, 0, "%s\t%s\t%s\t%s%s", job_name(s, b->job), b->pod, b->node, g,
+		              b->pipelined ? "  (pipelined)" : "");
 	}
+	sc_table_print(t, stdout, 0);
+	sc_table_free(t);
 }
 
 static void print_evictions(const sc_snapshot_t *s, const sc_decisions_t *d)
@@ -102,45 +96,83 @@ static void print_evictions(const sc_snapshot_t *s, const sc_decisions_t *d)
 
 static void print_pending(const sc_snapshot_t *s, const sc_decisions_t *d)
 {
-	int wj = 3;
 	printf("PENDING (%zu)\n", d->npending);
+	if (!d->npending)
+		return;
+	sc_table_t *t = sc_table_new(2, (const char *const[]){"JOB", "REASON"});
+	sc_table_margin(t, 2);
 	for (size_t i = 0; i < d->npending; i++)
-		wj = width(wj, job_name(s, d->pending[i].job));
-	for (size_t i = 0; i < d->npending; i++)
-		printf("  %-*s  %s\n", wj, job_name(s, d->pending[i].job),
-		       d->pending[i].reason ? d->pending[i].reason : "");
+		sc_table_addf(t, 0, "%s\t%s", job_name(s, d->pending[i].job),
+		              d->pending[i].reason ? d->pending[i].reason : "");
+	sc_table_print(t, stdout, 1);
+	sc_table_free(t);
 }
 
-static double round2(double v)
+/* "quota/limit" of one resource, in unit (a limit below zero is none). */
+static void quota_limit(char *out, size_t outsz, const sc_queue_report_t *q, int r, double unit)
 {
-	return round(v * 100) / 100;
+	char a[32], b[32];
+	sc_fmt_num(a, sizeof(a), q->quota[r] < 0 ? -1 : q->quota[r] / unit, 1);
+	sc_fmt_num(b, sizeof(b), q->limit[r] < 0 ? -1 : q->limit[r] / unit, 1);
+	snprintf(out, outsz, "%s/%s", a, b);
 }
 
+/* "fair share/allocated/requested" of one resource, in unit. */
+static void figures(char *out, size_t outsz, const sc_queue_report_t *q, int r, double unit)
+{
+	char a[32], b[32], c[32];
+	sc_fmt_num(a, sizeof(a), q->fair_share[r] / unit, 0);
+	sc_fmt_num(b, sizeof(b), q->allocated[r] / unit, 0);
+	sc_fmt_num(c, sizeof(c), q->requested[r] / unit, 0);
+	snprintf(out, outsz, "%s/%s/%s", a, b, c);
+}
+
+/* The queue tree depth-first, children indented under their parent,
+ * whatever order the queues were written in; GPU figures in full, CPU and
+ * memory as compact pairs and triples. */
 static void print_queues(const sc_decisions_t *d)
 {
-	int wq = 5;
-	printf("QUEUES (%zu)  fair share / allocated / requested\n", d->nqueues);
+	static const char *const h[] = {"QUEUE",           "GPU QUOTA",      "LIMIT",
+	                                "FAIR SHARE",      "ALLOCATED",      "REQUESTED",
+	                                "CPU QUOTA/LIMIT", "FAIR/ALLOC/REQ", "MEMORY QUOTA/LIMIT",
+	                                "FAIR/ALLOC/REQ"};
+	const double gib = 1024.0 * 1024 * 1024;
+	printf("QUEUES (%zu)  GPUs in devices, CPU in cores, memory in GiB; - = no limit\n",
+	       d->nqueues);
 	if (!d->nqueues)
 		return;
-	for (size_t i = 0; i < d->nqueues; i++)
-		wq = width(wq, d->queues[i].name) + (d->queues[i].parent ? 2 : 0);
-	printf("  %-*s  %-22s  %-22s  %s\n", wq, "QUEUE", "GPU", "CPU (cores)", "MEMORY (GiB)");
+	const char **names = sc_xcalloc(d->nqueues, sizeof(*names));
+	const char **parents = sc_xcalloc(d->nqueues, sizeof(*parents));
+	size_t *order = sc_xcalloc(d->nqueues, sizeof(*order));
+	size_t *depth = sc_xcalloc(d->nqueues, sizeof(*depth));
 	for (size_t i = 0; i < d->nqueues; i++) {
-		const sc_queue_report_t *q = &d->queues[i];
-		char name[300], gpu[64], cpu[64], mem[64];
-		const double gib = 1024.0 * 1024 * 1024;
-		snprintf(name, sizeof(name), "%s%s", q->parent ? "  " : "", q->name);
-		/* Two decimals at most: shares and MIG slices make long fractions. */
-		snprintf(gpu, sizeof(gpu), "%.6g / %.6g / %.6g", round2(q->fair_share[SC_RES_GPU]),
-		         round2(q->allocated[SC_RES_GPU]), round2(q->requested[SC_RES_GPU]));
-		snprintf(cpu, sizeof(cpu), "%.6g / %.6g / %.6g",
-		         round2(q->fair_share[SC_RES_CPU] / 1000),
-		         round2(q->allocated[SC_RES_CPU] / 1000),
-		         round2(q->requested[SC_RES_CPU] / 1000));
-		snprintf(mem, sizeof(mem), "%.4g / %.4g / %.4g", q->fair_share[SC_RES_MEM] / gib,
-		         q->allocated[SC_RES_MEM] / gib, q->requested[SC_RES_MEM] / gib);
-		printf("  %-*s  %-22s  %-22s  %s\n", wq, name, gpu, cpu, mem);
+		names[i] = d->queues[i].name;
+		parents[i] = d->queues[i].parent;
 	}
+	sc_tree_order(d->nqueues, names, parents, order, depth);
+	sc_table_t *t = sc_table_new(10, h);
+	sc_table_margin(t, 2);
+	for (size_t k = 0; k < d->nqueues; k++) {
+		const sc_queue_report_t *q = &d->queues[order[k]];
+		char gq[32], gl[32], fs[32], al[32], rq[32], cql[64], cf[96], mql[64], mf[96];
+		sc_fmt_num(gq, sizeof(gq), q->quota[SC_RES_GPU], 1);
+		sc_fmt_num(gl, sizeof(gl), q->limit[SC_RES_GPU], 1);
+		sc_fmt_num(fs, sizeof(fs), q->fair_share[SC_RES_GPU], 0);
+		sc_fmt_num(al, sizeof(al), q->allocated[SC_RES_GPU], 0);
+		sc_fmt_num(rq, sizeof(rq), q->requested[SC_RES_GPU], 0);
+		quota_limit(cql, sizeof(cql), q, SC_RES_CPU, 1000.0);
+		figures(cf, sizeof(cf), q, SC_RES_CPU, 1000.0);
+		quota_limit(mql, sizeof(mql), q, SC_RES_MEM, gib);
+		figures(mf, sizeof(mf), q, SC_RES_MEM, gib);
+		sc_table_addf(t, depth[k], "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", q->name, gq,
+		              gl, fs, al, rq, cql, cf, mql, mf);
+	}
+	sc_table_print(t, stdout, 0);
+	sc_table_free(t);
+	free(names);
+	free(parents);
+	free(order);
+	free(depth);
 }
 
 static void print_table(const sc__out_t *o, const sc_snapshot_t *s, const sc_decisions_t *d,

@@ -626,7 +626,8 @@ static int setup(sc_gw_t *gw, args_t *a)
 	if (rc < 0)
 		return rc;
 	if ((rc = sc_http_listen(gw->http, a->o.listen.host, a->o.listen.port)) < 0) {
-		sc_log_error("cannot listen on %s:%d", a->o.listen.host, a->o.listen.port);
+		sc_log_error("cannot listen on %s:%d: %s", a->o.listen.host, a->o.listen.port,
+		             sc_http_listen_error(gw->http));
 		return rc;
 	}
 	sc__gw_trace_init(gw);
@@ -669,7 +670,8 @@ int sc_gateway_main(int argc, char **argv)
 	gw.loop = &loop;
 	rc = setup(&gw, &a);
 	if (rc < 0) {
-		sc_log_error("start-up failed: %s", sc_strerror(rc));
+		if (!gw.http || !sc_http_listen_error(gw.http)[0]) /* else said */
+			sc_log_error("start-up failed: %s", sc_strerror(rc));
 		return 1;
 	}
 	printf("starcloud gateway listening on http://%s:%d (%zu backends)\n", a.o.listen.host,

@@ -650,20 +650,45 @@ void sc_http_set_observer(sc_http_server_t *s, sc_http_observer_fn fn, void *ud)
 int sc_http_listen(sc_http_server_t *s, const char *host, int port)
 {
 	struct sockaddr_in addr;
-	if (uv_ip4_addr(host, port, &addr) < 0)
+	int e;
+	if ((e = uv_ip4_addr(host, port, &addr)) < 0) {
+		s->listen_err = e;
 		return SC_EINVAL;
+	}
 	uv_tcp_init(s->loop, &s->listener);
 	s->listener.data = s;
 	s->listener_open = 1;
-	if (uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0) < 0)
+	/* A port in use is often only reported by listen(), not bind(). */
+	if ((e = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0)) < 0 ||
+	    (e = uv_listen((uv_stream_t *)&s->listener, 511, on_connection)) < 0) {
+		s->listen_err = e;
 		return SC_EIO;
-	if (uv_listen((uv_stream_t *)&s->listener, 511, on_connection) < 0)
-		return SC_EIO;
+	}
 	struct sockaddr_storage ss;
 	int len = sizeof(ss);
 	uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
 	s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	return 0;
+}
+
+const char *sc_http_listen_error(const sc_http_server_t *s)
+{
+	switch (s ? s->listen_err : 0) {
+	case 0:
+		return "";
+	case UV_EADDRINUSE:
+		return "address already in use: another process has this port (another "
+		       "Starcloud daemon?); stop it or choose another with --listen HOST:PORT";
+	case UV_EACCES:
+		return "permission denied: ports below 1024 need root or "
+		       "CAP_NET_BIND_SERVICE";
+	case UV_EADDRNOTAVAIL:
+		return "address not available: the host is not an address of this machine";
+	case UV_EINVAL:
+		return "not an IPv4 address and port";
+	default:
+		return uv_strerror(s->listen_err);
+	}
 }
 
 int sc_http_port(const sc_http_server_t *s)

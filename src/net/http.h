@@ -101,6 +101,10 @@ typedef struct sc_http_stats {
 	unsigned long long timeouts;       /* 408: head or body too slow */
 } sc_http_stats_t;
 void sc_http_get_stats(const sc_http_server_t *s, sc_http_stats_t *out);
+/* Why sc_http_listen failed, for a person: the system's reason and what
+ * to do about it ("address already in use: another process has this port;
+ * choose another with --listen HOST:PORT"). "" when it did not fail. */
+const char *sc_http_listen_error(const sc_http_server_t *s);
 /* The bound port after sc_http_listen. */
 int sc_http_port(const sc_http_server_t *s);
 /* Closes the listener and every connection (streams get their close

@@ -52,6 +52,7 @@ struct sc_http_server {
 	int port;
 	int closing;
 	int listener_open;
+	int listen_err;  /* libuv's code when sc_http_listen failed */
 	int batching;    /* hold output until sc_http_flush (group commit) */
 	size_t nholding; /* connections with held output */
 	/* With batching: the revision an answer written now may show (the

@@ -418,12 +418,15 @@ static void do_get(api_req_t *a)
 
 static void do_list(api_req_t *a)
 {
-	char sel[1024] = "", tmp[32];
+	char sel[1024] = "", tmp[32], why[300];
 	int64_t from_rev = 0;
-	if (sc_http_query_param(a->r, "labelSelector", sel, sizeof(sel)) == SC_ETOOBIG ||
-	    sc__selector_check(sel) < 0) {
+	if (sc_http_query_param(a->r, "labelSelector", sel, sizeof(sel)) == SC_ETOOBIG) {
 		sc__api_error(a->r, 400, "BadRequest", "labelSelector",
-		              "labelSelector must be k=v, k!=v or k, comma-separated");
+		              "labelSelector: longer than %zu bytes", sizeof(sel) - 1);
+		return;
+	}
+	if (sc__selector_why(sel, why, sizeof(why)) < 0) {
+		sc__api_error(a->r, 400, "BadRequest", "labelSelector", "%s", why);
 		return;
 	}
 	if (sc_http_query_param(a->r, "resourceVersion", tmp, sizeof(tmp)) > 0) {
@@ -459,8 +462,11 @@ static void do_create(api_req_t *a)
 			goto out;
 		json_object_del(obj, "status");
 	}
+	/* The server owns creationTimestamp, as Kubernetes does: a client's
+	 * (say, copied from another cluster or an example) would make a job
+	 * look days old and fire the waiting alert at once. */
 	json_t *md = json_object_get(obj, "metadata");
-	if (json_is_object(md) && !json_object_get(md, "creationTimestamp")) {
+	if (json_is_object(md)) {
 		char ts[40];
 		sc__now_rfc3339(ts, sizeof(ts));
 		json_object_set_new(md, "creationTimestamp", json_string(ts));
@@ -513,10 +519,13 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 		              "metadata.resourceVersion must be a positive integer");
 		return;
 	}
+	/* Kept from creation whatever the write says (see do_create). */
 	json_t *md = json_object_get(obj, "metadata");
 	json_t *ts = json_object_get(json_object_get(old, "metadata"), "creationTimestamp");
-	if (!json_object_get(md, "creationTimestamp") && ts)
+	if (ts && json_is_object(md))
 		json_object_set(md, "creationTimestamp", ts);
+	else if (json_is_object(md))
+		json_object_del(md, "creationTimestamp");
 	/* Status belongs to the scheduler: a write without one (an `apply` of
 	 * the spec) keeps it, so re-applying a running job does not drop its
 	 * pods; only admins (standing in for node agents) may replace it. */

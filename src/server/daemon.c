@@ -240,9 +240,6 @@ static int setup(sc_server_t *s, const opts_t *o)
 		                "etcd://HOST:PORT[,...] and --etcd-prefix /a/b/\n");
 	if (rc < 0)
 		return rc;
-	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0 ||
-	    (rc = sc__cache_open(s->store, &s->cache)) < 0)
-		return rc;
 	sc_http_limits_t lim = {.max_body_bytes = o->max_body,
 	                        .max_conns = o->max_conns,
 	                        .max_conns_per_client = o->max_conns_per_client,
@@ -250,8 +247,21 @@ static int setup(sc_server_t *s, const opts_t *o)
 	                        .header_timeout_ms = o->header_timeout,
 	                        .body_timeout_ms = o->body_timeout};
 	s->http = sc_http_server_new(s->loop, &lim);
+	if (!s->http)
+		return SC_ENOMEM;
+	/* The port first: a server that cannot listen must fail before its
+	 * first start prints (and stores) an admin token nobody will see used.
+	 * Nothing is served before the loop runs, after setup. */
+	if ((rc = sc_http_listen(s->http, o->listen.host, o->listen.port)) < 0) {
+		sc_log_error("cannot listen on %s:%d: %s", o->listen.host, o->listen.port,
+		             sc_http_listen_error(s->http));
+		return 1; /* said */
+	}
+	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0 ||
+	    (rc = sc__cache_open(s->store, &s->cache)) < 0)
+		return rc;
 	s->metrics = sc__metrics_new();
-	if (!s->http || !s->metrics)
+	if (!s->metrics)
 		return SC_ENOMEM;
 	sc_http_set_observer(s->http, sc__metrics_observe_http, s->metrics);
 	sc_flow_opts_t fo = {.queue_len = o->flow_queue, .max_wait_ms = o->flow_wait};
@@ -262,10 +272,6 @@ static int setup(sc_server_t *s, const opts_t *o)
 	    (rc = sc__agent_api_register(s)) < 0 || (rc = sc__metrics_register(s)) < 0 ||
 	    (rc = sc__ui_register(s)) < 0)
 		return rc;
-	if ((rc = sc_http_listen(s->http, o->listen.host, o->listen.port)) < 0) {
-		sc_log_error("cannot listen on %s:%d", o->listen.host, o->listen.port);
-		return rc;
-	}
 	char id[128];
 	snprintf(id, sizeof(id), "%s:%d", o->listen.host, sc_http_port(s->http));
 	/* Local processes (the dev pool's agents, exec commands) reach the API
@@ -303,8 +309,10 @@ int sc_server_main(int argc, char **argv)
 	s.queue_max[1] = o.queue_max_deployments;
 	raise_fd_limit(o.max_conns);
 	rc = setup(&s, &o);
-	if (rc < 0) {
-		sc_log_error("start failed: %s", sc_strerror(rc));
+	if (rc != 0) {
+		if (rc < 0)
+			sc_log_error("start failed: %s", sc_strerror(rc));
+		rc = SC_EIO;
 		goto out;
 	}
 	sc_log_info("listening on http://%s:%d (data in %s)", o.listen.host, sc_http_port(s.http),

@@ -13,6 +13,9 @@ static const sc_kind_t kinds[] = {
     {"deployments", "Deployment", 1, 0},
     {"nodepools", "NodePool", 0, 0},
     {"events", "Event", 0, 1},
+    /* Cluster-wide settings (one "default" each; admins write them). */
+    {"schedulerconfigs", "SchedulerConfig", 0, 0},
+    {"topologies", "Topology", 0, 0},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 

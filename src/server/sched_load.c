@@ -23,8 +23,12 @@
 #include "starcloud/error.h"
 
 /* The kinds the scheduler reads, in the order they are added (the
- * decoder keeps input order, which breaks ties between equal jobs). */
-static const char *const plurals[] = {"nodes", "queues", "priorityclasses", "jobs", "deployments"};
+ * decoder keeps input order, which breaks ties between equal jobs). The
+ * cluster's SchedulerConfig and Topology (at most one each, "default")
+ * come first: actions, placement policies and topology levels for the
+ * cycle, as `schedule -f` reads them from a file. */
+static const char *const plurals[] = {"schedulerconfigs", "topologies", "nodes",      "queues",
+                                      "priorityclasses",  "jobs",       "deployments"};
 #define NPLURALS (sizeof(plurals) / sizeof(plurals[0]))
 
 /* A new, zeroed input object of kind k at the end of in->objs (capacity

@@ -162,8 +162,9 @@ void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
                      int bookmarks);
 /* Label selector "k=v,k2!=v2,k3": 1 when obj matches, 0 when not. */
 int sc__selector_match(const char *selector, json_t *obj);
-/* Checks a selector's syntax: 0 or SC_EINVAL. */
-int sc__selector_check(const char *selector);
+/* Checks a selector's syntax: 0, or SC_EINVAL with what is wrong in msg
+ * ("labelSelector: \"a b\": ..."). */
+int sc__selector_why(const char *selector, char *msg, size_t msgsz);
 
 /* ---- auth.c ---- */
 /* Creates the admin token at first start and prints it once. */

@@ -128,6 +128,18 @@ int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fie
 		         k->kind, name, SC_MAX_NAME);
 		return SC_EINVAL;
 	}
+	/* One cluster-wide configuration of each: the decoder takes a single
+	 * SchedulerConfig and Topology per snapshot, so the API keeps one
+	 * object of each kind, named "default" as in interface.md. */
+	int single = strcmp(k->kind, "SchedulerConfig") == 0 || strcmp(k->kind, "Topology") == 0;
+	if (single && (!name || strcmp(name, "default") != 0)) {
+		snprintf(field, fieldsz, "metadata.name");
+		snprintf(msg, msgsz,
+		         "%s: metadata.name: \"%.64s\": the cluster has one %s, named "
+		         "\"default\"",
+		         k->kind, name ? name : "", k->kind);
+		return SC_EINVAL;
+	}
 	json_t *ver = json_object_get(json_object_get(obj, "spec"), "version");
 	if (strcmp(k->kind, "Deployment") == 0 && json_is_string(ver) &&
 	    json_string_length(ver) > SC_DEPLOY_VERSION_MAX) {

@@ -474,16 +474,86 @@ static int each_term(const char *sel, int (*fn)(const char *t, size_t n, void *u
 	return 0;
 }
 
-static int term_check(const char *t, size_t n, void *ud)
+/* Kubernetes' label syntax: a name is 1..63 of [A-Za-z0-9-_.] starting and
+ * ending with an alphanumeric; a key may have a DNS prefix and '/' before
+ * its name; a value is empty or a name. */
+static int is_alnum(char c)
 {
-	if (n == 0 || t[0] == '=' || (t[0] == '!' && n == 1))
-		return SC_EINVAL;
-	return 0;
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
-int sc__selector_check(const char *selector)
+static int label_name(const char *s, size_t n, size_t max)
 {
-	return each_term(selector, term_check, NULL);
+	if (n == 0 || n > max || !is_alnum(s[0]) || !is_alnum(s[n - 1]))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+			return 0;
+	return 1;
+}
+
+static int label_key(const char *s, size_t n)
+{
+	const char *slash = memchr(s, '/', n);
+	if (!slash)
+		return label_name(s, n, 63);
+	size_t pre = (size_t)(slash - s);
+	return label_name(s, pre, 253) && label_name(slash + 1, n - pre - 1, 63);
+}
+
+typedef struct sel_err {
+	char *msg;
+	size_t msgsz;
+} sel_err_t;
+
+/* Checks one term; on a bad one writes what is wrong into ud's message. */
+static int term_check(const char *t, size_t n, void *ud)
+{
+	sel_err_t *e = ud;
+	const char *why = NULL;
+	const char *eq = memchr(t, '=', n);
+	if (n == 0) {
+		why = "an empty term (two commas, or a comma at an end)";
+	} else if (!eq) {
+		size_t neg = t[0] == '!';
+		if (!label_key(t + neg, n - neg))
+			why = memchr(t, ' ', n)
+			          ? "set-based selectors (in, notin) are not supported; "
+			            "use k=v, k!=v, k or !k"
+			          : "not a label key (letters, digits, -, _ and ., "
+			            "optionally after a DNS prefix and /)";
+	} else {
+		int neg = eq > t && eq[-1] == '!';
+		size_t klen = (size_t)(eq - t) - (size_t)neg;
+		const char *v = eq + 1 + (eq + 1 < t + n && eq[1] == '=' && !neg);
+		size_t vlen = (size_t)(t + n - v);
+		if (!label_key(t, klen))
+			why = "not a label key before the operator";
+		else if (vlen && !label_name(v, vlen, 63))
+			why = memchr(v, '=', vlen)
+			          ? "more than one operator"
+			          : "not a label value after the operator (letters, "
+			            "digits, -, _ and ., at most 63)";
+	}
+	if (!why)
+		return 0;
+	if (e && e->msg)
+		snprintf(e->msg, e->msgsz,
+		         "labelSelector: \"%.*s\": %s; expected k=v, k==v, k!=v, k or !k, "
+		         "comma-separated",
+		         (int)(n > 100 ? 100 : n), t, why);
+	return SC_EINVAL;
+}
+
+int sc__selector_why(const char *selector, char *msg, size_t msgsz)
+{
+	sel_err_t e = {msg, msgsz};
+	size_t n = strlen(selector);
+	if (msgsz)
+		msg[0] = '\0';
+	if (n && selector[n - 1] == ',') /* each_term never sees the empty last term */
+		return term_check(selector + n, 0, &e);
+	return each_term(selector, term_check, &e);
 }
 
 /* Returns 1 (stop: no match) when the term does not hold for labels. */

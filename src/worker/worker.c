@@ -350,7 +350,8 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	sc_httpc_set_user_agent(w->httpc, SC_USER_AGENT("worker"));
 	sc__worker_serve_init(w);
 	if (sc_http_listen(w->http, o->listen.host, o->listen.port) < 0) {
-		sc_log_error("cannot listen on %s:%d", o->listen.host, o->listen.port);
+		sc_log_error("cannot listen on %s:%d: %s", o->listen.host, o->listen.port,
+		             sc_http_listen_error(w->http));
 		return SC_EIO;
 	}
 	w->port = sc_http_port(w->http);
