@@ -15,6 +15,8 @@ TEST_PKGS="chromium python3-websocket prometheus"
 # systemd-container), systemd-analyze (systemd), groff for the man pages,
 # and the backup tools the guide uses (etcd-client's etcdctl, sqlite3).
 TEST_PKGS="$TEST_PKGS debhelper debootstrap systemd systemd-container groff-base etcd-client sqlite3"
+# The generated zsh completion (starcloud completion zsh) is run by a real zsh.
+TEST_PKGS="$TEST_PKGS zsh"
 PKGS="build-essential clang clang-format pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
 libhttp-parser-dev libcurl4-openssl-dev libsqlite3-dev libglpk-dev gnuplot-nox python3 python3-pytest
 python3-requests python3-yaml prometheus wrk nginx-light curl etcd-server"

@@ -2,6 +2,7 @@
 # Generates the man pages and the bash completion from the binary's flag
 # tables (base/flagdoc.h), so they say what --help says:
 #   scripts/gen-docs.sh BIN OUTDIR  ->  OUTDIR/man/*.1 *.8, OUTDIR/completion/starcloud.bash
+#                                    and OUTDIR/completion/_starcloud (zsh)
 # A page per verb group (below); each verb's section is its `--help-man`.
 # A verb without a flag table (version) gets its --help text.
 set -eu
@@ -62,23 +63,8 @@ done
 	echo "$groups" | awk 'NF { printf "\\fB%s\\fR(%s)\n.br\n", $1, $2 }'
 } >> "$out/man/starcloud.1"
 
-# Completion: verbs, then each verb's flags (choices and files completed).
-{
-	echo "# bash completion for starcloud, generated from its flag tables."
-	echo "_starcloud() {"
-	echo '	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}'
-	printf '	if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); return; fi\n' \
-		"$("$bin" help --verbs | cut -f1 | tr '\n' ' ')"
-	echo '	case ${COMP_WORDS[1]} in'
-	"$bin" help --verbs | cut -f1 | while read -r v; do
-		words=$("$bin" "$v" --help-words 2>/dev/null) || continue
-		printf '	%s)\n		case $prev in\n' "$v"
-		echo "$words" | awk -F'\t' '$3 == "file" { print "\t\t" $1 ") COMPREPLY=($(compgen -f -- \"$cur\")); return;;" }
-			$3 != "file" && $3 != "-" && $3 != "any" { print "\t\t" $1 ") COMPREPLY=($(compgen -W \"" $3 "\" -- \"$cur\")); return;;" }'
-		printf '		esac\n		COMPREPLY=($(compgen -W "%s" -- "$cur"));;\n' \
-			"$(echo "$words" | awk -F'\t' '{ printf "%s ", $1; if ($2 != "-") printf "%s ", $2 }')"
-	done
-	echo '	esac'
-	echo "}"
-	echo "complete -F _starcloud starcloud"
-} > "$out/completion/starcloud.bash"
+# Completion: the binary writes it from the same tables (starcloud
+# completion, src/cli/cli_complete.c): verbs, flags with their choices and
+# files, kinds and object names.
+"$bin" completion bash > "$out/completion/starcloud.bash"
+"$bin" completion zsh > "$out/completion/_starcloud"

@@ -25,6 +25,7 @@ BINDIR=$PREFIX/bin
 DOCDIR=$PREFIX/share/doc/starcloud
 MANDIR=$PREFIX/share/man
 COMPDIR=$PREFIX/share/bash-completion/completions
+ZSHCOMPDIR=$PREFIX/share/zsh/vendor-completions
 top=$(cd "$(dirname "$0")/.." && pwd)
 
 case $PREFIX$SYSCONFDIR$UNITDIR$SYSUSERSDIR in
@@ -89,5 +90,8 @@ if [ -n "$GEN" ] && [ -d "$GEN/man" ]; then
 fi
 if [ -n "$GEN" ] && [ -e "$GEN/completion/starcloud.bash" ]; then
 	put 0644 "$GEN/completion/starcloud.bash" "$COMPDIR/starcloud"
+fi
+if [ -n "$GEN" ] && [ -e "$GEN/completion/_starcloud" ]; then
+	put 0644 "$GEN/completion/_starcloud" "$ZSHCOMPDIR/_starcloud"
 fi
 echo "installed starcloud in ${DESTDIR:-/}${DESTDIR:+ }(prefix $PREFIX, configuration $SYSCONFDIR/starcloud)"

@@ -132,11 +132,13 @@ void sc_flags_words(const sc_command_t *cmd, FILE *out)
 		fprintf(out, "%s\t%s\t", f->name, f->alias ? f->alias : "-");
 		if (f->kind == SC_FLAG_BOOL)
 			fputs("-", out);
-		else if (f->kind == SC_FLAG_CHOICE)
+		else if (f->choices) /* a CHOICE, or the usual values of a free one */
 			for (const char *p = f->choices; *p; p++)
 				fputc(*p == '|' ? ' ' : *p, out);
 		else
 			fputs(names_path(meta(f)) ? "file" : "any", out);
-		fputc('\n', out);
+		/* the help's first line, for shells that show descriptions */
+		fprintf(out, "\t%.*s\n", (int)strcspn(f->help ? f->help : "", "\n"),
+		        f->help ? f->help : "");
 	}
 }

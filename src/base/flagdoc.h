@@ -17,10 +17,11 @@
 void sc_flags_man(const sc_command_t *cmd, FILE *out);
 
 /* The command's flags for completion, one per line:
- *   NAME<TAB>ALIAS<TAB>VALUE
+ *   NAME<TAB>ALIAS<TAB>VALUE<TAB>HELP
  * ALIAS is "-" when there is none; VALUE is "-" for a switch, "file" for a
  * flag whose value names a file or folder, the choices separated by
- * spaces for a choice, and "any" otherwise. */
+ * spaces for a choice (or a free flag that lists its usual values in
+ * .choices), and "any" otherwise; HELP is the first line of its help. */
 void sc_flags_words(const sc_command_t *cmd, FILE *out);
 
 #endif

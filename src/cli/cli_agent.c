@@ -25,6 +25,7 @@
 #include "base/cmdline.h"
 #include "cli/cli.h"
 #include "cli/cli_conn.h"
+#include "cli/cli_config.h"
 #include "cli/cli_agent.h"
 #include "starcloud/buf.h"
 
@@ -105,7 +106,7 @@ static long server_json(const char *servers, const char *path, const char *token
 /* ---- logs --------------------------------------------------------------- */
 
 typedef struct logs_opts {
-	const char *server_flag, *token_flag;
+	const char *server_flag, *token_flag, *context_flag;
 	uint64_t request_timeout;
 	int follow;
 } logs_opts_t;
@@ -159,6 +160,7 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
 
 static const sc_flag_t logs_flags[] = {
     SC_CLI_CONN_FLAGS(logs_opts_t),
+    SC_CLI_CONTEXT_FLAG(logs_opts_t),
     {.name = "--follow",
      .alias = "-f",
      SC_FLAG_AT(BOOL, logs_opts_t, follow),
@@ -250,7 +252,10 @@ int sc_cli_logs(int argc, char **argv)
 		sc_flags_usage(&logs_cmd, stderr);
 		return SC_EXIT_USAGE;
 	}
-	sc__cli_conn(o.server_flag, o.token_flag, server, sizeof(server), token, sizeof(token));
+	sc__cli_conn_context(o.context_flag);
+	if (sc__cli_conn(o.server_flag, o.token_flag, server, sizeof(server), token,
+	                 sizeof(token)) < 0)
+		return SC_EXIT_USAGE;
 	json_t *job = NULL, *node = NULL;
 	const char *pod, *nodename;
 	int rc = SC_EXIT_FAIL;
@@ -329,24 +334,17 @@ static int read_token(int fd, char *token, size_t tsz)
 	return -1;
 }
 
+/* The dev cluster becomes the context "dev" of the client's configuration
+ * (cli_config.h), made current; other contexts are kept. */
 static void write_config(const char *server, const char *token)
 {
-	const char *home = getenv("HOME");
-	char path[1024];
-	if (!home)
+	char path[1024], err[600];
+	if (sc__cli_config_login("dev", server, token, NULL, NULL, err, sizeof(err)) < 0) {
+		fprintf(stderr, "starcloud dev: %s\n", err);
 		return;
-	snprintf(path, sizeof(path), "%s/.config", home);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/.config/starcloud", home);
-	mkdir(path, 0700);
-	snprintf(path, sizeof(path), "%s/.config/starcloud/config", home);
-	FILE *f = fopen(path, "w");
-	if (!f)
-		return;
-	fchmod(fileno(f), 0600);
-	fprintf(f, "server: %s\ntoken: %s\n", server, token);
-	fclose(f);
-	printf("config:  %s\n", path);
+	}
+	if (sc__cli_config_path(path, sizeof(path)) == 0)
+		printf("config:  %s (context dev)\n", path);
 }
 
 typedef struct dev_opts {

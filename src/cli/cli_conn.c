@@ -1,43 +1,42 @@
 #include "cli/cli_conn.h"
+#include "cli/cli_config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads "key: value" from ~/.config/starcloud/config. */
-static void config_value(const char *key, char *out, size_t outsz)
+/* --context (or $STARCLOUD_CONTEXT, through the flag table): which of the
+ * configuration file's contexts to use; NULL: its current one. */
+static const char *chosen_context;
+
+void sc__cli_conn_context(const char *name)
 {
-	const char *home = getenv("HOME");
-	char path[1024], line[1024];
-	if (!home)
-		return;
-	snprintf(path, sizeof(path), "%s/.config/starcloud/config", home);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return;
-	size_t klen = strlen(key);
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, key, klen) != 0 || line[klen] != ':')
-			continue;
-		char *v = line + klen + 1;
-		v += strspn(v, " \t");
-		v[strcspn(v, "\r\n")] = '\0';
-		snprintf(out, outsz, "%s", v);
+	chosen_context = name;
+}
+
+/* The key of the chosen context (cli_config.h); "" when unset. */
+static int config_value(const char *key, char *out, size_t outsz)
+{
+	char err[600];
+	if (sc__cli_config_value(chosen_context, key, out, outsz, err, sizeof(err)) < 0) {
+		fprintf(stderr, "starcloud: %s\n", err);
+		return -1;
 	}
-	fclose(f);
+	return 0;
 }
 
 /* The flag (or its environment variable), else the configuration file,
  * else the default. */
-static void pick(char *out, size_t outsz, const char *flag, const char *key, const char *dflt)
+static int pick(char *out, size_t outsz, const char *flag, const char *key, const char *dflt)
 {
 	out[0] = '\0';
 	if (flag)
 		snprintf(out, outsz, "%s", flag);
-	else
-		config_value(key, out, outsz);
+	else if (config_value(key, out, outsz) < 0)
+		return -1;
 	if (!out[0] && dflt)
 		snprintf(out, outsz, "%s", dflt);
+	return 0;
 }
 
 void sc__cli_curl_limits(CURL *h, uint64_t timeout_ms)
@@ -49,12 +48,14 @@ void sc__cli_curl_limits(CURL *h, uint64_t timeout_ms)
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 }
 
-void sc__cli_conn(const char *server_flag, const char *token_flag, char *server, size_t serversz,
-                  char *token, size_t tokensz)
+int sc__cli_conn(const char *server_flag, const char *token_flag, char *server, size_t serversz,
+                 char *token, size_t tokensz)
 {
-	pick(server, serversz, server_flag, "server", "http://127.0.0.1:7070");
-	pick(token, tokensz, token_flag, "token", NULL);
+	if (pick(server, serversz, server_flag, "server", "http://127.0.0.1:7070") < 0 ||
+	    pick(token, tokensz, token_flag, "token", NULL) < 0)
+		return -1;
 	size_t n = strlen(server);
 	if (n && server[n - 1] == '/')
 		server[n - 1] = '\0';
+	return 0;
 }

@@ -3,7 +3,8 @@
  * The address comes from --server, then $STARCLOUD_SERVER (both through the
  * verb's flag table, SC_CLI_CONN_FLAGS), then a "server: URL" line of
  * ~/.config/starcloud/config, else http://127.0.0.1:7070; the token likewise
- * from --token, $STARCLOUD_TOKEN or a "token: X" line. */
+ * from --token, $STARCLOUD_TOKEN or the file's token (or token-file). The
+ * file may name several contexts (cli/cli_config.h). */
 #ifndef SC_CLI_CLI_CONN_H
 #define SC_CLI_CLI_CONN_H
 
@@ -44,10 +45,24 @@
 		        "then the next --server URL)"                                              \
 	}
 
+/* --context for a verb's table; T has const char *context_flag, which the
+ * verb hands to sc__cli_conn_context before sc__cli_conn. */
+#define SC_CLI_CONTEXT_FLAG(T)                                                                     \
+	{                                                                                          \
+		.name = "--context", SC_FLAG_AT(STR, T, context_flag), .meta = "NAME",             \
+		.env = "STARCLOUD_CONTEXT",                                                        \
+		.help = "a context of ~/.config/starcloud/config (starcloud login,\n"              \
+		        "starcloud context) instead of its current one"                            \
+	}
+
+/* Which context of the configuration file the next sc__cli_conn reads
+ * (cli/cli_config.h); NULL for its current one. Borrowed. */
+void sc__cli_conn_context(const char *name);
 /* Fills server (no trailing '/') and token from the flags (NULL when not
- * given) and the configuration file. */
-void sc__cli_conn(const char *server_flag, const char *token_flag, char *server, size_t serversz,
-                  char *token, size_t tokensz);
+ * given) and the configuration file. -1 after a message when the file or
+ * its chosen context cannot be used. */
+int sc__cli_conn(const char *server_flag, const char *token_flag, char *server, size_t serversz,
+                 char *token, size_t tokensz);
 /* Sets h's connect and stall limits and the whole request's deadline
  * (timeout_ms; 0: none, for a stream that follows on and on). */
 void sc__cli_curl_limits(CURL *h, uint64_t timeout_ms);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -16,6 +17,7 @@
 #include "base/yamljson.h"
 #include "cli/cli_conn.h"
 #include "cli/client_print.h"
+#include "cli/describe.h"
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 
@@ -28,6 +30,7 @@ typedef struct cli {
 	char token[256];
 	const char *server_flag, *token_flag; /* --server/--token or the environment */
 	uint64_t request_timeout;             /* --request-timeout, ms */
+	const char *context_flag;             /* --context or $STARCLOUD_CONTEXT */
 	int output_choice;
 	const char *output; /* table, wide, json, yaml */
 	const char *selector;
@@ -39,7 +42,10 @@ typedef struct cli {
 	const char *node; /* token create --node (agent tokens) */
 	const char *queues[32];
 	size_t nqueues;
-	int undo; /* drain --undo */
+	int undo;                /* drain --undo */
+	const char *output_spec; /* get -o as typed (jsonpath=... and name too) */
+	int watch;               /* get -w */
+	int no_headers;          /* get --no-headers */
 } cli_t;
 
 /* ---------------------------------------------------------------------
@@ -69,7 +75,7 @@ static int add_queue(void *opts, const char *v, char *err, size_t errsz)
 }
 
 /* The flags of the client verbs; each verb's table takes those it uses. */
-#define CONN_FLAGS SC_CLI_CONN_FLAGS(cli_t)
+#define CONN_FLAGS SC_CLI_CONN_FLAGS(cli_t), SC_CLI_CONTEXT_FLAG(cli_t)
 #define OUTPUT_FLAG                                                                                \
 	{                                                                                          \
 		.name = "--output", .alias = "-o", SC_FLAG_AT(CHOICE, cli_t, output_choice),       \
@@ -88,7 +94,26 @@ static int add_queue(void *opts, const char *v, char *err, size_t errsz)
 	}
 
 static const sc_flag_t apply_flags[] = {CONN_FLAGS, FILE_FLAG};
-static const sc_flag_t get_flags[] = {CONN_FLAGS, OUTPUT_FLAG, SELECTOR_FLAG};
+static const sc_flag_t get_flags[] = {
+    CONN_FLAGS,
+    {.name = "--output",
+     .alias = "-o",
+     SC_FLAG_AT(STR, cli_t, output_spec),
+     .meta = "FORMAT",
+     .choices = "table|wide|json|yaml|name|jsonpath=",
+     .help = "table (default), wide (more columns), json, yaml, name\n"
+             "(kind/name lines) or jsonpath=TEMPLATE, kubectl's JSONPath:\n"
+             "-o jsonpath='{range .items[*]}{.metadata.name}{\"\\n\"}{end}'"},
+    SELECTOR_FLAG,
+    {.name = "--watch",
+     .alias = "-w",
+     SC_FLAG_AT(BOOL, cli_t, watch),
+     .help = "after the list, print every change as it happens (a row,\n"
+             "or a document in the other formats) until Ctrl-C"},
+    {.name = "--no-headers",
+     SC_FLAG_AT(BOOL, cli_t, no_headers),
+     .help = "tables without their header row"},
+};
 static const sc_flag_t conn_flags[] = {CONN_FLAGS};
 static const sc_flag_t delete_flags[] = {CONN_FLAGS, FILE_FLAG};
 static const sc_flag_t explain_flags[] = {CONN_FLAGS, OUTPUT_FLAG};
@@ -124,14 +149,29 @@ static const sc_command_t apply_cmd =
     VERB("apply", "-f FILE|DIR [-f ...] [options]", apply_flags,
          "Creates or updates the objects of manifests on the server.", 0);
 static const sc_command_t get_cmd =
-    VERB("get", "nodes|queues|priorityclasses|jobs|deployments|nodepools|events [NAME] [options]",
-         get_flags, "Lists objects of a kind, or shows one.", 2);
+    VERB("get",
+         "nodes|queues|priorityclasses|jobs|deployments|nodepools|events|schedulerconfigs|"
+         "topologies [NAME] [options]",
+         get_flags,
+         "Lists objects of a kind, or shows one: STATUS, READY and AGE as kubectl prints "
+         "them, queues as their tree. With -w, follows the changes as they happen.",
+         2);
 static const sc_command_t describe_cmd =
-    VERB("describe", "KIND NAME [options]", conn_flags, "Shows an object and its events.", 2);
+    VERB("describe", "KIND NAME [options]", conn_flags,
+         "Shows an object for people: a node's capacity, what is allocated, each GPU and the "
+         "pods on it; a job's or deployment's tasks, pods, conditions and, while it waits, "
+         "why; a queue's place in the tree, quotas and the scheduler's figures; and the "
+         "object's events, oldest first.",
+         2);
 static const sc_command_t delete_cmd =
     VERB("delete", "KIND NAME... | -f FILE|DIR [options]", delete_flags, "Deletes objects.", 8);
 static const sc_command_t top_cmd =
-    VERB("top", "queues|nodes [options]", conn_flags, "GPUs in use per queue or node.", 1);
+    VERB("top", "queues|nodes [options]", conn_flags,
+         "What the scheduler has allocated: per queue (as its tree) from its last cycle's "
+         "figures, with fair share, requested, quota and limit; per node from the pods it "
+         "placed. Shares and MIG instances count as fractions of a GPU, deployments "
+         "included. These are allocations; measured GPU use is in the agents' /metrics.",
+         1);
 static const sc_command_t token_cmd =
     VERB("token",
          "create --role admin|tenant|viewer|agent [--queue Q]... [--node NODE]\n"
@@ -158,8 +198,10 @@ static int parse_args(const sc_command_t *cmd, int argc, char **argv, cli_t *c)
 	c->output = outputs[c->output_choice];
 	c->pos = (const char *const *)argv + 1;
 	c->npos = (size_t)nargs;
-	sc__cli_conn(c->server_flag, c->token_flag, c->server, sizeof(c->server), c->token,
-	             sizeof(c->token));
+	sc__cli_conn_context(c->context_flag);
+	if (sc__cli_conn(c->server_flag, c->token_flag, c->server, sizeof(c->server), c->token,
+	                 sizeof(c->token)) < 0)
+		return SC_EINVAL;
 	return 0;
 }
 
@@ -572,26 +614,181 @@ static int fetch(const cli_t *c, const char *res, const char *name, json_t **doc
 	return report(st, *doc, name ? name : res);
 }
 
+/* ---- get -w ------------------------------------------------------------ */
+
+/* One watch connection: newline-delimited JSON events, each handed to the
+ * get's state as it arrives (the body is never held whole). */
+typedef struct watch_st {
+	sc_cli_printer_t *pr;
+	const char *name; /* get KIND NAME -w: only that object */
+	char rv[32];      /* last revision seen */
+	sc_buf_t line;
+	int gone; /* 410: the revision left the server's change log */
+} watch_st_t;
+
+static void watch_event(watch_st_t *w, json_t *ev)
+{
+	const char *type = sc_cli_str_at(ev, "type", NULL);
+	json_t *obj = json_object_get(ev, "object");
+	const char *rv = sc_cli_str_at(obj, "metadata", "resourceVersion");
+	if (strcmp(type, "ERROR") == 0) {
+		/* The watch's own failure ({"code":410} when too old). */
+		if (json_integer_value(json_object_get(obj, "code")) == 410)
+			w->gone = 1;
+		else
+			fprintf(stderr, "starcloud: watch: %s\n",
+			        sc_cli_str_at(obj, "message", NULL));
+		return;
+	}
+	if (rv[0])
+		snprintf(w->rv, sizeof(w->rv), "%s", rv);
+	if (strcmp(type, "BOOKMARK") == 0) /* progress only (issue 16's bookmarks) */
+		return;
+	if (w->name && strcmp(sc_cli_str_at(obj, "metadata", "name"), w->name) != 0)
+		return;
+	sc_cli_printer_event(w->pr, type, obj);
+}
+
+static size_t on_watch_data(char *p, size_t size, size_t n, void *ud)
+{
+	watch_st_t *w = ud;
+	size_t len = size * n;
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] != '\n') {
+			if (sc_buf_append(&w->line, p + i, 1) < 0)
+				return 0; /* a line over the limit: end this connection */
+			continue;
+		}
+		json_t *ev = w->line.len ? json_loadb(w->line.data, w->line.len, 0, NULL) : NULL;
+		if (ev)
+			watch_event(w, ev);
+		json_decref(ev);
+		sc_buf_reset(&w->line);
+	}
+	return len;
+}
+
+/* Follows path?watch=1 from w->rv until the server ends the stream or it
+ * breaks. Returns the HTTP status, or -1 when the server is unreachable. */
+static long watch_once(const cli_t *c, const char *path, watch_st_t *w)
+{
+	char url[2048], auth[300];
+	const char *base = c->server;
+	int n = (int)strcspn(base, ",");
+	snprintf(url, sizeof(url), "%.*s%s%swatch=1&resourceVersion=%s", n, base, path,
+	         strchr(path, '?') ? "&" : "?", w->rv);
+	CURL *h = curl_easy_init();
+	struct curl_slist *hdrs = NULL;
+	if (c->token[0]) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->token);
+		hdrs = curl_slist_append(hdrs, auth);
+	}
+	sc_buf_init(&w->line, 64u << 20);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_watch_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, w);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
+	long status = 0;
+	curl_easy_perform(h); /* ends when the server closes or the link breaks */
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	sc_buf_free(&w->line);
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	return status ? status : -1;
+}
+
+/* get -w: watch from the list's revision, reconnecting when the stream
+ * ends or breaks, listing again when the revision is gone (410), until the
+ * user stops it. Only an authorisation or request error ends it. */
+static int watch_loop(const cli_t *c, const char *res, const char *name, const char *sel,
+                      json_t *first, sc_cli_printer_t *pr)
+{
+	char path[1200];
+	char *esel = sel ? curl_easy_escape(NULL, sel, 0) : NULL;
+	watch_st_t w = {.pr = pr, .name = name};
+	snprintf(w.rv, sizeof(w.rv), "%s", sc_cli_str_at(first, "metadata", "resourceVersion"));
+	snprintf(path, sizeof(path), "/api/v1/%s%s%s", res, esel ? "?labelSelector=" : "",
+	         esel ? esel : "");
+	curl_free(esel);
+	unsigned delay = 1;
+	for (;;) {
+		w.gone = 0;
+		long st = watch_once(c, path, &w);
+		if (st == 410 || w.gone) {
+			/* Too far behind: list again and show every object. */
+			json_t *doc = NULL, *o;
+			size_t i;
+			if (fetch(c, res, NULL, &doc) == 0) {
+				snprintf(w.rv, sizeof(w.rv), "%s",
+				         sc_cli_str_at(doc, "metadata", "resourceVersion"));
+				json_array_foreach(json_object_get(doc, "items"), i, o)
+				{
+					if (!name ||
+					    strcmp(sc_cli_str_at(o, "metadata", "name"), name) == 0)
+						sc_cli_printer_event(pr, "ADDED", o);
+				}
+			}
+			json_decref(doc);
+			continue;
+		}
+		if (st == 401 || st == 403 || st == 400 || st == 404) {
+			fprintf(stderr, "starcloud: watch %s: HTTP %ld\n", res, st);
+			return st == 400 ? SC_EXIT_USAGE : SC_EXIT_FAIL;
+		}
+		if (st < 0 || st >= 500) {
+			fprintf(stderr, "starcloud: watch %s: connection lost; again in %us\n", res,
+			        delay);
+			sleep(delay);
+			delay = delay < 8 ? delay * 2 : 8;
+		} else {
+			delay = 1; /* the server ended a healthy stream: resume at once */
+		}
+	}
+}
+
 int sc_cli_get(int argc, char **argv)
 {
 	cli_t c;
 	const char *res;
+	char err[300];
 	int prc = parse_status(parse_args(&get_cmd, argc, argv, &c));
 	if (prc >= 0)
 		return prc;
-	if (c.npos < 1 || !(res = resource(c.pos[0]))) {
-		fprintf(
-		    stderr,
-		    "usage: starcloud get nodes|queues|priorityclasses|jobs|deployments|nodepools|"
-		    "events [NAME] [-o table|wide|json|yaml] [-l k=v]\n");
+	sc_cli_out_t out;
+	if (sc_cli_out_parse(c.output_spec, &out, err, sizeof(err)) < 0) {
+		fprintf(stderr, "starcloud get: %s\n", err);
 		return 2;
 	}
+	if (c.npos < 1 || !(res = resource(c.pos[0]))) {
+		fprintf(stderr, "starcloud get: expected a kind: nodes, queues, priorityclasses, "
+		                "jobs, deployments, nodepools, events, schedulerconfigs or "
+		                "topologies (see "
+		                "--help)\n");
+		sc_cli_out_free(&out);
+		return 2;
+	}
+	out.no_headers = c.no_headers;
 	json_t *doc = NULL;
-	int rc = fetch(&c, res, c.npos > 1 ? c.pos[1] : NULL, &doc);
+	const char *name = c.npos > 1 ? c.pos[1] : NULL;
+	int rc = fetch(&c, res, name, &doc);
+	sc_cli_printer_t *pr = sc_cli_printer_new(&out, res);
 	if (rc == 0)
-		sc_cli_print_doc(c.output, res, doc);
+		sc_cli_printer_doc(pr, doc);
+	fflush(stdout);
+	if (rc == 0 && c.watch)
+		rc = watch_loop(&c, res, name, c.selector, doc, pr);
+	sc_cli_printer_free(pr);
+	sc_cli_out_free(&out);
 	json_decref(doc);
 	return rc;
+}
+
+/* The GET describe, top and explain read through (describe.h). */
+static long get_path(void *ud, const char *path, json_t **doc)
+{
+	return http(ud, "GET", path, NULL, doc);
 }
 
 int sc_cli_describe(int argc, char **argv)
@@ -602,32 +799,12 @@ int sc_cli_describe(int argc, char **argv)
 	if (prc >= 0)
 		return prc;
 	if (c.npos < 2 || !(res = resource(c.pos[0]))) {
-		fprintf(stderr, "usage: starcloud describe KIND NAME\n");
+		fprintf(stderr,
+		        "starcloud describe: expected KIND NAME (node, queue, job, "
+		        "deployment, priorityclass, schedulerconfig, topology; see --help)\n");
 		return 2;
 	}
-	json_t *doc = NULL;
-	int rc = fetch(&c, res, c.pos[1], &doc);
-	if (rc == 0) {
-		sc_cli_yaml_print(doc, 0, 0);
-		/* Events about this object, newest last, as kubectl shows them. */
-		json_t *evs = NULL, *e;
-		size_t i;
-		if (fetch(&c, "events", NULL, &evs) == 0) {
-			printf("events:\n");
-			json_array_foreach(json_object_get(evs, "items"), i, e)
-			{
-				if (strcmp(sc_cli_str_at(e, "involvedObject", "name"), c.pos[1]) ==
-				    0)
-					printf("  %s  %-14s %s\n",
-					       sc_cli_str_at(e, "lastTimestamp", NULL),
-					       sc_cli_str_at(e, "reason", NULL),
-					       sc_cli_str_at(e, "message", NULL));
-			}
-		}
-		json_decref(evs);
-	}
-	json_decref(doc);
-	return rc;
+	return sc_cli_describe_run(res, c.pos[1], get_path, &c);
 }
 
 int sc_cli_delete(int argc, char **argv)
@@ -665,61 +842,18 @@ int sc_cli_delete(int argc, char **argv)
  * top / token
  * ------------------------------------------------------------------- */
 
-/* GPUs in use per queue or per node, summed from running pods. */
+/* What the scheduler allocated per queue or node (top.c). */
 int sc_cli_top(int argc, char **argv)
 {
 	cli_t c;
 	int prc = parse_status(parse_args(&top_cmd, argc, argv, &c));
 	if (prc >= 0)
 		return prc;
-	if (c.npos < 1 || (strcmp(c.pos[0], "queues") != 0 && strcmp(c.pos[0], "nodes") != 0)) {
-		fprintf(stderr, "usage: starcloud top queues|nodes\n");
+	if (c.npos != 1) {
+		fprintf(stderr, "starcloud top: expected queues or nodes (see --help)\n");
 		return 2;
 	}
-	int by_node = strcmp(c.pos[0], "nodes") == 0;
-	json_t *groups = NULL, *jobs = NULL, *g, *j, *p;
-	size_t i, k, m;
-	int rc = fetch(&c, by_node ? "nodes" : "queues", NULL, &groups);
-	if (rc == 0)
-		rc = fetch(&c, "jobs", NULL, &jobs);
-	if (rc == 0) {
-		printf("%-28s %-10s %-10s %s\n", "NAME", "GPUS-USED",
-		       by_node ? "GPUS" : "GPU-QUOTA", "PODS");
-		json_array_foreach(json_object_get(groups, "items"), i, g)
-		{
-			const char *name = sc_cli_str_at(g, "metadata", "name");
-			int used = 0, pods = 0;
-			json_array_foreach(json_object_get(jobs, "items"), k, j)
-			{
-				json_t *ps = json_object_get(json_object_get(j, "status"), "pods");
-				json_array_foreach(ps, m, p)
-				{
-					if (strcmp(sc_cli_str_at(p, "phase", NULL), "Running") != 0)
-						continue;
-					const char *key = by_node
-					                      ? sc_cli_str_at(p, "node", NULL)
-					                      : sc_cli_str_at(j, "spec", "queue");
-					if (strcmp(key, name) == 0) {
-						used += (int)json_array_size(
-						    json_object_get(p, "gpus"));
-						pods++;
-					}
-				}
-			}
-			json_t *spec = json_object_get(g, "spec");
-			double cap =
-			    by_node
-			        ? (double)json_integer_value(
-			              json_object_get(json_object_get(spec, "gpus"), "count"))
-			        : json_number_value(json_object_get(
-			              json_object_get(json_object_get(spec, "resources"), "gpu"),
-			              "quota"));
-			printf("%-28s %-10d %-10g %d\n", name, used, cap, pods);
-		}
-	}
-	json_decref(groups);
-	json_decref(jobs);
-	return rc;
+	return sc_cli_top_run(c.pos[0], get_path, &c);
 }
 
 int sc_cli_token(int argc, char **argv)
@@ -758,7 +892,7 @@ int sc_cli_token(int argc, char **argv)
 		st = http(&c, "GET", verb[0] == 'l' ? "/api/v1/tokens" : "/api/v1/tokens/self",
 		          NULL, &resp);
 		if (st == 200)
-			sc_cli_print_doc("yaml", "tokens", resp);
+			sc_cli_yaml_print(resp, 0, 0);
 	} else if (strcmp(verb, "delete") == 0 && c.npos == 2) {
 		char path[300];
 		snprintf(path, sizeof(path), "/api/v1/tokens/%s", c.pos[1]);
@@ -775,47 +909,6 @@ int sc_cli_token(int argc, char **argv)
 /* ---------------------------------------------------------------------
  * explain / drain
  * ------------------------------------------------------------------- */
-
-static void print_res(const char *label, json_t *r)
-{
-	json_t *g = json_object_get(r, "gpu");
-	if (json_is_null(g) || !g)
-		printf(" %s unlimited", label);
-	else
-		printf(" %s %g", label, json_number_value(g));
-}
-
-static void print_explain(json_t *e)
-{
-	json_t *asks = json_object_get(e, "asks"), *q = json_object_get(e, "queueStatus"), *t;
-	size_t i;
-	printf("Job %s (queue %s): %s\n", sc_cli_str_at(e, "job", NULL),
-	       sc_cli_str_at(e, "queue", NULL), sc_cli_str_at(e, "phase", NULL));
-	printf("Reason: %s\n", sc_cli_str_at(e, "reason", NULL));
-	printf("Asks: %lld pods (minMember %lld), %lld whole GPUs\n",
-	       (long long)json_integer_value(json_object_get(asks, "pods")),
-	       (long long)json_integer_value(json_object_get(asks, "minMember")),
-	       (long long)json_integer_value(json_object_get(asks, "gpus")));
-	json_array_foreach(json_object_get(asks, "tasks"), i, t)
-	{
-		char *res = json_dumps(json_object_get(t, "resources"), JSON_COMPACT);
-		printf("  task %s: %lld x %s\n", sc_cli_str_at(t, "name", NULL),
-		       (long long)json_integer_value(json_object_get(t, "replicas")),
-		       res ? res : "{}");
-		free(res);
-	}
-	if (!json_is_object(q)) {
-		printf("Queue: no figures yet (not in the last scheduling cycle)\n");
-		return;
-	}
-	printf("Queue %s GPUs:", sc_cli_str_at(q, "name", NULL));
-	print_res("fair share", json_object_get(q, "fairShare"));
-	print_res(", allocated", json_object_get(q, "allocated"));
-	print_res(", requested", json_object_get(q, "requested"));
-	print_res(", quota", json_object_get(q, "quota"));
-	print_res(", limit", json_object_get(q, "limit"));
-	printf("\n");
-}
 
 /* `starcloud explain job NAME`: why a job is pending, what it asks for and
  * how its queue stands. */
@@ -836,10 +929,10 @@ int sc_cli_explain(int argc, char **argv)
 	snprintf(path, sizeof(path), "/api/v1/%s/%s/explain", res, c.pos[1]);
 	long st = http(&c, "GET", path, NULL, &doc);
 	int rc = report(st, doc, c.pos[1]);
-	if (rc == 0 && strcmp(c.output, "table") != 0)
-		sc_cli_print_doc(c.output, res, doc);
-	else if (rc == 0)
-		print_explain(doc);
+	sc_cli_out_t out = {0};
+	snprintf(out.format, sizeof(out.format), "%s", c.output);
+	if (rc == 0 && sc_cli_print_generic(&out, res, doc) < 0)
+		sc_cli_explain_print(doc, res, 0);
 	json_decref(doc);
 	return rc;
 }

@@ -394,6 +394,7 @@ static int find_close(parser_t *p, size_t *close)
 			return 0;
 		}
 	}
+	p->pos--; /* point at the '{' */
 	return fail(p, "unclosed {");
 }
 

@@ -8,6 +8,8 @@
 #include "cli/cli.h"
 #include "cli/cli_simulate.h"
 #include "cli/client.h"
+#include "cli/cli_complete.h"
+#include "cli/cli_login.h"
 #include "agent/agent.h"
 #include "agent/guard.h"
 #include "cli/cli_agent.h"
@@ -18,6 +20,7 @@
 #include "worker/worker.h"
 
 static int sc_cli_version(int argc, char **argv);
+static int sc_cli_completion(int argc, char **argv);
 
 typedef struct verb {
 	const char *name;
@@ -49,6 +52,9 @@ static const verb_t verbs[] = {
     {"rollout", sc_cli_rollout, "deployment rollout status, promote, abort", 0},
     {"store", sc_cli_store, "copy a store (sqlite to etcd)", 0},
     {"k8s", sc_k8s_main, "schedule a Kubernetes cluster (KAI Queues and PodGroups)", 1},
+    {"login", sc_cli_login, "check a token against a server and keep it as a context", 0},
+    {"context", sc_cli_context, "list the configuration's contexts, or switch", 0},
+    {"completion", sc_cli_completion, "shell completion: completion bash|zsh", 0},
 };
 
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
@@ -74,6 +80,15 @@ static int sc_cli_version(int argc, char **argv)
 	}
 	printf("starcloud %s\n", SC_VERSION);
 	return SC_EXIT_OK;
+}
+
+/* `starcloud completion bash|zsh` (cli_complete.c), over this table. */
+static int sc_cli_completion(int argc, char **argv)
+{
+	sc_cli_verb_info_t info[NVERBS];
+	for (size_t i = 0; i < NVERBS; i++)
+		info[i] = (sc_cli_verb_info_t){verbs[i].name, verbs[i].summary, verbs[i].run};
+	return sc__cli_completion(argc, argv, info, NVERBS);
 }
 
 /* Hidden: `starcloud help --verbs` lists the verbs with their summaries

@@ -20,6 +20,7 @@ enum {
 	WHY_MODEL,
 	WHY_CONSTRAINT, /* topology domain or spread cap */
 	WHY_RESERVED,   /* held for a job that has waited too long */
+	WHY_MIG_MODE,   /* its GPUs serve MIG instances only */
 	WHY_GPU,
 	WHY_SHARE,
 	WHY_NO_MIG,
@@ -80,6 +81,10 @@ static int classify(const sc_sched_t *s, int j, const sc_node_view_t *n, const s
 		return WHY_RESERVED;
 	if (f->accept && !f->accept(f->accept_ctx, n))
 		return WHY_CONSTRAINT;
+	/* A MIG node gives out instances only (cluster.c): free devices there
+	 * are not missing GPUs for a whole or shared request. */
+	if (!r->mig && gpu && n->spec->mig_mode != SC_MIG_NONE)
+		return WHY_MIG_MODE;
 	if (r->mig && n->spec->mig_mode == SC_MIG_NONE)
 		return WHY_NO_MIG;
 	if (r->mig && !sc_node_fits(n, r) && n->cpu_free >= r->cpu_milli &&
@@ -120,6 +125,9 @@ static const char *what(sc_arena_t *a, int why, long n, const sc_request_t *r)
 	case WHY_CONSTRAINT:
 		return sc_arena_printf(a, "%s %s %s excluded by the job's topology or spread", cnt,
 		                       nodes, n == 1 ? "is" : "are");
+	case WHY_MIG_MODE:
+		return sc_arena_printf(a, "%s %s %s GPUs in MIG mode (MIG requests only)", cnt,
+		                       nodes, n == 1 ? "has its" : "have their");
 	case WHY_GPU:
 		return sc_arena_printf(a, "%s %s lack%s %d free GPU%s", cnt, nodes,
 		                       n == 1 ? "s" : "", r->gpus, r->gpus == 1 ? "" : "s");

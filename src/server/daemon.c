@@ -20,6 +20,7 @@
 #include "server/pool.h"
 #include "server/server.h"
 #include "server/watch.h"
+#include "server/schedstat.h"
 #include "starcloud/error.h"
 
 typedef struct opts {
@@ -268,6 +269,9 @@ static int setup(sc_server_t *s, const opts_t *o)
 	s->flow = o->no_flow ? NULL : sc__flow_new(s, &fo);
 	s->watch = sc__watch_hub_new(s, o->watch_buffer);
 	sc__commit_start(s);
+	s->stat = sc__schedstat_new();
+	if ((rc = sc__schedstat_register(s, s->stat)) < 0)
+		return rc;
 	if ((rc = sc__api_register(s)) < 0 || (rc = sc__auth_register(s)) < 0 ||
 	    (rc = sc__agent_api_register(s)) < 0 || (rc = sc__metrics_register(s)) < 0 ||
 	    (rc = sc__ui_register(s)) < 0)
@@ -337,5 +341,6 @@ out:
 	sc__ha_free(&s);
 	sc_store_close(s.store);
 	sc__metrics_free(s.metrics);
+	sc__schedstat_free(s.stat);
 	return rc < 0 ? SC_EXIT_FAIL : SC_EXIT_OK;
 }

@@ -66,17 +66,20 @@ static json_t *asks_json(json_t *obj)
 	json_int_t pods = 0, gpus = 0;
 	if (!tasks && json_object_get(spec, "template")) { /* a deployment */
 		json_t *tmpl = json_object_get(spec, "template");
-		json_int_t n = json_integer_value(json_object_get(spec, "replicas"));
+		json_t *r = json_object_get(spec, "replicas");
+		json_int_t n = r ? json_integer_value(r) : 1;
 		json_array_append_new(out,
 		                      json_pack("{s:s,s:I,s:O*}", "name", "serve", "replicas", n,
 		                                "resources", json_object_get(tmpl, "resources")));
 	}
 	json_array_foreach(tasks, i, t)
 	{
-		json_t *res = json_object_get(t, "resources");
-		json_int_t n = json_integer_value(json_object_get(t, "replicas"));
-		json_array_append_new(out, json_pack("{s:s?,s:I,s:O*}", "name",
-		                                     json_string_value(json_object_get(t, "name")),
+		/* The decoder's defaults (docs/MANIFESTS.md): one replica, and a
+		 * task without a name is "main". */
+		json_t *res = json_object_get(t, "resources"), *r = json_object_get(t, "replicas");
+		const char *name = json_string_value(json_object_get(t, "name"));
+		json_int_t n = r ? json_integer_value(r) : 1;
+		json_array_append_new(out, json_pack("{s:s,s:I,s:O*}", "name", name ? name : "main",
 		                                     "replicas", n, "resources", res));
 	}
 	json_array_foreach(out, i, t)

@@ -28,6 +28,7 @@
 #include "server/metrics.h"
 #include "server/pool.h"
 #include "server/sched_int.h"
+#include "server/schedstat.h"
 #include "starcloud/error.h"
 
 #define PERIOD_MS 1000
@@ -196,6 +197,8 @@ static void cycle_done(sc_sched_t *sc, cycle_job_t *j)
 	}
 	keep_queues(sc, j->d);
 	feed_metrics(sc, secs, j->d, &j->out);
+	if (sc->s->stat)
+		sc__schedstat_cycle(sc->s->stat, (int64_t)time(NULL), secs, &j->in.snap, j->d);
 	sc__metrics_decodes(sc->s->metrics, j->in.decoded);
 	trim_events(sc, j->out.events);
 	sc->s->ready = 1;

@@ -28,6 +28,7 @@ typedef struct sc_ha sc_ha_t;
 typedef struct sc_flow sc_flow_t;
 typedef struct sc_watch_hub sc_watch_hub_t;
 typedef struct sc_scaler sc_scaler_t;
+typedef struct sc_schedstat sc_schedstat_t;
 
 /* An object kind served under /api/v1/<plural>. */
 typedef struct sc_kind {
@@ -61,6 +62,7 @@ typedef struct sc_server {
 	sc_ha_t *ha;           /* leader election on etcd (ha.c) */
 	sc_flow_t *flow;       /* flow control per principal (flow.c) */
 	sc_watch_hub_t *watch; /* watch streams (watch.c) */
+	sc_schedstat_t *stat;  /* the scheduler's figures and history (schedstat.c) */
 	uv_signal_t sigint, sigterm;
 	uv_timer_t watchdog;          /* systemd WatchdogSec= pings (net/sdnotify.h) */
 	const char *admin_token_file; /* --admin-token-file, or NULL: print it */

@@ -30,7 +30,7 @@ def test_apply_get_describe_delete(server, tmp_path):
     r = cli(server, "get", "nodes", "-o", "yaml")
     assert 'name: "n1"' in r.stdout
     r = cli(server, "describe", "job", "j2")
-    assert r.returncode == 0 and "queue" in r.stdout
+    assert r.returncode == 0 and "Queue:          team-a" in r.stdout
     r = cli(server, "top", "queues")
     assert r.returncode == 0 and "team-a" in r.stdout
     r = cli(server, "delete", "job", "j1")
@@ -48,7 +48,8 @@ def test_get_jobs_counts_pods_asked_for(server, tmp_path):
     f.write_text(json.dumps([queue("team-a"), one, job("ask-three", gpus=64, replicas=3)]))
     assert cli(server, "apply", "-f", str(f)).returncode == 0
     rows = {line.split()[0]: line.split() for line in cli(server, "get", "jobs").stdout.splitlines()}
-    assert rows["ask-one"][2] == "0/1" and rows["ask-three"][2] == "0/3"
+    assert rows["NAME"][3] == "PODS"
+    assert rows["ask-one"][3] == "0/1" and rows["ask-three"][3] == "0/3"
 
 
 def test_bad_input_exit_2(server, tmp_path):

@@ -9,7 +9,15 @@ from conftest import BIN
 
 VERBS = ["schedule", "simulate", "bench", "server", "agent", "gateway", "worker", "dev",
          "apply", "get", "describe", "delete", "token", "explain", "logs", "top", "drain",
-         "rollout", "store", "version", "k8s"]
+         "rollout", "store", "version", "k8s", "login", "context", "completion"]
+
+
+def test_every_verb_is_listed_here():
+    """A verb added to the binary gets its --help tested too."""
+    out = subprocess.run([BIN, "help", "--verbs"], capture_output=True, text=True,
+                         check=True).stdout
+    have = {line.split("\t")[0] for line in out.splitlines() if line}
+    assert have - set(VERBS) == set(), "verbs without a --help test: %s" % (have - set(VERBS))
 
 
 @pytest.mark.parametrize("verb", VERBS)

@@ -57,6 +57,7 @@ def test_layout_for_a_package(tmp_path, gen):
     expect.update({"/usr/lib/systemd/system/" + u: "0o644" for u in UNITS})
     expect.update({"/usr/share/man/" + m: "0o644" for m in MAN})
     expect["/usr/share/bash-completion/completions/starcloud"] = "0o644"
+    expect["/usr/share/zsh/vendor-completions/_starcloud"] = "0o644"
     for f, mode in expect.items():
         assert t.get(f) == mode, (f, t.get(f))
     assert oct(os.stat(str(tmp_path / "etc/starcloud")).st_mode & 0o777) == "0o750"
