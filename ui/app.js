@@ -39,8 +39,10 @@ const state = {
   eventCount: 0,
   explain: new Map(),     /* job name -> {rv, text} */
   explainBusy: 0,
-  queueMetrics: null,     /* queue -> figures from /metrics */
-  clusterGpus: {},        /* {total, allocated} from /metrics */
+  sched: null,            /* GET /api/v1/scheduler/status: the last cycle's figures */
+  devUse: null,           /* node -> milli per device held by anyone (tenants only) */
+  groupBy: "zone/rack",   /* the GPU map's grouping (gpumap.js) */
+  filter: { text: "", queue: "", status: "" }, /* the search box and filters */
   rollouts: new Map(),    /* deployment name -> rollout status from the API */
   aborts: [],
   generation: 0,          /* bumps at logout so old streams stop */
@@ -171,27 +173,17 @@ async function pollRollouts(gen) {
   markDirty("deployments");
 }
 
-/* The scheduler's per-queue figures from the server's own /metrics
- * (starcloud_queue_{quota,fair_share,allocated,requested}_gpus), used for
- * the queues this token can list; queue objects carry no status. */
-async function pollQueueMetrics(gen) {
-  const re = /^starcloud_queue_(quota|fair_share|allocated|requested)_gpus\{queue="([^"]*)"\} (\S+)$/;
+/* The scheduler's own figures (GET /api/v1/scheduler/status: every queue
+ * the token may see, parents included, as the last cycle decided), and for
+ * a tenant the devices other queues hold (/scheduler/devices, no names). */
+async function pollScheduler(gen) {
   while (gen === state.generation) {
     try {
-      const res = await fetch("/metrics");
-      if (res.ok) {
-        const m = new Map();
-        for (const line of (await res.text()).split("\n")) {
-          const c = /^starcloud_cluster_(allocated_)?gpus (\S+)$/.exec(line);
-          if (c) state.clusterGpus[c[1] ? "allocated" : "total"] = parseFloat(c[2]);
-          const x = re.exec(line);
-          if (!x) continue;
-          if (!m.has(x[2])) m.set(x[2], {});
-          m.get(x[2])[x[1]] = parseFloat(x[3]);
-        }
-        state.queueMetrics = m;
-        markDirty("queuesView");
-        markDirty("gpu");
+      state.sched = await apiJSON("scheduler/status");
+      markDirty("queuesView");
+      if (state.who && state.who.role === "tenant") {
+        state.devUse = (await apiJSON("scheduler/devices")).nodes || {};
+        markDirty("nodes");
       }
     } catch (e) { /* the figures stay as they were */ }
     await sleep(POLL_MS);
@@ -236,7 +228,9 @@ async function login(token) {
   const gen = ++state.generation;
   for (const k of ["nodes", "jobs", "events"]) follow(k, gen);
   for (const k of ["queues", "deployments", "nodepools"]) poll(k, gen);
-  pollQueueMetrics(gen);
+  pollScheduler(gen);
+  pollHistory(gen); /* history.js */
+  openJobPage(); /* jobpage.js: a #job/NAME link opened directly */
   resizeCanvas();
   schedule();
 }
@@ -250,6 +244,8 @@ function logout(why) {
   for (const k in state.objs) state.objs[k] = new Map();
   state.explain.clear();
   state.rollouts.clear();
+  state.sched = state.devUse = null;
+  historyReset(); /* history.js */
   $("events").textContent = "";
   state.eventCount = 0;
   showLogin(why || "");
@@ -313,40 +309,6 @@ function jobReplicas(j) {
   return n;
 }
 
-/* The node order and device offsets: rebuilt (one sort) only when the set
- * of nodes or a device count changes, not when a node's status does. */
-function topology(prev) {
-  const objs = state.objs.nodes;
-  if (prev && prev.nodes.length === objs.size) {
-    let same = true;
-    const nodes = prev.nodes.slice();
-    for (let i = 0; i < nodes.length && same; i++) {
-      const o = objs.get(nodes[i].metadata.name);
-      if (!o || gpuCount(o) !== prev.off[i + 1] - prev.off[i]) same = false;
-      else nodes[i] = o;
-    }
-    if (same) return Object.assign({}, prev, { nodes });
-  }
-  const nodes = [...objs.values()].sort((a, b) =>
-    a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0);
-  const index = new Map();
-  const off = new Int32Array(nodes.length + 1);
-  const mem = new Float64Array(nodes.length);
-  let maxCount = 1;
-  nodes.forEach((n, i) => {
-    index.set(n.metadata.name, i);
-    const c = gpuCount(n);
-    maxCount = Math.max(maxCount, c);
-    off[i + 1] = off[i] + c;
-    mem[i] = parseBytes(get(n, "spec", "gpus", "memory")) || 0;
-  });
-  return { nodes, index, off, mem, maxCount };
-}
-
-function gpuCount(n) {
-  return Math.max(0, Math.min(64, get(n, "spec", "gpus", "count") | 0));
-}
-
 /* Recomputes device use per node (flat typed arrays, one slot per device)
  * and the per-queue sums and job lists: O(nodes + pods), at most once
  * every DERIVE_MS. */
@@ -358,6 +320,8 @@ function derive() {
   const mig = new Uint8Array(ndev);     /* bit s = compute slice s in use */
   const rel = new Uint8Array(ndev);     /* something on it is releasing */
   const reserved = new Uint8Array(T.nodes.length);
+  const others = new Uint16Array(ndev); /* milli held by pods this token cannot list */
+  const match = new Uint8Array(T.nodes.length);
   const queues = new Map();
   const q = (name) => {
     if (!queues.has(name)) queues.set(name, { allocated: 0, requested: 0, pending: 0 });
@@ -427,22 +391,54 @@ function derive() {
   running.sort((a, b) => (a.name < b.name ? -1 : 1));
   pending.sort((a, b) => a.created - b.created);
   const sum = { nodes: T.nodes.length, notReady: 0, cordoned: 0, reserved: 0, gpus: ndev,
-                whole: 0, shared: 0, mig: 0, free: 0, releasing: 0 };
+                whole: 0, shared: 0, mig: 0, free: 0, releasing: 0, others: 0, matching: 0 };
+  const text = state.filter.text.toLowerCase();
   T.nodes.forEach((n, i) => {
     if (get(n, "status", "ready") === false) sum.notReady++;
     if (get(n, "spec", "unschedulable")) sum.cordoned++;
     sum.reserved += reserved[i];
+    match[i] = !text || nodeText(n).includes(text) ? 1 : 0;
+    sum.matching += match[i];
+    /* What the server says is held on this node beyond what this token's
+     * own pods hold: other queues' pods, drawn as "in use". */
+    const use = state.devUse && state.devUse[n.metadata.name];
+    if (!use) return;
+    for (let k = 0; k < T.off[i + 1] - T.off[i] && k < use.length; k++) {
+      const dv = T.off[i] + k;
+      let mine = whole[dv] ? 1000 : share[dv];
+      for (let b = 0; b < 7; b++) if (mig[dv] & (1 << b)) mine += 1000 / 7;
+      others[dv] = Math.max(0, Math.min(1000, Math.round(use[k] - mine)));
+      if (others[dv] < 5) others[dv] = 0; /* rounding of MIG slices */
+    }
   });
   for (let k = 0; k < ndev; k++) {
     sum.releasing += rel[k];
     if (whole[k]) sum.whole++;
     else if (mig[k]) sum.mig++;
     else if (share[k]) sum.shared++;
+    else if (others[k]) sum.others++;
     else sum.free++;
   }
-  state.derived = Object.assign(T, { whole, share, mig, rel, reserved, queues, running, pending, sum });
+  state.derived = Object.assign(T, { whole, share, mig, rel, reserved, others, match, queues,
+                                     running, pending, sum, rows: null });
   state.derivedAt = performance.now();
   state.podsOn = null; /* describeNode's cache */
+}
+
+/* What the search box matches a node on: name, labels, model. */
+function nodeText(n) {
+  const l = get(n, "metadata", "labels") || {};
+  return (n.metadata.name + " " + Object.entries(l).map(([k, v]) => k + "=" + v).join(" ") + " " +
+          (get(n, "spec", "gpus", "model") || "")).toLowerCase();
+}
+
+/* The search box and filters on a job (or deployment) of the lists. */
+function jobShown(info) {
+  const f = state.filter;
+  if (f.queue && info.queue !== f.queue) return false;
+  if (f.status && (get(info.job, "status", "phase") || "Pending") !== f.status) return false;
+  const t = f.text.toLowerCase();
+  return !t || info.name.toLowerCase().includes(t) || info.queue.toLowerCase().includes(t);
 }
 
 function created(j) {
@@ -475,11 +471,13 @@ function frame() {
   if (derived) for (const k of ["gpu", "queuesView", "pending", "running"]) todo.add(k);
   else for (const k of ["nodes", "jobs", "queues", "deployments"]) if (todo.has(k)) d.add(k);
   if (todo.has("gpu")) drawGpus();
-  if (todo.has("queuesView") || (derived && todo.has("queues"))) renderQueues();
+  if (todo.has("queuesView") || (derived && todo.has("queues"))) { renderQueues(); fillQueueFilter(); }
   if (todo.has("pending")) renderPending();
   if (todo.has("running")) renderRunning();
-  if (derived && todo.has("deployments")) renderDeployments();
+  if (todo.has("deployments")) renderDeployments();
   if (todo.has("nodepools")) renderPools();
+  if (todo.has("history")) drawHistory(); /* history.js */
+  if (todo.has("jobPage") || (derived && jobPageOpen())) renderJobPage(); /* jobpage.js */
   drainEvents();
 }
 
@@ -491,22 +489,9 @@ const scroller = $("gpu-scroll");
 const COLORS = {};
 function colors() {
   const cs = getComputedStyle(document.documentElement);
-  for (const k of ["free", "whole", "shared", "mig", "releasing", "reserved", "notready", "cordoned"])
+  for (const k of ["free", "whole", "shared", "mig", "releasing", "reserved", "notready", "cordoned",
+                   "others", "dimmed", "text", "dimText"])
     COLORS[k] = cs.getPropertyValue("--" + k).trim();
-}
-
-function layout() {
-  const D = state.derived;
-  const n = D ? D.nodes.length : 0;
-  /* Bigger cells for small clusters; 8 px keeps 10,000 nodes scrollable. */
-  const cell = n <= 64 ? 16 : n <= 1000 ? 12 : 8;
-  const perNode = Math.max(1, Math.min(16, D ? D.maxCount : 8));
-  const nodeW = perNode * (cell + CELL_GAP) + NODE_GAP;
-  const width = scroller.clientWidth || 800;
-  const cols = Math.max(1, Math.floor((width - 4) / nodeW));
-  const rowsPerNode = D ? Math.ceil(D.maxCount / perNode) || 1 : 1;
-  const nodeH = rowsPerNode * (cell + CELL_GAP) + ROW_GAP;
-  return { cell, perNode, nodeW, cols, nodeH, width, rowsPerNode };
 }
 
 function resizeCanvas() {
@@ -519,101 +504,6 @@ function resizeCanvas() {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   /* Resizing cleared the canvas: draw again now, not a frame later. */
   if (state.derived && !$("app").hidden) drawGpus();
-}
-
-/* Draws the rows of nodes inside the scroll window only. */
-function drawGpus() {
-  const D = state.derived;
-  if (!D) return;
-  if (!COLORS.free) colors();
-  const L = layout();
-  const rows = Math.ceil(D.nodes.length / L.cols);
-  $("gpu-spacer").style.height = rows * L.nodeH + "px";
-  const want = Math.max(60, Math.min(360, rows * L.nodeH + 6)) + "px";
-  if (scroller.style.height !== want) { scroller.style.height = want; resizeCanvas(); return; }
-  const top = scroller.scrollTop, h = scroller.clientHeight || 360;
-  ctx.clearRect(0, 0, L.width, h);
-  const r0 = Math.floor(top / L.nodeH), r1 = Math.min(rows, Math.ceil((top + h) / L.nodeH));
-  drawNodes(D, L, r0, r1, top);
-  const s = D.sum;
-  $("gpu-summary").textContent =
-    `${s.nodes} nodes (${s.notReady} not ready, ${s.cordoned} cordoned, ${s.reserved} reserved) · ` +
-    `${s.gpus} GPUs: ${s.whole} whole, ${s.shared} shared, ${s.mig} MIG, ${s.free} free` +
-    (s.releasing ? `, ${s.releasing} releasing` : "") +
-    /* A tenant cannot list other queues' jobs, so their devices look free
-     * on the map; say so, with the server's cluster-wide figure. */
-    (state.who && state.who.role === "tenant" && state.clusterGpus.total != null
-      ? ` · cluster-wide ${fmt(state.clusterGpus.allocated)} of ${fmt(state.clusterGpus.total)} allocated` +
-        " (other queues' pods are not shown to this token)" : "");
-  scroller.dataset.nodes = s.nodes;
-  scroller.dataset.gpus = s.gpus;
-}
-
-/* Cells are collected per colour and each colour filled once, so a frame
- * costs a few fill() calls however many nodes are visible. */
-function drawNodes(D, L, r0, r1, top) {
-  const CELL = L.cell;
-  const w = L.perNode * (CELL + CELL_GAP) - CELL_GAP;
-  const h = L.rowsPerNode * (CELL + CELL_GAP) - CELL_GAP;
-  const paths = {};
-  const rect = (color, x, y, rw, rh) => (paths[color] || (paths[color] = [])).push(x, y, rw, rh);
-  const outlines = [];
-  for (let r = r0; r < r1; r++) {
-    for (let c = 0; c < L.cols; c++) {
-      const i = r * L.cols + c;
-      if (i >= D.nodes.length) break;
-      const x = 2 + c * L.nodeW, y = r * L.nodeH - top + 2;
-      const n = D.nodes[i];
-      const notReady = get(n, "status", "ready") === false;
-      const cordoned = !!get(n, "spec", "unschedulable");
-      const base = D.off[i], count = D.off[i + 1] - base;
-      for (let k = 0; k < count; k++) {
-        const dv = base + k;
-        const cx = x + (k % L.perNode) * (CELL + CELL_GAP);
-        const cy = y + Math.floor(k / L.perNode) * (CELL + CELL_GAP);
-        const busy = D.rel[dv] ? "releasing" : null;
-        if (D.whole[dv]) { rect(busy || "whole", cx, cy, CELL, CELL); continue; }
-        rect(cordoned ? "cordoned" : "free", cx, cy, CELL, CELL);
-        if (D.mig[dv]) {
-          /* seven compute slices stacked bottom-up */
-          for (let s = 0; s < 7; s++) {
-            if (!(D.mig[dv] & (1 << s))) continue;
-            const y0 = cy + CELL - Math.round((s + 1) * CELL / 7);
-            rect(busy || "mig", cx, y0, CELL, Math.max(1, Math.round(CELL / 7)));
-          }
-        } else if (D.share[dv]) {
-          const fh = Math.max(1, Math.round(CELL * D.share[dv] / 1000));
-          rect(busy || "shared", cx, cy + CELL - fh, CELL, fh);
-        }
-      }
-      if (D.reserved[i] || notReady || i === state.selected || i === state.hover)
-        outlines.push(notReady ? "notready" : D.reserved[i] ? "reserved" : "highlight", x, y);
-    }
-  }
-  for (const color in paths) {
-    const a = paths[color];
-    ctx.fillStyle = COLORS[color];
-    ctx.beginPath();
-    for (let k = 0; k < a.length; k += 4) ctx.rect(a[k], a[k + 1], a[k + 2], a[k + 3]);
-    ctx.fill();
-  }
-  ctx.lineWidth = 1.5;
-  for (let k = 0; k < outlines.length; k += 3) {
-    ctx.strokeStyle = outlines[k] === "highlight" ? "#fff" : COLORS[outlines[k]];
-    ctx.strokeRect(outlines[k + 1] - 1.5, outlines[k + 2] - 1.5, w + 3, h + 3);
-  }
-}
-
-function nodeAt(ev) {
-  const D = state.derived;
-  if (!D) return -1;
-  const L = layout();
-  const rect = canvas.getBoundingClientRect();
-  const x = ev.clientX - rect.left - 2, y = ev.clientY - rect.top + scroller.scrollTop - 2;
-  const c = Math.floor(x / L.nodeW), r = Math.floor(y / L.nodeH);
-  if (c < 0 || c >= L.cols || r < 0 || x - c * L.nodeW > L.nodeW - NODE_GAP) return -1;
-  const i = r * L.cols + c;
-  return i < D.nodes.length ? i : -1;
 }
 
 function describeNode(i) {
@@ -676,17 +566,42 @@ canvas.addEventListener("click", (ev) => {
 });
 scroller.addEventListener("scroll", () => markDirty("gpu"), { passive: true });
 window.addEventListener("resize", resizeCanvas);
-$("node-find").addEventListener("change", (ev) => {
+/* The search box filters the job lists and deployments (name, queue) and
+ * dims nodes that do not match (name, labels, model); Enter on an exact
+ * node name jumps to it. */
+$("search").addEventListener("input", (ev) => {
+  state.filter.text = ev.target.value.trim();
+  state.derived = state.derived && Object.assign(state.derived, { rows: null });
+  for (const k of ["nodes", "pending", "running", "deployments"]) markDirty(k);
+});
+$("search").addEventListener("change", (ev) => {
   const D = state.derived, name = ev.target.value.trim();
-  if (!D || !name) return;
-  const i = D.index.get(name);
-  if (i === undefined) { $("node-detail").textContent = "no node " + name; return; }
-  const L = layout();
-  scroller.scrollTop = Math.floor(i / L.cols) * L.nodeH;
+  const i = D && D.index.get(name);
+  if (i === undefined || i === null) return;
+  scrollToNode(i);
   state.selected = i;
   $("node-detail").textContent = describeNode(i);
   markDirty("gpu");
 });
+for (const [id, key] of [["queue-filter", "queue"], ["status-filter", "status"]])
+  $(id).addEventListener("change", (ev) => {
+    state.filter[key] = ev.target.value;
+    for (const k of ["pending", "running", "deployments"]) markDirty(k);
+  });
+$("group-by").addEventListener("change", (ev) => {
+  state.groupBy = ev.target.value;
+  markDirty("nodes");
+});
+
+/* The queue filter lists the queues this token sees. */
+function fillQueueFilter() {
+  const sel = $("queue-filter"), have = [...sel.options].slice(1).map((o) => o.value).join(",");
+  const names = [...state.objs.queues.keys()].sort();
+  if (names.join(",") === have) return;
+  const cur = sel.value;
+  sel.replaceChildren(new Option("all queues", ""), ...names.map((n) => new Option(n, n)));
+  sel.value = names.includes(cur) ? cur : "";
+}
 
 /* ---- queues ---- */
 
@@ -696,30 +611,34 @@ function fmt(v) {
   return Number.isInteger(v) ? String(v) : v.toFixed(2);
 }
 
-function metricsStatus(name) {
-  const m = state.queueMetrics && state.queueMetrics.get(name);
-  if (!m) return {};
-  return { quota: m.quota, fairShare: m.fair_share, allocated: m.allocated, requested: m.requested };
+/* The last cycle's figures for a queue (GPU devices), or null. */
+function schedQueue(name) {
+  for (const q of (state.sched && state.sched.queues) || []) if (q.name === name) return q;
+  return null;
 }
 
-/* Server-written status (as in `schedule -o json`) when present; otherwise
- * quota from the spec and allocated/requested summed from the jobs. */
+/* The scheduler's figures when it has reported the queue; otherwise quota
+ * from the spec and allocated/requested summed from the jobs, fair share
+ * unknown (the panel header says which). */
 function queueFigures(qo, sums) {
-  const st = Object.assign({}, metricsStatus(qo.metadata.name), qo.status || {});
-  const pick = (x) => (x == null ? null : num(x.gpu) !== null ? x.gpu : num(x) !== null ? x : null);
+  const q = schedQueue(qo.metadata.name);
+  const g = (x) => (x && num(x.gpu) !== null ? x.gpu : x && x.gpu === null ? -1 : null);
   const specQuota = get(qo, "spec", "resources", "gpu", "quota");
-  const fromServer = st.allocated != null || st.fairShare != null;
   return {
-    fromServer,
-    quota: pick(st.quota) ?? (num(specQuota) !== null ? specQuota : null),
-    fair: pick(st.fairShare),
-    allocated: pick(st.allocated) ?? (sums ? sums.allocated : 0),
-    requested: pick(st.requested) ?? (sums ? sums.requested : 0),
-    pending: sums ? sums.pending : 0,
-    parent: get(qo, "spec", "parentQueue") || st.parent || null,
+    fromServer: !!q,
+    quota: q ? g(q.quota) : num(specQuota),
+    limit: q ? g(q.limit) : null,
+    fair: q ? g(q.fairShare) : null,
+    allocated: q ? g(q.allocated) : (sums ? sums.allocated : 0),
+    requested: q ? g(q.requested) : (sums ? sums.requested : 0),
+    pending: q ? q.pendingJobs : (sums ? sums.pending : 0),
+    parent: get(qo, "spec", "parentQueue") || (q && q.parent) || null,
   };
 }
 
+/* One bar per queue, all on one scale (the largest figure of any queue),
+ * in one grid so every bar is the same width: a bar's length compares
+ * across rows. The tree is depth-first with indented names. */
 function renderQueues() {
   const D = state.derived;
   const box = $("queues");
@@ -728,11 +647,11 @@ function renderQueues() {
   const byName = new Map(figs);
   const depth = (name, seen = 0) => {
     const f = byName.get(name);
-    return f && f.parent && seen < 16 ? 1 + depth(f.parent, seen + 1) : 0;
+    return f && f.parent && byName.has(f.parent) && seen < 16 ? 1 + depth(f.parent, seen + 1) : 0;
   };
   const path = (name, seen = 0) => {
     const f = byName.get(name);
-    return (f && f.parent && seen < 16 ? path(f.parent, seen + 1) + "/" : "") + name;
+    return (f && f.parent && byName.has(f.parent) && seen < 16 ? path(f.parent, seen + 1) + "\u0000" : "") + name;
   };
   figs.sort((a, b) => (path(a[0]) < path(b[0]) ? -1 : 1));
   let max = 0;
@@ -741,8 +660,9 @@ function renderQueues() {
   max = max || 1;
   const server = figs.some(([, f]) => f.fromServer);
   $("queue-source").textContent = !figs.length ? "no queues visible to this token" :
-    server ? "figures from the scheduler's last cycle"
-           : "no scheduler status yet: quota from the spec, allocated/requested summed from jobs, fair share unknown";
+    server ? "the scheduler's last cycle · one scale: " + fmt(max) + " GPUs is a full bar"
+           : "no scheduler figures yet: quota from the spec, allocated/requested summed from jobs, fair share unknown";
+  box.dataset.scale = max;
   const frag = document.createDocumentFragment();
   for (const [name, f] of figs) {
     const row = document.createElement("div");
@@ -760,10 +680,11 @@ function renderQueues() {
     add("req", { width: pct(f.requested || 0) });
     add("alloc", { width: pct(f.allocated || 0) });
     if (f.quota != null && f.quota >= 0) add("quota", { left: pct(f.quota) });
-    if (f.fair != null) add("fair", { left: pct(f.fair) });
+    if (f.fair != null && f.fair >= 0) add("fair", { left: pct(f.fair) });
     const nums = document.createElement("span");
     nums.className = "qnums";
-    nums.textContent = `alloc ${fmt(f.allocated)} / req ${fmt(f.requested)} · quota ${fmt(f.quota)} · fair ${fmt(f.fair)}` +
+    nums.textContent = `alloc ${fmt(f.allocated)} / req ${fmt(f.requested)} · quota ${fmt(f.quota)}` +
+      (f.limit != null && f.limit >= 0 ? ` · limit ${fmt(f.limit)}` : "") + ` · fair ${fmt(f.fair)}` +
       (f.pending ? ` · ${f.pending} pending` : "");
     row.append(nm, bar, nums);
     frag.appendChild(row);
@@ -810,8 +731,10 @@ function explainSome(pending) {
 function renderPending() {
   const D = state.derived;
   const box = $("pending");
-  const pending = D ? D.pending : [];
-  $("pending-count").textContent = pending.length + " pending";
+  const all = D ? D.pending : [];
+  const pending = all.filter(jobShown);
+  $("pending-count").textContent = pending.length + " pending" +
+    (pending.length !== all.length ? ` (of ${all.length})` : "");
   explainSome(pending);
   const frag = document.createDocumentFragment();
   for (const p of pending.slice(0, 200)) {
@@ -821,7 +744,10 @@ function renderPending() {
     const ex = state.explain.get(p.name);
     const reason = (ex && ex.text) || statusReason(p.job);
     const head = document.createElement("div");
-    head.textContent = `${p.name}  · queue ${p.queue} · ${p.holding}/${p.total} pods running`;
+    const link = document.createElement("a");
+    link.href = "#job/" + encodeURIComponent(p.name);
+    link.textContent = p.name;
+    head.append(link, `  · queue ${p.queue} · ${p.holding}/${p.total} pods running`);
     const r = document.createElement("div");
     r.className = "reason";
     r.textContent = reason || "no reason reported by the server yet";
@@ -845,8 +771,10 @@ runBox.addEventListener("scroll", () => markDirty("running"), { passive: true })
 
 function renderRunning() {
   const D = state.derived;
-  const rows = D ? D.running : [];
-  $("running-count").textContent = rows.length + " running";
+  const all = D ? D.running : [];
+  const rows = all.filter(jobShown);
+  $("running-count").textContent = rows.length + " running" +
+    (rows.length !== all.length ? ` (of ${all.length})` : "");
   const spacer = runBox.firstElementChild;
   /* Read the scroll position before writing, so there is one layout. */
   const top = runBox.scrollTop, h = runBox.clientHeight || 300;
@@ -860,12 +788,13 @@ function renderRunning() {
     el.className = "vrow";
     el.style.top = i * ROW_PX + "px";
     el.dataset.job = r.name;
-    for (const t of [r.name, r.queue, r.holding + "/" + r.total, fmt(r.gpus), r.nodes.join(", ")]) {
-      const s = document.createElement("span");
+    [r.name, r.queue, r.holding + "/" + r.total, fmt(r.gpus), r.nodes.join(", ")].forEach((t, k) => {
+      const s = document.createElement(k === 0 ? "a" : "span");
+      if (k === 0) s.href = "#job/" + encodeURIComponent(r.name);
       s.textContent = t;
       s.title = t;
       el.appendChild(s);
-    }
+    });
     frag.appendChild(el);
   }
   runBox.replaceChildren(frag);
@@ -877,9 +806,15 @@ function renderRunning() {
  * replica, as the gateway reads them), the rollout from status.rollout or
  * the server's /rollout subresource (the gateway reports a finished rollout
  * there: outcome, canaryErrorRate); what the server does not report is "–". */
+/* Deployments: versions and readiness from status.endpoints (one per
+ * replica, as the gateway reads them); the rollout from the server's
+ * GET /deployments/{name}/rollout, whose document nests it under "rollout"
+ * (or status.rollout): weights {version: percent}, phase, step, reason, and
+ * the evidence the gateways reported for the step (requests, errors). */
 function deploymentRow(d) {
   const st = d.status || {};
-  const ro = state.rollouts.get(d.metadata.name) || st.rollout || {};
+  const doc = state.rollouts.get(d.metadata.name);
+  const ro = (doc && doc.rollout) || st.rollout || {};
   const eps = Array.isArray(st.endpoints) ? st.endpoints : [];
   const byVer = new Map();
   for (const e of eps) {
@@ -893,26 +828,23 @@ function deploymentRow(d) {
     ? [...byVer].map(([v, x]) => `v${v} ${x.ready}/${x.n} ready`).join(", ")
     : "v" + (get(d, "spec", "version") ?? "?");
   let split = "–";
-  const w = num(ro.weight);
-  /* The server's rollout status (docs/SERVING.md): weights {version: pct}. */
   const ws = ro.weights && typeof ro.weights === "object" ? Object.entries(ro.weights) : [];
   if (ws.length)
     split = ws.map(([v, pct]) => `v${v} ${num(pct) ?? "?"}%`).join(" / ");
-  else if (w !== null && ro.canary != null)
-    split = `v${ro.stable ?? st.stableVersion ?? "?"} ${100 - w}% / v${ro.canary} ${w}%`;
   else if (byVer.size) {
     const total = [...byVer.values()].reduce((s, x) => s + x.weight, 0);
     if (total > 0)
       split = [...byVer].map(([v, x]) => `v${v} ${Math.round(100 * x.weight / total)}%`).join(" / ") +
         " (by replica weight)";
   }
-  /* Per-version analysis windows reported by the gateway: analysis {version: {errorRate}}. */
-  const an = ro.analysis && ro.canary != null ? ro.analysis[String(ro.canary)] : null;
-  const er = num(an && an.errorRate) ?? num(ro.canaryErrorRate) ?? num(ro.errorRate) ??
-    num(st.errorRate);
-  const err = er === null ? "–" : (100 * er).toFixed(1) + " %" + (ro.canary != null ? ` (v${ro.canary})` : "");
-  const phase = ro.outcome || ro.state || ro.phase || null;
-  const rollout = phase ? phase + (ro.step != null ? ` step ${ro.step}` : "") +
+  const ev = ro.evidence || {};
+  const er = num(ev.requests) ? num(ev.errors) / ev.requests : null;
+  const err = er === null ? "–" : (100 * er).toFixed(1) + " %" +
+    (ro.canary != null ? ` (v${ro.canary}, ${ev.requests} requests)` : "");
+  const phase = ro.phase || null;
+  const steps = Array.isArray(ro.steps) ? ro.steps : null;
+  const rollout = phase ? phase + (ro.canary != null ? ` v${ro.stable ?? "?"} → v${ro.canary}` : "") +
+    (steps && ro.step != null && ro.canary != null ? ` step ${ro.step + 1}/${steps.length}` : "") +
     (ro.reason ? ": " + ro.reason : "") : "no rollout status from the server";
   const running = jobPods(d).filter((p) => HOLDING.has(p.phase)).length;
   /* An autoscaled Deployment runs the autoscaler's count (docs/AUTOSCALING.md). */
@@ -926,7 +858,12 @@ function deploymentRow(d) {
 }
 
 function renderDeployments() {
-  const deps = [...state.objs.deployments.values()].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
+  const ft = state.filter.text.toLowerCase();
+  const deps = [...state.objs.deployments.values()]
+    .filter((d) => (!ft || d.metadata.name.toLowerCase().includes(ft) ||
+                    (get(d, "spec", "model") || "").toLowerCase().includes(ft)) &&
+                   (!state.filter.queue || get(d, "spec", "queue") === state.filter.queue))
+    .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
   $("deploy-count").textContent = deps.length + " deployments";
   const box = $("deployments");
   if (!deps.length) { box.textContent = "none visible to this token"; return; }
@@ -936,11 +873,12 @@ function renderDeployments() {
   for (const d of deps.slice(0, 500)) {
     const tr = document.createElement("tr");
     tr.dataset.deployment = d.metadata.name;
-    for (const v of deploymentRow(d)) {
+    deploymentRow(d).forEach((v, k) => {
       const td = document.createElement("td");
       td.textContent = v;
+      td.className = ["name", "model", "versions", "replicas", "split", "errors", "rollout"][k];
       tr.appendChild(td);
-    }
+    });
     t.appendChild(tr);
   }
   box.replaceChildren(t);

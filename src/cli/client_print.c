@@ -251,24 +251,22 @@ static long ready_pods(json_t *o)
 	return n;
 }
 
+/* "Progressing v3 10%": the phase, the canary and its weight (status.rollout
+ * as the deployment controller writes it: weights {version: percent}). */
 static void rollout_text(json_t *o, char *out)
 {
 	json_t *ro = json_object_get(json_object_get(o, "status"), "rollout");
 	const char *phase = sc_obj_str(ro, "phase", NULL, NULL);
-	json_t *canary = json_object_get(ro, "canary"), *w = json_object_get(ro, "weight");
-	if (!phase[0]) {
+	const char *canary = sc_obj_str(ro, "canary", NULL, NULL);
+	json_t *w = json_object_get(json_object_get(ro, "weights"), canary);
+	if (!phase[0])
 		snprintf(out, CELL, "-");
-		return;
-	}
-	char cv[64] = "";
-	if (json_is_string(canary) && json_string_length(canary))
-		snprintf(cv, sizeof(cv), " v%s", json_string_value(canary));
-	else if (json_is_integer(canary))
-		snprintf(cv, sizeof(cv), " v%lld", (long long)json_integer_value(canary));
-	if (cv[0] && json_is_number(w))
-		snprintf(out, CELL, "%s%s %g%%", phase, cv, json_number_value(w));
+	else if (canary[0] && json_is_number(w))
+		snprintf(out, CELL, "%s v%s %g%%", phase, canary, json_number_value(w));
+	else if (canary[0])
+		snprintf(out, CELL, "%s v%s", phase, canary);
 	else
-		snprintf(out, CELL, "%s%s", phase, cv);
+		snprintf(out, CELL, "%s", phase);
 }
 
 static void row_deployment(json_t *o, int wide, int64_t now, cells_t c)

@@ -421,7 +421,7 @@ static void rollout_fields(json_t *o)
 		field("Rollout", "<none>");
 		return;
 	}
-	w = json_object_get(ro, "weight");
+	w = json_object_get(json_object_get(ro, "weights"), sc_obj_str(ro, "canary", NULL, NULL));
 	char weight[32] = "";
 	if (json_is_number(w))
 		snprintf(weight, sizeof(weight), ", canary weight %g%%", json_number_value(w));

@@ -313,9 +313,10 @@ void sc__gw_traceparent(const gw_span_t *s, char out[56]);
 /* True when s would be exported (sampled, --otlp set): lets callers skip
  * building attributes on the hot path. */
 int sc__gw_span_wanted(const sc_gw_t *gw, const gw_span_t *s);
-/* Ends a span and queues it for export (when --otlp is set). attrs is a
- * jansson object of string/int attributes (taken). */
-void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, int error,
+/* Ends a span and queues it for export (when --otlp is set). kind is
+ * SC_OTEL_SERVER or SC_OTEL_CLIENT; status and attrs (an OTLP attribute
+ * array) are taken, both made with net/otel.h. */
+void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, json_t *status,
                      json_t *attrs);
 int sc__gw_trace_init(sc_gw_t *gw);
 void sc__gw_trace_close(sc_gw_t *gw);

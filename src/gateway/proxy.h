@@ -46,6 +46,7 @@ typedef struct gw_req {
 	char ihcl[24];    /* KServe binary request: its JSON header's length */
 	char up_ihcl[24]; /* KServe binary answer: the same, from the replica */
 	const char *method;
+	char ua[128]; /* the client's User-Agent, for the span */
 	int stream;
 	int role;         /* backends this phase uses */
 	gw_backend_t *be; /* the attempt in flight */

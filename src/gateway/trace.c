@@ -4,7 +4,8 @@
  * (version 00..fe, non-zero ids, lower-case hex) and starts a new one
  * otherwise. Each upstream attempt is a child span whose id goes to the
  * worker in the traceparent header, so the worker's spans hang below the
- * attempt that caused them. Finished spans are batched and POSTed to
+ * attempt that caused them. Names, attributes and statuses follow
+ * OpenTelemetry's HTTP conventions (net/otel.h). Finished spans are batched and POSTed to
  * {--otlp}/v1/traces once a second (or at 512 spans); at most 8192 wait,
  * later ones are dropped and counted, so a dead collector costs bounded
  * memory. */
@@ -14,7 +15,9 @@
 
 #include "base/log.h"
 #include "base/alloc.h"
+#include "base/version.h"
 #include "gateway/gw_int.h"
+#include "net/otel.h"
 
 #define MAX_PENDING 8192
 #define BATCH 512
@@ -94,44 +97,20 @@ void sc__gw_traceparent(const gw_span_t *s, char out[56])
  * Export
  * ------------------------------------------------------------------- */
 
-static json_t *attributes(json_t *attrs)
-{
-	json_t *out = json_array();
-	const char *k;
-	json_t *v;
-	json_object_foreach(attrs, k, v)
-	{
-		json_t *val = json_object();
-		if (json_is_integer(v)) {
-			char n[32];
-			snprintf(n, sizeof(n), "%lld", (long long)json_integer_value(v));
-			json_object_set_new(val, "intValue", json_string(n));
-		} else {
-			json_object_set_new(
-			    val, "stringValue",
-			    json_string(json_is_string(v) ? json_string_value(v) : ""));
-		}
-		json_array_append_new(out, json_pack("{s:s,s:o}", "key", k, "value", val));
-	}
-	return out;
-}
-
 int sc__gw_span_wanted(const sc_gw_t *gw, const gw_span_t *s)
 {
 	return gw->trace != NULL && s->sampled;
 }
 
-void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, int error,
+void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind, json_t *status,
                      json_t *attrs)
 {
 	tracer_t *t = gw->trace;
-	if (!t || !s->sampled) {
+	if (!t || !s->sampled || json_array_size(t->spans) >= MAX_PENDING) {
+		if (t && s->sampled)
+			t->dropped++;
 		json_decref(attrs);
-		return;
-	}
-	if (json_array_size(t->spans) >= MAX_PENDING) {
-		t->dropped++;
-		json_decref(attrs);
+		json_decref(status);
 		return;
 	}
 	char tid[33], sid[17], pid[17], st[24], en[24];
@@ -140,13 +119,11 @@ void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind
 	hex(s->parent_id, 8, pid);
 	snprintf(st, sizeof(st), "%llu", (unsigned long long)s->start_ns);
 	snprintf(en, sizeof(en), "%llu", (unsigned long long)unix_ns());
-	json_t *span =
-	    json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:{s:i}}", "traceId", tid, "spanId", sid,
-	              "name", name, "kind", kind, "startTimeUnixNano", st, "endTimeUnixNano", en,
-	              "attributes", attributes(attrs), "status", "code", error ? 2 : 1);
+	json_t *span = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:o}", "traceId", tid, "spanId", sid,
+	                         "name", name, "kind", kind, "startTimeUnixNano", st,
+	                         "endTimeUnixNano", en, "attributes", attrs, "status", status);
 	if (s->has_parent)
 		json_object_set_new(span, "parentSpanId", json_string(pid));
-	json_decref(attrs);
 	json_array_append_new(t->spans, span);
 }
 
@@ -167,10 +144,11 @@ static void flush(sc_gw_t *gw)
 		json_array_append(batch, json_array_get(t->spans, i));
 	for (size_t i = 0; i < json_array_size(batch); i++)
 		json_array_remove(t->spans, 0);
-	json_t *doc = json_pack("{s:[{s:{s:[{s:s,s:{s:s}}]},s:[{s:{s:s},s:o}]}]}", "resourceSpans",
-	                        "resource", "attributes", "key", "service.name", "value",
-	                        "stringValue", "starcloud-gateway", "scopeSpans", "scope", "name",
-	                        "starcloud.gateway", "spans", batch);
+	char id[80];
+	snprintf(id, sizeof(id), "%s:%d", gw->o.listen.host, gw->o.listen.port);
+	json_t *doc = json_pack("{s:[{s:o,s:[{s:{s:s,s:s},s:o}]}]}", "resourceSpans", "resource",
+	                        sc_otel_resource("starcloud-gateway", id), "scopeSpans", "scope",
+	                        "name", "starcloud.gateway", "version", SC_VERSION, "spans", batch);
 	char *body = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
 	char url[GW_MAX_URL + 16];

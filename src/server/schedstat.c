@@ -13,7 +13,9 @@
 
 #include "base/alloc.h"
 #include "base/parse.h"
+#include "base/quantity.h"
 #include "base/strmap.h"
+#include "server/cache.h"
 
 #define MAX_NAMES 4096
 #define MAX_SAMPLE_QUEUES 2048
@@ -253,6 +255,100 @@ static void handle_history(sc_schedstat_t *st, sc_http_req_t *r, const sc_princi
 	                       "samples", samples));
 }
 
+/* GPUs held per node and device, in milli of a device (whole 1000, a share
+ * its milli or its memory over the device's, a MIG instance its slices of
+ * 7), from every job's and deployment's pods, without saying whose: a
+ * tenant's dashboard draws other queues' use as "in use" from this. */
+static void add_milli(json_t *devs, long d, long add)
+{
+	if (d < 0 || d >= 64)
+		return;
+	while (json_array_size(devs) <= (size_t)d)
+		json_array_append_new(devs, json_integer(0));
+	long v = (long)json_integer_value(json_array_get(devs, (size_t)d)) + add;
+	json_array_set_new(devs, (size_t)d, json_integer(v > 1000 ? 1000 : v));
+}
+
+/* The device memory of node name's GPUs in bytes, 0 when unknown. */
+static double device_memory(sc_schedstat_t *st, const char *name)
+{
+	const sc_cobj_t *o = sc__cache_get(st->s->cache, sc__kind_by_name("Node"), name);
+	json_t *m = json_object_get(
+	    json_object_get(json_object_get(o ? sc__cache_obj((sc_cobj_t *)o) : NULL, "spec"),
+	                    "gpus"),
+	    "memory");
+	int64_t b = 0;
+	if (json_is_integer(m))
+		return (double)json_integer_value(m);
+	if (json_is_string(m) && sc_quantity_memory(json_string_value(m), 0, &b) == 0)
+		return (double)b;
+	return 0;
+}
+
+static void add_use(sc_schedstat_t *st, json_t *nodes, json_t *pod)
+{
+	const char *ph = json_string_value(json_object_get(pod, "phase"));
+	const char *node = json_string_value(json_object_get(pod, "node"));
+	if (!ph || !node ||
+	    !(strcmp(ph, "Running") == 0 || strcmp(ph, "Releasing") == 0 ||
+	      strcmp(ph, "Pipelined") == 0))
+		return;
+	json_t *devs = json_object_get(nodes, node), *g;
+	if (!devs) {
+		devs = json_array();
+		json_object_set_new(nodes, node, devs);
+	}
+	json_t *mig = json_object_get(pod, "mig"), *share = json_object_get(pod, "gpuShare");
+	json_t *gmem = json_object_get(pod, "gpuMemory");
+	size_t i;
+	if (json_is_object(mig)) {
+		const char *prof = json_string_value(json_object_get(mig, "profile"));
+		uint64_t slices = 1;
+		if (prof)
+			sc_parse_digits(&prof, 7, &slices);
+		add_milli(devs, (long)json_integer_value(json_object_get(mig, "gpu")),
+		          (long)(slices * 1000 / 7));
+		return;
+	}
+	long add = 1000;
+	if (json_is_number(share)) {
+		add = (long)json_number_value(share);
+	} else if (gmem && !json_is_null(gmem)) {
+		int64_t b = 0;
+		double dev = device_memory(st, node);
+		if (json_is_integer(gmem))
+			b = json_integer_value(gmem);
+		else if (json_is_string(gmem))
+			sc_quantity_memory(json_string_value(gmem), 0, &b);
+		add = dev > 0 ? (long)(1000.0 * (double)b / dev) : 1000;
+	}
+	json_array_foreach(json_object_get(pod, "gpus"), i, g)
+	{
+		add_milli(devs, (long)json_integer_value(g), add);
+	}
+}
+
+static void handle_devices(sc_schedstat_t *st, sc_http_req_t *r)
+{
+	json_t *nodes = json_object();
+	static const char *const kinds[] = {"Job", "Deployment"};
+	for (size_t k = 0; k < 2 && st->s->cache; k++) {
+		size_t n, i, j;
+		sc_cobj_t *const *v = sc__cache_items(st->s->cache, sc__kind_by_name(kinds[k]), &n);
+		for (i = 0; i < n; i++) {
+			json_t *obj = sc__cache_obj(v[i]), *p;
+			json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"),
+			                   j, p)
+			{
+				add_use(st, nodes, p);
+			}
+		}
+	}
+	sc__api_json(r, 200,
+	             json_pack("{s:s,s:s,s:o}", "apiVersion", "starcloud.dev/v1", "kind",
+	                       "DeviceUse", "nodes", nodes));
+}
+
 static void handle(sc_http_req_t *r, void *ud)
 {
 	sc_schedstat_t *st = ud;
@@ -274,10 +370,11 @@ static void handle(sc_http_req_t *r, void *ud)
 		handle_status(st, r, &who);
 	else if (strcmp(path, SC_API_PREFIX "scheduler/history") == 0)
 		handle_history(st, r, &who);
+	else if (strcmp(path, SC_API_PREFIX "scheduler/devices") == 0)
+		handle_devices(st, r);
 	else
 		sc__api_error(r, 404, "NotFound", NULL,
-		              "%s: expected /api/v1/scheduler/status or /api/v1/scheduler/history",
-		              path);
+		              "%s: expected /api/v1/scheduler/status, /history or /devices", path);
 }
 
 int sc__schedstat_register(sc_server_t *s, sc_schedstat_t *st)

@@ -19,7 +19,13 @@
  *     a ring in memory (gone at a restart; Prometheus keeps the long
  *     history). allocated and requested are GPU devices, pending is jobs.
  *
- * Any token may read them; a tenant sees its own queues only (the cluster
+ *   GET /api/v1/scheduler/devices
+ *     {"kind":"DeviceUse","nodes":{"gpu-01":[1000,1000,750,0]}}: per node, the
+ *     milli of each device held by any job's or deployment's pods (whole
+ *     1000, shares their part, MIG instances their slices of 7), without
+ *     saying whose: a tenant's GPU map draws other queues' use from it.
+ *
+ * Any token but an agent's may read them; a tenant sees its own queues only (the cluster
  * totals too, as on /metrics). Fed by sched.c after each committed cycle,
  * on the loop thread. */
 #ifndef SC_SERVER_SCHEDSTAT_H

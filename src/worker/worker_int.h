@@ -93,7 +93,10 @@ typedef struct wreq {
 	sc_wmodel_t *m; /* the model (a reference is held by a generation) */
 	uint64_t start_ns, start_unix_ns;
 	char trace_id[33], span_id[17], parent_id[17];
-	char name[64];
+	char name[300];                      /* span name: "POST /v1/completions" (net/otel.h) */
+	char route[256];                     /* the route template */
+	int probe;                           /* a health check or scrape: no span */
+	char method[12], path[256], ua[128]; /* of the request, kept for the span */
 	int err_shape; /* ERR_OPENAI (default) or ERR_KSERVE: {"error": "msg"} */
 	int model_req; /* counts for --crash-after when it ends */
 	int ended;

@@ -9,6 +9,8 @@
 
 #include "starcloud/error.h"
 #include "base/log.h"
+#include "base/version.h"
+#include "net/otel.h"
 #include "worker/worker_int.h"
 
 uint64_t sc__now_ms(void)
@@ -70,7 +72,13 @@ void sc__wreq_begin(wreq_t *q, sc_worker_t *w, sc_http_req_t *r)
 	q->req = r;
 	q->start_ns = uv_hrtime();
 	q->start_unix_ns = unix_ns();
-	snprintf(q->name, sizeof(q->name), "%s %s", sc_http_method(r), sc_http_path(r));
+	sc_otel_route(sc_http_path(r), q->route, sizeof(q->route));
+	snprintf(q->name, sizeof(q->name), "%s %s", sc_http_method(r), q->route);
+	q->probe = sc_otel_is_probe(sc_http_path(r));
+	const char *ua = sc_http_header(r, "User-Agent");
+	snprintf(q->method, sizeof(q->method), "%s", sc_http_method(r));
+	snprintf(q->path, sizeof(q->path), "%s", sc_http_path(r));
+	snprintf(q->ua, sizeof(q->ua), "%s", ua ? ua : "");
 	if (!parse_traceparent(sc_http_header(r, "traceparent"), q->trace_id, q->parent_id)) {
 		rand_hex(q->trace_id, 16);
 		q->parent_id[0] = '\0';
@@ -97,36 +105,35 @@ static void otlp_done(int status, const char *body, size_t len, void *ud)
 		w->c.spans_dropped++;
 }
 
-static json_t *attr_str(const char *k, const char *v)
-{
-	return json_pack("{s:s, s:{s:s}}", "key", k, "value", "stringValue", v);
-}
-
-static json_t *attr_int(const char *k, long long v)
-{
-	char s[32];
-	snprintf(s, sizeof(s), "%lld", v);
-	return json_pack("{s:s, s:{s:s}}", "key", k, "value", "intValue", s);
-}
-
+/* One server span by OpenTelemetry's HTTP conventions (net/otel.h). */
 static json_t *span_json(const wreq_t *q, int status, uint64_t end_ns)
 {
-	char st[24], en[24];
+	char st[24], en[24], et[16];
 	snprintf(st, sizeof(st), "%llu", (unsigned long long)q->start_unix_ns);
 	snprintf(en, sizeof(en), "%llu", (unsigned long long)end_ns);
 	json_t *attrs = json_array();
-	json_array_append_new(attrs, attr_int("http.response.status_code", status));
-	json_array_append_new(attrs, attr_str("starcloud.replica", q->w->id));
-	json_array_append_new(attrs, attr_str("starcloud.model", q->m ? q->m->name : ""));
-	json_t *span = json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:o, s:{s:i}}", "traceId",
-	                         q->trace_id, "spanId", q->span_id, "name", q->name, "kind", 2,
+	sc_otel_str(attrs, "http.request.method", q->method);
+	sc_otel_str(attrs, "http.route", q->route);
+	sc_otel_str(attrs, "url.path", q->path);
+	sc_otel_str(attrs, "url.scheme", "http");
+	sc_otel_int(attrs, "http.response.status_code", status);
+	sc_otel_str(attrs, "network.protocol.version", "1.1");
+	sc_otel_str(attrs, "server.address", q->w->host);
+	sc_otel_int(attrs, "server.port", q->w->port);
+	sc_otel_str(attrs, "user_agent.original", q->ua);
+	sc_otel_str(attrs, "gen_ai.request.model", q->m ? q->m->name : NULL);
+	sc_otel_str(attrs, "starcloud.replica", q->w->id);
+	sc_otel_str(attrs, "error.type",
+	            sc_otel_error_type(SC_OTEL_SERVER, status, NULL, et, sizeof(et)));
+	json_t *span = json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:o, s:o}", "traceId", q->trace_id,
+	                         "spanId", q->span_id, "name", q->name, "kind", SC_OTEL_SERVER,
 	                         "startTimeUnixNano", st, "endTimeUnixNano", en, "attributes",
-	                         attrs, "status", "code", status >= 500 ? 2 : 0);
+	                         attrs, "status", sc_otel_status(SC_OTEL_SERVER, status, NULL));
 	if (q->parent_id[0])
 		json_object_set_new(span, "parentSpanId", json_string(q->parent_id));
-	return json_pack("{s:[{s:{s:[o]}, s:[{s:{s:s}, s:[o]}]}]}", "resourceSpans", "resource",
-	                 "attributes", attr_str("service.name", "starcloud-worker"), "scopeSpans",
-	                 "scope", "name", "starcloud.worker", "spans", span);
+	return json_pack("{s:[{s:o, s:[{s:{s:s,s:s}, s:[o]}]}]}", "resourceSpans", "resource",
+	                 sc_otel_resource("starcloud-worker", q->w->id), "scopeSpans", "scope",
+	                 "name", "starcloud.worker", "version", SC_VERSION, "spans", span);
 }
 
 static void otlp_export(wreq_t *q, int status)
@@ -179,7 +186,7 @@ void sc__span_end(wreq_t *q, int status)
 	double ms = (double)(uv_hrtime() - q->start_ns) / 1e6;
 	sc_log_info("%s %d %.2fms trace=%s span=%s%s%s", q->name, status, ms, q->trace_id,
 	            q->span_id, q->parent_id[0] ? " parent=" : "", q->parent_id);
-	if (q->w->otlp_url[0])
+	if (q->w->otlp_url[0] && !q->probe) /* no trace for every health check */
 		otlp_export(q, status);
 	if (q->model_req)
 		sc__worker_request_done(q->w);

@@ -172,13 +172,23 @@ def test_decode_killed_midstream_retried_without_second_prefill(procs, ckpt):
         deadline = time.time() + 5
         while time.time() < deadline:
             mine = [s for s in Collector.spans if s["traceId"] == tid]
-            if len([s for s in mine if s["name"] == "decode"]) >= 2:
+            if len([s for s in mine if role(s) == "decode"]) >= 2:
                 break
             time.sleep(0.1)
-        names = [s["name"] for s in mine]
-        assert names.count("decode") >= 2 and names.count("prefill") == names.count("gateway request")
+        roles = [role(s) for s in mine if s["kind"] == 3]  # the gateway's attempts
+        servers = [s for s in mine if s["kind"] == 2 and  # the gateway's own, not workers'
+                   any(a["key"] == "starcloud.attempts" for a in s["attributes"])]
+        assert roles.count("decode") >= 2 and roles.count("prefill") == len(servers)
     finally:
         col.shutdown()
+
+
+def role(span):
+    """starcloud.role of a gateway attempt's span, None for other spans."""
+    for a in span.get("attributes", []):
+        if a["key"] == "starcloud.role":
+            return a["value"]["stringValue"]
+    return None
 
 
 def test_bad_canary_rolled_back(procs, ckpt):

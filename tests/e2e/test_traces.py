@@ -1,0 +1,172 @@
+"""Traces by OpenTelemetry's HTTP semantic conventions on the gateway and the
+worker (src/net/otel.c): span names "METHOD route" (KServe model names
+templated), the conventions' attribute names alike on both sides, server
+spans Error only for 5xx and client spans for 4xx too, Unset otherwise, and
+no span for health checks and readiness probes."""
+import json
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import requests
+
+from conftest import BIN, free_port, stop_process
+
+
+class Collector(BaseHTTPRequestHandler):
+    spans = []  # (service.name, span)
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        doc = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        for rs in doc["resourceSpans"]:
+            res = {a["key"]: a["value"]["stringValue"] for a in rs["resource"]["attributes"]}
+            for ss in rs["scopeSpans"]:
+                for sp in ss["spans"]:
+                    Collector.spans.append((res, sp))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+
+def attrs(span):
+    out = {}
+    for a in span["attributes"]:
+        v = a["value"]
+        out[a["key"]] = int(v["intValue"]) if "intValue" in v else v["stringValue"]
+    return out
+
+
+@pytest.fixture
+def stack(tmp_path):
+    Collector.spans = []
+    col = ThreadingHTTPServer(("127.0.0.1", free_port()), Collector)
+    threading.Thread(target=col.serve_forever, daemon=True).start()
+    otlp = "http://127.0.0.1:%d" % col.server_port
+    ckpt = tmp_path / "tiny.bin"
+    subprocess.run([BIN, "worker", "--gen-checkpoint", str(ckpt), "--dim", "32", "--layers", "1",
+                    "--heads", "2", "--kv-heads", "1", "--vocab", "512", "--seq-len", "64"],
+                   check=True, capture_output=True)
+    wport, gport = free_port(), free_port()
+    logs = open(tmp_path / "procs.log", "w")
+    w = subprocess.Popen([BIN, "worker", "--checkpoint", str(ckpt), "--model", "tiny",
+                          "--listen", "127.0.0.1:%d" % wport, "--otlp", otlp, "--id", "w1"],
+                         stdout=logs, stderr=logs)
+    g = subprocess.Popen([BIN, "gateway", "--listen", "127.0.0.1:%d" % gport, "--otlp", otlp,
+                          "--probe-interval", "200ms", "--backend",
+                          "model=tiny,version=1,url=http://127.0.0.1:%d" % wport],
+                         stdout=logs, stderr=logs)
+    gw = "http://127.0.0.1:%d" % gport
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        try:
+            if requests.post(gw + "/v1/completions", json={"model": "tiny", "prompt": "a",
+                                                           "max_tokens": 1}, timeout=2).ok:
+                break
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    yield gw, "http://127.0.0.1:%d" % wport
+    stop_process(g)
+    stop_process(w)
+    logs.close()
+    col.shutdown()
+
+
+def trace(tid, n, timeout=8):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = [(r, s) for r, s in Collector.spans if s["traceId"] == tid]
+        if len(got) >= n:
+            return got
+        time.sleep(0.1)
+    raise AssertionError("trace %s: %d spans, wanted %d" % (tid, len(got), n))
+
+
+def test_names_attributes_and_status(stack):
+    gw, wurl = stack
+    tid = "0af7651916cd43dd8448eb211c80319c"
+    r = requests.post(gw + "/v1/chat/completions", timeout=20,
+                      headers={"traceparent": "00-%s-b7ad6b7169203331-01" % tid,
+                               "User-Agent": "trace-test/1"},
+                      json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
+                            "max_tokens": 2})
+    assert r.status_code == 200, r.text
+    got = trace(tid, 3)
+    by = {(res["service.name"], s["kind"]): s for res, s in got}
+    gsrv, gcli = by[("starcloud-gateway", 2)], by[("starcloud-gateway", 3)]
+    wsrv = by[("starcloud-worker", 2)]
+    # names: METHOD route, the same on both sides
+    assert gsrv["name"] == gcli["name"] == wsrv["name"] == "POST /v1/chat/completions"
+    # one tree: gateway server -> gateway client attempt -> worker server
+    assert gsrv["parentSpanId"] == "b7ad6b7169203331"
+    assert gcli["parentSpanId"] == gsrv["spanId"] and wsrv["parentSpanId"] == gcli["spanId"]
+    ga, ca, wa = attrs(gsrv), attrs(gcli), attrs(wsrv)
+    for a in (ga, wa):  # the conventions' server attributes, alike on both sides
+        assert a["http.request.method"] == "POST" and a["http.route"] == "/v1/chat/completions"
+        assert a["url.path"] == "/v1/chat/completions" and a["url.scheme"] == "http"
+        assert a["http.response.status_code"] == 200 and a["network.protocol.version"] == "1.1"
+        assert a["gen_ai.request.model"] == "tiny" and "server.port" in a
+        assert "error.type" not in a
+    assert ga["user_agent.original"] == "trace-test/1"
+    assert ca["http.request.method"] == "POST" and ca["server.address"] == "127.0.0.1"
+    assert ca["url.full"] == wurl + "/v1/chat/completions"
+    assert ca["http.response.status_code"] == 200 and ca["starcloud.replica"]
+    # old private names are gone
+    for a in (ga, ca, wa):
+        assert not {"http.status_code", "model", "version", "retries"} & set(a)
+    for s in (gsrv, gcli, wsrv):
+        assert s["status"] == {}, s["status"]  # Unset, never Ok
+    resource = next(res for res, s in got if res["service.name"] == "starcloud-gateway")
+    assert resource["service.version"] and resource["service.instance.id"]
+
+
+def test_errors_per_the_spec(stack):
+    gw, wurl = stack
+    # a 4xx at the gateway (unknown model): the server span stays Unset
+    tid = "1af7651916cd43dd8448eb211c80319c"
+    r = requests.post(gw + "/v1/completions", json={"model": "nope", "prompt": "a"},
+                      headers={"traceparent": "00-%s-b7ad6b7169203331-01" % tid})
+    assert r.status_code == 404
+    srv = [s for res, s in trace(tid, 1) if s["kind"] == 2][0]
+    assert srv["status"] == {} and attrs(srv)["http.response.status_code"] == 404
+    # a 4xx from the worker: its server span Unset, the gateway's client span Error
+    tid = "2af7651916cd43dd8448eb211c80319c"
+    r = requests.post(gw + "/v1/completions", json={"model": "tiny", "prompt": "x" * 400,
+                                                     "max_tokens": 2},  # past seq_len
+                      headers={"traceparent": "00-%s-b7ad6b7169203331-01" % tid})
+    assert 400 <= r.status_code < 500, r.text
+    got = trace(tid, 3)
+    by = {(res["service.name"], s["kind"]): s for res, s in got}
+    assert by[("starcloud-worker", 2)]["status"] == {}
+    assert by[("starcloud-gateway", 2)]["status"] == {}
+    cli = by[("starcloud-gateway", 3)]
+    assert cli["status"]["code"] == 2 and attrs(cli)["error.type"] == str(r.status_code)
+    # a 5xx: Error on the server span, with error.type
+    tid = "3af7651916cd43dd8448eb211c80319c"
+    requests.post(wurl + "/debug/fail-next", timeout=5)  # may not exist: the worker's 404
+    r = requests.post(wurl + "/v2/models/tiny/versions/9/infer", json={"inputs": []},
+                      headers={"traceparent": "00-%s-b7ad6b7169203331-01" % tid})
+    wsrv = [s for res, s in trace(tid, 1)][0]
+    # KServe paths carry the model's name: templated, so names stay few
+    assert wsrv["name"] == "POST /v2/models/{model}/versions/{version}/infer", wsrv["name"]
+    if r.status_code >= 500:
+        assert wsrv["status"]["code"] == 2 and attrs(wsrv)["error.type"] == str(r.status_code)
+    else:
+        assert wsrv["status"] == {}
+
+
+def test_no_spans_for_probes(stack):
+    gw, wurl = stack
+    for url in (gw + "/healthz", gw + "/metrics", wurl + "/v2/health/ready",
+                wurl + "/v2/health/live", wurl + "/metrics"):
+        requests.get(url, timeout=5)
+    time.sleep(2.5)  # the gateway probes the worker every 200 ms meanwhile
+    names = [s["name"] for res, s in Collector.spans]
+    probes = [n for n in names if "health" in n or "metrics" in n or "healthz" in n]
+    assert not probes, probes
