@@ -10,11 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/cmdline.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/table.h"
 #include "cli/timesim_report.h"
 #include "sim/jobs.h"
 #include "sim/timesim.h"
@@ -45,6 +47,44 @@ typedef struct topts {
 	int one_node;                /* --one-node-jobs */
 	uint64_t provision_delay_ms; /* from a node's request to its joining */
 } topts_t;
+
+/* Progress on a terminal: one line on stderr, rewritten at most 4 times a
+ * second, with the jobs finished, the simulated time reached and an ETA
+ * from the rate so far (finished jobs per wall second). */
+typedef struct progress {
+	struct timespec t0;
+	double last;
+	int shown;
+} progress_t;
+
+static double since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void show_progress(void *ud, size_t finished, size_t jobs, int64_t sim_seconds)
+{
+	progress_t *p = ud;
+	double el = since(&p->t0);
+	if (el - p->last < 0.25 && finished < jobs)
+		return;
+	p->last = el;
+	p->shown = 1;
+	char sim[48], wall[48], eta[48] = "?";
+	sc_fmt_hms(sim, sizeof(sim), (double)sim_seconds);
+	sc_fmt_hms(wall, sizeof(wall), el);
+	if (finished > 0 && finished < jobs)
+		sc_fmt_hms(eta, sizeof(eta), el * (double)(jobs - finished) / (double)finished);
+	else if (finished >= jobs)
+		snprintf(eta, sizeof(eta), "0s");
+	fprintf(stderr, "\r\033[Ksimulate: %zu of %zu jobs done (%.1f %%), simulated %s, %s "
+	                "elapsed, ETA %s",
+	        finished, jobs, jobs ? 100.0 * (double)finished / (double)jobs : 100.0, sim, wall,
+	        eta);
+	fflush(stderr);
+}
 
 int sc_sim_bad(const char *fmt, const char *arg)
 {
@@ -516,8 +556,16 @@ int sc_cli_simulate_time(int argc, char **argv)
 	                      .pack_threshold = o.pack_threshold,
 	                      .target_gpus = o.target_gpus,
 	                      .large_gpus = o.large_gpus};
+	progress_t pr = {0};
+	if (isatty(2)) { /* a person is watching: say how far along it is */
+		c.progress = show_progress;
+		c.progress_ud = &pr;
+		clock_gettime(CLOCK_MONOTONIC, &pr.t0);
+	}
 	if (rc == 0)
 		rc = sc_tsim_run(&jobs, &c, &res, msg, sizeof(msg));
+	if (pr.shown)
+		fprintf(stderr, "\r\033[K"); /* the progress line goes away */
 	int status = 0;
 	if (rc < 0) {
 		fprintf(stderr, "starcloud simulate: %s\n", msg[0] ? msg : sc_strerror(rc));

@@ -1,5 +1,6 @@
 /* Time-mode output. See timesim_report.h. */
 #include "cli/timesim_report.h"
+#include "cli/table.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,38 +9,54 @@
 
 #define MAX_JSON_POINTS 2000 /* the series is thinned to at most this */
 
+/* Durations for people (h/m/s); the JSON keeps seconds. */
+static const char *hms(char *buf, size_t n, double seconds)
+{
+	sc_fmt_hms(buf, n, seconds);
+	return buf;
+}
+
 static void table(const sc_tsim_result_t *r)
 {
-	printf("%-16s %7s %7s %10s %10s %10s %10s %10s\n", "QUEUE", "JOBS", "DONE", "WAIT_MEAN",
-	       "WAIT_P50", "WAIT_P99", "JCT_MEAN", "GPU/FAIR");
+	sc_table_t *t = sc_table_new(8, (const char *const[]){"QUEUE", "JOBS", "DONE", "WAIT MEAN",
+	                                                      "WAIT P50", "WAIT P99", "JCT MEAN",
+	                                                      "GPU/FAIR"});
+	char a[32], b[32], c[32], d[32], m[32];
 	for (size_t q = 0; q < r->nqueues; q++) {
 		const sc_tsim_queue_t *x = &r->queues[q];
-		printf("%-16s %7zu %7zu %10.1f %10.1f %10.1f %10.1f ", x->name, x->jobs,
-		       x->finished, x->wait.mean, x->wait.p50, x->wait.p99, x->jct.mean);
+		char fair[32] = "-"; /* FCFS: no fair share */
 		if (x->fair_seconds > 0)
-			printf("%10.3f\n", x->gpu_seconds / x->fair_seconds);
-		else
-			printf("%10s\n", "-"); /* FCFS: no fair share */
+			snprintf(fair, sizeof(fair), "%.3f", x->gpu_seconds / x->fair_seconds);
+		sc_table_addf(t, 0, "%s\t%zu\t%zu\t%s\t%s\t%s\t%s\t%s", x->name, x->jobs,
+		              x->finished, hms(a, sizeof(a), x->wait.mean),
+		              hms(b, sizeof(b), x->wait.p50), hms(c, sizeof(c), x->wait.p99),
+		              hms(d, sizeof(d), x->jct.mean), fair);
 	}
-	printf("%-16s %7zu %7zu %10.1f %10.1f %10.1f %10.1f\n", "all", r->jobs, r->finished,
-	       r->wait.mean, r->wait.p50, r->wait.p99, r->jct.mean);
-	printf("makespan %lld s, GPU utilisation %.2f %% (time-weighted, %d GPUs; held by "
+	sc_table_addf(t, 0, "%s\t%zu\t%zu\t%s\t%s\t%s\t%s\t", "all", r->jobs, r->finished,
+	              hms(a, sizeof(a), r->wait.mean), hms(b, sizeof(b), r->wait.p50),
+	              hms(c, sizeof(c), r->wait.p99), hms(d, sizeof(d), r->jct.mean));
+	sc_table_print(t, stdout, 0);
+	sc_table_free(t);
+	printf("makespan %s (%lld s), GPU utilisation %.2f %% (time-weighted, %d GPUs; held by "
 	       "running jobs %.2f %%), ",
-	       (long long)r->makespan, r->util_mean, r->total_gpus, r->busy_mean);
+	       hms(m, sizeof(m), (double)r->makespan), (long long)r->makespan, r->util_mean,
+	       r->total_gpus, r->busy_mean);
 	if (r->jain >= 0)
 		printf("Jain %.4f, ", r->jain);
-	printf("preemptions %zu, never fit %zu, left waiting %zu, cycles %zu, %.2f s\n",
-	       r->preemptions, r->never_fit, r->stuck, r->cycles, r->wall_seconds);
-	printf("wait p95 %.1f s; cluster: %.1f GPU-hours, %d GPUs at most, %.1f on average",
-	       r->wait.p95, r->gpu_hours, r->gpus_max, r->gpus_mean);
+	printf("preemptions %zu, never fit %zu, left waiting %zu, cycles %zu, %s of wall time\n",
+	       r->preemptions, r->never_fit, r->stuck, r->cycles,
+	       hms(a, sizeof(a), r->wall_seconds));
+	printf("wait p95 %s; cluster: %.1f GPU-hours, %d GPUs at most, %.1f on average",
+	       hms(a, sizeof(a), r->wait.p95), r->gpu_hours, r->gpus_max, r->gpus_mean);
 	if (r->nodes_requested || r->nodes_removed)
 		printf(", %zu nodes requested (%lld s to join), %zu removed", r->nodes_requested,
 		       (long long)r->provision_delay, r->nodes_removed);
 	printf("\n");
-	printf("large jobs: %zu done, wait mean %.1f p50 %.1f p95 %.1f p99 %.1f s; compaction: "
-	       "%zu moves, %.1f GPU-hours lost\n",
-	       r->large_finished, r->wait_large.mean, r->wait_large.p50, r->wait_large.p95,
-	       r->wait_large.p99, r->moves, r->lost_gpu_seconds / 3600.0);
+	printf("large jobs: %zu done, wait mean %s p50 %s p95 %s p99 %s; compaction: %zu moves, "
+	       "%.1f GPU-hours lost\n",
+	       r->large_finished, hms(a, sizeof(a), r->wait_large.mean),
+	       hms(b, sizeof(b), r->wait_large.p50), hms(c, sizeof(c), r->wait_large.p95),
+	       hms(d, sizeof(d), r->wait_large.p99), r->moves, r->lost_gpu_seconds / 3600.0);
 }
 
 static void json_stats(const char *key, const sc_tsim_stats_t *s)

@@ -57,6 +57,7 @@ typedef struct tsim {
 	sc_pod_status_t *status;
 	sc_scheduler_t *sch;
 	int64_t t0;
+	size_t done; /* jobs finished so far, for progress */
 } tsim_t;
 
 /* ---- setup ---------------------------------------------------------------- */
@@ -164,6 +165,7 @@ static int tsim_init(tsim_t *s, const sc_tjobs_t *jobs, const sc_tsim_config_t *
 		s->j[i].start_first = s->j[i].finish = -1;
 		s->j[i].remaining = jobs->v[i].duration;
 		s->j[i].state = can_ever_fit(s, &jobs->v[i]) ? J_FUTURE : J_NEVER;
+		s->done += s->j[i].state == J_NEVER; /* finished before it starts */
 		s->by_arrival[i] = i;
 		pods += (size_t)jobs->v[i].pods;
 	}
@@ -518,6 +520,7 @@ static size_t advance(tsim_t *s, int64_t now, size_t *running)
 		if (j->state == J_RUNNING && j->finish <= now) {
 			release(s, j);
 			j->state = J_DONE;
+			s->done++;
 		}
 		pending += j->state == J_PENDING;
 		*running += j->state == J_RUNNING;
@@ -565,6 +568,8 @@ static int run_loop(tsim_t *s, sc_tsim_result_t *r, char *msg, size_t msgsize)
 			r->cycles++;
 			pending = advance(s, now, &running);
 		}
+		if (s->c->progress)
+			s->c->progress(s->c->progress_ud, s->done, s->jobs->n, now - s->t0);
 		int up = s->nodes.gpus_up;
 		double cap_milli = (double)up * SC_GPU_MILLI;
 		sc_tsim_point_t pt = {now - s->t0,

@@ -72,6 +72,12 @@ typedef struct sc_tsim_config {
 	double pack_threshold;
 	int target_gpus;
 	int large_gpus; /* jobs of at least this many GPUs are "large" (0 = 8) */
+	/* Called after every cycle with the jobs finished (done or never
+	 * fitting) out of all, and the simulated seconds so far; NULL: none.
+	 * The simulator reads no clock: a caller that reports progress to a
+	 * person times it (cli_simtime.c throttles to a few lines a second). */
+	void (*progress)(void *ud, size_t finished, size_t jobs, int64_t sim_seconds);
+	void *progress_ud;
 } sc_tsim_config_t;
 
 typedef struct sc_tsim_point {

@@ -185,3 +185,58 @@ def test_compaction_json_fields(tmp_path):
     j = json.loads(r.stdout)
     assert j["moves"] == 0 and j["lost_gpu_h"] == 0
     assert j["large_finished"] == 0
+
+
+def test_table_durations_in_hms(tmp_path):
+    t = tmp_path / "jobs.csv"
+    t.write_text(TRACE.replace("3,1,120,1,m,10,0", "3,1,120,1,m,7200,0"))
+    r = run("--time", str(t), "--cluster", "1x4")
+    assert r.returncode == 0, r.stderr
+    # job 3 waits 10 s, then runs 2 h: makespan 7330 s, h/m/s for people, the seconds beside it
+    assert "makespan 2h 02m 10s (7330 s)" in r.stdout, r.stdout
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:5] == ["QUEUE", "JOBS", "DONE", "WAIT", "MEAN"]
+    allrow = next(l for l in lines if l.startswith("all "))
+    assert "45.0s" in allrow and "2h 02m 00s" not in allrow, allrow  # mean wait 45 s
+    assert r.stderr == ""  # no progress line when stderr is not a terminal
+
+
+def test_progress_with_eta_on_a_terminal(tmp_path):
+    """On a terminal: a progress line (jobs done, simulated time, ETA)
+    rewritten in place and cleared at the end, on stderr only."""
+    import os
+    import pty
+    t = tmp_path / "jobs.csv"
+    rows = ["job_id,num_gpu,submit_time,iterations,model_name,duration,interval"]
+    rows += ["%d,%d,%d,1,m,%d,0" % (i, 1 + i % 4, i * 7, 60 + (i * 37) % 900) for i in range(3000)]
+    t.write_text("\n".join(rows) + "\n")
+    master, slave = pty.openpty()
+    # stdout to a file: the JSON is larger than a pipe holds, and this loop
+    # reads only the terminal until the process closes it
+    outf = (tmp_path / "out.json").open("w")
+    p = subprocess.Popen([BIN, "simulate", "--time", str(t), "--cluster", "4x8", "--json"],
+                         stdout=outf, stderr=slave)
+    os.close(slave)
+    err = b""
+    import select
+    import time
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not select.select([master], [], [], 1)[0]:
+            continue
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        err += chunk
+    p.wait(timeout=120)
+    outf.close()
+    os.close(master)
+    assert p.returncode == 0
+    assert json.loads((tmp_path / "out.json").read_text())["finished"] == 3000  # stdout is the document, untouched
+    text = err.decode()
+    assert "simulate: " in text and " of 3000 jobs done (" in text and "ETA " in text, text[-500:]
+    assert "simulated " in text and "elapsed" in text
+    assert text.endswith("\r\x1b[K"), repr(text[-80:])  # the line is cleared at the end
