@@ -79,8 +79,9 @@ static void show_progress(void *ud, size_t finished, size_t jobs, int64_t sim_se
 		sc_fmt_hms(eta, sizeof(eta), el * (double)(jobs - finished) / (double)finished);
 	else if (finished >= jobs)
 		snprintf(eta, sizeof(eta), "0s");
-	fprintf(stderr, "\r\033[Ksimulate: %zu of %zu jobs done (%.1f %%), simulated %s, %s "
-	                "elapsed, ETA %s",
+	fprintf(stderr,
+	        "\r\033[Ksimulate: %zu of %zu jobs done (%.1f %%), simulated %s, %s "
+	        "elapsed, ETA %s",
 	        finished, jobs, jobs ? 100.0 * (double)finished / (double)jobs : 100.0, sim, wall,
 	        eta);
 	fflush(stderr);

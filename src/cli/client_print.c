@@ -447,7 +447,7 @@ static const char *const ev_w[] = {"QUEUE", NULL};
 static const char *const cfg_h[] = {"NAME", "ACTIONS", "AGE", NULL};
 static const char *const topo_h[] = {"NAME", "LEVELS", "AGE", NULL};
 static const char *const pool_h[] = {"NAME", "MEMBERS", "REQUESTED", "REMOVING",
-                                     "GPUS", "WAITING",  "AGE",       NULL};
+                                     "GPUS", "WAITING", "AGE",       NULL};
 static const char *const pool_w[] = {"LABELS", NULL};
 static const char *const other_h[] = {"NAME", "AGE", NULL};
 static const char *const none[] = {NULL};

@@ -18,9 +18,9 @@ static const char *hms(char *buf, size_t n, double seconds)
 
 static void table(const sc_tsim_result_t *r)
 {
-	sc_table_t *t = sc_table_new(8, (const char *const[]){"QUEUE", "JOBS", "DONE", "WAIT MEAN",
-	                                                      "WAIT P50", "WAIT P99", "JCT MEAN",
-	                                                      "GPU/FAIR"});
+	sc_table_t *t =
+	    sc_table_new(8, (const char *const[]){"QUEUE", "JOBS", "DONE", "WAIT MEAN", "WAIT P50",
+	                                          "WAIT P99", "JCT MEAN", "GPU/FAIR"});
 	char a[32], b[32], c[32], d[32], m[32];
 	for (size_t q = 0; q < r->nqueues; q++) {
 		const sc_tsim_queue_t *x = &r->queues[q];

@@ -14,9 +14,9 @@
 #include "base/jscan.h"
 #include "starcloud/error.h"
 
-static const char *const cached_plurals[] = {
-    "nodes",  "queues",    "priorityclasses",  "jobs",      "deployments",
-    "events", "nodepools", "schedulerconfigs", "topologies"};
+static const char *const cached_plurals[] = {"nodes",     "queues",           "priorityclasses",
+                                             "jobs",      "deployments",      "events",
+                                             "nodepools", "schedulerconfigs", "topologies"};
 #define NCACHED (sizeof(cached_plurals) / sizeof(cached_plurals[0]))
 
 /* Tokens remembered (direct-mapped by digest); a principal is ~8 KiB. */
