@@ -409,3 +409,100 @@ class RestartServer(Fault):
         if hasattr(self, "stop_writer"):
             self.stop_writer.set()
         soak.delete("jobs", getattr(self, "probe", ""))
+
+
+class StormNodeKill(KillNode):
+    """Three at once, as the brief of issue 23 asks: team-b floods the
+    cluster far over its quota; serving then scales decode up within its
+    own quota (reclaim must take GPUs back from team-b) and rolls out a good
+    version; while that reclaim and that rollout run, the whole-GPU node
+    with the most serving and gang pods dies."""
+    name = "node-kill-in-rollout-and-reclaim"
+    what = ("team-b floods the cluster; serving scales decode up (reclaim must act) and rolls "
+            "out version 3; while both run, the busiest whole-GPU node is SIGKILLed")
+
+    def __init__(self, at, jobs, duration, extra, restart_after=20.0):
+        super().__init__(at, restart_after)
+        self.jobs, self.duration, self.extra = jobs, duration, extra
+
+    def inject(self, soak):
+        for k in range(self.jobs):
+            soak.submit("jobs", workload.filler_job("storm-%03d" % k, "team-b", self.duration))
+        deadline = time.time() + 25
+        while time.time() < deadline:
+            row = soak.poller.latest()
+            if row.get("alloc", 0) >= row.get("gpus", 64) * 0.85 and \
+                    row.get("q_team-b", 0) > workload.QUOTAS["team-b"]:
+                break
+            time.sleep(0.5)
+        row = soak.poller.latest()
+        self.info.update(team_b_gpus_at_flood=row.get("q_team-b"),
+                         cluster_alloc_at_flood=row.get("alloc"))
+        self.ev_before = dict(soak.poller.evictions)
+        self.want_before = desired(soak, "decode") or 0
+        self.target = self.want_before + self.extra
+        self.t_start = time.time()
+        soak.scale_decode(self.target)
+        soak.roll_out("3", fail_rate=0.0)
+        # The node dies once reclaim has begun (its counter moved) and the
+        # rollout runs, or after 8 s whatever happened.
+        deadline = time.time() + 8
+        while time.time() < deadline:
+            if soak.poller.evictions.get("reclaim", 0) > self.ev_before.get("reclaim", 0):
+                break
+            time.sleep(0.1)
+        ro = ((soak.get_deployment() or {}).get("status") or {}).get("rollout") or {}
+        self.info.update(rollout_at_kill=ro.get("phase"), decode_target=self.target,
+                         reclaims_before_kill=soak.poller.evictions.get("reclaim", 0) -
+                         self.ev_before.get("reclaim", 0),
+                         kill_after_s=round(time.time() - self.t_start, 2))
+        return super().inject(soak)
+
+    def check(self, soak):
+        now = time.time()
+        for job, t in self.gangs.items():
+            if t is None and (self.gang_whole(soak, job) or soak.job_finished(job)):
+                self.gangs[job] = now
+        if "t_node_lost" not in self.info:
+            n = soak.get_node(self.node)
+            if n and n.get("status", {}).get("ready") is False:
+                self.info["t_node_lost"] = now
+        # Serving whole: every role at its count of ready replicas (the
+        # rollout may have either version serving), decode at the target.
+        whole = serving_whole(soak, stable_only=False) and \
+            (ready_count(soak, "decode") or 0) >= self.target
+        if whole and "t_serving" not in self.info:
+            self.info["t_serving"] = now
+        if "t_node_lost" in self.info and now - self.t_inject > self.restart_after and \
+                not self.info.get("restarted"):
+            self.restart(soak)
+        if not (whole and "t_node_lost" in self.info):
+            return False
+        self.info.setdefault("t_done", now)
+        return all(t is not None for t in self.gangs.values()) or \
+            now - self.t_inject > self.limit_gangs
+
+    def finish(self, soak):
+        # The rollout's outcome, watched up to 90 s more (it steps on
+        # evidence: minRequests canary requests per step).
+        deadline = time.time() + 90
+        phase = None
+        while time.time() < deadline:
+            ro = ((soak.get_deployment() or {}).get("status") or {}).get("rollout") or {}
+            phase = ro.get("phase")
+            if phase in ("Complete", "RolledBack") and ro.get("stable") in ("3", None) or \
+                    phase == "RolledBack":
+                break
+            time.sleep(0.5)
+        ro = ((soak.get_deployment() or {}).get("status") or {}).get("rollout") or {}
+        self.info.update(rollout_phase=ro.get("phase"), rollout_stable=ro.get("stable"),
+                         rollout_reason=ro.get("reason"),
+                         rollout_done_s=round(time.time() - self.t_start, 2)
+                         if ro.get("phase") in ("Complete", "RolledBack") else None)
+        after = soak.poller.evictions
+        self.info["reclaims"] = after.get("reclaim", 0) - self.ev_before.get("reclaim", 0)
+        self.info["preempts"] = after.get("preempt", 0) - self.ev_before.get("preempt", 0)
+        super().finish(soak)
+
+    def cleanup(self, soak):
+        soak.scale_decode(self.want_before)

@@ -92,6 +92,14 @@ def gpu_of(env):
     return float(len([d for d in dev.split(",") if d]))
 
 
+def whole_devices(env):
+    """Device indices a whole-GPU pod holds (none for shares and MIG)."""
+    if env.get("STARCLOUD_GPU_SHARE") or env.get("STARCLOUD_MIG_PROFILE"):
+        return ()
+    dev = env.get("NVIDIA_VISIBLE_DEVICES", "")
+    return tuple(d for d in dev.split(",") if d.isdigit())
+
+
 def scan(under=None):
     """The pods running now: {(job, pod): {session: {node, gpus, pids}}}.
     under: only processes whose HOME lies below that folder (this run's
@@ -109,7 +117,7 @@ def scan(under=None):
         key = (env.get("STARCLOUD_JOB", ""), env["STARCLOUD_POD"])
         sess = pods.setdefault(key, {}).setdefault(st[2], {
             "node": env.get("STARCLOUD_NODE", ""), "gpus": gpu_of(env), "pids": [],
-            "stopped": False})
+            "stopped": False, "devices": whole_devices(env)})
         sess["pids"].append(pid)
         sess["stopped"] |= st[0] == "T"
     return pods
@@ -128,6 +136,8 @@ class Sampler(threading.Thread):
         self.mig_nodes = set()
         self.duplicates = []    # (t, job, pod, [(node, pids)])
         self.dup_keys = set()
+        self.gpu_dups = []      # (t, node, device, [pods]): two pods on one whole GPU
+        self.gpu_dup_keys = set()
         self.scans = 0
         self.stop_evt = threading.Event()
         self.lock = threading.Lock()
@@ -142,6 +152,16 @@ class Sampler(threading.Thread):
                 pods = {}
             busy, stopped, mig = 0.0, 0, 0.0
             per_job = {}
+            holders = {}
+            for key, sessions in pods.items():
+                for v in sessions.values():
+                    for d in v["devices"]:
+                        holders.setdefault((v["node"], d), set()).add(key)
+            for (node, d), keys in holders.items():
+                if len(keys) > 1:
+                    with self.lock:
+                        self.gpu_dups.append((t, node, d, sorted("%s/%s" % k for k in keys)))
+                        self.gpu_dup_keys.add((node, d, tuple(sorted(keys))))
             for key, sessions in pods.items():
                 per_job[key[0]] = per_job.get(key[0], 0) + 1
                 live = {s: v for s, v in sessions.items()}

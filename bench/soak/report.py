@@ -77,9 +77,16 @@ def utilisation(rows):
         if not sel:
             out[key] = {"seconds": 0, "alloc_pct": None, "busy_pct": None}
             continue
+        mig_gpus = len(workload.MIG_NODES) * workload.GPUS_PER_NODE
         out[key] = {"seconds": len(sel),
                     "alloc_pct": 100.0 * sum(r["alloc"] / r["gpus"] for r in sel) / len(sel),
-                    "busy_pct": 100.0 * sum((r["busy"] or 0) / r["gpus"] for r in sel) / len(sel)}
+                    "busy_pct": 100.0 * sum((r["busy"] or 0) / r["gpus"] for r in sel) / len(sel),
+                    # Busy split by node kind: the MIG nodes take only MIG
+                    # slices (notebooks), the others everything else.
+                    "busy_whole_pct": 100.0 * sum(((r["busy"] or 0) - (r["busy_mig"] or 0)) /
+                                                  (r["gpus"] - mig_gpus) for r in sel) / len(sel),
+                    "busy_mig_pct": 100.0 * sum((r["busy_mig"] or 0) / mig_gpus
+                                                for r in sel) / len(sel)}
     return out
 
 
@@ -351,8 +358,10 @@ def markdown(soak, F):
     u = F["utilisation"].get("saturated", {})
     if u.get("alloc_pct") is not None:
         L.append("| GPU allocation while the queues ask for more than the cluster has (%d s of "
-                 "the run) | >= 95 %% | %.1f %% allocated, %.1f %% busy | %s |" % (
-                     u["seconds"], u["alloc_pct"], u["busy_pct"],
+                 "the run) | >= 95 %% | %.1f %% allocated, %.1f %% busy (whole-GPU nodes %.1f "
+                 "%%, MIG nodes %.1f %%) | %s |" % (
+                     u["seconds"], u["alloc_pct"], u["busy_pct"], u["busy_whole_pct"],
+                     u["busy_mig_pct"],
                      met(u["alloc_pct"] >= TARGETS["util"])))
     else:
         L.append("| GPU allocation while demand exceeds capacity | >= 95 % | demand never "
@@ -382,6 +391,8 @@ def markdown(soak, F):
     dp = F["duplicates"]
     L.append("| pods running twice (sampled from /proc every 0.1 s, %s samples) | 0 | %s | %s |"
              % (dp.get("samples", "?"), len(dp.get("pods", [])), met(dp.get("instances") == 0)))
+    L.append("| whole GPUs held by two pods at once (same samples) | 0 | %s | %s |"
+             % (dp.get("gpu_instances", "?"), met(dp.get("gpu_instances") == 0)))
     L.append("| daemon crashes | 0 | %d | %s |" % (len(F["crashes"]), met(not F["crashes"])))
     L.append("")
     if F["failures"]:
@@ -537,6 +548,10 @@ def serving_waits(F):
             out.append(("scale-up under a full cluster", f["recovery_s"]))
         if f["name"] == "kill-node" and f["info"].get("serving_s") is not None:
             out.append(("replicas of a dead node", f["info"]["serving_s"]))
+        if f["name"] == "node-kill-in-rollout-and-reclaim" and \
+                f["info"].get("serving_s") is not None:
+            out.append(("scale-up and replicas of a dead node during a rollout",
+                        f["info"]["serving_s"] + (f["info"].get("kill_after_s") or 0)))
     return out
 
 
@@ -561,6 +576,23 @@ def details(f):
                    i.get("node"), i.get("killed_processes"), fmt(i.get("node_lost_s"), "", 1),
                    fmt(i.get("serving_s"), "", 1), len(g),
                    ", ".join("%.1f" % v for v in sorted(whole)) or "-")
+    if n == "node-kill-in-rollout-and-reclaim":
+        g = i.get("gangs") or {}
+        whole = [v for v in g.values() if v is not None]
+        return "team-b at %s GPUs; decode %s -> %s and rollout to version 3 (%s when the node " \
+               "died, %s s after the scale-up, %s reclaims by then); %s killed (%s " \
+               "processes), NotReady after %s s, serving whole after %s s; %d gangs hit, whole " \
+               "again after %s s; %s reclaim, %s preempt evictions; rollout %s (stable %s) %s " \
+               "s after it began" % (
+                   i.get("team_b_gpus_at_flood"), i.get("decode_target", 0) - 3,
+                   i.get("decode_target"), i.get("rollout_at_kill"), i.get("kill_after_s"),
+                   fmt(i.get("reclaims_before_kill"), "", 0), i.get("node"),
+                   i.get("killed_processes"), fmt(i.get("node_lost_s"), "", 1),
+                   fmt(i.get("serving_s"), "", 1), len(g),
+                   ", ".join("%.1f" % v for v in sorted(whole)) or "-",
+                   fmt(i.get("reclaims"), "", 0), fmt(i.get("preempts"), "", 0),
+                   i.get("rollout_phase"), i.get("rollout_stable"),
+                   fmt(i.get("rollout_done_s"), "", 1))
     if n == "restart-server":
         return "up again after %s s; %s writes acknowledged before the kill" % (
             fmt(i.get("server_up_s"), "", 1), i.get("acked_before_kill"))

@@ -37,13 +37,15 @@ import workload  # noqa: E402
 # The two modes. Times are seconds after the workload starts; each fault
 # also waits for the one before it to recover.
 MODES = {
-    "full": {"window": 480, "compress": 3000, "rps": (1.0, 9.0), "nb_rate": 0.9, "nb_life": 90,
+    "full": {"window": 540, "compress": 3000, "rps": (1.0, 9.0), "nb_rate": 0.9, "nb_life": 90,
              "faults": {"hang": 50, "kill_decode": 100, "flood": 150, "rollout": 215,
-                        "kill_node": 290, "restart_server": 390},
+                        "kill_node": 290, "storm": 360, "restart_server": 470},
              "flood_jobs": 48, "flood_s": 90, "elastic_s": 240},
-    "short": {"window": 110, "compress": 3000, "rps": (1.0, 6.0), "nb_rate": 0.8, "nb_life": 45,
-              "faults": {"hang": 10, "kill_decode": 20, "flood": 30, "rollout": 45,
-                         "kill_node": 62, "restart_server": 84},
+    # The short mode runs the node kill, the flood and a rollout together
+    # (the storm) instead of one after the other.
+    "short": {"window": 120, "compress": 3000, "rps": (1.0, 6.0), "nb_rate": 0.8, "nb_life": 45,
+              "faults": {"hang": 10, "kill_decode": 20, "rollout": 32, "storm": 50,
+                         "restart_server": 100},
               "flood_jobs": 40, "flood_s": 40, "elastic_s": 70},
 }
 RECOVERY_LIMIT = 60.0   # a fault not whole again by then is not recovered
@@ -261,12 +263,14 @@ class Soak:
         items += [(2.0, "jobs", workload.elastic_job("elastic-%d" % k, "team-b", 8, 2,
                                                      m["elastic_s"])) for k in range(2)]
         fs = m["faults"]
-        self.faults = [faults.HangReplica(fs["hang"]),
-                       faults.KillDecodeMidStream(fs["kill_decode"]),
-                       faults.FloodReclaim(fs["flood"], m["flood_jobs"], m["flood_s"], 3),
-                       faults.BadRollout(fs["rollout"]),
-                       faults.KillNode(fs["kill_node"]),
-                       faults.RestartServer(fs["restart_server"])]
+        make = {"hang": lambda at: faults.HangReplica(at),
+                "kill_decode": lambda at: faults.KillDecodeMidStream(at),
+                "flood": lambda at: faults.FloodReclaim(at, m["flood_jobs"], m["flood_s"], 3),
+                "rollout": lambda at: faults.BadRollout(at),
+                "kill_node": lambda at: faults.KillNode(at),
+                "storm": lambda at: faults.StormNodeKill(at, m["flood_jobs"], m["flood_s"], 3),
+                "restart_server": lambda at: faults.RestartServer(at)}
+        self.faults = [make[k](at) for k, at in sorted(fs.items(), key=lambda kv: kv[1])]
         log("plan: %d training jobs (%d GPUs of gangs), %d notebooks, 2 elastic jobs, %d faults "
             "over %d s" % (len(self.training), sum(j["gpus"] for j in self.training),
                            len(self.notebooks), len(self.faults), W))
@@ -307,7 +311,7 @@ class Soak:
             f.finish(self)
         if hasattr(f, "cleanup") and not f.recovered:
             f.cleanup(self)
-        elif isinstance(f, faults.FloodReclaim):
+        elif isinstance(f, (faults.FloodReclaim, faults.StormNodeKill)):
             f.cleanup(self)
         log("fault %s: %s" % (f.name, "recovered in %.2f s" % f.recovery_s if f.recovered
                               else "NOT recovered within %.0f s" % RECOVERY_LIMIT))
@@ -375,6 +379,14 @@ class Soak:
         if d:
             self.failures.append("%d pods ran twice at once: %s" % (
                 len(self.sampler.dup_keys), self.dups["pods"][:10]))
+        g = self.sampler.gpu_dups
+        self.dups["gpu_instances"] = len(self.sampler.gpu_dup_keys)
+        self.dups["gpu_samples"] = len(g)
+        self.dups["gpu_first"] = [{"t": round(t - self.t0, 2), "node": n, "gpu": dv, "pods": ps}
+                                  for t, n, dv, ps in g[:10]]
+        if g:
+            self.failures.append("%d times two pods ran on one whole GPU at once: %s" % (
+                len(self.sampler.gpu_dup_keys), self.dups["gpu_first"][:5]))
 
     def finish(self):
         self.check_daemons()
