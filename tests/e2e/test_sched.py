@@ -257,3 +257,23 @@ def test_state_metrics_follow_the_objects(server, admin):
     # A third node shows at once.
     assert admin.post(admin.base + "/nodes", json=node("n9", gpus=8)).status_code == 201
     wait_for(lambda: metric(server, "starcloud_cluster_gpus") == 16, what="16 GPUs")
+
+
+def test_allocated_gpus_count_deployments(server, admin):
+    """A Deployment's replicas hold GPUs like a job's pods, and the cluster
+    gauge counts them (it counted jobs only: the soak of issue 23 read 88 %
+    allocated with 94 % of the GPUs busy, the serving replicas missing)."""
+    cluster(admin, nodes=2, gpus=4)
+    assert admin.post(admin.base + "/queues", json=queue("serving", 8)).status_code == 201
+    assert admin.post(admin.base + "/jobs", json=job("fits", gpus=2)).status_code == 201
+    r = admin.post(admin.base + "/deployments", json=manifest("Deployment", "chat", {
+        "queue": "serving", "model": "llama-3-8b", "replicas": 3,
+        "template": {"resources": {"gpu": 1}}}))
+    assert r.status_code == 201, r.text
+
+    def bound():
+        st = admin.get(admin.base + "/deployments/chat").json().get("status", {})
+        return len([p for p in st.get("pods", []) if p.get("phase") == "Running"]) == 3
+    wait_for(bound, what="3 replicas bound")
+    wait_for(lambda: metric(server, "starcloud_cluster_allocated_gpus") == 5,
+             what="2 + 3 GPUs allocated")
