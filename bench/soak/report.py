@@ -140,7 +140,7 @@ def job_waits(soak):
         if phases.get(name) == "Succeeded" and hist and hist[-1][1] == 0:
             finish = hist[-1][0]
         kind = (spec.get("queue") if name.startswith(("team-a", "team-b")) else
-                "flood" if name.startswith("flood") else
+                "flood" if name.startswith(("flood", "storm")) else
                 "elastic" if name.startswith("elastic") else spec.get("queue"))
         out[name] = {"kind": kind, "queue": spec.get("queue"), "submitted": sub,
                      "start": start, "finish": finish, "phase": phases.get(name),
