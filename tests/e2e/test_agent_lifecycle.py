@@ -38,7 +38,8 @@ def test_liveness_exec_failure_restarts(admin, agent):
                    timeout=8)
     # period x threshold = 2 s, plus one period of phase and the 0.2 s back-off.
     assert time.time() - t0 < 5.0
-    assert "liveness probe failed" in pod["message"] or pod["message"] == ""
+    # A restarted pod has nothing to say: the server stores no message for "".
+    assert "liveness probe failed" in pod.get("message", "") or "message" not in pod
 
 
 def test_readiness_http_toggles(admin, agent):
