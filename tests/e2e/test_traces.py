@@ -4,34 +4,61 @@ templated), the conventions' attribute names alike on both sides, server
 spans Error only for 5xx and client spans for 4xx too, Unset otherwise, and
 no span for health checks and readiness probes."""
 import json
+import os
+import shutil
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
 
 from conftest import BIN, free_port, stop_process
+from nodeutil import NODE_DIR
 
 
-class Collector(BaseHTTPRequestHandler):
-    spans = []  # (service.name, span)
+class Collector:
+    """An OTLP/HTTP receiver that decodes with the OpenTelemetry project's
+    own protocol definitions (tests/e2e/node/otlp_receiver.mjs, on
+    @opentelemetry/otlp-transformer's compiled opentelemetry-proto) and
+    refuses, with 400, what a collector would not take: unknown fields,
+    wrong types, enums as names, ids of the wrong length."""
+    spans = []    # (resource attributes, span) as decoded
+    refused = []  # why each refused request was refused
 
-    def log_message(self, *a):
-        pass
+    def __init__(self, log):
+        node = shutil.which("node")
+        if not node:
+            pytest.skip("node is not installed (scripts/deps.sh installs nodejs and npm)")
+        if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@opentelemetry",
+                                          "otlp-transformer")):
+            pytest.fail("@opentelemetry/otlp-transformer is missing: run `make node-deps` "
+                        "(npm ci in tests/e2e/node)")
+        Collector.spans, Collector.refused = [], []
+        self.proc = subprocess.Popen([node, os.path.join(NODE_DIR, "otlp_receiver.mjs")],
+                                     cwd=NODE_DIR, stdout=subprocess.PIPE, stderr=log,
+                                     text=True)
+        first = json.loads(self.proc.stdout.readline() or "{}")
+        assert "port" in first, "the OTLP receiver did not start (see procs.log)"
+        self.url = "http://127.0.0.1:%d" % first["port"]
+        threading.Thread(target=self.read, daemon=True).start()
 
-    def do_POST(self):
-        doc = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        for rs in doc["resourceSpans"]:
-            res = {a["key"]: a["value"]["stringValue"] for a in rs["resource"]["attributes"]}
-            for ss in rs["scopeSpans"]:
-                for sp in ss["spans"]:
-                    Collector.spans.append((res, sp))
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"{}")
+    def read(self):
+        for line in self.proc.stdout:
+            doc = json.loads(line)
+            if "refused" in doc:
+                Collector.refused.append(doc["refused"])
+                continue
+            for rs in doc["ok"].get("resourceSpans", []):
+                res = {a["key"]: a["value"]["stringValue"]
+                       for a in rs.get("resource", {}).get("attributes", [])}
+                for ss in rs.get("scopeSpans", []):
+                    for sp in ss.get("spans", []):
+                        sp.setdefault("status", {})
+                        Collector.spans.append((res, sp))
+
+    def stop(self):
+        stop_process(self.proc)
 
 
 def attrs(span):
@@ -44,16 +71,14 @@ def attrs(span):
 
 @pytest.fixture
 def stack(tmp_path):
-    Collector.spans = []
-    col = ThreadingHTTPServer(("127.0.0.1", free_port()), Collector)
-    threading.Thread(target=col.serve_forever, daemon=True).start()
-    otlp = "http://127.0.0.1:%d" % col.server_port
+    logs = open(tmp_path / "procs.log", "w")
+    col = Collector(logs)
+    otlp = col.url
     ckpt = tmp_path / "tiny.bin"
     subprocess.run([BIN, "worker", "--gen-checkpoint", str(ckpt), "--dim", "32", "--layers", "1",
                     "--heads", "2", "--kv-heads", "1", "--vocab", "512", "--seq-len", "64"],
                    check=True, capture_output=True)
     wport, gport = free_port(), free_port()
-    logs = open(tmp_path / "procs.log", "w")
     w = subprocess.Popen([BIN, "worker", "--checkpoint", str(ckpt), "--model", "tiny",
                           "--listen", "127.0.0.1:%d" % wport, "--otlp", otlp, "--id", "w1"],
                          stdout=logs, stderr=logs)
@@ -74,8 +99,10 @@ def stack(tmp_path):
     yield gw, "http://127.0.0.1:%d" % wport
     stop_process(g)
     stop_process(w)
+    col.stop()
     logs.close()
-    col.shutdown()
+    # Every export was OTLP the protocol's own definitions take.
+    assert not Collector.refused, Collector.refused
 
 
 def trace(tid, n, timeout=8):
