@@ -58,20 +58,22 @@ async function loadLogs(name, pod) {
   jp.logs = null;
   jp.logNote = "reading…";
   markDirty("jobPage");
+  /* A Deployment's pods are read under its own kind, as explain is. */
+  const kind = state.objs.deployments.has(name) ? "deployments" : "jobs";
   try {
-    const res = await api("jobs/" + encodeURIComponent(name) + "/logs?pod=" + encodeURIComponent(pod));
+    const res = await api(kind + "/" + encodeURIComponent(name) + "/logs?pod=" + encodeURIComponent(pod));
     if (res.ok) {
       const text = await res.text();
       jp.logs = text.length > 65536 ? text.slice(-65536) : text;
       jp.logNote = text.length > 65536 ? "the last 64 KiB" : "";
-    } else if (res.status === 404 || res.status === 405 || res.status === 501) {
+    } else {
       let msg = "";
       try { msg = ((await res.json()).error || {}).message || ""; } catch (e) { /* not JSON */ }
-      jp.logNote = res.status === 404 && msg && msg !== "no such path"
-        ? "no logs: " + msg
-        : "this server does not serve logs (GET /api/v1/jobs/NAME/logs answered " + res.status + ")";
-    } else {
-      jp.logNote = "logs: HTTP " + res.status;
+      if ((res.status === 404 && (!msg || msg === "no such path")) || res.status === 405 ||
+          res.status === 501)
+        jp.logNote = `this server does not serve logs (GET /api/v1/${kind}/NAME/logs answered ${res.status})`;
+      else
+        jp.logNote = (res.status === 404 ? "no logs: " : `logs: HTTP ${res.status}: `) + msg;
     }
   } catch (e) { jp.logNote = "logs: " + e.message; }
   markDirty("jobPage");
