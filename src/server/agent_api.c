@@ -36,6 +36,7 @@
 #include "base/parse.h"
 #include "base/alloc.h"
 #include "server/ha.h"
+#include "server/jobstatus.h"
 #include "base/log.h"
 #include "server/server.h"
 #include "starcloud/error.h"
@@ -65,12 +66,6 @@ typedef struct agent_api {
 	size_t n, cap;
 	int scanned; /* nodes from before our start have been given a lease */
 } agent_api_t;
-
-static const char *str_of(json_t *o, const char *key)
-{
-	const char *v = json_string_value(json_object_get(o, key));
-	return v ? v : "";
-}
 
 /* ---- store helpers ----------------------------------------------------- */
 
@@ -124,27 +119,16 @@ static lease_t *lease_find(agent_api_t *api, const char *node, int create)
 
 /* ---- pod reports ------------------------------------------------------- */
 
-static json_t *find_entry(json_t *pods, const char *name)
-{
-	json_t *e;
-	size_t i;
-	json_array_foreach(pods, i, e)
-	{
-		if (strcmp(str_of(e, "name"), name) == 0)
-			return e;
-	}
-	return NULL;
-}
-
 /* The report is about the assignment this entry records. */
 static int same_assignment(json_t *entry, json_t *rep, const char *node)
 {
-	json_t *g = json_object_get(entry, "generation"), *rg = json_object_get(rep, "generation");
-	if (strcmp(str_of(entry, "node"), node) != 0 || strcmp(str_of(entry, "phase"), "Running"))
+	sc_jobst_pod_t p;
+	json_t *rg = json_object_get(rep, "generation");
+	if (sc__jobst_pod(entry, &p) < 0 || strcmp(p.node, node) != 0 || p.phase != SC_PP_RUNNING)
 		return 0;
-	if (g || rg)
-		return json_equal(g, rg);
-	return strcmp(str_of(entry, "startedAt"), str_of(rep, "startedAt")) == 0;
+	if (p.generation || rg)
+		return json_equal(p.generation, rg);
+	return strcmp(p.started_at, sc__str_of(rep, "startedAt")) == 0;
 }
 
 static int set_if(json_t *e, const char *key, json_t *v)
@@ -159,7 +143,7 @@ static int set_if(json_t *e, const char *key, json_t *v)
  * has just failed for good. */
 static int apply_report(json_t *e, json_t *rep)
 {
-	const char *phase = str_of(rep, "phase");
+	int phase = sc__jobst_phase_parse(sc__str_of(rep, "phase"));
 	int changed = 0;
 	changed |= set_if(e, "ready", json_object_get(rep, "ready"));
 	changed |= set_if(e, "restarts", json_object_get(rep, "restarts"));
@@ -177,10 +161,10 @@ static int apply_report(json_t *e, json_t *rep)
 		msg = NULL;
 	}
 	changed |= set_if(e, "message", msg);
-	if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) {
-		json_object_set_new(e, "phase", json_string(phase));
+	if (phase == SC_PP_SUCCEEDED || phase == SC_PP_FAILED) {
+		sc__jobst_set_phase(e, phase, NULL);
 		json_object_set_new(e, "ready", json_false());
-		return strcmp(phase, "Failed") == 0 ? 2 : 1;
+		return phase == SC_PP_FAILED ? 2 : 1;
 	}
 	return changed;
 }
@@ -198,30 +182,30 @@ static int replicas_of(json_t *obj)
 	return n;
 }
 
-/* Every other Running pod takes phase (Failed or Releasing). */
-static void set_gang(json_t *pods, const char *phase, const char *why, int all)
+/* Every other Running pod takes phase (SC_PP_FAILED or SC_PP_RELEASING);
+ * with all, the Failed ones too. */
+static void set_gang(json_t *pods, int phase, const char *why, int all)
 {
 	json_t *e;
 	size_t i;
+	sc_jobst_pod_t p;
 	json_array_foreach(pods, i, e)
 	{
-		const char *ph = str_of(e, "phase");
-		if (strcmp(ph, "Running") != 0 && !(all && strcmp(ph, "Failed") == 0))
+		sc__jobst_pod(e, &p);
+		if (p.phase != SC_PP_RUNNING && !(all && p.phase == SC_PP_FAILED))
 			continue;
-		json_object_set_new(e, "phase", json_string(phase));
-		json_object_set_new(e, "message", json_string(why));
+		sc__jobst_set_phase(e, phase, why);
 	}
 }
 
 static void gang_failed(json_t *obj, const char *pod)
 {
-	json_t *spec = json_object_get(obj, "spec"), *st = status_of(obj);
-	json_t *pods = json_object_get(st, "pods");
+	json_t *spec = json_object_get(obj, "spec"), *pods = sc__jobst_pods(obj);
 	char why[400];
 	if (replicas_of(obj) < 2)
 		return;
 	sc_job_runtime_t rt;
-	sc_job_runtime(str_of(obj, "kind"), spec, &rt);
+	sc_job_runtime(sc__str_of(obj, "kind"), spec, &rt);
 	int limit = rt.backoff_limit;
 	/* The count lives in an annotation: the scheduling loop rewrites the
 	 * status it owns and keeps metadata as it is. */
@@ -231,17 +215,17 @@ static void gang_failed(json_t *obj, const char *pod)
 		json_object_set_new(md, "annotations", ann = json_object());
 	/* Written by this server; anything else a person put there counts as 0. */
 	int restarts = 0;
-	sc_parse_int(str_of(ann, SC_GANG_RESTARTS), 0, INT32_MAX, &restarts);
+	sc_parse_int(sc__str_of(ann, SC_GANG_RESTARTS), 0, INT32_MAX, &restarts);
 	if (rt.gang_restart && restarts < limit) {
 		char n[16];
 		snprintf(why, sizeof(why), "gang restarted: pod %s failed", pod);
-		set_gang(pods, "Releasing", why, 1);
+		set_gang(pods, SC_PP_RELEASING, why, 1);
 		snprintf(n, sizeof(n), "%d", restarts + 1);
 		json_object_set_new(ann, SC_GANG_RESTARTS, json_string(n));
 		return;
 	}
 	snprintf(why, sizeof(why), "gang failed: pod %s failed", pod);
-	set_gang(pods, "Failed", why, 0);
+	set_gang(pods, SC_PP_FAILED, why, 0);
 }
 
 /* Applies the reports about one job (all of kind/job) in one write. */
@@ -254,16 +238,16 @@ static void apply_job(sc_server_t *s, const char *node, const char *kind, const 
 	int changed = 0;
 	if (!obj)
 		return;
-	json_t *pods = json_object_get(status_of(obj), "pods");
+	json_t *pods = sc__jobst_pods(obj);
 	json_array_foreach(reps, i, rep)
 	{
-		json_t *e = find_entry(pods, str_of(rep, "name"));
+		json_t *e = sc__jobst_find(pods, sc__str_of(rep, "name"), NULL);
 		if (!e || !same_assignment(e, rep, node))
 			continue;
 		int rc = apply_report(e, rep);
 		changed |= rc != 0;
 		if (rc == 2 && strcmp(kind, "Job") == 0)
-			gang_failed(obj, str_of(rep, "name"));
+			gang_failed(obj, sc__str_of(rep, "name"));
 	}
 	/* A conflict (the loop wrote meanwhile) is fine: every heartbeat
 	 * carries every report again. */
@@ -280,7 +264,7 @@ static void apply_reports(sc_server_t *s, const char *node, json_t *reports)
 	char key[2 * SC_MAX_NAME + 8];
 	json_array_foreach(reports, i, rep)
 	{
-		const char *kind = str_of(rep, "kind"), *job = str_of(rep, "job");
+		const char *kind = sc__str_of(rep, "kind"), *job = sc__str_of(rep, "job");
 		if (i >= MAX_REPORTS || (strcmp(kind, "Job") && strcmp(kind, "Deployment")) ||
 		    !sc__name_valid(job))
 			continue;
@@ -334,11 +318,11 @@ static void node_status(sc_server_t *s, sc_http_req_t *r, json_t *node, int64_t 
                         uint64_t lease_ms)
 {
 	char host[300];
-	host_of(str_of(body, "address"), host, sizeof(host));
+	host_of(sc__str_of(body, "address"), host, sizeof(host));
 	json_t *st = json_pack("{s:b,s:s,s:O,s:{s:s,s:s,s:I},s:O}", "ready", 1, "address", host,
 	                       "conditions", json_object_get(body, "conditions"), "agent",
-	                       "address", str_of(body, "address"), "gpuSource",
-	                       str_of(body, "gpuSource"), "leaseMillis", (json_int_t)lease_ms,
+	                       "address", sc__str_of(body, "address"), "gpuSource",
+	                       sc__str_of(body, "gpuSource"), "leaseMillis", (json_int_t)lease_ms,
 	                       "devices", json_object_get(body, "devices"));
 	if (!st)
 		return; /* conditions or devices missing: keep what is stored */
@@ -371,7 +355,8 @@ static int parse_body(sc_http_req_t *r, json_t **out)
 	json_t *b = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(b) || !json_is_array(json_object_get(b, "pods")) ||
 	    !json_is_array(json_object_get(b, "conditions")) ||
-	    !json_is_array(json_object_get(b, "devices")) || strlen(str_of(b, "address")) > 256) {
+	    !json_is_array(json_object_get(b, "devices")) ||
+	    strlen(sc__str_of(b, "address")) > 256) {
 		json_decref(b);
 		sc__api_error(r, 400, "BadRequest", "",
 		              "expected {address, leaseMillis, "
@@ -481,20 +466,23 @@ static void evict_try(evict_t *v)
 {
 	int64_t rev;
 	json_t *obj = sc__object_copy(v->s, v->kind, v->name, &rev), *e;
-	json_t *pods = json_object_get(status_of(obj), "pods");
+	json_t *pods = sc__jobst_pods(obj);
 	size_t i;
 	int hit = 0, whole = strcmp(v->kind->kind, "Job") == 0;
 	char why[300];
+	sc_jobst_pod_t p;
 	snprintf(why, sizeof(why), "node %s lost (lease expired)", v->node);
-	json_array_foreach(pods, i, e) hit |=
-	    strcmp(str_of(e, "node"), v->node) == 0 && strcmp(str_of(e, "phase"), "Running") == 0;
 	json_array_foreach(pods, i, e)
 	{
-		if (!hit || strcmp(str_of(e, "phase"), "Running") != 0 ||
-		    (!whole && strcmp(str_of(e, "node"), v->node) != 0))
+		sc__jobst_pod(e, &p);
+		hit |= strcmp(p.node, v->node) == 0 && p.phase == SC_PP_RUNNING;
+	}
+	json_array_foreach(pods, i, e)
+	{
+		sc__jobst_pod(e, &p);
+		if (!hit || p.phase != SC_PP_RUNNING || (!whole && strcmp(p.node, v->node) != 0))
 			continue;
-		json_object_set_new(e, "phase", json_string("Releasing"));
-		json_object_set_new(e, "message", json_string(why));
+		sc__jobst_set_phase(e, SC_PP_RELEASING, why);
 	}
 	if (hit)
 		sc__object_save(v->s, v->kind, obj, rev, evict_saved, v);
@@ -524,12 +512,13 @@ typedef struct on_node {
 static void collect_on_node(sc_server_t *s, const char *name, json_t *obj, void *ud)
 {
 	on_node_t *c = ud;
-	json_t *pods = json_object_get(json_object_get(obj, "status"), "pods"), *e;
+	json_t *e;
 	size_t i;
-	json_array_foreach(pods, i, e)
+	sc_jobst_pod_t p;
+	json_array_foreach(sc__jobst_pods(obj), i, e)
 	{
-		if (strcmp(str_of(e, "node"), c->node) != 0 ||
-		    strcmp(str_of(e, "phase"), "Running") != 0)
+		sc__jobst_pod(e, &p);
+		if (strcmp(p.node, c->node) != 0 || p.phase != SC_PP_RUNNING)
 			continue;
 		if (c->n == c->cap) {
 			c->cap = c->cap ? c->cap * 2 : 16;

@@ -33,21 +33,16 @@
 #include "server/cache.h"
 #include "server/deploy.h"
 #include "server/ha.h"
+#include "server/jobstatus.h"
 #include "server/metrics.h"
 #include "starcloud/error.h"
 
 #define TICK_MS 500
 #define PORT_SPAN 1000
 
-static const char *str_of(json_t *o, const char *key)
-{
-	const char *v = json_string_value(json_object_get(o, key));
-	return v ? v : "";
-}
-
 static const char *name_of(json_t *obj)
 {
-	return str_of(json_object_get(obj, "metadata"), "name");
+	return sc__str_of(json_object_get(obj, "metadata"), "name");
 }
 
 static json_t *obj_at(json_t *parent, const char *key)
@@ -81,8 +76,8 @@ static void sc__deploy_event(json_t *events, json_t *obj, const char *reason, co
 	    json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:s}", "apiVersion",
 	              "starcloud.dev/v1", "kind", "Event", "metadata", "creationTimestamp", now,
 	              "involvedObject", "kind", "Deployment", "name", name_of(obj), "queue",
-	              str_of(json_object_get(obj, "spec"), "queue"), "reason", reason, "type", type,
-	              "message", msg, "lastTimestamp", now));
+	              sc__str_of(json_object_get(obj, "spec"), "queue"), "reason", reason, "type",
+	              type, "message", msg, "lastTimestamp", now));
 	json_array_append_new(events, ev);
 }
 
@@ -168,10 +163,10 @@ json_t *sc__deploy_node_addresses(sc_server_t *s)
 		json_t *node = sc__cache_obj(items[i]);
 		json_t *st = json_object_get(node, "status");
 		char host[300];
-		snprintf(host, sizeof(host), "%s", str_of(st, "address"));
+		snprintf(host, sizeof(host), "%s", sc__str_of(st, "address"));
 		if (!host[0]) {
 			snprintf(host, sizeof(host), "%s",
-			         str_of(json_object_get(st, "agent"), "address"));
+			         sc__str_of(json_object_get(st, "agent"), "address"));
 			char *colon = strrchr(host, ':');
 			if (colon)
 				*colon = '\0';
@@ -218,7 +213,7 @@ static void prune_templates(json_t *st, const char *stable, const char *canary)
 	void *tmp;
 	json_object_foreach_safe(tpls, tmp, k, e)
 	{
-		const char *v = str_of(e, "version");
+		const char *v = sc__str_of(e, "version");
 		if (strcmp(v, stable) != 0 && strcmp(v, canary) != 0)
 			json_object_del(tpls, k);
 	}
@@ -232,7 +227,7 @@ static void record(json_t *spec, const char *v, json_t *tpls)
 	void *tmp;
 	json_object_foreach_safe(tpls, tmp, k, e)
 	{
-		if (strcmp(str_of(e, "version"), v) == 0)
+		if (strcmp(sc__str_of(e, "version"), v) == 0)
 			json_object_del(tpls, k);
 		else
 			json_object_set(avoid, k, e);
@@ -315,8 +310,8 @@ void sc__deploy_on_write(json_t *old, json_t *obj)
 		complete(ro, v, "first version", now);
 		return;
 	}
-	snprintf(stable, sizeof(stable), "%s", str_of(ro, "stable"));
-	const char *phase = str_of(ro, "phase"), *canary = str_of(ro, "canary");
+	snprintf(stable, sizeof(stable), "%s", sc__str_of(ro, "stable"));
+	const char *phase = sc__str_of(ro, "phase"), *canary = sc__str_of(ro, "canary");
 	int live = strcmp(phase, "Progressing") == 0 || strcmp(phase, "Paused") == 0;
 	/* The stable version's template must survive the spec moving on. */
 	if (old && !json_object_size(tpls))
@@ -331,7 +326,7 @@ void sc__deploy_on_write(json_t *old, json_t *obj)
 		record(json_object_get(obj, "spec"), v, tpls);
 		start_canary(obj, ro, stable, v, now);
 	}
-	prune_templates(st, stable, str_of(ro, "canary"));
+	prune_templates(st, stable, sc__str_of(ro, "canary"));
 	json_object_set_new(st, "stableVersion", json_string(stable));
 }
 
@@ -341,10 +336,11 @@ void sc__deploy_rollback(sc_server_t *s, json_t *obj, const char *reason, const 
 	json_t *ro = obj_at(obj_at(obj, "status"), "rollout");
 	char msg[600];
 	int64_t now = (int64_t)time(NULL);
-	snprintf(msg, sizeof(msg), "canary %.63s rolled back to %.63s: %s", str_of(ro, "canary"),
-	         str_of(ro, "stable"), why);
-	set_weights(ro, str_of(ro, "stable"), NULL, 0);
-	json_object_set_new(json_object_get(ro, "weights"), str_of(ro, "canary"), json_integer(0));
+	snprintf(msg, sizeof(msg), "canary %.63s rolled back to %.63s: %s",
+	         sc__str_of(ro, "canary"), sc__str_of(ro, "stable"), why);
+	set_weights(ro, sc__str_of(ro, "stable"), NULL, 0);
+	json_object_set_new(json_object_get(ro, "weights"), sc__str_of(ro, "canary"),
+	                    json_integer(0));
 	set_phase(ro, "RolledBack", why, now);
 	json_object_del(ro, "promote");
 	json_object_del(ro, "pausedBy");
@@ -361,7 +357,7 @@ void sc__deploy_promote(json_t *obj, int64_t now)
 	json_object_set_new(ro, "step", json_integer((json_int_t)n - 1));
 	json_object_set_new(ro, "promote", json_true());
 	store_steps(obj, ro);
-	set_weights(ro, str_of(ro, "stable"), str_of(ro, "canary"), 100);
+	set_weights(ro, sc__str_of(ro, "stable"), sc__str_of(ro, "canary"), 100);
 	set_phase(ro, "Progressing", "promoted: canary at 100 % once its pods are ready", now);
 }
 
@@ -382,12 +378,13 @@ static int ready_pods(json_t *obj, const sc_deploy_plan_t *p, const sc_deploy_ta
 	json_t *e;
 	size_t i;
 	int n = 0;
-	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
+	sc_jobst_pod_t pod;
+	json_array_foreach(sc__jobst_pods(obj), i, e)
 	{
 		long idx;
-		if (sc__deploy_task_of(p, name_of(obj), str_of(e, "name"), &idx) == t &&
-		    idx < t->replicas && strcmp(str_of(e, "phase"), "Running") == 0 &&
-		    json_is_true(json_object_get(e, "ready")))
+		sc__jobst_pod(e, &pod);
+		if (sc__deploy_task_of(p, name_of(obj), pod.name, &idx) == t && idx < t->replicas &&
+		    pod.phase == SC_PP_RUNNING && pod.ready)
 			n++;
 	}
 	return n;
@@ -412,7 +409,7 @@ static void evidence_gap(json_t *obj, json_t *ro, int64_t now, char *why, size_t
 	double max = sc__deploy_max_error(obj);
 	why[0] = '\0';
 	if (!json_is_string(json_object_get(ev, "lastReport")) ||
-	    sc_quantity_time(str_of(ev, "lastReport"), &last) < 0)
+	    sc_quantity_time(sc__str_of(ev, "lastReport"), &last) < 0)
 		snprintf(why, whysz,
 		         "waiting for analysis: no report from a gateway for this step (it needs "
 		         "%lld canary requests)",
@@ -434,15 +431,15 @@ static void evidence_gap(json_t *obj, json_t *ro, int64_t now, char *why, size_t
  * event only when it pauses, not while it stays paused. */
 static void analysis_pause(json_t *obj, json_t *ro, const char *why, int64_t now, json_t *events)
 {
-	if (strcmp(str_of(ro, "phase"), "Paused") == 0) {
-		if (strcmp(str_of(ro, "reason"), why) != 0)
+	if (strcmp(sc__str_of(ro, "phase"), "Paused") == 0) {
+		if (strcmp(sc__str_of(ro, "reason"), why) != 0)
 			json_object_set_new(ro, "reason", json_string(why));
 		return;
 	}
 	set_phase(ro, "Paused", why, now);
 	json_object_set_new(ro, "pausedBy", json_string("analysis"));
 	char msg[400];
-	snprintf(msg, sizeof(msg), "canary %.63s paused: %.300s", str_of(ro, "canary"), why);
+	snprintf(msg, sizeof(msg), "canary %.63s paused: %.300s", sc__str_of(ro, "canary"), why);
 	sc__deploy_event(events, obj, "RolloutPaused", "Warning", msg);
 }
 
@@ -452,17 +449,17 @@ static void progress(sc_server_t *s, json_t *obj, int64_t now, json_t *events)
 {
 	sc_deploy_plan_t p;
 	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
-	const char *phase = str_of(ro, "phase");
+	const char *phase = sc__str_of(ro, "phase");
 	int64_t since = 0;
 	int analysis_paused =
-	    strcmp(phase, "Paused") == 0 && strcmp(str_of(ro, "pausedBy"), "analysis") == 0;
+	    strcmp(phase, "Paused") == 0 && strcmp(sc__str_of(ro, "pausedBy"), "analysis") == 0;
 	if ((strcmp(phase, "Progressing") != 0 && !analysis_paused) ||
 	    sc__deploy_plan(obj, &p) < 0 || !p.canary[0] || !canary_ready(obj, &p))
 		return;
 	bool promote = json_is_true(json_object_get(ro, "promote"));
 	json_t *ev = json_object_get(ro, "evidence");
-	if (sc_quantity_time(str_of(ev, "since"), &since) < 0)
-		sc_quantity_time(str_of(ro, "lastTransition"), &since);
+	if (sc_quantity_time(sc__str_of(ev, "since"), &since) < 0)
+		sc_quantity_time(sc__str_of(ro, "lastTransition"), &since);
 	if (!promote && now - since < sc__deploy_window(obj))
 		return;
 	char why[300];
@@ -502,19 +499,18 @@ static void cleanup(json_t *obj, const sc_deploy_plan_t *p)
 {
 	json_t *e;
 	size_t i;
-	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
+	sc_jobst_pod_t pod;
+	json_array_foreach(sc__jobst_pods(obj), i, e)
 	{
 		long idx = 0;
-		const sc_deploy_task_t *t =
-		    sc__deploy_task_of(p, name_of(obj), str_of(e, "name"), &idx);
-		if (strcmp(str_of(e, "phase"), "Running") != 0 || (t && idx < t->replicas))
+		sc__jobst_pod(e, &pod);
+		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(obj), pod.name, &idx);
+		if (pod.phase != SC_PP_RUNNING || (t && idx < t->replicas))
 			continue;
-		json_object_set_new(e, "phase", json_string("Releasing"));
+		sc__jobst_set_phase(e, SC_PP_RELEASING,
+		                    t ? "scaled down by the deployment controller"
+		                      : "version retired by the deployment controller");
 		json_object_set_new(e, "ready", json_false());
-		json_object_set_new(
-		    e, "message",
-		    json_string(t ? "scaled down by the deployment controller"
-		                  : "version retired by the deployment controller"));
 	}
 }
 
@@ -523,23 +519,21 @@ static json_t *endpoints(json_t *obj, const sc_deploy_plan_t *p, json_t *nodes)
 	json_t *out = json_array(), *e;
 	int repo = json_is_true(json_object_get(json_object_get(obj, "spec"), "modelRepository"));
 	size_t i;
-	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
+	sc_jobst_pod_t pod;
+	json_array_foreach(sc__jobst_pods(obj), i, e)
 	{
 		long idx;
-		const sc_deploy_task_t *t =
-		    sc__deploy_task_of(p, name_of(obj), str_of(e, "name"), &idx);
-		const char *addr = str_of(nodes, str_of(e, "node"));
-		json_t *port = json_object_get(e, "port");
-		if (!t || idx >= t->replicas || strcmp(str_of(e, "phase"), "Running") != 0 ||
-		    !json_is_true(json_object_get(e, "ready")) || !addr[0] ||
-		    !json_is_integer(port))
+		sc__jobst_pod(e, &pod);
+		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(obj), pod.name, &idx);
+		const char *addr = sc__str_of(nodes, pod.node);
+		if (!t || idx >= t->replicas || pod.phase != SC_PP_RUNNING || !pod.ready ||
+		    !addr[0] || !pod.port)
 			continue;
 		char url[400];
-		snprintf(url, sizeof(url), "http://%s:%lld", addr,
-		         (long long)json_integer_value(port));
-		json_t *ep = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "url", url, "pod",
-		                       str_of(e, "name"), "node", str_of(e, "node"), "version",
-		                       t->version, "role", t->role, "ready", 1);
+		snprintf(url, sizeof(url), "http://%s:%lld", addr, (long long)pod.port);
+		json_t *ep =
+		    json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "url", url, "pod", pod.name, "node",
+		              pod.node, "version", t->version, "role", t->role, "ready", 1);
 		/* The pod serves a model repository: the gateway asks it what it
 		 * serves (docs/GATEWAY.md). */
 		if (repo)
@@ -671,7 +665,7 @@ void sc__deploy_keep_status(json_t *old, json_t *st)
  * so its pods count as "?" and the port as taken everywhere ("*"). */
 static const char *host_key(json_t *addrs, const char *node)
 {
-	const char *a = str_of(addrs, node);
+	const char *a = sc__str_of(addrs, node);
 	return a[0] ? a : "?";
 }
 
@@ -699,7 +693,7 @@ static json_t *addresses(const sc_cycle_in_t *in)
 	json_t *m = json_object();
 	for (size_t i = 0; i < in->nobjs; i++) {
 		json_t *st = json_object_get(in->objs[i].obj, "status");
-		if (strcmp(in->objs[i].kind->kind, "Node") == 0 && str_of(st, "address")[0])
+		if (strcmp(in->objs[i].kind->kind, "Node") == 0 && sc__str_of(st, "address")[0])
 			json_object_set(m, name_of(in->objs[i].obj),
 			                json_object_get(st, "address"));
 	}
@@ -716,15 +710,12 @@ static json_t *ports_in_use(const sc_cycle_in_t *in)
 		size_t k;
 		if (strcmp(in->objs[i].kind->kind, "Deployment") != 0)
 			continue;
-		json_array_foreach(
-		    json_object_get(json_object_get(in->objs[i].obj, "status"), "pods"), k, e)
+		sc_jobst_pod_t pod;
+		json_array_foreach(sc__jobst_pods(in->objs[i].obj), k, e)
 		{
-			const char *ph = str_of(e, "phase");
-			if (!json_is_integer(json_object_get(e, "port")) ||
-			    (strcmp(ph, "Running") && strcmp(ph, "Releasing")))
-				continue;
-			mark(used, host_key(addrs, str_of(e, "node")),
-			     json_integer_value(json_object_get(e, "port")));
+			sc__jobst_pod(e, &pod);
+			if (pod.port && sc__jobst_holds(&pod))
+				mark(used, host_key(addrs, pod.node), pod.port);
 		}
 	}
 	return used;
@@ -735,12 +726,13 @@ void sc__deploy_bind_port(const sc_cycle_in_t *in, json_t *obj, json_t *np, json
 	sc_deploy_plan_t p;
 	if (sc__deploy_plan(obj, &p) < 0)
 		return;
-	const sc_deploy_task_t *t = sc__deploy_task_of(&p, name_of(obj), str_of(np, "name"), NULL);
+	const sc_deploy_task_t *t =
+	    sc__deploy_task_of(&p, name_of(obj), sc__str_of(np, "name"), NULL);
 	json_t *want = t ? json_object_get(t->tpl, "port") : NULL;
 	json_int_t base = json_is_integer(want) ? json_integer_value(want) : SC_DEPLOY_DEFAULT_PORT;
 	if (!*used)
 		*used = ports_in_use(in);
-	const char *host = host_key(json_object_get(*used, ""), str_of(np, "node"));
+	const char *host = host_key(json_object_get(*used, ""), sc__str_of(np, "node"));
 	for (json_int_t port = base; port < base + PORT_SPAN && port <= 65535; port++) {
 		if (taken(*used, host, port))
 			continue;

@@ -22,6 +22,7 @@
 #include "base/parse.h"
 #include "base/alloc.h"
 #include "server/deploy.h"
+#include "server/jobstatus.h"
 #include "starcloud/error.h"
 #include "starcloud/sha256.h"
 
@@ -31,15 +32,9 @@
 const char *const sc__deploy_status_keys[] = {"templates",     "rollout",     "endpoints",
                                               "stableVersion", "autoscaling", NULL};
 
-static const char *str_of(json_t *o, const char *key)
-{
-	const char *v = json_string_value(json_object_get(o, key));
-	return v ? v : "";
-}
-
 static const char *name_of(json_t *obj)
 {
-	return str_of(json_object_get(obj, "metadata"), "name");
+	return sc__str_of(json_object_get(obj, "metadata"), "name");
 }
 
 void sc__deploy_version(json_t *dep, char *out, size_t outsz)
@@ -130,7 +125,7 @@ void sc__deploy_record(json_t *spec, const char *v, json_t *avoid, json_t *out)
 	for (size_t i = 0; i < n && avoid; i++) {
 		task_name(r[i].role, sl, name, sizeof(name));
 		json_t *other = json_object_get(avoid, name);
-		if (other && strcmp(str_of(other, "version"), v) != 0) {
+		if (other && strcmp(sc__str_of(other, "version"), v) != 0) {
 			char hex[2 * SC_SHA256_LEN + 1];
 			sc_sha256_hex(v, strlen(v), hex);
 			size_t at = strlen(sl);
@@ -245,8 +240,8 @@ static void add_version(sc_deploy_plan_t *p, json_t *dep, const char *v, bool ca
 	size_t before = p->n;
 	json_object_foreach(tpls, name, e)
 	{
-		if (strcmp(str_of(e, "version"), v) == 0 && strlen(name) <= SC_DEPLOY_TASK_MAX)
-			add_task(p, name, v, str_of(e, "role"),
+		if (strcmp(sc__str_of(e, "version"), v) == 0 && strlen(name) <= SC_DEPLOY_TASK_MAX)
+			add_task(p, name, v, sc__str_of(e, "role"),
 			         int_or(json_object_get(e, "replicas"), 1), canary,
 			         json_object_get(e, "template"));
 	}
@@ -280,7 +275,7 @@ int sc__deploy_autoscaled(json_t *dep)
 int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p)
 {
 	json_t *ro = json_object_get(json_object_get(dep, "status"), "rollout");
-	const char *phase = str_of(ro, "phase");
+	const char *phase = sc__str_of(ro, "phase");
 	char v[SC_DEPLOY_VERSION_MAX + 2];
 	memset(p, 0, sizeof(*p));
 	p->autoscaled = sc__deploy_autoscaled(dep);
@@ -288,10 +283,10 @@ int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p)
 	if (strlen(v) > SC_DEPLOY_VERSION_MAX)
 		return SC_EINVAL;
 	snprintf(p->stable, sizeof(p->stable), "%.63s",
-	         json_is_string(json_object_get(ro, "stable")) ? str_of(ro, "stable") : v);
+	         json_is_string(json_object_get(ro, "stable")) ? sc__str_of(ro, "stable") : v);
 	if ((strcmp(phase, "Progressing") == 0 || strcmp(phase, "Paused") == 0) &&
-	    str_of(ro, "canary")[0] && strcmp(str_of(ro, "canary"), p->stable) != 0) {
-		snprintf(p->canary, sizeof(p->canary), "%.63s", str_of(ro, "canary"));
+	    sc__str_of(ro, "canary")[0] && strcmp(sc__str_of(ro, "canary"), p->stable) != 0) {
+		snprintf(p->canary, sizeof(p->canary), "%.63s", sc__str_of(ro, "canary"));
 		p->weight = canary_weight(dep, ro);
 	}
 	add_version(p, dep, p->stable, false);
@@ -352,14 +347,14 @@ static json_t *view_status(json_t *dep, const sc_deploy_plan_t *p)
 {
 	json_t *st = json_object_get(dep, "status"), *pods = json_array(), *e;
 	size_t i;
-	json_array_foreach(json_object_get(st, "pods"), i, e)
+	sc_jobst_pod_t pod;
+	json_array_foreach(sc__jobst_pods(dep), i, e)
 	{
 		long idx;
-		const char *phase = str_of(e, "phase");
-		const sc_deploy_task_t *t =
-		    sc__deploy_task_of(p, name_of(dep), str_of(e, "name"), &idx);
-		if (!t || idx >= t->replicas || strcmp(phase, "Failed") == 0 ||
-		    strcmp(phase, "Succeeded") == 0)
+		sc__jobst_pod(e, &pod);
+		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(dep), pod.name, &idx);
+		if (!t || idx >= t->replicas || pod.phase == SC_PP_FAILED ||
+		    pod.phase == SC_PP_SUCCEEDED)
 			continue;
 		json_array_append_new(pods, view_pod(e));
 	}

@@ -55,3 +55,9 @@ void sc__object_set_rv(json_t *obj, int64_t mod_rev)
 		json_object_set_new(md, "resourceVersion", json_string(rv));
 	}
 }
+
+const char *sc__str_of(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v ? v : "";
+}

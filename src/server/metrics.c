@@ -9,12 +9,12 @@
 #include <time.h>
 
 #include "base/alloc.h"
-#include "base/parse.h"
 #include "base/version.h"
 #include "net/promtext.h"
 #include "server/cache.h"
 #include "server/flow.h"
 #include "server/ha.h"
+#include "server/jobstatus.h"
 #include "server/watch.h"
 #include "starcloud/buf.h"
 #include "starcloud/core.h"
@@ -268,22 +268,6 @@ static int64_t parse_rfc3339(const char *ts)
 
 /* GPU devices a pod holds: whole devices, a share's fraction, or a MIG
  * instance's compute slices out of seven. */
-static double pod_gpus(json_t *p)
-{
-	json_t *mig = json_object_get(p, "mig"), *share = json_object_get(p, "gpuShare");
-	size_t n = json_array_size(json_object_get(p, "gpus"));
-	if (json_is_object(mig)) {
-		const char *prof = json_string_value(json_object_get(mig, "profile"));
-		uint64_t g = 0; /* "3g.40gb": the slices before the 'g' */
-		if (prof)
-			sc_parse_digits(&prof, 7, &g);
-		return g > 0 && g <= 7 ? g / 7.0 : 0;
-	}
-	if (json_is_number(share))
-		return json_number_value(share) / 1000.0 * (double)(n ? n : 1);
-	return (double)n;
-}
-
 typedef struct queue_wait {
 	const char *name;
 	double oldest;
@@ -321,19 +305,19 @@ static void write_nodes(sc_buf_t *b, sc_server_t *s, double *capacity)
  * or phase Pending), its age to its queue's oldest wait. */
 static void account_job(json_t *j, int64_t now, queue_wait_t *qw, size_t nq, double *allocated)
 {
-	json_t *st = json_object_get(j, "status"), *p;
-	const char *phase = json_string_value(json_object_get(st, "phase"));
+	json_t *p;
+	const char *phase = sc__jobst_phase(j);
 	size_t i, holding = 0;
-	json_array_foreach(json_object_get(st, "pods"), i, p)
+	sc_jobst_pod_t pod;
+	json_array_foreach(sc__jobst_pods(j), i, p)
 	{
-		const char *ph = json_string_value(json_object_get(p, "phase"));
-		if (ph && (strcmp(ph, "Running") == 0 || strcmp(ph, "Releasing") == 0 ||
-		           strcmp(ph, "Pipelined") == 0)) {
-			*allocated += pod_gpus(p);
+		sc__jobst_pod(p, &pod);
+		if (sc__jobst_holds(&pod)) {
+			*allocated += sc__jobst_gpus(p);
 			holding++;
 		}
 	}
-	int waiting = phase ? strcmp(phase, "Pending") == 0 : holding == 0;
+	int waiting = phase[0] ? strcmp(phase, "Pending") == 0 : holding == 0;
 	if (!waiting)
 		return;
 	const char *queue = json_string_value(json_object_get(json_object_get(j, "spec"), "queue"));

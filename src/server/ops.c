@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "server/deploy.h"
+#include "server/jobstatus.h"
 #include "base/alloc.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
@@ -98,7 +99,7 @@ static void explain(sc_server_t *s, sc_http_req_t *r, json_t *obj)
 {
 	json_t *spec = json_object_get(obj, "spec"), *st = json_object_get(obj, "status");
 	const char *queue = json_string_value(json_object_get(spec, "queue"));
-	const char *phase = json_string_value(json_object_get(st, "phase"));
+	const char *phase = sc__jobst_phase(obj)[0] ? sc__jobst_phase(obj) : NULL;
 	const char *reason = json_string_value(json_object_get(st, "reason"));
 	json_t *doc = sc_xcheck(
 	    json_pack("{s:s,s:s,s:s,s:s?,s:s?,s:o,s:o,s:O*}", "kind", "Explanation", "job",

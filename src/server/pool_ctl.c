@@ -57,12 +57,6 @@ static sc_pools_t *pools_of(sc_server_t *s)
 	return s->pools;
 }
 
-static const char *str_of(json_t *o, const char *key)
-{
-	const char *v = json_string_value(json_object_get(o, key));
-	return v ? v : "";
-}
-
 static int64_t time_of(json_t *o, const char *key)
 {
 	int64_t t = 0;
@@ -185,10 +179,10 @@ static bool is_candidate(const pass_t *x, const char *name)
 /* A provider result for node e; returns false when the entry goes. */
 static bool fold_result(pass_t *x, json_t *e, json_t *res)
 {
-	const char *name = str_of(e, "name");
+	const char *name = sc__str_of(e, "name");
 	bool create = json_is_true(json_object_get(res, "create"));
 	bool ok = json_is_true(json_object_get(res, "ok"));
-	const char *out = str_of(res, "output");
+	const char *out = sc__str_of(res, "output");
 	if (create && !ok) {
 		x->m->create_failures++;
 		backoff(x);
@@ -204,7 +198,7 @@ static bool fold_result(pass_t *x, json_t *e, json_t *res)
 		      name, out);
 		return true;
 	}
-	if (!create && strcmp(str_of(e, "phase"), "Removing") == 0) {
+	if (!create && strcmp(sc__str_of(e, "phase"), "Removing") == 0) {
 		x->m->removed++;
 		x->removed = true;
 		event(x, "ScaledDown", "Normal", "node %s deleted (removal began %lld s ago)", name,
@@ -217,7 +211,7 @@ static bool fold_result(pass_t *x, json_t *e, json_t *res)
 
 static bool step_requested(pass_t *x, json_t *e, json_t *node)
 {
-	const char *name = str_of(e, "name");
+	const char *name = sc__str_of(e, "name");
 	int64_t at = time_of(e, "requestedAt");
 	if (node && node_ready(node)) {
 		json_object_set_new(e, "phase", json_string("Joined"));
@@ -242,7 +236,7 @@ static bool step_requested(pass_t *x, json_t *e, json_t *node)
 
 static bool step_joined(pass_t *x, json_t *e, json_t *node)
 {
-	const char *name = str_of(e, "name");
+	const char *name = sc__str_of(e, "name");
 	if (!node_ready(node)) {
 		json_t *since = json_object_get(x->ps->unready, name);
 		if (!since) {
@@ -284,7 +278,7 @@ static bool step_joined(pass_t *x, json_t *e, json_t *node)
 
 static bool step_removing(pass_t *x, json_t *e, json_t *node)
 {
-	const char *name = str_of(e, "name");
+	const char *name = sc__str_of(e, "name");
 	json_t *pods = json_object_get(x->pc->pods_on, name);
 	json_object_set_new(x->node_writes, name, json_true()); /* keep it cordoned */
 	if (node && (!pods || json_integer_value(pods) > 0))
@@ -297,7 +291,7 @@ static bool step_removing(pass_t *x, json_t *e, json_t *node)
 /* One entry of status.nodes; false when it leaves the list. */
 static bool step(pass_t *x, json_t *e)
 {
-	const char *name = str_of(e, "name"), *phase = str_of(e, "phase");
+	const char *name = sc__str_of(e, "name"), *phase = sc__str_of(e, "phase");
 	json_t *res = json_object_get(x->ps->results, name);
 	if (res) {
 		bool keep = fold_result(x, e, res);
@@ -354,7 +348,7 @@ static json_t *new_status(pass_t *x, json_t *old)
 	size_t i;
 	json_array_foreach(x->nodes, i, e)
 	{
-		const char *ph = str_of(e, "phase");
+		const char *ph = sc__str_of(e, "phase");
 		req += strcmp(ph, "Requested") == 0;
 		rem += strcmp(ph, "Removing") == 0;
 	}
@@ -435,7 +429,7 @@ static void cordon(sc_server_t *s, const char *name)
 	json_t *ann = json_object_get(md, "annotations");
 	if (json_is_object(spec) && json_is_object(md) &&
 	    (!json_is_true(json_object_get(spec, "unschedulable")) ||
-	     strcmp(str_of(ann, SC_SCALEDOWN_ANNOTATION), "true") != 0)) {
+	     strcmp(sc__str_of(ann, SC_SCALEDOWN_ANNOTATION), "true") != 0)) {
 		json_object_set_new(spec, "unschedulable", json_true());
 		if (!json_is_object(ann)) {
 			ann = json_object();

@@ -6,14 +6,9 @@
 
 #include "base/alloc.h"
 #include "base/quantity.h"
+#include "server/jobstatus.h"
 #include "server/pool.h"
 #include "starcloud/error.h"
-
-static const char *str_of(json_t *o, const char *key)
-{
-	const char *v = json_string_value(json_object_get(o, key));
-	return v ? v : "";
-}
 
 static int64_t time_of(json_t *o, const char *key)
 {
@@ -64,8 +59,9 @@ static void count_nodes(sc_pool_in_t *p, json_t *st, json_t *ready)
 	size_t i;
 	json_array_foreach(json_object_get(st, "nodes"), i, n)
 	{
-		const char *phase = str_of(n, "phase");
-		if (strcmp(phase, "Requested") == 0 && !json_object_get(ready, str_of(n, "name"))) {
+		const char *phase = sc__str_of(n, "phase");
+		if (strcmp(phase, "Requested") == 0 &&
+		    !json_object_get(ready, sc__str_of(n, "name"))) {
 			int64_t at = time_of(n, "requestedAt");
 			p->np.pool.in_flight++;
 			if (at && (!p->oldest_request || at < p->oldest_request))
@@ -241,14 +237,14 @@ static void count_left_out(sc_pool_cycle_t *pc, const sc_cycle_in_t *in)
 		size_t k;
 		if (!o->why || !o->kind->queue_scoped)
 			continue;
-		json_array_foreach(json_object_get(json_object_get(o->obj, "status"), "pods"), k, p)
+		sc_jobst_pod_t pod;
+		json_array_foreach(sc__jobst_pods(o->obj), k, p)
 		{
-			const char *ph = str_of(p, "phase");
-			const char *node = str_of(p, "node");
-			json_t *v = json_object_get(pc->pods_on, node);
-			if (v && (strcmp(ph, "Succeeded") != 0 && strcmp(ph, "Failed") != 0)) {
+			sc__jobst_pod(p, &pod);
+			json_t *v = json_object_get(pc->pods_on, pod.node);
+			if (v && pod.phase != SC_PP_SUCCEEDED && pod.phase != SC_PP_FAILED) {
 				json_integer_set(v, json_integer_value(v) + 1);
-				json_object_set_new(pc->busy, node, json_true());
+				json_object_set_new(pc->busy, pod.node, json_true());
 			}
 		}
 	}

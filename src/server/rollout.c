@@ -29,12 +29,6 @@
 #define MAX_TRIES 3
 #define MAX_TEXT 256
 
-static const char *str_of(json_t *o, const char *key)
-{
-	const char *v = json_string_value(json_object_get(o, key));
-	return v ? v : "";
-}
-
 /* ---- bodies -------------------------------------------------------------- */
 
 typedef struct body_field {
@@ -115,8 +109,8 @@ static json_t *rollout_doc(json_t *obj)
 	sc__deploy_version(obj, v, sizeof(v));
 	json_t *doc =
 	    sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:O*,s:O*}", "kind", "Rollout", "deployment",
-	                        str_of(json_object_get(obj, "metadata"), "name"), "model",
-	                        str_of(json_object_get(obj, "spec"), "model"), "version", v,
+	                        sc__str_of(json_object_get(obj, "metadata"), "name"), "model",
+	                        sc__str_of(json_object_get(obj, "spec"), "model"), "version", v,
 	                        "rollout", ro, "endpoints", json_object_get(st, "endpoints")));
 	return doc;
 }
@@ -137,22 +131,22 @@ typedef int (*change_fn)(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *
 static int live(json_t *obj)
 {
 	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
-	const char *ph = str_of(ro, "phase");
+	const char *ph = sc__str_of(ro, "phase");
 	return (strcmp(ph, "Progressing") == 0 || strcmp(ph, "Paused") == 0) &&
-	       str_of(ro, "canary")[0];
+	       sc__str_of(ro, "canary")[0];
 }
 
 static int no_rollout(sc_http_req_t *r, json_t *obj)
 {
 	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
 	sc__api_error(r, 409, "Conflict", "action", "no rollout in progress (phase %s)",
-	              str_of(ro, "phase")[0] ? str_of(ro, "phase") : "none");
+	              sc__str_of(ro, "phase")[0] ? sc__str_of(ro, "phase") : "none");
 	return ANSWERED;
 }
 
 static int do_action(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body, json_t *events)
 {
-	const char *action = str_of(body, "action"), *outcome = str_of(body, "outcome");
+	const char *action = sc__str_of(body, "action"), *outcome = sc__str_of(body, "outcome");
 	int64_t now = (int64_t)time(NULL);
 	char why[400];
 	if (!live(obj))
@@ -162,7 +156,7 @@ static int do_action(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body
 	} else if (strcmp(action, "abort") == 0) {
 		int gw = strcmp(outcome, "rolled_back") == 0;
 		if (gw)
-			snprintf(why, sizeof(why), "gateway: %.256s", str_of(body, "reason"));
+			snprintf(why, sizeof(why), "gateway: %.256s", sc__str_of(body, "reason"));
 		else
 			snprintf(why, sizeof(why), "aborted by a user");
 		sc__deploy_rollback(s, obj, gw ? "gateway" : "abort", why, events);
@@ -181,7 +175,7 @@ static void set_analysis(json_t *obj, json_t *body, double rate)
 		json_object_set_new(ro, "analysis", an = json_object());
 	sc__now_rfc3339(now, sizeof(now));
 	json_t *p99 = json_object_get(body, "p99");
-	json_object_set_new(an, str_of(body, "version"),
+	json_object_set_new(an, sc__str_of(body, "version"),
 	                    json_pack("{s:O,s:O,s:f,s:f,s:s}", "requests",
 	                              json_object_get(body, "requests"), "errors",
 	                              json_object_get(body, "errors"), "errorRate", rate, "p99",
@@ -191,11 +185,11 @@ static void set_analysis(json_t *obj, json_t *body, double rate)
 static int do_report(sc_server_t *s, sc_http_req_t *r, json_t *obj, json_t *body, json_t *events)
 {
 	json_t *ro = json_object_get(json_object_get(obj, "status"), "rollout");
-	const char *v = str_of(body, "version");
+	const char *v = sc__str_of(body, "version");
 	json_int_t req = json_integer_value(json_object_get(body, "requests"));
 	json_int_t err = json_integer_value(json_object_get(body, "errors"));
-	int is_canary = live(obj) && strcmp(v, str_of(ro, "canary")) == 0;
-	if (!is_canary && strcmp(v, str_of(ro, "stable")) != 0) {
+	int is_canary = live(obj) && strcmp(v, sc__str_of(ro, "canary")) == 0;
+	if (!is_canary && strcmp(v, sc__str_of(ro, "stable")) != 0) {
 		sc__api_error(r, 409, "Conflict", "version",
 		              "version \"%.64s\" is neither the stable nor a live canary", v);
 		return ANSWERED;
@@ -333,7 +327,7 @@ static int check_report(sc_http_req_t *r, json_t *b)
 static int check_action(sc_http_req_t *r, json_t *b)
 {
 	static const char *const actions[] = {"promote", "abort", "pause", "resume", NULL};
-	const char *a = str_of(b, "action");
+	const char *a = sc__str_of(b, "action");
 	for (size_t i = 0; actions[i]; i++)
 		if (strcmp(actions[i], a) == 0)
 			return 0;
@@ -349,7 +343,7 @@ static int check_action(sc_http_req_t *r, json_t *b)
 static int check_scale(sc_http_req_t *r, json_t *b)
 {
 	static const char *const counts[] = {"inflight", "queued", "busy", "requests", NULL};
-	const char *gw = str_of(b, "gateway");
+	const char *gw = sc__str_of(b, "gateway");
 	if (!gw[0] || strlen(gw) > SC_SCALE_GATEWAY_MAX) {
 		sc__api_error(r, 400, "Invalid", "gateway",
 		              "gateway: expected an id of 1 to %d "
@@ -402,7 +396,7 @@ static void scale_report(sc_server_t *s, sc_http_req_t *r, const sc_principal_t 
 	    .requests = json_integer_value(json_object_get(b, "requests")),
 	    .ttft_p95 = json_number_value(json_object_get(b, "ttftP95")),
 	};
-	sc__scale_report(s, name, str_of(b, "gateway"), &sig, (int64_t)time(NULL));
+	sc__scale_report(s, name, sc__str_of(b, "gateway"), &sig, (int64_t)time(NULL));
 	sc__api_json(r, 200,
 	             json_pack("{s:s,s:s,s:i}", "kind", "AutoscaleReport", "deployment", name,
 	                       "replicas", cur));

@@ -29,6 +29,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "server/deploy.h"
+#include "server/jobstatus.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -113,12 +114,6 @@ static const char *name_of(json_t *obj)
 	return n ? n : "";
 }
 
-static const char *str_of(json_t *o, const char *key)
-{
-	const char *v = json_string_value(json_object_get(o, key));
-	return v ? v : "";
-}
-
 /* Queues an Event about a job; extra (consumed, may be NULL) adds fields. */
 static void event(wctx_t *w, const sc_sobj_t *o, const char *reason, const char *type,
                   json_t *extra, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -134,8 +129,8 @@ static void event(wctx_t *w, const sc_sobj_t *o, const char *reason, const char 
 	    json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s},s:s,s:s,s:s,s:s,s:s}", "apiVersion",
 	              "starcloud.dev/v1", "kind", "Event", "metadata", "creationTimestamp", w->now,
 	              "involvedObject", "kind", o->kind->kind, "name", name_of(o->obj), "queue",
-	              str_of(json_object_get(o->obj, "spec"), "queue"), "reason", reason, "type",
-	              type, "message", msg, "lastTimestamp", w->now));
+	              sc__str_of(json_object_get(o->obj, "spec"), "queue"), "reason", reason,
+	              "type", type, "message", msg, "lastTimestamp", w->now));
 	if (extra)
 		json_object_update(ev, extra);
 	json_decref(extra);
@@ -145,27 +140,6 @@ static void event(wctx_t *w, const sc_sobj_t *o, const char *reason, const char 
 /* ---------------------------------------------------------------------
  * Pods
  * ------------------------------------------------------------------- */
-
-typedef struct counts {
-	int running, releasing, succeeded, failed;
-} counts_t;
-
-static counts_t count_pods(json_t *pods);
-
-static json_t *find_pod(json_t *pods, const char *name, size_t *at)
-{
-	size_t i;
-	json_t *p;
-	json_array_foreach(pods, i, p)
-	{
-		if (strcmp(str_of(p, "name"), name) == 0) {
-			if (at)
-				*at = i;
-			return p;
-		}
-	}
-	return NULL;
-}
 
 /* A new Running entry. Its generation, the assignment's identity for the
  * agent's fencing (docs/AGENT.md), is the revision of the object the
@@ -202,7 +176,8 @@ static json_t *carried_pods(json_t *old)
 	size_t i;
 	json_array_foreach(old, i, p)
 	{
-		if (json_is_object(p) && strcmp(str_of(p, "phase"), "Releasing") != 0)
+		sc_jobst_pod_t r;
+		if (sc__jobst_pod(p, &r) == 0 && r.phase != SC_PP_RELEASING)
 			json_array_append_new(pods, json_deep_copy(p));
 	}
 	return pods;
@@ -212,9 +187,9 @@ static size_t apply_evictions(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_
 {
 	for (size_t k = w->bj.estart[j]; k < w->bj.estart[j + 1]; k++) {
 		const sc_eviction_t *e = &w->d->evictions[w->bj.eorder[k]];
-		json_t *p = find_pod(pods, e->pod, NULL);
+		json_t *p = sc__jobst_find(pods, e->pod, NULL);
 		if (p)
-			json_object_set_new(p, "phase", json_string("Releasing"));
+			sc__jobst_set_phase(p, SC_PP_RELEASING, NULL);
 		const char *action = sc_action_name(e->action);
 		json_t *extra =
 		    json_pack("{s:s,s:s,s:s,s:s}", "action", action, "by", e->by ? e->by : "",
@@ -237,17 +212,18 @@ static size_t apply_scale_down(wctx_t *w, const sc_sobj_t *o, json_t *pods)
 {
 	json_t *p;
 	size_t i, n = 0;
+	sc_jobst_pod_t r;
 	json_array_foreach(pods, i, p)
 	{
-		json_t *mark = json_object_get(w->drained, str_of(p, "node"));
-		if (strcmp(str_of(p, "phase"), "Running") != 0 || !json_is_string(mark))
+		sc__jobst_pod(p, &r);
+		json_t *mark = json_object_get(w->drained, r.node);
+		if (r.phase != SC_PP_RUNNING || !json_is_string(mark))
 			continue;
-		json_object_set_new(p, "phase", json_string("Releasing"));
 		json_t *extra = json_pack("{s:s,s:s,s:s,s:s}", "action", "scale-down", "by", "",
-		                          "pod", str_of(p, "name"), "node", str_of(p, "node"));
+		                          "pod", r.name, "node", r.node);
 		event(w, o, "Evicted", "Normal", extra,
-		      "pod %s moved off %s: the node pool is removing the node", str_of(p, "name"),
-		      str_of(p, "node"));
+		      "pod %s moved off %s: the node pool is removing the node", r.name, r.node);
+		sc__jobst_set_phase(p, SC_PP_RELEASING, NULL);
 		w->out->drained++;
 		w->out->releasing = true;
 		n++;
@@ -260,29 +236,28 @@ static size_t apply_drain(wctx_t *w, const sc_sobj_t *o, json_t *pods)
 {
 	json_t *p;
 	size_t i, n = 0;
-	const char *node = NULL;
+	sc_jobst_pod_t r;
+	char node[SC_MAX_NAME + 1] = "";
 	json_array_foreach(pods, i, p)
 	{
-		if (strcmp(str_of(p, "phase"), "Running") == 0 &&
-		    json_is_true(json_object_get(w->drained, str_of(p, "node")))) {
-			node = str_of(p, "node");
+		sc__jobst_pod(p, &r);
+		if (r.phase == SC_PP_RUNNING && json_is_true(json_object_get(w->drained, r.node))) {
+			snprintf(node, sizeof(node), "%s", r.node);
 			break;
 		}
 	}
-	if (!node)
+	if (!node[0])
 		return apply_scale_down(w, o, pods);
-	char nodebuf[SC_MAX_NAME + 1];
-	snprintf(nodebuf, sizeof(nodebuf), "%s", node);
 	json_array_foreach(pods, i, p)
 	{
-		if (strcmp(str_of(p, "phase"), "Running") != 0)
+		sc__jobst_pod(p, &r);
+		if (r.phase != SC_PP_RUNNING)
 			continue;
-		json_object_set_new(p, "phase", json_string("Releasing"));
 		json_t *extra = json_pack("{s:s,s:s,s:s,s:s}", "action", "drain", "by", "", "pod",
-		                          str_of(p, "name"), "node", str_of(p, "node"));
+		                          r.name, "node", r.node);
 		event(w, o, "Evicted", "Warning", extra,
-		      "pod %s evicted from %s: node %s is drained", str_of(p, "name"),
-		      str_of(p, "node"), nodebuf);
+		      "pod %s evicted from %s: node %s is drained", r.name, r.node, node);
+		sc__jobst_set_phase(p, SC_PP_RELEASING, NULL);
 		w->out->drained++;
 		w->out->releasing = true;
 		n++;
@@ -314,7 +289,7 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 {
 	/* A job's wait ends with its first placement. */
 	const sc_job_spec_t *js = &w->in->snap.jobs[j];
-	if (w->bj.bstart[j + 1] > w->bj.bstart[j] && count_pods(pods).running == 0 &&
+	if (w->bj.bstart[j + 1] > w->bj.bstart[j] && sc__jobst_count(pods).running == 0 &&
 	    js->created > 0)
 		record_wait(w->out, (double)(w->in->now - js->created));
 	for (size_t k = w->bj.bstart[j]; k < w->bj.bstart[j + 1]; k++) {
@@ -325,7 +300,7 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 			json_object_set_new(np, "movedAt", json_string(w->now));
 		if (strcmp(o->kind->kind, "Deployment") == 0)
 			sc__deploy_bind_port(w->in, o->obj, np, &w->ports);
-		if (find_pod(pods, b->pod, &at))
+		if (sc__jobst_find(pods, b->pod, &at))
 			json_array_set_new(pods, at, np);
 		else
 			json_array_append_new(pods, np);
@@ -344,22 +319,6 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
  * Status
  * ------------------------------------------------------------------- */
 
-static counts_t count_pods(json_t *pods)
-{
-	counts_t c = {0};
-	json_t *p;
-	size_t i;
-	json_array_foreach(pods, i, p)
-	{
-		const char *ph = str_of(p, "phase");
-		c.running += strcmp(ph, "Running") == 0;
-		c.releasing += strcmp(ph, "Releasing") == 0;
-		c.succeeded += strcmp(ph, "Succeeded") == 0;
-		c.failed += strcmp(ph, "Failed") == 0;
-	}
-	return c;
-}
-
 static int replicas_of(const sc_job_spec_t *j)
 {
 	int n = 0;
@@ -369,7 +328,7 @@ static int replicas_of(const sc_job_spec_t *j)
 }
 
 /* Evicted sticks until the job runs again, so a user sees why it stopped. */
-static const char *job_phase(counts_t c, int total, const char *old_phase, bool evicted)
+static const char *job_phase(sc_jobst_counts_t c, int total, const char *old_phase, bool evicted)
 {
 	if (total > 0 && c.succeeded == total)
 		return "Succeeded";
@@ -393,15 +352,15 @@ static json_t *condition(json_t *old_status, const char *phase, const char *reas
 	                                                  : "Unschedulable";
 	json_t *old = json_array_get(json_object_get(old_status, "conditions"), 0);
 	const char *since = now;
-	if (old && strcmp(str_of(old, "status"), st) == 0 &&
-	    strcmp(str_of(old, "reason"), why) == 0)
-		since = str_of(old, "lastTransitionTime");
+	if (old && strcmp(sc__str_of(old, "status"), st) == 0 &&
+	    strcmp(sc__str_of(old, "reason"), why) == 0)
+		since = sc__str_of(old, "lastTransitionTime");
 	return json_pack("[{s:s,s:s,s:s,s:s,s:s}]", "type", "Scheduled", "status", st, "reason",
 	                 why, "message", reason ? reason : "", "lastTransitionTime", since);
 }
 
-static void set_stale(json_t *status, json_t *old_status, const sc_job_spec_t *j, counts_t c,
-                      const char *now)
+static void set_stale(json_t *status, json_t *old_status, const sc_job_spec_t *j,
+                      sc_jobst_counts_t c, const char *now)
 {
 	int total = replicas_of(j);
 	int min = j && j->min_member ? j->min_member : total;
@@ -415,7 +374,7 @@ static void set_stale(json_t *status, json_t *old_status, const sc_job_spec_t *j
 static json_t *job_status(wctx_t *w, const sc_sobj_t *o)
 {
 	json_t *old = json_object_get(o->obj, "status");
-	json_t *pods = carried_pods(json_object_get(old, "pods"));
+	json_t *pods = carried_pods(sc__jobst_pods(o->obj));
 	const sc_job_spec_t *j = o->job >= 0 ? &w->in->snap.jobs[o->job] : NULL;
 	const char *reason = o->why;
 	size_t evicted = 0;
@@ -425,8 +384,8 @@ static json_t *job_status(wctx_t *w, const sc_sobj_t *o)
 		apply_bindings(w, o, pods, (size_t)o->job);
 		reason = w->bj.pending[o->job];
 	}
-	counts_t c = count_pods(pods);
-	const char *phase = job_phase(c, replicas_of(j), str_of(old, "phase"), evicted > 0);
+	sc_jobst_counts_t c = sc__jobst_count(pods);
+	const char *phase = job_phase(c, replicas_of(j), sc__jobst_phase(o->obj), evicted > 0);
 	json_t *st = json_object();
 	json_object_set_new(st, "phase", json_string(phase));
 	if (reason && strcmp(phase, "Running") != 0 && strcmp(phase, "Succeeded") != 0)
@@ -459,7 +418,7 @@ static size_t reason_len(const char *r)
 /* The pending reason is announced when it changes, not every cycle. */
 static void pending_event(wctx_t *w, const sc_sobj_t *o, json_t *old, json_t *st)
 {
-	const char *was = str_of(old, "reason"), *now = str_of(st, "reason");
+	const char *was = sc__str_of(old, "reason"), *now = sc__str_of(st, "reason");
 	size_t n = reason_len(now);
 	if (now[0] && (n != reason_len(was) || strncmp(was, now, n) != 0))
 		event(w, o, o->why ? "Invalid" : "Pending", "Warning", NULL, "%s", now);
@@ -593,7 +552,8 @@ static void add_event_writes(sc_server_t *s, ops_t *ops)
 	{
 		char name[SC_MAX_NAME + 1], key[SC_MAX_NAME + 64];
 		snprintf(name, sizeof(name), "%.200s.%lld.%zu",
-		         str_of(json_object_get(ev, "involvedObject"), "name"), (long long)rev, i);
+		         sc__str_of(json_object_get(ev, "involvedObject"), "name"), (long long)rev,
+		         i);
 		json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
 		sc__object_key(sc__kind_by_name("Event"), name, key, sizeof(key));
 		ops_add(ops, own(ops, sc_xstrdup(key)), json_dumps(ev, JSON_COMPACT), SC_REV_ABSENT,

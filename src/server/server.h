@@ -90,7 +90,7 @@ typedef struct sc_server {
 } sc_server_t;
 
 /* The files below the API, which the others use and which use none of
- * them: kinds.c, reply.c, now.c, load.c, kick.c. */
+ * them: kinds.c, reply.c, now.c, load.c, kick.c, and jobstatus.c (jobstatus.h). */
 
 /* ---- kinds.c ---- */
 const sc_kind_t *sc__kind_by_plural(const char *plural, size_t len);
@@ -100,6 +100,9 @@ void sc__object_key(const sc_kind_t *k, const char *name, char *out, size_t outs
 /* Sets metadata.resourceVersion to the store's revision, as text (no-op
  * for NULL or an object without metadata). */
 void sc__object_set_rv(json_t *obj, int64_t mod_rev);
+/* The string member key of o, or "" (absent, not a string, o NULL):
+ * borrowed from o. */
+const char *sc__str_of(json_t *o, const char *key);
 
 /* ---- reply.c ---- */
 /* Sends {"error":{...}}; field may be NULL. */
