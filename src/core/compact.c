@@ -432,8 +432,8 @@ static bool want_compact(sc_sched_t *s, int j, void *ctx)
 	 * topology domain shared by several pods nor a spread cap: those
 	 * jobs are left to allocate (compaction_topology_gang_left). */
 	const sc_job_spec_t *js = jb->spec;
-	if (((js->topo_required || js->topo_preferred) && jb->step > 1) ||
-	    js->spread_factor > 1 || js->serving)
+	if (((js->topo_required || js->topo_preferred) && jb->step > 1) || js->spread_factor > 1 ||
+	    js->serving)
 		return false;
 	for (int p = 0; p < jb->total; p++)
 		if (jb->pods[p].evicted_now)
