@@ -148,7 +148,7 @@ test-san: $(BIN) $(UNIT_BIN)
 # kill -9); any ASan/UBSan/LSan report in a server's stderr fails the test.
 E2E_SAN := tests/e2e/test_api.py tests/e2e/test_sched.py tests/e2e/test_auth_input.py \
 	tests/e2e/test_api_config.py tests/e2e/test_cli_ops.py \
-	tests/e2e/test_list.py tests/e2e/test_k8s_reclaim.py
+	tests/e2e/test_list.py tests/e2e/test_k8s_reclaim.py tests/e2e/test_compaction.py
 test-e2e-san:
 	@$(MAKE) --no-print-directory SAN=1 build-san/starcloud
 	@STARCLOUD_BIN=build-san/starcloud STARCLOUD_SAN=1 \

@@ -34,6 +34,12 @@ int sc__subresource_known(const sc_kind_t *k, const char *sub)
 
 /* ---- explain ----------------------------------------------------------- */
 
+static const char *str_or(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v ? v : "";
+}
+
 /* {"gpu": devices, "cpu": cores, "memory": bytes}, as `schedule -o json`. */
 static json_t *num(double v, double scale)
 {
@@ -95,6 +101,37 @@ static json_t *asks_json(json_t *obj)
 	                 min ? json_integer_value(min) : pods, "gpus", gpus, "tasks", out);
 }
 
+/* Pods that compaction moved (status movedAt): listed under "moved", and a
+ * running job's reason says so, since nothing else in its status does. */
+static void explain_moves(json_t *doc, json_t *pods)
+{
+	json_t *moved = json_array(), *p;
+	const char *last = NULL;
+	size_t i;
+	json_array_foreach(pods, i, p)
+	{
+		const char *at = json_string_value(json_object_get(p, "movedAt"));
+		if (!at || strcmp(str_or(p, "phase"), "Running") != 0)
+			continue;
+		json_array_append_new(moved, json_pack("{s:s,s:s,s:s}", "pod", str_or(p, "name"),
+		                                       "node", str_or(p, "node"), "movedAt", at));
+		if (!last || strcmp(at, last) > 0)
+			last = at;
+	}
+	if (json_array_size(moved) == 0) {
+		json_decref(moved);
+		return;
+	}
+	const char *reason = json_string_value(json_object_get(doc, "reason"));
+	if (reason && strcmp(reason, "running") == 0)
+		json_object_set_new(doc, "reason",
+		                    json_sprintf("running; %zu pod%s moved by compaction (last at "
+		                                 "%s) to free nodes for larger work",
+		                                 json_array_size(moved),
+		                                 json_array_size(moved) == 1 ? "" : "s", last));
+	json_object_set_new(doc, "moved", moved);
+}
+
 static void explain(sc_server_t *s, sc_http_req_t *r, json_t *obj)
 {
 	json_t *spec = json_object_get(obj, "spec"), *st = json_object_get(obj, "status");
@@ -111,6 +148,7 @@ static void explain(sc_server_t *s, sc_http_req_t *r, json_t *obj)
 	if (!phase)
 		json_object_set_new(doc, "reason",
 		                    json_string("not scheduled yet: the next cycle will decide"));
+	explain_moves(doc, json_object_get(st, "pods"));
 	sc__api_json(r, 200, doc);
 }
 
