@@ -18,9 +18,10 @@ enum {
 	WHY_SELECTOR,
 	WHY_NO_GPU,
 	WHY_MODEL,
-	WHY_CONSTRAINT, /* topology domain or spread cap */
-	WHY_RESERVED,   /* held for a job that has waited too long */
-	WHY_MIG_MODE,   /* its GPUs serve MIG instances only */
+	WHY_NO_MEMORY_SIZE, /* a gpuMemory request on a node that gives no device memory */
+	WHY_CONSTRAINT,     /* topology domain or spread cap */
+	WHY_RESERVED,       /* held for a job that has waited too long */
+	WHY_MIG_MODE,       /* its GPUs serve MIG instances only */
 	WHY_GPU,
 	WHY_SHARE,
 	WHY_NO_MIG,
@@ -77,6 +78,8 @@ static int classify(const sc_sched_t *s, int j, const sc_node_view_t *n, const s
 		return WHY_NO_GPU;
 	if (gpu && !model_ok(f, n->model))
 		return WHY_MODEL;
+	if (!r->gpus && r->gpu_memory > 0 && n->spec->gpu_memory <= 0)
+		return WHY_NO_MEMORY_SIZE;
 	if (s->reserved_by && !sc__reservation_allows(s, j, n->index))
 		return WHY_RESERVED;
 	if (f->accept && !f->accept(f->accept_ctx, n))
@@ -119,6 +122,11 @@ static const char *what(sc_arena_t *a, int why, long n, const sc_request_t *r)
 	case WHY_MODEL:
 		return sc_arena_printf(a, "%s %s %s the wrong GPU model", cnt, nodes,
 		                       n == 1 ? "has" : "have");
+	case WHY_NO_MEMORY_SIZE:
+		return sc_arena_printf(a,
+		                       "%s %s give%s no GPU memory size (spec.gpus.memory) for a "
+		                       "gpuMemory request",
+		                       cnt, nodes, n == 1 ? "s" : "");
 	case WHY_RESERVED:
 		return sc_arena_printf(a, "%s %s %s reserved for a job that has waited longer", cnt,
 		                       nodes, n == 1 ? "is" : "are");
