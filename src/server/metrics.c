@@ -50,8 +50,9 @@ struct sc_metrics {
 	hist_t cycle;
 	hist_t wait;
 	unsigned long long cycles, placements, evictions[SC_ACT_COUNT], drained;
-	unsigned long long decodes;      /* objects the scheduling loop decoded itself */
-	unsigned long long rollbacks[3]; /* by rollback_reasons */
+	unsigned long long decodes;              /* objects the scheduling loop decoded itself */
+	unsigned long long rollbacks[3];         /* by rollback_reasons */
+	double compaction_gpus, compaction_lost; /* GPUs freed, GPU-seconds lost */
 	size_t pending;
 	sc_queue_metrics_t *queues;
 	size_t nqueues;
@@ -117,6 +118,12 @@ void sc__metrics_observe_http(const char *method, const char *route, int status,
 	}
 	if (i < m->nlat)
 		hist_observe(&m->lat[i].h, seconds);
+}
+
+void sc__metrics_compaction(sc_metrics_t *m, double gpus, double lost_gpu_seconds)
+{
+	m->compaction_gpus += gpus;
+	m->compaction_lost += lost_gpu_seconds;
 }
 
 void sc__metrics_decodes(sc_metrics_t *m, size_t decoded)
@@ -242,6 +249,17 @@ static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 		sc_buf_printf(b, "starcloud_evictions_total{reason=\"%s\"} %llu\n",
 		              sc_action_name(a), m->evictions[a]);
 	sc_buf_printf(b, "starcloud_evictions_total{reason=\"drain\"} %llu\n", m->drained);
+	sc_buf_printf(
+	    b,
+	    "# HELP starcloud_compaction_gpus_freed_total GPUs released by compaction's "
+	    "moves on the nodes they emptied.\n"
+	    "# TYPE starcloud_compaction_gpus_freed_total counter\n"
+	    "starcloud_compaction_gpus_freed_total %.3f\n"
+	    "# HELP starcloud_compaction_lost_gpu_seconds_total Run time compaction's moves "
+	    "cost (each pod's GPUs x its run time, at most checkpointEvery).\n"
+	    "# TYPE starcloud_compaction_lost_gpu_seconds_total counter\n"
+	    "starcloud_compaction_lost_gpu_seconds_total %.3f\n",
+	    m->compaction_gpus, m->compaction_lost);
 	sc_buf_printf(b,
 	              "# HELP starcloud_rollbacks_total Canary rollouts rolled back, by reason.\n"
 	              "# TYPE starcloud_rollbacks_total counter\n");

@@ -22,6 +22,9 @@ typedef struct sc_queue_metrics {
 void sc__metrics_cycle(sc_metrics_t *m, double seconds, size_t placements, const size_t *evictions,
                        size_t nactions, size_t drained, size_t pending,
                        const sc_queue_metrics_t *queues, size_t nqueues);
+/* Adds compaction's moves of a cycle: GPUs released on the nodes they left,
+ * and the run time they cost in GPU-seconds. */
+void sc__metrics_compaction(sc_metrics_t *m, double gpus, double lost_gpu_seconds);
 /* Counts objects a cycle decoded itself (not handed over by the API). */
 void sc__metrics_decodes(sc_metrics_t *m, size_t decoded);
 /* Records how long a job waited from creation to its first placement. */

@@ -102,6 +102,7 @@ static void feed_metrics(sc_sched_t *sc, double seconds, const sc_decisions_t *d
 	}
 	sc__metrics_cycle(sc->s->metrics, seconds, out->placements, out->evictions, SC_ACT_COUNT,
 	                  out->drained, out->pending, q, d->nqueues);
+	sc__metrics_compaction(sc->s->metrics, out->compaction_gpus, out->compaction_lost_gpu_s);
 	for (size_t i = 0; i < out->nwaits; i++)
 		sc__metrics_wait(sc->s->metrics, out->waits[i]);
 	free(q);

@@ -59,6 +59,9 @@ typedef struct sc_cycle_out {
 	size_t placements;
 	size_t evictions[SC_ACT_COUNT];
 	size_t drained; /* pods evicted because their node is drained */
+	/* Compaction's moves: GPUs they released on the nodes they left, and
+	 * the run time they cost (GPU-seconds, as the action counts it). */
+	double compaction_gpus, compaction_lost_gpu_s;
 	size_t pending;
 	size_t events;  /* events created */
 	size_t writes;  /* objects written */

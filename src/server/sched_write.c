@@ -183,6 +183,26 @@ static json_t *carried_pods(json_t *old)
 	return pods;
 }
 
+/* A compaction move's GPUs (released on the node it leaves) and the run
+ * time it loses, as the action's cost counts it: the pod's run time since
+ * it started, at most compaction.checkpointEvery (all of it when unknown). */
+static void count_compaction(wctx_t *w, size_t j, const char *pod)
+{
+	const sc_job_spec_t *js = &w->in->snap.jobs[j];
+	int64_t cap = w->in->snap.config.compaction.checkpoint_every;
+	for (size_t i = 0; i < js->npods; i++) {
+		const sc_pod_status_t *p = &js->pods[i];
+		if (strcmp(p->name, pod) != 0)
+			continue;
+		double g = p->gpu_milli ? p->gpu_milli / 1000.0 : (double)p->ngpus;
+		int64_t ran = p->started_at > 0 ? w->in->now - p->started_at : cap;
+		ran = ran < 0 ? 0 : ran > cap ? cap : ran;
+		w->out->compaction_gpus += g;
+		w->out->compaction_lost_gpu_s += g * (double)ran;
+		return;
+	}
+}
+
 static size_t apply_evictions(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j)
 {
 	for (size_t k = w->bj.estart[j]; k < w->bj.estart[j + 1]; k++) {
@@ -199,6 +219,8 @@ static size_t apply_evictions(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_
 		      e->by ? e->by : "", e->reason ? e->reason : "");
 		if (e->action >= 0 && e->action < SC_ACT_COUNT)
 			w->out->evictions[e->action]++;
+		if (e->action == SC_ACT_COMPACT)
+			count_compaction(w, j, e->pod);
 		w->out->releasing = true;
 	}
 	return w->bj.estart[j + 1] - w->bj.estart[j];

@@ -84,3 +84,8 @@ def test_compaction_frees_a_node_for_a_big_job(server, admin):
     text = requests.get(server.url + "/metrics").text
     m = re.search(r'^starcloud_evictions_total\{reason="compaction"\} (\S+)$', text, re.M)
     assert m and float(m.group(1)) == 2
+    # Two 2-GPU pods left n1; each had run for years: 30 min of run time lost each.
+    m = re.search(r'^starcloud_compaction_gpus_freed_total (\S+)$', text, re.M)
+    assert m and float(m.group(1)) == 4
+    m = re.search(r'^starcloud_compaction_lost_gpu_seconds_total (\S+)$', text, re.M)
+    assert m and float(m.group(1)) == 2 * 2 * 1800
