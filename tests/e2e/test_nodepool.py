@@ -10,6 +10,7 @@ import requests
 from agent_util import pods_of, processes_with_env, run_job, setup_queue, wait_for
 from conftest import manifest
 from test_metrics_lint import lint
+from test_serving import free_port as port_block
 
 
 def pool(name, spec_extra=None, provider=None, gpus=2, labels=None):
@@ -266,3 +267,31 @@ def test_only_admins_write_nodepools(server, admin):
     assert admin.get(admin.base + "/nodepools/evil").status_code == 404
     # Tenants may read the pools (capacity is a cluster fact).
     assert tenant.get(tenant.base + "/nodepools").ok
+
+
+def test_a_deployment_replica_grows_the_pool(server, admin):
+    """Serving and pools together: an autoscaled Deployment whose replica
+    needs a GPU on a cluster with no node makes the dev pool start one, and
+    the replica runs there and becomes a ready endpoint."""
+    setup_queue(admin)
+    r = admin.post(admin.base + "/nodepools", json=pool("gpu"))
+    assert r.status_code == 201, r.text
+    port = port_block()
+    r = admin.post(admin.base + "/deployments", json=manifest("Deployment", "llm", {
+        "queue": "q", "model": "tiny", "version": "1",
+        "autoscaling": {"minReplicas": 1, "maxReplicas": 2,
+                        "target": {"inflightPerReplica": 4}},
+        "template": {"command": ["/usr/bin/python3", "-m", "http.server", "--bind",
+                                 "127.0.0.1", "$(STARCLOUD_PORT)"],
+                     "port": port, "resources": {"gpu": 1, "cpu": "100m", "memory": "64Mi"},
+                     "probes": {"readiness": {"tcp": {"port": port}, "periodSeconds": 1}}}}))
+    assert r.status_code == 201, r.text
+
+    def ready():
+        st = admin.get(admin.base + "/deployments/llm").json().get("status", {})
+        eps = [e for e in st.get("endpoints", []) if e.get("ready")]
+        return eps if eps else None
+    eps = wait_for(ready, timeout=60, what="a ready replica on a pool node")
+    assert eps[0]["node"].startswith("gpu-"), eps
+    st = pool_status(admin, "gpu")
+    assert st["members"] == 1 and st["gpus"] == 2, st
