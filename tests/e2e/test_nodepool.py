@@ -295,3 +295,45 @@ def test_a_deployment_replica_grows_the_pool(server, admin):
     assert eps[0]["node"].startswith("gpu-"), eps
     st = pool_status(admin, "gpu")
     assert st["members"] == 1 and st["gpus"] == 2, st
+
+
+def test_half_used_nodes_are_consolidated_and_one_goes(server, admin):
+    """Scale-down by moving pods: two pool nodes end up half used (one
+    long pod each); the scale-down plan sees that one node's pod fits on
+    the other, so after scaleDownAfter that node is cordoned, its pod is
+    evicted alone (the Evicted event says the pool removes the node) and
+    placed on the other node, and the emptied node is deleted."""
+    setup_queue(admin)
+    r = admin.post(admin.base + "/nodepools", json=pool("mv", {"scaleDownAfter": "3s"}))
+    assert r.status_code == 201, r.text
+    long_cmd = ["sh", "-c", "sleep 600"]
+    run_job(admin, "b", long_cmd, gpu=1)
+    wait_for(lambda: (pods_of(admin, "b").get("b-main-0") or {}).get("phase") == "Running",
+             timeout=60, what="b running")
+    n1 = pods_of(admin, "b")["b-main-0"]["node"]
+    # A short gang of two 1-GPU pods: one beside b, one on a new node.
+    run_job(admin, "x", ["sh", "-c", "sleep 6"], replicas=2, gpu=1, restartPolicy="Never")
+    xs = wait_for(lambda: (lambda p: len(p) == 2 and all(v["phase"] == "Running"
+                                                         for v in p.values()) and p)(
+        pods_of(admin, "x")), timeout=60, what="x running")
+    n2 = [v["node"] for v in xs.values() if v["node"] != n1]
+    assert len(n2) == 1, xs
+    n2 = n2[0]
+    run_job(admin, "c", long_cmd, gpu=1)
+    c = wait_for(lambda: (lambda p: p if p and p.get("phase") == "Running" else None)(
+        pods_of(admin, "c").get("c-main-0")), timeout=30, what="c running")
+    assert c["node"] == n2
+    # x ends: n1 holds b, n2 holds c, each half used. One node goes.
+    wait_for(lambda: len(pool_nodes(admin, "mv")) == 1, timeout=90,
+             what="one node consolidated away")
+    left = pool_nodes(admin, "mv")[0]
+    assert left in (n1, n2)
+    for j in ("b", "c"):
+        p = wait_for(lambda: (lambda q: q if q and q.get("phase") == "Running" else None)(
+            pods_of(admin, j).get(j + "-main-0")), timeout=30, what=j + " running again")
+        assert p["node"] == left, (j, p)
+    ev = [e for e in admin.get(admin.base + "/events").json()["items"]
+          if e["reason"] == "Evicted" and "node pool is removing" in e.get("message", "")]
+    assert len(ev) == 1, ev
+    downs = [e for e in pool_events(admin, "mv") if e["reason"] == "ScaledDown"]
+    assert len(downs) == 1, downs
