@@ -224,7 +224,8 @@ sc_cluster_t *sc_cluster_new(const sc_node_spec_t *nodes, size_t n, int *err)
 	c->key_whole = sc_calloc(n ? n : 1, 1);
 	c->key_partial = sc_calloc(n ? n : 1, 1);
 	c->gpu_debt = sc_calloc(n ? n : 1, sizeof(int64_t));
-	if (!c->nodes || !c->key_whole || !c->key_partial || !c->gpu_debt)
+	c->dev_debt = sc_calloc((n ? n : 1) * SC_MAX_GPUS, sizeof(int32_t));
+	if (!c->nodes || !c->key_whole || !c->key_partial || !c->gpu_debt || !c->dev_debt)
 		goto fail;
 	for (size_t i = 0; i < n; i++) {
 		rc = init_node(c, (uint32_t)i, &nodes[i]);
@@ -264,6 +265,7 @@ void sc_cluster_free(sc_cluster_t *c)
 	free(c->relbits_gpu);
 	free(c->relbits_idle);
 	free(c->gpu_debt);
+	free(c->dev_debt);
 	sc__names_free(&c->names);
 	free(c);
 }
@@ -497,14 +499,17 @@ static void apply_take(sc_cluster_t *c, sc_node_view_t *n, const sc_request_t *r
 		if (d < 0 || d >= n->gpu_count)
 			continue;
 		/* Only a snapshot's forced take can find too little. */
+		int32_t *dd = &c->dev_debt[(size_t)n->index * SC_MAX_GPUS + (size_t)d];
 		if (a->gpu_milli > 0) {
 			int f = n->gpu_free[d] - a->gpu_milli;
 			c->gpu_debt[n->index] += f < 0 ? -f : 0;
+			*dd += f < 0 ? -f : 0;
 			n->gpu_free[d] = (int16_t)(f < 0 ? 0 : f);
 			n->gpu_mem_free[d] -= a->gpu_memory;
 			n->gpu_shared[d]++;
 		} else {
 			c->gpu_debt[n->index] += SC_GPU_MILLI - n->gpu_free[d];
+			*dd += SC_GPU_MILLI - n->gpu_free[d];
 			n->gpu_free[d] = 0;
 			n->gpu_mem_free[d] = 0;
 		}

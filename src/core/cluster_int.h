@@ -38,6 +38,10 @@ struct sc_cluster {
 	/* Per node: GPU milli held beyond its devices (a snapshot's pods counted
 	 * twice on one device; sc__cluster_settle_releasing pays it back). */
 	int64_t *gpu_debt;
+	/* The same per device (node * SC_MAX_GPUS + device): a debt is paid
+	 * by the device it was run up on first, since for an agent the device
+	 * numbers are real (NVIDIA_VISIBLE_DEVICES). */
+	int32_t *dev_debt;
 	size_t nrel;
 	int64_t rel_gpu_milli; /* releasing GPU milli over schedulable nodes */
 };

@@ -134,7 +134,27 @@ void sc__cluster_settle_releasing(sc_cluster_t *c)
 			continue;
 		sc__index_del(c, i);
 		c->rel_gpu_milli -= rel_gpu(n);
-		/* Whole releasing devices first, then shares. */
+		/* A device holding a pod and a releasing one (a pod pipelined
+		 * there, written by the server with the device it waits for)
+		 * pays its own debt first: paid from another releasing device,
+		 * it looked releasable and a second pod was pipelined onto the
+		 * GPU the first one holds (the soak of issue 23: a serving
+		 * replica and a flood job on one GPU). */
+		for (int d = 0; d < n->gpu_count && debt > 0; d++) {
+			int32_t *dd = &c->dev_debt[(size_t)i * SC_MAX_GPUS + (size_t)d];
+			int64_t take = *dd < n->gpu_rel[d] ? *dd : n->gpu_rel[d];
+			if (take > debt)
+				take = debt;
+			if (take <= 0)
+				continue;
+			n->gpu_rel[d] = (int16_t)(n->gpu_rel[d] - take);
+			if (n->gpu_rel[d] == 0)
+				n->gpu_mem_rel[d] = 0;
+			*dd -= (int32_t)take;
+			debt -= take;
+		}
+		/* Then whole releasing devices, then shares (the devices of a
+		 * Kubernetes nomination are only an accounting choice). */
 		for (int pass = 0; pass < 2 && debt > 0; pass++)
 			for (int d = 0; d < n->gpu_count && debt > 0; d++) {
 				bool whole = n->gpu_rel[d] == SC_GPU_MILLI && !n->shared_rel[d];
