@@ -141,16 +141,21 @@ static void event(wctx_t *w, const sc_sobj_t *o, const char *reason, const char 
  * Pods
  * ------------------------------------------------------------------- */
 
-/* A new Running entry. Its generation, the assignment's identity for the
- * agent's fencing (docs/AGENT.md), is the revision of the object the
- * binding was decided on: the write that stores it is conditional on that
- * revision and moves the object past it, so every later binding of the
- * same pod, on whatever node, gets a larger one. */
+/* A new Running entry, or Pipelined when the core placed the pod onto
+ * resources still being released (the agent starts only Running pods; the
+ * next cycle, which removes those Releasing pods, makes it Running: see
+ * carried_pods). Written Running, such a pod started beside the pod it
+ * waited for (the soak of issue 23: a serving replica pipelined onto a
+ * reclaimed flood pod's GPU). Its generation, the assignment's identity
+ * for the agent's fencing (docs/AGENT.md), is the revision of the object
+ * the binding was decided on: the write that stores it is conditional on
+ * that revision and moves the object past it, so every later binding of
+ * the same pod, on whatever node, gets a larger one. */
 static json_t *binding_pod(const sc_binding_t *b, const char *now, int64_t generation)
 {
-	json_t *p =
-	    sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:I}", "name", b->pod, "phase", "Running", "node",
-	                        b->node, "startedAt", now, "generation", (json_int_t)generation));
+	json_t *p = sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:I}", "name", b->pod, "phase",
+	                                b->pipelined ? "Pipelined" : "Running", "node", b->node,
+	                                "startedAt", now, "generation", (json_int_t)generation));
 	if (b->ngpus) {
 		json_t *g = json_array();
 		for (size_t i = 0; i < b->ngpus; i++)
@@ -169,7 +174,10 @@ static json_t *binding_pod(const sc_binding_t *b, const char *now, int64_t gener
 }
 
 /* The pods as they were, minus those that were Releasing (their release
- * completes now), each copied so the stored object stays untouched. */
+ * completes now), each copied so the stored object stays untouched. A
+ * Pipelined pod waited for Releasing pods of the cycle that bound it; every
+ * job's Releasing pods leave in this cycle's one transaction, so it is
+ * Running from this write on. */
 static json_t *carried_pods(json_t *old)
 {
 	json_t *pods = json_array(), *p;
@@ -177,8 +185,12 @@ static json_t *carried_pods(json_t *old)
 	json_array_foreach(old, i, p)
 	{
 		sc_jobst_pod_t r;
-		if (sc__jobst_pod(p, &r) == 0 && r.phase != SC_PP_RELEASING)
-			json_array_append_new(pods, json_deep_copy(p));
+		if (sc__jobst_pod(p, &r) < 0 || r.phase == SC_PP_RELEASING)
+			continue;
+		json_t *c = json_deep_copy(p);
+		if (r.phase == SC_PP_PIPELINED)
+			sc__jobst_set_phase(c, SC_PP_RUNNING, NULL);
+		json_array_append_new(pods, c);
 	}
 	return pods;
 }
@@ -318,6 +330,8 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 		const sc_binding_t *b = &w->d->bindings[w->bj.border[k]];
 		size_t at;
 		json_t *np = binding_pod(b, w->now, o->mod_rev);
+		if (b->pipelined)
+			w->out->releasing = true; /* the next cycle soon, to start it */
 		if (moved_by_compaction(w, j, b->pod))
 			json_object_set_new(np, "movedAt", json_string(w->now));
 		if (strcmp(o->kind->kind, "Deployment") == 0)
@@ -407,6 +421,7 @@ static json_t *job_status(wctx_t *w, const sc_sobj_t *o)
 		reason = w->bj.pending[o->job];
 	}
 	sc_jobst_counts_t c = sc__jobst_count(pods);
+	c.running += c.pipelined; /* bound: it holds its place */
 	const char *phase = job_phase(c, replicas_of(j), sc__jobst_phase(o->obj), evicted > 0);
 	json_t *st = json_object();
 	json_object_set_new(st, "phase", json_string(phase));

@@ -283,3 +283,40 @@ def test_allocated_gpus_count_deployments(server, admin):
     wait_for(bound, what="3 replicas bound")
     wait_for(lambda: metric(server, "starcloud_cluster_allocated_gpus") == 5,
              what="2 + 3 GPUs allocated")
+
+
+def test_pipelined_pod_keeps_its_device(server, admin):
+    """A pod placed onto a GPU still being released is written Pipelined
+    (no agent starts it) and becomes Running with the next cycle, which
+    removes the Releasing pod. Written Running at once, the next cycle's
+    core saw a Running and a Releasing pod on one GPU, released the latter
+    and gave the GPU to a third pod: two Running pods on one GPU (the soak
+    of issue 23 ran a serving replica and a flood job on one GPU for 40 s)."""
+    cluster(admin, nodes=1, gpus=1)
+    for name, value in (("low", 50), ("high", 500)):
+        admin.post(admin.base + "/priorityclasses",
+                   json=manifest("PriorityClass", name, {"value": value, "preemptible": True}))
+    # The victim sorts first: the snapshot takes and releases its GPU before
+    # it meets the pod placed there (as in the soak: Jobs come before Deployments).
+    lo = job("a-lo", gpus=1)
+    lo["spec"]["priorityClass"] = "low"
+    admin.post(admin.base + "/jobs", json=lo)
+    wait_for(lambda: phase(admin, "a-lo") == "Running", what="a-lo Running")
+    for name in ("b-hi1", "b-hi2"):
+        hi = job(name, gpus=1)
+        hi["spec"]["priorityClass"] = "high"
+        assert admin.post(admin.base + "/jobs", json=hi).status_code == 201
+    seen = []
+    deadline = time.time() + 4
+    while time.time() < deadline:
+        holders = []
+        for j in admin.get(admin.base + "/jobs").json()["items"]:
+            for p in j.get("status", {}).get("pods", []):
+                if p.get("phase") in ("Running", "Pipelined") and p.get("gpus") == [0]:
+                    holders.append((j["metadata"]["name"], p["phase"]))
+        seen.append(holders)
+        assert len(holders) <= 1, seen[-5:]
+        time.sleep(0.02)
+    phases = sorted(phase(admin, n) for n in ("b-hi1", "b-hi2"))
+    assert phases == ["Pending", "Running"], phases
+    assert metric(server, "starcloud_cluster_allocated_gpus") == 1
