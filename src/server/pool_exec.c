@@ -13,7 +13,8 @@
  * dev` starts its agents: the template's GPUs declared (--gpus), cpu and
  * memory, the template's labels, a token of its own (an agent token bound
  * to that node, revoked when the node goes), a data folder under the
- * server's, output in that folder's agent.log. The create is done once the
+ * server's, output in that folder's agent.log (the token in agent.yaml there,
+ * mode 0600, read with --config: not on a command line anyone can see). The create is done once the
  * process runs (joining is the Node registering); a delete stops it
  * (SIGTERM, then SIGKILL after 10 s). The server stops its dev agents when
  * it stops: they are for `starcloud dev` and tests. */
@@ -311,10 +312,23 @@ static action_t *find_agent(sc_pool_exec_t *e, const char *node)
 	return NULL;
 }
 
+/* "token: SECRET" into a new file only its owner reads. 0 or SC_EIO. */
+static int write_secret(const char *path, const char *secret)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return SC_EIO;
+	char line[320];
+	int n = snprintf(line, sizeof(line), "token: \"%s\"\n", secret);
+	int ok = n > 0 && (size_t)n < sizeof(line) && write(fd, line, (size_t)n) == n;
+	ok &= fchmod(fd, 0600) == 0;
+	return close(fd) == 0 && ok ? 0 : SC_EIO;
+}
+
 static int start_dev(sc_pool_exec_t *e, const sc_nodepool_t *np, const char *node)
 {
 	char dir[1200], logp[1300], gpus[128], labels[900], cpu[32], mem[32], listen[32];
-	char *secret = NULL, tokenarg[256];
+	char *secret = NULL, cfg[1300];
 	action_t *a = action_new(e, np->pool.name, node, true);
 	a->dev = true;
 	const sc_node_spec_t *t = &np->pool.tmpl;
@@ -333,13 +347,23 @@ static int start_dev(sc_pool_exec_t *e, const sc_nodepool_t *np, const char *nod
 		free(a);
 		return rc;
 	}
-	snprintf(tokenarg, sizeof(tokenarg), "%s", secret);
+	/* The token goes in a 0600 configuration file, not on the command
+	 * line, where every user of the machine could read it (ps). */
+	snprintf(cfg, sizeof(cfg), "%s/agent.yaml", dir);
+	rc = write_secret(cfg, secret);
 	free(secret);
+	if (rc < 0) {
+		sc__auth_token_delete(e->s, a->token_id);
+		free(a);
+		e->done(e->s, np->pool.name, node, true, false,
+		        "cannot write the agent's token file");
+		return 0;
+	}
 	int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	char *argv[] = {
-	    "starcloud",  "agent",  "--server", e->s->self_url, "--token",    tokenarg, "--name",
-	    (char *)node, "--gpus", gpus,       "--labels",     labels,       "--cpu",  cpu,
-	    "--memory",   mem,      "--listen", listen,         "--data-dir", dir,      "--drain",
+	    "starcloud",  "agent",  "--server", e->s->self_url, "--config",   cfg,     "--name",
+	    (char *)node, "--gpus", gpus,       "--labels",     labels,       "--cpu", cpu,
+	    "--memory",   mem,      "--listen", listen,         "--data-dir", dir,     "--drain",
 	    NULL};
 	uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
 	                                 {.flags = UV_INHERIT_FD, .data.fd = logfd},

@@ -108,7 +108,16 @@ def test_gang_that_does_not_fit_grows_the_pool_then_it_shrinks(server, admin):
     gone = [n for n in used if n != left]
     for n in gone:
         wait_for(lambda: not cmdlines_with("--name\0%s\0" % n), what="agent %s stopped" % n)
-    assert cmdlines_with("--name\0%s\0" % left), "the kept node's agent runs"
+    kept = cmdlines_with("--name\0%s\0" % left)
+    assert kept, "the kept node's agent runs"
+    # Its token is in a file only the server's user reads, not on its
+    # command line (which every user of the machine can see).
+    with open("/proc/%d/cmdline" % kept[0], "rb") as f:
+        cl = f.read().decode()
+    assert "--token" not in cl and "\0sc_" not in cl, cl
+    cfg = os.path.join(server.data_dir, "pools", left, "agent.yaml")
+    assert stat.S_IMODE(os.stat(cfg).st_mode) == 0o600
+    assert open(cfg).read().startswith('token: "sc_')
     m = requests.get(server.url + "/metrics").text
     assert 'starcloud_nodepool_scale_down_nodes_total{pool="dev2"} 2' in m, m
     # It stays at its minimum.
