@@ -4,11 +4,12 @@ provider) or runs a pool's exec commands, driven by the scheduler's own
 scale-up and scale-down plans."""
 import os
 import stat
+import subprocess
 
 import requests
 
 from agent_util import pods_of, processes_with_env, run_job, setup_queue, wait_for
-from conftest import manifest
+from conftest import BIN, manifest
 from test_metrics_lint import lint
 from test_serving import free_port as port_block
 
@@ -230,6 +231,14 @@ def test_exec_provider_join_timeout_and_failure(server, admin, tmp_path):
     m = requests.get(server.url + "/metrics").text
     assert 'starcloud_nodepool_provider_failures_total{pool="broken",action="create"}' in m
     lint(m, "server with node pools")
+    # The CLI lists them.
+    env = dict(os.environ, STARCLOUD_SERVER=server.url, STARCLOUD_TOKEN=server.token)
+    out = subprocess.run([BIN, "get", "nodepools"], env=env, capture_output=True, text=True,
+                         timeout=10)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "MEMBERS" in lines[0] and "REQUESTED" in lines[0] and "WAITING" in lines[0], lines
+    assert {ln.split()[0] for ln in lines[1:]} == {"cloud", "broken"}, lines
 
 
 def test_bad_nodepools_are_refused_naming_the_field(server, admin):
