@@ -33,6 +33,7 @@ typedef struct control {
 	json_t *deps; /* name -> latest object */
 	json_t *ttft; /* autoscaled deployment -> its model's TTFT buckets at the last report */
 	uv_timer_t scale;
+	uint64_t scale_warned; /* loop ms of the last failed load report logged */
 	sc_buf_t line;
 	sc_hcli_req_t *watch;
 	uv_timer_t retry;
@@ -428,7 +429,17 @@ static void report_done(sc_hcli_req_t *r, int err, void *ud)
 		report_send(rp);
 		return;
 	}
-	if (err < 0 || status >= 300)
+	control_t *ct = rp->gw->control;
+	/* Load reports go every second: a server that is down is said once
+	 * in 30 s, not once a second per Deployment. */
+	int quiet = 0;
+	if ((err < 0 || status >= 300) && ct && strstr(rp->path, "/autoscale/")) {
+		uint64_t now = sc__gw_now_ms(rp->gw);
+		quiet = ct->scale_warned && now - ct->scale_warned < 30000;
+		if (!quiet)
+			ct->scale_warned = now;
+	}
+	if ((err < 0 || status >= 300) && !quiet)
 		sc_log_warn("control plane: report to %s failed (%s)", rp->path,
 		            err < 0 ? sc_strerror(err) : "HTTP error");
 	free(rp->body);
