@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "server/deploy.h"
+#include "server/ha.h"
 #include "base/alloc.h"
 #include "starcloud/error.h"
 
@@ -414,6 +415,13 @@ void sc__rollout_api(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who
 		if (who->role != SC_ROLE_ADMIN && who->role != SC_ROLE_TENANT) {
 			sc__api_error(r, 403, "Forbidden", NULL, "role %s may not report load",
 			              sc__role_name(who->role));
+			return;
+		}
+		/* Reports live in the leader's memory, where the controller
+		 * decides: a follower sends the gateway on to the next server of
+		 * its list, as it does an agent's heartbeat (docs/HA.md). */
+		if (!sc__ha_is_leader(s)) {
+			sc__api_error(r, 503, "NotLeader", NULL, "this server is not the leader");
 			return;
 		}
 		json_t *b = read_body(r, scale_fields);

@@ -399,3 +399,34 @@ def test_etcd_without_quorum_503_within_2s_then_recovers(tmp_path, etcd3):
     finally:
         for s in servers:
             s.stop(signal.SIGKILL)
+
+
+def test_load_reports_go_to_the_leader(tmp_path, etcd1):
+    """An autoscaled Deployment's load reports live in the leader's memory:
+    a follower answers 503 NotLeader (the gateway then tries the next
+    server of its list), the leader takes them and scales."""
+    servers = start_servers(tmp_path, etcd1, 2)
+    try:
+        leader = wait_leader(servers)
+        follower = [s for s in servers if s is not leader][0]
+        s = leader.session()
+        assert s.post(s.base + "/queues", json=queue("q", 8)).status_code == 201
+        d = {"apiVersion": "starcloud.dev/v1", "kind": "Deployment", "metadata": {"name": "m"},
+             "spec": {"queue": "q", "model": "tiny",
+                      "autoscaling": {"minReplicas": 1, "maxReplicas": 4,
+                                      "target": {"inflightPerReplica": 1}},
+                      "template": {"resources": {"cpu": "100m", "memory": "64Mi"}}}}
+        assert s.post(s.base + "/deployments", json=d).status_code == 201
+        body = {"gateway": "g", "inflight": 3, "queued": 0, "busy": 1, "requests": 3}
+        f = follower.session(leader.token)
+        r = f.post(f.base + "/deployments/m/autoscale/report", json=body)
+        assert r.status_code == 503 and r.json()["error"]["reason"] == "NotLeader", r.text
+
+        def scaled():
+            s.post(s.base + "/deployments/m/autoscale/report", json=body)
+            st = s.get(s.base + "/deployments/m").json().get("status", {})
+            return st.get("autoscaling", {}).get("replicas") == 3
+        wait_for(scaled, timeout=20, what="3 replicas from the leader's reports")
+    finally:
+        for srv in servers:
+            srv.stop()
