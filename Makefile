@@ -54,7 +54,7 @@ BIN := $(BUILD)/starcloud
 # daemons, daemons share net and store): link them as one group.
 ALL_LIBS := -Wl,--start-group $(COMP_LIBS) $(LIB) -Wl,--end-group
 
-.PHONY: install install-files package test-install all deps node-deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-api bench-gateway bench-agent bench-k8s bench-autoscale soak clean format
+.PHONY: install install-files package test-install all deps node-deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-server bench-api bench-gateway bench-agent bench-k8s bench-autoscale soak clean format
 
 all: build
 
@@ -177,6 +177,14 @@ bench-agent: $(BIN)
 bench: build
 	./$(BIN) bench core --cycles 5
 	./$(BIN) bench preempt --nodes 10000 --pending 10000
+	./$(BIN) bench server --nodes 1000 --rounds 10 --idle 10
+
+# The control plane at 1,000, 5,000 and 10,000 nodes (10 jobs per node), one
+# JSON line each (docs/BENCHMARKS.md). About ten minutes on 2 cores.
+bench-server: build
+	./$(BIN) bench server --nodes 1000
+	./$(BIN) bench server --nodes 5000
+	./$(BIN) bench server --nodes 10000 --idle 30
 
 # The headline run (issue 23, docs/SOAK.md): 8 agents x 8 declared GPUs, a
 # P/D Llama-style Deployment behind the gateway under open-loop traffic,

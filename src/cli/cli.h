@@ -16,6 +16,8 @@
 /* Verbs implemented in this binary. */
 int sc_cli_schedule(int argc, char **argv);
 int sc_cli_bench(int argc, char **argv);
+/* `bench server` (bench_server.c); argv[0] is "server". */
+int sc__bench_server(int argc, char **argv);
 
 /* ---- helpers shared by verbs (cli_files.c) ---- */
 

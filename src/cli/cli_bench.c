@@ -75,9 +75,10 @@ static const sc_flag_t bench_flags[] = {
 
 static const sc_command_t bench_cmd = {
     .name = "bench",
-    .args = "core|preempt [options]",
+    .args = "core|preempt|server [options]",
     .about = "core: allocate cycles on N nodes x 8 GPUs, 1,110 queues, J pending jobs.\n"
-             "preempt: one cycle on a full cluster where P high-priority gangs must evict.",
+             "preempt: one cycle on a full cluster where P high-priority gangs must evict.\n"
+             "server: a real server at scale (`starcloud bench server --help`).",
     .flags = bench_flags,
     .nflags = sizeof(bench_flags) / sizeof(bench_flags[0]),
     .max_args = 1,
@@ -148,6 +149,8 @@ int sc_cli_bench(int argc, char **argv)
 {
 	bench_opts_t o = {0};
 	int nargs = 0;
+	if (argc > 1 && strcmp(argv[1], "server") == 0)
+		return sc__bench_server(argc - 1, argv + 1);
 	int prc = sc_flags_parse(&bench_cmd, &o, argc, argv, &nargs);
 	if (prc != 0)
 		return prc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;

@@ -15,6 +15,7 @@
 #include "base/cmdline.h"
 #include "base/version.h"
 #include "base/yamljson.h"
+#include "cli/apply.h"
 #include "cli/cli_conn.h"
 #include "cli/client_print.h"
 #include "cli/describe.h"
@@ -22,7 +23,6 @@
 #include "starcloud/error.h"
 
 #define MAX_RESPONSE (64u << 20)
-#define MAX_FILE (16u << 20)
 #define MAX_FILES 64
 
 typedef struct cli {
@@ -366,113 +366,9 @@ static const char *resource(const char *name)
 	return NULL;
 }
 
-static const char *plural_of_kind(const char *kind)
-{
-	static const char *const map[][2] = {
-	    {"Node", "nodes"},
-	    {"Queue", "queues"},
-	    {"PriorityClass", "priorityclasses"},
-	    {"Job", "jobs"},
-	    {"Deployment", "deployments"},
-	    {"NodePool", "nodepools"},
-	    {"SchedulerConfig", "schedulerconfigs"},
-	    {"Topology", "topologies"},
-	};
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (kind && strcmp(kind, map[i][0]) == 0)
-			return map[i][1];
-	return NULL;
-}
-
 /* ---------------------------------------------------------------------
  * apply / delete -f
  * ------------------------------------------------------------------- */
-
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "starcloud: cannot read %s\n", path);
-		return NULL;
-	}
-	sc_buf_t b;
-	sc_buf_init(&b, MAX_FILE);
-	char chunk[65536];
-	size_t n;
-	int rc = 0;
-	while (rc == 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = sc_buf_append(&b, chunk, n);
-	fclose(f);
-	if (rc < 0) {
-		fprintf(stderr, "starcloud: %s is larger than %u bytes\n", path, MAX_FILE);
-		sc_buf_free(&b);
-		return NULL;
-	}
-	if (!b.data)
-		sc_buf_append(&b, "", 0);
-	return sc_buf_steal(&b, len);
-}
-
-/* Several JSON values one after another (`{...}\n{...}`), which YAML does
- * not accept but JSON tooling writes. Returns NULL unless all parse. */
-static json_t *json_stream(const char *text, size_t len)
-{
-	json_t *all = json_array();
-	size_t off = 0;
-	while (all && off < len) {
-		while (off < len && strchr(" \t\r\n", text[off]))
-			off++;
-		if (off == len)
-			break;
-		json_error_t err;
-		json_t *doc = json_loadb(text + off, len - off,
-		                         JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &err);
-		if (!doc) {
-			json_decref(all);
-			return NULL;
-		}
-		off += err.position;
-		json_is_array(doc) ? json_array_extend(all, doc) : json_array_append(all, doc);
-		json_decref(doc);
-	}
-	return all;
-}
-
-/* Parses a file into an array of objects with the YAML/JSON loader the
- * offline commands use: YAML documents separated by `---`, one JSON object,
- * a JSON or YAML list of objects; or a stream of JSON objects. The server
- * validates each object. */
-static json_t *load_objects(const char *path)
-{
-	size_t len;
-	char *text = read_file(path, &len);
-	if (!text)
-		return NULL;
-	sc_yj_docs_t *docs = NULL;
-	sc_yj_error_t err;
-	json_t *all = NULL;
-	size_t lead = strspn(text, " \t\r\n");
-	if (sc_yj_load(text, len, NULL, &docs, &err) < 0) {
-		if (text[lead] == '{' || text[lead] == '[')
-			all = json_stream(text, len);
-		if (!all)
-			fprintf(stderr, "starcloud: %s:%d:%d: %s\n", path, err.line, err.col,
-			        err.msg);
-		goto out;
-	}
-	all = json_array();
-	for (size_t i = 0; i < sc_yj_count(docs); i++) {
-		json_t *doc = sc_yj_doc(docs, i);
-		if (json_is_array(doc))
-			json_array_extend(all, doc);
-		else
-			json_array_append(all, doc);
-	}
-out:
-	sc_yj_free(docs);
-	free(text);
-	return all;
-}
 
 static int manifest_file(const char *name)
 {
@@ -512,70 +408,21 @@ static int each_path(const char *path, int (*fn)(const cli_t *, const char *, vo
 	return worst;
 }
 
-/* Creates the object, or replaces it when it exists (server-side the
- * replacement is conditional on the version just read). */
-static int apply_one(const cli_t *c, json_t *obj)
-{
-	const char *res = plural_of_kind(json_string_value(json_object_get(obj, "kind")));
-	const char *name = sc_cli_str_at(obj, "metadata", "name");
-	char path[512], what[400];
-	if (!res) {
-		fprintf(stderr, "starcloud: unknown kind \"%s\"\n",
-		        sc_cli_str_at(obj, "kind", NULL));
-		return 2;
-	}
-	snprintf(what, sizeof(what), "%s/%s", res, name);
-	char *body = json_dumps(obj, JSON_COMPACT);
-	snprintf(path, sizeof(path), "/api/v1/%s", res);
-	json_t *resp = NULL;
-	long st = http(c, "POST", path, body, &resp);
-	const char *verb = "created";
-	if (st == 409) {
-		json_decref(resp);
-		resp = NULL;
-		snprintf(path, sizeof(path), "/api/v1/%s/%s", res, name);
-		st = http(c, "PUT", path, body, &resp);
-		verb = "configured";
-	}
-	free(body);
-	int rc = report(st, resp, what);
-	if (rc == 0)
-		printf("%s %s\n", what, verb);
-	json_decref(resp);
-	return rc;
-}
-
+/* Applies or deletes every object of one file over one pipelined
+ * connection (apply.c). */
 static int apply_file(const cli_t *c, const char *path, void *ud)
 {
-	json_t *objs = load_objects(path), *o;
-	size_t i;
-	int worst = 0;
-	if (!objs)
-		return 2;
-	int del = ud != NULL;
-	json_array_foreach(objs, i, o)
-	{
-		int rc;
-		if (del) {
-			char p[512], what[400];
-			const char *res = plural_of_kind(sc_cli_str_at(o, "kind", NULL));
-			snprintf(what, sizeof(what), "%s/%s", res ? res : "?",
-			         sc_cli_str_at(o, "metadata", "name"));
-			snprintf(p, sizeof(p), "/api/v1/%s/%s", res ? res : "?",
-			         sc_cli_str_at(o, "metadata", "name"));
-			json_t *resp = NULL;
-			long st = http(c, "DELETE", p, NULL, &resp);
-			rc = report(st, resp, what);
-			if (rc == 0)
-				printf("%s deleted\n", what);
-			json_decref(resp);
-		} else {
-			rc = apply_one(c, o);
-		}
-		worst = rc > worst ? rc : worst;
-	}
-	json_decref(objs);
-	return worst;
+	return sc__apply_file(ud, path);
+}
+
+static void apply_init(sc_apply_t *a, const cli_t *c, bool del)
+{
+	memset(a, 0, sizeof(*a));
+	a->servers = c->server;
+	a->token = c->token;
+	a->del = del;
+	a->tty = isatty(STDOUT_FILENO);
+	a->progress = isatty(STDERR_FILENO);
 }
 
 int sc_cli_apply(int argc, char **argv)
@@ -590,8 +437,10 @@ int sc_cli_apply(int argc, char **argv)
 		return 2;
 	}
 	int worst = 0;
+	sc_apply_t a;
+	apply_init(&a, &c, false);
 	for (size_t i = 0; i < c.nfiles; i++) {
-		int rc = each_path(c.files[i], apply_file, &c, NULL);
+		int rc = each_path(c.files[i], apply_file, &c, &a);
 		worst = rc > worst ? rc : worst;
 	}
 	return worst;
@@ -819,8 +668,10 @@ int sc_cli_delete(int argc, char **argv)
 		return 2;
 	}
 	int worst = 0;
+	sc_apply_t a;
+	apply_init(&a, &c, true);
 	for (size_t i = 0; i < c.nfiles; i++) {
-		int rc = each_path(c.files[i], apply_file, &c, (void *)1);
+		int rc = each_path(c.files[i], apply_file, &c, &a);
 		worst = rc > worst ? rc : worst;
 	}
 	for (size_t i = 1; res && i < c.npos; i++) {
