@@ -15,10 +15,20 @@
  * it costs a whole device. */
 #define FRESH_FROM 1.5
 #define FRESH_FULL 3.0
+/* Restricted shapes' pressure (pods of the shape still to come over its
+ * slots) at which taking a slot starts to cost, and at which it costs
+ * PRESSED_SCALE levels per GPU of the slot. */
+#define PRESSED_FROM 0.15
+#define PRESSED_FULL 0.4
+#define PRESSED_SCALE 3.0
 
 typedef struct rshape {
 	sc_pod_shape_t shape;
-	double w; /* per slot lost: freq x gpus x gpus / GPUs it fits */
+	double p;      /* its frequency among all pods */
+	double gpus;   /* GPUs of one pod */
+	int64_t total; /* slots over all nodes now */
+	double ramp;   /* 0..1: how close its slots are to running out */
+	double w;      /* per slot lost: freq x gpus x gpus / GPUs it fits */
 } rshape_t;
 
 /* A node state, devices sorted (largest free first). */
@@ -59,6 +69,7 @@ struct sc_scarce {
 	/* Fresh devices: totals over the nodes, and the typical pods' rates. */
 	int64_t fresh, free;
 	double fresh_per_pod, milli_per_pod;
+	int32_t *nslots; /* per node, per restricted shape: its slots there */
 };
 
 /* Pods of shape t a node state can still take (0 when the model is not
@@ -110,6 +121,8 @@ static int find_restricted(sc_scarce_t *s, const sc_typical_t *shapes, size_t n,
 		if (fits <= 0 || fits > RESTRICTED_SHARE * all)
 			continue;
 		s->rs[s->nrs].shape = *t;
+		s->rs[s->nrs].p = shapes[k].p;
+		s->rs[s->nrs].gpus = g;
 		s->rs[s->nrs++].w = shapes[k].p * g * g / fits;
 	}
 	s->step = LEVEL_STEP * density;
@@ -146,6 +159,11 @@ sc_scarce_t *sc_scarce_new(const sc_typical_t *shapes, size_t nshapes, const sc_
 		return NULL;
 	}
 	rates(s, typical, ntypical);
+	s->nslots = calloc(s->nnodes * (s->nrs ? s->nrs : 1), sizeof(*s->nslots));
+	if (!s->nslots) {
+		sc_scarce_free(s);
+		return NULL;
+	}
 	for (size_t i = 0; i < s->nnodes; i++)
 		sc_scarce_update(s, sc_cluster_node(c, i));
 	return s;
@@ -156,6 +174,7 @@ void sc_scarce_free(sc_scarce_t *s)
 	if (!s)
 		return;
 	free(s->rs);
+	free(s->nslots);
 	free(s->slots);
 	free(s->now);
 	free(s);
@@ -269,8 +288,33 @@ static double scarce_loss(sc_scarce_t *s, const sc_node_view_t *n, const int16_t
 	return lost > 0 ? lost / s->step : 0;
 }
 
+/* Restricted room near running out (scarce.h): each slot of a restricted
+ * shape under pressure counts its GPUs x ramp x PRESSED_SCALE levels. */
+static double pressed_loss(const sc_scarce_t *s, const sc_node_view_t *n, const int16_t *left,
+                           int64_t cpu_left)
+{
+	double loss = 0;
+	for (size_t k = 0; k < s->nrs; k++) {
+		const rshape_t *r = &s->rs[k];
+		if (r->ramp <= 0)
+			continue;
+		int64_t before = s->nslots[n->index * s->nrs + k];
+		if (before == 0)
+			continue;
+		int64_t after = shape_slots(&r->shape, n->model, cpu_left, left, n->gpu_count);
+		if (after < before)
+			loss += (double)(before - after) * r->gpus * r->ramp;
+	}
+	return loss * PRESSED_SCALE;
+}
+
 int sc_scarce_level(sc_scarce_t *s, const sc_node_view_t *n, const int16_t *left, int64_t cpu_left)
 {
+	if (n->index < s->nnodes && s->nrs > 0) {
+		double pl = pressed_loss(s, n, left, cpu_left);
+		if (pl > 0)
+			return (int)floor(scarce_loss(s, n, left, cpu_left) + pl + 1e-9);
+	}
 	/* The margin keeps rounding in the two sums from moving a loss that
 	 * is a whole number of steps (or none) down a level. */
 	return (int)floor(scarce_loss(s, n, left, cpu_left) + 1e-9);
@@ -293,6 +337,24 @@ void sc_scarce_update(sc_scarce_t *s, const sc_node_view_t *n)
 	s->free += free - c->free;
 	c->fresh = fresh;
 	c->free = free;
+	if (!s->nslots)
+		return;
+	int32_t *ns = &s->nslots[n->index * s->nrs];
+	for (size_t k = 0; k < s->nrs; k++) {
+		int64_t v =
+		    shape_slots(&s->rs[k].shape, n->model, n->cpu_free, n->gpu_free, n->gpu_count);
+		s->rs[k].total += v - ns[k];
+		ns[k] = (int32_t)v;
+	}
+	/* Pods still to come before the GPUs run out, at the typical pods'
+	 * milli per pod; each shape's share of them against its slots. */
+	double pods = (double)s->free / s->milli_per_pod;
+	for (size_t k = 0; k < s->nrs; k++) {
+		rshape_t *r = &s->rs[k];
+		double pressure = r->total > 0 ? r->p * pods / (double)r->total : 1e9;
+		double x = (pressure - PRESSED_FROM) / (PRESSED_FULL - PRESSED_FROM);
+		r->ramp = x < 0 ? 0 : x > 1 ? 1 : x;
+	}
 }
 
 double sc_scarce_fresh_cost(const sc_scarce_t *s)

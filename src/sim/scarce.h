@@ -16,6 +16,16 @@
  * freq x gpus over all GPUs): whole numbers, so small differences do not
  * override the keys that follow it.
  *
+ * Restricted room under pressure. The static weight above is small for a
+ * rare shape (a P100-only share in gpuspec10 loses a fraction of a step
+ * to a 1-GPU pod on a P100 node), so other pods could fill its few nodes
+ * early and its pods then failed from 25 % arrived on. Each restricted
+ * shape's pressure is the pods of that shape still to come (its frequency x
+ * the pods the free GPU capacity still holds, at the typical pods' milli
+ * per pod) over its slots left in the cluster; from 0.15 it ramps to 1 at
+ * 0.4, and each of its slots a placement takes then adds ramp x 3 x the
+ * slot's GPUs to the level (a 1-GPU slot under full pressure: 3 levels).
+ *
  * Fresh devices. A whole-GPU pod needs untouched devices and a share above
  * half a GPU nearly always does too; a share can also fill a partly used
  * one. While untouched devices are plentiful it does not matter where a
@@ -50,7 +60,8 @@ void sc_scarce_free(sc_scarce_t *s);
  * is now is the state before). 0 when nothing restricted is lost. */
 int sc_scarce_level(sc_scarce_t *s, const sc_node_view_t *n, const int16_t *left, int64_t cpu_left);
 
-/* Records node n's state after a placement (for the fresh-device count). */
+/* Records node n's state after a placement (the fresh-device count, the
+ * restricted shapes' slots and pressure). */
 void sc_scarce_update(sc_scarce_t *s, const sc_node_view_t *n);
 /* The cost, in milli, of a share opening an untouched device now. */
 double sc_scarce_fresh_cost(const sc_scarce_t *s);

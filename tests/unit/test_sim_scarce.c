@@ -90,8 +90,10 @@ static void restricted_big_pod(void **state)
 	assert_non_null(s);
 	assert_int_equal(sc_scarce_nrestricted(s), 1);
 	sc_request_t one = {.cpu_milli = 12000, .gpus = 1};
-	/* w = 0.1 x 8 x 8 / 8 = 0.8 per slot; step = 0.5 x (0.9 + 0.8) / 42. */
-	int expect = (int)floor(0.8 / (0.5 * 1.7 / 42));
+	/* w = 0.1 x 8 x 8 / 8 = 0.8 per slot; step = 0.5 x (0.9 + 0.8) / 42.
+	 * Under pressure too: 0.1 x 42,000 / 1,700 milli per pod over its one
+	 * slot is 2.47, a full ramp: 8 GPUs x 3 levels more. */
+	int expect = (int)floor(0.8 / (0.5 * 1.7 / 42) + 24);
 	assert_int_equal(level_of(s, sc_cluster_node(w.c, 4), &one), expect);
 	assert_int_equal(level_of(s, sc_cluster_node(w.c, 0), &one), 0);
 	take(&w, 4, &one, 0);
@@ -114,12 +116,55 @@ static void restricted_by_model(void **state)
 	                          {shape(200000, 1000, 1, any), 0.1}};
 	sc_scarce_t *s = sc_scarce_new(shapes, 3, shapes, 3, w.c);
 	assert_int_equal(sc_scarce_nrestricted(s), 1);
-	/* A whole GPU on the P100 node takes two of its four 500-slots. */
+	/* A whole GPU on the P100 node takes two of its four 500-slots; the
+	 * shape is under full pressure (0.2 x 42,000 / 900 milli per pod over
+	 * 4 slots: 2.3), so each also costs 0.5 GPU x 3 levels. */
 	sc_request_t one = {.cpu_milli = 4000, .gpus = 1};
 	double wgt = 0.2 * 0.5 * 0.5 / 2, step = 0.5 * (0.2 * 0.5 + 0.7 + 0.1) / 42;
-	assert_int_equal(level_of(s, sc_cluster_node(w.c, 5), &one), (int)floor(2 * wgt / step));
+	assert_int_equal(level_of(s, sc_cluster_node(w.c, 5), &one),
+	                 (int)floor(2 * wgt / step + 2 * 0.5 * 3));
 	assert_int_equal(level_of(s, sc_cluster_node(w.c, 1), &one), 0);
 	sc_scarce_free(s);
+	sc_cluster_free(w.c);
+}
+
+/* A restricted shape too rare for a level of its own (its weight is below
+ * a step) still keeps its room once its pods to come press on its slots:
+ * 2 % of 42 pods still to come against the P100 node's 2 slots is
+ * pressure 0.42 (full ramp): a 1-GPU pod there costs 1 slot x 1 GPU x 3
+ * levels. As the other nodes fill, fewer of its pods are still to come:
+ * pressure 0.02 x 10 / 2 = 0.1, under the ramp, and the level is 0. */
+static void restricted_room_under_pressure(void **state)
+{
+	world_t w;
+	world_init(&w);
+	int p100 = sc_cluster_model_id(w.c, "P100");
+	uint64_t any = ~(uint64_t)0, only = (uint64_t)1 << p100;
+	sc_typical_t shapes[2] = {{shape(4000, 1000, 1, any), 0.98},
+	                          {shape(4000, 1000, 1, only), 0.02}};
+	sc_scarce_t *s = sc_scarce_new(shapes, 2, shapes, 2, w.c);
+	assert_non_null(s);
+	assert_int_equal(sc_scarce_nrestricted(s), 1);
+	sc_request_t one = {.cpu_milli = 4000, .gpus = 1};
+	assert_int_equal(level_of(s, sc_cluster_node(w.c, 5), &one), 3);
+	assert_int_equal(level_of(s, sc_cluster_node(w.c, 0), &one), 0);
+	sc_request_t eight = {.cpu_milli = 1000, .gpus = 8};
+	for (uint32_t i = 0; i < 4; i++) {
+		take(&w, i, &eight, 0);
+		sc_scarce_update(s, sc_cluster_node(w.c, i));
+	}
+	assert_int_equal(level_of(s, sc_cluster_node(w.c, 5), &one), 0);
+	sc_scarce_free(s);
+
+	/* Rarer still (0.5 %: pressure 0.105 on the empty cluster): no cost. */
+	world_t w2;
+	world_init(&w2);
+	shapes[0].p = 0.995;
+	shapes[1].p = 0.005;
+	s = sc_scarce_new(shapes, 2, shapes, 2, w2.c);
+	assert_int_equal(level_of(s, sc_cluster_node(w2.c, 5), &one), 0);
+	sc_scarce_free(s);
+	sc_cluster_free(w2.c);
 	sc_cluster_free(w.c);
 }
 
@@ -206,6 +251,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(restricted_big_pod),
 	    cmocka_unit_test(restricted_by_model),
+	    cmocka_unit_test(restricted_room_under_pressure),
 	    cmocka_unit_test(fresh_cost_rises_near_saturation),
 	    cmocka_unit_test(default_keeps_scarce_room),
 	};
