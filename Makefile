@@ -155,9 +155,11 @@ test-e2e-san:
 	 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	 /usr/bin/python3 -m pytest -q $(E2E_SAN)
 
-# The simulator against the FGD reference results (optimised build only: it
-# runs 350 packing simulations), then time mode over the whole Gavel, OpenB
-# and Tiresias traces (about 35 s); both skip when ../shared/traces is absent.
+# The simulator against the FGD reference results and `default` against FGD
+# at every 1 % of arrived demand on all 24 OpenB lists, with the bound
+# (optimised build only: 464 packing simulations and 107 bounds), then time
+# mode over the whole Gavel, OpenB and Tiresias traces (about 35 s); both
+# skip when ../shared/traces is absent.
 test-repro: $(BIN)
 	@/usr/bin/python3 tests/repro/check_repro.py --bin $(BIN) --shared ../shared
 	@/usr/bin/python3 tests/repro/check_time_traces.py --bin $(BIN) --shared ../shared
