@@ -16,7 +16,7 @@ and checks:
     step of arrived demand (0..130, means over the seeds), on every workload;
   * `default` allocates more than FGD at 130 % on every workload (also more
     than the reference simulator's FGD where there is one), and at least
-    96.0 % on the default workload (docs/SIMULATOR.md: 96.24 on 42..51);
+    96.0 % on the default workload (docs/SIMULATOR.md: 96.19 on 42..51);
   * the upper bound of every (workload, seed) is at least the final
     allocation of every policy run on it.
 Skips (exit 0, with a message) when ../shared/traces is absent.
