@@ -20,7 +20,7 @@ OPT := -O2 -g
 endif
 
 CC ?= cc
-PKGS := jansson yaml-0.1 libuv sqlite3 libcurl
+PKGS := jansson yaml-0.1 libuv sqlite3 libcurl openssl
 CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -Wvla -Iinclude -Isrc $(SANFLAGS) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(XCFLAGS)
@@ -233,7 +233,7 @@ $(FUZZ_BUILD)/%.o: %.c
 
 # Targets that reach into a component name its objects here.
 FUZZ_EXTRA_kv := $(FUZZ_BUILD)/src/worker/kvstore.o $(FUZZ_BUILD)/src/worker/model.o
-FUZZ_EXTRA_hclient := $(FUZZ_BUILD)/src/net/hclient.o
+FUZZ_EXTRA_hclient := $(FUZZ_BUILD)/src/net/hclient.o $(FUZZ_BUILD)/src/net/tls.o
 FUZZ_EXTRA_jsonpath := $(FUZZ_BUILD)/src/cli/jsonpath.o
 .SECONDEXPANSION:
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_OBJ) $$(FUZZ_EXTRA_$$*)

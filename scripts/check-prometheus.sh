@@ -13,6 +13,9 @@ if ! command -v promtool >/dev/null; then
 	echo "check-prometheus: SKIPPED: promtool not installed (apt-get install prometheus)"
 	exit 0
 fi
-promtool check config deploy/prometheus/prometheus.yml
+# --syntax-only: the configuration names the viewer token file of the
+# machine it is installed on (/etc/prometheus/starcloud-viewer.token),
+# which this one does not have; everything else is checked in full.
+promtool check config --syntax-only deploy/prometheus/prometheus.yml
 promtool check rules deploy/prometheus/rules/*.yml
 promtool test rules deploy/prometheus/tests/*.yml

@@ -17,7 +17,7 @@ starcloud-server 8 "the control plane" "The REST API, the store (SQLite or etcd)
 starcloud-agent 8 "the node agent" "Registers a node, runs the pods bound to it, probes and restarts them, adopts them after a restart; its pod guard fences them when the lease lapses." agent guard
 starcloud-gateway 8 "the serving gateway" "OpenAI-compatible and KServe v2 gateway: balancing, retries, ejection, load shedding, canary rollouts, prefill/decode disaggregation." gateway
 starcloud-worker 8 "the reference model worker" "Serves a llama2.c checkpoint over OpenAI and KServe v2." worker
-starcloud-store 8 "store maintenance" "Copies a store (SQLite or etcd) into an empty one: migration and online backups." store
+starcloud-store 8 "store maintenance" "Copies a store (SQLite or etcd) into an empty one: migration and online backups; reads the audit log." store audit
 starcloud-objects 1 "the cluster from the command line" "Create, read, change and watch the objects of a running control plane." apply get describe delete explain top drain token logs rollout
 starcloud-offline 1 "scheduling without a cluster" "Schedules manifests, simulates traces and measures the scheduler, without a server." schedule simulate bench version
 starcloud-dev 1 "a local cluster" "Starts a server, agents and optionally a gateway on this machine for trying things out." dev

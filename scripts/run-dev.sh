@@ -4,6 +4,7 @@
 set -eu
 BIN=${1:-build/starcloud}
 DIR=$(mktemp -d /tmp/starcloud-run-XXXXXX)
+chmod 711 "$DIR"  # pods run as their own uids and pass through it (docs/SECURITY.md)
 export HOME=$DIR   # the dev config goes here, not into the user's own
 "$BIN" dev --agents 1 --gpus 2xA100-80GB --data-dir "$DIR/data" > "$DIR/dev.out" 2> "$DIR/dev.err" &
 DEV=$!

@@ -90,6 +90,9 @@ static json_t *report_body(sc_agent_t *a)
 	                      "gpuSource", a->gpus.source);
 	json_object_set_new(b, "leaseMillis", json_integer((json_int_t)(a->o.heartbeat_ms * 3)));
 	json_object_set_new(b, "fenceMillis", json_integer((json_int_t)a->o.fence_ms));
+	if (a->tls)
+		json_object_set_new(b, "statusTls",
+		                    json_true()); /* the server reads logs over https */
 	return b;
 }
 
@@ -104,6 +107,9 @@ static void on_report(int status, const char *body, size_t len, void *ud)
 	a->report_req = NULL;
 	json_t *resp = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
 	int lost = json_is_true(json_object_get(resp, "leaseWasLost"));
+	const char *key = json_string_value(json_object_get(resp, "statusKey"));
+	if (key && strlen(key) < sizeof(a->status_key))
+		snprintf(a->status_key, sizeof(a->status_key), "%s", key);
 	json_decref(resp);
 	if (status == 200) {
 		int was_fenced = a->fenced;
@@ -368,7 +374,7 @@ static void on_signal(uv_signal_t *h, int signum)
 static int setup(sc_agent_t *a)
 {
 	int rc;
-	if ((rc = sc__status_start(a)) < 0)
+	if ((rc = sc__podsec_init(a)) < 0 || (rc = sc__status_start(a)) < 0)
 		return rc;
 	sc__podenv_cgroup_init(a);
 	/* Before the first list: pods still running from an earlier agent are
@@ -431,6 +437,7 @@ int sc_agent_main(int argc, char **argv)
 	a->loop = uv_default_loop();
 	a->http = sc_xcheck(sc_httpc_new(a->loop));
 	sc_httpc_set_user_agent(a->http, SC_USER_AGENT("agent"));
+	sc_httpc_set_tls(a->http, a->o.ca, a->o.client_cert, a->o.client_key);
 	uv_timer_init(a->loop, &a->hb_timer);
 	uv_timer_init(a->loop, &a->report_timer);
 	a->report_cb = on_report_timer;
@@ -467,6 +474,8 @@ out:
 	uv_run(a->loop, UV_RUN_NOWAIT);
 	free_pods(a);
 	sc_gpu_sampler_close(a->sampler);
+	json_decref(a->uids);
+	sc_tls_ctx_free(a->tls);
 	free(a);
 	return rc;
 }

@@ -9,6 +9,7 @@
 
 #include "base/flagfile.h"
 #include "base/cmdline.h"
+#include "base/secret.h"
 #include "base/quantity.h"
 #include "starcloud/error.h"
 
@@ -29,10 +30,43 @@ static const sc_flag_t agent_flags[] = {
      SC_FLAG_AT(STR, sc_agent_opts_t, server),
      .meta = "URL[,URL...]",
      .help = "the control plane (the next one when a server is down)"},
+    {.name = "--token-file",
+     SC_FLAG_AT(STR, sc_agent_opts_t, token_file),
+     .meta = "FILE",
+     .help = "an agent (or admin) token, from a file of mode 0600"},
     {.name = "--token",
      SC_FLAG_AT(STR, sc_agent_opts_t, token),
      .meta = "T",
-     .help = "an agent or admin token"},
+     .env = "STARCLOUD_TOKEN",
+     .help = "the token itself (warns: every local user can read argv;\nprefer --token-file "
+             "or $STARCLOUD_TOKEN)"},
+    {.name = "--ca",
+     SC_FLAG_AT(STR, sc_agent_opts_t, ca),
+     .meta = "FILE",
+     .env = "STARCLOUD_CA",
+     .help = "CA certificate of an https:// server"},
+    {.name = "--tls-client-cert",
+     SC_FLAG_AT(STR, sc_agent_opts_t, client_cert),
+     .meta = "FILE",
+     .help = "client certificate for the server (mTLS; CN node:NAME)"},
+    {.name = "--tls-client-key",
+     SC_FLAG_AT(STR, sc_agent_opts_t, client_key),
+     .meta = "FILE",
+     .help = "its private key"},
+    SC_TLS_SERVE_FLAGS(sc_agent_opts_t, tls),
+    {.name = "--pod-pids-max",
+     SC_FLAG_AT(INT, sc_agent_opts_t, pod_pids_max),
+     .min = 0,
+     .max = 4194304,
+     .def = "4096",
+     .help = "processes and threads per pod (cgroup v2 pids.max; 0: no\nlimit)"},
+    {.name = "--pod-uid-base",
+     SC_FLAG_AT(INT, sc_agent_opts_t, pod_uid_base),
+     .min = 1000,
+     .max = 2000000000,
+     .def = "200000",
+     .help = "pods run as uid BASE + n, n numbering the queues seen\non this node "
+             "(docs/SECURITY.md)"},
     {.name = "--name",
      SC_FLAG_AT(STR, sc_agent_opts_t, name),
      .meta = "NODE",
@@ -138,7 +172,7 @@ static const sc_flag_t agent_flags[] = {
 
 static const sc_command_t agent_cmd = {
     .name = "agent",
-    .args = "--server URL --token T --name NODE [options]",
+    .args = "--server URL --token-file FILE --name NODE [options]",
     .about = "The node agent: registers the node, runs the pods bound to it (docs/AGENT.md).",
     .footer = "Durations take ms, s, m, h units (250ms, 2s, 5m).",
     .flags = agent_flags,
@@ -167,12 +201,18 @@ static int check(sc_agent_opts_t *o)
 {
 	/* An empty value (a configuration file's `token: ""` left unfilled)
 	 * is as missing as none. */
-	const char *missing = !o->server || !*o->server ? "--server"
-	                      : !o->token || !*o->token ? "--token"
-	                      : !o->name || !*o->name   ? "--name"
-	                                                : NULL;
+	const char *missing = !o->server || !*o->server                      ? "--server"
+	                      : (!o->token || !*o->token) && !o->client_cert ? "--token"
+	                      : !o->name || !*o->name                        ? "--name"
+	                      : !o->client_cert != !o->client_key
+	                          ? "--tls-client-cert with --tls-client-key"
+	                          : NULL;
 	if (missing) {
-		fprintf(stderr, "starcloud agent: %s is required\n", missing);
+		fprintf(stderr, "starcloud agent: %s is required%s\n", missing,
+		        strcmp(missing, "--token") == 0
+		            ? " (as --token-file FILE, $STARCLOUD_TOKEN, or a client certificate "
+		              "with --tls-client-cert)"
+		            : "");
 		return SC_EINVAL;
 	}
 	json_t *l = json_object();
@@ -198,6 +238,10 @@ int sc__agent_parse(int argc, char **argv, sc_agent_t *a)
 	int rc = sc_flags_parse(&agent_cmd, o, argc, argv, NULL);
 	if (rc != 0)
 		return rc;
+	if (sc_secret_token("agent", o->token, o->token_file, "STARCLOUD_TOKEN", argc, argv,
+	                    a->token, sizeof(a->token)) < 0)
+		return SC_EINVAL;
+	o->token = a->token;
 	size_t n = o->server ? strlen(o->server) : 0;
 	if (n && o->server[n - 1] == '/')
 		((char *)o->server)[n - 1] = '\0';

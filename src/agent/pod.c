@@ -295,6 +295,13 @@ static void pod_spawn(sc_pod_t *p)
 	/* Detached = setsid(): the pod leads its own process group, so a stop
 	 * reaches every process it started, and the agent's signals do not. */
 	po.flags = UV_PROCESS_DETACHED;
+	if (p->sec.set) {
+		/* Not root (podsec.h); libuv also drops root's supplementary
+		 * groups in the child before it changes user. */
+		po.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+		po.uid = p->sec.uid;
+		po.gid = p->sec.gid;
+	}
 	p->proc.data = p;
 	int rc = uv_spawn(p->a->loop, &p->proc, &po);
 	sc__podenv_free(&env);
@@ -373,6 +380,7 @@ sc_pod_t *sc__pod_start(sc_agent_t *a, const char *kind, const char *job, json_t
 {
 	sc_pod_t *p = pod_new(a, kind, job, task, binding);
 	pod_settings(p, kind, spec);
+	sc__podsec_assign(p, spec);
 	if (sc__podenv_prepare(p) < 0) {
 		spawn_failed(p, "log file", UV_EIO);
 		return p;
@@ -404,6 +412,7 @@ sc_pod_t *sc__pod_adopt(sc_agent_t *a, json_t *rec)
 	                      json_string_value(json_object_get(rec, "job")),
 	                      json_object_get(rec, "task"), json_object_get(rec, "binding"));
 	sc__podstore_settings(p, rec);
+	sc__podsec_load(p, rec);
 	p->adopted = p->alive = 1;
 	p->state = SC_PS_RUNNING;
 	p->started_ms = sc__agent_now_ms(a);

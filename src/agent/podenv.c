@@ -24,21 +24,6 @@
 
 /* ---- folder and log ---------------------------------------------------- */
 
-static int mkdirs(const char *path)
-{
-	char tmp[1024];
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	for (char *s = tmp + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return SC_EIO;
-		*s = '/';
-	}
-	return mkdir(tmp, 0755) < 0 && errno != EEXIST ? SC_EIO : 0;
-}
-
 /* The pod's current log file path. */
 static void sc__pod_log_path(const sc_pod_t *p, int rotated, char *out, size_t outsz)
 {
@@ -50,10 +35,12 @@ int sc__podenv_prepare(sc_pod_t *p)
 	char log[1100];
 	if (snprintf(p->dir, sizeof(p->dir), "%s/pods/%s/%s", p->a->o.data_dir, p->job, p->name) >=
 	        (int)sizeof(p->dir) ||
-	    mkdirs(p->dir) < 0)
+	    sc__podsec_dirs(p) < 0)
 		return SC_EIO;
 	sc__pod_log_path(p, 0, log, sizeof(log));
-	p->log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	/* Only the agent reads it (and hands it to the server); the pod
+	 * writes through the descriptor it inherits. */
+	p->log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	return p->log_fd < 0 ? SC_EIO : 0;
 }
 
@@ -68,8 +55,8 @@ void sc__podenv_rotate(sc_pod_t *p)
 	/* Copy, then truncate: the process's O_APPEND writes land at the new
 	 * end. A few bytes written between the two steps can be lost, as with
 	 * logrotate's copytruncate; the cap matters more. */
-	int in = open(cur, O_RDONLY | O_CLOEXEC);
-	int out = open(old, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int in = open(cur, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int out = open(old, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	char buf[65536];
 	ssize_t n;
 	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
@@ -238,13 +225,15 @@ int sc__podenv_build(sc_pod_t *p, sc_podenv_t *e)
 {
 	const char *path = getenv("PATH");
 	const char *wd = json_string_value(json_object_get(p->task, "workingDir"));
+	char work[600];
 	int rc;
 	memset(e, 0, sizeof(*e));
-	snprintf(e->cwd, sizeof(e->cwd), "%s", wd ? wd : p->dir);
+	sc__podsec_workdir(p, work, sizeof(work));
+	snprintf(e->cwd, sizeof(e->cwd), "%s", wd ? wd : work);
 	/* Pods do not inherit the agent's environment (its token included):
 	 * PATH and HOME only, then the task's env, then what we define. */
 	if ((rc = add(e, "PATH=%s", path ? path : "/usr/local/bin:/usr/bin:/bin")) < 0 ||
-	    (rc = add(e, "HOME=%s", p->dir)) < 0 || (rc = add_task_env(p, e)) < 0 ||
+	    (rc = add(e, "HOME=%s", work)) < 0 || (rc = add_task_env(p, e)) < 0 ||
 	    (rc = add(e, "STARCLOUD_JOB=%s", p->job)) < 0 ||
 	    (rc = add(e, "STARCLOUD_POD=%s", p->name)) < 0 ||
 	    (rc = add(e, "STARCLOUD_NODE=%s", p->a->o.name)) < 0 ||
@@ -281,21 +270,30 @@ void sc__podenv_cgroup_init(sc_agent_t *a)
 	}
 	snprintf(a->cgroup_root, sizeof(a->cgroup_root), "%s/starcloud-%s", root, a->o.name);
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
-	if ((mkdir(a->cgroup_root, 0755) < 0 && errno != EEXIST) ||
-	    write_file(path, "+cpu +memory") < 0) {
+	/* pids bounds a fork bomb; a host without the controller still gets
+	 * CPU and memory limits, and is told. */
+	int made = mkdir(a->cgroup_root, 0755) == 0 || errno == EEXIST;
+	int pids = made && write_file(path, "+cpu +memory +pids") == 0;
+	if (!made || (!pids && write_file(path, "+cpu +memory") < 0)) {
 		sc_log_warn("cgroup v2 at %s is not writable (%s): pod CPU and memory limits "
 		            "are NOT enforced",
 		            root, strerror(errno));
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", a->cgroup_root);
-	if (write_file(path, "+cpu +memory") < 0) {
+	pids = pids && write_file(path, "+cpu +memory +pids") == 0;
+	if (!pids && write_file(path, "+cpu +memory") < 0) {
 		sc_log_warn("cannot enable cpu and memory controllers under %s: pod limits "
 		            "are NOT enforced",
 		            a->cgroup_root);
 		return;
 	}
 	a->cgroup_ok = 1;
+	a->cgroup_pids = pids;
+	if (!pids)
+		sc_log_warn("cgroup v2 at %s has no pids controller: pod process counts are NOT "
+		            "limited",
+		            root);
 	sc_log_info("cgroup v2: pod limits under %s", a->cgroup_root);
 }
 
@@ -341,6 +339,12 @@ void sc__podenv_cgroup_enter(sc_pod_t *p, int pid)
 	if (mem > 0) {
 		snprintf(file, sizeof(file), "%s/memory.max", dir);
 		snprintf(val, sizeof(val), "%lld", (long long)mem);
+		if (write_file(file, val) < 0)
+			goto fail;
+	}
+	if (p->a->cgroup_pids && p->a->o.pod_pids_max > 0) {
+		snprintf(file, sizeof(file), "%s/pids.max", dir);
+		snprintf(val, sizeof(val), "%d", p->a->o.pod_pids_max);
 		if (write_file(file, val) < 0)
 			goto fail;
 	}

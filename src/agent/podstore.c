@@ -81,11 +81,16 @@ int sc__podstore_save(const sc_pod_t *p)
 		ticks = 0;
 	((sc_pod_t *)p)->start_ticks = ticks;
 	json_t *rec = record_of(p, ticks);
+	sc__podsec_save(p, rec);
 	record_path(p, tmp, sizeof(tmp), ".tmp");
 	record_path(p, path, sizeof(path), "");
-	int rc = rec && json_dump_file(rec, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0
-	             ? 0
-	             : SC_EIO;
+	/* 0600: the record holds the task's env, which may carry secrets. */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int rc = rec && fd >= 0 && json_dumpfd(rec, fd, JSON_COMPACT) == 0 ? 0 : SC_EIO;
+	if (fd >= 0 && close(fd) < 0)
+		rc = SC_EIO;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = SC_EIO;
 	json_decref(rec);
 	return rc;
 }

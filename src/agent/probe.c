@@ -160,12 +160,24 @@ static int start_exec(sc_probe_t *pr, attempt_t *at)
 	argv[n] = NULL;
 	uv_stdio_container_t stdio[3] = {
 	    {.flags = UV_IGNORE}, {.flags = UV_IGNORE}, {.flags = UV_IGNORE}};
+	/* As the pod's user, in its work folder, without the agent's
+	 * environment (which may hold its token). */
+	char work[600], home[620];
+	sc__podsec_workdir(pr->p, work, sizeof(work));
+	snprintf(home, sizeof(home), "HOME=%s", work);
+	char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", home, NULL};
 	uv_process_options_t po = {.file = argv[0],
 	                           .args = argv,
-	                           .cwd = pr->p->dir,
+	                           .env = env,
+	                           .cwd = work,
 	                           .stdio = stdio,
 	                           .stdio_count = 3,
 	                           .exit_cb = on_exec_exit};
+	if (pr->p->sec.set) {
+		po.flags = UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+		po.uid = pr->p->sec.uid;
+		po.gid = pr->p->sec.gid;
+	}
 	at->proc.data = at;
 	int rc = uv_spawn(pr->p->a->loop, &at->proc, &po);
 	at->handles++;

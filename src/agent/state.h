@@ -27,10 +27,12 @@
 #include <uv.h>
 
 #include "agent/gpu.h"
+#include "agent/podsec.h"
 #include "base/parse.h"
 #include "net/http.h"
 #include "net/httpc.h"
 #include "starcloud/manifest.h" /* SC_RESTART_* */
+#include "net/tlsflags.h"
 #include "starcloud/buf.h"
 
 typedef struct sc_agent sc_agent_t;
@@ -46,7 +48,8 @@ typedef struct sc_probe sc_probe_t;
 
 typedef struct sc_agent_opts {
 	const char *server; /* http://host:port, no trailing slash */
-	const char *token;
+	const char *token;  /* points at sc_agent_t.token once resolved */
+	const char *token_file;
 	const char *name;
 	const char *gpus;   /* declared GPUs, or NULL */
 	const char *labels; /* k=v,... or NULL */
@@ -67,6 +70,11 @@ typedef struct sc_agent_opts {
 	uint64_t fence_ms;         /* --fence-time: the server waits lease + this */
 	const char *config;        /* --config FILE */
 	int check_config;          /* --check-config: check, print, exit */
+	int pod_uid_base;          /* pods run as uid base + n (podsec.c) */
+	int pod_pids_max;          /* cgroup v2 pids.max of each pod */
+	const char *ca;            /* CA of an https:// server */
+	const char *client_cert, *client_key; /* mTLS towards the server */
+	sc_tls_serve_flags_t tls;             /* the status port */
 } sc_agent_opts_t;
 
 /* One watched collection (jobs or deployments). */
@@ -110,11 +118,17 @@ struct sc_agent {
 	int fenced;           /* pods stopped for a lost lease: start none */
 	int stopping;
 	int cgroup_ok;
-	unsigned ticks; /* seconds since start, for hourly chores */
+	int cgroup_pids; /* the pids controller is on: pids.max per pod */
+	unsigned ticks;  /* seconds since start, for hourly chores */
 	char cgroup_root[256];
 	char advertise[128];
 	char server[520]; /* the server in use, from --server URL1,URL2 */
 	size_t server_idx;
+	char token[512];     /* our credential (--token-file, $STARCLOUD_TOKEN) */
+	char status_key[65]; /* the server's credential on our status port; "" */
+	int switch_users;    /* root: pods run as their own uid (podsec.c) */
+	json_t *uids;        /* queue -> uid given on this node (podsec.c) */
+	sc_tls_ctx_t *tls;   /* the status port's, or NULL */
 };
 
 enum sc_probe_kind { SC_PROBE_STARTUP = 0, SC_PROBE_LIVENESS, SC_PROBE_READINESS, SC_PROBE_KINDS };
@@ -161,8 +175,9 @@ struct sc_pod {
 	void (*on_verdict)(sc_pod_t *p, int kind, int ok, const char *msg);
 	int log_fd;
 	char dir[512];
-	int closing;   /* finished: handles are being closed */
-	int proc_open; /* proc is initialised and not yet closed */
+	sc_podsec_t sec; /* the uid and gid it runs as (podsec.c) */
+	int closing;     /* finished: handles are being closed */
+	int proc_open;   /* proc is initialised and not yet closed */
 	int handles_open;
 };
 

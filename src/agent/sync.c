@@ -256,8 +256,10 @@ static void start_list(sc_watch_t *w)
 static void list_page(sc_watch_t *w)
 {
 	char url[1024];
-	snprintf(url, sizeof(url), "%s/api/v1/%s?limit=500%s%s", w->a->server, w->plural,
-	         w->cont[0] ? "&continue=" : "", w->cont);
+	/* ?node=: the server shows an agent only what is bound to its node,
+	 * and wants that scope said (node authorization, docs/SECURITY.md). */
+	snprintf(url, sizeof(url), "%s/api/v1/%s?node=%s&limit=500%s%s", w->a->server, w->plural,
+	         w->a->o.name, w->cont[0] ? "&continue=" : "", w->cont);
 	sc_httpc_opts_t o = {.url = url,
 	                     .token = w->a->o.token,
 	                     .timeout_ms = 30000,
@@ -349,8 +351,8 @@ static void start_watch(sc_watch_t *w)
 {
 	char url[1024];
 	snprintf(url, sizeof(url),
-	         "%s/api/v1/%s?watch=1&allowWatchBookmarks=true&resourceVersion=%lld", w->a->server,
-	         w->plural, (long long)w->rev);
+	         "%s/api/v1/%s?watch=1&allowWatchBookmarks=true&resourceVersion=%lld&node=%s",
+	         w->a->server, w->plural, (long long)w->rev, w->a->o.name);
 	sc_buf_reset(&w->buf);
 	sc_httpc_opts_t o = {.url = url,
 	                     .token = w->a->o.token,

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/secret.h"
+
 /* --context (or $STARCLOUD_CONTEXT, through the flag table): which of the
  * configuration file's contexts to use; NULL: its current one. */
 static const char *chosen_context;
@@ -48,14 +50,31 @@ void sc__cli_curl_limits(CURL *h, uint64_t timeout_ms)
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 }
 
-int sc__cli_conn(const char *server_flag, const char *token_flag, char *server, size_t serversz,
-                 char *token, size_t tokensz)
+int sc__cli_connect(const char *cmd, const sc_cli_conn_flags_t *f, int argc, char **argv,
+                    sc_cli_conn_t *c)
 {
-	if (pick(server, serversz, server_flag, "server", "http://127.0.0.1:7070") < 0 ||
-	    pick(token, tokensz, token_flag, "token", NULL) < 0)
+	memset(c, 0, sizeof(*c));
+	if (pick(c->server, sizeof(c->server), f->server, "server", "http://127.0.0.1:7070") < 0 ||
+	    pick(c->ca, sizeof(c->ca), f->ca, "ca", NULL) < 0)
 		return -1;
-	size_t n = strlen(server);
-	if (n && server[n - 1] == '/')
-		server[n - 1] = '\0';
+	if (f->token || f->token_file) {
+		if (sc_secret_token(cmd, f->token, f->token_file, "STARCLOUD_TOKEN", argc, argv,
+		                    c->token, sizeof(c->token)) < 0)
+			return -1;
+	} else if (config_value("token", c->token, sizeof(c->token)) < 0) {
+		/* The configuration file is the user's own (starcloud dev and
+		 * starcloud login write it 0600); its token-file is read there. */
+		return -1;
+	}
+	c->timeout_ms = f->request_timeout;
+	size_t n = strlen(c->server);
+	if (n && c->server[n - 1] == '/')
+		c->server[n - 1] = '\0';
 	return 0;
+}
+
+void sc__cli_conn_tls(const sc_cli_conn_t *c, CURL *h)
+{
+	if (c->ca[0])
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
 }

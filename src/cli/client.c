@@ -26,11 +26,9 @@
 #define MAX_FILES 64
 
 typedef struct cli {
-	char server[512];
-	char token[256];
-	const char *server_flag, *token_flag; /* --server/--token or the environment */
-	uint64_t request_timeout;             /* --request-timeout, ms */
-	const char *context_flag;             /* --context or $STARCLOUD_CONTEXT */
+	sc_cli_conn_t conn;         /* resolved: server, token, CA, request timeout */
+	sc_cli_conn_flags_t cflags; /* --server, --token(-file), --ca, --request-timeout as given */
+	const char *context_flag;   /* --context or $STARCLOUD_CONTEXT */
 	int output_choice;
 	const char *output; /* table, wide, json, yaml */
 	const char *selector;
@@ -39,7 +37,9 @@ typedef struct cli {
 	const char *const *pos; /* positional arguments */
 	size_t npos;
 	const char *role;
-	const char *node; /* token create --node (agent tokens) */
+	const char *node;    /* token create --node (agent tokens) */
+	const char *address; /* token create --address (agent tokens) */
+	const char *expires; /* token create --expires-in */
 	const char *queues[32];
 	size_t nqueues;
 	int undo;                /* drain --undo */
@@ -75,7 +75,7 @@ static int add_queue(void *opts, const char *v, char *err, size_t errsz)
 }
 
 /* The flags of the client verbs; each verb's table takes those it uses. */
-#define CONN_FLAGS SC_CLI_CONN_FLAGS(cli_t), SC_CLI_CONTEXT_FLAG(cli_t)
+#define CONN_FLAGS SC_CLI_CONN_FLAGS(cli_t, cflags), SC_CLI_CONTEXT_FLAG(cli_t)
 #define OUTPUT_FLAG                                                                                \
 	{                                                                                          \
 		.name = "--output", .alias = "-o", SC_FLAG_AT(CHOICE, cli_t, output_choice),       \
@@ -133,6 +133,14 @@ static const sc_flag_t token_flags[] = {
      SC_FLAG_AT(STR, cli_t, node),
      .meta = "NODE",
      .help = "token create: the node an agent token speaks for"},
+    {.name = "--address",
+     SC_FLAG_AT(STR, cli_t, address),
+     .meta = "HOST:PORT",
+     .help = "token create: fixes the agent's status address (it cannot\nmove it)"},
+    {.name = "--expires-in",
+     SC_FLAG_AT(STR, cli_t, expires),
+     .meta = "DURATION",
+     .help = "token create: refused after this (24h, 30d)"},
 };
 static const sc_flag_t drain_flags[] = {
     CONN_FLAGS,
@@ -175,6 +183,7 @@ static const sc_command_t top_cmd =
 static const sc_command_t token_cmd =
     VERB("token",
          "create --role admin|tenant|viewer|agent [--queue Q]... [--node NODE]\n"
+         "       [--address HOST:PORT] [--expires-in DURATION]\n"
          "       starcloud token list | delete ID | whoami",
          token_flags, "Creates, lists and deletes API tokens.", 2);
 static const sc_command_t explain_cmd = VERB("explain", "job|deployment NAME [options]",
@@ -199,8 +208,7 @@ static int parse_args(const sc_command_t *cmd, int argc, char **argv, cli_t *c)
 	c->pos = (const char *const *)argv + 1;
 	c->npos = (size_t)nargs;
 	sc__cli_conn_context(c->context_flag);
-	if (sc__cli_conn(c->server_flag, c->token_flag, c->server, sizeof(c->server), c->token,
-	                 sizeof(c->token)) < 0)
+	if (sc__cli_connect(cmd->name, &c->cflags, argc, argv, &c->conn) < 0)
 		return SC_EINVAL;
 	return 0;
 }
@@ -226,23 +234,24 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
 static long http_one(const cli_t *c, const char *base, int n, const char *method, const char *path,
                      const char *body, json_t **resp)
 {
-	char url[2048], auth[300];
+	char url[2048], auth[600];
 	sc_buf_t out;
 	sc_buf_init(&out, MAX_RESPONSE);
 	snprintf(url, sizeof(url), "%.*s%s", n, base, path);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
 	hdrs = curl_slist_append(hdrs, "Expect:"); /* no 1 s wait for 100-continue */
-	if (c->token[0]) {
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->token);
+	if (c->conn.token[0]) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->conn.token);
 		hdrs = curl_slist_append(hdrs, auth);
 	}
+	sc__cli_conn_tls(&c->conn, h);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
-	sc__cli_curl_limits(h, c->request_timeout);
+	sc__cli_curl_limits(h, c->conn.timeout_ms);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
 	if (body)
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
@@ -266,7 +275,7 @@ static long http_one(const cli_t *c, const char *base, int n, const char *method
 static long http(const cli_t *c, const char *method, const char *path, const char *body,
                  json_t **resp)
 {
-	const char *p = c->server;
+	const char *p = c->conn.server;
 	long status = -1;
 	*resp = NULL;
 	do {
@@ -521,17 +530,18 @@ static size_t on_watch_data(char *p, size_t size, size_t n, void *ud)
  * breaks. Returns the HTTP status, or -1 when the server is unreachable. */
 static long watch_once(const cli_t *c, const char *path, watch_st_t *w)
 {
-	char url[2048], auth[300];
-	const char *base = c->server;
+	char url[2048], auth[600];
+	const char *base = c->conn.server;
 	int n = (int)strcspn(base, ",");
 	snprintf(url, sizeof(url), "%.*s%s%swatch=1&resourceVersion=%s", n, base, path,
 	         strchr(path, '?') ? "&" : "?", w->rv);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hdrs = NULL;
-	if (c->token[0]) {
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->token);
+	if (c->conn.token[0]) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->conn.token);
 		hdrs = curl_slist_append(hdrs, auth);
 	}
+	sc__cli_conn_tls(&c->conn, h);
 	sc_buf_init(&w->line, 64u << 20);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
@@ -733,6 +743,10 @@ int sc_cli_token(int argc, char **argv)
 		json_t *req = json_pack("{s:s,s:o}", "role", c.role, "queues", qs);
 		if (c.node)
 			json_object_set_new(req, "node", json_string(c.node));
+		if (c.address)
+			json_object_set_new(req, "address", json_string(c.address));
+		if (c.expires)
+			json_object_set_new(req, "expiresIn", json_string(c.expires));
 		char *body = json_dumps(req, JSON_COMPACT);
 		json_decref(req);
 		st = http(&c, "POST", "/api/v1/tokens", body, &resp);

@@ -13,6 +13,7 @@
 #include "agent/agent.h"
 #include "agent/guard.h"
 #include "cli/cli_agent.h"
+#include "cli/cli_audit.h"
 #include "gateway/gateway.h"
 #include "k8s/k8s.h"
 #include "cli/cli_store.h"
@@ -47,6 +48,7 @@ static const verb_t verbs[] = {
     {"token", sc_cli_token, "create, list and delete API tokens", 0},
     {"explain", sc_cli_explain, "why is a job pending", 0},
     {"logs", sc_cli_logs, "show a pod's logs", 0},
+    {"audit", sc_cli_audit, "read the server's audit log", 0},
     {"top", sc_cli_top, "resource usage", 0},
     {"drain", sc_cli_drain, "drain a node", 0},
     {"rollout", sc_cli_rollout, "deployment rollout status, promote, abort", 0},

@@ -11,6 +11,9 @@
 #include <string.h>
 
 #include "base/cmdline.h"
+#include "base/flags.h"
+#include "base/secret.h"
+#include "net/tlsflags.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/alloc.h"
@@ -271,6 +274,9 @@ typedef struct args {
 	const char *rollout_specs[16];
 	const char *config;
 	int check_config;
+	const char *token_file;
+	sc_tls_serve_flags_t tls; /* the listener */
+	const char *ca;           /* CA of https:// backends and servers */
 } args_t;
 
 static int backend_flag(void *opts, const char *v, char *err, size_t errsz)
@@ -437,11 +443,22 @@ static const sc_flag_t gw_flags[] = {
      .meta = "URL[,URL...]",
      .help = "watch deployments on the control plane (the next\nserver when one is down or a "
              "follower)"},
+    SC_TLS_SERVE_FLAGS(args_t, tls),
+    {.name = "--ca",
+     SC_FLAG_AT(STR, args_t, ca),
+     .meta = "FILE",
+     .env = "STARCLOUD_CA",
+     .help = "CA certificate of https:// backends and control planes"},
+    {.name = "--token-file",
+     SC_FLAG_AT(STR, args_t, token_file),
+     .meta = "FILE",
+     .help = "the control plane's API token, from a file of mode 0600"},
     {.name = "--token",
      SC_FLAG_TEXT_AT(args_t, o.token),
      .meta = "T",
      .env = "STARCLOUD_TOKEN",
-     .help = "the control plane's API token"},
+     .help = "the token itself (warns on the command line: prefer\n--token-file or "
+             "$STARCLOUD_TOKEN)"},
     {.name = "--otlp",
      SC_FLAG_TEXT_AT(args_t, o.otlp),
      .meta = "URL",
@@ -549,6 +566,12 @@ static int parse_args(int argc, char **argv, args_t *a)
 	int rc = sc_flags_parse(&gw_cmd, a, argc, argv, NULL);
 	if (rc != 0)
 		return rc;
+	char given[sizeof(a->o.token)];
+	snprintf(given, sizeof(given), "%s", a->o.token); /* the flag's copy, or "" */
+	if ((a->token_file || given[0]) &&
+	    sc_secret_token("gateway", given[0] ? given : NULL, a->token_file, "STARCLOUD_TOKEN",
+	                    argc, argv, a->o.token, sizeof(a->o.token)) < 0)
+		return SC_EINVAL;
 	char err[256];
 	size_t n = a->nrollouts;
 	for (size_t i = 0; i < n; i++) {
@@ -602,6 +625,16 @@ static int setup(sc_gw_t *gw, args_t *a)
 	gw->hc = sc_hcli_new(gw->loop, &hco);
 	if (!gw->http || !gw->hc)
 		return SC_ENOMEM;
+	char err[512];
+	int trc;
+	if ((trc = sc_tls_serve_setup("gateway", &a->tls, a->o.listen.host, gw->http, &gw->tls)) <
+	    0)
+		return trc;
+	if (sc_tls_client_ctx(a->ca, NULL, NULL, &gw->tls_client, err, sizeof(err)) < 0) {
+		fprintf(stderr, "starcloud gateway: %s\n", err);
+		return SC_EINVAL;
+	}
+	sc_hcli_set_tls(gw->hc, gw->tls_client);
 	for (size_t i = 0; i < a->nbackends; i++) {
 		gw_backend_t *b = &a->backends[i];
 		if (b->repository ? !sc__gw_repo_add(gw, b->url, b->weight, GW_SRC_STATIC)
@@ -674,8 +707,8 @@ int sc_gateway_main(int argc, char **argv)
 			sc_log_error("start-up failed: %s", sc_strerror(rc));
 		return 1;
 	}
-	printf("starcloud gateway listening on http://%s:%d (%zu backends)\n", a.o.listen.host,
-	       sc_http_port(gw.http), gw.nbe);
+	printf("starcloud gateway listening on %s://%s:%d (%zu backends)\n",
+	       gw.tls ? "https" : "http", a.o.listen.host, sc_http_port(gw.http), gw.nbe);
 	fflush(stdout);
 	sc_sd_watchdog_start(&loop, &gw.watchdog);
 	sc_sd_notifyf("READY=1\nSTATUS=serving on http://%s:%d (%zu backends)", a.o.listen.host,

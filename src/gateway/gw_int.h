@@ -150,6 +150,7 @@ typedef struct sc_gw {
 	gw_opts_t o;
 	sc_http_server_t *http;
 	sc_hcli_t *hc;
+	sc_tls_ctx_t *tls, *tls_client; /* the listener's and the client's (https://), or NULL */
 	gw_backend_t *be[GW_MAX_BACKENDS];
 	size_t nbe;
 	gw_rollout_t ro[GW_MAX_ROLLOUTS];

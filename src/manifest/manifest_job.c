@@ -551,7 +551,8 @@ static int decode_agent_settings(sc__rd_t *rd, json_t *spec)
 	if ((rc = sc__get_enum(rd, spec, "gangPolicy", false, gang, &policy)) < 0 ||
 	    (rc = sc__get_int(rd, spec, "backoffLimit", false, 0, SC_BACKOFF_LIMIT_MAX, &v)) < 0 ||
 	    (rc = sc__get_int(rd, spec, "terminationGracePeriodSeconds", false, 0,
-	                      SC_GRACE_SECONDS_MAX, &v)) < 0)
+	                      SC_GRACE_SECONDS_MAX, &v)) < 0 ||
+	    (rc = sc__get_int(rd, spec, "runAsUser", false, 0, 2147483646, &v)) < 0)
 		return rc;
 	return 0;
 }
@@ -559,21 +560,14 @@ static int decode_agent_settings(sc__rd_t *rd, json_t *spec)
 int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
 	static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
-	static const char *const fields[] = {"queue",
-	                                     "priorityClass",
-	                                     "preemptible",
-	                                     "minMember",
-	                                     "placement",
-	                                     "spreadFactor",
-	                                     "topology",
-	                                     "restartPolicy",
-	                                     "expectedRuntime",
-	                                     "stalenessGracePeriod",
-	                                     "tasks",
-	                                     "gangPolicy",
-	                                     "backoffLimit",
-	                                     "terminationGracePeriodSeconds",
-	                                     NULL};
+	static const char *const fields[] = {"queue",           "priorityClass",
+	                                     "preemptible",     "minMember",
+	                                     "placement",       "spreadFactor",
+	                                     "topology",        "restartPolicy",
+	                                     "expectedRuntime", "stalenessGracePeriod",
+	                                     "tasks",           "gangPolicy",
+	                                     "backoffLimit",    "terminationGracePeriodSeconds",
+	                                     "runAsUser",       NULL};
 	static const char *const restart[] = {"Always", "OnFailure", "Never", NULL};
 	sc__job_t job = {0};
 	sc_job_spec_t *j = &job.spec;
@@ -730,9 +724,10 @@ int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
 	static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
 	static const char *const fields[] = {
-	    "queue",       "model",          "version",         "replicas",    "priorityClass",
-	    "preemptible", "placement",      "spreadFactor",    "topology",    "template",
-	    "rollout",     "disaggregation", "modelRepository", "autoscaling", NULL};
+	    "queue",           "model",       "version",   "replicas",
+	    "priorityClass",   "preemptible", "placement", "spreadFactor",
+	    "topology",        "template",    "rollout",   "disaggregation",
+	    "modelRepository", "autoscaling", "runAsUser", NULL};
 	sc__job_t job = {0};
 	sc_job_spec_t *j = &job.spec;
 	json_t *spec;
@@ -767,6 +762,9 @@ int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	 * follows the load (docs/AUTOSCALING.md). */
 	if (autoscaled)
 		((sc_task_spec_t *)j->tasks)[0].replicas = (int)min_replicas;
+	int64_t uid;
+	if ((rc = sc__get_int(rd, spec, "runAsUser", false, 0, 2147483646, &uid)) < 0)
+		return rc;
 	if (total_replicas(j) == 0)
 		j->min_member = 0;
 	sc__rd_pop(rd, m);

@@ -369,11 +369,32 @@ static int check_max_objects(sc__rd_t *rd, json_t *spec)
 	return 0;
 }
 
+/* spec.podSecurity (docs/SECURITY.md): whether jobs of the queue may pick
+ * their uid (runAsUser) and whether that may be root. Enforced by the
+ * server when a job is written; the scheduler does not read it. */
+static int decode_pod_security(sc__rd_t *rd, json_t *spec)
+{
+	static const char *const fields[] = {"allowRunAsUser", "allowRoot", NULL};
+	json_t *ps = NULL;
+	bool v;
+	int rc = sc__get_object(rd, spec, "podSecurity", false, &ps);
+	if (rc < 0 || !ps)
+		return rc;
+	sc__mark_t m = sc__rd_push(rd, "podSecurity");
+	if ((rc = sc__rd_fields(rd, ps, fields)) < 0 ||
+	    (rc = sc__get_bool(rd, ps, "allowRunAsUser", false, &v)) < 0 ||
+	    (rc = sc__get_bool(rd, ps, "allowRoot", false, &v)) < 0)
+		return rc;
+	sc__rd_pop(rd, m);
+	return 0;
+}
+
 int sc__decode_queue(sc__rd_t *rd, json_t *obj, sc__batch_t *b, bool kai)
 {
 	static const char *const spec_fields[] = {
-	    "displayName",       "parentQueue", "priority",   "preemptMinRuntime",
-	    "reclaimMinRuntime", "resources",   "maxObjects", NULL};
+	    "displayName",       "parentQueue",       "priority",
+	    "preemptMinRuntime", "reclaimMinRuntime", "resources",
+	    "maxObjects",        "podSecurity",       NULL};
 	sc__queue_t queue = {0};
 	sc_queue_spec_t *q = &queue.spec;
 	json_t *spec = NULL;
@@ -403,7 +424,8 @@ int sc__decode_queue(sc__rd_t *rd, json_t *obj, sc__batch_t *b, bool kai)
 		    (rc = sc__get_dur(rd, spec, "reclaimMinRuntime", false,
 		                      &q->reclaim_min_runtime)) < 0 ||
 		    (rc = decode_queue_res(rd, spec, q, kai)) < 0 ||
-		    (rc = check_max_objects(rd, spec)) < 0)
+		    (rc = check_max_objects(rd, spec)) < 0 ||
+		    (rc = decode_pod_security(rd, spec)) < 0)
 			return rc;
 		sc__rd_pop(rd, m);
 	}

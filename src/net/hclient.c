@@ -12,6 +12,7 @@
  * memory: a cancelled request is only freed once the read callback that is
  * running has unwound (see conn_after_parse). */
 #include "net/hclient.h"
+#include "net/tls.h"
 #include "base/parse.h"
 #include "base/alloc.h"
 
@@ -36,6 +37,7 @@ typedef struct hc_conn hc_conn_t;
 typedef struct hc_pool {
 	char host[MAX_HOST];
 	int port;
+	int tls;         /* https:// */
 	hc_conn_t *idle; /* singly linked through next_idle */
 	size_t nidle;
 	struct hc_pool *next;
@@ -50,6 +52,7 @@ struct sc_hcli {
 	sc_hcli_req_t *pool; /* finished requests kept for reuse */
 	size_t npool;
 	int closing;
+	sc_tls_ctx_t *tls; /* borrowed: for https:// URLs, or NULL */
 };
 
 enum { HDR_NONE, HDR_FIELD, HDR_VALUE };
@@ -98,6 +101,7 @@ struct hc_conn {
 	uint64_t due;           /* loop time the timer is armed for; 0 = not armed */
 	uint64_t connect_until; /* connect phase: give up then */
 	uint64_t idle_until;    /* idle in its pool: close then */
+	sc_tls_t *tls;          /* https: the session (net/tls.h) */
 };
 
 typedef struct hc_write {
@@ -110,6 +114,8 @@ static void conn_close(hc_conn_t *k);
 static void conn_arm(hc_conn_t *k);
 static void req_fail(sc_hcli_req_t *r, int err);
 static int req_send(sc_hcli_req_t *r, int fresh);
+static int parse_url(const char *url, char *host, size_t hostsz, int *port, const char **path,
+                     int *tls);
 
 /* ---------------------------------------------------------------------
  * URLs and pools
@@ -117,16 +123,24 @@ static int req_send(sc_hcli_req_t *r, int fresh);
 
 int sc_hcli_parse_url(const char *url, char *host, size_t hostsz, int *port, const char **path)
 {
-	if (strncmp(url, "http://", 7) != 0)
+	int tls;
+	return parse_url(url, host, hostsz, port, path, &tls);
+}
+
+static int parse_url(const char *url, char *host, size_t hostsz, int *port, const char **path,
+                     int *tls)
+{
+	*tls = strncmp(url, "https://", 8) == 0;
+	if (!*tls && strncmp(url, "http://", 7) != 0)
 		return SC_EINVAL;
-	const char *h = url + 7;
+	const char *h = url + (*tls ? 8 : 7);
 	size_t hl = strcspn(h, ":/?");
 	if (hl == 0 || hl >= hostsz)
 		return SC_EINVAL;
 	memcpy(host, h, hl);
 	host[hl] = '\0';
 	const char *p = h + hl;
-	*port = 80;
+	*port = *tls ? 443 : 80;
 	if (*p == ':') {
 		uint64_t v;
 		const char *end = p + 1;
@@ -146,14 +160,15 @@ int sc_hcli_parse_url(const char *url, char *host, size_t hostsz, int *port, con
 	return 0;
 }
 
-static hc_pool_t *pool_get(sc_hcli_t *c, const char *host, int port)
+static hc_pool_t *pool_get(sc_hcli_t *c, const char *host, int port, int tls)
 {
 	for (hc_pool_t *p = c->pools; p; p = p->next)
-		if (p->port == port && strcmp(p->host, host) == 0)
+		if (p->port == port && p->tls == tls && strcmp(p->host, host) == 0)
 			return p;
 	hc_pool_t *p = sc_xcalloc(1, sizeof(*p));
 	snprintf(p->host, sizeof(p->host), "%s", host);
 	p->port = port;
+	p->tls = tls;
 	p->next = c->pools;
 	c->pools = p;
 	return p;
@@ -182,6 +197,7 @@ static void on_conn_handle_closed(uv_handle_t *h)
 	if (--k->handles > 0)
 		return;
 	sc_hcli_t *c = k->c;
+	sc_tls_free(k->tls);
 	free(k);
 	c->nconns--;
 	if (c->closing && c->nconns == 0) {
@@ -251,6 +267,8 @@ static hc_conn_t *conn_new(sc_hcli_t *c, hc_pool_t *p)
 	uv_timer_init(c->loop, &k->timer);
 	k->tcp.data = k->timer.data = k->connect.data = k;
 	k->handles = 2;
+	if (p->tls)
+		k->tls = sc_tls_new(c->tls, 0, p->host); /* NULL: fails at the write */
 	k->next = c->conns;
 	if (c->conns)
 		c->conns->prev = k;
@@ -561,6 +579,37 @@ static int read_simple(hc_conn_t *k, sc_hcli_req_t *r, const char *buf, size_t n
 	return 1;
 }
 
+static void on_plain(hc_conn_t *k, sc_hcli_req_t *r, const char *data, size_t n);
+static int tls_flush(hc_conn_t *k);
+
+/* https: ciphertext in; handshake answers out; plaintext to on_plain. A
+ * server whose certificate the CA does not vouch for (or does not name
+ * the host dialled) fails the request with SC_EIO. */
+static void tls_in(hc_conn_t *k, sc_hcli_req_t *r, const char *data, size_t n)
+{
+	/* Plaintext is never longer than the ciphertext it came in: one read
+	 * slab's worth, handed to the parser in one call as without TLS. */
+	static char plain[READ_SLAB];
+	size_t have = 0;
+	ssize_t m;
+	if (sc_tls_feed(k->tls, data, n) < 0 || tls_flush(k) < 0) {
+		req_fail(r, SC_EIO);
+		return;
+	}
+	while (have < sizeof(plain) &&
+	       (m = sc_tls_read(k->tls, plain + have, sizeof(plain) - have)) != 0) {
+		if (m < 0) {
+			if (have)
+				break; /* hand over what came first; EOF follows */
+			req_fail(r, SC_EIO);
+			return;
+		}
+		have += (size_t)m;
+	}
+	if (have)
+		on_plain(k, r, plain, have);
+}
+
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
 	hc_conn_t *k = st->data;
@@ -589,7 +638,16 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 		req_fail(r, SC_EIO);
 		return;
 	}
-	if (read_simple(k, r, buf->base, (size_t)n))
+	if (k->tls) {
+		tls_in(k, r, buf->base, (size_t)n);
+		return;
+	}
+	on_plain(k, r, buf->base, (size_t)n);
+}
+
+static void on_plain(hc_conn_t *k, sc_hcli_req_t *r, const char *data, size_t n)
+{
+	if (read_simple(k, r, data, n))
 		return;
 	int first = !r->got_bytes;
 	r->got_bytes = 1;
@@ -599,12 +657,12 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	if (first && r->idle_timeout_ms && (!r->timeout_ms || r->idle_timeout_ms < r->timeout_ms))
 		conn_arm(k);
 	r->in_parse = 1;
-	size_t used = http_parser_execute(&k->parser, &rp_settings, buf->base, (size_t)n);
+	size_t used = http_parser_execute(&k->parser, &rp_settings, data, n);
 	enum http_errno e = HTTP_PARSER_ERRNO(&k->parser);
 	if (r->cancelled || r->complete) {
 		/* Bytes after a complete answer mean the server is confused:
 		 * never reuse such a connection. */
-		int extra = r->complete && used < (size_t)n;
+		int extra = r->complete && used < n;
 		conn_after_parse(k, r, !extra && http_should_keep_alive(&k->parser));
 		return;
 	}
@@ -636,10 +694,41 @@ static int conn_write_rest(hc_conn_t *k, const char *data, size_t len)
 	return 0;
 }
 
+/* Sends the ciphertext the session has ready. */
+static int tls_flush(hc_conn_t *k)
+{
+	char buf[16 * 1024 + 512];
+	size_t n;
+	while ((n = sc_tls_take(k->tls, buf, sizeof(buf))) > 0) {
+		uv_buf_t b = uv_buf_init(buf, (unsigned)n);
+		int w = uv_try_write((uv_stream_t *)&k->tcp, &b, 1);
+		size_t done = w > 0 ? (size_t)w : 0;
+		if ((w < 0 && w != UV_EAGAIN) ||
+		    (done < n && conn_write_rest(k, buf + done, n - done) < 0))
+			return SC_EIO;
+	}
+	return 0;
+}
+
 static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
 {
 	http_parser_init(&k->parser, HTTP_RESPONSE);
 	k->parser.data = k;
+	if (k->pool->tls) {
+		if (!k->tls || sc_tls_write(k->tls, r->out.data, r->out.len) < 0 ||
+		    tls_flush(k) < 0) {
+			k->deferred_err = SC_EIO;
+			conn_arm(k);
+			return;
+		}
+		if (!k->reading) {
+			k->reading = 1;
+			uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+		}
+		r->reached = 1;
+		arm_timer(r);
+		return;
+	}
 	/* Most requests fit the socket buffer: written here, no copy. */
 	uv_buf_t b = uv_buf_init(r->out.data, (unsigned)r->out.len);
 	int n = uv_try_write((uv_stream_t *)&k->tcp, &b, 1);
@@ -756,9 +845,12 @@ int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out)
 	char host[MAX_HOST];
 	int port;
 	const char *path;
-	int rc = sc_hcli_parse_url(call->url, host, sizeof(host), &port, &path);
+	int tls;
+	int rc = parse_url(call->url, host, sizeof(host), &port, &path, &tls);
 	if (rc < 0)
 		return rc;
+	if (tls && !c->tls)
+		return SC_EINVAL; /* https:// without sc_hcli_set_tls */
 	if (c->closing)
 		return SC_EIO;
 	sc_hcli_req_t *r = req_alloc(c);
@@ -773,10 +865,15 @@ int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out)
 		req_free(r);
 		return rc;
 	}
-	r->pool = pool_get(c, host, port);
+	r->pool = pool_get(c, host, port, tls);
 	if (out)
 		*out = r;
 	return req_send(r, 0);
+}
+
+void sc_hcli_set_tls(sc_hcli_t *c, sc_tls_ctx_t *ctx)
+{
+	c->tls = ctx;
 }
 
 void sc_hcli_cancel(sc_hcli_req_t *r)

@@ -28,6 +28,7 @@
 #include <uv.h>
 
 typedef struct sc_hcli sc_hcli_t;
+typedef struct sc_tls_ctx sc_tls_ctx_t;
 typedef struct sc_hcli_req sc_hcli_req_t;
 
 typedef struct sc_hcli_opts {
@@ -69,6 +70,9 @@ void sc_hcli_close(sc_hcli_t *c);
  * until on_done returns or sc_hcli_cancel. SC_EINVAL for a bad URL. The
  * callbacks never run before sc_hcli_start has returned. */
 int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out);
+/* https:// URLs go through TLS with ctx (a client context, net/tls.h;
+ * borrowed, must outlive the client); without it they are SC_EINVAL. */
+void sc_hcli_set_tls(sc_hcli_t *c, sc_tls_ctx_t *ctx);
 /* Abandons a request: its connection is closed, no callback runs. */
 void sc_hcli_cancel(sc_hcli_req_t *r);
 
@@ -81,7 +85,7 @@ int sc_hcli_status(const sc_hcli_req_t *r);
 int sc_hcli_reached(const sc_hcli_req_t *r);
 const char *sc_hcli_header(const sc_hcli_req_t *r, const char *name);
 
-/* Splits http://HOST:PORT/path into its parts (port defaults to 80).
+/* Splits http(s)://HOST:PORT/path into its parts (port defaults to 80/443).
  * Returns SC_EINVAL for anything else. */
 int sc_hcli_parse_url(const char *url, char *host, size_t hostsz, int *port, const char **path);
 

@@ -8,6 +8,7 @@
  * Reading continues while a request is in flight, so a client that closes
  * a long-lived stream is noticed, but stops when the input buffer is full. */
 #include "net/http.h"
+#include "base/log.h"
 #include "base/alloc.h"
 
 #include <stdio.h>
@@ -345,6 +346,7 @@ static void on_handle_closed(uv_handle_t *h)
 	if (--c->handles_open > 0)
 		return;
 	sc_http_server_t *s = c->srv;
+	sc_tls_free(c->tls);
 	sc_buf_free(&c->in);
 	sc_buf_free(&c->req.url);
 	sc_buf_free(&c->req.hdrs);
@@ -493,6 +495,40 @@ static size_t in_cap(const sc_http_server_t *s)
 	return s->lim.max_header_bytes + s->lim.max_body_bytes + 64 * 1024;
 }
 
+/* TLS: ciphertext in, the handshake's answers out, plaintext into c->in as
+ * if it had come from the socket. A session that fails (a client that
+ * does not trust our certificate, a plain-HTTP client, a client without
+ * the certificate mTLS requires) closes the connection. */
+static void tls_input(conn_t *c, const char *data, size_t len)
+{
+	char plain[16 * 1024];
+	ssize_t n;
+	int bad = sc_tls_feed(c->tls, data, len) < 0;
+	if (sc__http_tls_flush(c) < 0 || bad) {
+		sc_log_debug("TLS session refused: %s", sc_tls_error(c->tls));
+		conn_close(c);
+		return;
+	}
+	while ((n = sc_tls_read(c->tls, plain, sizeof(plain))) > 0) {
+		if (sc_buf_append(&c->in, plain, (size_t)n) < 0) {
+			/* Past the input cap (see on_read): the client sends far
+			 * ahead of a busy request. */
+			conn_close(c);
+			return;
+		}
+	}
+	if (n < 0 && !c->busy) {
+		conn_close(c); /* closed by the peer, or a bad record */
+		return;
+	}
+	if (c->busy && c->in.len + 64 * 1024 > in_cap(c->srv)) {
+		uv_read_stop((uv_stream_t *)&c->tcp);
+		c->reading = 0;
+	}
+	if (!c->processing)
+		process(c);
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
 	conn_t *c = st->data;
@@ -517,6 +553,10 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	if (nread == 0)
 		return;
 	c->got_bytes = 1;
+	if (c->tls) {
+		tls_input(c, buf->base, (size_t)nread);
+		return;
+	}
 	if (sc_buf_append(&c->in, buf->base, (size_t)nread) < 0) {
 		/* Only reachable while a request is busy (process() drains
 		 * otherwise): the client sends far ahead; stop reading. */
@@ -561,6 +601,10 @@ static void on_connection(uv_stream_t *ls, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
+	if (s->tls && !(c->tls = sc_tls_new(s->tls, 1, NULL))) {
+		conn_close(c);
+		return;
+	}
 	c->reading = 1;
 	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 	/* The first request's head is due within the head limit too. */
@@ -645,6 +689,11 @@ void sc_http_set_observer(sc_http_server_t *s, sc_http_observer_fn fn, void *ud)
 {
 	s->observer = fn;
 	s->observer_ud = ud;
+}
+
+void sc_http_set_tls(sc_http_server_t *s, sc_tls_ctx_t *ctx)
+{
+	s->tls = ctx;
 }
 
 int sc_http_listen(sc_http_server_t *s, const char *host, int port)

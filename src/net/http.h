@@ -31,6 +31,7 @@
 #include <uv.h>
 
 typedef struct sc_http_server sc_http_server_t;
+typedef struct sc_tls_ctx sc_tls_ctx_t;
 typedef struct sc_http_req sc_http_req_t;
 
 /* Zero fields take their defaults. */
@@ -91,6 +92,9 @@ void sc_http_answer_rev(sc_http_req_t *r, int64_t rev);
 void sc_http_set_gate(sc_http_server_t *s, sc_http_handler_fn gate, void *ud);
 /* Runs r's route handler (from a gate). */
 void sc_http_dispatch(sc_http_req_t *r);
+/* Speaks TLS on every connection accepted from now on (net/tls.h); ctx is
+ * borrowed and must outlive the server. */
+void sc_http_set_tls(sc_http_server_t *s, sc_tls_ctx_t *ctx);
 /* Binds and listens on host:port (port 0 picks a free one). */
 int sc_http_listen(sc_http_server_t *s, const char *host, int port);
 typedef struct sc_http_stats {
@@ -119,6 +123,8 @@ const char *sc_http_header(const sc_http_req_t *r, const char *name);
 const char *sc_http_body(const sc_http_req_t *r, size_t *len);
 /* The client's address as text ("127.0.0.1", "::1"); "" when unknown. */
 const char *sc_http_peer(const sc_http_req_t *r);
+/* The common name of the client's verified TLS certificate (mTLS), or "". */
+void sc_http_peer_name(const sc_http_req_t *r, char *out, size_t outsz);
 /* Copies the percent-decoded value of query parameter key into out.
  * Returns its length, -1 when absent, SC_ETOOBIG when it does not fit. */
 int sc_http_query_param(const sc_http_req_t *r, const char *key, char *out, size_t outsz);
@@ -178,5 +184,8 @@ void sc_http_on_close(sc_http_req_t *r, sc_http_close_fn on_close, void *ud);
 void sc_http_abort(sc_http_req_t *r);
 
 const char *sc_http_status_text(int status);
+/* The status of the answer given (or of the stream started) to r, 0 while
+ * none; valid in the handler after it answered (for audit records). */
+int sc_http_status(const sc_http_req_t *r);
 
 #endif

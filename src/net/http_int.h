@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "net/http.h"
+#include "net/tls.h"
 #include "starcloud/buf.h"
 
 #define MAX_ROUTES 64
@@ -72,6 +73,7 @@ struct sc_http_server {
 	void (*conn_linger)(struct conn *c, uint64_t ms);
 	void (*conn_process)(struct conn *c);
 	sc_http_stats_t st;
+	sc_tls_ctx_t *tls; /* borrowed; NULL: plain HTTP */
 };
 
 /* What the parser reported last, to join split header fields/values. */
@@ -136,6 +138,7 @@ typedef struct conn {
 	int64_t held_rev;    /* the newest revision the held output may show */
 	size_t held_writes;  /* writes in held */
 	size_t held_answers; /* of them, whole answers (sc_http_respond) */
+	sc_tls_t *tls;       /* the session, when the server speaks TLS */
 	int shutdown_after_flush;
 } conn_t;
 
@@ -161,6 +164,9 @@ int sc__http_admit(sc_http_server_t *s, conn_t *c, conn_t *victims[2], char *msg
 /* ---- http_out.c ---- */
 /* Queues parts (copied) for c: at once, or held for sc_http_flush. */
 int sc__http_write(conn_t *c, const uv_buf_t *parts, size_t nparts);
+/* Puts the ciphertext c's TLS session has ready (records, handshake
+ * messages) on the socket. 0, or SC_EIO when the peer is gone. */
+int sc__http_tls_flush(conn_t *c);
 /* Stops counting c (closing, or lingering after an error answer). */
 void sc__http_uncount(conn_t *c);
 /* Frees the per-client table (server close). */

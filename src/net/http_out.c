@@ -190,7 +190,7 @@ void sc_http_release(sc_http_server_t *s, int64_t durable)
 /* Writes parts at once when the socket takes them (the common case: one
  * writev, no copy, no write request, no epoll change); whatever is left is
  * copied into one allocation and queued. */
-static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_first)
+static int raw_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_first)
 {
 	size_t len = 0;
 	for (size_t i = 0; i < nparts; i++)
@@ -227,6 +227,32 @@ static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_fi
 		return SC_EIO;
 	}
 	return 0;
+}
+
+int sc__http_tls_flush(conn_t *c)
+{
+	char buf[16 * 1024 + 512];
+	size_t n;
+	while ((n = sc_tls_take(c->tls, buf, sizeof(buf))) > 0) {
+		uv_buf_t b = uv_buf_init(buf, (unsigned)n);
+		if (raw_send(c, &b, 1, 1) < 0)
+			return SC_EIO;
+	}
+	return 0;
+}
+
+/* Plaintext through the connection's TLS session when it has one (the
+ * records come out of sc__http_tls_flush), else straight to the socket. */
+static int conn_send(conn_t *c, const uv_buf_t *parts, size_t nparts, int try_first)
+{
+	if (!c->tls)
+		return raw_send(c, parts, nparts, try_first);
+	for (size_t i = 0; i < nparts; i++)
+		if (parts[i].len && sc_tls_write(c->tls, parts[i].base, parts[i].len) < 0) {
+			conn_break(c);
+			return SC_EIO;
+		}
+	return sc__http_tls_flush(c);
 }
 
 /* A fixed-size text builder: the response head is built on every answer,
@@ -454,9 +480,10 @@ int sc_http_stream_write_shared(sc_http_req_t *r, const char *head, size_t hlen,
 	                     uv_buf_init((char *)data, (unsigned)len),
 	                     uv_buf_init(post, (unsigned)(tlen + 2))};
 	int64_t dep;
-	if (must_hold(c, &dep)) {
+	if (must_hold(c, &dep) || c->tls) {
 		/* Held output is one buffer per connection: copy (rare: a
-		 * stream's own first bytes are still held). */
+		 * stream's own first bytes are still held). TLS encrypts a
+		 * copy anyway: the shared buffer is read once, now. */
 		int rc = sc__http_write(c, parts, 3);
 		rel(ref);
 		return rc;

@@ -138,3 +138,15 @@ int sc_http_query_param(const sc_http_req_t *r, const char *key, char *out, size
 	}
 	return -1;
 }
+
+int sc_http_status(const sc_http_req_t *r)
+{
+	return r->status;
+}
+
+void sc_http_peer_name(const sc_http_req_t *r, char *out, size_t outsz)
+{
+	out[0] = '\0';
+	if (r->conn->tls)
+		sc_tls_peer_name(r->conn->tls, out, outsz);
+}

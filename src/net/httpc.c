@@ -45,8 +45,9 @@ struct sc_httpc {
 	uv_timer_t timer;
 	sc_httpc_req_t *reqs;
 	sock_ctx_t *socks;
-	int in_action;          /* inside curl_multi_socket_action */
-	const char *user_agent; /* borrowed (a literal); NULL: none */
+	int in_action;               /* inside curl_multi_socket_action */
+	const char *user_agent;      /* borrowed (a literal); NULL: none */
+	const char *ca, *cert, *key; /* borrowed TLS settings, or NULL */
 };
 
 /* ---- requests ---------------------------------------------------------- */
@@ -239,6 +240,13 @@ static void on_timer_closed(uv_handle_t *h)
 	free(h->data);
 }
 
+void sc_httpc_set_tls(sc_httpc_t *c, const char *ca, const char *cert, const char *key)
+{
+	c->ca = ca;
+	c->cert = cert;
+	c->key = key;
+}
+
 void sc_httpc_free(sc_httpc_t *c)
 {
 	if (!c)
@@ -324,6 +332,12 @@ sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o)
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	if (c->user_agent)
 		curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+	if (c->ca)
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
+	if (c->cert && c->key) {
+		curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert);
+		curl_easy_setopt(h, CURLOPT_SSLKEY, c->key);
+	}
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 5L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 2L);

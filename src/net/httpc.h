@@ -73,6 +73,10 @@ void sc_httpc_free(sc_httpc_t *c);
 /* Sends ua (borrowed for the client's life: a literal such as
  * SC_USER_AGENT("agent")) as the User-Agent of every later request. */
 void sc_httpc_set_user_agent(sc_httpc_t *c, const char *ua);
+/* For https:// URLs: trust ca (NULL: the system's CAs) and present
+ * cert/key (both or neither: mTLS). Strings borrowed for the client's
+ * life; applies to later requests. */
+void sc_httpc_set_tls(sc_httpc_t *c, const char *ca, const char *cert, const char *key);
 /* Starts a request; NULL when it could not be created. */
 sc_httpc_req_t *sc_httpc_start(sc_httpc_t *c, const sc_httpc_opts_t *o);
 /* Stops a request; its done() is not called. Accepts NULL. */

@@ -329,6 +329,8 @@ static void node_status(sc_server_t *s, sc_http_req_t *r, json_t *node, int64_t 
 	if (fence_of(body))
 		json_object_set_new(json_object_get(st, "agent"), "fenceMillis",
 		                    json_integer((json_int_t)fence_of(body)));
+	if (json_is_true(json_object_get(body, "statusTls")))
+		json_object_set_new(json_object_get(st, "agent"), "tls", json_true());
 	agent_version(r, st);
 	if (!json_equal(st, json_object_get(node, "status"))) {
 		json_object_set(node, "status", st);
@@ -367,17 +369,49 @@ static int parse_body(sc_http_req_t *r, json_t **out)
 	return 0;
 }
 
-static void heartbeat(agent_api_t *api, sc_http_req_t *r, const char *node)
+/* The address the server reaches this node's agent at is not the agent's
+ * to move: an agent token minted with an address (by an admin) may report
+ * only that one, and without one the first address recorded for the node
+ * stays until an admin re-registers it. A hijacked agent therefore cannot
+ * point log readers, or the server, at another host. Admins (who stand in
+ * for agents in tests and tools) may move it. 0, or answers 403. */
+static int address_allowed(sc_http_req_t *r, const sc_principal_t *who, json_t *node, json_t *body)
+{
+	const char *want = sc__str_of(body, "address");
+	const char *fixed = who->address;
+	if (who->role != SC_ROLE_AGENT)
+		return 0;
+	if (!fixed[0])
+		fixed = sc__str_of(json_object_get(status_of(node), "agent"), "address");
+	if (!fixed[0] || strcmp(fixed, want) == 0)
+		return 0;
+	sc__api_error(r, 403, "Forbidden", "address",
+	              "address: node \"%s\" is reached at %s, fixed at registration; an "
+	              "agent cannot move it",
+	              who->node, fixed);
+	return SC_EINVAL;
+}
+
+static void heartbeat(agent_api_t *api, sc_http_req_t *r, const sc_principal_t *who,
+                      const char *node)
 {
 	sc_server_t *s = api->s;
 	json_t *body;
 	int64_t rev;
+	char key[65];
 	if (parse_body(r, &body) < 0)
 		return;
+	if (who->role == SC_ROLE_AGENT && who->address[0] && !sc__str_of(body, "address")[0])
+		json_object_set_new(body, "address", json_string(who->address));
 	json_t *obj = load(s, "Node", node, &rev);
 	if (!obj) {
 		json_decref(body);
 		sc__api_error(r, 404, "NotFound", NULL, "Node \"%s\" not found: register it", node);
+		return;
+	}
+	if (address_allowed(r, who, obj, body) < 0) {
+		json_decref(obj);
+		json_decref(body);
 		return;
 	}
 	json_t *lm = json_object_get(body, "leaseMillis");
@@ -390,21 +424,36 @@ static void heartbeat(agent_api_t *api, sc_http_req_t *r, const char *node)
 	l->lost = l->expired = 0;
 	node_status(s, r, obj, rev, body, (uint64_t)ms);
 	apply_reports(s, node, json_object_get(body, "pods"));
-	/* A node back from a lost lease lists again: its pods were given away. */
+	/* A node back from a lost lease lists again: its pods were given away.
+	 * statusKey is the credential the server presents on this node's
+	 * status port (/pods, /logs): only this node's agent learns it. */
+	sc__nodekey(s, node, key);
 	sc__api_json(r, 200,
-	             json_pack("{s:I,s:I,s:b}", "leaseMillis", ms, "revision",
-	                       (json_int_t)sc_store_revision(s->store), "leaseWasLost", was_lost));
+	             json_pack("{s:I,s:I,s:b,s:s}", "leaseMillis", ms, "revision",
+	                       (json_int_t)sc_store_revision(s->store), "leaseWasLost", was_lost,
+	                       "statusKey", key));
 	json_decref(obj);
 	json_decref(body);
 }
 
+static void agents(agent_api_t *api, sc_http_req_t *r, const sc_principal_t *whop);
+
+/* Heartbeats are audited only when refused: one line per node and second
+ * would drown everything else. */
 static void handle_agents(sc_http_req_t *r, void *ud)
 {
 	agent_api_t *api = ud;
 	sc_principal_t who;
+	if (sc__auth_request(api->s, r, &who) == 0)
+		agents(api, r, &who);
+	if (sc_http_status(r) >= 400)
+		sc__audit_request(api->s, r, &who, sc_http_status(r));
+}
+
+static void agents(agent_api_t *api, sc_http_req_t *r, const sc_principal_t *whop)
+{
+	sc_principal_t who = *whop;
 	char node[SC_MAX_NAME + 1];
-	if (sc__auth_request(api->s, r, &who) < 0)
-		return;
 	if (who.role != SC_ROLE_ADMIN && who.role != SC_ROLE_AGENT) {
 		sc__api_error(r, 403, "Forbidden", NULL, "heartbeats need an agent or admin token");
 		return;
@@ -435,7 +484,7 @@ static void handle_agents(sc_http_req_t *r, void *ud)
 		sc__api_error(r, 503, "NotLeader", NULL, "this server is not the leader");
 		return;
 	}
-	heartbeat(api, r, node);
+	heartbeat(api, r, &who, node);
 }
 
 /* ---- expiry ------------------------------------------------------------ */

@@ -404,6 +404,13 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
 static void do_get(api_req_t *a)
 {
 	sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(a->s->cache, a->kind, a->name);
+	if (o && sc__cache_obj(o) && a->who.role == SC_ROLE_AGENT &&
+	    !sc__auth_can_see(&a->who, a->kind, o->obj)) {
+		sc__api_error(a->r, 403, "Forbidden", NULL,
+		              "%s \"%s\" has no pod bound to node \"%s\"", a->kind->kind, a->name,
+		              a->who.node);
+		return;
+	}
 	if (!o || !sc__cache_obj(o) || !sc__auth_can_see(&a->who, a->kind, o->obj)) {
 		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,
 		              a->name);
@@ -416,10 +423,29 @@ static void do_get(api_req_t *a)
 	sc_http_respond(a->r, 200, "application/json", w->data, w->len + 1);
 }
 
+/* Node authorization: an agent lists and watches only what is bound to its
+ * node, and says so (?node=NAME, as a kubelet's field selector): a list
+ * of everything is refused outright rather than silently filtered. */
+static int agent_list_scoped(api_req_t *a)
+{
+	char node[SC_MAX_NAME + 1];
+	if (a->who.role != SC_ROLE_AGENT)
+		return 0;
+	if (sc_http_query_param(a->r, "node", node, sizeof(node)) > 0 &&
+	    strcmp(node, a->who.node) == 0)
+		return 0;
+	sc__api_error(a->r, 403, "Forbidden", "node",
+	              "an agent token lists only what is bound to its node: add ?node=%s",
+	              a->who.node);
+	return SC_EINVAL;
+}
+
 static void do_list(api_req_t *a)
 {
 	char sel[1024] = "", tmp[32], why[300];
 	int64_t from_rev = 0;
+	if (agent_list_scoped(a) < 0)
+		return;
 	if (sc_http_query_param(a->r, "labelSelector", sel, sizeof(sel)) == SC_ETOOBIG) {
 		sc__api_error(a->r, 400, "BadRequest", "labelSelector",
 		              "labelSelector: longer than %zu bytes", sizeof(sel) - 1);
@@ -475,7 +501,8 @@ static void do_create(api_req_t *a)
 	 * scheduling loop too (the server's own timestamp is always valid). */
 	if (check_valid(a, obj, &one) < 0)
 		goto out;
-	if (check_queue_write(a, obj) < 0 || check_queue_room(a, obj) < 0)
+	if (check_queue_write(a, obj) < 0 || sc__admit(a->s, a->r, a->kind, obj) < 0 ||
+	    check_queue_room(a, obj) < 0)
 		goto out;
 	if (a->name[0] && strcmp(a->name, object_name(obj)) != 0) {
 		sc__api_error(a->r, 400, "Invalid", "metadata.name",
@@ -543,6 +570,10 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 	sc_manifest_set_t *one = NULL;
 	if (check_valid(a, obj, &one) < 0)
 		return;
+	if (sc__admit(a->s, a->r, a->kind, obj) < 0) {
+		sc_manifest_set_free(one);
+		return;
+	}
 	if (strcmp(a->kind->kind, "Deployment") == 0)
 		sc__deploy_on_write(old, obj);
 	/* Without a resourceVersion the write is still conditional on the
@@ -611,12 +642,21 @@ static void do_delete(api_req_t *a)
 	write_start(a, &op, old, NULL, 200);
 }
 
+static void dispatch(api_req_t *a);
+
 static void handle_objects(sc_http_req_t *r, void *ud)
 {
 	api_req_t a = {.s = ud, .r = r};
+	if (sc__auth_request(a.s, r, &a.who) == 0)
+		dispatch(&a);
+	sc__audit_request(a.s, r, &a.who, sc_http_status(r));
+}
+
+static void dispatch(api_req_t *ap)
+{
+	api_req_t a = *ap;
+	sc_http_req_t *r = a.r;
 	const char *m = sc_http_method(r);
-	if (sc__auth_request(a.s, r, &a.who) < 0)
-		return;
 	if (parse_path(&a) < 0)
 		return;
 	if (a.sub[0]) {

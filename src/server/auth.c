@@ -14,6 +14,9 @@
 #include <unistd.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <time.h>
+
+#include "base/parse.h"
 
 #include "base/log.h"
 #include "base/version.h"
@@ -43,6 +46,17 @@ static int sc__role_parse(const char *name)
 	return SC_ROLE_NONE;
 }
 
+/* What a new token is: role, queues (borrowed, may be NULL), for agent
+ * tokens node and optionally address (borrowed, else NULL), and expires
+ * (unix seconds, 0: never). */
+typedef struct sc_token_spec {
+	int role;
+	json_t *queues;
+	const char *node;
+	const char *address;
+	int64_t expires;
+} sc_token_spec_t;
+
 /* Constant-time comparison so a timing side channel cannot recover a
  * digest byte by byte. */
 static int digest_equal(const char *a, const char *b)
@@ -56,13 +70,15 @@ static int digest_equal(const char *a, const char *b)
 	return d == 0;
 }
 
-/* Mints a token with role, queues (borrowed, may be NULL) and, for agent
- * tokens, node (borrowed, else NULL); writes the secret (owned by caller,
- * free()), the id, the store key and the record to store (*text, owned by
- * the caller). */
-static int sc__token_mint(int role, json_t *queues, const char *node, char **secret, char *id,
-                          size_t idsz, char *key, size_t keysz, char **text)
+/* Mints a token as spec says; writes the secret (owned by caller, free()),
+ * the id, the store key and the record to store (*text, owned by the
+ * caller). */
+static int sc__token_mint(const sc_token_spec_t *spec, char **secret, char *id, size_t idsz,
+                          char *key, size_t keysz, char **text)
 {
+	int role = spec->role;
+	json_t *queues = spec->queues;
+	const char *node = spec->node;
 	unsigned char rnd[TOKEN_RANDOM_BYTES];
 	char tok[4 + 2 * TOKEN_RANDOM_BYTES + 1], hash[65], ts[40];
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
@@ -79,6 +95,17 @@ static int sc__token_mint(int role, json_t *queues, const char *node, char **sec
 	                        sc__role_name(role), "queues", qs, "createdAt", ts);
 	if (node)
 		json_object_set_new(rec, "node", json_string(node));
+	if (spec->address && spec->address[0])
+		json_object_set_new(rec, "address", json_string(spec->address));
+	if (spec->expires > 0) {
+		char exp[40];
+		time_t t = (time_t)spec->expires;
+		struct tm tm;
+		gmtime_r(&t, &tm);
+		strftime(exp, sizeof(exp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		json_object_set_new(rec, "expiresAt", json_string(exp));
+		json_object_set_new(rec, "expires", json_integer(spec->expires));
+	}
 	*text = sc_xcheck(json_dumps(rec, JSON_COMPACT));
 	json_decref(rec);
 	*secret = sc_xstrdup(tok);
@@ -87,11 +114,11 @@ static int sc__token_mint(int role, json_t *queues, const char *node, char **sec
 
 /* Mints a token and stores it, waiting for the store (start-up, the
  * node-pool controller). */
-static int sc__token_create(sc_server_t *s, int role, json_t *queues, const char *node,
-                            char **secret, char *id, size_t idsz)
+static int sc__token_create(sc_server_t *s, const sc_token_spec_t *spec, char **secret, char *id,
+                            size_t idsz)
 {
 	char key[128], *text;
-	int rc = sc__token_mint(role, queues, node, secret, id, idsz, key, sizeof(key), &text);
+	int rc = sc__token_mint(spec, secret, id, idsz, key, sizeof(key), &text);
 	if (rc < 0)
 		return rc;
 	rc = sc_store_put(s->store, key, text, SC_REV_ABSENT, NULL);
@@ -105,7 +132,8 @@ static int sc__token_create(sc_server_t *s, int role, json_t *queues, const char
 
 int sc__auth_agent_token(sc_server_t *s, const char *node, char **secret, char *id, size_t idsz)
 {
-	return sc__token_create(s, SC_ROLE_AGENT, NULL, node, secret, id, idsz);
+	sc_token_spec_t spec = {.role = SC_ROLE_AGENT, .node = node};
+	return sc__token_create(s, &spec, secret, id, idsz);
 }
 
 static void token_deleted(const sc_store_res_t *res, void *ud)
@@ -152,7 +180,8 @@ int sc__auth_init(sc_server_t *s)
 		sc_log_error("--admin-token-file %s: %s", s->admin_token_file, strerror(errno));
 		return SC_EIO;
 	}
-	rc = sc__token_create(s, SC_ROLE_ADMIN, NULL, NULL, &secret, id, sizeof(id));
+	sc_token_spec_t spec = {.role = SC_ROLE_ADMIN};
+	rc = sc__token_create(s, &spec, &secret, id, sizeof(id));
 	if (rc < 0) {
 		if (fd >= 0)
 			close(fd);
@@ -179,7 +208,11 @@ static int load_principal(json_t *rec, sc_principal_t *who)
 	json_t *qs = json_object_get(rec, "queues"), *q;
 	const char *node = json_string_value(json_object_get(rec, "node"));
 	size_t i;
+	const char *addr = json_string_value(json_object_get(rec, "address"));
 	snprintf(who->node, sizeof(who->node), "%s", node ? node : "");
+	snprintf(who->address, sizeof(who->address), "%s", addr ? addr : "");
+	json_t *exp = json_object_get(rec, "expires");
+	who->expires = json_is_integer(exp) ? json_integer_value(exp) : 0;
 	if (who->role == SC_ROLE_AGENT && !who->node[0])
 		return SC_EINVAL; /* an agent token acts for one node */
 	who->nqueues = 0;
@@ -193,11 +226,60 @@ static int load_principal(json_t *rec, sc_principal_t *who)
 	return who->role == SC_ROLE_NONE ? SC_EINVAL : 0;
 }
 
-/* Fills who from the Authorization header; 0, or SC_EINVAL (no valid token). */
+int sc__auth_expired(const sc_principal_t *who, int64_t now)
+{
+	return who->expires > 0 && now >= who->expires;
+}
+
+/* mTLS: a client certificate (verified against --tls-client-ca) whose
+ * common name is "node:NAME" authenticates the agent of NAME, with no
+ * token at all. */
+#define CERT_NODE_PREFIX "node:"
+
+static int cert_principal(sc_http_req_t *r, sc_principal_t *who)
+{
+	char cn[SC_MAX_NAME + 16];
+	sc_http_peer_name(r, cn, sizeof(cn));
+	if (strncmp(cn, CERT_NODE_PREFIX, strlen(CERT_NODE_PREFIX)) != 0 ||
+	    !sc__name_valid(cn + strlen(CERT_NODE_PREFIX)))
+		return SC_EINVAL;
+	who->role = SC_ROLE_AGENT;
+	snprintf(who->id, sizeof(who->id), "cert");
+	snprintf(who->node, sizeof(who->node), "%.253s", cn + strlen(CERT_NODE_PREFIX));
+	return 0;
+}
+
+/* With --agents-need-cert an agent token counts only on a connection that
+ * also shows its node's certificate: a stolen token alone is not enough. */
+static int agent_cert_ok(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who)
+{
+	sc_principal_t cert;
+	if (!s->sec.agents_need_cert || who->role != SC_ROLE_AGENT)
+		return 1;
+	memset(&cert, 0, sizeof(cert));
+	return cert_principal(r, &cert) == 0 && strcmp(cert.node, who->node) == 0;
+}
+
+static int token_principal(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who);
+
+/* Fills who from the Authorization header, or from a client certificate
+ * when there is none; 0, or SC_EINVAL (no valid credential). */
 int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 {
-	const char *h = sc_http_header(r, "Authorization");
 	memset(who, 0, sizeof(*who));
+	if (!sc_http_header(r, "Authorization"))
+		return cert_principal(r, who);
+	int rc = token_principal(s, r, who);
+	if (rc == 0 && !agent_cert_ok(s, r, who)) {
+		memset(who, 0, sizeof(*who));
+		return SC_EINVAL;
+	}
+	return rc;
+}
+
+static int token_principal(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
+{
+	const char *h = sc_http_header(r, "Authorization");
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
 		return SC_EINVAL;
 	const char *tok = h + 7;
@@ -209,7 +291,7 @@ int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 	char hash[65], id[ID_LEN + 1];
 	sc_sha256_hex(tok, n, hash);
 	if (s->cache && sc__cache_token_get(s->cache, hash, who))
-		return 0;
+		return sc__auth_expired(who, (int64_t)time(NULL)) ? SC_EINVAL : 0;
 	snprintf(id, sizeof(id), "%.*s", ID_LEN, hash);
 	const char *text = s->cache ? sc__cache_token_record(s->cache, id) : NULL;
 	if (!text)
@@ -221,6 +303,8 @@ int sc__auth_check(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 	json_decref(rec);
 	if (rc == 0 && s->cache)
 		sc__cache_token_put(s->cache, hash, who);
+	if (rc == 0 && sc__auth_expired(who, (int64_t)time(NULL)))
+		rc = SC_EINVAL; /* kept until an admin deletes it, but refused */
 	return rc;
 }
 
@@ -257,8 +341,29 @@ int sc__auth_has_queue(const sc_principal_t *who, const char *queue)
 	return 0;
 }
 
+/* Node authorization (as Kubernetes' node authorizer): an agent sees a job
+ * or deployment only while one of its pods is bound to the agent's node,
+ * whatever its phase, so it can start, report and stop exactly those. */
+static int bound_to(json_t *obj, const char *node)
+{
+	json_t *e;
+	size_t i;
+	json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"), i, e)
+	{
+		const char *n = json_string_value(json_object_get(e, "node"));
+		if (n && strcmp(n, node) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 int sc__auth_can_see(const sc_principal_t *who, const sc_kind_t *k, json_t *obj)
 {
+	if (who->role == SC_ROLE_AGENT) {
+		/* Other kinds: check_role (api.c) lets an agent write its own
+		 * node only, and read none, so a write to another node is 403. */
+		return k->queue_scoped ? bound_to(obj, who->node) : 1;
+	}
 	if (who->role != SC_ROLE_TENANT)
 		return 1;
 	if (k->queue_scoped)
@@ -307,7 +412,8 @@ static int parse_token_request(sc_http_req_t *r, json_t *req, int *role)
 	json_object_foreach(req, key, v)
 	{
 		if (strcmp(key, "role") != 0 && strcmp(key, "queues") != 0 &&
-		    strcmp(key, "node") != 0) {
+		    strcmp(key, "node") != 0 && strcmp(key, "address") != 0 &&
+		    strcmp(key, "expiresIn") != 0) {
 			sc__api_error(r, 400, "Invalid", key, "%s: unknown field", key);
 			return SC_EINVAL;
 		}
@@ -378,6 +484,31 @@ static void token_write(sc_server_t *s, sc_http_req_t *r, const sc_store_op_t *o
 	sc_store_txn_async(s->store, op, 1, token_written, t);
 }
 
+/* address (agent tokens: the status port an admin fixes, HOST:PORT) and
+ * expiresIn (a duration: the token is refused after it). */
+static int parse_token_extras(sc_http_req_t *r, json_t *req, int role, sc_token_spec_t *spec)
+{
+	json_t *addr = json_object_get(req, "address"), *exp = json_object_get(req, "expiresIn");
+	sc_hostport_t hp;
+	if (addr && (role != SC_ROLE_AGENT || !json_is_string(addr) ||
+	             strlen(json_string_value(addr)) > 256 ||
+	             sc_parse_hostport(json_string_value(addr), &hp) < 0 || hp.port == 0)) {
+		sc__api_error(r, 400, "Invalid", "address",
+		              "address: only agent tokens fix an address, as HOST:PORT");
+		return SC_EINVAL;
+	}
+	uint64_t ms = 0;
+	if (exp && (!json_is_string(exp) ||
+	            sc_parse_duration_ms(json_string_value(exp), 1000, 3650 * 86400e3, &ms) < 0)) {
+		sc__api_error(r, 400, "Invalid", "expiresIn",
+		              "expiresIn: expected a duration such as 24h (1s to 3650d)");
+		return SC_EINVAL;
+	}
+	spec->address = json_string_value(addr);
+	spec->expires = exp ? (int64_t)time(NULL) + (int64_t)((ms + 999) / 1000) : 0;
+	return 0;
+}
+
 static void token_create(sc_server_t *s, sc_http_req_t *r)
 {
 	size_t len;
@@ -389,12 +520,16 @@ static void token_create(sc_server_t *s, sc_http_req_t *r)
 		sc__api_error(r, 400, "BadRequest", "", "malformed JSON: %s", jerr.text);
 		return;
 	}
-	if (parse_token_request(r, req, &role) == 0) {
+	sc_token_spec_t spec = {0};
+	if (parse_token_request(r, req, &role) == 0 &&
+	    parse_token_extras(r, req, role, &spec) == 0) {
 		char *secret = NULL, id[32], key[128], *text = NULL;
 		json_t *qs = json_object_get(req, "queues");
 		const char *node = json_string_value(json_object_get(req, "node"));
-		int rc = sc__token_mint(role, qs, node, &secret, id, sizeof(id), key, sizeof(key),
-		                        &text);
+		spec.role = role;
+		spec.queues = qs;
+		spec.node = node;
+		int rc = sc__token_mint(&spec, &secret, id, sizeof(id), key, sizeof(key), &text);
 		if (rc < 0) {
 			sc__api_store_error(r, rc, "token");
 		} else {
@@ -403,6 +538,10 @@ static void token_create(sc_server_t *s, sc_http_req_t *r)
 			                        qs ? json_incref(qs) : json_array());
 			if (node)
 				json_object_set_new(out, "node", json_string(node));
+			if (spec.address)
+				json_object_set_new(out, "address", json_string(spec.address));
+			if (spec.expires)
+				json_object_set_new(out, "expires", json_integer(spec.expires));
 			sc_store_op_t op = {SC_STORE_PUT, key, text, SC_REV_ABSENT};
 			token_write(s, r, &op, out, 201, id);
 		}
@@ -440,14 +579,22 @@ static void token_delete(sc_server_t *s, sc_http_req_t *r, const char *id)
 	token_write(s, r, &op, json_pack("{s:s}", "deleted", id), 200, id);
 }
 
+static void tokens(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *whop);
+
 static void handle_tokens(sc_http_req_t *r, void *ud)
 {
 	sc_server_t *s = ud;
 	sc_principal_t who;
+	if (sc__auth_request(s, r, &who) == 0)
+		tokens(s, r, &who);
+	sc__audit_request(s, r, &who, sc_http_status(r));
+}
+
+static void tokens(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *whop)
+{
+	sc_principal_t who = *whop;
 	const char *m = sc_http_method(r);
 	const char *rest = sc_http_path(r) + strlen(SC_API_PREFIX "tokens");
-	if (sc__auth_request(s, r, &who) < 0)
-		return;
 	/* Anyone may ask who they are; the CLI uses it for `token whoami`. */
 	if (strcmp(rest, "/self") == 0 && strcmp(m, "GET") == 0) {
 		json_t *qs = json_array();
@@ -457,6 +604,10 @@ static void handle_tokens(sc_http_req_t *r, void *ud)
 		                         sc__role_name(who.role), "queues", qs);
 		if (who.node[0])
 			json_object_set_new(self, "node", json_string(who.node));
+		if (who.address[0])
+			json_object_set_new(self, "address", json_string(who.address));
+		if (who.expires)
+			json_object_set_new(self, "expires", json_integer(who.expires));
 		sc__api_json(r, 200, self);
 		return;
 	}

@@ -4,12 +4,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/flagfile.h"
 #include "net/sdnotify.h"
 #include "base/cmdline.h"
+#include "net/tlsflags.h"
 #include "base/log.h"
 #include "base/version.h"
 #include "server/cache.h"
@@ -40,6 +43,12 @@ typedef struct opts {
 	size_t watch_buffer;
 	uint64_t flow_wait;                                  /* ms */
 	uint64_t header_timeout, body_timeout, idle_timeout; /* ms */
+	uint64_t watch_timeout_ms;
+	int metrics_public;
+	size_t audit_max;
+	sc_tls_serve_flags_t tls;
+	int agents_need_cert;
+	const char *agent_ca;
 } opts_t;
 
 static const sc_flag_t server_flags[] = {
@@ -159,6 +168,31 @@ static const sc_flag_t server_flags[] = {
      .def = "8Mi",
      .help = "events a watch may have queued and unsent; a client further\n"
              "behind is cut off (410: resume from its last resourceVersion)"},
+    {.kind = SC_FLAG_SECTION, .help = "Security (docs/SECURITY.md)"},
+    {.name = "--watch-timeout",
+     SC_FLAG_AT(DURATION, opts_t, watch_timeout_ms),
+     .min = 1000,
+     .max = 7 * 86400e3,
+     .def = "30m",
+     .help = "a watch ends after this (the client resumes from its\nresourceVersion)"},
+    {.name = "--metrics-public",
+     SC_FLAG_AT(BOOL, opts_t, metrics_public),
+     .help = "serve /metrics without a token (default: admin or viewer)"},
+    {.name = "--audit-max",
+     SC_FLAG_AT(SIZE, opts_t, audit_max),
+     .min = 4096,
+     .def = "100Mi",
+     .help = "DATA/audit.log is rotated to audit.log.1 at this size"},
+    SC_TLS_SERVE_FLAGS(opts_t, tls),
+    SC_TLS_CLIENT_CA_FLAG(opts_t, tls),
+    {.name = "--agent-ca",
+     SC_FLAG_AT(STR, opts_t, agent_ca),
+     .meta = "FILE",
+     .help = "CA of the agents' https status ports (else the system's CAs)"},
+    {.name = "--agents-need-cert",
+     SC_FLAG_AT(BOOL, opts_t, agents_need_cert),
+     .help = "agent tokens count only on connections with a client\ncertificate of their node "
+             "(CN node:NAME; needs --tls-client-ca)"},
 };
 
 static const sc_command_t server_cmd = {
@@ -196,6 +230,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	sc__sched_stop(s);
 	sc__pool_stop(s); /* its dev agents stop with it */
 	sc__ha_stop(s);
+	sc__logs_close(s);
 	if (sc_store_sync(s->store) == 0)
 		sc_http_flush(s->http); /* answer what is already durable */
 	sc__watch_hub_free(s->watch);
@@ -233,8 +268,32 @@ static int check_store(const opts_t *o)
 	return 0;
 }
 
+/* The data dir holds the store and the audit log: nobody but the server's
+ * user may read it (a pod runs as another user: docs/SECURITY.md). */
+static int data_dir_private(const char *dir)
+{
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		sc_log_error("cannot create the data dir %s: %s", dir, strerror(errno));
+		return SC_EIO;
+	}
+	if (chmod(dir, 0700) < 0) {
+		sc_log_error("cannot make the data dir %s private: %s", dir, strerror(errno));
+		return SC_EIO;
+	}
+	return 0;
+}
+
 static int setup(sc_server_t *s, const opts_t *o)
 {
+	s->sec.watch_timeout_ms = o->watch_timeout_ms;
+	s->sec.metrics_public = o->metrics_public;
+	s->sec.agents_need_cert = o->agents_need_cert;
+	if (o->agents_need_cert && !o->tls.client_ca) {
+		fprintf(stderr, "starcloud server: --agents-need-cert needs --tls-client-ca\n");
+		return SC_EINVAL;
+	}
+	if (data_dir_private(o->data_dir) < 0)
+		return SC_EIO;
 	int rc = sc__ha_open_store(o->store, o->data_dir, o->etcd_prefix, &s->store);
 	if (rc == SC_EINVAL)
 		fprintf(stderr, "starcloud server: --store: expected sqlite:PATH or "
@@ -258,23 +317,32 @@ static int setup(sc_server_t *s, const opts_t *o)
 		             sc_http_listen_error(s->http));
 		return 1; /* said */
 	}
-	if ((rc = sc__auth_init(s)) < 0 || (rc = sc_store_sync(s->store)) < 0 ||
-	    (rc = sc__cache_open(s->store, &s->cache)) < 0)
+	if ((rc = sc__auth_init(s)) < 0 || (rc = sc__nodekey_init(s)) < 0 ||
+	    (rc = sc_store_sync(s->store)) < 0 || (rc = sc__cache_open(s->store, &s->cache)) < 0 ||
+	    (rc = sc__audit_open(s, o->data_dir, o->audit_max)) < 0)
 		return rc;
 	s->metrics = sc__metrics_new();
 	if (!s->metrics)
 		return SC_ENOMEM;
+	if ((rc = sc_tls_serve_setup("server", &o->tls, o->listen.host, s->http, &s->tls)) < 0)
+		return rc;
+	char err[512];
+	if (sc_tls_client_ctx(o->agent_ca, NULL, NULL, &s->agent_tls, err, sizeof(err)) < 0) {
+		fprintf(stderr, "starcloud server: %s\n", err);
+		return SC_EINVAL;
+	}
 	sc_http_set_observer(s->http, sc__metrics_observe_http, s->metrics);
 	sc_flow_opts_t fo = {.queue_len = o->flow_queue, .max_wait_ms = o->flow_wait};
 	s->flow = o->no_flow ? NULL : sc__flow_new(s, &fo);
-	s->watch = sc__watch_hub_new(s, o->watch_buffer);
+	if ((rc = sc__watch_hub_new(s, o->watch_buffer, &s->watch)) < 0)
+		return rc;
 	sc__commit_start(s);
 	s->stat = sc__schedstat_new();
 	if ((rc = sc__schedstat_register(s, s->stat)) < 0)
 		return rc;
 	if ((rc = sc__api_register(s)) < 0 || (rc = sc__auth_register(s)) < 0 ||
 	    (rc = sc__agent_api_register(s)) < 0 || (rc = sc__metrics_register(s)) < 0 ||
-	    (rc = sc__ui_register(s)) < 0)
+	    (rc = sc__ui_register(s)) < 0 || (rc = sc__logs_register(s)) < 0)
 		return rc;
 	char id[128];
 	snprintf(id, sizeof(id), "%s:%d", o->listen.host, sc_http_port(s->http));
@@ -319,8 +387,8 @@ int sc_server_main(int argc, char **argv)
 		rc = SC_EIO;
 		goto out;
 	}
-	sc_log_info("listening on http://%s:%d (data in %s)", o.listen.host, sc_http_port(s.http),
-	            o.store ? o.store : o.data_dir);
+	sc_log_info("listening on %s://%s:%d (data in %s)", s.tls ? "https" : "http", o.listen.host,
+	            sc_http_port(s.http), o.store ? o.store : o.data_dir);
 	/* Ready for systemd once the API answers on a migrated store (a
 	 * follower of an HA pair is ready too: it serves reads and forwards
 	 * nothing). The watchdog then checks that the loop keeps turning. */
@@ -334,6 +402,7 @@ out:
 	sc__scale_free(&s);
 	sc__ha_stop(&s);
 	sc__watch_hub_free(s.watch);
+	sc__logs_close(&s);
 	sc_http_server_close(s.http);
 	sc__flow_close(s.flow);
 	uv_run(s.loop, UV_RUN_NOWAIT);
@@ -342,5 +411,8 @@ out:
 	sc_store_close(s.store);
 	sc__metrics_free(s.metrics);
 	sc__schedstat_free(s.stat);
+	sc__audit_close(&s);
+	sc_tls_ctx_free(s.tls);
+	sc_tls_ctx_free(s.agent_tls);
 	return rc < 0 ? SC_EXIT_FAIL : SC_EXIT_OK;
 }

@@ -441,10 +441,62 @@ static void write_guards(sc_buf_t *b, sc_server_t *s)
 	    w->queued_bytes, w->cut_slow, w->cut_lost, s->commit_failures, s->storage_error < 0);
 }
 
+/* /metrics names every queue and its usage, so it takes a token unless the
+ * server runs with --metrics-public: admins and viewers (and Prometheus,
+ * with a viewer token from a file: deploy/prometheus) read it whole; a
+ * tenant reads the series of its own queues and the cluster-wide ones (the
+ * dashboard shows them); agents none. 0 with *who filled (role NONE when
+ * public), or answered and < 0. */
+static int metrics_allowed(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
+{
+	memset(who, 0, sizeof(*who));
+	if (s->sec.metrics_public)
+		return 0;
+	if (sc__auth_request(s, r, who) < 0) {
+		sc__audit_request(s, r, NULL, sc_http_status(r));
+		return SC_EINVAL;
+	}
+	if (who->role != SC_ROLE_AGENT)
+		return 0;
+	sc__api_error(r, 403, "Forbidden", NULL, "/metrics is not for agent tokens");
+	sc__audit_request(s, r, who, 403);
+	return SC_EINVAL;
+}
+
+/* For a tenant: drops the lines of series labelled with another queue. */
+static void tenant_view(sc_buf_t *b, const sc_principal_t *who)
+{
+	size_t out = 0;
+	char *p = b->data, *end = b->data + b->len;
+	while (p < end) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+		char *q = p[0] == '#' ? NULL : memmem(p, n, "queue=\"", 7);
+		int keep = 1;
+		if (q) {
+			char name[SC_MAX_NAME + 1];
+			char *v = q + 7, *close = memchr(v, '"', (size_t)(p + n - v));
+			size_t vl = close ? (size_t)(close - v) : 0;
+			snprintf(name, sizeof(name), "%.*s",
+			         (int)(vl < SC_MAX_NAME ? vl : SC_MAX_NAME), v);
+			keep = close && sc__auth_has_queue(who, name);
+		}
+		if (keep) {
+			memmove(b->data + out, p, n);
+			out += n;
+		}
+		p += n;
+	}
+	b->len = out;
+}
+
 static void handle_metrics(sc_http_req_t *r, void *ud)
 {
 	sc_server_t *s = ud;
+	sc_principal_t who;
 	sc_buf_t b;
+	if (metrics_allowed(s, r, &who) < 0)
+		return;
 	sc_buf_init(&b, 0);
 	write_metrics(&b, s->metrics);
 	write_state(&b, s);
@@ -456,6 +508,8 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	snprintf(schema, sizeof(schema), "store_schema=\"%d\"", s->store->schema);
 	sc_prom_build_info(&b, "server", schema);
 	sc_prom_process(&b);
+	if (who.role == SC_ROLE_TENANT)
+		tenant_view(&b, &who);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);
 }

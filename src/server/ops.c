@@ -22,7 +22,7 @@
 
 int sc__subresource_known(const sc_kind_t *k, const char *sub)
 {
-	if (strcmp(sub, "explain") == 0)
+	if (strcmp(sub, "explain") == 0 || strcmp(sub, "logs") == 0)
 		return k->queue_scoped;
 	if (strcmp(sub, "drain") == 0)
 		return strcmp(k->kind, "Node") == 0;
@@ -248,6 +248,10 @@ void sc__subresource(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who
 	int64_t rev;
 	if (strncmp(sub, "rollout", 7) == 0 || strcmp(sub, "autoscale/report") == 0) {
 		sc__rollout_api(s, r, who, name, sub);
+		return;
+	}
+	if (strcmp(sub, "logs") == 0) {
+		sc__logs_serve(s, r, who, k, name);
 		return;
 	}
 	if (!is_drain && strcmp(m, "GET") != 0) {

@@ -29,6 +29,8 @@ typedef struct sc_flow sc_flow_t;
 typedef struct sc_watch_hub sc_watch_hub_t;
 typedef struct sc_scaler sc_scaler_t;
 typedef struct sc_schedstat sc_schedstat_t;
+typedef struct sc_audit sc_audit_t;
+typedef struct sc_logproxy sc_logproxy_t;
 
 /* An object kind served under /api/v1/<plural>. */
 typedef struct sc_kind {
@@ -50,7 +52,16 @@ typedef struct sc_principal {
 	char queues[SC_MAX_TOKEN_QUEUES][SC_MAX_NAME + 1];
 	size_t nqueues;
 	char node[SC_MAX_NAME + 1]; /* agent tokens: the node they act for */
+	char address[300];          /* agent tokens: the status address an admin fixed, or "" */
+	int64_t expires;            /* unix seconds after which the token is refused; 0: never */
 } sc_principal_t;
+
+/* Security settings from the server's flags (docs/SECURITY.md). */
+typedef struct sc_server_sec {
+	uint64_t watch_timeout_ms; /* a watch ends after this; the client resumes */
+	int metrics_public;        /* /metrics without a token */
+	int agents_need_cert;      /* agent tokens only with their node's client certificate */
+} sc_server_sec_t;
 
 typedef struct sc_server {
 	uv_loop_t *loop;
@@ -61,8 +72,14 @@ typedef struct sc_server {
 	sc_cache_t *cache;     /* decoded objects, kept current by a store watch */
 	sc_ha_t *ha;           /* leader election on etcd (ha.c) */
 	sc_flow_t *flow;       /* flow control per principal (flow.c) */
-	sc_watch_hub_t *watch; /* watch streams (watch.c) */
+	sc_watch_hub_t *watch; /* watch streams; revocation, timeouts (watch.c) */
 	sc_schedstat_t *stat;  /* the scheduler's figures and history (schedstat.c) */
+	sc_audit_t *audit;     /* who did what (audit.c) */
+	sc_logproxy_t *logs;   /* pod logs fetched from agents (logs.c) */
+	sc_server_sec_t sec;
+	sc_tls_ctx_t *tls;        /* the listener's TLS context, or NULL */
+	sc_tls_ctx_t *agent_tls;  /* client context for agents' https status ports */
+	char node_key_secret[65]; /* derives each node's status-port key (nodekey.c) */
 	uv_signal_t sigint, sigterm;
 	uv_timer_t watchdog;          /* systemd WatchdogSec= pings (net/sdnotify.h) */
 	const char *admin_token_file; /* --admin-token-file, or NULL: print it */
@@ -172,6 +189,8 @@ int sc__selector_match(const char *selector, json_t *obj);
 int sc__selector_why(const char *selector, char *msg, size_t msgsz);
 
 /* ---- auth.c ---- */
+/* 1 when the principal's token has expired at unix time now. */
+int sc__auth_expired(const sc_principal_t *who, int64_t now);
 /* Creates the admin token at first start and prints it once. */
 int sc__auth_init(sc_server_t *s);
 /* Fills who from the Authorization header; 0, or SC_EINVAL (no valid token).
@@ -236,6 +255,35 @@ void sc__commit_stop(sc_server_t *s);
 /* ---- sched.c ---- */
 int sc__sched_start(sc_server_t *s);
 void sc__sched_stop(sc_server_t *s);
+
+/* ---- admit.c ---- */
+/* Checks of a job or deployment that need server state (pod name length,
+ * spec.runAsUser against its queue's spec.podSecurity); answers 400 and
+ * returns < 0 when it may not be written. */
+int sc__admit(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k, json_t *obj);
+
+/* ---- audit.c: one JSON line per write and per denied request ---- */
+/* Opens DIR/audit.log (rotated at max_bytes into audit.log.1). */
+int sc__audit_open(sc_server_t *s, const char *dir, size_t max_bytes);
+void sc__audit_close(sc_server_t *s);
+/* Records a request that was answered with status (0: still open). who may
+ * be NULL (no valid token). Reads are recorded only when denied. */
+void sc__audit_request(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who, int status);
+
+/* ---- nodekey.c: the server's credential towards agents ---- */
+/* Loads (or creates, once per cluster) the secret node keys derive from. */
+int sc__nodekey_init(sc_server_t *s);
+/* The key of one node: HMAC-SHA256(secret, node) in hex (65 bytes). The
+ * agent of that node learns it from its heartbeat answers and accepts
+ * only it on /pods and /logs. */
+void sc__nodekey(const sc_server_t *s, const char *node, char out[65]);
+
+/* ---- logs.c: GET /api/v1/jobs/{name}/logs through the server ---- */
+int sc__logs_register(sc_server_t *s);
+void sc__logs_close(sc_server_t *s);
+/* Answers a logs request for a job or deployment the caller may read. */
+void sc__logs_serve(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who, const sc_kind_t *k,
+                    const char *name);
 
 /* ---- ui.c ---- */
 int sc__ui_register(sc_server_t *s);

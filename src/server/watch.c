@@ -31,12 +31,24 @@
  * else to read: its resourceVersion says every change up to it has been
  * sent, so a client resumes from there after a break instead of from its
  * last event (which the change log may have dropped), and a client can
- * tell a quiet watch from a frozen server (silence past a few bookmarks). */
+ * tell a quiet watch from a frozen server (silence past a few bookmarks).
+ *
+ * Lifetime. A watch lives no longer than its token: deleting the token ends
+ * every watch opened with it at once (a store watch on the token records,
+ * so it holds across HA servers too), and a once-a-second sweep ends
+ * watches whose token expired or that passed the server's --watch-timeout
+ * (30 min by default, up to 1/8 earlier so reconnects do not come in a
+ * herd); the client resumes from its last resourceVersion.
+ *
+ * Agents see a job only while one of its pods is bound to their node
+ * (auth.c); when an object they were shown stops being visible they get a
+ * DELETED event carrying only its name, so they stop its pods. */
 #include "server/watch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "server/cache.h"
@@ -48,6 +60,7 @@
 #define SOCKET_BUFFER (256 << 10) /* the kernel's share of a watcher's backlog */
 #define BOOKMARK_MS 5000
 #define EVENT_FRAMING 32 /* bytes around an object's answer bytes */
+#define SWEEP_MS 1000
 
 typedef struct wevent {
 	int type;
@@ -72,6 +85,9 @@ typedef struct watcher {
 	int64_t sent_rev;  /* resume point: everything up to it was handed over; 0 none */
 	int draining;      /* waiting in sc_http_stream_on_drain */
 	int bookmarks;     /* allowWatchBookmarks */
+	uint64_t deadline; /* uv_now after which the watch ends (--watch-timeout) */
+	json_t *shown;     /* agents: name -> true while shown, false once hidden */
+	int resumed;       /* agents: started from a revision (their view unknown) */
 } watcher_t;
 
 struct sc_watch_hub {
@@ -81,6 +97,8 @@ struct sc_watch_hub {
 	int64_t durable_rev; /* the store revision of the last successful sync */
 	sc_watch_stats_t st;
 	uv_timer_t bookmark;
+	uv_timer_t sweep;         /* expired tokens, --watch-timeout */
+	sc_store_watch_t *tokens; /* a deleted token ends its watches */
 };
 
 static const char *const prefixes[] = {
@@ -147,7 +165,21 @@ static void unlink_free(watcher_t *w)
 		w->next->prev = w->prev;
 	h->st.watchers--;
 	q_clear(w);
+	json_decref(w->shown);
 	free(w);
+}
+
+/* Ends w's stream from the server's side (its token was deleted or has
+ * expired, or the watch timed out): the events already handed over go,
+ * the queued ones are dropped (the client resumes from the last
+ * resourceVersion it read), and w is freed. */
+static void end(watcher_t *w)
+{
+	q_clear(w);
+	sc_http_on_close(w->r, NULL, NULL);
+	sc_http_answer_rev(w->r, w->sent_rev > 0 ? w->sent_rev : 1);
+	sc_http_stream_end(w->r);
+	unlink_free(w);
 }
 
 static void on_close(sc_http_req_t *r, void *ud)
@@ -226,6 +258,35 @@ static int sees(const watcher_t *w, json_t *obj)
 	       sc__selector_match(w->selector, obj);
 }
 
+/* An agent's view of a change (node authorization): the change itself
+ * while the object is bound to its node (*wire unchanged, returns 1), once
+ * a DELETED event with nothing but the name when an object it was shown
+ * (or, after a resume, may have been shown) stops being bound to it
+ * (*type and *wire replaced: a new reference the caller drops; returns
+ * 1), else nothing (0). */
+static int agent_view(watcher_t *w, int *type, json_t *obj, int64_t rev, sc_wire_t **wire)
+{
+	const char *name =
+	    json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+	if (!name)
+		return 0;
+	if (*type != SC_EV_DELETED && sees(w, obj)) {
+		json_object_set_new(w->shown, name, json_true());
+		return 1;
+	}
+	json_t *was = json_object_get(w->shown, name);
+	if (json_is_false(was) || (!was && !w->resumed))
+		return 0;
+	json_object_set_new(w->shown, name, json_false());
+	json_t *gone = json_pack("{s:s,s:{s:s}}", "kind", w->kind->kind, "metadata", "name", name);
+	char *text = json_dumps(gone, JSON_COMPACT);
+	json_decref(gone);
+	*type = SC_EV_DELETED;
+	*wire = text ? sc__wire_from_text(text, rev) : NULL;
+	free(text);
+	return *wire != NULL;
+}
+
 /* Queues a live event for w; cuts it off when it is too far behind. */
 static void deliver(watcher_t *w, int type, int64_t rev, sc_wire_t *wire)
 {
@@ -254,7 +315,23 @@ static void on_change(void *ud, int type, sc_cobj_t *o, int64_t rev)
 		next = w->next; /* delivering may cut w off */
 		if (w->kind != o->kind || rev <= w->from_rev)
 			continue;
-		if (w->filter) {
+		if (w->shown) {
+			if (!parsed) {
+				obj = sc__cache_obj(o);
+				parsed = 1;
+			}
+			int t = type;
+			sc_wire_t *own = NULL;
+			if (obj && agent_view(w, &t, obj, rev, &own)) {
+				if (own) {
+					deliver(w, t, rev, own);
+					sc__wire_unref(own);
+					continue;
+				}
+			} else {
+				continue;
+			}
+		} else if (w->filter) {
 			if (!parsed) {
 				obj = sc__cache_obj(o);
 				parsed = 1;
@@ -278,8 +355,11 @@ static void list_cache(watcher_t *w)
 	size_t n;
 	sc_cobj_t *const *v = sc__cache_items(w->h->s->cache, w->kind, &n);
 	for (size_t i = 0; i < n; i++) {
-		if (w->filter && !sees(w, sc__cache_obj(v[i])))
+		json_t *obj = w->filter ? sc__cache_obj(v[i]) : NULL;
+		if (w->filter && !sees(w, obj))
 			continue;
+		if (w->shown)
+			json_object_set_new(w->shown, v[i]->name, json_true());
 		q_push(w, SC_EV_ADDED, v[i]->mod_rev, sc__cache_wire(v[i]));
 	}
 	w->list_rev = sc__cache_rev(w->h->s->cache);
@@ -289,14 +369,26 @@ static void list_cache(watcher_t *w)
  * change) if w may see it. */
 static void push_text(watcher_t *w, int type, const char *value, int64_t rev)
 {
-	if (w->filter) {
+	sc_wire_t *wire = NULL;
+	if (w->shown) {
+		json_t *obj = json_loads(value, 0, NULL);
+		int ok = obj && agent_view(w, &type, obj, rev, &wire);
+		json_decref(obj);
+		if (!ok)
+			return;
+		if (wire) {
+			q_push(w, type, rev, wire);
+			sc__wire_unref(wire);
+			return;
+		}
+	} else if (w->filter) {
 		json_t *obj = json_loads(value, 0, NULL);
 		int ok = sees(w, obj);
 		json_decref(obj);
 		if (!ok)
 			return;
 	}
-	sc_wire_t *wire = sc__wire_from_text(value, rev);
+	wire = sc__wire_from_text(value, rev);
 	if (!wire)
 		return;
 	q_push(w, type, rev, wire);
@@ -324,8 +416,16 @@ void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
 	w->kind = k;
 	w->who = *who;
 	snprintf(w->selector, sizeof(w->selector), "%s", selector);
-	w->filter = who->role == SC_ROLE_TENANT || selector[0];
+	w->filter = who->role == SC_ROLE_TENANT || who->role == SC_ROLE_AGENT || selector[0];
 	w->bookmarks = bookmarks;
+	w->resumed = from_rev != 0;
+	if (who->role == SC_ROLE_AGENT)
+		w->shown = json_object();
+	/* Up to 1/8 earlier, so watches opened together do not all end, and
+	 * come back, in the same second. */
+	uint64_t t = s->sec.watch_timeout_ms, jitter = t / 8;
+	w->deadline =
+	    t ? uv_now(s->loop) + t - (jitter ? (uv_hrtime() / 1000) % jitter : 0) : UINT64_MAX;
 	snprintf(prefix, sizeof(prefix), SC_KEY_PREFIX "%s/", k->plural);
 	if (from_rev == 0) {
 		list_cache(w);
@@ -341,6 +441,7 @@ void sc__watch_start(sc_server_t *s, sc_http_req_t *r, const sc_kind_t *k,
 	}
 	if (rc < 0) {
 		q_clear(w);
+		json_decref(w->shown);
 		free(w);
 		if (rc == SC_ERANGE)
 			sc__api_error(
@@ -397,9 +498,41 @@ static void on_bookmark(uv_timer_t *t)
 	}
 }
 
-sc_watch_hub_t *sc__watch_hub_new(sc_server_t *s, size_t buffer)
+/* A token record was deleted: its watches end now. */
+static void on_token_change(const sc_store_event_t *ev, void *ud)
+{
+	sc_watch_hub_t *h = ud;
+	const char *id = ev->key + strlen(SC_KEY_PREFIX "tokens/");
+	if (ev->type != SC_EV_DELETED)
+		return;
+	for (watcher_t *w = h->list, *next; w; w = next) {
+		next = w->next;
+		if (strcmp(w->who.id, id) == 0)
+			end(w);
+	}
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+	sc_watch_hub_t *h = t->data;
+	uint64_t now = uv_now(h->s->loop);
+	int64_t unix_now = (int64_t)time(NULL);
+	for (watcher_t *w = h->list, *next; w; w = next) {
+		next = w->next;
+		if (now >= w->deadline || sc__auth_expired(&w->who, unix_now))
+			end(w);
+	}
+}
+
+int sc__watch_hub_new(sc_server_t *s, size_t buffer, sc_watch_hub_t **out)
 {
 	sc_watch_hub_t *h = sc_xcalloc(1, sizeof(*h));
+	int rc = sc_store_watch(s->store, SC_KEY_PREFIX "tokens/", sc_store_revision(s->store),
+	                        on_token_change, h, &h->tokens);
+	if (rc < 0) {
+		free(h);
+		return rc;
+	}
 	h->s = s;
 	h->buffer = buffer ? buffer : DEFAULT_BUFFER;
 	h->durable_rev = sc_store_revision(s->store);
@@ -408,12 +541,24 @@ sc_watch_hub_t *sc__watch_hub_new(sc_server_t *s, size_t buffer)
 	h->bookmark.data = h;
 	uv_timer_start(&h->bookmark, on_bookmark, BOOKMARK_MS, BOOKMARK_MS);
 	uv_unref((uv_handle_t *)&h->bookmark);
-	return h;
+	uv_timer_init(s->loop, &h->sweep);
+	h->sweep.data = h;
+	uv_timer_start(&h->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+	uv_unref((uv_handle_t *)&h->sweep);
+	*out = h;
+	return 0;
 }
 
+/* The hub goes with the second of its two timers. */
 static void on_timer_closed(uv_handle_t *t)
 {
-	free(t->data);
+	sc_watch_hub_t *h = t->data;
+	if (t == (uv_handle_t *)&h->bookmark)
+		h->bookmark.data = NULL;
+	else
+		h->sweep.data = NULL;
+	if (!h->bookmark.data && !h->sweep.data)
+		free(h);
 }
 
 void sc__watch_hub_free(sc_watch_hub_t *h)
@@ -421,9 +566,13 @@ void sc__watch_hub_free(sc_watch_hub_t *h)
 	if (!h)
 		return;
 	sc__cache_listen(h->s->cache, NULL, NULL);
+	if (h->tokens)
+		sc_store_unwatch(h->s->store, h->tokens);
+	h->tokens = NULL;
 	while (h->list)
 		cut(h->list, "the server is stopping");
 	uv_close((uv_handle_t *)&h->bookmark, on_timer_closed);
+	uv_close((uv_handle_t *)&h->sweep, on_timer_closed);
 }
 
 void sc__watch_flush(sc_watch_hub_t *h, int64_t durable)

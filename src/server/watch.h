@@ -34,9 +34,11 @@ typedef struct sc_watch_stats {
 	size_t queued_bytes;         /* bytes of events queued, not yet sent */
 } sc_watch_stats_t;
 
-/* Follows s->cache; buffer is the per-watcher limit in bytes (queued plus
- * unsent output; 0: 8 MiB). */
-sc_watch_hub_t *sc__watch_hub_new(sc_server_t *s, size_t buffer);
+/* Follows s->cache and the token records (a deleted token ends its
+ * watches; s->sec.watch_timeout_ms bounds every watch's life); buffer is
+ * the per-watcher limit in bytes (queued plus unsent output; 0: 8 MiB).
+ * 0, or < 0 when the store cannot be watched. */
+int sc__watch_hub_new(sc_server_t *s, size_t buffer, sc_watch_hub_t **out);
 /* Cuts every watcher off and frees the hub; accepts NULL. */
 void sc__watch_hub_free(sc_watch_hub_t *h);
 /* Every change up to revision durable is durable (and every change at all,

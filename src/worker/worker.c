@@ -15,6 +15,7 @@
 #include "base/version.h"
 #include "base/alloc.h"
 #include "starcloud/error.h"
+#include "net/tlsflags.h"
 #include "worker/worker_int.h"
 
 typedef struct wopts {
@@ -33,6 +34,7 @@ typedef struct wopts {
 	int control_mode; /* index in "none|explicit" */
 	const char *load[64];
 	size_t nload;
+	sc_tls_serve_flags_t tls;
 } wopts_t;
 
 /* Served names go into URLs, metrics labels and JSON: letters, digits,
@@ -118,6 +120,7 @@ static const sc_flag_t worker_flags[] = {
      SC_FLAG_AT(ADDR, wopts_t, listen),
      .def = "127.0.0.1:9000",
      .help = "address (port 0 = any free port)"},
+    SC_TLS_SERVE_FLAGS(wopts_t, tls),
     {.name = "--id",
      SC_FLAG_AT(STR, wopts_t, id),
      .meta = "ID",
@@ -349,6 +352,8 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 		return SC_ENOMEM;
 	sc_httpc_set_user_agent(w->httpc, SC_USER_AGENT("worker"));
 	sc__worker_serve_init(w);
+	if (sc_tls_serve_setup("worker", &o->tls, o->listen.host, w->http, &w->tls) < 0)
+		return SC_EINVAL;
 	if (sc_http_listen(w->http, o->listen.host, o->listen.port) < 0) {
 		sc_log_error("cannot listen on %s:%d: %s", o->listen.host, o->listen.port,
 		             sc_http_listen_error(w->http));

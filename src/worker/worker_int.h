@@ -63,6 +63,7 @@ typedef struct sc_wmodel {
 typedef struct sc_worker {
 	uv_loop_t *loop;
 	sc_http_server_t *http;
+	sc_tls_ctx_t *tls;   /* the listener's, or NULL */
 	sc_httpc_t *httpc;   /* KV pulls and OTLP exports, on the loop */
 	sc_wmodel_t *models; /* served models (one without --model-repository) and unloaded
 ones still finishing requests */

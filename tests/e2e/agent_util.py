@@ -13,14 +13,15 @@ FAST = ["--heartbeat", "300ms", "--backoff-base", "200ms", "--backoff-max", "2s"
 
 class Agent:
     def __init__(self, server_url, token, name, data_dir, gpus="2xA100-80GB", extra=(),
-                 prefix=(), listen_host="127.0.0.1", drain=True):
+                 prefix=(), listen_host="127.0.0.1", drain=True, token_file=None, port=None):
         self.name = name
         self.data_dir = str(data_dir)
-        self.port = free_port()
+        self.port = port or free_port()
         self.addr = "%s:%d" % (listen_host, self.port)
         os.makedirs(self.data_dir, exist_ok=True)
         self.log = open(self.data_dir + ".log", "a+")
-        args = list(prefix) + [BIN, "agent", "--server", server_url, "--token", token,
+        cred = ["--token-file", str(token_file)] if token_file else ["--token", token]
+        args = list(prefix) + [BIN, "agent", "--server", server_url] + cred + [
                                "--name", name, "--listen", self.addr,
                                "--data-dir", self.data_dir] + FAST + list(extra)
         if drain:
@@ -40,6 +41,11 @@ class Agent:
 
     def pod_dir(self, job, pod):
         return os.path.join(self.data_dir, "pods", job, pod)
+
+    def work_dir(self, job, pod):
+        """The pod's own folder (its cwd and HOME, owned by its uid); the
+        pod folder above it holds the agent's files (log, record)."""
+        return os.path.join(self.pod_dir(job, pod), "work")
 
 
 def wait_for(fn, timeout=10.0, step=0.05, what="condition"):

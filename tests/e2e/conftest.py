@@ -28,6 +28,20 @@ def check_sanitizers(path):
         assert at < 0, "sanitizer report in %s:\n%s" % (path, text[max(0, at - 200):at + 3000])
 
 
+@pytest.fixture(autouse=True)
+def pod_users_reach_tmp(tmp_path):
+    """Pods run as unprivileged uids (docs/SECURITY.md) in folders under
+    the agents' data dirs, which the tests put under pytest's temporary
+    folders; those are 0700, so let other users traverse them (o+x only:
+    nobody else can list them), as /var/lib is for a real agent."""
+    for p in [tmp_path] + list(tmp_path.parents):
+        if str(p) in ("/", "/tmp"):
+            break
+        st = os.stat(p)
+        if not st.st_mode & 0o001:
+            os.chmod(p, st.st_mode | 0o111)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

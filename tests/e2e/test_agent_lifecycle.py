@@ -28,7 +28,7 @@ def test_liveness_exec_failure_restarts(admin, agent):
             probes={"liveness": {"exec": {"command": ["test", "-f", "alive"]},
                                  "periodSeconds": 1, "failureThreshold": 2}})
     wait_for(pod_where(admin, "live", "live-main-0", running))
-    d = agent.pod_dir("live", "live-main-0")
+    d = agent.work_dir("live", "live-main-0")
     wait_for(lambda: os.path.exists(d + "/alive"))
     time.sleep(1.5)
     assert pods_of(admin, "live")["live-main-0"].get("restarts", 0) == 0
@@ -52,7 +52,7 @@ def test_readiness_http_toggles(admin, agent):
     wait_for(pod_where(admin, "web", "web-main-0", running))
     time.sleep(1.5)
     assert pods_of(admin, "web")["web-main-0"].get("ready") is False
-    d = agent.pod_dir("web", "web-main-0")
+    d = agent.work_dir("web", "web-main-0")
     open(d + "/ready", "w").close()
     wait_for(pod_where(admin, "web", "web-main-0", lambda p: p.get("ready") is True), timeout=5)
     os.unlink(d + "/ready")
@@ -89,12 +89,13 @@ def test_startup_failure_restarts(admin, agent):
 
 def test_backoff_grows_then_fails(admin, agent):
     setup_queue(admin)
-    run_job(admin, "crash", ["sh", "-c", "date +%s.%N >> ../starts; exit 1"],
+    run_job(admin, "crash", ["sh", "-c", "date +%s.%N >> starts; exit 1"],
             restartPolicy="OnFailure", backoffLimit=3)
     p = wait_for(pod_where(admin, "crash", "crash-main-0", lambda p: p["phase"] == "Failed"),
                  timeout=10)
     assert p["restarts"] == 3 and "back-off limit 3" in p["message"]
-    with open(os.path.join(agent.data_dir, "pods", "crash", "starts")) as f:
+    # The work folder is the pod's own and outlives its restarts.
+    with open(os.path.join(agent.work_dir("crash", "crash-main-0"), "starts")) as f:
         starts = [float(x) for x in f.read().split()]
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     assert len(gaps) == 3
@@ -102,8 +103,10 @@ def test_backoff_grows_then_fails(admin, agent):
     assert gaps[0] >= 0.15 and gaps[1] > gaps[0] * 1.5 and gaps[2] > gaps[1] * 1.5, gaps
 
 
-GANG_CMD = ("if [ $STARCLOUD_POD = {job}-main-1 ] && [ ! -e ../../failed-once ]; then "
-            "touch ../../failed-once; sleep 0.5; exit 1; fi; exec sleep 600")
+# The marker lives in the pod's own work folder, which outlives the gang's
+# restart (a pod cannot write anywhere else in the agent's data dir).
+GANG_CMD = ("if [ $STARCLOUD_POD = {job}-main-1 ] && [ ! -e failed-once ]; then "
+            "touch failed-once; sleep 0.5; exit 1; fi; exec sleep 600")
 
 
 def test_gang_restart(admin, agent):

@@ -130,8 +130,9 @@ class NsServer(Server):
     def start(self):
         self.out = open(self.data_dir + ".out", "a+")
         self.proc = subprocess.Popen(
+            # Plain HTTP off loopback needs saying (docs/SECURITY.md).
             [BIN, "server", "--listen", "%s:%d" % (self.host, self.port), "--data-dir",
-             self.data_dir], stdout=subprocess.PIPE, stderr=self.out, text=True)
+             self.data_dir, "--plain-http"], stdout=subprocess.PIPE, stderr=self.out, text=True)
         deadline = time.time() + 10
         while time.time() < deadline:
             try:
@@ -153,7 +154,7 @@ def cluster(tmp_path, request):
         srv.read_admin_token()
         agents = [Agent(srv.url, srv.token, "h%d" % i, tmp_path / ("h%d" % i),
                         gpus="1xA100-80GB", prefix=["ip", "netns", "exec", hosts.ns[i]],
-                        listen_host=hosts.addr[i], extra=extra)
+                        listen_host=hosts.addr[i], extra=list(extra) + ["--plain-http"])
                   for i in range(n)]
         admin = srv.session()
         wait_for(lambda: all(admin.get(admin.base + "/nodes/h%d" % i).ok for i in range(n)),

@@ -30,9 +30,13 @@ def test_agent_token_may_register_heartbeat_and_read(server, admin):
     assert ag.post(ag.base + "/nodes", json=node("n1")).status_code == 201
     assert ag.patch(ag.base + "/nodes/n1", json={"metadata": {"labels": {"z": "1"}}}).ok
     assert ag.post(ag.base + "/agents/n1/heartbeat", json=HB).status_code == 200
-    assert ag.get(ag.base + "/jobs").status_code == 200
-    assert ag.get(ag.base + "/deployments").status_code == 200
-    with ag.get(ag.base + "/jobs?watch=1", stream=True, timeout=5) as r:
+    # Lists and watches are scoped to its node (node authorization): said
+    # explicitly, or refused.
+    assert ag.get(ag.base + "/jobs?node=n1").status_code == 200
+    assert ag.get(ag.base + "/deployments?node=n1").status_code == 200
+    assert ag.get(ag.base + "/jobs").status_code == 403
+    assert ag.get(ag.base + "/jobs?node=n2").status_code == 403
+    with ag.get(ag.base + "/jobs?watch=1&node=n1", stream=True, timeout=5) as r:
         assert r.status_code == 200
     who = ag.get(ag.base + "/tokens/self").json()
     assert who["role"] == "agent" and who["node"] == "n1"
@@ -108,9 +112,14 @@ def test_dev_agents_use_agent_tokens(tmp_path):
                           str(tmp_path / "dev")], stdout=subprocess.PIPE, text=True, env=env,
                          stderr=subprocess.DEVNULL)
     try:
-        lines = dict(p.stdout.readline().split(":", 1) for _ in range(3))
+        # dev speaks TLS by default, with a CA of its own (docs/SECURITY.md).
+        lines = dict(p.stdout.readline().split(":", 1) for _ in range(5))
         url, admin_tok = lines["server"].strip(), lines["token"].strip()
+        ca = lines["ca"].split()[0]
+        assert url.startswith("https://")
         s = requests.Session()
+        s.trust_env = False  # $REQUESTS_CA_BUNDLE would override verify
+        s.verify = ca
         s.headers["Authorization"] = "Bearer " + admin_tok
         def ready():
             try:
@@ -127,10 +136,16 @@ def test_dev_agents_use_agent_tokens(tmp_path):
                         argv = f.read().decode().split("\0")
                 except (OSError, UnicodeDecodeError):
                     continue
-                if "agent" in argv and "dev-node-0" in argv and "--token" in argv:
-                    return argv[argv.index("--token") + 1]
+                if "agent" in argv and "dev-node-0" in argv:
+                    # The token is in a file only its owner reads, never
+                    # in argv (every local user reads /proc/*/cmdline).
+                    assert "--token" not in argv and admin_tok not in argv
+                    path = argv[argv.index("--token-file") + 1]
+                    assert os.stat(path).st_mode & 0o077 == 0
+                    with open(path) as f:
+                        return f.read().strip()
         tok = wait_for(agent_token, what="the agent process")
-        who = requests.get(url + "/api/v1/tokens/self",
+        who = requests.get(url + "/api/v1/tokens/self", verify=ca,
                            headers={"Authorization": "Bearer " + tok}).json()
         assert who["role"] == "agent" and who["node"] == "dev-node-0"
     finally:

@@ -18,16 +18,21 @@ RULES = os.path.join(ROOT, "deploy/prometheus/rules/starcloud.rules.yml")
 
 
 @pytest.fixture
-def prometheus(server, tmp_path):
+def prometheus(server, admin, tmp_path):
     rules = tmp_path / "rules.yml"
     rules.write_text(re.sub(r"(?m)^(\s+)for: .*$", r"\1for: 0s", open(RULES).read()))
+    # /metrics takes a viewer token, from a file as in deploy/prometheus.
+    tfile = tmp_path / "viewer.token"
+    tfile.write_text(admin.post(admin.base + "/tokens", json={"role": "viewer"}).json()["token"])
+    tfile.chmod(0o600)
     with running_prometheus(tmp_path, """\
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 rule_files: ['%s']
 scrape_configs:
 - job_name: starcloud-server
+  authorization: {credentials_file: '%s'}
   static_configs: [{targets: ['127.0.0.1:%d']}]
-""" % (rules, server.port)) as base:
+""" % (rules, tfile, server.port)) as base:
         yield base
 
 

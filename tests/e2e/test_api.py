@@ -9,7 +9,7 @@ import threading
 import pytest
 import requests
 
-from conftest import EXAMPLES, job, node, settled
+from conftest import EXAMPLES, job, node, queue, settled
 
 
 @pytest.mark.parametrize("plural", sorted(EXAMPLES))
@@ -145,7 +145,18 @@ def test_watch_bad_revision(admin):
 def test_health_and_metrics(server, admin):
     assert requests.get(server.url + "/healthz").text == "ok\n"
     admin.get(admin.base + "/jobs")
-    text = requests.get(server.url + "/metrics").text
+    # /metrics names every queue: it takes an admin or viewer token.
+    assert requests.get(server.url + "/metrics").status_code == 401
+    text = admin.get(server.url + "/metrics").text
+    # A tenant sees its own queues' series and the cluster-wide ones only.
+    admin.post(admin.base + "/queues", json=queue("qa"))
+    admin.post(admin.base + "/queues", json=queue("qb"))
+    tok = admin.post(admin.base + "/tokens", json={"role": "tenant", "queues": ["qa"]}).json()
+    time.sleep(1.5)  # a scheduling cycle publishes the queue series
+    full = admin.get(server.url + "/metrics").text
+    mine = server.session(tok["token"]).get(server.url + "/metrics").text
+    assert 'queue="qb"' in full and 'queue="qa"' in full
+    assert 'queue="qb"' not in mine and 'queue="qa"' in mine
     assert 'starcloud_api_requests_total{method="GET",route="/api/v1/",code="200"}' in text
     assert "starcloud_api_request_duration_seconds_bucket" in text
     assert "starcloud_schedule_cycle_duration_seconds_count" in text

@@ -48,7 +48,8 @@ def wait_leader(servers, timeout=15.0, exclude=None):
 
 def metric(srv, name):
     try:
-        text = requests.get(srv.url + "/metrics", timeout=2).text
+        text = requests.get(srv.url + "/metrics", timeout=2,
+                            headers={"Authorization": "Bearer " + srv.token}).text
     except requests.RequestException:
         return 0.0  # a stalled server: asked again later
     for line in text.splitlines():

@@ -13,14 +13,21 @@ from prom_util import running_prometheus
 
 
 @pytest.fixture
-def prometheus(server, tmp_path):
+def prometheus(server, admin, tmp_path):
+    # /metrics takes a viewer token; Prometheus reads it from a file, as
+    # deploy/prometheus/prometheus.yml does.
+    tok = admin.post(admin.base + "/tokens", json={"role": "viewer"}).json()["token"]
+    tfile = tmp_path / "viewer.token"
+    tfile.write_text(tok + "\n")
+    tfile.chmod(0o600)
     with running_prometheus(tmp_path, """\
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
 - job_name: starcloud
   metrics_path: /metrics
+  authorization: {credentials_file: '%s'}
   static_configs: [{targets: ['127.0.0.1:%d']}]
-""" % server.port) as base:
+""" % (tfile, server.port)) as base:
         yield base
 
 

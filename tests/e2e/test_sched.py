@@ -35,7 +35,8 @@ def cluster(admin, nodes=1, gpus=8):
 
 
 def metric(server, name, labels=""):
-    text = requests.get(server.url + "/metrics").text
+    text = requests.get(server.url + "/metrics",
+                        headers={"Authorization": "Bearer " + server.token}).text
     m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
     return float(m.group(1)) if m else None
 

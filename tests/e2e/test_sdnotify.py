@@ -170,6 +170,10 @@ def test_agent_gateway_worker(tmp_path):
     try:
         token = server.stdout.readline().split()[-1]
         surl = "http://127.0.0.1:%d" % sport
+        deadline = time.time() + 30  # the token is printed before it listens
+        while not serves(surl + "/healthz"):
+            assert time.time() < deadline, "the server did not start"
+            time.sleep(0.05)
         # Agent: ready without waiting for registration, and its pods do not
         # see NOTIFY_SOCKET.
         n = Notify(tmp_path)
@@ -186,12 +190,14 @@ def test_agent_gateway_worker(tmp_path):
         assert s.post(base + "/queues", json={
             "apiVersion": "starcloud.dev/v1", "kind": "Queue", "metadata": {"name": "q"},
             "spec": {"resources": {"gpu": {"quota": 1}}}}).status_code == 201
-        out = tmp_path / "env.txt"
+        # The pod writes in its own work folder (it runs as its own uid and
+        # may write nowhere else: docs/SECURITY.md).
+        out = tmp_path / "a" / "pods" / "envdump" / "envdump-t-0" / "work" / "env.txt"
         assert s.post(base + "/jobs", json={
             "apiVersion": "starcloud.dev/v1", "kind": "Job", "metadata": {"name": "envdump"},
             "spec": {"queue": "q", "tasks": [{
                 "name": "t", "replicas": 1, "resources": {"cpu": 0.1, "memory": "64Mi"},
-                "command": ["/bin/sh", "-c", "env > %s.tmp; mv %s.tmp %s" % (out, out, out)]}]}
+                "command": ["/bin/sh", "-c", "env > env.txt.tmp; mv env.txt.tmp env.txt"]}]}
         }).status_code == 201
         deadline = time.time() + 30
         while not out.exists():

@@ -202,7 +202,7 @@ def test_canary_rolls_back_on_errors(cluster):
     events = s.get(s.base + "/events").json()["items"]
     assert [e for e in events if e["reason"] == "RolledBack" and
             e["involvedObject"]["name"] == "llm"]
-    metrics = requests.get(s.base.replace("/api/v1", "/metrics")).text
+    metrics = s.get(s.base.replace("/api/v1", "/metrics")).text
     assert 'starcloud_rollbacks_total{reason="error_rate"} 1' in metrics
 
 
@@ -238,7 +238,7 @@ def test_promote_and_abort(cluster):
     assert ro["phase"] == "RolledBack" and ro["stable"] == "2"
     got = s.get(s.base + "/deployments/svc/rollout").json()
     assert got["rollout"]["phase"] == "RolledBack" and got["version"] == "3"
-    metrics = requests.get(s.base.replace("/api/v1", "/metrics")).text
+    metrics = s.get(s.base.replace("/api/v1", "/metrics")).text
     assert 'starcloud_rollbacks_total{reason="abort"} 1' in metrics
     # Nothing left to abort.
     assert rollout(s, "svc", {"action": "abort"}).status_code == 409

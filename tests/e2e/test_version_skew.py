@@ -25,7 +25,8 @@ def test_version_endpoint(server):
     assert v["version"] == "%d.%d.%d" % release()
     assert re.fullmatch(r"\d+\.\d+\.\d+", v["minPeerVersion"])
     assert v["store"] == {"backend": "sqlite", "schema": 2}
-    metrics = requests.get(server.url + "/metrics", timeout=5).text
+    metrics = requests.get(server.url + "/metrics", timeout=5,
+                           headers={"Authorization": "Bearer " + server.token}).text
     assert ('starcloud_build_info{component="server",version="%s",store_schema="2"} 1'
             % v["version"]) in metrics
 

@@ -210,9 +210,10 @@ def test_install_on_fresh_debian_and_run(root, deb, tmp_path):
     }).status_code == 201
     pod_dir = root.file("/var/lib/starcloud/agent/pods/probe/probe-t-0")
     out = os.path.join(pod_dir, "output.log")
+    work = os.path.join(pod_dir, "work")  # the pod's cwd (docs/SECURITY.md)
     deadline = time.time() + 60
-    while not (os.path.exists(os.path.join(pod_dir, "pid")) and
-               os.path.getsize(os.path.join(pod_dir, "pid")) > 0):
+    while not (os.path.exists(os.path.join(work, "pid")) and
+               os.path.getsize(os.path.join(work, "pid")) > 0):
         assert time.time() < deadline, "the pod did not start: %s" % root.run(
             "journalctl -u starcloud-agent -o cat --no-pager").stdout[-2000:]
         time.sleep(0.2)
@@ -221,7 +222,7 @@ def test_install_on_fresh_debian_and_run(root, deb, tmp_path):
     node = s.get(base + "/nodes/n1", timeout=5).json()
     assert node["status"]["agent"]["version"] == version()
     # Restarting the agent (an upgrade) leaves the pod running: same process.
-    pod_pid = open(os.path.join(pod_dir, "pid")).read().strip()
+    pod_pid = open(os.path.join(work, "pid")).read().strip()
     root.run("systemctl restart starcloud-agent", timeout=120)
     assert root.run("systemctl is-active starcloud-agent").stdout.strip() == "active"
     assert root.run("cat /proc/%s/comm" % pod_pid).stdout.strip() == "sleep"

@@ -1,0 +1,65 @@
+/* TLS for the HTTP layer, written once for every daemon: OpenSSL driven
+ * through memory BIOs, so the socket stays libuv's.
+ *
+ * A connection owns an sc_tls_t. Ciphertext read from the socket goes in
+ * with sc_tls_feed(); plaintext comes out of sc_tls_read(). Plaintext to
+ * send goes in with sc_tls_write(); the ciphertext to put on the socket
+ * (records, and handshake messages, which can appear after a feed too)
+ * comes out of sc_tls_take(). Nothing here touches a socket or the loop,
+ * so the HTTP server (net/http.c) and client (net/hclient.c) call it at
+ * the points where they read and write.
+ *
+ * Contexts: a server context has a certificate chain and key and may ask
+ * clients for certificates signed by a CA (mTLS: a verified client's
+ * certificate names it, sc_tls_peer_name); a client context trusts a CA
+ * file (or the system's) and may present a certificate of its own. Both
+ * refuse anything older than TLS 1.2.
+ *
+ * Ownership: contexts are reference-counted by OpenSSL; sc_tls_new takes a
+ * reference, so a context may be freed while connections still use it. */
+#ifndef SC_NET_TLS_H
+#define SC_NET_TLS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct sc_tls_ctx sc_tls_ctx_t;
+typedef struct sc_tls sc_tls_t;
+
+/* A server context from PEM files: cert (chain) and key; client_ca (NULL:
+ * no client certificates asked for) is the CA that signs clients'
+ * certificates, required when require_client is set, else optional. On
+ * error writes a message (naming the file) into err and returns < 0. */
+int sc_tls_server_ctx(const char *cert, const char *key, const char *client_ca, int require_client,
+                      sc_tls_ctx_t **out, char *err, size_t errsz);
+/* A client context trusting ca (NULL: the system's CAs), presenting
+ * cert/key when both are given (mTLS). Server names are checked against
+ * the certificate (host name or IP address). */
+int sc_tls_client_ctx(const char *ca, const char *cert, const char *key, sc_tls_ctx_t **out,
+                      char *err, size_t errsz);
+void sc_tls_ctx_free(sc_tls_ctx_t *ctx);
+
+/* A connection: server side (server != 0) or client side checking host
+ * (the name or IP address in the URL). NULL on out-of-memory. */
+sc_tls_t *sc_tls_new(sc_tls_ctx_t *ctx, int server, const char *host);
+void sc_tls_free(sc_tls_t *t);
+
+/* Ciphertext from the peer. 0, or SC_EIO once the session failed (bad
+ * handshake, bad record, certificate refused): close the connection. */
+int sc_tls_feed(sc_tls_t *t, const void *data, size_t len);
+/* Up to cap bytes of plaintext: > 0 bytes, 0 when none is ready yet,
+ * SC_EIO when the session failed or the peer closed it. */
+ssize_t sc_tls_read(sc_tls_t *t, void *buf, size_t cap);
+/* Plaintext to send (all of it is taken; before the handshake ends it
+ * waits inside OpenSSL). 0 or SC_EIO. */
+int sc_tls_write(sc_tls_t *t, const void *data, size_t len);
+/* Takes the ciphertext waiting to be sent: copies at most cap bytes into
+ * buf and returns how many (0: none). */
+size_t sc_tls_take(sc_tls_t *t, char *buf, size_t cap);
+/* The common name of the peer's certificate when one was presented and
+ * verified; "" otherwise. */
+void sc_tls_peer_name(const sc_tls_t *t, char *out, size_t outsz);
+/* What went wrong last (for logs), or "". */
+const char *sc_tls_error(const sc_tls_t *t);
+
+#endif
