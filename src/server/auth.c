@@ -31,17 +31,10 @@
 #define MAX_TOKEN_LEN 128
 #define ID_LEN 16
 
-static const char *const role_names[] = {"none", "admin", "tenant", "viewer", "agent"};
-
-const char *sc__role_name(int role)
-{
-	return role > 0 && role <= SC_ROLE_AGENT ? role_names[role] : "none";
-}
-
 static int sc__role_parse(const char *name)
 {
 	for (int i = SC_ROLE_ADMIN; i <= SC_ROLE_AGENT; i++)
-		if (name && strcmp(name, role_names[i]) == 0)
+		if (name && strcmp(name, sc__role_name(i)) == 0)
 			return i;
 	return SC_ROLE_NONE;
 }

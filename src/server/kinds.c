@@ -61,3 +61,11 @@ const char *sc__str_of(json_t *o, const char *key)
 	const char *v = json_string_value(json_object_get(o, key));
 	return v ? v : "";
 }
+
+/* Role names, here at the bottom so that auth.c and audit.c (which auth.c
+ * calls) both use them without an import circle. */
+const char *sc__role_name(int role)
+{
+	static const char *const names[] = {"none", "admin", "tenant", "viewer", "agent"};
+	return role > 0 && role <= SC_ROLE_AGENT ? names[role] : "none";
+}
