@@ -52,8 +52,16 @@ def rss_mib(pid):
     return 0.0
 
 
+def scrape(srv):
+    """/metrics needs a viewer's or an admin's token (docs/SECURITY.md)."""
+    r = requests.get(srv.url + "/metrics", timeout=5,
+                     headers={"Authorization": "Bearer " + (srv.token or srv.read_admin_token())})
+    assert r.status_code == 200, r.text
+    return r.text
+
+
 def metric(srv, name):
-    text = requests.get(srv.url + "/metrics", timeout=5).text
+    text = scrape(srv)
     for line in text.splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
             if line.split(" ")[0] == name or line.startswith(name + "{"):
@@ -62,7 +70,7 @@ def metric(srv, name):
 
 
 def metric_labeled(srv, series):
-    text = requests.get(srv.url + "/metrics", timeout=5).text
+    text = scrape(srv)
     for line in text.splitlines():
         if line.startswith(series + " "):
             return float(line.rsplit(" ", 1)[1])

@@ -83,7 +83,7 @@ def test_full_disk_refuses_writes_keeps_reads_and_recovers(small_disk):
         assert {"before%d" % i for i in range(5)} <= names
         assert names - {"before%d" % i for i in range(5)} == acked
         assert requests.get(srv.url + "/healthz", timeout=2).ok
-        wait_for(lambda: requests.get(srv.url + "/metrics").text.count(
+        wait_for(lambda: requests.get(srv.url + "/metrics", headers=admin.headers).text.count(
             "starcloud_store_writes_refused 1"), what="writes refused")
         # Space comes back: writes resume by themselves.
         os.unlink(small_disk / "filler")
