@@ -410,9 +410,11 @@ def test_logs_follow_notices_a_frozen_agent(server, admin, tmp_path):
                                      "--token", server.token], stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)
         try:
-            wait_for(lambda: "hello" in open(os.path.join(
-                a.data_dir, "pods", "talk", "talk-main-0", "output.log")).read(),
-                what="the pod's output")
+            # The phase can say Running (bound) before the agent has made
+            # the pod's folder: wait for the file, then for the line.
+            log = os.path.join(a.data_dir, "pods", "talk", "talk-main-0", "output.log")
+            wait_for(lambda: os.path.exists(log) and "hello" in open(log).read(),
+                     what="the pod's output")
             time.sleep(1)
             a.proc.send_signal(signal.SIGSTOP)  # the agent stops answering, silently
             t0 = time.time()
