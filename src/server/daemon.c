@@ -349,7 +349,11 @@ static int setup(sc_server_t *s, const opts_t *o)
 	/* Local processes (the dev pool's agents, exec commands) reach the API
 	 * on loopback when it listens on every address. */
 	const char *host = strcmp(o->listen.host, "0.0.0.0") == 0 ? "127.0.0.1" : o->listen.host;
-	snprintf(s->self_url, sizeof(s->self_url), "http://%s:%d", host, sc_http_port(s->http));
+	snprintf(s->self_url, sizeof(s->self_url), "%s://%s:%d", s->tls ? "https" : "http", host,
+	         sc_http_port(s->http));
+	/* The dev pool's agents trust our certificate through the CA we trust
+	 * theirs with (starcloud dev makes one CA for both). */
+	s->self_ca = o->agent_ca;
 	s->data_dir = o->data_dir;
 	if ((rc = sc__ha_start(s, id, o->leader_ttl)) < 0 || (rc = sc__pool_start(s)) < 0 ||
 	    (rc = sc__sched_start(s)) < 0 || (rc = sc__deploy_start(s)) < 0)

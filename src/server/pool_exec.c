@@ -364,7 +364,13 @@ static int start_dev(sc_pool_exec_t *e, const sc_nodepool_t *np, const char *nod
 	    "starcloud",  "agent",  "--server", e->s->self_url, "--config",   cfg,     "--name",
 	    (char *)node, "--gpus", gpus,       "--labels",     labels,       "--cpu", cpu,
 	    "--memory",   mem,      "--listen", listen,         "--data-dir", dir,     "--drain",
-	    NULL};
+	    NULL,         NULL,     NULL};
+	/* Behind a TLS server, the agent trusts it through --agent-ca
+	 * (starcloud dev makes one CA for both). */
+	if (e->s->self_ca) {
+		argv[21] = "--ca";
+		argv[22] = (char *)e->s->self_ca;
+	}
 	uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
 	                                 {.flags = UV_INHERIT_FD, .data.fd = logfd},
 	                                 {.flags = UV_INHERIT_FD, .data.fd = logfd}};

@@ -103,6 +103,7 @@ typedef struct sc_server {
 	struct sc_pools *pools;   /* the node pool controller (pool_ctl.c) */
 	struct sc_scaler *scaler; /* Deployments' load reports (deploy_scale.c) */
 	char self_url[128];       /* how a local process reaches this API */
+	const char *self_ca;      /* the CA such a process trusts it with (--agent-ca), or NULL */
 	const char *data_dir;     /* --data-dir (borrowed) */
 } sc_server_t;
 

@@ -105,7 +105,7 @@ def test_replicas_follow_the_load(server, admin, tmp_path):
         wait_for(ready_endpoints(s, "llm", 1), timeout=30, what="one endpoint left")
         ev = events_of(s, "llm", "ScaledDown")
         assert ev and "-> 1" in ev[-1]["message"], ev
-        m = requests.get(server.url + "/metrics").text
+        m = admin.get(server.url + "/metrics").text
         assert 'starcloud_deployment_scale_decisions_total{direction="up"}' in m
     finally:
         stop.set()

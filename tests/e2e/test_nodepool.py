@@ -96,7 +96,7 @@ def test_gang_that_does_not_fit_grows_the_pool_then_it_shrinks(server, admin):
     assert len(used) == 3 and all(n.startswith("dev2-") for n in used), used
     st = pool_status(admin, "dev2")
     assert st["members"] == 3 and st["gpus"] == 6
-    m = requests.get(server.url + "/metrics").text
+    m = admin.get(server.url + "/metrics").text
     assert 'starcloud_nodepool_scale_up_nodes_total{pool="dev2"} 3' in m, m
     # Idle: two go after 2 s, one stays (minNodes).
     wait_for(lambda: len(pool_nodes(admin, "dev2")) == 1 and
@@ -119,7 +119,7 @@ def test_gang_that_does_not_fit_grows_the_pool_then_it_shrinks(server, admin):
     cfg = os.path.join(server.data_dir, "pools", left, "agent.yaml")
     assert stat.S_IMODE(os.stat(cfg).st_mode) == 0o600
     assert open(cfg).read().startswith('token: "sc_')
-    m = requests.get(server.url + "/metrics").text
+    m = admin.get(server.url + "/metrics").text
     assert 'starcloud_nodepool_scale_down_nodes_total{pool="dev2"} 2' in m, m
     # It stays at its minimum.
     r = admin.get(admin.base + "/nodes/" + left)
@@ -215,7 +215,7 @@ def test_exec_provider_join_timeout_and_failure(server, admin, tmp_path):
              what="join failure counted")
     ev = [e for e in pool_events(admin, "cloud") if e["reason"] == "NodeJoinTimeout"]
     assert ev and first[2] in ev[0]["message"]
-    m = requests.get(server.url + "/metrics").text
+    m = admin.get(server.url + "/metrics").text
     assert 'starcloud_nodepool_join_timeouts_total{pool="cloud"} 1' in m
 
     # A create command that fails: an event with its output.
@@ -228,7 +228,7 @@ def test_exec_provider_join_timeout_and_failure(server, admin, tmp_path):
                            if e["reason"] == "ProvisionFailed"], timeout=30,
                   what="ProvisionFailed")
     assert "quota exceeded in z1" in ev[0]["message"] and "exit status 7" in ev[0]["message"]
-    m = requests.get(server.url + "/metrics").text
+    m = admin.get(server.url + "/metrics").text
     assert 'starcloud_nodepool_provider_failures_total{pool="broken",action="create"}' in m
     lint(m, "server with node pools")
     # The CLI lists them.
