@@ -54,6 +54,14 @@ static const sc_flag_t agent_flags[] = {
      .meta = "FILE",
      .help = "its private key"},
     SC_TLS_SERVE_FLAGS(sc_agent_opts_t, tls),
+    {.name = "--metrics-token-file",
+     SC_FLAG_AT(STR, sc_agent_opts_t, metrics_token_file),
+     .meta = "FILE",
+     .help = "/metrics answers a bearer of this secret (mode 0600; the\n"
+             "scraper's, not a Starcloud token) or the server"},
+    {.name = "--metrics-public",
+     SC_FLAG_AT(BOOL, sc_agent_opts_t, metrics_public),
+     .help = "/metrics without a credential (it names queues and pods)"},
     {.name = "--pod-pids-max",
      SC_FLAG_AT(INT, sc_agent_opts_t, pod_pids_max),
      .min = 0,
@@ -242,6 +250,10 @@ int sc__agent_parse(int argc, char **argv, sc_agent_t *a)
 	                    a->token, sizeof(a->token)) < 0)
 		return SC_EINVAL;
 	o->token = a->token;
+	if (o->metrics_token_file && *o->metrics_token_file &&
+	    sc_secret_file("agent", "--metrics-token-file", o->metrics_token_file,
+	                   a->metrics_token, sizeof(a->metrics_token)) < 0)
+		return SC_EINVAL;
 	size_t n = o->server ? strlen(o->server) : 0;
 	if (n && o->server[n - 1] == '/')
 		((char *)o->server)[n - 1] = '\0';

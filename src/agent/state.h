@@ -73,6 +73,9 @@ typedef struct sc_agent_opts {
 	int pod_uid_base;          /* pods run as uid base + n (podsec.c) */
 	int pod_pids_max;          /* cgroup v2 pids.max of each pod */
 	const char *ca;            /* CA of an https:// server */
+	const char *metrics_token_file; /* the scrape secret of /metrics */
+	int metrics_public;        /* /metrics without a credential */
+	const char *dev_dir;       /* where the GPU device nodes are (/dev) */
 	const char *client_cert, *client_key; /* mTLS towards the server */
 	sc_tls_serve_flags_t tls;             /* the status port */
 } sc_agent_opts_t;
@@ -126,6 +129,7 @@ struct sc_agent {
 	size_t server_idx;
 	char token[512];     /* our credential (--token-file, $STARCLOUD_TOKEN) */
 	char status_key[65]; /* the server's credential on our status port; "" */
+	char metrics_token[512]; /* --metrics-token-file's secret, or "" */
 	int switch_users;    /* root: pods run as their own uid (podsec.c) */
 	json_t *uids;        /* queue -> uid given on this node (podsec.c) */
 	sc_tls_ctx_t *tls;   /* the status port's, or NULL */

@@ -2,14 +2,20 @@
  *   GET /healthz                         "ok" (no token)
  *   GET /pods                            this node's pods and their reports
  *   GET /logs?job=J&pod=P[&follow=1]     a pod's output (rotated part first)
- *   GET /metrics                         Prometheus figures (agent_metrics.h);
- *                                        no token, like node and DCGM exporters
+ *   GET /metrics                         Prometheus figures (agent_metrics.h)
  *
  * /pods and /logs answer the server only: its credential for this node
  * (statusKey, learnt from the answers to our heartbeats; src/server/
  * nodekey.c). Users read logs through the server (GET /api/v1/jobs/J/logs),
  * which checks their rights; no user token ever reaches a node. Before the
- * first heartbeat succeeds there is no key and everything is refused. */
+ * first heartbeat succeeds there is no key and everything is refused.
+ *
+ * /metrics names queues, jobs and pods, so it is not public either: it
+ * answers the bearer of --metrics-token-file's secret (Prometheus's, shared
+ * by the agents; a node taken over learns only that, which opens other
+ * nodes' /metrics and nothing else) or the server's key, or anyone with
+ * --metrics-public. No Starcloud token is accepted: a user's or viewer's
+ * token must never be sent to a node. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +71,23 @@ static int authorised(sc_agent_t *a, sc_http_req_t *r)
 	return 1;
 }
 
+static int metrics_authorised(sc_agent_t *a, sc_http_req_t *r)
+{
+	const char *auth = sc_http_header(r, "Authorization");
+	const char *given = auth && strncasecmp(auth, "Bearer ", 7) == 0 ? auth + 7 : NULL;
+	if (a->o.metrics_public ||
+	    (given && a->metrics_token[0] && same_secret(given, a->metrics_token)) ||
+	    (given && a->status_key[0] && same_secret(given, a->status_key)))
+		return 1;
+	error(r, 401,
+	      a->metrics_token[0]
+	          ? "/metrics needs the scrape secret (Authorization: Bearer, the agent's "
+	            "--metrics-token-file)"
+	          : "/metrics needs a credential: start the agent with --metrics-token-file "
+	            "(or --metrics-public)");
+	return 0;
+}
+
 /* ---- handlers ---------------------------------------------------------- */
 
 static void handle_healthz(sc_http_req_t *r, void *ud)
@@ -75,6 +98,8 @@ static void handle_healthz(sc_http_req_t *r, void *ud)
 static void handle_metrics(sc_http_req_t *r, void *ud)
 {
 	sc_buf_t b;
+	if (!metrics_authorised(ud, r))
+		return;
 	sc_buf_init(&b, 0);
 	sc__agent_metrics(ud, &b);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", b.data, b.len);

@@ -73,18 +73,24 @@ static void blank_argv(const char *tok, int argc, char **argv)
 	}
 }
 
-int sc_secret_token(const char *cmd, const char *flag_token, const char *token_file,
-                    const char *env_name, int argc, char **argv, char *out, size_t outsz)
+int sc_secret_file(const char *cmd, const char *flag, const char *path, char *out, size_t outsz)
 {
 	char err[512];
 	out[0] = '\0';
-	if (token_file) {
-		if (read_file(token_file, out, outsz, err, sizeof(err)) < 0) {
-			fprintf(stderr, "starcloud %s: --token-file: %s\n", cmd, err);
-			return SC_EINVAL;
-		}
-		return 0;
+	if (read_file(path, out, outsz, err, sizeof(err)) < 0) {
+		fprintf(stderr, "starcloud %s: %s: %s\n", cmd, flag, err);
+		out[0] = '\0';
+		return SC_EINVAL;
 	}
+	return 0;
+}
+
+int sc_secret_token(const char *cmd, const char *flag_token, const char *token_file,
+                    const char *env_name, int argc, char **argv, char *out, size_t outsz)
+{
+	out[0] = '\0';
+	if (token_file)
+		return sc_secret_file(cmd, "--token-file", token_file, out, outsz);
 	if (!flag_token)
 		return 0;
 	if (strlen(flag_token) >= outsz) {

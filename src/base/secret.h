@@ -25,4 +25,9 @@
 int sc_secret_token(const char *cmd, const char *flag_token, const char *token_file,
                     const char *env_name, int argc, char **argv, char *out, size_t outsz);
 
+/* Another secret from a file, under the same rules as --token-file (its
+ * first line; regular, ours or root's, 0600 or 0400, not empty); errors
+ * name flag. 0 or SC_EINVAL. */
+int sc_secret_file(const char *cmd, const char *flag, const char *path, char *out, size_t outsz);
+
 #endif

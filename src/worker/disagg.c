@@ -125,9 +125,11 @@ static int decode_fields(wreq_t *q, json_t *body, const char **url, int *first, 
 {
 	json_t *u = json_object_get(body, "kv_url"), *ft = json_object_get(body, "first_token");
 	const char *s = json_string_value(u);
-	if (!s || strncmp(s, "http://", 7) != 0 || strlen(s) > MAX_KV_URL) {
+	if (!s || (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0) ||
+	    strlen(s) > MAX_KV_URL) {
 		sc__reply_error(q, 400, "kv_url",
-		                "kv_url must be an http:// URL (at most %d bytes)", MAX_KV_URL);
+		                "kv_url must be an http:// or https:// URL (at most %d bytes)",
+		                MAX_KV_URL);
 		return -1;
 	}
 	if (!json_is_integer(ft) || json_integer_value(ft) < 0 ||

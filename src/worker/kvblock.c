@@ -35,7 +35,10 @@ void sc__prefill_reply(wreq_t *q, sc_session_t *s, int n, int first_token, json_
 	}
 	w->c.kv_created++;
 	char url[256];
-	snprintf(url, sizeof(url), "http://%s:%d/v1/kv/%s", w->host, w->port, handle);
+	/* A TLS worker's blocks are fetched over TLS (the decode side checks
+	 * this worker's certificate against its --ca). */
+	snprintf(url, sizeof(url), "%s://%s:%d/v1/kv/%s", w->tls ? "https" : "http", w->host,
+	         w->port, handle);
 	json_t *ans = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s, s:s}", "kv_handle", handle,
 	                        "kv_url", url, "first_token", first_token, "n_tokens", n,
 	                        "lease_ms", (json_int_t)sc_kvstore_lease_ms(w->kv), "model",

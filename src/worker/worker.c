@@ -2,10 +2,12 @@
  * daemon's loop. See docs/WORKER.md for the API and the flags. */
 #include "worker/worker.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "net/sdnotify.h"
 #include "base/flagfile.h"
@@ -35,6 +37,7 @@ typedef struct wopts {
 	const char *load[64];
 	size_t nload;
 	sc_tls_serve_flags_t tls;
+	const char *ca; /* CA of https:// peers (KV pulls, OTLP) */
 } wopts_t;
 
 /* Served names go into URLs, metrics labels and JSON: letters, digits,
@@ -121,6 +124,12 @@ static const sc_flag_t worker_flags[] = {
      .def = "127.0.0.1:9000",
      .help = "address (port 0 = any free port)"},
     SC_TLS_SERVE_FLAGS(wopts_t, tls),
+    {.name = "--ca",
+     SC_FLAG_AT(STR, wopts_t, ca),
+     .meta = "FILE",
+     .env = "STARCLOUD_CA",
+     .help = "CA certificate of https:// peers: prefill workers' kv_url\n"
+             "and the --otlp collector (default: the system's CAs)"},
     {.name = "--id",
      SC_FLAG_AT(STR, wopts_t, id),
      .meta = "ID",
@@ -351,6 +360,15 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	if (!w->kv || !w->http || !w->httpc)
 		return SC_ENOMEM;
 	sc_httpc_set_user_agent(w->httpc, SC_USER_AGENT("worker"));
+	/* KV pulls from https:// prefill workers and the OTLP export verify
+	 * their peer against --ca (libcurl checks the name or IP too). */
+	if (o->ca && access(o->ca, R_OK) != 0) {
+		fprintf(stderr, "starcloud worker: --ca: cannot read %s: %s\n", o->ca,
+		        strerror(errno));
+		return SC_EINVAL;
+	}
+	if (o->ca)
+		sc_httpc_set_tls(w->httpc, o->ca, NULL, NULL);
 	sc__worker_serve_init(w);
 	if (sc_tls_serve_setup("worker", &o->tls, o->listen.host, w->http, &w->tls) < 0)
 		return SC_EINVAL;

@@ -48,6 +48,16 @@ class Agent:
         return os.path.join(self.pod_dir(job, pod), "work")
 
 
+def metrics_secret(folder, secret="scrape-secret-0123456789"):
+    """A scrape secret file for an agent's --metrics-token-file (0600, as
+    it must be) and the headers that present it."""
+    path = os.path.join(str(folder), "metrics.secret")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, (secret + "\n").encode())
+    os.close(fd)
+    return path, {"Authorization": "Bearer " + secret}
+
+
 def wait_for(fn, timeout=10.0, step=0.05, what="condition"):
     deadline = time.time() + timeout
     last = None

@@ -145,15 +145,17 @@ def test_gateway_exposes_listed_metrics(server):
 def test_agent_exposes_used_metrics(server, admin, tmp_path):
     """starcloud_agent_* and DCGM_* names used by rules and dashboards come
     from a real agent (the fake NVML stands in for the driver)."""
-    from agent_util import Agent, wait_for
+    from agent_util import Agent, metrics_secret, wait_for
     lib = str(tmp_path / "libfake-nvml.so")
+    secret, auth = metrics_secret(tmp_path)
     subprocess.run(["cc", "-shared", "-fPIC", "-o", lib,
                     os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_nvml.c")],
                    check=True)
     a = Agent(server.url, server.token, "m1", tmp_path / "m1", gpus=None,
-              extra=["--nvml-lib", lib])
+              extra=["--nvml-lib", lib, "--metrics-token-file", secret])
     try:
-        text = wait_for(lambda: _get("http://%s/metrics" % a.addr), what="agent /metrics")
+        text = wait_for(lambda: _get("http://%s/metrics" % a.addr, auth),
+                        what="agent /metrics")
         have = exposed(text)
         used = {m: sorted(w) for m, w in referenced().items()
                 if m.startswith(AGENT) and m not in have}
@@ -162,9 +164,9 @@ def test_agent_exposes_used_metrics(server, admin, tmp_path):
         a.stop()
 
 
-def _get(url):
+def _get(url, headers=None):
     try:
-        r = requests.get(url, timeout=1)
+        r = requests.get(url, timeout=1, headers=headers)
         return r.text if r.ok else None
     except requests.RequestException:
         return None

@@ -12,7 +12,7 @@ import time
 import pytest
 import requests
 
-from agent_util import Agent, run_job, setup_queue, wait_for
+from agent_util import Agent, metrics_secret, run_job, setup_queue, wait_for
 from conftest import BIN, free_port, job, node, queue, stop_process
 
 FAKE_NVML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_nvml.c")
@@ -58,13 +58,13 @@ def sample(text, name, **labels):
     return out
 
 
-def wait_http(url, proc, what):
+def wait_http(url, proc, what, headers=None):
     deadline = time.time() + 15
     while time.time() < deadline:
         if proc.poll() is not None:
             pytest.fail("%s exited with %d" % (what, proc.returncode))
         try:
-            r = requests.get(url, timeout=1)
+            r = requests.get(url, timeout=1, headers=headers)
             if r.ok:
                 return r.text
         except requests.RequestException:
@@ -129,11 +129,12 @@ def test_agent_metrics_nvml(server, admin, tmp_path):
     promtool()
     lib = str(tmp_path / "libfake-nvml.so")
     subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, FAKE_NVML], check=True)
+    secret, auth = metrics_secret(tmp_path)
     a = Agent(server.url, server.token, "gpu1", tmp_path / "gpu1", gpus=None,
-              extra=["--nvml-lib", lib])
+              extra=["--nvml-lib", lib, "--metrics-token-file", secret])
     try:
         url = "http://%s/metrics" % a.addr
-        text = wait_http(url, a.proc, "agent")
+        text = wait_http(url, a.proc, "agent", auth)
         lint(text, "agent")
         common(text, "agent")
         # The fake library's figures, in DCGM's units (MiB, %, C, W).
@@ -149,12 +150,12 @@ def test_agent_metrics_nvml(server, admin, tmp_path):
         # A pod holding device 0 names itself and its queue on that device.
         setup_queue(admin, "research")
         run_job(admin, "train", ["sleep", "60"], gpu=1, q="research")
-        held = wait_for(lambda: [v for v in sample(requests.get(url, timeout=5).text,
+        held = wait_for(lambda: [v for v in sample(requests.get(url, timeout=5, headers=auth).text,
                                                       "DCGM_FI_DEV_GPU_UTIL",
                                                       pod="train-main-0", queue="research")],
                         what="device series with the pod's labels")
         assert held in ([37], [81])
-        text = requests.get(url, timeout=5).text
+        text = requests.get(url, timeout=5, headers=auth).text
         lint(text, "agent with a pod")
         assert sample(text, "starcloud_agent_pods", state="running") == [1]
         assert sample(text, "starcloud_agent_pod_restarts_total", pod="train-main-0",
@@ -166,7 +167,7 @@ def test_agent_metrics_nvml(server, admin, tmp_path):
 def test_agent_metrics_declared_gpus(server, tmp_path):
     """Declared GPUs are not measured: no DCGM series, never a made-up 0."""
     promtool()
-    a = Agent(server.url, server.token, "decl", tmp_path / "decl")
+    a = Agent(server.url, server.token, "decl", tmp_path / "decl", extra=["--metrics-public"])
     try:
         text = wait_http("http://%s/metrics" % a.addr, a.proc, "agent")
         lint(text, "agent (declared GPUs)")

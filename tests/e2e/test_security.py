@@ -425,3 +425,51 @@ def test_mtls_agent_without_a_client_certificate_is_refused(dev_tls, tmp_path):
             requests.get(base + "/tokens/self", cert=bad, verify=t + "/ca.pem", timeout=5)
     finally:
         s.stop()
+
+
+def answer(url, headers=None, **kw):
+    """The body of a 200 answer, None otherwise (not up yet included)."""
+    try:
+        r = requests.get(url, headers=headers, timeout=5, **kw)
+        return r.text if r.ok else None
+    except requests.RequestException:
+        return None
+
+
+def test_agent_metrics_need_the_scrape_secret(server, admin, tmp_path):
+    """The agent's /metrics names queues, jobs and pods: it answers only the
+    bearer of --metrics-token-file's secret (never a Starcloud token, which
+    must not be sent to nodes), or everyone with --metrics-public."""
+    from agent_util import metrics_secret
+    secret, auth = metrics_secret(tmp_path, "the-scrape-secret-42")
+    a = Agent(server.url, server.token, "m1", tmp_path / "m1",
+              extra=["--metrics-token-file", secret])
+    closed = Agent(server.url, server.token, "m2", tmp_path / "m2")
+    try:
+        url = "http://%s/metrics" % a.addr
+        text = wait_for(lambda: answer(url, auth), what="agent /metrics with the secret")
+        assert "starcloud_agent_pods" in text
+        for hdr in ({}, {"Authorization": "Bearer " + server.token},
+                    {"Authorization": "Bearer the-scrape-secret-4"},
+                    {"Authorization": "Bearer the-scrape-secret-421"},
+                    {"Authorization": "Basic " + auth["Authorization"][7:]}):
+            r = requests.get(url, headers=hdr, timeout=5)
+            assert r.status_code == 401, (hdr, r.status_code)
+            assert "starcloud_agent" not in r.text
+        # Without a secret configured nobody reads it (not even an admin).
+        curl = "http://%s/metrics" % closed.addr
+        wait_for(lambda: answer("http://%s/healthz" % closed.addr), what="m2 up")
+        for hdr in ({}, {"Authorization": "Bearer " + server.token}, auth):
+            r = requests.get(curl, headers=hdr, timeout=5)
+            assert r.status_code == 401 and "--metrics-token-file" in r.text
+    finally:
+        a.stop()
+        closed.stop()
+    # A secret others can read is refused at start-up, naming the flag.
+    os.chmod(secret, 0o644)
+    out = subprocess.run([BIN, "agent", "--server", server.url, "--token", server.token,
+                          "--name", "m3", "--metrics-token-file", secret,
+                          "--data-dir", str(tmp_path / "m3")],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode != 0
+    assert "--metrics-token-file" in out.stderr and "chmod 600" in out.stderr, out.stderr
