@@ -22,6 +22,7 @@
 #include "agent/agent_opts.h"
 #include "agent/guard.h"
 #include "agent/pod.h"
+#include "agent/devcg.h"
 #include "agent/podenv.h"
 #include "agent/podstore.h"
 #include "base/version.h"
@@ -377,6 +378,7 @@ static int setup(sc_agent_t *a)
 	if ((rc = sc__podsec_init(a)) < 0 || (rc = sc__status_start(a)) < 0)
 		return rc;
 	sc__podenv_cgroup_init(a);
+	sc__devcg_init(a);
 	/* Before the first list: pods still running from an earlier agent are
 	 * taken over, so the reconcile after the list keeps them (same
 	 * assignment) or stops them, and never starts a second copy. */
@@ -473,6 +475,7 @@ out:
 	sc_httpc_free(a->http);
 	uv_run(a->loop, UV_RUN_NOWAIT);
 	free_pods(a);
+	sc__devcg_close(a);
 	sc_gpu_sampler_close(a->sampler);
 	json_decref(a->uids);
 	sc_tls_ctx_free(a->tls);

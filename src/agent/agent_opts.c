@@ -88,6 +88,12 @@ static const sc_flag_t agent_flags[] = {
      .meta = "PATH",
      .env = "STARCLOUD_NVML_LIB",
      .help = "NVML library (default libnvidia-ml.so.1)"},
+    {.name = "--dev-dir",
+     SC_FLAG_AT(STR, sc_agent_opts_t, dev_dir),
+     .meta = "DIR",
+     .def = "/dev",
+     .help = "where the GPUs' device nodes are (nvidiaN, nvidiactl...):\npods are "
+             "kept from the others' (docs/SECURITY.md)"},
     {.name = "--labels",
      SC_FLAG_AT(STR, sc_agent_opts_t, labels),
      .meta = "k=v,...",

@@ -46,6 +46,7 @@ typedef struct nvml {
 	int (*util)(nvml_dev_t, nvml_util_t *);
 	int (*temp)(nvml_dev_t, int, unsigned int *);
 	int (*power)(nvml_dev_t, unsigned int *); /* milliwatts */
+	int (*minor)(nvml_dev_t, unsigned int *); /* N of /dev/nvidiaN */
 } nvml_t;
 
 /* "NVIDIA A100-SXM4-80GB" with 80 GiB -> "A100-80GB": the family, then the
@@ -86,6 +87,7 @@ static int nvml_load(const char *libpath, nvml_t *n, sc_gpu_inv_t *out)
 	SYM(util, "nvmlDeviceGetUtilizationRates");
 	SYM(temp, "nvmlDeviceGetTemperature");
 	SYM(power, "nvmlDeviceGetPowerUsage");
+	SYM(minor, "nvmlDeviceGetMinorNumber");
 #undef SYM
 	if (!n->init || !n->count || !n->handle || !n->name || !n->uuid || !n->memory) {
 		snprintf(out->error, sizeof(out->error), "NVML library lacks required symbols");
@@ -142,6 +144,10 @@ static int nvml_device(nvml_t *n, unsigned int i, sc_gpu_dev_t *d, sc_gpu_inv_t 
 	}
 	d->name[sizeof(d->name) - 1] = d->uuid[sizeof(d->uuid) - 1] = '\0';
 	d->memory = mem.total;
+	/* NVML numbers devices by PCI order, the driver its nodes by probe
+	 * order: the two usually agree, but device cgroups need the node. */
+	unsigned int minor;
+	d->minor = n->minor && n->minor(h, &minor) == 0 ? (int)minor : (int)i;
 	normalise_model(d->name, d->memory, d->model, sizeof(d->model));
 	nvml_migs(n, h, d);
 	return 0;
@@ -188,7 +194,7 @@ int sc_gpu_parse_decl(const char *decl, sc_gpu_inv_t *out)
 		return SC_EINVAL;
 	for (int i = 0; i < d.count; i++) {
 		sc_gpu_dev_t *dev = &out->dev[i];
-		dev->index = i;
+		dev->index = dev->minor = i;
 		snprintf(dev->model, sizeof(dev->model), "%s", d.model);
 		snprintf(dev->name, sizeof(dev->name), "%s", d.model);
 		dev->memory = d.memory;

@@ -23,6 +23,7 @@ typedef struct sc_gpu_mig {
 
 typedef struct sc_gpu_dev {
 	int index;
+	int minor;       /* its node is /dev/nvidiaMINOR (NVML; the index when declared) */
 	char uuid[96];   /* "GPU-..." from NVML, "" when declared */
 	char model[96];  /* normalised: "A100-80GB" */
 	char name[96];   /* as NVML reports it ("NVIDIA A100-SXM4-80GB") */

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "agent/devcg.h"
 #include "agent/podenv.h"
 #include "agent/podstore.h"
 #include "agent/probe.h"
@@ -100,6 +101,7 @@ static void pod_finish(sc_pod_t *p)
 	if (p->log_fd >= 0)
 		close(p->log_fd);
 	sc__podenv_cgroup_remove(p);
+	sc__devcg_remove(p);
 	sc__podstore_forget(p);
 	sc_log_info("pod %s/%s stopped", p->job, p->name);
 	sc__agent_report_soon(p->a);
@@ -303,7 +305,14 @@ static void pod_spawn(sc_pod_t *p)
 		po.gid = p->sec.gid;
 	}
 	p->proc.data = p;
+	int in = sc__devcg_enter(p);
+	if (in < 0) {
+		sc__podenv_free(&env);
+		spawn_failed(p, "GPU isolation (devices cgroup)", UV_EPERM);
+		return;
+	}
 	int rc = uv_spawn(p->a->loop, &p->proc, &po);
+	sc__devcg_leave(p->a, in);
 	sc__podenv_free(&env);
 	if (rc < 0) {
 		/* A failed uv_spawn leaves an initialised handle that must be

@@ -15,6 +15,7 @@
 #include "agent/probe.h"
 #include "base/alloc.h"
 #include "agent/backoff.h"
+#include "agent/devcg.h"
 #include "starcloud/error.h"
 
 #define MAX_EXEC_ARGS 64
@@ -179,7 +180,12 @@ static int start_exec(sc_probe_t *pr, attempt_t *at)
 		po.gid = pr->p->sec.gid;
 	}
 	at->proc.data = at;
+	/* In the pod's devices cgroup too: a probe runs the tenant's code. */
+	int in = sc__devcg_enter(pr->p);
+	if (in < 0)
+		return UV_EPERM; /* no handle was made */
 	int rc = uv_spawn(pr->p->a->loop, &at->proc, &po);
+	sc__devcg_leave(pr->p->a, in);
 	at->handles++;
 	return rc;
 }

@@ -124,6 +124,9 @@ struct sc_agent {
 	int cgroup_pids; /* the pids controller is on: pids.max per pod */
 	unsigned ticks;  /* seconds since start, for hourly chores */
 	char cgroup_root[256];
+	int devcg_ok;          /* pods get devices cgroups (devcg.c) */
+	char devcg_root[512];  /* DEVICES/starcloud-NODE */
+	char devcg_home[600];  /* the agent's own cgroup.procs there */
 	char advertise[128];
 	char server[520]; /* the server in use, from --server URL1,URL2 */
 	size_t server_idx;

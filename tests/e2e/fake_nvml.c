@@ -35,6 +35,19 @@ typedef struct {
 int nvmlDeviceGetUtilizationRates(void *h, util_t *u);
 int nvmlDeviceGetTemperature(void *h, int sensor, unsigned int *t);
 int nvmlDeviceGetPowerUsage(void *h, unsigned int *mw);
+int nvmlDeviceGetMinorNumber(void *h, unsigned int *minor);
+
+/* The driver numbered the nodes the other way round: device 0 is
+ * /dev/nvidia1 and device 1 is /dev/nvidia0 (device cgroups must follow
+ * the node, not the index). */
+int nvmlDeviceGetMinorNumber(void *h, unsigned int *minor)
+{
+	long i = idx(h) - 0x100;
+	if (i < 0 || i >= 2)
+		return 2;
+	*minor = (unsigned int)(1 - i);
+	return 0;
+}
 
 int nvmlInit_v2(void)
 {
