@@ -54,7 +54,7 @@ BIN := $(BUILD)/starcloud
 # daemons, daemons share net and store): link them as one group.
 ALL_LIBS := -Wl,--start-group $(COMP_LIBS) $(LIB) -Wl,--end-group
 
-.PHONY: install install-files package test-install all deps node-deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-server bench-api bench-gateway bench-agent bench-k8s bench-autoscale soak clean format
+.PHONY: install install-files package test-install all deps node-deps build run check-src test test-unit test-scenarios test-san test-e2e test-e2e-san test-k8s test-repro test-fuzz fuzz bench bench-ha bench-sim bench-server bench-api bench-gateway bench-tls bench-agent bench-k8s bench-autoscale soak clean format
 
 all: build
 
@@ -212,6 +212,11 @@ bench-k8s: $(BIN)
 # Deployment of real workers behind a real gateway (about two minutes).
 bench-autoscale: build
 	@/usr/bin/python3 bench/autoscale_bench.py --bin $(BIN)
+
+# TLS against plain HTTP on the API server: keep-alive requests/s and new
+# connections (handshakes)/s, same run (wrk); see docs/BENCHMARKS.md.
+bench-tls: $(BIN)
+	@STARCLOUD_BIN=$(BIN) bench/tls_bench.sh
 
 # Gateway against nginx on the same backends (wrk); see docs/BENCHMARKS.md.
 bench-gateway: build

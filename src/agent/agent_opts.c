@@ -257,8 +257,8 @@ int sc__agent_parse(int argc, char **argv, sc_agent_t *a)
 		return SC_EINVAL;
 	o->token = a->token;
 	if (o->metrics_token_file && *o->metrics_token_file &&
-	    sc_secret_file("agent", "--metrics-token-file", o->metrics_token_file,
-	                   a->metrics_token, sizeof(a->metrics_token)) < 0)
+	    sc_secret_file("agent", "--metrics-token-file", o->metrics_token_file, a->metrics_token,
+	                   sizeof(a->metrics_token)) < 0)
 		return SC_EINVAL;
 	size_t n = o->server ? strlen(o->server) : 0;
 	if (n && o->server[n - 1] == '/')

@@ -12,15 +12,16 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/parse.h"
 #include "starcloud/error.h"
 
 #define MAX_NODES 256
 #define NO_GPU (-1) /* a control node (nvidiactl, nvidia-uvm, ...) */
 
 typedef struct devnode {
-	char type;   /* 'c' or 'b' */
+	char type; /* 'c' or 'b' */
 	unsigned major, minor;
-	int gpu;     /* N of /dev/nvidiaN, NO_GPU for the shared nodes */
+	int gpu; /* N of /dev/nvidiaN, NO_GPU for the shared nodes */
 } devnode_t;
 
 static int write_text(const char *path, const char *text)
@@ -52,8 +53,10 @@ static int devices_mount(char *out, size_t outsz)
 			continue;
 		if (strcmp(fstype, "cgroup") != 0)
 			continue;
-		for (char *save, *o = strtok_r(super, ",", &save); o; o = strtok_r(NULL, ",", &save))
-			if (strcmp(o, "devices") == 0 && (size_t)snprintf(out, outsz, "%s", mnt) < outsz)
+		for (char *save, *o = strtok_r(super, ",", &save); o;
+		     o = strtok_r(NULL, ",", &save))
+			if (strcmp(o, "devices") == 0 &&
+			    (size_t)snprintf(out, outsz, "%s", mnt) < outsz)
 				found = 1;
 	}
 	fclose(f);
@@ -75,8 +78,10 @@ static int own_cgroup(char *out, size_t outsz)
 			continue;
 		*p++ = '\0';
 		p[strcspn(p, "\n")] = '\0';
-		for (char *save, *o = strtok_r(c + 1, ",", &save); o; o = strtok_r(NULL, ",", &save))
-			if (strcmp(o, "devices") == 0 && (size_t)snprintf(out, outsz, "%s", p) < outsz)
+		for (char *save, *o = strtok_r(c + 1, ",", &save); o;
+		     o = strtok_r(NULL, ",", &save))
+			if (strcmp(o, "devices") == 0 &&
+			    (size_t)snprintf(out, outsz, "%s", p) < outsz)
 				found = 1;
 	}
 	fclose(f);
@@ -105,11 +110,12 @@ static int list_nodes(const char *dir, devnode_t *nodes)
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	while (d && (e = readdir(d))) {
+		/* nvidiaN, N digits only (no sign, no space). */
 		const char *digits = strncmp(e->d_name, "nvidia", 6) == 0 ? e->d_name + 6 : "";
-		int gpu = *digits && strspn(digits, "0123456789") == strlen(digits) &&
-		                  strlen(digits) < 6
-		              ? atoi(digits)
-		              : NO_GPU;
+		int gpu = NO_GPU;
+		if (*digits && strspn(digits, "0123456789") == strlen(digits) &&
+		    sc_parse_int(digits, 0, 99999, &gpu) < 0)
+			gpu = NO_GPU;
 		int known = gpu != NO_GPU;
 		for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
 			known |= strcmp(e->d_name, shared[i]) == 0;
@@ -149,6 +155,21 @@ void sc__devcg_init(sc_agent_t *a)
 			            "GPU's device node in %s (GPU isolation NOT enforced beyond "
 			            "CUDA_VISIBLE_DEVICES)",
 			            dir);
+		return;
+	}
+	/* The kernel wants CAP_SYS_ADMIN for any rule: find out now, not at
+	 * the first pod. Allowing everything again is a no-op here (EINVAL
+	 * once pod cgroups exist below: the check passed then too). */
+	char allow[600];
+	snprintf(allow, sizeof(allow), "%s/devices.allow", a->devcg_root);
+	if (write_text(allow, "a") < 0 && errno != EINVAL) {
+		if (n)
+			sc_log_warn(
+			    "cannot write device rules in %s (%s; they need CAP_SYS_ADMIN): a pod "
+			    "can open every GPU's device node in %s (GPU isolation NOT "
+			    "enforced beyond CUDA_VISIBLE_DEVICES)",
+			    a->devcg_root, strerror(errno), dir);
+		rmdir(a->devcg_root);
 		return;
 	}
 	a->devcg_ok = 1;
@@ -215,14 +236,14 @@ int sc__devcg_enter(sc_pod_t *p)
 		return 0;
 	int n = list_nodes(a->o.dev_dir ? a->o.dev_dir : "/dev", nodes), hidden = 0;
 	for (int i = 0; i < n; i++)
-		hidden |= nodes[i].gpu == NO_GPU ? !pod_has_any_gpu(p) : !pod_has_gpu(p, nodes[i].gpu);
+		hidden |=
+		    nodes[i].gpu == NO_GPU ? !pod_has_any_gpu(p) : !pod_has_gpu(p, nodes[i].gpu);
 	if (!hidden)
 		return 0;
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	if (pod_dir(p, dir, sizeof(dir)) < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST) ||
 	    write_rules(p, dir, nodes, n) < 0 ||
-	    (snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir),
-	     write_text(procs, pid) < 0)) {
+	    (snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir), write_text(procs, pid) < 0)) {
 		sc_log_error("pod %s/%s: cannot set its devices cgroup %s (%s): not started, it "
 		             "would see every GPU",
 		             p->job, p->name, dir, strerror(errno));

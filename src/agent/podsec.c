@@ -63,10 +63,35 @@ static void warn_untraversable(const char *dir)
 	}
 }
 
+/* Whether this process may start pods as other users: root with
+ * CAP_SETUID, CAP_SETGID and CAP_CHOWN effective (a systemd unit may run
+ * root with a bounded capability set, deploy/systemd). */
+static int can_switch_users(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	unsigned long long eff = 0;
+	int found = 0;
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "CapEff: %llx", &eff) == 1;
+	if (f)
+		fclose(f);
+	const unsigned long long need = 1ull << 0 | 1ull << 6 | 1ull << 7; /* CHOWN SETGID SETUID */
+	if (geteuid() != 0)
+		return 0;
+	if (found && (eff & need) != need) {
+		sc_log_warn("running as root without CAP_SETUID, CAP_SETGID and CAP_CHOWN "
+		            "(CapEff %llx): pods cannot be given their own uids",
+		            eff);
+		return 0;
+	}
+	return 1;
+}
+
 int sc__podsec_init(sc_agent_t *a)
 {
 	char path[1100];
-	a->switch_users = geteuid() == 0;
+	a->switch_users = can_switch_users();
 	/* The folder is traversable (pods reach their work/ folder below it)
 	 * but not listable or readable by others. */
 	if (mkdir_mode(a->o.data_dir, a->switch_users ? 0711 : 0700) < 0) {
@@ -89,7 +114,7 @@ int sc__podsec_init(sc_agent_t *a)
 		            a->o.pod_uid_base);
 		warn_untraversable(a->o.data_dir);
 	} else
-		sc_log_warn("not running as root: pods run as the agent's own user (uid %u) and "
+		sc_log_warn("cannot switch users: pods run as the agent's own user (uid %u) and "
 		            "can read its token and data; pod isolation is NOT enforced",
 		            (unsigned)geteuid());
 	return 0;

@@ -61,21 +61,21 @@ typedef struct sc_agent_opts {
 	int64_t memory;
 	uint64_t heartbeat_ms; /* lease renewal; the lease is 3 of these */
 	uint64_t backoff_base_ms, backoff_max_ms, backoff_reset_ms;
-	uint64_t grace_ms;         /* default termination grace period */
-	size_t log_max;            /* bytes per log file before rotation */
-	uint64_t pod_retention_ms; /* folders of finished pods kept this long */
-	int keep_pods;             /* and at most this many of them */
-	int drain;                 /* stop pods on SIGTERM */
-	int fence;                 /* --fence-on-lease-loss: accepted, fencing is always on */
-	uint64_t fence_ms;         /* --fence-time: the server waits lease + this */
-	const char *config;        /* --config FILE */
-	int check_config;          /* --check-config: check, print, exit */
-	int pod_uid_base;          /* pods run as uid base + n (podsec.c) */
-	int pod_pids_max;          /* cgroup v2 pids.max of each pod */
-	const char *ca;            /* CA of an https:// server */
+	uint64_t grace_ms;              /* default termination grace period */
+	size_t log_max;                 /* bytes per log file before rotation */
+	uint64_t pod_retention_ms;      /* folders of finished pods kept this long */
+	int keep_pods;                  /* and at most this many of them */
+	int drain;                      /* stop pods on SIGTERM */
+	int fence;                      /* --fence-on-lease-loss: accepted, fencing is always on */
+	uint64_t fence_ms;              /* --fence-time: the server waits lease + this */
+	const char *config;             /* --config FILE */
+	int check_config;               /* --check-config: check, print, exit */
+	int pod_uid_base;               /* pods run as uid base + n (podsec.c) */
+	int pod_pids_max;               /* cgroup v2 pids.max of each pod */
+	const char *ca;                 /* CA of an https:// server */
 	const char *metrics_token_file; /* the scrape secret of /metrics */
-	int metrics_public;        /* /metrics without a credential */
-	const char *dev_dir;       /* where the GPU device nodes are (/dev) */
+	int metrics_public;             /* /metrics without a credential */
+	const char *dev_dir;            /* where the GPU device nodes are (/dev) */
 	const char *client_cert, *client_key; /* mTLS towards the server */
 	sc_tls_serve_flags_t tls;             /* the status port */
 } sc_agent_opts_t;
@@ -124,18 +124,18 @@ struct sc_agent {
 	int cgroup_pids; /* the pids controller is on: pids.max per pod */
 	unsigned ticks;  /* seconds since start, for hourly chores */
 	char cgroup_root[256];
-	int devcg_ok;          /* pods get devices cgroups (devcg.c) */
-	char devcg_root[512];  /* DEVICES/starcloud-NODE */
-	char devcg_home[600];  /* the agent's own cgroup.procs there */
+	int devcg_ok;         /* pods get devices cgroups (devcg.c) */
+	char devcg_root[512]; /* DEVICES/starcloud-NODE */
+	char devcg_home[600]; /* the agent's own cgroup.procs there */
 	char advertise[128];
 	char server[520]; /* the server in use, from --server URL1,URL2 */
 	size_t server_idx;
-	char token[512];     /* our credential (--token-file, $STARCLOUD_TOKEN) */
-	char status_key[65]; /* the server's credential on our status port; "" */
+	char token[512];         /* our credential (--token-file, $STARCLOUD_TOKEN) */
+	char status_key[65];     /* the server's credential on our status port; "" */
 	char metrics_token[512]; /* --metrics-token-file's secret, or "" */
-	int switch_users;    /* root: pods run as their own uid (podsec.c) */
-	json_t *uids;        /* queue -> uid given on this node (podsec.c) */
-	sc_tls_ctx_t *tls;   /* the status port's, or NULL */
+	int switch_users;        /* root: pods run as their own uid (podsec.c) */
+	json_t *uids;            /* queue -> uid given on this node (podsec.c) */
+	sc_tls_ctx_t *tls;       /* the status port's, or NULL */
 };
 
 enum sc_probe_kind { SC_PROBE_STARTUP = 0, SC_PROBE_LIVENESS, SC_PROBE_READINESS, SC_PROBE_KINDS };

@@ -6,10 +6,12 @@ readable by root and that group only, and units installed but disabled,
 with nothing started. Then the root boots its own systemd (nspawn) and the
 units run for real: the server as a Type=notify service under its sandbox
 (systemctl start returns once it serves), restarted after a crash; an agent
-that registers and runs a pod as the unprivileged user, inside the agent's
-sandbox (the server's state hidden, the system read-only), that survives a
-restart of the agent. Skipped with the reason where the machine cannot
-(not root, no debootstrap or systemd-nspawn, no mirror)."""
+that registers and runs a pod as its queue's own unprivileged uid (the agent
+runs as root with a bounded capability set), inside the agent's sandbox (the
+server's state and the agent's configuration and token out of reach, the
+system read-only), that survives a restart of the agent. Skipped with the
+reason where the machine cannot (not root, no debootstrap or systemd-nspawn,
+no mirror)."""
 import os
 import shutil
 import socket
@@ -188,8 +190,9 @@ def test_install_on_fresh_debian_and_run(root, deb, tmp_path):
     assert props["NRestarts"] == "1"
     assert s.get(base + "/queues/q", timeout=5).status_code == 200
 
-    # An agent with an agent token for its node; its pod runs as starcloud,
-    # inside the agent's sandbox.
+    # An agent with an agent token for its node; its pod runs as its queue's
+    # uid (200000, the first queue on this node), inside the agent's sandbox,
+    # and cannot read the agent's configuration (which holds its token).
     r = s.post(base + "/tokens", json={"role": "agent", "node": "n1"})
     assert r.status_code == 201, r.text
     atoken = r.json()["token"]
@@ -199,7 +202,9 @@ def test_install_on_fresh_debian_and_run(root, deb, tmp_path):
                  ("# gpus: 8xA100-80GB", "gpus: 1xA100-80GB")):
         edit(root, "/etc/starcloud/agent.yaml", a, b)
     root.run("systemctl start starcloud-agent", timeout=120)
-    probe = ("id -un; touch /etc/x 2>/dev/null && echo etc-writable || echo etc-readonly; "
+    probe = ("id -u; touch /etc/x 2>/dev/null && echo etc-writable || echo etc-readonly; "
+             "cat /etc/starcloud/agent.yaml >/dev/null 2>&1 && echo config-readable "
+             "|| echo config-hidden; "
              "ls /var/lib/starcloud/server 2>/dev/null && echo server-visible "
              "|| echo server-hidden; echo $$ > pid; exec sleep 600")
     assert s.post(base + "/jobs", json={
@@ -218,7 +223,7 @@ def test_install_on_fresh_debian_and_run(root, deb, tmp_path):
             "journalctl -u starcloud-agent -o cat --no-pager").stdout[-2000:]
         time.sleep(0.2)
     lines = open(out).read().split()
-    assert lines == ["starcloud", "etc-readonly", "server-hidden"], lines
+    assert lines == ["200000", "etc-readonly", "config-hidden", "server-hidden"], lines
     node = s.get(base + "/nodes/n1", timeout=5).json()
     assert node["status"]["agent"]["version"] == version()
     # Restarting the agent (an upgrade) leaves the pod running: same process.
