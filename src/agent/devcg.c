@@ -138,9 +138,16 @@ static int list_nodes(const char *dir, devnode_t *nodes)
 	return n;
 }
 
+static void not_enforced(const char *dir, const char *why)
+{
+	sc_log_warn("%s: a pod can open every GPU's device node in %s (GPU isolation NOT "
+	            "enforced beyond CUDA_VISIBLE_DEVICES)",
+	            why, dir);
+}
+
 void sc__devcg_init(sc_agent_t *a)
 {
-	char mnt[512], own[512];
+	char mnt[512], own[512], allow[600];
 	devnode_t nodes[MAX_NODES];
 	const char *dir = a->o.dev_dir ? a->o.dev_dir : "/dev";
 	int n = list_nodes(dir, nodes);
@@ -148,31 +155,30 @@ void sc__devcg_init(sc_agent_t *a)
 	    snprintf(a->devcg_root, sizeof(a->devcg_root), "%s/starcloud-%s", mnt, a->o.name) >=
 	        (int)sizeof(a->devcg_root) ||
 	    snprintf(a->devcg_home, sizeof(a->devcg_home), "%s%s/cgroup.procs", mnt,
-	             strcmp(own, "/") == 0 ? "" : own) >= (int)sizeof(a->devcg_home) ||
-	    (mkdir(a->devcg_root, 0755) < 0 && errno != EEXIST)) {
+	             strcmp(own, "/") == 0 ? "" : own) >= (int)sizeof(a->devcg_home)) {
 		if (n)
-			sc_log_warn("no cgroup v1 devices controller to use: a pod can open every "
-			            "GPU's device node in %s (GPU isolation NOT enforced beyond "
-			            "CUDA_VISIBLE_DEVICES)",
-			            dir);
-		return;
-	}
-	/* The kernel wants CAP_SYS_ADMIN for any rule: find out now, not at
-	 * the first pod. Allowing everything again is a no-op here (EINVAL
-	 * once pod cgroups exist below: the check passed then too). */
-	char allow[600];
-	snprintf(allow, sizeof(allow), "%s/devices.allow", a->devcg_root);
-	if (write_text(allow, "a") < 0 && errno != EINVAL) {
-		if (n)
-			sc_log_warn(
-			    "cannot write device rules in %s (%s; they need CAP_SYS_ADMIN): a pod "
-			    "can open every GPU's device node in %s (GPU isolation NOT "
-			    "enforced beyond CUDA_VISIBLE_DEVICES)",
-			    a->devcg_root, strerror(errno), dir);
-		rmdir(a->devcg_root);
+			not_enforced(dir, "no cgroup v1 devices controller");
 		return;
 	}
 	a->devcg_ok = 1;
+	if (n == 0)
+		return; /* nothing to hide yet: the folder is made at the first need */
+	/* The kernel wants CAP_SYS_ADMIN for any rule: find out now, not at
+	 * the first pod. Allowing everything again is a no-op here (EINVAL
+	 * once pod cgroups exist below: the check passed then too). */
+	snprintf(allow, sizeof(allow), "%s/devices.allow", a->devcg_root);
+	if ((mkdir(a->devcg_root, 0755) < 0 && errno != EEXIST) ||
+	    (write_text(allow, "a") < 0 && errno != EINVAL)) {
+		char why[700];
+		snprintf(why, sizeof(why),
+		         "cannot write device rules in %s (%s; they need "
+		         "CAP_SYS_ADMIN and a writable /sys/fs/cgroup)",
+		         a->devcg_root, strerror(errno));
+		not_enforced(dir, why);
+		rmdir(a->devcg_root);
+		a->devcg_ok = 0;
+		return;
+	}
 	sc_log_info("devices cgroup: pods see only their GPUs' nodes of %s (%d found now), "
 	            "under %s",
 	            dir, n, a->devcg_root);
@@ -241,8 +247,9 @@ int sc__devcg_enter(sc_pod_t *p)
 	if (!hidden)
 		return 0;
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	if (pod_dir(p, dir, sizeof(dir)) < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST) ||
-	    write_rules(p, dir, nodes, n) < 0 ||
+	if (pod_dir(p, dir, sizeof(dir)) < 0 ||
+	    (mkdir(a->devcg_root, 0755) < 0 && errno != EEXIST) ||
+	    (mkdir(dir, 0755) < 0 && errno != EEXIST) || write_rules(p, dir, nodes, n) < 0 ||
 	    (snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir), write_text(procs, pid) < 0)) {
 		sc_log_error("pod %s/%s: cannot set its devices cgroup %s (%s): not started, it "
 		             "would see every GPU",

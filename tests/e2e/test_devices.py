@@ -144,3 +144,36 @@ def test_device_nodes_follow_nvml_minor_numbers(server, admin, tmp_path):
         assert got["nvidia%d" % g] == "EPERM", got
     finally:
         a.stop()
+
+
+def test_without_cap_sys_admin_the_agent_says_so(server, admin, tmp_path):
+    """Device rules need CAP_SYS_ADMIN: an agent without it (as under the
+    shipped systemd unit) says at start-up that GPU isolation is not
+    enforced, and it is not (its pods still start)."""
+    dev = fake_devices(str(tmp_path / "dev"), 2)
+    name = "dv" + uuid.uuid4().hex[:8]
+    a = Agent(server.url, server.token, name, tmp_path / "a", gpus="2xA100-80GB",
+              extra=["--dev-dir", dev], prefix=["setpriv", "--bounding-set", "-sys_admin", "--"])
+    try:
+        wait_for(lambda: "GPU isolation NOT enforced" in a.output(), what="the warning")
+        assert "CAP_SYS_ADMIN" in a.output()
+        assert not os.path.exists(os.path.join(DEVICES, "starcloud-" + name))
+        wait_for(lambda: admin.get(admin.base + "/nodes/" + name).json().get(
+            "status", {}).get("ready"), what="agent ready")
+        setup_queue(admin)
+        run_job(admin, "one", ["python3", "-c", PROBE], gpu=1, env={"DEVDIR": dev},
+                restartPolicy="Never")
+        got = result(admin, a, "one")
+        assert got["nvidia0"] == got["nvidia1"] == "ENXIO", got  # as the warning said
+    finally:
+        a.stop()
+
+
+def test_without_cap_setuid_pods_keep_the_agents_user_and_it_says_so(server, tmp_path):
+    a = Agent(server.url, server.token, "nosetuid", tmp_path / "a",
+              prefix=["setpriv", "--bounding-set", "-setuid", "--"])
+    try:
+        wait_for(lambda: "pod isolation is NOT enforced" in a.output(), what="the warning")
+        assert "CAP_SETUID" in a.output()
+    finally:
+        a.stop()
