@@ -5,8 +5,8 @@
 #   keep-alive:  wrk keeps BENCH_CONNS connections open (one TLS handshake
 #                each): the cost of encrypting requests and answers;
 #   new conn:    "Connection: close" on every request, so every request is a
-#                new TCP connection and, for TLS, a full handshake (ECDHE
-#                P-256 + ECDSA; wrk resumes no sessions): handshakes/s.
+#                new TCP connection and, for TLS, a full handshake (TLS 1.3,
+#                X25519 + ECDSA P-256; wrk resumes no sessions): handshakes/s.
 # Two paths: GET /healthz (no token, a few bytes) and GET /api/v1/queues
 # (an admin token checked, an empty list). wrk uses one thread; the server
 # is one process with one event loop. BENCH_ROUNDS rounds, each measuring
