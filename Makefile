@@ -232,9 +232,11 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,a
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 
+# -MMD: a header that changed (a rebase) rebuilds the objects that use it;
+# a stale object with an older struct layout made a false crash once.
 $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	@clang $(subst fuzzer$(comma),fuzzer-no-link$(comma),$(FUZZ_CFLAGS)) -c $< -o $@
+	@clang $(subst fuzzer$(comma),fuzzer-no-link$(comma),$(FUZZ_CFLAGS)) -MMD -MP -c $< -o $@
 
 # Targets that reach into a component name its objects here.
 FUZZ_EXTRA_kv := $(FUZZ_BUILD)/src/worker/kvstore.o $(FUZZ_BUILD)/src/worker/model.o
@@ -286,4 +288,4 @@ check-src:
 clean:
 	rm -rf build build-san build-fuzz build-dev
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
