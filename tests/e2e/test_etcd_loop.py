@@ -10,7 +10,7 @@ import time
 
 import requests
 
-from agent_util import Agent, pod_where, pods_of, run_job, setup_queue, wait_for
+from agent_util import Agent, metrics_secret, pod_where, pods_of, run_job, setup_queue, wait_for
 from conftest import Server, job
 from test_ha_failover import etcd1, metric, setup_cluster, wait_all_bound  # noqa: F401
 
@@ -116,7 +116,8 @@ def test_write_then_read_sees_it_on_etcd(tmp_path, etcd1):  # noqa: F811
 
 def agent_metric(agent, name):
     try:
-        text = requests.get("http://%s/metrics" % agent.addr, timeout=2).text
+        text = requests.get("http://%s/metrics" % agent.addr, timeout=2,
+                            headers=agent.metrics_auth).text
     except requests.RequestException:
         return None
     for line in text.splitlines():
@@ -132,7 +133,10 @@ def test_agent_heartbeats_go_on_while_etcd_stalls(tmp_path, etcd1):  # noqa: F81
     and the reports reach the store afterwards."""
     stall = str(tmp_path / "stall")
     srv = start_server(tmp_path, etcd1, stall)
-    agent = Agent(srv.url, srv.token, "n1", tmp_path / "agent")
+    secret, auth = metrics_secret(tmp_path)  # the agent's /metrics needs it
+    agent = Agent(srv.url, srv.token, "n1", tmp_path / "agent",
+                  extra=["--metrics-token-file", secret])
+    agent.metrics_auth = auth
     try:
         admin = srv.session()
         setup_queue(admin)
