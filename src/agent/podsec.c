@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,9 @@ static int uids_save(sc_agent_t *a)
  * folder; say so at start-up rather than let pods fail one by one. */
 static void warn_untraversable(const char *dir)
 {
-	char path[1024], *slash;
+	/* realpath writes up to PATH_MAX: a smaller buffer is an overflow
+	 * that _FORTIFY_SOURCE (the Debian package's build) aborts on. */
+	char path[PATH_MAX], *slash;
 	struct stat st;
 	if (!realpath(dir, path))
 		return;
