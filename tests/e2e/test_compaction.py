@@ -81,7 +81,7 @@ def test_compaction_frees_a_node_for_a_big_job(server, admin):
     assert [m["pod"] for m in ex["moved"]] == ["a-worker-0"]
     assert ex["moved"][0]["node"] in ("n0", "n2") and ex["moved"][0]["movedAt"]
 
-    text = requests.get(server.url + "/metrics").text
+    text = admin.get(server.url + "/metrics").text
     m = re.search(r'^starcloud_evictions_total\{reason="compaction"\} (\S+)$', text, re.M)
     assert m and float(m.group(1)) == 2
     # Two 2-GPU pods left n1; each had run for years: 30 min of run time lost each.

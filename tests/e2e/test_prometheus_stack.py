@@ -21,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from agent_util import Agent, run_job, setup_queue, wait_for
+from agent_util import Agent, metrics_secret, run_job, setup_queue, wait_for
 from conftest import BIN, free_port, stop_process
 from prom_util import running_prometheus
 
@@ -47,13 +47,13 @@ def label_values(base, label, match):
     return r.json()["data"]
 
 
-def wait_http(url, proc, what):
+def wait_http(url, proc, what, headers=None):
     deadline = time.time() + 20
     while time.time() < deadline:
         if proc.poll() is not None:
             pytest.fail("%s exited with %d" % (what, proc.returncode))
         try:
-            if requests.get(url, timeout=1).ok:
+            if requests.get(url, timeout=1, headers=headers).ok:
                 return
         except requests.RequestException:
             pass
@@ -73,7 +73,7 @@ def wait_ready(base, log):
     pytest.fail("Prometheus not ready: %s" % log.read_text()[-3000:])
 
 
-def shipped_config(targets, token_file):
+def shipped_config(targets, token_file, agent_secret):
     """deploy/prometheus/prometheus.yml with the test's targets, 1 s
     intervals and the rules file by its absolute path; nothing else
     changes (job names, paths)."""
@@ -87,9 +87,13 @@ def shipped_config(targets, token_file):
     for name, addr in targets.items():
         jobs[name]["static_configs"] = [{"targets": [addr]}]
     # The server's /metrics may need a token: the test's own file, where the
-    # shipped config names one under /etc (or names none).
+    # shipped config names one under /etc (or names none). The agents' take
+    # their scrape secret (never a Starcloud token), from its own file.
     for job in jobs.values():
-        if "authorization" in job or job["job_name"] == "starcloud-server":
+        if job["job_name"] == "starcloud-agent":
+            assert "authorization" in job, "the shipped config scrapes agents without a secret"
+            job["authorization"] = {"credentials_file": str(agent_secret)}
+        elif "authorization" in job or job["job_name"] == "starcloud-server":
             job["authorization"] = {"credentials_file": str(token_file)}
     return yaml.safe_dump(cfg)
 
@@ -130,8 +134,9 @@ def stack(server, admin, tmp_path):
     daemons with the shipped configuration. Yields a dict of them."""
     lib = str(tmp_path / "libfake-nvml.so")
     subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, FAKE_NVML], check=True)
+    secret, auth = metrics_secret(tmp_path)
     agent = Agent(server.url, server.token, "gpu1", tmp_path / "gpu1", gpus=None,
-                  extra=["--nvml-lib", lib])
+                  extra=["--nvml-lib", lib, "--metrics-token-file", secret])
     ckpt = tmp_path / "tiny.bin"
     subprocess.run([BIN, "worker", "--gen-checkpoint", str(ckpt), "--dim", "32", "--layers",
                     "1", "--heads", "2", "--kv-heads", "1", "--vocab", "512", "--seq-len", "64"],
@@ -148,12 +153,12 @@ def stack(server, admin, tmp_path):
     token_file.write_text(server.token)
     os.chmod(token_file, 0o600)
     try:
-        wait_http("http://%s/metrics" % agent.addr, agent.proc, "agent")
+        wait_http("http://%s/metrics" % agent.addr, agent.proc, "agent", auth)
         wait_http("http://127.0.0.1:%d/v2/health/live" % wport, worker, "worker")
         wait_http("http://127.0.0.1:%d/metrics" % gport, gateway, "gateway")
         cfg = shipped_config({"starcloud-server": "127.0.0.1:%d" % server.port,
                               "starcloud-gateway": "127.0.0.1:%d" % gport,
-                              "starcloud-agent": agent.addr}, token_file)
+                              "starcloud-agent": agent.addr}, token_file, secret)
         with running_prometheus(tmp_path, cfg) as base:
             wait_ready(base, tmp_path / "prometheus.log")
             yield {"prom": base, "server": server, "agent": agent, "gateway": gateway,
