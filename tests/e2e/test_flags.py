@@ -9,7 +9,7 @@ from conftest import BIN
 
 VERBS = ["schedule", "simulate", "bench", "server", "agent", "gateway", "worker", "dev",
          "apply", "get", "describe", "delete", "token", "explain", "logs", "top", "drain",
-         "rollout", "store", "version", "k8s", "login", "context", "completion", "guard"]
+         "rollout", "store", "version", "k8s", "login", "context", "completion", "guard", "audit"]
 
 
 def test_every_verb_is_listed_here():

@@ -161,8 +161,8 @@ def test_gateway_otlp_export_verifies_the_collector(procs, pki):  # noqa: F811
         r = requests.post(gw.url + "/v1/completions",
                           json={"model": "tiny", "prompt": "x", "max_tokens": 1}, timeout=10)
         assert r.status_code == 200
-        wait_until(lambda: any(s["name"] == "gateway request" for s in col.spans),
-                   "the gateway's span over TLS")
+        # (the fake worker exports nothing: every span is the gateway's)
+        wait_until(lambda: col.spans, "the gateway's span over TLS")
         assert not col.refused
         # A collector whose certificate is from another CA is refused.
         col2 = Collector(pki["stranger"])
