@@ -245,8 +245,8 @@ static sc_hpipe_t *connect_any(run_t *r)
 	char err[600] = "no server given";
 	while (*p) {
 		int n = (int)strcspn(p, ",");
-		sc_hpipe_t *h =
-		    sc__hpipe_open(p, (size_t)n, r->a->token, on_reply, r, err, sizeof(err));
+		sc_hpipe_t *h = sc__hpipe_open(p, (size_t)n, r->a->token, r->a->ca, on_reply, r,
+		                               err, sizeof(err));
 		if (h)
 			return h;
 		p += n;

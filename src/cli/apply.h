@@ -21,6 +21,7 @@ typedef struct sc_apply {
 	/* Set by the caller. */
 	const char *servers; /* URL[,URL...]: the first that answers is used */
 	const char *token;   /* "" for none */
+	const char *ca;      /* CA of an https:// server; "" for the system's */
 	bool del;            /* delete -f instead of apply -f */
 	/* Per object, "jobs/x created" goes to stdout, unless stdout is a
 	 * terminal (tty) and more than SC_APPLY_LINES objects come: then a

@@ -529,7 +529,7 @@ static int churn_round(bench_t *b, int round, size_t k, churn_t *c)
 {
 	char err[600];
 	sc_hpipe_t *p =
-	    sc__hpipe_open(b->base, strlen(b->base), b->token, on_churn, c, err, sizeof(err));
+	    sc__hpipe_open(b->base, strlen(b->base), b->token, NULL, on_churn, c, err, sizeof(err));
 	if (!p) {
 		fprintf(stderr, "starcloud bench: %s\n", err);
 		return SC_EIO;

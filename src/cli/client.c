@@ -427,8 +427,9 @@ static int apply_file(const cli_t *c, const char *path, void *ud)
 static void apply_init(sc_apply_t *a, const cli_t *c, bool del)
 {
 	memset(a, 0, sizeof(*a));
-	a->servers = c->server;
-	a->token = c->token;
+	a->servers = c->conn.server;
+	a->token = c->conn.token;
+	a->ca = c->conn.ca;
 	a->del = del;
 	a->tty = isatty(STDOUT_FILENO);
 	a->progress = isatty(STDERR_FILENO);

@@ -39,7 +39,8 @@ struct sc_hpipe {
 	curl_socket_t fd;
 	char base[512];
 	char host[300];
-	char auth[300];
+	char auth[600];
+	char ca[1024]; /* "" for the system's CAs */
 	sc_hpipe_fn fn;
 	void *ud;
 	preq_t *v;
@@ -142,6 +143,8 @@ static int connect_pipe(sc_hpipe_t *p, char *err, size_t errsz)
 	}
 	curl_easy_setopt(p->h, CURLOPT_URL, p->base);
 	curl_easy_setopt(p->h, CURLOPT_CONNECT_ONLY, 1L);
+	if (p->ca[0])
+		curl_easy_setopt(p->h, CURLOPT_CAINFO, p->ca);
 	curl_easy_setopt(p->h, CURLOPT_CONNECTTIMEOUT, 10L);
 	CURLcode rc = curl_easy_perform(p->h);
 	if (rc != CURLE_OK) {
@@ -161,10 +164,11 @@ static int connect_pipe(sc_hpipe_t *p, char *err, size_t errsz)
 	return 0;
 }
 
-sc_hpipe_t *sc__hpipe_open(const char *base, size_t len, const char *token, sc_hpipe_fn fn,
-                           void *ud, char *err, size_t errsz)
+sc_hpipe_t *sc__hpipe_open(const char *base, size_t len, const char *token, const char *ca,
+                           sc_hpipe_fn fn, void *ud, char *err, size_t errsz)
 {
 	sc_hpipe_t *p = sc_xcalloc(1, sizeof(*p));
+	snprintf(p->ca, sizeof(p->ca), "%s", ca ? ca : "");
 	snprintf(p->base, sizeof(p->base), "%.*s/", (int)len, base);
 	const char *h = strstr(p->base, "://");
 	h = h ? h + 3 : p->base;

@@ -37,10 +37,11 @@ typedef struct sc_hpipe_reply {
 typedef void (*sc_hpipe_fn)(void *ud, uint64_t tag, const sc_hpipe_reply_t *r);
 
 /* Connects to base (len bytes of "http[s]://host:port", no path) with
- * the bearer token (borrowed; "" for none). Returns NULL and writes why
- * into err when the server cannot be reached. */
-sc_hpipe_t *sc__hpipe_open(const char *base, size_t len, const char *token, sc_hpipe_fn fn,
-                           void *ud, char *err, size_t errsz);
+ * the bearer token (borrowed; "" for none), checking an https:// server's
+ * certificate against ca (a CA file; NULL or "": the system's CAs).
+ * Returns NULL and writes why into err when the server cannot be reached. */
+sc_hpipe_t *sc__hpipe_open(const char *base, size_t len, const char *token, const char *ca,
+                           sc_hpipe_fn fn, void *ud, char *err, size_t errsz);
 /* Queues a request (body may be NULL; copied). No I/O happens here: the
  * caller calls sc__hpipe_drain to bound what is in flight. */
 void sc__hpipe_send(sc_hpipe_t *p, const char *method, const char *path, const char *body,
