@@ -367,6 +367,16 @@ def test_tls_client_without_the_ca_refuses_the_server(dev_tls, tmp_path):
     out = subprocess.run([BIN, "get", "nodes", "--server", url, "--ca", dev_tls["ca"]], env=env,
                          capture_output=True, text=True, timeout=20)
     assert out.returncode == 0 and "dev-node-0" in out.stdout, out.stderr
+    # apply -f (its own pipelined connection) checks the certificate the same way.
+    f = tmp_path / "q.yaml"
+    f.write_text("apiVersion: starcloud.dev/v1\nkind: Queue\nmetadata: {name: tlsq}\n"
+                 "spec: {resources: {gpu: {quota: 1}}}\n")
+    out = subprocess.run([BIN, "apply", "-f", str(f), "--server", url], env=env,
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode != 0 and "certificate" in out.stderr.lower(), out.stderr
+    out = subprocess.run([BIN, "apply", "-f", str(f), "--server", url, "--ca", dev_tls["ca"]],
+                         env=env, capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0 and "tlsq" in out.stdout, (out.stdout, out.stderr)
     # The agent's status port speaks TLS too, and answers only the server's key.
     s = requests.Session()
     s.trust_env = False
