@@ -191,7 +191,25 @@ static bool reclaimable(void *ctx, sc_sched_t *s, int preemptor, const vunit_t *
 typedef struct pick_ctx {
 	reclaim_ctx_t *x;
 	int preemptor;
+	int memo_queue; /* the leaf queue last judged, or -1 */
+	bool memo_ok;
 } pick_ctx_t;
+
+/* Whether any job of leaf queue vq may give to the reclaimer: the side it
+ * belongs to could give anything at all (the queue's part of reclaim_pick). */
+static bool side_may_give(const pick_ctx_t *c, sc_sched_t *s, int leaf)
+{
+	const reclaim_ctx_t *x = c->x;
+	int rq, vq;
+	if (leaf == x->queue)
+		return false;
+	leveled(s, x->queue, leaf, &rq, &vq);
+	const res3_t *held = &x->alloc0[vq];
+	/* (A victim placed again elsewhere does not count when reclaim may
+	 * consolidate: then any side may give a movable job.) */
+	return x->consolidating || maintain(s, x, vq, held) ||
+	       guarantee(s, x, rq, &s->jobs[c->preemptor].step_req, vq, held);
+}
 
 /* Candidate victims: other queues' jobs whose side could give anything at
  * all (a side neither strategy allows is skipped before the search), and
@@ -199,19 +217,17 @@ typedef struct pick_ctx {
  * spare pods). */
 static int reclaim_pick(void *ctx, sc_sched_t *s, int j)
 {
-	const pick_ctx_t *c = ctx;
-	const reclaim_ctx_t *x = c->x;
+	pick_ctx_t *c = ctx;
 	const sjob_t *v = &s->jobs[j];
-	if (v->queue < 0 || v->queue == x->queue)
+	if (v->queue < 0)
 		return 0;
-	int rq, vq;
-	leveled(s, x->queue, v->queue, &rq, &vq);
-	const res3_t *held = &x->alloc0[vq];
-	/* (A victim placed again elsewhere does not count when reclaim may
-	 * consolidate: then any side may give a movable job.) */
-	if (!x->consolidating && !maintain(s, x, vq, held) &&
-	    !guarantee(s, x, rq, &s->jobs[c->preemptor].step_req, vq, held))
-		return 0;
+	/* Candidates come queue by queue: judge each queue once. */
+	if (c->memo_queue != v->queue) {
+		c->memo_queue = v->queue;
+		c->memo_ok = side_may_give(c, s, v->queue);
+	}
+	if (!c->memo_ok)
+		return SC_PICK_NOT_QUEUE; /* the same for every job of the queue */
 	int64_t min_rt = s->queues[v->queue].spec->reclaim_min_runtime;
 	return min_rt <= 0 || sc__job_runtime(s, j) >= min_rt ? 1 : 2;
 }
@@ -252,7 +268,7 @@ int sc__reclaim(sc_sched_t *s)
 			x.alloc0[q] = s->queues[q].allocated;
 			x.np0[q] = s->queues[q].alloc_nonpreempt;
 		}
-		pick_ctx_t pc = {&x, j};
+		pick_ctx_t pc = {&x, j, -1, false};
 		vunit_t *c;
 		int nc = sc__victim_units(s, j, -1, reclaim_pick, &pc, &c);
 		if (nc <= 0) {

@@ -138,6 +138,11 @@ int sc__victim_units(sc_sched_t *s, int preemptor, int queue,
 		if (j == preemptor || !jb->preemptible || jb->nrunning == 0)
 			continue;
 		int how = pick(ctx, s, j);
+		if (how == SC_PICK_NOT_QUEUE) {
+			/* The index holds each leaf queue's jobs together. */
+			k = s->running_start[jb->queue + 1] - 1;
+			continue;
+		}
 		if (!how)
 			continue;
 		int live = 0;
