@@ -490,6 +490,39 @@ static void tenant_view(sc_buf_t *b, const sc_principal_t *who)
 	b->len = out;
 }
 
+/* The store's upkeep: how big its live data and change log are, and what
+ * compacting the log costs (docs/CONTROL_PLANE.md). */
+static void write_store(sc_buf_t *b, sc_store_t *st)
+{
+	sc_store_stats_t x;
+	if (!st || sc_store_stats(st, &x) < 0)
+		return;
+	sc_buf_printf(b,
+	              "# HELP starcloud_store_live_bytes Bytes of the stored objects' current "
+	              "values.\n# TYPE starcloud_store_live_bytes gauge\n"
+	              "starcloud_store_live_bytes %lld\n"
+	              "# HELP starcloud_store_log_bytes Bytes of the change log kept for "
+	              "watchers (bounded by a quarter of the live bytes, at least 1 MiB).\n"
+	              "# TYPE starcloud_store_log_bytes gauge\nstarcloud_store_log_bytes %lld\n"
+	              "# HELP starcloud_store_compacted_revision The oldest revision a watch "
+	              "can resume from, less one.\n"
+	              "# TYPE starcloud_store_compacted_revision gauge\n"
+	              "starcloud_store_compacted_revision %lld\n"
+	              "# HELP starcloud_store_compactions_total Compactions of the change log.\n"
+	              "# TYPE starcloud_store_compactions_total counter\n"
+	              "starcloud_store_compactions_total %llu\n"
+	              "# HELP starcloud_store_compacted_rows_total Change-log rows compaction "
+	              "dropped.\n# TYPE starcloud_store_compacted_rows_total counter\n"
+	              "starcloud_store_compacted_rows_total %llu\n"
+	              "# HELP starcloud_store_compaction_seconds_total Time spent compacting "
+	              "(on the event loop).\n"
+	              "# TYPE starcloud_store_compaction_seconds_total counter\n"
+	              "starcloud_store_compaction_seconds_total %.6f\n",
+	              (long long)x.live_bytes, (long long)x.log_bytes, (long long)x.compacted,
+	              (unsigned long long)x.compactions, (unsigned long long)x.compacted_rows,
+	              x.compaction_seconds);
+}
+
 static void handle_metrics(sc_http_req_t *r, void *ud)
 {
 	sc_server_t *s = ud;
@@ -501,6 +534,7 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	write_metrics(&b, s->metrics);
 	write_state(&b, s);
 	write_guards(&b, s);
+	write_store(&b, s->store);
 	sc__pool_metrics(s, &b);
 	sc__scale_metrics(s, &b);
 	sc__ha_metrics(s, &b);

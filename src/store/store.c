@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "starcloud/error.h"
 
@@ -56,6 +57,19 @@ int sc_store_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev
 		return s->refuse;
 	}
 	return s->ops->txn(s, ops, n, rev, failed);
+}
+
+int sc_store_stats(sc_store_t *s, sc_store_stats_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	return s->ops->stats ? s->ops->stats(s, out) : SC_ENOTFOUND;
+}
+
+uint64_t sc__store_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 int64_t sc_store_revision(sc_store_t *s)

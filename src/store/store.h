@@ -71,8 +71,19 @@ typedef struct sc_store_event {
 /* Called for each change; ev is borrowed for the call. */
 typedef void (*sc_store_watch_fn)(const sc_store_event_t *ev, void *ud);
 
+/* What a backend tells about its own upkeep (/metrics). */
+typedef struct sc_store_stats {
+	int64_t live_bytes; /* current values */
+	int64_t log_bytes;  /* the change log, past the current values (approximate) */
+	int64_t compacted;  /* revision the log is compacted up to */
+	uint64_t compactions, compacted_rows;
+	double compaction_seconds; /* spent compacting, in total */
+} sc_store_stats_t;
+
 typedef struct sc_store_ops {
 	const char *name;
+	/* Fills out (NULL: the backend keeps none of these figures). */
+	int (*stats)(sc_store_t *s, sc_store_stats_t *out);
 	/* Reads one key. SC_ENOTFOUND when absent. out is owned by the caller. */
 	int (*get)(sc_store_t *s, const char *key, sc_kv_t *out);
 	/* Reads every key starting with prefix. */
@@ -155,6 +166,8 @@ void sc_store_unwatch(sc_store_t *s, sc_store_watch_t *w);
  * older than the log keeps. */
 int sc_store_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
                     void *ud);
+/* The backend's figures; SC_ENOTFOUND when it keeps none. */
+int sc_store_stats(sc_store_t *s, sc_store_stats_t *out);
 /* Closes the store; accepts NULL. */
 void sc_store_close(sc_store_t *s);
 
@@ -230,6 +243,8 @@ void sc_store_dispatch(sc_store_t *s);
  * results (blocking: for shutdown). */
 void sc_store_drain(sc_store_t *s);
 
+/* For backends: a monotonic clock in nanoseconds. */
+uint64_t sc__store_now_ns(void);
 /* For backends: deliver a committed change to the live watchers. */
 void sc__store_notify(sc_store_t *s, const sc_store_event_t *ev);
 

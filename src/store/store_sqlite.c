@@ -20,7 +20,17 @@
  * and a replay from a revision is one range scan of the primary key.
  * Compaction drops changes older than the newest LOG_KEEP revisions except
  * those still holding a current value. Schema 1 stored each value twice
- * (in kv and in its change); migration 2 moves it. */
+ * (in kv and in its change); migration 2 moves it.
+ *
+ * The log is bounded in bytes as well: a revision can hold thousands of
+ * changes (a scheduling cycle's statuses), so a bound on revisions alone
+ * bounds nothing. The store keeps the bytes of current values (live) and
+ * of each revision written since it opened; when the log's bytes pass a
+ * quarter of the live data (at least LOG_MIN_BYTES), the oldest revisions
+ * are compacted until it holds three quarters of that, at most
+ * COMPACT_STEP bytes per transaction (a compaction is a range delete on
+ * the loop thread: its cost follows the rows it drops). So the store holds
+ * about 1.25 x the live data, plus SQLite's own slack. */
 #include "store/store_sqlite.h"
 
 #include <stdio.h>
@@ -42,6 +52,12 @@
  * (HTTP 410) and must list again, as with etcd compaction. */
 #define LOG_KEEP 100000
 #define COMPACT_EVERY 1000
+#define LOG_MIN_BYTES (1 << 20)
+#define LOG_RATIO 4 /* the log's bound: live bytes / LOG_RATIO */
+#define COMPACT_STEP (4 << 20)
+/* The WAL shrinks back to this after a checkpoint (it is reused in place
+ * and would otherwise keep its largest size). */
+#define WAL_KEEP_BYTES 16777216
 /* Changes per revision: a change's id is rev << OP_BITS | its index. */
 #define OP_BITS 20
 #define MAX_OPS ((size_t)1 << OP_BITS)
@@ -67,7 +83,18 @@ typedef struct sqlite_store {
 	char walpath[4096];
 	sqlite3_stmt *get, *list, *revs, *ins, *upd, *del, *log, *setrev, *replay;
 	sqlite3_stmt *sp, *release, *rollback_to; /* the per-transaction savepoint */
-	int64_t log_keep, compact_every;          /* LOG_KEEP, COMPACT_EVERY */
+	sqlite3_stmt *compact_range, *drop;
+	int64_t log_keep, compact_every; /* LOG_KEEP, COMPACT_EVERY */
+	/* The log's bytes: per revision written since the store opened (a
+	 * ring, oldest first), their sum, the live values' bytes. */
+	struct revbytes {
+		int64_t rev, bytes;
+	} * rb;
+	size_t rb_head, rb_n, rb_cap;
+	int64_t log_bytes, live_bytes, txn_bytes, txn_live;
+	int64_t log_max; /* fixed bound (tests), or 0: live / LOG_RATIO */
+	int64_t compacted;
+	sc_store_stats_t stats;
 } sqlite_store_t;
 
 /* Each entry moves the schema one version forward. Never edit an entry
@@ -301,7 +328,8 @@ static int step_done(sqlite3_stmt *st)
 
 /* Reads a key's revisions and the id of the change holding its value
  * (inside the open transaction); SC_ENOTFOUND when absent. */
-static int lookup(sqlite_store_t *q, const char *key, int64_t *create_rev, int64_t *mod_rev)
+static int lookup(sqlite_store_t *q, const char *key, int64_t *create_rev, int64_t *mod_rev,
+                  int64_t *size, int64_t *change)
 {
 	int rc = SC_ENOTFOUND;
 	sqlite3_bind_text(q->revs, 1, key, -1, SQLITE_STATIC);
@@ -309,6 +337,8 @@ static int lookup(sqlite_store_t *q, const char *key, int64_t *create_rev, int64
 	if (step == SQLITE_ROW) {
 		*create_rev = sqlite3_column_int64(q->revs, 0);
 		*mod_rev = sqlite3_column_int64(q->revs, 1);
+		*size = sqlite3_column_int64(q->revs, 2);
+		*change = sqlite3_column_int64(q->revs, 3);
 		rc = 0;
 	} else if (step != SQLITE_DONE) {
 		rc = SC_EIO;
@@ -324,8 +354,8 @@ static int lookup(sqlite_store_t *q, const char *key, int64_t *create_rev, int64
 static int apply_op(sqlite_store_t *q, const sc_store_op_t *op, int64_t rev, size_t idx,
                     sc_store_event_t *ev, char **owned)
 {
-	int64_t crev = 0, mrev = 0, id = (rev << OP_BITS) | (int64_t)idx;
-	int rc = lookup(q, op->key, &crev, &mrev);
+	int64_t crev = 0, mrev = 0, size = 0, change = 0, id = (rev << OP_BITS) | (int64_t)idx;
+	int rc = lookup(q, op->key, &crev, &mrev, &size, &change);
 	int exists = rc == 0;
 	if (rc < 0 && rc != SC_ENOTFOUND)
 		return rc;
@@ -346,12 +376,14 @@ static int apply_op(sqlite_store_t *q, const sc_store_op_t *op, int64_t rev, siz
 		free(old.key);
 		ev->type = SC_EV_DELETED;
 		ev->value = *owned = old.value;
+		q->txn_live -= size;
 		sqlite3_bind_text(q->del, 1, op->key, -1, SQLITE_STATIC);
 		if ((rc = step_done(q->del)) < 0)
 			return rc;
 	} else {
 		ev->type = exists ? SC_EV_MODIFIED : SC_EV_ADDED;
 		ev->value = op->value;
+		q->txn_live += (int64_t)strlen(op->value) - (exists ? size : 0);
 		sqlite3_stmt *st = exists ? q->upd : q->ins;
 		sqlite3_bind_text(st, 1, op->key, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, rev);
@@ -359,6 +391,14 @@ static int apply_op(sqlite_store_t *q, const sc_store_op_t *op, int64_t rev, siz
 		if ((rc = step_done(st)) < 0)
 			return rc;
 	}
+	/* The value this one replaces held a row compaction had to keep; past
+	 * the log's window, nothing reads it any more. */
+	if (exists && change < ((q->compacted + 1) << OP_BITS)) {
+		sqlite3_bind_int64(q->drop, 1, change);
+		if ((rc = step_done(q->drop)) < 0)
+			return rc;
+	}
+	q->txn_bytes += (int64_t)strlen(ev->value);
 	sqlite3_bind_int64(q->log, 1, id);
 	sqlite3_bind_text(q->log, 2, op->key, -1, SQLITE_STATIC);
 	sqlite3_bind_int(q->log, 3, ev->type);
@@ -435,15 +475,71 @@ static int batch_commit(sqlite_store_t *q)
 
 /* Drops the changes of revisions up to upto, except those that hold a
  * current value (kv points to them), and remembers upto: a watcher from
- * an older revision gets SC_ERANGE. */
+ * an older revision gets SC_ERANGE. Only the range past the last
+ * compaction is walked, each row checked against kv by its key. */
 static void compact(sqlite_store_t *q, int64_t upto)
 {
-	char sql[256];
-	snprintf(sql, sizeof(sql),
-	         "DELETE FROM changes WHERE id < %lld AND id NOT IN (SELECT change FROM kv);"
-	         "UPDATE meta SET value = %lld WHERE name = 'compacted'",
-	         (long long)((upto + 1) << OP_BITS), (long long)upto);
-	exec(q->db, sql);
+	char sql[128];
+	if (upto <= q->compacted)
+		return;
+	uint64_t t0 = sc__store_now_ns();
+	sqlite3_bind_int64(q->compact_range, 1, (q->compacted + 1) << OP_BITS);
+	sqlite3_bind_int64(q->compact_range, 2, (upto + 1) << OP_BITS);
+	if (step_done(q->compact_range) < 0)
+		return;
+	int64_t rows = sqlite3_changes(q->db);
+	snprintf(sql, sizeof(sql), "UPDATE meta SET value = %lld WHERE name = 'compacted'",
+	         (long long)upto);
+	if (exec(q->db, sql) < 0)
+		return;
+	q->compacted = upto;
+	while (q->rb_n && q->rb[q->rb_head].rev <= upto) {
+		q->log_bytes -= q->rb[q->rb_head].bytes;
+		q->rb_head = (q->rb_head + 1) % q->rb_cap;
+		q->rb_n--;
+	}
+	q->stats.compactions++;
+	q->stats.compacted_rows += (uint64_t)rows;
+	q->stats.compaction_seconds += (double)(sc__store_now_ns() - t0) / 1e9;
+}
+
+/* Records the bytes of the revision just written. */
+static void note_revision(sqlite_store_t *q, int64_t rev, int64_t bytes)
+{
+	if (q->rb_n == q->rb_cap) {
+		size_t cap = q->rb_cap ? q->rb_cap * 2 : 1024;
+		struct revbytes *nb = sc_xcalloc(cap, sizeof(*nb));
+		for (size_t i = 0; i < q->rb_n; i++)
+			nb[i] = q->rb[(q->rb_head + i) % q->rb_cap];
+		free(q->rb);
+		q->rb = nb;
+		q->rb_cap = cap;
+		q->rb_head = 0;
+	}
+	q->rb[(q->rb_head + q->rb_n++) % q->rb_cap] = (struct revbytes){rev, bytes};
+	q->log_bytes += bytes;
+}
+
+/* The byte bound: past it, the oldest revisions go until the log holds
+ * three quarters of it, at most COMPACT_STEP bytes at a time. */
+static void bound_bytes(sqlite_store_t *q)
+{
+	int64_t max = q->log_max ? q->log_max : q->live_bytes / LOG_RATIO;
+	if (!q->log_max && max < LOG_MIN_BYTES)
+		max = LOG_MIN_BYTES;
+	if (q->log_bytes <= max || !q->rb_n)
+		return;
+	int64_t drop = 0, upto = 0;
+	for (size_t i = 0; i < q->rb_n && q->log_bytes - drop > max * 3 / 4 && drop < COMPACT_STEP;
+	     i++) {
+		const struct revbytes *r = &q->rb[(q->rb_head + i) % q->rb_cap];
+		drop += r->bytes;
+		upto = r->rev;
+	}
+	/* The newest revision stays: a watcher that is up to date resumes. */
+	if (upto >= q->rev)
+		upto = q->rev - 1;
+	compact(q, upto);
 }
 
 static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *rev_out,
@@ -456,6 +552,7 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 	sc_store_event_t *evs = sc_xcalloc(n ? n : 1, sizeof(*evs));
 	char **owned = sc_xcalloc(n ? n : 1, sizeof(*owned));
 	int rc = 0;
+	q->txn_bytes = q->txn_live = 0;
 	if ((rc = batch_begin(q)) < 0) {
 		batch_check(q, rc);
 		goto out;
@@ -479,9 +576,12 @@ static int sq_txn(sc_store_t *s, const sc_store_op_t *ops, size_t n, int64_t *re
 	q->dirty = 1;
 	if (rev_out)
 		*rev_out = rev;
+	q->live_bytes += q->txn_live;
+	note_revision(q, rev, q->txn_bytes);
 	/* Trimming the log is housekeeping outside the acknowledged write. */
 	if (rev % q->compact_every == 0 && rev > q->log_keep)
 		compact(q, rev - q->log_keep);
+	bound_bytes(q);
 	for (size_t i = 0; i < n; i++)
 		sc__store_notify(s, &evs[i]);
 out:
@@ -495,7 +595,7 @@ static int sq_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_sto
 	sqlite_store_t *q = (sqlite_store_t *)s;
 	if (from_rev >= q->rev)
 		return 0;
-	if (from_rev < query_int(q->db, "SELECT value FROM meta WHERE name = 'compacted'", 0))
+	if (from_rev < q->compacted)
 		return SC_ERANGE;
 	sqlite3_bind_int64(q->replay, 1, (from_rev + 1) << OP_BITS);
 	int step;
@@ -624,17 +724,30 @@ static void sq_close(sc_store_t *s)
 {
 	sqlite_store_t *q = (sqlite_store_t *)s;
 	batch_commit(q); /* a caller that never synced still keeps its writes */
-	sqlite3_stmt *sts[] = {q->get, q->list,   q->revs,   q->ins, q->upd,     q->del,
-	                       q->log, q->setrev, q->replay, q->sp,  q->release, q->rollback_to};
+	sqlite3_stmt *sts[] = {q->get,     q->list,        q->revs,          q->ins,    q->upd,
+	                       q->del,     q->log,         q->setrev,        q->replay, q->sp,
+	                       q->release, q->rollback_to, q->compact_range, q->drop};
 	for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
 		sqlite3_finalize(sts[i]);
 	sqlite3_close(q->db);
 	if (q->walfd >= 0)
 		close(q->walfd);
+	free(q->rb);
 	free(q);
 }
 
+static int sq_stats(sc_store_t *s, sc_store_stats_t *out)
+{
+	sqlite_store_t *q = (sqlite_store_t *)s;
+	*out = q->stats;
+	out->live_bytes = q->live_bytes;
+	out->log_bytes = q->log_bytes;
+	out->compacted = q->compacted;
+	return 0;
+}
+
 static const sc_store_ops_t sqlite_ops = {
+    .stats = sq_stats,
     .name = "sqlite",
     .get = sq_get,
     .list = sq_list,
@@ -659,7 +772,12 @@ static int prepare_all(sqlite_store_t *q)
 	    {&q->list, "SELECT k.key, c.value, k.create_rev, k.mod_rev FROM kv k"
 	               " JOIN changes c ON c.id = k.change"
 	               " WHERE k.key >= ?1 AND k.key < ?2 ORDER BY k.key"},
-	    {&q->revs, "SELECT create_rev, mod_rev FROM kv WHERE key = ?1"},
+	    {&q->revs, "SELECT k.create_rev, k.mod_rev, length(c.value), k.change FROM kv k"
+	               " JOIN changes c ON c.id = k.change WHERE k.key = ?1"},
+	    {&q->drop, "DELETE FROM changes WHERE id = ?1"},
+	    {&q->compact_range, "DELETE FROM changes WHERE id >= ?1 AND id < ?2 AND NOT EXISTS"
+	                        " (SELECT 1 FROM kv WHERE kv.key = changes.key AND"
+	                        " kv.change = changes.id)"},
 	    {&q->ins, "INSERT INTO kv VALUES(?1, ?2, ?2, ?3)"},
 	    {&q->upd, "UPDATE kv SET mod_rev = ?2, change = ?3 WHERE key = ?1"},
 	    {&q->del, "DELETE FROM kv WHERE key = ?1"},
@@ -731,17 +849,29 @@ int sc_store_sqlite_open_mode(const char *dir, int readonly, sc_store_t **out)
 	if (exec(q->db, "PRAGMA journal_mode=WAL") < 0 ||
 	    exec(q->db, "PRAGMA synchronous=NORMAL") < 0 ||
 	    exec(q->db, "PRAGMA wal_autocheckpoint=" SC_STR(WAL_PAGES)) < 0 ||
+	    exec(q->db, "PRAGMA journal_size_limit=" SC_STR(WAL_KEEP_BYTES)) < 0 ||
 	    (rc = q->base.schema = migrate(q->db, path, readonly)) < 0 || prepare_all(q) < 0 ||
 	    (readonly && exec(q->db, "PRAGMA query_only=1") < 0)) {
 		rc = rc < 0 ? rc : SC_EIO;
 		goto error;
 	}
 	q->rev = query_int(q->db, "SELECT value FROM meta WHERE name = 'revision'", 0);
+	q->compacted = query_int(q->db, "SELECT value FROM meta WHERE name = 'compacted'", 0);
+	/* One pass over the current values: the byte bound follows them. */
+	q->live_bytes = query_int(q->db,
+	                          "SELECT coalesce(sum(length(c.value)), 0) FROM kv k"
+	                          " JOIN changes c ON c.id = k.change",
+	                          0);
 	*out = &q->base;
 	return 0;
 error:
 	sq_close(&q->base);
 	return rc;
+}
+
+void sc__sqlite_log_bytes(sc_store_t *s, int64_t max)
+{
+	((sqlite_store_t *)s)->log_max = max;
 }
 
 void sc__sqlite_log_window(sc_store_t *s, int64_t keep, int64_t every)

@@ -18,6 +18,9 @@ int sc_store_sqlite_open_mode(const char *dir, int readonly, sc_store_t **out);
  * every `every` revisions (defaults 100,000 and 1,000), so a test reaches
  * compaction in a few hundred writes. */
 void sc__sqlite_log_window(sc_store_t *s, int64_t keep, int64_t every);
+/* Tests: a fixed bound on the change log's bytes (0: a quarter of the
+ * live data, at least 1 MiB). */
+void sc__sqlite_log_bytes(sc_store_t *s, int64_t max);
 /* Tests: rows in the change log (-1 on error). */
 int64_t sc__sqlite_changes(sc_store_t *s);
 

@@ -137,10 +137,52 @@ static void compaction_keeps_values_and_window(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* The byte bound: one revision may hold many changes, so the log is kept
+ * under a number of bytes too. 400 puts of ~100 bytes each to 20 keys
+ * against a 4,000-byte bound: the log stays near the bound, every current
+ * value survives, a watcher from the start must list again and one from
+ * the last few revisions gets every later change. */
+static void byte_bound_keeps_the_log_small(void **state)
+{
+	char dir[] = "/tmp/sc-store-bytes-XXXXXX", v[128], key[16];
+	assert_non_null(mkdtemp(dir));
+	sc_store_t *s = NULL;
+	assert_int_equal(sc_store_sqlite_open(dir, &s), 0);
+	sc__sqlite_log_bytes(s, 4000);
+	for (int i = 1; i <= 400; i++) {
+		snprintf(key, sizeof(key), "b/%02d", i % 20);
+		snprintf(v, sizeof(v), "{\"r\":%d,\"pad\":\"%080d\"}", i, 0);
+		assert_int_equal(put(s, key, v), i);
+	}
+	sc_store_stats_t st;
+	assert_int_equal(sc_store_stats(s, &st), 0);
+	assert_true(st.compactions > 0);
+	assert_true(st.log_bytes <= 4000);
+	assert_true(st.compacted > 300 && st.compacted < 400);
+	assert_true(st.live_bytes > 20 * 90 && st.live_bytes < 20 * 110);
+	/* 20 current values plus at most the bound's worth of older changes. */
+	assert_true(count_changes(s) <= 20 + 4000 / 90);
+	sc_kv_list_t l = {0};
+	assert_int_equal(sc_store_list(s, "b/", &l), 0);
+	assert_int_equal(l.n, 20);
+	sc_kv_list_free(&l);
+	seen_t old = {0}, tail = {0};
+	sc_store_watch_t *w = NULL;
+	assert_int_equal(sc_store_watch(s, "b/", 1, record_event, &old, &w), SC_ERANGE);
+	assert_int_equal(sc_store_watch(s, "b/", 395, record_event, &tail, &w), 0);
+	assert_int_equal(tail.n, 5);
+	sc_store_unwatch(s, w);
+	sc_store_close(s);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(compaction_keeps_values_and_window),
+	    cmocka_unit_test(byte_bound_keeps_the_log_small),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
