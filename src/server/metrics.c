@@ -60,6 +60,10 @@ struct sc_metrics {
 
 static const double lat_bounds[NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                 0.05,   0.1,   0.25,   0.5,   1};
+/* Cycles: from 10 ms (a small cluster) to 30 s (far past any target; the
+ * latency buckets ended at 1 s, so at 10,000 nodes every cycle was +Inf). */
+static const double cycle_bounds[NBUCKETS - 1] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                  1,    2.5,   5,    10,  30};
 static const double wait_bounds[NBUCKETS - 1] = {1,   5,   10,   30,   60,   120,
                                                  300, 600, 1800, 3600, 14400};
 
@@ -78,7 +82,7 @@ sc_metrics_t *sc__metrics_new(void)
 	sc_metrics_t *m = sc_calloc(1, sizeof(*m));
 	if (!m)
 		return NULL;
-	m->cycle.bounds = lat_bounds;
+	m->cycle.bounds = cycle_bounds;
 	m->wait.bounds = wait_bounds;
 	return m;
 }
