@@ -116,7 +116,12 @@ uint64_t sc__etcd_mono_ms(void)
 static int retryable(long status, json_t *doc)
 {
 	int64_t code = sc__etcd_int(doc, "code");
-	return status == 503 || status == 504 || code == 14 || code == 4;
+	/* A member between leaders drops a write (raft refuses the proposal)
+	 * and etcd 3.4 answers it as an unknown error: it was not applied,
+	 * and another member, or this one once it has a leader, takes it. */
+	const char *msg = json_string_value(json_object_get(doc, "error"));
+	return status == 503 || status == 504 || code == 14 || code == 4 ||
+	       (msg && strstr(msg, "proposal dropped"));
 }
 
 /* Ends an attempt that has received nothing by the call's deadline (a
@@ -184,6 +189,30 @@ int sc__etcd_breaker_open(sc_etcd_conn_t *c)
 	return __atomic_load_n(&c->open_until, __ATOMIC_RELAXED) > sc__etcd_mono_ms();
 }
 
+/* The deadline of one attempt: the call's, or SC_ETCD_ATTEMPT_MS from now
+ * if sooner. A member that lost its leader holds a write it forwarded to
+ * the dead leader until etcd's own request timeout (seconds) even after a
+ * new leader is elected; giving up on it early leaves time to send the
+ * call again, to the next member, within the call's deadline. */
+static uint64_t attempt_deadline(uint64_t call_deadline)
+{
+	uint64_t d = sc__etcd_mono_ms() + SC_ETCD_ATTEMPT_MS;
+	return d < call_deadline ? d : call_deadline;
+}
+
+/* Waits up to ms, not past the deadline: between rounds in which every
+ * member refused at once (an election under way). */
+static void pause_until(uint64_t deadline, uint64_t ms)
+{
+	uint64_t now = sc__etcd_mono_ms();
+	if (now >= deadline)
+		return;
+	if (ms > deadline - now)
+		ms = deadline - now;
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
 int sc__etcd_call_here(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp)
 {
 	uint64_t now = sc__etcd_mono_ms(), deadline = now + SC_ETCD_ANSWER_MS;
@@ -198,8 +227,15 @@ int sc__etcd_call_here(sc_etcd_conn_t *c, const char *path, json_t *req, json_t 
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = SC_EUNAVAIL;
-	for (size_t i = 0; i < c->nep && rc == SC_EUNAVAIL && sc__etcd_mono_ms() < deadline; i++) {
-		rc = call_once(c, path, body, resp, &deadline);
+	/* Every member in turn, round after round, until one answers or the
+	 * call's deadline: with one member of three dead, the others answer
+	 * once they have elected a leader, which may take more than one round
+	 * (each member tried once would open the breaker mid-election). */
+	for (size_t i = 0; rc == SC_EUNAVAIL && sc__etcd_mono_ms() < deadline; i++) {
+		if (i > 0 && i % c->nep == 0)
+			pause_until(deadline, SC_ETCD_ROUND_PAUSE_MS);
+		uint64_t attempt = attempt_deadline(deadline);
+		rc = call_once(c, path, body, resp, &attempt);
 		if (rc == SC_EUNAVAIL && c->nep > 1) {
 			c->cur = (c->cur + 1) % c->nep;
 			if (c->stats)

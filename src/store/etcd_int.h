@@ -54,6 +54,13 @@ typedef struct sc_etcd_conn {
 } sc_etcd_conn_t;
 
 #define SC_ETCD_ANSWER_MS 1500
+/* One attempt on one member waits at most this for the first byte of its
+ * answer, then the call goes on to the next member (etcd_http.c,
+ * attempt_deadline): a member whose leader just died holds a write for
+ * seconds, and the call must move on while it still has time. */
+#define SC_ETCD_ATTEMPT_MS 500
+/* The pause after a round in which every member refused at once. */
+#define SC_ETCD_ROUND_PAUSE_MS 50
 #define SC_ETCD_BREAKER_MS 10000
 
 /* Parses "host:port[,host:port...]" (an optional "etcd://" or "http://"

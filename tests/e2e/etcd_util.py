@@ -74,6 +74,27 @@ class Etcd:
         except requests.RequestException:
             return False
 
+    def leader(self, timeout=10.0):
+        """The name of the member the live members agree leads (their
+        /v3/maintenance/status), waiting until they do."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            ids, leads = {}, set()
+            for n in self.names:
+                if self.procs.get(n) is None or self.procs[n].poll() is not None:
+                    continue
+                try:
+                    st = requests.post("http://127.0.0.1:%d/v3/maintenance/status"
+                                       % self.client[n], json={}, timeout=1).json()
+                    ids[st["header"]["member_id"]] = n
+                    leads.add(st.get("leader"))
+                except (requests.RequestException, KeyError, ValueError):
+                    leads.add(None)
+            if len(leads) == 1 and None not in leads and next(iter(leads)) in ids:
+                return ids[next(iter(leads))]
+            time.sleep(0.05)
+        raise RuntimeError("etcd members do not agree on a leader")
+
     def kill(self, n, sig=signal.SIGKILL):
         p = self.procs.get(n)
         if p and p.poll() is None:
