@@ -489,17 +489,6 @@ static int describe_job(const char *res, json_t *o, sc_cli_get_fn get, void *ud,
 
 /* ---- queues ----------------------------------------------------------- */
 
-static void fig(char *out, size_t outsz, json_t *r, const char *res, int bytes)
-{
-	json_t *v = json_object_get(r, res);
-	if (!v || json_is_null(v))
-		snprintf(out, outsz, "-");
-	else if (bytes)
-		sc_fmt_bytes(out, outsz, json_number_value(v));
-	else
-		sc_fmt_num(out, outsz, json_number_value(v), 0);
-}
-
 /* A value as written in YAML (strings unquoted); NULL for none. Free it. */
 static char *scalar(json_t *v)
 {
@@ -565,11 +554,11 @@ static int describe_queue(json_t *q, sc_cli_get_fn get, void *ud, int64_t now)
 		static const char *const lbl[] = {"gpu", "cpu (cores)", "memory"};
 		for (size_t r = 0; r < 3; r++) {
 			char a[32], b[32], c[32], d[32], e[32];
-			fig(a, sizeof(a), json_object_get(qs, "fairShare"), res[r], r == 2);
-			fig(b, sizeof(b), json_object_get(qs, "allocated"), res[r], r == 2);
-			fig(c, sizeof(c), json_object_get(qs, "requested"), res[r], r == 2);
-			fig(d, sizeof(d), json_object_get(qs, "quota"), res[r], r == 2);
-			fig(e, sizeof(e), json_object_get(qs, "limit"), res[r], r == 2);
+			sc_fmt_res(a, sizeof(a), json_object_get(qs, "fairShare"), res[r], r == 2);
+			sc_fmt_res(b, sizeof(b), json_object_get(qs, "allocated"), res[r], r == 2);
+			sc_fmt_res(c, sizeof(c), json_object_get(qs, "requested"), res[r], r == 2);
+			sc_fmt_res(d, sizeof(d), json_object_get(qs, "quota"), res[r], r == 2);
+			sc_fmt_res(e, sizeof(e), json_object_get(qs, "limit"), res[r], r == 2);
 			sc_table_addf(t, 0, "%s\t%s\t%s\t%s\t%s\t%s", lbl[r], a, b, c, d, e);
 		}
 		sc_table_margin(t, 2);

@@ -7,6 +7,7 @@
 
 #include "base/parse.h"
 #include "base/quantity.h"
+#include "cli/table.h"
 
 const char *sc_obj_str(json_t *obj, const char *a, const char *b, const char *c)
 {
@@ -214,4 +215,15 @@ void sc_fmt_bytes(char *out, size_t outsz, double bytes)
 		snprintf(out, outsz, "%.0f%s", bytes, units[u]);
 	else
 		snprintf(out, outsz, "%.1f%s", bytes, units[u]);
+}
+
+void sc_fmt_res(char *out, size_t outsz, json_t *r, const char *res, int bytes)
+{
+	json_t *v = json_object_get(r, res);
+	if (!v || json_is_null(v))
+		snprintf(out, outsz, "-");
+	else if (bytes)
+		sc_fmt_bytes(out, outsz, json_number_value(v));
+	else
+		sc_fmt_num(out, outsz, json_number_value(v), 0);
 }

@@ -67,4 +67,10 @@ double sc_qty_mem(json_t *v, int kai);
 /* Bytes for people: 512Mi, 80Gi, 1.5Ti. */
 void sc_fmt_bytes(char *out, size_t outsz, double bytes);
 
+/* Figure res (cpu, memory, gpu...) of a queue's resource object r as a
+ * cell: "-" when r or the figure is absent or null, bytes for people when
+ * bytes is set, else a number. One function so `describe queue` and `top`
+ * show a queue's figures alike. r is borrowed; out is the caller's. */
+void sc_fmt_res(char *out, size_t outsz, json_t *r, const char *res, int bytes);
+
 #endif

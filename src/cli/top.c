@@ -32,17 +32,6 @@ static json_t *fetch(sc_cli_get_fn get, void *ud, const char *path, long *st)
 	return NULL;
 }
 
-static void num_of(char *out, size_t outsz, json_t *r, const char *res, int bytes)
-{
-	json_t *v = json_object_get(r, res);
-	if (!v || json_is_null(v))
-		snprintf(out, outsz, "-");
-	else if (bytes)
-		sc_fmt_bytes(out, outsz, json_number_value(v));
-	else
-		sc_fmt_num(out, outsz, json_number_value(v), 0);
-}
-
 static int top_queues(sc_cli_get_fn get, void *ud)
 {
 	long st;
@@ -77,13 +66,13 @@ static int top_queues(sc_cli_get_fn get, void *ud)
 		json_t *q = json_array_get(qs, order[k]);
 		json_t *al = json_object_get(q, "allocated"), *fs = json_object_get(q, "fairShare");
 		char a[32], f[32], r[32], qu[32], l[32], pct[32], c[32], m[32];
-		num_of(a, sizeof(a), al, "gpu", 0);
-		num_of(f, sizeof(f), fs, "gpu", 0);
-		num_of(r, sizeof(r), json_object_get(q, "requested"), "gpu", 0);
-		num_of(qu, sizeof(qu), json_object_get(q, "quota"), "gpu", 0);
-		num_of(l, sizeof(l), json_object_get(q, "limit"), "gpu", 0);
-		num_of(c, sizeof(c), al, "cpu", 0);
-		num_of(m, sizeof(m), al, "memory", 1);
+		sc_fmt_res(a, sizeof(a), al, "gpu", 0);
+		sc_fmt_res(f, sizeof(f), fs, "gpu", 0);
+		sc_fmt_res(r, sizeof(r), json_object_get(q, "requested"), "gpu", 0);
+		sc_fmt_res(qu, sizeof(qu), json_object_get(q, "quota"), "gpu", 0);
+		sc_fmt_res(l, sizeof(l), json_object_get(q, "limit"), "gpu", 0);
+		sc_fmt_res(c, sizeof(c), al, "cpu", 0);
+		sc_fmt_res(m, sizeof(m), al, "memory", 1);
 		double fv = json_number_value(json_object_get(fs, "gpu"));
 		double av = json_number_value(json_object_get(al, "gpu"));
 		if (fv > 0)
