@@ -148,14 +148,17 @@ static kindset_t *set_of_key(sc_cache_t *c, const char *key, const char **name)
 	return k ? set_of(c, k) : NULL;
 }
 
-/* Index of name in ks, or of where it would go (*found says which). */
-static size_t search(const kindset_t *ks, const char *name, int *found)
+/* Index of name among the n names name_at(ctx, i) gives (sorted by
+ * strcmp), or of where it would go (*found says which). One binary search
+ * for both sorted arrays, objects by name and token records by id. */
+static size_t name_search(const void *ctx, size_t n, const char *(*name_at)(const void *, size_t),
+                          const char *name, int *found)
 {
-	size_t lo = 0, hi = ks->n;
+	size_t lo = 0, hi = n;
 	*found = 0;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int cmp = strcmp(ks->v[mid]->name, name);
+		int cmp = strcmp(name_at(ctx, mid), name);
 		if (cmp == 0) {
 			*found = 1;
 			return mid;
@@ -166,6 +169,17 @@ static size_t search(const kindset_t *ks, const char *name, int *found)
 			hi = mid;
 	}
 	return lo;
+}
+
+static const char *obj_name_at(const void *ctx, size_t i)
+{
+	return ((const kindset_t *)ctx)->v[i]->name;
+}
+
+/* Index of name in ks, or of where it would go (*found says which). */
+static size_t search(const kindset_t *ks, const char *name, int *found)
+{
+	return name_search(ks, ks->n, obj_name_at, name, found);
 }
 
 static void entry_free(sc_cobj_t *o)
@@ -258,23 +272,14 @@ void sc__cache_listen(sc_cache_t *c, sc_cache_listener_fn fn, void *ud)
 
 /* ---- token records ---- */
 
+static const char *trec_id_at(const void *ctx, size_t i)
+{
+	return ((const sc_cache_t *)ctx)->trecs[i].id;
+}
+
 static size_t trec_search(const sc_cache_t *c, const char *id, int *found)
 {
-	size_t lo = 0, hi = c->ntrec;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int cmp = strcmp(c->trecs[mid].id, id);
-		if (cmp == 0) {
-			*found = 1;
-			return mid;
-		}
-		if (cmp < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*found = 0;
-	return lo;
+	return name_search(c, c->ntrec, trec_id_at, id, found);
 }
 
 /* text NULL: the token is gone. */
