@@ -120,6 +120,29 @@ static const char kinds[] =
     "nodes queues jobs deployments events priorityclasses nodepools schedulerconfigs "
     "topologies";
 
+/* A verb's arm of the script's case, up to the cases of its value flags:
+ * both shells write the same arms and differ only in the command that
+ * completes a file (files) and one that offers a flag's word list
+ * (words_pre, the words, words_post). */
+static void value_cases(const verb_words_t *w, FILE *out, const char *files, const char *words_pre,
+                        const char *words_post)
+{
+	fprintf(out, "\t%s)\n\t\tcase $prev in\n", w->v->name);
+	for (size_t k = 0; k < w->n; k++) {
+		const flag_words_t *f = &w->f[k];
+		if (!takes_value(f))
+			continue;
+		fprintf(out, "\t\t%s%s%s) ", f->name, has_alias(f) ? "|" : "",
+		        has_alias(f) ? f->alias : "");
+		if (strcmp(f->value, "file") == 0)
+			fprintf(out, "%s; return ;;\n", files);
+		else if (strcmp(f->value, "any") == 0)
+			fprintf(out, "return ;;\n");
+		else
+			fprintf(out, "%s%s%s; return ;;\n", words_pre, f->value, words_post);
+	}
+}
+
 /* ---- bash ---------------------------------------------------------------- */
 
 static void bash_script(const verb_words_t *w, size_t n, FILE *out)
@@ -179,22 +202,8 @@ static void bash_script(const verb_words_t *w, size_t n, FILE *out)
 	for (size_t i = 0; i < n; i++) {
 		if (!w[i].v->run)
 			continue;
-		fprintf(out, "\t%s)\n\t\tcase $prev in\n", w[i].v->name);
-		for (size_t k = 0; k < w[i].n; k++) {
-			const flag_words_t *f = &w[i].f[k];
-			if (!takes_value(f))
-				continue;
-			fprintf(out, "\t\t%s%s%s) ", f->name, has_alias(f) ? "|" : "",
-			        has_alias(f) ? f->alias : "");
-			if (strcmp(f->value, "file") == 0)
-				fprintf(out, "COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n");
-			else if (strcmp(f->value, "any") == 0)
-				fprintf(out, "return ;;\n");
-			else
-				fprintf(out,
-				        "COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")); return ;;\n",
-				        f->value);
-		}
+		value_cases(&w[i], out, "COMPREPLY=($(compgen -f -- \"$cur\"))",
+		            "COMPREPLY=($(compgen -W \"", "\" -- \"$cur\"))");
 		fprintf(out, "\t\tesac\n\t\tif [[ $cur == -* ]]; then COMPREPLY=($(compgen -W \"");
 		for (size_t k = 0; k < w[i].n; k++)
 			fprintf(out, "%s%s%s%s", k ? " " : "", w[i].f[k].name,
@@ -282,20 +291,7 @@ static void zsh_script(const verb_words_t *w, size_t n, FILE *out)
 	for (size_t i = 0; i < n; i++) {
 		if (!w[i].v->run)
 			continue;
-		fprintf(out, "\t%s)\n\t\tcase $prev in\n", w[i].v->name);
-		for (size_t k = 0; k < w[i].n; k++) {
-			const flag_words_t *f = &w[i].f[k];
-			if (!takes_value(f))
-				continue;
-			fprintf(out, "\t\t%s%s%s) ", f->name, has_alias(f) ? "|" : "",
-			        has_alias(f) ? f->alias : "");
-			if (strcmp(f->value, "file") == 0)
-				fprintf(out, "_files; return ;;\n");
-			else if (strcmp(f->value, "any") == 0)
-				fprintf(out, "return ;;\n");
-			else
-				fprintf(out, "compadd -- %s; return ;;\n", f->value);
-		}
+		value_cases(&w[i], out, "_files", "compadd -- ", "");
 		fprintf(out, "\t\tesac\n\t\tif [[ $cur == -* ]]; then\n\t\t\tflags=(\n");
 		for (size_t k = 0; k < w[i].n; k++) {
 			const flag_words_t *f = &w[i].f[k];
