@@ -143,31 +143,13 @@ void sc_gap_waste(const sc_typical_t *t, size_t nt, double fill_rate, double out
 
 /* ---- memo --------------------------------------------------------------- */
 
-/* A node state with its devices sorted (largest free first), so states that
- * differ only in device order share one entry. */
-typedef struct state_key {
-	int64_t cpu;
-	int16_t gpu[SC_MAX_GPUS];
-	int16_t model;
-	int16_t ngpu;
-	int32_t pad; /* keeps memcmp over the whole struct well defined */
-} state_key_t;
-
-typedef struct slot {
-	state_key_t key;
-	double value;
-	bool used;
-} slot_t;
-
 struct sc_frag {
 	sc_typical_t *typical;
 	size_t ntypical;
-	slot_t *slots;
-	size_t cap, count; /* cap is a power of two */
-	double *node;      /* current value per node */
+	sc_state_memo_t memo;
+	double *node; /* current value per node */
 	size_t nnodes;
 	double total;
-	bool oom; /* the memo could not grow: compute directly */
 };
 
 sc_frag_t *sc_frag_new(const sc_typical_t *typical, size_t ntypical, size_t nnodes)
@@ -177,9 +159,7 @@ sc_frag_t *sc_frag_new(const sc_typical_t *typical, size_t ntypical, size_t nnod
 		return NULL;
 	f->typical = malloc((ntypical ? ntypical : 1) * sizeof(*typical));
 	f->node = calloc(nnodes ? nnodes : 1, sizeof(double));
-	f->cap = 4096;
-	f->slots = calloc(f->cap, sizeof(slot_t));
-	if (!f->typical || !f->node || !f->slots) {
+	if (!f->typical || !f->node || sc_state_memo_init(&f->memo, 4096) < 0) {
 		sc_frag_free(f);
 		return NULL;
 	}
@@ -195,12 +175,12 @@ void sc_frag_free(sc_frag_t *f)
 	if (!f)
 		return;
 	free(f->typical);
-	free(f->slots);
+	sc_state_memo_release(&f->memo);
 	free(f->node);
 	free(f);
 }
 
-static uint64_t key_hash(const state_key_t *k)
+static uint64_t key_hash(const sc_state_key_t *k)
 {
 	/* FNV-1a over the bytes, then a final mix for the low bits. */
 	const unsigned char *p = (const unsigned char *)k;
@@ -212,7 +192,7 @@ static uint64_t key_hash(const state_key_t *k)
 	return h ^ (h >> 33);
 }
 
-static void make_key(state_key_t *k, int model, int64_t cpu, const int16_t *gpu, int ngpu)
+void sc_state_key(sc_state_key_t *k, int model, int64_t cpu, const int16_t *gpu, int ngpu)
 {
 	memset(k, 0, sizeof(*k));
 	k->cpu = cpu;
@@ -230,7 +210,7 @@ static void make_key(state_key_t *k, int model, int64_t cpu, const int16_t *gpu,
 	}
 }
 
-static slot_t *find_slot(slot_t *slots, size_t cap, const state_key_t *k)
+static sc_state_slot_t *find_slot(sc_state_slot_t *slots, size_t cap, const sc_state_key_t *k)
 {
 	size_t i = (size_t)key_hash(k) & (cap - 1);
 	while (slots[i].used && memcmp(&slots[i].key, k, sizeof(*k)) != 0)
@@ -238,37 +218,63 @@ static slot_t *find_slot(slot_t *slots, size_t cap, const state_key_t *k)
 	return &slots[i];
 }
 
-static bool grow(sc_frag_t *f)
+int sc_state_memo_init(sc_state_memo_t *m, size_t cap)
 {
-	size_t ncap = f->cap * 2;
-	slot_t *ns = calloc(ncap, sizeof(slot_t));
+	memset(m, 0, sizeof(*m));
+	m->slots = calloc(cap, sizeof(*m->slots));
+	if (!m->slots)
+		return SC_ENOMEM;
+	m->cap = cap;
+	return 0;
+}
+
+void sc_state_memo_release(sc_state_memo_t *m)
+{
+	free(m->slots);
+	m->slots = NULL;
+	m->cap = m->count = 0;
+}
+
+sc_state_slot_t *sc_state_memo_slot(sc_state_memo_t *m, const sc_state_key_t *k)
+{
+	return find_slot(m->slots, m->cap, k);
+}
+
+static bool grow(sc_state_memo_t *m)
+{
+	size_t ncap = m->cap * 2;
+	sc_state_slot_t *ns = calloc(ncap, sizeof(*ns));
 	if (!ns)
 		return false;
-	for (size_t i = 0; i < f->cap; i++)
-		if (f->slots[i].used)
-			*find_slot(ns, ncap, &f->slots[i].key) = f->slots[i];
-	free(f->slots);
-	f->slots = ns;
-	f->cap = ncap;
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->slots[i].used)
+			*find_slot(ns, ncap, &m->slots[i].key) = m->slots[i];
+	free(m->slots);
+	m->slots = ns;
+	m->cap = ncap;
 	return true;
+}
+
+void sc_state_memo_added(sc_state_memo_t *m)
+{
+	if (++m->count * 2 > m->cap && !grow(m))
+		m->oom = true;
 }
 
 double sc_frag_state(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left, int ngpu)
 {
-	if (f->oom)
+	if (f->memo.oom)
 		return sc_frag_compute(f->typical, f->ntypical, model, cpu_left, gpu_left, ngpu);
-	state_key_t k;
-	make_key(&k, model, cpu_left, gpu_left, ngpu);
-	slot_t *s = find_slot(f->slots, f->cap, &k);
+	sc_state_key_t k;
+	sc_state_key(&k, model, cpu_left, gpu_left, ngpu);
+	sc_state_slot_t *s = sc_state_memo_slot(&f->memo, &k);
 	if (s->used)
 		return s->value;
 	double v = sc_frag_compute(f->typical, f->ntypical, model, cpu_left, k.gpu, ngpu);
 	s->key = k;
 	s->value = v;
 	s->used = true;
-	/* Keep the load under one half so probes stay short. */
-	if (++f->count * 2 > f->cap && !grow(f))
-		f->oom = true;
+	sc_state_memo_added(&f->memo);
 	return v;
 }
 
@@ -300,10 +306,10 @@ static bool take_typical(const sc_pod_shape_t *s, int model, int64_t *cpu, int16
 double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_t *gpu_left,
                          int ngpu)
 {
-	state_key_t k;
-	make_key(&k, model, cpu_left, gpu_left, ngpu);
+	sc_state_key_t k;
+	sc_state_key(&k, model, cpu_left, gpu_left, ngpu);
 	k.pad = 1; /* a separate value space in the same memo */
-	slot_t *sl = f->oom ? NULL : find_slot(f->slots, f->cap, &k);
+	sc_state_slot_t *sl = f->memo.oom ? NULL : sc_state_memo_slot(&f->memo, &k);
 	if (sl && sl->used)
 		return sl->value;
 	double now = sc_frag_state(f, model, cpu_left, gpu_left, ngpu), next = 0;
@@ -316,15 +322,14 @@ double sc_frag_lookahead(sc_frag_t *f, int model, int64_t cpu_left, const int16_
 		                               : now);
 	}
 	double v = now + next;
-	if (f->oom)
+	if (f->memo.oom)
 		return v;
 	/* sc_frag_state may have grown the table: find the slot again. */
-	sl = find_slot(f->slots, f->cap, &k);
+	sl = sc_state_memo_slot(&f->memo, &k);
 	sl->key = k;
 	sl->value = v;
 	sl->used = true;
-	if (++f->count * 2 > f->cap && !grow(f))
-		f->oom = true;
+	sc_state_memo_added(&f->memo);
 	return v;
 }
 
@@ -355,5 +360,5 @@ double sc_frag_total(const sc_frag_t *f)
 
 size_t sc_frag_memo_size(const sc_frag_t *f)
 {
-	return f->count;
+	return f->memo.count;
 }

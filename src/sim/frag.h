@@ -17,6 +17,7 @@
 #ifndef SC_SIM_FRAG_H
 #define SC_SIM_FRAG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,45 @@ int sc_typical_pods(const sc_pod_shape_t *pods, size_t n, double coverage, sc_ty
  * (a 530 takes a 470) is worth little waste. out gets SC_GPU_MILLI + 1
  * values. */
 void sc_gap_waste(const sc_typical_t *t, size_t nt, double fill_rate, double out[SC_GPU_MILLI + 1]);
+
+/* A memo of values per node state, open addressing at most half full. The
+ * FGD score here and the scarce-capacity score (scarce.c) both value a node
+ * by a pure function of its state and look states up in one; this is the
+ * one implementation they share. Owns its slots (sc_state_memo_release
+ * frees them); one per run, not thread-safe. */
+typedef struct sc_state_key {
+	int64_t cpu;
+	int16_t gpu[SC_MAX_GPUS]; /* sorted, largest free first */
+	int16_t model;
+	int16_t ngpu;
+	int32_t pad; /* zero unless a caller keeps a separate value space;
+	              * keeps memcmp over the whole struct well defined */
+} sc_state_key_t;
+
+typedef struct sc_state_slot {
+	sc_state_key_t key;
+	double value;
+	bool used;
+} sc_state_slot_t;
+
+typedef struct sc_state_memo {
+	sc_state_slot_t *slots;
+	size_t cap, count; /* cap is a power of two */
+	bool oom;          /* the memo could not grow: callers compute directly */
+} sc_state_memo_t;
+
+/* Allocates cap (a power of two) empty slots: 0 or SC_ENOMEM. */
+int sc_state_memo_init(sc_state_memo_t *m, size_t cap);
+void sc_state_memo_release(sc_state_memo_t *m);
+/* The key of a state: all of *k written (pad 0), the ngpu entries of gpu
+ * sorted, so states that differ only in device order share one entry. */
+void sc_state_key(sc_state_key_t *k, int model, int64_t cpu, const int16_t *gpu, int ngpu);
+/* k's slot: used when k is stored, else the free slot it goes in (borrowed,
+ * valid until the next sc_state_memo_added). */
+sc_state_slot_t *sc_state_memo_slot(sc_state_memo_t *m, const sc_state_key_t *k);
+/* To call after filling a free slot: keeps the load under one half so
+ * probes stay short, setting m->oom when the table cannot grow. */
+void sc_state_memo_added(sc_state_memo_t *m);
 
 typedef struct sc_frag sc_frag_t;
 

@@ -31,21 +31,6 @@ typedef struct rshape {
 	double w;      /* per slot lost: freq x gpus x gpus / GPUs it fits */
 } rshape_t;
 
-/* A node state, devices sorted (largest free first). */
-typedef struct skey {
-	int64_t cpu;
-	int16_t gpu[SC_MAX_GPUS];
-	int16_t model;
-	int16_t ngpu;
-	int32_t pad; /* zero: memcmp over the whole struct is well defined */
-} skey_t;
-
-typedef struct slot {
-	skey_t key;
-	double value;
-	bool used;
-} slot_t;
-
 /* A node's value as of its last state, so each pod's scoring of every
  * node does not probe the memo for the state before. */
 typedef struct now {
@@ -61,9 +46,7 @@ struct sc_scarce {
 	rshape_t *rs;
 	size_t nrs;
 	double step; /* LEVEL_STEP x average density */
-	slot_t *slots;
-	size_t cap, count;
-	bool oom;
+	sc_state_memo_t memo;
 	now_t *now;
 	size_t nnodes;
 	/* Fresh devices: totals over the nodes, and the typical pods' rates. */
@@ -152,9 +135,8 @@ sc_scarce_t *sc_scarce_new(const sc_typical_t *shapes, size_t nshapes, const sc_
 		return NULL;
 	s->nnodes = sc_cluster_nnodes(c);
 	s->now = calloc(s->nnodes ? s->nnodes : 1, sizeof(*s->now));
-	s->cap = 1024;
-	s->slots = calloc(s->cap, sizeof(*s->slots));
-	if (!s->now || !s->slots || find_restricted(s, shapes, nshapes, c) < 0) {
+	if (!s->now || sc_state_memo_init(&s->memo, 1024) < 0 ||
+	    find_restricted(s, shapes, nshapes, c) < 0) {
 		sc_scarce_free(s);
 		return NULL;
 	}
@@ -175,7 +157,7 @@ void sc_scarce_free(sc_scarce_t *s)
 		return;
 	free(s->rs);
 	free(s->nslots);
-	free(s->slots);
+	sc_state_memo_release(&s->memo);
 	free(s->now);
 	free(s);
 }
@@ -195,71 +177,24 @@ static double compute(const sc_scarce_t *s, int model, int64_t cpu, const int16_
 	return v;
 }
 
-static uint64_t key_hash(const skey_t *k)
-{
-	const unsigned char *p = (const unsigned char *)k;
-	uint64_t h = 1469598103934665603ULL;
-	for (size_t i = 0; i < sizeof(*k); i++)
-		h = (h ^ p[i]) * 1099511628211ULL;
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	return h ^ (h >> 33);
-}
-
-static slot_t *find_slot(slot_t *slots, size_t cap, const skey_t *k)
-{
-	size_t i = (size_t)key_hash(k) & (cap - 1);
-	while (slots[i].used && memcmp(&slots[i].key, k, sizeof(*k)) != 0)
-		i = (i + 1) & (cap - 1);
-	return &slots[i];
-}
-
-static bool grow(sc_scarce_t *s)
-{
-	size_t ncap = s->cap * 2;
-	slot_t *ns = calloc(ncap, sizeof(*ns));
-	if (!ns)
-		return false;
-	for (size_t i = 0; i < s->cap; i++)
-		if (s->slots[i].used)
-			*find_slot(ns, ncap, &s->slots[i].key) = s->slots[i];
-	free(s->slots);
-	s->slots = ns;
-	s->cap = ncap;
-	return true;
-}
-
 /* The value of a state, memoised. Without restricted shapes it is 0 and
  * nothing is stored. */
 static double value(sc_scarce_t *s, int model, int64_t cpu, const int16_t *gpu, int ngpu)
 {
 	if (s->nrs == 0)
 		return 0;
-	skey_t k;
-	memset(&k, 0, sizeof(k));
-	k.cpu = cpu;
-	k.model = (int16_t)model;
-	k.ngpu = (int16_t)ngpu;
-	for (int i = 0; i < ngpu; i++) {
-		int16_t v = gpu[i];
-		int j = i;
-		while (j > 0 && k.gpu[j - 1] < v) {
-			k.gpu[j] = k.gpu[j - 1];
-			j--;
-		}
-		k.gpu[j] = v;
-	}
-	if (s->oom)
+	sc_state_key_t k;
+	sc_state_key(&k, model, cpu, gpu, ngpu);
+	if (s->memo.oom)
 		return compute(s, model, cpu, k.gpu, ngpu);
-	slot_t *sl = find_slot(s->slots, s->cap, &k);
+	sc_state_slot_t *sl = sc_state_memo_slot(&s->memo, &k);
 	if (sl->used)
 		return sl->value;
 	sl->key = k;
 	sl->value = compute(s, model, cpu, k.gpu, ngpu);
 	sl->used = true;
 	double v = sl->value;
-	if (++s->count * 2 > s->cap && !grow(s))
-		s->oom = true;
+	sc_state_memo_added(&s->memo);
 	return v;
 }
 
