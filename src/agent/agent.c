@@ -82,9 +82,15 @@ static json_t *conditions(sc_agent_t *a)
 static json_t *report_body(sc_agent_t *a)
 {
 	json_t *pods = json_array();
-	for (sc_pod_t *p = a->pods; p; p = p->next)
-		if (!p->stopping)
-			json_array_append_new(pods, sc__pod_report(p));
+	/* A pod being stopped is listed too, marked stopping: the server moves
+	 * a pod to another node only once this node no longer lists it, so it
+	 * never runs on two nodes at once (the soak of issue 23). */
+	for (sc_pod_t *p = a->pods; p; p = p->next) {
+		json_t *r = sc__pod_report(p);
+		if (p->stopping)
+			json_object_set_new(r, "stopping", json_true());
+		json_array_append_new(pods, r);
+	}
 	json_t *b = json_pack("{s:s,s:I,s:o,s:o,s:o,s:s}", "address", a->advertise, "leaseSeconds",
 	                      (json_int_t)((a->o.heartbeat_ms * 3 + 999) / 1000), "conditions",
 	                      conditions(a), "devices", sc_gpu_devices_json(&a->gpus), "pods", pods,

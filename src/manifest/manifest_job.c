@@ -413,13 +413,31 @@ static int decode_pod_report(sc__rd_t *rd, json_t *o)
 	return 0;
 }
 
+/* from: {node}, the node a moved pod leaves, which the server waits for
+ * to stop it before the pod starts again (server/sched_write.c). */
+static int decode_pod_from(sc__rd_t *rd, json_t *o)
+{
+	static const char *const fields[] = {"node", NULL};
+	json_t *from;
+	const char *node;
+	int rc = sc__get_object(rd, o, "from", false, &from);
+	if (rc <= 0)
+		return rc;
+	sc__mark_t m = sc__rd_push(rd, "from");
+	if ((rc = sc__rd_fields(rd, from, fields)) < 0 ||
+	    (rc = sc__get_name(rd, from, "node", true, &node)) < 0)
+		return rc;
+	sc__rd_pop(rd, m);
+	return 0;
+}
+
 static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_status_t *p)
 {
 	/* ready .. generation are reported by the node agent (docs/AGENT.md). */
 	static const char *const fields[] = {"name",       "phase",     "node",     "gpus",
 	                                     "gpuShare",   "gpuMemory", "mig",      "startedAt",
 	                                     "ready",      "restarts",  "exitCode", "message",
-	                                     "generation", "movedAt",   NULL};
+	                                     "generation", "movedAt",   "from",     NULL};
 	static const char *const phases[] = {"Pending", "Running",   "Releasing", "Succeeded",
 	                                     "Failed",  "Pipelined", NULL};
 	int64_t share = 0;
@@ -445,7 +463,7 @@ static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_st
 	    (rc = decode_pod_mig(rd, o, p)) < 0 ||
 	    (rc = sc__get_time(rd, o, "startedAt", false, &p->started_at)) < 0 ||
 	    (rc = sc__get_time(rd, o, "movedAt", false, &p->moved_at)) < 0 ||
-	    (rc = decode_pod_report(rd, o)) < 0)
+	    (rc = decode_pod_report(rd, o)) < 0 || (rc = decode_pod_from(rd, o)) < 0)
 		return rc;
 	p->gpu_milli = (int)share;
 	return 0;

@@ -242,6 +242,8 @@ static void apply_job(sc_server_t *s, const char *node, const char *kind, const 
 	json_array_foreach(reps, i, rep)
 	{
 		json_t *e = sc__jobst_find(pods, sc__str_of(rep, "name"), NULL);
+		if (json_is_true(json_object_get(rep, "stopping")))
+			continue; /* being stopped: only listed (agent_pods) */
 		if (!e || !same_assignment(e, rep, node))
 			continue;
 		int rc = apply_report(e, rep);
@@ -284,6 +286,33 @@ static void apply_reports(sc_server_t *s, const char *node, json_t *reports)
 		apply_job(s, node, kind, slash + 1, g);
 	}
 	json_decref(groups);
+}
+
+/* Records what node runs (s->agent_pods); a pod it no longer lists may be
+ * a moved pod's old place now free: a cycle then starts it on its new node
+ * (sched_write.c, carried_pods). */
+static void note_pods(sc_server_t *s, const char *node, json_t *reports)
+{
+	json_t *now = json_object(), *rep, *v;
+	size_t i;
+	const char *k;
+	char key[3 * SC_MAX_NAME + 8];
+	json_array_foreach(reports, i, rep)
+	{
+		if (i >= MAX_REPORTS)
+			break;
+		snprintf(key, sizeof(key), "%s/%s/%s", sc__str_of(rep, "kind"),
+		         sc__str_of(rep, "job"), sc__str_of(rep, "name"));
+		json_object_set_new(now, key, json_true());
+	}
+	if (!s->agent_pods)
+		s->agent_pods = json_object();
+	json_t *was = json_object_get(s->agent_pods, node);
+	int gone = 0;
+	json_object_foreach(was, k, v) gone |= json_object_get(now, k) == NULL;
+	json_object_set_new(s->agent_pods, node, now);
+	if (gone)
+		sc__sched_kick(s);
 }
 
 /* ---- node status ------------------------------------------------------- */
@@ -424,6 +453,7 @@ static void heartbeat(agent_api_t *api, sc_http_req_t *r, const sc_principal_t *
 	l->lost = l->expired = 0;
 	node_status(s, r, obj, rev, body, (uint64_t)ms);
 	apply_reports(s, node, json_object_get(body, "pods"));
+	note_pods(s, node, json_object_get(body, "pods"));
 	/* A node back from a lost lease lists again: its pods were given away.
 	 * statusKey is the credential the server presents on this node's
 	 * status port (/pods, /logs): only this node's agent learns it. */
@@ -654,6 +684,12 @@ static void node_lost(agent_api_t *api, lease_t *l)
 	sc_log_warn("node %s lost (lease expired %llu ms ago); evicting its pods", l->node,
 	            (unsigned long long)(uv_now(api->s->loop) - l->expires));
 	evict_node(api->s, l->node);
+	/* Given up: it has stopped its pods itself by now (fencing), so a pod
+	 * moved off it need not wait for word from it. */
+	if (api->s->agent_pods) {
+		json_object_del(api->s->agent_pods, l->node);
+		sc__sched_kick(api->s);
+	}
 	l->lost = 1;
 }
 

@@ -234,6 +234,8 @@ static void on_signal(uv_signal_t *h, int signum)
 	if (sc_store_sync(s->store) == 0)
 		sc_http_flush(s->http); /* answer what is already durable */
 	sc__watch_hub_free(s->watch);
+	json_decref(s->agent_pods);
+	s->agent_pods = NULL;
 	s->watch = NULL;
 	sc_http_server_close(s->http);
 	s->http = NULL;

@@ -52,6 +52,8 @@ typedef struct sc_cycle_in {
 	/* Job name -> status.waitingFor (the node pools' plans), or NULL;
 	 * borrowed from the cycle's pool plans (pool.h). */
 	json_t *pool_waits;
+	/* A copy of the server's agent_pods (server.h), owned, or NULL. */
+	json_t *agent_pods;
 } sc_cycle_in_t;
 
 /* What a written cycle decided, for metrics and the loop. */

@@ -234,6 +234,7 @@ void sc__cycle_collect(sc_server_t *s, int64_t now, sc_cycle_in_t *in)
 	size_t cap = 0;
 	memset(in, 0, sizeof(*in));
 	in->now = now;
+	in->agent_pods = s->agent_pods ? json_deep_copy(s->agent_pods) : NULL;
 	for (size_t k = 0; k < NPLURALS; k++) {
 		const sc_kind_t *kind = sc__kind_by_plural(plurals[k], strlen(plurals[k]));
 		collect_kind(s, kind, in, &cap);
@@ -292,5 +293,6 @@ void sc__cycle_in_free(sc_cycle_in_t *in)
 	free(in->objs);
 	free(in->job_obj);
 	sc_manifest_set_free(in->set);
+	json_decref(in->agent_pods);
 	memset(in, 0, sizeof(*in));
 }

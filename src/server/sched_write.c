@@ -173,12 +173,27 @@ static json_t *binding_pod(const sc_binding_t *b, const char *now, int64_t gener
 	return p;
 }
 
+/* Whether pod entry e is a move whose old node (e.from.node) still runs
+ * the pod, or is still stopping it: its agent listed it in its last
+ * heartbeat (in->agent_pods). A node without an agent, or given up (lease
+ * + fence time: it has stopped its pods itself), has nothing to wait for. */
+static bool still_on_old_node(const wctx_t *w, const sc_sobj_t *o, json_t *e)
+{
+	const char *from = sc__str_of(json_object_get(e, "from"), "node");
+	if (!from[0])
+		return false;
+	char key[3 * SC_MAX_NAME + 8];
+	snprintf(key, sizeof(key), "%s/%s/%s", o->kind->kind, name_of(o->obj),
+	         sc__str_of(e, "name"));
+	return json_object_get(json_object_get(w->in->agent_pods, from), key) != NULL;
+}
+
 /* The pods as they were, minus those that were Releasing (their release
  * completes now), each copied so the stored object stays untouched. A
  * Pipelined pod waited for Releasing pods of the cycle that bound it; every
  * job's Releasing pods leave in this cycle's one transaction, so it is
  * Running from this write on. */
-static json_t *carried_pods(json_t *old)
+static json_t *carried_pods(const wctx_t *w, const sc_sobj_t *o, json_t *old)
 {
 	json_t *pods = json_array(), *p;
 	size_t i;
@@ -188,8 +203,10 @@ static json_t *carried_pods(json_t *old)
 		if (sc__jobst_pod(p, &r) < 0 || r.phase == SC_PP_RELEASING)
 			continue;
 		json_t *c = json_deep_copy(p);
-		if (r.phase == SC_PP_PIPELINED)
+		if (r.phase == SC_PP_PIPELINED && !still_on_old_node(w, o, c)) {
 			sc__jobst_set_phase(c, SC_PP_RUNNING, NULL);
+			json_object_del(c, "from");
+		}
 		json_array_append_new(pods, c);
 	}
 	return pods;
@@ -336,7 +353,22 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 			json_object_set_new(np, "movedAt", json_string(w->now));
 		if (strcmp(o->kind->kind, "Deployment") == 0)
 			sc__deploy_bind_port(w->in, o->obj, np, &w->ports);
-		if (sc__jobst_find(pods, b->pod, &at))
+		json_t *was = sc__jobst_find(pods, b->pod, &at);
+		sc_jobst_pod_t r;
+		/* A move (consolidation, compaction): the pod starts on its new
+		 * node only once the old one has stopped it (carried_pods). */
+		if (was && sc__jobst_pod(was, &r) == 0 && r.node[0] &&
+		    strcmp(r.node, b->node) != 0 &&
+		    (r.phase == SC_PP_RELEASING || r.phase == SC_PP_RUNNING ||
+		     r.phase == SC_PP_PIPELINED)) {
+			json_t *from = json_object_get(was, "from");
+			sc__jobst_set_phase(np, SC_PP_PIPELINED, NULL);
+			json_object_set_new(np, "from",
+			                    from ? json_incref(from)
+			                         : json_pack("{s:s}", "node", r.node));
+			w->out->releasing = true;
+		}
+		if (was)
 			json_array_set_new(pods, at, np);
 		else
 			json_array_append_new(pods, np);
@@ -410,7 +442,7 @@ static void set_stale(json_t *status, json_t *old_status, const sc_job_spec_t *j
 static json_t *job_status(wctx_t *w, const sc_sobj_t *o)
 {
 	json_t *old = json_object_get(o->obj, "status");
-	json_t *pods = carried_pods(sc__jobst_pods(o->obj));
+	json_t *pods = carried_pods(w, o, sc__jobst_pods(o->obj));
 	const sc_job_spec_t *j = o->job >= 0 ? &w->in->snap.jobs[o->job] : NULL;
 	const char *reason = o->why;
 	size_t evicted = 0;
@@ -540,9 +572,19 @@ static char *dup_or_null(const char *s)
 	return p;
 }
 
+/* A moved pod waits for its old node (carried_pods): every cycle looks. */
+static bool waits_for_a_node(json_t *st)
+{
+	json_t *e;
+	size_t i;
+	json_array_foreach(json_object_get(st, "pods"), i, e) if (json_object_get(e, "from"))
+	    return true;
+	return false;
+}
+
 static void settle(wctx_t *w, const sc_sobj_t *o, sc_decoded_t *d, json_t *st)
 {
-	if (!d || decided(w, o))
+	if (!d || decided(w, o) || waits_for_a_node(st))
 		return;
 	free(d->settled_why);
 	free(d->settled_reason);

@@ -86,6 +86,12 @@ typedef struct sc_server {
 	uv_check_t commit;            /* group commit at the end of each loop iteration */
 	uv_timer_t probe;             /* while the storage refuses writes (commit.c) */
 	int ready;
+	/* Node -> {"<kind>/<job>/<pod>": true}: the pods (running or still
+	 * stopping) its agent listed in its last heartbeat; a node given up
+	 * (lease + fence time) is left out. Loop thread (agent_api.c); each
+	 * cycle reads a copy (sched_load.c) to move a pod only once its old
+	 * node no longer runs it. Owned; NULL before the first heartbeat. */
+	json_t *agent_pods;
 	/* What sc__sched_kick runs: sched.c's, set while the loop is up. */
 	void (*kick)(struct sc_server *s);
 	size_t max_object;          /* bytes of an object as stored (API writes) */

@@ -1,0 +1,113 @@
+"""A pod moved by compaction never runs on two nodes at once (the soak of
+issue 23, docs/SOAK.md). Two real agents: n0 holds non-preemptible work with
+2 GPUs free, n1 a preemptible 2-GPU pod that takes about a second to stop
+(it sleeps in its SIGTERM handler). An 8-GPU job arrives: compaction moves
+the pod from n1 to n0. The server must start it on n0 only once n1's agent
+no longer lists it (running or stopping); before the fix the new copy
+started while the old one was still stopping. A sampler looks every 10 ms
+at /proc for the pod's processes under each agent's folder."""
+import threading
+import time
+
+from agent_util import Agent, pods_of, processes_with_env, wait_for
+from conftest import job, manifest, queue
+
+LONG_AGO = "2020-01-01T00:00:00Z"
+POD = "a-worker-0"
+# One process that ignores SIGTERM for a second before it exits.
+SLOW_STOP = ["python3", "-c",
+             "import signal, sys, time\n"
+             "def term(*_):\n"
+             "    time.sleep(1.0)\n"
+             "    sys.exit(0)\n"
+             "signal.signal(signal.SIGTERM, term)\n"
+             "while True:\n"
+             "    time.sleep(0.05)\n"]
+
+
+def ready(admin, node):
+    st = (admin.get(admin.base + "/nodes/" + node).json().get("status") or {})
+    return st.get("ready") is True
+
+
+def placed(name, cls, gpus, command, node_name=None, devices=None):
+    j = job(name, q="team-a", gpus=gpus)
+    j["spec"]["priorityClass"] = cls
+    j["spec"]["tasks"][0]["command"] = command
+    if node_name:
+        j["status"] = {"pods": [{"name": name + "-worker-0", "phase": "Running",
+                                 "node": node_name, "gpus": devices, "startedAt": LONG_AGO}]}
+    return j
+
+
+class NodeSampler:
+    """Every 10 ms: on which agents' folders the pod has a live process."""
+
+    def __init__(self, pod, agents):
+        self.pod, self.agents = pod, agents
+        self.both = []    # sample times with the pod live under two agents
+        self.seen = set()  # agents the pod was seen under
+        self.samples = 0
+        self.stop = False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop:
+            live = [a.name for a in self.agents
+                    if processes_with_env("STARCLOUD_POD", self.pod, under=a.data_dir)]
+            self.seen.update(live)
+            if len(live) > 1:
+                self.both.append(time.time())
+            self.samples += 1
+            time.sleep(0.01)
+
+    def finish(self):
+        self.stop = True
+        self.t.join()
+
+
+def test_a_moved_pod_never_runs_on_two_nodes(server, admin, tmp_path):
+    agents = [Agent(server.url, server.token, n, tmp_path / n, gpus="8xA100-80GB")
+              for n in ("n0", "n1")]
+    sampler = None
+    try:
+        wait_for(lambda: all(ready(admin, a.name) for a in agents), what="nodes ready")
+        q = queue("team-a", 64)
+        q["spec"]["resources"].update({"cpu": {"quota": -1}, "memory": {"quota": -1}})
+        assert admin.post(admin.base + "/queues", json=q).status_code == 201
+        assert admin.post(admin.base + "/priorityclasses",
+                          json=manifest("PriorityClass", "batch-hi",
+                                        {"value": 100, "preemptible": True})).status_code == 201
+        for obj in (placed("fixed", "build", 6, ["sleep", "600"], "n0", [0, 1, 2, 3, 4, 5]),
+                    placed("a", "batch-hi", 2, SLOW_STOP, "n1", [0, 1])):
+            r = admin.post(admin.base + "/jobs", json=obj)
+            assert r.status_code == 201, r.text
+        n1 = agents[1]
+        wait_for(lambda: processes_with_env("STARCLOUD_POD", POD, under=n1.data_dir),
+                 what="the pod running on n1")
+        sampler = NodeSampler(POD, agents)
+        time.sleep(0.3)
+        big = placed("big", "build", 8, ["sleep", "600"])
+        assert admin.post(admin.base + "/jobs", json=big).status_code == 201
+
+        def moved():
+            p = pods_of(admin, "a").get(POD)
+            return p and p["phase"] == "Running" and p["node"] == "n0"
+        wait_for(moved, timeout=20, what="the pod moved to n0 and Running")
+        wait_for(lambda: processes_with_env("STARCLOUD_POD", POD, under=agents[0].data_dir),
+                 timeout=10, what="the pod running on n0")
+        time.sleep(0.5)
+        sampler.finish()
+        evs = admin.get(admin.base + "/events").json()["items"]
+        moves = [e for e in evs if e["reason"] == "Evicted" and e.get("action") == "compaction"]
+        assert [e["involvedObject"]["name"] for e in moves] == ["a"], evs
+        assert sampler.seen == {"n0", "n1"}, sampler.seen
+        assert not sampler.both, "the pod ran on n0 and n1 at once in %d of %d samples" % (
+            len(sampler.both), sampler.samples)
+        assert not processes_with_env("STARCLOUD_POD", POD, under=n1.data_dir)
+    finally:
+        if sampler and not sampler.stop:
+            sampler.finish()
+        for a in agents:
+            a.stop()
