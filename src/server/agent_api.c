@@ -288,9 +288,10 @@ static void apply_reports(sc_server_t *s, const char *node, json_t *reports)
 	json_decref(groups);
 }
 
-/* Records what node runs (s->agent_pods); a pod it no longer lists may be
- * a moved pod's old place now free: a cycle then starts it on its new node
- * (sched_write.c, carried_pods). */
+/* Records what node runs (s->agent_pods): the pods with a live process,
+ * running or being stopped. A pod it no longer lists may free a moved
+ * pod's old place, or devices a Pipelined pod waits for: a cycle then
+ * starts it (sched_write.c, carried_pods). */
 static void note_pods(sc_server_t *s, const char *node, json_t *reports)
 {
 	json_t *now = json_object(), *rep, *v;
@@ -301,6 +302,11 @@ static void note_pods(sc_server_t *s, const char *node, json_t *reports)
 	{
 		if (i >= MAX_REPORTS)
 			break;
+		/* A pod whose process is gone for good holds nothing. */
+		int ph = sc__jobst_phase_parse(sc__str_of(rep, "phase"));
+		if ((ph == SC_PP_SUCCEEDED || ph == SC_PP_FAILED) &&
+		    !json_is_true(json_object_get(rep, "stopping")))
+			continue;
 		snprintf(key, sizeof(key), "%s/%s/%s", sc__str_of(rep, "kind"),
 		         sc__str_of(rep, "job"), sc__str_of(rep, "name"));
 		json_object_set_new(now, key, json_true());

@@ -105,6 +105,7 @@ typedef struct wctx {
 	char now[40];
 	sc_cycle_out_t *out;
 	json_t *ports; /* "node:port" of deployment pods (deploy_ctl.c) */
+	json_t *busy;  /* nodes still running a pod not Running there (unclean) */
 } wctx_t;
 
 static const char *name_of(json_t *obj)
@@ -188,6 +189,48 @@ static bool still_on_old_node(const wctx_t *w, const sc_sobj_t *o, json_t *e)
 	return json_object_get(json_object_get(w->in->agent_pods, from), key) != NULL;
 }
 
+/* Nodes whose agent still runs (or is stopping) a pod that the store does
+ * not have Running there: one evicted, moved, or of a deleted job. The
+ * devices it holds are not free yet, so a pod Pipelined onto that node
+ * waits (the preemptor would start beside its victim otherwise). A node
+ * without an agent, or given up, is never busy. */
+static json_t *busy_nodes(const sc_cycle_in_t *in)
+{
+	json_t *placed = json_object(), *busy = json_object(), *e, *pods;
+	char key[4 * SC_MAX_NAME + 8];
+	const char *node;
+	size_t i;
+	for (size_t k = 0; in->agent_pods && k < in->nobjs; k++) {
+		const sc_sobj_t *o = &in->objs[k];
+		if (!o->kind->queue_scoped)
+			continue;
+		json_array_foreach(sc__jobst_pods(o->obj), i, e)
+		{
+			sc_jobst_pod_t r;
+			if (sc__jobst_pod(e, &r) < 0 || r.phase != SC_PP_RUNNING)
+				continue;
+			snprintf(key, sizeof(key), "%s\t%s/%s/%s", r.node, o->kind->kind,
+			         name_of(o->obj), r.name);
+			json_object_set_new(placed, key, json_true());
+		}
+	}
+	json_object_foreach(in->agent_pods, node, pods)
+	{
+		const char *pod;
+		json_t *v;
+		json_object_foreach(pods, pod, v)
+		{
+			snprintf(key, sizeof(key), "%s\t%s", node, pod);
+			if (!json_object_get(placed, key)) {
+				json_object_set_new(busy, node, json_true());
+				break;
+			}
+		}
+	}
+	json_decref(placed);
+	return busy;
+}
+
 /* The pods as they were, minus those that were Releasing (their release
  * completes now), each copied so the stored object stays untouched. A
  * Pipelined pod waited for Releasing pods of the cycle that bound it; every
@@ -203,7 +246,8 @@ static json_t *carried_pods(const wctx_t *w, const sc_sobj_t *o, json_t *old)
 		if (sc__jobst_pod(p, &r) < 0 || r.phase == SC_PP_RELEASING)
 			continue;
 		json_t *c = json_deep_copy(p);
-		if (r.phase == SC_PP_PIPELINED && !still_on_old_node(w, o, c)) {
+		if (r.phase == SC_PP_PIPELINED && !still_on_old_node(w, o, c) &&
+		    !json_object_get(w->busy, r.node)) {
 			sc__jobst_set_phase(c, SC_PP_RUNNING, NULL);
 			json_object_del(c, "from");
 		}
@@ -572,13 +616,18 @@ static char *dup_or_null(const char *s)
 	return p;
 }
 
-/* A moved pod waits for its old node (carried_pods): every cycle looks. */
+/* A Pipelined pod waits for a node to stop a pod (carried_pods): every
+ * cycle looks again. */
 static bool waits_for_a_node(json_t *st)
 {
 	json_t *e;
 	size_t i;
-	json_array_foreach(json_object_get(st, "pods"), i, e) if (json_object_get(e, "from"))
-	    return true;
+	sc_jobst_pod_t r;
+	json_array_foreach(json_object_get(st, "pods"), i, e)
+	{
+		if (sc__jobst_pod(e, &r) == 0 && r.phase == SC_PP_PIPELINED)
+			return true;
+	}
 	return false;
 }
 
@@ -685,10 +734,12 @@ int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_c
 	w.events = json_array();
 	w.drained = drained_nodes(in);
 	w.drain_hash = drain_hash(w.drained);
+	w.busy = busy_nodes(in);
 	add_job_writes(&w, p);
 	p->events = w.events;
 	out->events = json_array_size(w.events);
 	json_decref(w.drained);
+	json_decref(w.busy);
 	json_decref(w.ports);
 	by_job_free(&w.bj);
 	return 0;

@@ -86,8 +86,9 @@ typedef struct sc_server {
 	uv_check_t commit;            /* group commit at the end of each loop iteration */
 	uv_timer_t probe;             /* while the storage refuses writes (commit.c) */
 	int ready;
-	/* Node -> {"<kind>/<job>/<pod>": true}: the pods (running or still
-	 * stopping) its agent listed in its last heartbeat; a node given up
+	/* Node -> {"<kind>/<job>/<pod>": true}: the pods with a live process
+	 * (running or still stopping) its agent listed in its last heartbeat;
+	 * a node given up
 	 * (lease + fence time) is left out. Loop thread (agent_api.c); each
 	 * cycle reads a copy (sched_load.c) to move a pod only once its old
 	 * node no longer runs it. Owned; NULL before the first heartbeat. */

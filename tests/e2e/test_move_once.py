@@ -5,12 +5,15 @@ issue 23, docs/SOAK.md). Two real agents: n0 holds non-preemptible work with
 the pod from n1 to n0. The server must start it on n0 only once n1's agent
 no longer lists it (running or stopping); before the fix the new copy
 started while the old one was still stopping. A sampler looks every 10 ms
-at /proc for the pod's processes under each agent's folder."""
+at /proc for the pod's processes under each agent's folder. The 8-GPU job,
+pipelined onto the GPUs the pod leaves on n1, must likewise start only once
+the pod has stopped there."""
 import threading
 import time
 
 from agent_util import Agent, pods_of, processes_with_env, wait_for
 from conftest import job, manifest, queue
+from test_faults import Sampler
 
 LONG_AGO = "2020-01-01T00:00:00Z"
 POD = "a-worker-0"
@@ -41,24 +44,36 @@ def placed(name, cls, gpus, command, node_name=None, devices=None):
 
 
 class NodeSampler:
-    """Every 10 ms: on which agents' folders the pod has a live process."""
+    """The pod's processes and the node (agent folder) of each: /proc is
+    scanned for new ones every 100 ms (a process's start time is read from
+    /proc, so a late find loses nothing) and every known one is checked for
+    life every 10 ms."""
 
     def __init__(self, pod, agents):
         self.pod, self.agents = pod, agents
-        self.both = []    # sample times with the pod live under two agents
-        self.seen = set()  # agents the pod was seen under
+        self.spans = {}  # pid -> [node, start (boottime s), end or None]
         self.samples = 0
         self.stop = False
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
 
+    def scan(self):
+        for a in self.agents:
+            for pid in processes_with_env("STARCLOUD_POD", self.pod, under=a.data_dir):
+                if pid not in self.spans:
+                    try:
+                        self.spans[pid] = [a.name, Sampler.started(pid), None]
+                    except OSError:
+                        pass
+
     def run(self):
         while not self.stop:
-            live = [a.name for a in self.agents
-                    if processes_with_env("STARCLOUD_POD", self.pod, under=a.data_dir)]
-            self.seen.update(live)
-            if len(live) > 1:
-                self.both.append(time.time())
+            if self.samples % 10 == 0:
+                self.scan()
+            now = time.clock_gettime(time.CLOCK_BOOTTIME)
+            for pid, span in list(self.spans.items()):
+                if span[2] is None and not Sampler.alive(pid):
+                    span[2] = now
             self.samples += 1
             time.sleep(0.01)
 
@@ -66,11 +81,25 @@ class NodeSampler:
         self.stop = True
         self.t.join()
 
+    def overlaps(self):
+        """Pairs of processes on different nodes whose lives overlapped
+        (start ticks are 10 ms; an end is seen within one sample)."""
+        spans = list(self.spans.values())
+        bad = []
+        for a in spans:
+            for b in spans:
+                if a[0] < b[0]:
+                    a_end = a[2] if a[2] is not None else float("inf")
+                    b_end = b[2] if b[2] is not None else float("inf")
+                    if a[1] < b_end - 0.02 and b[1] < a_end - 0.02:
+                        bad.append((a, b))
+        return bad
+
 
 def test_a_moved_pod_never_runs_on_two_nodes(server, admin, tmp_path):
     agents = [Agent(server.url, server.token, n, tmp_path / n, gpus="8xA100-80GB")
               for n in ("n0", "n1")]
-    sampler = None
+    sampler = big_sampler = None
     try:
         wait_for(lambda: all(ready(admin, a.name) for a in agents), what="nodes ready")
         q = queue("team-a", 64)
@@ -87,6 +116,7 @@ def test_a_moved_pod_never_runs_on_two_nodes(server, admin, tmp_path):
         wait_for(lambda: processes_with_env("STARCLOUD_POD", POD, under=n1.data_dir),
                  what="the pod running on n1")
         sampler = NodeSampler(POD, agents)
+        big_sampler = NodeSampler("big-worker-0", agents)
         time.sleep(0.3)
         big = placed("big", "build", 8, ["sleep", "600"])
         assert admin.post(admin.base + "/jobs", json=big).status_code == 201
@@ -97,17 +127,26 @@ def test_a_moved_pod_never_runs_on_two_nodes(server, admin, tmp_path):
         wait_for(moved, timeout=20, what="the pod moved to n0 and Running")
         wait_for(lambda: processes_with_env("STARCLOUD_POD", POD, under=agents[0].data_dir),
                  timeout=10, what="the pod running on n0")
-        time.sleep(0.5)
+        wait_for(lambda: processes_with_env("STARCLOUD_POD", "big-worker-0", under=n1.data_dir),
+                 timeout=10, what="big running on n1")
+        time.sleep(0.3)
         sampler.finish()
+        big_sampler.finish()
         evs = admin.get(admin.base + "/events").json()["items"]
         moves = [e for e in evs if e["reason"] == "Evicted" and e.get("action") == "compaction"]
         assert [e["involvedObject"]["name"] for e in moves] == ["a"], evs
-        assert sampler.seen == {"n0", "n1"}, sampler.seen
-        assert not sampler.both, "the pod ran on n0 and n1 at once in %d of %d samples" % (
-            len(sampler.both), sampler.samples)
+        nodes = sorted(span[0] for span in sampler.spans.values())
+        assert nodes == ["n0", "n1"], sampler.spans
+        assert not sampler.overlaps(), ("the pod ran on n0 and n1 at once", sampler.spans)
         assert not processes_with_env("STARCLOUD_POD", POD, under=n1.data_dir)
+        # big was pipelined onto the GPUs the pod held on n1: it starts once
+        # the pod is gone from n1, not beside it.
+        old_end = [s[2] for s in sampler.spans.values() if s[0] == "n1"][0]
+        big_start = [s[1] for s in big_sampler.spans.values() if s[0] == "n1"][0]
+        assert big_start >= old_end - 0.02, (old_end, big_start)
     finally:
-        if sampler and not sampler.stop:
-            sampler.finish()
+        for smp in (sampler, big_sampler):
+            if smp and not smp.stop:
+                smp.finish()
         for a in agents:
             a.stop()
