@@ -10,7 +10,8 @@
  *               Pipelined (bound onto devices still being released)
  *   node, gpus, gpuShare, gpuMemory, mig    where it runs, what it holds
  *   startedAt, generation (the revision its binding was decided on: the
- *   agent's fencing), movedAt (a compaction move), port (a Deployment's)
+ *   agent's fencing), movedAt (a compaction move), port (a Deployment's),
+ *   from {node} (a move: the node it leaves, which must stop it first)
  *                                        written by the scheduling loop
  *   ready, restarts, exitCode, message   reported by the node's agent
  * The scheduling loop writes bindings and evictions (sched_write.c), the

@@ -6,8 +6,13 @@
  *                     step until an agent reports the process started);
  *   eviction       -> the pod's phase becomes Releasing: it still holds its
  *                     resources, so the core does not place on them twice;
- *   next cycle     -> a Releasing pod is removed (the agent would report
- *                     the process gone); its replica is pending again.
+ *   next cycle     -> a Releasing pod is removed; its replica is pending
+ *                     again. Its node's agent may still be stopping it:
+ *                     pods Pipelined onto that node wait (busy_nodes).
+ *   move           -> eviction and binding of one pod in one cycle: the new
+ *                     entry is Pipelined with from {node} and becomes
+ *                     Running once the old node's agent no longer lists
+ *                     the pod (a pod never runs on two nodes, issue 23).
  *   drained node   -> every job with a Running pod on a node annotated
  *                     starcloud.dev/drain is evicted as a whole (a gang is
  *                     only useful whole) and placed again elsewhere.
@@ -143,8 +148,8 @@ static void event(wctx_t *w, const sc_sobj_t *o, const char *reason, const char 
  * ------------------------------------------------------------------- */
 
 /* A new Running entry, or Pipelined when the core placed the pod onto
- * resources still being released (the agent starts only Running pods; the
- * next cycle, which removes those Releasing pods, makes it Running: see
+ * resources still being released (the agent starts only Running pods; a
+ * later cycle makes it Running once the node has stopped them: see
  * carried_pods). Written Running, such a pod started beside the pod it
  * waited for (the soak of issue 23: a serving replica pipelined onto a
  * reclaimed flood pod's GPU). Its generation, the assignment's identity
@@ -233,9 +238,11 @@ static json_t *busy_nodes(const sc_cycle_in_t *in)
 
 /* The pods as they were, minus those that were Releasing (their release
  * completes now), each copied so the stored object stays untouched. A
- * Pipelined pod waited for Releasing pods of the cycle that bound it; every
- * job's Releasing pods leave in this cycle's one transaction, so it is
- * Running from this write on. */
+ * Pipelined pod waited for Releasing pods of the cycle that bound it: it is
+ * Running from this write on, unless its node's agent still runs a pod the
+ * store does not place there (busy_nodes) or, for a move, its old node
+ * still lists it (still_on_old_node). The agent's heartbeat that drops such
+ * a pod kicks the next cycle (agent_api.c). */
 static json_t *carried_pods(const wctx_t *w, const sc_sobj_t *o, json_t *old)
 {
 	json_t *pods = json_array(), *p;
@@ -393,6 +400,10 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 		json_t *np = binding_pod(b, w->now, o->mod_rev);
 		if (b->pipelined)
 			w->out->releasing = true; /* the next cycle soon, to start it */
+		/* Devices the snapshot shows free may still be held by a pod the
+		 * node is stopping (its entry is gone already): wait for it. */
+		if (!b->pipelined && json_object_get(w->busy, b->node))
+			sc__jobst_set_phase(np, SC_PP_PIPELINED, NULL);
 		if (moved_by_compaction(w, j, b->pod))
 			json_object_set_new(np, "movedAt", json_string(w->now));
 		if (strcmp(o->kind->kind, "Deployment") == 0)
