@@ -413,19 +413,22 @@ static int decode_pod_report(sc__rd_t *rd, json_t *o)
 	return 0;
 }
 
-/* from: {node}, the node a moved pod leaves, which the server waits for
- * to stop it before the pod starts again (server/sched_write.c). */
+/* from: {node, seen}, the node a moved pod leaves, which the server waits
+ * for to stop it before the pod starts again, and how many heartbeats of
+ * it the server had taken then (server/sched_write.c). */
 static int decode_pod_from(sc__rd_t *rd, json_t *o)
 {
-	static const char *const fields[] = {"node", NULL};
+	static const char *const fields[] = {"node", "seen", NULL};
 	json_t *from;
 	const char *node;
+	int64_t seen;
 	int rc = sc__get_object(rd, o, "from", false, &from);
 	if (rc <= 0)
 		return rc;
 	sc__mark_t m = sc__rd_push(rd, "from");
 	if ((rc = sc__rd_fields(rd, from, fields)) < 0 ||
-	    (rc = sc__get_name(rd, from, "node", true, &node)) < 0)
+	    (rc = sc__get_name(rd, from, "node", true, &node)) < 0 ||
+	    (rc = sc__get_int(rd, from, "seen", false, 0, INT64_MAX, &seen)) < 0)
 		return rc;
 	sc__rd_pop(rd, m);
 	return 0;

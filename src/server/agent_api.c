@@ -315,7 +315,10 @@ static void note_pods(sc_server_t *s, const char *node, json_t *reports)
 		s->agent_pods = json_object();
 	json_t *was = json_object_get(s->agent_pods, node);
 	int gone = 0;
-	json_object_foreach(was, k, v) gone |= json_object_get(now, k) == NULL;
+	json_object_foreach(was, k, v) gone |= strchr(k, '/') && !json_object_get(now, k);
+	/* Which heartbeat this is: a move waits for one taken after it. */
+	json_int_t seq = json_integer_value(json_object_get(was, SC_AGENT_PODS_SEQ));
+	json_object_set_new(now, SC_AGENT_PODS_SEQ, json_integer(seq + 1));
 	json_object_set_new(s->agent_pods, node, now);
 	if (gone)
 		sc__sched_kick(s);
@@ -537,6 +540,14 @@ typedef struct evict {
 
 static void evict_try(evict_t *v);
 
+/* Running, or Pipelined (bound, waiting for a node to stop a pod: it may
+ * wait until that node is given up, sched_write.c): both are placed again
+ * when their node is lost. */
+static bool bound(const sc_jobst_pod_t *p)
+{
+	return p->phase == SC_PP_RUNNING || p->phase == SC_PP_PIPELINED;
+}
+
 static void evict_saved(const sc_store_res_t *res, void *ud)
 {
 	evict_t *v = ud;
@@ -560,12 +571,12 @@ static void evict_try(evict_t *v)
 	json_array_foreach(pods, i, e)
 	{
 		sc__jobst_pod(e, &p);
-		hit |= strcmp(p.node, v->node) == 0 && p.phase == SC_PP_RUNNING;
+		hit |= strcmp(p.node, v->node) == 0 && bound(&p);
 	}
 	json_array_foreach(pods, i, e)
 	{
 		sc__jobst_pod(e, &p);
-		if (!hit || p.phase != SC_PP_RUNNING || (!whole && strcmp(p.node, v->node) != 0))
+		if (!hit || !bound(&p) || (!whole && strcmp(p.node, v->node) != 0))
 			continue;
 		sc__jobst_set_phase(e, SC_PP_RELEASING, why);
 	}
@@ -603,7 +614,7 @@ static void collect_on_node(sc_server_t *s, const char *name, json_t *obj, void 
 	json_array_foreach(sc__jobst_pods(obj), i, e)
 	{
 		sc__jobst_pod(e, &p);
-		if (strcmp(p.node, c->node) != 0 || p.phase != SC_PP_RUNNING)
+		if (strcmp(p.node, c->node) != 0 || !bound(&p))
 			continue;
 		if (c->n == c->cap) {
 			c->cap = c->cap ? c->cap * 2 : 16;
@@ -712,6 +723,13 @@ static void adopt_one(sc_server_t *s, const char *name, json_t *obj, void *ud)
 		    (json_is_integer(lm) ? (uint64_t)json_integer_value(lm) : DEFAULT_LEASE_MS);
 		ls->fence_ms = fence_of(agent);
 		ls->epoch = s->store_epoch;
+		/* What it runs is unknown until it calls in: anything (a pod
+		 * moved off it, or pipelined onto it, waits for that). */
+		if (!s->agent_pods)
+			s->agent_pods = json_object();
+		if (!json_object_get(s->agent_pods, name))
+			json_object_set_new(s->agent_pods, name,
+			                    json_pack("{s:b}", SC_AGENT_PODS_UNKNOWN, 1));
 	}
 }
 

@@ -179,19 +179,34 @@ static json_t *binding_pod(const sc_binding_t *b, const char *now, int64_t gener
 	return p;
 }
 
-/* Whether pod entry e is a move whose old node (e.from.node) still runs
- * the pod, or is still stopping it: its agent listed it in its last
- * heartbeat (in->agent_pods). A node without an agent, or given up (lease
- * + fence time: it has stopped its pods itself), has nothing to wait for. */
+/* The number of node's heartbeats the server had taken when the cycle
+ * read (0 when none). */
+static json_int_t heartbeats(const sc_cycle_in_t *in, const char *node)
+{
+	json_t *pods = json_object_get(in->agent_pods, node);
+	return json_integer_value(json_object_get(pods, SC_AGENT_PODS_SEQ));
+}
+
+/* Whether pod entry e is a move whose old node (e.from.node) may still run
+ * the pod, or be stopping it: no heartbeat of it came after the move was
+ * decided (e.from.seen: one sent before might predate the pod's start), or
+ * the last one listed the pod (in->agent_pods). A node without an agent,
+ * or given up (lease + fence time: it has stopped its pods itself), has
+ * nothing to wait for. */
 static bool still_on_old_node(const wctx_t *w, const sc_sobj_t *o, json_t *e)
 {
-	const char *from = sc__str_of(json_object_get(e, "from"), "node");
-	if (!from[0])
+	json_t *from = json_object_get(e, "from");
+	const char *node = sc__str_of(from, "node");
+	if (!node[0])
 		return false;
 	char key[3 * SC_MAX_NAME + 8];
 	snprintf(key, sizeof(key), "%s/%s/%s", o->kind->kind, name_of(o->obj),
 	         sc__str_of(e, "name"));
-	return json_object_get(json_object_get(w->in->agent_pods, from), key) != NULL;
+	json_t *pods = json_object_get(w->in->agent_pods, node);
+	if (!pods)
+		return false;
+	return json_object_get(pods, key) || json_object_get(pods, SC_AGENT_PODS_UNKNOWN) ||
+	       heartbeats(w->in, node) <= json_integer_value(json_object_get(from, "seen"));
 }
 
 /* Nodes whose agent still runs (or is stopping) a pod that the store does
@@ -225,6 +240,8 @@ static json_t *busy_nodes(const sc_cycle_in_t *in)
 		json_t *v;
 		json_object_foreach(pods, pod, v)
 		{
+			if (!strchr(pod, '/') && strcmp(pod, SC_AGENT_PODS_UNKNOWN) != 0)
+				continue;
 			snprintf(key, sizeof(key), "%s\t%s", node, pod);
 			if (!json_object_get(placed, key)) {
 				json_object_set_new(busy, node, json_true());
@@ -420,7 +437,8 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 			sc__jobst_set_phase(np, SC_PP_PIPELINED, NULL);
 			json_object_set_new(np, "from",
 			                    from ? json_incref(from)
-			                         : json_pack("{s:s}", "node", r.node));
+			                         : json_pack("{s:s,s:I}", "node", r.node, "seen",
+			                                     heartbeats(w->in, r.node)));
 			w->out->releasing = true;
 		}
 		if (was)

@@ -56,6 +56,12 @@ typedef struct sc_principal {
 	int64_t expires;            /* unix seconds after which the token is refused; 0: never */
 } sc_principal_t;
 
+/* Keys of agent_pods (sc_server_t) that are no pod (every pod's key holds
+ * a '/'): "any pod" (a node that has not called in since this server
+ * started), and the number of the node's heartbeats taken. */
+#define SC_AGENT_PODS_UNKNOWN "*"
+#define SC_AGENT_PODS_SEQ "#"
+
 /* Security settings from the server's flags (docs/SECURITY.md). */
 typedef struct sc_server_sec {
 	uint64_t watch_timeout_ms; /* a watch ends after this; the client resumes */
@@ -91,7 +97,9 @@ typedef struct sc_server {
 	 * a node given up
 	 * (lease + fence time) is left out. Loop thread (agent_api.c); each
 	 * cycle reads a copy (sched_load.c) to move a pod only once its old
-	 * node no longer runs it. Owned; NULL before the first heartbeat. */
+	 * node no longer runs it. Owned; NULL before the first heartbeat. A
+	 * node known from before this server started that has not called in
+	 * yet holds SC_AGENT_PODS_UNKNOWN: it may run anything. */
 	json_t *agent_pods;
 	/* What sc__sched_kick runs: sched.c's, set while the loop is up. */
 	void (*kick)(struct sc_server *s);

@@ -8,6 +8,7 @@ started while the old one was still stopping. A sampler looks every 10 ms
 at /proc for the pod's processes under each agent's folder. The 8-GPU job,
 pipelined onto the GPUs the pod leaves on n1, must likewise start only once
 the pod has stopped there."""
+import signal
 import threading
 import time
 
@@ -148,5 +149,61 @@ def test_a_moved_pod_never_runs_on_two_nodes(server, admin, tmp_path):
         for smp in (sampler, big_sampler):
             if smp and not smp.stop:
                 smp.finish()
+        for a in agents:
+            a.stop()
+
+
+def test_a_pod_moved_off_a_dead_node_starts_after_the_fence_time(server, admin, tmp_path):
+    """n1's agent is frozen (as dead) when compaction moves the pod off it: no
+    word comes from n1, so the pod waits Pipelined until the server gives n1
+    up (lease + fence time), by when n1's pod guard has stopped the pod; then
+    it starts on n0, and never beside the old copy."""
+    fence = ["--fence-time", "2s"]
+    agents = [Agent(server.url, server.token, n, tmp_path / n, gpus="8xA100-80GB", extra=fence)
+              for n in ("n0", "n1")]
+    sampler = None
+    n1 = agents[1]
+    try:
+        wait_for(lambda: all(ready(admin, a.name) for a in agents), what="nodes ready")
+        q = queue("team-a", 64)
+        q["spec"]["resources"].update({"cpu": {"quota": -1}, "memory": {"quota": -1}})
+        assert admin.post(admin.base + "/queues", json=q).status_code == 201
+        assert admin.post(admin.base + "/priorityclasses",
+                          json=manifest("PriorityClass", "batch-hi",
+                                        {"value": 100, "preemptible": True})).status_code == 201
+        for obj in (placed("fixed", "build", 6, ["sleep", "600"], "n0", [0, 1, 2, 3, 4, 5]),
+                    placed("a", "batch-hi", 2, SLOW_STOP, "n1", [0, 1])):
+            r = admin.post(admin.base + "/jobs", json=obj)
+            assert r.status_code == 201, r.text
+        wait_for(lambda: processes_with_env("STARCLOUD_POD", POD, under=n1.data_dir),
+                 what="the pod running on n1")
+        sampler = NodeSampler(POD, agents)
+        n1.proc.send_signal(signal.SIGSTOP)
+        t0 = time.time()
+        big = placed("big", "build", 8, ["sleep", "600"])
+        assert admin.post(admin.base + "/jobs", json=big).status_code == 201
+
+        def at_n0(phase):
+            p = pods_of(admin, "a").get(POD)
+            return p and p["phase"] == phase and p["node"] == "n0" and p
+        p = wait_for(lambda: at_n0("Pipelined") or at_n0("Running"), timeout=5,
+                     what="the pod moved to n0")
+        if p["phase"] == "Pipelined":
+            assert p["from"]["node"] == "n1", p
+        wait_for(lambda: at_n0("Running"), timeout=15, what="the pod Running on n0")
+        waited = time.time() - t0
+        wait_for(lambda: processes_with_env("STARCLOUD_POD", POD, under=agents[0].data_dir),
+                 timeout=10, what="the pod running on n0")
+        time.sleep(0.3)
+        sampler.finish()
+        nodes = sorted(span[0] for span in sampler.spans.values())
+        assert nodes == ["n0", "n1"], sampler.spans
+        assert not sampler.overlaps(), ("the pod ran on n0 and n1 at once", sampler.spans)
+        # Lease 0.9 s (3 x 300 ms heartbeats) + fence 2 s: not before, nor much after.
+        assert 2.5 < waited < 8, waited
+    finally:
+        if sampler and not sampler.stop:
+            sampler.finish()
+        n1.proc.send_signal(signal.SIGCONT)
         for a in agents:
             a.stop()
