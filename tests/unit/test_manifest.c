@@ -302,6 +302,30 @@ static void test_pod_report_empty_message(void **state)
 	           SC_EINVAL, "status.pods[0].message", "string");
 }
 
+/* A move's old place (server/sched_write.c): read, and checked. */
+static void test_pod_from(void **state)
+{
+	sc_manifest_set_t *s = set_with(cluster);
+	const char *job =
+	    JOB("  queue: team-a\n  tasks: [{name: w, resources: {gpu: 1}}]\n"
+	        "status:\n  pods: [{name: j-w-0, phase: Pipelined, node: n1, "
+	        "gpus: [3], from: {node: n2, seen: 7}}]\n");
+	sc_manifest_error_t err;
+	char buf[1400];
+	if (sc_manifest_add_text(s, "j.yaml", job, strlen(job), &err) < 0)
+		fail_msg("%s", sc_manifest_error_format(&err, buf, sizeof(buf)));
+	sc_manifest_set_free(s);
+#define FROM(f)                                                                            \
+	JOB("  queue: team-a\n  tasks: [{name: w}]\nstatus:\n  pods: [{name: j-w-0, "          \
+	    "phase: Pipelined, node: n1, from: " f "}]\n")
+	expect_bad(FROM("n2"), SC_EINVAL, "status.pods[0].from", "object");
+	expect_bad(FROM("{seen: 1}"), SC_EINVAL, "status.pods[0].from.node", "required");
+	expect_bad(FROM("{node: n2, at: 1}"), SC_EINVAL, "status.pods[0].from.at", "unknown field");
+	expect_bad(FROM("{node: n2, seen: -1}"), SC_EINVAL, "status.pods[0].from.seen", "");
+	expect_bad(FROM("{node: n2, seen: x}"), SC_EINVAL, "status.pods[0].from.seen", "");
+#undef FROM
+}
+
 static void test_bad_objects(void **state)
 {
 	expect_bad("apiVersion: starcloud.dev/v1\nkind: CronJob\nmetadata: {name: x}\n", SC_EINVAL,
@@ -609,6 +633,7 @@ int main(void)
 	    cmocka_unit_test(test_deployment_config_topology),
 	    cmocka_unit_test(test_bad_objects),
 	    cmocka_unit_test(test_pod_report_empty_message),
+	    cmocka_unit_test(test_pod_from),
 	    cmocka_unit_test(test_all_or_nothing_and_positions),
 	    cmocka_unit_test(test_references),
 	    cmocka_unit_test(test_add_json),
