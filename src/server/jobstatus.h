@@ -11,7 +11,8 @@
  *   node, gpus, gpuShare, gpuMemory, mig    where it runs, what it holds
  *   startedAt, generation (the revision its binding was decided on: the
  *   agent's fencing), movedAt (a compaction move), port (a Deployment's),
- *   from {node} (a move: the node it leaves, which must stop it first)
+ *   from {node, seen} (a move: the node it leaves, which must stop it
+ *   first, and how many heartbeats of it the server had taken then)
  *                                        written by the scheduling loop
  *   ready, restarts, exitCode, message   reported by the node's agent
  * The scheduling loop writes bindings and evictions (sched_write.c), the
