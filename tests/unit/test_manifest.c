@@ -306,17 +306,16 @@ static void test_pod_report_empty_message(void **state)
 static void test_pod_from(void **state)
 {
 	sc_manifest_set_t *s = set_with(cluster);
-	const char *job =
-	    JOB("  queue: team-a\n  tasks: [{name: w, resources: {gpu: 1}}]\n"
-	        "status:\n  pods: [{name: j-w-0, phase: Pipelined, node: n1, "
-	        "gpus: [3], from: {node: n2, seen: 7}}]\n");
+	const char *job = JOB("  queue: team-a\n  tasks: [{name: w, resources: {gpu: 1}}]\n"
+	                      "status:\n  pods: [{name: j-w-0, phase: Pipelined, node: n1, "
+	                      "gpus: [3], from: {node: n2, seen: 7}}]\n");
 	sc_manifest_error_t err;
 	char buf[1400];
 	if (sc_manifest_add_text(s, "j.yaml", job, strlen(job), &err) < 0)
 		fail_msg("%s", sc_manifest_error_format(&err, buf, sizeof(buf)));
 	sc_manifest_set_free(s);
-#define FROM(f)                                                                            \
-	JOB("  queue: team-a\n  tasks: [{name: w}]\nstatus:\n  pods: [{name: j-w-0, "          \
+#define FROM(f)                                                                                    \
+	JOB("  queue: team-a\n  tasks: [{name: w}]\nstatus:\n  pods: [{name: j-w-0, "              \
 	    "phase: Pipelined, node: n1, from: " f "}]\n")
 	expect_bad(FROM("n2"), SC_EINVAL, "status.pods[0].from", "object");
 	expect_bad(FROM("{seen: 1}"), SC_EINVAL, "status.pods[0].from.node", "required");
