@@ -5,6 +5,7 @@
  *   backend.c   the replica table, picking (least outstanding, power of two
  *               choices), passive ejection, active readiness probes
  *   proxy.c     one client request: attempts, retries, streaming, resume
+ *   proxy_span.c  the request's server span and its attempts' client spans
  *   pd.c        prefill/decode disaggregation
  *   canary.c    versioned rollouts: weights, analysis windows, rollback
  *   trace.c     W3C traceparent, spans, OTLP/HTTP JSON export

@@ -86,6 +86,12 @@ typedef struct gw_req {
 	struct gw_req *prev, *next; /* sc_gw_t.reqs, then .dead and .pool */
 } gw_req_t;
 
+/* The request's server span (ver: the answering version, may be NULL;
+ * status: the HTTP status sent) and an upstream attempt's client span on
+ * replica b (failed: no answer or one that broke off); both handed to the
+ * exporter (proxy_span.c). */
+void sc__gw_root_span(gw_req_t *q, const char *ver, int status);
+void sc__gw_attempt_span(gw_req_t *q, gw_backend_t *b, int failed);
 /* A new request in flight for hr (borrowed; the request hears when its
  * client goes away), linked into sc_gw_t.reqs with its deadline. */
 gw_req_t *sc__gw_req_new(sc_gw_t *gw, sc_http_req_t *hr, int kind);
