@@ -240,10 +240,11 @@ def test_history_charts(browser, server, admin):
                                                        "resources": {"gpu": {"quota": 4}}}))
     post(admin, "jobs", job("train", "llm", gpus=2, replicas=2))
     post(admin, "jobs", job("waits", "vision", gpus=8, replicas=2))
-    # the server's ring has a sample once a cycle ran
+    # the ring takes the first cycle of each 10 s window: that cycle may have
+    # run before train was placed, so llm's GPUs can take until the next window
     hist = wait_for(lambda: (lambda s: s if s and s[-1]["queues"].get("llm", {}).get("allocated")
                              else None)(admin.get(admin.base + "/scheduler/history").json()["samples"]),
-                    what="a history sample with llm's GPUs")
+                    timeout=25, what="a history sample with llm's GPUs")
     assert hist[-1]["queues"]["llm"]["allocated"] == 4
     assert hist[-1]["queues"]["vision"]["pending"] == 1 and hist[-1]["gpus"] == 8
     login(browser, server, server.token)
