@@ -200,17 +200,16 @@ static void copy_field(json_t *dst, const json_t *src, const char *key)
 		json_object_set(dst, key, v);
 }
 
-/* The prompt (or messages) and the sampling fields of the original request. */
+/* The client's whole request, model name resolved: the prefill checks
+ * every field (a field neither phase honours, tool_choice say, is refused
+ * there by name rather than dropped here) and chooses the first token,
+ * so its logprobs too. The decode body takes the fields decode needs. */
 static json_t *sc__gw_pd_prefill_body(const gw_req_t *q)
 {
-	json_t *b = json_pack("{s:s}", "model", q->model);
-	copy_field(b, q->body, q->kind == GW_K_CHAT ? "messages" : "prompt");
-	copy_field(b, q->body, "temperature");
-	copy_field(b, q->body, "top_p");
-	copy_field(b, q->body, "seed");
-	/* The first token is chosen there: so are its logprobs. */
-	copy_field(b, q->body, "logprobs");
-	copy_field(b, q->body, "top_logprobs");
+	json_t *b = json_deep_copy(q->body);
+	if (!b)
+		b = json_object();
+	json_object_set_new(b, "model", json_string(q->model));
 	return b;
 }
 

@@ -130,6 +130,121 @@ static int get_number(wreq_t *q, json_t *obj, const char *key, double lo, double
 	return 0;
 }
 
+/* The top-level fields every generation endpoint knows (read or refused
+ * by value below); each endpoint adds its own. */
+static const char common_fields[] =
+    "model stream stream_options max_tokens max_completion_tokens n seed "
+    "temperature top_p logprobs top_logprobs stop presence_penalty "
+    "frequency_penalty logit_bias tools functions tool_choice "
+    "function_call parallel_tool_calls response_format user store metadata "
+    "service_tier modalities audio prediction reasoning_effort "
+    "web_search_options";
+
+const char *const sc__completion_fields[] = {"prompt", "echo",          "best_of",
+                                             "suffix", "generated_ids", NULL};
+const char *const sc__chat_fields[] = {"messages", "input_ids", "generated_ids", NULL};
+const char *const sc__prefill_fields[] = {"prompt",  "messages", "input_ids", "echo",
+                                          "best_of", "suffix",   NULL};
+const char *const sc__decode_fields[] = {
+    "kv_url",         "first_token",   "format", "first_token_relayed",
+    "first_logprobs", "generated_ids", NULL};
+
+/* Whether key is one of the space-separated words ("a b", holding a
+ * space, is none of them). */
+static int in_words(const char *words, const char *key)
+{
+	size_t n = strlen(key);
+	if (n == 0 || strchr(key, ' '))
+		return 0;
+	for (const char *w = words; *w; w += strcspn(w, " "), w += *w == ' ')
+		if (strncmp(w, key, n) == 0 && (w[n] == ' ' || w[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+static int listed(const char *const *list, const char *key)
+{
+	for (size_t i = 0; list && list[i]; i++)
+		if (strcmp(list[i], key) == 0)
+			return 1;
+	return 0;
+}
+
+int sc__known_fields(wreq_t *q, json_t *obj, int generation, const char *const *extra)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(obj, key, v)
+	{
+		if ((generation && in_words(common_fields, key)) || listed(extra, key))
+			continue;
+		/* OpenAI's own words for a field it does not know; the name is
+		 * bounded: it is the client's. */
+		char param[64];
+		snprintf(param, sizeof(param), "%s", key);
+		sc__reply_error(q, 400, param, "Unrecognized request argument supplied: %s", param);
+		return -1;
+	}
+	return 0;
+}
+
+/* Tool calling and the output shapes this worker cannot produce: accepted
+ * only at the value that asks for nothing (tool_choice "none" with no
+ * tools is a plain completion), refused by name otherwise. */
+static int refuse_tooling(wreq_t *q, json_t *obj)
+{
+	static const struct {
+		const char *key, *ok_string, *why;
+	} only_null[] = {
+	    {"tool_choice", "none",
+	     "tool_choice is not supported: this worker has no tool calling"},
+	    {"function_call", "none",
+	     "function_call is not supported: this worker has no tool calling"},
+	    {"parallel_tool_calls", NULL,
+	     "parallel_tool_calls is not supported: this worker has no tool calling"},
+	    {"audio", NULL, "audio is not supported: this worker produces text only"},
+	    {"prediction", NULL, "prediction (predicted outputs) is not supported"},
+	    {"reasoning_effort", NULL, "reasoning_effort is not supported: not a reasoning model"},
+	    {"web_search_options", NULL, "web_search_options is not supported"},
+	    {"service_tier", "auto", "service_tier is not supported (only \"auto\")"},
+	    {"store", NULL, "store is not supported: completions are not stored"},
+	};
+	for (size_t i = 0; i < sizeof(only_null) / sizeof(only_null[0]); i++) {
+		json_t *v = json_object_get(obj, only_null[i].key);
+		const char *s = json_string_value(v);
+		int neutral =
+		    !v || json_is_null(v) ||
+		    (only_null[i].ok_string && s && strcmp(s, only_null[i].ok_string) == 0) ||
+		    (strcmp(only_null[i].key, "store") == 0 && json_is_false(v)) ||
+		    (strcmp(only_null[i].key, "service_tier") == 0 && s &&
+		     strcmp(s, "default") == 0);
+		if (!neutral) {
+			sc__reply_error(q, 400, only_null[i].key, "%s", only_null[i].why);
+			return -1;
+		}
+	}
+	json_t *md = json_object_get(obj, "metadata");
+	if (md && !json_is_null(md) && !(json_is_object(md) && !json_object_size(md))) {
+		sc__reply_error(q, 400, "metadata",
+		                "metadata is not supported (nothing is stored)");
+		return -1;
+	}
+	json_t *u = json_object_get(obj, "user");
+	if (u && !json_is_null(u) && !json_is_string(u)) {
+		sc__reply_error(q, 400, "user", "user must be a string");
+		return -1;
+	}
+	json_t *mod = json_object_get(obj, "modalities");
+	if (mod && !json_is_null(mod) &&
+	    !(json_is_array(mod) && json_array_size(mod) == 1 &&
+	      json_string_value(json_array_get(mod, 0)) &&
+	      strcmp(json_string_value(json_array_get(mod, 0)), "text") == 0)) {
+		sc__reply_error(q, 400, "modalities", "modalities: only [\"text\"]");
+		return -1;
+	}
+	return 0;
+}
+
 /* Fields OpenAI defines that this worker cannot honour: refused by name
  * rather than ignored, so a client never believes it got what it asked
  * for. A field at its neutral value is accepted. */
@@ -157,6 +272,8 @@ static int refuse_unsupported(wreq_t *q, json_t *obj)
 			return -1;
 		}
 	}
+	if (refuse_tooling(q, obj) < 0)
+		return -1;
 	json_t *echo = json_object_get(obj, "echo"), *bo = json_object_get(obj, "best_of");
 	if (json_is_true(echo)) {
 		sc__reply_error(q, 400, "echo", "echo is not supported");
@@ -511,7 +628,10 @@ static void openai_generate(wreq_t *q, int fmt)
 		sc__reply_error(q, 400, "prompt", "chat completions take messages, not prompt");
 	} else if (fmt == FMT_COMPLETION && json_object_get(body, "messages")) {
 		sc__reply_error(q, 400, "messages", "completions take prompt, not messages");
-	} else if (sc__gen_params(q, body, &p) == 0) {
+	} else if (sc__known_fields(q, body, 1,
+	                            fmt == FMT_CHAT ? sc__chat_fields : sc__completion_fields) ==
+	               0 &&
+	           sc__gen_params(q, body, &p) == 0) {
 		int ok = 0;
 		if (fmt == FMT_CHAT) {
 			if (!(ids = sc_malloc((size_t)max * sizeof(int))))
@@ -572,7 +692,11 @@ static void h_embeddings(wreq_t *q)
 	json_t *fmt = json_object_get(body, "encoding_format");
 	long long dims;
 	const char *f = json_string_value(fmt);
-	int rc = get_int(q, body, "dimensions", 1, q->m->model->cfg.dim, &dims);
+	static const char *const embed_fields[] = {"model",      "input", "encoding_format",
+	                                           "dimensions", "user",  NULL};
+	int rc = sc__known_fields(q, body, 0, embed_fields);
+	if (rc == 0)
+		rc = get_int(q, body, "dimensions", 1, q->m->model->cfg.dim, &dims);
 	if (rc < 0) {
 	} else if (fmt && !json_is_null(fmt) &&
 	           (!f || (strcmp(f, "float") != 0 && strcmp(f, "base64") != 0))) {

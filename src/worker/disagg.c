@@ -26,6 +26,10 @@ static void h_prefill(wreq_t *q)
 	int max = q->m->model->cfg.seq_len - 1;
 	gen_params_t p = {.fmt = FMT_PREFILL};
 	gen_prompts_t pr = {0};
+	/* The gateway hands the client's own fields to the prefill: a field
+	 * no phase honours is refused here, before any work. */
+	if (sc__known_fields(q, body, 1, sc__prefill_fields) < 0)
+		return json_decref(body);
 	/* The decode side answers max_tokens and the stream: not checked here. */
 	json_object_del(body, "max_tokens");
 	json_object_del(body, "max_completion_tokens");
@@ -216,7 +220,8 @@ static void h_decode(wreq_t *q)
 	json_t *flp = json_object_get(body, "first_logprobs");
 	if (!forced) {
 		sc__reply_error(q, 503, NULL, "out of memory");
-	} else if (decode_fields(q, body, &url, &first, &p) == 0 &&
+	} else if (sc__known_fields(q, body, 1, sc__decode_fields) == 0 &&
+	           decode_fields(q, body, &url, &first, &p) == 0 &&
 	           sc__gen_params(q, body, &p) == 0) {
 		int n = decode_forced(q, body, first, p.max_tokens, forced);
 		if (p.n != 1)

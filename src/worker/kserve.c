@@ -388,7 +388,10 @@ static int kserve_params(wreq_t *q, json_t *params, gen_params_t *p)
 	json_object_update(tmp, params);
 	/* The binary extension's own keys are not sampling parameters. */
 	json_object_del(tmp, "binary_data_output");
-	int rc = sc__gen_params(q, tmp, p);
+	/* A parameter nobody reads (Triton's priority, say) is refused. */
+	int rc = sc__known_fields(q, tmp, 1, NULL);
+	if (rc == 0)
+		rc = sc__gen_params(q, tmp, p);
 	json_decref(tmp);
 	return rc;
 }
@@ -506,7 +509,7 @@ static void h_generate(wreq_t *q, int stream)
 	}
 	json_object_update(params, inner);
 	json_object_set_new(params, "stream", json_boolean(stream));
-	if (sc__gen_params(q, params, &p) < 0)
+	if (sc__known_fields(q, params, 1, NULL) < 0 || sc__gen_params(q, params, &p) < 0)
 		goto out;
 	if (p.n != 1 || !!text == !!iids) {
 		sc__reply_error(q, 400, p.n != 1 ? "n" : "text_input",

@@ -226,6 +226,15 @@ int sc__ids_from_array(wreq_t *q, json_t *a, const char *field, int *ids, int ma
 /* Tokenizes a prompt (or the chat messages) into ids; answers 400 naming
  * the field on failure and returns a negative count. */
 int sc__prompt_ids(wreq_t *q, json_t *body, int *ids, int max);
+/* The top-level fields each endpoint accepts beside the ones every
+ * generation shares (NULL-terminated). */
+extern const char *const sc__completion_fields[], *const sc__chat_fields[];
+extern const char *const sc__prefill_fields[], *const sc__decode_fields[];
+/* 400 naming the first top-level field of obj that is neither in extra nor
+ * (when generation) one every generation shares, as OpenAI answers
+ * ("Unrecognized request argument supplied"): a field nobody reads is
+ * never silently ignored. */
+int sc__known_fields(wreq_t *q, json_t *obj, int generation, const char *const *extra);
 /* Reads the sampling and length fields into p; 400 on a bad value. */
 int sc__gen_params(wreq_t *q, json_t *obj, gen_params_t *p);
 

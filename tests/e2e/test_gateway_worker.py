@@ -127,6 +127,56 @@ def test_shapes_match_the_worker_field_by_field(procs, ckpt):
     assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
 
 
+def post_ready(gw, path, body):
+    """Posts until the gateway has a ready replica (its first probe may not
+    have run yet on a loaded machine)."""
+    deadline = time.time() + 30
+    while True:
+        r = requests.post(gw.url + path, json=body, timeout=30)
+        if r.status_code != 503 or time.time() > deadline:
+            return r
+        time.sleep(0.2)
+
+
+UNSUPPORTED = [
+    ({"tool_choice": "auto"}, "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"parallel_tool_calls": True}, "parallel_tool_calls"),
+    ({"top_k": 3}, "top_k"),
+]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["both", "prefill-decode"])
+def test_unsupported_fields_refused_through_the_gateway(procs, ckpt, split):
+    """A field no replica honours is refused by name (OpenAI's error), never
+    dropped: with replicas of role both the worker's 400 passes through; split
+    into prefill and decode, the prefill sees the client's whole request and
+    refuses it before any work. At their neutral values the answer is the
+    plain one."""
+    ws = [worker(procs, ckpt, "1", "prefill"), worker(procs, ckpt, "1", "decode")] if split \
+        else [worker(procs, ckpt)]
+    gw = procs.gateway(ws)
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    plain = post_ready(gw, "/v1/chat/completions", chat)
+    assert plain.status_code == 200, plain.text
+    before = [counters(w)["prefills"] for w in ws]
+    for extra, param in UNSUPPORTED:
+        for stream in (False, True):
+            r = requests.post(gw.url + "/v1/chat/completions",
+                              json=dict(chat, stream=stream, **extra), timeout=30)
+            assert r.status_code == 400, (extra, r.text)
+            err = r.json()["error"]
+            assert err["param"] == param and err["type"] == "invalid_request_error", err
+            assert param in err["message"]
+    assert [counters(w)["prefills"] for w in ws] == before
+    r = requests.post(gw.url + "/v1/chat/completions", timeout=30,
+                      json=dict(chat, tools=[], tool_choice="none", user="u",
+                                response_format={"type": "text"}))
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"] == plain.json()["choices"]
+
+
 def test_kill_replica_under_load_no_failures(procs, ckpt):
     ws = [worker(procs, ckpt) for _ in range(3)]
     gw = procs.gateway(ws)

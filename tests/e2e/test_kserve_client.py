@@ -219,3 +219,21 @@ def test_errors_have_the_kserve_shape(target):
     r = requests.post(c.url + "/v2/models/tiny/infer", data=head + b"\x03\x00\x00\x00abc",
                       headers={"Inference-Header-Content-Length": str(len(head))}, timeout=10)
     assert r.status_code == 400 and "binary_data_size" in r.json()["error"]
+
+
+def test_unknown_parameters_refused(target):
+    """A parameter the worker does not read (Triton's priority, a tool
+    choice) is refused naming it, never ignored; infer and generate alike."""
+    c, w = target
+    for params, name in (({"priority": 1}, "priority"), ({"tool_choice": "auto"}, "tool_choice"),
+                         ({"top_k": 4}, "top_k")):
+        st, err = c.infer("tiny", [("text_input", "BYTES", [1], ["x"])],
+                          parameters=dict(params, max_tokens=2))
+        assert st == 400 and isinstance(err["error"], str) and name in err["error"], err
+        st, err = c.generate("tiny", "x", max_tokens=2, **params)
+        assert st == 400 and isinstance(err["error"], str) and name in err["error"], err
+    r = requests.post(c.url + "/v2/models/tiny/generate", timeout=30,
+                      json={"text_input": "x", "max_tokens": 2, "sequence_id": 7})
+    assert r.status_code == 400 and "sequence_id" in r.json()["error"]
+    st, g = c.generate("tiny", "x", max_tokens=2)
+    assert st == 200 and g["output_ids"]

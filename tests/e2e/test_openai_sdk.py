@@ -37,6 +37,8 @@ def check(out, w):
     assert [c["index"] for c in out["chat"]] == [0, 1]
     assert all(c["role"] == "assistant" and c["lp"] == 8 and c["top"] == 2 for c in out["chat"])
     assert out["chat"][0]["content"] == out["chat_system"]  # developer = system
+    # Unsupported fields at their neutral values change nothing.
+    assert out["chat_neutral"] == out["chat_helper"]
     cs = out["chat_stream"]
     assert cs["usageChunks"] == 1 and cs["usage"]["completion_tokens"] == 8
     assert cs["role"] == "assistant"
@@ -51,7 +53,9 @@ def check(out, w):
         assert out[k]["code"] == "model_not_found" and out[k]["param"] == "model"
     for k, param in (("err_bad_temperature", "temperature"), ("err_bad_max_tokens", "max_tokens"),
                      ("err_content_part", "messages[0].content[0].type"),
-                     ("err_stream_error", "logprobs")):
+                     ("err_stream_error", "logprobs"), ("err_tool_choice", "tool_choice"),
+                     ("err_tools", "tools"), ("err_response_format", "response_format"),
+                     ("err_unknown_field", "top_k")):
         assert out[k]["class"] == "BadRequestError" and out[k]["isAPIError"], out[k]
         assert out[k]["type"] == "invalid_request_error" and out[k]["param"] == param, out[k]
     assert out["abort_break_chunks"] == 2

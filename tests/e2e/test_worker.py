@@ -450,6 +450,43 @@ def test_kserve_unknown_model(both):
                               "tools": [{"type": "function"}]}, "tools"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
                               "response_format": {"type": "json_object"}}, "response_format"),
+    # Fields this worker does not honour are refused by name, never ignored.
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "tool_choice": "auto"}, "tool_choice"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "tool_choice": {"type": "function",
+                                              "function": {"name": "f"}}}, "tool_choice"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "parallel_tool_calls": False}, "parallel_tool_calls"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "function_call": "auto"}, "function_call"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "response_format": {"type": "json_schema", "json_schema": {}}},
+     "response_format"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "modalities": ["text", "audio"]}, "modalities"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "store": True}, "store"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "metadata": {"a": "b"}}, "metadata"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "reasoning_effort": "low"}, "reasoning_effort"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "service_tier": "flex"}, "service_tier"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "user": 5}, "user"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "top_k": 5},
+     "top_k"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "echo": False},
+     "echo"),
+    ("/v1/completions", {"prompt": "x", "tool_choice": "required"}, "tool_choice"),
+    ("/v1/completions", {"prompt": "x", "suffix": "end"}, "suffix"),
+    ("/v1/completions", {"prompt": "x", "repetition_penalty": 1.1}, "repetition_penalty"),
+    ("/v1/completions", {"prompt": "x", "ignore_eos": True}, "ignore_eos"),
+    ("/v1/completions", {"prompt": "x", "stream stream_options": 1}, "stream stream_options"),
+    ("/v1/completions", {"prompt": "x", "": 1}, ""),
+    ("/v1/embeddings", {"input": "x", "tools": []}, "tools"),
+    ("/v1/embeddings", {"input": "x", "max_tokens": 3}, "max_tokens"),
     ("/v1/embeddings", {"input": "x", "encoding_format": "hex"}, "encoding_format"),
     ("/v1/embeddings", {"input": "x", "dimensions": 0}, "dimensions"),
     ("/v1/embeddings", {"input": "x", "dimensions": 100000}, "dimensions"),
@@ -474,6 +511,27 @@ def test_bad_requests_name_the_field(both, path, body, field):
     err = r.json()["error"]
     assert err["type"] == "invalid_request_error" and err["param"] == field and err["message"]
     assert both.counters()["prefills"] == before
+
+
+def test_neutral_values_of_unsupported_fields_accepted(both):
+    """A field at the value that asks for nothing (what SDKs and frameworks
+    send by default) changes nothing: the answer equals the plain one."""
+    chat = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 5}
+    plain = both.post("/v1/chat/completions", chat)
+    assert plain.status_code == 200, plain.text
+    neutral = dict(chat, tools=[], tool_choice="none", function_call="none", functions=None,
+                   parallel_tool_calls=None, response_format={"type": "text"}, user="u-1",
+                   store=False, metadata={}, service_tier="auto", modalities=["text"],
+                   audio=None, prediction=None, reasoning_effort=None, logit_bias={},
+                   presence_penalty=0, frequency_penalty=0.0, web_search_options=None)
+    r = both.post("/v1/chat/completions", neutral)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"] == plain.json()["choices"]
+    r = both.post("/v1/completions", {"prompt": "x", "max_tokens": 2, "echo": False,
+                                      "best_of": 1, "suffix": "", "tool_choice": None})
+    assert r.status_code == 200, r.text
+    r = both.post("/v1/embeddings", {"input": "x", "user": "u-1"})
+    assert r.status_code == 200, r.text
 
 
 def test_malformed_json_and_big_body(both):

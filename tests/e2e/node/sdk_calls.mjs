@@ -104,6 +104,21 @@ out.err_bad_max_tokens = await typed(() => client.completions.create({ model, pr
 out.err_content_part = await typed(() => client.chat.completions.create({
   model, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "http://x/y.png" } }] }],
 }));
+// What the worker cannot honour is refused naming the field, never ignored;
+// the same fields at their neutral values are a plain request.
+const hello = [{ role: "user", content: "hello" }];
+out.err_tool_choice = await typed(() => client.chat.completions.create({ model, messages: hello, tool_choice: "required" }));
+out.err_tools = await typed(() => client.chat.completions.create({
+  model, messages: hello, tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }], tool_choice: "auto",
+}));
+out.err_response_format = await typed(() => client.chat.completions.create({
+  model, messages: hello, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" } } },
+}));
+out.err_unknown_field = await typed(() => client.completions.create({ model, prompt: "x", top_k: 5 }));
+const neutral = await client.chat.completions.create({
+  model, messages: hello, max_tokens: 8, tools: [], tool_choice: "none", response_format: { type: "text" }, user: "u-1",
+});
+out.chat_neutral = neutral.choices[0].message.content;
 out.err_stream_error = await typed(async () => {
   for await (const _ of await client.completions.create({ model, prompt: "x", stream: true, logprobs: 9 })) { /* none */ }
 });
