@@ -160,6 +160,13 @@ static void after_exit(sc_pod_t *p, int failed)
 	uv_timer_start(&p->timer, on_backoff, delay, 0);
 }
 
+/* Logged once what follows is decided, so the line says what the agent
+ * does next ("; restarting in 0.4s", "; back-off limit 3 reached"). */
+static void log_exit(const sc_pod_t *p)
+{
+	sc_log_info("pod %s/%s: %s", p->job, p->name, p->message);
+}
+
 /* Common to both ways a process ends (our child, or adopted): reaps
  * what it left in its group, stops the probes. 0 when the pod was being
  * stopped for good (and is now finished). */
@@ -195,10 +202,10 @@ static void adopted_exit(sc_pod_t *p)
 		return;
 	if (!killed)
 		set_message(p, "%s", "exited while adopted (status unknown)");
-	sc_log_info("pod %s/%s: %s", p->job, p->name, p->message);
 	p->has_exit = 0;
 	p->restart_kill = 0;
 	after_exit(p, 1);
+	log_exit(p);
 	changed(p);
 }
 
@@ -222,9 +229,9 @@ static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
 		set_message(p, "killed by signal %d", sig);
 	else
 		set_message(p, "exited with status %d", (int)status);
-	sc_log_info("pod %s/%s: %s", p->job, p->name, p->message);
 	p->restart_kill = 0;
 	after_exit(p, failed);
+	log_exit(p);
 	changed(p);
 }
 
@@ -263,10 +270,10 @@ static void start_probes(sc_pod_t *p)
 static void spawn_failed(sc_pod_t *p, const char *what, int err)
 {
 	set_message(p, "cannot start: %s: %s", what, uv_strerror(err));
-	sc_log_info("pod %s/%s: %s", p->job, p->name, p->message);
 	p->has_exit = 1;
 	p->exit_code = 127;
 	after_exit(p, 1);
+	log_exit(p);
 	changed(p);
 }
 
