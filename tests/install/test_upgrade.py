@@ -3,12 +3,15 @@ while jobs run and nothing is lost.
 
 The previous release is built from this repository's own history: the
 commit PREVIOUS (release 0.1.0 as it ran on main on 2026-12-01, before
-versions and schemas were recorded) is exported with `git archive` and
-built once into $STARCLOUD_CACHE/releases/<commit>/ (outside the checkout;
-about two minutes on 2 cores). Then, on one etcd: two servers and two
-agents of that release (3 GPUs each) run four jobs (so both nodes hold pods) whose pods tick a file five times a
-second; the servers are replaced by this release one at a time (follower
-first, then the leader), then the agents one at a time. Throughout, every
+versions and schemas were recorded) is exported with `git archive`, the
+fixes in BACKPORTS are applied (as a 0.1.x point release would carry
+them), and it is built once into $STARCLOUD_CACHE/releases/<commit>-<hash
+of the backports>/ (outside the checkout; about two minutes on 2 cores).
+Then, on one etcd: two servers and two agents of that release (3 GPUs
+each) run four jobs (so both nodes hold pods, no GPU held twice) whose
+pods tick a file five times a second; the servers are replaced by this
+release one at a time (follower first, then the leader), then the agents
+one at a time. Throughout, every
 pod keeps running as the same process (never restarted, never moved) and
 keeps ticking; the old agents are served by the new servers (a job
 submitted in between is placed on them); the old CLI still works against
@@ -17,6 +20,7 @@ store has been brought to schema 2 while an old server was still
 running. The same with one server on SQLite (the API down during its
 restart)."""
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -38,7 +42,27 @@ from etcd_util import Etcd  # noqa: E402
 NEW = os.path.abspath(os.environ.get("STARCLOUD_BIN", os.path.join(TOP, "build", "starcloud")))
 PREVIOUS = "3143b43157cffe12a3b0f567e33687e39fb94d06"  # 0.1.0, main on 2026-12-01
 CACHE = os.environ.get("STARCLOUD_CACHE", "/var/cache/starcloud-test")
-FAST = ["--heartbeat", "300ms", "--backoff-base", "200ms", "--backoff-max", "2s", "--grace",
+# Fixes of this round applied to PREVIOUS before it is built: (file, text,
+# replacement), each text found exactly once. 0.1.0's decoder refused the
+# message "" that its agent reports for every running pod, so the
+# scheduler's snapshot left the job out and gave its GPUs again (2c8bc01):
+# the old cluster put four 1-GPU pods on a 3-GPU node before any upgrade
+# step (failed CI once), a bug of 0.1.0, not of the upgrade. The old
+# server still stores "" (ce02459 stops that), so the new servers still
+# read a store written by 0.1.0.
+BACKPORTS = [
+    ("src/core/manifest_job.c",
+     '\t    (rc = sc__get_str(rd, o, "message", false, &msg)) < 0 ||\n',
+     '\t    (!(json_is_string(json_object_get(o, "message")) &&\n'
+     '\t       json_string_length(json_object_get(o, "message")) == 0) &&\n'
+     '\t     (rc = sc__get_str(rd, o, "message", false, &msg)) < 0) ||\n'),
+]
+RELEASE = PREVIOUS + "-" + hashlib.sha256(repr(BACKPORTS).encode()).hexdigest()[:12]
+# A 6 s lease (3 heartbeats of 2 s): 0.1.0's server evicts a node's pods
+# the moment its lease expires (no fence time), and under load a 0.9 s
+# lease (--heartbeat 300ms) expired while the old servers were busy: every
+# pod was stopped and started again before any upgrade step.
+FAST = ["--heartbeat", "2s", "--backoff-base", "200ms", "--backoff-max", "2s", "--grace",
         "2s"]
 # A pod counts as stalled if its tick file is older than this: the pods
 # tick every 0.2 s; a loaded machine may delay them, never by seconds.
@@ -59,8 +83,9 @@ def version_of(binary):
 
 @pytest.fixture(scope="module")
 def old():
-    """The previous release's binary, built once from git into the cache."""
-    dest = os.path.join(CACHE, "releases", PREVIOUS)
+    """The previous release's binary (with BACKPORTS), built once from git
+    into the cache."""
+    dest = os.path.join(CACHE, "releases", RELEASE)
     binary = os.path.join(dest, "starcloud")
     os.makedirs(dest, exist_ok=True)
     with open(os.path.join(dest, ".lock"), "w") as lock:
@@ -78,6 +103,12 @@ def old():
                                    stdout=subprocess.PIPE)
         subprocess.run(["tar", "-x", "-C", src], stdin=archive.stdout, check=True)
         assert archive.wait() == 0
+        for path, text, fixed in BACKPORTS:
+            with open(os.path.join(src, path)) as f:
+                code = f.read()
+            assert code.count(text) == 1, (path, text)
+            with open(os.path.join(src, path), "w") as f:
+                f.write(code.replace(text, fixed))
         r = subprocess.run(["make", "-C", src, "-j2", "build/starcloud"], capture_output=True,
                            text=True, timeout=1800)
         assert r.returncode == 0, r.stderr[-3000:]
@@ -215,6 +246,16 @@ class Cluster:
                 out[j["metadata"]["name"]] = (p["node"], pid, p.get("restarts", 0))
         return out
 
+    def gpus_held_twice(self):
+        """(node, GPU index) pairs held by more than one running pod."""
+        held = {}
+        for j in self.api("GET", "/jobs").json()["items"]:
+            for p in j.get("status", {}).get("pods", []):
+                if p.get("phase") == "Running":
+                    for g in p.get("gpus", []):
+                        held.setdefault((p["node"], g), []).append(p["name"])
+        return {k: v for k, v in held.items() if len(v) > 1}
+
     def tick_files(self):
         for a in self.agents:
             root = os.path.join(a.data, "pods")
@@ -286,6 +327,7 @@ def run_upgrade(tmp_path, old, store_args, nservers, ha, etcd=None):
             assert c.api("POST", "/jobs", json=job(n)).status_code == 201
         before = wait_for(lambda: (lambda p: p if len(p) == 4 and all(v[1] for v in p.values())
                                    else None)(c.pods()), what="four pods running")
+        assert c.gpus_held_twice() == {}
         c.watch(set(names))
         objects_before = {k: sorted(o["metadata"]["name"] for o in
                                     c.api("GET", "/" + k).json()["items"])
@@ -349,6 +391,7 @@ def run_upgrade(tmp_path, old, store_args, nservers, ha, etcd=None):
                             "--token", c.token], capture_output=True, text=True, timeout=30)
         assert r.returncode == 0, r.stderr
         wait_for(lambda: "last" in c.pods(), what="a job after the upgrade")
+        assert c.gpus_held_twice() == {}
     finally:
         c.stop()
 
