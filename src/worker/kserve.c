@@ -7,7 +7,14 @@
  * Length: N, the first N bytes of the body are the JSON header and the rest
  * holds the tensors whose parameters say binary_data_size, in the order of
  * the inputs: BYTES elements as a 4-byte little-endian length and the
- * bytes, INT64 as 8 and INT32 as 4 little-endian bytes per element. */
+ * bytes, integers as 1, 2, 4 or 8 little-endian bytes per element.
+ *
+ * Every v2 datatype is known: text_input takes BYTES, input_ids any
+ * integer type (INT8..INT64, UINT8..UINT64, each value range-checked);
+ * BOOL and the floating types (FP16, BF16, FP32, FP64) hold no text nor
+ * token ids and are refused naming the input and the datatype, as is a
+ * name that is no v2 datatype, a shape the data does not fill, binary data
+ * of the wrong size and a field nobody reads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,45 +162,83 @@ static int flatten(json_t *v, json_t *flat, int depth)
 	return 0;
 }
 
-static int64_t le(const unsigned char *p, int n)
+/* The v2 protocol's datatypes: element width in the binary extension
+ * and what a model input of each may hold. */
+enum { DK_BOOL, DK_UINT, DK_INT, DK_FLOAT, DK_BYTES };
+static const struct dtype {
+	const char *name;
+	int width, kind;
+} dtypes[] = {
+    {"BOOL", 1, DK_BOOL},   {"UINT8", 1, DK_UINT},  {"UINT16", 2, DK_UINT}, {"UINT32", 4, DK_UINT},
+    {"UINT64", 8, DK_UINT}, {"INT8", 1, DK_INT},    {"INT16", 2, DK_INT},   {"INT32", 4, DK_INT},
+    {"INT64", 8, DK_INT},   {"FP16", 2, DK_FLOAT},  {"BF16", 2, DK_FLOAT},  {"FP32", 4, DK_FLOAT},
+    {"FP64", 8, DK_FLOAT},  {"BYTES", 0, DK_BYTES},
+};
+
+static const struct dtype *dtype_find(const char *name)
+{
+	for (size_t i = 0; name && i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
+		if (strcmp(dtypes[i].name, name) == 0)
+			return &dtypes[i];
+	return NULL;
+}
+
+/* An n-byte little-endian integer; signed ones are sign-extended. A
+ * UINT64 above INT64_MAX comes out negative: no token id, so refused. */
+static int64_t le(const unsigned char *p, int n, int is_signed)
 {
 	uint64_t v = 0;
 	for (int i = n - 1; i >= 0; i--)
 		v = (v << 8) | p[i];
-	if (n == 4)
-		return (int32_t)(uint32_t)v;
+	if (is_signed && n < 8 && (v >> (8 * n - 1)) & 1)
+		v |= ~(uint64_t)0 << (8 * n);
 	return (int64_t)v;
 }
 
 /* The elements of a binary tensor, from bin (len bytes). */
-static int binary_elems(tensor_t *t, const unsigned char *bin, size_t len, int width)
+static int binary_elems(tensor_t *t, const unsigned char *bin, size_t len, const struct dtype *dt)
 {
 	size_t at = 0;
 	for (long long i = 0; i < t->elems; i++) {
 		if (t->is_bytes) {
 			if (len - at < 4)
 				return -1;
-			size_t n = (size_t)le(bin + at, 4) & 0xffffffffu;
+			size_t n = (size_t)le(bin + at, 4, 0);
 			if (n > len - at - 4)
 				return -1;
 			t->sp[i] = (const char *)bin + at + 4;
 			t->sl[i] = n;
 			at += 4 + n;
 		} else {
-			if (len - at < (size_t)width)
-				return -1;
-			t->iv[i] = le(bin + at, width);
-			at += (size_t)width;
+			t->iv[i] = le(bin + at, dt->width, dt->kind == DK_INT);
+			at += (size_t)dt->width;
 		}
 	}
 	return at == len ? 0 : -1;
 }
 
-/* The elements of a JSON tensor (data flat or nested). */
-static int json_elems(tensor_t *t, json_t *data)
+/* The range of an integer datatype's values in JSON. */
+static void int_range(const struct dtype *dt, json_int_t *lo, json_int_t *hi)
+{
+	int bits = 8 * dt->width;
+	if (dt->kind == DK_UINT) {
+		*lo = 0;
+		*hi = bits == 64 ? INT64_MAX : (json_int_t)((1ULL << bits) - 1);
+	} else {
+		*lo = bits == 64 ? INT64_MIN : -(json_int_t)(1ULL << (bits - 1));
+		*hi = bits == 64 ? INT64_MAX : (json_int_t)((1ULL << (bits - 1)) - 1);
+	}
+}
+
+/* The elements of a JSON tensor (data flat or nested); *bad is the index
+ * of an element of the wrong type or out of the datatype's range. */
+static int json_elems(tensor_t *t, json_t *data, const struct dtype *dt, long long *bad)
 {
 	json_t *flat = json_array();
 	int rc = flatten(data, flat, 0);
+	json_int_t lo = 0, hi = 0;
+	if (!t->is_bytes)
+		int_range(dt, &lo, &hi);
 	if (rc == 0 && (long long)json_array_size(flat) != t->elems)
 		rc = -1;
 	for (long long i = 0; rc == 0 && i < t->elems; i++) {
@@ -201,10 +246,12 @@ static int json_elems(tensor_t *t, json_t *data)
 		if (t->is_bytes && json_is_string(e)) {
 			t->sp[i] = json_string_value(e);
 			t->sl[i] = json_string_length(e);
-		} else if (!t->is_bytes && json_is_integer(e)) {
+		} else if (!t->is_bytes && json_is_integer(e) && json_integer_value(e) >= lo &&
+		           json_integer_value(e) <= hi) {
 			t->iv[i] = json_integer_value(e);
 		} else {
-			rc = -1;
+			*bad = i;
+			rc = -2;
 		}
 	}
 	/* Strings stay borrowed from data, which outlives the tensor. */
@@ -212,22 +259,47 @@ static int json_elems(tensor_t *t, json_t *data)
 	return rc;
 }
 
-/* Reads input i (t zeroed) of datatype want ("BYTES" or "INT64", which
- * also takes INT32); binary data is taken from *bin. 0, or -1 after a 400. */
-static int read_tensor(wreq_t *q, json_t *in, size_t i, const char *want, tensor_t *t,
-                       const unsigned char **bin, size_t *binlen)
+/* Checks input i's datatype against what the input takes (text_input:
+ * BYTES; input_ids: any integer type); *out is the datatype. */
+static int tensor_dtype(wreq_t *q, json_t *in, size_t i, const char *name, int want_bytes,
+                        const struct dtype **out)
 {
 	char f[64];
-	const char *dt = json_string_value(json_object_get(in, "datatype"));
-	json_t *shape = json_object_get(in, "shape"), *d;
-	int width = dt && strcmp(dt, "INT32") == 0 ? 4 : 8;
-	t->is_bytes = strcmp(want, "BYTES") == 0;
-	if (!dt || (strcmp(dt, want) != 0 && !(!t->is_bytes && strcmp(dt, "INT32") == 0))) {
-		snprintf(f, sizeof(f), "inputs[%zu].datatype", i);
-		sc__reply_error(q, 400, f, "%s must be %s", f,
-		                t->is_bytes ? "BYTES" : "INT64 or INT32");
+	json_t *v = json_object_get(in, "datatype");
+	const char *dts = json_string_value(v);
+	const struct dtype *dt = dtype_find(dts);
+	snprintf(f, sizeof(f), "inputs[%zu].datatype", i);
+	if (!dt) {
+		sc__reply_error(q, 400, f,
+		                "%s: \"%.32s\" is not a KServe v2 datatype (BOOL, UINT8, UINT16, "
+		                "UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, FP32, FP64, "
+		                "BF16, BYTES)",
+		                f,
+		                dts                     ? dts
+		                : json_is_null(v) || !v ? "(missing)"
+		                                        : "(not a string)");
 		return -1;
 	}
+	if (want_bytes && dt->kind != DK_BYTES) {
+		sc__reply_error(q, 400, f, "%s: %s takes BYTES (strings), not %s", f, name,
+		                dt->name);
+		return -1;
+	}
+	if (!want_bytes && dt->kind != DK_INT && dt->kind != DK_UINT) {
+		sc__reply_error(q, 400, f,
+		                "%s: %s takes integer token ids (INT8..INT64 or UINT8..UINT64), "
+		                "not %s",
+		                f, name, dt->name);
+		return -1;
+	}
+	*out = dt;
+	return 0;
+}
+
+/* Reads input i's shape into t; -1 after a 400. */
+static int tensor_shape(wreq_t *q, json_t *in, size_t i, tensor_t *t)
+{
+	json_t *shape = json_object_get(in, "shape"), *d;
 	t->elems = 1;
 	size_t k;
 	if (!json_is_array(shape) || json_array_size(shape) == 0 ||
@@ -245,12 +317,94 @@ static int read_tensor(wreq_t *q, json_t *in, size_t i, const char *want, tensor
 		t->elems *= json_integer_value(d);
 	}
 	if (t->elems < 0) {
+		char f[64];
 		snprintf(f, sizeof(f), "inputs[%zu].shape", i);
 		sc__reply_error(q, 400, f,
 		                "%s must be 1 to %d non-negative integers (at most %d elements)", f,
 		                MAX_DIMS, MAX_ELEMS);
 		return -1;
 	}
+	return 0;
+}
+
+/* Input i's elements from its binary data (n bytes at *bin, consumed). */
+static int tensor_binary(wreq_t *q, size_t i, const char *name, const struct dtype *dt, tensor_t *t,
+                         json_int_t n, const unsigned char **bin, size_t *binlen)
+{
+	char f[80];
+	snprintf(f, sizeof(f), "inputs[%zu].parameters.binary_data_size", i);
+	if (!t->is_bytes && n != t->elems * dt->width) {
+		sc__reply_error(q, 400, f,
+		                "%s: %s is %lld %s elements (the shape), %lld bytes, not %lld", f,
+		                name, t->elems, dt->name, t->elems * dt->width, (long long)n);
+		return -1;
+	}
+	int rc = binary_elems(t, *bin, (size_t)n, dt);
+	*bin += n;
+	*binlen -= (size_t)n;
+	if (rc < 0)
+		sc__reply_error(q, 400, f,
+		                "%s: %s must be %lld BYTES elements (the shape), each a 4-byte "
+		                "little-endian length and that many bytes, filling exactly "
+		                "binary_data_size (%lld) bytes",
+		                f, name, t->elems, (long long)n);
+	return rc;
+}
+
+/* 400 naming the first key of obj (at where: "inputs[0]", say) that is not
+ * one of the NULL-terminated allowed: a field nobody reads (a misspelt
+ * "datatpye", a "content" beside "data") is refused, never ignored. */
+static int only_keys(wreq_t *q, json_t *obj, const char *where, const char *const *allowed)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(obj, key, v)
+	{
+		size_t i = 0;
+		while (allowed[i] && strcmp(allowed[i], key) != 0)
+			i++;
+		if (allowed[i])
+			continue;
+		char f[128], known[160] = "";
+		snprintf(f, sizeof(f), "%s%s%.64s", where, *where ? "." : "", key);
+		for (i = 0; allowed[i]; i++)
+			snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s",
+			         i ? ", " : "", allowed[i]);
+		sc__reply_error(q, 400, f, "%s: unknown field (this worker reads %s)", f, known);
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads input i (t zeroed), named name, which takes BYTES (text_input)
+ * or integers (input_ids); binary data is taken from *bin. 0, or -1 after
+ * a 400 naming the input and, where it is at fault, the datatype. */
+static int read_tensor(wreq_t *q, json_t *in, size_t i, const char *name, tensor_t *t,
+                       const unsigned char **bin, size_t *binlen)
+{
+	char f[64];
+	const struct dtype *dt;
+	static const char *const tensor_keys[] = {"name",       "datatype", "shape",
+	                                          "parameters", "data",     NULL};
+	static const char *const tensor_params[] = {"binary_data_size", NULL};
+	snprintf(f, sizeof(f), "inputs[%zu]", i);
+	if (!json_is_object(in)) {
+		sc__reply_error(q, 400, f, "%s must be an object", f);
+		return -1;
+	}
+	if (only_keys(q, in, f, tensor_keys) < 0)
+		return -1;
+	json_t *tp = json_object_get(in, "parameters");
+	snprintf(f, sizeof(f), "inputs[%zu].parameters", i);
+	if (tp && !json_is_object(tp)) {
+		sc__reply_error(q, 400, f, "%s must be an object", f);
+		return -1;
+	}
+	if (tp && only_keys(q, tp, f, tensor_params) < 0)
+		return -1;
+	t->is_bytes = strcmp(name, "text_input") == 0;
+	if (tensor_dtype(q, in, i, name, t->is_bytes, &dt) < 0 || tensor_shape(q, in, i, t) < 0)
+		return -1;
 	t->sp = sc_calloc((size_t)t->elems + 1, sizeof(*t->sp));
 	t->sl = sc_calloc((size_t)t->elems + 1, sizeof(*t->sl));
 	t->iv = sc_calloc((size_t)t->elems + 1, sizeof(*t->iv));
@@ -260,7 +414,6 @@ static int read_tensor(wreq_t *q, json_t *in, size_t i, const char *want, tensor
 	}
 	json_t *bsz = json_object_get(json_object_get(in, "parameters"), "binary_data_size");
 	json_t *data = json_object_get(in, "data");
-	int rc;
 	if (bsz) {
 		json_int_t n = json_integer_value(bsz);
 		if (!json_is_integer(bsz) || n < 0 || (size_t)n > *binlen || data) {
@@ -271,19 +424,23 @@ static int read_tensor(wreq_t *q, json_t *in, size_t i, const char *want, tensor
 			                f);
 			return -1;
 		}
-		rc = binary_elems(t, *bin, (size_t)n, width);
-		*bin += n;
-		*binlen -= (size_t)n;
-	} else {
-		rc = json_is_array(data) ? json_elems(t, data) : -1;
+		return tensor_binary(q, i, name, dt, t, n, bin, binlen);
 	}
-	if (rc < 0) {
-		snprintf(f, sizeof(f), "inputs[%zu].data", i);
-		sc__reply_error(q, 400, f, "%s must hold %lld %s elements (the shape)", f, t->elems,
-		                t->is_bytes ? "string" : "integer");
-		return -1;
+	long long bad = -1;
+	int rc = json_is_array(data) ? json_elems(t, data, dt, &bad) : -1;
+	snprintf(f, sizeof(f), "inputs[%zu].data", i);
+	if (rc == -2 && !t->is_bytes) {
+		json_int_t lo, hi;
+		int_range(dt, &lo, &hi);
+		sc__reply_error(
+		    q, 400, f, "%s: element %lld of %s must be an %s: an integer from %lld to %lld",
+		    f, bad, name, dt->name, (long long)lo, (long long)hi);
+	} else if (rc < 0) {
+		sc__reply_error(q, 400, f,
+		                "%s: %s must hold %lld %s elements (the shape), flat or nested", f,
+		                name, t->elems, dt->name);
 	}
-	return 0;
+	return rc < 0 ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -357,8 +514,26 @@ static int infer_outputs(wreq_t *q, json_t *body, gen_params_t *p)
 	size_t i;
 	json_array_foreach(outs, i, o)
 	{
+		static const char *const out_keys[] = {"name", "parameters", NULL};
+		static const char *const out_params[] = {"binary_data", NULL};
+		char w[48];
+		snprintf(w, sizeof(w), "outputs[%zu]", i);
+		json_t *op = json_object_get(o, "parameters");
+		if (!json_is_object(o) || (op && !json_is_object(op))) {
+			sc__reply_error(q, 400, w, "%s and its parameters must be objects", w);
+			return -1;
+		}
+		if (only_keys(q, o, w, out_keys) < 0)
+			return -1;
+		snprintf(w, sizeof(w), "outputs[%zu].parameters", i);
+		if (op && only_keys(q, op, w, out_params) < 0)
+			return -1;
 		const char *name = json_string_value(json_object_get(o, "name"));
-		json_t *bd = json_object_get(json_object_get(o, "parameters"), "binary_data");
+		json_t *bd = json_object_get(op, "binary_data");
+		if (bd && !json_is_boolean(bd)) {
+			sc__reply_error(q, 400, w, "%s.binary_data must be true or false", w);
+			return -1;
+		}
 		int bit = name && strcmp(name, "text_output") == 0  ? 1
 		          : name && strcmp(name, "output_ids") == 0 ? 2
 		                                                    : 0;
@@ -446,6 +621,9 @@ static void h_infer(wreq_t *q)
 	}
 	if (id)
 		snprintf(p.req_id, sizeof(p.req_id), "%s", json_string_value(id));
+	static const char *const infer_keys[] = {"id", "inputs", "outputs", "parameters", NULL};
+	if (only_keys(q, body, "", infer_keys) < 0)
+		goto out;
 	if (kserve_params(q, json_object_get(body, "parameters"), &p) < 0 ||
 	    infer_outputs(q, body, &p) < 0)
 		goto out;
@@ -467,8 +645,7 @@ static void h_infer(wreq_t *q)
 		                "inputs[0].name must be text_input or input_ids");
 		goto out;
 	}
-	if (read_tensor(q, in, 0, strcmp(name, "text_input") ? "INT64" : "BYTES", &t, &bin,
-	                &binlen) < 0)
+	if (read_tensor(q, in, 0, name, &t, &bin, &binlen) < 0)
 		goto out;
 	if (binlen) {
 		sc__reply_error(q, 400, "body", "%zu bytes of binary data belong to no input",

@@ -16,6 +16,13 @@ from gwutil import procs  # noqa: F401
 from test_gateway_worker import ckpt, worker  # noqa: F401
 
 
+# The v2 protocol's fixed-size datatypes as Python struct formats.
+FORMATS = {"BOOL": "?", "INT8": "b", "INT16": "h", "INT32": "i", "INT64": "q", "UINT8": "B",
+           "UINT16": "H", "UINT32": "I", "UINT64": "Q", "FP16": "e", "FP32": "f", "FP64": "d"}
+INTEGER_TYPES = ["INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"]
+OTHER_TYPES = ["BOOL", "FP16", "BF16", "FP32", "FP64"]
+
+
 class KServeClient:
     """The protocol as a client sees it."""
 
@@ -47,8 +54,9 @@ class KServeClient:
                 b = v.encode() if isinstance(v, str) else v
                 out += struct.pack("<I", len(b)) + b
             return out
-        fmt = {"INT64": "<q", "INT32": "<i", "FP32": "<f"}[datatype]
-        return b"".join(struct.pack(fmt, v) for v in values)
+        if datatype == "BF16":  # the upper half of an FP32
+            return b"".join(struct.pack("<f", v)[2:] for v in values)
+        return b"".join(struct.pack("<" + FORMATS[datatype], v) for v in values)
 
     @staticmethod
     def _decode(datatype, raw, count):
@@ -237,3 +245,109 @@ def test_unknown_parameters_refused(target):
     assert r.status_code == 400 and "sequence_id" in r.json()["error"]
     st, g = c.generate("tiny", "x", max_tokens=2)
     assert st == 200 and g["output_ids"]
+
+
+def test_input_ids_every_integer_datatype(target):
+    """Token ids in any v2 integer type, JSON and binary, give the answer the
+    INT64 ids give."""
+    c, _ = target
+    ids = [1, 7, 42, 100]
+    st, want = c.infer("tiny", [("input_ids", "INT64", [4], ids)], parameters={"max_tokens": 4})
+    assert st == 200, want
+    for dt in INTEGER_TYPES:
+        for binary in (False, True):
+            st, got = c.infer("tiny", [("input_ids", dt, [1, 4], ids)], binary_in=binary,
+                              parameters={"max_tokens": 4})
+            assert st == 200, (dt, binary, got)
+            assert got["output_ids"][1] == want["output_ids"][1], (dt, binary)
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
+def test_every_other_datatype_refused_naming_input_and_type(target, binary):
+    c, _ = target
+    for dt in OTHER_TYPES + ["BYTES"]:
+        vals = ["1"] if dt == "BYTES" else [True] if dt == "BOOL" else [1.0]
+        st, err = c.infer("tiny", [("input_ids", dt, [1], vals)], binary_in=binary)
+        assert st == 400 and "input_ids" in err["error"] and dt in err["error"], (dt, err)
+        assert "inputs[0].datatype" in err["error"]
+    for dt in OTHER_TYPES + INTEGER_TYPES:
+        vals = [True] if dt == "BOOL" else [1.0] if dt in OTHER_TYPES else [1]
+        st, err = c.infer("tiny", [("text_input", dt, [1], vals)], binary_in=binary)
+        assert st == 400 and "text_input" in err["error"] and dt in err["error"], (dt, err)
+
+
+def raw_infer(c, head, blob=b""):
+    body = json.dumps(head).encode()
+    headers = {"Inference-Header-Content-Length": str(len(body))} if blob else {}
+    r = requests.post(c.url + "/v2/models/tiny/infer", data=body + blob, headers=headers,
+                      timeout=30)
+    return r.status_code, r.json()
+
+
+def tensor(name, dt, shape, **kw):
+    return dict({"name": name, "datatype": dt, "shape": shape}, **kw)
+
+
+def test_bad_tensors_refused_by_kind(target):
+    """Each kind of bad tensor gets a 400 in KServe's shape naming what is
+    wrong; the worker generates nothing for any of them."""
+    c, w = target
+    before = requests.get(w.url + "/debug/counters", timeout=5).json()["prefills"]
+    ids8 = struct.pack("<4q", 1, 2, 3, 4)
+    cases = [
+        # Not a v2 datatype, or none.
+        ({"inputs": [tensor("input_ids", "FLOAT", [1], data=[1])]}, b"", "FLOAT"),
+        ({"inputs": [tensor("input_ids", None, [1], data=[1])]}, b"", "datatype"),
+        # Shape and data disagree (flat, nested, and a bad shape).
+        ({"inputs": [tensor("input_ids", "INT64", [3], data=[1, 2])]}, b"", "3 INT64"),
+        ({"inputs": [tensor("input_ids", "INT64", [2, 2], data=[[1, 2], [3]])]}, b"", "data"),
+        ({"inputs": [tensor("input_ids", "INT64", [-1], data=[1])]}, b"", "shape"),
+        ({"inputs": [tensor("input_ids", "INT64", [1, 1, 1, 1, 1], data=[1])]}, b"", "shape"),
+        # Values of the wrong JSON type or out of the datatype's range.
+        ({"inputs": [tensor("input_ids", "INT64", [2], data=[1, "2"])]}, b"", "element 1"),
+        ({"inputs": [tensor("input_ids", "INT8", [2], data=[1, 200])]}, b"", "INT8"),
+        ({"inputs": [tensor("input_ids", "UINT16", [1], data=[-1])]}, b"", "UINT16"),
+        ({"inputs": [tensor("input_ids", "INT64", [1], data=[1.5])]}, b"", "element 0"),
+        ({"inputs": [tensor("text_input", "BYTES", [1], data=[5])]}, b"", "BYTES"),
+        # Binary data of the wrong byte size for shape x datatype.
+        ({"inputs": [tensor("input_ids", "INT64", [3],
+                            parameters={"binary_data_size": 32})]}, ids8, "24 bytes, not 32"),
+        ({"inputs": [tensor("input_ids", "INT32", [4],
+                            parameters={"binary_data_size": 32})]}, ids8, "16 bytes, not 32"),
+        ({"inputs": [tensor("input_ids", "INT64", [4],
+                            parameters={"binary_data_size": 40})]}, ids8, "binary_data_size"),
+        ({"inputs": [tensor("input_ids", "INT64", [4],
+                            parameters={"binary_data_size": 24})]}, ids8, "32 bytes, not 24"),
+        ({"inputs": [tensor("input_ids", "INT64", [3],
+                            parameters={"binary_data_size": 24})]}, ids8, "belong to no input"),
+        ({"inputs": [tensor("text_input", "BYTES", [2], parameters={"binary_data_size": 7})]},
+         struct.pack("<I", 3) + b"abc", "BYTES elements"),
+        ({"inputs": [tensor("text_input", "BYTES", [1], parameters={"binary_data_size": 6})]},
+         struct.pack("<I", 9) + b"ab", "4-byte"),
+        ({"inputs": [tensor("input_ids", "INT64", [4], data=[1, 2, 3, 4],
+                            parameters={"binary_data_size": 32})]}, ids8, "no data beside"),
+        # Token ids outside the vocabulary.
+        ({"inputs": [tensor("input_ids", "INT64", [1], data=[10 ** 6])]}, b"", "token ids"),
+        ({"inputs": [tensor("input_ids", "UINT64", [1], parameters={"binary_data_size": 8})]},
+         struct.pack("<Q", 2 ** 64 - 1), "token ids"),
+        # Fields nobody reads.
+        ({"inputs": [tensor("input_ids", "INT64", [1], data=[1], contents={})]}, b"",
+         "inputs[0].contents"),
+        ({"inputs": [tensor("input_ids", "INT64", [1], data=[1],
+                            parameters={"shared_memory_region": "r"})]}, b"",
+         "inputs[0].parameters.shared_memory_region"),
+        ({"inputs": [tensor("input_ids", "INT64", [1], data=[1])], "input": []}, b"",
+         "input: unknown field"),
+        ({"inputs": [tensor("input_ids", "INT64", [1], data=[1])],
+          "outputs": [{"name": "output_ids", "parameters": {"classification": 2}}]}, b"",
+         "outputs[0].parameters.classification"),
+        ({"inputs": [tensor("input_ids", "INT64", [1], data=[1])],
+          "outputs": [{"name": "output_ids", "parameters": {"binary_data": 1}}]}, b"",
+         "binary_data"),
+        ({"inputs": [1]}, b"", "inputs[0]"),
+    ]
+    for head, blob, needle in cases:
+        st, err = raw_infer(c, head, blob)
+        assert st == 400 and isinstance(err["error"], str) and needle in err["error"], (head, err)
+    after = requests.get(w.url + "/debug/counters", timeout=5).json()["prefills"]
+    assert after == before
