@@ -20,7 +20,8 @@
 	X(LIMIT, "over a limit")                                                                   \
 	X(UNAVAIL, "service unavailable")                                                          \
 	X(FENCED, "no longer the leader (write fenced)")                                           \
-	X(NOSPACE, "no space left on the storage device")
+	X(NOSPACE, "no space left on the storage device")                                          \
+	X(UNSURE, "the store did not answer: the change may or may not have been made")
 
 enum {
 	SC_OK = 0,

@@ -312,7 +312,7 @@ int sc__auth_request(sc_server_t *s, sc_http_req_t *r, sc_principal_t *who)
 		return SC_ERANGE;
 	}
 	int rc = sc__auth_check(s, r, who);
-	if (rc == SC_EUNAVAIL) {
+	if (rc == SC_EUNAVAIL || rc == SC_EUNSURE) {
 		/* The token could not be looked up: not the caller's fault. */
 		sc__api_store_error(r, rc, "token");
 		return rc;

@@ -43,6 +43,13 @@ void sc__api_store_error(sc_http_req_t *r, int rc, const char *what)
 	if (rc == SC_EUNAVAIL)
 		sc__api_error(r, 503, "ServiceUnavailable", NULL,
 		              "the store cannot be reached; nothing was changed");
+	else if (rc == SC_EUNSURE)
+		/* etcd took the write and did not answer (no quorum): it may be
+		 * applied when the quorum is back, so a blind retry may apply it
+		 * twice or fail with a conflict. */
+		sc__api_error(r, 504, "StoreTimeout", NULL,
+		              "the store did not answer in time: the change may or may not have "
+		              "been made; read the object before trying again");
 	else if (rc == SC_ENOSPACE) /* the disk is full (commit.c) */
 		sc__api_error(
 		    r, 507, "InsufficientStorage", NULL,

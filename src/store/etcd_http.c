@@ -113,6 +113,19 @@ uint64_t sc__etcd_mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* An answer that says the write was not proposed (so never applied):
+ * every other failure of a write that reached a member leaves it open. */
+static int refused_before_proposal(json_t *doc)
+{
+	static const char *const definite[] = {"proposal dropped", "no leader", "too many requests",
+	                                       NULL};
+	const char *msg = json_string_value(json_object_get(doc, "error"));
+	for (size_t i = 0; msg && definite[i]; i++)
+		if (strstr(msg, definite[i]))
+			return 1;
+	return 0;
+}
+
 static int retryable(long status, json_t *doc)
 {
 	int64_t code = sc__etcd_int(doc, "code");
@@ -136,9 +149,10 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
 }
 
 /* One attempt on the current endpoint: 0, SC_EUNAVAIL (try another) or
- * SC_EIO (etcd refused the request). */
+ * SC_EIO (etcd refused the request). *reached: on SC_EUNAVAIL, 1 when the
+ * request was sent (some of it) and no answer said it was not proposed. */
 static int call_once(sc_etcd_conn_t *c, const char *path, const char *body, json_t **resp,
-                     uint64_t *deadline)
+                     uint64_t *deadline, int *reached)
 {
 	char url[512];
 	sc_buf_t b;
@@ -158,14 +172,17 @@ static int call_once(sc_etcd_conn_t *c, const char *path, const char *body, json
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, deadline);
 	CURLcode cc = curl_easy_perform(h);
-	long status = 0;
+	long status = 0, sent = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
+	*reached = sent > 0;
 	int rc = cc == CURLE_OK ? 0 : SC_EUNAVAIL;
 	json_t *doc = NULL;
 	if (rc == 0 && !(doc = json_loadb(b.data ? b.data : "", b.len, 0, NULL)))
 		rc = SC_EIO;
 	if (rc == 0 && status != 200) {
 		rc = retryable(status, doc) ? SC_EUNAVAIL : SC_EIO;
+		*reached = !refused_before_proposal(doc);
 		sc_log_error("store: etcd %s %s: HTTP %ld: %s", c->eps[c->cur], path, status,
 		             json_string_value(json_object_get(doc, "error")) ?: "?");
 	}
@@ -226,7 +243,9 @@ int sc__etcd_call_here(sc_etcd_conn_t *c, const char *path, json_t *req, json_t 
 		return SC_ENOMEM;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int rc = SC_EUNAVAIL;
+	int rc = SC_EUNAVAIL, unsure = 0;
+	int write = strcmp(path, "/v3/kv/txn") == 0 || strcmp(path, "/v3/kv/put") == 0 ||
+	            strcmp(path, "/v3/kv/deleterange") == 0;
 	/* Every member in turn, round after round, until one answers or the
 	 * call's deadline: with one member of three dead, the others answer
 	 * once they have elected a leader, which may take more than one round
@@ -235,7 +254,9 @@ int sc__etcd_call_here(sc_etcd_conn_t *c, const char *path, json_t *req, json_t 
 		if (i > 0 && i % c->nep == 0)
 			pause_until(deadline, SC_ETCD_ROUND_PAUSE_MS);
 		uint64_t attempt = attempt_deadline(deadline);
-		rc = call_once(c, path, body, resp, &attempt);
+		int reached = 0;
+		rc = call_once(c, path, body, resp, &attempt, &reached);
+		unsure |= rc == SC_EUNAVAIL && write && reached;
 		if (rc == SC_EUNAVAIL && c->nep > 1) {
 			c->cur = (c->cur + 1) % c->nep;
 			if (c->stats)
@@ -250,6 +271,8 @@ int sc__etcd_call_here(sc_etcd_conn_t *c, const char *path, json_t *req, json_t 
 		__atomic_store_n(&c->open_until, sc__etcd_mono_ms() + SC_ETCD_BREAKER_MS,
 		                 __ATOMIC_RELAXED);
 	}
+	if (rc == SC_EUNAVAIL && unsure)
+		rc = SC_EUNSURE;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	record(c, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, rc);
 	free(body);

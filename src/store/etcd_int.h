@@ -71,7 +71,11 @@ void sc__etcd_conn_free(sc_etcd_conn_t *c);
  * (etcd_calls.c: once the calls thread runs, a call from another thread
  * is handed to it and waited for).
  * SC_EUNAVAIL when no endpoint answered (within SC_ETCD_ANSWER_MS, or the
- * breaker is open), SC_EIO on an etcd error. */
+ * breaker is open) and the request reached none, or none that may act on
+ * it: nothing changed. SC_EUNSURE in its place when a write (a txn, put or
+ * delete) reached a member that gave no answer or an undecided one ("request
+ * timed out"): a member without quorum keeps the proposal in its log and
+ * it is applied once the quorum is back. SC_EIO on an etcd error. */
 int sc__etcd_call(sc_etcd_conn_t *c, const char *path, json_t *req, json_t **resp);
 /* The same on the calling thread, whatever thread that is (etcd_http.c;
  * sc__etcd_call, in etcd_calls.c, routes to it). */

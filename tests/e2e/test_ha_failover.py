@@ -270,7 +270,7 @@ def test_etcd_unreachable_answers_503(tmp_path, etcd1):
         assert admin.get(admin.base + "/jobs").status_code == 503
         assert requests.get(srv.url + "/readyz").status_code == 503
         etcd1.start()
-        deadline = time.time() + 10
+        deadline = time.time() + 30
         while requests.get(srv.url + "/readyz").status_code != 200:
             assert time.time() < deadline
             time.sleep(0.1)
@@ -327,7 +327,10 @@ def test_bad_store_option_is_refused(tmp_path):
 
 def test_etcd_without_quorum_503_within_2s_then_recovers(tmp_path, etcd3):
     """Two of three etcd members die: no quorum. Every request answers
-    within 2 s (none waits for etcd's own timeouts): writes and /readyz 503;
+    within 2 s (none waits for etcd's own timeouts): writes and /readyz 503,
+    but for a write that reached the surviving member and had no answer:
+    504 StoreTimeout, since etcd keeps it and applies it once the quorum is
+    back (a 503 said "nothing was changed" and the job appeared later);
     reads, served from the server's cache (issue 21), 503 once the server
     has seen etcd stop answering, and before that the data etcd still holds
     (without a quorum nothing can change it); the leader gives leadership up
@@ -351,7 +354,7 @@ def test_etcd_without_quorum_503_within_2s_then_recovers(tmp_path, etcd3):
             try:
                 r = fn()
                 code = r.status_code
-                if code == 200 and what.startswith("get"):
+                if code == 200 and what.startswith("get") or code == 504:
                     body = r.json()
             except (requests.RequestException, ValueError) as e:
                 code = repr(e)
@@ -363,7 +366,8 @@ def test_etcd_without_quorum_503_within_2s_then_recovers(tmp_path, etcd3):
         def client(srv, rnd, i):
             s = srv.session()
             calls = [("get list", lambda: s.get(s.base + "/jobs", timeout=5)),
-                     ("post", lambda: s.post(s.base + "/jobs", json=job("q%d" % i), timeout=5)),
+                     ("post q%d" % i,
+                      lambda: s.post(s.base + "/jobs", json=job("q%d" % i), timeout=5)),
                      ("get one", lambda: s.get(s.base + "/jobs/before", timeout=5)),
                      ("readyz", lambda: requests.get(srv.url + "/readyz", timeout=5))]
             for what, c in calls:
@@ -381,8 +385,13 @@ def test_etcd_without_quorum_503_within_2s_then_recovers(tmp_path, etcd3):
             time.sleep(1)
         slow = [r[:4] for r in results if r[3] >= 2.0]
         assert not slow, slow
+        unsure = set()
         for rnd, what, code, _, body in results:
-            if what in ("post", "readyz") or rnd > 0:
+            if rnd == 0 and what.startswith("post") and code == 504:
+                # The write that found etcd silent: it may yet be applied.
+                assert body["error"]["reason"] == "StoreTimeout", body
+                unsure.add(what.split()[1])
+            elif what.startswith("post") or what == "readyz" or rnd > 0:
                 # Round 0's writes each saw etcd not answer: from then on
                 # both servers know, and say so.
                 assert code == 503, (rnd, what, code)
@@ -406,7 +415,8 @@ def test_etcd_without_quorum_503_within_2s_then_recovers(tmp_path, etcd3):
         assert admin.post(admin.base + "/jobs", json=job("after")).status_code == 201
         names = {j["metadata"]["name"] for j in admin.get(admin.base + "/jobs").json()["items"]}
         assert {"before", "after"} <= names
-        assert not any(n.startswith("q") for n in names)  # every 503 changed nothing
+        # Every 503 changed nothing; a 504 may have.
+        assert {n for n in names if n.startswith("q")} <= unsure, (names, unsure)
     finally:
         for s in servers:
             s.stop(signal.SIGKILL)
