@@ -61,6 +61,11 @@ static const sc_flag_t k8s_flags[] = {
      .meta = "FILE",
      .help = "bearer token, read again every minute (tokens rotate)"},
     {.name = "--ca", SC_FLAG_AT(STR, OPTS, ca_file), .meta = "FILE", .help = "CA bundle (PEM)"},
+    {.name = "--service-account-dir",
+     SC_FLAG_AT(STR, OPTS, sa_dir),
+     .meta = "DIR",
+     .def = "/var/run/secrets/kubernetes.io/serviceaccount",
+     .help = "in-cluster: where the token, ca.crt and namespace are mounted"},
     {.kind = SC_FLAG_SECTION, .help = "Scheduling"},
     {.name = "--scheduler-name",
      SC_FLAG_AT(STR, OPTS, scheduler),
@@ -208,7 +213,7 @@ static int load_api_config(sc_k8s_t *k)
 			rc = sc_kconfig_read_file(k->o.ca_file, &k->cfg.ca_pem, &k->cfg.ca_len, err,
 			                          sizeof(err));
 	} else {
-		rc = sc_kconfig_in_cluster(NULL, &k->cfg, err, sizeof(err));
+		rc = sc_kconfig_in_cluster(k->o.sa_dir, &k->cfg, err, sizeof(err));
 	}
 	if (rc < 0) {
 		fprintf(stderr, "starcloud k8s: %s\n", err);
@@ -318,6 +323,8 @@ static void run_cycle(sc_k8s_t *k)
 	} else {
 		sc__kwriter_apply(k->writer, &world, d);
 	}
+	/* Status after the decisions: it counts the bindings just sent. */
+	bool status_later = rc >= 0 && sc__kstatus_apply(k->status, &world, d);
 	bool waiting = d && (d->npending || world.nheld);
 	sc_decisions_free(d);
 	sc_kworld_free(&world);
@@ -328,7 +335,7 @@ static void run_cycle(sc_k8s_t *k)
 		k->st.cycle_max_s = k->st.cycle_last_s;
 	/* Time alone changes decisions (minimum runtimes, stale gangs,
 	 * reservations) and victims leave: look again while anything waits. */
-	if (waiting || sc__kwriter_nominated(k->writer))
+	if (waiting || status_later || sc__kwriter_nominated(k->writer))
 		arm(k, k->o.period);
 	if (k->dirty)
 		sc__k8s_kick(k);
@@ -361,13 +368,13 @@ static void stats_cb(uv_timer_t *t)
 	sc_k8s_stats_t *s = &k->st;
 	sc_log_info("%s; %zu pods, %zu nodes cached; cycles %lu (last %.3f s, max %.3f s); "
 	            "bound %lu (%lu refused), evicted %lu (%lu refused), conditions %lu, "
-	            "events %lu, relists %lu",
+	            "events %lu, status %lu (%lu conflicts), relists %lu",
 	            k->stopping            ? "stopped"
 	            : sc__k8s_may_write(k) ? "leading"
 	                                   : "standby",
 	            k->cache.pods.len, k->cache.nodes.len, s->cycles, s->cycle_last_s,
 	            s->cycle_max_s, s->bound, s->bind_failed, s->evicted, s->evict_failed,
-	            s->patched, s->events, s->relists);
+	            s->patched, s->events, s->status_written, s->status_conflicts, s->relists);
 }
 
 static void on_closed_noop(uv_handle_t *h)
@@ -410,6 +417,7 @@ static void run(sc_k8s_t *k)
 		sc_oom();
 	sc_httpc_set_max_host_connections(k->http, 16);
 	k->writer = sc__kwriter_new(k);
+	k->status = sc__kstatus_new(k);
 	uv_timer_init(&loop, &k->cycle_timer);
 	k->cycle_timer.data = k;
 	k->kick = kick;
@@ -440,6 +448,8 @@ static void run(sc_k8s_t *k)
 		sc__kwatch_free(k->watch[i]);
 	sc_httpc_free(k->http);
 	sc__kwriter_free(k->writer);
+	sc__kstatus_free(k->status);
+	k->status = NULL;
 	uv_close((uv_handle_t *)&k->cycle_timer, on_closed_noop);
 	uv_close((uv_handle_t *)&k->token_timer, on_closed_noop);
 	uv_close((uv_handle_t *)&k->stats_timer, on_closed_noop);

@@ -27,6 +27,7 @@ typedef struct sc_k8s_opts {
 	const char *server; /* --server (with --token-file / --ca) */
 	const char *token_file;
 	const char *ca_file;
+	const char *sa_dir; /* in-cluster: the service account's files */
 	const char *scheduler;     /* spec.schedulerName; default "starcloud" */
 	const char *default_queue; /* default "default" */
 	const char *sched_config;  /* SchedulerConfig / Topology manifests */
@@ -49,10 +50,12 @@ typedef struct sc_k8s_opts {
 
 typedef struct sc_kwatch sc_kwatch_t;
 typedef struct sc_kwriter sc_kwriter_t;
+typedef struct sc_kstatus sc_kstatus_t;
 
 typedef struct sc_k8s_stats {
 	unsigned long cycles, bound, bind_failed, evicted, evict_failed, patched, events;
 	unsigned long relists, watch_restarts;
+	unsigned long status_written, status_conflicts; /* PodGroup and Queue status */
 	double cycle_max_s, cycle_last_s;
 } sc_k8s_stats_t;
 
@@ -82,6 +85,7 @@ struct sc_k8s {
 	sc_klease_t lease;
 	sc_kelect_t el;
 	sc_kwriter_t *writer;
+	sc_kstatus_t *status;
 	sc_scheduler_t *sched;
 	sc_arena_t *arena;
 	uv_timer_t cycle_timer, lease_timer, token_timer, stats_timer;
@@ -148,5 +152,34 @@ void sc__klocal_clear(sc_k8s_t *k);
 void sc__kwriter_drop(sc_kwriter_t *w);
 /* Nominations waiting for their nodes. */
 size_t sc__kwriter_nominated(const sc_kwriter_t *w);
+/* A JSON merge patch of path (owned by the call, as is body), queued after
+ * bindings and evictions; patched(k, key, status, body) is called with the
+ * answer unless leadership is lost first (the write is then dropped). With
+ * ev, that Event is written once the API server accepted the patch. */
+typedef void (*sc_kwriter_patched_fn)(sc_k8s_t *k, const char *key, int status,
+                                      const char *body, size_t len);
+typedef struct sc_kwriter_event {
+	const char *api, *kind; /* the involved object's; static strings */
+	const char *type, *reason, *msg;
+} sc_kwriter_event_t;
+void sc__kwriter_patch(sc_kwriter_t *w, const char *key, const char *uid, char *path,
+                       json_t *body, sc_kwriter_patched_fn patched, const sc_kwriter_event_t *ev);
+
+/* ---- kstatus.c ---- */
+/* PodGroup and Queue status, written back after each cycle's decisions
+ * were applied: phase, pod counts, scheduling conditions with the pending
+ * reason, and KAI's allocated/requested resources. Only what changed is
+ * written, at most every few seconds per object, conditional on the
+ * resourceVersion seen (a 409 waits for the watch to show the newer
+ * object). Returns true when a write was put off (a cycle should follow). */
+sc_kstatus_t *sc__kstatus_new(sc_k8s_t *k);
+void sc__kstatus_free(sc_kstatus_t *s);
+bool sc__kstatus_apply(sc_kstatus_t *s, const sc_kworld_t *world, const sc_decisions_t *d);
+/* Is the status the watch now shows for key (a PodGroup or Queue of the
+ * cache kind) the one this scheduler last wrote? Someone else's change is
+ * answered by a cycle that writes ours again; our own echo is not. */
+bool sc__kstatus_echo(sc_kstatus_t *s, int cache_kind, const char *key);
+/* Leadership lost: forget what was sent. */
+void sc__kstatus_drop(sc_kstatus_t *s);
 
 #endif

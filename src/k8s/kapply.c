@@ -41,7 +41,7 @@
 #define EXPLAIN_EVERY 10.0
 #define EXPLAIN_PER_CYCLE 500
 
-enum { OP_BIND = 0, OP_EVICT, OP_STATUS, OP_EVENT };
+enum { OP_BIND = 0, OP_EVICT, OP_STATUS, OP_EVENT, OP_PATCH };
 
 typedef struct kop {
 	sc_kwriter_t *w;
@@ -53,6 +53,8 @@ typedef struct kop {
 	 * refused eviction must not say "evicted"). */
 	const char *ev_type, *ev_reason;
 	char *ev_msg;
+	const char *ev_api, *ev_kind; /* the Event's object (NULL: the Pod) */
+	sc_kwriter_patched_fn patched; /* OP_PATCH */
 	struct kop *next;
 } kop_t;
 
@@ -125,8 +127,8 @@ static void clear(oq_t *q)
 }
 
 static void pump(sc_kwriter_t *w);
-static void event(sc_kwriter_t *w, const char *key, const char *uid, const char *type,
-                  const char *reason, const char *msg);
+static void event(sc_kwriter_t *w, const char *api, const char *kind, const char *key,
+                  const char *uid, const char *type, const char *reason, const char *msg);
 
 static sc_klocal_t *local_of(sc_k8s_t *k, const char *key, const char *uid)
 {
@@ -182,7 +184,8 @@ static void op_done(int status, const char *body, size_t len, void *ud)
 		*pp = op->next;
 	w->inflight--;
 	if (ok && op->ev_msg)
-		event(w, op->key, op->uid, op->ev_type, op->ev_reason, op->ev_msg);
+		event(w, op->ev_api, op->ev_kind, op->key, op->uid, op->ev_type, op->ev_reason,
+		      op->ev_msg);
 	switch (op->type) {
 	case OP_BIND:
 	case OP_EVICT:
@@ -228,6 +231,9 @@ static void op_done(int status, const char *body, size_t len, void *ud)
 		if (!ok) /* try again next cycle */
 			explained_drop(k, op->key);
 		break;
+	case OP_PATCH:
+		op->patched(k, op->key, status, body, len);
+		break;
 	default:
 		if (ok)
 			k->st.events++;
@@ -246,7 +252,8 @@ static void pump(sc_kwriter_t *w)
 			return;
 		}
 		kop_t *op = pop(w->hi.n ? &w->hi : &w->lo);
-		sc_httpc_req_t *r = sc__k8s_request(k, op->type == OP_STATUS ? "PATCH" : "POST",
+		bool patch = op->type == OP_STATUS || op->type == OP_PATCH;
+		sc_httpc_req_t *r = sc__k8s_request(k, patch ? "PATCH" : "POST",
 		                                    op->path, op->ctype, op->body, strlen(op->body),
 		                                    WRITE_TIMEOUT, 0, NULL, op_done, op);
 		if (!r) {
@@ -288,8 +295,10 @@ static char *pod_path(const sc_kpod_t *p, const char *sub)
 
 /* ---- writes ------------------------------------------------------------- */
 
-static void event(sc_kwriter_t *w, const char *key, const char *uid, const char *type,
-                  const char *reason, const char *msg)
+/* An Event about the object key ("namespace/name") of kind (default: a
+ * Pod, apiVersion v1). */
+static void event(sc_kwriter_t *w, const char *api, const char *kind, const char *key,
+                  const char *uid, const char *type, const char *reason, const char *msg)
 {
 	sc_k8s_t *k = w->k;
 	char now[48], gen[300], ns[256], *path;
@@ -304,7 +313,8 @@ static void event(sc_kwriter_t *w, const char *key, const char *uid, const char 
 	    json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s%,s:s,s:{s:s},s:s,s:s,s:"
 	              "i,s:s,s:s}",
 	              "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen,
-	              "namespace", ns, "involvedObject", "apiVersion", "v1", "kind", "Pod",
+	              "namespace", ns, "involvedObject", "apiVersion", api ? api : "v1", "kind",
+	              kind ? kind : "Pod",
 	              "namespace", ns, "name", name, "uid", uid ? uid : "", "reason", reason,
 	              "message", msg, strnlen(msg, MAX_MSG), "type", type, "source", "component",
 	              k->o.scheduler, "firstTimestamp", now, "lastTimestamp", now, "count", 1,
@@ -380,6 +390,21 @@ static void explain(sc_kwriter_t *w, const sc_kpod_t *p, const char *reason)
 	op->ev_type = "Warning";
 	op->ev_reason = "FailedScheduling";
 	op->ev_msg = xstrdup(msg);
+}
+
+void sc__kwriter_patch(sc_kwriter_t *w, const char *key, const char *uid, char *path,
+                       json_t *body, sc_kwriter_patched_fn patched, const sc_kwriter_event_t *ev)
+{
+	kop_t *op = enqueue(w, OP_PATCH, key, uid, path, body, "application/merge-patch+json");
+	op->patched = patched;
+	if (ev) {
+		op->ev_api = ev->api;
+		op->ev_kind = ev->kind;
+		op->ev_type = ev->type;
+		op->ev_reason = ev->reason;
+		op->ev_msg = xstrdup(ev->msg);
+	}
+	pump(w);
 }
 
 /* ---- a cycle's decisions ------------------------------------------------ */
@@ -608,6 +633,8 @@ void sc__kwriter_drop(sc_kwriter_t *w)
 	clear(&w->hi);
 	clear(&w->lo);
 	sc__klocal_clear(k);
+	if (k->status)
+		sc__kstatus_drop(k->status);
 	if (dropped)
 		sc_log_warn("not the leader: %zu queued writes dropped", dropped);
 }

@@ -79,13 +79,23 @@ int sc_kcache_apply(sc_kcache_t *c, int kind, bool deleted, json_t *obj)
 		return 1;
 	}
 	void *old = sc_kmap_put(m, key_of(o), o);
+	/* A status written back (ours, or another controller's) changes
+	 * nothing the scheduler decides from: stored, not counted. */
+	int rc = 1;
+	if (old && kind == SC_KK_GROUP &&
+	    sc_kmeta_same_spec(&((sc_kgroup_t *)old)->meta, &((sc_kgroup_t *)o)->meta))
+		rc = 2;
+	else if (old && kind == SC_KK_QUEUE &&
+	         sc_kmeta_same_spec(&((sc_kqueue_t *)old)->meta, &((sc_kqueue_t *)o)->meta))
+		rc = 2;
 	/* The seen set borrows keys from the cached objects: point it at the
 	 * new one before the old one is freed. */
 	if (c->listing[kind])
 		sc_kmap_put(&c->seen[kind], key_of(o), o);
 	kinds[kind].free(old);
-	c->changes++;
-	return 1;
+	if (rc == 1)
+		c->changes++;
+	return rc;
 }
 
 void sc_kcache_begin_list(sc_kcache_t *c, int kind)

@@ -30,8 +30,10 @@ void sc_kcache_init(sc_kcache_t *c);
 void sc_kcache_free(sc_kcache_t *c);
 
 /* Stores (or, with deleted, removes) obj of a kind, from a list or a watch
- * event. Returns 1 when stored or removed, 0 when there was nothing to
- * remove, SC_EPARSE when obj is not an object of that kind. */
+ * event. Returns 1 when stored or removed, 2 when stored but only the
+ * status of a PodGroup or Queue changed (nothing to schedule again for), 0
+ * when there was nothing to remove, SC_EPARSE when obj is not an object of
+ * that kind. */
 int sc_kcache_apply(sc_kcache_t *c, int kind, bool deleted, json_t *obj);
 
 void sc_kcache_begin_list(sc_kcache_t *c, int kind);

@@ -515,6 +515,35 @@ void sc_knode_free(sc_knode_t *n)
 
 /* ---- PodGroups, Queues, PriorityClasses --------------------------------- */
 
+static void meta_decode(sc_kmeta_t *m, json_t *obj)
+{
+	json_t *md = json_object_get(obj, "metadata"), *st = json_object_get(obj, "status");
+	const char *uid = str_of(md, "uid"), *rv = str_of(md, "resourceVersion");
+	m->uid = uid ? sc_xstrdup(uid) : NULL;
+	m->rv = rv ? sc_xstrdup(rv) : NULL;
+	m->status = json_is_object(st) ? json_incref(st) : NULL;
+	json_t *d = json_pack("{s:O?,s:O?}", "spec", json_object_get(obj, "spec"), "labels",
+	                      json_object_get(md, "labels"));
+	m->spec_digest = d ? json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(d);
+	if (!m->spec_digest)
+		sc_oom();
+}
+
+static void meta_free(sc_kmeta_t *m)
+{
+	free(m->uid);
+	free(m->rv);
+	json_decref(m->status);
+	free(m->spec_digest);
+}
+
+bool sc_kmeta_same_spec(const sc_kmeta_t *a, const sc_kmeta_t *b)
+{
+	return a->spec_digest && b->spec_digest && strcmp(a->spec_digest, b->spec_digest) == 0 &&
+	       a->uid && b->uid && strcmp(a->uid, b->uid) == 0;
+}
+
 sc_kgroup_t *sc_kgroup_decode(json_t *obj)
 {
 	json_t *md = json_object_get(obj, "metadata"), *spec = json_object_get(obj, "spec");
@@ -524,6 +553,7 @@ sc_kgroup_t *sc_kgroup_decode(json_t *obj)
 	sc_kgroup_t *g = sc_xcalloc(1, sizeof(*g));
 	g->key = xprintf("%s/%s", ns, name);
 	g->name = sc_xstrdup(name);
+	meta_decode(&g->meta, obj);
 	g->created = time_at(md, "creationTimestamp", NULL);
 	json_t *mm = json_object_get(spec, "minMember");
 	if (mm &&
@@ -568,6 +598,7 @@ void sc_kgroup_free(sc_kgroup_t *g)
 	free(g->topo_required);
 	free(g->topo_preferred);
 	free(g->bad);
+	meta_free(&g->meta);
 	free(g);
 }
 
@@ -583,6 +614,7 @@ sc_kqueue_t *sc_kqueue_decode(json_t *obj)
 		return NULL;
 	sc_kqueue_t *q = sc_xcalloc(1, sizeof(*q));
 	q->key = sc_xstrdup(name);
+	meta_decode(&q->meta, obj);
 	json_t *m = json_pack("{s:s}", "name", name);
 	json_t *ts = json_object_get(md, "creationTimestamp");
 	if (json_is_string(ts))
@@ -636,6 +668,7 @@ void sc_kqueue_free(sc_kqueue_t *q)
 	free(q->key);
 	free(q->parent);
 	free(q->bad);
+	meta_free(&q->meta);
 	free(q);
 }
 

@@ -102,9 +102,19 @@ typedef struct sc_knode {
 	size_t ntaints;
 } sc_knode_t;
 
+/* What PodGroups and Queues carry besides their spec, for writing their
+ * status back (kstatus.c): the uid and resourceVersion (a status patch is
+ * conditional on it) and the status as last seen (a new reference). */
+typedef struct sc_kmeta {
+	char *uid, *rv;
+	json_t *status;    /* NULL when absent */
+	char *spec_digest; /* spec (and labels) as compact sorted JSON */
+} sc_kmeta_t;
+
 typedef struct sc_kgroup {
 	char *key; /* "namespace/name" */
 	char *name;
+	sc_kmeta_t meta;
 	int min_member;
 	char *queue;
 	char *prio_class;
@@ -120,6 +130,7 @@ typedef struct sc_kqueue {
 	sc_queue_spec_t spec;   /* borrowed from set (parent: from this) */
 	char *parent;           /* spec.parentQueue */
 	char *bad;              /* "spec.resources.gpu.quota: ..." */
+	sc_kmeta_t meta;
 } sc_kqueue_t;
 
 typedef struct sc_kclass {
@@ -141,6 +152,10 @@ void sc_knode_free(sc_knode_t *n);
 void sc_kgroup_free(sc_kgroup_t *g);
 void sc_kqueue_free(sc_kqueue_t *q);
 void sc_kclass_free(sc_kclass_t *c);
+
+/* Do a and b differ only in status and bookkeeping (what the scheduler
+ * writes back), so that nothing it decides from changed? */
+bool sc_kmeta_same_spec(const sc_kmeta_t *a, const sc_kmeta_t *b);
 
 /* Does pod p tolerate taint t (Kubernetes' rule)? */
 bool sc_ktoleration_matches(const sc_kpod_t *p, const sc_ktaint_t *t);

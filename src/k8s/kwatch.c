@@ -198,6 +198,23 @@ static void start_list(sc_kwatch_t *w)
 /* ---- watch -------------------------------------------------------------- */
 
 /* One event line. Returns -1 to stop the stream (410: list again). */
+/* Is obj, a PodGroup or Queue whose status alone changed, showing the
+ * status this scheduler wrote? */
+static bool echo(sc_k8s_t *k, int kind, json_t *obj)
+{
+	json_t *md = json_object_get(obj, "metadata");
+	const char *ns = json_string_value(json_object_get(md, "namespace"));
+	const char *name = json_string_value(json_object_get(md, "name"));
+	char key[600];
+	if (!name || !k->status)
+		return false;
+	if (kind == SC_KK_GROUP)
+		snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
+	else
+		snprintf(key, sizeof(key), "%s", name);
+	return sc__kstatus_echo(k->status, kind, key);
+}
+
 static int on_event(sc_kwatch_t *w, const char *text, size_t len)
 {
 	sc_k8s_t *k = w->k;
@@ -230,12 +247,17 @@ static int on_event(sc_kwatch_t *w, const char *text, size_t len)
 		set_rv(w, obj);
 	} else {
 		bool del = strcmp(type, "DELETED") == 0;
-		if (sc_kcache_apply(&k->cache, w->kind, del, obj) < 0)
+		int ac = sc_kcache_apply(&k->cache, w->kind, del, obj);
+		if (ac < 0)
 			sc_log_warn("watch %s: %s event with an invalid object skipped",
 			            kinds[w->kind].name, type);
 		set_rv(w, obj);
 		w->events++;
-		sc__k8s_kick(k);
+		/* Our own status coming back is no reason for a cycle (it
+		 * would answer every status write with one); someone else's
+		 * change to it is: the cycle writes ours again. */
+		if (ac != 2 || !echo(k, w->kind, obj))
+			sc__k8s_kick(k);
 	}
 	json_decref(ev);
 	return rc;

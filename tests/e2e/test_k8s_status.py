@@ -1,0 +1,230 @@
+"""PodGroup and Queue status written back (src/k8s/kstatus.c) against a real
+kube-apiserver: KAI's scheduling conditions, phase, counts and resources;
+queue sums over the tree; no write when nothing changed; other writers'
+conditions kept across conflicts; a CRD without the status subresource.
+Deadlines are generous: the machine running these is shared and loaded."""
+import json
+import os
+import threading
+import time
+
+import yaml
+
+from kube_util import (DEPLOY, Kube, Kubelet, Scheduler, condition, kube,  # noqa: F401
+                       sched_config, wait_for)
+
+PG = "/apis/scheduling.run.ai/v2alpha2/namespaces/default/podgroups/"
+Q = "/apis/scheduling.run.ai/v2/queues/"
+
+
+def get(kube, path):
+    r = kube.api("GET", path)
+    assert r.ok, r.text
+    return r.json()
+
+
+def ours(pg):
+    """The scheduling condition this scheduler writes (KAI's default pool)."""
+    for c in (pg.get("status") or {}).get("schedulingConditions") or []:
+        if c.get("nodePool") == "default":
+            return c
+    return None
+
+
+def patch_status(kube, path, status):
+    return kube.api("PATCH", path + "/status", data=json.dumps({"status": status}),
+                    headers={"Content-Type": "application/merge-patch+json"})
+
+
+def test_podgroup_and_queue_status_follow_the_gang(kube, sched_config):
+    kube.add_node("n1", gpus=2)
+    kube.add_node("n2", gpus=1)
+    kube.queue("root", gpu_quota=8)
+    kube.queue("team", gpu_quota=4, parent="root")
+    kube.pod_group("gang", 4, queue="team")
+    for i in range(4):
+        kube.pod("gang-%d" % i, gpus=1, cpu="500m", memory="1Gi", group="gang")
+    s = Scheduler(kube, sched_config).start()
+    try:
+        # Three GPUs for a gang of four: KAI's condition, with the reason.
+        pg = wait_for(lambda: ours(get(kube, PG + "gang")) and get(kube, PG + "gang"), 60,
+                      "the PodGroup's scheduling condition")
+        c = ours(pg)
+        assert c["type"] == "UnschedulableOnNodePool" and c["reason"] == "Unschedulable", c
+        assert c["status"] == "True" and c["transitionID"], c
+        assert "gang needs 4 pods, only 3 fit" in c["message"], c
+        assert c["reasons"][0]["message"] == c["message"], c
+        st = pg["status"]
+        assert st["phase"] == "Pending" and st["pending"] == 4 and st["running"] == 0, st
+        rs = st["resourcesStatus"]
+        assert rs["requested"] == {"cpu": "2", "memory": str(4 << 30), "nvidia.com/gpu": "4"}
+        assert rs["allocated"]["nvidia.com/gpu"] == "0", rs
+        # An Event on the PodGroup says it too.
+        ev = wait_for(lambda: [e for e in kube.events(name="gang")
+                               if e["involvedObject"]["kind"] == "PodGroup"], 30,
+                      "the PodGroup's Unschedulable event")
+        assert ev[0]["reason"] == "Unschedulable" and ev[0]["type"] == "Warning", ev
+        assert "gang needs 4 pods" in ev[0]["message"], ev
+        # The queues: requested in the leaf and summed in its parent.
+        wait_for(lambda: (get(kube, Q + "team").get("status") or {}).get("requested", {})
+                 .get("nvidia.com/gpu") == "4", 60, "team's requested GPUs")
+        root = wait_for(lambda: (get(kube, Q + "root").get("status") or {}).get(
+            "requested", {}).get("nvidia.com/gpu") == "4" and get(kube, Q + "root"), 60,
+            "root's requested GPUs (its child's)")
+        assert root["status"]["childQueues"] == ["team"], root["status"]
+        assert root["status"]["allocated"]["nvidia.com/gpu"] == "0", root["status"]
+
+        # A fourth GPU: the gang runs; the condition goes, phase Running.
+        kube.add_node("n3", gpus=1)
+
+        def running():
+            pg = get(kube, PG + "gang")
+            st = pg.get("status") or {}
+            return st.get("phase") == "Running" and not ours(pg) and st
+
+        st = wait_for(running, 90, "the PodGroup Running")
+        assert st["running"] == 4 and st["pending"] == 0, st
+        assert st["resourcesStatus"]["allocated"]["nvidia.com/gpu"] == "4", st
+        # Preemptible (the default class, 50): nothing non-preemptible.
+        assert st["resourcesStatus"]["allocatedNonPreemptible"]["nvidia.com/gpu"] == "0", st
+        for q in ("team", "root"):
+            wait_for(lambda: (get(kube, Q + q).get("status") or {}).get("allocated", {})
+                     .get("nvidia.com/gpu") == "4", 60, "%s's allocated GPUs" % q)
+
+        # Nothing changes: nothing is written, though cycles keep running
+        # (a pod that cannot fit anywhere keeps the scheduler busy).
+        kube.pod("too-big", gpus=16)
+        wait_for(lambda: condition(kube.get_pod("too-big")), 60, "too-big explained")
+        rv = {p: get(kube, p)["metadata"]["resourceVersion"]
+              for p in (PG + "gang", Q + "team", Q + "root")}
+        time.sleep(6)  # several periods (1 s) of cycles; a write would show
+        for p, v in rv.items():
+            assert get(kube, p)["metadata"]["resourceVersion"] == v, p
+    finally:
+        s.stop()
+
+
+def test_other_writers_conditions_are_kept(kube, sched_config):
+    """Another node pool's condition (KAI's schedulers, one per pool, share
+    the array) survives our writes, even with writes racing ours (the API
+    answers 409 to a patch made on an old version; we read and write
+    again); a field of ours someone overwrote is put back."""
+    kube.add_node("n1", gpus=1)
+    kube.queue("default", gpu_quota=4)
+    kube.pod_group("pair", 2)
+    for i in range(2):
+        kube.pod("pair-%d" % i, gpus=1, group="pair")
+    s = Scheduler(kube, sched_config).start()
+    stop = threading.Event()
+    try:
+        wait_for(lambda: ours(get(kube, PG + "pair")), 60, "our condition")
+        other = {"type": "UnschedulableOnNodePool", "nodePool": "pool-b",
+                 "reason": "Unschedulable", "message": "written by another scheduler",
+                 "status": "True", "transitionID": "100"}
+
+        # Another writer: our condition as it is plus its own, and a phase
+        # that is not ours to choose.
+        def write_other(phase):
+            pg = get(kube, PG + "pair")
+            conds = [c for c in pg["status"]["schedulingConditions"]
+                     if c.get("nodePool") != "pool-b"] + [other]
+            return patch_status(kube, PG + "pair",
+                                {"schedulingConditions": conds, "phase": phase})
+
+        assert write_other("Bogus").ok
+        wait_for(lambda: get(kube, PG + "pair")["status"].get("phase") == "Pending", 60,
+                 "our phase put back")
+        pg = get(kube, PG + "pair")
+        assert any(c.get("nodePool") == "pool-b" for c in
+                   pg["status"]["schedulingConditions"]), pg["status"]
+
+        # Now race for a while: the other writer rewrites its condition
+        # (every 0.1 s, 8 s) while the gang gets its room and our status
+        # changes; our patches made on an old version are refused (409)
+        # and made again on the new one. Then it settles.
+        errors = []
+
+        def racer():
+            n = 0
+            end = time.time() + 8
+            while not stop.is_set() and time.time() < end:
+                n += 1
+                other["message"] = "written by another scheduler (%d)" % n
+                try:
+                    r = write_other(get(kube, PG + "pair")["status"].get("phase", ""))
+                    if r.status_code not in (200, 409):
+                        errors.append(r.text)
+                except Exception as e:  # noqa: BLE001 (reported below)
+                    errors.append(repr(e))
+                stop.wait(0.1)
+
+        t = threading.Thread(target=racer, daemon=True)
+        t.start()
+        kube.add_node("n2", gpus=1)
+        t.join(60)
+        assert not errors, errors[:3]
+
+        def settled():
+            st = get(kube, PG + "pair").get("status") or {}
+            return st.get("phase") == "Running" and st.get("running") == 2 and st
+
+        wait_for(settled, 120, "the pair Running in its status")
+        pg = get(kube, PG + "pair")
+        conds = pg["status"]["schedulingConditions"]
+        assert [c["nodePool"] for c in conds] == ["pool-b"], conds
+        assert pg["status"]["resourcesStatus"]["allocated"]["nvidia.com/gpu"] == "2"
+    finally:
+        stop.set()
+        s.stop()
+
+
+def no_status_subresource_crds(tmp_path):
+    with open(os.path.join(DEPLOY, "crds.yaml")) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for d in docs:
+        if d["metadata"]["name"] == "podgroups.scheduling.run.ai":
+            for v in d["spec"]["versions"]:
+                v.pop("subresources", None)
+    path = tmp_path / "crds-no-status.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+def test_crd_without_status_subresource(tmp_path):
+    """KAI's CRDs have the status subresource; an older or hand-made one
+    may not. Scheduling goes on, PodGroup status is not written, one
+    warning names the CRD, and Queue status (its CRD has it) still is."""
+    k = Kube(tmp_path).start()
+    kubelet = None
+    s = None
+    try:
+        k.apply_file(no_status_subresource_crds(tmp_path))
+        k.apply_file(os.path.join(DEPLOY, "rbac.yaml"))
+        kubelet = Kubelet(k)
+        kubelet.start()
+        k.add_node("n1", gpus=1)
+        k.queue("default", gpu_quota=4)
+        k.pod_group("pair", 2)
+        for i in range(2):
+            k.pod("pair-%d" % i, gpus=1, group="pair")
+        s = Scheduler(k, k.kubeconfig(k.sa_token())).start()
+        # Scheduling and the pods' explanations go on.
+        wait_for(lambda: all((condition(k.get_pod("pair-%d" % i)) or {}).get("reason") ==
+                             "Unschedulable" for i in range(2)), 60, "the pods explained")
+        wait_for(lambda: (get(k, Q + "default").get("status") or {}).get(
+            "requested", {}).get("nvidia.com/gpu") == "2", 60, "the queue's status")
+        wait_for(lambda: "no status subresource" in s.output(), 60, "the warning")
+        k.add_node("n2", gpus=1)
+        wait_for(lambda: len(k.bound()) == 2, 60, "the pair bound")
+        wait_for(lambda: (get(k, Q + "default").get("status") or {}).get(
+            "allocated", {}).get("nvidia.com/gpu") == "2", 60, "the queue's allocation")
+        out = s.output()
+        assert out.count("no status subresource") == 1, out
+        assert "podgroups.scheduling.run.ai" in out, out
+        assert "status" not in get(k, PG + "pair"), get(k, PG + "pair")
+    finally:
+        if s:
+            s.stop()
+        if kubelet:
+            kubelet.stop()
+        k.stop()
