@@ -27,7 +27,7 @@ typedef struct sc_k8s_opts {
 	const char *server; /* --server (with --token-file / --ca) */
 	const char *token_file;
 	const char *ca_file;
-	const char *sa_dir; /* in-cluster: the service account's files */
+	const char *sa_dir;        /* in-cluster: the service account's files */
 	const char *scheduler;     /* spec.schedulerName; default "starcloud" */
 	const char *default_queue; /* default "default" */
 	const char *sched_config;  /* SchedulerConfig / Topology manifests */
@@ -156,14 +156,14 @@ size_t sc__kwriter_nominated(const sc_kwriter_t *w);
  * bindings and evictions; patched(k, key, status, body) is called with the
  * answer unless leadership is lost first (the write is then dropped). With
  * ev, that Event is written once the API server accepted the patch. */
-typedef void (*sc_kwriter_patched_fn)(sc_k8s_t *k, const char *key, int status,
-                                      const char *body, size_t len);
+typedef void (*sc_kwriter_patched_fn)(sc_k8s_t *k, const char *key, int status, const char *body,
+                                      size_t len);
 typedef struct sc_kwriter_event {
 	const char *api, *kind; /* the involved object's; static strings */
 	const char *type, *reason, *msg;
 } sc_kwriter_event_t;
-void sc__kwriter_patch(sc_kwriter_t *w, const char *key, const char *uid, char *path,
-                       json_t *body, sc_kwriter_patched_fn patched, const sc_kwriter_event_t *ev);
+void sc__kwriter_patch(sc_kwriter_t *w, const char *key, const char *uid, char *path, json_t *body,
+                       sc_kwriter_patched_fn patched, const sc_kwriter_event_t *ev);
 
 /* ---- kstatus.c ---- */
 /* PodGroup and Queue status, written back after each cycle's decisions

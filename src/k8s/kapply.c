@@ -53,7 +53,7 @@ typedef struct kop {
 	 * refused eviction must not say "evicted"). */
 	const char *ev_type, *ev_reason;
 	char *ev_msg;
-	const char *ev_api, *ev_kind; /* the Event's object (NULL: the Pod) */
+	const char *ev_api, *ev_kind;  /* the Event's object (NULL: the Pod) */
 	sc_kwriter_patched_fn patched; /* OP_PATCH */
 	struct kop *next;
 } kop_t;
@@ -253,9 +253,9 @@ static void pump(sc_kwriter_t *w)
 		}
 		kop_t *op = pop(w->hi.n ? &w->hi : &w->lo);
 		bool patch = op->type == OP_STATUS || op->type == OP_PATCH;
-		sc_httpc_req_t *r = sc__k8s_request(k, patch ? "PATCH" : "POST",
-		                                    op->path, op->ctype, op->body, strlen(op->body),
-		                                    WRITE_TIMEOUT, 0, NULL, op_done, op);
+		sc_httpc_req_t *r =
+		    sc__k8s_request(k, patch ? "PATCH" : "POST", op->path, op->ctype, op->body,
+		                    strlen(op->body), WRITE_TIMEOUT, 0, NULL, op_done, op);
 		if (!r) {
 			sc_log_error("cannot start a request for %s", op->key);
 			local_drop(k, op->key);
@@ -309,16 +309,15 @@ static void event(sc_kwriter_t *w, const char *api, const char *kind, const char
 	const char *name = slash + 1;
 	snprintf(gen, sizeof(gen), "%.240s.", name);
 	sc__k8s_time(now, sizeof(now));
-	json_t *ev =
-	    json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s%,s:s,s:{s:s},s:s,s:s,s:"
-	              "i,s:s,s:s}",
-	              "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen,
-	              "namespace", ns, "involvedObject", "apiVersion", api ? api : "v1", "kind",
-	              kind ? kind : "Pod",
-	              "namespace", ns, "name", name, "uid", uid ? uid : "", "reason", reason,
-	              "message", msg, strnlen(msg, MAX_MSG), "type", type, "source", "component",
-	              k->o.scheduler, "firstTimestamp", now, "lastTimestamp", now, "count", 1,
-	              "reportingComponent", k->o.scheduler, "reportingInstance", k->o.identity);
+	json_t *ev = json_pack(
+	    "{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s%,s:s,s:{s:s},s:s,s:s,s:"
+	    "i,s:s,s:s}",
+	    "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen, "namespace", ns,
+	    "involvedObject", "apiVersion", api ? api : "v1", "kind", kind ? kind : "Pod",
+	    "namespace", ns, "name", name, "uid", uid ? uid : "", "reason", reason, "message", msg,
+	    strnlen(msg, MAX_MSG), "type", type, "source", "component", k->o.scheduler,
+	    "firstTimestamp", now, "lastTimestamp", now, "count", 1, "reportingComponent",
+	    k->o.scheduler, "reportingInstance", k->o.identity);
 	if (asprintf(&path, "/api/v1/namespaces/%s/events", ns) < 0)
 		sc_oom();
 	enqueue(w, OP_EVENT, key, uid, path, ev, NULL);
@@ -392,8 +391,8 @@ static void explain(sc_kwriter_t *w, const sc_kpod_t *p, const char *reason)
 	op->ev_msg = xstrdup(msg);
 }
 
-void sc__kwriter_patch(sc_kwriter_t *w, const char *key, const char *uid, char *path,
-                       json_t *body, sc_kwriter_patched_fn patched, const sc_kwriter_event_t *ev)
+void sc__kwriter_patch(sc_kwriter_t *w, const char *key, const char *uid, char *path, json_t *body,
+                       sc_kwriter_patched_fn patched, const sc_kwriter_event_t *ev)
 {
 	kop_t *op = enqueue(w, OP_PATCH, key, uid, path, body, "application/merge-patch+json");
 	op->patched = patched;
@@ -633,8 +632,6 @@ void sc__kwriter_drop(sc_kwriter_t *w)
 	clear(&w->hi);
 	clear(&w->lo);
 	sc__klocal_clear(k);
-	if (k->status)
-		sc__kstatus_drop(k->status);
 	if (dropped)
 		sc_log_warn("not the leader: %zu queued writes dropped", dropped);
 }

@@ -26,6 +26,7 @@ static void became(sc_k8s_t *k, bool was)
 	} else if (!now && was) {
 		sc_log_warn("lost the lease %s/%s: binding stops", k->o.lease_ns, k->o.lease_name);
 		sc__kwriter_drop(k->writer);
+		sc__kstatus_drop(k->status);
 	}
 }
 

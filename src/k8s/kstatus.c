@@ -30,12 +30,14 @@
  * while a list of that name still finds the object) or missing RBAC (403) turns
  * that kind's status writes off for NO_WRITE_RETRY seconds, with one
  * warning that says why. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/parse.h"
 #include "k8s/k8s_int.h"
 #include "starcloud/error.h"
 
@@ -85,7 +87,7 @@ typedef struct acc {
 
 static const char *const kind_name[K_COUNT] = {"PodGroup", "Queue"};
 static const char *const crd_name[K_COUNT] = {"podgroups.scheduling.run.ai",
-                                               "queues.scheduling.run.ai"};
+                                              "queues.scheduling.run.ai"};
 
 /* ---- quantities --------------------------------------------------------- */
 
@@ -130,10 +132,10 @@ static json_t *resources(const acc_t *a)
 static char *digest(json_t *st, int kind, bool with_msg)
 {
 	json_t *d = json_object();
-	static const char *const group_keys[] = {"phase", "running", "pending",
-	                                          "resourcesStatus", NULL};
+	static const char *const group_keys[] = {"phase", "running", "pending", "resourcesStatus",
+	                                         NULL};
 	static const char *const queue_keys[] = {"allocated", "allocatedNonPreemptible",
-	                                          "requested", "childQueues", NULL};
+	                                         "requested", "childQueues", NULL};
 	for (const char *const *f = kind == K_GROUP ? group_keys : queue_keys; *f; f++) {
 		json_t *v = json_object_get(st, *f);
 		if (v)
@@ -145,8 +147,8 @@ static char *digest(json_t *st, int kind, bool with_msg)
 		json_array_foreach(json_object_get(st, "schedulingConditions"), i, c)
 		{
 			json_t *e = json_object();
-			static const char *const ck[] = {"type", "nodePool", "reason", "status",
-			                                 "message", NULL};
+			static const char *const ck[] = {"type",   "nodePool", "reason",
+			                                 "status", "message",  NULL};
 			for (const char *const *f = ck; *f && (with_msg || f[1]); f++)
 				if (json_object_get(c, *f))
 					json_object_set(e, *f, json_object_get(c, *f));
@@ -261,7 +263,8 @@ static void add_reasons(sc_kmap_t *groups, const sc_kworld_t *world, const sc_de
 		snprintf(gkey, sizeof(gkey), "%s/%s", p->ns, p->group);
 		acc_t *a = sc_kmap_get(groups, gkey);
 		if (a && !a->reason)
-			a->reason = d->pending[i].reason ? d->pending[i].reason : "not scheduled yet";
+			a->reason =
+			    d->pending[i].reason ? d->pending[i].reason : "not scheduled yet";
 	}
 	for (size_t i = 0; i < world->nheld; i++) {
 		const sc_kpod_t *p = world->held[i].pod;
@@ -428,14 +431,12 @@ static void patched(sc_k8s_t *k, int kind, const char *key, int status, const ch
 		e->at = sc__k8s_now(); /* retried after STATUS_GAP */
 }
 
-static void group_patched(sc_k8s_t *k, const char *key, int status, const char *body,
-                          size_t len)
+static void group_patched(sc_k8s_t *k, const char *key, int status, const char *body, size_t len)
 {
 	patched(k, K_GROUP, key, status, body, len);
 }
 
-static void queue_patched(sc_k8s_t *k, const char *key, int status, const char *body,
-                          size_t len)
+static void queue_patched(sc_k8s_t *k, const char *key, int status, const char *body, size_t len)
 {
 	patched(k, K_QUEUE, key, status, body, len);
 }
@@ -506,14 +507,16 @@ static json_t *conditions(const sc_kgroup_t *g, const acc_t *a, bool *changed)
 {
 	json_t *seen = json_object_get(g->meta.status, "schedulingConditions");
 	json_t *out = json_array(), *c, *ours = NULL;
-	long last_id = 0;
+	int64_t last_id = 0;
 	size_t i;
 	*changed = false;
 	json_array_foreach(seen, i, c)
 	{
 		const char *pool = json_string_value(json_object_get(c, "nodePool"));
 		const char *tid = json_string_value(json_object_get(c, "transitionID"));
-		long id = tid ? strtol(tid, NULL, 10) : 0;
+		int64_t id = 0;
+		if (tid && sc_parse_i64(tid, 0, INT32_MAX, &id) < 0)
+			id = 0; /* KAI, too, counts on from 0 */
 		if (id > last_id)
 			last_id = id;
 		if (pool && strcmp(pool, NODE_POOL) == 0)
@@ -543,12 +546,12 @@ static json_t *conditions(const sc_kgroup_t *g, const acc_t *a, bool *changed)
 	}
 	char now[48], id[24];
 	sc__k8s_time(now, sizeof(now));
-	snprintf(id, sizeof(id), "%ld", last_id + 1);
-	json_array_append_new(
-	    out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:[{s:s,s:s}]}", "type",
-	                   "UnschedulableOnNodePool", "nodePool", NODE_POOL, "reason", "Unschedulable",
-	                   "message", msg, "status", "True", "transitionID", id, "lastTransitionTime",
-	                   now, "reasons", "reason", "Unschedulable", "message", msg));
+	snprintf(id, sizeof(id), "%lld", (long long)(last_id + 1));
+	json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:[{s:s,s:s}]}", "type",
+	                                     "UnschedulableOnNodePool", "nodePool", NODE_POOL,
+	                                     "reason", "Unschedulable", "message", msg, "status",
+	                                     "True", "transitionID", id, "lastTransitionTime", now,
+	                                     "reasons", "reason", "Unschedulable", "message", msg));
 	*changed = true;
 	return out;
 }
@@ -558,10 +561,10 @@ static void write_group(sc_kstatus_t *s, const sc_kgroup_t *g, const acc_t *a)
 	sc_k8s_t *k = s->k;
 	bool cond_changed;
 	int need = g->min_member > 0 ? g->min_member : 1;
-	json_t *want = json_pack("{s:s,s:i,s:i,s:o,s:o}", "phase",
-	                         a->running >= need ? "Running" : "Pending", "running", a->running,
-	                         "pending", a->pending, "resourcesStatus", resources(a),
-	                         "schedulingConditions", conditions(g, a, &cond_changed));
+	json_t *want =
+	    json_pack("{s:s,s:i,s:i,s:o,s:o}", "phase", a->running >= need ? "Running" : "Pending",
+	              "running", a->running, "pending", a->pending, "resourcesStatus", resources(a),
+	              "schedulingConditions", conditions(g, a, &cond_changed));
 	char *full = NULL;
 	if (!due(s, K_GROUP, g->key, &g->meta, want, &full)) {
 		json_decref(want);

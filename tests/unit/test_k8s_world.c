@@ -222,6 +222,57 @@ static void test_gang_topology_from_the_pod_group(void **state)
 	world_free(&t);
 }
 
+/* A PodGroup or Queue whose status alone changed (what kstatus.c writes
+ * back) is stored but counted as nothing to schedule again for (2); a
+ * change of spec, labels or uid is a change (1). */
+static int apply_text(sc_kcache_t *c, int kind, const char *text)
+{
+	json_t *o = json_loads(text, 0, NULL);
+	assert_non_null(o);
+	int rc = sc_kcache_apply(c, kind, false, o);
+	json_decref(o);
+	return rc;
+}
+
+static void test_status_only_changes(void **state)
+{
+	(void)state;
+	sc_kcache_t c;
+	sc_kcache_init(&c);
+	const char *g1 = "{\"metadata\":{\"name\":\"g\",\"namespace\":\"ns\",\"uid\":\"u1\","
+	                 "\"resourceVersion\":\"5\"},\"spec\":{\"minMember\":2}}";
+	const char *g2 = "{\"metadata\":{\"name\":\"g\",\"namespace\":\"ns\",\"uid\":\"u1\","
+	                 "\"resourceVersion\":\"6\"},\"spec\":{\"minMember\":2},"
+	                 "\"status\":{\"phase\":\"Pending\"}}";
+	const char *g3 = "{\"metadata\":{\"name\":\"g\",\"namespace\":\"ns\",\"uid\":\"u1\","
+	                 "\"resourceVersion\":\"7\"},\"spec\":{\"minMember\":3},"
+	                 "\"status\":{\"phase\":\"Pending\"}}";
+	const char *g4 = "{\"metadata\":{\"name\":\"g\",\"namespace\":\"ns\",\"uid\":\"u2\","
+	                 "\"resourceVersion\":\"8\"},\"spec\":{\"minMember\":3}}";
+	assert_int_equal(apply_text(&c, SC_KK_GROUP, g1), 1);
+	unsigned long changes = c.changes;
+	assert_int_equal(apply_text(&c, SC_KK_GROUP, g2), 2);
+	assert_int_equal(c.changes, changes);
+	sc_kgroup_t *g = sc_kmap_get(&c.groups, "ns/g");
+	assert_string_equal(g->meta.rv, "6");
+	assert_string_equal(json_string_value(json_object_get(g->meta.status, "phase")), "Pending");
+	assert_int_equal(apply_text(&c, SC_KK_GROUP, g3), 1);
+	assert_int_equal(apply_text(&c, SC_KK_GROUP, g4), 1); /* deleted and made again */
+	assert_int_equal(apply_text(&c, SC_KK_QUEUE,
+	                            "{\"metadata\":{\"name\":\"q\",\"uid\":\"q1\"},\"spec\":{}}"),
+	                 1);
+	assert_int_equal(apply_text(&c, SC_KK_QUEUE,
+	                            "{\"metadata\":{\"name\":\"q\",\"uid\":\"q1\"},\"spec\":{},"
+	                            "\"status\":{\"allocated\":{\"cpu\":\"1\"}}}"),
+	                 2);
+	assert_int_equal(
+	    apply_text(&c, SC_KK_QUEUE,
+	               "{\"metadata\":{\"name\":\"q\",\"uid\":\"q1\",\"labels\":{\"a\":\"b\"}},"
+	               "\"spec\":{}}"),
+	    1);
+	sc_kcache_free(&c);
+}
+
 static void test_parent_queue_holds_no_pods(void **state)
 {
 	world_t t;
@@ -593,6 +644,7 @@ int main(void)
 	    cmocka_unit_test(test_taints_become_selectors),
 	    cmocka_unit_test(test_local_state_holds_the_node),
 	    cmocka_unit_test(test_relist_removes_what_was_not_listed),
+	    cmocka_unit_test(test_status_only_changes),
 	    cmocka_unit_test(test_kubeconfig),
 	    cmocka_unit_test(test_in_cluster_and_token_refresh),
 	    cmocka_unit_test(test_lease_rules),
