@@ -133,10 +133,12 @@ static void container_res(json_t *c, const char *where, podres_t *r, char **bad)
 	json_object_foreach(req, key, val)
 	{
 		if (strncmp(key, "nvidia.com/mig-", 15) == 0)
-			set_bad(bad,
-			        "%s.resources.requests[%s]: MIG devices are not scheduled in "
-			        "Kubernetes mode",
-			        where, key);
+			set_bad(
+			    bad,
+			    "%s.resources.requests[%s]: MIG instances are not scheduled in "
+			    "Kubernetes mode (request nvidia.com/gpu, or one device's share with "
+			    "the gpu-fraction or gpu-memory annotation)",
+			    where, key);
 	}
 }
 
@@ -216,7 +218,9 @@ static void pod_shares(json_t *ann, sc_kpod_t *p)
 			p->req.gpu_memory = v * MIB;
 	}
 	if (str_of(ann, ANN_FRACTION_DEVICES))
-		set_bad(&p->bad, "annotation %s: shares over several devices are not supported",
+		set_bad(&p->bad,
+		        "annotation %s: shares over several devices are not supported (request "
+		        "whole devices with nvidia.com/gpu, or a share of one device)",
 		        ANN_FRACTION_DEVICES);
 }
 

@@ -228,3 +228,44 @@ def test_crd_without_status_subresource(tmp_path):
         if kubelet:
             kubelet.stop()
         k.stop()
+
+
+def test_refused_requests_say_so_on_pods_and_podgroup(kube, sched_config):
+    """What Kubernetes mode does not schedule (MIG instances, a share over
+    several devices) is refused out loud: the pod's PodScheduled condition
+    and a FailedScheduling Event name the field, and so does its PodGroup's
+    scheduling condition and Event; nothing is bound."""
+    kube.add_node("n1", gpus=8)
+    kube.queue("default", gpu_quota=8)
+    kube.pod_group("mig-gang", 2)
+    mig = {"containers": [{"name": "m", "image": "busybox", "resources": {
+        "limits": {"nvidia.com/mig-1g.10gb": "1"}}}]}
+    for i in range(2):
+        kube.pod("mig-%d" % i, gpus=0, group="mig-gang", spec_extra=mig)
+    kube.pod("multi", gpus=0, annotations={"gpu-fraction": "0.5",
+                                           "gpu-fraction-num-devices": "2"})
+    kube.pod("fine", gpus=1)
+    s = Scheduler(kube, sched_config).start()
+    try:
+        wait_for(lambda: "fine" in kube.bound(), 60, "the fine pod bound")
+        for name, words in (("mig-0", ["nvidia.com/mig-1g.10gb", "MIG instances are not"]),
+                            ("mig-1", ["nvidia.com/mig-1g.10gb"]),
+                            ("multi", ["gpu-fraction-num-devices", "several devices"])):
+            c = wait_for(lambda: condition(kube.get_pod(name)), 60, name + " explained")
+            assert c["status"] == "False" and c["reason"] == "Unschedulable", c
+            ev = wait_for(lambda: [e for e in kube.events(name=name)
+                                   if e["reason"] == "FailedScheduling"], 60,
+                          name + "'s FailedScheduling event")
+            for w in words:
+                assert w in c["message"] and w in ev[0]["message"], (name, w, c, ev)
+        pg = wait_for(lambda: ours(get(kube, PG + "mig-gang")) and get(kube, PG + "mig-gang"),
+                      60, "the MIG gang's condition")
+        assert "nvidia.com/mig-1g.10gb" in ours(pg)["message"], ours(pg)
+        assert pg["status"]["phase"] == "Pending", pg["status"]
+        wait_for(lambda: [e for e in kube.events(name="mig-gang")
+                          if e["involvedObject"]["kind"] == "PodGroup"
+                          and "nvidia.com/mig-1g.10gb" in e["message"]], 60,
+                 "the MIG gang's event")
+        assert set(kube.bound()) == {"fine"}, kube.bound()
+    finally:
+        s.stop()
