@@ -100,7 +100,7 @@ class Browser:
         self.call("Page.navigate", url=url)
         self.wait_for("document.readyState === 'complete' && !!window.starcloud", 15)
 
-    def wait_for(self, expr, timeout=10, what=None):
+    def wait_for(self, expr, timeout=30, what=None):  # generous: a loaded CI machine
         deadline = time.time() + timeout
         while True:
             v = self.eval(expr)

@@ -58,7 +58,8 @@ def test_restarted_agent_stops_unassigned_pods(server, admin, tmp_path):
         a.stop()
         assert admin.delete(admin.base + "/jobs/gone").ok
         a = Agent(server.url, server.token, "n1", tmp_path / "n1", drain=False)
-        wait_for(lambda: not processes_with_env("STARCLOUD_POD", "gone-main-0", str(tmp_path)), timeout=8,
+        wait_for(lambda: not processes_with_env("STARCLOUD_POD", "gone-main-0", str(tmp_path)),
+                 timeout=30,
                  what="the unassigned pod stopped")
         assert "adopted (pid %d" % pid in a.output()
         assert not os.path.exists(os.path.join(a.pod_dir("gone", "gone-main-0"), "pod.json"))

@@ -127,7 +127,7 @@ def test_dev_agents_use_agent_tokens(tmp_path):
                     "status", {}).get("ready")
             except requests.ConnectionError:
                 return None
-        wait_for(ready, timeout=10, what="the dev agent")
+        wait_for(ready, timeout=30, what="the dev agent")
 
         def agent_token():
             for pid in os.listdir("/proc"):

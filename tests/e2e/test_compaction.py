@@ -14,7 +14,7 @@ from conftest import job, manifest, node, queue
 LONG_AGO = "2020-01-01T00:00:00Z"
 
 
-def wait_for(fn, timeout=10.0, what="condition"):
+def wait_for(fn, timeout=30.0, what="condition"):  # generous: a loaded CI machine
     deadline = time.time() + timeout
     while True:
         v = fn()

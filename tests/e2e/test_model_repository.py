@@ -93,7 +93,7 @@ def direct_text(ckpts, seed, tmp):
                 return requests.get(url + "/healthz", timeout=0.5).ok
             except requests.RequestException:
                 return False
-        wait_for(up, timeout=10, what="the reference worker")
+        wait_for(up, timeout=30, what="the reference worker")
         return requests.post(url + "/v1/completions", json={"prompt": "hello", "max_tokens": 6},
                              timeout=10).json()["choices"][0]["text"]
     finally:

@@ -57,7 +57,7 @@ def test_without_a_gateway_the_canary_pauses_and_evidence_moves_it(server, admin
         # Too few requests: still paused, and the reason says how many.
         r = rollout(s, "m", {"version": "2", "requests": 3, "errors": 0}, "rollout/report")
         assert r.status_code == 200
-        wait_for(lambda: "3 of 5" in phase(s, "m")["reason"], timeout=10, what="3 of 5")
+        wait_for(lambda: "3 of 5" in phase(s, "m")["reason"], timeout=30, what="3 of 5")
         # Enough fresh evidence: it goes on by itself, to the next step.
         rollout(s, "m", {"version": "2", "requests": 4, "errors": 0}, "rollout/report")
         ro = wait_for(lambda: (lambda r: r if r["step"] == 1 else None)(phase(s, "m")),
