@@ -133,7 +133,7 @@ class NsServer(Server):
             # Plain HTTP off loopback needs saying (docs/SECURITY.md).
             [BIN, "server", "--listen", "%s:%d" % (self.host, self.port), "--data-dir",
              self.data_dir, "--plain-http"], stdout=subprocess.PIPE, stderr=self.out, text=True)
-        deadline = time.time() + 10
+        deadline = time.time() + 30
         while time.time() < deadline:
             try:
                 if requests.get(self.url + "/healthz", timeout=0.5).ok:

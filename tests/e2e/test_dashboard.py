@@ -163,7 +163,7 @@ def test_live_event(browser, server, admin):
     browser.wait_for("document.getElementById('gpu-summary').innerText.includes('4 nodes')",
                      what="the map to grow")
     free = painted(browser, FREE)
-    deadline = time.time() + 5
+    deadline = time.time() + 30
     while free == 0 and time.time() < deadline:
         time.sleep(0.1)
         free = painted(browser, FREE)

@@ -3,6 +3,7 @@ agents that die or restart while their pods run, a node that is really
 gone. Loopback only; the full-disk test mounts a small tmpfs (skipped with
 the reason where mounting is not allowed)."""
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -431,13 +432,16 @@ def test_logs_follow_notices_a_frozen_agent(server, admin, tmp_path):
             log = os.path.join(a.data_dir, "pods", "talk", "talk-main-0", "output.log")
             wait_for(lambda: os.path.exists(log) and "hello" in open(log).read(),
                      what="the pod's output")
-            time.sleep(1)
+            # The follower has streamed the line (not a fixed sleep: under
+            # load it may connect late, and a frozen agent sends nothing).
+            assert select.select([follower.stdout], [], [], 30)[0], "nothing streamed in 30 s"
+            first = follower.stdout.readline()
+            assert "hello" in first, first
             a.proc.send_signal(signal.SIGSTOP)  # the agent stops answering, silently
             t0 = time.time()
             out, err = follower.communicate(timeout=30)
             took = time.time() - t0
             assert follower.returncode != 0
-            assert "hello" in out
             assert "stopped renewing its lease" in err, err
             assert took < 15, took
         finally:

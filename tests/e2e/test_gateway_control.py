@@ -119,7 +119,7 @@ def test_watch_fails_over_to_the_leader(procs):
         follower.deployment = deployment([{"url": w.url, "version": "1"}])
         follower.leader = True
         leader.leader = False
-        deadline = time.time() + 10
+        deadline = time.time() + 30
         while follower.watches == 0 and time.time() < deadline:
             assert completion(gw, max_tokens=1).status_code == 200
             time.sleep(0.05)
@@ -139,7 +139,7 @@ def test_rollout_report_goes_to_the_leader(procs):
     try:
         gw = start_gateway(procs, [follower.url, leader.url])
         wait_ok(gw)
-        deadline = time.time() + 15
+        deadline = time.time() + 30
 
         def outcomes():
             return [b for p, b in leader.reports if p == "/api/v1/deployments/tiny-dep/rollout"]

@@ -54,7 +54,7 @@ def test_kserve_is_not_offered_and_health_is_the_backends(procs):
     sick = procs.openai_backend("org/fake-1b", "--unready")
     gw2 = procs.gateway([], "--backend", backend(sick))
     import time
-    deadline = time.time() + 10
+    deadline = time.time() + 30
     while time.time() < deadline:
         r = requests.post(gw2.url + "/v1/completions", timeout=5,
                           json={"model": "fake", "prompt": "x", "max_tokens": 1})

@@ -63,7 +63,7 @@ def test_good_canary_is_promoted_and_cli_abort(procs):
     v2 = procs.worker("2")
     gw = procs.gateway([v1, v2], rollout="model=tiny,stable=1,canary=2,window=300ms")
     weights = set()
-    deadline = time.time() + 8
+    deadline = time.time() + 30
     while time.time() < deadline and rollout_state(gw)["state"] == "progressing":
         for _ in range(10):
             assert completion(gw, max_tokens=1).status_code == 200

@@ -121,7 +121,7 @@ def test_gateway_exposes_listed_metrics(server):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         text = None
-        deadline = time.time() + 10
+        deadline = time.time() + 30
         while time.time() < deadline and text is None:
             if proc.poll() is not None:
                 pytest.fail("gateway exited: %s" % proc.stderr.read())

@@ -59,7 +59,7 @@ def sample(text, name, **labels):
 
 
 def wait_http(url, proc, what, headers=None):
-    deadline = time.time() + 15
+    deadline = time.time() + 30
     while time.time() < deadline:
         if proc.poll() is not None:
             pytest.fail("%s exited with %d" % (what, proc.returncode))

@@ -308,8 +308,13 @@ def test_pipelined_pod_keeps_its_device(server, admin):
         hi["spec"]["priorityClass"] = "high"
         assert admin.post(admin.base + "/jobs", json=hi).status_code == 201
     seen = []
-    deadline = time.time() + 4
-    while time.time() < deadline:
+    # At least 4 s of looking (several cycles), and on until one of them
+    # runs (a loaded machine runs cycles late), 30 s at most.
+    deadline, hard = time.time() + 4, time.time() + 30
+
+    def settled():
+        return sorted(phase(admin, n) for n in ("b-hi1", "b-hi2")) == ["Pending", "Running"]
+    while time.time() < deadline or (not settled() and time.time() < hard):
         holders = []
         for j in admin.get(admin.base + "/jobs").json()["items"]:
             for p in j.get("status", {}).get("pods", []):

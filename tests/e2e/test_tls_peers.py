@@ -44,7 +44,7 @@ class Worker:
         self.proc = subprocess.Popen([BIN, "worker", "--checkpoint", str(ckpt), "--listen",
                                       "127.0.0.1:%d" % self.port] + tls + list(args),
                                      stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.time() + 15
+        deadline = time.time() + 30
         while time.time() < deadline:
             assert self.proc.poll() is None, self.output()
             try:

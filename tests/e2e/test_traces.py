@@ -87,7 +87,7 @@ def stack(tmp_path):
                           "model=tiny,version=1,url=http://127.0.0.1:%d" % wport],
                          stdout=logs, stderr=logs)
     gw = "http://127.0.0.1:%d" % gport
-    deadline = time.time() + 15
+    deadline = time.time() + 30
     while time.time() < deadline:
         try:
             if requests.post(gw + "/v1/completions", json={"model": "tiny", "prompt": "a",

@@ -34,7 +34,7 @@ class Worker:
             [BIN, "worker", "--checkpoint", str(ckpt), "--listen",
              "127.0.0.1:%d" % self.port] + list(args),
             stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.time() + 10
+        deadline = time.time() + 30
         while time.time() < deadline:
             try:
                 if requests.get(self.url + "/v2/health/live", timeout=0.5).ok:
@@ -906,7 +906,7 @@ def test_traceparent_and_otlp(spawn):
                         if sp["traceId"] == trace:
                             return path, rs, sp
             return None
-        deadline = time.time() + 5
+        deadline = time.time() + 30
         while time.time() < deadline and not ours():
             time.sleep(0.05)
         path, rs, span = ours()

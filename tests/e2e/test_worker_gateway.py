@@ -22,7 +22,7 @@ def gateway(workers, tmp):
     log = open(os.path.join(str(tmp), "gateway.log"), "w")
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
     url = "http://127.0.0.1:%d" % port
-    deadline = time.time() + 10
+    deadline = time.time() + 30
     while time.time() < deadline:
         try:
             r = requests.post(url + "/v1/completions", timeout=2,
