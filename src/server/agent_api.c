@@ -18,10 +18,15 @@
  * by then the node has stopped them itself (its agent, or its pod guard
  * when the agent is dead), so a pod never runs on two nodes, and an agent
  * restart shorter than that changes nothing. Evicted: every Running pod of
- * a Job with a pod there becomes Releasing (a gang is only useful whole),
- * for a Deployment only the pods on that node. The scheduling loop then
- * removes them and places the jobs elsewhere. A heartbeat between expiry
- * and eviction renews the lease and the node is ready again.
+ * a Job with a pod there becomes Releasing (a gang is only useful whole).
+ * The scheduling loop then removes them and places the jobs elsewhere. A
+ * heartbeat between expiry and eviction renews the lease and the node is
+ * ready again. A Deployment's pods there are evicted when the lease
+ * expires already: their new places are bound at once (with any reclaim
+ * they need) but start only when the node is given up or has reported
+ * them stopped (sched_write.c), so they never run beside the old copy,
+ * and a lost node costs serving the fence time rather than the fence
+ * time plus a placement (issue 23).
  *
  * Gang policy: when a pod of a job with more than one pod fails for good,
  * spec.gangPolicy decides: FailJob (default) fails the other pods too;
@@ -625,10 +630,12 @@ static void collect_on_node(sc_server_t *s, const char *name, json_t *obj, void 
 	}
 }
 
-static void evict_node(sc_server_t *s, const char *node)
+/* Releases the pods on node of every Job (the whole gang) and Deployment
+ * (those pods), or of the Deployments only. */
+static void evict_node(sc_server_t *s, const char *node, int deployments_only)
 {
-	static const char *const kinds[] = {"Job", "Deployment"};
-	for (int k = 0; k < 2; k++) {
+	static const char *const kinds[] = {"Deployment", "Job"};
+	for (int k = 0; k < (deployments_only ? 1 : 2); k++) {
 		on_node_t c = {.node = node};
 		if (sc__objects_each(s, sc__kind_by_name(kinds[k]), collect_on_node, &c) == 0)
 			for (size_t i = 0; i < c.n; i++)
@@ -656,6 +663,14 @@ static void expiry_saved(const sc_store_res_t *res, void *ud)
 		if (res->rc == 0 && l->expires < uv_now(x->api->s->loop)) {
 			l->expired = 1;
 			l->epoch = x->epoch;
+			/* Serving replicas are placed again at once: the new
+			 * place waits Pipelined until this node is given up or
+			 * says it stopped them (sched_write.c, listed_elsewhere),
+			 * so only the start waits for the fence time, not the
+			 * placement (nor a reclaim it needs). Gangs wait: a node
+			 * back within the fence time keeps them. */
+			evict_node(x->api->s, x->node, 1);
+			sc__sched_kick(x->api->s);
 		}
 	}
 	if (res->rc == 0)
@@ -700,7 +715,7 @@ static void node_lost(agent_api_t *api, lease_t *l)
 {
 	sc_log_warn("node %s lost (lease expired %llu ms ago); evicting its pods", l->node,
 	            (unsigned long long)(uv_now(api->s->loop) - l->expires));
-	evict_node(api->s, l->node);
+	evict_node(api->s, l->node, 0);
 	/* Given up: it has stopped its pods itself by now (fencing), so a pod
 	 * moved off it need not wait for word from it. */
 	if (api->s->agent_pods) {

@@ -13,6 +13,10 @@
  *                     entry is Pipelined with from {node} and becomes
  *                     Running once the old node's agent no longer lists
  *                     the pod (a pod never runs on two nodes, issue 23).
+ *                     So is any binding of a pod that another node's agent
+ *                     still lists (a pod evicted in an earlier cycle, such
+ *                     as a Deployment's replica on a node whose lease
+ *                     expired: agent_api.c), whose old entry is gone.
  *   drained node   -> every job with a Running pod on a node annotated
  *                     starcloud.dev/drain is evicted as a whole (a gang is
  *                     only useful whole) and placed again elsewhere.
@@ -109,8 +113,9 @@ typedef struct wctx {
 	json_t *drained; /* names of nodes being drained -> true */
 	char now[40];
 	sc_cycle_out_t *out;
-	json_t *ports; /* "node:port" of deployment pods (deploy_ctl.c) */
-	json_t *busy;  /* nodes still running a pod not Running there (unclean) */
+	json_t *ports;  /* "node:port" of deployment pods (deploy_ctl.c) */
+	json_t *busy;   /* nodes still running a pod not Running there (unclean) */
+	json_t *listed; /* "Kind/job/pod" -> a node whose agent lists it */
 } wctx_t;
 
 static const char *name_of(json_t *obj)
@@ -213,8 +218,9 @@ static bool still_on_old_node(const wctx_t *w, const sc_sobj_t *o, json_t *e)
  * not have Running there: one evicted, moved, or of a deleted job. The
  * devices it holds are not free yet, so a pod Pipelined onto that node
  * waits (the preemptor would start beside its victim otherwise). A node
- * without an agent, or given up, is never busy. */
-static json_t *busy_nodes(const sc_cycle_in_t *in)
+ * without an agent, or given up, is never busy. Fills listed with every
+ * pod an agent lists and its node (a pod bound elsewhere waits for it). */
+static json_t *busy_nodes(const sc_cycle_in_t *in, json_t *listed)
 {
 	json_t *placed = json_object(), *busy = json_object(), *e, *pods;
 	char key[4 * SC_MAX_NAME + 8];
@@ -242,11 +248,11 @@ static json_t *busy_nodes(const sc_cycle_in_t *in)
 		{
 			if (!strchr(pod, '/') && strcmp(pod, SC_AGENT_PODS_UNKNOWN) != 0)
 				continue;
+			if (strchr(pod, '/'))
+				json_object_set_new(listed, pod, json_string(node));
 			snprintf(key, sizeof(key), "%s\t%s", node, pod);
-			if (!json_object_get(placed, key)) {
+			if (!json_object_get(placed, key))
 				json_object_set_new(busy, node, json_true());
-				break;
-			}
 		}
 	}
 	json_decref(placed);
@@ -404,6 +410,15 @@ static bool moved_by_compaction(const wctx_t *w, size_t j, const char *pod)
 	return false;
 }
 
+/* The node other than b's whose agent still lists b's pod, or NULL. */
+static const char *listed_elsewhere(const wctx_t *w, const sc_sobj_t *o, const sc_binding_t *b)
+{
+	char key[3 * SC_MAX_NAME + 8];
+	snprintf(key, sizeof(key), "%s/%s/%s", o->kind->kind, name_of(o->obj), b->pod);
+	const char *node = json_string_value(json_object_get(w->listed, key));
+	return node && strcmp(node, b->node) != 0 ? node : NULL;
+}
+
 static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j)
 {
 	/* A job's wait ends with its first placement. */
@@ -427,6 +442,7 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 			sc__deploy_bind_port(w->in, o->obj, np, &w->ports);
 		json_t *was = sc__jobst_find(pods, b->pod, &at);
 		sc_jobst_pod_t r;
+		const char *old_node = listed_elsewhere(w, o, b);
 		/* A move (consolidation, compaction): the pod starts on its new
 		 * node only once the old one has stopped it (carried_pods). */
 		if (was && sc__jobst_pod(was, &r) == 0 && r.node[0] &&
@@ -439,6 +455,14 @@ static void apply_bindings(wctx_t *w, const sc_sobj_t *o, json_t *pods, size_t j
 			                    from ? json_incref(from)
 			                         : json_pack("{s:s,s:I}", "node", r.node, "seen",
 			                                     heartbeats(w->in, r.node)));
+			w->out->releasing = true;
+		} else if (old_node) {
+			/* Its entry went in an earlier cycle, but a node still
+			 * lists it (stopping it, or lost and not yet given up). */
+			sc__jobst_set_phase(np, SC_PP_PIPELINED, NULL);
+			json_object_set_new(np, "from",
+			                    json_pack("{s:s,s:I}", "node", old_node, "seen",
+			                              heartbeats(w->in, old_node)));
 			w->out->releasing = true;
 		}
 		if (was)
@@ -763,12 +787,14 @@ int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_c
 	w.events = json_array();
 	w.drained = drained_nodes(in);
 	w.drain_hash = drain_hash(w.drained);
-	w.busy = busy_nodes(in);
+	w.listed = json_object();
+	w.busy = busy_nodes(in, w.listed);
 	add_job_writes(&w, p);
 	p->events = w.events;
 	out->events = json_array_size(w.events);
 	json_decref(w.drained);
 	json_decref(w.busy);
+	json_decref(w.listed);
 	json_decref(w.ports);
 	by_job_free(&w.bj);
 	return 0;

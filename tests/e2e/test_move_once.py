@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 
-from agent_util import Agent, pods_of, processes_with_env, wait_for
+from agent_util import Agent, pods_of, processes_with_env, setup_queue, wait_for
 from conftest import job, manifest, queue
 from test_faults import Sampler
 
@@ -217,4 +217,77 @@ def test_a_pod_moved_off_a_dead_node_starts_after_the_fence_time(server, admin, 
             sampler.finish()
         n1.proc.send_signal(signal.SIGCONT)
         for a in agents:
+            a.stop()
+
+
+def test_a_serving_replica_is_placed_again_when_its_node_expires(server, admin, tmp_path):
+    """A Deployment's replica on a node whose lease expired is bound again
+    at once, Pipelined on the other node with from: the old one (issue 23:
+    a lost node cost serving the fence time plus a placement and any
+    reclaim it needed), and starts there only when the old node is given
+    up (lease + fence time), by when that node's pod guard has stopped the
+    old copy: never both at once. A long fence time (20 s) keeps the window
+    between the expiry and the give-up wide on a loaded machine."""
+    from test_serving import deployment, free_port as port_block
+    fence = ["--fence-time", "20s"]
+    agents = {n: Agent(server.url, server.token, n, tmp_path / n, extra=fence)
+              for n in ("n0", "n1")}
+    sampler = None
+    frozen = None
+    try:
+        wait_for(lambda: all(ready(admin, n) for n in agents), what="nodes ready")
+        setup_queue(admin)
+        port = port_block()
+        r = admin.post(admin.base + "/deployments", json=deployment("chat", port, replicas=1))
+        assert r.status_code == 201, r.text
+
+        def running_pod():
+            pods = (admin.get(admin.base + "/deployments/chat").json().get("status") or {}) \
+                .get("pods") or []
+            run = [p for p in pods if p.get("phase") == "Running" and p.get("node")]
+            return run[0] if len(run) == 1 else None
+        p = wait_for(running_pod, timeout=30, what="the replica Running")
+        pod, old = p["name"], p["node"]
+        frozen = agents[old]
+        new = [n for n in agents if n != old][0]
+        wait_for(lambda: processes_with_env("STARCLOUD_POD", pod, under=frozen.data_dir),
+                 timeout=30, what="the replica's process on %s" % old)
+        sampler = NodeSampler(pod, list(agents.values()))
+        frozen.proc.send_signal(signal.SIGSTOP)
+        t0 = time.time()
+
+        def entry():
+            pods = (admin.get(admin.base + "/deployments/chat").json().get("status") or {}) \
+                .get("pods") or []
+            return {q["name"]: q for q in pods}.get(pod)
+
+        def pipelined_on_new():
+            e = entry()
+            return e if e and e.get("node") == new and e.get("phase") == "Pipelined" else None
+        # Lease (0.9 s) expired: placed again long before the give-up (+20 s).
+        e = wait_for(pipelined_on_new, timeout=15, what="the replica Pipelined on " + new)
+        assert e["from"]["node"] == old, e
+        assert time.time() - t0 < 19, "placed only at the give-up"
+        # No endpoint is ready meanwhile: the old one is not listed as ready.
+        eps = admin.get(admin.base + "/deployments/chat").json()["status"].get("endpoints", [])
+        assert not [x for x in eps if x.get("ready") and x.get("node") == old], eps
+        wait_for(lambda: (entry() or {}).get("phase") == "Running", timeout=60,
+                 what="the replica Running on " + new)
+        waited = time.time() - t0
+        wait_for(lambda: processes_with_env("STARCLOUD_POD", pod,
+                                            under=agents[new].data_dir),
+                 timeout=30, what="the replica's process on " + new)
+        time.sleep(0.3)
+        sampler.finish()
+        nodes = sorted(span[0] for span in sampler.spans.values())
+        assert nodes == sorted(agents), sampler.spans
+        assert not sampler.overlaps(), ("the replica ran on two nodes at once", sampler.spans)
+        # Not before the give-up: lease 0.9 s + fence 20 s.
+        assert waited > 20, waited
+    finally:
+        if sampler and not sampler.stop:
+            sampler.finish()
+        if frozen:
+            frozen.proc.send_signal(signal.SIGCONT)
+        for a in agents.values():
             a.stop()
