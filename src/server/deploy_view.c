@@ -231,8 +231,25 @@ static void add_task(sc_deploy_plan_t *p, const char *name, const char *v, const
 	t->tpl = tpl;
 }
 
+/* The spec's replica count of role, or dflt when the spec has no such
+ * role (a version of another shape). */
+static int spec_replicas(json_t *dep, const char *role, int dflt)
+{
+	role_spec_t r[2];
+	size_t n = spec_roles(json_object_get(dep, "spec"), r);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(r[i].role, role) == 0)
+			return r[i].replicas;
+	return dflt;
+}
+
 /* Tasks of version v: as recorded in status.templates, else (a version
- * never recorded: the spec's own, before the write hook ran) from spec. */
+ * never recorded: the spec's own, before the write hook ran) from spec.
+ * The replica count is the spec's for every version: a scale is not a
+ * new version, and the record of the stable version is not rewritten
+ * while spec.version names another (a rollout, or one rolled back: the
+ * soak of issue 23 scaled decode 2 -> 5 there and the stable version
+ * stayed at 2). */
 static void add_version(sc_deploy_plan_t *p, json_t *dep, const char *v, bool canary)
 {
 	json_t *tpls = json_object_get(json_object_get(dep, "status"), "templates"), *e;
@@ -240,10 +257,12 @@ static void add_version(sc_deploy_plan_t *p, json_t *dep, const char *v, bool ca
 	size_t before = p->n;
 	json_object_foreach(tpls, name, e)
 	{
+		const char *role = sc__str_of(e, "role");
 		if (strcmp(sc__str_of(e, "version"), v) == 0 && strlen(name) <= SC_DEPLOY_TASK_MAX)
-			add_task(p, name, v, sc__str_of(e, "role"),
-			         int_or(json_object_get(e, "replicas"), 1), canary,
-			         json_object_get(e, "template"));
+			add_task(
+			    p, name, v, role,
+			    spec_replicas(dep, role, int_or(json_object_get(e, "replicas"), 1)),
+			    canary, json_object_get(e, "template"));
 	}
 	char cur[SC_DEPLOY_VERSION_MAX + 1];
 	sc__deploy_version(dep, cur, sizeof(cur));

@@ -246,6 +246,30 @@ def test_promote_and_abort(cluster):
     assert subprocess.run(cli + ["explode", "svc"], capture_output=True).returncode == 2
 
 
+def test_scaling_applies_to_the_stable_version_after_a_rollback(cluster):
+    """A scale while spec.version names a version that is not the stable
+    one (here: rolled back) reaches the stable version's replicas too. The
+    soak of issue 23 scaled decode 2 -> 5 after a rollback and the stable
+    version stayed at 2 (its recorded count), until a later rollout
+    completed."""
+    s, port = cluster, free_port()
+    assert s.post(s.base + "/deployments",
+                  json=deployment("sc", port, replicas=1)).status_code == 201
+    wait_for(ready_endpoints(s, "sc", 1), timeout=30, what="one stable endpoint")
+    set_version(s, "sc", port, "2")
+    assert rollout(s, "sc", {"action": "abort"}).status_code == 200
+    assert dep(s, "sc")["status"]["rollout"]["phase"] == "RolledBack"
+    r = s.patch(s.base + "/deployments/sc", json={"spec": {"replicas": 3}})
+    assert r.status_code == 200, r.text
+    eps = wait_for(ready_endpoints(s, "sc", 3, version="1"), timeout=60,
+                   what="3 ready endpoints of the stable version 1")
+    assert all(answers(e["url"]) == "1" for e in eps)
+    # And back down.
+    r = s.patch(s.base + "/deployments/sc", json={"spec": {"replicas": 1}})
+    assert r.status_code == 200, r.text
+    wait_for(ready_endpoints(s, "sc", 1, version="1"), timeout=60, what="one endpoint left")
+
+
 def test_rollout_bad_input(server, admin):
     s = admin
     setup_queue(s)
