@@ -1,16 +1,21 @@
 /* `starcloud bench core|preempt`: the scheduler benchmarks of `make bench`
  * (docs/BENCHMARKS.md), on the synthetic worlds of src/sim/synth.c.
+ * `starcloud bench soak [ARGS]`: the headline run of `make soak`
+ * (docs/SOAK.md), bench/soak/soak.py run with this binary.
  *
  * core: for each size, a full allocate cycle over 100,000 pending jobs,
  * best of C cycles with one sc_scheduler_t kept across cycles (as the
  * server keeps one). preempt: one full cycle of all five actions on a
  * full cluster where every pending gang must evict. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/cmdline.h"
 #include "cli/cli.h"
 #include "sim/synth.h"
@@ -75,10 +80,11 @@ static const sc_flag_t bench_flags[] = {
 
 static const sc_command_t bench_cmd = {
     .name = "bench",
-    .args = "core|preempt|server [options]",
+    .args = "core|preempt|server|soak [options]",
     .about = "core: allocate cycles on N nodes x 8 GPUs, 1,110 queues, J pending jobs.\n"
              "preempt: one cycle on a full cluster where P high-priority gangs must evict.\n"
-             "server: a real server at scale (`starcloud bench server --help`).",
+             "server: a real server at scale (`starcloud bench server --help`).\n"
+             "soak: the headline run of `make soak` (`starcloud bench soak --help`).",
     .flags = bench_flags,
     .nflags = sizeof(bench_flags) / sizeof(bench_flags[0]),
     .max_args = 1,
@@ -145,12 +151,58 @@ static int run_preempt(const bench_opts_t *o)
 	return SC_EXIT_OK;
 }
 
+/* `bench soak ARGS`: execs python3 on bench/soak/soak.py, found through
+ * $STARCLOUD_SOAK or beside this binary in a source checkout
+ * (build/starcloud -> bench/soak/soak.py), with --bin set to this binary.
+ * Returns only on failure. */
+static int run_soak(int argc, char **argv)
+{
+	char exe[4096], script[4200];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		fprintf(stderr, "starcloud bench soak: cannot read /proc/self/exe\n");
+		return SC_EXIT_FAIL;
+	}
+	exe[n] = '\0';
+	const char *env = getenv("STARCLOUD_SOAK");
+	if (env && *env) {
+		snprintf(script, sizeof(script), "%s", env);
+	} else {
+		char *slash = strrchr(exe, '/');
+		snprintf(script, sizeof(script), "%.*s/../bench/soak/soak.py",
+		         slash ? (int)(slash - exe) : 1, slash ? exe : ".");
+	}
+	if (access(script, R_OK) != 0) {
+		fprintf(
+		    stderr,
+		    "starcloud bench soak: %s: not found (the soak runs from a source checkout: "
+		    "`make soak`, or set STARCLOUD_SOAK to bench/soak/soak.py)\n",
+		    script);
+		return SC_EXIT_FAIL;
+	}
+	char **args = sc_xcalloc((size_t)argc + 4, sizeof(*args));
+	int k = 0;
+	args[k++] = "python3";
+	args[k++] = script;
+	args[k++] = "--bin";
+	args[k++] = exe;
+	for (int i = 1; i < argc; i++)
+		args[k++] = argv[i];
+	args[k] = NULL;
+	execv("/usr/bin/python3", args);
+	fprintf(stderr, "starcloud bench soak: cannot run /usr/bin/python3: %s\n", strerror(errno));
+	free(args);
+	return SC_EXIT_FAIL;
+}
+
 int sc_cli_bench(int argc, char **argv)
 {
 	bench_opts_t o = {0};
 	int nargs = 0;
 	if (argc > 1 && strcmp(argv[1], "server") == 0)
 		return sc__bench_server(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "soak") == 0)
+		return run_soak(argc - 1, argv + 1);
 	int prc = sc_flags_parse(&bench_cmd, &o, argc, argv, &nargs);
 	if (prc != 0)
 		return prc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;

@@ -34,7 +34,7 @@ static const verb_t verbs[] = {
     {"schedule", sc_cli_schedule, "offline scheduling of manifests (one or more cycles)", 0},
     {"version", sc_cli_version, "print the version", 0},
     {"simulate", sc_cli_simulate, "packing and trace simulation", 0},
-    {"bench", sc_cli_bench, "scheduler benchmarks (core, preempt)", 0},
+    {"bench", sc_cli_bench, "benchmarks (core, preempt, server, soak)", 0},
     {"server", sc_server_main, "run the control plane", 1},
     {"agent", sc_agent_main, "run a node agent", 1},
     {"gateway", sc_gateway_main, "run the serving gateway", 1},

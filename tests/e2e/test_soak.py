@@ -39,3 +39,28 @@ def test_short_soak(tmp_path):
     assert "passed:" in text, text[-3000:]
     report = out / "report.md"
     assert report.exists() and report.stat().st_size > 0, text[-3000:]
+
+
+def test_bench_soak_runs_the_soak_script(tmp_path):
+    """`starcloud bench soak` runs bench/soak/soak.py with this binary: its
+    help and its own bad-argument refusal come through; without the script
+    (a binary outside a checkout, or STARCLOUD_SOAK naming nothing) it says
+    where it looked and fails."""
+    out = subprocess.run([BIN, "bench", "soak", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "--short" in out.stdout, out.stderr
+    out = subprocess.run([BIN, "bench", "soak", "--no-such-flag"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "--no-such-flag" in out.stderr, out
+    env = dict(os.environ, STARCLOUD_SOAK=str(tmp_path / "nothing.py"))
+    out = subprocess.run([BIN, "bench", "soak", "--short"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 1 and "nothing.py: not found" in out.stderr, out
+    lonely = tmp_path / "bin" / "starcloud"
+    lonely.parent.mkdir()
+    lonely.write_bytes(open(BIN, "rb").read())
+    lonely.chmod(0o755)
+    env.pop("STARCLOUD_SOAK")
+    out = subprocess.run([str(lonely), "bench", "soak"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 1 and "bench/soak/soak.py: not found" in out.stderr, out
