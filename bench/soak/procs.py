@@ -123,6 +123,24 @@ def scan(under=None):
     return pods
 
 
+def any_alive(pids):
+    """Whether one of pids still runs (not a zombie)."""
+    for pid in pids:
+        st = _stat(pid)
+        if st and st[0] not in "ZX":
+            return True
+    return False
+
+
+def still_together(sessions):
+    """Whether every one of sessions still runs, checked after the scan
+    that saw them all: then the oldest, alive now, was alive when the scan
+    saw the newest, so they certainly ran at once. A scan takes a while on
+    a loaded machine: a copy that stopped early in it and one that started
+    late in it are not an overlap."""
+    return all(any_alive(v["pids"]) for v in sessions)
+
+
 class Sampler(threading.Thread):
     """Scans the pods every `period` seconds. Records, per sample, the GPUs
     held by pod processes that run (busy) and every instant a pod had two
@@ -158,14 +176,15 @@ class Sampler(threading.Thread):
                     for d in v["devices"]:
                         holders.setdefault((v["node"], d), set()).add(key)
             for (node, d), keys in holders.items():
-                if len(keys) > 1:
+                if len(keys) > 1 and still_together(
+                        [v for k in keys for v in pods[k].values() if v["node"] == node]):
                     with self.lock:
                         self.gpu_dups.append((t, node, d, sorted("%s/%s" % k for k in keys)))
                         self.gpu_dup_keys.add((node, d, tuple(sorted(keys))))
             for key, sessions in pods.items():
                 per_job[key[0]] = per_job.get(key[0], 0) + 1
                 live = {s: v for s, v in sessions.items()}
-                if len(live) > 1:
+                if len(live) > 1 and still_together(live.values()):
                     with self.lock:
                         self.duplicates.append((t, key[0], key[1],
                                                 [(v["node"], v["pids"]) for v in live.values()]))
