@@ -200,7 +200,10 @@ class Server(Daemon):
 
 class Agent(Daemon):
     """One node: `starcloud agent` with declared GPUs. A fast heartbeat and
-    back-off, as the e2e tests use, so the soak's faults resolve in seconds."""
+    back-off, as the e2e tests use, so the soak's faults resolve in seconds,
+    and a 3 s fence time (default 5 s): a lost node's pods are given away
+    lease 1.5 s + 3 s after its last heartbeat; it stops them itself at
+    lease + 1.5 s and kills what is left 0.75 s later (docs/AGENT.md)."""
 
     def __init__(self, binary, root, server, name, gpus, labels, token):
         self.node = name
@@ -213,7 +216,7 @@ class Agent(Daemon):
                 "--gpus", gpus, "--labels", labels, "--cpu", "96", "--memory", "1Ti",
                 "--listen", "127.0.0.1:%d" % self.port, "--data-dir", self.data_dir,
                 "--heartbeat", "500ms", "--backoff-base", "500ms", "--backoff-max", "5s",
-                "--grace", "3s"]
+                "--grace", "3s", "--fence-time", "3s"]
         env = dict(os.environ)
         if "--token-file" in flags:
             args += ["--token-file", write_secret(os.path.join(root, name + ".token"), token)]
