@@ -9,6 +9,9 @@ import threading
 import time
 
 MIG_SLICES = {"1g": 1, "2g": 2, "3g": 3, "4g": 4, "7g": 7}
+# Memory slices (of 8) of the A100-80GB profiles (src/core/mig.c).
+MIG_MEMORY = {"1g.10gb": 1, "1g.20gb": 2, "2g.20gb": 2, "3g.40gb": 4, "4g.40gb": 4,
+              "7g.80gb": 8}
 
 
 def signal_quiet(pid, sig):
@@ -92,6 +95,24 @@ def gpu_of(env):
     return float(len([d for d in dev.split(",") if d]))
 
 
+def mig_of(env):
+    """(device, compute slices of 7, memory slices of 8) of a MIG pod, or
+    None."""
+    prof = env.get("STARCLOUD_MIG_PROFILE")
+    if not prof:
+        return None
+    c = MIG_SLICES.get(prof.split(".")[0], 1)
+    return env.get("STARCLOUD_MIG_GPU", "?"), c, MIG_MEMORY.get(prof, c * 8 / 7.0)
+
+
+def mig_busy(held):
+    """GPUs busy on MIG devices, from {(node, device): [compute, memory]}:
+    each device as the larger of its compute (of 7) and memory (of 8) slices
+    held, at most 1 (two 3g.40gb hold 6 of 7 compute slices and all 8 of
+    memory: nothing more fits), as the server's allocated gauge counts."""
+    return sum(min(1.0, max(c / 7.0, m / 8.0)) for c, m in held.values())
+
+
 def whole_devices(env):
     """Device indices a whole-GPU pod holds (none for shares and MIG)."""
     if env.get("STARCLOUD_GPU_SHARE") or env.get("STARCLOUD_MIG_PROFILE"):
@@ -116,7 +137,8 @@ def scan(under=None):
             continue
         key = (env.get("STARCLOUD_JOB", ""), env["STARCLOUD_POD"])
         sess = pods.setdefault(key, {}).setdefault(st[2], {
-            "node": env.get("STARCLOUD_NODE", ""), "gpus": gpu_of(env), "pids": [],
+            "node": env.get("STARCLOUD_NODE", ""), "gpus": gpu_of(env), "mig": mig_of(env),
+            "pids": [],
             "stopped": False, "devices": whole_devices(env)})
         sess["pids"].append(pid)
         sess["stopped"] |= st[0] == "T"
@@ -169,6 +191,7 @@ class Sampler(threading.Thread):
             except OSError:
                 pods = {}
             busy, stopped, mig = 0.0, 0, 0.0
+            mig_held = {}  # (node, device) -> [compute, memory] slices
             per_job = {}
             holders = {}
             for key, sessions in pods.items():
@@ -192,10 +215,17 @@ class Sampler(threading.Thread):
                 for v in live.values():
                     if v["stopped"]:
                         stopped += 1
+                    elif v["mig"]:
+                        h = mig_held.setdefault((v["node"], v["mig"][0]), [0, 0])
+                        h[0] += v["mig"][1]
+                        h[1] += v["mig"][2]
                     else:
                         busy += v["gpus"]
                         if v["node"] in self.mig_nodes:
                             mig += v["gpus"]
+            on_mig = mig_busy(mig_held)
+            busy += on_mig
+            mig += on_mig
             with self.lock:
                 self.samples.append((t, busy, len(pods), stopped, mig))
                 for job in set(per_job) | {j for j, c in self.counts.items() if c[-1][1]}:

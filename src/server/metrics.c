@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/quantity.h"
 #include "base/version.h"
 #include "net/promtext.h"
 #include "server/cache.h"
@@ -17,6 +18,7 @@
 #include "server/jobstatus.h"
 #include "server/watch.h"
 #include "starcloud/buf.h"
+#include "starcloud/cluster.h"
 #include "starcloud/core.h"
 #include "starcloud/error.h"
 
@@ -305,7 +307,53 @@ static sc_cobj_t *const *cached(sc_server_t *s, const char *kind, size_t *n)
 	return s->cache ? sc__cache_items(s->cache, sc__kind_by_name(kind), n) : NULL;
 }
 
-static void write_nodes(sc_buf_t *b, sc_server_t *s, double *capacity)
+/* MIG instances held, per device ("node\tgpu" -> [compute slices of 7,
+ * memory slices of 8]), and each node's device memory (the profile table
+ * depends on it). A device is as allocated as the larger of the two, at
+ * most whole: two 3g.40gb instances hold 6 of 7 compute slices but all 8
+ * memory slices, and nothing more fits there (the soak of issue 23 read
+ * such devices as 86 % allocated). */
+typedef struct mig_acc {
+	json_t *devices;
+	json_t *node_memory; /* node -> device memory in bytes */
+} mig_acc_t;
+
+static void mig_add(mig_acc_t *m, const char *node, json_t *mig)
+{
+	const char *prof = json_string_value(json_object_get(mig, "profile"));
+	json_int_t mem = json_integer_value(json_object_get(m->node_memory, node));
+	const sc_mig_profile_t *p = sc_mig_profile(prof, (int64_t)mem);
+	char key[2 * SC_MAX_NAME + 24];
+	if (!p)
+		return;
+	snprintf(key, sizeof(key), "%s\t%lld", node,
+	         (long long)json_integer_value(json_object_get(mig, "gpu")));
+	json_t *d = json_object_get(m->devices, key);
+	if (!d) {
+		d = sc_xcheck(json_pack("[i,i]", 0, 0));
+		json_object_set_new(m->devices, key, d);
+	}
+	json_array_set_new(d, 0,
+	                   json_integer(json_integer_value(json_array_get(d, 0)) + p->compute));
+	json_array_set_new(d, 1, json_integer(json_integer_value(json_array_get(d, 1)) + p->size));
+}
+
+static double mig_allocated(const mig_acc_t *m)
+{
+	double sum = 0;
+	const char *k;
+	json_t *d;
+	json_object_foreach(m->devices, k, d)
+	{
+		double c = (double)json_integer_value(json_array_get(d, 0)) / 7.0;
+		double mem = (double)json_integer_value(json_array_get(d, 1)) / 8.0;
+		double f = c > mem ? c : mem;
+		sum += f > 1 ? 1 : f;
+	}
+	return sum;
+}
+
+static void write_nodes(sc_buf_t *b, sc_server_t *s, double *capacity, mig_acc_t *m)
 {
 	size_t n;
 	sc_cobj_t *const *nodes = cached(s, "Node", &n);
@@ -320,12 +368,21 @@ static void write_nodes(sc_buf_t *b, sc_server_t *s, double *capacity)
 			sc_buf_printf(b, "starcloud_node_ready{node=\"%s\"} %d\n", nodes[i]->name,
 			              !json_is_false(ready));
 		*capacity += (double)json_integer_value(count);
+		/* As the scheduler reads it (a quantity; 0 when absent). */
+		json_t *mem = json_object_get(
+		    json_object_get(json_object_get(node, "spec"), "gpus"), "memory");
+		int64_t bytes = json_is_integer(mem) ? json_integer_value(mem) : 0;
+		if (json_is_string(mem) &&
+		    sc_quantity_memory(json_string_value(mem), 0, &bytes) < 0)
+			bytes = 0;
+		json_object_set_new(m->node_memory, nodes[i]->name, json_integer(bytes));
 	}
 }
 
 /* Adds a job's held GPUs to *allocated and, when it waits (no phase yet,
  * or phase Pending), its age to its queue's oldest wait. */
-static void account_job(json_t *j, int64_t now, queue_wait_t *qw, size_t nq, double *allocated)
+static void account_job(json_t *j, int64_t now, queue_wait_t *qw, size_t nq, double *allocated,
+                        mig_acc_t *m)
 {
 	json_t *p;
 	const char *phase = sc__jobst_phase(j);
@@ -335,7 +392,11 @@ static void account_job(json_t *j, int64_t now, queue_wait_t *qw, size_t nq, dou
 	{
 		sc__jobst_pod(p, &pod);
 		if (sc__jobst_holds(&pod)) {
-			*allocated += sc__jobst_gpus(p);
+			json_t *mig = json_object_get(p, "mig");
+			if (json_is_object(mig))
+				mig_add(m, pod.node, mig);
+			else
+				*allocated += sc__jobst_gpus(p);
 			holding++;
 		}
 	}
@@ -354,7 +415,8 @@ static void write_state(sc_buf_t *b, sc_server_t *s)
 {
 	double capacity = 0, allocated = 0;
 	size_t nq, nj;
-	write_nodes(b, s, &capacity);
+	mig_acc_t mig = {json_object(), json_object()};
+	write_nodes(b, s, &capacity, &mig);
 	sc_cobj_t *const *queues = cached(s, "Queue", &nq);
 	sc_cobj_t *const *jobs = cached(s, "Job", &nj);
 	queue_wait_t *qw = sc_xcalloc(nq + 1, sizeof(*qw));
@@ -364,7 +426,7 @@ static void write_state(sc_buf_t *b, sc_server_t *s)
 	for (size_t i = 0; i < nj; i++) {
 		json_t *j = sc__cache_obj(jobs[i]);
 		if (j)
-			account_job(j, now, qw, nq, &allocated);
+			account_job(j, now, qw, nq, &allocated, &mig);
 	}
 	/* A Deployment's replicas hold GPUs too (their status.pods has the
 	 * same form); left out, the gauge missed every serving GPU (the soak
@@ -375,14 +437,18 @@ static void write_state(sc_buf_t *b, sc_server_t *s)
 	for (size_t i = 0; i < nd; i++) {
 		json_t *d = sc__cache_obj(deps[i]);
 		if (d)
-			account_job(d, now, qw, 0, &allocated);
+			account_job(d, now, qw, 0, &allocated, &mig);
 	}
+	allocated += mig_allocated(&mig);
+	json_decref(mig.devices);
+	json_decref(mig.node_memory);
 	sc_buf_printf(b,
 	              "# HELP starcloud_cluster_gpus GPU devices on all nodes.\n"
 	              "# TYPE starcloud_cluster_gpus gauge\nstarcloud_cluster_gpus %g\n"
 	              "# HELP starcloud_cluster_allocated_gpus GPU devices held by the running, "
-	              "releasing or pipelined pods of jobs and deployments (shares and MIG "
-	              "slices as fractions).\n"
+	              "releasing or pipelined pods of jobs and deployments (shares as "
+	              "fractions; a MIG device as the larger of its compute and memory slices "
+	              "held).\n"
 	              "# TYPE starcloud_cluster_allocated_gpus gauge\n"
 	              "starcloud_cluster_allocated_gpus %g\n"
 	              "# HELP starcloud_queue_oldest_pending_seconds Age of the queue's oldest "

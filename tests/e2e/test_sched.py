@@ -286,6 +286,32 @@ def test_allocated_gpus_count_deployments(server, admin):
              what="2 + 3 GPUs allocated")
 
 
+def test_allocated_gpus_count_a_full_mig_device_whole(server, admin):
+    """A MIG device counts as the larger of its compute (of 7) and memory (of
+    8) slices held: two 3g.40gb instances hold 6 of 7 compute slices but all
+    8 memory slices, and nothing more fits there. Counted by compute alone,
+    the soak of issue 23 read such devices as 86 % allocated."""
+    mig = node("m0", gpus=1)
+    mig["spec"]["gpus"]["mig"] = "dynamic"
+    assert admin.post(admin.base + "/nodes", json=mig).status_code == 201
+    assert admin.post(admin.base + "/queues", json=queue("team-a", 8)).status_code == 201
+    for name in ("a", "b"):
+        j = job(name, gpus=0)
+        j["spec"]["tasks"][0]["resources"] = {"cpu": 1, "memory": "1Gi", "mig": "3g.40gb"}
+        assert admin.post(admin.base + "/jobs", json=j).status_code == 201
+    wait_for(lambda: phase(admin, "a") == "Running" and phase(admin, "b") == "Running",
+             timeout=30, what="two 3g.40gb instances Running")
+    migs = [admin.get(admin.base + "/jobs/" + n).json()["status"]["pods"][0]["mig"]
+            for n in ("a", "b")]
+    assert {m["gpu"] for m in migs} == {0} and {m["start"] for m in migs} == {0, 4}, migs
+    wait_for(lambda: metric(server, "starcloud_cluster_allocated_gpus") == 1, timeout=30,
+             what="the device counted whole")
+    # One instance: half the memory, 3 of 7 compute slices: 0.5.
+    assert admin.delete(admin.base + "/jobs/b").status_code in (200, 202)
+    wait_for(lambda: metric(server, "starcloud_cluster_allocated_gpus") == 0.5, timeout=30,
+             what="one 3g.40gb counted as half the device")
+
+
 def test_pipelined_pod_keeps_its_device(server, admin):
     """A pod placed onto a GPU still being released is written Pipelined
     (no agent starts it) and becomes Running with the next cycle, which
