@@ -56,6 +56,7 @@ enum { R_ALLOC = 0, R_ALLOC_NP, R_REQ, R_COUNT };
 typedef struct sent {
 	char *key; /* object key; first: kmap keys are borrowed from values */
 	char *full;
+	char *sent_rv;     /* the resourceVersion that write was conditional on */
 	double at;         /* monotonic time of the last write */
 	char *conflict_rv; /* the version a 409 answered, or NULL */
 	double conflict_at;
@@ -323,6 +324,7 @@ static void sent_free(sent_t *e)
 		return;
 	free(e->key);
 	free(e->full);
+	free(e->sent_rv);
 	free(e->conflict_rv);
 	free(e);
 }
@@ -391,12 +393,11 @@ static void patched(sc_k8s_t *k, int kind, const char *key, int status, const ch
 		/* Written by someone else since we read it: wait for the
 		 * watch to show that version, then decide again. */
 		k->st.status_conflicts++;
-		const sc_kgroup_t *g = kind == K_GROUP ? sc_kmap_get(&k->cache.groups, key) : NULL;
-		const sc_kqueue_t *q = kind == K_QUEUE ? sc_kmap_get(&k->cache.queues, key) : NULL;
-		const char *rv = g ? g->meta.rv : q ? q->meta.rv : NULL;
 		if (e) {
+			/* The version the refused write was made on: the watch
+			 * may have shown the newer one before this answer. */
 			free(e->conflict_rv);
-			e->conflict_rv = sc_xstrdup(rv ? rv : "");
+			e->conflict_rv = sc_xstrdup(e->sent_rv ? e->sent_rv : "");
 			e->conflict_at = sc__k8s_now();
 			free(e->full);
 			e->full = NULL;
@@ -484,11 +485,13 @@ static bool due(sc_kstatus_t *s, int kind, const char *key, const sc_kmeta_t *m,
 	return true;
 }
 
-static void sent_mark(sc_kstatus_t *s, int kind, const char *key, char *full)
+static void sent_mark(sc_kstatus_t *s, int kind, const char *key, const char *rv, char *full)
 {
 	sent_t *e = sent_of(s, kind, key);
 	free(e->full);
 	e->full = full;
+	free(e->sent_rv);
+	e->sent_rv = rv ? sc_xstrdup(rv) : NULL;
 	e->at = sc__k8s_now();
 	free(e->conflict_rv);
 	e->conflict_rv = NULL;
@@ -570,7 +573,7 @@ static void write_group(sc_kstatus_t *s, const sc_kgroup_t *g, const acc_t *a)
 		json_decref(want);
 		return;
 	}
-	sent_mark(s, K_GROUP, g->key, full);
+	sent_mark(s, K_GROUP, g->key, g->meta.rv, full);
 	const char *slash = strchr(g->key, '/');
 	char *path;
 	if (asprintf(&path, "/apis/" PG_API "/namespaces/%.*s/podgroups/%s/status",
@@ -609,7 +612,7 @@ static void write_queue(sc_kstatus_t *s, const sc_kqueue_t *q, const acc_t *a)
 		json_decref(want);
 		return;
 	}
-	sent_mark(s, K_QUEUE, q->key, full);
+	sent_mark(s, K_QUEUE, q->key, q->meta.rv, full);
 	char *path;
 	if (asprintf(&path, "/apis/scheduling.run.ai/v2/queues/%s/status", q->key) < 0)
 		sc_oom();

@@ -269,3 +269,164 @@ def test_refused_requests_say_so_on_pods_and_podgroup(kube, sched_config):
         assert set(kube.bound()) == {"fine"}, kube.bound()
     finally:
         s.stop()
+
+
+class WriteRacer:
+    """A TLS proxy between the scheduler and the real API server (HTTP/1.1,
+    bytes passed through unchanged) that, just before it forwards the first
+    request whose line starts with `trigger`, runs `race()`: another writer
+    changing the object first, exactly between the scheduler's read (its
+    watch) and its write. The API server then answers the scheduler's
+    conditional patch 409 for real, every time."""
+
+    def __init__(self, kube, tmp_path, trigger, race):
+        import socket
+        import ssl
+        import subprocess
+        from conftest import free_port
+        self.kube, self.trigger, self.race = kube, trigger.encode(), race
+        self.fired = threading.Event()
+        self.lines = []
+        key, crt = str(tmp_path / "proxy.key"), str(tmp_path / "proxy.crt")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        key, "-out", crt, "-days", "1", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.ca = crt
+        self.down = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.down.load_cert_chain(crt, key)
+        self.down.set_alpn_protocols(["http/1.1"])
+        self.up = ssl.create_default_context(cafile=kube.ca)
+        self.up.set_alpn_protocols(["http/1.1"])
+        self.port = free_port()
+        self.url = "https://127.0.0.1:%d" % self.port
+        self.lsock = socket.create_server(("127.0.0.1", self.port))
+        self.socket_mod = socket
+        self.stopping = False
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def kubeconfig(self, token):
+        import base64
+        path = self.kube.kubeconfig(token)
+        with open(path) as f:
+            cfg = yaml.safe_load(f)
+        cfg["clusters"][0]["cluster"]["server"] = self.url
+        with open(self.ca, "rb") as f:
+            cfg["clusters"][0]["cluster"]["certificate-authority-data"] = \
+                base64.b64encode(f.read()).decode()
+        with open(path, "w") as f:
+            yaml.safe_dump(cfg, f)
+        return path
+
+    def accept(self):
+        while not self.stopping:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    def serve(self, raw):
+        try:
+            c = self.down.wrap_socket(raw, server_side=True)
+            u = self.up.wrap_socket(self.socket_mod.create_connection(
+                ("127.0.0.1", self.kube.port)), server_hostname="127.0.0.1")
+        except OSError:
+            raw.close()
+            return
+        threading.Thread(target=self.pipe, args=(u, c), daemon=True).start()
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                n = 0
+                for h in head.split(b"\r\n")[1:]:
+                    name, _, v = h.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        n = int(v.strip())
+                while len(buf) < n:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                body, buf = buf[:n], buf[n:]
+                line = head.split(b"\r\n", 1)[0]
+                self.lines.append(line.decode(errors="replace"))
+                if line.startswith(self.trigger) and not self.fired.is_set():
+                    self.race()
+                    self.fired.set()
+                u.sendall(head + b"\r\n\r\n" + body)
+        except (OSError, ValueError):
+            pass
+        finally:
+            for s in (c, u):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def pipe(self, src, dst):
+        try:
+            while True:
+                d = src.recv(65536)
+                if not d:
+                    break
+                dst.sendall(d)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def stop(self):
+        self.stopping = True
+        self.lsock.close()
+
+
+def test_conflicting_write_is_refused_then_made_on_the_new_version(kube, tmp_path):
+    """The 409 path, deterministically: another writer adds its node pool's
+    condition between the scheduler's read and its first status write. The
+    API server refuses that write (its resourceVersion is old); the
+    scheduler waits for the watch to show the new version and writes again
+    on it, keeping the other writer's condition."""
+    kube.add_node("n1", gpus=1)
+    kube.queue("default", gpu_quota=4)
+    kube.pod_group("pair", 2)
+    for i in range(2):
+        kube.pod("pair-%d" % i, gpus=1, group="pair")
+    other = {"type": "UnschedulableOnNodePool", "nodePool": "pool-b", "reason": "Unschedulable",
+             "message": "written by another scheduler", "status": "True", "transitionID": "7"}
+
+    def race():
+        r = patch_status(kube, PG + "pair", {"schedulingConditions": [other]})
+        assert r.ok, r.text
+
+    proxy = WriteRacer(kube, tmp_path, "PATCH " + PG + "pair/status", race)
+    s = Scheduler(kube, proxy.kubeconfig(kube.sa_token())).start()
+    try:
+        def both():
+            pg = get(kube, PG + "pair")
+            conds = (pg.get("status") or {}).get("schedulingConditions") or []
+            return ours(pg) and any(c.get("nodePool") == "pool-b" for c in conds) and pg
+
+        pg = wait_for(both, 90, "our condition beside the other writer's")
+        c = ours(pg)
+        assert "gang needs 2 pods" in c["message"], c
+        # KAI's rule: one above the last transitionID in the array.
+        assert c["transitionID"] == "8", pg["status"]
+        assert proxy.fired.is_set()
+        patches = [ln for ln in proxy.lines if ln.startswith("PATCH " + PG + "pair/status")]
+        assert len(patches) >= 2, proxy.lines
+        wait_for(lambda: "PodGroup default/pair status: changed by someone else" in s.output(),
+                 30, "the conflict logged")
+    finally:
+        s.stop()
+        proxy.stop()
