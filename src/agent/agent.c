@@ -22,6 +22,7 @@
 #include "agent/agent_opts.h"
 #include "agent/guard.h"
 #include "agent/pod.h"
+#include "agent/cgv1.h"
 #include "agent/devcg.h"
 #include "agent/podenv.h"
 #include "agent/podstore.h"
@@ -482,6 +483,7 @@ out:
 	uv_run(a->loop, UV_RUN_NOWAIT);
 	free_pods(a);
 	sc__devcg_close(a);
+	sc__cgv1_close(a);
 	sc_gpu_sampler_close(a->sampler);
 	json_decref(a->uids);
 	sc_tls_ctx_free(a->tls);

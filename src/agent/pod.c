@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "agent/cgv1.h"
 #include "agent/devcg.h"
 #include "agent/podenv.h"
 #include "agent/podstore.h"
@@ -41,6 +42,8 @@ json_t *sc__pod_report(const sc_pod_t *p)
 		json_object_set_new(r, "startedAt", json_string(p->started_at));
 	if (p->has_exit)
 		json_object_set_new(r, "exitCode", json_integer(p->exit_code));
+	if (p->has_exit && p->reason[0])
+		json_object_set_new(r, "reason", json_string(p->reason));
 	return r;
 }
 
@@ -223,7 +226,18 @@ static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
 	p->has_exit = 1;
 	p->exit_code = sig ? 128 + sig : (int)status;
 	int failed = status != 0 || sig != 0 || p->restart_kill;
-	if (p->restart_kill)
+	/* The kernel's OOM killer sends SIGKILL and counts it in the pod's
+	 * memory cgroup: Kubernetes' reason OOMKilled. */
+	long long ooms = sig == SIGKILL ? sc__podenv_oom_kills(p) : -1;
+	int oom = ooms > 0 && ooms > p->oom_base;
+	snprintf(p->reason, sizeof(p->reason), "%s", oom ? "OOMKilled" : "");
+	if (oom) {
+		int64_t cpu, mem;
+		sc__podenv_limits(p, &cpu, &mem);
+		set_message(p,
+		            "OOMKilled: the kernel killed it above its memory limit (%lld bytes)",
+		            (long long)mem);
+	} else if (p->restart_kill)
 		; /* the probe's message stays */
 	else if (sig)
 		set_message(p, "killed by signal %d", sig);
@@ -312,14 +326,25 @@ static void pod_spawn(sc_pod_t *p)
 		po.gid = p->sec.gid;
 	}
 	p->proc.data = p;
+	/* Born inside its cgroups (v1: cgv1.h); v2 moves it just after. */
+	int64_t cpu, mem;
+	sc__podenv_limits(p, &cpu, &mem);
+	int lim = sc__cgv1_enter(p, cpu, mem);
+	if (lim < 0) {
+		sc__podenv_free(&env);
+		spawn_failed(p, "CPU and memory limits (cgroup v1)", UV_EPERM);
+		return;
+	}
 	int in = sc__devcg_enter(p);
 	if (in < 0) {
+		sc__cgv1_leave(p->a, lim);
 		sc__podenv_free(&env);
 		spawn_failed(p, "GPU isolation (devices cgroup)", UV_EPERM);
 		return;
 	}
 	int rc = uv_spawn(p->a->loop, &p->proc, &po);
 	sc__devcg_leave(p->a, in);
+	sc__cgv1_leave(p->a, lim);
 	sc__podenv_free(&env);
 	if (rc < 0) {
 		/* A failed uv_spawn leaves an initialised handle that must be

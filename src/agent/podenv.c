@@ -7,6 +7,8 @@
  * share and memory limit both as STARCLOUD_* variables and as the CUDA MPS
  * client variables that enforce them when an MPS daemon runs. */
 #include "agent/podenv.h"
+
+#include "agent/cgv1.h"
 #include "base/alloc.h"
 #include "base/log.h"
 
@@ -263,9 +265,9 @@ void sc__podenv_cgroup_init(sc_agent_t *a)
 	char path[512];
 	snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
 	if (access(path, R_OK) != 0) {
-		sc_log_warn("cgroup v2 is not mounted at %s: pod CPU and memory limits are "
-		            "NOT enforced",
-		            root);
+		/* No unified hierarchy with controllers: cgroup v1 (cgv1.c). */
+		sc_log_info("cgroup v2 is not mounted at %s: pod limits through cgroup v1", root);
+		sc__cgv1_init(a);
 		return;
 	}
 	snprintf(a->cgroup_root, sizeof(a->cgroup_root), "%s/starcloud-%s", root, a->o.name);
@@ -320,16 +322,41 @@ static int64_t quantity(json_t *v, int memory)
 	return out;
 }
 
+void sc__podenv_limits(const sc_pod_t *p, int64_t *cpu_milli, int64_t *mem_bytes)
+{
+	json_t *res = json_object_get(p->task, "resources");
+	*cpu_milli = quantity(json_object_get(res, "cpu"), 0);
+	*mem_bytes = quantity(json_object_get(res, "memory"), 1);
+}
+
+long long sc__podenv_oom_kills(const sc_pod_t *p)
+{
+	char dir[800], path[900], key[64];
+	long long v, out = -1;
+	if (!p->a->cgroup_ok)
+		return sc__cgv1_oom_kills(p);
+	if (cgroup_path(p, dir, sizeof(dir)) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/memory.events", dir);
+	FILE *f = fopen(path, "re");
+	while (f && fscanf(f, "%63s %lld", key, &v) == 2)
+		if (strcmp(key, "oom_kill") == 0)
+			out = v;
+	if (f)
+		fclose(f);
+	return out;
+}
+
 void sc__podenv_cgroup_enter(sc_pod_t *p, int pid)
 {
 	char dir[800], file[900], val[64];
 	if (!p->a->cgroup_ok)
 		return;
-	json_t *res = json_object_get(p->task, "resources");
-	int64_t cpu = quantity(json_object_get(res, "cpu"), 0);
-	int64_t mem = quantity(json_object_get(res, "memory"), 1);
+	int64_t cpu, mem;
+	sc__podenv_limits(p, &cpu, &mem);
 	if (cgroup_path(p, dir, sizeof(dir)) < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST))
 		goto fail;
+	p->oom_base = sc__podenv_oom_kills(p);
 	if (cpu > 0) {
 		snprintf(file, sizeof(file), "%s/cpu.max", dir);
 		snprintf(val, sizeof(val), "%lld 100000", (long long)cpu * 100);
@@ -363,4 +390,5 @@ void sc__podenv_cgroup_remove(sc_pod_t *p)
 	char dir[800];
 	if (p->a->cgroup_ok && cgroup_path(p, dir, sizeof(dir)) == 0)
 		rmdir(dir);
+	sc__cgv1_remove(p);
 }

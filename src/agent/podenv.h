@@ -23,8 +23,15 @@ void sc__podenv_free(sc_podenv_t *env);
 void sc__podenv_rotate(sc_pod_t *p);
 /* Checks once whether cgroup v2 limits can be set; fills a->cgroup_ok. */
 void sc__podenv_cgroup_init(sc_agent_t *a);
-/* Moves pid into a new cgroup with the task's cpu and memory limits. */
+/* Moves pid into a new cgroup with the task's cpu and memory limits
+ * (cgroup v2; on v1 the pod is born inside, cgv1.h). */
 void sc__podenv_cgroup_enter(sc_pod_t *p, int pid);
+/* The task's resources.cpu in millicores and resources.memory in bytes
+ * (0 when not given): the limits of its cgroup, v1 or v2. */
+void sc__podenv_limits(const sc_pod_t *p, int64_t *cpu_milli, int64_t *mem_bytes);
+/* OOM kills so far in the pod's memory cgroup (v2 memory.events, v1
+ * memory.oom_control), -1 when unknown. */
+long long sc__podenv_oom_kills(const sc_pod_t *p);
 void sc__podenv_cgroup_remove(sc_pod_t *p);
 
 #endif

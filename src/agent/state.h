@@ -4,7 +4,8 @@
  *
  *   state.c    this header's functions (the loop's clock, pod lookup, and
  *              asking for a report or a reconcile through the timers)
- *   podenv.c   a pod's folder, logs, environment, cgroups
+ *   podenv.c   a pod's folder, logs, environment, cgroups (v2)
+ *   cgv1.c     pod limits on cgroup v1
  *   podstore.c pod records on disk (adoption), retention of old folders
  *   probe.c    startup / liveness / readiness probes (http, tcp, exec)
  *   pod.c      one pod = one process group: spawn, restarts with back-off,
@@ -41,6 +42,9 @@ typedef struct sc_probe sc_probe_t;
 
 #define SC_AGENT_NAME_MAX 253
 #define SC_AGENT_MSG_MAX 256
+
+/* The cgroup v1 controllers pods are limited by (cgv1.c). */
+enum { SC_CGV1_CPU, SC_CGV1_MEMORY, SC_CGV1_PIDS, SC_CGV1_NCTL };
 
 typedef struct sc_agent sc_agent_t;
 typedef struct sc_pod sc_pod_t;
@@ -124,6 +128,12 @@ struct sc_agent {
 	int cgroup_pids; /* the pids controller is on: pids.max per pod */
 	unsigned ticks;  /* seconds since start, for hourly chores */
 	char cgroup_root[256];
+	/* cgroup v1 limits (cgv1.c), used where v2 has no controllers. */
+	struct {
+		int ok;         /* the controller's hierarchy is writable */
+		char root[512]; /* CTL/OWN/starcloud-NODE */
+		char home[600]; /* CTL/OWN/tasks: where the agent's thread returns */
+	} cgv1[SC_CGV1_NCTL];
 	int devcg_ok;         /* pods get devices cgroups (devcg.c) */
 	char devcg_root[512]; /* DEVICES/starcloud-NODE */
 	char devcg_home[600]; /* the agent's own cgroup.procs there */
@@ -173,6 +183,8 @@ struct sc_pod {
 	int started;      /* startup probe passed (or none) */
 	int ready;
 	int restarts, failures, exit_code, has_exit;
+	long long oom_base; /* OOM kills in its memory cgroup when it started, -1 unknown */
+	char reason[24];    /* why the last process ended, as Kubernetes: OOMKilled; "" */
 	char message[SC_AGENT_MSG_MAX];
 	uint64_t started_ms;
 	uint64_t backoff_ms;

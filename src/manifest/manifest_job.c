@@ -408,6 +408,7 @@ static int decode_pod_report(sc__rd_t *rd, json_t *o)
 	    (rc = sc__get_int(rd, o, "restarts", false, 0, INT32_MAX, &v)) < 0 ||
 	    (rc = sc__get_int(rd, o, "exitCode", false, -255, 255, &v)) < 0 ||
 	    (!empty_msg && (rc = sc__get_str(rd, o, "message", false, &msg)) < 0) ||
+	    (rc = sc__get_str(rd, o, "reason", false, &msg)) < 0 ||
 	    (rc = sc__get_int(rd, o, "generation", false, 0, INT64_MAX, &v)) < 0)
 		return rc;
 	return 0;
@@ -437,10 +438,10 @@ static int decode_pod_from(sc__rd_t *rd, json_t *o)
 static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_status_t *p)
 {
 	/* ready .. generation are reported by the node agent (docs/AGENT.md). */
-	static const char *const fields[] = {"name",       "phase",     "node",     "gpus",
-	                                     "gpuShare",   "gpuMemory", "mig",      "startedAt",
-	                                     "ready",      "restarts",  "exitCode", "message",
-	                                     "generation", "movedAt",   "from",     NULL};
+	static const char *const fields[] = {
+	    "name",       "phase",     "node",  "gpus",     "gpuShare", "gpuMemory",
+	    "mig",        "startedAt", "ready", "restarts", "exitCode", "message",
+	    "generation", "movedAt",   "from",  "reason",   NULL};
 	static const char *const phases[] = {"Pending", "Running",   "Releasing", "Succeeded",
 	                                     "Failed",  "Pipelined", NULL};
 	int64_t share = 0;

@@ -153,6 +153,12 @@ static int apply_report(json_t *e, json_t *rep)
 	changed |= set_if(e, "ready", json_object_get(rep, "ready"));
 	changed |= set_if(e, "restarts", json_object_get(rep, "restarts"));
 	changed |= set_if(e, "exitCode", json_object_get(rep, "exitCode"));
+	/* reason (OOMKilled) explains the last exit: gone with the next one. */
+	json_t *why = json_object_get(rep, "reason");
+	if (json_is_string(why) && json_string_length(why) > 0 && json_string_length(why) <= 64)
+		changed |= set_if(e, "reason", why);
+	else if (json_object_get(rep, "exitCode") && json_object_get(e, "reason"))
+		changed |= json_object_del(e, "reason") == 0;
 	json_t *msg = json_object_get(rep, "message");
 	if (json_is_string(msg) && strlen(json_string_value(msg)) > 1024)
 		msg = NULL;

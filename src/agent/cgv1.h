@@ -1,0 +1,45 @@
+/* Pod CPU, memory and pids limits on cgroup v1 (docs/SECURITY.md), the
+ * hosts without a cgroup v2 hierarchy holding those controllers (podenv.c
+ * sets them there). Each pod gets, in every v1 hierarchy that has the
+ * controller, CTL/OWN/starcloud-NODE/JOB.POD, OWN being the agent's own
+ * cgroup there (so the pods stay inside whatever limits the agent runs
+ * under):
+ *   cpu     cpu.cfs_period_us 100000, cpu.cfs_quota_us = cores x 100000
+ *           (the task's resources.cpu; none when it has none);
+ *   memory  memory.limit_in_bytes (and memory.memsw.limit_in_bytes where
+ *           swap is accounted, so swap is no way around it) = the task's
+ *           resources.memory; the kernel's OOM killer ends a pod above it
+ *           and the agent reports reason OOMKilled (memory.oom_control's
+ *           oom_kill count went up);
+ *   pids    pids.max = --pod-pids-max.
+ * The same values cgroup v2 gets as cpu.max, memory.max and pids.max.
+ *
+ * The pod must be inside before it runs any code (a child forked before
+ * the agent moved it would escape), and libuv has no hook between fork and
+ * exec: so the agent's forking thread joins the pod's cgroups (v1 takes
+ * one thread at a time: the `tasks` file), forks, and goes back at once;
+ * the child is born inside. Exec probes are not put in them (as on v2). */
+#ifndef SC_AGENT_CGV1_H
+#define SC_AGENT_CGV1_H
+
+#include "agent/state.h"
+
+/* Finds the cpu, memory and pids hierarchies and makes the agent's folder
+ * in each; says at start-up what is not enforced. */
+void sc__cgv1_init(sc_agent_t *a);
+/* Before uv_spawn of pod p: makes or updates its cgroups with the task's
+ * limits (millicores, bytes; 0: none) and moves the calling thread in. 1 when it did (call
+ * sc__cgv1_leave right after uv_spawn), 0 when there is nothing to enter,
+ * SC_EIO when a limit or the move failed (the thread is back home then). */
+int sc__cgv1_enter(sc_pod_t *p, int64_t cpu_milli, int64_t mem_bytes);
+/* Moves the calling thread back to the agent's own cgroups. */
+void sc__cgv1_leave(sc_agent_t *a, int entered);
+/* How many processes the kernel's OOM killer ended in p's memory cgroup
+ * (cumulative), or -1 when unknown. */
+long long sc__cgv1_oom_kills(const sc_pod_t *p);
+/* Removes the pod's cgroups (once its processes are gone). */
+void sc__cgv1_remove(sc_pod_t *p);
+/* Removes the agent's folders when no pod cgroup is left in them. */
+void sc__cgv1_close(sc_agent_t *a);
+
+#endif

@@ -1,0 +1,140 @@
+"""A pod's CPU and memory limits on cgroup v1 (src/agent/cgv1.c,
+docs/SECURITY.md): the task's resources.cpu becomes cpu.cfs_quota_us over a
+100 ms period and resources.memory memory.limit_in_bytes; a pod above its
+memory is killed by the kernel's OOM killer and reported as Kubernetes
+does (exitCode 137, reason OOMKilled); a busy pod is throttled (cpu.stat
+nr_throttled). The pod is born inside its cgroups: the agent's forking
+thread joins them for the fork and goes back at once. The agents run as
+root, so pods run as per-queue users."""
+import os
+import uuid
+
+import pytest
+
+from agent_util import Agent, pod_where, pods_of, run_job, setup_queue, wait_for
+
+V1 = "/sys/fs/cgroup"
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root"),
+    pytest.mark.skipif(os.path.exists(V1 + "/cgroup.controllers"),
+                       reason="cgroup v2 host: limits are set by podenv.c, not cgroup v1"),
+    pytest.mark.skipif(not (os.path.exists(V1 + "/memory/memory.limit_in_bytes") and
+                            os.path.exists(V1 + "/cpu/cpu.cfs_quota_us")),
+                       reason="no cgroup v1 cpu and memory controllers on this machine"),
+]
+
+# Touches 16 MiB at a time up to 1 GiB: far above a 64Mi limit.
+HOG = r'''
+import sys
+keep = []
+for i in range(64):
+    keep.append(b"x" * (16 << 20))
+    print("held", (i + 1) * 16, "MiB", flush=True)
+print("SURVIVED", flush=True)
+'''
+
+
+def cgroup_of(pid, ctl):
+    """pid's cgroup in the v1 hierarchy of ctl."""
+    with open("/proc/%d/cgroup" % pid) as f:
+        for line in f:
+            n, ctls, path = line.rstrip("\n").split(":", 2)
+            if ctl in ctls.split(","):
+                return path
+    return None
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def stat_of(path):
+    return dict((k, int(v)) for k, v in (l.split() for l in read(path).splitlines()))
+
+
+def agent_root(a, ctl):
+    own = cgroup_of(a.proc.pid, ctl)
+    return os.path.join(V1, ctl, own.lstrip("/"), "starcloud-" + a.name)
+
+
+@pytest.fixture
+def agent(server, admin, tmp_path):
+    name = "lim" + uuid.uuid4().hex[:8]  # the cgroup folders are machine-wide
+    a = Agent(server.url, server.token, name, tmp_path / "a")
+    try:
+        wait_for(lambda: admin.get(admin.base + "/nodes/" + name).json().get(
+            "status", {}).get("ready"), timeout=60, what="agent ready")
+        setup_queue(admin)
+        yield a
+    finally:
+        roots = [agent_root(a, c) for c in ("cpu", "memory", "pids")
+                 if a.proc.poll() is None]
+        a.stop()
+    for r in roots:
+        wait_for(lambda: not os.path.exists(r), timeout=30, what=r + " removed")
+
+
+def running_pid(admin, a, job):
+    """The pid of job's pod once it runs inside its memory cgroup."""
+    pod = job + "-main-0"
+    mem = os.path.join(agent_root(a, "memory"), "%s.%s" % (job, pod))
+
+    def pid():
+        if pods_of(admin, job).get(pod, {}).get("phase") != "Running":
+            return None
+        try:
+            tasks = read(mem + "/tasks").split()
+        except OSError:
+            return None
+        return int(tasks[0]) if tasks else None
+    return wait_for(pid, timeout=60, what=job + " running in its cgroup")
+
+
+def test_memory_above_the_limit_is_oom_killed_and_reported(admin, agent):
+    run_job(admin, "hog", ["python3", "-c", HOG], restartPolicy="Never")  # 64Mi
+    wait_for(pod_where(admin, "hog", "hog-main-0", lambda p: p["phase"] == "Failed"),
+             timeout=90, what="hog to fail")
+    p = pods_of(admin, "hog")["hog-main-0"]
+    assert p["exitCode"] == 137 and p["reason"] == "OOMKilled", p
+    assert p["message"].startswith("OOMKilled") and str(64 << 20) in p["message"], p
+    out = read(os.path.join(agent.pod_dir("hog", "hog-main-0"), "output.log"))
+    assert "held 16 MiB" in out and "SURVIVED" not in out, out
+    # A pod that ends on its own is no OOMKilled, in the same cgroup after it.
+    run_job(admin, "fine", ["python3", "-c", "print('ok')"], restartPolicy="Never")
+    wait_for(pod_where(admin, "fine", "fine-main-0", lambda p: p["phase"] == "Succeeded"),
+             timeout=60, what="fine to succeed")
+    assert "reason" not in pods_of(admin, "fine")["fine-main-0"]
+
+
+def test_limits_written_and_cpu_throttled(admin, agent):
+    home = {c: cgroup_of(agent.proc.pid, c) for c in ("cpu", "memory", "pids")}
+    run_job(admin, "spin", ["python3", "-c", "while True: pass"], restartPolicy="Never")
+    pid = running_pid(admin, agent, "spin")
+    pod = "spin.spin-main-0"
+    cpu_dir = os.path.join(agent_root(agent, "cpu"), pod)
+    mem_dir = os.path.join(agent_root(agent, "memory"), pod)
+    pids_dir = os.path.join(agent_root(agent, "pids"), pod)
+    # The task's resources: cpu 100m, memory 64Mi; --pod-pids-max 4096.
+    assert read(cpu_dir + "/cpu.cfs_period_us").strip() == "100000"
+    assert read(cpu_dir + "/cpu.cfs_quota_us").strip() == "10000"
+    assert read(mem_dir + "/memory.limit_in_bytes").strip() == str(64 << 20)
+    assert read(pids_dir + "/pids.max").strip() == "4096"
+    # Born inside: the pod's process is in all three.
+    for ctl in ("cpu", "memory", "pids"):
+        assert cgroup_of(pid, ctl).endswith("/starcloud-%s/%s" % (agent.name, pod)), ctl
+    # A busy loop at 100m is throttled, period after period.
+    wait_for(lambda: stat_of(cpu_dir + "/cpu.stat")["nr_throttled"] >= 5, timeout=60,
+             what="spin throttled")
+    assert stat_of(cpu_dir + "/cpu.stat")["throttled_time"] > 0
+    # Every thread of the agent went back to its own cgroups.
+    for tid in os.listdir("/proc/%d/task" % agent.proc.pid):
+        for ctl, path in home.items():
+            with open("/proc/%d/task/%s/cgroup" % (agent.proc.pid, tid)) as f:
+                line = [l for l in f if ctl in l.split(":")[1].split(",")][0]
+            assert line.rstrip("\n").split(":", 2)[2] == path, (tid, ctl)
+    # The cgroups go with the pod.
+    admin.delete(admin.base + "/jobs/spin")
+    for d in (cpu_dir, mem_dir, pids_dir):
+        wait_for(lambda: not os.path.exists(d), timeout=60, what=d + " removed")
