@@ -67,7 +67,7 @@ static const sc_flag_t agent_flags[] = {
      .min = 0,
      .max = 4194304,
      .def = "4096",
-     .help = "processes and threads per pod (cgroup v2 pids.max; 0: no\nlimit)"},
+     .help = "processes and threads per pod (pids.max, cgroup v1 or v2;\n0: no limit)"},
     {.name = "--pod-uid-base",
      SC_FLAG_AT(INT, sc_agent_opts_t, pod_uid_base),
      .min = 1000,

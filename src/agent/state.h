@@ -75,7 +75,7 @@ typedef struct sc_agent_opts {
 	const char *config;             /* --config FILE */
 	int check_config;               /* --check-config: check, print, exit */
 	int pod_uid_base;               /* pods run as uid base + n (podsec.c) */
-	int pod_pids_max;               /* cgroup v2 pids.max of each pod */
+	int pod_pids_max;               /* pids.max of each pod (v1 or v2) */
 	const char *ca;                 /* CA of an https:// server */
 	const char *metrics_token_file; /* the scrape secret of /metrics */
 	int metrics_public;             /* /metrics without a credential */

@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 
-from agent_util import Agent, pod_where, pods_of, run_job, setup_queue, wait_for
+from agent_util import (Agent, pod_where, pods_of, processes_with_env, run_job, setup_queue,
+                        wait_for)
 
 V1 = "/sys/fs/cgroup"
 
@@ -55,8 +56,7 @@ def stat_of(path):
 
 
 def agent_root(a, ctl):
-    own = cgroup_of(a.proc.pid, ctl)
-    return os.path.join(V1, ctl, own.lstrip("/"), "starcloud-" + a.name)
+    return os.path.join(V1, ctl, a.home[ctl].lstrip("/"), "starcloud-" + a.name)
 
 
 @pytest.fixture
@@ -66,30 +66,28 @@ def agent(server, admin, tmp_path):
     try:
         wait_for(lambda: admin.get(admin.base + "/nodes/" + name).json().get(
             "status", {}).get("ready"), timeout=60, what="agent ready")
+        # Its own cgroups, read while it starts no pod: while it forks one,
+        # its main thread is in the pod's for a moment.
+        a.home = {c: cgroup_of(a.proc.pid, c) for c in ("cpu", "memory", "pids")}
+        roots = [agent_root(a, c) for c in ("cpu", "memory", "pids")]
         setup_queue(admin)
         yield a
     finally:
-        roots = [agent_root(a, c) for c in ("cpu", "memory", "pids")
-                 if a.proc.poll() is None]
         a.stop()
     for r in roots:
         wait_for(lambda: not os.path.exists(r), timeout=30, what=r + " removed")
 
 
-def running_pid(admin, a, job):
-    """The pid of job's pod once it runs inside its memory cgroup."""
+def running_pid(a, job):
+    """The pid of job's pod once it runs (its own process, found by its
+    STARCLOUD_POD: the memory cgroup's tasks also hold the agent's thread
+    while it forks)."""
     pod = job + "-main-0"
-    mem = os.path.join(agent_root(a, "memory"), "%s.%s" % (job, pod))
 
     def pid():
-        if pods_of(admin, job).get(pod, {}).get("phase") != "Running":
-            return None
-        try:
-            tasks = read(mem + "/tasks").split()
-        except OSError:
-            return None
-        return int(tasks[0]) if tasks else None
-    return wait_for(pid, timeout=60, what=job + " running in its cgroup")
+        pids = processes_with_env("STARCLOUD_POD", pod, under=a.data_dir)
+        return pids[0] if pids else None
+    return wait_for(pid, timeout=60, what=job + " running")
 
 
 def test_memory_above_the_limit_is_oom_killed_and_reported(admin, agent):
@@ -109,9 +107,8 @@ def test_memory_above_the_limit_is_oom_killed_and_reported(admin, agent):
 
 
 def test_limits_written_and_cpu_throttled(admin, agent):
-    home = {c: cgroup_of(agent.proc.pid, c) for c in ("cpu", "memory", "pids")}
     run_job(admin, "spin", ["python3", "-c", "while True: pass"], restartPolicy="Never")
-    pid = running_pid(admin, agent, "spin")
+    pid = running_pid(agent, "spin")
     pod = "spin.spin-main-0"
     cpu_dir = os.path.join(agent_root(agent, "cpu"), pod)
     mem_dir = os.path.join(agent_root(agent, "memory"), pod)
@@ -129,11 +126,19 @@ def test_limits_written_and_cpu_throttled(admin, agent):
              what="spin throttled")
     assert stat_of(cpu_dir + "/cpu.stat")["throttled_time"] > 0
     # Every thread of the agent went back to its own cgroups.
-    for tid in os.listdir("/proc/%d/task" % agent.proc.pid):
-        for ctl, path in home.items():
-            with open("/proc/%d/task/%s/cgroup" % (agent.proc.pid, tid)) as f:
-                line = [l for l in f if ctl in l.split(":")[1].split(",")][0]
-            assert line.rstrip("\n").split(":", 2)[2] == path, (tid, ctl)
+    def all_home():
+        for tid in os.listdir("/proc/%d/task" % agent.proc.pid):
+            try:
+                with open("/proc/%d/task/%s/cgroup" % (agent.proc.pid, tid)) as f:
+                    lines = f.read().splitlines()
+            except OSError:
+                continue  # a thread that ended meanwhile
+            for ctl, path in agent.home.items():
+                line = [l for l in lines if ctl in l.split(":")[1].split(",")][0]
+                if line.split(":", 2)[2] != path:
+                    return False
+        return True
+    wait_for(all_home, timeout=30, what="the agent's threads in their own cgroups")
     # The cgroups go with the pod.
     admin.delete(admin.base + "/jobs/spin")
     for d in (cpu_dir, mem_dir, pids_dir):

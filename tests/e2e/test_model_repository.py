@@ -12,6 +12,7 @@ import requests
 
 from agent_util import Agent, setup_queue, wait_for
 from conftest import BIN, free_port, manifest, stop_process
+from test_serving import free_port as serving_ports
 from gwutil import Procs, procs  # noqa: F401
 
 
@@ -259,7 +260,9 @@ def test_deployment_with_a_model_repository(ckpts, server, admin, tmp_path):
     agents = [Agent(server.url, server.token, "n%d" % i, tmp_path / ("a%d" % i))
               for i in range(2)]
     procs = Procs(tmp_path)
-    port = free_port()
+    # Below the ephemeral range: the server hands out port and port + 1, and
+    # a client socket of another process once held port + 1 (test_serving).
+    port = serving_ports()
     try:
         tpl = {"command": [os.path.abspath(BIN), "worker", "--model-repository", str(repo), "--listen",
                            "127.0.0.1:$(STARCLOUD_PORT)"], "port": port,
