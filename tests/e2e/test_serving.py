@@ -93,7 +93,7 @@ def rollout(s, name, body, sub="rollout"):
     return s.post(s.base + "/deployments/%s/%s" % (name, sub), json=body)
 
 
-def test_replicas_become_ready_endpoints_and_are_replaced(cluster):
+def test_replicas_become_ready_endpoints_and_are_replaced(cluster, tmp_path):
     s, port = cluster, free_port()
     assert s.post(s.base + "/deployments", json=deployment("chat", port)).status_code == 201
     eps = wait_for(ready_endpoints(s, "chat", 2), timeout=30, what="2 ready endpoints")
@@ -108,7 +108,7 @@ def test_replicas_become_ready_endpoints_and_are_replaced(cluster):
     assert node["status"]["address"] == "127.0.0.1"
 
     victim = eps[0]["pod"]
-    pids = processes_with_env("STARCLOUD_POD", victim)
+    pids = processes_with_env("STARCLOUD_POD", victim, str(tmp_path))  # this test's only
     assert pids
     os.kill(pids[0], signal.SIGKILL)
 
@@ -169,7 +169,7 @@ def test_disaggregated_pods_run_their_role_template(cluster):
         assert answers(e["url"], "/role") == e["role"], e
 
 
-def test_canary_rolls_back_on_errors(cluster):
+def test_canary_rolls_back_on_errors(cluster, tmp_path):
     s, port = cluster, free_port()
     assert s.post(s.base + "/deployments", json=deployment("llm", port)).status_code == 201
     wait_for(ready_endpoints(s, "llm", 2), timeout=30, what="stable endpoints")
@@ -197,7 +197,8 @@ def test_canary_rolls_back_on_errors(cluster):
     wait_for(ready_endpoints(s, "llm", 2, version="1"), timeout=30, what="stable kept")
     wait_for(lambda: not [e for e in dep(s, "llm")["status"]["endpoints"]
                           if e["version"] == "2"], timeout=30, what="canary gone")
-    wait_for(lambda: not processes_with_env("STARCLOUD_POD", canary[0]["pod"]), timeout=30,
+    wait_for(lambda: not processes_with_env("STARCLOUD_POD", canary[0]["pod"], str(tmp_path)),
+             timeout=30,
              what="canary process stopped")
     events = s.get(s.base + "/events").json()["items"]
     assert [e for e in events if e["reason"] == "RolledBack" and
