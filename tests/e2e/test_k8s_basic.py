@@ -32,7 +32,7 @@ def test_gang_of_four_all_or_nothing(kube, sched_config):
         wait_for(lambda: len(kube.bound()) == 4, 30, "the gang bound")
         assert sorted(kube.bound().values()) == ["n1", "n1", "n2", "n3"]
         for i in range(4):
-            wait_for(lambda: scheduled_events(kube, "gang-%d" % i), 10, "Scheduled event")
+            wait_for(lambda: scheduled_events(kube, "gang-%d" % i), 30, "Scheduled event")
             assert len(scheduled_events(kube, "gang-%d" % i)) == 1
     finally:
         s.stop()
@@ -84,7 +84,7 @@ def test_gpu_fraction_pods_share_a_device(kube, sched_config):
         # Half a device frees up (and the older half-c gives up): the memory
         # share, a quarter of 80 GiB, fits.
         kube.delete_pod("half-c")
-        wait_for(lambda: kube.get_pod("half-c") is None, 10, "half-c gone")
+        wait_for(lambda: kube.get_pod("half-c") is None, 30, "half-c gone")
         kube.delete_pod("half-a")
         wait_for(lambda: kube.get_pod("mem-20g")["spec"].get("nodeName") == "one", 30,
                  "mem-20g bound")

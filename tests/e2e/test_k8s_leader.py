@@ -23,6 +23,18 @@ def holder(kube):
     return lease and lease["spec"].get("holderIdentity")
 
 
+def leading(kube, rs, who=None):
+    """The replica that holds the Lease and has said it leads (who: that
+    one only). Under load a lease write can succeed while its writer's
+    request times out: the Lease then names a replica that does not lead
+    (it renews on its next read, or another takes over), so the Lease
+    alone does not say which process to freeze or stop."""
+    h = holder(kube)
+    if not h or (who and h != who):
+        return None
+    return h if "leading (lease" in rs[int(h[1:])].output() else None
+
+
 def scheduled_by(kube, ns="default"):
     """pod -> [reportingInstance of each Scheduled event]."""
     out = {}
@@ -48,12 +60,12 @@ def test_killed_leader_is_replaced_within_the_lease_time(kube, sched_config):
     kube.queue("default")
     rs = replicas(kube, sched_config)
     try:
-        leader = wait_for(lambda: holder(kube), 20, "a leader")
+        leader = wait_for(lambda: leading(kube, rs), 30, "a leader")
         for i in range(8):
             kube.pod("first-%d" % i, gpus=2)
         wait_for(lambda: len(kube.bound()) == 8, 30, "first pods bound")
         by = scheduled_by(kube)
-        wait_for(lambda: len(scheduled_by(kube)) == 8, 10, "Scheduled events")
+        wait_for(lambda: len(scheduled_by(kube)) == 8, 30, "Scheduled events")
         assert {i for v in scheduled_by(kube).values() for i in v} == {leader}, by
         victim = rs[int(leader[1:])]
         other = "r%d" % (1 - int(leader[1:]))
@@ -61,7 +73,7 @@ def test_killed_leader_is_replaced_within_the_lease_time(kube, sched_config):
         t0 = time.time()
         for i in range(8):
             kube.pod("second-%d" % i, gpus=2)
-        wait_for(lambda: holder(kube) == other, 15, "the standby takes the lease")
+        wait_for(lambda: leading(kube, rs, other), 30, "the standby takes the lease")
         took = time.time() - t0
         wait_for(lambda: len(kube.bound()) == 16, 20, "second pods bound")
         bound_after = time.time() - t0
@@ -69,7 +81,7 @@ def test_killed_leader_is_replaced_within_the_lease_time(kube, sched_config):
         # after it last saw it renewed, plus one read period; 2 s for load.
         assert took <= 4 + 0.5 + 2, took
         assert bound_after <= took + 5, (took, bound_after)
-        wait_for(lambda: len(scheduled_by(kube)) == 16, 10, "Scheduled events")
+        wait_for(lambda: len(scheduled_by(kube)) == 16, 30, "Scheduled events")
         by = scheduled_by(kube)
         assert all(len(v) == 1 for v in by.values()), by  # nothing bound twice
         assert {by["second-%d" % i][0] for i in range(8)} == {other}, by
@@ -87,11 +99,11 @@ def test_stopped_leader_gives_the_lease_up(kube, sched_config):
     kube.queue("default")
     rs = replicas(kube, sched_config)
     try:
-        leader = wait_for(lambda: holder(kube), 20, "a leader")
+        leader = wait_for(lambda: leading(kube, rs), 30, "a leader")
         other = "r%d" % (1 - int(leader[1:]))
         t0 = time.time()
         rs[int(leader[1:])].stop()
-        wait_for(lambda: holder(kube) == other, 10, "the standby takes the lease")
+        wait_for(lambda: leading(kube, rs, other), 30, "the standby takes the lease")
         # Released: taken on the standby's next read (0.5 s), not after 4 s.
         assert time.time() - t0 < 3, time.time() - t0
         kube.pod("p", gpus=1)
@@ -111,11 +123,11 @@ def test_frozen_leader_writes_nothing_after_waking(kube, sched_config):
     kube.queue("default")
     rs = replicas(kube, sched_config)
     try:
-        leader = wait_for(lambda: holder(kube), 20, "a leader")
+        leader = wait_for(lambda: leading(kube, rs), 30, "a leader")
         old = rs[int(leader[1:])]
         other = "r%d" % (1 - int(leader[1:]))
         old.proc.send_signal(signal.SIGSTOP)
-        wait_for(lambda: holder(kube) == other, 15, "the standby takes the lease")
+        wait_for(lambda: leading(kube, rs, other), 30, "the standby takes the lease")
         for i in range(4):
             kube.pod("a-%d" % i, gpus=1)
         wait_for(lambda: len(kube.bound()) == 4, 20, "bound by the new leader")
@@ -123,9 +135,9 @@ def test_frozen_leader_writes_nothing_after_waking(kube, sched_config):
         for i in range(4):
             kube.pod("b-%d" % i, gpus=1)
         wait_for(lambda: len(kube.bound()) == 8, 20, "bound by the new leader")
-        wait_for(lambda: "lost the lease" in old.output(), 10, "the old leader noticed")
+        wait_for(lambda: "lost the lease" in old.output(), 30, "the old leader noticed")
         time.sleep(1.5)
-        wait_for(lambda: len(scheduled_by(kube)) == 8, 10, "Scheduled events")
+        wait_for(lambda: len(scheduled_by(kube)) == 8, 30, "Scheduled events")
         by = scheduled_by(kube)
         assert all(v == [other] for v in by.values()), by
         check_no_overcommit(kube, 8)
@@ -154,7 +166,7 @@ def test_displaced_leader_stops_binding_at_once(kube, sched_config):
             return kube.api("PUT", path, json=lease).ok
 
         assert take("intruder")
-        wait_for(lambda: "lost the lease" in s.output(), 5, "the scheduler noticed")
+        wait_for(lambda: "lost the lease" in s.output(), 30, "the scheduler noticed")
         kube.pod("during", gpus=1)
         deadline = time.time() + 3
         while time.time() < deadline:
@@ -163,8 +175,8 @@ def test_displaced_leader_stops_binding_at_once(kube, sched_config):
             time.sleep(0.5)
         # Released: the scheduler takes it and binds.
         take("")
-        wait_for(lambda: holder(kube) == "only", 10, "leading again")
-        wait_for(lambda: "during" in kube.bound(), 10, "bound after taking it back")
+        wait_for(lambda: holder(kube) == "only", 30, "leading again")
+        wait_for(lambda: "during" in kube.bound(), 30, "bound after taking it back")
     finally:
         s.stop()
 
@@ -180,7 +192,7 @@ def test_scheduler_without_rbac_fails_clearly(kube):
     kube.pod("p", gpus=1)
     s = Scheduler(kube, cfg).start()
     try:
-        wait_for(lambda: "forbidden" in s.output(), 15, "a clear refusal in the log")
+        wait_for(lambda: "forbidden" in s.output(), 30, "a clear refusal in the log")
         assert "nobody" in s.output()
         time.sleep(1)
         assert s.running() and kube.bound() == {}
