@@ -206,8 +206,8 @@ static void sleep_ms(uint64_t ms)
 		;
 }
 
-/* SIGTERM to every live pod's process group, SIGKILL to those still there
- * after grace_ms. The pid is checked against its start time before each
+/* SIGTERM (and SIGCONT) to every live pod's process group, SIGKILL to those
+ * still there after grace_ms. The pid is checked against its start time before each
  * signal, so a reused pid is never hit. */
 static void fence_all(const char *data_dir, uint64_t grace_ms, uint64_t late_ms)
 {
@@ -219,6 +219,7 @@ static void fence_all(const char *data_dir, uint64_t grace_ms, uint64_t late_ms)
 	for (size_t i = 0; i < n; i++) {
 		sc_log_info("pod %s (pid %d): SIGTERM", v[i].name, v[i].pid);
 		kill(-v[i].pid, SIGTERM);
+		kill(-v[i].pid, SIGCONT); /* a stopped process acts on it only so */
 	}
 	uint64_t end = sc__mono_ms() + grace_ms;
 	for (;;) {

@@ -478,10 +478,15 @@ static void on_grace(uv_timer_t *t)
 	}
 }
 
-/* SIGTERM to the group now, SIGKILL after the grace period. */
+/* SIGTERM to the group now, SIGKILL after the grace period. SIGCONT
+ * after the SIGTERM, as systemd does: a stopped process (SIGSTOP, a
+ * debugger) cannot act on SIGTERM, so a hung replica its liveness probe
+ * restarts sat out the whole grace period (3 of the soak's 10 s, issue
+ * 23). */
 static void terminate(sc_pod_t *p)
 {
 	kill(-p->pid, SIGTERM);
+	kill(-p->pid, SIGCONT);
 	uv_timer_start(&p->timer, on_grace, p->grace_ms, 0);
 }
 

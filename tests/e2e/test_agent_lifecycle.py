@@ -194,3 +194,32 @@ def test_agent_sigterm_leaves_pods_unless_drain(server, admin, tmp_path):
     assert pids, "the pod must outlive the agent without --drain"
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stopped_process_gets_its_sigterm(server, admin, tmp_path):
+    """A pod stopped with SIGSTOP (hung, as the soak of issue 23 plays it)
+    is continued after its SIGTERM, so its handler runs and it exits at
+    once rather than at the end of the grace period (60 s here: it sat
+    out the soak's 3 s of every hung replica's restart before)."""
+    a = Agent(server.url, server.token, "n1", tmp_path / "n1", extra=["--grace", "60s"])
+    try:
+        setup_queue(admin)
+        handler = ("import signal, sys, time\n"
+                   "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+                   "while True:\n"
+                   "    time.sleep(0.05)\n")
+        run_job(admin, "frozen", ["python3", "-c", handler])
+        pids = wait_for(lambda: processes_with_env("STARCLOUD_POD", "frozen-main-0",
+                                                   str(tmp_path)), timeout=30,
+                        what="the pod's process")
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.time()
+        assert admin.delete(admin.base + "/jobs/frozen").status_code in (200, 202)
+        wait_for(lambda: not processes_with_env("STARCLOUD_POD", "frozen-main-0",
+                                                str(tmp_path)), timeout=40,
+                 what="the stopped process gone")
+        assert time.time() - t0 < 40  # the grace period is 60 s
+        assert "grace period over" not in a.output()
+    finally:
+        a.stop()
