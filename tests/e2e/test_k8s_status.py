@@ -164,15 +164,17 @@ def test_other_writers_conditions_are_kept(kube, sched_config):
         t.join(60)
         assert not errors, errors[:3]
 
+        # The racer's last write may have put back a stale copy of our
+        # condition or phase: settled means all of ours is right again.
         def settled():
             st = get(kube, PG + "pair").get("status") or {}
-            return st.get("phase") == "Running" and st.get("running") == 2 and st
+            pools = [c.get("nodePool") for c in st.get("schedulingConditions") or []]
+            return (st.get("phase") == "Running" and st.get("running") == 2 and
+                    pools == ["pool-b"] and
+                    ((st.get("resourcesStatus") or {}).get("allocated") or {}).get(
+                        "nvidia.com/gpu") == "2")
 
-        wait_for(settled, 120, "the pair Running in its status")
-        pg = get(kube, PG + "pair")
-        conds = pg["status"]["schedulingConditions"]
-        assert [c["nodePool"] for c in conds] == ["pool-b"], conds
-        assert pg["status"]["resourcesStatus"]["allocated"]["nvidia.com/gpu"] == "2"
+        wait_for(settled, 120, "the pair Running in its status, the other pool's kept")
     finally:
         stop.set()
         s.stop()
@@ -219,7 +221,9 @@ def test_crd_without_status_subresource(tmp_path):
         wait_for(lambda: (get(k, Q + "default").get("status") or {}).get(
             "allocated", {}).get("nvidia.com/gpu") == "2", 60, "the queue's allocation")
         out = s.output()
-        assert out.count("no status subresource") == 1, out
+        # One warning per 5 minutes of refusals, not one per cycle (this
+        # test takes well under a minute; two allows for a very slow run).
+        assert 1 <= out.count("no status subresource") <= 2, out
         assert "podgroups.scheduling.run.ai" in out, out
         assert "status" not in get(k, PG + "pair"), get(k, PG + "pair")
     finally:
