@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "agent/probe.h"
 #include "base/alloc.h"
@@ -29,6 +30,7 @@ struct sc_probe {
 	int kind, type;
 	char path[512];
 	int port;
+	int https;   /* http probe with scheme HTTPS */
 	json_t *cmd; /* owned */
 	uint64_t period_ms, timeout_ms, initial_ms;
 	int fail_thr, succ_thr;
@@ -199,8 +201,13 @@ static void attempt_start(sc_probe_t *pr)
 	at->type = pr->type;
 	pr->cur = at;
 	if (pr->type == PT_HTTP) {
-		snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", pr->port, pr->path);
+		/* HTTPS as Kubernetes probes it: the pod's certificate is not
+		 * verified (it is named for its clients, not for 127.0.0.1). */
+		static const sc_httpc_tls_t no_verify = {.insecure = 1};
+		snprintf(url, sizeof(url), "%s://127.0.0.1:%d%s", pr->https ? "https" : "http",
+		         pr->port, pr->path);
 		sc_httpc_opts_t o = {.url = url,
+		                     .tls = pr->https ? &no_verify : NULL,
 		                     .timeout_ms = (long)pr->timeout_ms,
 		                     .connect_timeout_ms = (long)pr->timeout_ms,
 		                     .max_body = 64 * 1024,
@@ -266,6 +273,8 @@ sc_probe_t *sc__probe_new(sc_pod_t *p, int kind, json_t *spec)
 	json_t *a = http ? http : tcp;
 	pr->port = (int)json_integer_value(json_object_get(a, "port"));
 	const char *path = json_string_value(json_object_get(http, "path"));
+	const char *scheme = json_string_value(json_object_get(http, "scheme"));
+	pr->https = scheme && strcasecmp(scheme, "https") == 0;
 	snprintf(pr->path, sizeof(pr->path), "%s", path ? path : "/");
 	pr->cmd = json_incref(json_object_get(ex, "command"));
 	pr->period_ms = seconds(spec, "periodSeconds", 10) * 1000;

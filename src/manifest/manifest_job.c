@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/quantity.h"
 #include "base/parse.h"
@@ -122,6 +123,18 @@ static int decode_resources(sc__rd_t *rd, json_t *task, sc_task_spec_t *t)
 
 /* ---- probes (validated here; the agent runs them) ---------------------- */
 
+/* scheme: plain or TLS, in Kubernetes' spelling (probes: HTTP, HTTPS) or
+ * in lower case. */
+static int decode_scheme(sc__rd_t *rd, json_t *o, const char *plain, const char *tls)
+{
+	json_t *v = json_object_get(o, "scheme");
+	const char *s = json_string_value(v);
+	if (!v || (s && (strcasecmp(s, plain) == 0 || strcasecmp(s, tls) == 0)))
+		return 0;
+	sc__rd_push(rd, "scheme");
+	return sc__rd_fail(rd, SC_EINVAL, "expected %s or %s", plain, tls);
+}
+
 static int decode_probe_action(sc__rd_t *rd, json_t *probe, int *nactions)
 {
 	static const char *const http_fields[] = {"path", "port", "scheme", NULL};
@@ -132,7 +145,7 @@ static int decode_probe_action(sc__rd_t *rd, json_t *probe, int *nactions)
 	for (int i = 0; names[i]; i++) {
 		json_t *a;
 		int64_t port;
-		const char *path, **cmd;
+		const char *path = "/", **cmd;
 		size_t n;
 		int rc = sc__get_object(rd, probe, names[i], false, &a);
 		if (rc < 0)
@@ -148,7 +161,9 @@ static int decode_probe_action(sc__rd_t *rd, json_t *probe, int *nactions)
 		    (i == 0 && (rc = sc__get_str(rd, a, "path", false, &path)) < 0) ||
 		    (i == 2 && (rc = sc__get_strs(rd, a, "command", true, &cmd, &n)) < 0))
 			return rc;
-		if (i == 0 && rc == 1 && path[0] != '/') {
+		if (i == 0 && (rc = decode_scheme(rd, a, "HTTP", "HTTPS")) < 0)
+			return rc;
+		if (i == 0 && json_object_get(a, "path") && path[0] != '/') {
 			sc__rd_push(rd, "path");
 			return sc__rd_fail(rd, SC_EINVAL, "expected a path starting with '/'");
 		}
@@ -246,6 +261,7 @@ static int decode_task_body(sc__rd_t *rd, json_t *o, sc_task_spec_t *t)
 	 * passes it as STARCLOUD_PORT. */
 	if ((rc = sc__get_strs(rd, o, "command", false, &cmd, &ncmd)) < 0 ||
 	    (rc = sc__get_int(rd, o, "port", false, 1, 65535, &port)) < 0 ||
+	    (rc = decode_scheme(rd, o, "http", "https")) < 0 ||
 	    (rc = decode_process(rd, o, ncmd)) < 0 ||
 	    (rc = sc__get_labels(rd, o, "env", &env, &nenv)) < 0 ||
 	    (rc = decode_resources(rd, o, t)) < 0 ||
@@ -260,7 +276,7 @@ static int decode_task(sc__rd_t *rd, json_t *o, sc_task_spec_t *t)
 {
 	static const char *const fields[] = {"name",       "replicas",     "command", "env",
 	                                     "resources",  "nodeSelector", "probes",  "args",
-	                                     "workingDir", "port",         NULL};
+	                                     "workingDir", "port",         "scheme",  NULL};
 	int64_t replicas = 1;
 	int rc;
 	if (!json_is_object(o))
@@ -630,9 +646,9 @@ int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 
 static int decode_template(sc__rd_t *rd, json_t *o, const char *key, bool req, sc_task_spec_t *t)
 {
-	static const char *const fields[] = {"command", "args",      "workingDir",
-	                                     "env",     "resources", "nodeSelector",
-	                                     "probes",  "port",      NULL};
+	static const char *const fields[] = {
+	    "command",      "args",   "workingDir", "env",    "resources",
+	    "nodeSelector", "probes", "port",       "scheme", NULL};
 	json_t *tpl;
 	int rc = sc__get_object(rd, o, key, req, &tpl);
 	if (rc <= 0)

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "base/quantity.h"
@@ -529,8 +530,12 @@ static json_t *endpoints(json_t *obj, const sc_deploy_plan_t *p, json_t *nodes)
 		if (!t || idx >= t->replicas || pod.phase != SC_PP_RUNNING || !pod.ready ||
 		    !addr[0] || !pod.port)
 			continue;
+		/* The template's scheme: what the pod serves on its port. */
+		const char *sch = json_string_value(json_object_get(t->tpl, "scheme"));
 		char url[400];
-		snprintf(url, sizeof(url), "http://%s:%lld", addr, (long long)pod.port);
+		snprintf(url, sizeof(url), "%s://%s:%lld",
+		         sch && strcasecmp(sch, "https") == 0 ? "https" : "http", addr,
+		         (long long)pod.port);
 		json_t *ep =
 		    json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "url", url, "pod", pod.name, "node",
 		              pod.node, "version", t->version, "role", t->role, "ready", 1);

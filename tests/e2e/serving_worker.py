@@ -1,7 +1,7 @@
 """A stand-in model worker for the serving tests: listens on 127.0.0.1 at
 $STARCLOUD_PORT (the port the server gave the pod), answers
 /v2/health/ready, /version and /role (the VERSION and ROLE variables of
-its template)."""
+its template); with TLS_CERT and TLS_KEY, over https."""
 import http.server
 import os
 
@@ -26,5 +26,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["STARCLOUD_PORT"])),
-                                Handler).serve_forever()
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["STARCLOUD_PORT"])), Handler)
+if os.environ.get("TLS_CERT"):
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(os.environ["TLS_CERT"], os.environ["TLS_KEY"])
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+srv.serve_forever()
