@@ -152,8 +152,13 @@ def test_health_and_metrics(server, admin):
     admin.post(admin.base + "/queues", json=queue("qa"))
     admin.post(admin.base + "/queues", json=queue("qb"))
     tok = admin.post(admin.base + "/tokens", json={"role": "tenant", "queues": ["qa"]}).json()
-    time.sleep(1.5)  # a scheduling cycle publishes the queue series
-    full = admin.get(server.url + "/metrics").text
+    # A scheduling cycle publishes the queue series: wait for it (cycles
+    # run every second, later on a loaded machine).
+    deadline = time.time() + 30
+    full = ""
+    while not ('queue="qb"' in full and 'queue="qa"' in full) and time.time() < deadline:
+        time.sleep(0.1)
+        full = admin.get(server.url + "/metrics").text
     mine = server.session(tok["token"]).get(server.url + "/metrics").text
     assert 'queue="qb"' in full and 'queue="qa"' in full
     assert 'queue="qb"' not in mine and 'queue="qa"' in mine
