@@ -21,12 +21,14 @@
  * a Job with a pod there becomes Releasing (a gang is only useful whole).
  * The scheduling loop then removes them and places the jobs elsewhere. A
  * heartbeat between expiry and eviction renews the lease and the node is
- * ready again. A Deployment's pods there are evicted when the lease
- * expires already: their new places are bound at once (with any reclaim
- * they need) but start only when the node is given up or has reported
- * them stopped (sched_write.c), so they never run beside the old copy,
- * and a lost node costs serving the fence time rather than the fence
- * time plus a placement (issue 23).
+ * ready again. A Deployment's pods there are evicted earlier, at the
+ * node's own fence deadline (expiry + half the fence time, when it stops
+ * its pods itself; a shorter agent restart still changes nothing): their
+ * new places are bound at once (with any reclaim they need) but start
+ * only when the node is given up or has reported them stopped
+ * (sched_write.c), so they never run beside the old copy, and a lost
+ * node costs serving the fence time rather than the fence time plus a
+ * placement (issue 23).
  *
  * Gang policy: when a pod of a job with more than one pod fails for good,
  * spec.gangPolicy decides: FailJob (default) fails the other pods too;
@@ -61,6 +63,7 @@ typedef struct lease {
 	int expired;         /* the node is marked NotReady */
 	int expiring;        /* that write is in flight */
 	int lost;            /* its pods are given away */
+	int moved;           /* its Deployments' pods are placed elsewhere */
 	unsigned long epoch; /* s->store_epoch when expired/lost were written */
 } lease_t;
 
@@ -470,7 +473,7 @@ static void heartbeat(agent_api_t *api, sc_http_req_t *r, const sc_principal_t *
 	int was_lost = l->lost;
 	l->expires = uv_now(s->loop) + (uint64_t)ms;
 	l->fence_ms = fence_of(body);
-	l->lost = l->expired = 0;
+	l->lost = l->expired = l->moved = 0;
 	node_status(s, r, obj, rev, body, (uint64_t)ms);
 	apply_reports(s, node, json_object_get(body, "pods"));
 	note_pods(s, node, json_object_get(body, "pods"));
@@ -669,14 +672,6 @@ static void expiry_saved(const sc_store_res_t *res, void *ud)
 		if (res->rc == 0 && l->expires < uv_now(x->api->s->loop)) {
 			l->expired = 1;
 			l->epoch = x->epoch;
-			/* Serving replicas are placed again at once: the new
-			 * place waits Pipelined until this node is given up or
-			 * says it stopped them (sched_write.c, listed_elsewhere),
-			 * so only the start waits for the fence time, not the
-			 * placement (nor a reclaim it needs). Gangs wait: a node
-			 * back within the fence time keeps them. */
-			evict_node(x->api->s, x->node, 1);
-			sc__sched_kick(x->api->s);
 		}
 	}
 	if (res->rc == 0)
@@ -775,11 +770,24 @@ static void on_scan(uv_timer_t *t)
 		/* The store undid writes (a failed commit): what was written for
 		 * this lease may be among them; write it again. */
 		if (l->epoch != api->s->store_epoch)
-			l->expired = l->lost = 0;
+			l->expired = l->lost = l->moved = 0;
 		if (l->lost || l->expires >= now)
 			continue;
 		if (!l->expired && !l->expiring)
 			node_expired(api, l); /* sets expired once written */
+		/* At the node's own fence deadline (half the fence time:
+		 * it stops its pods then, so an agent restart shorter than
+		 * that still changes nothing) a Deployment's pods there are
+		 * placed again: the new places wait Pipelined until this node
+		 * is given up or says it stopped them (sched_write.c,
+		 * listed_elsewhere), so only their start waits for the rest
+		 * of the fence time, not their placement nor a reclaim it
+		 * needs. Gangs wait for the give-up. */
+		if (l->expired && !l->moved && now >= l->expires + l->fence_ms / 2) {
+			evict_node(api->s, l->node, 1);
+			sc__sched_kick(api->s);
+			l->moved = 1;
+		}
 		if (l->expired && now >= l->expires + l->fence_ms) {
 			node_lost(api, l);
 			l->epoch = api->s->store_epoch;
