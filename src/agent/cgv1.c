@@ -180,6 +180,19 @@ static int set_limits(const sc_pod_t *p, int c, const char *dir, int64_t cpu, in
 	return write_text(path, "max");
 }
 
+/* The pod's folder under the agent's, which is made again if it is gone:
+ * an agent of the same node name on this machine (a test run beside
+ * another, a copy started by mistake) removes it at exit when it is empty,
+ * and every later pod then failed to start ("No such file or directory"). */
+static int make_pod_dir(const sc_agent_t *a, int c, const char *dir)
+{
+	if (mkdir(dir, 0755) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT || (mkdir(a->cgv1[c].root, 0755) < 0 && errno != EEXIST))
+		return SC_EIO;
+	return mkdir(dir, 0755) == 0 || errno == EEXIST ? 0 : SC_EIO;
+}
+
 int sc__cgv1_enter(sc_pod_t *p, int64_t cpu_milli, int64_t mem_bytes)
 {
 	sc_agent_t *a = p->a;
@@ -189,8 +202,7 @@ int sc__cgv1_enter(sc_pod_t *p, int64_t cpu_milli, int64_t mem_bytes)
 	for (int c = 0; c < SC_CGV1_NCTL; c++) {
 		if (!a->cgv1[c].ok)
 			continue;
-		if (pod_dir(p, c, dir, sizeof(dir)) < 0 ||
-		    (mkdir(dir, 0755) < 0 && errno != EEXIST) ||
+		if (pod_dir(p, c, dir, sizeof(dir)) < 0 || make_pod_dir(a, c, dir) < 0 ||
 		    set_limits(p, c, dir, cpu_milli, mem_bytes) < 0)
 			goto fail;
 		if (c == SC_CGV1_MEMORY)

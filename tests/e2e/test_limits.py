@@ -106,6 +106,19 @@ def test_memory_above_the_limit_is_oom_killed_and_reported(admin, agent):
     assert "reason" not in pods_of(admin, "fine")["fine-main-0"]
 
 
+def test_agent_folder_removed_under_it_is_made_again(admin, agent):
+    """Another agent of the same name on this machine (a second test run)
+    removes the node's cgroup folders at exit while they are empty: the
+    next pod makes them again instead of failing to start."""
+    for ctl in ("cpu", "memory", "pids"):
+        os.rmdir(agent_root(agent, ctl))  # empty: no pod yet
+    run_job(admin, "again", ["sleep", "600"], restartPolicy="Never")
+    pid = running_pid(agent, "again")
+    for ctl in ("cpu", "memory", "pids"):
+        assert cgroup_of(pid, ctl).endswith("/starcloud-%s/again.again-main-0" % agent.name)
+    assert pods_of(admin, "again")["again-main-0"].get("restarts", 0) == 0
+
+
 def test_limits_written_and_cpu_throttled(admin, agent):
     run_job(admin, "spin", ["python3", "-c", "while True: pass"], restartPolicy="Never")
     pid = running_pid(agent, "spin")
