@@ -240,7 +240,8 @@ $(FUZZ_BUILD)/%.o: %.c
 
 # Targets that reach into a component name its objects here.
 FUZZ_EXTRA_kv := $(FUZZ_BUILD)/src/worker/kvstore.o $(FUZZ_BUILD)/src/worker/model.o
-FUZZ_EXTRA_hclient := $(FUZZ_BUILD)/src/net/hclient.o $(FUZZ_BUILD)/src/net/tls.o
+FUZZ_EXTRA_hclient := $(FUZZ_BUILD)/src/net/hclient.o $(FUZZ_BUILD)/src/net/hclient_parse.o \
+	$(FUZZ_BUILD)/src/net/hurl.o $(FUZZ_BUILD)/src/net/tls.o
 FUZZ_EXTRA_jsonpath := $(FUZZ_BUILD)/src/cli/jsonpath.o
 .SECONDEXPANSION:
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_OBJ) $$(FUZZ_EXTRA_$$*)

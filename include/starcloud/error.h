@@ -21,7 +21,8 @@
 	X(UNAVAIL, "service unavailable")                                                          \
 	X(FENCED, "no longer the leader (write fenced)")                                           \
 	X(NOSPACE, "no space left on the storage device")                                          \
-	X(UNSURE, "the store did not answer: the change may or may not have been made")
+	X(UNSURE, "the store did not answer: the change may or may not have been made")            \
+	X(CANCELED, "cancelled")
 
 enum {
 	SC_OK = 0,

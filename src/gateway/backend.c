@@ -221,6 +221,8 @@ static void probe_done(sc_hcli_req_t *r, int err, void *ud)
 {
 	gw_backend_t *b = ud;
 	b->probing = 0;
+	if (err == SC_ECANCELED)
+		return; /* the client closed at shutdown: no verdict */
 	int ok = err == 0 && sc_hcli_status(r) == 200;
 	if (!b->gone && ok != b->ready) {
 		sc_log_info("replica %s (%s:%s) is %s", b->id, b->model, b->version,

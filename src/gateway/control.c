@@ -439,7 +439,7 @@ static void report_done(sc_hcli_req_t *r, int err, void *ud)
 		if (!quiet)
 			ct->scale_warned = now;
 	}
-	if ((err < 0 || status >= 300) && !quiet)
+	if ((err < 0 || status >= 300) && !quiet && err != SC_ECANCELED)
 		sc_log_warn("control plane: report to %s failed (%s)", rp->path,
 		            err < 0 ? sc_strerror(err) : "HTTP error");
 	free(rp->body);

@@ -75,6 +75,8 @@ static void decode_phase(gw_req_t *q, json_t *kv)
 static void pf_done(sc_hcli_req_t *up, int err, void *ud)
 {
 	gw_req_t *q = ud;
+	if (q->closed)
+		return; /* req_release cancelled the prefill */
 	q->up = NULL;
 	int st = err < 0 ? -1 : q->up_status;
 	if (st >= 400 && st < 500) {

@@ -231,8 +231,10 @@ static void req_release(gw_req_t *q)
 	if (q->pd_ops)
 		q->pd_ops->release(q);
 	if (q->up) {
-		sc_hcli_cancel(q->up);
+		/* up_done runs inside (SC_ECANCELED) and sees q closed. */
+		sc_hcli_req_t *up = q->up;
 		q->up = NULL;
+		sc_hcli_cancel(up);
 	}
 	if (q->be && q->held) {
 		q->held = 0;
@@ -548,10 +550,10 @@ static int up_data_stream(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
 	if (gone && !q->passthru)
 		return 1;
 	if (gone || (q->stream && q->sse.len && pump_events(q))) {
-		/* The client is gone or cannot keep up: end it all. The
-		 * returned 1 cancels the upstream request (no on_done). */
+		/* The client is gone or cannot keep up: end it all.
+		 * req_release cancels the upstream request (its on_done
+		 * runs there and finds q closed). */
 		if (!q->closed) {
-			q->up = NULL;
 			sc__gw_attempt_end(q, 0);
 			if (q->hr && q->passthru)
 				sc_http_abort(q->hr);
@@ -673,7 +675,11 @@ static int model_gone(const gw_req_t *q)
 static void up_done(sc_hcli_req_t *up, int err, void *ud)
 {
 	gw_req_t *q = ud;
+	if (q->closed)
+		return; /* req_release cancelled the attempt: nothing is left to do */
 	q->up = NULL;
+	/* SC_ECANCELED here: up_data_stream stopped a buffered answer over
+	 * the limit, a failed attempt like any other. */
 	q->free_retry = err < 0 && up && !sc_hcli_reached(up);
 	if (q->passthru && q->started) {
 		passthru_done(q, err);

@@ -18,6 +18,7 @@
 #include "base/version.h"
 #include "gateway/gw_int.h"
 #include "net/otel.h"
+#include "starcloud/error.h"
 
 #define MAX_PENDING 8192
 #define BATCH 512
@@ -129,6 +130,8 @@ void sc__gw_span_end(sc_gw_t *gw, const gw_span_t *s, const char *name, int kind
 
 static void export_done(sc_hcli_req_t *r, int err, void *ud)
 {
+	if (err == SC_ECANCELED)
+		return; /* shutting down */
 	if (err < 0 || sc_hcli_status(r) >= 300)
 		sc_log_warn("otlp export failed: %s", err < 0 ? "connection error" : "HTTP error");
 }

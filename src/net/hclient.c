@@ -10,112 +10,31 @@
  * cancel its request or start new ones, so the parser callbacks check the
  * request's `cancelled` flag and stop the parser instead of touching freed
  * memory: a cancelled request is only freed once the read callback that is
- * running has unwound (see conn_after_parse). */
+ * running has unwound (see conn_after_parse).
+ *
+ * Every request that started ends with exactly one on_done: req_done is
+ * the only place that calls it, and its `done` flag makes a second call
+ * (a cancel from inside on_done, a close after a cancel) a no-op. */
 #include "net/hclient.h"
+#include "net/hurl.h"
 #include "net/tls.h"
-#include "base/parse.h"
 #include "base/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include <http_parser.h>
-
 #include "base/httphead.h"
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 
-#define MAX_HOST 64
-#define MAX_RESP_HEADERS 64
-#define READ_SLAB (64 * 1024)
-#define REQ_POOL 512
-#define REQ_KEEP_BYTES (64u << 10)
-
-typedef struct hc_conn hc_conn_t;
-
-typedef struct hc_pool {
-	char host[MAX_HOST];
-	int port;
-	int tls;         /* https:// */
-	hc_conn_t *idle; /* singly linked through next_idle */
-	size_t nidle;
-	struct hc_pool *next;
-} hc_pool_t;
-
-struct sc_hcli {
-	uv_loop_t *loop;
-	sc_hcli_opts_t opts;
-	hc_pool_t *pools;
-	hc_conn_t *conns; /* every open connection, for sc_hcli_close */
-	size_t nconns;
-	sc_hcli_req_t *pool; /* finished requests kept for reuse */
-	size_t npool;
-	int closing;
-	sc_tls_ctx_t *tls; /* borrowed: for https:// URLs, or NULL */
-};
-
-enum { HDR_NONE, HDR_FIELD, HDR_VALUE };
-
-struct sc_hcli_req {
-	sc_hcli_t *c;
-	hc_conn_t *conn;
-	hc_pool_t *pool;
-	sc_buf_t out; /* the serialized request, kept for one resend */
-	sc_hcli_cbs_t cbs;
-	void *ud;
-	uint64_t timeout_ms, idle_timeout_ms;
-	int status;
-	sc_buf_t hdrs; /* "name\0value\0" */
-	size_t hdr_off[MAX_RESP_HEADERS][2];
-	size_t nhdrs;
-	int hdr_state;
-	int got_bytes; /* any byte of the answer arrived */
-	int reached;   /* written on an open connection */
-	int resent;    /* already resent after a stale connection */
-	int cancelled;
-	int complete;
-	int in_parse;             /* inside the parser: free later */
-	int no_body;              /* a HEAD request: the answer's length has no body */
-	uint64_t last_io;         /* loop time of the last write or read (inactivity) */
-	sc_hcli_req_t *next_free; /* in sc_hcli_t.pool */
-};
-
-struct hc_conn {
-	uv_tcp_t tcp;
-	uv_timer_t timer;
-	uv_connect_t connect;
-	sc_hcli_t *c;
-	hc_pool_t *pool;
-	sc_hcli_req_t *req;
-	hc_conn_t *next_idle;
-	hc_conn_t *prev, *next; /* all connections */
-	http_parser parser;
-	int connected;
-	int reading; /* uv_read_start is in effect (it stays so) */
-	int reused;
-	int in_pool;
-	int closing;
-	int handles;
-	int deferred_err;       /* error to deliver from the timer (sync failures) */
-	uint64_t due;           /* loop time the timer is armed for; 0 = not armed */
-	uint64_t connect_until; /* connect phase: give up then */
-	uint64_t idle_until;    /* idle in its pool: close then */
-	sc_tls_t *tls;          /* https: the session (net/tls.h) */
-};
-
-typedef struct hc_write {
-	uv_write_t w;
-	hc_conn_t *conn;
-	char data[];
-} hc_write_t;
+#include "net/hclient_int.h"
 
 static void conn_close(hc_conn_t *k);
 static void conn_arm(hc_conn_t *k);
 static void req_fail(sc_hcli_req_t *r, int err);
 static int req_send(sc_hcli_req_t *r, int fresh);
-static int parse_url(const char *url, char *host, size_t hostsz, int *port, const char **path,
-                     int *tls);
+static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res);
 
 /* ---------------------------------------------------------------------
  * URLs and pools
@@ -123,52 +42,27 @@ static int parse_url(const char *url, char *host, size_t hostsz, int *port, cons
 
 int sc_hcli_parse_url(const char *url, char *host, size_t hostsz, int *port, const char **path)
 {
-	int tls;
-	return parse_url(url, host, hostsz, port, path, &tls);
-}
-
-static int parse_url(const char *url, char *host, size_t hostsz, int *port, const char **path,
-                     int *tls)
-{
-	*tls = strncmp(url, "https://", 8) == 0;
-	if (!*tls && strncmp(url, "http://", 7) != 0)
+	sc_hurl_t u;
+	if (sc_hurl_parse(url, &u) < 0 || strlen(u.host) >= hostsz)
 		return SC_EINVAL;
-	const char *h = url + (*tls ? 8 : 7);
-	size_t hl = strcspn(h, ":/?");
-	if (hl == 0 || hl >= hostsz)
-		return SC_EINVAL;
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	const char *p = h + hl;
-	*port = *tls ? 443 : 80;
-	if (*p == ':') {
-		uint64_t v;
-		const char *end = p + 1;
-		if (sc_parse_digits(&end, 65535, &v) < 0 || v < 1)
-			return SC_EINVAL;
-		*port = (int)v;
-		p = end;
-	}
-	if (*p && *p != '/' && *p != '?')
-		return SC_EINVAL;
-	*path = *p ? p : "/";
-	if (strcmp(host, "localhost") == 0)
-		snprintf(host, hostsz, "127.0.0.1");
-	struct sockaddr_in sa;
-	if (uv_ip4_addr(host, *port, &sa) < 0)
-		return SC_EINVAL;
+	memcpy(host, u.host, strlen(u.host) + 1);
+	*port = u.port;
+	*path = u.path;
 	return 0;
 }
 
-static hc_pool_t *pool_get(sc_hcli_t *c, const char *host, int port, int tls)
+static hc_pool_t *pool_get(sc_hcli_t *c, const sc_hurl_t *u)
 {
 	for (hc_pool_t *p = c->pools; p; p = p->next)
-		if (p->port == port && p->tls == tls && strcmp(p->host, host) == 0)
+		if (p->port == u->port && p->tls == u->tls && strcmp(p->host, u->host) == 0)
 			return p;
 	hc_pool_t *p = sc_xcalloc(1, sizeof(*p));
-	snprintf(p->host, sizeof(p->host), "%s", host);
-	p->port = port;
-	p->tls = tls;
+	memcpy(p->host, u->host, sizeof(p->host));
+	sc_hurl_authority(u, p->authority, sizeof(p->authority));
+	p->port = u->port;
+	p->tls = u->tls;
+	p->literal = u->literal;
+	p->addr = u->addr;
 	p->next = c->pools;
 	c->pools = p;
 	return p;
@@ -191,9 +85,10 @@ static void pool_remove_idle(hc_pool_t *p, hc_conn_t *k)
  * Connections
  * ------------------------------------------------------------------- */
 
-static void on_conn_handle_closed(uv_handle_t *h)
+/* One of the connection's handles (or its resolution) is over; the last
+ * frees it, and the client too once it is closing and this was the last. */
+static void conn_unref(hc_conn_t *k)
 {
-	hc_conn_t *k = h->data;
 	if (--k->handles > 0)
 		return;
 	sc_hcli_t *c = k->c;
@@ -208,6 +103,11 @@ static void on_conn_handle_closed(uv_handle_t *h)
 		}
 		free(c);
 	}
+}
+
+static void on_conn_handle_closed(uv_handle_t *h)
+{
+	conn_unref(h->data);
 }
 
 /* Closes a connection wherever it is (idle in its pool or detached). */
@@ -227,6 +127,8 @@ static void conn_close(hc_conn_t *k)
 	if (k->next)
 		k->next->prev = k->prev;
 	k->prev = k->next = NULL;
+	if (k->resolving)
+		uv_cancel((uv_req_t *)&k->gai); /* on_resolved still runs */
 	uv_close((uv_handle_t *)&k->tcp, on_conn_handle_closed);
 	uv_close((uv_handle_t *)&k->timer, on_conn_handle_closed);
 }
@@ -265,7 +167,7 @@ static hc_conn_t *conn_new(sc_hcli_t *c, hc_pool_t *p)
 	k->pool = p;
 	uv_tcp_init(c->loop, &k->tcp);
 	uv_timer_init(c->loop, &k->timer);
-	k->tcp.data = k->timer.data = k->connect.data = k;
+	k->tcp.data = k->timer.data = k->connect.data = k->gai.data = k;
 	k->handles = 2;
 	if (p->tls)
 		k->tls = sc_tls_new(c->tls, 0, p->host); /* NULL: fails at the write */
@@ -276,102 +178,6 @@ static hc_conn_t *conn_new(sc_hcli_t *c, hc_pool_t *p)
 	c->nconns++;
 	return k;
 }
-
-/* ---------------------------------------------------------------------
- * Response parsing
- * ------------------------------------------------------------------- */
-
-static int rp_header_field(http_parser *hp, const char *at, size_t len)
-{
-	sc_hcli_req_t *r = ((hc_conn_t *)hp->data)->req;
-	if (!r || r->cancelled)
-		return 1;
-	if (r->hdrs.len + len + 2 > r->c->opts.max_header_bytes)
-		return 1;
-	if (r->hdr_state != HDR_FIELD) {
-		if (r->hdr_state == HDR_VALUE)
-			sc_buf_append(&r->hdrs, "", 1);
-		if (r->nhdrs == MAX_RESP_HEADERS)
-			return 1;
-		r->hdr_off[r->nhdrs][0] = r->hdrs.len;
-		r->nhdrs++;
-	}
-	r->hdr_state = HDR_FIELD;
-	return sc_buf_append(&r->hdrs, at, len) < 0;
-}
-
-static int rp_header_value(http_parser *hp, const char *at, size_t len)
-{
-	sc_hcli_req_t *r = ((hc_conn_t *)hp->data)->req;
-	if (!r || r->cancelled || r->nhdrs == 0)
-		return 1;
-	if (r->hdrs.len + len + 2 > r->c->opts.max_header_bytes)
-		return 1;
-	if (r->hdr_state != HDR_VALUE) {
-		sc_buf_append(&r->hdrs, "", 1);
-		r->hdr_off[r->nhdrs - 1][1] = r->hdrs.len;
-	}
-	r->hdr_state = HDR_VALUE;
-	return sc_buf_append(&r->hdrs, at, len) < 0;
-}
-
-static int rp_headers_complete(http_parser *hp)
-{
-	sc_hcli_req_t *r = ((hc_conn_t *)hp->data)->req;
-	if (!r || r->cancelled)
-		return -1;
-	if (r->hdr_state == HDR_VALUE)
-		sc_buf_append(&r->hdrs, "", 1);
-	else if (r->hdr_state == HDR_FIELD) {
-		sc_buf_append(&r->hdrs, "", 1);
-		r->hdr_off[r->nhdrs - 1][1] = r->hdrs.len;
-		sc_buf_append(&r->hdrs, "", 1);
-	}
-	r->hdr_state = HDR_NONE;
-	if (hp->status_code < 100 || hp->status_code > 599)
-		return -1; /* "HTTP/1.1 2 OK" is no answer: a malformed one (SC_EPARSE) */
-	r->status = hp->status_code;
-	if (r->status == 100) /* interim answer: wait for the real one */
-		return 0;
-	if (r->cbs.on_head && r->cbs.on_head(r, r->status, r->ud))
-		r->cancelled = 1;
-	return r->cancelled ? -1 : 0;
-}
-
-static int rp_body(http_parser *hp, const char *at, size_t len)
-{
-	sc_hcli_req_t *r = ((hc_conn_t *)hp->data)->req;
-	if (!r || r->cancelled)
-		return 1;
-	if (r->cbs.on_data && r->cbs.on_data(r, at, len, r->ud))
-		r->cancelled = 1;
-	return r->cancelled;
-}
-
-static int rp_message_complete(http_parser *hp)
-{
-	hc_conn_t *k = hp->data;
-	sc_hcli_req_t *r = k->req;
-	if (!r || r->cancelled)
-		return 1;
-	if (r->status == 100) {
-		r->status = 0;
-		r->nhdrs = 0;
-		sc_buf_reset(&r->hdrs);
-		return 0;
-	}
-	r->complete = 1;
-	http_parser_pause(hp, 1);
-	return 0;
-}
-
-static const http_parser_settings rp_settings = {
-    .on_header_field = rp_header_field,
-    .on_header_value = rp_header_value,
-    .on_headers_complete = rp_headers_complete,
-    .on_body = rp_body,
-    .on_message_complete = rp_message_complete,
-};
 
 /* ---------------------------------------------------------------------
  * Requests
@@ -425,12 +231,22 @@ static void pool_free_reqs(sc_hcli_t *c)
 	c->npool = 0;
 }
 
+/* Calls on_done once in the request's life (the flag is set first: a
+ * cancel from inside on_done is then a no-op). */
+static void req_done(sc_hcli_req_t *r, int err)
+{
+	if (r->done)
+		return;
+	r->done = 1;
+	if (r->cbs.on_done)
+		r->cbs.on_done(r, err, r->ud);
+}
+
 /* Ends a request with on_done(err) and frees it. The connection has been
  * detached (released or closed) by the caller. */
 static void req_finish(sc_hcli_req_t *r, int err)
 {
-	if (!r->cancelled && r->cbs.on_done)
-		r->cbs.on_done(r, err, r->ud);
+	req_done(r, r->cancelled ? SC_ECANCELED : err);
 	req_free(r);
 }
 
@@ -530,7 +346,7 @@ static void conn_after_parse(hc_conn_t *k, sc_hcli_req_t *r, int keep)
 		r->conn = NULL;
 		k->req = NULL;
 		conn_release(k, 0);
-		req_free(r);
+		req_finish(r, SC_ECANCELED); /* on_done ran already if cancelled by the API */
 		return;
 	}
 	if (!r->complete)
@@ -538,18 +354,6 @@ static void conn_after_parse(hc_conn_t *k, sc_hcli_req_t *r, int keep)
 	r->conn = NULL;
 	conn_release(k, keep);
 	req_finish(r, 0);
-}
-
-/* Stores a field the way the parser callbacks do ("name\0value\0"). */
-static void keep_field(sc_hcli_req_t *r, const sc_hfield_t *f)
-{
-	r->hdr_off[r->nhdrs][0] = r->hdrs.len;
-	sc_buf_append(&r->hdrs, f->name, f->nlen);
-	sc_buf_append(&r->hdrs, "", 1);
-	r->hdr_off[r->nhdrs][1] = r->hdrs.len;
-	sc_buf_append(&r->hdrs, f->value, f->vlen);
-	sc_buf_append(&r->hdrs, "", 1);
-	r->nhdrs++;
 }
 
 /* The common answer, simple (base/httphead.h) and whole in its first read,
@@ -563,7 +367,7 @@ static int read_simple(hc_conn_t *k, sc_hcli_req_t *r, const char *buf, size_t n
 	    h.head_len + h.body_len != n || h.nfields > MAX_RESP_HEADERS)
 		return 0;
 	for (size_t i = 0; i < h.nfields; i++)
-		keep_field(r, &h.fields[i]);
+		sc__hc_keep_field(r, &h.fields[i]);
 	r->got_bytes = 1;
 	r->last_io = uv_now(r->c->loop);
 	r->status = h.status;
@@ -626,7 +430,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 		if (n == UV_EOF && r->got_bytes) {
 			/* A close-delimited body ends at EOF. */
 			r->in_parse = 1;
-			http_parser_execute(&k->parser, &rp_settings, NULL, 0);
+			http_parser_execute(&k->parser, &sc__hc_rp_settings, NULL, 0);
 			r->in_parse = 0;
 			if (r->complete && !r->cancelled) {
 				r->conn = NULL;
@@ -657,7 +461,7 @@ static void on_plain(hc_conn_t *k, sc_hcli_req_t *r, const char *data, size_t n)
 	if (first && r->idle_timeout_ms && (!r->timeout_ms || r->idle_timeout_ms < r->timeout_ms))
 		conn_arm(k);
 	r->in_parse = 1;
-	size_t used = http_parser_execute(&k->parser, &rp_settings, data, n);
+	size_t used = http_parser_execute(&k->parser, &sc__hc_rp_settings, data, n);
 	enum http_errno e = HTTP_PARSER_ERRNO(&k->parser);
 	if (r->cancelled || r->complete) {
 		/* Bytes after a complete answer mean the server is confused:
@@ -771,6 +575,37 @@ static void on_connect(uv_connect_t *cr, int status)
 	conn_write_req(k, r);
 }
 
+/* Connects a new connection to addr; a failure to start is reported from
+ * the timer (callbacks never run inside sc_hcli_start). */
+static void conn_dial(hc_conn_t *k, const struct sockaddr *addr)
+{
+	if (uv_tcp_connect(&k->connect, &k->tcp, addr, on_connect) < 0)
+		k->deferred_err = SC_EIO;
+	conn_arm(k);
+}
+
+/* A name resolved (or not): dial its first address. A resolver that does
+ * not answer is cut off by the connect limit (the connection closes and
+ * uv_cancel makes this run with UV_EAI_CANCELED). */
+static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
+{
+	hc_conn_t *k = g->data;
+	k->resolving = 0;
+	if (k->closing || !k->req) {
+		uv_freeaddrinfo(res);
+		if (!k->closing)
+			conn_close(k);
+		conn_unref(k);
+		return;
+	}
+	k->handles--; /* the tcp and timer handles still hold it */
+	if (status < 0 || !res)
+		req_fail(k->req, SC_EIO);
+	else
+		conn_dial(k, res->ai_addr);
+	uv_freeaddrinfo(res);
+}
+
 /* Sends r on an idle pooled connection, or on a new one when fresh is set
  * or none is idle. */
 static int req_send(sc_hcli_req_t *r, int fresh)
@@ -793,22 +628,31 @@ static int req_send(sc_hcli_req_t *r, int fresh)
 	k = conn_new(c, p);
 	k->req = r;
 	r->conn = k;
-	struct sockaddr_in sa;
-	uv_ip4_addr(p->host, p->port, &sa);
-	if (uv_tcp_connect(&k->connect, &k->tcp, (const struct sockaddr *)&sa, on_connect) < 0) {
-		k->deferred_err = SC_EIO;
-		conn_arm(k);
-		return 0;
-	}
+	/* The connect limit covers a name's resolution too. */
 	uint64_t t = c->opts.connect_timeout_ms;
 	if (r->timeout_ms && r->timeout_ms < t)
 		t = r->timeout_ms;
 	k->connect_until = uv_now(c->loop) + t;
+	if (p->literal) {
+		conn_dial(k, (const struct sockaddr *)&p->addr);
+		return 0;
+	}
+	char port[8];
+	snprintf(port, sizeof(port), "%d", p->port);
+	struct addrinfo hints = {
+	    .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
+	if (uv_getaddrinfo(c->loop, &k->gai, on_resolved, p->host, port, &hints) < 0) {
+		k->deferred_err = SC_EIO;
+		conn_arm(k);
+		return 0;
+	}
+	k->resolving = 1;
+	k->handles++;
 	conn_arm(k);
 	return 0;
 }
 
-static int build_request(sc_hcli_req_t *r, const sc_hcli_call_t *call, const char *host, int port,
+static int build_request(sc_hcli_req_t *r, const sc_hcli_call_t *call, const hc_pool_t *p,
                          const char *path)
 {
 	/* Built piece by piece: this runs for every proxied request. */
@@ -818,10 +662,13 @@ static int build_request(sc_hcli_req_t *r, const sc_hcli_call_t *call, const cha
 	rc |= sc_buf_append(o, " ", 1);
 	rc |= sc_buf_puts(o, path);
 	rc |= sc_buf_puts(o, " HTTP/1.1\r\nHost: ");
-	rc |= sc_buf_puts(o, host);
-	rc |= sc_buf_append(o, ":", 1);
-	rc |= sc_buf_putu(o, (unsigned long long)port);
+	rc |= sc_buf_puts(o, p->authority);
 	rc |= sc_buf_append(o, "\r\n", 2);
+	if (r->c->opts.user_agent) {
+		rc |= sc_buf_puts(o, "User-Agent: ");
+		rc |= sc_buf_puts(o, r->c->opts.user_agent);
+		rc |= sc_buf_append(o, "\r\n", 2);
+	}
 	if (rc == 0 && call->headers)
 		rc = sc_buf_puts(o, call->headers);
 	if (rc == 0 && (call->body || strcmp(call->method, "POST") == 0 ||
@@ -842,14 +689,11 @@ static int build_request(sc_hcli_req_t *r, const sc_hcli_call_t *call, const cha
 
 int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out)
 {
-	char host[MAX_HOST];
-	int port;
-	const char *path;
-	int tls;
-	int rc = parse_url(call->url, host, sizeof(host), &port, &path, &tls);
+	sc_hurl_t u;
+	int rc = sc_hurl_parse(call->url, &u);
 	if (rc < 0)
 		return rc;
-	if (tls && !c->tls)
+	if (u.tls && !c->tls)
 		return SC_EINVAL; /* https:// without sc_hcli_set_tls */
 	if (c->closing)
 		return SC_EIO;
@@ -860,12 +704,12 @@ int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out)
 	r->timeout_ms = call->timeout_ms;
 	r->idle_timeout_ms = call->idle_timeout_ms;
 	r->no_body = strcmp(call->method, "HEAD") == 0;
-	rc = build_request(r, call, host, port, path);
+	r->pool = pool_get(c, &u);
+	rc = build_request(r, call, r->pool, u.path);
 	if (rc < 0) {
 		req_free(r);
 		return rc;
 	}
-	r->pool = pool_get(c, host, port, tls);
 	if (out)
 		*out = r;
 	return req_send(r, 0);
@@ -878,18 +722,22 @@ void sc_hcli_set_tls(sc_hcli_t *c, sc_tls_ctx_t *ctx)
 
 void sc_hcli_cancel(sc_hcli_req_t *r)
 {
-	if (!r || r->cancelled)
+	if (!r || r->cancelled || r->done)
 		return;
 	r->cancelled = 1;
-	if (r->in_parse)
-		return; /* conn_after_parse frees it */
-	hc_conn_t *k = r->conn;
-	r->conn = NULL;
-	if (k) {
-		k->req = NULL;
-		conn_release(k, 0);
+	if (!r->in_parse) {
+		/* Inside a callback of r the connection stays attached until the
+		 * parser unwinds (conn_after_parse releases it and frees r). */
+		hc_conn_t *k = r->conn;
+		r->conn = NULL;
+		if (k) {
+			k->req = NULL;
+			conn_release(k, 0);
+		}
 	}
-	req_free(r);
+	req_done(r, SC_ECANCELED);
+	if (!r->in_parse)
+		req_free(r);
 }
 
 int sc_hcli_reached(const sc_hcli_req_t *r)
@@ -930,6 +778,7 @@ sc_hcli_t *sc_hcli_new(uv_loop_t *loop, const sc_hcli_opts_t *opts)
 			c->opts.idle_close_ms = opts->idle_close_ms;
 		if (opts->connect_timeout_ms)
 			c->opts.connect_timeout_ms = opts->connect_timeout_ms;
+		c->opts.user_agent = opts->user_agent;
 	}
 	return c;
 }
@@ -940,16 +789,20 @@ void sc_hcli_close(sc_hcli_t *c)
 		return;
 	c->closing = 1;
 	pool_free_reqs(c);
+	/* Every request in flight is attached to a connection: each ends with
+	 * on_done(SC_ECANCELED). Those callbacks may cancel other requests
+	 * (their connections leave the list) but cannot start new ones. */
 	while (c->conns) {
 		hc_conn_t *k = c->conns;
 		sc_hcli_req_t *r = k->req;
-		if (r) {
-			r->cancelled = 1;
-			r->conn = NULL;
-			if (!r->in_parse)
-				req_free(r);
-		}
 		conn_close(k);
+		if (!r)
+			continue;
+		r->cancelled = 1;
+		r->conn = NULL;
+		req_done(r, SC_ECANCELED);
+		if (!r->in_parse)
+			req_free(r);
 	}
 	if (c->nconns == 0) {
 		while (c->pools) {

@@ -8,17 +8,27 @@
  * events pass straight through), and on_done exactly once at the end.
  * After on_done returns the request object is gone.
  *
+ * Exactly once means every way a request can end: complete, failed, timed
+ * out, cancelled with sc_hcli_cancel, stopped by a callback's non-zero
+ * return, or cut off by sc_hcli_close. The last three give SC_ECANCELED.
+ * This is the one async HTTP client of the daemons (docs/ARCHITECTURE.md);
+ * net/hfetch.h is its buffered form for control-plane calls.
+ *
  * A connection taken from the pool may have been closed by the server while
  * idle; when such a connection fails before any byte of the answer came
  * back, the request is sent once more on a fresh connection (what nginx and
  * Envoy do), so callers never see a stale keep-alive as a backend failure.
  *
- * Only IPv4 literals and "localhost" are accepted as hosts: the platform's
- * daemons talk to each other by address, and no resolver runs on the loop.
+ * Hosts (net/hurl.h): IPv4 literals, IPv6 literals in brackets, and names,
+ * resolved with uv_getaddrinfo (libuv's thread pool) when a new connection
+ * is opened; keep-alive makes that rare. https:// goes through OpenSSL
+ * (net/tls.h) with the context given to sc_hcli_set_tls.
  *
  * Errors given to on_done: 0 complete; SC_EIO connection refused, reset or
- * closed early; SC_ELIMIT the inactivity timeout fired; SC_ETOOBIG the
- * response headers passed the limit; SC_EPARSE a malformed response. */
+ * closed early, a name that does not resolve, a TLS failure; SC_ELIMIT the
+ * connect or inactivity timeout fired; SC_ETOOBIG the response headers
+ * passed the limit; SC_EPARSE a malformed response; SC_ECANCELED see
+ * above. */
 #ifndef SC_NET_HCLIENT_H
 #define SC_NET_HCLIENT_H
 
@@ -35,11 +45,14 @@ typedef struct sc_hcli_opts {
 	size_t max_idle_per_host;    /* idle keep-alive connections kept; default 64 */
 	size_t max_header_bytes;     /* response status line + headers; default 16 KiB */
 	uint64_t idle_close_ms;      /* idle pooled connection closed after; default 30 s */
-	uint64_t connect_timeout_ms; /* default 2 s */
+	uint64_t connect_timeout_ms; /* default 2 s; covers resolving a name */
+	const char *user_agent;      /* sent with every request when set (borrowed: a
+	                                literal such as SC_USER_AGENT("agent")) */
 } sc_hcli_opts_t;
 
-/* Return non-zero from on_head or on_data to stop reading (the request is
- * then cancelled: no further callback, on_done included). */
+/* Return non-zero from on_head or on_data to stop reading: the request is
+ * then cancelled, and on_done(SC_ECANCELED) follows once the callback has
+ * returned (the connection is closed, never reused). */
 typedef struct sc_hcli_cbs {
 	int (*on_head)(sc_hcli_req_t *r, int status, void *ud);
 	int (*on_data)(sc_hcli_req_t *r, const char *data, size_t len, void *ud);
@@ -62,18 +75,25 @@ typedef struct sc_hcli_call {
 
 /* Creates a client on loop (borrowed); opts may be NULL for defaults. */
 sc_hcli_t *sc_hcli_new(uv_loop_t *loop, const sc_hcli_opts_t *opts);
-/* Cancels every request (without callbacks) and closes every connection;
- * memory is released once libuv has closed the handles. Accepts NULL. */
+/* Ends every request in flight with on_done(SC_ECANCELED) and closes every
+ * connection; memory is released once libuv has closed the handles. Those
+ * on_done calls may cancel requests but not start any (sc_hcli_start says
+ * SC_EIO from now on). Accepts NULL. */
 void sc_hcli_close(sc_hcli_t *c);
 
 /* Starts a request. On success *out (may be NULL) is the request, valid
- * until on_done returns or sc_hcli_cancel. SC_EINVAL for a bad URL. The
- * callbacks never run before sc_hcli_start has returned. */
+ * until on_done returns. SC_EINVAL for a bad URL, SC_EIO once the client
+ * is closing: a request that did not start gets no callback. The callbacks
+ * never run before sc_hcli_start has returned. */
 int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out);
 /* https:// URLs go through TLS with ctx (a client context, net/tls.h;
  * borrowed, must outlive the client); without it they are SC_EINVAL. */
 void sc_hcli_set_tls(sc_hcli_t *c, sc_tls_ctx_t *ctx);
-/* Abandons a request: its connection is closed, no callback runs. */
+/* Abandons a request: its connection is closed and on_done(SC_ECANCELED)
+ * runs before this returns (nothing when on_done already ran or is
+ * running: a cancel from inside on_done is harmless). Called from inside
+ * r's own on_head/on_data, on_done runs at once too; the callback's
+ * return value then no longer matters. Accepts NULL. */
 void sc_hcli_cancel(sc_hcli_req_t *r);
 
 /* The answer's status (0 before on_head) and a header (case-insensitive,
@@ -85,8 +105,9 @@ int sc_hcli_status(const sc_hcli_req_t *r);
 int sc_hcli_reached(const sc_hcli_req_t *r);
 const char *sc_hcli_header(const sc_hcli_req_t *r, const char *name);
 
-/* Splits http(s)://HOST:PORT/path into its parts (port defaults to 80/443).
- * Returns SC_EINVAL for anything else. */
+/* Splits http(s)://HOST:PORT/path into its parts (port defaults to 80/443;
+ * an IPv6 host comes without its brackets). Returns SC_EINVAL for anything
+ * else (net/hurl.h). */
 int sc_hcli_parse_url(const char *url, char *host, size_t hostsz, int *port, const char **path);
 
 #endif

@@ -13,8 +13,9 @@
  *
  * The fetch uses the loop's HTTP client (net/hclient.h); a reader that goes
  * away cancels it, and a reader that does not keep up is cut off like a
- * slow watcher. Log bytes do cross the control plane now: a server serves
- * a few readers at a time, not a log pipeline (docs/SECURITY.md). */
+ * slow watcher. A logreq lives exactly as long as its fetch: the fetch's
+ * one on_done (whatever ended it) frees it. Log bytes do cross the control plane now: a server
+ * serves a few readers at a time, not a log pipeline (docs/SECURITY.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +39,8 @@ struct sc_logproxy {
 struct logreq {
 	logreq_t *prev, *next;
 	sc_server_t *s;
-	sc_http_req_t *r; /* NULL once the reader is gone or answered */
-	sc_hcli_req_t *up;
+	sc_http_req_t *r;  /* NULL once the reader is gone or answered */
+	sc_hcli_req_t *up; /* the fetch: in flight as long as this exists */
 	int started;
 	char where[600]; /* node and address, for messages */
 	char node[SC_MAX_NAME + 1];
@@ -79,13 +80,12 @@ void sc__logs_close(sc_server_t *s)
 		return;
 	/* Readers' connections are closed by the HTTP server (their close
 	 * callbacks free nothing of ours once we are gone). */
-	for (logreq_t *lr = lp->head, *next; lr; lr = next) {
-		next = lr->next;
+	for (logreq_t *lr = lp->head; lr; lr = lr->next) {
 		if (lr->r)
 			sc_http_on_close(lr->r, NULL, NULL);
-		free(lr);
+		lr->r = NULL;
 	}
-	sc_hcli_close(lp->cli); /* cancels the fetches, without callbacks */
+	sc_hcli_close(lp->cli); /* each fetch's on_done frees its logreq */
 	free(lp);
 	s->logs = NULL;
 }
@@ -95,9 +95,7 @@ static void on_reader_close(sc_http_req_t *r, void *ud)
 {
 	logreq_t *lr = ud;
 	lr->r = NULL;
-	if (lr->up)
-		sc_hcli_cancel(lr->up);
-	lr_free(lr);
+	sc_hcli_cancel(lr->up); /* on_done frees lr */
 }
 
 static int on_head(sc_hcli_req_t *up, int status, void *ud)
@@ -117,9 +115,8 @@ static int on_head(sc_hcli_req_t *up, int status, void *ud)
 	else
 		sc__api_error(lr->r, 502, "BadGateway", NULL,
 		              "the agent of %s answered %d to the server", lr->where, status);
-	lr->up = NULL; /* cancelled by our return value */
-	lr_free(lr);
-	return 1;
+	lr->r = NULL;
+	return 1; /* stops the fetch: on_done frees lr */
 }
 
 static int on_data(sc_hcli_req_t *up, const char *data, size_t len, void *ud)
@@ -129,15 +126,16 @@ static int on_data(sc_hcli_req_t *up, const char *data, size_t len, void *ud)
 		return 0;
 	/* The reader does not keep up: cut it off, as a slow watcher is. */
 	sc_http_stream_end(lr->r);
-	lr->up = NULL;
-	lr_free(lr);
+	lr->r = NULL;
 	return 1;
 }
 
 static void on_done(sc_hcli_req_t *up, int err, void *ud)
 {
 	logreq_t *lr = ud;
-	if (lr->started)
+	if (!lr->r)
+		; /* answered already, or the reader is gone */
+	else if (lr->started)
 		sc_http_stream_end(lr->r);
 	else
 		sc__api_error(lr->r, 502, "BadGateway", NULL,
