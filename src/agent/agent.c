@@ -53,18 +53,22 @@ static void sc__agent_next_server(sc_agent_t *a)
 }
 
 static void request(sc_agent_t *a, const char *method, const char *url, json_t *body,
-                    sc_httpc_done_fn done, sc_httpc_req_t **out)
+                    sc_hfetch_done_fn done, sc_hcli_req_t **out)
 {
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	sc_httpc_opts_t o = {.method = method,
-	                     .url = url,
-	                     .token = a->o.token,
-	                     .body = text,
-	                     .body_len = text ? strlen(text) : 0,
-	                     .timeout_ms = (long)(a->o.heartbeat_ms * 2 + 1000),
-	                     .done = done,
-	                     .ud = a};
-	sc_httpc_req_t *r = sc_httpc_start(a->http, &o);
+	sc_hfetch_t o = {.method = method,
+	                 .url = url,
+	                 .token = a->o.token,
+	                 .body = text,
+	                 .body_len = text ? strlen(text) : 0,
+	                 .timeout_ms = a->o.heartbeat_ms * 2 + 1000,
+	                 .done = done,
+	                 .ud = a};
+	sc_hcli_req_t *r = NULL;
+	if (sc_hfetch(a->http, &o, &r) < 0) {
+		sc_log_error("cannot send %s %s (a bad --server URL?)", method, url);
+		r = NULL;
+	}
 	if (out)
 		*out = r;
 	free(text);
@@ -113,6 +117,8 @@ static void on_report(int status, const char *body, size_t len, void *ud)
 {
 	sc_agent_t *a = ud;
 	a->report_req = NULL;
+	if (status == SC_ECANCELED)
+		return; /* the agent is stopping */
 	json_t *resp = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
 	int lost = json_is_true(json_object_get(resp, "leaseWasLost"));
 	const char *key = json_string_value(json_object_get(resp, "statusKey"));
@@ -271,6 +277,8 @@ static void on_register_timer(uv_timer_t *t);
 static void on_patched(int status, const char *body, size_t len, void *ud)
 {
 	sc_agent_t *a = ud;
+	if (status == SC_ECANCELED)
+		return; /* the agent is stopping */
 	if (status == 200) {
 		registered(a);
 		return;
@@ -284,6 +292,8 @@ static void on_created(int status, const char *body, size_t len, void *ud)
 {
 	sc_agent_t *a = ud;
 	char url[1024];
+	if (status == SC_ECANCELED)
+		return; /* the agent is stopping */
 	if (status == 201) {
 		registered(a);
 		return;
@@ -444,9 +454,25 @@ int sc_agent_main(int argc, char **argv)
 	a->server_idx = (size_t)-1;
 	sc__agent_next_server(a);
 	a->loop = uv_default_loop();
-	a->http = sc_xcheck(sc_httpc_new(a->loop));
-	sc_httpc_set_user_agent(a->http, SC_USER_AGENT("agent"));
-	sc_httpc_set_tls(a->http, a->o.ca, a->o.client_cert, a->o.client_key);
+	sc_hcli_opts_t hco = {.max_idle_per_host = 8, .user_agent = SC_USER_AGENT("agent")};
+	a->http = sc_xcheck(sc_hcli_new(a->loop, &hco));
+	char terr[512];
+	if (sc_tls_client_ctx(a->o.ca, a->o.client_cert, a->o.client_key, &a->tls_client, terr,
+	                      sizeof(terr)) < 0) {
+		fprintf(stderr, "starcloud agent: %s\n", terr);
+		sc_hcli_close(a->http);
+		free(a);
+		return 2;
+	}
+	sc_hcli_set_tls(a->http, a->tls_client);
+	sc_hcli_opts_t pco = {.max_idle_per_host = 2, .user_agent = SC_USER_AGENT("agent")};
+	sc_tls_pem_t no_verify = {.insecure = 1};
+	a->probe_http = sc_xcheck(sc_hcli_new(a->loop, &pco));
+	if (sc_tls_client_ctx_pem(&no_verify, &a->probe_tls, terr, sizeof(terr)) < 0) {
+		fprintf(stderr, "starcloud agent: probes: %s\n", terr);
+		return 2;
+	}
+	sc_hcli_set_tls(a->probe_http, a->probe_tls);
 	uv_timer_init(a->loop, &a->hb_timer);
 	uv_timer_init(a->loop, &a->report_timer);
 	a->report_cb = on_report_timer;
@@ -479,7 +505,8 @@ out:
 	uv_close((uv_handle_t *)&a->tick_timer, NULL);
 	uv_close((uv_handle_t *)&a->fence_timer, NULL);
 	sc__sync_free(a);
-	sc_httpc_free(a->http);
+	sc_hcli_close(a->http);
+	sc_hcli_close(a->probe_http);
 	uv_run(a->loop, UV_RUN_NOWAIT);
 	free_pods(a);
 	sc__devcg_close(a);
@@ -487,6 +514,8 @@ out:
 	sc_gpu_sampler_close(a->sampler);
 	json_decref(a->uids);
 	sc_tls_ctx_free(a->tls);
+	sc_tls_ctx_free(a->tls_client);
+	sc_tls_ctx_free(a->probe_tls);
 	free(a);
 	return rc;
 }

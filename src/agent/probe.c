@@ -45,7 +45,7 @@ struct attempt {
 	int type;
 	int done;
 	int handles;
-	sc_httpc_req_t *http;
+	sc_hcli_req_t *http;
 	uv_tcp_t tcp;
 	uv_connect_t conn;
 	uv_process_t proc;
@@ -104,6 +104,11 @@ static void on_http(int status, const char *body, size_t len, void *ud)
 {
 	attempt_t *at = ud;
 	char msg[96];
+	if (status == SC_ECANCELED && at->pr) {
+		/* The agent is closing its client: no verdict on the pod. */
+		at->pr->cur = NULL;
+		at->pr = NULL;
+	}
 	if (status < 0)
 		snprintf(msg, sizeof(msg), "http GET failed: %s", sc_strerror(status));
 	else
@@ -202,19 +207,16 @@ static void attempt_start(sc_probe_t *pr)
 	pr->cur = at;
 	if (pr->type == PT_HTTP) {
 		/* HTTPS as Kubernetes probes it: the pod's certificate is not
-		 * verified (it is named for its clients, not for 127.0.0.1). */
-		static const sc_httpc_tls_t no_verify = {.insecure = 1};
+		 * verified (it is named for its clients, not for 127.0.0.1), so
+		 * probes have a client of their own (agent.c: a->probe_http). */
 		snprintf(url, sizeof(url), "%s://127.0.0.1:%d%s", pr->https ? "https" : "http",
 		         pr->port, pr->path);
-		sc_httpc_opts_t o = {.url = url,
-		                     .tls = pr->https ? &no_verify : NULL,
-		                     .timeout_ms = (long)pr->timeout_ms,
-		                     .connect_timeout_ms = (long)pr->timeout_ms,
-		                     .max_body = 64 * 1024,
-		                     .done = on_http,
-		                     .ud = at};
-		at->http = sc_httpc_start(pr->p->a->http, &o);
-		if (!at->http)
+		sc_hfetch_t o = {.url = url,
+		                 .timeout_ms = pr->timeout_ms,
+		                 .max_body = 64 * 1024,
+		                 .done = on_http,
+		                 .ud = at};
+		if (sc_hfetch(pr->p->a->probe_http, &o, &at->http) < 0)
 			attempt_end(at, 0, "cannot start the http request");
 		return;
 	}
@@ -239,10 +241,8 @@ static void attempt_detach(sc_probe_t *pr)
 		return;
 	pr->cur = NULL;
 	at->pr = NULL;
-	if (at->type == PT_HTTP) {
-		sc_httpc_cancel(at->http);
-		free(at);
-	}
+	if (at->type == PT_HTTP)
+		sc_hcli_cancel(at->http); /* on_http frees it, reporting nothing */
 }
 
 /* ---- probe ------------------------------------------------------------- */

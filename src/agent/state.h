@@ -31,7 +31,7 @@
 #include "agent/podsec.h"
 #include "base/parse.h"
 #include "net/http.h"
-#include "net/httpc.h"
+#include "net/hfetch.h"
 #include "starcloud/manifest.h" /* SC_RESTART_* */
 #include "net/tlsflags.h"
 #include "starcloud/buf.h"
@@ -89,7 +89,7 @@ typedef struct sc_watch {
 	sc_agent_t *a;
 	const char *plural; /* "jobs" */
 	const char *kind;   /* "Job" */
-	sc_httpc_req_t *req;
+	sc_hcli_req_t *req;
 	sc_buf_t buf;                     /* partial line of the stream */
 	int64_t rev;                      /* last revision seen; 0: list first */
 	json_t *cache;                    /* name -> latest object (owned) */
@@ -104,7 +104,7 @@ struct sc_agent {
 	sc_agent_opts_t o;
 	sc_gpu_inv_t gpus;
 	sc_gpu_sampler_t *sampler; /* NVML for /metrics, NULL with declared GPUs */
-	sc_httpc_t *http;
+	sc_hcli_t *http;           /* the loop's HTTP client (net/hclient.h) */
 	sc_http_server_t *status;
 	sc_pod_t *pods;
 	size_t npods;
@@ -116,7 +116,7 @@ struct sc_agent {
 	uv_timer_cb report_cb, resync_cb;
 	uv_signal_t sigterm, sigint;
 	uv_timer_t watchdog; /* systemd WatchdogSec= pings (net/sdnotify.h) */
-	sc_httpc_req_t *report_req;
+	sc_hcli_req_t *report_req;
 	int registered;
 	int report_again;     /* a change came while a report was in flight */
 	int hb_failing;       /* the last heartbeat failed */
@@ -140,12 +140,15 @@ struct sc_agent {
 	char advertise[128];
 	char server[520]; /* the server in use, from --server URL1,URL2 */
 	size_t server_idx;
-	char token[512];         /* our credential (--token-file, $STARCLOUD_TOKEN) */
-	char status_key[65];     /* the server's credential on our status port; "" */
-	char metrics_token[512]; /* --metrics-token-file's secret, or "" */
-	int switch_users;        /* root: pods run as their own uid (podsec.c) */
-	json_t *uids;            /* queue -> uid given on this node (podsec.c) */
-	sc_tls_ctx_t *tls;       /* the status port's, or NULL */
+	char token[512];          /* our credential (--token-file, $STARCLOUD_TOKEN) */
+	char status_key[65];      /* the server's credential on our status port; "" */
+	char metrics_token[512];  /* --metrics-token-file's secret, or "" */
+	int switch_users;         /* root: pods run as their own uid (podsec.c) */
+	json_t *uids;             /* queue -> uid given on this node (podsec.c) */
+	sc_tls_ctx_t *tls;        /* the status port's, or NULL */
+	sc_tls_ctx_t *tls_client; /* https to the server: --ca, --client-cert/key */
+	sc_hcli_t *probe_http;    /* HTTP probes of pods: https without verification */
+	sc_tls_ctx_t *probe_tls;  /* (Kubernetes' scheme: HTTPS), its context */
 };
 
 enum sc_probe_kind { SC_PROBE_STARTUP = 0, SC_PROBE_LIVENESS, SC_PROBE_READINESS, SC_PROBE_KINDS };

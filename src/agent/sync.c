@@ -213,6 +213,8 @@ static void on_list(int status, const char *body, size_t len, void *ud)
 {
 	sc_watch_t *w = ud;
 	w->req = NULL;
+	if (status == SC_ECANCELED)
+		return; /* restarted or stopping: whoever cancelled goes on */
 	json_t *doc = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
 	json_t *items = json_object_get(doc, "items"), *obj;
 	size_t i;
@@ -260,15 +262,16 @@ static void list_page(sc_watch_t *w)
 	 * and wants that scope said (node authorization, docs/SECURITY.md). */
 	snprintf(url, sizeof(url), "%s/api/v1/%s?node=%s&limit=500%s%s", w->a->server, w->plural,
 	         w->a->o.name, w->cont[0] ? "&continue=" : "", w->cont);
-	sc_httpc_opts_t o = {.url = url,
-	                     .token = w->a->o.token,
-	                     .timeout_ms = 30000,
-	                     .max_body = MAX_LIST,
-	                     .done = on_list,
-	                     .ud = w};
-	w->req = sc_httpc_start(w->a->http, &o);
-	if (!w->req)
+	sc_hfetch_t o = {.url = url,
+	                 .token = w->a->o.token,
+	                 .timeout_ms = 30000,
+	                 .max_body = MAX_LIST,
+	                 .done = on_list,
+	                 .ud = w};
+	if (sc_hfetch(w->a->http, &o, &w->req) < 0) {
+		w->req = NULL;
 		retry_later(w);
+	}
 }
 
 /* ---- watch ------------------------------------------------------------- */
@@ -342,6 +345,8 @@ static void on_watch_done(int status, const char *body, size_t len, void *ud)
 	sc_watch_t *w = ud;
 	w->req = NULL;
 	sc_buf_reset(&w->buf);
+	if (status == SC_ECANCELED)
+		return; /* restarted or stopping */
 	if (status == 410 || status == SC_ETOOBIG)
 		w->rev = 0; /* the change log moved on: list again */
 	retry_later(w);
@@ -354,15 +359,16 @@ static void start_watch(sc_watch_t *w)
 	         "%s/api/v1/%s?watch=1&allowWatchBookmarks=true&resourceVersion=%lld&node=%s",
 	         w->a->server, w->plural, (long long)w->rev, w->a->o.name);
 	sc_buf_reset(&w->buf);
-	sc_httpc_opts_t o = {.url = url,
-	                     .token = w->a->o.token,
-	                     .on_data = on_watch_data,
-	                     .stall_s = WATCH_STALL_S,
-	                     .done = on_watch_done,
-	                     .ud = w};
-	w->req = sc_httpc_start(w->a->http, &o);
-	if (!w->req)
+	sc_hfetch_t o = {.url = url,
+	                 .token = w->a->o.token,
+	                 .on_data = on_watch_data,
+	                 .timeout_ms = WATCH_STALL_S * 1000,
+	                 .done = on_watch_done,
+	                 .ud = w};
+	if (sc_hfetch(w->a->http, &o, &w->req) < 0) {
+		w->req = NULL;
 		retry_later(w);
+	}
 }
 
 /* ---- public ------------------------------------------------------------ */
@@ -397,7 +403,7 @@ void sc__sync_restart(sc_agent_t *a)
 {
 	for (int i = 0; i < 2; i++) {
 		sc_watch_t *w = &a->watches[i];
-		sc_httpc_cancel(w->req);
+		sc_hcli_cancel(w->req); /* its done runs inside and clears w->req */
 		w->req = NULL;
 		uv_timer_stop(&w->retry);
 		start_list(w);
@@ -409,7 +415,7 @@ void sc__sync_stop(sc_agent_t *a)
 	uv_timer_stop(&a->resync_timer);
 	for (int i = 0; i < 2; i++) {
 		sc_watch_t *w = &a->watches[i];
-		sc_httpc_cancel(w->req);
+		sc_hcli_cancel(w->req);
 		w->req = NULL;
 		uv_timer_stop(&w->retry);
 	}

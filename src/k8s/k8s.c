@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "cli/cli.h"
 #include "k8s/k8s_int.h"
+#include "base/version.h"
 #include "starcloud/error.h"
 #include "starcloud/manifest.h"
 
@@ -227,7 +228,12 @@ static int load_api_config(sc_k8s_t *k)
 	if (k->cfg.insecure)
 		sc_log_warn("insecure-skip-tls-verify: the API server's certificate is "
 		            "NOT checked");
-	sc_kconfig_tls(&k->cfg, &k->tls);
+	sc_tls_pem_t pem;
+	sc_kconfig_tls(&k->cfg, &pem);
+	if (sc_tls_client_ctx_pem(&pem, &k->tls, err, sizeof(err)) < 0) {
+		fprintf(stderr, "starcloud k8s: the kubeconfig's %s\n", err);
+		return SC_EXIT_USAGE;
+	}
 	return SC_EXIT_OK;
 }
 
@@ -410,12 +416,16 @@ static void run(sc_k8s_t *k)
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	k->loop = &loop;
-	k->http = sc_httpc_new(&loop);
+	/* As many idle connections as writes may be in flight (kapply.c). */
+	sc_hcli_opts_t hco = {.max_idle_per_host = (size_t)k->o.max_inflight + 8,
+	                      .connect_timeout_ms = 5000,
+	                      .user_agent = SC_USER_AGENT("k8s")};
+	k->http = sc_hcli_new(&loop, &hco);
 	k->sched = sc_scheduler_new();
 	k->arena = sc_arena_new(1 << 20);
 	if (!k->http || !k->sched || !k->arena)
 		sc_oom();
-	sc_httpc_set_max_host_connections(k->http, 16);
+	sc_hcli_set_tls(k->http, k->tls);
 	k->writer = sc__kwriter_new(k);
 	k->status = sc__kstatus_new(k);
 	uv_timer_init(&loop, &k->cycle_timer);
@@ -446,7 +456,7 @@ static void run(sc_k8s_t *k)
 	stats_cb(&k->stats_timer);
 	for (int i = 0; i < SC_KK_COUNT; i++)
 		sc__kwatch_free(k->watch[i]);
-	sc_httpc_free(k->http);
+	sc_hcli_close(k->http); /* the writes in flight end (kapply.c op_done) */
 	sc__kwriter_free(k->writer);
 	sc__kstatus_free(k->status);
 	k->status = NULL;
@@ -500,6 +510,7 @@ int sc_k8s_main(int argc, char **argv)
 	sc_arena_free(k->arena);
 	sc_manifest_set_free(k->config_set);
 	sc_kconfig_free(&k->cfg);
+	sc_tls_ctx_free(k->tls);
 	free(k);
 	return rc;
 }

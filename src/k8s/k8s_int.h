@@ -17,7 +17,8 @@
 #include "k8s/kconfig.h"
 #include "k8s/klease.h"
 #include "k8s/kworld.h"
-#include "net/httpc.h"
+#include "net/hfetch.h"
+#include "net/tls.h"
 #include "starcloud/arena.h"
 #include "starcloud/core.h"
 
@@ -73,9 +74,9 @@ typedef struct sc_kelect {
 struct sc_k8s {
 	sc_k8s_opts_t o;
 	uv_loop_t *loop;
-	sc_httpc_t *http;
+	sc_hcli_t *http;
 	sc_kconfig_t cfg;
-	sc_httpc_tls_t tls;
+	sc_tls_ctx_t *tls;             /* to the API server, from the kubeconfig */
 	sc_config_t config;            /* core configuration (defaults + --config) */
 	sc_manifest_set_t *config_set; /* owns config's strings */
 	sc_kcache_t cache;
@@ -109,10 +110,9 @@ bool sc__k8s_may_write(sc_k8s_t *k);
 /* Starts a request to path (below the server URL). body may be NULL;
  * ctype NULL means JSON. The response is buffered up to max_body (0 =
  * 4 MiB) unless on_data is set (a stream). NULL when it cannot start. */
-sc_httpc_req_t *sc__k8s_request(sc_k8s_t *k, const char *method, const char *path,
-                                const char *ctype, const char *body, size_t len, long timeout_ms,
-                                size_t max_body, sc_httpc_data_fn on_data, sc_httpc_done_fn done,
-                                void *ud);
+sc_hcli_req_t *sc__k8s_request(sc_k8s_t *k, const char *method, const char *path, const char *ctype,
+                               const char *body, size_t len, long timeout_ms, size_t max_body,
+                               sc_hfetch_data_fn on_data, sc_hfetch_done_fn done, void *ud);
 /* A Status answer's message ("pods \"x\" not found"), or the start of the
  * body, in buf. */
 const char *sc__k8s_status_msg(const char *body, size_t len, char *buf, size_t size);

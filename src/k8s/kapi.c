@@ -1,6 +1,8 @@
 /* Requests to the Kubernetes API server: the server URL, the bearer token
- * and TLS settings from the configuration, HTTP/2 multiplexing for the many
- * small writes (see k8s_int.h). */
+ * and TLS settings from the configuration (see k8s_int.h), over the
+ * daemons' one HTTP client (net/hfetch.h): HTTP/1.1 with keep-alive, at
+ * most --max-inflight writes at once (kapply.c), so as many pooled
+ * connections. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -10,15 +12,14 @@
 
 #define MAX_URL 4096
 
-sc_httpc_req_t *sc__k8s_request(sc_k8s_t *k, const char *method, const char *path,
-                                const char *ctype, const char *body, size_t len, long timeout_ms,
-                                size_t max_body, sc_httpc_data_fn on_data, sc_httpc_done_fn done,
-                                void *ud)
+sc_hcli_req_t *sc__k8s_request(sc_k8s_t *k, const char *method, const char *path, const char *ctype,
+                               const char *body, size_t len, long timeout_ms, size_t max_body,
+                               sc_hfetch_data_fn on_data, sc_hfetch_done_fn done, void *ud)
 {
 	char url[MAX_URL];
 	if ((size_t)snprintf(url, sizeof(url), "%s%s", k->cfg.server, path) >= sizeof(url))
 		return NULL;
-	sc_httpc_opts_t o = {
+	sc_hfetch_t o = {
 	    .method = method,
 	    .url = url,
 	    .token = k->cfg.token,
@@ -26,19 +27,14 @@ sc_httpc_req_t *sc__k8s_request(sc_k8s_t *k, const char *method, const char *pat
 	    .body_len = len,
 	    .content_type = ctype,
 	    .accept = "application/json",
-	    .tls = &k->tls,
-	    /* Writes share one HTTP/2 connection as streams instead of
-	     * opening one connection each (the API server allows 250
-	     * streams per connection by default). */
-	    .multiplex = !on_data,
-	    .timeout_ms = timeout_ms,
-	    .connect_timeout_ms = 5000,
+	    .timeout_ms = timeout_ms > 0 ? (uint64_t)timeout_ms : 0,
 	    .max_body = max_body,
 	    .on_data = on_data,
 	    .done = done,
 	    .ud = ud,
 	};
-	return sc_httpc_start(k->http, &o);
+	sc_hcli_req_t *r;
+	return sc_hfetch(k->http, &o, &r) == 0 ? r : NULL;
 }
 
 const char *sc__k8s_status_msg(const char *body, size_t len, char *buf, size_t size)

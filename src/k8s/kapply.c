@@ -183,6 +183,10 @@ static void op_done(int status, const char *body, size_t len, void *ud)
 	if (*pp)
 		*pp = op->next;
 	w->inflight--;
+	if (status == SC_ECANCELED) {
+		op_free(op); /* the client closed at shutdown: nothing more to send */
+		return;
+	}
 	if (ok && op->ev_msg)
 		event(w, op->ev_api, op->ev_kind, op->key, op->uid, op->ev_type, op->ev_reason,
 		      op->ev_msg);
@@ -253,7 +257,7 @@ static void pump(sc_kwriter_t *w)
 		}
 		kop_t *op = pop(w->hi.n ? &w->hi : &w->lo);
 		bool patch = op->type == OP_STATUS || op->type == OP_PATCH;
-		sc_httpc_req_t *r =
+		sc_hcli_req_t *r =
 		    sc__k8s_request(k, patch ? "PATCH" : "POST", op->path, op->ctype, op->body,
 		                    strlen(op->body), WRITE_TIMEOUT, 0, NULL, op_done, op);
 		if (!r) {

@@ -406,14 +406,14 @@ int sc_kconfig_refresh_token(sc_kconfig_t *c)
 	return 1;
 }
 
-void sc_kconfig_tls(const sc_kconfig_t *c, sc_httpc_tls_t *t)
+void sc_kconfig_tls(const sc_kconfig_t *c, sc_tls_pem_t *t)
 {
 	memset(t, 0, sizeof(*t));
-	t->ca_pem = c->ca_pem;
+	t->ca = c->ca_pem;
 	t->ca_len = c->ca_len;
-	t->cert_pem = c->cert_pem;
+	t->cert = c->cert_pem;
 	t->cert_len = c->cert_len;
-	t->key_pem = c->key_pem;
+	t->key = c->key_pem;
 	t->key_len = c->key_len;
 	t->insecure = c->insecure;
 }

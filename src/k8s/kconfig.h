@@ -19,7 +19,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "net/httpc.h"
+#include <stdint.h>
+
+#include "net/tls.h"
 
 /* Largest kubeconfig, token, certificate or key file read. */
 #define SC_KCONFIG_MAX_FILE (1u << 20)
@@ -63,8 +65,9 @@ int sc_kconfig_read_file(const char *path, char **out, size_t *len, char *err, s
  * or an error (the old token is kept). */
 int sc_kconfig_refresh_token(sc_kconfig_t *c);
 
-/* The TLS view for HTTP requests; t borrows from c. */
-void sc_kconfig_tls(const sc_kconfig_t *c, sc_httpc_tls_t *t);
+/* The TLS view for a client context (sc_tls_client_ctx_pem); t borrows
+ * from c. */
+void sc_kconfig_tls(const sc_kconfig_t *c, sc_tls_pem_t *t);
 
 /* Frees every string; accepts NULL. */
 void sc_kconfig_free(sc_kconfig_t *c);

@@ -36,6 +36,8 @@ static void write_done(int status, const char *body, size_t len, void *ud)
 	bool was = k->lease.leading;
 	char msg[300];
 	k->el.busy = false;
+	if (status == SC_ECANCELED)
+		return; /* the client closed at shutdown */
 	if (k->el.release) {
 		if (k->el.released)
 			k->el.released(k);
@@ -83,7 +85,7 @@ static void read_done(int status, const char *body, size_t len, void *ud)
 	sc_k8s_t *k = ud;
 	char msg[300];
 	k->el.busy = false;
-	if (k->stopping)
+	if (k->stopping || status == SC_ECANCELED)
 		return;
 	if (status != 200 && status != 404) {
 		sc_log_warn("lease: read failed: %s",

@@ -66,7 +66,7 @@ typedef struct sent {
 typedef struct probe {
 	sc_kstatus_t *s;
 	int kind;
-	sc_httpc_req_t *req; /* NULL when none is under way */
+	sc_hcli_req_t *req; /* NULL when none is under way */
 } probe_t;
 
 struct sc_kstatus {
@@ -708,7 +708,7 @@ void sc__kstatus_free(sc_kstatus_t *s)
 	if (!s)
 		return;
 	for (int kind = 0; kind < K_COUNT; kind++)
-		sc_httpc_cancel(s->probe[kind].req);
+		sc_hcli_cancel(s->probe[kind].req); /* probe_done runs inside: not 200 */
 	sc__kstatus_drop(s);
 	for (int kind = 0; kind < K_COUNT; kind++)
 		sc_kmap_free(&s->sent[kind]);

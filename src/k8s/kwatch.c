@@ -60,7 +60,7 @@ struct sc_kwatch {
 	bool gone; /* a 410 came in the stream */
 	char rv[64];
 	char *cont; /* list continue token */
-	sc_httpc_req_t *req;
+	sc_hcli_req_t *req;
 	sc_buf_t line;  /* partial watch event */
 	double started; /* when the current watch began */
 	uv_timer_t retry;
@@ -110,6 +110,8 @@ static void list_done(int status, const char *body, size_t len, void *ud)
 	sc_k8s_t *k = w->k;
 	char msg[300];
 	w->req = NULL;
+	if (status == SC_ECANCELED)
+		return; /* sc__kwatch_free */
 	if (status == 404 && kinds[w->kind].optional) {
 		if (!w->synced)
 			sc_log_warn(
@@ -291,6 +293,8 @@ static void watch_done(int status, const char *body, size_t len, void *ud)
 	sc_kwatch_t *w = ud;
 	w->req = NULL;
 	sc_buf_reset(&w->line);
+	if (status == SC_ECANCELED)
+		return; /* sc__kwatch_free */
 	w->k->st.watch_restarts++;
 	if (w->gone || status == 410) {
 		w->gone = false;
@@ -365,7 +369,7 @@ void sc__kwatch_free(sc_kwatch_t *w)
 {
 	if (!w)
 		return;
-	sc_httpc_cancel(w->req);
+	sc_hcli_cancel(w->req); /* its done runs inside and returns at once */
 	sc_buf_free(&w->line);
 	free(w->cont);
 	uv_timer_stop(&w->retry);

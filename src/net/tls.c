@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -99,6 +100,77 @@ int sc_tls_client_ctx(const char *ca, const char *cert, const char *key, sc_tls_
 	    (SSL_CTX_use_certificate_chain_file(c, cert) != 1 ||
 	     SSL_CTX_use_PrivateKey_file(c, key, SSL_FILETYPE_PEM) != 1)) {
 		rc = fail(err, errsz, "--tls-client-cert", cert);
+		goto error;
+	}
+	*out = sc_xcalloc(1, sizeof(**out));
+	(*out)->ssl = c;
+	return 0;
+error:
+	SSL_CTX_free(c);
+	return rc;
+}
+
+/* Adds every certificate of a PEM blob to the context's trust store;
+ * 0 when at least one was read. */
+static int trust_pem(SSL_CTX *c, const char *pem, size_t len)
+{
+	BIO *bio = BIO_new_mem_buf(pem, (int)len);
+	X509_STORE *st = SSL_CTX_get_cert_store(c);
+	X509 *x;
+	int n = 0;
+	while (bio && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
+		if (X509_STORE_add_cert(st, x) == 1)
+			n++;
+		X509_free(x);
+	}
+	BIO_free(bio);
+	ERR_clear_error(); /* the loop ends on "no start line" */
+	return n ? 0 : SC_EINVAL;
+}
+
+/* The client certificate (a chain: the first is the leaf) and its key. */
+static int identity_pem(SSL_CTX *c, const sc_tls_pem_t *p)
+{
+	BIO *cb = BIO_new_mem_buf(p->cert, (int)p->cert_len);
+	BIO *kb = BIO_new_mem_buf(p->key, (int)p->key_len);
+	X509 *leaf = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+	EVP_PKEY *key = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+	int rc = leaf && key && SSL_CTX_use_certificate(c, leaf) == 1 &&
+	                 SSL_CTX_use_PrivateKey(c, key) == 1 && SSL_CTX_check_private_key(c) == 1
+	             ? 0
+	             : SC_EINVAL;
+	X509 *x;
+	while (rc == 0 && (x = PEM_read_bio_X509(cb, NULL, NULL, NULL)))
+		if (SSL_CTX_add0_chain_cert(c, x) != 1) { /* takes x on success */
+			X509_free(x);
+			rc = SC_EINVAL;
+		}
+	X509_free(leaf);
+	EVP_PKEY_free(key);
+	BIO_free(cb);
+	BIO_free(kb);
+	return rc;
+}
+
+int sc_tls_client_ctx_pem(const sc_tls_pem_t *p, sc_tls_ctx_t **out, char *err, size_t errsz)
+{
+	SSL_CTX *c = new_ctx(TLS_client_method());
+	int rc = SC_EINVAL;
+	if (!c)
+		return fail(err, errsz, "TLS context", NULL);
+	if (p->insecure) {
+		SSL_CTX_set_verify(c, SSL_VERIFY_NONE, NULL);
+	} else {
+		if ((p->ca && trust_pem(c, p->ca, p->ca_len) < 0) ||
+		    (!p->ca && SSL_CTX_set_default_verify_paths(c) != 1)) {
+			rc =
+			    fail(err, errsz, "certificate authority", "(no PEM certificate in it)");
+			goto error;
+		}
+		SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
+	}
+	if (p->cert && p->key && identity_pem(c, p) < 0) {
+		rc = fail(err, errsz, "client certificate/key", "(not a PEM pair)");
 		goto error;
 	}
 	*out = sc_xcalloc(1, sizeof(**out));

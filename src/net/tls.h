@@ -37,6 +37,21 @@ int sc_tls_server_ctx(const char *cert, const char *key, const char *client_ca, 
  * the certificate (host name or IP address). */
 int sc_tls_client_ctx(const char *ca, const char *cert, const char *key, sc_tls_ctx_t **out,
                       char *err, size_t errsz);
+/* A client context from PEM text in memory (a kubeconfig's inline
+ * certificate-authority-data and client-certificate-data): trust ca (NULL:
+ * the system's CAs), present cert/key when both are given; insecure skips
+ * checking the server (kubeconfig insecure-skip-tls-verify, an explicit
+ * opt-in). The blobs are read here, not kept. */
+typedef struct sc_tls_pem {
+	const char *ca;
+	size_t ca_len;
+	const char *cert;
+	size_t cert_len;
+	const char *key;
+	size_t key_len;
+	int insecure;
+} sc_tls_pem_t;
+int sc_tls_client_ctx_pem(const sc_tls_pem_t *p, sc_tls_ctx_t **out, char *err, size_t errsz);
 void sc_tls_ctx_free(sc_tls_ctx_t *ctx);
 
 /* A connection: server side (server != 0) or client side checking host

@@ -332,8 +332,9 @@ static void job_cancel(sc_job_t *j)
 		}
 	uv_timer_stop(&j->timer);
 	if (j->fetch) {
-		sc_httpc_cancel(j->fetch);
+		sc_hcli_req_t *f = j->fetch;
 		j->fetch = NULL;
+		sc_hcli_cancel(f); /* fetch_done runs inside and leaves j to us */
 	}
 	if (j->inb)
 		sc__batcher_kick(j->q.m->batch);
@@ -644,13 +645,15 @@ static int keep_kv(sc_job_t *j, const char *body, size_t len)
 	return 0;
 }
 
-/* The KV pull finished (status: HTTP status or SC_EIO/SC_ETOOBIG); body is
+/* The KV pull finished (status: HTTP status or SC_E*, net/hfetch.h); body is
  * borrowed for this call. */
 static void fetch_done(int status, const char *body, size_t len, void *ud)
 {
 	sc_job_t *j = ud;
 	sc_worker_t *w = j->q.w;
 	j->fetch = NULL;
+	if (status == SC_ECANCELED)
+		return; /* job_cancel, or the client closing: the job is theirs */
 	if (j->answered)
 		return job_maybe_free(j);
 	if (status != 200 || keep_kv(j, body, len) < 0) {
@@ -677,12 +680,13 @@ static void on_fetch(uv_timer_t *timer)
 	const sc_model_t *m = j->q.m->model;
 	if (j->answered)
 		return;
-	sc_httpc_opts_t o = {.url = j->kv_url,
-	                     .timeout_ms = 10000,
-	                     .max_body = SC_KV_HEADER + sc_session_kv_bytes(m, m->cfg.seq_len),
-	                     .done = fetch_done,
-	                     .ud = j};
-	if (!(j->fetch = sc_httpc_start(w->httpc, &o))) {
+	sc_hfetch_t o = {.url = j->kv_url,
+	                 .timeout_ms = 10000,
+	                 .max_body = SC_KV_HEADER + sc_session_kv_bytes(m, m->cfg.seq_len),
+	                 .done = fetch_done,
+	                 .ud = j};
+	if (sc_hfetch(w->hcli, &o, &j->fetch) < 0) {
+		j->fetch = NULL;
 		j->answered = 1;
 		sc__reply_error(&j->q, 503, NULL, "cannot start the KV fetch");
 		job_cancel(j);

@@ -85,8 +85,8 @@ struct sc_job {
 	int early; /* a non-streamed answer's head went out (heartbeat) */
 	char id[48];
 	long long created;
-	uv_timer_t timer;      /* --latency-ms before the work starts */
-	sc_httpc_req_t *fetch; /* decode: the KV pull in flight */
+	uv_timer_t timer;     /* --latency-ms before the work starts */
+	sc_hcli_req_t *fetch; /* decode: the KV pull in flight */
 	char *kv_url;
 	seq_lp_t first_lp; /* decode: the prefill's logprobs of first_token */
 	int first_lp_set;

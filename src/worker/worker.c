@@ -356,19 +356,23 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	w->kv = sc_kvstore_new((size_t)o->kv_max, o->kv_lease_ms, uv_hrtime());
 	sc_http_limits_t lim = {.max_body_bytes = SC_WORKER_MAX_BODY, .idle_timeout_ms = 60000};
 	w->http = sc_http_server_new(w->loop, &lim);
-	w->httpc = sc_httpc_new(w->loop);
-	if (!w->kv || !w->http || !w->httpc)
+	sc_hcli_opts_t hco = {.user_agent = SC_USER_AGENT("worker")};
+	w->hcli = sc_hcli_new(w->loop, &hco);
+	if (!w->kv || !w->http || !w->hcli)
 		return SC_ENOMEM;
-	sc_httpc_set_user_agent(w->httpc, SC_USER_AGENT("worker"));
 	/* KV pulls from https:// prefill workers and the OTLP export verify
-	 * their peer against --ca (libcurl checks the name or IP too). */
+	 * their peer against --ca (the name or IP in the URL too). */
 	if (o->ca && access(o->ca, R_OK) != 0) {
 		fprintf(stderr, "starcloud worker: --ca: cannot read %s: %s\n", o->ca,
 		        strerror(errno));
 		return SC_EINVAL;
 	}
-	if (o->ca)
-		sc_httpc_set_tls(w->httpc, o->ca, NULL, NULL);
+	char terr[512];
+	if (sc_tls_client_ctx(o->ca, NULL, NULL, &w->tls_client, terr, sizeof(terr)) < 0) {
+		fprintf(stderr, "starcloud worker: %s\n", terr);
+		return SC_EINVAL;
+	}
+	sc_hcli_set_tls(w->hcli, w->tls_client);
 	sc__worker_serve_init(w);
 	if (sc_tls_serve_setup("worker", &o->tls, o->listen.host, w->http, &w->tls) < 0)
 		return SC_EINVAL;
@@ -460,8 +464,9 @@ int sc_worker_main(int argc, char **argv)
 	uv_run(w.loop, UV_RUN_DEFAULT);
 	uv_close((uv_handle_t *)&watchdog_h, NULL);
 	sc_http_server_close(w.http);
-	sc_httpc_free(w.httpc);
+	sc_hcli_close(w.hcli);
 	uv_run(w.loop, UV_RUN_NOWAIT);
+	sc_tls_ctx_free(w.tls_client);
 	sc_kvstore_free(w.kv);
 	uv_close((uv_handle_t *)&w.step_idle, NULL);
 	uv_run(w.loop, UV_RUN_NOWAIT);

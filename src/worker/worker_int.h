@@ -16,7 +16,7 @@
 #include <uv.h>
 
 #include "net/http.h"
-#include "net/httpc.h"
+#include "net/hfetch.h"
 #include "worker/kvstore.h"
 #include "worker/forward.h"
 #include "worker/model.h"
@@ -63,12 +63,13 @@ typedef struct sc_wmodel {
 typedef struct sc_worker {
 	uv_loop_t *loop;
 	sc_http_server_t *http;
-	sc_tls_ctx_t *tls;   /* the listener's, or NULL */
-	sc_httpc_t *httpc;   /* KV pulls and OTLP exports, on the loop */
-	sc_wmodel_t *models; /* served models (one without --model-repository) and unloaded
-ones still finishing requests */
-	char repo_dir[1024]; /* --model-repository, or "" */
-	json_t *repo_errors; /* model -> why its last load failed */
+	sc_tls_ctx_t *tls;        /* the listener's, or NULL */
+	sc_hcli_t *hcli;          /* KV pulls and OTLP exports, on the loop */
+	sc_tls_ctx_t *tls_client; /* their https: --ca, or the system's CAs */
+	sc_wmodel_t *models;      /* served models (one without --model-repository) and unloaded
+     ones still finishing requests */
+	char repo_dir[1024];      /* --model-repository, or "" */
+	json_t *repo_errors;      /* model -> why its last load failed */
 	sc_kvstore_t *kv;
 	char id[160], host[64];
 	int port, role, max_tokens;
@@ -181,7 +182,7 @@ typedef struct gen_prompts {
  * being sent again. Answers errors itself. */
 void sc__gen_start(const wreq_t *q, const gen_params_t *p, gen_prompts_t *pr, const int *forced,
                    int n_forced);
-/* Starts a decode job: fetches kv_url (net/httpc, on the loop), then continues
+/* Starts a decode job: fetches kv_url (net/hfetch.h, on the loop), then continues
  * from first_token, feeding forced (copied, n_forced ids, which start with
  * first_token) without emitting them. first_lp (borrowed, may be NULL) is
  * the prefill's logprobs of first_token. */

@@ -146,15 +146,15 @@ static void otlp_export(wreq_t *q, int status)
 	json_t *doc = span_json(q, status, unix_ns());
 	char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
-	sc_httpc_opts_t o = {.method = "POST",
-	                     .url = w->otlp_url,
-	                     .body = body,
-	                     .body_len = body ? strlen(body) : 0,
-	                     .timeout_ms = 5000,
-	                     .max_body = 64 * 1024,
-	                     .done = otlp_done,
-	                     .ud = w};
-	if (body && sc_httpc_start(w->httpc, &o))
+	sc_hfetch_t o = {.method = "POST",
+	                 .url = w->otlp_url,
+	                 .body = body,
+	                 .body_len = body ? strlen(body) : 0,
+	                 .timeout_ms = 5000,
+	                 .max_body = 64 * 1024,
+	                 .done = otlp_done,
+	                 .ud = w};
+	if (body && sc_hfetch(w->hcli, &o, NULL) == 0)
 		w->otlp_inflight++;
 	else
 		w->c.spans_dropped++;
