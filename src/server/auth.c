@@ -123,10 +123,38 @@ static int sc__token_create(sc_server_t *s, const sc_token_spec_t *spec, char **
 	return rc;
 }
 
-int sc__auth_agent_token(sc_server_t *s, const char *node, char **secret, char *id, size_t idsz)
+/* An agent token on its way to the store. */
+typedef struct mint {
+	sc_token_fn fn;
+	void *ud;
+	char *secret;
+	char id[ID_LEN + 1];
+} mint_t;
+
+static void agent_token_stored(const sc_store_res_t *res, void *ud)
+{
+	mint_t *m = ud;
+	m->fn(res->rc, res->rc == 0 ? m->secret : NULL, m->id, m->ud);
+	free(m->secret);
+	free(m);
+}
+
+void sc__auth_agent_token(sc_server_t *s, const char *node, sc_token_fn fn, void *ud)
 {
 	sc_token_spec_t spec = {.role = SC_ROLE_AGENT, .node = node};
-	return sc__token_create(s, &spec, secret, id, idsz);
+	mint_t *m = sc_xcalloc(1, sizeof(*m));
+	char key[128], *text;
+	m->fn = fn;
+	m->ud = ud;
+	int rc = sc__token_mint(&spec, &m->secret, m->id, sizeof(m->id), key, sizeof(key), &text);
+	if (rc < 0) {
+		sc_store_res_t res = {.rc = rc};
+		agent_token_stored(&res, m);
+		return;
+	}
+	sc_store_op_t op = {SC_STORE_PUT, key, text, SC_REV_ABSENT};
+	sc_store_txn_async(s->store, &op, 1, agent_token_stored, m);
+	free(text);
 }
 
 static void token_deleted(const sc_store_res_t *res, void *ud)

@@ -68,6 +68,7 @@ typedef struct sc_pool_cycle {
 	size_t nreasons;
 	json_t *waits; /* job name -> [{pool, nodes, requestedAt}] */
 	char error[256];
+	int refs; /* sc__pool_act and its status writes in flight (pool_ctl.c) */
 } sc_pool_cycle_t;
 
 /* ---- pool_plan.c ---- */
@@ -95,7 +96,9 @@ int sc__pool_exec_start(sc_pool_exec_t *e, const sc_nodepool_t *np, const char *
 /* ---- pool_ctl.c ---- */
 int sc__pool_start(sc_server_t *s);
 void sc__pool_stop(sc_server_t *s);
-/* Loop thread, after a committed cycle (leader): acts on pc's plans. */
+/* Loop thread, after a committed cycle (leader): acts on pc's plans.
+ * Takes pc: it is freed once the status writes it started are answered
+ * (the store's asynchronous calls: the loop never waits for etcd). */
 void sc__pool_act(sc_server_t *s, sc_pool_cycle_t *pc);
 /* The pools' part of /metrics. */
 void sc__pool_metrics(sc_server_t *s, sc_buf_t *b);

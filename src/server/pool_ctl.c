@@ -41,7 +41,10 @@ typedef struct pool_mem {
 	    delete_failures;
 	int64_t backoff_until, backoff;
 	int joined, in_flight, removing, gpus, waiting;
+	bool saving; /* a status write is in flight: no pass until it is answered */
 } pool_mem_t;
+
+typedef struct save save_t;
 
 typedef struct sc_pools {
 	sc_pool_exec_t *exec;
@@ -50,6 +53,7 @@ typedef struct sc_pools {
 	json_t *results;  /* node -> {create, ok, output}: provider actions ended */
 	json_t *deleting; /* node -> true: a delete was started */
 	json_t *unready;  /* node -> time it was first seen not ready */
+	save_t *saves;    /* status writes in flight */
 } sc_pools_t;
 
 static sc_pools_t *pools_of(sc_server_t *s)
@@ -383,17 +387,68 @@ static json_t *new_status(pass_t *x, json_t *old)
 
 /* ---- writes ---------------------------------------------------------------- */
 
+/* A pass waiting for its status write: what it starts (provider commands,
+ * cordons, Node deletes) is carried out once the store has answered. It
+ * holds the cycle (the pool's spec lives there) and its own copy of the
+ * pass; the pools' state is looked up again by name, and a save still out
+ * when the pools stop (sc__pool_stop) is orphaned (ps NULL) and only
+ * freed. */
+struct save {
+	save_t *next;
+	sc_pools_t *ps;
+	pass_t x;
+	char pool[SC_MAX_NAME + 1];
+};
+
+static void pass_free(pass_t *x);
+
+static void cycle_unref(sc_pool_cycle_t *pc)
+{
+	if (--pc->refs == 0)
+		sc__pool_cycle_free(pc);
+}
+
+static void carry_out(pass_t *x);
+
+static void pool_saved(const sc_store_res_t *res, void *ud)
+{
+	save_t *sv = ud;
+	sc_pools_t *ps = sv->ps;
+	if (ps) {
+		for (save_t **pp = &ps->saves; *pp; pp = &(*pp)->next)
+			if (*pp == sv) {
+				*pp = sv->next;
+				break;
+			}
+		pool_mem_t *m = mem_of(ps, sv->pool);
+		m->saving = false;
+		sv->x.ps = ps;
+		sv->x.m = m;
+		if (res->rc == 0) {
+			carry_out(&sv->x);
+			sc__sched_kick(sv->x.s);
+		} else if (res->rc != SC_ECONFLICT) {
+			sc_log_warn("pool %s: cannot store its status: %s (next cycle tries again)",
+			            sv->pool, sc_strerror(res->rc));
+		}
+	}
+	cycle_unref(sv->x.pc);
+	pass_free(&sv->x);
+	free(sv);
+}
+
 /* The NodePool with its new status and the pass's events, in one
- * transaction conditional on the revision read. Blocking: what the pass
- * starts (provider commands) waits for it (with etcd, on the store's calls
- * thread, the loop waiting: docs/HA.md, Limits). */
-static int save_pool(pass_t *x, json_t *obj, int64_t rev)
+ * transaction conditional on the revision read, through the store's
+ * asynchronous calls (with etcd, answered later from the loop); the pass
+ * (x, taken) is carried out in pool_saved. A conflict (the NodePool moved
+ * meanwhile) carries nothing out: the next cycle decides again. */
+static void save_pool(pass_t *x, json_t *obj, int64_t rev)
 {
 	size_t n = 1 + json_array_size(x->events), i;
 	sc_store_op_t *ops = sc_xcalloc(n, sizeof(*ops));
 	char **owned = sc_xcalloc(2 * n + 1, sizeof(*owned));
 	char key[SC_MAX_NAME + 64];
-	int64_t next = sc_store_revision(x->s->store) + 1, nrev;
+	int64_t next = sc_store_revision(x->s->store) + 1;
 	json_t *ev;
 	sc__object_key(sc__kind_by_name("NodePool"), x->p->name, key, sizeof(key));
 	owned[0] = json_dumps(obj, JSON_COMPACT);
@@ -409,12 +464,21 @@ static int save_pool(pass_t *x, json_t *obj, int64_t rev)
 		ops[i + 1] = (sc_store_op_t){SC_STORE_PUT, owned[2 * i + 2], owned[2 * i + 1],
 		                             SC_REV_ABSENT};
 	}
-	int rc = sc_store_txn(x->s->store, ops, n, &nrev, NULL);
+	save_t *sv = sc_xcalloc(1, sizeof(*sv));
+	sv->ps = x->ps;
+	sv->x = *x;
+	sv->x.m = NULL; /* mem may move (mem_of reallocates): looked up again */
+	snprintf(sv->pool, sizeof(sv->pool), "%s", x->p->name);
+	x->m->saving = true;
+	x->pc->refs++;
+	sv->next = x->ps->saves;
+	x->ps->saves = sv;
+	/* SQLite answers before this returns: sv may be gone after it. */
+	sc_store_txn_async(x->s->store, ops, n, pool_saved, sv);
 	for (i = 0; i < 2 * n + 1; i++)
 		free(owned[i]);
 	free(owned);
 	free(ops);
-	return rc;
 }
 
 /* Keeps a node cordoned and marked for its pods to move off (without
@@ -499,6 +563,8 @@ static void pass_free(pass_t *x)
 static void one_pool(sc_server_t *s, sc_pools_t *ps, sc_pool_cycle_t *pc, sc_pool_in_t *p)
 {
 	int64_t mod_rev;
+	if (mem_of(ps, p->name)->saving)
+		return; /* the last pass's write is not answered yet: decide on it next cycle */
 	json_t *obj = sc__object_copy(s, sc__kind_by_name("NodePool"), p->name, &mod_rev);
 	if (!obj)
 		return;
@@ -531,10 +597,9 @@ static void one_pool(sc_server_t *s, sc_pools_t *ps, sc_pool_cycle_t *pc, sc_poo
 		carry_out(&x); /* nothing new to store: the cordons still hold */
 	} else {
 		json_object_set_new(obj, "status", st);
-		if (save_pool(&x, obj, mod_rev) == 0) {
-			carry_out(&x);
-			sc__sched_kick(s);
-		}
+		save_pool(&x, obj, mod_rev); /* takes x */
+		json_decref(obj);
+		return;
 	}
 	pass_free(&x);
 	json_decref(obj);
@@ -543,14 +608,15 @@ static void one_pool(sc_server_t *s, sc_pools_t *ps, sc_pool_cycle_t *pc, sc_poo
 void sc__pool_act(sc_server_t *s, sc_pool_cycle_t *pc)
 {
 	sc_pools_t *ps = pools_of(s);
-	if (!ps || !pc)
+	if (!pc)
 		return;
-	if (pc->error[0]) {
+	pc->refs = 1; /* ours, until the passes have started their writes */
+	if (ps && pc->error[0])
 		sc_log_warn("node pools: %s", pc->error);
-		return;
-	}
-	for (size_t i = 0; i < pc->n; i++)
-		one_pool(s, ps, pc, &pc->p[i]);
+	else if (ps)
+		for (size_t i = 0; i < pc->n; i++)
+			one_pool(s, ps, pc, &pc->p[i]);
+	cycle_unref(pc);
 }
 
 /* ---- metrics ------------------------------------------------------------------ */
@@ -641,6 +707,8 @@ void sc__pool_stop(sc_server_t *s)
 	if (!ps)
 		return;
 	s->pools = NULL;
+	for (save_t *sv = ps->saves; sv; sv = sv->next)
+		sv->ps = NULL; /* answered at the store's close: freed, nothing carried out */
 	sc__pool_exec_free(ps->exec);
 	json_decref(ps->results);
 	json_decref(ps->deleting);

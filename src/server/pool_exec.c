@@ -60,6 +60,7 @@ struct sc_pool_exec {
 	sc_server_t *s;
 	sc_pool_done_fn done;
 	action_t *running; /* exec commands and dev agents alive */
+	int minting;       /* dev agents whose token is on its way to the store */
 	bool closing;
 };
 
@@ -87,7 +88,7 @@ static void on_closed(uv_handle_t *h)
 		sc_pool_exec_t *e = a->e;
 		unlink_action(e, a);
 		free(a);
-		if (e->closing && !e->running)
+		if (e->closing && !e->running && !e->minting)
 			free(e);
 	}
 }
@@ -325,46 +326,78 @@ static int write_secret(const char *path, const char *secret)
 	return close(fd) == 0 && ok ? 0 : SC_EIO;
 }
 
+/* A dev agent waiting for its token to be stored (the store's
+ * asynchronous calls: the loop does not wait for etcd): what its command
+ * line needs, worked out from the pool's template at the start. */
+typedef struct dev_start {
+	action_t *a;
+	char dir[1200], logp[1300], gpus[128], labels[900], cpu[32], mem[32], listen[32];
+} dev_start_t;
+
+static void dev_token(int rc, const char *secret, const char *id, void *ud);
+
 static int start_dev(sc_pool_exec_t *e, const sc_nodepool_t *np, const char *node)
 {
-	char dir[1200], logp[1300], gpus[128], labels[900], cpu[32], mem[32], listen[32];
-	char *secret = NULL, cfg[1300];
-	action_t *a = action_new(e, np->pool.name, node, true);
-	a->dev = true;
+	dev_start_t *d = sc_xcalloc(1, sizeof(*d));
+	d->a = action_new(e, np->pool.name, node, true);
+	d->a->dev = true;
 	const sc_node_spec_t *t = &np->pool.tmpl;
-	snprintf(dir, sizeof(dir), "%s/pools", e->s->data_dir ? e->s->data_dir : "/tmp");
-	mkdir(dir, 0700);
-	snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/%s", node);
-	mkdir(dir, 0700);
-	snprintf(logp, sizeof(logp), "%s/agent.log", dir);
-	gpus_text(t, gpus, sizeof(gpus));
-	labels_text(t, labels, sizeof(labels));
-	snprintf(cpu, sizeof(cpu), "%lldm", (long long)t->cpu_milli);
-	snprintf(mem, sizeof(mem), "%lld", (long long)t->memory);
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
-	int rc = sc__auth_agent_token(e->s, node, &secret, a->token_id, sizeof(a->token_id));
-	if (rc < 0) {
+	snprintf(d->dir, sizeof(d->dir), "%s/pools", e->s->data_dir ? e->s->data_dir : "/tmp");
+	mkdir(d->dir, 0700);
+	snprintf(d->dir + strlen(d->dir), sizeof(d->dir) - strlen(d->dir), "/%s", node);
+	mkdir(d->dir, 0700);
+	snprintf(d->logp, sizeof(d->logp), "%s/agent.log", d->dir);
+	gpus_text(t, d->gpus, sizeof(d->gpus));
+	labels_text(t, d->labels, sizeof(d->labels));
+	snprintf(d->cpu, sizeof(d->cpu), "%lldm", (long long)t->cpu_milli);
+	snprintf(d->mem, sizeof(d->mem), "%lld", (long long)t->memory);
+	snprintf(d->listen, sizeof(d->listen), "127.0.0.1:%d", free_port());
+	e->minting++;
+	sc__auth_agent_token(e->s, node, dev_token, d); /* may answer before it returns */
+	return 0;
+}
+
+/* The token is stored (or not): write it where the agent reads it, then
+ * start the agent. */
+static void dev_token(int rc, const char *secret, const char *id, void *ud)
+{
+	dev_start_t *d = ud;
+	action_t *a = d->a;
+	sc_pool_exec_t *e = a->e;
+	char cfg[1300];
+	e->minting--;
+	if (e->closing) { /* the server stops: no agent to start */
 		free(a);
-		return rc;
+		free(d);
+		if (!e->running && !e->minting)
+			free(e);
+		return;
 	}
+	if (rc < 0) {
+		char why[160];
+		snprintf(why, sizeof(why), "cannot store the agent's token: %s", sc_strerror(rc));
+		e->done(e->s, a->pool, a->node, true, false, why);
+		free(a);
+		free(d);
+		return;
+	}
+	snprintf(a->token_id, sizeof(a->token_id), "%s", id);
 	/* The token goes in a 0600 configuration file, not on the command
 	 * line, where every user of the machine could read it (ps). */
-	snprintf(cfg, sizeof(cfg), "%s/agent.yaml", dir);
+	snprintf(cfg, sizeof(cfg), "%s/agent.yaml", d->dir);
 	rc = write_secret(cfg, secret);
-	free(secret);
 	if (rc < 0) {
 		sc__auth_token_delete(e->s, a->token_id);
+		e->done(e->s, a->pool, a->node, true, false, "cannot write the agent's token file");
 		free(a);
-		e->done(e->s, np->pool.name, node, true, false,
-		        "cannot write the agent's token file");
-		return 0;
+		free(d);
+		return;
 	}
-	int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	char *argv[] = {
-	    "starcloud",  "agent",  "--server", e->s->self_url, "--config",   cfg,     "--name",
-	    (char *)node, "--gpus", gpus,       "--labels",     labels,       "--cpu", cpu,
-	    "--memory",   mem,      "--listen", listen,         "--data-dir", dir,     "--drain",
-	    NULL,         NULL,     NULL};
+	int logfd = open(d->logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	char *argv[] = {"starcloud",  "agent", "--server", e->s->self_url, "--config", cfg,
+	                "--name",     a->node, "--gpus",   d->gpus,        "--labels", d->labels,
+	                "--cpu",      d->cpu,  "--memory", d->mem,         "--listen", d->listen,
+	                "--data-dir", d->dir,  "--drain",  NULL,           NULL,       NULL};
 	/* Behind a TLS server, the agent trusts it through --agent-ca
 	 * (starcloud dev makes one CA for both). */
 	if (e->s->self_ca) {
@@ -394,11 +427,12 @@ static int start_dev(sc_pool_exec_t *e, const sc_nodepool_t *np, const char *nod
 		a->exited = true;
 		sc__auth_token_delete(e->s, a->token_id);
 		finish(a);
-		return 0;
+		free(d);
+		return;
 	}
 	/* Started: the create is done; joining is the node registering. */
 	e->done(e->s, a->pool, a->node, true, true, "");
-	return 0;
+	free(d);
 }
 
 static void on_dev_grace(uv_timer_t *t)
@@ -450,7 +484,7 @@ void sc__pool_exec_free(sc_pool_exec_t *e)
 	if (!e)
 		return;
 	e->closing = true;
-	if (!e->running) {
+	if (!e->running && !e->minting) {
 		free(e);
 		return;
 	}

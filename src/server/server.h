@@ -222,10 +222,14 @@ int sc__auth_can_see(const sc_principal_t *who, const sc_kind_t *k, json_t *obj)
 int sc__auth_has_queue(const sc_principal_t *who, const char *queue);
 int sc__auth_register(sc_server_t *s);
 const char *sc__role_name(int role);
-/* Mints an agent token bound to node (for the dev node pool provider);
- * *secret is the caller's to free, id names it for sc__auth_token_delete.
- * Waits for the store (the agent it is for is started after). */
-int sc__auth_agent_token(sc_server_t *s, const char *node, char **secret, char *id, size_t idsz);
+/* Mints an agent token bound to node (for the dev node pool provider) and
+ * stores it through the store's asynchronous calls; fn gets 0 and the
+ * secret (borrowed for the call) and id (names it for
+ * sc__auth_token_delete) once it is stored, or < 0 (SC_EUNAVAIL when the
+ * store closed first). fn runs exactly once, perhaps before this returns
+ * (SQLite). */
+typedef void (*sc_token_fn)(int rc, const char *secret, const char *id, void *ud);
+void sc__auth_agent_token(sc_server_t *s, const char *node, sc_token_fn fn, void *ud);
 /* Revokes the token of that id, without waiting for the store; missing is
  * fine. */
 void sc__auth_token_delete(sc_server_t *s, const char *id);

@@ -164,3 +164,27 @@ def test_agent_heartbeats_go_on_while_etcd_stalls(tmp_path, etcd1):  # noqa: F81
     finally:
         agent.stop()
         srv.stop(signal.SIGKILL)
+
+
+def test_node_pool_on_etcd_makes_no_blocking_call(tmp_path, etcd1):  # noqa: F811
+    """The node-pool controller's status writes and the token it mints for
+    each dev agent go through the store's asynchronous calls: a pool on etcd
+    that brings up its minimum node (token stored, written to the agent's
+    file, agent started, joined) and records it makes no blocking call."""
+    from test_nodepool import pool, pool_status  # its helpers; not its tests
+
+    srv = start_server(tmp_path, etcd1, str(tmp_path / "never"))
+    try:
+        admin = srv.session()
+        setup_queue(admin)
+        r = admin.post(admin.base + "/nodepools", json=pool("devp", {"minNodes": 1}))
+        assert r.status_code == 201, r.text
+        st = wait_for(lambda: (lambda s: s.get("members") == 1 and s.get("requested") == 0
+                               and s)(pool_status(admin, "devp")),
+                      timeout=120, what="the pool's minimum node joined")
+        node = st["nodes"][0]["name"]
+        cfg = os.path.join(srv.data_dir, "pools", node, "agent.yaml")
+        assert open(cfg).read().startswith('token: "sc_')
+        assert metric(srv, BLOCKING) == 0
+    finally:
+        srv.stop()
