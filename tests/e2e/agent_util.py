@@ -110,6 +110,16 @@ def run_job(session, name, command, replicas=1, gpu=0, q="q", **spec):
     return r
 
 
+def recorded(agents, job, pod):
+    """Whether one of the agents has saved the pod's record (pod.json, by
+    which its pod guard and a restarted agent know the process). The agent
+    writes it just after the process starts: a test that freezes or kills
+    the agent must wait for it, or its pod may run on unguarded (a known
+    gap: an agent stopped between the spawn and the record leaves an
+    orphan that the guard cannot fence)."""
+    return any(os.path.exists(os.path.join(a.pod_dir(job, pod), "pod.json")) for a in agents)
+
+
 def process_start(pid):
     """When a process began, in CLOCK_BOOTTIME seconds (from /proc; 10 ms
     ticks): how soon something started, whatever the test's own delays."""
