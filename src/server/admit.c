@@ -60,19 +60,15 @@ static int check_pod_names(sc_http_req_t *r, const sc_kind_t *k, json_t *obj)
 	return SC_EINVAL;
 }
 
-/* The queue's spec.podSecurity, or NULL (no queue, or none set). */
+/* The queue's spec.podSecurity, or NULL (no queue, or none set); a new
+ * reference. From the cache, as every reader (a store read would wait
+ * for etcd on the loop thread). */
 static json_t *queue_security(sc_server_t *s, const char *queue)
 {
-	const sc_kind_t *qk = sc__kind_by_name("Queue");
-	char key[SC_MAX_NAME + 64];
-	sc_kv_t kv = {0};
 	if (!queue)
 		return NULL;
-	sc__object_key(qk, queue, key, sizeof(key));
-	if (sc_store_get(s->store, key, &kv) < 0)
-		return NULL;
-	json_t *q = json_loads(kv.value, 0, NULL);
-	sc_kv_free(&kv);
+	int64_t rev;
+	json_t *q = sc__object_copy(s, sc__kind_by_name("Queue"), queue, &rev);
 	json_t *ps = json_incref(json_object_get(json_object_get(q, "spec"), "podSecurity"));
 	json_decref(q);
 	return ps;

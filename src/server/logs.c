@@ -179,15 +179,13 @@ static json_t *pick_pod(sc_http_req_t *r, json_t *obj, char *pod, size_t podsz)
  * its status port speaks https. */
 static void agent_address(sc_server_t *s, const char *node, char *out, size_t outsz, int *tls)
 {
-	const sc_kind_t *nk = sc__kind_by_name("Node");
-	char key[SC_MAX_NAME + 64];
-	sc_kv_t kv = {0};
+	int64_t rev;
 	out[0] = '\0';
-	sc__object_key(nk, node, key, sizeof(key));
-	if (sc_store_get(s->store, key, &kv) < 0)
+	/* From the cache, as every reader (a store read would wait for etcd
+	 * on the loop thread). */
+	json_t *n = sc__object_copy(s, sc__kind_by_name("Node"), node, &rev);
+	if (!n)
 		return;
-	json_t *n = json_loads(kv.value, 0, NULL);
-	sc_kv_free(&kv);
 	json_t *ag = json_object_get(json_object_get(n, "status"), "agent");
 	const char *a = json_string_value(json_object_get(ag, "address"));
 	snprintf(out, outsz, "%s", a ? a : "");
