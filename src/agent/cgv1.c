@@ -17,7 +17,7 @@
 
 static const char *const ctl_names[SC_CGV1_NCTL] = {"cpu", "memory", "pids"};
 
-static int write_text(const char *path, const char *text)
+int sc__cgv1_write(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -38,7 +38,7 @@ static int has_word(char *list, const char *word)
 	return 0;
 }
 
-static int find_mount(const char *ctl, char *out, size_t outsz)
+int sc__cgv1_mount(const char *ctl, char *out, size_t outsz)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char line[4096];
@@ -60,7 +60,7 @@ static int find_mount(const char *ctl, char *out, size_t outsz)
 	return found;
 }
 
-static int find_own(const char *ctl, char *out, size_t outsz)
+int sc__cgv1_own(const char *ctl, char *out, size_t outsz)
 {
 	FILE *f = fopen("/proc/self/cgroup", "re");
 	char line[4096];
@@ -83,7 +83,7 @@ static int find_own(const char *ctl, char *out, size_t outsz)
 
 static int cgv1_find(const char *ctl, char *mnt, size_t mntsz, char *own, size_t ownsz)
 {
-	return find_mount(ctl, mnt, mntsz) && find_own(ctl, own, ownsz);
+	return sc__cgv1_mount(ctl, mnt, mntsz) && sc__cgv1_own(ctl, own, ownsz);
 }
 
 void sc__cgv1_init(sc_agent_t *a)
@@ -139,7 +139,7 @@ static int write_in(const char *dir, const char *file, long long v)
 	char path[900], val[32];
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
 	snprintf(val, sizeof(val), "%lld", v);
-	return write_text(path, val);
+	return sc__cgv1_write(path, val);
 }
 
 /* memory.memsw.limit_in_bytes may never be below memory.limit_in_bytes:
@@ -177,7 +177,7 @@ static int set_limits(const sc_pod_t *p, int c, const char *dir, int64_t cpu, in
 		return write_in(dir, "pids.max", max);
 	char path[900];
 	snprintf(path, sizeof(path), "%s/pids.max", dir);
-	return write_text(path, "max");
+	return sc__cgv1_write(path, "max");
 }
 
 /* The pod's folder under the agent's, which is made again if it is gone:
@@ -209,7 +209,7 @@ int sc__cgv1_enter(sc_pod_t *p, int64_t cpu_milli, int64_t mem_bytes)
 			p->oom_base = sc__cgv1_oom_kills(p);
 		char tasks[900];
 		snprintf(tasks, sizeof(tasks), "%s/tasks", dir);
-		if (write_text(tasks, tid) < 0)
+		if (sc__cgv1_write(tasks, tid) < 0)
 			goto fail;
 		entered = 1;
 	}
@@ -228,21 +228,27 @@ void sc__cgv1_leave(sc_agent_t *a, int entered)
 		return;
 	snprintf(tid, sizeof(tid), "%ld", (long)syscall(SYS_gettid));
 	for (int c = 0; c < SC_CGV1_NCTL; c++)
-		if (a->cgv1[c].ok && write_text(a->cgv1[c].home, tid) < 0)
+		if (a->cgv1[c].ok && sc__cgv1_write(a->cgv1[c].home, tid) < 0)
 			sc_log_error("cannot move the agent back to its %s cgroup (%s): %s",
 			             ctl_names[c], a->cgv1[c].home, strerror(errno));
 }
 
 long long sc__cgv1_oom_kills(const sc_pod_t *p)
 {
-	char dir[800], path[900], key[64];
-	long long v, out = -1;
+	char dir[800], path[900];
 	if (!p->a->cgv1[SC_CGV1_MEMORY].ok || pod_dir(p, SC_CGV1_MEMORY, dir, sizeof(dir)) < 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/memory.oom_control", dir);
+	return sc__cg_key(path, "oom_kill");
+}
+
+long long sc__cg_key(const char *path, const char *key)
+{
+	char k[64];
+	long long v, out = -1;
 	FILE *f = fopen(path, "re");
-	while (f && fscanf(f, "%63s %lld", key, &v) == 2)
-		if (strcmp(key, "oom_kill") == 0)
+	while (f && fscanf(f, "%63s %lld", k, &v) == 2)
+		if (strcmp(k, key) == 0)
 			out = v;
 	if (f)
 		fclose(f);

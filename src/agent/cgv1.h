@@ -32,6 +32,16 @@ void sc__cgv1_init(sc_agent_t *a);
  * sc__cgv1_leave right after uv_spawn), 0 when there is nothing to enter,
  * SC_EIO when a limit or the move failed (the thread is back home then). */
 int sc__cgv1_enter(sc_pod_t *p, int64_t cpu_milli, int64_t mem_bytes);
+/* Helpers of every cgroup module (devcg.c, podenv.c too). Writes text to
+ * a cgroup file: 0, or SC_EIO with errno kept. */
+int sc__cgv1_write(const char *path, const char *text);
+/* The mount point of the v1 hierarchy holding controller ctl; the
+ * agent's own cgroup in it ("/" or "/system.slice/..."). 1 when found. */
+int sc__cgv1_mount(const char *ctl, char *out, size_t outsz);
+int sc__cgv1_own(const char *ctl, char *out, size_t outsz);
+/* The value of key in a flat-keyed cgroup file ("key N" lines, v1 or v2:
+ * memory.oom_control, memory.events, cpu.stat), or -1. */
+long long sc__cg_key(const char *path, const char *key);
 /* Moves the calling thread back to the agent's own cgroups. */
 void sc__cgv1_leave(sc_agent_t *a, int entered);
 /* How many processes the kernel's OOM killer ended in p's memory cgroup

@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "agent/cgv1.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "starcloud/error.h"
@@ -23,70 +24,6 @@ typedef struct devnode {
 	unsigned major, minor;
 	int gpu; /* N of /dev/nvidiaN, NO_GPU for the shared nodes */
 } devnode_t;
-
-static int write_text(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return SC_EIO;
-	ssize_t n = write(fd, text, strlen(text));
-	int saved = errno;
-	close(fd);
-	errno = saved;
-	return n == (ssize_t)strlen(text) ? 0 : SC_EIO;
-}
-
-/* The mount point of the v1 hierarchy holding the devices controller. */
-static int devices_mount(char *out, size_t outsz)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096];
-	int found = 0;
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f)) {
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPER */
-		char root[1024], mnt[1024], fstype[64], super[1024];
-		const char *dash = strstr(line, " - ");
-		if (!dash || sscanf(line, "%*s %*s %*s %1023s %1023s", root, mnt) != 2 ||
-		    sscanf(dash + 3, "%63s %*s %1023s", fstype, super) != 2)
-			continue;
-		if (strcmp(fstype, "cgroup") != 0)
-			continue;
-		for (char *save, *o = strtok_r(super, ",", &save); o;
-		     o = strtok_r(NULL, ",", &save))
-			if (strcmp(o, "devices") == 0 &&
-			    (size_t)snprintf(out, outsz, "%s", mnt) < outsz)
-				found = 1;
-	}
-	fclose(f);
-	return found;
-}
-
-/* The agent's own cgroup in that hierarchy ("/" or "/system.slice/..."). */
-static int own_cgroup(char *out, size_t outsz)
-{
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	char line[4096];
-	int found = 0;
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f)) {
-		/* N:CONTROLLERS:PATH */
-		char *c = strchr(line, ':'), *p = c ? strchr(c + 1, ':') : NULL;
-		if (!p)
-			continue;
-		*p++ = '\0';
-		p[strcspn(p, "\n")] = '\0';
-		for (char *save, *o = strtok_r(c + 1, ",", &save); o;
-		     o = strtok_r(NULL, ",", &save))
-			if (strcmp(o, "devices") == 0 &&
-			    (size_t)snprintf(out, outsz, "%s", p) < outsz)
-				found = 1;
-	}
-	fclose(f);
-	return found;
-}
 
 static void add_node(devnode_t *nodes, int *n, const struct stat *st, int gpu)
 {
@@ -151,7 +88,8 @@ void sc__devcg_init(sc_agent_t *a)
 	devnode_t nodes[MAX_NODES];
 	const char *dir = a->o.dev_dir ? a->o.dev_dir : "/dev";
 	int n = list_nodes(dir, nodes);
-	if (!devices_mount(mnt, sizeof(mnt)) || !own_cgroup(own, sizeof(own)) ||
+	if (!sc__cgv1_mount("devices", mnt, sizeof(mnt)) ||
+	    !sc__cgv1_own("devices", own, sizeof(own)) ||
 	    snprintf(a->devcg_root, sizeof(a->devcg_root), "%s/starcloud-%s", mnt, a->o.name) >=
 	        (int)sizeof(a->devcg_root) ||
 	    snprintf(a->devcg_home, sizeof(a->devcg_home), "%s%s/cgroup.procs", mnt,
@@ -168,7 +106,7 @@ void sc__devcg_init(sc_agent_t *a)
 	 * once pod cgroups exist below: the check passed then too). */
 	snprintf(allow, sizeof(allow), "%s/devices.allow", a->devcg_root);
 	if ((mkdir(a->devcg_root, 0755) < 0 && errno != EEXIST) ||
-	    (write_text(allow, "a") < 0 && errno != EINVAL)) {
+	    (sc__cgv1_write(allow, "a") < 0 && errno != EINVAL)) {
 		char why[700];
 		snprintf(why, sizeof(why),
 		         "cannot write device rules in %s (%s; they need "
@@ -220,7 +158,7 @@ static int write_rules(const sc_pod_t *p, const char *dir, const devnode_t *node
 		int mine = nodes[i].gpu == NO_GPU ? any : pod_has_gpu(p, nodes[i].gpu);
 		snprintf(rule, sizeof(rule), "%c %u:%u rwm", nodes[i].type, nodes[i].major,
 		         nodes[i].minor);
-		if (write_text(mine ? allow : deny, rule) < 0)
+		if (sc__cgv1_write(mine ? allow : deny, rule) < 0)
 			return SC_EIO;
 	}
 	return 0;
@@ -250,7 +188,8 @@ int sc__devcg_enter(sc_pod_t *p)
 	if (pod_dir(p, dir, sizeof(dir)) < 0 ||
 	    (mkdir(a->devcg_root, 0755) < 0 && errno != EEXIST) ||
 	    (mkdir(dir, 0755) < 0 && errno != EEXIST) || write_rules(p, dir, nodes, n) < 0 ||
-	    (snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir), write_text(procs, pid) < 0)) {
+	    (snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir),
+	     sc__cgv1_write(procs, pid) < 0)) {
 		sc_log_error("pod %s/%s: cannot set its devices cgroup %s (%s): not started, it "
 		             "would see every GPU",
 		             p->job, p->name, dir, strerror(errno));
@@ -265,7 +204,7 @@ void sc__devcg_leave(sc_agent_t *a, int entered)
 	if (entered <= 0)
 		return;
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	if (write_text(a->devcg_home, pid) < 0)
+	if (sc__cgv1_write(a->devcg_home, pid) < 0)
 		sc_log_error("cannot move the agent back to its devices cgroup (%s): %s",
 		             a->devcg_home, strerror(errno));
 }

@@ -331,20 +331,13 @@ void sc__podenv_limits(const sc_pod_t *p, int64_t *cpu_milli, int64_t *mem_bytes
 
 long long sc__podenv_oom_kills(const sc_pod_t *p)
 {
-	char dir[800], path[900], key[64];
-	long long v, out = -1;
+	char dir[800], path[900];
 	if (!p->a->cgroup_ok)
 		return sc__cgv1_oom_kills(p);
 	if (cgroup_path(p, dir, sizeof(dir)) < 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/memory.events", dir);
-	FILE *f = fopen(path, "re");
-	while (f && fscanf(f, "%63s %lld", key, &v) == 2)
-		if (strcmp(key, "oom_kill") == 0)
-			out = v;
-	if (f)
-		fclose(f);
-	return out;
+	return sc__cg_key(path, "oom_kill");
 }
 
 void sc__podenv_cgroup_enter(sc_pod_t *p, int pid)
