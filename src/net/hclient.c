@@ -514,24 +514,15 @@ static int tls_flush(hc_conn_t *k)
 	return 0;
 }
 
-static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
+/* Hands the request's bytes to the connection: 0, or SC_EIO when they
+ * cannot go (a TLS session that failed, a hard socket error). */
+static int conn_send(hc_conn_t *k, sc_hcli_req_t *r)
 {
-	http_parser_init(&k->parser, HTTP_RESPONSE);
-	k->parser.data = k;
 	if (k->pool->tls) {
 		if (!k->tls || sc_tls_write(k->tls, r->out.data, r->out.len) < 0 ||
-		    tls_flush(k) < 0) {
-			k->deferred_err = SC_EIO;
-			conn_arm(k);
-			return;
-		}
-		if (!k->reading) {
-			k->reading = 1;
-			uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
-		}
-		r->reached = 1;
-		arm_timer(r);
-		return;
+		    tls_flush(k) < 0)
+			return SC_EIO;
+		return 0;
 	}
 	/* Most requests fit the socket buffer: written here, no copy. */
 	uv_buf_t b = uv_buf_init(r->out.data, (unsigned)r->out.len);
@@ -540,7 +531,16 @@ static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
 	/* A hard error (the peer reset a reused connection) fails the request
 	 * now instead of queueing a write that cannot succeed. */
 	if ((n < 0 && n != UV_EAGAIN) ||
-	    (done < r->out.len && conn_write_rest(k, r->out.data + done, r->out.len - done) < 0)) {
+	    (done < r->out.len && conn_write_rest(k, r->out.data + done, r->out.len - done) < 0))
+		return SC_EIO;
+	return 0;
+}
+
+static void conn_write_req(hc_conn_t *k, sc_hcli_req_t *r)
+{
+	http_parser_init(&k->parser, HTTP_RESPONSE);
+	k->parser.data = k;
+	if (conn_send(k, r) < 0) {
 		k->deferred_err = SC_EIO;
 		conn_arm(k);
 		return;
