@@ -105,22 +105,29 @@ class NodeSampler:
         return bad
 
 
+def fixed_on_n0_and_a_on_n1(admin, agents):
+    """Both nodes ready; 6 of n0's GPUs held by `fixed`, and the preemptible
+    pod of `a` (slow to stop) placed on n1's GPUs 0-1: compaction can then
+    free n1 by moving it to n0."""
+    wait_for(lambda: all(ready(admin, a.name) for a in agents), what="nodes ready")
+    q = queue("team-a", 64)
+    q["spec"]["resources"].update({"cpu": {"quota": -1}, "memory": {"quota": -1}})
+    assert admin.post(admin.base + "/queues", json=q).status_code == 201
+    assert admin.post(admin.base + "/priorityclasses",
+                      json=manifest("PriorityClass", "batch-hi",
+                                    {"value": 100, "preemptible": True})).status_code == 201
+    for obj in (placed("fixed", "build", 6, ["sleep", "600"], "n0", [0, 1, 2, 3, 4, 5]),
+                placed("a", "batch-hi", 2, SLOW_STOP, "n1", [0, 1])):
+        r = admin.post(admin.base + "/jobs", json=obj)
+        assert r.status_code == 201, r.text
+
+
 def test_a_moved_pod_never_runs_on_two_nodes(server, admin, tmp_path):
     agents = [Agent(server.url, server.token, n, tmp_path / n, gpus="8xA100-80GB")
               for n in ("n0", "n1")]
     sampler = big_sampler = None
     try:
-        wait_for(lambda: all(ready(admin, a.name) for a in agents), what="nodes ready")
-        q = queue("team-a", 64)
-        q["spec"]["resources"].update({"cpu": {"quota": -1}, "memory": {"quota": -1}})
-        assert admin.post(admin.base + "/queues", json=q).status_code == 201
-        assert admin.post(admin.base + "/priorityclasses",
-                          json=manifest("PriorityClass", "batch-hi",
-                                        {"value": 100, "preemptible": True})).status_code == 201
-        for obj in (placed("fixed", "build", 6, ["sleep", "600"], "n0", [0, 1, 2, 3, 4, 5]),
-                    placed("a", "batch-hi", 2, SLOW_STOP, "n1", [0, 1])):
-            r = admin.post(admin.base + "/jobs", json=obj)
-            assert r.status_code == 201, r.text
+        fixed_on_n0_and_a_on_n1(admin, agents)
         n1 = agents[1]
         wait_for(lambda: processes_with_env("STARCLOUD_POD", POD, under=n1.data_dir),
                  what="the pod running on n1")
@@ -172,17 +179,7 @@ def test_a_pod_moved_off_a_dead_node_starts_after_the_fence_time(server, admin, 
     sampler = None
     n1 = agents[1]
     try:
-        wait_for(lambda: all(ready(admin, a.name) for a in agents), what="nodes ready")
-        q = queue("team-a", 64)
-        q["spec"]["resources"].update({"cpu": {"quota": -1}, "memory": {"quota": -1}})
-        assert admin.post(admin.base + "/queues", json=q).status_code == 201
-        assert admin.post(admin.base + "/priorityclasses",
-                          json=manifest("PriorityClass", "batch-hi",
-                                        {"value": 100, "preemptible": True})).status_code == 201
-        for obj in (placed("fixed", "build", 6, ["sleep", "600"], "n0", [0, 1, 2, 3, 4, 5]),
-                    placed("a", "batch-hi", 2, SLOW_STOP, "n1", [0, 1])):
-            r = admin.post(admin.base + "/jobs", json=obj)
-            assert r.status_code == 201, r.text
+        fixed_on_n0_and_a_on_n1(admin, agents)
         wait_for(lambda: processes_with_env("STARCLOUD_POD", POD, under=n1.data_dir),
                  what="the pod running on n1")
         wait_for(lambda: recorded([n1], "a", POD), what="the pod's record")
