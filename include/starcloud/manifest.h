@@ -118,7 +118,14 @@ size_t sc_manifest_nodepools(sc_manifest_set_t *set, const sc_nodepool_t **out);
 char *sc_pool_wait_text(char *buf, size_t size, const char *pool, int nodes, int64_t age);
 
 /* ---- Deployment.spec.autoscaling (docs/AUTOSCALING.md) ---- */
-enum sc_autoscale_target { SC_AS_NONE = 0, SC_AS_INFLIGHT, SC_AS_QUEUE, SC_AS_TTFT };
+enum sc_autoscale_target {
+	SC_AS_NONE = 0,
+	SC_AS_INFLIGHT,
+	SC_AS_QUEUE,
+	SC_AS_TTFT,
+	SC_AS_PROMPT_TOKENS, /* prefill: prompt tokens waiting or in prefill, per replica */
+	SC_AS_TPS            /* decode: generated tokens per second, per replica */
+};
 #define SC_AS_MAX_REPLICAS 10000
 #define SC_AS_STABILIZATION 60 /* seconds before a scale-down, when not given */
 
@@ -126,7 +133,7 @@ typedef struct sc_autoscaling {
 	int target;            /* enum sc_autoscale_target; NONE: no autoscaling */
 	int min_replicas;      /* 0 parks the deployment when idle */
 	int max_replicas;      /* >= max(1, min) */
-	double value;          /* requests per replica, or seconds (TTFT p95) */
+	double value;          /* per replica (requests, tokens, tokens/s), or seconds (TTFT p95) */
 	int64_t stabilization; /* seconds a lower count must hold before it applies */
 } sc_autoscaling_t;
 
@@ -134,6 +141,10 @@ typedef struct sc_autoscaling {
  * be NULL) with the decoder's defaults; target NONE when absent or when
  * the decoder would refuse it. */
 void sc_deploy_autoscaling(json_t *spec, sc_autoscaling_t *out);
+/* The same for one role of a disaggregated Deployment
+ * (spec.disaggregation.ROLE.autoscaling, role "prefill" or "decode"); role
+ * "both" (or NULL) reads spec.autoscaling. */
+void sc_deploy_role_autoscaling(json_t *spec, const char *role, sc_autoscaling_t *out);
 
 /* Object counts, for tests and messages. */
 size_t sc_manifest_count(const sc_manifest_set_t *set, const char *kind);

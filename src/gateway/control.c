@@ -32,6 +32,7 @@ typedef struct control {
 	sc_gw_t *gw;
 	json_t *deps; /* name -> latest object */
 	json_t *ttft; /* autoscaled deployment -> its model's TTFT buckets at the last report */
+	json_t *tok;  /* disaggregated autoscaled deployment -> [tokens, loop ms] at the last one */
 	uv_timer_t scale;
 	uint64_t scale_warned; /* loop ms of the last failed load report logged */
 	sc_buf_t line;
@@ -367,6 +368,7 @@ int sc__gw_control_start(sc_gw_t *gw)
 	gw->may_hold = may_hold;
 	gw->held = held;
 	ct->ttft = json_object();
+	ct->tok = json_object();
 	uv_timer_init(gw->loop, &ct->scale);
 	ct->scale.data = ct;
 	uv_timer_start(&ct->scale, on_scale_tick, SCALE_REPORT_MS, SCALE_REPORT_MS);
@@ -380,6 +382,7 @@ static void on_scale_closed(uv_handle_t *h)
 	control_t *ct = h->data;
 	json_decref(ct->deps);
 	json_decref(ct->ttft);
+	json_decref(ct->tok);
 	sc_buf_free(&ct->line);
 	free(ct);
 }
@@ -537,6 +540,14 @@ static int autoscaled(json_t *dep)
 	return json_is_object(json_object_get(json_object_get(dep, "spec"), "autoscaling"));
 }
 
+/* A disaggregated Deployment with a role autoscaled: reported per role. */
+static int role_autoscaled(json_t *dep)
+{
+	json_t *dis = json_object_get(json_object_get(dep, "spec"), "disaggregation");
+	return json_is_object(json_object_get(json_object_get(dis, "prefill"), "autoscaling")) ||
+	       json_is_object(json_object_get(json_object_get(dis, "decode"), "autoscaling"));
+}
+
 static int may_hold(sc_gw_t *gw, const char *model)
 {
 	control_t *ct = gw->control;
@@ -581,10 +592,40 @@ static void ttft_window(control_t *ct, const char *dep, const char *model, json_
 	}
 }
 
+/* Generated tokens per second of model since the last report for dep. */
+static double token_rate(control_t *ct, const char *dep, const char *model)
+{
+	uint64_t n = sc__gw_stats_tokens(ct->gw, model), now = sc__gw_now_ms(ct->gw);
+	json_t *prev = json_object_get(ct->tok, dep);
+	double rate = 0;
+	if (prev) {
+		uint64_t was = (uint64_t)json_integer_value(json_array_get(prev, 0));
+		uint64_t at = (uint64_t)json_integer_value(json_array_get(prev, 1));
+		if (n >= was && now > at)
+			rate = (double)(n - was) * 1000.0 / (double)(now - at);
+	}
+	json_object_set_new(ct->tok, dep,
+	                    sc_xcheck(json_pack("[I,I]", (json_int_t)n, (json_int_t)now)));
+	return rate;
+}
+
+/* roles: the figures of a disaggregated model's prefill and decode
+ * replicas (requests at them, replicas busy), the prompt tokens waiting
+ * for or in prefill, and the decode side's tokens per second. */
+static json_t *role_load(control_t *ct, const char *dep, const char *model,
+                         const json_int_t *inflight, const json_int_t *busy)
+{
+	return json_pack("{s:{s:I,s:I,s:I},s:{s:I,s:I,s:f}}", "prefill", "inflight",
+	                 inflight[GW_ROLE_PREFILL], "busy", busy[GW_ROLE_PREFILL], "promptTokens",
+	                 (json_int_t)sc__gw_pd_prompt_tokens(ct->gw, model), "decode", "inflight",
+	                 inflight[GW_ROLE_DECODE], "busy", busy[GW_ROLE_DECODE], "tokensPerSecond",
+	                 token_rate(ct, dep, model));
+}
+
 static void report_load(control_t *ct, const char *dep, const char *model)
 {
 	sc_gw_t *gw = ct->gw;
-	json_int_t inflight = 0, busy = 0, requests;
+	json_int_t inflight = 0, busy = 0, requests, role_in[3] = {0}, role_busy[3] = {0};
 	double p95;
 	for (size_t i = 0; i < gw->nbe; i++) {
 		const gw_backend_t *b = gw->be[i];
@@ -592,6 +633,10 @@ static void report_load(control_t *ct, const char *dep, const char *model)
 			continue;
 		inflight += b->inflight;
 		busy += b->inflight > 0;
+		if (b->role >= GW_ROLE_BOTH && b->role <= GW_ROLE_DECODE) {
+			role_in[b->role] += b->inflight;
+			role_busy[b->role] += b->inflight > 0;
+		}
 	}
 	ttft_window(ct, dep, model, &requests, &p95);
 	char id[GW_MAX_URL], path[GW_MAX_NAME + 64];
@@ -601,6 +646,9 @@ static void report_load(control_t *ct, const char *dep, const char *model)
 	    json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:f}", "gateway", id, "model", model, "inflight",
 	              inflight, "queued", (json_int_t)sc__gw_proxy_held(gw, model), "busy", busy,
 	              "requests", requests, "ttftP95", p95);
+	if (b && role_autoscaled(json_object_get(ct->deps, dep)))
+		json_object_set_new(b, "roles",
+		                    sc_xcheck(role_load(ct, dep, model, role_in, role_busy)));
 	post_report(gw, path, sc_xcheck(b));
 }
 
@@ -615,13 +663,18 @@ static void on_scale_tick(uv_timer_t *t)
 	void *tmp;
 	json_object_foreach(ct->deps, name, dep)
 	{
-		if (autoscaled(dep) && model_of(dep))
+		if ((autoscaled(dep) || role_autoscaled(dep)) && model_of(dep))
 			report_load(ct, name, model_of(dep));
 	}
 	json_object_foreach_safe(ct->ttft, tmp, name, dep)
 	{
 		if (!json_object_get(ct->deps, name))
 			json_object_del(ct->ttft, name);
+	}
+	json_object_foreach_safe(ct->tok, tmp, name, dep)
+	{
+		if (!json_object_get(ct->deps, name))
+			json_object_del(ct->tok, name);
 	}
 }
 

@@ -290,6 +290,13 @@ double sc__gw_stats_ttft(const sc_gw_t *gw, const char *model, uint64_t *buckets
                          uint64_t *count);
 /* The upper bound of bucket b in seconds (the last bound for the last). */
 double sc__gw_stats_bucket_bound(size_t b);
+/* Generated tokens: n relayed (a streamed chunk's token ids), those of a
+ * buffered answer (its usage.completion_tokens; body borrowed), and the
+ * total of every version of model since start (the decode autoscaler's
+ * tokens per second, control.c). */
+void sc__gw_stats_tokens_add(gw_stats_t *s, uint64_t n);
+void sc__gw_stats_answer_tokens(gw_stats_t *s, const char *body, size_t len);
+uint64_t sc__gw_stats_tokens(const sc_gw_t *gw, const char *model);
 void sc__gw_stats_retry(gw_stats_t *s);
 void sc__gw_stats_ejection(gw_stats_t *s);
 void sc__gw_stats_rollback(gw_stats_t *s);
@@ -326,6 +333,9 @@ void sc__gw_trace_close(sc_gw_t *gw);
 /* ---- proxy.c: requests held for a replica ---- */
 /* Held requests of model (all when NULL). */
 size_t sc__gw_proxy_held(sc_gw_t *gw, const char *model);
+/* Prompt tokens of model's requests in their prefill phase (at a replica
+ * or waiting for one): the prefill autoscaler's signal (pd.c). */
+long long sc__gw_pd_prompt_tokens(sc_gw_t *gw, const char *model);
 /* Tries every held request again (replicas changed). */
 void sc__gw_proxy_wake(sc_gw_t *gw);
 

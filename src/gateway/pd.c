@@ -270,3 +270,39 @@ static void sc__gw_pd_release(gw_req_t *q)
 	    .method = "DELETE", .url = url, .timeout_ms = 2000, .cbs = {.on_done = delete_done}};
 	sc_hcli_start(q->gw->hc, &call, NULL);
 }
+
+/* ---------------------------------------------------------------------
+ * The prefill autoscaler's signal
+ * ------------------------------------------------------------------- */
+
+/* Prompt tokens of q as the reference worker counts them: its byte-level
+ * tokenizer makes one token a byte, plus BOS; token ids count one each.
+ * (With a BPE tokenizer a token is about 4 bytes: the figure is then an
+ * upper bound, docs/AUTOSCALING.md.) */
+static long long prompt_tokens(gw_req_t *q)
+{
+	json_t *b = sc__gw_req_json(q), *p = json_object_get(b, "prompt"), *m;
+	size_t i;
+	long long n = 0;
+	if (json_is_string(p))
+		return (long long)json_string_length(p) + 1;
+	if (json_is_array(p) && json_is_integer(json_array_get(p, 0)))
+		return (long long)json_array_size(p);
+	if (json_is_array(p) && json_is_string(json_array_get(p, 0)))
+		return (long long)json_string_length(json_array_get(p, 0)) + 1;
+	json_array_foreach(json_object_get(b, "messages"), i, m)
+	{
+		n += (long long)json_string_length(json_object_get(m, "content")) + 1;
+	}
+	return n;
+}
+
+long long sc__gw_pd_prompt_tokens(sc_gw_t *gw, const char *model)
+{
+	long long n = 0;
+	for (gw_req_t *q = gw->reqs; q; q = q->next)
+		if (q->pd && q->role == GW_ROLE_PREFILL && !q->closed &&
+		    strcmp(q->model, model) == 0)
+			n += prompt_tokens(q);
+	return n;
+}

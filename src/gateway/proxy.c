@@ -131,6 +131,8 @@ void sc__gw_relay(gw_req_t *q)
 		skip++;
 	sc_http_respond(q->hr, q->up_status, q->up_ctype[0] ? q->up_ctype : "application/json",
 	                q->resp.data + skip, q->resp.len - skip);
+	if (q->pd && q->be && q->up_status == 200)
+		sc__gw_stats_answer_tokens(q->be->stats, q->resp.data + skip, q->resp.len - skip);
 	q->hr = NULL;
 	req_account(q, q->up_status);
 	req_release(q);
@@ -384,6 +386,9 @@ static void note_chunk(gw_req_t *q, const char *data, size_t len)
 	if (t && *t)
 		q->ntok++;
 	json_t *ids = json_object_get(c0, "token_ids");
+	if (q->be)
+		sc__gw_stats_tokens_add(q->be->stats,
+		                        json_is_array(ids) ? json_array_size(ids) : t && *t);
 	if (json_is_array(ids) && json_array_size(q->ids) < 65536) {
 		if (!q->ids)
 			q->ids = sc_xcheck(json_array());

@@ -34,6 +34,7 @@ struct gw_stats {
 	hist_t total, ttft;
 	uint64_t retries, ejections, rollbacks, shed;
 	long long inflight;
+	uint64_t tokens; /* generated tokens relayed (the decode autoscaler's rate) */
 };
 
 static gw_stats_t overflow = {.model = "(overflow)"};
@@ -206,4 +207,27 @@ void sc__gw_stats_out(sc_buf_t *o, sc_gw_t *gw)
 	               "Retries not made because the retry budget was spent.");
 	sc_buf_printf(o, "starcloud_gateway_retry_budget_exhausted_total %llu\n",
 	              (unsigned long long)gw->budget_exhausted);
+}
+
+void sc__gw_stats_tokens_add(gw_stats_t *s, uint64_t n)
+{
+	s->tokens += n;
+}
+
+void sc__gw_stats_answer_tokens(gw_stats_t *s, const char *body, size_t len)
+{
+	json_t *j = json_loadb(body, len, 0, NULL);
+	json_t *n = json_object_get(json_object_get(j, "usage"), "completion_tokens");
+	if (json_is_integer(n) && json_integer_value(n) > 0)
+		s->tokens += (uint64_t)json_integer_value(n);
+	json_decref(j);
+}
+
+uint64_t sc__gw_stats_tokens(const sc_gw_t *gw, const char *model)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < gw->nstats; i++)
+		if (strcmp(gw->stats[i]->model, model) == 0)
+			n += gw->stats[i]->tokens;
+	return n;
 }

@@ -203,29 +203,83 @@ char *sc_pool_wait_text(char *buf, size_t size, const char *pool, int nodes, int
 
 /* ---- Deployment.spec.autoscaling ----------------------------------------- */
 
+/* The targets each kind of replica may scale on: a whole replica (role
+ * "both"), a prefill replica, a decode replica. The first list is also the
+ * read-back order. */
 static const char *const target_keys[] = {"inflightPerReplica", "queueDepth", "ttftP95", NULL};
+static const char *const prefill_keys[] = {"promptTokensPerReplica", "inflightPerReplica",
+                                           "ttftP95", NULL};
+static const char *const decode_keys[] = {"inflightPerReplica", "tokensPerSecondPerReplica", NULL};
+static const char *const all_keys[] = {
+    "inflightPerReplica",        "queueDepth", "ttftP95", "promptTokensPerReplica",
+    "tokensPerSecondPerReplica", NULL};
 
-/* target: exactly one of inflightPerReplica (> 0), queueDepth (> 0) or
- * ttftP95 (a duration, milliseconds kept). */
-static int decode_target(sc__rd_t *rd, json_t *as)
+static const char *const *keys_of(const char *role)
 {
-	json_t *t;
+	if (role && strcmp(role, "prefill") == 0)
+		return prefill_keys;
+	if (role && strcmp(role, "decode") == 0)
+		return decode_keys;
+	return target_keys;
+}
+
+static bool key_in(const char *const *keys, const char *k)
+{
+	for (size_t i = 0; keys[i]; i++)
+		if (strcmp(keys[i], k) == 0)
+			return true;
+	return false;
+}
+
+/* "a, b or c" of keys, into buf. */
+static const char *key_list(const char *const *keys, char *buf, size_t size)
+{
+	size_t n = 0, at = 0;
+	while (keys[n])
+		n++;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && at < size; i++)
+		at += (size_t)snprintf(buf + at, size - at, "%s%s",
+		                       i == 0       ? ""
+		                       : i + 1 == n ? " or "
+		                                    : ", ",
+		                       keys[i]);
+	return buf;
+}
+
+/* target: exactly one of the role's keys; numbers within (0, 1e6], ttftP95 a
+ * duration (milliseconds kept). A target of another role names itself. */
+static int decode_target(sc__rd_t *rd, json_t *as, const char *role)
+{
+	const char *const *keys = keys_of(role);
+	json_t *t, *v;
+	const char *k;
+	char list[160];
 	int rc = sc__get_object(rd, as, "target", true, &t), n = 0;
-	double v;
+	double x;
 	if (rc < 0)
 		return rc;
 	sc__mark_t m = sc__rd_push(rd, "target");
-	if ((rc = sc__rd_fields(rd, t, target_keys)) < 0)
+	json_object_foreach(t, k, v)
+	{
+		if (key_in(all_keys, k) && !key_in(keys, k)) {
+			sc__rd_push(rd, k);
+			return sc__rd_fail(
+			    rd, SC_EINVAL, "not a target of %s replicas: expected %s",
+			    role ? role : "serving", key_list(keys, list, sizeof(list)));
+		}
+	}
+	if ((rc = sc__rd_fields(rd, t, keys)) < 0)
 		return rc;
-	for (int i = 0; target_keys[i]; i++)
-		n += json_object_get(t, target_keys[i]) != NULL;
+	for (int i = 0; keys[i]; i++)
+		n += json_object_get(t, keys[i]) != NULL;
 	if (n != 1)
-		return sc__rd_fail(
-		    rd, SC_EINVAL,
-		    "expected exactly one of inflightPerReplica, queueDepth, ttftP95");
-	if ((rc = sc__get_num(rd, t, "inflightPerReplica", false, 0.01, 1e6, &v)) < 0 ||
-	    (rc = sc__get_num(rd, t, "queueDepth", false, 0.01, 1e6, &v)) < 0)
-		return rc;
+		return sc__rd_fail(rd, SC_EINVAL, "expected exactly one of %s",
+		                   key_list(keys, list, sizeof(list)));
+	for (int i = 0; keys[i]; i++)
+		if (strcmp(keys[i], "ttftP95") != 0 &&
+		    (rc = sc__get_num(rd, t, keys[i], false, 0.01, 1e6, &x)) < 0)
+			return rc;
 	json_t *ttft = json_object_get(t, "ttftP95");
 	if (ttft) {
 		int64_t ms = 0;
@@ -240,12 +294,34 @@ static int decode_target(sc__rd_t *rd, json_t *as)
 	return 0;
 }
 
-int sc__decode_autoscaling(sc__rd_t *rd, json_t *spec, int64_t *min_replicas)
+/* The autoscaling object as (at the reader's position "autoscaling"):
+ * limits, window and target. A role of a disaggregated Deployment keeps at
+ * least one replica (min_lo 1): the gateway holds requests only for a
+ * Deployment as a whole. */
+static int decode_as(sc__rd_t *rd, json_t *as, const char *role, int64_t min_lo, int64_t *min)
 {
 	static const char *const fields[] = {"minReplicas", "maxReplicas", "target",
 	                                     "scaleDownStabilization", NULL};
+	int64_t max = 0, stab;
+	int rc;
+	*min = 1;
+	if ((rc = sc__rd_fields(rd, as, fields)) < 0 ||
+	    (rc = sc__get_int(rd, as, "minReplicas", false, min_lo, SC_AS_MAX_REPLICAS, min)) < 0 ||
+	    (rc = sc__get_int(rd, as, "maxReplicas", true, 1, SC_AS_MAX_REPLICAS, &max)) < 0 ||
+	    (rc = sc__get_dur(rd, as, "scaleDownStabilization", false, &stab)) < 0 ||
+	    (rc = decode_target(rd, as, role)) < 0)
+		return rc;
+	if (max < *min) {
+		sc__rd_push(rd, "maxReplicas");
+		return sc__rd_fail(rd, SC_EINVAL, "expected at least minReplicas (%lld)",
+		                   (long long)*min);
+	}
+	return 0;
+}
+
+int sc__decode_autoscaling(sc__rd_t *rd, json_t *spec, int64_t *min_replicas)
+{
 	json_t *as;
-	int64_t min = 1, max = 0, stab;
 	int rc = sc__get_object(rd, spec, "autoscaling", false, &as);
 	if (rc <= 0)
 		return rc;
@@ -258,22 +334,35 @@ int sc__decode_autoscaling(sc__rd_t *rd, json_t *spec, int64_t *min_replicas)
 	if (json_object_get(spec, "disaggregation")) {
 		sc__rd_push(rd, "autoscaling");
 		return sc__rd_fail(rd, SC_EINVAL,
-		                   "autoscaling is not supported with disaggregation (yet)");
+		                   "a disaggregated Deployment is autoscaled per role: give "
+		                   "disaggregation.prefill.autoscaling and/or "
+		                   "disaggregation.decode.autoscaling");
 	}
 	sc__mark_t m = sc__rd_push(rd, "autoscaling");
-	if ((rc = sc__rd_fields(rd, as, fields)) < 0 ||
-	    (rc = sc__get_int(rd, as, "minReplicas", false, 0, SC_AS_MAX_REPLICAS, &min)) < 0 ||
-	    (rc = sc__get_int(rd, as, "maxReplicas", true, 1, SC_AS_MAX_REPLICAS, &max)) < 0 ||
-	    (rc = sc__get_dur(rd, as, "scaleDownStabilization", false, &stab)) < 0 ||
-	    (rc = decode_target(rd, as)) < 0)
+	if ((rc = decode_as(rd, as, NULL, 0, min_replicas)) < 0)
 		return rc;
-	if (max < min) {
-		sc__rd_push(rd, "maxReplicas");
-		return sc__rd_fail(rd, SC_EINVAL, "expected at least minReplicas (%lld)",
-		                   (long long)min);
-	}
 	sc__rd_pop(rd, m);
-	*min_replicas = min;
+	return 1;
+}
+
+int sc__decode_role_autoscaling(sc__rd_t *rd, json_t *ro, const char *role, int64_t *min_replicas)
+{
+	json_t *as;
+	int rc = sc__get_object(rd, ro, "autoscaling", false, &as);
+	if (rc <= 0)
+		return rc;
+	if (json_object_get(ro, "replicas")) {
+		sc__rd_push(rd, "replicas");
+		return sc__rd_fail(
+		    rd, SC_EINVAL,
+		    "with autoscaling the autoscaler sets the %s replica count: give "
+		    "autoscaling.minReplicas instead",
+		    role);
+	}
+	sc__mark_t m = sc__rd_push(rd, "autoscaling");
+	if ((rc = decode_as(rd, as, role, 1, min_replicas)) < 0)
+		return rc;
+	sc__rd_pop(rd, m);
 	return 1;
 }
 
@@ -293,14 +382,15 @@ static int int_in(json_t *o, const char *key, int lo, int hi, int dflt)
 	return (int)json_integer_value(v);
 }
 
-void sc_deploy_autoscaling(json_t *spec, sc_autoscaling_t *out)
+/* as: an autoscaling object of a stored Deployment; role as in keys_of. */
+static void read_as(json_t *as, const char *role, int min_lo, sc_autoscaling_t *out)
 {
-	json_t *as = json_object_get(spec, "autoscaling");
 	json_t *t = json_object_get(as, "target");
+	const char *const *keys = keys_of(role);
 	memset(out, 0, sizeof(*out));
 	if (!json_is_object(as) || !json_is_object(t))
 		return;
-	out->min_replicas = int_in(as, "minReplicas", 0, SC_AS_MAX_REPLICAS, 1);
+	out->min_replicas = int_in(as, "minReplicas", min_lo, SC_AS_MAX_REPLICAS, 1);
 	out->max_replicas = int_in(as, "maxReplicas", 1, SC_AS_MAX_REPLICAS, 0);
 	if (out->max_replicas < out->min_replicas || out->max_replicas == 0)
 		return;
@@ -314,12 +404,38 @@ void sc_deploy_autoscaling(json_t *spec, sc_autoscaling_t *out)
 		    json_integer_value(json_object_get(as, "scaleDownStabilization"));
 	int64_t ms;
 	const char *ttft = json_string_value(json_object_get(t, "ttftP95"));
-	if ((out->value = positive(t, "inflightPerReplica")) > 0)
+	if (key_in(keys, "inflightPerReplica") &&
+	    (out->value = positive(t, "inflightPerReplica")) > 0)
 		out->target = SC_AS_INFLIGHT;
-	else if ((out->value = positive(t, "queueDepth")) > 0)
+	else if (key_in(keys, "queueDepth") && (out->value = positive(t, "queueDepth")) > 0)
 		out->target = SC_AS_QUEUE;
-	else if (ttft && sc_quantity_duration_ms(ttft, &ms) == 0 && ms > 0) {
+	else if (key_in(keys, "promptTokensPerReplica") &&
+	         (out->value = positive(t, "promptTokensPerReplica")) > 0)
+		out->target = SC_AS_PROMPT_TOKENS;
+	else if (key_in(keys, "tokensPerSecondPerReplica") &&
+	         (out->value = positive(t, "tokensPerSecondPerReplica")) > 0)
+		out->target = SC_AS_TPS;
+	else if (key_in(keys, "ttftP95") && ttft && sc_quantity_duration_ms(ttft, &ms) == 0 &&
+	         ms > 0) {
 		out->target = SC_AS_TTFT;
 		out->value = (double)ms / 1000.0;
 	}
+}
+
+void sc_deploy_autoscaling(json_t *spec, sc_autoscaling_t *out)
+{
+	read_as(json_object_get(spec, "autoscaling"), NULL, 0, out);
+	/* The decoder refuses spec.autoscaling beside disaggregation. */
+	if (json_object_get(spec, "disaggregation"))
+		out->target = SC_AS_NONE;
+}
+
+void sc_deploy_role_autoscaling(json_t *spec, const char *role, sc_autoscaling_t *out)
+{
+	if (!role || strcmp(role, "both") == 0) {
+		sc_deploy_autoscaling(spec, out);
+		return;
+	}
+	json_t *ro = json_object_get(json_object_get(spec, "disaggregation"), role);
+	read_as(json_object_get(ro, "autoscaling"), role, 1, out);
 }

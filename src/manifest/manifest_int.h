@@ -136,6 +136,9 @@ int sc__decode_nodepool(sc__rd_t *rd, json_t *obj, sc__batch_t *b);
 /* spec.autoscaling of a Deployment: 0 when absent, 1 when present (with
  * *min_replicas, the count an offline run schedules), or SC_E*. */
 int sc__decode_autoscaling(sc__rd_t *rd, json_t *spec, int64_t *min_replicas);
+/* disaggregation.ROLE.autoscaling of ro (role "prefill" or "decode"), the
+ * same way: 1 with *min_replicas set, 0 when absent, or an error. */
+int sc__decode_role_autoscaling(sc__rd_t *rd, json_t *ro, const char *role, int64_t *min_replicas);
 /* A Node's (or a NodePool template's) gpus: {count, model, memory, mig}. */
 int sc__decode_node_gpus(sc__rd_t *rd, json_t *spec, sc_node_spec_t *n);
 /* metadata: name (required), labels, creationTimestamp and the Kubernetes

@@ -700,7 +700,7 @@ static int decode_roles(sc__rd_t *rd, json_t *dis, const sc_task_spec_t *base, b
                         sc_task_spec_t *t)
 {
 	static const char *const roles[] = {"prefill", "decode"};
-	static const char *const fields[] = {"replicas", "template", NULL};
+	static const char *const fields[] = {"replicas", "template", "autoscaling", NULL};
 	static const char *const top[] = {"prefill", "decode", NULL};
 	json_t *r;
 	int rc = sc__rd_fields(rd, dis, top);
@@ -712,12 +712,17 @@ static int decode_roles(sc__rd_t *rd, json_t *dis, const sc_task_spec_t *base, b
 			return rc;
 		sc__mark_t m = sc__rd_push(rd, roles[i]);
 		t[i] = *base;
+		int64_t min = 0;
+		int as;
+		/* An autoscaled role runs its minimum offline; the server
+		 * follows the load (docs/AUTOSCALING.md). */
 		if ((rc = sc__rd_fields(rd, r, fields)) < 0 ||
+		    (as = rc = sc__decode_role_autoscaling(rd, r, roles[i], &min)) < 0 ||
 		    (rc = sc__get_int(rd, r, "replicas", false, 0, MAX_REPLICAS, &replicas)) < 0 ||
 		    (rc = decode_template(rd, r, "template", !has_base, &t[i])) < 0)
 			return rc;
 		t[i].name = roles[i];
-		t[i].replicas = (int)replicas;
+		t[i].replicas = (int)(as ? min : replicas);
 		sc__rd_pop(rd, m);
 	}
 	return 0;

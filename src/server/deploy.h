@@ -65,11 +65,21 @@ typedef struct sc_deploy_plan {
 	 * minReplicas before its first decision) for every version at 100 %,
 	 * instead of spec.replicas; -1 without autoscaling. */
 	int autoscaled;
+	/* The same per role of a disaggregated Deployment
+	 * (spec.disaggregation.ROLE.autoscaling, status.autoscaling.ROLE.replicas):
+	 * [0] prefill, [1] decode; -1 for a role not autoscaled. */
+	int role_autoscaled[2];
 } sc_deploy_plan_t;
 
 /* ---- deploy_view.c ---- */
 /* The replica count an autoscaled Deployment runs at 100 %, or -1. */
 int sc__deploy_autoscaled(json_t *dep);
+/* The same for role ("both", "prefill" or "decode") of dep: -1 when that
+ * role is not autoscaled. */
+int sc__deploy_role_autoscaled(json_t *dep, const char *role);
+/* The autoscaled roles of dep, into roles (at most 2; static strings):
+ * {"both"}, or the disaggregated roles that have autoscaling. */
+size_t sc__deploy_scaled_roles(json_t *dep, const char **roles);
 /* spec.version as a string ("1" when absent; integers printed). */
 void sc__deploy_version(json_t *dep, char *out, size_t outsz);
 /* Live tasks of dep from its spec and status. Templates are borrowed from
@@ -133,9 +143,16 @@ typedef struct sc_scale_signal {
 	long long busy;     /* replicas with a request in flight */
 	long long requests; /* requests that ended in the interval */
 	double ttft_p95;    /* seconds, over the interval; 0 without requests */
+	/* One role of a disaggregated Deployment (0 for a whole replica):
+	 * prompt tokens of the requests waiting for or in their prefill, and
+	 * the decode replicas' generated tokens per second over the interval. */
+	long long prompt_tokens;
+	double tps;
 } sc_scale_signal_t;
 
-/* Keeps gateway's latest report for Deployment dep (loop thread). */
+/* Keeps gateway's latest report for Deployment dep (loop thread); dep is
+ * the autoscaler's key: the name, or "name/prefill", "name/decode" for the
+ * roles of a disaggregated one (deploy_ctl.c). */
 void sc__scale_report(sc_server_t *s, const char *dep, const char *gateway,
                       const sc_scale_signal_t *sig, int64_t now);
 /* The replica count Deployment dep should have now, from its current count
@@ -143,6 +160,14 @@ void sc__scale_report(sc_server_t *s, const char *dep, const char *gateway,
  * summed signal and why a sentence when the count changes. */
 int sc__scale_decide(sc_server_t *s, const char *dep, const sc_autoscaling_t *as, int current,
                      int64_t now, sc_scale_signal_t *sig, char *why, size_t whysz);
+/* Scale-down drain: a pod an autoscaler's lower count leaves out is
+ * taken out of the endpoints at once and released SC_SCALE_DRAIN_S later,
+ * so the gateways stop sending it requests before it stops and the
+ * requests at it end there (a stream still running then is resumed on
+ * another decode replica by the gateway). True when pod (over the count
+ * now) has been over it, without a break, that long. */
+#define SC_SCALE_DRAIN_S 5
+bool sc__scale_drained(sc_server_t *s, const char *pod, int64_t now);
 /* Counts a decision for /metrics. */
 void sc__scale_count(sc_server_t *s, bool up);
 /* Forgets Deployments not seen for an hour. */

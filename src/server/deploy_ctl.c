@@ -495,8 +495,20 @@ static void progress(sc_server_t *s, json_t *obj, int64_t now, json_t *events)
 	sc__deploy_event(events, obj, "RolloutStep", "Normal", msg);
 }
 
-/* Pods no task wants any more are released. */
-static void cleanup(json_t *obj, const sc_deploy_plan_t *p)
+/* Whether task t's count is an autoscaler's. */
+static bool autoscaled_task(const sc_deploy_plan_t *p, const sc_deploy_task_t *t)
+{
+	if (strcmp(t->role, "prefill") == 0)
+		return p->role_autoscaled[0] >= 0;
+	if (strcmp(t->role, "decode") == 0)
+		return p->role_autoscaled[1] >= 0;
+	return p->autoscaled >= 0;
+}
+
+/* Pods no task wants any more are released; those an autoscaler's lower
+ * count leaves out drain first (out of the endpoints, released
+ * SC_SCALE_DRAIN_S later: sc__scale_drained). */
+static void cleanup(sc_server_t *s, json_t *obj, const sc_deploy_plan_t *p, int64_t now)
 {
 	json_t *e;
 	size_t i;
@@ -507,6 +519,8 @@ static void cleanup(json_t *obj, const sc_deploy_plan_t *p)
 		sc__jobst_pod(e, &pod);
 		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(obj), pod.name, &idx);
 		if (pod.phase != SC_PP_RUNNING || (t && idx < t->replicas))
+			continue;
+		if (t && autoscaled_task(p, t) && !sc__scale_drained(s, pod.name, now))
 			continue;
 		sc__jobst_set_phase(e, SC_PP_RELEASING,
 		                    t ? "scaled down by the deployment controller"
@@ -548,40 +562,87 @@ static json_t *endpoints(json_t *obj, const sc_deploy_plan_t *p, json_t *nodes)
 	return out;
 }
 
-/* spec.autoscaling: the replica count from the gateways' reports
- * (deploy_scale.c), kept in status.autoscaling; written when it changes,
- * with the signal that moved it and an event. */
-static void autoscale(sc_server_t *s, json_t *obj, int64_t now, json_t *events)
+/* The autoscaler's key for role of Deployment name: the name itself for a
+ * whole replica, "name/prefill" and "name/decode" (a name has no '/'). */
+static void scale_key(const char *name, const char *role, char *out, size_t size)
+{
+	if (strcmp(role, "both") == 0)
+		snprintf(out, size, "%s", name);
+	else
+		snprintf(out, size, "%s/%s", name, role);
+}
+
+/* One autoscaled role of obj: the count from the gateways' reports
+ * (deploy_scale.c), kept in status.autoscaling (role "both") or
+ * status.autoscaling.ROLE; written when it changes, with the signal that
+ * moved it and an event. */
+static void autoscale_role(sc_server_t *s, json_t *obj, const char *role, int64_t now,
+                           json_t *events)
 {
 	sc_autoscaling_t as;
+	bool both = strcmp(role, "both") == 0;
 	json_t *st = obj_at(obj, "status");
-	sc_deploy_autoscaling(json_object_get(obj, "spec"), &as);
-	if (as.target == SC_AS_NONE) {
-		json_object_del(st, "autoscaling");
-		return;
-	}
-	int cur = sc__deploy_autoscaled(obj);
+	sc_deploy_role_autoscaling(json_object_get(obj, "spec"), role, &as);
+	int cur = sc__deploy_role_autoscaled(obj, role);
 	sc_scale_signal_t sig;
-	char why[256], msg[400];
-	int want = sc__scale_decide(s, name_of(obj), &as, cur, now, &sig, why, sizeof(why));
-	json_t *a = json_object_get(st, "autoscaling");
-	if (json_is_object(a) && want == cur &&
-	    json_integer_value(json_object_get(a, "replicas")) == cur)
+	char why[256], msg[400], key[SC_MAX_NAME + 16];
+	scale_key(name_of(obj), role, key, sizeof(key));
+	int want = sc__scale_decide(s, key, &as, cur, now, &sig, why, sizeof(why));
+	json_t *top = obj_at(st, "autoscaling");
+	json_t *a = both ? top : json_object_get(top, role);
+	json_t *had = json_object_get(a, "replicas");
+	if (want == cur && json_is_integer(had) && json_integer_value(had) == cur)
 		return;
-	a = obj_at(st, "autoscaling");
+	a = both ? top : obj_at(top, role);
 	json_object_set_new(a, "replicas", json_integer(want));
 	if (want == cur)
 		return; /* the first decision, or limits that moved the count */
 	stamp(a, "lastScaleTime", now);
 	json_object_set_new(a, "reason", json_string(why));
-	json_object_set_new(a, "signal",
-	                    json_pack("{s:I,s:I,s:I,s:I,s:f}", "inflight", (json_int_t)sig.inflight,
-	                              "queued", (json_int_t)sig.queued, "busy",
-	                              (json_int_t)sig.busy, "requests", (json_int_t)sig.requests,
-	                              "ttftP95", sig.ttft_p95));
-	snprintf(msg, sizeof(msg), "replicas %d -> %d: %s", cur, want, why);
+	json_t *sg = json_pack("{s:I,s:I,s:I,s:I,s:f}", "inflight", (json_int_t)sig.inflight,
+	                       "queued", (json_int_t)sig.queued, "busy", (json_int_t)sig.busy,
+	                       "requests", (json_int_t)sig.requests, "ttftP95", sig.ttft_p95);
+	if (!both) {
+		json_object_set_new(sg, "promptTokens",
+		                    json_integer((json_int_t)sig.prompt_tokens));
+		json_object_set_new(sg, "tokensPerSecond", json_real(sig.tps));
+	}
+	json_object_set_new(a, "signal", sg);
+	snprintf(msg, sizeof(msg), "%s%sreplicas %d -> %d: %s", both ? "" : role, both ? "" : " ",
+	         cur, want, why);
 	sc__deploy_event(events, obj, want > cur ? "ScaledUp" : "ScaledDown", "Normal", msg);
 	sc__scale_count(s, want > cur);
+}
+
+/* spec.autoscaling, or disaggregation.{prefill,decode}.autoscaling: each
+ * autoscaled role on its own signal; status of roles no longer autoscaled
+ * goes. */
+static void autoscale(sc_server_t *s, json_t *obj, int64_t now, json_t *events)
+{
+	static const char *const roles[] = {"prefill", "decode"};
+	const char *scaled[2];
+	json_t *st = obj_at(obj, "status");
+	size_t n = sc__deploy_scaled_roles(obj, scaled);
+	if (n == 0) {
+		json_object_del(st, "autoscaling");
+		return;
+	}
+	json_t *top = json_object_get(st, "autoscaling");
+	if (json_is_object(top) && strcmp(scaled[0], "both") != 0) {
+		/* Per role: the whole-replica keys of an earlier spec go. */
+		static const char *const whole[] = {"replicas", "lastScaleTime", "reason", "signal",
+		                                    NULL};
+		for (size_t i = 0; whole[i]; i++)
+			json_object_del(top, whole[i]);
+		for (size_t i = 0; i < 2; i++)
+			if (sc__deploy_role_autoscaled(obj, roles[i]) < 0)
+				json_object_del(top, roles[i]);
+	} else if (json_is_object(top)) {
+		for (size_t i = 0; i < 2; i++)
+			json_object_del(top, roles[i]);
+	}
+	for (size_t i = 0; i < n; i++)
+		autoscale_role(s, obj, scaled[i], now, events);
 }
 
 void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t now, json_t *events)
@@ -594,7 +655,7 @@ void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t no
 	progress(s, obj, now, events);
 	if (sc__deploy_plan(obj, &p) < 0)
 		return;
-	cleanup(obj, &p);
+	cleanup(s, obj, &p, now);
 	json_object_set_new(st, "endpoints", endpoints(obj, &p, nodes));
 	json_object_set_new(st, "stableVersion", json_string(p.stable));
 	prune_templates(st, p.stable, p.canary);

@@ -13,6 +13,13 @@
  *                         requests wait, holds while replicas are busy
  *   ttftP95 T             current * p95 / T when it is more than 10 % off
  *                         (the HPA's proportional rule and tolerance)
+ * and for the roles of a disaggregated Deployment, each on its own report
+ * (the gateway's per-role figures) and its own limits and window:
+ *   promptTokensPerReplica T     prefill: ceil(prompt tokens waiting or in
+ *                                prefill / T) (Dynamo's prefill queue)
+ *   tokensPerSecondPerReplica T  decode: ceil(generated tokens/s / T)
+ *   inflightPerReplica T         either: ceil(requests in that phase / T)
+ *   ttftP95 T                    prefill: as above
  * clamped to [minReplicas, maxReplicas]; a Deployment with nothing in flight,
  * held or requested wants minReplicas (0 parks it), and anything held wants
  * at least one replica (activation). A higher count applies at once; a
@@ -48,7 +55,7 @@ typedef struct rec {
 } rec_t;
 
 typedef struct dep_state {
-	char name[SC_MAX_NAME + 1];
+	char name[SC_MAX_NAME + 16]; /* the key: "name" or "name/ROLE" */
 	gw_report_t gw[MAX_GATEWAYS];
 	size_t ngw;
 	rec_t *hist; /* ring of recommendations, oldest first */
@@ -58,8 +65,16 @@ typedef struct dep_state {
 	struct dep_state *next;
 } dep_state_t;
 
+/* A pod over its autoscaled count, draining (sc__scale_drained). */
+typedef struct drain {
+	char pod[SC_MAX_NAME + 1];
+	int64_t since, touched;
+	struct drain *next;
+} drain_t;
+
 struct sc_scaler {
 	dep_state_t *deps;
+	drain_t *drains;
 	unsigned long long up, down;
 };
 
@@ -118,6 +133,8 @@ static bool signal_of(const dep_state_t *d, int64_t now, sc_scale_signal_t *out)
 		out->busy += g->sig.busy;
 		out->requests += g->sig.requests;
 		out->ttft_p95 = g->sig.ttft_p95 > out->ttft_p95 ? g->sig.ttft_p95 : out->ttft_p95;
+		out->prompt_tokens += g->sig.prompt_tokens;
+		out->tps += g->sig.tps;
 	}
 	return any;
 }
@@ -135,11 +152,19 @@ static int clamp(long v, const sc_autoscaling_t *as)
 static int recommend(const sc_autoscaling_t *as, const sc_scale_signal_t *g, int current)
 {
 	long want;
-	if (g->inflight == 0 && g->queued == 0 && g->requests == 0)
+	if (g->inflight == 0 && g->queued == 0 && g->requests == 0 && g->prompt_tokens == 0 &&
+	    g->tps <= 0)
 		return clamp(0, as); /* idle: the minimum (0 parks it) */
 	switch (as->target) {
 	case SC_AS_INFLIGHT:
 		want = (long)ceil((double)(g->inflight + g->queued) / as->value);
+		break;
+	case SC_AS_PROMPT_TOKENS:
+		want = (long)ceil((double)g->prompt_tokens / as->value);
+		break;
+	case SC_AS_TPS:
+		/* 1e-9: a rate of exactly k * T wants k replicas, not k + 1. */
+		want = (long)ceil(g->tps / as->value - 1e-9);
 		break;
 	case SC_AS_QUEUE:
 		want = g->busy + (long)ceil((double)g->queued / as->value);
@@ -193,7 +218,14 @@ int sc__scale_decide(sc_server_t *s, const char *dep, const sc_autoscaling_t *as
 	}
 	remember(d, now, desired, as->stabilization);
 	if (desired >= current) {
-		if (desired > current)
+		if (desired > current && as->target == SC_AS_PROMPT_TOKENS)
+			snprintf(why, whysz, "prompt tokens %lld (in flight %lld), TTFT p95 %.3f s",
+			         (long long)sig->prompt_tokens, (long long)sig->inflight,
+			         sig->ttft_p95);
+		else if (desired > current && as->target == SC_AS_TPS)
+			snprintf(why, whysz, "%.1f tokens/s (streams %lld, busy %lld)", sig->tps,
+			         (long long)sig->inflight, (long long)sig->busy);
+		else if (desired > current)
 			snprintf(why, whysz,
 			         "in flight %lld, held %lld, busy %lld, TTFT p95 %.3f s",
 			         (long long)sig->inflight, (long long)sig->queued,
@@ -215,6 +247,27 @@ int sc__scale_decide(sc_server_t *s, const char *dep, const sc_autoscaling_t *as
 	return hold;
 }
 
+bool sc__scale_drained(sc_server_t *s, const char *pod, int64_t now)
+{
+	sc_scaler_t *sc = scaler(s);
+	drain_t *d = sc->drains;
+	while (d && strcmp(d->pod, pod) != 0)
+		d = d->next;
+	if (!d) {
+		d = sc_xcalloc(1, sizeof(*d));
+		snprintf(d->pod, sizeof(d->pod), "%s", pod);
+		d->since = now;
+		d->next = sc->drains;
+		sc->drains = d;
+	} else if (now - d->touched > 2) {
+		/* Not over the count in the last ticks (it came back, or this
+		 * server just took over): a new drain. */
+		d->since = now;
+	}
+	d->touched = now;
+	return now - d->since >= SC_SCALE_DRAIN_S;
+}
+
 void sc__scale_count(sc_server_t *s, bool up)
 {
 	if (up)
@@ -226,6 +279,15 @@ void sc__scale_count(sc_server_t *s, bool up)
 void sc__scale_sweep(sc_server_t *s, int64_t now)
 {
 	sc_scaler_t *sc = scaler(s);
+	for (drain_t **p = &sc->drains; *p;) {
+		drain_t *d = *p;
+		if (now - d->touched > 60) {
+			*p = d->next;
+			free(d);
+		} else {
+			p = &d->next;
+		}
+	}
 	for (dep_state_t **p = &sc->deps; *p;) {
 		dep_state_t *d = *p;
 		if (now - d->touched > FORGET_S) {
@@ -259,6 +321,11 @@ void sc__scale_free(sc_server_t *s)
 		dep_state_t *d = sc->deps;
 		sc->deps = d->next;
 		free(d->hist);
+		free(d);
+	}
+	while (sc->drains) {
+		drain_t *d = sc->drains;
+		sc->drains = d->next;
 		free(d);
 	}
 	free(sc);

@@ -223,8 +223,11 @@ static void add_task(sc_deploy_plan_t *p, const char *name, const char *v, const
 	t->role = strcmp(role, "prefill") == 0  ? "prefill"
 	          : strcmp(role, "decode") == 0 ? "decode"
 	                                        : "both";
-	if (p->autoscaled >= 0)
-		full = p->autoscaled;
+	int as = strcmp(t->role, "prefill") == 0  ? p->role_autoscaled[0]
+	         : strcmp(t->role, "decode") == 0 ? p->role_autoscaled[1]
+	                                          : p->autoscaled;
+	if (as >= 0)
+		full = as;
 	t->full = full;
 	t->canary = canary;
 	t->replicas = wanted(full, canary, p->weight);
@@ -278,17 +281,36 @@ static void add_version(sc_deploy_plan_t *p, json_t *dep, const char *v, bool ca
 	}
 }
 
-int sc__deploy_autoscaled(json_t *dep)
+int sc__deploy_role_autoscaled(json_t *dep, const char *role)
 {
 	sc_autoscaling_t as;
-	sc_deploy_autoscaling(json_object_get(dep, "spec"), &as);
+	json_t *spec = json_object_get(dep, "spec");
+	bool both = strcmp(role, "both") == 0;
+	if (both != !json_is_object(json_object_get(spec, "disaggregation")))
+		return -1; /* a role the Deployment does not have */
+	sc_deploy_role_autoscaling(spec, role, &as);
 	if (as.target == SC_AS_NONE)
 		return -1;
 	json_t *st = json_object_get(json_object_get(dep, "status"), "autoscaling");
-	json_t *n = json_object_get(st, "replicas");
+	json_t *n = json_object_get(both ? st : json_object_get(st, role), "replicas");
 	int v = json_is_integer(n) ? (int)json_integer_value(n) : as.min_replicas;
 	/* Limits changed since the last decision hold at once. */
 	return v < as.min_replicas ? as.min_replicas : v > as.max_replicas ? as.max_replicas : v;
+}
+
+int sc__deploy_autoscaled(json_t *dep)
+{
+	return sc__deploy_role_autoscaled(dep, "both");
+}
+
+size_t sc__deploy_scaled_roles(json_t *dep, const char **roles)
+{
+	static const char *const all[] = {"both", "prefill", "decode"};
+	size_t n = 0;
+	for (size_t i = 0; i < 3 && n < 2; i++)
+		if (sc__deploy_role_autoscaled(dep, all[i]) >= 0)
+			roles[n++] = all[i];
+	return n;
 }
 
 int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p)
@@ -298,6 +320,8 @@ int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p)
 	char v[SC_DEPLOY_VERSION_MAX + 2];
 	memset(p, 0, sizeof(*p));
 	p->autoscaled = sc__deploy_autoscaled(dep);
+	p->role_autoscaled[0] = sc__deploy_role_autoscaled(dep, "prefill");
+	p->role_autoscaled[1] = sc__deploy_role_autoscaled(dep, "decode");
 	sc__deploy_version(dep, v, sizeof(v));
 	if (strlen(v) > SC_DEPLOY_VERSION_MAX)
 		return SC_EINVAL;

@@ -56,14 +56,15 @@ static const body_field_t report_fields[] = {
 };
 
 static const body_field_t scale_fields[] = {
-    {"gateway", JSON_STRING},   {"inflight", JSON_INTEGER},
-    {"queued", JSON_INTEGER},   {"busy", JSON_INTEGER},
-    {"requests", JSON_INTEGER}, {"ttftP95", JSON_REAL},
-    {"model", JSON_STRING},     {NULL, 0},
+    {"gateway", JSON_STRING}, {"inflight", JSON_INTEGER}, {"queued", JSON_INTEGER},
+    {"busy", JSON_INTEGER},   {"requests", JSON_INTEGER}, {"ttftP95", JSON_REAL},
+    {"model", JSON_STRING},   {"roles", JSON_OBJECT},     {NULL, 0},
 };
 
 static int type_ok(json_t *v, int type)
 {
+	if (type == JSON_OBJECT)
+		return json_is_object(v);
 	if (type == JSON_REAL)
 		return json_is_number(v);
 	if (type == JSON_STRING)
@@ -339,7 +340,65 @@ static int check_action(sc_http_req_t *r, json_t *b)
 
 /* ---- autoscale reports (deploy_scale.c) ------------------------------------ */
 
+/* o[key], created as an empty object when absent (borrowed). */
+static json_t *obj_at_new(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v) {
+		v = json_object();
+		json_object_set_new(o, key, v);
+	}
+	return v;
+}
+
 #define MAX_LOAD 100000000LL /* requests: far above any gateway's */
+
+/* roles (a disaggregated Deployment's figures per role):
+ * {"prefill": {inflight, busy, promptTokens}, "decode": {inflight, busy,
+ * tokensPerSecond}}, every member optional; errors name roles.ROLE.FIELD. */
+static int check_roles(sc_http_req_t *r, json_t *roles)
+{
+	static const char *const names[] = {"prefill", "decode"};
+	static const char *const counts[] = {"inflight", "busy", "promptTokens", NULL};
+	const char *k, *f;
+	json_t *v, *x;
+	char field[64];
+	json_object_foreach(roles, k, v)
+	{
+		int i = strcmp(k, names[0]) == 0 ? 0 : strcmp(k, names[1]) == 0 ? 1 : -1;
+		snprintf(field, sizeof(field), "roles.%.32s", k);
+		if (i < 0 || !json_is_object(v)) {
+			sc__api_error(r, 400, "Invalid", field, "%s: %s", field,
+			              i < 0 ? "expected prefill or decode" : "expected an object");
+			return SC_EINVAL;
+		}
+		json_object_foreach(v, f, x)
+		{
+			bool count = false;
+			for (size_t j = 0; counts[j]; j++)
+				count |= strcmp(counts[j], f) == 0 && (j < 2 || i == 0);
+			bool tps = i == 1 && strcmp(f, "tokensPerSecond") == 0;
+			snprintf(field, sizeof(field), "roles.%s.%.32s", k, f);
+			if (!count && !tps) {
+				sc__api_error(r, 400, "Invalid", field, "%s: unknown field", field);
+				return SC_EINVAL;
+			}
+			if (count && (!json_is_integer(x) || json_integer_value(x) < 0 ||
+			              json_integer_value(x) > MAX_LOAD)) {
+				sc__api_error(r, 400, "Invalid", field, "%s: expected 0 to %lld",
+				              field, MAX_LOAD);
+				return SC_EINVAL;
+			}
+			if (tps && (!json_is_number(x) || !isfinite(json_number_value(x)) ||
+			            json_number_value(x) < 0 || json_number_value(x) > 1e12)) {
+				sc__api_error(r, 400, "Invalid", field,
+				              "%s: expected tokens per second, 0 to 1e12", field);
+				return SC_EINVAL;
+			}
+		}
+	}
+	return 0;
+}
 
 static int check_scale(sc_http_req_t *r, json_t *b)
 {
@@ -371,7 +430,7 @@ static int check_scale(sc_http_req_t *r, json_t *b)
 		              "ttftP95: expected seconds, 0 to 86400");
 		return SC_EINVAL;
 	}
-	return 0;
+	return check_roles(r, json_object_get(b, "roles"));
 }
 
 /* A gateway's load report: kept in memory for the deployment controller's
@@ -383,10 +442,13 @@ static void scale_report(sc_server_t *s, sc_http_req_t *r, const sc_principal_t 
 	json_t *obj = load(s, r, who, name, &rev);
 	if (!obj)
 		return;
-	int cur = sc__deploy_autoscaled(obj);
-	if (cur < 0) {
+	const char *roles[2];
+	size_t n = sc__deploy_scaled_roles(obj, roles);
+	if (n == 0) {
 		sc__api_error(r, 409, "Conflict", "spec.autoscaling",
-		              "deployment %s is not autoscaled (no spec.autoscaling)", name);
+		              "deployment %s is not autoscaled (no spec.autoscaling, nor "
+		              "spec.disaggregation.ROLE.autoscaling)",
+		              name);
 		json_decref(obj);
 		return;
 	}
@@ -397,10 +459,30 @@ static void scale_report(sc_server_t *s, sc_http_req_t *r, const sc_principal_t 
 	    .requests = json_integer_value(json_object_get(b, "requests")),
 	    .ttft_p95 = json_number_value(json_object_get(b, "ttftP95")),
 	};
-	sc__scale_report(s, name, sc__str_of(b, "gateway"), &sig, (int64_t)time(NULL));
-	sc__api_json(r, 200,
-	             json_pack("{s:s,s:s,s:i}", "kind", "AutoscaleReport", "deployment", name,
-	                       "replicas", cur));
+	json_t *ans = json_pack("{s:s,s:s}", "kind", "AutoscaleReport", "deployment", name);
+	int64_t now = (int64_t)time(NULL);
+	for (size_t i = 0; i < n; i++) {
+		int cur = sc__deploy_role_autoscaled(obj, roles[i]);
+		if (strcmp(roles[i], "both") == 0) {
+			sc__scale_report(s, name, sc__str_of(b, "gateway"), &sig, now);
+			json_object_set_new(ans, "replicas", json_integer(cur));
+			continue;
+		}
+		/* A role's own figures; the held requests and the interval's
+		 * requests and TTFT are the model's. */
+		json_t *ro = json_object_get(json_object_get(b, "roles"), roles[i]);
+		sc_scale_signal_t rs = sig;
+		char key[SC_MAX_NAME + 16];
+		rs.inflight = json_integer_value(json_object_get(ro, "inflight"));
+		rs.busy = json_integer_value(json_object_get(ro, "busy"));
+		rs.prompt_tokens = json_integer_value(json_object_get(ro, "promptTokens"));
+		rs.tps = json_number_value(json_object_get(ro, "tokensPerSecond"));
+		snprintf(key, sizeof(key), "%s/%s", name, roles[i]);
+		sc__scale_report(s, key, sc__str_of(b, "gateway"), &rs, now);
+		json_object_set_new(obj_at_new(ans, "roles"), roles[i],
+		                    json_pack("{s:i}", "replicas", cur));
+	}
+	sc__api_json(r, 200, ans);
 	json_decref(obj);
 }
 

@@ -1,6 +1,8 @@
 /* The replica autoscaler of Deployments (src/server/deploy_scale.c): the
  * count each target asks for, the limits, activation, stale reports, and
- * the scale-down window. Only s->scaler of the server is used. */
+ * the scale-down window; the roles of a disaggregated Deployment, each on
+ * its own key, signal, limits and window; and the plan's per-role counts
+ * (deploy_view.c). Only s->scaler of the server is used. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,8 +32,24 @@ static int decide(sc_server_t *s, const sc_autoscaling_t *as, int cur, int64_t n
 static void report(sc_server_t *s, const char *gw, long long inflight, long long queued,
                    long long busy, long long requests, double ttft, int64_t now)
 {
-	sc_scale_signal_t sig = {inflight, queued, busy, requests, ttft};
+	sc_scale_signal_t sig = {inflight, queued, busy, requests, ttft, 0, 0};
 	sc__scale_report(s, "d", gw, &sig, now);
+}
+
+/* A role's report: its requests in flight, the prompt tokens waiting for
+ * or in prefill, the decode tokens per second (key "d/ROLE"). */
+static void report_role(sc_server_t *s, const char *key, const char *gw, long long inflight,
+                        long long prompt, double tps, int64_t now)
+{
+	sc_scale_signal_t sig = {inflight, 0, inflight > 0, 0, 0, prompt, tps};
+	sc__scale_report(s, key, gw, &sig, now);
+}
+
+static int decide_key(sc_server_t *s, const char *key, const sc_autoscaling_t *as, int cur,
+                      int64_t now, char *why, size_t whysz)
+{
+	sc_scale_signal_t sig;
+	return sc__scale_decide(s, key, as, cur, now, &sig, why, whysz);
 }
 
 static void test_inflight_target_sums_gateways_and_clamps(void **state)
@@ -126,6 +144,133 @@ static void test_stale_reports_keep_the_count(void **state)
 	sc__scale_free(&s);
 }
 
+static void test_prompt_tokens_target_sums_gateways(void **state)
+{
+	sc_server_t s;
+	char why[256];
+	memset(&s, 0, sizeof(s));
+	sc_autoscaling_t as = as_of(SC_AS_PROMPT_TOKENS, 1000, 1, 6, 30);
+	report_role(&s, "d/prefill", "g1", 2, 1500, 0, 100);
+	report_role(&s, "d/prefill", "g2", 1, 1000, 0, 100);
+	/* ceil(2500 / 1000) = 3, at once, and the reason says the tokens. */
+	assert_int_equal(decide_key(&s, "d/prefill", &as, 1, 100, why, sizeof(why)), 3);
+	assert_non_null(strstr(why, "prompt tokens 2500"));
+	report_role(&s, "d/prefill", "g1", 9, 90000, 0, 101);
+	assert_int_equal(decide_key(&s, "d/prefill", &as, 3, 101, why, sizeof(why)), 6);
+	/* Exactly at the target: one replica per 1000, not one more. */
+	report_role(&s, "d/prefill", "g1", 1, 1000, 0, 102);
+	report_role(&s, "d/prefill", "g2", 1, 1000, 0, 102);
+	assert_int_equal(decide_key(&s, "d/prefill", &as, 6, 102, why, sizeof(why)), 6);
+	sc__scale_free(&s);
+}
+
+static void test_tokens_per_second_target(void **state)
+{
+	sc_server_t s;
+	char why[256];
+	memset(&s, 0, sizeof(s));
+	sc_autoscaling_t as = as_of(SC_AS_TPS, 100, 2, 8, 0);
+	report_role(&s, "d/decode", "g", 4, 0, 450, 100);
+	assert_int_equal(decide_key(&s, "d/decode", &as, 2, 100, why, sizeof(why)), 5);
+	assert_non_null(strstr(why, "450.0 tokens/s"));
+	report_role(&s, "d/decode", "g", 4, 0, 300.0, 101); /* exactly 3 x 100 */
+	assert_int_equal(decide_key(&s, "d/decode", &as, 5, 101, why, sizeof(why)), 3);
+	report_role(&s, "d/decode", "g", 0, 0, 10, 102); /* never below min */
+	assert_int_equal(decide_key(&s, "d/decode", &as, 3, 102, why, sizeof(why)), 2);
+	report_role(&s, "d/decode", "g", 0, 0, 0, 103); /* idle: the minimum */
+	assert_int_equal(decide_key(&s, "d/decode", &as, 2, 103, why, sizeof(why)), 2);
+	sc__scale_free(&s);
+}
+
+/* Prefill and decode of one Deployment: separate signals, limits and
+ * windows; a busy decode side does not hold prefill up, nor the reverse. */
+static void test_roles_scale_independently(void **state)
+{
+	sc_server_t s;
+	char why[256];
+	memset(&s, 0, sizeof(s));
+	sc_autoscaling_t pf = as_of(SC_AS_PROMPT_TOKENS, 500, 1, 4, 5);
+	sc_autoscaling_t dc = as_of(SC_AS_INFLIGHT, 2, 1, 8, 20);
+	report_role(&s, "d/prefill", "g", 3, 2000, 0, 100);
+	report_role(&s, "d/decode", "g", 12, 0, 600, 100);
+	assert_int_equal(decide_key(&s, "d/prefill", &pf, 1, 100, why, sizeof(why)), 4);
+	assert_int_equal(decide_key(&s, "d/decode", &dc, 1, 100, why, sizeof(why)), 6);
+	/* Prompts done, streams go on: prefill goes back to 1 after its 5 s,
+	 * decode keeps its 6 (streams still in flight). */
+	int p = 4, d = 6;
+	for (int64_t t = 101; t <= 110; t++) {
+		report_role(&s, "d/prefill", "g", 0, 0, 0, t);
+		report_role(&s, "d/decode", "g", 12, 0, 600, t);
+		p = decide_key(&s, "d/prefill", &pf, p, t, why, sizeof(why));
+		d = decide_key(&s, "d/decode", &dc, d, t, why, sizeof(why));
+		assert_int_equal(p, t < 106 ? 4 : 1);
+		assert_int_equal(d, 6);
+	}
+	/* Decode idle from 111: its own 20 s window, then its minimum. */
+	for (int64_t t = 111; t <= 131; t++) {
+		report_role(&s, "d/decode", "g", 0, 0, 0, t);
+		d = decide_key(&s, "d/decode", &dc, d, t, why, sizeof(why));
+		assert_int_equal(d, t < 131 ? 6 : 1);
+	}
+	/* A report for the Deployment as a whole is another key: no effect. */
+	report(&s, "g", 50, 0, 5, 9, 0, 132);
+	assert_int_equal(decide_key(&s, "d/decode", &dc, 1, 132, why, sizeof(why)), 1);
+	sc__scale_free(&s);
+}
+
+/* The plan: each task of a disaggregated Deployment runs its role's
+ * autoscaled count (status.autoscaling.ROLE.replicas, minReplicas before
+ * the first decision, limits that moved holding at once); a role without
+ * autoscaling keeps its spec.replicas. */
+static void test_plan_counts_per_role(void **state)
+{
+	json_t *dep =
+	    json_loads("{\"metadata\": {\"name\": \"llm\"}, \"spec\": {\"model\": \"m\", "
+	               "\"version\": \"1\", \"template\": {\"command\": [\"x\"]}, "
+	               "\"disaggregation\": {\"prefill\": {\"autoscaling\": {\"minReplicas\": 2, "
+	               "\"maxReplicas\": 4, \"target\": {\"promptTokensPerReplica\": 100}}}, "
+	               "\"decode\": {\"replicas\": 3}}}}",
+	               0, NULL);
+	assert_non_null(dep);
+	sc_deploy_plan_t p;
+	const char *roles[2];
+	assert_int_equal(sc__deploy_scaled_roles(dep, roles), 1);
+	assert_string_equal(roles[0], "prefill");
+	assert_int_equal(sc__deploy_autoscaled(dep), -1);
+	assert_int_equal(sc__deploy_role_autoscaled(dep, "decode"), -1);
+	assert_int_equal(sc__deploy_role_autoscaled(dep, "prefill"), 2); /* the minimum */
+	assert_int_equal(sc__deploy_plan(dep, &p), 0);
+	assert_int_equal(p.n, 2);
+	for (size_t i = 0; i < p.n; i++)
+		assert_int_equal(p.t[i].replicas, strcmp(p.t[i].role, "prefill") == 0 ? 2 : 3);
+	json_object_set_new(dep, "status",
+	                    json_pack("{s:{s:{s:i}}}", "autoscaling", "prefill", "replicas", 9));
+	assert_int_equal(sc__deploy_role_autoscaled(dep, "prefill"), 4); /* the maximum */
+	json_object_set_new(dep, "status",
+	                    json_pack("{s:{s:{s:i}}}", "autoscaling", "prefill", "replicas", 3));
+	assert_int_equal(sc__deploy_plan(dep, &p), 0);
+	for (size_t i = 0; i < p.n; i++)
+		assert_int_equal(p.t[i].replicas, strcmp(p.t[i].role, "prefill") == 0 ? 3 : 3);
+	/* Decode autoscaled too: both roles. A target of the other role is
+	 * not read back (the decoder refuses it). */
+	json_t *dis = json_object_get(json_object_get(dep, "spec"), "disaggregation");
+	json_object_set_new(json_object_get(dis, "decode"), "autoscaling",
+	                    json_pack("{s:i,s:{s:i}}", "maxReplicas", 8, "target",
+	                              "tokensPerSecondPerReplica", 50));
+	assert_int_equal(sc__deploy_scaled_roles(dep, roles), 2);
+	assert_int_equal(sc__deploy_role_autoscaled(dep, "decode"), 1);
+	json_object_set_new(
+	    json_object_get(dis, "decode"), "autoscaling",
+	    json_pack("{s:i,s:{s:i}}", "maxReplicas", 8, "target", "promptTokensPerReplica", 50));
+	assert_int_equal(sc__deploy_role_autoscaled(dep, "decode"), -1);
+	/* spec.autoscaling beside disaggregation is not read either. */
+	json_object_set_new(
+	    json_object_get(dep, "spec"), "autoscaling",
+	    json_pack("{s:i,s:{s:i}}", "maxReplicas", 8, "target", "inflightPerReplica", 1));
+	assert_int_equal(sc__deploy_autoscaled(dep), -1);
+	json_decref(dep);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -136,6 +281,10 @@ int main(void)
 	    cmocka_unit_test(test_ttft_is_proportional_with_tolerance),
 	    cmocka_unit_test(test_queue_depth_adds_to_busy),
 	    cmocka_unit_test(test_stale_reports_keep_the_count),
+	    cmocka_unit_test(test_prompt_tokens_target_sums_gateways),
+	    cmocka_unit_test(test_tokens_per_second_target),
+	    cmocka_unit_test(test_roles_scale_independently),
+	    cmocka_unit_test(test_plan_counts_per_role),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
