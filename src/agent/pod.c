@@ -15,6 +15,7 @@
 #include "agent/cgv1.h"
 #include "agent/devcg.h"
 #include "agent/podenv.h"
+#include "agent/podreach.h"
 #include "agent/podstore.h"
 #include "agent/probe.h"
 #include "agent/backoff.h"
@@ -284,6 +285,7 @@ static void start_probes(sc_pod_t *p)
 static void spawn_failed(sc_pod_t *p, const char *what, int err)
 {
 	set_message(p, "cannot start: %s: %s", what, uv_strerror(err));
+	p->reason[0] = '\0';
 	p->has_exit = 1;
 	p->exit_code = 127;
 	after_exit(p, 1);
@@ -291,8 +293,25 @@ static void spawn_failed(sc_pod_t *p, const char *what, int err)
 	changed(p);
 }
 
+/* The pod's user cannot reach its program (podreach.h): as Kubernetes'
+ * CreateContainerError, the pod fails before any process exists, and its
+ * restart policy decides whether it is tried again (the folder may be
+ * opened meanwhile). */
+static void unreachable(sc_pod_t *p, const char *why, int rc)
+{
+	set_message(p, "cannot start: %s", why);
+	snprintf(p->reason, sizeof(p->reason), "%s", "CreateContainerError");
+	p->has_exit = 1;
+	/* The shell's codes: not found, found but cannot be run. */
+	p->exit_code = rc == SC_ENOTFOUND ? 127 : 126;
+	after_exit(p, 1);
+	log_exit(p);
+	changed(p);
+}
+
 static void pod_spawn(sc_pod_t *p)
 {
+	char why[SC_AGENT_MSG_MAX];
 	char *argv[MAX_ARGS + 1];
 	sc_podenv_t env;
 	uv_process_options_t po = {0};
@@ -303,6 +322,12 @@ static void pod_spawn(sc_pod_t *p)
 	}
 	if (sc__podenv_build(p, &env) < 0) {
 		spawn_failed(p, "environment", UV_E2BIG);
+		return;
+	}
+	int reach = sc__podreach_check(&p->sec, argv, env.vars, env.cwd, why, sizeof(why));
+	if (reach < 0) {
+		sc__podenv_free(&env);
+		unreachable(p, why, reach);
 		return;
 	}
 	stdio[0].flags = UV_IGNORE;

@@ -225,7 +225,11 @@ static int add_task_env(sc_pod_t *p, sc_podenv_t *e)
 
 int sc__podenv_build(sc_pod_t *p, sc_podenv_t *e)
 {
-	const char *path = getenv("PATH");
+	const char *path = getenv("PATH") ? getenv("PATH") : "/usr/local/bin:/usr/bin:/bin";
+	/* A task's own PATH replaces the agent's, as env does in Kubernetes
+	 * (two PATH= entries: getenv and execvp would take the first). */
+	if (json_object_get(json_object_get(p->task, "env"), "PATH"))
+		path = NULL;
 	const char *wd = json_string_value(json_object_get(p->task, "workingDir"));
 	char work[600];
 	int rc;
@@ -234,9 +238,8 @@ int sc__podenv_build(sc_pod_t *p, sc_podenv_t *e)
 	snprintf(e->cwd, sizeof(e->cwd), "%s", wd ? wd : work);
 	/* Pods do not inherit the agent's environment (its token included):
 	 * PATH and HOME only, then the task's env, then what we define. */
-	if ((rc = add(e, "PATH=%s", path ? path : "/usr/local/bin:/usr/bin:/bin")) < 0 ||
-	    (rc = add(e, "HOME=%s", work)) < 0 || (rc = add_task_env(p, e)) < 0 ||
-	    (rc = add(e, "STARCLOUD_JOB=%s", p->job)) < 0 ||
+	if ((path && (rc = add(e, "PATH=%s", path)) < 0) || (rc = add(e, "HOME=%s", work)) < 0 ||
+	    (rc = add_task_env(p, e)) < 0 || (rc = add(e, "STARCLOUD_JOB=%s", p->job)) < 0 ||
 	    (rc = add(e, "STARCLOUD_POD=%s", p->name)) < 0 ||
 	    (rc = add(e, "STARCLOUD_NODE=%s", p->a->o.name)) < 0 ||
 	    (rc = add(e, "STARCLOUD_RESTARTS=%d", p->restarts)) < 0 ||

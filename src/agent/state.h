@@ -41,7 +41,7 @@ typedef struct sc_pod sc_pod_t;
 typedef struct sc_probe sc_probe_t;
 
 #define SC_AGENT_NAME_MAX 253
-#define SC_AGENT_MSG_MAX 256
+#define SC_AGENT_MSG_MAX 512 /* room for two paths (podreach.h) */
 
 /* The cgroup v1 controllers pods are limited by (cgv1.c). */
 enum { SC_CGV1_CPU, SC_CGV1_MEMORY, SC_CGV1_PIDS, SC_CGV1_NCTL };
