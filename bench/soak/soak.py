@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -51,6 +52,17 @@ MODES = {
 RECOVERY_LIMIT = 60.0   # a fault not whole again by then is not recovered
 
 
+def others_can_reach(path):
+    """Whether a user other than its owner can pass through every folder
+    above path (o+x), as a pod's uid must."""
+    p = os.path.abspath(path)
+    while p != "/":
+        p = os.path.dirname(p)
+        if not os.stat(p).st_mode & 0o001:
+            return False
+    return True
+
+
 def log(msg):
     print("[soak %s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
 
@@ -63,6 +75,8 @@ class Soak:
         self.shared = os.path.abspath(args.shared)
         self.out = os.path.abspath(args.out)
         self.root = os.path.join(self.out, "run")
+        self.root_is_temp = False
+        self.pod_bin = self.bin
         self.ledger = observe.Ledger()
         self.specs = {}          # job name -> spec, for everything submitted
         self.submitted = {}      # job name -> time the create was sent
@@ -167,7 +181,7 @@ class Soak:
     def roll_out(self, version, fail_rate):
         d = self.get_deployment()
         dis = d["spec"]["disaggregation"]
-        tmpl = lambda role: workload.worker_template(self.bin, self.port, role, version,  # noqa: E731
+        tmpl = lambda role: workload.worker_template(self.pod_bin, self.port, role, version,  # noqa: E731
                                                      fail_rate)
         self.event("roll out version %s (fail rate %g)" % (version, fail_rate))
         self.patch_deployment({"spec": {
@@ -196,11 +210,27 @@ class Soak:
     # ---- set-up ---------------------------------------------------------------
 
     def setup(self):
-        if os.path.exists(self.root):
+        # Pods run as their own uids (docs/SECURITY.md): they must reach
+        # the run folder (their agents' folders, the model) and the binary
+        # they run. Below a folder closed to other users (a checkout in
+        # `mktemp -d`, or in /root) the run folder moves to /tmp, and the
+        # binary is always run from a copy in it.
+        if not others_can_reach(self.out):
+            self.root = tempfile.mkdtemp(prefix="starcloud-soak-run-")
+            self.root_is_temp = True
+            log("%s is below a folder other users cannot pass through, and pods run as "
+                "their own users: the run folder is %s" % (self.out, self.root))
+        elif os.path.exists(self.root):
             shutil.rmtree(self.root)
-        os.makedirs(self.root)
+        os.makedirs(self.root, exist_ok=True)
         for d in (self.out, self.root):
             os.chmod(d, 0o755)
+        bindir = os.path.join(self.root, "bin")
+        os.makedirs(bindir)
+        os.chmod(bindir, 0o755)
+        self.pod_bin = os.path.join(bindir, "starcloud")
+        shutil.copyfile(self.bin, self.pod_bin)
+        os.chmod(self.pod_bin, 0o755)
         # The model: a Llama-shaped checkpoint (RMSNorm, RoPE, SwiGLU,
         # grouped-query attention) small enough for this machine's CPUs.
         mdir = os.path.join(self.root, "model")
@@ -231,7 +261,7 @@ class Soak:
                 raise RuntimeError("queue %s refused: %s" % (q["metadata"]["name"],
                                                              self.ledger.failed))
         self.port = cluster.port_block(64)
-        dep = workload.deployment(self.bin, self.port)
+        dep = workload.deployment(self.pod_bin, self.port)
         if self.submit("deployments", dep) != 201:
             raise RuntimeError("deployment refused: %s" % self.ledger.failed)
         cluster.wait_until(lambda: faults.serving_whole(self), 120, what="llama serving")
@@ -461,7 +491,11 @@ def main():
         soak.failures.append("the report could not be written")
     if soak.failures:
         log("FAILED:\n  " + "\n  ".join(soak.failures))
+        if soak.root_is_temp:
+            log("the run folder is kept: %s" % soak.root)
         return 1
+    if soak.root_is_temp:
+        shutil.rmtree(soak.root, ignore_errors=True)
     log("passed: no acknowledged object lost, no pod twice, no daemon crash, every fault "
         "recovered (%.0f s)" % soak.wall)
     return 0

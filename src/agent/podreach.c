@@ -29,7 +29,6 @@
 typedef struct reach {
 	unsigned uid, gid; /* the user it runs as, for the message */
 	char cwd[PATH_MAX];
-	char root_cmd[PATH_MAX]; /* where the agent (root) finds the command in PATH, or "" */
 	char *why;
 	size_t whysz;
 } reach_t;
@@ -131,13 +130,15 @@ static const char *search_path(char *const *env)
 	return search ? search : "/bin:/usr/bin";
 }
 
-/* The first file named cmd in the pod's PATH, tried in execvp's order,
- * that is a regular file and (exec) executable by this process's user:
- * 1 with its path in out, or 0. */
-static int search(const reach_t *r, const char *cmd, char *const *env, int exec, char *out,
-                  size_t outsz)
+/* execvp's search for cmd in the pod's PATH, as this process's user: 1
+ * with the file it would run in out; else 0, and denied names the first
+ * candidate execvp could not try for EACCES (below a closed folder, or a
+ * file it may not run), or is "". */
+static int search(const reach_t *r, const char *cmd, char *const *env, char *out, size_t outsz,
+                  char *denied, size_t deniedsz)
 {
 	struct stat st;
+	denied[0] = '\0';
 	for (const char *e = search_path(env);; e++) {
 		const char *end = strchr(e, ':');
 		size_t len = end ? (size_t)(end - e) : strlen(e);
@@ -145,22 +146,25 @@ static int search(const reach_t *r, const char *cmd, char *const *env, int exec,
 		/* An empty entry is the working dir, as for execvp. */
 		snprintf(rel, sizeof(rel), "%.*s/%s", len ? (int)len : 1, len ? e : ".", cmd);
 		absolute(r, rel, out, outsz);
-		if ((!exec || access(out, X_OK) == 0) && stat(out, &st) == 0 && S_ISREG(st.st_mode))
+		if (access(out, X_OK) == 0 && stat(out, &st) == 0 && S_ISREG(st.st_mode))
 			return 1;
+		/* A folder by that name also fails execve with EACCES. */
+		if (!denied[0] && (errno == EACCES || access(out, F_OK) == 0))
+			snprintf(denied, deniedsz, "%s", out);
 		if (!end)
 			return 0;
 		e = end;
 	}
 }
 
-/* The command as execvp finds it. 0 when it would run; 'B' (why set)
- * when a folder or its mode stops the pod's user, where execvp fails
- * with EACCES; 'N' when there is no such program in the pod's PATH (also
- * for root: execvp would say EACCES when an entry is closed, which
- * misleads). A path with '/' that does not exist is left to the spawn. */
+/* The command as execvp finds it. 0 when it would run (or, given with a
+ * '/', does not exist: the spawn says so); 'B' (why set) where execvp
+ * fails with EACCES: a closed folder or the file's mode; 'N' when no PATH
+ * folder has it. A PATH folder the user cannot search is named, never
+ * looked into (as root: that would tell the pod what it cannot see). */
 static int check_command(reach_t *r, const char *cmd, char *const *env)
 {
-	char cand[PATH_MAX];
+	char cand[PATH_MAX], denied[PATH_MAX], cause[PATH_MAX + 64];
 	if (strchr(cmd, '/')) {
 		absolute(r, cmd, cand, sizeof(cand));
 		if (access(cand, X_OK) == 0 || errno != EACCES)
@@ -168,24 +172,34 @@ static int check_command(reach_t *r, const char *cmd, char *const *env)
 		blocked(r, "command", cand);
 		return 'B';
 	}
-	if (search(r, cmd, env, 1, cand, sizeof(cand)))
+	if (search(r, cmd, env, cand, sizeof(cand), denied, sizeof(denied)))
 		return 0; /* the one execvp runs */
-	if (!r->root_cmd[0]) {
+	if (!denied[0]) {
 		snprintf(r->why, r->whysz, "command %s: not found in PATH %s", cmd,
 		         search_path(env));
 		return 'N';
 	}
-	blocked(r, "command", r->root_cmd);
+	if (!blocker(denied, cause, sizeof(cause))) {
+		blocked(r, "command", denied); /* there, and not executable */
+		return 'B';
+	}
+	*strrchr(denied, '/') = '\0';
+	snprintf(r->why, r->whysz,
+	         "command %s: in none of the PATH folders open to the pod's user; %s is closed to "
+	         "it: %s; the pod runs as uid %u gid %u",
+	         cmd, denied, cause, r->uid, r->gid);
 	return 'B';
 }
 
-/* Absolute arguments the agent could see and the pod's user cannot reach
- * (root saw them: seen[i]). */
-static int check_args(reach_t *r, char *const *argv, const unsigned char *seen)
+/* Absolute arguments below a folder the pod's user cannot pass through.
+ * Whether they exist is not asked (as root it would tell the pod what it
+ * cannot see; as the pod there is no telling): the program could neither
+ * open nor create them. */
+static int check_args(reach_t *r, char *const *argv)
 {
 	struct stat st;
 	for (int i = 1; i < CHECK_ARGS && argv[i]; i++) {
-		if (!seen[i] || stat(argv[i], &st) == 0 || errno != EACCES)
+		if (argv[i][0] != '/' || stat(argv[i], &st) == 0 || errno != EACCES)
 			continue;
 		char what[32];
 		snprintf(what, sizeof(what), "argument %d", i);
@@ -214,8 +228,6 @@ static void child(const sc_podsec_t *sec, char *const *argv, char *const *env, c
                   int fd)
 {
 	char why[WHY_MAX] = "";
-	unsigned char seen[CHECK_ARGS] = {0};
-	struct stat st;
 	reach_t r = {.why = why, .whysz = sizeof(why)};
 	r.uid = sec->set ? (unsigned)sec->uid : (unsigned)geteuid();
 	r.gid = sec->set ? (unsigned)sec->gid : (unsigned)getegid();
@@ -223,10 +235,6 @@ static void child(const sc_podsec_t *sec, char *const *argv, char *const *env, c
 		snprintf(r.cwd, sizeof(r.cwd), "%s", cwd);
 	else
 		snprintf(r.cwd + strlen(r.cwd), sizeof(r.cwd) - strlen(r.cwd), "/%s", cwd);
-	for (int i = 1; i < CHECK_ARGS && argv[i]; i++)
-		seen[i] = argv[i][0] == '/' && stat(argv[i], &st) == 0;
-	if (!strchr(argv[0], '/') && !search(&r, argv[0], env, 0, r.root_cmd, sizeof(r.root_cmd)))
-		r.root_cmd[0] = '\0';
 	/* What libuv's child does before exec (uv__process_child_init). */
 	if (sec->set && (setgroups(0, NULL) < 0 || setresgid(sec->gid, sec->gid, sec->gid) < 0 ||
 	                 setresuid(sec->uid, sec->uid, sec->uid) < 0))
@@ -235,7 +243,7 @@ static void child(const sc_podsec_t *sec, char *const *argv, char *const *env, c
 	if (!kind)
 		kind = check_command(&r, argv[0], env);
 	if (!kind)
-		kind = check_args(&r, argv, seen);
+		kind = check_args(&r, argv);
 	/* The answer: nothing (reachable), or its kind and why. */
 	char out[WHY_MAX + 1];
 	size_t n = 0, off = 0;

@@ -19,18 +19,21 @@
  *  - the working dir: the child changes into it, as libuv's does;
  *  - the command: resolved as execvp resolves it (a name without '/' is
  *    looked up in the pod's PATH, an entry that gives EACCES is skipped
- *    for a later one): blocked only where execvp would fail with EACCES.
- *    A name found in no PATH entry, even by root, is "not found in PATH"
- *    (execvp would say "permission denied" when one entry is closed,
- *    which misleads); a path with '/' that does not exist is left to the
- *    spawn ("no such file or directory");
- *  - every later argument that is an absolute path, exists for the agent
- *    (root) and cannot be resolved by the pod's user because a folder on
- *    its way is closed to it: the interpreter case (python3 SCRIPT) and
- *    data files (--checkpoint FILE). A file that the user can reach but
- *    not read, and paths inside other arguments (--x=/p, sh -c "..."), are
- *    not checked: the first may be meant for a child that changes user, the
- *    second cannot be told from text.
+ *    for a later one): blocked only where execvp would fail with EACCES
+ *    (a PATH folder closed to the user is named in the message, never
+ *    looked into); a name in no PATH folder is "not found in PATH"; a
+ *    path with '/' that does not exist is left to the spawn ("no such
+ *    file or directory");
+ *  - every later argument that is an absolute path the pod's user cannot
+ *    resolve because a folder on its way is closed to it: the interpreter
+ *    case (python3 SCRIPT) and data files (--checkpoint FILE). Whether it
+ *    exists is not asked (the program could neither open nor create it).
+ *    A file that the user can reach but not read, and paths inside other
+ *    arguments (--x=/p, sh -c "..."), are not checked: the first may be
+ *    meant for a child that changes user, the second cannot be told from
+ *    text.
+ * Nothing is looked at as root: the answer tells the pod nothing it could
+ * not find out itself.
  * A pod that means to hand its program a path it cannot reach must pass it
  * some other way (an environment variable, a shell string). */
 #ifndef SC_AGENT_PODREACH_H

@@ -2,9 +2,11 @@
 loopback port in a temporary data directory, stopped after the test."""
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -40,6 +42,40 @@ def pod_users_reach_tmp(tmp_path):
         st = os.stat(p)
         if not st.st_mode & 0o001:
             os.chmod(p, st.st_mode | 0o111)
+
+
+# What pods run from this checkout (serving_worker.py, the starcloud binary)
+# is staged by pod_program() into one folder per test session: root's, mode
+# 0755, under /tmp. Pods run as unprivileged uids (docs/SECURITY.md), and a
+# checkout may sit below a folder they cannot pass through (`mktemp -d` makes
+# 0700 folders; /root is 0700): they could not reach it there, and the
+# user's folders are not ours to open.
+_staged = {"dir": None, "files": {}}
+
+
+def pod_program(path):
+    """The path of a copy of path (a file of this checkout, or BIN) that the
+    pods' users can read and run; made once per session."""
+    src = os.path.realpath(path)
+    if src in _staged["files"]:
+        return _staged["files"][src]
+    if _staged["dir"] is None:
+        d = tempfile.mkdtemp(prefix="starcloud-pod-programs-")
+        os.chmod(d, 0o755)
+        _staged["dir"] = d
+    dst = os.path.join(_staged["dir"], "%d-%s" % (len(_staged["files"]), os.path.basename(src)))
+    shutil.copyfile(src, dst)
+    os.chmod(dst, 0o755)
+    _staged["files"][src] = dst
+    return dst
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pod_programs_removed():
+    """The staged copies go with the session."""
+    yield
+    if _staged["dir"]:
+        shutil.rmtree(_staged["dir"], ignore_errors=True)
 
 
 def free_port():

@@ -14,13 +14,13 @@ import time
 import requests
 
 from agent_util import Agent, setup_queue, wait_for
-from conftest import BIN, manifest
+from conftest import BIN, manifest, pod_program
 from gwutil import Procs
 from test_serving import dep, free_port, ready_endpoints
 
 
 def worker_template(port, latency_ms=0, gpu=0):
-    cmd = [os.path.abspath(BIN), "worker", "--listen", "127.0.0.1:$(STARCLOUD_PORT)",
+    cmd = [pod_program(BIN), "worker", "--listen", "127.0.0.1:$(STARCLOUD_PORT)",
            "--model", "tiny", "--version", "1"]
     if latency_ms:
         cmd += ["--latency-ms", str(latency_ms)]

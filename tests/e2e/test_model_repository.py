@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from agent_util import Agent, setup_queue, wait_for
-from conftest import BIN, free_port, manifest, stop_process
+from conftest import BIN, free_port, manifest, pod_program, stop_process
 from test_serving import free_port as serving_ports
 from gwutil import Procs, procs  # noqa: F401
 
@@ -264,7 +264,7 @@ def test_deployment_with_a_model_repository(ckpts, server, admin, tmp_path):
     # a client socket of another process once held port + 1 (test_serving).
     port = serving_ports()
     try:
-        tpl = {"command": [os.path.abspath(BIN), "worker", "--model-repository", str(repo), "--listen",
+        tpl = {"command": [pod_program(BIN), "worker", "--model-repository", str(repo), "--listen",
                            "127.0.0.1:$(STARCLOUD_PORT)"], "port": port,
                "resources": {"cpu": "100m", "memory": "64Mi"},
                "probes": {"readiness": {"http": {"path": "/v2/health/ready", "port": port},

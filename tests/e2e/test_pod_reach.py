@@ -67,6 +67,10 @@ def test_command_below_a_closed_folder(admin, agent, tmp_path):
     script = program(closed / "bin" / "worker.py", "print('reached')\n", 0o644)
     run_job(admin, "interp", ["/usr/bin/python3", script], restartPolicy="Never")
     blocked_by(finished(admin, "interp"), "argument 1", script, closed)
+    # A path that does not exist below the closed folder: the program
+    # could neither open nor create it.
+    run_job(admin, "output", ["touch", str(closed / "new")], restartPolicy="Never")
+    blocked_by(finished(admin, "output"), "argument 1", str(closed / "new"), closed)
     # A working dir the pod cannot enter.
     run_job(admin, "cwd", ["true"], workingDir=str(closed / "bin"), restartPolicy="Never")
     blocked_by(finished(admin, "cwd"), "working dir", str(closed / "bin"), closed)
@@ -78,23 +82,29 @@ def test_command_found_through_path_as_execvp_does(admin, agent, tmp_path):
     bindir = folder(closed / "bin", 0o755)
     program(bindir / "onlyhere")
     program(bindir / "true")
-    # Only in the closed folder: execvp would fail with EACCES.
+    # Only in the closed folder: execvp would fail with EACCES. The folder
+    # is named, never looked into (as root that would tell the pod what it
+    # cannot see).
     run_job(admin, "viapath", ["onlyhere"], env={"PATH": "%s:/usr/bin:/bin" % bindir},
             restartPolicy="Never")
-    blocked_by(finished(admin, "viapath"), "command", str(bindir / "onlyhere"), closed)
+    pod = finished(admin, "viapath")
+    assert pod["phase"] == "Failed" and pod.get("exitCode") == 126, pod
+    assert pod.get("reason") == "CreateContainerError", pod
+    assert pod["message"].startswith(
+        "cannot start: command onlyhere: in none of the PATH folders open to the pod's user; "
+        "%s is closed to it: %s is 0700 owned by root; the pod runs as uid " % (bindir, closed)), pod
     # Also found later in PATH: execvp skips the closed entry, and so does
     # the check.
     run_job(admin, "later", ["true"], env={"PATH": "%s:/usr/bin:/bin" % bindir},
             restartPolicy="Never")
     assert finished(admin, "later")["phase"] == "Succeeded"
-    # In no PATH entry at all: not found (execvp itself would say
-    # "permission denied" because of the closed entry).
-    run_job(admin, "nowhere", ["no-such-program-here"],
-            env={"PATH": "%s:/usr/bin:/bin" % bindir}, restartPolicy="Never")
+    # In no PATH folder at all.
+    run_job(admin, "nowhere", ["no-such-program-here"], env={"PATH": "/usr/bin:/bin"},
+            restartPolicy="Never")
     pod = finished(admin, "nowhere")
     assert pod["phase"] == "Failed" and pod.get("exitCode") == 127, pod
     assert pod["message"].startswith("cannot start: command no-such-program-here: not found "
-                                     "in PATH %s:/usr/bin:/bin" % bindir), pod
+                                     "in PATH /usr/bin:/bin"), pod
     # A path that does not exist: the spawn says so, as before.
     run_job(admin, "missing", [str(tmp_path / "missing")], restartPolicy="Never")
     pod = finished(admin, "missing")

@@ -11,7 +11,7 @@ from agent_util import Agent, processes_with_env, setup_queue, wait_for
 import random
 import socket
 
-from conftest import BIN, manifest
+from conftest import BIN, manifest, pod_program
 
 
 def free_port():
@@ -40,7 +40,7 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_worke
 
 
 def template(port, version):
-    return {"command": ["/usr/bin/python3", WORKER], "port": port,
+    return {"command": ["/usr/bin/python3", pod_program(WORKER)], "port": port,
             "env": {"VERSION": version},
             "resources": {"cpu": "100m", "memory": "64Mi"},
             "probes": {"readiness": {"http": {"path": "/v2/health/ready", "port": port},

@@ -15,7 +15,7 @@ import time
 import requests
 
 from agent_util import Agent, setup_queue, wait_for
-from conftest import BIN, manifest, stop_process
+from conftest import BIN, manifest, pod_program, stop_process
 from gwutil import Procs
 from test_serving import dep, free_port, ready_endpoints, rollout, set_version, template
 
@@ -106,7 +106,7 @@ def test_stale_evidence_pauses_and_errors_roll_back(server, admin, tmp_path):
 
 
 def worker_template(port, version):
-    return {"command": [os.path.abspath(BIN), "worker", "--listen", "127.0.0.1:$(STARCLOUD_PORT)",
+    return {"command": [pod_program(BIN), "worker", "--listen", "127.0.0.1:$(STARCLOUD_PORT)",
                         "--model", "tiny", "--version", version],
             "port": port, "resources": {"cpu": "100m", "memory": "64Mi"},
             "probes": {"readiness": {"http": {"path": "/v2/health/ready", "port": port},

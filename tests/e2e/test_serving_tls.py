@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from agent_util import Agent, setup_queue, wait_for
-from conftest import manifest
+from conftest import manifest, pod_program
 from test_serving import WORKER, dep, free_port, ready_endpoints
 from tls_util import issue, make_ca
 
@@ -40,7 +40,7 @@ def cluster(server, admin, tmp_path):
 
 
 def tls_deployment(name, port, cert, key, probe_scheme="HTTPS", scheme="https"):
-    tpl = {"command": ["/usr/bin/python3", WORKER], "port": port, "scheme": scheme,
+    tpl = {"command": ["/usr/bin/python3", pod_program(WORKER)], "port": port, "scheme": scheme,
            "env": {"VERSION": "1", "TLS_CERT": cert, "TLS_KEY": key},
            "resources": {"cpu": "100m", "memory": "64Mi"},
            "probes": {"readiness": {"http": {"path": "/v2/health/ready", "port": port,
