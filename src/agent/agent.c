@@ -28,6 +28,7 @@
 #include "agent/podstore.h"
 #include "base/version.h"
 #include "net/sdnotify.h"
+#include "net/tlsreload.h"
 #include "starcloud/error.h"
 
 #define TICK_MS 1000
@@ -401,6 +402,8 @@ static int setup(sc_agent_t *a)
 	 * assignment) or stops them, and never starts a second copy. */
 	sc__podstore_adopt_all(a, sc__pod_adopt);
 	sc__podstore_gc(a);
+	sc_tls_reload_watch(a->loop, "listener", a->tls);
+	sc_tls_reload_watch(a->loop, "client", a->tls_client);
 	uv_timer_start(&a->tick_timer, on_tick, TICK_MS, TICK_MS);
 	uv_signal_start(&a->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&a->sigint, on_signal, SIGINT);
@@ -507,6 +510,7 @@ out:
 	sc__sync_free(a);
 	sc_hcli_close(a->http);
 	sc_hcli_close(a->probe_http);
+	sc_tls_reload_stop();
 	uv_run(a->loop, UV_RUN_NOWAIT);
 	free_pods(a);
 	sc__devcg_close(a);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "net/promtext.h"
+#include "net/tlsreload.h"
 
 #define MAX_HOLDERS 16 /* pods listed per device (a 7-way MIG split fits) */
 
@@ -159,4 +160,5 @@ void sc__agent_metrics(sc_agent_t *a, sc_buf_t *b)
 		device_metrics(a, b);
 	sc_prom_build_info(b, "agent", "");
 	sc_prom_process(b);
+	sc_tls_reload_metrics(b);
 }

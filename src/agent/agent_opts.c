@@ -44,7 +44,8 @@ static const sc_flag_t agent_flags[] = {
      SC_FLAG_AT(STR, sc_agent_opts_t, ca),
      .meta = "FILE",
      .env = "STARCLOUD_CA",
-     .help = "CA certificate of an https:// server"},
+     .help = "CA certificate of an https:// server (it and the client\n"
+             "certificate reload on SIGHUP and when the files change)"},
     {.name = "--tls-client-cert",
      SC_FLAG_AT(STR, sc_agent_opts_t, client_cert),
      .meta = "FILE",

@@ -6,6 +6,7 @@
 
 #include "gateway/gw_int.h"
 #include "net/promtext.h"
+#include "net/tlsreload.h"
 #include "starcloud/error.h"
 
 static void respond_json(sc_http_req_t *r, int status, json_t *j)
@@ -253,6 +254,7 @@ static void metrics_page(sc_http_req_t *r, void *ud)
 	rollouts_out(&o, gw);
 	sc_prom_build_info(&o, "gateway", "");
 	sc_prom_process(&o);
+	sc_tls_reload_metrics(&o);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", o.data, o.len);
 	sc_buf_free(&o);
 }

@@ -14,6 +14,7 @@
 #include "base/flags.h"
 #include "base/secret.h"
 #include "net/tlsflags.h"
+#include "net/tlsreload.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/alloc.h"
@@ -448,7 +449,8 @@ static const sc_flag_t gw_flags[] = {
      SC_FLAG_AT(STR, args_t, ca),
      .meta = "FILE",
      .env = "STARCLOUD_CA",
-     .help = "CA certificate of https:// backends and control planes"},
+     .help = "CA certificate of https:// backends and control planes\n"
+             "(reloaded on SIGHUP and when the file changes)"},
     {.name = "--token-file",
      SC_FLAG_AT(STR, args_t, token_file),
      .meta = "FILE",
@@ -612,6 +614,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	gw->hc = NULL;
 	uv_close((uv_handle_t *)&gw->sigint, NULL);
 	uv_close((uv_handle_t *)&gw->sigterm, NULL);
+	sc_tls_reload_stop();
 }
 
 static int setup(sc_gw_t *gw, args_t *a)
@@ -635,6 +638,8 @@ static int setup(sc_gw_t *gw, args_t *a)
 		return SC_EINVAL;
 	}
 	sc_hcli_set_tls(gw->hc, gw->tls_client);
+	sc_tls_reload_watch(gw->loop, "listener", gw->tls);
+	sc_tls_reload_watch(gw->loop, "client", gw->tls_client);
 	for (size_t i = 0; i < a->nbackends; i++) {
 		gw_backend_t *b = &a->backends[i];
 		if (b->repository ? !sc__gw_repo_add(gw, b->url, b->weight, GW_SRC_STATIC)

@@ -1,8 +1,11 @@
 #include "net/tls.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -12,8 +15,18 @@
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 
+/* A context is an OpenSSL context behind one more pointer: a reload
+ * (sc_tls_ctx_reload) makes a new SSL_CTX and swaps it in, so every
+ * server and client holding the sc_tls_ctx_t uses the new certificate for
+ * its next connection, while established ones keep the SSL_CTX they were
+ * made with (SSL_new takes a reference on it). */
 struct sc_tls_ctx {
 	SSL_CTX *ssl;
+	/* What it is made from, to make it again; paths owned, NULL when
+	 * absent (a context from memory has none and never reloads). */
+	int server, require_client;
+	char *ca, *cert, *key;
+	time_t not_after;
 };
 
 struct sc_tls {
@@ -25,13 +38,28 @@ struct sc_tls {
 	char error[160];
 };
 
+/* One PEM input: its bytes and how to name it in an error ("--tls-cert
+ * /etc/sc/tls.crt"). data NULL: not given. */
+typedef struct pem_in {
+	const char *data;
+	size_t len;
+	char what[200];
+} pem_in_t;
+
+/* Everything a context is made from, server or client, files or memory:
+ * the one builder (build_ctx) reads it. */
+typedef struct ctx_spec {
+	int server, require_client, insecure, fresh;
+	pem_in_t ca, cert, key;
+} ctx_spec_t;
+
 /* The newest OpenSSL error as text into err, after what. */
-static int fail(char *err, size_t errsz, const char *what, const char *file)
+static int fail(char *err, size_t errsz, const char *what, const char *why)
 {
 	unsigned long e = ERR_get_error();
 	char buf[160];
 	ERR_error_string_n(e, buf, sizeof(buf));
-	snprintf(err, errsz, "%s %s: %s", what, file ? file : "", e ? buf : "failed");
+	snprintf(err, errsz, "%s: %s", what, why ? why : e ? buf : "failed");
 	ERR_clear_error();
 	return SC_EINVAL;
 }
@@ -48,78 +76,18 @@ static SSL_CTX *new_ctx(const SSL_METHOD *m)
 	return c;
 }
 
-int sc_tls_server_ctx(const char *cert, const char *key, const char *client_ca, int require_client,
-                      sc_tls_ctx_t **out, char *err, size_t errsz)
+/* Adds every certificate of a PEM blob to the context's trust store (and,
+ * on a server, to the CA names it sends when asking for a client
+ * certificate); 0 when at least one was read. */
+static int trust_pem(SSL_CTX *c, const pem_in_t *in, int server)
 {
-	SSL_CTX *c = new_ctx(TLS_server_method());
-	int rc = SC_EINVAL;
-	if (!c)
-		return fail(err, errsz, "TLS context", NULL);
-	if (SSL_CTX_use_certificate_chain_file(c, cert) != 1) {
-		rc = fail(err, errsz, "--tls-cert", cert);
-		goto error;
-	}
-	if (SSL_CTX_use_PrivateKey_file(c, key, SSL_FILETYPE_PEM) != 1 ||
-	    SSL_CTX_check_private_key(c) != 1) {
-		rc = fail(err, errsz, "--tls-key", key);
-		goto error;
-	}
-	if (client_ca) {
-		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(client_ca);
-		if (!names || SSL_CTX_load_verify_locations(c, client_ca, NULL) != 1) {
-			rc = fail(err, errsz, "--tls-client-ca", client_ca);
-			goto error;
-		}
-		SSL_CTX_set_client_CA_list(c, names);
-		SSL_CTX_set_verify(
-		    c, SSL_VERIFY_PEER | (require_client ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
-		    NULL);
-	}
-	*out = sc_xcalloc(1, sizeof(**out));
-	(*out)->ssl = c;
-	return 0;
-error:
-	SSL_CTX_free(c);
-	return rc;
-}
-
-int sc_tls_client_ctx(const char *ca, const char *cert, const char *key, sc_tls_ctx_t **out,
-                      char *err, size_t errsz)
-{
-	SSL_CTX *c = new_ctx(TLS_client_method());
-	int rc = SC_EINVAL;
-	if (!c)
-		return fail(err, errsz, "TLS context", NULL);
-	if ((ca && SSL_CTX_load_verify_locations(c, ca, NULL) != 1) ||
-	    (!ca && SSL_CTX_set_default_verify_paths(c) != 1)) {
-		rc = fail(err, errsz, "--ca", ca);
-		goto error;
-	}
-	SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
-	if (cert && key &&
-	    (SSL_CTX_use_certificate_chain_file(c, cert) != 1 ||
-	     SSL_CTX_use_PrivateKey_file(c, key, SSL_FILETYPE_PEM) != 1)) {
-		rc = fail(err, errsz, "--tls-client-cert", cert);
-		goto error;
-	}
-	*out = sc_xcalloc(1, sizeof(**out));
-	(*out)->ssl = c;
-	return 0;
-error:
-	SSL_CTX_free(c);
-	return rc;
-}
-
-/* Adds every certificate of a PEM blob to the context's trust store;
- * 0 when at least one was read. */
-static int trust_pem(SSL_CTX *c, const char *pem, size_t len)
-{
-	BIO *bio = BIO_new_mem_buf(pem, (int)len);
+	BIO *bio = BIO_new_mem_buf(in->data, (int)in->len);
 	X509_STORE *st = SSL_CTX_get_cert_store(c);
 	X509 *x;
 	int n = 0;
 	while (bio && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
-		if (X509_STORE_add_cert(st, x) == 1)
+		if (X509_STORE_add_cert(st, x) == 1 &&
+		    (!server || SSL_CTX_add_client_CA(c, x) == 1))
 			n++;
 		X509_free(x);
 	}
@@ -128,23 +96,42 @@ static int trust_pem(SSL_CTX *c, const char *pem, size_t len)
 	return n ? 0 : SC_EINVAL;
 }
 
-/* The client certificate (a chain: the first is the leaf) and its key. */
-static int identity_pem(SSL_CTX *c, const sc_tls_pem_t *p)
+static time_t asn1_time(const ASN1_TIME *t)
 {
-	BIO *cb = BIO_new_mem_buf(p->cert, (int)p->cert_len);
-	BIO *kb = BIO_new_mem_buf(p->key, (int)p->key_len);
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	return t && ASN1_TIME_to_tm(t, &tm) == 1 ? timegm(&tm) : 0;
+}
+
+/* The certificate (a chain: the first is the leaf) and its key. fresh:
+ * refuse a leaf already expired (a reload keeps the old one instead). */
+static int identity_pem(SSL_CTX *c, const ctx_spec_t *s, char *err, size_t errsz)
+{
+	BIO *cb = BIO_new_mem_buf(s->cert.data, (int)s->cert.len);
+	BIO *kb = BIO_new_mem_buf(s->key.data, (int)s->key.len);
 	X509 *leaf = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
 	EVP_PKEY *key = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
-	int rc = leaf && key && SSL_CTX_use_certificate(c, leaf) == 1 &&
-	                 SSL_CTX_use_PrivateKey(c, key) == 1 && SSL_CTX_check_private_key(c) == 1
-	             ? 0
-	             : SC_EINVAL;
+	int rc = 0;
+	char why[300];
+	if (!leaf)
+		rc = fail(err, errsz, s->cert.what, "no PEM certificate in it");
+	else if (!key)
+		rc = fail(err, errsz, s->key.what, "no PEM private key in it");
+	else if (s->fresh && X509_cmp_current_time(X509_get0_notAfter(leaf)) <= 0)
+		rc = fail(err, errsz, s->cert.what, "the certificate has expired");
+	else if (SSL_CTX_use_certificate(c, leaf) != 1)
+		rc = fail(err, errsz, s->cert.what, NULL);
+	else if (SSL_CTX_use_PrivateKey(c, key) != 1 || SSL_CTX_check_private_key(c) != 1) {
+		snprintf(why, sizeof(why), "does not match %s", s->cert.what);
+		rc = fail(err, errsz, s->key.what, why);
+	}
 	X509 *x;
 	while (rc == 0 && (x = PEM_read_bio_X509(cb, NULL, NULL, NULL)))
 		if (SSL_CTX_add0_chain_cert(c, x) != 1) { /* takes x on success */
 			X509_free(x);
-			rc = SC_EINVAL;
+			rc = fail(err, errsz, s->cert.what, NULL);
 		}
+	ERR_clear_error(); /* the chain loop ends on "no start line" */
 	X509_free(leaf);
 	EVP_PKEY_free(key);
 	BIO_free(cb);
@@ -152,33 +139,192 @@ static int identity_pem(SSL_CTX *c, const sc_tls_pem_t *p)
 	return rc;
 }
 
-int sc_tls_client_ctx_pem(const sc_tls_pem_t *p, sc_tls_ctx_t **out, char *err, size_t errsz)
+/* The one context builder: a server with a certificate (and client_ca to
+ * verify clients' certificates), or a client trusting ca (or the
+ * system's) and presenting a certificate when given. */
+static int build_ctx(const ctx_spec_t *s, SSL_CTX **out, char *err, size_t errsz)
 {
-	SSL_CTX *c = new_ctx(TLS_client_method());
-	int rc = SC_EINVAL;
+	SSL_CTX *c = new_ctx(s->server ? TLS_server_method() : TLS_client_method());
+	int rc = 0;
 	if (!c)
 		return fail(err, errsz, "TLS context", NULL);
-	if (p->insecure) {
+	if (s->cert.data && s->key.data && (rc = identity_pem(c, s, err, errsz)) < 0)
+		goto error;
+	if (s->server && s->ca.data) {
+		if ((rc = trust_pem(c, &s->ca, 1)) < 0) {
+			rc = fail(err, errsz, s->ca.what, "no PEM certificate in it");
+			goto error;
+		}
+		SSL_CTX_set_verify(
+		    c, SSL_VERIFY_PEER | (s->require_client ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
+		    NULL);
+	} else if (!s->server && s->insecure) {
 		SSL_CTX_set_verify(c, SSL_VERIFY_NONE, NULL);
-	} else {
-		if ((p->ca && trust_pem(c, p->ca, p->ca_len) < 0) ||
-		    (!p->ca && SSL_CTX_set_default_verify_paths(c) != 1)) {
-			rc =
-			    fail(err, errsz, "certificate authority", "(no PEM certificate in it)");
+	} else if (!s->server) {
+		if (s->ca.data ? trust_pem(c, &s->ca, 0) < 0
+		               : SSL_CTX_set_default_verify_paths(c) != 1) {
+			rc = fail(err, errsz, s->ca.what,
+			          s->ca.data ? "no PEM certificate in it" : NULL);
 			goto error;
 		}
 		SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
 	}
-	if (p->cert && p->key && identity_pem(c, p) < 0) {
-		rc = fail(err, errsz, "client certificate/key", "(not a PEM pair)");
-		goto error;
-	}
-	*out = sc_xcalloc(1, sizeof(**out));
-	(*out)->ssl = c;
+	*out = c;
 	return 0;
 error:
 	SSL_CTX_free(c);
 	return rc;
+}
+
+/* A PEM file's bytes into *buf (owned by the caller), for in. Certificate
+ * files are small: more than 1 MiB is refused. */
+static int read_pem(const char *flag, const char *path, sc_buf_t *buf, pem_in_t *in, char *err,
+                    size_t errsz)
+{
+	snprintf(in->what, sizeof(in->what), "%s %s", flag, path);
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errsz, "%s: cannot read: %s", in->what, strerror(errno));
+		return SC_EIO;
+	}
+	char chunk[4096];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && buf->len <= (1u << 20))
+		if (sc_buf_append(buf, chunk, n) < 0)
+			sc_oom();
+	int bad = ferror(f);
+	fclose(f);
+	if (bad || buf->len > (1u << 20)) {
+		snprintf(err, errsz, "%s: %s", in->what, bad ? "read error" : "larger than 1 MiB");
+		return SC_EIO;
+	}
+	in->data = buf->data ? buf->data : "";
+	in->len = buf->len;
+	return 0;
+}
+
+/* Makes ctx's SSL_CTX again from its files; on success swaps it in. */
+static int load_files(sc_tls_ctx_t *ctx, int fresh, char *err, size_t errsz)
+{
+	ctx_spec_t s = {
+	    .server = ctx->server, .require_client = ctx->require_client, .fresh = fresh};
+	sc_buf_t b[3];
+	const char *flags[3] = {ctx->server ? "--tls-client-ca" : "--ca",
+	                        ctx->server ? "--tls-cert" : "--tls-client-cert",
+	                        ctx->server ? "--tls-key" : "--tls-client-key"};
+	const char *paths[3] = {ctx->ca, ctx->cert, ctx->key};
+	pem_in_t *ins[3] = {&s.ca, &s.cert, &s.key};
+	int rc = 0;
+	snprintf(s.ca.what, sizeof(s.ca.what), "%s", "the system's CAs");
+	for (int i = 0; i < 3; i++) {
+		sc_buf_init(&b[i], 0);
+		if (rc == 0 && paths[i])
+			rc = read_pem(flags[i], paths[i], &b[i], ins[i], err, errsz);
+	}
+	SSL_CTX *c = NULL;
+	if (rc == 0 && (rc = build_ctx(&s, &c, err, errsz)) == 0) {
+		SSL_CTX_free(ctx->ssl);
+		ctx->ssl = c;
+		X509 *leaf = SSL_CTX_get0_certificate(c);
+		ctx->not_after = leaf ? asn1_time(X509_get0_notAfter(leaf)) : 0;
+	}
+	for (int i = 0; i < 3; i++) {
+		if (b[i].data)
+			OPENSSL_cleanse(b[i].data, b[i].len); /* a key */
+		sc_buf_free(&b[i]);
+	}
+	return rc;
+}
+
+static int ctx_from_files(int server, const char *ca, const char *cert, const char *key,
+                          int require_client, sc_tls_ctx_t **out, char *err, size_t errsz)
+{
+	sc_tls_ctx_t *ctx = sc_xcalloc(1, sizeof(*ctx));
+	ctx->server = server;
+	ctx->require_client = require_client;
+	ctx->ca = ca ? sc_xstrdup(ca) : NULL;
+	/* A client presents a certificate only with both halves. */
+	ctx->cert = cert && (server || key) ? sc_xstrdup(cert) : NULL;
+	ctx->key = key && (server || cert) ? sc_xstrdup(key) : NULL;
+	int rc = load_files(ctx, 0, err, errsz);
+	if (rc < 0) {
+		sc_tls_ctx_free(ctx);
+		return rc;
+	}
+	*out = ctx;
+	return 0;
+}
+
+int sc_tls_server_ctx(const char *cert, const char *key, const char *client_ca, int require_client,
+                      sc_tls_ctx_t **out, char *err, size_t errsz)
+{
+	return ctx_from_files(1, client_ca, cert, key, require_client, out, err, errsz);
+}
+
+int sc_tls_client_ctx(const char *ca, const char *cert, const char *key, sc_tls_ctx_t **out,
+                      char *err, size_t errsz)
+{
+	return ctx_from_files(0, ca, cert, key, 0, out, err, errsz);
+}
+
+int sc_tls_client_ctx_pem(const sc_tls_pem_t *p, sc_tls_ctx_t **out, char *err, size_t errsz)
+{
+	ctx_spec_t s = {.insecure = p->insecure,
+	                .ca = {.data = p->ca, .len = p->ca_len, .what = "certificate authority"},
+	                .cert = {.data = p->cert, .len = p->cert_len, .what = "client certificate"},
+	                .key = {.data = p->key, .len = p->key_len, .what = "client key"}};
+	SSL_CTX *c;
+	int rc = build_ctx(&s, &c, err, errsz);
+	if (rc < 0)
+		return rc;
+	*out = sc_xcalloc(1, sizeof(**out));
+	(*out)->ssl = c;
+	X509 *leaf = SSL_CTX_get0_certificate(c);
+	(*out)->not_after = leaf ? asn1_time(X509_get0_notAfter(leaf)) : 0;
+	return 0;
+}
+
+int sc_tls_ctx_reload(sc_tls_ctx_t *ctx, char *err, size_t errsz)
+{
+	if (!sc_tls_ctx_files(ctx, NULL))
+		return 0;
+	return load_files(ctx, 1, err, errsz);
+}
+
+size_t sc_tls_ctx_files(const sc_tls_ctx_t *ctx, const char **paths)
+{
+	size_t n = 0;
+	const char *all[3] = {ctx->ca, ctx->cert, ctx->key};
+	for (int i = 0; i < 3; i++)
+		if (all[i]) {
+			if (paths)
+				paths[n] = all[i];
+			n++;
+		}
+	return n;
+}
+
+time_t sc_tls_ctx_not_after(const sc_tls_ctx_t *ctx)
+{
+	return ctx->not_after;
+}
+
+void sc_tls_ctx_describe(const sc_tls_ctx_t *ctx, char *out, size_t outsz)
+{
+	X509 *leaf = SSL_CTX_get0_certificate(ctx->ssl);
+	out[0] = '\0';
+	if (!leaf)
+		return;
+	BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(leaf), NULL);
+	char *hex = bn ? BN_bn2hex(bn) : NULL;
+	struct tm tm;
+	char when[32] = "?";
+	time_t t = ctx->not_after;
+	if (t && gmtime_r(&t, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(out, outsz, "serial %s, valid until %s", hex ? hex : "?", when);
+	OPENSSL_free(hex);
+	BN_free(bn);
 }
 
 void sc_tls_ctx_free(sc_tls_ctx_t *ctx)
@@ -186,6 +332,9 @@ void sc_tls_ctx_free(sc_tls_ctx_t *ctx)
 	if (!ctx)
 		return;
 	SSL_CTX_free(ctx->ssl);
+	free(ctx->ca);
+	free(ctx->cert);
+	free(ctx->key);
 	free(ctx);
 }
 

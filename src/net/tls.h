@@ -15,12 +15,20 @@
  * file (or the system's) and may present a certificate of its own. Both
  * refuse anything older than TLS 1.2.
  *
- * Ownership: contexts are reference-counted by OpenSSL; sc_tls_new takes a
- * reference, so a context may be freed while connections still use it. */
+ * Rotation: a context made from files remembers their paths and
+ * sc_tls_ctx_reload makes it again from them (net/tlsreload.c calls it on
+ * SIGHUP and when the files change). Servers and clients hold the
+ * sc_tls_ctx_t, so their next connection uses the new certificate;
+ * established connections keep the one they started with.
+ *
+ * Ownership: the OpenSSL context inside is reference-counted; sc_tls_new
+ * takes a reference, so a context may be freed (or reloaded) while
+ * connections still use it. */
 #ifndef SC_NET_TLS_H
 #define SC_NET_TLS_H
 
 #include <stddef.h>
+#include <time.h>
 #include <sys/types.h>
 
 typedef struct sc_tls_ctx sc_tls_ctx_t;
@@ -53,6 +61,22 @@ typedef struct sc_tls_pem {
 } sc_tls_pem_t;
 int sc_tls_client_ctx_pem(const sc_tls_pem_t *p, sc_tls_ctx_t **out, char *err, size_t errsz);
 void sc_tls_ctx_free(sc_tls_ctx_t *ctx);
+
+/* Makes a context from files again from the same paths and swaps it in
+ * (the next sc_tls_new uses it). A failure (a file unreadable, no PEM in
+ * it, a key that does not match the certificate, a certificate already
+ * expired) writes a message naming the flag and file into err, returns
+ * < 0 and leaves the context as it was. A context from memory has nothing
+ * to reload: 0. */
+int sc_tls_ctx_reload(sc_tls_ctx_t *ctx, char *err, size_t errsz);
+/* The files a context is made from (CA, certificate, key; at most 3) into
+ * paths (may be NULL: only counted); how many. Borrowed from ctx. */
+size_t sc_tls_ctx_files(const sc_tls_ctx_t *ctx, const char **paths);
+/* The notAfter of the context's own certificate (Unix seconds), 0 when it
+ * has none. */
+time_t sc_tls_ctx_not_after(const sc_tls_ctx_t *ctx);
+/* "serial 1A2B..., valid until 2026-12-03T10:00:00Z" for logs, or "". */
+void sc_tls_ctx_describe(const sc_tls_ctx_t *ctx, char *out, size_t outsz);
 
 /* A connection: server side (server != 0) or client side checking host
  * (the name or IP address in the URL). NULL on out-of-memory. */

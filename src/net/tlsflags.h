@@ -25,7 +25,9 @@ typedef struct sc_tls_serve_flags {
 	{.name = "--tls-cert",                                                                     \
 	 SC_FLAG_AT(STR, T, m.cert),                                                               \
 	 .meta = "FILE",                                                                           \
-	 .help = "serve HTTPS with this certificate (PEM, chain first)"},                          \
+	 .help = "serve HTTPS with this certificate (PEM, chain first); it,\n"                     \
+	         "the key and --tls-client-ca reload on SIGHUP and when the\n"                     \
+	         "files change (docs/SECURITY.md)"},                                               \
 	    {.name = "--tls-key",                                                                  \
 	     SC_FLAG_AT(STR, T, m.key),                                                            \
 	     .meta = "FILE",                                                                       \
@@ -38,7 +40,8 @@ typedef struct sc_tls_serve_flags {
 #define SC_TLS_CLIENT_CA_FLAG(T, m)                                                                \
 	{                                                                                          \
 		.name = "--tls-client-ca", SC_FLAG_AT(STR, T, m.client_ca), .meta = "FILE",        \
-		.help = "accept client certificates signed by this CA (mTLS)"                      \
+		.help = "accept client certificates signed by this CA (mTLS;\n"                    \
+		        "reloaded on SIGHUP and when it changes)"                                  \
 	}
 
 /* Checks f for a listener on host and, with a certificate, makes the

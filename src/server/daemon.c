@@ -13,6 +13,7 @@
 #include "net/sdnotify.h"
 #include "base/cmdline.h"
 #include "net/tlsflags.h"
+#include "net/tlsreload.h"
 #include "base/log.h"
 #include "base/version.h"
 #include "server/cache.h"
@@ -188,7 +189,8 @@ static const sc_flag_t server_flags[] = {
     {.name = "--agent-ca",
      SC_FLAG_AT(STR, opts_t, agent_ca),
      .meta = "FILE",
-     .help = "CA of the agents' https status ports (else the system's CAs)"},
+     .help = "CA of the agents' https status ports (else the system's CAs;\n"
+             "reloaded on SIGHUP and when the file changes)"},
     {.name = "--agents-need-cert",
      SC_FLAG_AT(BOOL, opts_t, agents_need_cert),
      .help = "agent tokens count only on connections with a client\ncertificate of their node "
@@ -333,6 +335,8 @@ static int setup(sc_server_t *s, const opts_t *o)
 		fprintf(stderr, "starcloud server: %s\n", err);
 		return SC_EINVAL;
 	}
+	sc_tls_reload_watch(s->loop, "listener", s->tls);
+	sc_tls_reload_watch(s->loop, "client", s->agent_tls);
 	sc_http_set_observer(s->http, sc__metrics_observe_http, s->metrics);
 	sc_flow_opts_t fo = {.queue_len = o->flow_queue, .max_wait_ms = o->flow_wait};
 	s->flow = o->no_flow ? NULL : sc__flow_new(s, &fo);
@@ -411,6 +415,7 @@ out:
 	sc__logs_close(&s);
 	sc_http_server_close(s.http);
 	sc__flow_close(s.flow);
+	sc_tls_reload_stop();
 	uv_run(s.loop, UV_RUN_NOWAIT);
 	sc__cache_close(s.cache);
 	sc__ha_free(&s);

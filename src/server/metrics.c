@@ -12,6 +12,7 @@
 #include "base/quantity.h"
 #include "base/version.h"
 #include "net/promtext.h"
+#include "net/tlsreload.h"
 #include "server/cache.h"
 #include "server/flow.h"
 #include "server/ha.h"
@@ -612,6 +613,7 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 	snprintf(schema, sizeof(schema), "store_schema=\"%d\"", s->store->schema);
 	sc_prom_build_info(&b, "server", schema);
 	sc_prom_process(&b);
+	sc_tls_reload_metrics(&b);
 	if (who.role == SC_ROLE_TENANT)
 		tenant_view(&b, &who);
 	sc_http_respond(r, 200, "text/plain; version=0.0.4", b.data, b.len);

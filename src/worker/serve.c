@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "starcloud/error.h"
 #include "net/promtext.h"
+#include "net/tlsreload.h"
 #include "worker/worker.h"
 #include "worker/worker_int.h"
 
@@ -109,6 +110,7 @@ static void h_metrics(wreq_t *q)
 	              sc_kvstore_live(w->kv), running, waiting, kv);
 	sc_prom_build_info(&b, "worker", "");
 	sc_prom_process(&b);
+	sc_tls_reload_metrics(&b);
 	sc__reply_raw(q, 200, "text/plain; version=0.0.4", b.data, b.len);
 	sc_buf_free(&b);
 }

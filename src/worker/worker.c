@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "starcloud/error.h"
 #include "net/tlsflags.h"
+#include "net/tlsreload.h"
 #include "worker/worker_int.h"
 
 typedef struct wopts {
@@ -129,7 +130,8 @@ static const sc_flag_t worker_flags[] = {
      .meta = "FILE",
      .env = "STARCLOUD_CA",
      .help = "CA certificate of https:// peers: prefill workers' kv_url\n"
-             "and the --otlp collector (default: the system's CAs)"},
+             "and the --otlp collector (default: the system's CAs; reloaded\n"
+             "on SIGHUP and when the file changes)"},
     {.name = "--id",
      SC_FLAG_AT(STR, wopts_t, id),
      .meta = "ID",
@@ -381,6 +383,8 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 		             sc_http_listen_error(w->http));
 		return SC_EIO;
 	}
+	sc_tls_reload_watch(w->loop, "listener", w->tls);
+	sc_tls_reload_watch(w->loop, "client", w->tls_client);
 	w->port = sc_http_port(w->http);
 	snprintf(w->id, sizeof(w->id), "%s", o->id ? o->id : "");
 	if (!o->id)
@@ -465,6 +469,7 @@ int sc_worker_main(int argc, char **argv)
 	uv_close((uv_handle_t *)&watchdog_h, NULL);
 	sc_http_server_close(w.http);
 	sc_hcli_close(w.hcli);
+	sc_tls_reload_stop();
 	uv_run(w.loop, UV_RUN_NOWAIT);
 	sc_tls_ctx_free(w.tls_client);
 	sc_kvstore_free(w.kv);

@@ -1,0 +1,52 @@
+/* Certificate rotation without a restart, written once for every daemon
+ * (server, agent, gateway, worker): what an operator used to cert-manager,
+ * Envoy's SDS or `nginx -s reload` expects.
+ *
+ * A daemon names each TLS context it made from files (its listener's
+ * --tls-cert/--tls-key/--tls-client-ca, its client side's --ca and client
+ * certificate). From then on:
+ *
+ *   - SIGHUP reloads every one of them at once;
+ *   - every SC_TLS_RELOAD_POLL_MS the files are stat()ed, and a context
+ *     whose files changed (inode, size, mtime or ctime: cert-manager and
+ *     Kubernetes secret volumes replace files by rename, an editor may
+ *     write in place) is reloaded once the change has held for one more
+ *     look, so a certificate and key replaced one after the other are read
+ *     as a pair.
+ *
+ * A reload that fails (net/tls.h: sc_tls_ctx_reload) keeps the context in
+ * use, logs an error naming the file, and is not tried again until a file
+ * changes again (or the next SIGHUP). New connections use the new
+ * certificate; established ones keep theirs. /metrics carries
+ *
+ *   starcloud_tls_reload_total{context,result="ok|error"}       counter
+ *   starcloud_tls_certificate_expiry_timestamp_seconds{context} gauge
+ *
+ * so an alert can fire on failed reloads and before a certificate
+ * expires.
+ *
+ * One set per process (a daemon has one loop); the handles are unref'd,
+ * so they never keep a loop alive. */
+#ifndef SC_NET_TLSRELOAD_H
+#define SC_NET_TLSRELOAD_H
+
+#include <uv.h>
+
+#include "net/tls.h"
+#include "starcloud/buf.h"
+
+#define SC_TLS_RELOAD_POLL_MS 2000
+#define SC_TLS_RELOAD_MAX 4
+
+/* Watches ctx under name ("listener", "client": borrowed, a literal);
+ * NULL or a context not made from files is ignored. The first call starts
+ * the SIGHUP handler and the poll timer on loop. ctx stays the caller's
+ * and must outlive sc_tls_reload_stop. */
+void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx);
+/* The two families above for the watched contexts ("" when none). */
+void sc_tls_reload_metrics(sc_buf_t *b);
+/* Stops watching (closes the handles; run the loop once more to finish
+ * closing them) before the contexts are freed. */
+void sc_tls_reload_stop(void);
+
+#endif
