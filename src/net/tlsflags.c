@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "net/tlsreload.h"
 #include "starcloud/error.h"
 
 static int loopback(const char *host)
@@ -16,6 +17,7 @@ int sc_tls_serve_setup(const char *cmd, const sc_tls_serve_flags_t *f, const cha
 {
 	char err[512];
 	*ctx = NULL;
+	sc_tls_reload_interval(f->reload_ms);
 	if (!f->cert != !f->key) {
 		fprintf(stderr, "starcloud %s: %s needs %s too\n", cmd,
 		        f->cert ? "--tls-cert" : "--tls-key", f->cert ? "--tls-key" : "--tls-cert");

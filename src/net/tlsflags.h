@@ -19,6 +19,7 @@
 typedef struct sc_tls_serve_flags {
 	const char *cert, *key, *client_ca;
 	int plain;
+	uint64_t reload_ms; /* --tls-reload-interval */
 } sc_tls_serve_flags_t;
 
 #define SC_TLS_SERVE_FLAGS(T, m)                                                                   \
@@ -32,6 +33,13 @@ typedef struct sc_tls_serve_flags {
 	     SC_FLAG_AT(STR, T, m.key),                                                            \
 	     .meta = "FILE",                                                                       \
 	     .help = "its private key (PEM)"},                                                     \
+	    {.name = "--tls-reload-interval",                                                      \
+	     SC_FLAG_AT(DURATION, T, m.reload_ms),                                                 \
+	     .min = 0,                                                                             \
+	     .max = 3600e3,                                                                        \
+	     .def = "2s",                                                                          \
+	     .help = "how often the TLS files are checked for a change\n"                          \
+	             "(0: reload only on SIGHUP)"},                                                \
 	{                                                                                          \
 		.name = "--plain-http", SC_FLAG_AT(BOOL, T, m.plain),                              \
 		.help = "serve plain HTTP on a non-loopback address (without it only\n"            \
@@ -46,7 +54,8 @@ typedef struct sc_tls_serve_flags {
 
 /* Checks f for a listener on host and, with a certificate, makes the
  * context and gives it to s (*ctx owned by the caller: sc_tls_ctx_free
- * after the server is closed). Prints "starcloud CMD: ..." and returns
+ * after the server is closed); sets the reload interval (tlsreload.h) for
+ * every context of the process. Prints "starcloud CMD: ..." and returns
  * < 0 when the flags do not hold together or a file is bad. */
 int sc_tls_serve_setup(const char *cmd, const sc_tls_serve_flags_t *f, const char *host,
                        sc_http_server_t *s, sc_tls_ctx_t **ctx);

@@ -30,6 +30,8 @@ typedef struct watched {
 
 static struct {
 	int started;
+	uint64_t poll_ms;
+	int poll_set;
 	uv_timer_t timer;
 	uv_signal_t hup;
 	watched_t w[SC_TLS_RELOAD_MAX];
@@ -123,7 +125,10 @@ void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx)
 	R.started = 1;
 	uv_timer_init(loop, &R.timer);
 	uv_signal_init(loop, &R.hup);
-	uv_timer_start(&R.timer, on_poll, SC_TLS_RELOAD_POLL_MS, SC_TLS_RELOAD_POLL_MS);
+	if (!R.poll_ms && !R.poll_set)
+		R.poll_ms = SC_TLS_RELOAD_POLL_MS;
+	if (R.poll_ms)
+		uv_timer_start(&R.timer, on_poll, R.poll_ms, R.poll_ms);
 	uv_signal_start(&R.hup, on_hup, SIGHUP);
 	uv_unref((uv_handle_t *)&R.timer);
 	uv_unref((uv_handle_t *)&R.hup);
@@ -152,6 +157,17 @@ void sc_tls_reload_metrics(sc_buf_t *b)
 			    "%lld\n",
 			    R.w[i].name, (long long)t);
 	}
+}
+
+void sc_tls_reload_interval(uint64_t ms)
+{
+	R.poll_ms = ms;
+	R.poll_set = 1;
+	if (!R.started)
+		return;
+	uv_timer_stop(&R.timer);
+	if (ms)
+		uv_timer_start(&R.timer, on_poll, ms, ms);
 }
 
 void sc_tls_reload_stop(void)

@@ -7,7 +7,8 @@
  * certificate). From then on:
  *
  *   - SIGHUP reloads every one of them at once;
- *   - every SC_TLS_RELOAD_POLL_MS the files are stat()ed, and a context
+ *   - every --tls-reload-interval (default 2 s; 0: never) the files are
+ *     stat()ed, and a context
  *     whose files changed (inode, size, mtime or ctime: cert-manager and
  *     Kubernetes secret volumes replace files by rename, an editor may
  *     write in place) is reloaded once the change has held for one more
@@ -30,12 +31,13 @@
 #ifndef SC_NET_TLSRELOAD_H
 #define SC_NET_TLSRELOAD_H
 
+#include <stdint.h>
 #include <uv.h>
 
 #include "net/tls.h"
 #include "starcloud/buf.h"
 
-#define SC_TLS_RELOAD_POLL_MS 2000
+#define SC_TLS_RELOAD_POLL_MS 2000 /* until sc_tls_reload_interval */
 #define SC_TLS_RELOAD_MAX 4
 
 /* Watches ctx under name ("listener", "client": borrowed, a literal);
@@ -45,6 +47,9 @@
 void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx);
 /* The two families above for the watched contexts ("" when none). */
 void sc_tls_reload_metrics(sc_buf_t *b);
+/* How often the files are looked at, in ms (0: only on SIGHUP); takes
+ * effect at once. */
+void sc_tls_reload_interval(uint64_t ms);
 /* Stops watching (closes the handles; run the loop once more to finish
  * closing them) before the contexts are freed. */
 void sc_tls_reload_stop(void);
