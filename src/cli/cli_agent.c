@@ -538,13 +538,23 @@ static pid_t start_dev_agent(int i, const char *url, const char *token, const ch
 	return pid;
 }
 
-/* Waits for SIGINT/SIGTERM or the first child to die, then stops all. */
-static void run_until_signal(const pid_t *pids, int npids)
+/* SIGINT, SIGTERM and SIGHUP stop the dev cluster; caught from the start,
+ * so one that comes while it starts stops what was started (the children
+ * get the default actions back at exec). SIGHUP too: a closed terminal
+ * hangs up the whole process group, and the daemons take SIGHUP as "reload
+ * the certificates" (net/tlsreload.h), so they would outlive dev. */
+static void catch_stop_signals(void)
 {
 	/* No SA_RESTART: the signal must interrupt waitpid. */
 	struct sigaction sa = {.sa_handler = on_dev_signal};
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+/* Waits for a stop signal or the first child to die, then stops all. */
+static void run_until_signal(const pid_t *pids, int npids)
+{
 	while (!dev_stop) {
 		int st;
 		pid_t p = waitpid(-1, &st, 0);
@@ -569,6 +579,7 @@ int sc_cli_dev(int argc, char **argv)
 	pid_t pids[MAX_AGENTS + 1];
 	int npids = 0, pfd[2];
 	sc_devca_t *ca = NULL;
+	catch_stop_signals();
 	if (!dir && !(dir = mkdtemp(tmp))) {
 		perror("starcloud dev: mkdtemp");
 		return SC_EXIT_FAIL;

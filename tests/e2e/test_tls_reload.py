@@ -338,3 +338,40 @@ def test_worker_client_ca_reloads(tmp_path, pki, live, daemons, ckpt):
     finally:
         stop_process(dec)
         dlog.close()
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_dev_cluster_stops_on_hangup(tmp_path):
+    """A closed terminal hangs up `starcloud dev`'s whole process group. The
+    daemons take SIGHUP as "reload the certificates", so dev must stop
+    them itself rather than leave them running without it."""
+    env = dict(os.environ, HOME=str(tmp_path / "home"))
+    os.makedirs(env["HOME"])
+    p = subprocess.Popen([BIN, "dev", "--agents", "1", "--gpus", "1xA100-80GB", "--data-dir",
+                          str(tmp_path / "dev")], stdout=subprocess.PIPE, text=True, env=env,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    children = []
+
+    def started():
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            children[:] = [int(c) for c in f.read().split()]
+        return len(children) >= 2  # the server and the agent
+    try:
+        assert p.stdout.readline().startswith("server:")
+        wait_for(started, timeout=60, what="the server and the agent")
+        os.killpg(p.pid, signal.SIGHUP)
+        p.wait(timeout=60)
+        wait_for(lambda: not any(alive(c) for c in children), timeout=60,
+                 what="the dev daemons gone")
+    finally:
+        for c in children:
+            if alive(c):
+                os.kill(c, signal.SIGKILL)
+        stop_process(p)
