@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "cli/cli.h"
 #include "k8s/k8s_int.h"
+#include "net/tlsreload.h"
 #include "base/version.h"
 #include "starcloud/error.h"
 #include "starcloud/manifest.h"
@@ -189,33 +190,42 @@ static int parse_opts(int argc, char **argv, sc_k8s_opts_t *o)
 
 /* ---- configuration ------------------------------------------------------ */
 
+/* The API server's address, credentials and TLS material from the flags
+ * (a kubeconfig, --server/--token-file/--ca, or the service account) into
+ * c; err says what is wrong. At start, and again for a TLS reload. */
+static int read_api_config(const sc_k8s_opts_t *o, sc_kconfig_t *c, char *err, size_t errsz)
+{
+	int rc = 0;
+	if (o->kubeconfig)
+		return sc_kconfig_load(o->kubeconfig, o->context, c, err, errsz);
+	if (!o->server)
+		return sc_kconfig_in_cluster(o->sa_dir, c, err, errsz);
+	if (strncmp(o->server, "https://", 8) != 0) {
+		snprintf(err, errsz, "--server: expected an https:// URL");
+		rc = SC_EINVAL;
+	}
+	c->server = sc_xstrdup(o->server);
+	c->namespace = sc_xstrdup("default");
+	if (rc == 0 && o->token_file) {
+		c->token_file = sc_xstrdup(o->token_file);
+		rc = sc_kconfig_refresh_token(c);
+		if (rc < 0)
+			snprintf(err, errsz, "--token-file %s: %s", o->token_file, sc_strerror(rc));
+	}
+	if (rc >= 0 && o->ca_file) {
+		char msg[600];
+		rc = sc_kconfig_read_file(o->ca_file, &c->ca_pem, &c->ca_len, msg, sizeof(msg));
+		if (rc < 0)
+			snprintf(err, errsz, "--ca %s", msg);
+		c->ca_file = sc_xstrdup(o->ca_file);
+	}
+	return rc < 0 ? rc : 0;
+}
+
 static int load_api_config(sc_k8s_t *k)
 {
 	char err[1200];
-	int rc;
-	if (k->o.kubeconfig) {
-		rc = sc_kconfig_load(k->o.kubeconfig, k->o.context, &k->cfg, err, sizeof(err));
-	} else if (k->o.server) {
-		rc = 0;
-		if (strncmp(k->o.server, "https://", 8) != 0) {
-			snprintf(err, sizeof(err), "--server: expected an https:// URL");
-			rc = SC_EINVAL;
-		}
-		k->cfg.server = sc_xstrdup(k->o.server);
-		k->cfg.namespace = sc_xstrdup("default");
-		if (rc == 0 && k->o.token_file) {
-			k->cfg.token_file = sc_xstrdup(k->o.token_file);
-			rc = sc_kconfig_refresh_token(&k->cfg);
-			if (rc < 0)
-				snprintf(err, sizeof(err), "--token-file %s: %s", k->o.token_file,
-				         sc_strerror(rc));
-		}
-		if (rc >= 0 && k->o.ca_file)
-			rc = sc_kconfig_read_file(k->o.ca_file, &k->cfg.ca_pem, &k->cfg.ca_len, err,
-			                          sizeof(err));
-	} else {
-		rc = sc_kconfig_in_cluster(k->o.sa_dir, &k->cfg, err, sizeof(err));
-	}
+	int rc = read_api_config(&k->o, &k->cfg, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "starcloud k8s: %s\n", err);
 		return SC_EXIT_USAGE;
@@ -235,6 +245,25 @@ static int load_api_config(sc_k8s_t *k)
 		return SC_EXIT_USAGE;
 	}
 	return SC_EXIT_OK;
+}
+
+/* SIGHUP or a changed file (net/tlsreload.h): the configuration is read
+ * again and only its TLS material (CA, client certificate and key) taken;
+ * the server address and token stay as they are (the token has its own
+ * refresh). */
+static int remake_tls(void *ud, sc_tls_ctx_t *ctx, char *err, size_t errsz)
+{
+	sc_k8s_t *k = ud;
+	sc_kconfig_t c;
+	memset(&c, 0, sizeof(c));
+	int rc = read_api_config(&k->o, &c, err, errsz);
+	if (rc == 0) {
+		sc_tls_pem_t pem;
+		sc_kconfig_tls(&c, &pem);
+		rc = sc_tls_ctx_reload_pem(ctx, &pem, err, errsz);
+	}
+	sc_kconfig_free(&c);
+	return rc;
 }
 
 /* --scheduler-config: SchedulerConfig and Topology only; everything else about the
@@ -426,6 +455,9 @@ static void run(sc_k8s_t *k)
 	if (!k->http || !k->sched || !k->arena)
 		sc_oom();
 	sc_hcli_set_tls(k->http, k->tls);
+	const char *tls_files[] = {k->o.kubeconfig, k->cfg.ca_file, k->cfg.cert_file,
+	                           k->cfg.key_file};
+	sc_tls_reload_watch_with(&loop, "client", k->tls, tls_files, 4, remake_tls, k);
 	k->writer = sc__kwriter_new(k);
 	k->status = sc__kstatus_new(k);
 	uv_timer_init(&loop, &k->cycle_timer);
@@ -465,6 +497,7 @@ static void run(sc_k8s_t *k)
 	uv_close((uv_handle_t *)&k->stats_timer, on_closed_noop);
 	uv_close((uv_handle_t *)&k->sigterm, on_closed_noop);
 	uv_close((uv_handle_t *)&k->sigint, on_closed_noop);
+	sc_tls_reload_stop();
 	if (k->o.leader_elect)
 		uv_close((uv_handle_t *)&k->lease_timer, on_closed_noop);
 	uv_run(&loop, UV_RUN_DEFAULT);

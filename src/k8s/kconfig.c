@@ -144,7 +144,7 @@ static int opt_str(json_t *o, const char *key, const char **out, const char *whe
 
 /* Data that comes inline (base64, "-data") or from a file. */
 static int load_blob(json_t *o, const char *key, const char *dir, const char *where, char **out,
-                     size_t *len, char *err, size_t errsz)
+                     size_t *len, char **path, char *err, size_t errsz)
 {
 	char dkey[96], msg[512];
 	const char *data, *file;
@@ -164,9 +164,12 @@ static int load_blob(json_t *o, const char *key, const char *dir, const char *wh
 		if (!p)
 			return kc_fail(err, errsz, SC_ENOMEM, "out of memory");
 		rc = sc_kconfig_read_file(p, out, len, msg, sizeof(msg));
-		free(p);
-		if (rc < 0)
+		if (rc < 0) {
+			free(p);
 			return kc_fail(err, errsz, rc, "%s.%s: %s", where, key, msg);
+		}
+		free(*path);
+		*path = p;
 		return 1;
 	}
 	return 0;
@@ -217,7 +220,8 @@ static int parse_cluster(json_t *cl, const char *dir, const char *where, sc_kcon
 	if (json_object_get(cl, "proxy-url"))
 		return kc_fail(err, errsz, SC_EINVAL, "%s.proxy-url: proxies are not supported",
 		               where);
-	rc = load_blob(cl, "certificate-authority", dir, where, &c->ca_pem, &c->ca_len, err, errsz);
+	rc = load_blob(cl, "certificate-authority", dir, where, &c->ca_pem, &c->ca_len, &c->ca_file,
+	               err, errsz);
 	return rc < 0 ? rc : 0;
 }
 
@@ -250,11 +254,12 @@ static int parse_user(json_t *u, const char *dir, const char *where, sc_kconfig_
 			return kc_fail(err, errsz, rc, "%s.tokenFile: %s", where, msg);
 		chomp(c->token);
 	}
-	int hc =
-	    load_blob(u, "client-certificate", dir, where, &c->cert_pem, &c->cert_len, err, errsz);
+	int hc = load_blob(u, "client-certificate", dir, where, &c->cert_pem, &c->cert_len,
+	                   &c->cert_file, err, errsz);
 	if (hc < 0)
 		return hc;
-	int hk = load_blob(u, "client-key", dir, where, &c->key_pem, &c->key_len, err, errsz);
+	int hk = load_blob(u, "client-key", dir, where, &c->key_pem, &c->key_len, &c->key_file, err,
+	                   errsz);
 	if (hk < 0)
 		return hk;
 	if (hc != hk)
@@ -369,6 +374,7 @@ int sc_kconfig_in_cluster(const char *sa_dir, sc_kconfig_t *out, char *err, size
 	snprintf(path, sizeof(path), "%s/ca.crt", sa_dir);
 	if ((rc = sc_kconfig_read_file(path, &c.ca_pem, &c.ca_len, msg, sizeof(msg))) < 0)
 		goto failed;
+	c.ca_file = sc_xstrdup(path);
 	snprintf(path, sizeof(path), "%s/namespace", sa_dir);
 	if (sc_kconfig_read_file(path, &c.namespace, NULL, msg, sizeof(msg)) == 0)
 		chomp(c.namespace);
@@ -428,6 +434,9 @@ void sc_kconfig_free(sc_kconfig_t *c)
 	free(c->ca_pem);
 	free(c->cert_pem);
 	free(c->key_pem);
+	free(c->ca_file);
+	free(c->cert_file);
+	free(c->key_file);
 	free(c->namespace);
 	memset(c, 0, sizeof(*c));
 }

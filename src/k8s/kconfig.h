@@ -36,6 +36,9 @@ typedef struct sc_kconfig {
 	size_t cert_len;
 	char *key_pem;
 	size_t key_len;
+	/* The files the CA, certificate and key were read from (NULL: inline
+	 * or none), watched for rotation (net/tlsreload.h). */
+	char *ca_file, *cert_file, *key_file;
 	bool insecure;   /* insecure-skip-tls-verify: true */
 	char *namespace; /* the context's (or service account's) namespace */
 } sc_kconfig_t;

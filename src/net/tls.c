@@ -267,9 +267,11 @@ int sc_tls_client_ctx(const char *ca, const char *cert, const char *key, sc_tls_
 	return ctx_from_files(0, ca, cert, key, 0, out, err, errsz);
 }
 
-int sc_tls_client_ctx_pem(const sc_tls_pem_t *p, sc_tls_ctx_t **out, char *err, size_t errsz)
+/* A client context from PEM in memory into ctx (its SSL_CTX replaced). */
+static int load_pem(sc_tls_ctx_t *ctx, const sc_tls_pem_t *p, int fresh, char *err, size_t errsz)
 {
 	ctx_spec_t s = {.insecure = p->insecure,
+	                .fresh = fresh,
 	                .ca = {.data = p->ca, .len = p->ca_len, .what = "certificate authority"},
 	                .cert = {.data = p->cert, .len = p->cert_len, .what = "client certificate"},
 	                .key = {.data = p->key, .len = p->key_len, .what = "client key"}};
@@ -277,11 +279,28 @@ int sc_tls_client_ctx_pem(const sc_tls_pem_t *p, sc_tls_ctx_t **out, char *err, 
 	int rc = build_ctx(&s, &c, err, errsz);
 	if (rc < 0)
 		return rc;
-	*out = sc_xcalloc(1, sizeof(**out));
-	(*out)->ssl = c;
+	SSL_CTX_free(ctx->ssl);
+	ctx->ssl = c;
 	X509 *leaf = SSL_CTX_get0_certificate(c);
-	(*out)->not_after = leaf ? asn1_time(X509_get0_notAfter(leaf)) : 0;
+	ctx->not_after = leaf ? asn1_time(X509_get0_notAfter(leaf)) : 0;
 	return 0;
+}
+
+int sc_tls_client_ctx_pem(const sc_tls_pem_t *p, sc_tls_ctx_t **out, char *err, size_t errsz)
+{
+	sc_tls_ctx_t *ctx = sc_xcalloc(1, sizeof(*ctx));
+	int rc = load_pem(ctx, p, 0, err, errsz);
+	if (rc < 0) {
+		free(ctx);
+		return rc;
+	}
+	*out = ctx;
+	return 0;
+}
+
+int sc_tls_ctx_reload_pem(sc_tls_ctx_t *ctx, const sc_tls_pem_t *p, char *err, size_t errsz)
+{
+	return load_pem(ctx, p, 1, err, errsz);
 }
 
 int sc_tls_ctx_reload(sc_tls_ctx_t *ctx, char *err, size_t errsz)

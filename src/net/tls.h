@@ -69,6 +69,10 @@ void sc_tls_ctx_free(sc_tls_ctx_t *ctx);
  * < 0 and leaves the context as it was. A context from memory has nothing
  * to reload: 0. */
 int sc_tls_ctx_reload(sc_tls_ctx_t *ctx, char *err, size_t errsz);
+/* The same for a client context made from memory (k8s mode rereads its
+ * kubeconfig): a new context from p swapped in, or ctx untouched and
+ * err set. */
+int sc_tls_ctx_reload_pem(sc_tls_ctx_t *ctx, const sc_tls_pem_t *p, char *err, size_t errsz);
 /* The files a context is made from (CA, certificate, key; at most 3) into
  * paths (may be NULL: only counted); how many. Borrowed from ctx. */
 size_t sc_tls_ctx_files(const sc_tls_ctx_t *ctx, const char **paths);

@@ -20,10 +20,12 @@ typedef struct file_sig {
 typedef struct watched {
 	const char *name;
 	sc_tls_ctx_t *ctx;
-	const char *paths[3];
+	sc_tls_remake_fn remake; /* NULL: sc_tls_ctx_reload */
+	void *ud;
+	const char *paths[SC_TLS_RELOAD_FILES];
 	size_t npaths;
-	file_sig_t loaded[3];  /* what the last reload (or start) read */
-	file_sig_t pending[3]; /* a change seen once, reloaded if it holds */
+	file_sig_t loaded[SC_TLS_RELOAD_FILES];  /* what the last reload (or start) read */
+	file_sig_t pending[SC_TLS_RELOAD_FILES]; /* a change seen once, reloaded if it holds */
 	int has_pending;
 	unsigned long long ok, errors;
 } watched_t;
@@ -71,7 +73,9 @@ static int reload_one(watched_t *w, const char *why)
 	for (size_t i = 0; i < w->npaths; i++)
 		sig_of(w->paths[i], &w->loaded[i]);
 	w->has_pending = 0;
-	if (sc_tls_ctx_reload(w->ctx, err, sizeof(err)) < 0) {
+	int rc = w->remake ? w->remake(w->ud, w->ctx, err, sizeof(err))
+	                   : sc_tls_ctx_reload(w->ctx, err, sizeof(err));
+	if (rc < 0) {
 		w->errors++;
 		sc_log_error("TLS %s: reload (%s) failed, still using the certificate loaded "
 		             "before: %s",
@@ -95,7 +99,7 @@ static void on_poll(uv_timer_t *t)
 {
 	for (size_t i = 0; i < R.n; i++) {
 		watched_t *w = &R.w[i];
-		file_sig_t now[3];
+		file_sig_t now[SC_TLS_RELOAD_FILES];
 		for (size_t k = 0; k < w->npaths; k++)
 			sig_of(w->paths[k], &now[k]);
 		if (sigs_equal(now, w->loaded, w->npaths)) {
@@ -103,23 +107,14 @@ static void on_poll(uv_timer_t *t)
 		} else if (w->has_pending && sigs_equal(now, w->pending, w->npaths)) {
 			reload_one(w, "a file changed");
 		} else { /* new, or still changing: look again next time */
-			memcpy(w->pending, now, sizeof(now));
+			memcpy(w->pending, now, w->npaths * sizeof(now[0]));
 			w->has_pending = 1;
 		}
 	}
 }
 
-void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx)
+static void start(uv_loop_t *loop)
 {
-	if (!ctx || R.n == SC_TLS_RELOAD_MAX || !sc_tls_ctx_files(ctx, NULL))
-		return;
-	watched_t *w = &R.w[R.n++];
-	memset(w, 0, sizeof(*w));
-	w->name = name;
-	w->ctx = ctx;
-	w->npaths = sc_tls_ctx_files(ctx, w->paths);
-	for (size_t i = 0; i < w->npaths; i++)
-		sig_of(w->paths[i], &w->loaded[i]);
 	if (R.started)
 		return;
 	R.started = 1;
@@ -132,6 +127,34 @@ void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx)
 	uv_signal_start(&R.hup, on_hup, SIGHUP);
 	uv_unref((uv_handle_t *)&R.timer);
 	uv_unref((uv_handle_t *)&R.hup);
+}
+
+void sc_tls_reload_watch_with(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx,
+                              const char *const *paths, size_t npaths, sc_tls_remake_fn remake,
+                              void *ud)
+{
+	if (!ctx || R.n == SC_TLS_RELOAD_MAX)
+		return;
+	watched_t *w = &R.w[R.n++];
+	memset(w, 0, sizeof(*w));
+	w->name = name;
+	w->ctx = ctx;
+	w->remake = remake;
+	w->ud = ud;
+	for (size_t i = 0; i < npaths && w->npaths < SC_TLS_RELOAD_FILES; i++)
+		if (paths[i])
+			w->paths[w->npaths++] = paths[i];
+	for (size_t i = 0; i < w->npaths; i++)
+		sig_of(w->paths[i], &w->loaded[i]);
+	start(loop);
+}
+
+void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx)
+{
+	const char *paths[3];
+	size_t n = ctx ? sc_tls_ctx_files(ctx, paths) : 0;
+	if (n)
+		sc_tls_reload_watch_with(loop, name, ctx, paths, n, NULL, NULL);
 }
 
 void sc_tls_reload_metrics(sc_buf_t *b)

@@ -39,6 +39,7 @@
 
 #define SC_TLS_RELOAD_POLL_MS 2000 /* until sc_tls_reload_interval */
 #define SC_TLS_RELOAD_MAX 4
+#define SC_TLS_RELOAD_FILES 4
 
 /* Watches ctx under name ("listener", "client": borrowed, a literal);
  * NULL or a context not made from files is ignored. The first call starts
@@ -47,6 +48,14 @@
 void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx);
 /* The two families above for the watched contexts ("" when none). */
 void sc_tls_reload_metrics(sc_buf_t *b);
+/* A context made another way (k8s mode: from a kubeconfig and the files it
+ * names): remake(ud, ctx, ...) makes it again (sc_tls_ctx_reload_pem), on
+ * SIGHUP and when one of paths (borrowed; at most SC_TLS_RELOAD_FILES,
+ * NULLs skipped) changes. 0 or < 0 with err set, as sc_tls_ctx_reload. */
+typedef int (*sc_tls_remake_fn)(void *ud, sc_tls_ctx_t *ctx, char *err, size_t errsz);
+void sc_tls_reload_watch_with(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx,
+                              const char *const *paths, size_t npaths, sc_tls_remake_fn remake,
+                              void *ud);
 /* How often the files are looked at, in ms (0: only on SIGHUP); takes
  * effect at once. */
 void sc_tls_reload_interval(uint64_t ms);
