@@ -470,6 +470,9 @@ int sc_worker_main(int argc, char **argv)
 	sc_http_server_close(w.http);
 	sc_hcli_close(w.hcli);
 	sc_tls_reload_stop();
+	/* The KV sweep must not run again: the store is freed below while
+	 * the loop still turns to close handles. */
+	uv_timer_stop(&w.sweep_timer);
 	uv_run(w.loop, UV_RUN_NOWAIT);
 	sc_tls_ctx_free(w.tls_client);
 	sc_kvstore_free(w.kv);
