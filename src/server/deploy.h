@@ -49,7 +49,8 @@ typedef struct sc_deploy_task {
 	char name[SC_DEPLOY_TASK_MAX + 1];
 	char version[SC_DEPLOY_VERSION_MAX + 1];
 	const char *role; /* "both", "prefill", "decode" (static) */
-	int replicas;     /* pods wanted now */
+	int replicas;     /* pods wanted now (those draining included) */
+	int serving;      /* of them, those that serve: the endpoints (SC_SCALE_DRAIN_S) */
 	int full;         /* replicas of the version at 100 % */
 	bool canary;
 	json_t *tpl; /* borrowed effective template, or NULL */
@@ -69,6 +70,9 @@ typedef struct sc_deploy_plan {
 	 * (spec.disaggregation.ROLE.autoscaling, status.autoscaling.ROLE.replicas):
 	 * [0] prefill, [1] decode; -1 for a role not autoscaled. */
 	int role_autoscaled[2];
+	/* The counts held while a scale-down drains (sc__deploy_role_held):
+	 * [0] whole, [1] prefill, [2] decode; -1 when not autoscaled. */
+	int held[3];
 } sc_deploy_plan_t;
 
 /* ---- deploy_view.c ---- */
@@ -77,6 +81,15 @@ int sc__deploy_autoscaled(json_t *dep);
 /* The same for role ("both", "prefill" or "decode") of dep: -1 when that
  * role is not autoscaled. */
 int sc__deploy_role_autoscaled(json_t *dep, const char *role);
+/* Scale-down drain: after an autoscaler's lower count the replicas it
+ * leaves out leave the endpoints at once (the gateways stop choosing them)
+ * but stay in the plan, GPUs held, until status.autoscaling[.ROLE].drain
+ * {from, until} expires SC_SCALE_DRAIN_S later; then they are released, so
+ * the requests at them end there (a stream still running then is resumed
+ * by the gateway on another decode replica). The count the role's pods are
+ * kept at: the autoscaler's, or drain.from while it lasts. */
+#define SC_SCALE_DRAIN_S 5
+int sc__deploy_role_held(json_t *dep, const char *role);
 /* The autoscaled roles of dep, into roles (at most 2; static strings):
  * {"both"}, or the disaggregated roles that have autoscaling. */
 size_t sc__deploy_scaled_roles(json_t *dep, const char **roles);
@@ -160,14 +173,6 @@ void sc__scale_report(sc_server_t *s, const char *dep, const char *gateway,
  * summed signal and why a sentence when the count changes. */
 int sc__scale_decide(sc_server_t *s, const char *dep, const sc_autoscaling_t *as, int current,
                      int64_t now, sc_scale_signal_t *sig, char *why, size_t whysz);
-/* Scale-down drain: a pod an autoscaler's lower count leaves out is
- * taken out of the endpoints at once and released SC_SCALE_DRAIN_S later,
- * so the gateways stop sending it requests before it stops and the
- * requests at it end there (a stream still running then is resumed on
- * another decode replica by the gateway). True when pod (over the count
- * now) has been over it, without a break, that long. */
-#define SC_SCALE_DRAIN_S 5
-bool sc__scale_drained(sc_server_t *s, const char *pod, int64_t now);
 /* Counts a decision for /metrics. */
 void sc__scale_count(sc_server_t *s, bool up);
 /* Forgets Deployments not seen for an hour. */

@@ -384,7 +384,7 @@ static int ready_pods(json_t *obj, const sc_deploy_plan_t *p, const sc_deploy_ta
 	{
 		long idx;
 		sc__jobst_pod(e, &pod);
-		if (sc__deploy_task_of(p, name_of(obj), pod.name, &idx) == t && idx < t->replicas &&
+		if (sc__deploy_task_of(p, name_of(obj), pod.name, &idx) == t && idx < t->serving &&
 		    pod.phase == SC_PP_RUNNING && pod.ready)
 			n++;
 	}
@@ -394,7 +394,7 @@ static int ready_pods(json_t *obj, const sc_deploy_plan_t *p, const sc_deploy_ta
 static bool canary_ready(json_t *obj, const sc_deploy_plan_t *p)
 {
 	for (size_t i = 0; i < p->n; i++)
-		if (p->t[i].canary && ready_pods(obj, p, &p->t[i]) < p->t[i].replicas)
+		if (p->t[i].canary && ready_pods(obj, p, &p->t[i]) < p->t[i].serving)
 			return false;
 	return true;
 }
@@ -495,20 +495,9 @@ static void progress(sc_server_t *s, json_t *obj, int64_t now, json_t *events)
 	sc__deploy_event(events, obj, "RolloutStep", "Normal", msg);
 }
 
-/* Whether task t's count is an autoscaler's. */
-static bool autoscaled_task(const sc_deploy_plan_t *p, const sc_deploy_task_t *t)
-{
-	if (strcmp(t->role, "prefill") == 0)
-		return p->role_autoscaled[0] >= 0;
-	if (strcmp(t->role, "decode") == 0)
-		return p->role_autoscaled[1] >= 0;
-	return p->autoscaled >= 0;
-}
-
-/* Pods no task wants any more are released; those an autoscaler's lower
- * count leaves out drain first (out of the endpoints, released
- * SC_SCALE_DRAIN_S later: sc__scale_drained). */
-static void cleanup(sc_server_t *s, json_t *obj, const sc_deploy_plan_t *p, int64_t now)
+/* Pods no task wants any more are released (those an autoscaler's lower
+ * count leaves out once their drain is over: sc__deploy_role_held). */
+static void cleanup(json_t *obj, const sc_deploy_plan_t *p)
 {
 	json_t *e;
 	size_t i;
@@ -519,8 +508,6 @@ static void cleanup(sc_server_t *s, json_t *obj, const sc_deploy_plan_t *p, int6
 		sc__jobst_pod(e, &pod);
 		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(obj), pod.name, &idx);
 		if (pod.phase != SC_PP_RUNNING || (t && idx < t->replicas))
-			continue;
-		if (t && autoscaled_task(p, t) && !sc__scale_drained(s, pod.name, now))
 			continue;
 		sc__jobst_set_phase(e, SC_PP_RELEASING,
 		                    t ? "scaled down by the deployment controller"
@@ -541,7 +528,7 @@ static json_t *endpoints(json_t *obj, const sc_deploy_plan_t *p, json_t *nodes)
 		sc__jobst_pod(e, &pod);
 		const sc_deploy_task_t *t = sc__deploy_task_of(p, name_of(obj), pod.name, &idx);
 		const char *addr = sc__str_of(nodes, pod.node);
-		if (!t || idx >= t->replicas || pod.phase != SC_PP_RUNNING || !pod.ready ||
+		if (!t || idx >= t->serving || pod.phase != SC_PP_RUNNING || !pod.ready ||
 		    !addr[0] || !pod.port)
 			continue;
 		/* The template's scheme: what the pod serves on its port. */
@@ -572,6 +559,16 @@ static void scale_key(const char *name, const char *role, char *out, size_t size
 		snprintf(out, size, "%s/%s", name, role);
 }
 
+/* Ends a drain (a: the role's status, may be NULL) that is over, or that
+ * a count of want no longer needs. */
+static void drain(json_t *a, int want, int64_t now)
+{
+	json_t *dr = json_object_get(a, "drain");
+	if (dr && (json_integer_value(json_object_get(dr, "until")) <= now ||
+	           json_integer_value(json_object_get(dr, "from")) <= want))
+		json_object_del(a, "drain");
+}
+
 /* One autoscaled role of obj: the count from the gateways' reports
  * (deploy_scale.c), kept in status.autoscaling (role "both") or
  * status.autoscaling.ROLE; written when it changes, with the signal that
@@ -591,6 +588,7 @@ static void autoscale_role(sc_server_t *s, json_t *obj, const char *role, int64_
 	json_t *top = obj_at(st, "autoscaling");
 	json_t *a = both ? top : json_object_get(top, role);
 	json_t *had = json_object_get(a, "replicas");
+	drain(a, want, now);
 	if (want == cur && json_is_integer(had) && json_integer_value(had) == cur)
 		return;
 	a = both ? top : obj_at(top, role);
@@ -599,6 +597,16 @@ static void autoscale_role(sc_server_t *s, json_t *obj, const char *role, int64_
 		return; /* the first decision, or limits that moved the count */
 	stamp(a, "lastScaleTime", now);
 	json_object_set_new(a, "reason", json_string(why));
+	if (want < cur) {
+		/* The replicas above want drain: out of the endpoints now,
+		 * released SC_SCALE_DRAIN_S later (deploy.h). */
+		json_t *dr = json_object_get(a, "drain");
+		json_int_t from = json_integer_value(json_object_get(dr, "from"));
+		json_object_set_new(a, "drain",
+		                    json_pack("{s:I,s:I}", "from",
+		                              from > cur ? from : (json_int_t)cur, "until",
+		                              (json_int_t)(now + SC_SCALE_DRAIN_S)));
+	}
 	json_t *sg = json_pack("{s:I,s:I,s:I,s:I,s:f}", "inflight", (json_int_t)sig.inflight,
 	                       "queued", (json_int_t)sig.queued, "busy", (json_int_t)sig.busy,
 	                       "requests", (json_int_t)sig.requests, "ttftP95", sig.ttft_p95);
@@ -655,7 +663,7 @@ void sc__deploy_reconcile(sc_server_t *s, json_t *obj, json_t *nodes, int64_t no
 	progress(s, obj, now, events);
 	if (sc__deploy_plan(obj, &p) < 0)
 		return;
-	cleanup(s, obj, &p, now);
+	cleanup(obj, &p);
 	json_object_set_new(st, "endpoints", endpoints(obj, &p, nodes));
 	json_object_set_new(st, "stableVersion", json_string(p.stable));
 	prune_templates(st, p.stable, p.canary);

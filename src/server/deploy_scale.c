@@ -65,16 +65,8 @@ typedef struct dep_state {
 	struct dep_state *next;
 } dep_state_t;
 
-/* A pod over its autoscaled count, draining (sc__scale_drained). */
-typedef struct drain {
-	char pod[SC_MAX_NAME + 1];
-	int64_t since, touched;
-	struct drain *next;
-} drain_t;
-
 struct sc_scaler {
 	dep_state_t *deps;
-	drain_t *drains;
 	unsigned long long up, down;
 };
 
@@ -247,27 +239,6 @@ int sc__scale_decide(sc_server_t *s, const char *dep, const sc_autoscaling_t *as
 	return hold;
 }
 
-bool sc__scale_drained(sc_server_t *s, const char *pod, int64_t now)
-{
-	sc_scaler_t *sc = scaler(s);
-	drain_t *d = sc->drains;
-	while (d && strcmp(d->pod, pod) != 0)
-		d = d->next;
-	if (!d) {
-		d = sc_xcalloc(1, sizeof(*d));
-		snprintf(d->pod, sizeof(d->pod), "%s", pod);
-		d->since = now;
-		d->next = sc->drains;
-		sc->drains = d;
-	} else if (now - d->touched > 2) {
-		/* Not over the count in the last ticks (it came back, or this
-		 * server just took over): a new drain. */
-		d->since = now;
-	}
-	d->touched = now;
-	return now - d->since >= SC_SCALE_DRAIN_S;
-}
-
 void sc__scale_count(sc_server_t *s, bool up)
 {
 	if (up)
@@ -279,15 +250,6 @@ void sc__scale_count(sc_server_t *s, bool up)
 void sc__scale_sweep(sc_server_t *s, int64_t now)
 {
 	sc_scaler_t *sc = scaler(s);
-	for (drain_t **p = &sc->drains; *p;) {
-		drain_t *d = *p;
-		if (now - d->touched > 60) {
-			*p = d->next;
-			free(d);
-		} else {
-			p = &d->next;
-		}
-	}
 	for (dep_state_t **p = &sc->deps; *p;) {
 		dep_state_t *d = *p;
 		if (now - d->touched > FORGET_S) {
@@ -321,11 +283,6 @@ void sc__scale_free(sc_server_t *s)
 		dep_state_t *d = sc->deps;
 		sc->deps = d->next;
 		free(d->hist);
-		free(d);
-	}
-	while (sc->drains) {
-		drain_t *d = sc->drains;
-		sc->drains = d->next;
 		free(d);
 	}
 	free(sc);

@@ -223,14 +223,15 @@ static void add_task(sc_deploy_plan_t *p, const char *name, const char *v, const
 	t->role = strcmp(role, "prefill") == 0  ? "prefill"
 	          : strcmp(role, "decode") == 0 ? "decode"
 	                                        : "both";
-	int as = strcmp(t->role, "prefill") == 0  ? p->role_autoscaled[0]
-	         : strcmp(t->role, "decode") == 0 ? p->role_autoscaled[1]
-	                                          : p->autoscaled;
+	int r = strcmp(t->role, "prefill") == 0 ? 0 : strcmp(t->role, "decode") == 0 ? 1 : -1;
+	int as = r >= 0 ? p->role_autoscaled[r] : p->autoscaled;
+	int held = p->held[r + 1];
 	if (as >= 0)
 		full = as;
 	t->full = full;
 	t->canary = canary;
-	t->replicas = wanted(full, canary, p->weight);
+	t->serving = wanted(full, canary, p->weight);
+	t->replicas = as >= 0 && held > full ? wanted(held, canary, p->weight) : t->serving;
 	t->tpl = tpl;
 }
 
@@ -298,6 +299,24 @@ int sc__deploy_role_autoscaled(json_t *dep, const char *role)
 	return v < as.min_replicas ? as.min_replicas : v > as.max_replicas ? as.max_replicas : v;
 }
 
+int sc__deploy_role_held(json_t *dep, const char *role)
+{
+	int n = sc__deploy_role_autoscaled(dep, role);
+	if (n < 0)
+		return n;
+	json_t *st = json_object_get(json_object_get(dep, "status"), "autoscaling");
+	if (strcmp(role, "both") != 0)
+		st = json_object_get(st, role);
+	json_t *from = json_object_get(json_object_get(st, "drain"), "from");
+	/* At most the maximum: a drain is never a reason to hold more. */
+	sc_autoscaling_t as;
+	sc_deploy_role_autoscaling(json_object_get(dep, "spec"), role, &as);
+	if (json_is_integer(from) && json_integer_value(from) > n)
+		n = json_integer_value(from) < as.max_replicas ? (int)json_integer_value(from)
+		                                               : as.max_replicas;
+	return n;
+}
+
 int sc__deploy_autoscaled(json_t *dep)
 {
 	return sc__deploy_role_autoscaled(dep, "both");
@@ -322,6 +341,9 @@ int sc__deploy_plan(json_t *dep, sc_deploy_plan_t *p)
 	p->autoscaled = sc__deploy_autoscaled(dep);
 	p->role_autoscaled[0] = sc__deploy_role_autoscaled(dep, "prefill");
 	p->role_autoscaled[1] = sc__deploy_role_autoscaled(dep, "decode");
+	p->held[0] = sc__deploy_role_held(dep, "both");
+	p->held[1] = sc__deploy_role_held(dep, "prefill");
+	p->held[2] = sc__deploy_role_held(dep, "decode");
 	sc__deploy_version(dep, v, sizeof(v));
 	if (strlen(v) > SC_DEPLOY_VERSION_MAX)
 		return SC_EINVAL;

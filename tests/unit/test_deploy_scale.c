@@ -251,6 +251,35 @@ static void test_plan_counts_per_role(void **state)
 	assert_int_equal(sc__deploy_plan(dep, &p), 0);
 	for (size_t i = 0; i < p.n; i++)
 		assert_int_equal(p.t[i].replicas, strcmp(p.t[i].role, "prefill") == 0 ? 3 : 3);
+	/* A scale-down 4 -> 2 drains: pods 2 and 3 leave the endpoints (serving
+	 * 2) but stay in the plan and in the scheduler's view with their GPUs
+	 * (replicas 4) until the drain is over; never above the maximum. */
+	json_object_set_new(
+	    dep, "status",
+	    json_pack("{s:{s:{s:i,s:{s:i,s:i}}},s:[{s:s,s:s,s:s},{s:s,s:s,s:s},{s:s,s:s,s:s},"
+	              "{s:s,s:s,s:s}]}",
+	              "autoscaling", "prefill", "replicas", 2, "drain", "from", 4, "until", 99,
+	              "pods", "name", "llm-prefill-v1-0", "phase", "Running", "node", "n", "name",
+	              "llm-prefill-v1-1", "phase", "Running", "node", "n", "name",
+	              "llm-prefill-v1-2", "phase", "Running", "node", "n", "name",
+	              "llm-prefill-v1-3", "phase", "Running", "node", "n"));
+	assert_int_equal(sc__deploy_role_autoscaled(dep, "prefill"), 2);
+	assert_int_equal(sc__deploy_role_held(dep, "prefill"), 4);
+	assert_int_equal(sc__deploy_plan(dep, &p), 0);
+	for (size_t i = 0; i < p.n; i++)
+		if (strcmp(p.t[i].role, "prefill") == 0) {
+			assert_int_equal(p.t[i].replicas, 4);
+			assert_int_equal(p.t[i].serving, 2);
+		}
+	json_t *view = sc__deploy_view(dep);
+	assert_int_equal(json_array_size(json_object_get(json_object_get(view, "status"), "pods")),
+	                 4);
+	json_decref(view);
+	json_object_set_new(
+	    json_object_get(json_object_get(json_object_get(dep, "status"), "autoscaling"),
+	                    "prefill"),
+	    "drain", json_pack("{s:i,s:i}", "from", 9, "until", 99));
+	assert_int_equal(sc__deploy_role_held(dep, "prefill"), 4); /* the maximum */
 	/* Decode autoscaled too: both roles. A target of the other role is
 	 * not read back (the decoder refuses it). */
 	json_t *dis = json_object_get(json_object_get(dep, "spec"), "disaggregation");
