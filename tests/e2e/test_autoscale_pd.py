@@ -15,14 +15,14 @@ import time
 import requests
 
 from agent_util import setup_queue, wait_for
-from conftest import BIN, manifest
+from conftest import BIN, manifest, pod_program
 from gwutil import Procs
 from test_autoscale_serving import cluster, events_of
 from test_serving import dep, free_port, ready_endpoints
 
 
 def role_template(port, role, latency_ms):
-    cmd = [os.path.abspath(BIN), "worker", "--listen", "127.0.0.1:$(STARCLOUD_PORT)",
+    cmd = [pod_program(BIN), "worker", "--listen", "127.0.0.1:$(STARCLOUD_PORT)",
            "--model", "tiny", "--version", "1", "--role", role,
            "--latency-ms", str(latency_ms)]
     return {"command": cmd, "port": port, "resources": {"cpu": "100m", "memory": "64Mi"},
