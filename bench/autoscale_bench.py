@@ -127,6 +127,9 @@ def main():
     import gwutil
     agent_util.BIN = gwutil.BIN = conftest.BIN
     tmp = tempfile.mkdtemp(prefix="sc-autoscale-bench-")
+    # Pods run as their own uids and pass through it to their folders;
+    # their binary is a staged copy (a checkout may be closed to them).
+    os.chmod(tmp, 0o711)
     srv = conftest.Server(os.path.join(tmp, "data")).start()
     srv.read_admin_token()
     s = srv.session()
@@ -138,7 +141,7 @@ def main():
         for i in range(a.agents):
             agents.append(Agent(srv.url, srv.token, "n%d" % i, os.path.join(tmp, "a%d" % i)))
         port = port_block()
-        tpl = {"command": [conftest.BIN, "worker", "--listen", "127.0.0.1:$(STARCLOUD_PORT)",
+        tpl = {"command": [conftest.pod_program(conftest.BIN), "worker", "--listen", "127.0.0.1:$(STARCLOUD_PORT)",
                            "--model", "tiny", "--version", "1", "--latency-ms",
                            str(a.latency_ms)],
                "port": port, "resources": {"cpu": "100m", "memory": "64Mi"},
@@ -226,6 +229,7 @@ def main():
         for ag in agents:
             ag.stop()
         srv.stop()
+        conftest.remove_pod_programs()
 
 
 if __name__ == "__main__":

@@ -70,12 +70,18 @@ def pod_program(path):
     return dst
 
 
+def remove_pod_programs():
+    if _staged["dir"]:
+        shutil.rmtree(_staged["dir"], ignore_errors=True)
+    _staged["dir"] = None
+    _staged["files"].clear()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def pod_programs_removed():
     """The staged copies go with the session."""
     yield
-    if _staged["dir"]:
-        shutil.rmtree(_staged["dir"], ignore_errors=True)
+    remove_pod_programs()
 
 
 def free_port():
