@@ -122,6 +122,14 @@ class Cluster:
         self.srv.stop()
 
 
+def bench_dir():
+    """A fresh folder for a run: 0711, as pods run as their own uids and
+    pass through it to their folders (mkdtemp makes it 0700)."""
+    tmp = tempfile.mkdtemp(prefix="sc-agent-bench-")
+    os.chmod(tmp, 0o711)
+    return tmp
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
@@ -133,7 +141,7 @@ def summary(xs):
 
 
 def failover(binary, trials):
-    tmp = tempfile.mkdtemp(prefix="sc-agent-bench-")
+    tmp = bench_dir()
     c = Cluster(binary, tmp)
     times = []
     try:
@@ -187,7 +195,7 @@ def pod_procs(pod):
 
 
 def liveness(binary, trials):
-    tmp = tempfile.mkdtemp(prefix="sc-agent-bench-")
+    tmp = bench_dir()
     c = Cluster(binary, tmp)
     times = []
     try:
@@ -240,7 +248,7 @@ def proc_rss_kib(pid):
 
 
 def footprint(binary, npods, seconds):
-    tmp = tempfile.mkdtemp(prefix="sc-agent-bench-")
+    tmp = bench_dir()
     c = Cluster(binary, tmp)
     try:
         a = c.start_agent("f0", gpus=None, extra=["--drain", "--cpu", "64", "--memory",
