@@ -22,6 +22,7 @@ import requests
 
 from agent_util import wait_for
 from conftest import BIN, free_port, stop_process
+from test_metrics_lint import lint
 from tls_util import _run, issue, make_ca
 
 RELOAD = 90.0  # seconds: a reload is due within ~4 s; this is for a loaded machine
@@ -132,8 +133,11 @@ class Daemon:
         with open(self.logpath) as f:
             return f.read()
 
+    def page(self):
+        return requests.get(self.url + "/metrics", verify=self.ca, timeout=10).text
+
     def metric(self, name, **labels):
-        text = requests.get(self.url + "/metrics", verify=self.ca, timeout=10).text
+        text = self.page()
         want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
         for line in text.splitlines():
             m = re.match(r"^(\w+)\{([^}]*)\} (\S+)$", line)
@@ -283,6 +287,7 @@ def test_gateway_and_agent_listeners_rotate(tmp_path, pki, live, daemons):
         assert d.metric("starcloud_tls_reload_total", context="listener", result="ok") >= 1
         assert d.metric("starcloud_tls_certificate_expiry_timestamp_seconds",
                         context="listener") == not_after(pki["b"][0])
+        lint(d.page(), what)  # promtool check metrics, with the TLS families
     put("garbage", live[1])
     for d in (g, a):
         message = "--tls-key %s: no PEM private key in it" % live[1]
