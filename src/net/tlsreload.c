@@ -159,8 +159,8 @@ void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx)
 
 void sc_tls_reload_metrics(sc_buf_t *b)
 {
-	if (!R.n)
-		return;
+	/* The families are declared even with no context (no TLS): the
+	 * alert rules name them, and a page always says what it may carry. */
 	sc_prom_family(b, "starcloud_tls_reload_total", "counter",
 	               "Reloads of a TLS context from its files (SIGHUP or a changed file), by "
 	               "result; an error keeps the certificate in use.");

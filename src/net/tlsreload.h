@@ -46,7 +46,8 @@
  * the SIGHUP handler and the poll timer on loop. ctx stays the caller's
  * and must outlive sc_tls_reload_stop. */
 void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx);
-/* The two families above for the watched contexts ("" when none). */
+/* The two families above, a sample per watched context (HELP and TYPE
+ * alone when there is none: no TLS). */
 void sc_tls_reload_metrics(sc_buf_t *b);
 /* A context made another way (k8s mode: from a kubeconfig and the files it
  * names): remake(ud, ctx, ...) makes it again (sc_tls_ctx_reload_pem), on
