@@ -91,6 +91,8 @@ static int reload_one(watched_t *w, const char *why)
 /* SIGHUP: every watched context, changed or not (nginx -s reload). */
 static void on_hup(uv_signal_t *h, int signum)
 {
+	if (!R.n)
+		sc_log_info("SIGHUP: no TLS files to reload");
 	for (size_t i = 0; i < R.n; i++)
 		reload_one(&R.w[i], "SIGHUP");
 }
@@ -155,6 +157,7 @@ void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx)
 	size_t n = ctx ? sc_tls_ctx_files(ctx, paths) : 0;
 	if (n)
 		sc_tls_reload_watch_with(loop, name, ctx, paths, n, NULL, NULL);
+	start(loop);
 }
 
 void sc_tls_reload_metrics(sc_buf_t *b)

@@ -43,8 +43,10 @@
 
 /* Watches ctx under name ("listener", "client": borrowed, a literal);
  * NULL or a context not made from files is ignored. The first call starts
- * the SIGHUP handler and the poll timer on loop. ctx stays the caller's
- * and must outlive sc_tls_reload_stop. */
+ * the SIGHUP handler and the poll timer on loop, even with nothing to
+ * watch: `systemctl reload` (SIGHUP) must never stop a daemon that serves
+ * plain HTTP, whose default action for it would be to exit. ctx stays the
+ * caller's and must outlive sc_tls_reload_stop. */
 void sc_tls_reload_watch(uv_loop_t *loop, const char *name, sc_tls_ctx_t *ctx);
 /* The two families above, a sample per watched context (HELP and TYPE
  * alone when there is none: no TLS). */

@@ -247,6 +247,35 @@ def test_sighup_reloads_when_polling_is_off(tmp_path, pki, live, daemons):
     assert s.proc.poll() is None
 
 
+def test_sighup_never_stops_a_plain_http_daemon(tmp_path):
+    """`systemctl reload` (the units send SIGHUP) must not stop a daemon that
+    has no TLS files: SIGHUP's default action would end it, and systemd
+    counts that a clean exit, not restarted."""
+    port = free_port()
+    logpath = str(tmp_path / "server.log")
+    log = open(logpath, "w")
+    proc = subprocess.Popen([BIN, "server", "--listen", "127.0.0.1:%d" % port, "--data-dir",
+                             str(tmp_path / "data")], stdout=log, stderr=log,
+                            stdin=subprocess.DEVNULL)
+    url = "http://127.0.0.1:%d/healthz" % port
+
+    def healthy():
+        try:
+            return requests.get(url, timeout=2).ok
+        except requests.RequestException:
+            return proc.poll() is not None
+    try:
+        wait_for(healthy, timeout=60, what="the plain server")
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "SIGHUP: no TLS files to reload" in open(logpath).read(), timeout=60,
+                 what="SIGHUP handled")
+        assert proc.poll() is None
+        assert requests.get(url, timeout=10).ok
+    finally:
+        stop_process(proc)
+        log.close()
+
+
 def test_mtls_client_ca_bundle_reloads(tmp_path, pki, live, daemons):
     """--tls-client-ca: a client certificate from a CA added to the bundle
     is accepted once the bundle is replaced."""
