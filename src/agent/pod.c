@@ -324,7 +324,8 @@ static void pod_spawn(sc_pod_t *p)
 		spawn_failed(p, "environment", UV_E2BIG);
 		return;
 	}
-	int reach = sc__podreach_check(&p->sec, argv, env.vars, env.cwd, why, sizeof(why));
+	int asked = json_object_get(p->task, "workingDir") != NULL;
+	int reach = sc__podreach_check(&p->sec, argv, env.vars, env.cwd, asked, why, sizeof(why));
 	if (reach < 0) {
 		sc__podenv_free(&env);
 		unreachable(p, why, reach);

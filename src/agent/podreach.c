@@ -41,26 +41,40 @@ static void owner_name(uid_t uid, char *out, size_t outsz)
 		snprintf(out, outsz, "uid %u", (unsigned)uid);
 }
 
+/* path, relative to the pod's working dir unless absolute, for messages.
+ * A path too long for out is cut (the kernel refuses it anyway:
+ * ENAMETOOLONG, which is not a question of reach). */
+static void absolute(const reach_t *r, const char *path, char *out, size_t outsz)
+{
+	int n = path[0] == '/' ? snprintf(out, outsz, "%s", path)
+	                       : snprintf(out, outsz, "%s/%s", r->cwd, path);
+	if (n < 0 || (size_t)n >= outsz)
+		out[outsz - 1] = '\0';
+}
+
 /* "DIR is 0700 owned by root", from a stat as the pod's user (which can
  * see the folder: its parent was passed). */
-static void describe(const char *path, char *out, size_t outsz)
+static void describe(const reach_t *r, const char *path, char *out, size_t outsz)
 {
 	struct stat st;
-	char owner[32];
+	char owner[32], shown[PATH_MAX];
+	absolute(r, path, shown, sizeof(shown));
 	if (stat(path, &st) < 0) {
 		/* A link whose target lies below a closed folder. */
-		snprintf(out, outsz, "%s cannot be passed through (%s)", path, strerror(errno));
+		snprintf(out, outsz, "%s cannot be passed through (%s)", shown, strerror(errno));
 		return;
 	}
 	owner_name(st.st_uid, owner, sizeof(owner));
-	snprintf(out, outsz, "%s is %04o owned by %s", path, (unsigned)(st.st_mode & 07777), owner);
+	snprintf(out, outsz, "%s is %04o owned by %s", shown, (unsigned)(st.st_mode & 07777),
+	         owner);
 }
 
-/* The first folder on the way to the absolute path that this user cannot
- * pass through, described into out. 1 when there is one, 0 when the way
- * is open or ends for another reason (a missing folder is not ours to
+/* The first folder on the way to path (as exec resolves it: a relative
+ * one from the working dir the child is in) that this user cannot pass
+ * through, described into out. 1 when there is one, 0 when the way is
+ * open or ends for another reason (a missing folder is not ours to
  * explain). */
-static int blocker(const char *path, char *out, size_t outsz)
+static int blocker(const reach_t *r, const char *path, char *out, size_t outsz)
 {
 	char pre[PATH_MAX];
 	size_t n = strlen(path);
@@ -74,7 +88,7 @@ static int blocker(const char *path, char *out, size_t outsz)
 		struct stat st;
 		int ok = access(pre, X_OK) == 0;
 		if (!ok && errno == EACCES && (stat(pre, &st) < 0 || S_ISDIR(st.st_mode))) {
-			describe(pre, out, outsz);
+			describe(r, pre, out, outsz);
 			return 1;
 		}
 		if (!ok)
@@ -84,32 +98,24 @@ static int blocker(const char *path, char *out, size_t outsz)
 	return 0;
 }
 
-/* path, relative to the pod's working dir unless absolute. A path too
- * long for out is cut (the kernel refuses it anyway: ENAMETOOLONG, which
- * is not a question of reach). */
-static void absolute(const reach_t *r, const char *path, char *out, size_t outsz)
-{
-	int n = path[0] == '/' ? snprintf(out, outsz, "%s", path)
-	                       : snprintf(out, outsz, "%s/%s", r->cwd, path);
-	if (n < 0 || (size_t)n >= outsz)
-		out[outsz - 1] = '\0';
-}
-
 /* The answer for what (a label and the path), blocked: by a folder on its
  * way or, for a command, by its own mode. */
 static void blocked(reach_t *r, const char *what, const char *path)
 {
-	char cause[PATH_MAX + 64], owner[32];
+	char cause[PATH_MAX + 64], owner[32], shown[PATH_MAX];
 	struct stat st;
-	if (!blocker(path, cause, sizeof(cause))) {
-		if (stat(path, &st) == 0) {
+	if (!blocker(r, path, cause, sizeof(cause))) {
+		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			describe(r, path, cause, sizeof(cause)); /* a working dir */
+		else if (stat(path, &st) == 0) {
 			owner_name(st.st_uid, owner, sizeof(owner));
 			snprintf(cause, sizeof(cause), "not executable by it (%04o owned by %s)",
 			         (unsigned)(st.st_mode & 07777), owner);
 		} else
 			snprintf(cause, sizeof(cause), "%s", strerror(EACCES));
 	}
-	snprintf(r->why, r->whysz, "%s %s: %s; the pod runs as uid %u gid %u", what, path, cause,
+	absolute(r, path, shown, sizeof(shown));
+	snprintf(r->why, r->whysz, "%s %s: %s; the pod runs as uid %u gid %u", what, shown, cause,
 	         r->uid, r->gid);
 }
 
@@ -142,10 +148,11 @@ static int search(const reach_t *r, const char *cmd, char *const *env, char *out
 	for (const char *e = search_path(env);; e++) {
 		const char *end = strchr(e, ':');
 		size_t len = end ? (size_t)(end - e) : strlen(e);
-		char rel[PATH_MAX];
-		/* An empty entry is the working dir, as for execvp. */
-		snprintf(rel, sizeof(rel), "%.*s/%s", len ? (int)len : 1, len ? e : ".", cmd);
-		absolute(r, rel, out, outsz);
+		/* An empty entry is the working dir, as for execvp; a relative
+		 * entry is taken from it, where the child is. */
+		if (snprintf(out, outsz, "%.*s/%s", len ? (int)len : 1, len ? e : ".", cmd) >=
+		    (int)outsz)
+			out[0] = '\0';
 		if (access(out, X_OK) == 0 && stat(out, &st) == 0 && S_ISREG(st.st_mode))
 			return 1;
 		/* A folder by that name also fails execve with EACCES. */
@@ -164,12 +171,11 @@ static int search(const reach_t *r, const char *cmd, char *const *env, char *out
  * looked into (as root: that would tell the pod what it cannot see). */
 static int check_command(reach_t *r, const char *cmd, char *const *env)
 {
-	char cand[PATH_MAX], denied[PATH_MAX], cause[PATH_MAX + 64];
+	char cand[PATH_MAX], denied[PATH_MAX], cause[PATH_MAX + 64], shown[PATH_MAX];
 	if (strchr(cmd, '/')) {
-		absolute(r, cmd, cand, sizeof(cand));
-		if (access(cand, X_OK) == 0 || errno != EACCES)
+		if (access(cmd, X_OK) == 0 || errno != EACCES)
 			return 0;
-		blocked(r, "command", cand);
+		blocked(r, "command", cmd);
 		return 'B';
 	}
 	if (search(r, cmd, env, cand, sizeof(cand), denied, sizeof(denied)))
@@ -179,15 +185,16 @@ static int check_command(reach_t *r, const char *cmd, char *const *env)
 		         search_path(env));
 		return 'N';
 	}
-	if (!blocker(denied, cause, sizeof(cause))) {
+	if (!blocker(r, denied, cause, sizeof(cause))) {
 		blocked(r, "command", denied); /* there, and not executable */
 		return 'B';
 	}
 	*strrchr(denied, '/') = '\0';
+	absolute(r, denied, shown, sizeof(shown));
 	snprintf(r->why, r->whysz,
 	         "command %s: in none of the PATH folders open to the pod's user; %s is closed to "
 	         "it: %s; the pod runs as uid %u gid %u",
-	         cmd, denied, cause, r->uid, r->gid);
+	         cmd, shown, cause, r->uid, r->gid);
 	return 'B';
 }
 
@@ -209,23 +216,24 @@ static int check_args(reach_t *r, char *const *argv)
 	return 0;
 }
 
-/* The working dir: 'B' (why set) when the pod cannot enter it. */
-static int check_cwd(reach_t *r)
+/* The working dir the task named (workingDir): 'B' (why set) when the
+ * pod's user could not enter it by its path. The spawn enters it as root
+ * before it changes user (libuv), which would let a pod sit in a folder it
+ * cannot reach, such as another queue's pod folder, and read the files
+ * there that are open to all. The pod's own folder is the agent's to
+ * make reachable (it warns at start-up when it is not) and is not asked. */
+static int check_cwd(reach_t *r, int asked)
 {
-	if (chdir(r->cwd) == 0)
+	if (!asked || access(r->cwd, X_OK) == 0 || errno != EACCES)
 		return 0;
-	int err = errno;
-	if (err == EACCES)
-		blocked(r, "working dir", r->cwd);
-	else
-		snprintf(r->why, r->whysz, "working dir %s: %s", r->cwd, strerror(err));
+	blocked(r, "working dir", r->cwd);
 	return 'B';
 }
 
 /* In the forked child: take the pod's ids, check, write the answer (empty:
  * reachable) to fd. Never returns. */
 static void child(const sc_podsec_t *sec, char *const *argv, char *const *env, const char *cwd,
-                  int fd)
+                  int cwd_asked, int fd)
 {
 	char why[WHY_MAX] = "";
 	reach_t r = {.why = why, .whysz = sizeof(why)};
@@ -235,11 +243,15 @@ static void child(const sc_podsec_t *sec, char *const *argv, char *const *env, c
 		snprintf(r.cwd, sizeof(r.cwd), "%s", cwd);
 	else
 		snprintf(r.cwd + strlen(r.cwd), sizeof(r.cwd) - strlen(r.cwd), "/%s", cwd);
-	/* What libuv's child does before exec (uv__process_child_init). */
+	/* What libuv's child does before exec (uv__process_child_init): the
+	 * working dir first, as root (where that fails the spawn says so),
+	 * then the user. */
+	if (chdir(cwd) < 0)
+		_exit(0);
 	if (sec->set && (setgroups(0, NULL) < 0 || setresgid(sec->gid, sec->gid, sec->gid) < 0 ||
 	                 setresuid(sec->uid, sec->uid, sec->uid) < 0))
 		_exit(2);
-	int kind = check_cwd(&r);
+	int kind = check_cwd(&r, cwd_asked);
 	if (!kind)
 		kind = check_command(&r, argv[0], env);
 	if (!kind)
@@ -296,7 +308,7 @@ static ssize_t read_answer(int fd, char *buf, size_t bufsz)
 }
 
 int sc__podreach_check(const sc_podsec_t *sec, char *const *argv, char *const *env, const char *cwd,
-                       char *why, size_t whysz)
+                       int cwd_asked, char *why, size_t whysz)
 {
 	char answer[WHY_MAX];
 	int fds[2], st = 0;
@@ -308,7 +320,7 @@ int sc__podreach_check(const sc_podsec_t *sec, char *const *argv, char *const *e
 	int fork_err = errno;
 	if (pid == 0) {
 		close(fds[0]);
-		child(sec, argv, env, cwd, fds[1]);
+		child(sec, argv, env, cwd, cwd_asked, fds[1]);
 	}
 	close(fds[1]);
 	ssize_t n = pid < 0 ? -1 : read_answer(fds[0], answer, sizeof(answer));

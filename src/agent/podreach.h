@@ -15,8 +15,14 @@
  *   command /tmp/tmp.X/p/worker.py (argument 1): /tmp/tmp.X is 0700 owned
  *   by root; the pod runs as uid 200001 gid 200001
  *
- * What is checked, in this order:
- *  - the working dir: the child changes into it, as libuv's does;
+ * What is checked, in this order, after the child has entered the
+ * working dir as root and then changed user (the order of libuv's child,
+ * so relative paths resolve from there as exec resolves them):
+ *  - a working dir the task named (workingDir): the pod's user must be
+ *    able to enter it by its path. Entered as root, it would let a pod sit
+ *    in a folder it cannot reach (another queue's pod folder) and read
+ *    what is open to all there. The pod's own folder is not asked: the
+ *    agent makes it and warns at start-up when it cannot be reached;
  *  - the command: resolved as execvp resolves it (a name without '/' is
  *    looked up in the pod's PATH, an entry that gives EACCES is skipped
  *    for a later one): blocked only where execvp would fail with EACCES
@@ -46,7 +52,8 @@
 /* Checks as the user sec names (sec->set 0: as this process's own user,
  * whose ids the pod keeps) that argv (NULL-terminated; argv[0] the
  * command), run with the environment env (NULL-terminated NAME=VALUE;
- * its PATH is the one execvp uses) in the folder cwd, can be reached.
+ * its PATH is the one execvp uses) in the folder cwd (cwd_asked: the task
+ * named it, and the user must be able to enter it), can be reached.
  * All borrowed. 0 when it can, or when the check itself cannot run (no
  * fork, no answer within 5 s: logged; the spawn then fails or not as it
  * would have). SC_EINVAL with why (whysz bytes, NUL-terminated) saying
@@ -54,6 +61,6 @@
  * command is in none of the PATH's folders. Blocks the caller for the time a
  * fork and a few stat calls take. */
 int sc__podreach_check(const sc_podsec_t *sec, char *const *argv, char *const *env, const char *cwd,
-                       char *why, size_t whysz);
+                       int cwd_asked, char *why, size_t whysz);
 
 #endif

@@ -141,3 +141,22 @@ def test_opening_the_folder_lets_the_retry_start(admin, agent, tmp_path):
     pod = finished(admin, "retry")
     assert pod["phase"] == "Succeeded", pod
     assert pods_of(admin, "retry")["retry-main-0"]["restarts"] >= 1
+
+
+def test_working_dir_in_another_queues_pod_folder_is_refused(admin, agent, tmp_path):
+    """The spawn enters the working dir as root before it changes user: a
+    workingDir the pod's user cannot reach by its path would put a tenant's
+    pod inside another queue's private folder, reading what is open to all
+    there. It is refused; the pod's own folder is not affected."""
+    setup_queue(admin, "a")
+    setup_queue(admin, "b")
+    run_job(admin, "victim", ["sh", "-c", "echo the-secret > note; chmod 644 note; "
+                                          "exec sleep 600"], q="a", restartPolicy="Never")
+    work = agent.work_dir("victim", "victim-main-0")
+    wait_for(lambda: os.path.exists(os.path.join(work, "note")), what="the victim's note")
+    run_job(admin, "snoop", ["cat", "note"], q="b", workingDir=work, restartPolicy="Never")
+    pod = finished(admin, "snoop")
+    assert pod["phase"] == "Failed" and pod.get("reason") == "CreateContainerError", pod
+    assert pod["message"].startswith("cannot start: working dir %s: %s is 0700 owned by uid "
+                                     % (work, work)), pod
+    assert "the-secret" not in admin.get(admin.base + "/jobs/snoop/logs").text

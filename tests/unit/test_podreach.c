@@ -78,7 +78,7 @@ static char *const ENV[] = {"PATH=/usr/bin:/bin", NULL};
 /* The check's answer and why for argv run in cwd with env. */
 static int check(const fx_t *x, char *const *argv, char *const *env, const char *cwd, char *why)
 {
-	return sc__podreach_check(&x->pod, argv, env, cwd, why, 512);
+	return sc__podreach_check(&x->pod, argv, env, cwd, 1, why, 512);
 }
 
 static void test_command_below_a_closed_folder(void **state)
@@ -96,7 +96,7 @@ static void test_command_below_a_closed_folder(void **state)
 	/* As root (no switch), the same is reachable: the answer is the
 	 * pod's user's, not the caller's. */
 	sc_podsec_t self = {0};
-	assert_int_equal(sc__podreach_check(&self, argv, ENV, "/", why, sizeof(why)), 0);
+	assert_int_equal(sc__podreach_check(&self, argv, ENV, "/", 1, why, sizeof(why)), 0);
 	assert_string_equal(why, "");
 	/* Opened: reachable. */
 	assert_int_equal(chmod(x->top, 0755), 0);
@@ -122,8 +122,30 @@ static void test_script_argument_and_working_dir(void **state)
 	assert_int_equal(check(x, argv, ENV, x->bin, why), SC_EINVAL);
 	snprintf(want, sizeof(want), "working dir %s: %s is 0700 owned by root;", x->bin, x->top);
 	assert_memory_equal(why, want, strlen(want));
-	assert_int_equal(check(x, argv, ENV, "/nonexistent-podreach", why), SC_EINVAL);
-	assert_string_equal(why, "working dir /nonexistent-podreach: No such file or directory");
+	/* One that does not exist: the spawn says so. */
+	assert_int_equal(check(x, argv, ENV, "/nonexistent-podreach", why), 0);
+	assert_string_equal(why, "");
+}
+
+/* The pod's own folder (not named by the task) is entered as root before
+ * the switch, as libuv's child does: a closed folder above it does not stop
+ * the pod, and a relative command resolves from there without passing
+ * through it. */
+static void test_own_folder_entered_as_root(void **state)
+{
+	fx_t *x = *state;
+	char why[512];
+	if (!x)
+		skip();
+	char *rel[] = {"./prog", NULL};
+	assert_int_equal(sc__podreach_check(&x->pod, rel, ENV, x->bin, 0, why, sizeof(why)), 0);
+	char *const here[] = {"PATH=.:/usr/bin", NULL};
+	char *prog[] = {"prog", NULL};
+	assert_int_equal(sc__podreach_check(&x->pod, prog, here, x->bin, 0, why, sizeof(why)), 0);
+	/* An absolute path to the same file passes through the closed folder. */
+	char *abs[] = {x->prog, NULL};
+	assert_int_equal(sc__podreach_check(&x->pod, abs, ENV, x->bin, 0, why, sizeof(why)),
+	                 SC_EINVAL);
 }
 
 static void test_path_search_as_execvp(void **state)
@@ -174,6 +196,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_command_below_a_closed_folder, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_script_argument_and_working_dir, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_path_search_as_execvp, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_own_folder_entered_as_root, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
