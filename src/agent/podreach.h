@@ -12,8 +12,8 @@
  * answer is the kernel's for that user, never root's. It names the path
  * and the folder that blocks it:
  *
- *   command /tmp/tmp.X/p/worker.py (argument 1): /tmp/tmp.X is 0700 owned
- *   by root; the pod runs as uid 200001 gid 200001
+ *   argument 1 /tmp/tmp.X/p/worker.py: /tmp/tmp.X is 0700 owned by root;
+ *   the pod runs as uid 200001 gid 200001
  *
  * What is checked, in this order, after the child has entered the
  * working dir as root and then changed user (the order of libuv's child,
@@ -38,8 +38,8 @@
  *    arguments (--x=/p, sh -c "..."), are not checked: the first may be
  *    meant for a child that changes user, the second cannot be told from
  *    text.
- * Nothing is looked at as root: the answer tells the pod nothing it could
- * not find out itself.
+ * Nothing is looked at as root (the working dir is only entered): the
+ * answer tells the pod nothing it could not find out itself.
  * A pod that means to hand its program a path it cannot reach must pass it
  * some other way (an environment variable, a shell string). */
 #ifndef SC_AGENT_PODREACH_H
