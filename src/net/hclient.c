@@ -292,6 +292,11 @@ static uint64_t conn_deadline(const hc_conn_t *k)
 		return 1; /* at once: any time already passed */
 	if (!k->connected)
 		return k->connect_until;
+	/* The TLS handshake is part of connecting: a server that takes the
+	 * connection and never finishes it is cut off at the connect limit
+	 * even when the request has no limit of its own (a watch). */
+	if (k->tls && !r->timeout_ms && !sc_tls_established(k->tls))
+		return k->connect_until;
 	/* Reads and writes note r->last_io; the limit runs from the last: the
 	 * first-byte limit until the answer starts, then the idle one. */
 	uint64_t lim = r->got_bytes && r->idle_timeout_ms ? r->idle_timeout_ms : r->timeout_ms;
@@ -383,35 +388,74 @@ static int read_simple(hc_conn_t *k, sc_hcli_req_t *r, const char *buf, size_t n
 	return 1;
 }
 
-static void on_plain(hc_conn_t *k, sc_hcli_req_t *r, const char *data, size_t n);
+static int on_plain(hc_conn_t *k, sc_hcli_req_t *r, const char *data, size_t n);
 static int tls_flush(hc_conn_t *k);
+
+/* The server closed (clean: EOF, or TLS close_notify) or the connection
+ * broke: a close-delimited body ends there, anything else failed. */
+static void conn_eof(hc_conn_t *k, sc_hcli_req_t *r, int clean)
+{
+	if (clean && r->got_bytes) {
+		r->in_parse = 1;
+		http_parser_execute(&k->parser, &sc__hc_rp_settings, NULL, 0);
+		r->in_parse = 0;
+		if (r->complete && !r->cancelled) {
+			r->conn = NULL;
+			conn_release(k, 0);
+			req_finish(r, 0);
+			return;
+		}
+	}
+	req_fail(r, SC_EIO);
+}
 
 /* https: ciphertext in; handshake answers out; plaintext to on_plain. A
  * server whose certificate the CA does not vouch for (or does not name
- * the host dialled) fails the request with SC_EIO. */
+ * the host dialled) fails the request with SC_EIO.
+ *
+ * Everything the session can decrypt now is handed over before returning:
+ * a feed may complete more plaintext than one slab holds (a record left
+ * partial by the last read plus a whole slab of new ones), and what stayed
+ * inside OpenSSL would only come out with the next socket read, which for
+ * a finished answer never comes. */
 static void tls_in(hc_conn_t *k, sc_hcli_req_t *r, const char *data, size_t n)
 {
-	/* Plaintext is never longer than the ciphertext it came in: one read
-	 * slab's worth, handed to the parser in one call as without TLS. */
 	static char plain[READ_SLAB];
-	size_t have = 0;
-	ssize_t m;
 	if (sc_tls_feed(k->tls, data, n) < 0 || tls_flush(k) < 0) {
 		req_fail(r, SC_EIO);
 		return;
 	}
-	while (have < sizeof(plain) &&
-	       (m = sc_tls_read(k->tls, plain + have, sizeof(plain) - have)) != 0) {
+	for (;;) {
+		size_t have = 0;
+		ssize_t m = 0;
+		while (have < sizeof(plain) &&
+		       (m = sc_tls_read(k->tls, plain + have, sizeof(plain) - have)) > 0)
+			have += (size_t)m;
+		/* Reading may answer the server (a TLS 1.3 KeyUpdate). */
+		if (tls_flush(k) < 0)
+			m = SC_EIO;
+		if (have && !on_plain(k, r, plain, have))
+			return; /* the answer ended (or failed) with these bytes */
 		if (m < 0) {
-			if (have)
-				break; /* hand over what came first; EOF follows */
-			req_fail(r, SC_EIO);
+			conn_eof(k, r, sc_tls_closed(k->tls));
 			return;
 		}
-		have += (size_t)m;
+		if (have < sizeof(plain))
+			return; /* all read: the rest comes with the next bytes */
 	}
-	if (have)
-		on_plain(k, r, plain, have);
+}
+
+/* An idle pooled connection has nothing to say: plaintext, EOF or an error
+ * ends it. Over TLS a server may still send records that are not data (a
+ * TLS 1.3 session ticket after the first answer, a KeyUpdate): those are
+ * taken in (and answered) and the connection stays pooled. */
+static void idle_in(hc_conn_t *k, ssize_t n, const uv_buf_t *buf)
+{
+	char one[1];
+	if (n > 0 && k->tls && sc_tls_feed(k->tls, buf->base, (size_t)n) == 0 &&
+	    tls_flush(k) == 0 && sc_tls_read(k->tls, one, sizeof(one)) == 0 && tls_flush(k) == 0)
+		return;
+	conn_close(k);
 }
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
@@ -419,27 +463,14 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	hc_conn_t *k = st->data;
 	sc_hcli_req_t *r = k->req;
 	if (!r) {
-		/* An idle connection has nothing to say: any byte or EOF ends it. */
 		if (n != 0)
-			conn_close(k);
+			idle_in(k, n, buf);
 		return;
 	}
 	if (n == 0)
 		return;
 	if (n < 0) {
-		if (n == UV_EOF && r->got_bytes) {
-			/* A close-delimited body ends at EOF. */
-			r->in_parse = 1;
-			http_parser_execute(&k->parser, &sc__hc_rp_settings, NULL, 0);
-			r->in_parse = 0;
-			if (r->complete && !r->cancelled) {
-				r->conn = NULL;
-				conn_release(k, 0);
-				req_finish(r, 0);
-				return;
-			}
-		}
-		req_fail(r, SC_EIO);
+		conn_eof(k, r, n == UV_EOF);
 		return;
 	}
 	if (k->tls) {
@@ -449,10 +480,12 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	on_plain(k, r, buf->base, (size_t)n);
 }
 
-static void on_plain(hc_conn_t *k, sc_hcli_req_t *r, const char *data, size_t n)
+/* Returns 1 while r goes on reading, 0 once it has ended (complete,
+ * cancelled or failed: r may be freed, k pooled, closed or reused). */
+static int on_plain(hc_conn_t *k, sc_hcli_req_t *r, const char *data, size_t n)
 {
 	if (read_simple(k, r, data, n))
-		return;
+		return 0;
 	int first = !r->got_bytes;
 	r->got_bytes = 1;
 	r->last_io = uv_now(r->c->loop);
@@ -468,11 +501,13 @@ static void on_plain(hc_conn_t *k, sc_hcli_req_t *r, const char *data, size_t n)
 		 * never reuse such a connection. */
 		int extra = r->complete && used < n;
 		conn_after_parse(k, r, !extra && http_should_keep_alive(&k->parser));
-		return;
+		return 0;
 	}
 	r->in_parse = 0;
-	if (e != HPE_OK)
-		req_fail(r, r->hdrs.len >= r->c->opts.max_header_bytes ? SC_ETOOBIG : SC_EPARSE);
+	if (e == HPE_OK)
+		return 1;
+	req_fail(r, r->hdrs.len >= r->c->opts.max_header_bytes ? SC_ETOOBIG : SC_EPARSE);
+	return 0;
 }
 
 static void on_write(uv_write_t *w, int status)

@@ -22,7 +22,11 @@
  * Hosts (net/hurl.h): IPv4 literals, IPv6 literals in brackets, and names,
  * resolved with uv_getaddrinfo (libuv's thread pool) when a new connection
  * is opened; keep-alive makes that rare. https:// goes through OpenSSL
- * (net/tls.h) with the context given to sc_hcli_set_tls.
+ * (net/tls.h) with the context given to sc_hcli_set_tls. A pooled TLS
+ * connection stays pooled when the server sends records that are not data
+ * (TLS 1.3 session tickets after the handshake, a KeyUpdate, which is
+ * answered); data, EOF or close_notify while idle close it. close_notify
+ * ends a close-delimited body as EOF does.
  *
  * Errors given to on_done: 0 complete; SC_EIO connection refused, reset or
  * closed early, a name that does not resolve, a TLS failure; SC_ELIMIT the
@@ -45,7 +49,9 @@ typedef struct sc_hcli_opts {
 	size_t max_idle_per_host;    /* idle keep-alive connections kept; default 64 */
 	size_t max_header_bytes;     /* response status line + headers; default 16 KiB */
 	uint64_t idle_close_ms;      /* idle pooled connection closed after; default 30 s */
-	uint64_t connect_timeout_ms; /* default 2 s; covers resolving a name */
+	uint64_t connect_timeout_ms; /* default 2 s; covers resolving a name, and the
+	                                TLS handshake of a request without a timeout_ms
+	                                (with one, that limit covers the handshake) */
 	const char *user_agent;      /* sent with every request when set (borrowed: a
 	                                literal such as SC_USER_AGENT("agent")) */
 } sc_hcli_opts_t;

@@ -35,6 +35,7 @@ struct sc_tls {
 	BIO *wbio;      /* ciphertext out (owned by ssl) */
 	sc_buf_t early; /* plaintext written before the handshake ended */
 	int failed;
+	int closed; /* the peer's close_notify came (failed is set too) */
 	char error[160];
 };
 
@@ -464,7 +465,7 @@ ssize_t sc_tls_read(sc_tls_t *t, void *buf, size_t cap)
 	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
 		return 0;
 	if (e == SSL_ERROR_ZERO_RETURN) {
-		t->failed = 1; /* close_notify: the peer is done */
+		t->failed = t->closed = 1; /* close_notify: the peer is done */
 		return SC_EIO;
 	}
 	return session_failed(t);
@@ -493,6 +494,16 @@ size_t sc_tls_take(sc_tls_t *t, char *buf, size_t cap)
 {
 	int n = BIO_read(t->wbio, buf, (int)(cap > 1 << 30 ? 1 << 30 : cap));
 	return n > 0 ? (size_t)n : 0;
+}
+
+int sc_tls_established(const sc_tls_t *t)
+{
+	return !t->failed && SSL_is_init_finished(t->ssl);
+}
+
+int sc_tls_closed(const sc_tls_t *t)
+{
+	return t->closed;
 }
 
 void sc_tls_peer_name(const sc_tls_t *t, char *out, size_t outsz)

@@ -99,6 +99,11 @@ int sc_tls_write(sc_tls_t *t, const void *data, size_t len);
 /* Takes the ciphertext waiting to be sent: copies at most cap bytes into
  * buf and returns how many (0: none). */
 size_t sc_tls_take(sc_tls_t *t, char *buf, size_t cap);
+/* True once the handshake is over (and the session has not failed). */
+int sc_tls_established(const sc_tls_t *t);
+/* True when the peer ended the session cleanly (close_notify): after
+ * sc_tls_read said SC_EIO, an end of stream rather than an error. */
+int sc_tls_closed(const sc_tls_t *t);
 /* The common name of the peer's certificate when one was presented and
  * verified; "" otherwise. */
 void sc_tls_peer_name(const sc_tls_t *t, char *out, size_t outsz);
