@@ -35,6 +35,7 @@ static void conn_arm(hc_conn_t *k);
 static void req_fail(sc_hcli_req_t *r, int err);
 static int req_send(sc_hcli_req_t *r, int fresh);
 static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res);
+static int conn_next_addr(hc_conn_t *k);
 
 /* ---------------------------------------------------------------------
  * URLs and pools
@@ -321,6 +322,8 @@ static void on_conn_timer(uv_timer_t *t)
 		conn_close(k); /* idle too long in its pool */
 		return;
 	}
+	if (!k->connected && conn_next_addr(k))
+		return; /* no answer from that address (or no dial): the next one */
 	req_fail(r, k->deferred_err ? k->deferred_err : SC_ELIMIT);
 }
 
@@ -599,10 +602,13 @@ static void on_connect(uv_connect_t *cr, int status)
 		return;
 	}
 	if (status < 0) {
-		req_fail(r, SC_EIO);
+		if (!conn_next_addr(k))
+			req_fail(r, SC_EIO);
 		return;
 	}
 	k->connected = 1;
+	if (!k->pool->literal)
+		k->pool->good = k->addr;
 	/* The connect timeout is over; the request's own inactivity limit (if
 	 * any) is armed by the write. A watch without one stays open (the
 	 * timer may still fire once for the connect limit and find nothing). */
@@ -614,9 +620,64 @@ static void on_connect(uv_connect_t *cr, int status)
  * the timer (callbacks never run inside sc_hcli_start). */
 static void conn_dial(hc_conn_t *k, const struct sockaddr *addr)
 {
+	k->dialled = 1;
 	if (uv_tcp_connect(&k->connect, &k->tcp, addr, on_connect) < 0)
 		k->deferred_err = SC_EIO;
 	conn_arm(k);
+}
+
+/* The connect limit of a new connection: it covers resolving a name too. */
+static void conn_limit(hc_conn_t *k, const sc_hcli_req_t *r)
+{
+	uint64_t t = k->c->opts.connect_timeout_ms;
+	if (r->timeout_ms && r->timeout_ms < t)
+		t = r->timeout_ms;
+	k->connect_until = uv_now(k->c->loop) + t;
+}
+
+/* Keeps a name's answer (up to HC_MAX_ADDRS stream addresses). */
+static void pool_keep_addrs(hc_pool_t *p, sc_hcli_t *c, const struct addrinfo *res)
+{
+	p->naddrs = p->good = 0;
+	for (; res && p->naddrs < HC_MAX_ADDRS; res = res->ai_next) {
+		if (res->ai_addrlen > sizeof(p->addrs[0]))
+			continue;
+		memset(&p->addrs[p->naddrs], 0, sizeof(p->addrs[0]));
+		memcpy(&p->addrs[p->naddrs++], res->ai_addr, res->ai_addrlen);
+	}
+	p->addrs_until = p->naddrs ? uv_now(c->loop) + c->opts.dns_ttl_ms : 0;
+}
+
+/* Dials the name's address i (of the pool's answer) for k. */
+static void conn_dial_addr(hc_conn_t *k, size_t i)
+{
+	k->addr = i;
+	conn_dial(k, (const struct sockaddr *)&k->pool->addrs[i]);
+}
+
+/* k's connect failed (refused, unreachable, no answer in time): its
+ * request moves to a new connection to the name's next address, each
+ * tried once. Returns 0 when there is none (then every address failed:
+ * the next connection asks the resolver again). */
+static int conn_next_addr(hc_conn_t *k)
+{
+	hc_pool_t *p = k->pool;
+	sc_hcli_req_t *r = k->req;
+	if (p->literal || !k->dialled || k->c->closing)
+		return 0;
+	if (k->tries + 1 >= p->naddrs) {
+		p->addrs_until = 0;
+		return 0;
+	}
+	hc_conn_t *n = conn_new(k->c, p);
+	n->tries = k->tries + 1;
+	r->conn = NULL;
+	conn_close(k);
+	n->req = r;
+	r->conn = n;
+	conn_limit(n, r);
+	conn_dial_addr(n, (k->addr + 1) % p->naddrs);
+	return 1;
 }
 
 /* A name resolved (or not): dial its first address. A resolver that does
@@ -634,10 +695,12 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
 		return;
 	}
 	k->handles--; /* the tcp and timer handles still hold it */
-	if (status < 0 || !res)
+	if (status == 0)
+		pool_keep_addrs(k->pool, k->c, res);
+	if (status < 0 || !k->pool->naddrs)
 		req_fail(k->req, SC_EIO);
 	else
-		conn_dial(k, res->ai_addr);
+		conn_dial_addr(k, 0);
 	uv_freeaddrinfo(res);
 }
 
@@ -663,15 +726,16 @@ static int req_send(sc_hcli_req_t *r, int fresh)
 	k = conn_new(c, p);
 	k->req = r;
 	r->conn = k;
-	/* The connect limit covers a name's resolution too. */
-	uint64_t t = c->opts.connect_timeout_ms;
-	if (r->timeout_ms && r->timeout_ms < t)
-		t = r->timeout_ms;
-	k->connect_until = uv_now(c->loop) + t;
+	conn_limit(k, r);
 	if (p->literal) {
 		conn_dial(k, (const struct sockaddr *)&p->addr);
 		return 0;
 	}
+	if (p->naddrs && uv_now(c->loop) < p->addrs_until) {
+		conn_dial_addr(k, p->good < p->naddrs ? p->good : 0);
+		return 0;
+	}
+	c->resolves++;
 	char port[8];
 	snprintf(port, sizeof(port), "%d", p->port);
 	struct addrinfo hints = {
@@ -750,6 +814,19 @@ int sc_hcli_start(sc_hcli_t *c, const sc_hcli_call_t *call, sc_hcli_req_t **out)
 	return req_send(r, 0);
 }
 
+void sc__hcli_resolved(sc_hcli_t *c, const char *url, const struct sockaddr_storage *addrs,
+                       size_t n)
+{
+	sc_hurl_t u;
+	if (sc_hurl_parse(url, &u) < 0 || u.literal)
+		return;
+	hc_pool_t *p = pool_get(c, &u);
+	p->naddrs = p->good = 0;
+	for (size_t i = 0; i < n && i < HC_MAX_ADDRS; i++)
+		p->addrs[p->naddrs++] = addrs[i];
+	p->addrs_until = uv_now(c->loop) + c->opts.dns_ttl_ms;
+}
+
 void sc_hcli_set_tls(sc_hcli_t *c, sc_tls_ctx_t *ctx)
 {
 	c->tls = ctx;
@@ -804,6 +881,7 @@ sc_hcli_t *sc_hcli_new(uv_loop_t *loop, const sc_hcli_opts_t *opts)
 	c->opts.max_header_bytes = 16 * 1024;
 	c->opts.idle_close_ms = 30000;
 	c->opts.connect_timeout_ms = 2000;
+	c->opts.dns_ttl_ms = 10000;
 	if (opts) {
 		if (opts->max_idle_per_host)
 			c->opts.max_idle_per_host = opts->max_idle_per_host;
@@ -813,6 +891,8 @@ sc_hcli_t *sc_hcli_new(uv_loop_t *loop, const sc_hcli_opts_t *opts)
 			c->opts.idle_close_ms = opts->idle_close_ms;
 		if (opts->connect_timeout_ms)
 			c->opts.connect_timeout_ms = opts->connect_timeout_ms;
+		if (opts->dns_ttl_ms)
+			c->opts.dns_ttl_ms = opts->dns_ttl_ms;
 		c->opts.user_agent = opts->user_agent;
 	}
 	return c;

@@ -21,12 +21,15 @@
  *
  * Hosts (net/hurl.h): IPv4 literals, IPv6 literals in brackets, and names,
  * resolved with uv_getaddrinfo (libuv's thread pool) when a new connection
- * is opened; keep-alive makes that rare. https:// goes through OpenSSL
- * (net/tls.h) with the context given to sc_hcli_set_tls. A pooled TLS
- * connection stays pooled when the server sends records that are not data
- * (TLS 1.3 session tickets after the handshake, a KeyUpdate, which is
- * answered); data, EOF or close_notify while idle close it. close_notify
- * ends a close-delimited body as EOF does.
+ * is opened and the last answer is older than dns_ttl_ms; keep-alive makes
+ * that rare. A name's addresses (up to 8) are tried in turn when a connect
+ * fails (refused, unreachable, or no answer within the connect limit, each
+ * address getting the whole limit), starting with the one that last
+ * worked; when all failed the next connection asks the resolver again. https:// goes through
+ * OpenSSL (net/tls.h) with the context given to sc_hcli_set_tls. A pooled TLS connection stays
+ * pooled when the server sends records that are not data (TLS 1.3 session tickets after the
+ * handshake, a KeyUpdate, which is answered); data, EOF or close_notify while idle close it.
+ * close_notify ends a close-delimited body as EOF does.
  *
  * Errors given to on_done: 0 complete; SC_EIO connection refused, reset or
  * closed early, a name that does not resolve, a TLS failure; SC_ELIMIT the
@@ -52,6 +55,7 @@ typedef struct sc_hcli_opts {
 	uint64_t connect_timeout_ms; /* default 2 s; covers resolving a name, and the
 	                                TLS handshake of a request without a timeout_ms
 	                                (with one, that limit covers the handshake) */
+	uint64_t dns_ttl_ms;         /* a name's addresses are kept; default 10 s */
 	const char *user_agent;      /* sent with every request when set (borrowed: a
 	                                literal such as SC_USER_AGENT("agent")) */
 } sc_hcli_opts_t;

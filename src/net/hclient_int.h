@@ -15,6 +15,7 @@
 #define READ_SLAB (64 * 1024)
 #define REQ_POOL 512
 #define REQ_KEEP_BYTES (64u << 10)
+#define HC_MAX_ADDRS 8 /* a name's addresses kept and tried */
 
 typedef struct hc_conn hc_conn_t;
 
@@ -25,6 +26,11 @@ typedef struct hc_pool {
 	int tls;     /* https:// */
 	int literal; /* host is an address (addr); else a name to resolve */
 	struct sockaddr_storage addr;
+	/* A name's answer (not literal): kept until addrs_until (loop time);
+	 * good is the one last connected to, dialled first. */
+	struct sockaddr_storage addrs[HC_MAX_ADDRS];
+	size_t naddrs, good;
+	uint64_t addrs_until;
 	hc_conn_t *idle; /* singly linked through next_idle */
 	size_t nidle;
 	struct hc_pool *next;
@@ -38,6 +44,7 @@ struct sc_hcli {
 	size_t nconns;
 	sc_hcli_req_t *pool; /* finished requests kept for reuse */
 	size_t npool;
+	unsigned long resolves; /* names sent to the resolver (tests) */
 	int closing;
 	sc_tls_ctx_t *tls; /* borrowed: for https:// URLs, or NULL */
 };
@@ -92,6 +99,8 @@ struct hc_conn {
 	uint64_t connect_until; /* connect phase: give up then */
 	uint64_t idle_until;    /* idle in its pool: close then */
 	sc_tls_t *tls;          /* https: the session (net/tls.h) */
+	int dialled;            /* a connect was started (to pool->addrs[addr] for a name) */
+	size_t addr, tries;     /* that address; how many of the name's came before */
 };
 
 typedef struct hc_write {
@@ -99,6 +108,12 @@ typedef struct hc_write {
 	hc_conn_t *conn;
 	char data[];
 } hc_write_t;
+
+/* As if the name in url had just resolved to addrs (n of them, at most
+ * HC_MAX_ADDRS): the seam the tests use to give a name a dead and a live
+ * address, which the machine's resolver cannot be asked for. */
+void sc__hcli_resolved(sc_hcli_t *c, const char *url, const struct sockaddr_storage *addrs,
+                       size_t n);
 
 /* http_parser's callbacks for an answer (hclient_parse.c): they fill the
  * request attached to parser->data (an hc_conn_t) and call its on_head and

@@ -16,7 +16,11 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "net/hclient.h"
+#include "net/hclient_int.h" /* sc__hcli_resolved, resolves */
 #include "starcloud/error.h"
 
 /* ---- the server ---------------------------------------------------------- */
@@ -480,6 +484,141 @@ static void test_close_while_resolving(void **state)
 	assert_int_equal(x.done, 1);
 }
 
+/* ---- a name's addresses -------------------------------------------------- */
+
+/* "127.1" is a name to hurl (not a dotted quad) that getaddrinfo answers
+ * without asking any server (inet_aton): 127.0.0.1. */
+static void addr4(struct sockaddr_storage *a, const char *ip, int port)
+{
+	memset(a, 0, sizeof(*a));
+	uv_ip4_addr(ip, port, (struct sockaddr_in *)a);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	*(int *)t->data = 1;
+}
+
+static void run_for(uint64_t ms)
+{
+	uv_timer_t t;
+	int over = 0;
+	uv_timer_init(&loop, &t);
+	t.data = &over;
+	uv_timer_start(&t, on_tick, ms, 0);
+	while (!over)
+		uv_run(&loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(&loop, UV_RUN_NOWAIT);
+}
+
+/* A name whose first address refuses: the second is dialled and answers;
+ * one whose addresses all refuse: SC_EIO once, and the next connection
+ * asks the resolver again (which gives the live one). */
+static void test_name_tries_each_address(void **state)
+{
+	uv_loop_init(&loop);
+	server_t srv;
+	assert_int_equal(server_start(&srv, "127.0.0.1", ANSWER), 0);
+	sc_hcli_t *c = sc_hcli_new(&loop, NULL);
+	char url[64];
+	url_of(url, sizeof(url), "127.1", srv.port);
+	struct sockaddr_storage a[2];
+	addr4(&a[0], "127.0.0.2", srv.port); /* nothing listens there: refused */
+	addr4(&a[1], "127.0.0.1", srv.port);
+	sc__hcli_resolved(c, url, a, 2);
+	rec_t x = {0};
+	assert_int_equal(start(c, url, 5000, &x), 0);
+	run_until_done(&x, 1);
+	assert_int_equal(x.err, 0);
+	assert_int_equal(x.status, 200);
+	assert_int_equal(c->resolves, 0);
+	sc_hcli_close(c);
+
+	c = sc_hcli_new(&loop, NULL);
+	addr4(&a[1], "127.0.0.3", srv.port);
+	sc__hcli_resolved(c, url, a, 2);
+	rec_t d = {0}, y = {0};
+	assert_int_equal(start(c, url, 5000, &d), 0);
+	run_until_done(&d, 1);
+	assert_int_equal(d.err, SC_EIO);
+	assert_int_equal(start(c, url, 5000, &y), 0);
+	run_until_done(&y, 1);
+	assert_int_equal(y.err, 0);
+	assert_int_equal(c->resolves, 1);
+	assert_int_equal(srv.requests, 2);
+	sc_hcli_close(c);
+	loop_end();
+	assert_int_equal(d.done, 1);
+}
+
+/* A first address that never answers the SYN (a listener whose accept
+ * queue is full drops it): after the connect limit, the next one. */
+static void test_name_silent_address(void **state)
+{
+	uv_loop_init(&loop);
+	server_t srv;
+	assert_int_equal(server_start(&srv, "127.0.0.1", ANSWER), 0);
+	struct sockaddr_storage a[2];
+	addr4(&a[0], "127.0.0.2", srv.port);
+	addr4(&a[1], "127.0.0.1", srv.port);
+	int l = socket(AF_INET, SOCK_STREAM, 0), f = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(l, (struct sockaddr *)&a[0], sizeof(struct sockaddr_in)), 0);
+	assert_int_equal(listen(l, 0), 0);
+	assert_int_equal(connect(f, (struct sockaddr *)&a[0], sizeof(struct sockaddr_in)), 0);
+	sc_hcli_opts_t o = {.connect_timeout_ms = 1500};
+	sc_hcli_t *c = sc_hcli_new(&loop, &o);
+	char url[64];
+	url_of(url, sizeof(url), "127.1", srv.port);
+	sc__hcli_resolved(c, url, a, 2);
+	rec_t x = {0};
+	assert_int_equal(start(c, url, 0, &x), 0);
+	run_until_done(&x, 1);
+	assert_int_equal(x.err, 0);
+	assert_int_equal(x.status, 200);
+	sc_hcli_close(c);
+	loop_end();
+	close(f);
+	close(l);
+}
+
+/* A name is resolved once for the connections opened within the TTL,
+ * and again after it. */
+static void test_name_cache(void **state)
+{
+	uv_loop_init(&loop);
+	server_t srv;
+	assert_int_equal(server_start(&srv, "127.0.0.1", ANSWER), 0);
+	sc_hcli_t *c = sc_hcli_new(&loop, NULL); /* 10 s */
+	sc_hcli_opts_t o = {.dns_ttl_ms = 1};
+	sc_hcli_t *brief = sc_hcli_new(&loop, &o);
+	char url[64];
+	url_of(url, sizeof(url), "127.1", srv.port);
+	rec_t x[3] = {0}, y[3] = {0};
+	assert_int_equal(start(c, url, 5000, &x[0]), 0);
+	assert_int_equal(start(brief, url, 5000, &y[0]), 0);
+	run_until_done(x, 1);
+	run_until_done(y, 1);
+	run_for(20); /* brief's answer is now too old; c's is not */
+	/* One pooled connection and one new one each. */
+	for (int i = 1; i < 3; i++) {
+		assert_int_equal(start(c, url, 5000, &x[i]), 0);
+		assert_int_equal(start(brief, url, 5000, &y[i]), 0);
+	}
+	run_until_done(x, 3);
+	run_until_done(y, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(x[i].err, 0);
+		assert_int_equal(y[i].err, 0);
+	}
+	assert_int_equal(srv.accepted, 4);
+	assert_int_equal(c->resolves, 1);
+	assert_int_equal(brief->resolves, 2);
+	sc_hcli_close(c);
+	sc_hcli_close(brief);
+	loop_end();
+}
+
 static void test_urls(void **state)
 {
 	char host[256];
@@ -535,6 +674,9 @@ int main(void)
 	    cmocka_unit_test(test_close_from_done),
 	    cmocka_unit_test(test_ipv6_and_names),
 	    cmocka_unit_test(test_close_while_resolving),
+	    cmocka_unit_test(test_name_tries_each_address),
+	    cmocka_unit_test(test_name_silent_address),
+	    cmocka_unit_test(test_name_cache),
 	    cmocka_unit_test(test_urls),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
