@@ -191,7 +191,11 @@ def test_watchers_that_never_read_are_cut_and_leases_hold(tmp_path):
     try:
         admin = srv.session()
         assert admin.post(admin.base + "/queues", json=queue("q")).status_code == 201
-        agent = Agent(srv.url, srv.token, "n1", tmp_path / "n1", gpus="1xA100-80GB")
+        # The agent's default heartbeat (667 ms, a 2 s lease), not the tests'
+        # 300 ms one: the claim is that a deployment's leases hold, and a 0.9 s
+        # lease lapsed once on a loaded 2-core machine in the full suite.
+        agent = Agent(srv.url, srv.token, "n1", tmp_path / "n1", gpus="1xA100-80GB",
+                      extra=["--heartbeat", "667ms"])
         wait_for(lambda: (admin.get(admin.base + "/nodes/n1").json().get("status") or {})
                  .get("ready") is True, what="node ready")
         big = job("big")
