@@ -146,6 +146,34 @@ void sc_deploy_autoscaling(json_t *spec, sc_autoscaling_t *out);
  * "both" (or NULL) reads spec.autoscaling. */
 void sc_deploy_role_autoscaling(json_t *spec, const char *role, sc_autoscaling_t *out);
 
+/* ---- one object, decoded on its own ----
+ *
+ * For a caller that keeps many objects and changes them one at a time (the
+ * server's scheduling loop): each object is decoded and validated once, on
+ * its own, into one small block that holds its struct and every string and
+ * array the struct points to, and the caller assembles the core's snapshot
+ * from the structs itself. Nothing here checks references between objects
+ * (a job's queue, a queue's parent, a priority class): that is the
+ * caller's part, as sc_manifest_snapshot's is for a set. */
+typedef struct sc_manifest_obj sc_manifest_obj_t;
+
+/* Decodes obj (borrowed; nothing is kept) as sc_manifest_add_json would.
+ * Returns 0 and *out (owned by the caller), or SC_EINVAL (err filled) or
+ * SC_ENOMEM. A SchedulerConfig or Topology decodes to an object with no
+ * struct below (all four getters return NULL). */
+int sc_manifest_decode(json_t *obj, sc_manifest_obj_t **out, sc_manifest_error_t *err);
+/* The decoded struct of its kind, or NULL when o is another kind;
+ * borrowed from o. A Deployment decodes to a serving job. */
+const sc_node_spec_t *sc_manifest_obj_node(const sc_manifest_obj_t *o);
+const sc_queue_spec_t *sc_manifest_obj_queue(const sc_manifest_obj_t *o);
+const sc_prio_class_t *sc_manifest_obj_class(const sc_manifest_obj_t *o);
+const sc_job_spec_t *sc_manifest_obj_job(const sc_manifest_obj_t *o);
+/* Frees o and everything its struct points to; accepts NULL. */
+void sc_manifest_obj_free(sc_manifest_obj_t *o);
+/* 1 when name is one of the built-in priority classes a job may name
+ * without a PriorityClass object ("normal", "train", ...). */
+int sc_manifest_builtin_class(const char *name);
+
 /* Object counts, for tests and messages. */
 size_t sc_manifest_count(const sc_manifest_set_t *set, const char *kind);
 

@@ -71,6 +71,7 @@ static const char *plural_of_kind(const char *kind)
 	    {"PriorityClass", "priorityclasses"},
 	    {"Job", "jobs"},
 	    {"Deployment", "deployments"},
+	    {"Event", "events"},
 	    {"NodePool", "nodepools"},
 	    {"SchedulerConfig", "schedulerconfigs"},
 	    {"Topology", "topologies"},
@@ -213,7 +214,8 @@ static void step(run_t *r)
 	draw(r, 0);
 }
 
-/* Fills a slot for obj; 0, or 2 when obj cannot be sent (printed). */
+/* Fills a slot for obj; 0, 1 when obj is skipped (an Event), or 2 when
+ * obj cannot be sent (printed). */
 static int prepare(run_t *r, json_t *obj, int i)
 {
 	slot_t *s = &r->slots[i];
@@ -227,6 +229,12 @@ static int prepare(run_t *r, json_t *obj, int i)
 		return 2;
 	}
 	snprintf(s->what, sizeof(s->what), "%s/%.250s", res, name);
+	if (strcmp(res, "events") == 0) {
+		/* `get events` prints them with the rest; the server writes them. */
+		if (r->lines)
+			printf("%s skipped (events are written by the server)\n", s->what);
+		return 1;
+	}
 	if (r->a->del) {
 		s->stage = ST_DELETE;
 		snprintf(s->path, sizeof(s->path), "/api/v1/%s/%.250s", res, name);
@@ -285,6 +293,10 @@ static int apply_run(sc_apply_t *a, sc_objsrc_t *src)
 		int rc = prepare(r, obj, i);
 		json_decref(obj);
 		r->slots[i].next_free = next;
+		if (rc == 1) {
+			r->done++;
+			continue;
+		}
 		if (rc) {
 			a->worst = rc > a->worst ? rc : a->worst;
 			a->failed++;
@@ -347,8 +359,24 @@ static char *read_file(const char *path, size_t *len)
 typedef struct jstream {
 	const char *text;
 	size_t len, off;
-	int in_list; /* inside a top-level [ ... ] */
+	int in_list;  /* inside a top-level [ ... ] */
+	json_t *held; /* a List object or nested array being handed out */
+	size_t at;
 } jstream_t;
+
+/* The objects a value stands for: a List ("kind": "JobList", "items"),
+ * as `get -o yaml|json` prints one, or an array, or the value itself. */
+static json_t *items_of(json_t *v)
+{
+	const char *kind = json_string_value(json_object_get(v, "kind"));
+	size_t kl = kind ? strlen(kind) : 0;
+	json_t *items = json_object_get(v, "items");
+	if (json_is_array(v))
+		return v;
+	if (kl >= 4 && strcmp(kind + kl - 4, "List") == 0 && json_is_array(items))
+		return items;
+	return NULL;
+}
 
 static void skip_ws(jstream_t *j)
 {
@@ -361,6 +389,13 @@ static void skip_ws(jstream_t *j)
 static json_t *jstream_next(jstream_t *j, int *bad, json_error_t *err)
 {
 	for (;;) {
+		if (j->held) {
+			json_t *v = json_array_get(items_of(j->held), j->at++);
+			if (v)
+				return json_incref(v);
+			json_decref(j->held);
+			j->held = NULL;
+		}
 		skip_ws(j);
 		if (j->in_list && j->off < j->len && j->text[j->off] == ',') {
 			j->off++;
@@ -391,7 +426,10 @@ static json_t *jstream_next(jstream_t *j, int *bad, json_error_t *err)
 			return NULL;
 		}
 		j->off += err->position;
-		return v;
+		if (!items_of(v))
+			return v;
+		j->held = v;
+		j->at = 0;
 	}
 }
 
@@ -427,7 +465,7 @@ static int check_object(json_t *v, const char *path, size_t index)
  * nothing parsed) or SC_EINVAL (reported). */
 static int jstream_check(const char *text, size_t len, const char *path, size_t *count)
 {
-	jstream_t j = {text, len, 0, 0};
+	jstream_t j = {text, len, 0, 0, NULL, 0};
 	json_error_t err;
 	int bad = 0;
 	json_t *v;
@@ -435,8 +473,10 @@ static int jstream_check(const char *text, size_t len, const char *path, size_t 
 	while ((v = jstream_next(&j, &bad, &err)) != NULL) {
 		int rc = check_object(v, path, *count);
 		json_decref(v);
-		if (rc < 0)
+		if (rc < 0) {
+			json_decref(j.held);
 			return rc;
+		}
 		(*count)++;
 	}
 	if (!bad)
@@ -482,8 +522,8 @@ static json_t *load_yaml(const char *text, size_t len, const char *path)
 	json_t *all = json_array();
 	for (size_t i = 0; i < sc_yj_count(docs); i++) {
 		json_t *doc = sc_yj_doc(docs, i);
-		if (json_is_array(doc))
-			json_array_extend(all, doc);
+		if (items_of(doc))
+			json_array_extend(all, items_of(doc));
 		else
 			json_array_append(all, doc);
 	}
@@ -514,7 +554,7 @@ int sc__apply_file(sc_apply_t *a, const char *path)
 		return 2;
 	}
 	if ((text[lead] == '{' || text[lead] == '[') && rc == 0) {
-		jstream_t j = {text, len, 0, 0};
+		jstream_t j = {text, len, 0, 0, NULL, 0};
 		sc_objsrc_t src = {.next = next_json, .total = count, .ud = &j};
 		rc = apply_run(a, &src);
 		free(text);

@@ -95,7 +95,7 @@ static char *name_key(const char *kind, const char *name)
 
 /* ---- set lifecycle ----------------------------------------------------- */
 
-static void batch_init(sc__batch_t *b)
+void sc__batch_init(sc__batch_t *b)
 {
 	memset(b, 0, sizeof(*b));
 	b->nodes.size = sizeof(sc__node_t);
@@ -105,7 +105,7 @@ static void batch_init(sc__batch_t *b)
 	b->pools.size = sizeof(sc__pool_t);
 }
 
-static void batch_free(sc__batch_t *b)
+void sc__batch_free(sc__batch_t *b)
 {
 	free(b->nodes.items);
 	free(b->queues.items);
@@ -118,7 +118,7 @@ sc_manifest_set_t *sc_manifest_set_new(void)
 {
 	sc_manifest_set_t *s = sc_calloc(1, sizeof(*s));
 	if (s)
-		batch_init(&s->all);
+		sc__batch_init(&s->all);
 	return s;
 }
 
@@ -140,7 +140,7 @@ void sc_manifest_set_free(sc_manifest_set_t *s)
 {
 	if (!s)
 		return;
-	batch_free(&s->all);
+	sc__batch_free(&s->all);
 	names_free(&s->names);
 	for (size_t i = 0; i < s->narenas; i++)
 		sc_arena_free(s->arenas[i]);
@@ -226,7 +226,7 @@ static const struct {
     {"NodePool", SC_API, sc__decode_nodepool},
 };
 
-static int decode_object(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
+int sc__decode_object(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
 	const char *api, *kind;
 	int rc;
@@ -236,6 +236,10 @@ static int decode_object(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	    (rc = sc__get_str(rd, obj, "apiVersion", true, &api)) < 0)
 		return rc;
 	snprintf(rd->object, sizeof(rd->object), "%s", kind);
+	/* What the server writes about objects: `get events -o yaml` loads
+	 * with the rest and adds nothing. */
+	if (strcmp(kind, "Event") == 0 && strcmp(api, SC_API) == 0)
+		return 0;
 	bool known = false;
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		if (strcmp(kinds[i].kind, kind) != 0)
@@ -257,18 +261,32 @@ static int decode_object(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	                   kind);
 }
 
-/* A document is one object, or a list of objects (a JSON array). */
+/* A List as the API answers one ("kind": "JobList", "items": [...]), which
+ * `get -o yaml` prints. */
+static json_t *list_items(json_t *doc)
+{
+	const char *kind = json_string_value(json_object_get(doc, "kind"));
+	size_t kl = kind ? strlen(kind) : 0;
+	json_t *items = json_object_get(doc, "items");
+	if (kl >= 4 && strcmp(kind + kl - 4, "List") == 0 && json_is_array(items))
+		return items;
+	return NULL;
+}
+
+/* A document is one object, or a list of objects (a JSON array, or a
+ * List object). */
 static int decode_doc(sc__rd_t *rd, json_t *doc, sc__batch_t *b)
 {
-	if (!json_is_array(doc))
-		return decode_object(rd, doc, b);
+	json_t *items = json_is_object(doc) ? list_items(doc) : NULL;
+	if (!json_is_array(doc) && !items)
+		return sc__decode_object(rd, doc, b);
 	json_t *o;
 	size_t i;
-	json_array_foreach(doc, i, o)
+	json_array_foreach(items ? items : doc, i, o)
 	{
-		snprintf(rd->prefix, sizeof(rd->prefix), "[%zu]", i);
+		snprintf(rd->prefix, sizeof(rd->prefix), items ? "items[%zu]" : "[%zu]", i);
 		rd->object[0] = '\0';
-		int rc = decode_object(rd, o, b);
+		int rc = sc__decode_object(rd, o, b);
 		if (rc < 0)
 			return rc;
 	}
@@ -433,7 +451,7 @@ static int add_docs(sc_manifest_set_t *s, const char *filename, const sc_yj_docs
 	size_t ndocs = docs ? sc_yj_count(docs) : 1;
 	int rc = 0;
 
-	batch_init(&b);
+	sc__batch_init(&b);
 	if (!rd || !a) {
 		rc = SC_ENOMEM;
 		goto error;
@@ -462,7 +480,7 @@ error:
 	if (rc < 0)
 		err->code = rc;
 	names_free(&fresh);
-	batch_free(&b);
+	sc__batch_free(&b);
 	sc_arena_free(a);
 	free(rd);
 	return rc;
@@ -630,16 +648,21 @@ static int check_queue_tree(const sc_manifest_set_t *s, const by_name_t *idx, bo
 	return 0;
 }
 
+int sc_manifest_builtin_class(const char *name)
+{
+	for (size_t i = 0; builtin_classes[i]; i++)
+		if (strcmp(builtin_classes[i], name) == 0)
+			return 1;
+	return 0;
+}
+
 static bool class_exists(const sc_manifest_set_t *s, const char *name)
 {
 	const sc__class_t *c = s->all.classes.items;
 	for (size_t i = 0; i < s->all.classes.n; i++)
 		if (strcmp(c[i].spec.name, name) == 0)
 			return true;
-	for (size_t i = 0; builtin_classes[i]; i++)
-		if (strcmp(builtin_classes[i], name) == 0)
-			return true;
-	return false;
+	return sc_manifest_builtin_class(name);
 }
 
 static int check_jobs(const sc_manifest_set_t *s, const by_name_t *idx, const bool *has_child,

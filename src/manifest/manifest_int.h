@@ -85,6 +85,11 @@ typedef struct sc__batch {
 } sc__batch_t;
 
 int sc__vec_push(sc__vec_t *v, const void *item);
+void sc__batch_init(sc__batch_t *b);
+/* Frees the batch's arrays (not the arena their objects point into). */
+void sc__batch_free(sc__batch_t *b);
+/* Decodes one object of any kind into b (manifest.c). */
+int sc__decode_object(sc__rd_t *rd, json_t *obj, sc__batch_t *b);
 
 /* ---- reader (manifest_read.c) ----
  * Getters return 1 when the field was present and stored, 0 when it was

@@ -425,7 +425,8 @@ static int decode_pod_report(sc__rd_t *rd, json_t *o)
 	    (rc = sc__get_int(rd, o, "exitCode", false, -255, 255, &v)) < 0 ||
 	    (!empty_msg && (rc = sc__get_str(rd, o, "message", false, &msg)) < 0) ||
 	    (rc = sc__get_str(rd, o, "reason", false, &msg)) < 0 ||
-	    (rc = sc__get_int(rd, o, "generation", false, 0, INT64_MAX, &v)) < 0)
+	    (rc = sc__get_int(rd, o, "generation", false, 0, INT64_MAX, &v)) < 0 ||
+	    (rc = sc__get_int(rd, o, "port", false, 1, 65535, &v)) < 0)
 		return rc;
 	return 0;
 }
@@ -454,10 +455,12 @@ static int decode_pod_from(sc__rd_t *rd, json_t *o)
 static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_status_t *p)
 {
 	/* ready .. generation are reported by the node agent (docs/AGENT.md). */
+	/* port: a serving pod's, given by the server; movedAt: set by the
+	 * server with a compaction move (the action's cooldown reads it). */
 	static const char *const fields[] = {
 	    "name",       "phase",     "node",  "gpus",     "gpuShare", "gpuMemory",
 	    "mig",        "startedAt", "ready", "restarts", "exitCode", "message",
-	    "generation", "movedAt",   "from",  "reason",   NULL};
+	    "generation", "movedAt",   "from",  "reason",   "port",     NULL};
 	static const char *const phases[] = {"Pending", "Running",   "Releasing", "Succeeded",
 	                                     "Failed",  "Pipelined", NULL};
 	int64_t share = 0;
@@ -489,9 +492,15 @@ static int decode_pod(sc__rd_t *rd, json_t *o, const sc_job_spec_t *j, sc_pod_st
 	return 0;
 }
 
-static int decode_status(sc__rd_t *rd, json_t *obj, sc_job_spec_t *j)
+static int decode_status(sc__rd_t *rd, json_t *obj, sc_job_spec_t *j, bool deployment)
 {
-	static const char *const fields[] = {"pods", "staleSince", NULL};
+	/* pods and staleSince are the cluster's state; the rest is what the
+	 * server writes for people (phase, reason, conditions, a reservation;
+	 * a Deployment's rollout bookkeeping), accepted so that what `get -o
+	 * yaml` prints loads again, and not read. */
+	static const char *const fields[] = {"pods",       "staleSince",    "phase",     "reason",
+	                                     "conditions", "reservation",   "templates", "rollout",
+	                                     "endpoints",  "stableVersion", NULL};
 	json_t *status, *pods = NULL, *o;
 	size_t i;
 	int rc = sc__get_object(rd, obj, "status", false, &status);
@@ -502,7 +511,10 @@ static int decode_status(sc__rd_t *rd, json_t *obj, sc_job_spec_t *j)
 	    (rc = sc__get_time(rd, status, "staleSince", false, &j->stale_since)) < 0 ||
 	    (rc = sc__get_array(rd, status, "pods", false, &pods)) < 0)
 		return rc;
-	if (pods) {
+	/* A stored Deployment's pods belong to versioned tasks ("main-v1")
+	 * that only the server's view of it has (server/deploy_view.c): the
+	 * server never decodes them from here, and a file replays its spec. */
+	if (pods && !deployment) {
 		sc__mark_t mp = sc__rd_push(rd, "pods");
 		sc_pod_status_t *p =
 		    sc_arena_calloc(rd->arena, json_array_size(pods) + 1, sizeof(*p));
@@ -637,7 +649,7 @@ int sc__decode_job(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	}
 	j->min_member = (int)min;
 	sc__rd_pop(rd, m);
-	if ((rc = decode_status(rd, obj, j)) < 0)
+	if ((rc = decode_status(rd, obj, j, false)) < 0)
 		return rc;
 	return sc__vec_push(&b->jobs, &job) ? oom(rd) : 0;
 }
@@ -811,7 +823,7 @@ int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	if (total_replicas(j) == 0)
 		j->min_member = 0;
 	sc__rd_pop(rd, m);
-	if ((rc = decode_status(rd, obj, j)) < 0)
+	if ((rc = decode_status(rd, obj, j, true)) < 0)
 		return rc;
 	return sc__vec_push(&b->jobs, &job) ? oom(rd) : 0;
 }

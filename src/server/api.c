@@ -175,10 +175,11 @@ static json_t *parse_body(api_req_t *a)
 
 /* Validates obj as an object of the request's kind; answers 400 and
  * returns < 0 when it is not one. one as in sc__validate_decode. */
-static int check_valid(api_req_t *a, json_t *obj, sc_manifest_set_t **one)
+static int check_valid(api_req_t *a, json_t *obj, sc_manifest_obj_t **one, uint64_t vh[2])
 {
 	char field[256] = "", msg[512] = "";
-	if (sc__validate_decode(a->kind, obj, field, sizeof(field), msg, sizeof(msg), one) < 0) {
+	if (sc__validate_decode(a->kind, obj, field, sizeof(field), msg, sizeof(msg), one, vh) <
+	    0) {
 		sc__api_error(a->r, 400, "Invalid", field, "%s", msg);
 		return SC_EINVAL;
 	}
@@ -255,13 +256,14 @@ static json_t *load_existing(api_req_t *a, int64_t *mod_rev)
 /* Answers a stored write: the cache takes obj (so the write is parsed and
  * serialised once, and later reads reuse the answer bytes) and one, obj
  * decoded by its validation (taken, may be NULL). */
-static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok, sc_manifest_set_t *one)
+static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok, sc_manifest_obj_t *one,
+                          const uint64_t vh[2])
 {
 	sc_cobj_t *o = sc__cache_adopt(a->s->cache, a->key, rev, obj, 1);
 	if (o)
-		sc__cache_give_decoded(o, one);
+		sc__cache_give_decoded(o, one, vh);
 	else
-		sc_manifest_set_free(one);
+		sc_manifest_obj_free(one);
 	if (o) {
 		const sc_wire_t *w = sc__cache_wire(o);
 		sc_http_respond(a->r, ok, "application/json", w->data, w->len + 1);
@@ -280,7 +282,8 @@ static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok, sc_man
 typedef struct api_write {
 	api_req_t a;            /* a copy; a.r is NULL once the client left */
 	json_t *obj;            /* the object stored, or (delete) the one removed */
-	sc_manifest_set_t *one; /* obj decoded as stored, or NULL */
+	sc_manifest_obj_t *one; /* obj decoded as stored, or NULL */
+	uint64_t vh[2];         /* its decoder view's digest */
 	int64_t expect;
 	int ok; /* the status of success (201, 200) */
 	int del;
@@ -309,7 +312,7 @@ static void put_answer(api_write_t *w, const sc_store_res_t *res)
 		sc__api_store_error(a->r, rc, "store");
 	if (rc < 0)
 		return;
-	answer_stored(a, w->obj, res->rev, w->ok, w->one);
+	answer_stored(a, w->obj, res->rev, w->ok, w->one, w->vh);
 	w->obj = NULL;
 	w->one = NULL;
 }
@@ -335,7 +338,7 @@ static void write_done(const sc_store_res_t *res, void *ud)
 		api_req_t again = w->a;
 		again.tries++;
 		again.own_cond = 0;
-		sc_manifest_set_free(w->one);
+		sc_manifest_obj_free(w->one);
 		json_decref(w->obj);
 		free(w);
 		run_verb(&again);
@@ -347,20 +350,22 @@ static void write_done(const sc_store_res_t *res, void *ud)
 		put_answer(w, res);
 	if (res->rc == 0)
 		sc__sched_kick(w->a.s);
-	sc_manifest_set_free(w->one);
+	sc_manifest_obj_free(w->one);
 	json_decref(w->obj);
 	free(w);
 }
 
 /* Starts the write of op (its strings are copied) for the request; takes
  * obj and one. */
-static void write_start(api_req_t *a, const sc_store_op_t *op, json_t *obj, sc_manifest_set_t *one,
-                        int ok)
+static void write_start(api_req_t *a, const sc_store_op_t *op, json_t *obj, sc_manifest_obj_t *one,
+                        const uint64_t vh[2], int ok)
 {
 	api_write_t *w = sc_xcalloc(1, sizeof(*w));
 	w->a = *a;
 	w->obj = obj;
 	w->one = one;
+	if (vh)
+		memcpy(w->vh, vh, sizeof(w->vh));
 	w->expect = op->expect_rev;
 	w->ok = ok;
 	w->del = op->type == SC_STORE_DELETE;
@@ -372,7 +377,7 @@ static void write_start(api_req_t *a, const sc_store_op_t *op, json_t *obj, sc_m
  * with the stored object (status code ok) or the error. Takes obj and one
  * (obj decoded exactly as stored, or NULL). */
 static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
-                             sc_manifest_set_t *one)
+                             sc_manifest_obj_t *one, const uint64_t vh[2])
 {
 	/* The stored form has no resourceVersion (it is derived on the way out). */
 	json_object_del(json_object_get(obj, "metadata"), "resourceVersion");
@@ -382,7 +387,7 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
 		/* Checked on the object as stored: a body under --max-body, or
 		 * a small patch to a big object, can still make it too large. */
 		free(text);
-		sc_manifest_set_free(one);
+		sc_manifest_obj_free(one);
 		json_decref(obj);
 		sc__api_error(a->r, 413, "RequestEntityTooLarge", "",
 		              "%s \"%s\" would be %zu bytes stored; objects are at most %zu bytes "
@@ -391,7 +396,7 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
 		return;
 	}
 	sc_store_op_t op = {SC_STORE_PUT, a->key, text, expect};
-	write_start(a, &op, obj, one, ok);
+	write_start(a, &op, obj, one, vh, ok);
 	free(text);
 }
 
@@ -477,14 +482,15 @@ static void do_list(api_req_t *a)
 
 static void do_create(api_req_t *a)
 {
-	sc_manifest_set_t *one = NULL;
+	sc_manifest_obj_t *one = NULL;
+	uint64_t vh[2] = {0, 0};
 	json_t *obj = parse_body(a);
 	if (!obj)
 		return;
 	/* Status belongs to the server (and to admins, who stand in for
 	 * agents); a tenant's is still checked, as before, then dropped. */
 	if (a->who.role != SC_ROLE_ADMIN && json_object_get(obj, "status")) {
-		if (check_valid(a, obj, NULL) < 0)
+		if (check_valid(a, obj, NULL, NULL) < 0)
 			goto out;
 		json_object_del(obj, "status");
 	}
@@ -499,7 +505,7 @@ static void do_create(api_req_t *a)
 	}
 	/* Validated as it will be stored, so its decoding serves the
 	 * scheduling loop too (the server's own timestamp is always valid). */
-	if (check_valid(a, obj, &one) < 0)
+	if (check_valid(a, obj, &one, vh) < 0)
 		goto out;
 	if (check_queue_write(a, obj) < 0 || sc__admit(a->s, a->r, a->kind, obj) < 0 ||
 	    check_queue_room(a, obj) < 0)
@@ -519,10 +525,10 @@ static void do_create(api_req_t *a)
 		sc__deploy_on_write(NULL, obj);
 	snprintf(a->name, sizeof(a->name), "%s", object_name(obj));
 	sc__object_key(a->kind, a->name, a->key, sizeof(a->key));
-	store_and_answer(a, json_incref(obj), SC_REV_ABSENT, 201, one);
+	store_and_answer(a, json_incref(obj), SC_REV_ABSENT, 201, one, vh);
 	one = NULL;
 out:
-	sc_manifest_set_free(one);
+	sc_manifest_obj_free(one);
 	json_decref(obj);
 }
 
@@ -567,8 +573,9 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 	 * decoding serves the scheduling loop too, as for a create. A
 	 * deployment's rollout bookkeeping needs a valid spec, and the loop
 	 * decodes deployments from its own view (one stays NULL). */
-	sc_manifest_set_t *one = NULL;
-	if (check_valid(a, obj, &one) < 0)
+	sc_manifest_obj_t *one = NULL;
+	uint64_t vh[2] = {0, 0};
+	if (check_valid(a, obj, &one, vh) < 0)
 		return;
 	if (sc__admit(a->s, a->r, a->kind, obj) < 0) {
 		sc_manifest_set_free(one);
@@ -580,7 +587,7 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 	 * version we read, so a concurrent change is never silently lost
 	 * (the verb runs again on the newer one). */
 	a->own_cond = rv == 0;
-	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200, one);
+	store_and_answer(a, json_incref(obj), rv ? rv : cur_rev, 200, one, vh);
 }
 
 static void do_put(api_req_t *a)
@@ -591,7 +598,7 @@ static void do_put(api_req_t *a)
 	/* A status that replace() will drop is still checked as sent. The
 	 * rest is validated once, as stored, in replace(). */
 	if (a->who.role != SC_ROLE_ADMIN && json_object_get(obj, "status") &&
-	    check_valid(a, obj, NULL) < 0) {
+	    check_valid(a, obj, NULL, NULL) < 0) {
 		json_decref(obj);
 		return;
 	}
@@ -639,7 +646,7 @@ static void do_delete(api_req_t *a)
 		return;
 	sc_store_op_t op = {SC_STORE_DELETE, a->key, NULL, cur};
 	a->own_cond = 1;
-	write_start(a, &op, old, NULL, 200);
+	write_start(a, &op, old, NULL, NULL, 200);
 }
 
 static void dispatch(api_req_t *a);

@@ -60,6 +60,11 @@ struct sc_cache {
 	void *listener_ud;
 	qcount_t *qc;
 	size_t nqc, capqc;
+	struct {
+		sc_cache_hook_fn fn;
+		void *ud;
+	} hooks[SC_CACHE_HOOKS];
+	uint64_t generation;
 };
 
 /* 0 for jobs, 1 for deployments, -1 for kinds not counted per queue. */
@@ -190,7 +195,7 @@ static void entry_free(sc_cobj_t *o)
 	free(o->text);
 	json_decref(o->obj);
 	sc__wire_unref(o->wire);
-	sc_manifest_set_free(o->decoded);
+	sc_manifest_obj_free(o->decoded);
 	free(o->queue);
 	free(o);
 }
@@ -354,15 +359,40 @@ static void on_change(const sc_store_event_t *ev, void *ud)
 	const char *name;
 	if (ev->rev > c->rev)
 		c->rev = ev->rev;
-	if (!set_of_key(c, ev->key, &name))
+	kindset_t *ks = set_of_key(c, ev->key, &name);
+	if (!ks)
 		return;
 	if (ev->type == SC_EV_DELETED) {
 		cache_delete(c, ev->key, ev->rev);
-		return;
+	} else {
+		sc_cobj_t *o = cache_put(c, ev->key, ev->value, ev->rev, ev->rev);
+		if (o && c->listener)
+			c->listener(c->listener_ud, ev->type, o, ev->rev);
 	}
-	sc_cobj_t *o = cache_put(c, ev->key, ev->value, ev->rev, ev->rev);
-	if (o && c->listener)
-		c->listener(c->listener_ud, ev->type, o, ev->rev);
+	for (size_t i = 0; i < SC_CACHE_HOOKS; i++)
+		if (c->hooks[i].fn)
+			c->hooks[i].fn(c->hooks[i].ud, ks->kind, ev->key,
+			               ev->type == SC_EV_DELETED);
+}
+
+void sc__cache_hook(sc_cache_t *c, sc_cache_hook_fn fn, void *ud)
+{
+	for (size_t i = 0; i < SC_CACHE_HOOKS; i++)
+		if (c->hooks[i].ud == ud && c->hooks[i].fn) {
+			c->hooks[i].fn = fn;
+			return;
+		}
+	for (size_t i = 0; fn && i < SC_CACHE_HOOKS; i++)
+		if (!c->hooks[i].fn) {
+			c->hooks[i].fn = fn;
+			c->hooks[i].ud = ud;
+			return;
+		}
+}
+
+uint64_t sc__cache_generation(const sc_cache_t *c)
+{
+	return c->generation;
 }
 
 static int load_kind(sc_cache_t *c, kindset_t *ks, int64_t *rev)
@@ -427,6 +457,7 @@ int sc__cache_reload(sc_cache_t *c)
 		rc = load_tokens(c);
 	if (rc == 0)
 		c->rev = rev;
+	c->generation++; /* followers start over from every object */
 	return rc;
 }
 
@@ -580,17 +611,30 @@ sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json
 	return o;
 }
 
-void sc__cache_give_decoded(sc_cobj_t *o, sc_manifest_set_t *one)
+void sc__cache_give_decoded(sc_cobj_t *o, sc_manifest_obj_t *one, const uint64_t vh[2])
 {
-	sc_manifest_set_free(o->decoded);
+	sc_manifest_obj_free(o->decoded);
 	o->decoded = one;
+	memcpy(o->decoded_vh, vh, sizeof(o->decoded_vh));
 }
 
-sc_manifest_set_t *sc__cache_take_decoded(sc_cobj_t *o)
+sc_manifest_obj_t *sc__cache_take_decoded(sc_cobj_t *o, uint64_t vh[2])
 {
-	sc_manifest_set_t *one = o->decoded;
+	sc_manifest_obj_t *one = o->decoded;
+	memcpy(vh, o->decoded_vh, sizeof(o->decoded_vh));
 	o->decoded = NULL;
 	return one;
+}
+
+const char *sc__cache_text(sc_cobj_t *o, char **tmp)
+{
+	*tmp = NULL;
+	if (o->text)
+		return o->text;
+	/* Parsed and handed over by its writer, which stored it with the
+	 * same compact dump. */
+	*tmp = o->obj ? json_dumps(o->obj, JSON_COMPACT) : NULL;
+	return *tmp;
 }
 
 /* The object as answered: metadata gains resourceVersion (last, as the

@@ -53,7 +53,8 @@ typedef struct sc_cobj {
 	/* Owned, or NULL: this revision as the manifest decoder made it when
 	 * the API validated it, kept for the scheduling loop to take
 	 * (sc__cache_take_decoded) so a new job is decoded only once. */
-	sc_manifest_set_t *decoded;
+	sc_manifest_obj_t *decoded;
+	uint64_t decoded_vh[2]; /* its decoder view's digest (sc__view_digest) */
 	char *queue; /* owned: spec.queue of a job or deployment, or NULL */
 } sc_cobj_t;
 
@@ -108,9 +109,25 @@ sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json
 /* Gives entry o (returned by sc__cache_adopt) the decoded form of its
  * revision, one: what sc__validate_decode made of the object the writer
  * stored. Takes one; accepts NULL. */
-void sc__cache_give_decoded(sc_cobj_t *o, sc_manifest_set_t *one);
-/* Takes o's decoded form away (the caller owns it), or NULL. */
-sc_manifest_set_t *sc__cache_take_decoded(sc_cobj_t *o);
+void sc__cache_give_decoded(sc_cobj_t *o, sc_manifest_obj_t *one, const uint64_t vh[2]);
+/* Takes o's decoded form away (the caller owns it), or NULL; vh gets its
+ * view's digest. */
+sc_manifest_obj_t *sc__cache_take_decoded(sc_cobj_t *o, uint64_t vh[2]);
+/* The stored text of o at its revision (borrowed from o, or made from its
+ * answer bytes into tmp, which the caller frees): the value exactly as
+ * stored, so a follower compares it byte for byte. */
+const char *sc__cache_text(sc_cobj_t *o, char **tmp);
+
+/* A follower of the cache's changes (the scheduling loop's feed): called on
+ * the loop thread for each object of kind k the cache took in (put or
+ * deleted), after the cache holds the change. */
+typedef void (*sc_cache_hook_fn)(void *ud, const sc_kind_t *k, const char *key, int deleted);
+/* At most SC_CACHE_HOOKS followers; fn NULL removes ud's. */
+#define SC_CACHE_HOOKS 4
+void sc__cache_hook(sc_cache_t *c, sc_cache_hook_fn fn, void *ud);
+/* Grows each time the cache is read whole again: a follower then starts
+ * over from every object. */
+uint64_t sc__cache_generation(const sc_cache_t *c);
 
 /* The object's answer bytes (made on first use; borrowed from o). */
 sc_wire_t *sc__cache_wire(sc_cobj_t *o);

@@ -27,7 +27,6 @@
 
 #include <jansson.h>
 
-#include "server/sched_int.h"
 #include "server/server.h"
 #include "starcloud/buf.h"
 #include "starcloud/manifest.h"
@@ -186,10 +185,14 @@ void sc__rollout_api(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who
                      const char *sub);
 
 /* ---- sched_write.c hooks ---- */
+/* The "host:port" pairs the deployment pods deps (stored objects) hold,
+ * for sc__deploy_bind_port; addrs maps node names to their addresses
+ * (kept under ""). New reference. */
+json_t *sc__deploy_ports_in_use(json_t *addrs, json_t *deps);
 /* Picks a port for a new pod entry np of deployment obj on its node, not
- * used by another deployment pod there; *used (created on first call,
- * owned by the caller) remembers "node:port" pairs across one cycle. */
-void sc__deploy_bind_port(const sc_cycle_in_t *in, json_t *obj, json_t *np, json_t **used);
+ * used by another deployment pod there, and marks it in used (from
+ * sc__deploy_ports_in_use, kept across one cycle). */
+void sc__deploy_bind_port(json_t *obj, json_t *np, json_t *used);
 /* Copies the controller-owned keys of old status into st. */
 void sc__deploy_keep_status(json_t *old, json_t *st);
 

@@ -762,30 +762,15 @@ static bool taken(json_t *used, const char *host, json_int_t port)
 	return json_object_get(used, key) != NULL;
 }
 
-static json_t *addresses(const sc_cycle_in_t *in)
+json_t *sc__deploy_ports_in_use(json_t *addrs, json_t *deps)
 {
-	json_t *m = json_object();
-	for (size_t i = 0; i < in->nobjs; i++) {
-		json_t *st = json_object_get(in->objs[i].obj, "status");
-		if (strcmp(in->objs[i].kind->kind, "Node") == 0 && sc__str_of(st, "address")[0])
-			json_object_set(m, name_of(in->objs[i].obj),
-			                json_object_get(st, "address"));
-	}
-	return m;
-}
-
-/* "host:port" of every deployment pod that holds a port; "" -> the node
- * addresses. */
-static json_t *ports_in_use(const sc_cycle_in_t *in)
-{
-	json_t *used = json_object(), *e, *addrs = addresses(in);
-	json_object_set_new(used, "", addrs);
-	for (size_t i = 0; i < in->nobjs; i++) {
-		size_t k;
-		if (strcmp(in->objs[i].kind->kind, "Deployment") != 0)
-			continue;
+	json_t *used = json_object(), *e, *d;
+	size_t i, k;
+	json_object_set(used, "", addrs);
+	json_array_foreach(deps, i, d)
+	{
 		sc_jobst_pod_t pod;
-		json_array_foreach(sc__jobst_pods(in->objs[i].obj), k, e)
+		json_array_foreach(sc__jobst_pods(d), k, e)
 		{
 			sc__jobst_pod(e, &pod);
 			if (pod.port && sc__jobst_holds(&pod))
@@ -795,7 +780,7 @@ static json_t *ports_in_use(const sc_cycle_in_t *in)
 	return used;
 }
 
-void sc__deploy_bind_port(const sc_cycle_in_t *in, json_t *obj, json_t *np, json_t **used)
+void sc__deploy_bind_port(json_t *obj, json_t *np, json_t *used)
 {
 	sc_deploy_plan_t p;
 	if (sc__deploy_plan(obj, &p) < 0)
@@ -804,13 +789,11 @@ void sc__deploy_bind_port(const sc_cycle_in_t *in, json_t *obj, json_t *np, json
 	    sc__deploy_task_of(&p, name_of(obj), sc__str_of(np, "name"), NULL);
 	json_t *want = t ? json_object_get(t->tpl, "port") : NULL;
 	json_int_t base = json_is_integer(want) ? json_integer_value(want) : SC_DEPLOY_DEFAULT_PORT;
-	if (!*used)
-		*used = ports_in_use(in);
-	const char *host = host_key(json_object_get(*used, ""), sc__str_of(np, "node"));
+	const char *host = host_key(json_object_get(used, ""), sc__str_of(np, "node"));
 	for (json_int_t port = base; port < base + PORT_SPAN && port <= 65535; port++) {
-		if (taken(*used, host, port))
+		if (taken(used, host, port))
 			continue;
-		mark(*used, host, port);
+		mark(used, host, port);
 		json_object_set_new(np, "port", json_integer(port));
 		return;
 	}

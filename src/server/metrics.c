@@ -59,6 +59,13 @@ struct sc_metrics {
 	size_t pending;
 	sc_queue_metrics_t *queues;
 	size_t nqueues;
+	char *state; /* the last cycle's cluster gauges, exposition text */
+	sc_queue_wait_t *waits;
+	size_t nwaits;
+	unsigned long long skipped, parts, deferred;
+	int busy;
+	size_t changes;
+	double world_bytes;
 };
 
 static const double lat_bounds[NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -95,7 +102,46 @@ void sc__metrics_free(sc_metrics_t *m)
 	if (!m)
 		return;
 	free(m->queues);
+	free(m->state);
+	free(m->waits);
 	free(m);
+}
+
+void sc__metrics_state(sc_metrics_t *m, char *state, sc_queue_wait_t *queues, size_t nqueues)
+{
+	free(m->state);
+	free(m->waits);
+	m->state = state;
+	m->waits = queues;
+	m->nwaits = nqueues;
+}
+
+static void write_waits(sc_buf_t *b, const sc_metrics_t *m)
+{
+	int64_t now = (int64_t)time(NULL);
+	sc_buf_puts(b, "# HELP starcloud_queue_oldest_pending_seconds Age of the queue's oldest "
+	               "waiting job (0 when none waits).\n"
+	               "# TYPE starcloud_queue_oldest_pending_seconds gauge\n");
+	for (size_t i = 0; i < m->nwaits; i++)
+		sc_buf_printf(b, "starcloud_queue_oldest_pending_seconds{queue=\"%s\"} %lld\n",
+		              m->waits[i].name,
+		              m->waits[i].since ? (long long)(now - m->waits[i].since) : 0LL);
+}
+
+void sc__metrics_loop(sc_metrics_t *m, int busy, size_t changes)
+{
+	m->busy = busy;
+	m->changes = changes;
+}
+
+void sc__metrics_loop_counts(sc_metrics_t *m, size_t skipped, size_t parts, size_t deferred,
+                             double world_bytes)
+{
+	m->skipped += skipped;
+	m->parts += parts;
+	m->deferred += deferred;
+	if (world_bytes >= 0)
+		m->world_bytes = world_bytes;
 }
 
 void sc__metrics_observe_http(const char *method, const char *route, int status, double seconds,
@@ -247,9 +293,34 @@ static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 	              "# HELP starcloud_pending_jobs Jobs pending after the last cycle.\n"
 	              "# TYPE starcloud_pending_jobs gauge\n"
 	              "starcloud_pending_jobs %zu\n"
+	              "# HELP starcloud_schedule_busy 1 while a cycle runs or changes wait for "
+	              "one, else 0.\n"
+	              "# TYPE starcloud_schedule_busy gauge\n"
+	              "starcloud_schedule_busy %d\n"
+	              "# HELP starcloud_schedule_changes Objects changed since the last cycle "
+	              "took its input.\n"
+	              "# TYPE starcloud_schedule_changes gauge\n"
+	              "starcloud_schedule_changes %zu\n"
+	              "# HELP starcloud_schedule_cycles_skipped_total Periodic cycles skipped: "
+	              "nothing changed and no time rule was due.\n"
+	              "# TYPE starcloud_schedule_cycles_skipped_total counter\n"
+	              "starcloud_schedule_cycles_skipped_total %llu\n"
+	              "# HELP starcloud_schedule_commit_parts_total Store transactions the "
+	              "cycles' writes were committed in.\n"
+	              "# TYPE starcloud_schedule_commit_parts_total counter\n"
+	              "starcloud_schedule_commit_parts_total %llu\n"
+	              "# HELP starcloud_schedule_reasons_deferred_total Pending-reason updates "
+	              "left for a later cycle (at most one per job every 10 s).\n"
+	              "# TYPE starcloud_schedule_reasons_deferred_total counter\n"
+	              "starcloud_schedule_reasons_deferred_total %llu\n"
+	              "# HELP starcloud_schedule_world_bytes Memory of the scheduling loop's kept "
+	              "snapshot (texts and arrays, not decodings).\n"
+	              "# TYPE starcloud_schedule_world_bytes gauge\n"
+	              "starcloud_schedule_world_bytes %.0f\n"
 	              "# HELP starcloud_evictions_total Pods evicted, by reason.\n"
 	              "# TYPE starcloud_evictions_total counter\n",
-	              m->cycles, m->placements, m->decodes, m->pending);
+	              m->cycles, m->placements, m->decodes, m->pending, m->busy, m->changes,
+	              m->skipped, m->parts, m->deferred, m->world_bytes);
 	/* Reasons are the action names of manifests (sc_action_name), plus
 	 * "drain" for pods moved off a drained node. */
 	for (int a = 0; a < SC_ACT_COUNT; a++)
@@ -274,192 +345,6 @@ static void write_metrics(sc_buf_t *b, const sc_metrics_t *m)
 		sc_buf_printf(b, "starcloud_rollbacks_total{reason=\"%s\"} %llu\n",
 		              rollback_reasons[i], m->rollbacks[i]);
 	write_queues(b, m);
-}
-
-/* ---------------------------------------------------------------------
- * Cluster state gauges, read from the store at scrape time so they hold
- * whether or not a cycle has run: node readiness, GPU capacity and
- * allocation, and each queue's oldest waiting job (for the alert rules in
- * deploy/prometheus/). A scrape costs one pass over nodes, queues and jobs.
- * ------------------------------------------------------------------- */
-
-static int64_t parse_rfc3339(const char *ts)
-{
-	struct tm tm = {0};
-	if (!ts || !strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm))
-		return 0;
-	return (int64_t)timegm(&tm);
-}
-
-/* GPU devices a pod holds: whole devices, a share's fraction, or a MIG
- * instance's compute slices out of seven. */
-typedef struct queue_wait {
-	const char *name;
-	double oldest;
-} queue_wait_t;
-
-/* The cached objects of a kind (server/cache.h): parsed once per revision,
- * kept current by the store watch, so a scrape reads no store and parses
- * nothing that did not change. Under etcd the cache may trail this
- * server's own last write by a moment, which a gauge can afford. */
-static sc_cobj_t *const *cached(sc_server_t *s, const char *kind, size_t *n)
-{
-	*n = 0;
-	return s->cache ? sc__cache_items(s->cache, sc__kind_by_name(kind), n) : NULL;
-}
-
-/* MIG instances held, per device ("node\tgpu" -> [compute slices of 7,
- * memory slices of 8]), and each node's device memory (the profile table
- * depends on it). A device is as allocated as the larger of the two, at
- * most whole: two 3g.40gb instances hold 6 of 7 compute slices but all 8
- * memory slices, and nothing more fits there (the soak of issue 23 read
- * such devices as 86 % allocated). */
-typedef struct mig_acc {
-	json_t *devices;
-	json_t *node_memory; /* node -> device memory in bytes */
-} mig_acc_t;
-
-static void mig_add(mig_acc_t *m, const char *node, json_t *mig)
-{
-	const char *prof = json_string_value(json_object_get(mig, "profile"));
-	json_int_t mem = json_integer_value(json_object_get(m->node_memory, node));
-	const sc_mig_profile_t *p = sc_mig_profile(prof, (int64_t)mem);
-	char key[2 * SC_MAX_NAME + 24];
-	if (!p)
-		return;
-	snprintf(key, sizeof(key), "%s\t%lld", node,
-	         (long long)json_integer_value(json_object_get(mig, "gpu")));
-	json_t *d = json_object_get(m->devices, key);
-	if (!d) {
-		d = sc_xcheck(json_pack("[i,i]", 0, 0));
-		json_object_set_new(m->devices, key, d);
-	}
-	json_array_set_new(d, 0,
-	                   json_integer(json_integer_value(json_array_get(d, 0)) + p->compute));
-	json_array_set_new(d, 1, json_integer(json_integer_value(json_array_get(d, 1)) + p->size));
-}
-
-static double mig_allocated(const mig_acc_t *m)
-{
-	double sum = 0;
-	const char *k;
-	json_t *d;
-	json_object_foreach(m->devices, k, d)
-	{
-		double c = (double)json_integer_value(json_array_get(d, 0)) / 7.0;
-		double mem = (double)json_integer_value(json_array_get(d, 1)) / 8.0;
-		double f = c > mem ? c : mem;
-		sum += f > 1 ? 1 : f;
-	}
-	return sum;
-}
-
-static void write_nodes(sc_buf_t *b, sc_server_t *s, double *capacity, mig_acc_t *m)
-{
-	size_t n;
-	sc_cobj_t *const *nodes = cached(s, "Node", &n);
-	sc_buf_puts(b, "# HELP starcloud_node_ready 1 when the node is ready (status.ready is not "
-	               "false), else 0.\n# TYPE starcloud_node_ready gauge\n");
-	for (size_t i = 0; i < n; i++) {
-		json_t *node = sc__cache_obj(nodes[i]);
-		json_t *ready = json_object_get(json_object_get(node, "status"), "ready");
-		json_t *count = json_object_get(
-		    json_object_get(json_object_get(node, "spec"), "gpus"), "count");
-		if (node)
-			sc_buf_printf(b, "starcloud_node_ready{node=\"%s\"} %d\n", nodes[i]->name,
-			              !json_is_false(ready));
-		*capacity += (double)json_integer_value(count);
-		/* As the scheduler reads it (a quantity; 0 when absent). */
-		json_t *mem = json_object_get(
-		    json_object_get(json_object_get(node, "spec"), "gpus"), "memory");
-		int64_t bytes = json_is_integer(mem) ? json_integer_value(mem) : 0;
-		if (json_is_string(mem) &&
-		    sc_quantity_memory(json_string_value(mem), 0, &bytes) < 0)
-			bytes = 0;
-		json_object_set_new(m->node_memory, nodes[i]->name, json_integer(bytes));
-	}
-}
-
-/* Adds a job's held GPUs to *allocated and, when it waits (no phase yet,
- * or phase Pending), its age to its queue's oldest wait. */
-static void account_job(json_t *j, int64_t now, queue_wait_t *qw, size_t nq, double *allocated,
-                        mig_acc_t *m)
-{
-	json_t *p;
-	const char *phase = sc__jobst_phase(j);
-	size_t i, holding = 0;
-	sc_jobst_pod_t pod;
-	json_array_foreach(sc__jobst_pods(j), i, p)
-	{
-		sc__jobst_pod(p, &pod);
-		if (sc__jobst_holds(&pod)) {
-			json_t *mig = json_object_get(p, "mig");
-			if (json_is_object(mig))
-				mig_add(m, pod.node, mig);
-			else
-				*allocated += sc__jobst_gpus(p);
-			holding++;
-		}
-	}
-	int waiting = phase[0] ? strcmp(phase, "Pending") == 0 : holding == 0;
-	if (!waiting)
-		return;
-	const char *queue = json_string_value(json_object_get(json_object_get(j, "spec"), "queue"));
-	int64_t created = parse_rfc3339(json_string_value(
-	    json_object_get(json_object_get(j, "metadata"), "creationTimestamp")));
-	for (i = 0; queue && created && i < nq; i++)
-		if (strcmp(qw[i].name, queue) == 0 && (double)(now - created) > qw[i].oldest)
-			qw[i].oldest = (double)(now - created);
-}
-
-static void write_state(sc_buf_t *b, sc_server_t *s)
-{
-	double capacity = 0, allocated = 0;
-	size_t nq, nj;
-	mig_acc_t mig = {json_object(), json_object()};
-	write_nodes(b, s, &capacity, &mig);
-	sc_cobj_t *const *queues = cached(s, "Queue", &nq);
-	sc_cobj_t *const *jobs = cached(s, "Job", &nj);
-	queue_wait_t *qw = sc_xcalloc(nq + 1, sizeof(*qw));
-	for (size_t i = 0; i < nq; i++)
-		qw[i].name = queues[i]->name;
-	int64_t now = (int64_t)time(NULL);
-	for (size_t i = 0; i < nj; i++) {
-		json_t *j = sc__cache_obj(jobs[i]);
-		if (j)
-			account_job(j, now, qw, nq, &allocated, &mig);
-	}
-	/* A Deployment's replicas hold GPUs too (their status.pods has the
-	 * same form); left out, the gauge missed every serving GPU (the soak
-	 * of issue 23 read 88 % allocated beside 94 % of GPUs busy). Their
-	 * waits are not a queue's pending jobs. */
-	size_t nd;
-	sc_cobj_t *const *deps = cached(s, "Deployment", &nd);
-	for (size_t i = 0; i < nd; i++) {
-		json_t *d = sc__cache_obj(deps[i]);
-		if (d)
-			account_job(d, now, qw, 0, &allocated, &mig);
-	}
-	allocated += mig_allocated(&mig);
-	json_decref(mig.devices);
-	json_decref(mig.node_memory);
-	sc_buf_printf(b,
-	              "# HELP starcloud_cluster_gpus GPU devices on all nodes.\n"
-	              "# TYPE starcloud_cluster_gpus gauge\nstarcloud_cluster_gpus %g\n"
-	              "# HELP starcloud_cluster_allocated_gpus GPU devices held by the running, "
-	              "releasing or pipelined pods of jobs and deployments (shares as "
-	              "fractions; a MIG device as the larger of its compute and memory slices "
-	              "held).\n"
-	              "# TYPE starcloud_cluster_allocated_gpus gauge\n"
-	              "starcloud_cluster_allocated_gpus %g\n"
-	              "# HELP starcloud_queue_oldest_pending_seconds Age of the queue's oldest "
-	              "waiting job (0 when none waits).\n"
-	              "# TYPE starcloud_queue_oldest_pending_seconds gauge\n",
-	              capacity, allocated);
-	for (size_t i = 0; i < nq; i++)
-		sc_buf_printf(b, "starcloud_queue_oldest_pending_seconds{queue=\"%s\"} %g\n",
-		              qw[i].name, qw[i].oldest);
-	free(qw);
 }
 
 /* Connections, flow control, watches and storage (issue 16: the control
@@ -603,7 +488,10 @@ static void handle_metrics(sc_http_req_t *r, void *ud)
 		return;
 	sc_buf_init(&b, 0);
 	write_metrics(&b, s->metrics);
-	write_state(&b, s);
+	if (s->metrics->state) {
+		sc_buf_puts(&b, s->metrics->state);
+		write_waits(&b, s->metrics);
+	}
 	write_guards(&b, s);
 	write_store(&b, s->store);
 	sc__pool_metrics(s, &b);

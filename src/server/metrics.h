@@ -29,6 +29,22 @@ void sc__metrics_compaction(sc_metrics_t *m, double gpus, double lost_gpu_second
 void sc__metrics_decodes(sc_metrics_t *m, size_t decoded);
 /* Records how long a job waited from creation to its first placement. */
 void sc__metrics_wait(sc_metrics_t *m, double seconds);
+/* A queue's oldest waiting job: its creation time (0: none waits). */
+typedef struct sc_queue_wait {
+	char name[SC_MAX_NAME + 1];
+	int64_t since;
+} sc_queue_wait_t;
+
+/* Takes the last cycle's cluster gauges: exposition text and the queues'
+ * oldest waits (both owned), printed as ages at scrape time. */
+void sc__metrics_state(sc_metrics_t *m, char *state, sc_queue_wait_t *queues, size_t nqueues);
+/* The loop's state: busy (a cycle runs or changes wait) and the changes
+ * noted since the last cycle took its input. */
+void sc__metrics_loop(sc_metrics_t *m, int busy, size_t changes);
+/* Adds skipped cycles, commit parts and deferred reasons; sets the kept
+ * snapshot's size (< 0: unchanged). */
+void sc__metrics_loop_counts(sc_metrics_t *m, size_t skipped, size_t parts, size_t deferred,
+                             double world_bytes);
 /* Counts a canary rollback; reason is "error_rate", "gateway" or "abort". */
 void sc__metrics_rollback(sc_metrics_t *m, const char *reason);
 

@@ -1,39 +1,50 @@
-/* The scheduling loop: a cycle every second, and soon after any change.
+/* The scheduling loop: a cycle soon after any change, and otherwise only
+ * when a time rule may decide differently (sched_int.h draws the data flow).
  *
- * A change (an API write) only arms a short timer, so a burst of writes
- * (an apply of 1,000 objects) costs one cycle, not 1,000. The delay grows
- * with the last cycle's duration (KICK_MS + 2 x cycle time, at most the
- * period), so on a busy machine the cycles leave the cores to the API.
+ * When cycles run:
+ *   - after a change: the feed (sched_feed.c) notes every object the cache
+ *     takes in and arms a short timer, so a burst of writes (an apply of
+ *     1,000 objects) costs one cycle. The delay grows with the last
+ *     cycle's duration (KICK_MS + 2 x cycle time, at most the period), so
+ *     on a busy machine the cycles leave the cores to the API.
+ *   - for time rules (a stale gang's grace running out, a job waiting long
+ *     enough for a reservation, a pod's minimum runtime ending, a pending
+ *     reason left to rewrite): each cycle says when the next such moment
+ *     may come (next_due); the periodic tick runs a cycle then, but not
+ *     sooner than IDLE_FACTOR x the last cycle's time after it, so an idle
+ *     server spends at most about 1/IDLE_FACTOR of a core on them.
+ *   - and at least every max(SAFETY_S, IDLE_FACTOR x cycle time), for rules
+ *     of the core the loop cannot predict.
+ *   Any other periodic tick is skipped (starcloud_schedule_cycles_skipped_total).
  *
- * A cycle never blocks the event loop: the loop thread takes references to
- * the cached objects (sched_load.c), a libuv worker thread decodes them,
- * runs sc_scheduler_run() and turns the decisions into writes
- * (sched_write.c), and the loop thread starts one conditional transaction
- * of those (with etcd it waits on the store's calls thread, store.h; the
- * cycle ends when the store answers). An API write to a job the cycle read, made while the worker
- * ran, fails that transaction with SC_ECONFLICT and the cycle runs again on
- * fresh objects, up to MAX_TRIES. One cycle runs at a time; a kick during
- * one asks for another after it. The server reports ready (/readyz) after
- * its first successful cycle. */
+ * A cycle never blocks the event loop: the loop thread hands the feed's
+ * changes to a libuv worker thread, which updates the world, runs
+ * sc_scheduler_run() and plans the writes; the loop thread then commits
+ * them in parts of at most COMMIT_MS each, one part per loop iteration
+ * (sched_write.c), and frees nothing large (the worker frees the old
+ * snapshot's parts as it replaces them). One cycle runs at a time; a change
+ * during one asks for another after it. The server reports ready (/readyz)
+ * after its first complete cycle. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "server/cache.h"
 #include "base/alloc.h"
 #include "base/log.h"
+#include "server/cache.h"
 #include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
-#include "server/pool.h"
 #include "server/sched_int.h"
-#include "server/schedstat.h"
 #include "starcloud/error.h"
 
 #define PERIOD_MS 1000
 #define KICK_MS 2
-#define MAX_TRIES 3
+#define IDLE_FACTOR 30
+#define SAFETY_S 10
+#define COMMIT_MS 4.0
+#define MAX_EXCLUDE 64 /* objects the core may refuse in one cycle */
 
 typedef struct cycle_job cycle_job_t;
 
@@ -41,42 +52,53 @@ struct sc_sched {
 	sc_server_t *s;
 	uv_timer_t period;
 	uv_timer_t kick;
+	uv_timer_t commit; /* the next part of a plan, in the next iteration */
 	int kicked;
 	int closed;
 	int stopping;              /* sc__sched_stop ran: free once the worker is done */
-	int again;                 /* a kick came while a cycle ran */
-	cycle_job_t *job;          /* the cycle in progress, or NULL */
+	int again;                 /* a change came while a cycle ran */
+	cycle_job_t *job;          /* the cycle in progress (worker or commit), or NULL */
 	double last_cycle;         /* seconds */
+	uint64_t last_end;         /* uv_now when the last cycle ended */
+	int64_t next_due;          /* seconds since the epoch; 0 = no time rule known */
 	long events;               /* events in the store, as far as we know; -1 = unknown */
 	sc_queue_report_t *queues; /* last cycle's; names owned */
 	size_t nqueues;
-	sc_scheduler_t *core;       /* keeps the core's scratch memory between cycles */
-	sc_decode_cache_t *decoded; /* worker's: objects decoded by earlier cycles */
-	char last_error[600];
+	sc_scheduler_t *core; /* keeps the core's scratch memory between cycles */
+	sc_world_t *world;    /* worker's: the kept snapshot */
+	sc_feed_t *feed;
 };
 
-static void free_queues(sc_sched_t *sc)
-{
-	for (size_t i = 0; i < sc->nqueues; i++) {
-		free((char *)sc->queues[i].name);
-		free((char *)sc->queues[i].parent);
-	}
-	free(sc->queues);
-	sc->queues = NULL;
-	sc->nqueues = 0;
-}
+/* One cycle; the fields after `changes` are written by the worker. */
+struct cycle_job {
+	uv_work_t req;
+	sc_sched_t *sc;
+	uint64_t t0;
+	int64_t now;
+	sc_changes_t changes;
+	size_t decoded;
+	sc_cycle_plan_t plan;
+	sc_cycle_out_t out;
+	sc_cycle_gauges_t gauges;
+	sc_queue_report_t *queues; /* for explain; names owned */
+	size_t nqueues;
+	sc_queue_metrics_t *qm; /* for /metrics */
+	size_t nqm;
+	double world_bytes;
+	int rc;
+	char msg[512];
+	size_t parts;
+	size_t nchanges;
+	double t_apply, t_core, t_plan, t_work; /* seconds on the worker */
+};
 
-/* Keeps the queue figures for explain (the decisions are freed). */
-static void keep_queues(sc_sched_t *sc, const sc_decisions_t *d)
+static void free_queues(sc_queue_report_t *q, size_t n)
 {
-	free_queues(sc);
-	sc->queues = sc_xcalloc(d->nqueues + 1, sizeof(*sc->queues));
-	for (size_t i = 0; i < d->nqueues; i++) {
-		sc->queues[i] = d->queues[i];
-		sc->queues[i].name = sc_xstrdup(d->queues[i].name);
-		sc->queues[i].parent = d->queues[i].parent ? sc_xstrdup(d->queues[i].parent) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		free((char *)q[i].name);
+		free((char *)q[i].parent);
 	}
-	sc->nqueues = d->nqueues;
+	free(q);
 }
 
 const sc_queue_report_t *sc__sched_queue(sc_server_t *s, const char *name)
@@ -88,40 +110,157 @@ const sc_queue_report_t *sc__sched_queue(sc_server_t *s, const char *name)
 	return NULL;
 }
 
-static void feed_metrics(sc_sched_t *sc, double seconds, const sc_decisions_t *d,
-                         const sc_cycle_out_t *out)
+static void job_free(cycle_job_t *j)
 {
-	sc_queue_metrics_t *q = sc_xcalloc(d->nqueues + 1, sizeof(*q));
-	for (size_t i = 0; i < d->nqueues; i++) {
-		const sc_queue_report_t *r = &d->queues[i];
-		snprintf(q[i].name, sizeof(q[i].name), "%s", r->name);
-		q[i].quota = r->quota[SC_RES_GPU];
-		q[i].fair_share = r->fair_share[SC_RES_GPU];
-		q[i].allocated = r->allocated[SC_RES_GPU];
-		q[i].requested = r->requested[SC_RES_GPU];
-	}
-	sc__metrics_cycle(sc->s->metrics, seconds, out->placements, out->evictions, SC_ACT_COUNT,
-	                  out->drained, out->pending, q, d->nqueues);
-	sc__metrics_compaction(sc->s->metrics, out->compaction_gpus, out->compaction_lost_gpu_s);
-	for (size_t i = 0; i < out->nwaits; i++)
-		sc__metrics_wait(sc->s->metrics, out->waits[i]);
-	free(q);
+	sc__changes_free(&j->changes);
+	sc__cycle_plan_free(&j->plan);
+	free(j->out.waits);
+	free(j->gauges.state);
+	free(j->gauges.queues);
+	free_queues(j->queues, j->nqueues);
+	free(j->qm);
+	free(j);
 }
 
-/* One attempt of a cycle; the fields after `in` are written by the worker. */
-struct cycle_job {
-	uv_work_t req;
-	sc_sched_t *sc;
-	int tries;
-	uint64_t t0;
-	sc_cycle_in_t in;
-	sc_decisions_t *d;
-	sc_pool_cycle_t *pools; /* node pools' input and plans, or NULL */
-	sc_cycle_plan_t plan;
-	sc_cycle_out_t out;
-	int rc;
-	char msg[512];
-};
+static void sched_free(sc_sched_t *sc)
+{
+	free_queues(sc->queues, sc->nqueues);
+	sc_scheduler_free(sc->core);
+	sc__world_free(sc->world);
+	sc__feed_free(sc->feed);
+	free(sc);
+}
+
+static void report_busy(sc_sched_t *sc)
+{
+	size_t changes = sc__feed_pending(sc->feed);
+	sc__metrics_loop(sc->s->metrics, sc->job != NULL || changes > 0, changes);
+}
+
+/* ---------------------------------------------------------------------
+ * The worker's part
+ * ------------------------------------------------------------------- */
+
+/* The earliest moment after now at which a time rule of the core may
+ * decide otherwise for an unchanged snapshot: a stale gang's grace ends,
+ * a pending job has waited reservations.after, a running pod's minimum
+ * runtime (preempt or reclaim, of its queue or one above) ends while jobs
+ * wait. Reservations themselves move with time: while one is held the
+ * answer is "now". 0 when none is known. */
+static int64_t next_due(const sc_snapshot_t *s, const sc_decisions_t *d)
+{
+	int64_t due = 0, now = s->now;
+#define CONSIDER(t)                                                                                \
+	do {                                                                                       \
+		int64_t t_ = (t);                                                                  \
+		if (t_ > now && (!due || t_ < due))                                                \
+			due = t_;                                                                  \
+	} while (0)
+	for (size_t i = 0; i < d->npending; i++) {
+		const sc_job_spec_t *j =
+		    d->pending[i].job < s->njobs ? &s->jobs[d->pending[i].job] : NULL;
+		if (d->pending[i].nreserved)
+			return now + 1;
+		if (j && j->created > 0)
+			CONSIDER(j->created + s->config.reservation_after);
+	}
+	for (size_t i = 0; i < s->njobs; i++) {
+		const sc_job_spec_t *j = &s->jobs[i];
+		if (j->stale_since > 0)
+			CONSIDER(j->stale_since +
+			         (j->staleness_grace < 0 ? 60 : j->staleness_grace));
+		if (!d->npending)
+			continue;
+		for (size_t q = 0; q < s->nqueues; q++) {
+			const sc_queue_spec_t *qs = &s->queues[q];
+			if (!qs->preempt_min_runtime && !qs->reclaim_min_runtime)
+				continue;
+			for (size_t p = 0; p < j->npods; p++) {
+				if (j->pods[p].phase != SC_POD_RUNNING || !j->pods[p].started_at)
+					continue;
+				CONSIDER(j->pods[p].started_at + qs->preempt_min_runtime);
+				CONSIDER(j->pods[p].started_at + qs->reclaim_min_runtime);
+			}
+		}
+	}
+#undef CONSIDER
+	return due;
+}
+
+/* The queue figures, copied (explain and /metrics outlive the decisions). */
+static void keep_queues(cycle_job_t *j, const sc_decisions_t *d)
+{
+	j->queues = sc_xcalloc(d->nqueues + 1, sizeof(*j->queues));
+	j->qm = sc_xcalloc(d->nqueues + 1, sizeof(*j->qm));
+	for (size_t i = 0; i < d->nqueues; i++) {
+		const sc_queue_report_t *r = &d->queues[i];
+		j->queues[i] = *r;
+		j->queues[i].name = sc_xstrdup(r->name);
+		j->queues[i].parent = r->parent ? sc_xstrdup(r->parent) : NULL;
+		snprintf(j->qm[i].name, sizeof(j->qm[i].name), "%s", r->name);
+		j->qm[i].quota = r->quota[SC_RES_GPU];
+		j->qm[i].fair_share = r->fair_share[SC_RES_GPU];
+		j->qm[i].allocated = r->allocated[SC_RES_GPU];
+		j->qm[i].requested = r->requested[SC_RES_GPU];
+	}
+	j->nqueues = j->nqm = d->nqueues;
+}
+
+/* Runs the core; an object it refuses is left out and the cycle tried
+ * again (the world's checks make this rare: it would take a rule of the
+ * core the loop does not know). */
+static int run_core(cycle_job_t *j, sc_decisions_t **d)
+{
+	sc_sched_t *sc = j->sc;
+	for (int tries = 0;; tries++) {
+		const sc_snapshot_t *snap = sc__world_snapshot(sc->world, j->now);
+		int rc = sc_scheduler_run(sc->core, snap, d, j->msg, sizeof(j->msg));
+		if (rc != SC_EINVAL || tries == MAX_EXCLUDE ||
+		    !sc__world_exclude(sc->world, j->msg))
+			return rc;
+		sc_log_warn("the scheduler refused an object: %s", j->msg);
+	}
+}
+
+/* Worker thread: touches only j and the world (one cycle at a time). */
+static void work(uv_work_t *req)
+{
+	cycle_job_t *j = req->data;
+	sc_sched_t *sc = j->sc;
+	sc_decisions_t *d = NULL;
+	uint64_t t0 = uv_hrtime();
+	j->nchanges = j->changes.n;
+	sc__world_apply(sc->world, &j->changes, &j->decoded);
+	sc__changes_free(&j->changes); /* the old revisions' text, freed here */
+	uint64_t t1 = uv_hrtime();
+	j->rc = run_core(j, &d);
+	uint64_t t2 = uv_hrtime();
+	j->t_apply = (double)(t1 - t0) / 1e9;
+	j->t_core = (double)(t2 - t1) / 1e9;
+	if (j->rc < 0) {
+		j->msg[sizeof(j->msg) - 1] = '\0';
+		return;
+	}
+	j->msg[0] = '\0';
+	const sc_snapshot_t *snap = sc__world_snapshot(sc->world, j->now);
+	j->rc = sc__cycle_plan(sc->world, snap, d, &j->plan, &j->out);
+	sc__cycle_gauges(sc->world, snap, d, &j->gauges);
+	keep_queues(j, d);
+	int64_t due = next_due(snap, d); /* the plan may have found one sooner */
+	if (due && (!j->out.next_due || due < j->out.next_due))
+		j->out.next_due = due;
+	j->world_bytes = (double)sc__world_bytes(sc->world);
+	sc_decisions_free(d);
+	j->t_plan = (double)(uv_hrtime() - t2) / 1e9;
+	j->t_work = (double)(uv_hrtime() - t0) / 1e9;
+}
+
+/* ---------------------------------------------------------------------
+ * The loop thread's part
+ * ------------------------------------------------------------------- */
+
+static void arm_kick(sc_sched_t *sc);
+static void kick(sc_server_t *s);
 
 static void trim_events(sc_sched_t *sc, size_t created)
 {
@@ -132,165 +271,142 @@ static void trim_events(sc_sched_t *sc, size_t created)
 		sc->events = sc__events_trim(sc->s);
 }
 
-static void arm_kick(sc_sched_t *sc);
-static void kick(sc_server_t *s);
-static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0);
-
-static void job_free(cycle_job_t *j)
-{
-	sc__cycle_plan_free(&j->plan);
-	sc__pool_cycle_free(j->pools);
-	sc_decisions_free(j->d);
-	sc__cycle_in_free(&j->in);
-	free(j->out.waits);
-	free(j);
-}
-
-static void sched_free(sc_sched_t *sc)
-{
-	free_queues(sc);
-	sc_scheduler_free(sc->core);
-	sc__decode_cache_free(sc->decoded);
-	free(sc);
-}
-
-/* Worker thread: reads only j and the immutable cached objects it holds. */
-static void work(uv_work_t *req)
-{
-	cycle_job_t *j = req->data;
-	j->rc = sc__cycle_build(&j->in, j->sc->decoded);
-	if (j->rc == 0) {
-		j->rc = sc_scheduler_run(j->sc->core, &j->in.snap, &j->d, j->msg, sizeof(j->msg));
-		if (j->rc < 0)
-			j->msg[sizeof(j->msg) - 1] = '\0';
-		else
-			j->msg[0] = '\0';
-	}
-	/* Node pools plan on the same snapshot and decisions; a failure
-	 * there leaves the cycle's own decisions standing. */
-	if (j->rc == 0 && j->pools && sc__pool_plan(j->pools, &j->in, j->d) == 0)
-		j->in.pool_waits = j->pools->waits;
-	if (j->rc == 0)
-		j->rc = sc__cycle_plan(&j->in, j->d, j->sc->decoded, &j->plan, &j->out);
-}
-
 static void cycle_failed(sc_sched_t *sc, cycle_job_t *j)
 {
-	/* Writes kept racing this cycle's commit: try again soon, on fresher
-	 * objects, rather than a whole period later. */
-	if (j->rc == SC_ECONFLICT)
-		sc->again = 1;
 	if (j->msg[0])
-		snprintf(sc->last_error, sizeof(sc->last_error), "schedule: %s", j->msg);
+		sc_log_error("scheduling cycle failed: schedule: %s", j->msg);
 	else
-		snprintf(sc->last_error, sizeof(sc->last_error), "%s", sc_strerror(j->rc));
-	sc_log_error("scheduling cycle failed: %s", sc->last_error);
-	sc->last_error[0] = '\0';
+		sc_log_error("scheduling cycle failed: %s", sc_strerror(j->rc));
 }
 
-static void cycle_done(sc_sched_t *sc, cycle_job_t *j)
+static size_t evictions(const sc_cycle_out_t *o)
 {
-	double secs = (double)(uv_hrtime() - j->t0) / 1e9;
-	sc->last_cycle = secs;
-	if (j->rc < 0) {
-		cycle_failed(sc, j);
-		return;
-	}
-	keep_queues(sc, j->d);
-	feed_metrics(sc, secs, j->d, &j->out);
-	if (sc->s->stat)
-		sc__schedstat_cycle(sc->s->stat, (int64_t)time(NULL), secs, &j->in.snap, j->d);
-	sc__metrics_decodes(sc->s->metrics, j->in.decoded);
-	trim_events(sc, j->out.events);
-	sc->s->ready = 1;
-	sc__pool_act(sc->s, j->pools); /* takes them */
-	j->pools = NULL;
-	sc__deploy_tick(sc->s);
-	/* Releasing pods are removed by the next cycle; run it soon so an
-	 * eviction completes (and its preemptor starts) without waiting a
-	 * whole period. */
-	if (j->out.releasing)
-		sc->again = 1;
+	size_t n = o->drained;
+	for (int a = 0; a < SC_ACT_COUNT; a++)
+		n += o->evictions[a];
+	return n;
 }
 
-/* The cycle is over (stopped, deposed, done): the next may start. */
-static void job_end(sc_sched_t *sc, cycle_job_t *j)
+/* The end of a cycle, committed or not. */
+static void cycle_end(sc_sched_t *sc, cycle_job_t *j)
 {
 	sc->job = NULL;
+	sc->last_end = uv_now(sc->s->loop);
+	/* Pacing (the kick's delay, the idle gap) follows the worker's time:
+	 * the commit's parts wait for the loop between them and cost it
+	 * little; the histogram gets the whole time from start to committed. */
+	sc->last_cycle = j->t_work;
+	double took = (double)(uv_hrtime() - j->t0) / 1e9;
+	if (j->rc < 0) {
+		cycle_failed(sc, j);
+		sc->again = 1; /* the changes were taken: try again soon */
+	} else {
+		free_queues(sc->queues, sc->nqueues);
+		sc->queues = j->queues;
+		sc->nqueues = j->nqueues;
+		j->queues = NULL;
+		j->nqueues = 0;
+		sc__metrics_cycle(sc->s->metrics, took, j->out.placements,
+		                  j->out.evictions, SC_ACT_COUNT, j->out.drained, j->out.pending,
+		                  j->qm, j->nqm);
+		for (size_t i = 0; i < j->out.nwaits; i++)
+			sc__metrics_wait(sc->s->metrics, j->out.waits[i]);
+		sc__metrics_decodes(sc->s->metrics, j->decoded + j->out.decoded);
+		sc__metrics_state(sc->s->metrics, j->gauges.state, j->gauges.queues,
+		                  j->gauges.nqueues);
+		j->gauges.state = NULL;
+		j->gauges.queues = NULL;
+		sc__metrics_loop_counts(sc->s->metrics, 0, j->parts, j->out.deferred,
+		                        j->world_bytes);
+		sc_log_debug("cycle: %.3f s (worker %.3f: world %.3f, core %.3f, plan %.3f; commit "
+		             "%zu parts): %zu changes, %zu decoded, %zu writes, %zu events, %zu "
+		             "placements, %zu evictions, %zu pending, %zu reasons deferred%s%s%s",
+		             took, j->t_work, j->t_apply, j->t_core, j->t_plan, j->parts,
+		             j->nchanges, j->decoded + j->out.decoded, j->out.writes, j->out.events,
+		             j->out.placements, evictions(&j->out), j->out.pending, j->out.deferred,
+		             j->out.releasing ? ", releasing" : "", j->out.released ? ", released" : "",
+		             j->plan.dropped_evict ? ", dropped an eviction" : "");
+		sc->next_due = j->out.next_due;
+		if (j->out.deferred && (!sc->next_due || sc->next_due > j->now + 10))
+			sc->next_due = j->now + 10;
+		trim_events(sc, j->out.events);
+		sc->s->ready = 1;
+		sc__deploy_tick(sc->s);
+		/* Releasing pods are removed by the next cycle; run it soon so
+		 * an eviction completes (and its preemptor starts) without
+		 * waiting a period. A dropped write is decided again too. */
+		if (j->out.releasing || j->out.released || j->plan.dropped_evict)
+			sc->again = 1;
+	}
 	job_free(j);
-	if (sc->stopping && sc->closed == 2)
-		sched_free(sc);
-}
-
-/* Loop thread, when the store has answered the cycle's write: done, or
- * run again on a conflict. */
-static void committed(const sc_store_res_t *res, void *ud)
-{
-	cycle_job_t *j = ud;
-	sc_sched_t *sc = j->sc;
-	/* Deposed while etcd answered (the write was fenced either way): the
-	 * new leader schedules. */
-	if (sc->stopping || !sc__ha_leader_begin(sc->s)) {
-		job_end(sc, j);
-		return;
-	}
-	j->rc = sc__cycle_committed(sc->s, &j->plan, res);
-	if (j->rc == SC_ECONFLICT && j->tries + 1 < MAX_TRIES) {
-		int tries = j->tries + 1;
-		uint64_t t0 = j->t0;
-		sc__ha_leader_end(sc->s);
-		job_end(sc, j); /* first: its snapshot borrows from the decode cache */
-		start_attempt(sc, tries, t0);
-		return;
-	}
-	cycle_done(sc, j); /* trims events: still fenced */
-	sc__ha_leader_end(sc->s);
-	job_end(sc, j);
-	if (sc->again) {
+	if (sc->again || sc__feed_pending(sc->feed)) {
 		sc->again = 0;
 		arm_kick(sc);
 	}
+	report_busy(sc);
 }
 
-/* Loop thread, after the worker: the write starts (the cycle stays in
- * sc->job until the store answers, so no other starts meanwhile). */
+static void on_commit(uv_timer_t *t);
+
+/* Commits the next part of the plan; the rest waits for the next loop
+ * iteration, so requests are served in between. */
+static void commit_part(sc_sched_t *sc)
+{
+	cycle_job_t *j = sc->job;
+	/* Only the leader writes; deposed meanwhile: the new leader decides. */
+	if (!sc__ha_leader_begin(sc->s)) {
+		j->rc = 0;
+		cycle_end(sc, j);
+		return;
+	}
+	int rc = sc__cycle_commit(sc->s, sc->feed, &j->plan, COMMIT_MS);
+	j->parts++;
+	if (rc == 1) {
+		sc__ha_leader_end(sc->s);
+		uv_timer_start(&sc->commit, on_commit, 0, 0);
+		return;
+	}
+	if (rc < 0) {
+		j->rc = rc;
+		snprintf(j->msg, sizeof(j->msg), "commit: %s", sc_strerror(rc));
+	}
+	cycle_end(sc, j); /* trims events: still fenced */
+	sc__ha_leader_end(sc->s);
+}
+
+static void on_commit(uv_timer_t *t)
+{
+	sc_sched_t *sc = t->data;
+	if (sc->job && !sc->stopping)
+		commit_part(sc);
+}
+
 static void after_work(uv_work_t *req, int status)
 {
 	cycle_job_t *j = req->data;
 	sc_sched_t *sc = j->sc;
 	if (sc->stopping || status == UV_ECANCELED) {
-		job_end(sc, j);
-		return;
-	}
-	/* Deposed while the worker ran: the new leader schedules. */
-	if (!sc__ha_leader_begin(sc->s)) {
-		job_end(sc, j);
+		sc->job = NULL;
+		job_free(j);
+		if (sc->stopping && sc->closed == 3)
+			sched_free(sc);
 		return;
 	}
 	if (j->rc < 0) {
-		cycle_done(sc, j); /* says why */
-		sc__ha_leader_end(sc->s);
-		job_end(sc, j);
-		if (sc->again) {
-			sc->again = 0;
-			arm_kick(sc);
-		}
+		cycle_end(sc, j);
 		return;
 	}
-	/* The fence is taken with the write, when it is submitted. */
-	sc__cycle_commit(sc->s, &j->plan, committed, j);
-	sc__ha_leader_end(sc->s);
+	commit_part(sc);
 }
 
-static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0)
+static void start_cycle(sc_sched_t *sc)
 {
 	cycle_job_t *j = sc_xcalloc(1, sizeof(*j));
 	j->sc = sc;
-	j->tries = tries;
-	j->t0 = t0;
+	j->t0 = uv_hrtime();
+	j->now = (int64_t)time(NULL);
 	j->req.data = j;
-	sc__cycle_collect(sc->s, (int64_t)time(NULL), &j->in);
-	j->pools = sc__pool_input(sc->s, j->in.now);
+	sc__feed_take(sc->feed, &j->changes);
 	sc->job = j;
 	int rc = uv_queue_work(sc->s->loop, &j->req, work, after_work);
 	if (rc < 0) {
@@ -298,6 +414,7 @@ static void start_attempt(sc_sched_t *sc, int tries, uint64_t t0)
 		sc->job = NULL;
 		job_free(j);
 	}
+	report_busy(sc);
 }
 
 /* Only the leader schedules (ha.c); its writes are fenced at commit. */
@@ -309,12 +426,27 @@ static void cycle(sc_sched_t *sc)
 		sc->again = 1;
 		return;
 	}
-	start_attempt(sc, 0, uv_hrtime());
+	start_cycle(sc);
 }
 
+/* The periodic tick: a cycle when changes wait (a kick normally came
+ * first), when a time rule is due, or when the safety interval passed;
+ * else nothing. */
 static void on_period(uv_timer_t *t)
 {
-	cycle(t->data);
+	sc_sched_t *sc = t->data;
+	if (sc->job || !sc__ha_is_leader(sc->s))
+		return;
+	uint64_t now_ms = uv_now(sc->s->loop), since = now_ms - sc->last_end;
+	double gap = IDLE_FACTOR * sc->last_cycle * 1000;
+	int64_t now = (int64_t)time(NULL);
+	if (sc__feed_pending(sc->feed) || !sc->s->ready ||
+	    (sc->next_due && now >= sc->next_due && (double)since >= gap) ||
+	    (double)since >= (gap > SAFETY_S * 1000 ? gap : SAFETY_S * 1000)) {
+		cycle(sc);
+		return;
+	}
+	sc__metrics_loop_counts(sc->s->metrics, 1, 0, 0, -1);
 }
 
 static void on_kick(uv_timer_t *t)
@@ -341,18 +473,18 @@ int sc__sched_start(sc_server_t *s)
 	if (!sc)
 		return SC_ENOMEM;
 	sc->core = sc_scheduler_new();
-	sc->decoded = sc__decode_cache_new();
-	if (!sc->core || !sc->decoded) {
-		sc_scheduler_free(sc->core);
-		sc__decode_cache_free(sc->decoded);
+	if (!sc->core) {
 		free(sc);
 		return SC_ENOMEM;
 	}
+	sc->world = sc__world_new();
 	sc->s = s;
 	sc->events = -1;
+	sc->feed = sc__feed_new(s);
 	uv_timer_init(s->loop, &sc->period);
 	uv_timer_init(s->loop, &sc->kick);
-	sc->period.data = sc->kick.data = sc;
+	uv_timer_init(s->loop, &sc->commit);
+	sc->period.data = sc->kick.data = sc->commit.data = sc;
 	uv_timer_start(&sc->period, on_period, 0, PERIOD_MS);
 	s->sched = sc;
 	s->kick = kick;
@@ -362,9 +494,9 @@ int sc__sched_start(sc_server_t *s)
 static void on_timer_closed(uv_handle_t *h)
 {
 	sc_sched_t *sc = h->data;
-	/* Both timers point here; free after the second, whatever the order,
-	 * and after the cycle on the worker (its after_work frees then). */
-	if (++sc->closed == 2 && !sc->job)
+	/* The three timers point here; free after the last, whatever the
+	 * order, and after the cycle on the worker (its after_work frees). */
+	if (++sc->closed == 3 && !sc->job)
 		sched_free(sc);
 }
 
@@ -376,15 +508,29 @@ void sc__sched_stop(sc_server_t *s)
 	s->sched = NULL;
 	s->kick = NULL;
 	sc->stopping = 1;
-	if (sc->job)
-		uv_cancel((uv_req_t *)&sc->job->req); /* fails once it runs: then it finishes */
+	/* A plan being committed is dropped: the next leader (or start)
+	 * decides again from the store. A cycle on the worker is cancelled,
+	 * or freed by after_work once it finishes. */
+	if (sc->job && uv_is_active((uv_handle_t *)&sc->commit)) {
+		job_free(sc->job);
+		sc->job = NULL;
+	} else if (sc->job) {
+		uv_cancel((uv_req_t *)&sc->job->req);
+	}
 	uv_close((uv_handle_t *)&sc->period, on_timer_closed);
 	uv_close((uv_handle_t *)&sc->kick, on_timer_closed);
+	uv_close((uv_handle_t *)&sc->commit, on_timer_closed);
 }
 
 /* What sc__sched_kick (kick.c) runs while the loop is up. */
 static void kick(sc_server_t *s)
 {
-	if (s->sched)
-		arm_kick(s->sched);
+	sc_sched_t *sc = s->sched;
+	if (!sc)
+		return;
+	if (sc->job)
+		sc->again = 1;
+	else
+		arm_kick(sc);
+	report_busy(sc);
 }

@@ -1,11 +1,28 @@
-/* Internals of the scheduling loop (sched.c, sched_load.c, sched_write.c).
+/* Internals of the scheduling loop (sched.c, sched_feed.c, sched_world.c,
+ * sched_plan.c, sched_write.c).
  *
- * A cycle is: take every cached node, queue, priority class, job and
- * deployment (loop thread, references only) -> on a worker thread, decode
- * them with the manifest decoder into a snapshot, sc_scheduler_run(), and
- * turn the decisions into new job statuses and events -> back on the loop
- * thread, write them in one store transaction that is conditional on the
- * revisions read (sched_write.c). */
+ * The loop keeps the core's snapshot between cycles (the world, owned by
+ * the cycle's worker thread) and brings it up to date from the changes the
+ * object cache reports (the feed, on the loop thread), as kube-scheduler's
+ * cache and KAI's snapshot do:
+ *
+ *   loop thread   the cache reports each changed object; the feed keeps
+ *                 its key. A cycle starts with the changes since the last
+ *                 one (copies of their stored text: O(changes), nothing
+ *                 parsed), never with every object.
+ *   worker        the world applies the changes: each changed object is
+ *                 decoded once (or its decoding is taken from the API's
+ *                 validation, or kept when what the decoder reads did not
+ *                 change), references between objects are checked for the
+ *                 objects they concern, and the snapshot's arrays are
+ *                 refreshed; sc_scheduler_run(); the plan turns decisions
+ *                 into job statuses and events, status text ready to store.
+ *   loop thread   the plan is committed in batches of bounded time, each
+ *                 put conditional on the revision the world read; an API
+ *                 write that came in meanwhile drops that put (its change
+ *                 brings the job to the next cycle).
+ *
+ * Nothing on the loop thread walks every object. */
 #ifndef SC_SERVER_SCHED_INT_H
 #define SC_SERVER_SCHED_INT_H
 
@@ -14,6 +31,7 @@
 
 #include <jansson.h>
 
+#include "server/metrics.h"
 #include "server/server.h"
 #include "starcloud/core.h"
 #include "starcloud/manifest.h"
@@ -27,128 +45,173 @@
 /* Events kept in the store; older ones are deleted in batches. */
 #define SC_EVENT_LIMIT 1000
 
-/* One stored object read by a cycle. */
-typedef struct sc_sobj {
-	const sc_kind_t *kind;
-	char *key;   /* owned */
-	json_t *obj; /* owned, as stored (no resourceVersion) */
-	int64_t mod_rev;
-	char *why; /* owned: why the object is left out of the snapshot */
-	long job;  /* index into the snapshot's jobs, or -1 */
-	/* Owned, or NULL: this revision already decoded by the API's
-	 * validation (cache.h), taken over by the decode cache. */
-	sc_manifest_set_t *pre;
-} sc_sobj_t;
+/* The kinds the scheduler reads, in the order the snapshot lists them (the
+ * decoder keeps input order, which breaks ties between equal jobs). */
+enum { SC_RANK_NODE = 0, SC_RANK_QUEUE, SC_RANK_CLASS, SC_RANK_JOB, SC_RANK_DEPLOY, SC_RANKS };
 
-/* Everything a cycle read, and the snapshot built from it. */
-typedef struct sc_cycle_in {
-	sc_sobj_t *objs; /* owned, in kind order then key order */
-	size_t nobjs;
-	sc_manifest_set_t *set; /* owns what snap points to */
-	sc_snapshot_t snap;
-	sc_sobj_t **job_obj; /* snap.jobs[i] -> its object; owned array */
-	int64_t now;
-	size_t decoded; /* objects decoded by this cycle (new or changed) */
-	/* Job name -> status.waitingFor (the node pools' plans), or NULL;
-	 * borrowed from the cycle's pool plans (pool.h). */
-	json_t *pool_waits;
-	/* A copy of the server's agent_pods (server.h), owned, or NULL. */
-	json_t *agent_pods;
-} sc_cycle_in_t;
+/* ---- sched_feed.c: changes, loop thread -> worker ---- */
+
+/* One changed object. */
+typedef struct sc_change {
+	int rank;
+	char *key; /* owned */
+	int64_t mod_rev;
+	char *text; /* owned: the stored value at mod_rev; NULL: deleted */
+	/* Owned, or NULL: this revision decoded by the API's validation,
+	 * and its view's digest. */
+	sc_manifest_obj_t *pre;
+	uint64_t pre_vh[2];
+} sc_change_t;
+
+typedef struct sc_changes {
+	sc_change_t *v;
+	size_t n, cap;
+	/* The world starts over from these (the first cycle, or after the
+	 * cache read the store again): objects not listed are gone. */
+	bool full;
+} sc_changes_t;
+
+typedef struct sc_feed sc_feed_t;
+/* Follows s->cache; the first take is a full one. */
+sc_feed_t *sc__feed_new(sc_server_t *s);
+void sc__feed_free(sc_feed_t *f);
+/* Changes noted since the last take that call for a cycle (the loop's own
+ * writes, noted between sc__feed_quiet(f, true) and (f, false), are taken
+ * by the next cycle but call for none). */
+size_t sc__feed_pending(const sc_feed_t *f);
+void sc__feed_quiet(sc_feed_t *f, bool on);
+/* Hands the changes since the last take to out (emptied first) and starts
+ * a new batch. */
+void sc__feed_take(sc_feed_t *f, sc_changes_t *out);
+void sc__changes_free(sc_changes_t *c);
+
+/* ---- sched_world.c: the kept snapshot, worker thread ---- */
+
+/* One object of the world. */
+typedef struct sc_wobj {
+	int rank;
+	char *key;        /* owned: /registry/<plural>/<name> */
+	const char *name; /* into key */
+	int64_t mod_rev;
+	char *text;             /* owned: the stored value at mod_rev */
+	uint64_t vh[2];         /* digest of the decoder's view of text */
+	sc_manifest_obj_t *dec; /* owned: the view decoded; NULL when refused */
+	char *dec_why;          /* owned: the decoder's refusal, or NULL */
+	char *ref_why;          /* owned: a reference that does not hold, or NULL */
+	char *address;          /* node: status.address, or NULL (deployment ports) */
+	bool drained;           /* node: annotated starcloud.dev/drain */
+	long slot;              /* index in the snapshot's array of its kind, or -1 */
+	/* The status the plan wrote last (sched_plan.c), promised until the
+	 * change that stores it comes back: its text, digest and decoding are
+	 * then taken as they are, without parsing the text again. */
+	char *promise;
+	uint64_t pvh[2];
+	sc_manifest_obj_t *pdec; /* owned, or NULL: the view did not change */
+	/* Status bookkeeping (sched_plan.c). settled: this revision's stored
+	 * status is what the plan would write while the same inputs hold (no
+	 * decision for the job, the same reasons, the same drained nodes). */
+	bool settled, settled_pending;
+	uint64_t settled_drain;
+	char *settled_why, *settled_reason; /* owned copies, or NULL */
+	int64_t reason_at;                  /* when a pending reason was last written (seconds) */
+} sc_wobj_t;
+
+typedef struct sc_world sc_world_t;
+sc_world_t *sc__world_new(void);
+void sc__world_free(sc_world_t *w);
+/* Applies changes (their texts and decodings are taken); *decoded counts
+ * objects the decoder ran for. Then checks references where something
+ * they depend on changed and refreshes the snapshot's arrays. */
+void sc__world_apply(sc_world_t *w, sc_changes_t *c, size_t *decoded);
+/* The snapshot of the world at now (borrowed; valid until the next
+ * apply). */
+const sc_snapshot_t *sc__world_snapshot(sc_world_t *w, int64_t now);
+/* Leaves an object out after the core refused the snapshot because of it
+ * (msg: the core's message); returns 1 when one was found. */
+int sc__world_exclude(sc_world_t *w, const char *msg);
+/* Objects of one rank in key order (borrowed). */
+sc_wobj_t *const *sc__world_objs(const sc_world_t *w, int rank, size_t *n);
+/* Hash of the drained nodes' names; 0 when none. */
+uint64_t sc__world_drain_hash(const sc_world_t *w);
+/* The drained nodes' names -> true (new reference). */
+json_t *sc__world_drained(const sc_world_t *w);
+/* Bytes the world holds (texts, decodings, arrays), for metrics. */
+size_t sc__world_bytes(const sc_world_t *w);
+/* Digest of a decoder view (for the plan's promises). */
+void sc__view_digest(json_t *view, uint64_t out[2]);
+/* The view of o's kind that the decoder reads (new reference). */
+json_t *sc__world_view(int rank, json_t *obj);
+
+/* ---- sched_plan.c: decisions -> writes, worker thread ---- */
 
 /* What a written cycle decided, for metrics and the loop. */
 typedef struct sc_cycle_out {
 	size_t placements;
 	size_t evictions[SC_ACT_COUNT];
 	size_t drained; /* pods evicted because their node is drained */
-	/* Compaction's moves: GPUs they released on the nodes they left, and
-	 * the run time they cost (GPU-seconds, as the action counts it). */
-	double compaction_gpus, compaction_lost_gpu_s;
 	size_t pending;
-	size_t events;  /* events created */
-	size_t writes;  /* objects written */
-	bool releasing; /* pods are Releasing: run again soon */
-	double *waits;  /* seconds from creation to first placement; owned */
+	size_t events;   /* events created */
+	size_t writes;   /* objects written */
+	size_t deferred; /* pending-reason updates left for a later cycle */
+	size_t decoded;  /* statuses decoded as written (their pods changed) */
+	bool releasing;  /* pods are Releasing: run again soon */
+	bool released;   /* Releasing pods were removed: their resources are free */
+	double *waits;   /* seconds from creation to first placement; owned */
 	size_t nwaits;
+	int64_t next_due; /* when a time rule may decide otherwise (0: none known) */
 } sc_cycle_out_t;
 
-/* The writes a cycle decided: conditional puts of job statuses (texts
- * owned), and the new events (named at commit, when the revision is known). */
+/* One put of the plan. */
+typedef struct sc_put {
+	char *key;      /* owned */
+	char *value;    /* owned */
+	int64_t expect; /* the revision read, or SC_REV_ABSENT (events) */
+	/* Owned, or NULL: value decoded as the loop would, for the cache. */
+	sc_manifest_obj_t *pre;
+	bool evicts;          /* it turns a pod Releasing */
+	bool pipelined;       /* it binds onto resources still being released */
+	bool event;           /* an Event, named at commit */
+	const char *involved; /* event: the object's name (in value's json) */
+} sc_put_t;
+
 typedef struct sc_cycle_plan {
-	sc_store_op_t *v;
-	json_t **objs; /* objs[i]: v[i]'s value parsed (references), for the cache */
-	char **owned;  /* keys and values to free */
-	size_t n, cap, nowned, owncap;
-	json_t *events; /* new Event objects, unnamed */
+	sc_put_t *v;
+	size_t n, cap;
+	json_t *events;     /* new Event objects, unnamed */
+	size_t done;        /* puts committed or dropped so far */
+	bool named;         /* events named and appended to v */
+	bool dropped_evict; /* an eviction was dropped: drop pipelined bindings */
 } sc_cycle_plan_t;
 
-/* ---- sched_decode.c: decoded objects kept between cycles ---- */
-typedef struct sc_decoded {
-	int rank;  /* the kind's place in the cycle's order */
-	char *key; /* owned */
-	int64_t mod_rev;
-	sc_manifest_set_t *one; /* owned: this object alone, decoded; NULL if refused */
-	char *why;              /* owned: the decoder's refusal, or NULL */
-	/* Owned reference: what the decoder read (sc__decoder_view or
-	 * sc__deploy_view). A new revision with an equal view (a status write
-	 * that changed only what the decoder sets aside, such as a pending
-	 * reason) keeps this entry instead of being decoded again. */
-	json_t *view;
-	const char *queue; /* the view's spec.queue (borrowed from view), or NULL */
-	/* Set by sched_write.c when this revision's status was found up to
-	 * date; while the same inputs hold (no decision for the job, the same
-	 * reasons, the same drained nodes) it is skipped without building it. */
-	bool settled;
-	bool settled_pending;   /* it counted as pending */
-	uint64_t settled_drain; /* hash of the drained nodes' names */
-	char *settled_why;      /* owned copies, or NULL */
-	char *settled_reason;
-} sc_decoded_t;
-typedef struct sc_decode_cache sc_decode_cache_t;
-sc_decode_cache_t *sc__decode_cache_new(void);
-void sc__decode_cache_free(sc_decode_cache_t *dc);
-/* Brings dc in line with in's objects (ranks[i] is the kind rank of
- * in->objs[i]): decodes only objects that are new or whose decoder view
- * changed (*decoded counts them), taking over an object's `pre` instead
- * of decoding it when there is one, and drops deleted ones. Afterwards sc__decoded(dc, i) is
- * in->objs[i]'s entry, valid until the next refresh. 0 or SC_ENOMEM. */
-int sc__decode_refresh(sc_decode_cache_t *dc, sc_cycle_in_t *in, const int *ranks, size_t *decoded);
-sc_decoded_t *sc__decoded(const sc_decode_cache_t *dc, size_t i);
+/* Cluster figures for /metrics, computed by the cycle from its snapshot. */
+typedef struct sc_cycle_gauges {
+	double gpus, allocated;
+	char *state;             /* owned: exposition lines (nodes' readiness, GPUs) */
+	sc_queue_wait_t *queues; /* owned: each leaf queue's oldest waiting job */
+	size_t nqueues;
+} sc_cycle_gauges_t;
 
-/* ---- sched_load.c ---- */
-/* Loop thread: takes references to every cached object the scheduler
- * reads (no parsing). */
-void sc__cycle_collect(sc_server_t *s, int64_t now, sc_cycle_in_t *in);
-/* Worker thread (touches only in and dc): builds the snapshot from the
- * decoded objects, decoding only what changed since the last cycle. in's
- * snapshot borrows from dc: free in before the next refresh of dc.
- * Objects the decoder refuses, or that the snapshot refuses (a job naming
- * a missing queue), are left out with the reason in their `why`, so one
- * bad object never stops the loop. Returns 0, SC_EINVAL or SC_ENOMEM. */
-int sc__cycle_build(sc_cycle_in_t *in, sc_decode_cache_t *dc);
-void sc__cycle_in_free(sc_cycle_in_t *in);
-
-/* ---- sched_write.c ---- */
-/* Worker thread (touches only its arguments): turns the decisions d taken
- * on in into the cycle's writes p (job statuses, new events); dc (refreshed
- * for in) remembers which jobs' statuses are up to date. */
-int sc__cycle_plan(const sc_cycle_in_t *in, const sc_decisions_t *d, sc_decode_cache_t *dc,
+/* Worker: turns the decisions d taken on the world's snapshot into the
+ * cycle's writes p (job statuses, new events). */
+int sc__cycle_plan(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisions_t *d,
                    sc_cycle_plan_t *p, sc_cycle_out_t *out);
-/* Loop thread: names the events and starts the write of p in one
- * transaction, each job put conditional on the revision the cycle read;
- * fn(res, ud) comes on the loop thread when it is done (store.h: at once
- * with SQLite or when there is nothing to write; with etcd once etcd
- * answered, the loop going on meanwhile). p must live until then. */
-void sc__cycle_commit(sc_server_t *s, sc_cycle_plan_t *p, sc_store_done_fn fn, void *ud);
-/* In fn: the commit's outcome (0, or SC_ECONFLICT when an object changed
- * since: the caller runs the cycle again); hands the written objects to
- * the cache. */
-int sc__cycle_committed(sc_server_t *s, sc_cycle_plan_t *p, const sc_store_res_t *res);
 void sc__cycle_plan_free(sc_cycle_plan_t *p);
-/* Starts deleting the oldest events beyond SC_EVENT_LIMIT (without
- * waiting for the store); returns how many will be left. */
+/* Worker: the gauges of /metrics from the snapshot and decisions. */
+void sc__cycle_gauges(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisions_t *d,
+                      sc_cycle_gauges_t *g);
+/* A pending job's status fields in events: "Pending" events are made only
+ * when a job becomes pending, and folded per queue past a burst. */
+#define SC_EVENT_BURST 50
+
+/* ---- sched_write.c: commit, loop thread ---- */
+
+/* Commits the next part of p: at most budget_ms of work (and at least one
+ * put). Returns 1 when puts remain, 0 when the plan is done, or < 0. The
+ * changes the puts make reach the feed quietly (sc__feed_quiet). */
+int sc__cycle_commit(sc_server_t *s, sc_feed_t *f, sc_cycle_plan_t *p, double budget_ms);
+/* Deletes the oldest events beyond SC_EVENT_LIMIT; returns how many are
+ * left, or a negative SC_E* code. */
 long sc__events_trim(sc_server_t *s);
-/* Formats t (seconds) as RFC 3339 UTC. */
 
 /* ---- sched.c ---- */
 /* The last cycle's figures of one queue (core units), for explain. */

@@ -239,10 +239,14 @@ void sc__auth_token_delete(sc_server_t *s, const char *id);
  * field (the dotted path) and msg ("Job x: path: what was expected") and
  * returns SC_EINVAL. one may be NULL; otherwise, on success, *one (owned
  * by the caller, NULL for kinds the loop decodes from another view) is obj
- * decoded as the scheduling loop would decode it: valid for a stored
- * object only if it is stored exactly as validated (sc__cache_give_decoded). */
+ * decoded as the scheduling loop would decode it, and vh (when not NULL)
+ * its view's digest: valid for a stored object only if it is stored
+ * exactly as validated (sc__cache_give_decoded). */
 int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
-                        size_t msgsz, sc_manifest_set_t **one);
+                        size_t msgsz, sc_manifest_obj_t **one, uint64_t vh[2]);
+/* A digest of a decoder view (its canonical text): two views with equal
+ * digests decode alike, so a follower keeps a decoding while it holds. */
+void sc__view_digest(json_t *view, uint64_t out[2]);
 /* The object as the decoder sees it: for jobs and deployments, status keeps
  * only the fields the scheduler reads back (pods, staleSince); the rest of
  * status (phase, reason, conditions) is written by the server for people.

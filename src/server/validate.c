@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "server/server.h"
 #include "starcloud/error.h"
+#include "starcloud/sha256.h"
 #include "starcloud/manifest.h"
 
 int sc__name_valid(const char *s)
@@ -98,8 +99,20 @@ static int check_kind(const sc_kind_t *k, json_t *obj, char *field, size_t field
 	return 0;
 }
 
+void sc__view_digest(json_t *view, uint64_t out[2])
+{
+	uint8_t d[SC_SHA256_LEN];
+	sc_sha256_t c;
+	char *text = sc_xcheck(json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS));
+	sc_sha256_init(&c);
+	sc_sha256_update(&c, text, strlen(text));
+	sc_sha256_final(&c, d);
+	free(text);
+	memcpy(out, d, 2 * sizeof(uint64_t));
+}
+
 int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fieldsz, char *msg,
-                        size_t msgsz, sc_manifest_set_t **one)
+                        size_t msgsz, sc_manifest_obj_t **one, uint64_t vh[2])
 {
 	if (one)
 		*one = NULL;
@@ -148,18 +161,21 @@ int sc__validate_decode(const sc_kind_t *k, json_t *obj, char *field, size_t fie
 		         name ? name : "", SC_DEPLOY_VERSION_MAX);
 		return SC_EINVAL;
 	}
-	sc_manifest_set_t *set = sc_xcheck(sc_manifest_set_new());
+	sc_manifest_obj_t *dec = NULL;
 	sc_manifest_error_t err;
 	json_t *view = sc__decoder_view(k, obj);
-	rc = sc_manifest_add_json(set, view, &err);
-	json_decref(view);
+	rc = sc_manifest_decode(view, &dec, &err);
 	/* The scheduling loop decodes a Deployment from another view (its
 	 * live tasks, deploy_view.c), so only other kinds are handed on. */
 	if (rc >= 0 && one && strcmp(k->kind, "Deployment") != 0) {
-		*one = set;
+		*one = dec;
+		if (vh)
+			sc__view_digest(view, vh);
+		json_decref(view);
 		return 0;
 	}
-	sc_manifest_set_free(set);
+	json_decref(view);
+	sc_manifest_obj_free(dec);
 	if (rc >= 0)
 		return 0;
 	if (rc == SC_ENOMEM)

@@ -1,0 +1,555 @@
+/* The world: the core's snapshot kept between cycles and brought up to
+ * date from changes (sched_int.h). Owned by the cycle's worker thread, one
+ * cycle at a time (libuv's work queue orders one cycle's end before the
+ * next one's start).
+ *
+ * Each kind is an array of objects sorted by key, so a batch of changes
+ * (sorted the same way) is applied in one merge walk. An object is
+ * decoded once per change of what the decoder reads of it (its view): a
+ * new revision whose view has the digest of the old one keeps its
+ * decoding, so the loop's own status writes (a pending reason) and an
+ * agent's report that changes no pod cost no decoding; a revision the API
+ * validated comes decoded already; a status the last plan wrote comes
+ * back as the promise it made (its text compared byte for byte), decoded
+ * when the plan built it.
+ *
+ * References between objects are checked here, once per change of what
+ * they depend on: a queue's parent exists and forms no cycle; a job's
+ * queue exists and is a leaf, its priority class exists, its name is not
+ * a Deployment's too. An object that fails is left out of the snapshot
+ * with the reason its status shows, so one bad object never stops the
+ * loop; the core then gets a snapshot it accepts, and builds it once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/strmap.h"
+#include "server/deploy.h"
+#include "server/sched_int.h"
+#include "starcloud/error.h"
+
+struct sc_world {
+	sc_wobj_t **v[SC_RANKS]; /* sorted by key */
+	size_t n[SC_RANKS], cap[SC_RANKS];
+	/* The snapshot's arrays, rebuilt when anything they hold changed. */
+	sc_node_spec_t *nodes;
+	sc_queue_spec_t *queues;
+	sc_prio_class_t *classes;
+	sc_job_spec_t *jobs;
+	sc_wobj_t **job_obj;
+	size_t nnodes, nqueues, nclasses, njobs;
+	bool dirty;
+	uint64_t drain_hash;
+	sc_snapshot_t snap;
+};
+
+sc_world_t *sc__world_new(void)
+{
+	sc_world_t *w = sc_xcalloc(1, sizeof(*w));
+	w->dirty = true;
+	return w;
+}
+
+static void clear_settled(sc_wobj_t *o)
+{
+	o->settled = false;
+	free(o->settled_why);
+	free(o->settled_reason);
+	o->settled_why = o->settled_reason = NULL;
+}
+
+static void clear_promise(sc_wobj_t *o)
+{
+	free(o->promise);
+	sc_manifest_obj_free(o->pdec);
+	o->promise = NULL;
+	o->pdec = NULL;
+}
+
+static void wobj_free(sc_wobj_t *o)
+{
+	if (!o)
+		return;
+	free(o->key);
+	free(o->text);
+	sc_manifest_obj_free(o->dec);
+	free(o->dec_why);
+	free(o->ref_why);
+	free(o->address);
+	clear_promise(o);
+	clear_settled(o);
+	free(o);
+}
+
+void sc__world_free(sc_world_t *w)
+{
+	if (!w)
+		return;
+	for (int r = 0; r < SC_RANKS; r++) {
+		for (size_t i = 0; i < w->n[r]; i++)
+			wobj_free(w->v[r][i]);
+		free(w->v[r]);
+	}
+	free(w->nodes);
+	free(w->queues);
+	free(w->classes);
+	free(w->jobs);
+	free(w->job_obj);
+	free(w);
+}
+
+/* ---------------------------------------------------------------------
+ * One change
+ * ------------------------------------------------------------------- */
+
+json_t *sc__world_view(int rank, json_t *obj)
+{
+	static const char *const plurals[SC_RANKS] = {"nodes", "queues", "priorityclasses", "jobs",
+	                                              "deployments"};
+	if (rank == SC_RANK_DEPLOY)
+		return sc__deploy_view(obj);
+	return sc__decoder_view(sc__kind_by_plural(plurals[rank], strlen(plurals[rank])), obj);
+}
+
+static char *format_err(const sc_manifest_error_t *err)
+{
+	char msg[1400];
+	sc_manifest_error_t e = *err;
+	e.file[0] = '\0';
+	return sc_xstrdup(sc_manifest_error_format(&e, msg, sizeof(msg)));
+}
+
+static void set_dec(sc_wobj_t *o, sc_manifest_obj_t *dec, char *why)
+{
+	sc_manifest_obj_free(o->dec);
+	free(o->dec_why);
+	o->dec = dec;
+	o->dec_why = why;
+}
+
+/* What a node tells the loop beyond its decoding: where its agent is (a
+ * deployment pod's port is unique per host) and whether it is drained. */
+static void node_extras(sc_wobj_t *o, json_t *obj)
+{
+	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+	const char *d = json_string_value(json_object_get(ann, SC_DRAIN_ANNOTATION));
+	const char *addr =
+	    json_string_value(json_object_get(json_object_get(obj, "status"), "address"));
+	o->drained = d && strcmp(d, "true") == 0;
+	free(o->address);
+	o->address = addr && addr[0] ? sc_xstrdup(addr) : NULL;
+}
+
+/* Brings o to the change's revision; 1 when its decoding changed. */
+static int update(sc_wobj_t *o, sc_change_t *ch, size_t *decoded)
+{
+	int changed = 0;
+	o->mod_rev = ch->mod_rev;
+	clear_settled(o);
+	/* The plan's own status write coming back: taken as promised. */
+	if (o->promise && strcmp(o->promise, ch->text) == 0 && o->rank != SC_RANK_NODE) {
+		free(o->text);
+		o->text = ch->text;
+		ch->text = NULL;
+		free(o->promise);
+		o->promise = NULL;
+		memcpy(o->vh, o->pvh, sizeof(o->vh));
+		if (o->pdec) {
+			set_dec(o, o->pdec, NULL);
+			o->pdec = NULL;
+			changed = 1;
+		}
+		sc_manifest_obj_free(ch->pre);
+		ch->pre = NULL;
+		return changed;
+	}
+	clear_promise(o);
+	free(o->text);
+	o->text = ch->text;
+	ch->text = NULL;
+	/* Decoded by the API's validation: nothing to parse (a node is, for
+	 * what its decoding does not hold). */
+	if (ch->pre && o->rank != SC_RANK_NODE) {
+		set_dec(o, ch->pre, NULL);
+		ch->pre = NULL;
+		memcpy(o->vh, ch->pre_vh, sizeof(o->vh));
+		return 1;
+	}
+	json_t *obj = json_loads(o->text, 0, NULL);
+	json_t *view = json_is_object(obj) ? sc__world_view(o->rank, obj) : NULL;
+	uint64_t vh[2] = {0, 0};
+	if (view)
+		sc__view_digest(view, vh);
+	if (o->rank == SC_RANK_NODE)
+		node_extras(o, obj);
+	if (ch->pre) {
+		set_dec(o, ch->pre, NULL);
+		ch->pre = NULL;
+		changed = 1;
+	} else if (!view || vh[0] != o->vh[0] || vh[1] != o->vh[1] || (!o->dec && !o->dec_why)) {
+		sc_manifest_obj_t *dec = NULL;
+		sc_manifest_error_t err;
+		int rc = view ? sc_manifest_decode(view, &dec, &err) : SC_EINVAL;
+		if (rc == SC_ENOMEM)
+			sc_oom();
+		if (!view)
+			snprintf(err.msg, sizeof(err.msg), "the stored value is not a JSON object");
+		set_dec(o, dec, rc < 0 ? format_err(&err) : NULL);
+		(*decoded)++;
+		changed = 1;
+	}
+	memcpy(o->vh, vh, sizeof(vh));
+	json_decref(view);
+	json_decref(obj);
+	return changed;
+}
+
+static sc_wobj_t *wobj_new(sc_change_t *ch)
+{
+	sc_wobj_t *o = sc_xcalloc(1, sizeof(*o));
+	o->rank = ch->rank;
+	o->key = ch->key;
+	ch->key = NULL;
+	const char *slash = strrchr(o->key, '/');
+	o->name = slash ? slash + 1 : o->key;
+	o->slot = -1;
+	return o;
+}
+
+/* ---------------------------------------------------------------------
+ * A batch of changes: one merge walk per kind
+ * ------------------------------------------------------------------- */
+
+static int cmp_change(const void *a, const void *b)
+{
+	const sc_change_t *x = a, *y = b;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return strcmp(x->key, y->key);
+}
+
+static void push(sc_wobj_t ***nv, size_t *nn, size_t *ncap, sc_wobj_t *o)
+{
+	if (*nn == *ncap) {
+		*ncap = *ncap ? *ncap * 2 : 256;
+		*nv = sc_xreallocarray(*nv, *ncap, sizeof(**nv));
+	}
+	(*nv)[(*nn)++] = o;
+}
+
+/* Applies changes [a, b) of rank r (sorted). */
+static void apply_rank(sc_world_t *w, int r, sc_change_t *ch, size_t nch, bool full,
+                       size_t *decoded)
+{
+	sc_wobj_t **old = w->v[r], **nv = NULL;
+	size_t nold = w->n[r], nn = 0, ncap = 0, i = 0, k = 0;
+	while (i < nold || k < nch) {
+		int c = i == nold ? 1 : k == nch ? -1 : strcmp(old[i]->key, ch[k].key);
+		if (c < 0) {
+			/* Not in a full listing: it is gone. */
+			if (full) {
+				wobj_free(old[i++]);
+				w->dirty = true;
+			} else {
+				push(&nv, &nn, &ncap, old[i++]);
+			}
+			continue;
+		}
+		sc_change_t *x = &ch[k++];
+		sc_wobj_t *o = c == 0 ? old[i++] : NULL;
+		if (!x->text) { /* deleted */
+			if (o) {
+				wobj_free(o);
+				w->dirty = true;
+			}
+			continue;
+		}
+		if (!o) {
+			o = wobj_new(x);
+			w->dirty = true;
+		}
+		if (update(o, x, decoded))
+			w->dirty = true;
+		push(&nv, &nn, &ncap, o);
+	}
+	free(old);
+	w->v[r] = nv;
+	w->n[r] = nn;
+	w->cap[r] = ncap;
+}
+
+/* ---------------------------------------------------------------------
+ * References and the snapshot's arrays
+ * ------------------------------------------------------------------- */
+
+static void set_ref(sc_wobj_t *o, char *why)
+{
+	free(o->ref_why);
+	o->ref_why = why;
+}
+
+static char *ref_msg(const char *kind, const char *name, const char *path, const char *fmt,
+                     const char *arg)
+{
+	char msg[800], what[400];
+	snprintf(what, sizeof(what), fmt, arg);
+	snprintf(msg, sizeof(msg), "%s %s: %s: %s", kind, name, path, what);
+	return sc_xstrdup(msg);
+}
+
+/* Valid queues: decoded, with a parent that is valid itself (so a queue
+ * below a missing or refused one is left out too) and no cycle. Queues
+ * are few; the walk repeats until nothing more is excluded. */
+static void check_queues(sc_world_t *w, sc_strmap_t *names, bool *has_child)
+{
+	sc_wobj_t **q = w->v[SC_RANK_QUEUE];
+	size_t n = w->n[SC_RANK_QUEUE];
+	for (size_t i = 0; i < n; i++)
+		set_ref(q[i], NULL);
+	for (bool again = true; again;) {
+		again = false;
+		sc_strmap_free(names);
+		if (sc_strmap_init(names, n + 1) < 0)
+			sc_oom();
+		for (size_t i = 0; i < n; i++)
+			if (q[i]->dec && !q[i]->ref_why)
+				sc_strmap_put(names, sc_manifest_obj_queue(q[i]->dec)->name,
+				              (uint32_t)i);
+		for (size_t i = 0; i < n; i++) {
+			const sc_queue_spec_t *qs =
+			    q[i]->dec ? sc_manifest_obj_queue(q[i]->dec) : NULL;
+			if (!qs || q[i]->ref_why || !qs->parent)
+				continue;
+			long p = sc_strmap_get(names, qs->parent);
+			size_t steps = 0;
+			for (long at = p; at >= 0 && steps <= n; steps++) {
+				const sc_queue_spec_t *as = sc_manifest_obj_queue(q[at]->dec);
+				at = as->parent ? sc_strmap_get(names, as->parent) : -1;
+				if (at == (long)i)
+					steps = n + 1;
+			}
+			if (p < 0)
+				set_ref(q[i],
+				        ref_msg("Queue", qs->name, "spec.parentQueue",
+				                "parent queue \"%s\" does not exist", qs->parent));
+			else if (steps > n)
+				set_ref(q[i],
+				        ref_msg("Queue", qs->name, "spec.parentQueue",
+				                "queue \"%s\" is its own ancestor", qs->name));
+			again |= q[i]->ref_why != NULL;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		const sc_queue_spec_t *qs = q[i]->dec ? sc_manifest_obj_queue(q[i]->dec) : NULL;
+		long p = qs && !q[i]->ref_why && qs->parent ? sc_strmap_get(names, qs->parent) : -1;
+		if (p >= 0)
+			has_child[p] = true;
+	}
+}
+
+/* A job's (or deployment's) references; why stays NULL when they hold. */
+static char *job_refs(const sc_wobj_t *o, const sc_job_spec_t *j, const sc_strmap_t *queues,
+                      const bool *has_child, const sc_strmap_t *classes,
+                      const sc_strmap_t *job_names)
+{
+	const char *kind = o->rank == SC_RANK_DEPLOY ? "Deployment" : "Job";
+	long q = j->queue ? sc_strmap_get(queues, j->queue) : -1;
+	if (q < 0)
+		return ref_msg(kind, o->name, "spec.queue", "queue \"%s\" does not exist",
+		               j->queue ? j->queue : "");
+	if (has_child[q])
+		return ref_msg(kind, o->name, "spec.queue",
+		               "queue \"%s\" has child queues; jobs go to leaf queues", j->queue);
+	if (j->priority_class && sc_strmap_get(classes, j->priority_class) < 0 &&
+	    !sc_manifest_builtin_class(j->priority_class))
+		return ref_msg(kind, o->name, "spec.priorityClass",
+		               "priority class \"%s\" does not exist", j->priority_class);
+	if (o->rank == SC_RANK_DEPLOY && sc_strmap_get(job_names, j->name) >= 0)
+		return ref_msg(kind, o->name, "metadata.name", "a Job named \"%s\" already exists",
+		               j->name);
+	return NULL;
+}
+
+#define GROW(arr, n, type) (arr = sc_xreallocarray(arr, (n) + 1, sizeof(type)))
+
+static void build_arrays(sc_world_t *w)
+{
+	sc_strmap_t queues = {0}, classes = {0}, job_names = {0};
+	size_t nq = w->n[SC_RANK_QUEUE];
+	bool *has_child = sc_xcalloc(nq + 1, sizeof(bool));
+	check_queues(w, &queues, has_child);
+	if (sc_strmap_init(&classes, w->n[SC_RANK_CLASS] + 1) < 0 ||
+	    sc_strmap_init(&job_names, w->n[SC_RANK_JOB] + 1) < 0)
+		sc_oom();
+	/* Nodes. */
+	GROW(w->nodes, w->n[SC_RANK_NODE], sc_node_spec_t);
+	w->nnodes = 0;
+	w->drain_hash = 0;
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < w->n[SC_RANK_NODE]; i++) {
+		sc_wobj_t *o = w->v[SC_RANK_NODE][i];
+		o->slot = -1;
+		if (o->drained) {
+			for (const char *p = o->name; *p; p++)
+				h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+			h = (h ^ 0xff) * 1099511628211ULL;
+			w->drain_hash = h;
+		}
+		if (!o->dec)
+			continue;
+		o->slot = (long)w->nnodes;
+		w->nodes[w->nnodes++] = *sc_manifest_obj_node(o->dec);
+	}
+	/* Queues. */
+	GROW(w->queues, nq, sc_queue_spec_t);
+	w->nqueues = 0;
+	for (size_t i = 0; i < nq; i++) {
+		sc_wobj_t *o = w->v[SC_RANK_QUEUE][i];
+		o->slot = -1;
+		if (!o->dec || o->ref_why)
+			continue;
+		o->slot = (long)w->nqueues;
+		w->queues[w->nqueues++] = *sc_manifest_obj_queue(o->dec);
+	}
+	/* Priority classes. */
+	GROW(w->classes, w->n[SC_RANK_CLASS], sc_prio_class_t);
+	w->nclasses = 0;
+	for (size_t i = 0; i < w->n[SC_RANK_CLASS]; i++) {
+		sc_wobj_t *o = w->v[SC_RANK_CLASS][i];
+		o->slot = -1;
+		if (!o->dec)
+			continue;
+		o->slot = (long)w->nclasses;
+		w->classes[w->nclasses] = *sc_manifest_obj_class(o->dec);
+		sc_strmap_put(&classes, w->classes[w->nclasses].name, 1);
+		w->nclasses++;
+	}
+	/* Jobs, then deployments (which decode into serving jobs). */
+	size_t nj = w->n[SC_RANK_JOB] + w->n[SC_RANK_DEPLOY];
+	GROW(w->jobs, nj, sc_job_spec_t);
+	GROW(w->job_obj, nj, sc_wobj_t *);
+	w->njobs = 0;
+	for (int r = SC_RANK_JOB; r <= SC_RANK_DEPLOY; r++)
+		for (size_t i = 0; i < w->n[r]; i++) {
+			sc_wobj_t *o = w->v[r][i];
+			const sc_job_spec_t *j = o->dec ? sc_manifest_obj_job(o->dec) : NULL;
+			o->slot = -1;
+			if (!j) {
+				set_ref(o, NULL);
+				continue;
+			}
+			set_ref(o, job_refs(o, j, &queues, has_child, &classes, &job_names));
+			if (o->ref_why)
+				continue;
+			if (r == SC_RANK_JOB)
+				sc_strmap_put(&job_names, o->name, 1);
+			o->slot = (long)w->njobs;
+			w->job_obj[w->njobs] = o;
+			w->jobs[w->njobs++] = *j;
+		}
+	sc_strmap_free(&queues);
+	sc_strmap_free(&classes);
+	sc_strmap_free(&job_names);
+	free(has_child);
+	w->dirty = false;
+}
+
+void sc__world_apply(sc_world_t *w, sc_changes_t *c, size_t *decoded)
+{
+	*decoded = 0;
+	qsort(c->v, c->n, sizeof(*c->v), cmp_change);
+	size_t a = 0;
+	for (int r = 0; r < SC_RANKS; r++) {
+		size_t b = a;
+		while (b < c->n && c->v[b].rank == r)
+			b++;
+		if (b > a || c->full)
+			apply_rank(w, r, c->v + a, b - a, c->full, decoded);
+		a = b;
+	}
+	if (w->dirty)
+		build_arrays(w);
+}
+
+const sc_snapshot_t *sc__world_snapshot(sc_world_t *w, int64_t now)
+{
+	w->snap = (sc_snapshot_t){
+	    .nodes = w->nodes,
+	    .nnodes = w->nnodes,
+	    .queues = w->queues,
+	    .nqueues = w->nqueues,
+	    .classes = w->classes,
+	    .nclasses = w->nclasses,
+	    .jobs = w->jobs,
+	    .njobs = w->njobs,
+	    .now = now,
+	};
+	sc_config_default(&w->snap.config);
+	return &w->snap;
+}
+
+/* The object a core message names: "queue NAME: ..." or "job NAME: ...". */
+static sc_wobj_t *named(sc_world_t *w, const char *msg)
+{
+	static const struct {
+		const char *prefix;
+		int rank;
+	} forms[] = {{"queue ", SC_RANK_QUEUE}, {"job ", SC_RANK_JOB}, {"job ", SC_RANK_DEPLOY}};
+	for (size_t f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
+		size_t pl = strlen(forms[f].prefix);
+		if (strncmp(msg, forms[f].prefix, pl) != 0)
+			continue;
+		size_t len = strcspn(msg + pl, ": ");
+		for (size_t i = 0; i < w->n[forms[f].rank]; i++) {
+			sc_wobj_t *o = w->v[forms[f].rank][i];
+			if (o->slot >= 0 && strlen(o->name) == len &&
+			    strncmp(o->name, msg + pl, len) == 0)
+				return o;
+		}
+	}
+	return NULL;
+}
+
+int sc__world_exclude(sc_world_t *w, const char *msg)
+{
+	sc_wobj_t *o = named(w, msg);
+	if (!o)
+		return 0;
+	/* Kept until the object changes (its decoding is then redone). */
+	set_dec(o, NULL, sc_xstrdup(msg));
+	memset(o->vh, 0, sizeof(o->vh));
+	build_arrays(w);
+	return 1;
+}
+
+sc_wobj_t *const *sc__world_objs(const sc_world_t *w, int rank, size_t *n)
+{
+	*n = w->n[rank];
+	return w->v[rank];
+}
+
+uint64_t sc__world_drain_hash(const sc_world_t *w)
+{
+	return w->drain_hash;
+}
+
+json_t *sc__world_drained(const sc_world_t *w)
+{
+	json_t *set = json_object();
+	for (size_t i = 0; i < w->n[SC_RANK_NODE]; i++)
+		if (w->v[SC_RANK_NODE][i]->drained)
+			json_object_set_new(set, w->v[SC_RANK_NODE][i]->name, json_true());
+	return set;
+}
+
+size_t sc__world_bytes(const sc_world_t *w)
+{
+	size_t b = sizeof(*w);
+	for (int r = 0; r < SC_RANKS; r++)
+		for (size_t i = 0; i < w->n[r]; i++) {
+			const sc_wobj_t *o = w->v[r][i];
+			b += sizeof(*o) + strlen(o->key) + (o->text ? strlen(o->text) : 0);
+		}
+	return b + (w->nnodes * sizeof(sc_node_spec_t)) + (w->njobs * sizeof(sc_job_spec_t));
+}
