@@ -90,6 +90,7 @@ struct cycle_job {
 	size_t parts;
 	size_t nchanges;
 	double t_apply, t_core, t_plan, t_work; /* seconds on the worker */
+	double cpu_work;                        /* the worker's CPU seconds */
 };
 
 static void free_queues(sc_queue_report_t *q, size_t n)
@@ -223,9 +224,17 @@ static int run_core(cycle_job_t *j, sc_decisions_t **d)
 }
 
 /* Worker thread: touches only j and the world (one cycle at a time). */
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void work(uv_work_t *req)
 {
 	cycle_job_t *j = req->data;
+	double c0 = thread_cpu();
 	sc_sched_t *sc = j->sc;
 	sc_decisions_t *d = NULL;
 	uint64_t t0 = uv_hrtime();
@@ -253,6 +262,7 @@ static void work(uv_work_t *req)
 	sc_decisions_free(d);
 	j->t_plan = (double)(uv_hrtime() - t2) / 1e9;
 	j->t_work = (double)(uv_hrtime() - t0) / 1e9;
+	j->cpu_work = thread_cpu() - c0;
 }
 
 /* ---------------------------------------------------------------------
@@ -306,9 +316,8 @@ static void cycle_end(sc_sched_t *sc, cycle_job_t *j)
 		sc->nqueues = j->nqueues;
 		j->queues = NULL;
 		j->nqueues = 0;
-		sc__metrics_cycle(sc->s->metrics, took, j->out.placements,
-		                  j->out.evictions, SC_ACT_COUNT, j->out.drained, j->out.pending,
-		                  j->qm, j->nqm);
+		sc__metrics_cycle(sc->s->metrics, took, j->out.placements, j->out.evictions,
+		                  SC_ACT_COUNT, j->out.drained, j->out.pending, j->qm, j->nqm);
 		for (size_t i = 0; i < j->out.nwaits; i++)
 			sc__metrics_wait(sc->s->metrics, j->out.waits[i]);
 		sc__metrics_decodes(sc->s->metrics, j->decoded + j->out.decoded);
@@ -318,13 +327,15 @@ static void cycle_end(sc_sched_t *sc, cycle_job_t *j)
 		j->gauges.queues = NULL;
 		sc__metrics_loop_counts(sc->s->metrics, 0, j->parts, j->out.deferred,
 		                        j->world_bytes);
-		sc_log_debug("cycle: %.3f s (worker %.3f: world %.3f, core %.3f, plan %.3f; commit "
+		sc_log_debug("cycle: %.3f s (worker %.3f, cpu %.3f: world %.3f, core %.3f, plan "
+		             "%.3f; commit "
 		             "%zu parts): %zu changes, %zu decoded, %zu writes, %zu events, %zu "
 		             "placements, %zu evictions, %zu pending, %zu reasons deferred%s%s%s",
-		             took, j->t_work, j->t_apply, j->t_core, j->t_plan, j->parts,
-		             j->nchanges, j->decoded + j->out.decoded, j->out.writes, j->out.events,
-		             j->out.placements, evictions(&j->out), j->out.pending, j->out.deferred,
-		             j->out.releasing ? ", releasing" : "", j->out.released ? ", released" : "",
+		             took, j->t_work, j->cpu_work, j->t_apply, j->t_core, j->t_plan,
+		             j->parts, j->nchanges, j->decoded + j->out.decoded, j->out.writes,
+		             j->out.events, j->out.placements, evictions(&j->out), j->out.pending,
+		             j->out.deferred, j->out.releasing ? ", releasing" : "",
+		             j->out.released ? ", released" : "",
 		             j->plan.dropped_evict ? ", dropped an eviction" : "");
 		sc->next_due = j->out.next_due;
 		if (j->out.deferred && (!sc->next_due || sc->next_due > j->now + 10))

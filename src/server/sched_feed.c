@@ -191,6 +191,9 @@ void sc__changes_free(sc_changes_t *c)
 	for (size_t i = 0; i < c->n; i++) {
 		free(c->v[i].key);
 		free(c->v[i].text);
+		free(c->v[i].why);
+		free(c->v[i].address);
+		free(c->v[i].plain_reason);
 		sc_manifest_obj_free(c->v[i].pre);
 	}
 	free(c->v);

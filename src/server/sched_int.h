@@ -61,6 +61,16 @@ typedef struct sc_change {
 	 * and its view's digest. */
 	sc_manifest_obj_t *pre;
 	uint64_t pre_vh[2];
+	/* Set when the world decoded it ahead (a full load, on several
+	 * threads): pre or why is the decoding, the node fields its extras. */
+	bool prepared;
+	char *why;
+	char *address;
+	bool drained;
+	/* A job whose stored status is a plain pending one (the loop's own
+	 * words: phase Pending, this reason, no pods): the plan takes it as
+	 * settled instead of building it again. Owned, or NULL. */
+	char *plain_reason;
 } sc_change_t;
 
 typedef struct sc_changes {
@@ -94,7 +104,8 @@ typedef struct sc_wobj {
 	const char *name; /* into key */
 	int64_t mod_rev;
 	char *text;             /* owned: the stored value at mod_rev */
-	uint64_t vh[2];         /* digest of the decoder's view of text */
+	uint64_t vh[2];         /* digest of the decoder's view of text, when vh_ok */
+	bool vh_ok;             /* vh known (made when first needed) */
 	sc_manifest_obj_t *dec; /* owned: the view decoded; NULL when refused */
 	char *dec_why;          /* owned: the decoder's refusal, or NULL */
 	char *ref_why;          /* owned: a reference that does not hold, or NULL */
@@ -106,6 +117,7 @@ typedef struct sc_wobj {
 	 * then taken as they are, without parsing the text again. */
 	char *promise;
 	uint64_t pvh[2];
+	bool pvh_ok;
 	sc_manifest_obj_t *pdec; /* owned, or NULL: the view did not change */
 	/* Status bookkeeping (sched_plan.c). settled: this revision's stored
 	 * status is what the plan would write while the same inputs hold (no
@@ -201,7 +213,7 @@ void sc__cycle_gauges(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisio
                       sc_cycle_gauges_t *g);
 /* A pending job's status fields in events: "Pending" events are made only
  * when a job becomes pending, and folded per queue past a burst. */
-#define SC_EVENT_BURST 50
+#define SC_EVENT_BURST 10
 
 /* ---- sched_write.c: commit, loop thread ---- */
 

@@ -32,7 +32,9 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/jscan.h"
 #include "base/strmap.h"
+#include "starcloud/buf.h"
 #include "server/deploy.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
@@ -290,7 +292,9 @@ static json_t *carried_pods(json_t *old, bool *released)
 /* What one job's status write does besides the status itself. */
 typedef struct jobw {
 	const sc_wobj_t *o;
-	json_t *obj; /* the stored object, parsed */
+	const char *text; /* the stored object */
+	json_t *old;      /* its status, parsed, or NULL */
+	json_t *obj;      /* the whole object, parsed when needed (full_obj) */
 	const char *queue;
 	long j; /* snapshot index, or -1 */
 	bool evicts, pipelined;
@@ -405,6 +409,13 @@ static json_t *ports(wctx_t *w)
 	return w->ports;
 }
 
+static json_t *full_obj(jobw_t *jw)
+{
+	if (!jw->obj)
+		jw->obj = json_loads(jw->text, 0, NULL);
+	return jw->obj;
+}
+
 static void apply_bindings(wctx_t *w, jobw_t *jw, json_t *pods)
 {
 	size_t j = (size_t)jw->j;
@@ -420,7 +431,7 @@ static void apply_bindings(wctx_t *w, jobw_t *jw, json_t *pods)
 		size_t at;
 		json_t *np = binding_pod(b, w->now, jw->o->mod_rev);
 		if (jw->o->rank == SC_RANK_DEPLOY)
-			sc__deploy_bind_port(jw->obj, np, ports(w));
+			sc__deploy_bind_port(full_obj(jw), np, ports(w));
 		if (find_pod(pods, b->pod, &at))
 			json_array_set_new(pods, at, np);
 		else
@@ -520,7 +531,7 @@ static const char *reason_of(const wctx_t *w, const sc_wobj_t *o)
 /* Builds job jw's new status (a new object). */
 static json_t *job_status(wctx_t *w, jobw_t *jw)
 {
-	json_t *old = json_object_get(jw->obj, "status");
+	json_t *old = jw->old;
 	json_t *pods = carried_pods(json_object_get(old, "pods"), &w->out->released);
 	const sc_job_spec_t *j = jw->j >= 0 ? &w->snap->jobs[jw->j] : NULL;
 	const char *reason = reason_of(w, jw->o);
@@ -568,6 +579,14 @@ static void pending_event(wctx_t *w, jobw_t *jw, json_t *old, json_t *st)
 /* ---------------------------------------------------------------------
  * Which jobs to look at
  * ------------------------------------------------------------------- */
+
+/* Pod lists the decoder reads alike: equal, or both empty or absent. */
+static bool same_pods(json_t *a, json_t *b)
+{
+	if (json_array_size(a) == 0 && json_array_size(b) == 0)
+		return true;
+	return json_equal(a, b);
+}
 
 static int same_str(const char *a, const char *b)
 {
@@ -643,7 +662,7 @@ static sc_put_t *add_put(sc_cycle_plan_t *p)
 
 /* The promise of a write: its text, and its view's digest and decoding
  * (the old ones when the status change left the view as it was). */
-static void promise(wctx_t *w, sc_wobj_t *o, json_t *obj, const char *text, bool view_same)
+static void promise(wctx_t *w, sc_wobj_t *o, const char *text, bool view_same)
 {
 	sc_manifest_obj_free(o->pdec);
 	o->pdec = NULL;
@@ -651,32 +670,91 @@ static void promise(wctx_t *w, sc_wobj_t *o, json_t *obj, const char *text, bool
 	o->promise = sc_xstrdup(text);
 	if (view_same) {
 		memcpy(o->pvh, o->vh, sizeof(o->pvh));
+		o->pvh_ok = o->vh_ok;
 		return;
 	}
+	json_t *obj = json_loads(text, 0, NULL);
 	json_t *view = sc__world_view(o->rank, obj);
+	json_decref(obj);
+	o->pvh_ok = true;
 	sc__view_digest(view, o->pvh);
-	if (o->pvh[0] != o->vh[0] || o->pvh[1] != o->vh[1]) {
+	if (!o->vh_ok || o->pvh[0] != o->vh[0] || o->pvh[1] != o->vh[1]) {
 		sc_manifest_error_t err;
-		if (sc_manifest_decode(view, &o->pdec, &err) == SC_ENOMEM)
+		int rc = sc_manifest_decode(view, &o->pdec, &err);
+		if (rc == SC_ENOMEM)
 			sc_oom();
 		w->out->decoded++;
+		if (rc < 0) { /* not expected of our own write: decode it when it comes */
+			free(o->promise);
+			o->promise = NULL;
+		}
 	}
 	json_decref(view);
 }
 
-/* Builds job o's status; writes it when it changed. */
+/* The stored text with its status member replaced by status (or added
+ * last): the rest stays byte for byte as stored, and nothing but the
+ * status is parsed or printed. */
+static char *splice_status(const char *text, size_t len, const sc_jval_t *old, const char *status)
+{
+	sc_buf_t b;
+	sc_buf_init(&b, 0);
+	if (old->type != SC_JT_ABSENT) {
+		size_t at = (size_t)(old->text - text);
+		sc_buf_append(&b, text, at);
+		sc_buf_puts(&b, status);
+		sc_buf_append(&b, old->text + old->len, len - at - old->len);
+	} else {
+		size_t end = len;
+		while (end > 0 && text[end - 1] != '}')
+			end--;
+		size_t body = end - 1; /* the closing brace */
+		size_t k = body;
+		while (k > 0 && strchr(" \t\r\n", text[k - 1]))
+			k--;
+		sc_buf_append(&b, text, body);
+		sc_buf_puts(&b, text[k - 1] == '{' ? "\"status\":" : ",\"status\":");
+		sc_buf_puts(&b, status);
+		sc_buf_append(&b, text + body, len - body);
+	}
+	size_t n;
+	return sc_buf_steal(&b, &n);
+}
+
+/* The job's spec.queue, for its events. */
+static void queue_of(const sc_wobj_t *o, const sc_jval_t *spec, char *out, size_t outsz)
+{
+	static const char *const key[] = {"queue"};
+	const sc_job_spec_t *j = o->dec ? sc_manifest_obj_job(o->dec) : NULL;
+	sc_jval_t q;
+	out[0] = '\0';
+	if (j && j->queue)
+		snprintf(out, outsz, "%s", j->queue);
+	else if (spec->type == SC_JT_OBJECT &&
+	         sc_jscan_object(spec->text, spec->len, key, 1, &q) == 0 && q.type == SC_JT_STRING)
+		sc_jscan_string(&q, out, outsz);
+}
+
+/* Builds job o's status; writes it when it changed. Only the status is
+ * parsed (most jobs looked at are pending ones whose status is small next
+ * to their spec); the whole object only for a Deployment's binding (its
+ * template's port) or for a write that changes what the decoder reads. */
 static void job_write(wctx_t *w, sc_wobj_t *o)
 {
-	jobw_t jw = {.o = o, .j = o->slot};
-	jw.obj = json_loads(o->text, 0, NULL);
-	if (!json_is_object(jw.obj)) {
-		json_decref(jw.obj);
+	static const char *const keys[] = {"status", "spec"};
+	sc_jval_t top[2];
+	char queue[SC_MAX_NAME + 1];
+	size_t len = strlen(o->text);
+	jobw_t jw = {.o = o, .j = o->slot, .text = o->text};
+	if (sc_jscan_object(o->text, len, keys, 2, top) < 0)
 		return;
-	}
-	jw.queue = str_of(json_object_get(jw.obj, "spec"), "queue");
+	queue_of(o, &top[1], queue, sizeof(queue));
+	jw.queue = queue;
+	json_t *old =
+	    top[0].type == SC_JT_OBJECT ? json_loadb(top[0].text, top[0].len, 0, NULL) : NULL;
+	jw.old = old;
 	jw.pods_bound = json_array();
 	jw.pods_evicted = json_array();
-	json_t *old = json_object_get(jw.obj, "status");
 	json_t *st = job_status(w, &jw);
 	if (json_object_get(st, "reason")) {
 		w->out->pending++;
@@ -684,29 +762,29 @@ static void job_write(wctx_t *w, sc_wobj_t *o)
 	}
 	if (old && json_equal(old, st)) {
 		settle(w, o, st);
-		json_decref(st);
 	} else {
 		pending_event(w, &jw, old, st);
 		bool view_same =
-		    json_equal(json_object_get(old, "pods"), json_object_get(st, "pods")) &&
+		    o->rank == SC_RANK_JOB &&
+		    same_pods(json_object_get(old, "pods"), json_object_get(st, "pods")) &&
 		    json_equal(json_object_get(old, "staleSince"),
-		               json_object_get(st, "staleSince")) &&
-		    o->rank == SC_RANK_JOB;
-		json_t *obj = json_copy(jw.obj);
-		json_object_set_new(obj, "status", st);
+		               json_object_get(st, "staleSince"));
+		char *stext = sc_xcheck(json_dumps(st, JSON_COMPACT));
 		sc_put_t *x = add_put(w->p);
 		x->key = sc_xstrdup(o->key);
-		x->value = sc_xcheck(json_dumps(obj, JSON_COMPACT));
+		x->value = splice_status(o->text, len, &top[0], stext);
 		x->expect = o->mod_rev;
 		x->evicts = jw.evicts;
 		x->pipelined = jw.pipelined;
-		promise(w, o, obj, x->value, view_same);
-		json_decref(obj);
+		free(stext);
+		promise(w, o, x->value, view_same);
 		w->out->writes++;
 	}
+	json_decref(st);
+	json_decref(old);
+	json_decref(jw.obj);
 	json_decref(jw.pods_bound);
 	json_decref(jw.pods_evicted);
-	json_decref(jw.obj);
 }
 
 static void add_job_writes(wctx_t *w)

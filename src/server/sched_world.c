@@ -19,9 +19,11 @@
  * a Deployment's too. An object that fails is left out of the snapshot
  * with the reason its status shows, so one bad object never stops the
  * loop; the core then gets a snapshot it accepts, and builds it once. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/strmap.h"
@@ -130,79 +132,219 @@ static void set_dec(sc_wobj_t *o, sc_manifest_obj_t *dec, char *why)
 
 /* What a node tells the loop beyond its decoding: where its agent is (a
  * deployment pod's port is unique per host) and whether it is drained. */
-static void node_extras(sc_wobj_t *o, json_t *obj)
+static void node_extras(json_t *obj, char **address, bool *drained)
 {
 	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
 	const char *d = json_string_value(json_object_get(ann, SC_DRAIN_ANNOTATION));
 	const char *addr =
 	    json_string_value(json_object_get(json_object_get(obj, "status"), "address"));
-	o->drained = d && strcmp(d, "true") == 0;
-	free(o->address);
-	o->address = addr && addr[0] ? sc_xstrdup(addr) : NULL;
+	*drained = d && strcmp(d, "true") == 0;
+	free(*address);
+	*address = addr && addr[0] ? sc_xstrdup(addr) : NULL;
+}
+
+/* Decodes a view; the refusal as the message the job shows. */
+static void decode_view(json_t *view, sc_manifest_obj_t **dec, char **why)
+{
+	sc_manifest_error_t err;
+	*dec = NULL;
+	*why = NULL;
+	int rc = view ? sc_manifest_decode(view, dec, &err) : SC_EINVAL;
+	if (rc == SC_ENOMEM)
+		sc_oom();
+	if (!view)
+		snprintf(err.msg, sizeof(err.msg), "the stored value is not a JSON object");
+	if (rc < 0)
+		*why = format_err(&err);
+}
+
+/* The digest of what the decoder reads of text. */
+static void text_digest(int rank, const char *text, uint64_t vh[2])
+{
+	json_t *obj = json_loads(text, 0, NULL);
+	json_t *view = json_is_object(obj) ? sc__world_view(rank, obj) : NULL;
+	vh[0] = vh[1] = 0;
+	if (view)
+		sc__view_digest(view, vh);
+	json_decref(view);
+	json_decref(obj);
 }
 
 /* Brings o to the change's revision; 1 when its decoding changed. */
 static int update(sc_wobj_t *o, sc_change_t *ch, size_t *decoded)
 {
-	int changed = 0;
 	o->mod_rev = ch->mod_rev;
 	clear_settled(o);
 	/* The plan's own status write coming back: taken as promised. */
 	if (o->promise && strcmp(o->promise, ch->text) == 0 && o->rank != SC_RANK_NODE) {
+		int changed = o->pdec != NULL;
 		free(o->text);
 		o->text = ch->text;
 		ch->text = NULL;
 		free(o->promise);
 		o->promise = NULL;
 		memcpy(o->vh, o->pvh, sizeof(o->vh));
+		o->vh_ok = o->pvh_ok;
 		if (o->pdec) {
 			set_dec(o, o->pdec, NULL);
 			o->pdec = NULL;
-			changed = 1;
 		}
-		sc_manifest_obj_free(ch->pre);
-		ch->pre = NULL;
 		return changed;
 	}
 	clear_promise(o);
-	free(o->text);
-	o->text = ch->text;
-	ch->text = NULL;
+	/* Decoded ahead (a full load): nothing left to do but take it. */
+	if (ch->prepared) {
+		free(o->text);
+		o->text = ch->text;
+		ch->text = NULL;
+		set_dec(o, ch->pre, ch->why);
+		ch->pre = NULL;
+		ch->why = NULL;
+		o->vh_ok = false;
+		free(o->address);
+		o->address = ch->address;
+		ch->address = NULL;
+		o->drained = ch->drained;
+		/* Settled from what is stored; finished in build_arrays, where
+		 * the job's own refusal (a missing queue) is known. */
+		o->settled_reason = ch->plain_reason;
+		ch->plain_reason = NULL;
+		return 1;
+	}
 	/* Decoded by the API's validation: nothing to parse (a node is, for
 	 * what its decoding does not hold). */
 	if (ch->pre && o->rank != SC_RANK_NODE) {
+		free(o->text);
+		o->text = ch->text;
+		ch->text = NULL;
 		set_dec(o, ch->pre, NULL);
 		ch->pre = NULL;
 		memcpy(o->vh, ch->pre_vh, sizeof(o->vh));
+		o->vh_ok = true;
 		return 1;
 	}
+	/* The old view's digest is made when first needed: now, from the old
+	 * text, before it goes (a full load decodes without digests). */
+	if (!o->vh_ok && o->text && (o->dec || o->dec_why)) {
+		text_digest(o->rank, o->text, o->vh);
+		o->vh_ok = true;
+	}
+	free(o->text);
+	o->text = ch->text;
+	ch->text = NULL;
 	json_t *obj = json_loads(o->text, 0, NULL);
 	json_t *view = json_is_object(obj) ? sc__world_view(o->rank, obj) : NULL;
 	uint64_t vh[2] = {0, 0};
+	int changed = 0;
 	if (view)
 		sc__view_digest(view, vh);
 	if (o->rank == SC_RANK_NODE)
-		node_extras(o, obj);
+		node_extras(obj, &o->address, &o->drained);
 	if (ch->pre) {
 		set_dec(o, ch->pre, NULL);
 		ch->pre = NULL;
 		changed = 1;
-	} else if (!view || vh[0] != o->vh[0] || vh[1] != o->vh[1] || (!o->dec && !o->dec_why)) {
-		sc_manifest_obj_t *dec = NULL;
-		sc_manifest_error_t err;
-		int rc = view ? sc_manifest_decode(view, &dec, &err) : SC_EINVAL;
-		if (rc == SC_ENOMEM)
-			sc_oom();
-		if (!view)
-			snprintf(err.msg, sizeof(err.msg), "the stored value is not a JSON object");
-		set_dec(o, dec, rc < 0 ? format_err(&err) : NULL);
+	} else if (!view || !o->vh_ok || vh[0] != o->vh[0] || vh[1] != o->vh[1] ||
+	           (!o->dec && !o->dec_why)) {
+		sc_manifest_obj_t *dec;
+		char *why;
+		decode_view(view, &dec, &why);
+		set_dec(o, dec, why);
 		(*decoded)++;
 		changed = 1;
 	}
 	memcpy(o->vh, vh, sizeof(vh));
+	o->vh_ok = view != NULL;
 	json_decref(view);
 	json_decref(obj);
 	return changed;
+}
+
+/* ---------------------------------------------------------------------
+ * A full load decoded ahead, on as many threads as there are cores
+ * ------------------------------------------------------------------- */
+
+/* The reason of a plain pending status, as the plan writes one for a job
+ * without pods and without a reservation; NULL for anything else. */
+static int is(json_t *o, const char *key, const char *want)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v && strcmp(v, want) == 0;
+}
+
+static char *plain_pending(json_t *obj)
+{
+	json_t *st = json_object_get(obj, "status"), *c, *v;
+	const char *key, *reason = json_string_value(json_object_get(st, "reason"));
+	if (!reason || !is(st, "phase", "Pending"))
+		return NULL;
+	json_object_foreach(st, key, v)
+	{
+		if (strcmp(key, "phase") && strcmp(key, "reason") && strcmp(key, "conditions") &&
+		    !(strcmp(key, "pods") == 0 && json_is_array(v) && json_array_size(v) == 0))
+			return NULL;
+	}
+	c = json_array_get(json_object_get(st, "conditions"), 0);
+	if (json_array_size(json_object_get(st, "conditions")) != 1 || !is(c, "status", "False") ||
+	    !is(c, "reason", "Unschedulable") || !is(c, "message", reason))
+		return NULL;
+	return sc_xstrdup(reason);
+}
+
+typedef struct prep {
+	sc_change_t *v;
+	size_t from, to;
+	size_t decoded;
+} prep_t;
+
+static void *prepare(void *ud)
+{
+	prep_t *p = ud;
+	for (size_t i = p->from; i < p->to; i++) {
+		sc_change_t *ch = &p->v[i];
+		if (!ch->text || ch->pre)
+			continue;
+		json_t *obj = json_loads(ch->text, 0, NULL);
+		json_t *view = json_is_object(obj) ? sc__world_view(ch->rank, obj) : NULL;
+		decode_view(view, &ch->pre, &ch->why);
+		if (ch->rank == SC_RANK_NODE && obj)
+			node_extras(obj, &ch->address, &ch->drained);
+		if (ch->rank == SC_RANK_JOB && obj)
+			ch->plain_reason = plain_pending(obj);
+		ch->prepared = true;
+		p->decoded++;
+		json_decref(view);
+		json_decref(obj);
+	}
+	return NULL;
+}
+
+/* Decodes every change of a full load, split over the cores: at restart
+ * every object is decoded once, the longest part of getting ready. */
+static size_t prepare_all(sc_changes_t *c)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t nt = ncpu < 1 ? 1 : ncpu > 4 ? 4 : (size_t)ncpu, decoded = 0;
+	if (c->n < 1000)
+		nt = 1;
+	prep_t parts[4];
+	pthread_t th[4];
+	bool started[4] = {false};
+	for (size_t t = 0; t < nt; t++) {
+		parts[t] = (prep_t){c->v, c->n * t / nt, c->n * (t + 1) / nt, 0};
+		if (t > 0)
+			started[t] = pthread_create(&th[t], NULL, prepare, &parts[t]) == 0;
+	}
+	prepare(&parts[0]);
+	for (size_t t = 1; t < nt; t++) {
+		if (started[t])
+			pthread_join(th[t], NULL);
+		else
+			prepare(&parts[t]);
+	}
+	for (size_t t = 0; t < nt; t++)
+		decoded += parts[t].decoded;
+	return decoded;
 }
 
 static sc_wobj_t *wobj_new(sc_change_t *ch)
@@ -448,6 +590,20 @@ static void build_arrays(sc_world_t *w)
 			w->job_obj[w->njobs] = o;
 			w->jobs[w->njobs++] = *j;
 		}
+	/* Jobs loaded with a plain pending status: settled on that reason
+	 * (the plan compares it with the next cycle's). */
+	for (int r = SC_RANK_JOB; r <= SC_RANK_DEPLOY; r++)
+		for (size_t i = 0; i < w->n[r]; i++) {
+			sc_wobj_t *o = w->v[r][i];
+			if (o->settled || !o->settled_reason)
+				continue;
+			const char *why = o->dec_why ? o->dec_why : o->ref_why;
+			free(o->settled_why);
+			o->settled_why = why ? sc_xstrdup(why) : NULL;
+			o->settled_drain = w->drain_hash;
+			o->settled_pending = true;
+			o->settled = true;
+		}
 	sc_strmap_free(&queues);
 	sc_strmap_free(&classes);
 	sc_strmap_free(&job_names);
@@ -458,6 +614,8 @@ static void build_arrays(sc_world_t *w)
 void sc__world_apply(sc_world_t *w, sc_changes_t *c, size_t *decoded)
 {
 	*decoded = 0;
+	if (c->full)
+		*decoded += prepare_all(c);
 	qsort(c->v, c->n, sizeof(*c->v), cmp_change);
 	size_t a = 0;
 	for (int r = 0; r < SC_RANKS; r++) {
@@ -519,6 +677,7 @@ int sc__world_exclude(sc_world_t *w, const char *msg)
 	/* Kept until the object changes (its decoding is then redone). */
 	set_dec(o, NULL, sc_xstrdup(msg));
 	memset(o->vh, 0, sizeof(o->vh));
+	o->vh_ok = true; /* decoded again at its next change, whatever it is */
 	build_arrays(w);
 	return 1;
 }
