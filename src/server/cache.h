@@ -55,7 +55,7 @@ typedef struct sc_cobj {
 	 * (sc__cache_take_decoded) so a new job is decoded only once. */
 	sc_manifest_obj_t *decoded;
 	uint64_t decoded_vh[2]; /* its decoder view's digest (sc__view_digest) */
-	char *queue; /* owned: spec.queue of a job or deployment, or NULL */
+	char *queue;            /* owned: spec.queue of a job or deployment, or NULL */
 } sc_cobj_t;
 
 /* Loads every object of the API kinds and starts following the store. */

@@ -37,11 +37,12 @@ static void add(sc_changes_t *c, int rank, const char *name, int64_t rev, const 
 static char *job(const char *name, const char *queue, const char *extra)
 {
 	static char buf[1024];
-	snprintf(buf, sizeof(buf),
-	         "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"%s\"},"
-	         "\"spec\":{\"queue\":\"%s\",\"tasks\":[{\"name\":\"w\",\"replicas\":1,"
-	         "\"resources\":{\"gpu\":1}}]}%s}",
-	         name, queue, extra ? extra : "");
+	snprintf(
+	    buf, sizeof(buf),
+	    "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"%s\"},"
+	    "\"spec\":{\"queue\":\"%s\",\"tasks\":[{\"name\":\"w\",\"replicas\":1,"
+	    "\"resources\":{\"gpu\":1}}]}%s}",
+	    name, queue, extra ? extra : "");
 	return buf;
 }
 
@@ -51,7 +52,8 @@ static char *queue(const char *name, const char *parent)
 	snprintf(buf, sizeof(buf),
 	         "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Queue\",\"metadata\":{\"name\":"
 	         "\"%s\"},\"spec\":{%s%s%s\"resources\":{\"gpu\":{\"quota\":8}}}}",
-	         name, parent ? "\"parentQueue\":\"" : "", parent ? parent : "", parent ? "\"," : "");
+	         name, parent ? "\"parentQueue\":\"" : "", parent ? parent : "",
+	         parent ? "\"," : "");
 	return buf;
 }
 
