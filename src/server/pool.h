@@ -74,11 +74,12 @@ typedef struct sc_pool_cycle {
 /* ---- pool_plan.c ---- */
 /* Loop thread: NULL when there is no NodePool (nothing to plan). */
 sc_pool_cycle_t *sc__pool_input(sc_server_t *s, int64_t now);
-/* Worker thread: plans on the cycle's snapshot and decisions (d's pending
+/* Worker thread: plans on the cycle's snapshot (of world) and decisions (d's pending
  * reasons may be pointed at pc->reasons). A node that holds a pod of a job
  * the snapshot left out (a status the decoder refused) is never offered
  * for removal: the core cannot see that pod. 0 or SC_E* (pc->error). */
-int sc__pool_plan(sc_pool_cycle_t *pc, const sc_cycle_in_t *in, sc_decisions_t *d);
+int sc__pool_plan(sc_pool_cycle_t *pc, const sc_snapshot_t *snap, const sc_world_t *world,
+                  sc_decisions_t *d);
 void sc__pool_cycle_free(sc_pool_cycle_t *pc);
 
 /* ---- pool_exec.c: providers ---- */

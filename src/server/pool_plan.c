@@ -228,25 +228,34 @@ static void count_pods(sc_pool_cycle_t *pc, const sc_snapshot_t *snap, const sc_
 	}
 }
 
-/* Pods of jobs left out of the snapshot still hold their nodes. */
-static void count_left_out(sc_pool_cycle_t *pc, const sc_cycle_in_t *in)
+static void count_left_out_one(sc_pool_cycle_t *pc, const char *text)
 {
-	for (size_t i = 0; i < in->nobjs; i++) {
-		const sc_sobj_t *o = &in->objs[i];
-		json_t *p;
-		size_t k;
-		if (!o->why || !o->kind->queue_scoped)
-			continue;
-		sc_jobst_pod_t pod;
-		json_array_foreach(sc__jobst_pods(o->obj), k, p)
-		{
-			sc__jobst_pod(p, &pod);
-			json_t *v = json_object_get(pc->pods_on, pod.node);
-			if (v && pod.phase != SC_PP_SUCCEEDED && pod.phase != SC_PP_FAILED) {
-				json_integer_set(v, json_integer_value(v) + 1);
-				json_object_set_new(pc->busy, pod.node, json_true());
-			}
+	json_t *obj = json_loads(text, 0, NULL), *p;
+	size_t k;
+	sc_jobst_pod_t pod;
+	json_array_foreach(sc__jobst_pods(obj), k, p)
+	{
+		sc__jobst_pod(p, &pod);
+		json_t *v = json_object_get(pc->pods_on, pod.node);
+		if (v && pod.phase != SC_PP_SUCCEEDED && pod.phase != SC_PP_FAILED) {
+			json_integer_set(v, json_integer_value(v) + 1);
+			json_object_set_new(pc->busy, pod.node, json_true());
 		}
+	}
+	json_decref(obj);
+}
+
+/* Pods of jobs left out of the snapshot (refused by the decoder or by a
+ * reference check) still hold their nodes; their stored text is read
+ * (there are few of them). */
+static void count_left_out(sc_pool_cycle_t *pc, const sc_world_t *world)
+{
+	for (int r = SC_RANK_JOB; r <= SC_RANK_DEPLOY; r++) {
+		size_t n;
+		sc_wobj_t *const *v = sc__world_objs(world, r, &n);
+		for (size_t i = 0; i < n; i++)
+			if (v[i]->slot < 0 && v[i]->text)
+				count_left_out_one(pc, v[i]->text);
 	}
 }
 
@@ -263,9 +272,9 @@ static void drop_busy(sc_pool_cycle_t *pc)
 	pc->ndown = n;
 }
 
-int sc__pool_plan(sc_pool_cycle_t *pc, const sc_cycle_in_t *in, sc_decisions_t *d)
+int sc__pool_plan(sc_pool_cycle_t *pc, const sc_snapshot_t *snap, const sc_world_t *world,
+                  sc_decisions_t *d)
 {
-	const sc_snapshot_t *snap = &in->snap;
 	sc_pool_t pools[SC_POOL_MAX];
 	sc_scaleup_t *up = NULL;
 	sc_scaledown_t *down = NULL;
@@ -283,7 +292,7 @@ int sc__pool_plan(sc_pool_cycle_t *pc, const sc_cycle_in_t *in, sc_decisions_t *
 			pc->down[pc->ndown++] = sc_xstrdup(down->nodes[i].node);
 		count_pods(pc, snap, d);
 		pc->busy = sc_xcheck(json_object());
-		count_left_out(pc, in);
+		count_left_out(pc, world);
 		drop_busy(pc);
 	}
 	sc_scaleup_free(up);

@@ -36,6 +36,7 @@
 #include "server/deploy.h"
 #include "server/ha.h"
 #include "server/metrics.h"
+#include "server/pool.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -76,6 +77,7 @@ struct cycle_job {
 	uint64_t t0;
 	int64_t now;
 	sc_changes_t changes;
+	sc_pool_cycle_t *pools; /* node pools' input and plans, or NULL */
 	size_t decoded;
 	sc_cycle_plan_t plan;
 	sc_cycle_out_t out;
@@ -114,6 +116,7 @@ const sc_queue_report_t *sc__sched_queue(sc_server_t *s, const char *name)
 static void job_free(cycle_job_t *j)
 {
 	sc__changes_free(&j->changes);
+	sc__pool_cycle_free(j->pools);
 	sc__cycle_plan_free(&j->plan);
 	free(j->out.waits);
 	free(j->gauges.state);
@@ -252,7 +255,13 @@ static void work(uv_work_t *req)
 	}
 	j->msg[0] = '\0';
 	const sc_snapshot_t *snap = sc__world_snapshot(sc->world, j->now);
-	j->rc = sc__cycle_plan(sc->world, snap, d, &j->plan, &j->out);
+	/* Node pools plan on the same snapshot and decisions (their reasons
+	 * replace those of the jobs that wait for pool nodes); a failure there
+	 * leaves the cycle's own decisions standing. */
+	json_t *pool_waits = NULL;
+	if (j->pools && sc__pool_plan(j->pools, snap, sc->world, d) == 0)
+		pool_waits = j->pools->waits;
+	j->rc = sc__cycle_plan(sc->world, snap, d, pool_waits, &j->plan, &j->out);
 	sc__cycle_gauges(sc->world, snap, d, &j->gauges);
 	keep_queues(j, d);
 	int64_t due = next_due(snap, d); /* the plan may have found one sooner */
@@ -342,6 +351,7 @@ static void cycle_end(sc_sched_t *sc, cycle_job_t *j)
 			sc->next_due = j->now + 10;
 		trim_events(sc, j->out.events);
 		sc->s->ready = 1;
+		sc__pool_act(sc->s, j->pools);
 		sc__deploy_tick(sc->s);
 		/* Releasing pods are removed by the next cycle; run it soon so
 		 * an eviction completes (and its preemptor starts) without
@@ -418,6 +428,7 @@ static void start_cycle(sc_sched_t *sc)
 	j->now = (int64_t)time(NULL);
 	j->req.data = j;
 	sc__feed_take(sc->feed, &j->changes);
+	j->pools = sc__pool_input(sc->s, j->now);
 	sc->job = j;
 	int rc = uv_queue_work(sc->s->loop, &j->req, work, after_work);
 	if (rc < 0) {
@@ -440,6 +451,17 @@ static void cycle(sc_sched_t *sc)
 	start_cycle(sc);
 }
 
+/* 1 when NodePools exist: their controller acts after each cycle on
+ * timers of its own (join timeouts, scaleDownAfter, back-off), so they
+ * count as a time rule that is always due (still paced by the idle gap). */
+static int have_pools(sc_sched_t *sc)
+{
+	size_t n = 0;
+	if (sc->s->cache)
+		sc__cache_items(sc->s->cache, sc__kind_by_name("NodePool"), &n);
+	return n > 0;
+}
+
 /* The periodic tick: a cycle when changes wait (a kick normally came
  * first), when a time rule is due, or when the safety interval passed;
  * else nothing. */
@@ -451,8 +473,8 @@ static void on_period(uv_timer_t *t)
 	uint64_t now_ms = uv_now(sc->s->loop), since = now_ms - sc->last_end;
 	double gap = IDLE_FACTOR * sc->last_cycle * 1000;
 	int64_t now = (int64_t)time(NULL);
-	if (sc__feed_pending(sc->feed) || !sc->s->ready ||
-	    (sc->next_due && now >= sc->next_due && (double)since >= gap) ||
+	bool due = (sc->next_due && now >= sc->next_due) || have_pools(sc);
+	if (sc__feed_pending(sc->feed) || !sc->s->ready || (due && (double)since >= gap) ||
 	    (double)since >= (gap > SAFETY_S * 1000 ? gap : SAFETY_S * 1000)) {
 		cycle(sc);
 		return;

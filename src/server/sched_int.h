@@ -42,6 +42,9 @@
 /* Set by the node pool controller on a node it empties before deleting it
  * (pool.h): the loop evicts the pods there one by one, not whole jobs. */
 #define SC_SCALEDOWN_ANNOTATION "starcloud.dev/scale-down"
+/* A node's state for the loop: drained (its jobs evicted whole), or being
+ * emptied by its pool (its pods evicted one by one). */
+enum { SC_DRAINED_NO = 0, SC_DRAINED_DRAIN, SC_DRAINED_SCALEDOWN };
 /* Events kept in the store; older ones are deleted in batches. */
 #define SC_EVENT_LIMIT 1000
 
@@ -66,7 +69,7 @@ typedef struct sc_change {
 	bool prepared;
 	char *why;
 	char *address;
-	bool drained;
+	int drained; /* SC_DRAINED_* */
 	/* A job whose stored status is a plain pending one (the loop's own
 	 * words: phase Pending, this reason, no pods): the plan takes it as
 	 * settled instead of building it again. Owned, or NULL. */
@@ -110,7 +113,7 @@ typedef struct sc_wobj {
 	char *dec_why;          /* owned: the decoder's refusal, or NULL */
 	char *ref_why;          /* owned: a reference that does not hold, or NULL */
 	char *address;          /* node: status.address, or NULL (deployment ports) */
-	bool drained;           /* node: annotated starcloud.dev/drain */
+	int drained;            /* node: SC_DRAINED_* */
 	long slot;              /* index in the snapshot's array of its kind, or -1 */
 	/* The status the plan wrote last (sched_plan.c), promised until the
 	 * change that stores it comes back: its text, digest and decoding are
@@ -145,7 +148,8 @@ int sc__world_exclude(sc_world_t *w, const char *msg);
 sc_wobj_t *const *sc__world_objs(const sc_world_t *w, int rank, size_t *n);
 /* Hash of the drained nodes' names; 0 when none. */
 uint64_t sc__world_drain_hash(const sc_world_t *w);
-/* The drained nodes' names -> true (new reference). */
+/* The drained nodes' names -> true, and those a pool empties ->
+ * "scale-down" (new reference). */
 json_t *sc__world_drained(const sc_world_t *w);
 /* Bytes the world holds (texts, decodings, arrays), for metrics. */
 size_t sc__world_bytes(const sc_world_t *w);
@@ -204,9 +208,10 @@ typedef struct sc_cycle_gauges {
 } sc_cycle_gauges_t;
 
 /* Worker: turns the decisions d taken on the world's snapshot into the
- * cycle's writes p (job statuses, new events). */
+ * cycle's writes p (job statuses, new events). pool_waits: job name ->
+ * status.waitingFor from the node pools' plans (pool.h), or NULL. */
 int sc__cycle_plan(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisions_t *d,
-                   sc_cycle_plan_t *p, sc_cycle_out_t *out);
+                   json_t *pool_waits, sc_cycle_plan_t *p, sc_cycle_out_t *out);
 void sc__cycle_plan_free(sc_cycle_plan_t *p);
 /* Worker: the gauges of /metrics from the snapshot and decisions. */
 void sc__cycle_gauges(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisions_t *d,

@@ -79,10 +79,11 @@ typedef struct wctx {
 	const sc_decisions_t *d;
 	by_job_t bj;
 	uint64_t drain_hash;
-	json_t *drained; /* names of drained nodes -> true, or NULL */
-	json_t *events;  /* new Event objects */
-	json_t *folded;  /* "reason\nqueue" -> {count, names} past the burst */
-	json_t *ports;   /* deployment ports in use (deploy_ctl.c), made on first need */
+	json_t *drained;    /* drained nodes -> true, those a pool empties -> a string; or NULL */
+	json_t *pool_waits; /* job name -> status.waitingFor (pool.h), or NULL; borrowed */
+	json_t *events;     /* new Event objects */
+	json_t *folded;     /* "reason\nqueue" -> {count, names} past the burst */
+	json_t *ports;      /* deployment ports in use (deploy_ctl.c), made on first need */
 	char now[40];
 	size_t reason_budget;
 	sc_cycle_out_t *out;
@@ -336,6 +337,33 @@ static void apply_evictions(wctx_t *w, jobw_t *jw, json_t *pods)
 	      first->by ? first->by : "", first->reason ? first->reason : "");
 }
 
+/* Pods on a node the pool controller empties (scale-down annotation) are
+ * evicted one by one: the core has checked that each can be placed again
+ * without breaking its gang (src/core/scaledown.c), so the job's other pods
+ * keep running. */
+static size_t apply_scale_down(wctx_t *w, jobw_t *jw, json_t *pods)
+{
+	json_t *p;
+	size_t i, n = 0;
+	json_array_foreach(pods, i, p)
+	{
+		json_t *mark = json_object_get(w->drained, str_of(p, "node"));
+		if (strcmp(str_of(p, "phase"), "Running") != 0 || !json_is_string(mark))
+			continue;
+		json_object_set_new(p, "phase", json_string("Releasing"));
+		json_t *extra = json_pack("{s:s,s:s,s:s,s:s}", "action", "scale-down", "by", "",
+		                          "pod", str_of(p, "name"), "node", str_of(p, "node"));
+		event(w, jw->o, jw->queue, "Evicted", "Normal", extra,
+		      "pod %s moved off %s: the node pool is removing the node", str_of(p, "name"),
+		      str_of(p, "node"));
+		w->out->drained++;
+		w->out->releasing = true;
+		jw->evicts = true;
+		n++;
+	}
+	return n;
+}
+
 /* A job with a Running pod on a drained node is evicted whole. */
 static size_t apply_drain(wctx_t *w, jobw_t *jw, json_t *pods)
 {
@@ -347,13 +375,13 @@ static size_t apply_drain(wctx_t *w, jobw_t *jw, json_t *pods)
 	json_array_foreach(pods, i, p)
 	{
 		if (strcmp(str_of(p, "phase"), "Running") == 0 &&
-		    json_object_get(w->drained, str_of(p, "node"))) {
+		    json_is_true(json_object_get(w->drained, str_of(p, "node")))) {
 			node = str_of(p, "node");
 			break;
 		}
 	}
 	if (!node)
-		return 0;
+		return apply_scale_down(w, jw, pods);
 	char nodebuf[SC_MAX_NAME + 1], first[SC_MAX_NAME + 1] = "";
 	snprintf(nodebuf, sizeof(nodebuf), "%s", node);
 	json_t *names = json_array();
@@ -416,6 +444,18 @@ static json_t *full_obj(jobw_t *jw)
 	return jw->obj;
 }
 
+/* Whether the pod's binding is a compaction move: its status then carries
+ * movedAt, which the action's cooldown and hourly bound read back. */
+static bool moved_by_compaction(const wctx_t *w, size_t j, const char *pod)
+{
+	for (size_t k = w->bj.estart[j]; k < w->bj.estart[j + 1]; k++) {
+		const sc_eviction_t *e = &w->d->evictions[w->bj.eorder[k]];
+		if (e->action == SC_ACT_COMPACT && e->to && strcmp(e->pod, pod) == 0)
+			return true;
+	}
+	return false;
+}
+
 static void apply_bindings(wctx_t *w, jobw_t *jw, json_t *pods)
 {
 	size_t j = (size_t)jw->j;
@@ -430,6 +470,8 @@ static void apply_bindings(wctx_t *w, jobw_t *jw, json_t *pods)
 		const sc_binding_t *b = &w->d->bindings[w->bj.border[k]];
 		size_t at;
 		json_t *np = binding_pod(b, w->now, jw->o->mod_rev);
+		if (moved_by_compaction(w, j, b->pod))
+			json_object_set_new(np, "movedAt", json_string(w->now));
 		if (jw->o->rank == SC_RANK_DEPLOY)
 			sc__deploy_bind_port(full_obj(jw), np, ports(w));
 		if (find_pod(pods, b->pod, &at))
@@ -553,6 +595,10 @@ static json_t *job_status(wctx_t *w, jobw_t *jw)
 	const sc_pending_t *pend = j ? w->bj.pend[jw->j] : NULL;
 	if (pend && pend->nreserved)
 		json_object_set_new(st, "reservation", sc_xcheck(sc_reservation_json(pend)));
+	/* Nodes of a pool it waits for (docs/AUTOSCALING.md), for explain. */
+	json_t *wf = pend ? json_object_get(w->pool_waits, jw->o->name) : NULL;
+	if (wf)
+		json_object_set(st, "waitingFor", wf);
 	json_object_set_new(st, "pods", pods);
 	sc__deploy_keep_status(old, st);
 	return st;
@@ -831,9 +877,10 @@ static void order_puts(sc_cycle_plan_t *p)
 }
 
 int sc__cycle_plan(sc_world_t *world, const sc_snapshot_t *snap, const sc_decisions_t *d,
-                   sc_cycle_plan_t *p, sc_cycle_out_t *out)
+                   json_t *pool_waits, sc_cycle_plan_t *p, sc_cycle_out_t *out)
 {
-	wctx_t w = {.world = world, .snap = snap, .d = d, .out = out, .p = p};
+	wctx_t w = {
+	    .world = world, .snap = snap, .d = d, .pool_waits = pool_waits, .out = out, .p = p};
 	free(out->waits);
 	memset(out, 0, sizeof(*out));
 	memset(p, 0, sizeof(*p));

@@ -131,14 +131,18 @@ static void set_dec(sc_wobj_t *o, sc_manifest_obj_t *dec, char *why)
 }
 
 /* What a node tells the loop beyond its decoding: where its agent is (a
- * deployment pod's port is unique per host) and whether it is drained. */
-static void node_extras(json_t *obj, char **address, bool *drained)
+ * deployment pod's port is unique per host) and whether it is drained or
+ * being emptied by its node pool (SC_DRAINED_*). */
+static void node_extras(json_t *obj, char **address, int *drained)
 {
 	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
 	const char *d = json_string_value(json_object_get(ann, SC_DRAIN_ANNOTATION));
+	const char *sd = json_string_value(json_object_get(ann, SC_SCALEDOWN_ANNOTATION));
 	const char *addr =
 	    json_string_value(json_object_get(json_object_get(obj, "status"), "address"));
-	*drained = d && strcmp(d, "true") == 0;
+	*drained = d && strcmp(d, "true") == 0     ? SC_DRAINED_DRAIN
+	           : sd && strcmp(sd, "true") == 0 ? SC_DRAINED_SCALEDOWN
+	                                           : SC_DRAINED_NO;
 	free(*address);
 	*address = addr && addr[0] ? sc_xstrdup(addr) : NULL;
 }
@@ -535,7 +539,8 @@ static void build_arrays(sc_world_t *w)
 		if (o->drained) {
 			for (const char *p = o->name; *p; p++)
 				h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-			h = (h ^ 0xff) * 1099511628211ULL;
+			/* separator, and the kind of mark */
+			h = (h ^ (o->drained == SC_DRAINED_DRAIN ? 0xff : 0xfe)) * 1099511628211ULL;
 			w->drain_hash = h;
 		}
 		if (!o->dec)
@@ -698,7 +703,10 @@ json_t *sc__world_drained(const sc_world_t *w)
 	json_t *set = json_object();
 	for (size_t i = 0; i < w->n[SC_RANK_NODE]; i++)
 		if (w->v[SC_RANK_NODE][i]->drained)
-			json_object_set_new(set, w->v[SC_RANK_NODE][i]->name, json_true());
+			json_object_set_new(set, w->v[SC_RANK_NODE][i]->name,
+			                    w->v[SC_RANK_NODE][i]->drained == SC_DRAINED_DRAIN
+			                        ? json_true()
+			                        : json_string("scale-down"));
 	return set;
 }
 
