@@ -331,6 +331,7 @@ static void delete_answer(api_write_t *w, const sc_store_res_t *res)
 static void write_done(const sc_store_res_t *res, void *ud)
 {
 	api_write_t *w = ud;
+	sc__sched_writing(w->a.s, w->a.key, 0);
 	if (w->a.r && w->a.own_cond && w->a.tries + 1 < API_WRITE_TRIES &&
 	    (res->rc == SC_ECONFLICT || res->rc == SC_ENOTFOUND)) {
 		/* The cache has what refused it now (store.h): read, decide and
@@ -370,6 +371,7 @@ static void write_start(api_req_t *a, const sc_store_op_t *op, json_t *obj, sc_m
 	w->ok = ok;
 	w->del = op->type == SC_STORE_DELETE;
 	sc_http_on_close(a->r, write_gone, w);
+	sc__sched_writing(a->s, a->key, 1);
 	sc_store_txn_async(a->s->store, op, 1, write_done, w);
 }
 

@@ -9,3 +9,9 @@ void sc__sched_kick(sc_server_t *s)
 	if (s->kick)
 		s->kick(s);
 }
+
+void sc__sched_writing(sc_server_t *s, const char *key, int on)
+{
+	if (s->writing)
+		s->writing(s, key, on);
+}

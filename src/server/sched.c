@@ -90,6 +90,8 @@ struct cycle_job {
 	int rc;
 	char msg[512];
 	size_t parts;
+	int inflight; /* a part is with the store */
+	int done;     /* every part answered (or the commit failed) */
 	size_t nchanges;
 	double t_apply, t_core, t_plan, t_work; /* seconds on the worker */
 	double cpu_work;                        /* the worker's CPU seconds */
@@ -280,6 +282,7 @@ static void work(uv_work_t *req)
 
 static void arm_kick(sc_sched_t *sc);
 static void kick(sc_server_t *s);
+static void writing(sc_server_t *s, const char *key, int on);
 
 static void trim_events(sc_sched_t *sc, size_t created)
 {
@@ -356,7 +359,7 @@ static void cycle_end(sc_sched_t *sc, cycle_job_t *j)
 		/* Releasing pods are removed by the next cycle; run it soon so
 		 * an eviction completes (and its preemptor starts) without
 		 * waiting a period. A dropped write is decided again too. */
-		if (j->out.releasing || j->out.released || j->plan.dropped_evict)
+		if (j->out.releasing || j->out.released || j->plan.dropped)
 			sc->again = 1;
 	}
 	job_free(j);
@@ -369,36 +372,71 @@ static void cycle_end(sc_sched_t *sc, cycle_job_t *j)
 
 static void on_commit(uv_timer_t *t);
 
-/* Commits the next part of the plan; the rest waits for the next loop
- * iteration, so requests are served in between. */
-static void commit_part(sc_sched_t *sc)
+/* The store answered a part (at once with SQLite, later with etcd): the
+ * next part goes in the next loop iteration, so requests are served in
+ * between; the last one ends the cycle. */
+static void part_done(const sc_store_res_t *res, void *ud)
 {
-	cycle_job_t *j = sc->job;
-	/* Only the leader writes; deposed meanwhile: the new leader decides. */
-	if (!sc__ha_leader_begin(sc->s)) {
-		j->rc = 0;
-		cycle_end(sc, j);
-		return;
-	}
-	int rc = sc__cycle_commit(sc->s, sc->feed, &j->plan, COMMIT_MS);
-	j->parts++;
-	if (rc == 1) {
-		sc__ha_leader_end(sc->s);
-		uv_timer_start(&sc->commit, on_commit, 0, 0);
+	cycle_job_t *j = ud;
+	sc_sched_t *sc = j->sc;
+	j->inflight = 0;
+	int rc = sc__cycle_part_done(sc->feed, &j->plan, res);
+	if (sc->stopping) {
+		/* sc__sched_stop ran while etcd had the part. */
+		sc->job = NULL;
+		job_free(j);
+		if (sc->closed == 3)
+			sched_free(sc);
 		return;
 	}
 	if (rc < 0) {
 		j->rc = rc;
 		snprintf(j->msg, sizeof(j->msg), "commit: %s", sc_strerror(rc));
 	}
-	cycle_end(sc, j); /* trims events: still fenced */
-	sc__ha_leader_end(sc->s);
+	j->done = rc <= 0;
+	uv_timer_start(&sc->commit, on_commit, 0, 0);
+}
+
+/* Starts the next part of the plan, or ends the cycle when none is left. */
+static void commit_part(sc_sched_t *sc)
+{
+	cycle_job_t *j = sc->job;
+	/* Only the leader writes; deposed meanwhile: the new leader decides.
+	 * The fence is taken with each part, when it is submitted. */
+	if (!j->done && !sc__ha_leader_begin(sc->s)) {
+		j->rc = 0;
+		cycle_end(sc, j);
+		return;
+	}
+	int rc = 0;
+	if (!j->done) {
+		j->inflight = 1;
+		rc = sc__cycle_commit(sc->s, sc->feed, &j->plan, COMMIT_MS, part_done, j);
+		if (rc != 1)
+			j->inflight = 0;
+		else
+			j->parts++;
+		sc__ha_leader_end(sc->s);
+	}
+	if (rc == 1)
+		return; /* part_done follows (it may have run already) */
+	if (rc == 2) {
+		uv_timer_start(&sc->commit, on_commit, 0, 0);
+		return;
+	}
+	if (sc__ha_leader_begin(sc->s)) {
+		cycle_end(sc, j); /* trims events: fenced */
+		sc__ha_leader_end(sc->s);
+	} else {
+		j->rc = 0;
+		cycle_end(sc, j);
+	}
 }
 
 static void on_commit(uv_timer_t *t)
 {
 	sc_sched_t *sc = t->data;
-	if (sc->job && !sc->stopping)
+	if (sc->job && !sc->stopping && !sc->job->inflight)
 		commit_part(sc);
 }
 
@@ -521,6 +559,7 @@ int sc__sched_start(sc_server_t *s)
 	uv_timer_start(&sc->period, on_period, 0, PERIOD_MS);
 	s->sched = sc;
 	s->kick = kick;
+	s->writing = writing;
 	return 0;
 }
 
@@ -540,11 +579,14 @@ void sc__sched_stop(sc_server_t *s)
 		return;
 	s->sched = NULL;
 	s->kick = NULL;
+	s->writing = NULL;
 	sc->stopping = 1;
 	/* A plan being committed is dropped: the next leader (or start)
 	 * decides again from the store. A cycle on the worker is cancelled,
 	 * or freed by after_work once it finishes. */
-	if (sc->job && uv_is_active((uv_handle_t *)&sc->commit)) {
+	if (sc->job && sc->job->inflight) {
+		/* A part is with the store: its answer frees the cycle. */
+	} else if (sc->job && uv_is_active((uv_handle_t *)&sc->commit)) {
 		job_free(sc->job);
 		sc->job = NULL;
 	} else if (sc->job) {
@@ -553,6 +595,18 @@ void sc__sched_stop(sc_server_t *s)
 	uv_close((uv_handle_t *)&sc->period, on_timer_closed);
 	uv_close((uv_handle_t *)&sc->kick, on_timer_closed);
 	uv_close((uv_handle_t *)&sc->commit, on_timer_closed);
+}
+
+/* What sc__sched_writing (kick.c) runs while the loop is up. */
+static void writing(sc_server_t *s, const char *key, int on)
+{
+	sc_sched_t *sc = s->sched;
+	if (!sc)
+		return;
+	if (on)
+		sc__feed_own(sc->feed, key);
+	else
+		sc__feed_own_end(sc->feed, key);
 }
 
 /* What sc__sched_kick (kick.c) runs while the loop is up. */

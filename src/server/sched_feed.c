@@ -25,6 +25,7 @@ struct sc_feed {
 	size_t n, cap;
 	size_t nwanted;
 	bool quiet;       /* the loop is committing its own writes */
+	json_t *own;      /* keys the loop is writing, whose next change is its own */
 	sc_strmap_t seen; /* keys -> index (borrowed from keys) */
 	bool full;        /* the next take hands over everything */
 	uint64_t generation;
@@ -67,6 +68,10 @@ static void on_change(void *ud, const sc_kind_t *k, const char *key, int deleted
 	 * server's write seen through etcd's change feed). */
 	if (f->quiet || f->wanted[i])
 		return;
+	if (json_object_get(f->own, key)) {
+		json_object_del(f->own, key);
+		return;
+	}
 	f->wanted[i] = true;
 	f->nwanted++;
 	sc__sched_kick(f->s);
@@ -75,6 +80,16 @@ static void on_change(void *ud, const sc_kind_t *k, const char *key, int deleted
 void sc__feed_quiet(sc_feed_t *f, bool on)
 {
 	f->quiet = on;
+}
+
+void sc__feed_own(sc_feed_t *f, const char *key)
+{
+	json_object_set_new(f->own, key, json_true());
+}
+
+void sc__feed_own_end(sc_feed_t *f, const char *key)
+{
+	json_object_del(f->own, key);
 }
 
 static void forget(sc_feed_t *f)
@@ -90,6 +105,7 @@ sc_feed_t *sc__feed_new(sc_server_t *s)
 	sc_feed_t *f = sc_xcalloc(1, sizeof(*f));
 	f->s = s;
 	f->full = true;
+	f->own = sc_xcheck(json_object());
 	f->generation = sc__cache_generation(s->cache);
 	sc__cache_hook(s->cache, on_change, f);
 	return f;
@@ -102,6 +118,7 @@ void sc__feed_free(sc_feed_t *f)
 	if (f->s->cache)
 		sc__cache_hook(f->s->cache, NULL, f);
 	forget(f);
+	json_decref(f->own);
 	free(f->keys);
 	free(f->wanted);
 	free(f);

@@ -93,6 +93,11 @@ void sc__feed_free(sc_feed_t *f);
  * by the next cycle but call for none). */
 size_t sc__feed_pending(const sc_feed_t *f);
 void sc__feed_quiet(sc_feed_t *f, bool on);
+/* The loop is writing key: its next change is the loop's own and calls
+ * for no cycle (with etcd it arrives after the call that made it). Until
+ * sc__feed_own_end(f, key), when the write was answered. */
+void sc__feed_own(sc_feed_t *f, const char *key);
+void sc__feed_own_end(sc_feed_t *f, const char *key);
 /* Hands the changes since the last take to out (emptied first) and starts
  * a new batch. */
 void sc__feed_take(sc_feed_t *f, sc_changes_t *out);
@@ -197,6 +202,11 @@ typedef struct sc_cycle_plan {
 	size_t done;        /* puts committed or dropped so far */
 	bool named;         /* events named and appended to v */
 	bool dropped_evict; /* an eviction was dropped: drop pipelined bindings */
+	bool dropped;       /* a put was dropped: decide again soon */
+	/* The part in flight (sched_write.c): its puts' indexes in v, and
+	 * where the next part starts once it is written. */
+	size_t *part_idx;
+	size_t part_n, part_end;
 } sc_cycle_plan_t;
 
 /* Cluster figures for /metrics, computed by the cycle from its snapshot. */
@@ -222,12 +232,21 @@ void sc__cycle_gauges(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisio
 
 /* ---- sched_write.c: commit, loop thread ---- */
 
-/* Commits the next part of p: at most budget_ms of work (and at least one
- * put). Returns 1 when puts remain, 0 when the plan is done, or < 0. The
- * changes the puts make reach the feed quietly (sc__feed_quiet). */
-int sc__cycle_commit(sc_server_t *s, sc_feed_t *f, sc_cycle_plan_t *p, double budget_ms);
-/* Deletes the oldest events beyond SC_EVENT_LIMIT; returns how many are
- * left, or a negative SC_E* code. */
+/* Starts the next part of p: one store transaction of the puts still
+ * valid, as many as budget_ms of preparing lets through. Returns 1 when it
+ * was started (fn(res, ud) comes on the loop thread when the store has
+ * answered: at once with SQLite, later with etcd; then call
+ * sc__cycle_part_done), 2 when this part had nothing left to write but
+ * puts remain, 0 when the plan is done (fn is not called then). The
+ * changes the puts make reach the feed as the loop's own (sc__feed_own). */
+int sc__cycle_commit(sc_server_t *s, sc_feed_t *f, sc_cycle_plan_t *p, double budget_ms,
+                     sc_store_done_fn fn, void *ud);
+/* In fn: takes the part's outcome. 1 when puts remain, 0 when the plan is
+ * done, or < 0 (a store error). A put the store refused is dropped (its
+ * object's change is in the feed) and the part sent again. */
+int sc__cycle_part_done(sc_feed_t *f, sc_cycle_plan_t *p, const sc_store_res_t *res);
+/* Starts deleting the oldest events beyond SC_EVENT_LIMIT (not waited
+ * for); returns how many will be left. */
 long sc__events_trim(sc_server_t *s);
 
 /* ---- sched.c ---- */

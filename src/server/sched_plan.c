@@ -911,6 +911,7 @@ void sc__cycle_plan_free(sc_cycle_plan_t *p)
 		sc_manifest_obj_free(p->v[i].pre);
 	}
 	free(p->v);
+	free(p->part_idx);
 	json_decref(p->events);
 	memset(p, 0, sizeof(*p));
 }

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "server/cache.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
@@ -68,12 +69,13 @@ static void name_events(sc_server_t *s, sc_cycle_plan_t *p)
 }
 
 /* 1 when put x may still be written: its object is at the revision the
- * cycle read (the cache is exact when it serves reads). */
+ * cycle read (as far as the cache knows: with etcd it may trail, and the
+ * store then refuses the part). */
 static int still_valid(sc_server_t *s, sc_cycle_plan_t *p, const sc_put_t *x)
 {
 	if (x->pipelined && p->dropped_evict)
 		return 0;
-	if (x->event || !sc__cache_serves_reads(s->cache))
+	if (x->event)
 		return 1;
 	const char *rest = x->key + strlen(SC_KEY_PREFIX), *slash = strchr(rest, '/');
 	const sc_kind_t *k = slash ? sc__kind_by_plural(rest, (size_t)(slash - rest)) : NULL;
@@ -85,53 +87,73 @@ static void drop(sc_cycle_plan_t *p, sc_put_t *x)
 {
 	if (x->evicts)
 		p->dropped_evict = true;
+	p->dropped = true;
 	free(x->value);
 	x->value = NULL; /* a hole: skipped */
 }
 
-int sc__cycle_commit(sc_server_t *s, sc_feed_t *f, sc_cycle_plan_t *p, double budget_ms)
+int sc__cycle_commit(sc_server_t *s, sc_feed_t *f, sc_cycle_plan_t *p, double budget_ms,
+                     sc_store_done_fn fn, void *ud)
 {
 	double t0 = now_ms();
 	if (!p->named)
 		name_events(s, p);
-	while (p->done < p->n) {
-		/* A part: the next puts still valid, as many as the budget lets
-		 * through (a put costs a few microseconds; checked every 64). */
-		sc_store_op_t *ops = sc_xcalloc(PART_MAX, sizeof(*ops));
-		size_t *idx = sc_xcalloc(PART_MAX, sizeof(*idx)), n = 0, i = p->done;
-		while (i < p->n && n < PART_MAX) {
-			sc_put_t *x = &p->v[i++];
-			if (!x->value)
-				continue;
-			if (!still_valid(s, p, x)) {
-				drop(p, x);
-				continue;
-			}
-			ops[n] = (sc_store_op_t){SC_STORE_PUT, x->key, x->value, x->expect};
-			idx[n++] = i - 1;
-			if (n % 64 == 0 && now_ms() - t0 > budget_ms)
-				break;
-		}
-		int64_t rev;
-		size_t failed = 0;
-		sc__feed_quiet(f, true);
-		int rc = n ? sc_store_txn(s->store, ops, n, &rev, &failed) : 0;
-		sc__feed_quiet(f, false);
-		free(ops);
-		if (rc == SC_ECONFLICT || rc == SC_ENOTFOUND || rc == SC_EEXISTS) {
-			/* The store knew better than the cache: drop the put it
-			 * names and try the part again. */
-			drop(p, &p->v[idx[failed < n ? failed : 0]]);
-			free(idx);
+	/* A part: the next puts still valid, as many as the budget lets
+	 * through (a put costs a few microseconds; checked every 64). */
+	sc_store_op_t *ops = sc_xcalloc(PART_MAX, sizeof(*ops));
+	size_t n = 0, i = p->done;
+	free(p->part_idx);
+	p->part_idx = sc_xcalloc(PART_MAX, sizeof(*p->part_idx));
+	while (i < p->n && n < PART_MAX) {
+		sc_put_t *x = &p->v[i++];
+		if (!x->value)
+			continue;
+		if (!still_valid(s, p, x)) {
+			drop(p, x);
 			continue;
 		}
-		free(idx);
-		if (rc < 0)
-			return rc;
-		p->done = i;
-		if (now_ms() - t0 > budget_ms)
+		ops[n] = (sc_store_op_t){SC_STORE_PUT, x->key, x->value, x->expect};
+		p->part_idx[n++] = i - 1;
+		if (n % 64 == 0 && now_ms() - t0 > budget_ms)
 			break;
 	}
+	p->part_n = n;
+	p->part_end = i;
+	if (n == 0) {
+		p->done = i;
+		free(ops);
+		return p->done < p->n ? 2 : 0;
+	}
+	/* The changes these puts make are the loop's own: noted for the
+	 * next cycle, calling for none (SQLite delivers them inside the call,
+	 * etcd before the answer). */
+	for (size_t k = 0; k < n; k++)
+		sc__feed_own(f, ops[k].key);
+	sc__feed_quiet(f, true);
+	sc_store_txn_async(s->store, ops, n, fn, ud);
+	sc__feed_quiet(f, false);
+	free(ops);
+	return 1;
+}
+
+int sc__cycle_part_done(sc_feed_t *f, sc_cycle_plan_t *p, const sc_store_res_t *res)
+{
+	for (size_t k = 0; k < p->part_n; k++)
+		sc__feed_own_end(f, p->v[p->part_idx[k]].key);
+	int rc = res->rc;
+	if (rc == SC_ECONFLICT || rc == SC_ENOTFOUND || rc == SC_EEXISTS) {
+		/* The store knew better than the cache: drop the put it names
+		 * and send the part again. */
+		size_t failed = res->failed < p->part_n ? res->failed : 0;
+		if (p->part_n)
+			drop(p, &p->v[p->part_idx[failed]]);
+		p->part_n = 0;
+		return p->done < p->n;
+	}
+	p->part_n = 0;
+	if (rc < 0)
+		return rc;
+	p->done = p->part_end;
 	return p->done < p->n;
 }
 
@@ -143,6 +165,13 @@ static int cmp_rev(const void *a, const void *b)
 {
 	const sc_cobj_t *x = *(sc_cobj_t *const *)a, *y = *(sc_cobj_t *const *)b;
 	return x->create_rev < y->create_rev ? -1 : x->create_rev > y->create_rev;
+}
+
+static void trimmed(const sc_store_res_t *res, void *ud)
+{
+	(void)ud;
+	if (res->rc < 0)
+		sc_log_warn("events: cannot delete the oldest: %s", sc_strerror(res->rc));
 }
 
 /* Reads the events from the cache (no store scan), oldest first. */
@@ -164,10 +193,11 @@ long sc__events_trim(sc_server_t *s)
 		ops[i] = (sc_store_op_t){SC_STORE_DELETE, key, NULL, byrev[i]->mod_rev};
 	}
 	free(byrev);
-	int64_t rev;
-	int rc = sc_store_txn(s->store, ops, ndel, &rev, NULL);
+	/* Not waited for: a delete that loses a race (the event changed) is
+	 * retried when the count is next over the limit. */
+	sc_store_txn_async(s->store, ops, ndel, trimmed, NULL);
 	for (size_t i = 0; i < ndel; i++)
 		free((char *)ops[i].key);
 	free(ops);
-	return rc < 0 ? rc : SC_EVENT_LIMIT;
+	return SC_EVENT_LIMIT;
 }

@@ -103,6 +103,8 @@ typedef struct sc_server {
 	json_t *agent_pods;
 	/* What sc__sched_kick runs: sched.c's, set while the loop is up. */
 	void (*kick)(struct sc_server *s);
+	/* What sc__sched_writing runs: sched.c's, set while the loop is up. */
+	void (*writing)(struct sc_server *s, const char *key, int on);
 	size_t max_object;          /* bytes of an object as stored (API writes) */
 	size_t queue_max[2];        /* jobs, deployments per queue unless the Queue says */
 	int64_t durable_rev;        /* every write up to this revision is on disk */
@@ -180,6 +182,12 @@ void sc__object_save(sc_server_t *s, const sc_kind_t *k, json_t *obj, int64_t ex
 /* ---- kick.c ---- */
 /* Asks for a cycle soon (after a change); nothing while the loop is down. */
 void sc__sched_kick(sc_server_t *s);
+/* An API write of key is with the store (on), or was answered (off): its
+ * change calls for no cycle by itself, since the writer kicks one when it
+ * answers, after handing the cache the decoding its validation made (with
+ * etcd the change arrives before the answer: a cycle between the two would
+ * decode the object again). */
+void sc__sched_writing(sc_server_t *s, const char *key, int on);
 
 /* ---- api.c ---- */
 int sc__api_register(sc_server_t *s);
