@@ -24,8 +24,12 @@ struct sc_feed {
 	bool *wanted; /* keys[i] changed by someone else than the loop itself */
 	size_t n, cap;
 	size_t nwanted;
-	bool quiet;       /* the loop is committing its own writes */
-	json_t *own;      /* keys the loop is writing, whose next change is its own */
+	bool quiet; /* the loop is committing its own writes */
+	/* Keys with a write in flight (the loop's or an API write): -> false
+	 * until its change came, then true. The change calls for no cycle;
+	 * a take leaves the key for the next one (an API write hands over
+	 * its decoding when it answers, and kicks a cycle then). */
+	json_t *own;
 	sc_strmap_t seen; /* keys -> index (borrowed from keys) */
 	bool full;        /* the next take hands over everything */
 	uint64_t generation;
@@ -42,12 +46,9 @@ static int rank_of(const sc_kind_t *k)
 	return -1;
 }
 
-static void on_change(void *ud, const sc_kind_t *k, const char *key, int deleted)
+/* Notes key (once); its index. */
+static long note(sc_feed_t *f, const char *key)
 {
-	sc_feed_t *f = ud;
-	(void)deleted;
-	if (rank_of(k) < 0 || f->full)
-		return;
 	long i = sc_strmap_get(&f->seen, key);
 	if (i < 0) {
 		if (f->n == f->cap) {
@@ -61,6 +62,16 @@ static void on_change(void *ud, const sc_kind_t *k, const char *key, int deleted
 			sc_oom();
 		i = (long)f->n++;
 	}
+	return i;
+}
+
+static void on_change(void *ud, const sc_kind_t *k, const char *key, int deleted)
+{
+	sc_feed_t *f = ud;
+	(void)deleted;
+	if (rank_of(k) < 0 || f->full)
+		return;
+	long i = note(f, key);
 	/* The loop's own writes only bring the world up to date with what
 	 * it decided: the next cycle takes them in, but they need none. Any
 	 * other change is a reason to schedule: the cycle runs soon
@@ -68,8 +79,9 @@ static void on_change(void *ud, const sc_kind_t *k, const char *key, int deleted
 	 * server's write seen through etcd's change feed). */
 	if (f->quiet || f->wanted[i])
 		return;
-	if (json_object_get(f->own, key)) {
-		json_object_del(f->own, key);
+	json_t *own = json_object_get(f->own, key);
+	if (json_is_false(own)) {
+		json_object_set_new(f->own, key, json_true());
 		return;
 	}
 	f->wanted[i] = true;
@@ -84,7 +96,7 @@ void sc__feed_quiet(sc_feed_t *f, bool on)
 
 void sc__feed_own(sc_feed_t *f, const char *key)
 {
-	json_object_set_new(f->own, key, json_true());
+	json_object_set_new(f->own, key, json_false());
 }
 
 void sc__feed_own_end(sc_feed_t *f, const char *key)
@@ -183,8 +195,15 @@ void sc__feed_take(sc_feed_t *f, sc_changes_t *c)
 		forget(f);
 		return;
 	}
+	char **later = NULL; /* keys whose write is still in flight */
+	size_t nlater = 0;
 	for (size_t i = 0; i < f->n; i++) {
 		const char *key = f->keys[i];
+		if (json_object_get(f->own, key)) {
+			later = sc_xreallocarray(later, nlater + 1, sizeof(*later));
+			later[nlater++] = sc_xstrdup(key);
+			continue;
+		}
 		const char *p = key + strlen(SC_KEY_PREFIX), *slash = strchr(p, '/');
 		const sc_kind_t *k = slash ? sc__kind_by_plural(p, (size_t)(slash - p)) : NULL;
 		int rank = k ? rank_of(k) : -1;
@@ -201,6 +220,11 @@ void sc__feed_take(sc_feed_t *f, sc_changes_t *c)
 		f->keys[i] = NULL; /* taken */
 	}
 	forget(f);
+	for (size_t i = 0; i < nlater; i++) {
+		note(f, later[i]); /* for the next take; the writer kicks it */
+		free(later[i]);
+	}
+	free(later);
 }
 
 void sc__changes_free(sc_changes_t *c)
