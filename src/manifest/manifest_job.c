@@ -329,7 +329,7 @@ static int decode_tasks(sc__rd_t *rd, json_t *spec, sc_job_spec_t *j)
 
 /* A pod's name must be "<job>-<task>-<index>" for a task of this job and an
  * index below its replicas: the core matches pods to tasks by name. */
-static int check_pod_name(sc__rd_t *rd, const sc_job_spec_t *j, const char *pod)
+static bool pod_of_job(const sc_job_spec_t *j, const char *pod)
 {
 	size_t jl = strlen(j->name);
 	const char *dash = strrchr(pod, '-');
@@ -342,9 +342,16 @@ static int check_pod_name(sc__rd_t *rd, const sc_job_spec_t *j, const char *pod)
 			if (strlen(tk->name) == (size_t)(dash - pod - (long)jl - 1) &&
 			    strncmp(pod + jl + 1, tk->name, strlen(tk->name)) == 0 &&
 			    idx < (uint64_t)tk->replicas)
-				return 0;
+				return true;
 		}
 	}
+	return false;
+}
+
+static int check_pod_name(sc__rd_t *rd, const sc_job_spec_t *j, const char *pod)
+{
+	if (pod_of_job(j, pod))
+		return 0;
 	return sc__rd_fail(rd, SC_EINVAL,
 	                   "\"%s\" is not a pod of this job (expected %s-<task>-<index> with "
 	                   "index below the task's replicas)",
@@ -433,7 +440,7 @@ static int decode_pod_report(sc__rd_t *rd, json_t *o)
 
 /* from: {node, seen}, the node a moved pod leaves, which the server waits
  * for to stop it before the pod starts again, and how many heartbeats of
- * it the server had taken then (server/sched_write.c). */
+ * it the server had taken then (server/sched_move.c). */
 static int decode_pod_from(sc__rd_t *rd, json_t *o)
 {
 	static const char *const fields[] = {"node", "seen", NULL};
@@ -511,28 +518,34 @@ static int decode_status(sc__rd_t *rd, json_t *obj, sc_job_spec_t *j, bool deplo
 	    (rc = sc__get_time(rd, status, "staleSince", false, &j->stale_since)) < 0 ||
 	    (rc = sc__get_array(rd, status, "pods", false, &pods)) < 0)
 		return rc;
-	/* A stored Deployment's pods belong to versioned tasks ("main-v1")
-	 * that only the server's view of it has (server/deploy_view.c): the
-	 * server never decodes them from here, and a file replays its spec. */
-	if (pods && !deployment) {
+	if (pods) {
 		sc__mark_t mp = sc__rd_push(rd, "pods");
 		sc_pod_status_t *p =
 		    sc_arena_calloc(rd->arena, json_array_size(pods) + 1, sizeof(*p));
+		size_t n = 0;
 		if (!p)
 			return oom(rd);
 		json_array_foreach(pods, i, o)
 		{
+			/* A stored Deployment's pods may belong to versioned tasks
+			 * ("main-v1") that only the server's view of it has
+			 * (server/deploy_view.c): `get -o yaml` output loads with
+			 * those left out; pods of the spec's own tasks are read. */
+			const char *name = json_string_value(json_object_get(o, "name"));
+			if (deployment && name && !pod_of_job(j, name))
+				continue;
 			sc__mark_t mi = sc__rd_push_index(rd, i);
-			if ((rc = decode_pod(rd, o, j, &p[i])) < 0)
+			if ((rc = decode_pod(rd, o, j, &p[n])) < 0)
 				return rc;
-			for (size_t k = 0; k < i; k++)
-				if (strcmp(p[k].name, p[i].name) == 0)
+			for (size_t k = 0; k < n; k++)
+				if (strcmp(p[k].name, p[n].name) == 0)
 					return sc__rd_fail(rd, SC_EINVAL, "pod %s is listed twice",
-					                   p[i].name);
+					                   p[n].name);
 			sc__rd_pop(rd, mi);
+			n++;
 		}
 		j->pods = p;
-		j->npods = json_array_size(pods);
+		j->npods = n;
 		sc__rd_pop(rd, mp);
 	}
 	sc__rd_pop(rd, m);

@@ -305,7 +305,7 @@ static void apply_reports(sc_server_t *s, const char *node, json_t *reports)
 /* Records what node runs (s->agent_pods): the pods with a live process,
  * running or being stopped. A pod it no longer lists may free a moved
  * pod's old place, or devices a Pipelined pod waits for: a cycle then
- * starts it (sched_write.c, carried_pods). */
+ * starts it (sched_plan.c, carried_pods). */
 static void note_pods(sc_server_t *s, const char *node, json_t *reports)
 {
 	json_t *now = json_object(), *rep, *v;
@@ -555,7 +555,7 @@ typedef struct evict {
 static void evict_try(evict_t *v);
 
 /* Running, or Pipelined (bound, waiting for a node to stop a pod: it may
- * wait until that node is given up, sched_write.c): both are placed again
+ * wait until that node is given up, sched_move.c): both are placed again
  * when their node is lost. */
 static bool bound(const sc_jobst_pod_t *p)
 {

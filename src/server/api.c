@@ -580,7 +580,7 @@ static void replace(api_req_t *a, json_t *old, json_t *obj, int64_t cur_rev)
 	if (check_valid(a, obj, &one, vh) < 0)
 		return;
 	if (sc__admit(a->s, a->r, a->kind, obj) < 0) {
-		sc_manifest_set_free(one);
+		sc_manifest_obj_free(one);
 		return;
 	}
 	if (strcmp(a->kind->kind, "Deployment") == 0)

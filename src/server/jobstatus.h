@@ -15,7 +15,7 @@
  *   first, and how many heartbeats of it the server had taken then)
  *                                        written by the scheduling loop
  *   ready, restarts, exitCode, message   reported by the node's agent
- * The scheduling loop writes bindings and evictions (sched_write.c), the
+ * The scheduling loop writes bindings and evictions (sched_plan.c), the
  * agent API what agents report (agent_api.c), the deployment controller
  * the pods it retires (deploy_ctl.c); every reader decodes an entry with
  * sc__jobst_pod.

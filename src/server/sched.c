@@ -38,6 +38,7 @@
 #include "server/metrics.h"
 #include "server/pool.h"
 #include "server/sched_int.h"
+#include "server/schedstat.h"
 #include "starcloud/error.h"
 
 #define PERIOD_MS 1000
@@ -77,7 +78,9 @@ struct cycle_job {
 	uint64_t t0;
 	int64_t now;
 	sc_changes_t changes;
-	sc_pool_cycle_t *pools; /* node pools' input and plans, or NULL */
+	sc_pool_cycle_t *pools;    /* node pools' input and plans, or NULL */
+	json_t *agent_pods;        /* a copy of the server's (server.h), or NULL */
+	sc_schedstat_cycle_t stat; /* the scheduler's figures (schedstat.h) */
 	size_t decoded;
 	sc_cycle_plan_t plan;
 	sc_cycle_out_t out;
@@ -119,6 +122,8 @@ static void job_free(cycle_job_t *j)
 {
 	sc__changes_free(&j->changes);
 	sc__pool_cycle_free(j->pools);
+	json_decref(j->agent_pods);
+	sc__schedstat_cycle_free(&j->stat);
 	sc__cycle_plan_free(&j->plan);
 	free(j->out.waits);
 	free(j->gauges.state);
@@ -263,8 +268,9 @@ static void work(uv_work_t *req)
 	json_t *pool_waits = NULL;
 	if (j->pools && sc__pool_plan(j->pools, snap, sc->world, d) == 0)
 		pool_waits = j->pools->waits;
-	j->rc = sc__cycle_plan(sc->world, snap, d, pool_waits, &j->plan, &j->out);
+	j->rc = sc__cycle_plan(sc->world, snap, d, pool_waits, j->agent_pods, &j->plan, &j->out);
 	sc__cycle_gauges(sc->world, snap, d, &j->gauges);
+	sc__schedstat_prepare(&j->stat, snap, d);
 	keep_queues(j, d);
 	int64_t due = next_due(snap, d); /* the plan may have found one sooner */
 	if (due && (!j->out.next_due || due < j->out.next_due))
@@ -330,8 +336,12 @@ static void cycle_end(sc_sched_t *sc, cycle_job_t *j)
 		j->nqueues = 0;
 		sc__metrics_cycle(sc->s->metrics, took, j->out.placements, j->out.evictions,
 		                  SC_ACT_COUNT, j->out.drained, j->out.pending, j->qm, j->nqm);
+		sc__metrics_compaction(sc->s->metrics, j->out.compaction_gpus,
+		                       j->out.compaction_lost_gpu_s);
 		for (size_t i = 0; i < j->out.nwaits; i++)
 			sc__metrics_wait(sc->s->metrics, j->out.waits[i]);
+		if (sc->s->stat)
+			sc__schedstat_record(sc->s->stat, (int64_t)time(NULL), took, &j->stat);
 		sc__metrics_decodes(sc->s->metrics, j->decoded + j->out.decoded);
 		sc__metrics_state(sc->s->metrics, j->gauges.state, j->gauges.queues,
 		                  j->gauges.nqueues);
@@ -467,6 +477,8 @@ static void start_cycle(sc_sched_t *sc)
 	j->req.data = j;
 	sc__feed_take(sc->feed, &j->changes);
 	j->pools = sc__pool_input(sc->s, j->now);
+	/* What the agents run, for moves and Pipelined pods (sched_move.c). */
+	j->agent_pods = sc->s->agent_pods ? json_deep_copy(sc->s->agent_pods) : NULL;
 	sc->job = j;
 	int rc = uv_queue_work(sc->s->loop, &j->req, work, after_work);
 	if (rc < 0) {
@@ -518,6 +530,10 @@ static void on_period(uv_timer_t *t)
 		return;
 	}
 	sc__metrics_loop_counts(sc->s->metrics, 1, 0, 0, -1);
+	/* Nothing changed: the last cycle's figures still hold, and the
+	 * history (schedstat.h) gets its sample for this interval. */
+	if (sc->s->stat)
+		sc__schedstat_idle(sc->s->stat, now);
 }
 
 static void on_kick(uv_timer_t *t)

@@ -35,8 +35,8 @@ struct sc_feed {
 	uint64_t generation;
 };
 
-static const char *const plurals[SC_RANKS] = {"nodes", "queues", "priorityclasses", "jobs",
-                                              "deployments"};
+static const char *const plurals[SC_RANKS] = {
+    "nodes", "queues", "priorityclasses", "jobs", "deployments", "schedulerconfigs", "topologies"};
 
 static int rank_of(const sc_kind_t *k)
 {

@@ -50,7 +50,20 @@ enum { SC_DRAINED_NO = 0, SC_DRAINED_DRAIN, SC_DRAINED_SCALEDOWN };
 
 /* The kinds the scheduler reads, in the order the snapshot lists them (the
  * decoder keeps input order, which breaks ties between equal jobs). */
-enum { SC_RANK_NODE = 0, SC_RANK_QUEUE, SC_RANK_CLASS, SC_RANK_JOB, SC_RANK_DEPLOY, SC_RANKS };
+enum {
+	SC_RANK_NODE = 0,
+	SC_RANK_QUEUE,
+	SC_RANK_CLASS,
+	SC_RANK_JOB,
+	SC_RANK_DEPLOY,
+	/* The cluster's SchedulerConfig and Topology (at most one each,
+	 * "default"): not decoded one by one, but read together into the
+	 * snapshot's config whenever either changes, as `schedule -f` reads
+	 * them from a file. */
+	SC_RANK_CONFIG,
+	SC_RANK_TOPOLOGY,
+	SC_RANKS
+};
 
 /* ---- sched_feed.c: changes, loop thread -> worker ---- */
 
@@ -180,6 +193,9 @@ typedef struct sc_cycle_out {
 	double *waits;   /* seconds from creation to first placement; owned */
 	size_t nwaits;
 	int64_t next_due; /* when a time rule may decide otherwise (0: none known) */
+	/* Compaction's moves: GPUs they released on the nodes they left, and
+	 * the run time they cost (GPU-seconds, as the action counts it). */
+	double compaction_gpus, compaction_lost_gpu_s;
 } sc_cycle_out_t;
 
 /* One put of the plan. */
@@ -219,9 +235,10 @@ typedef struct sc_cycle_gauges {
 
 /* Worker: turns the decisions d taken on the world's snapshot into the
  * cycle's writes p (job statuses, new events). pool_waits: job name ->
- * status.waitingFor from the node pools' plans (pool.h), or NULL. */
+ * status.waitingFor from the node pools' plans (pool.h), or NULL.
+ * agent_pods: the cycle's copy of the server's (server.h), or NULL. */
 int sc__cycle_plan(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisions_t *d,
-                   json_t *pool_waits, sc_cycle_plan_t *p, sc_cycle_out_t *out);
+                   json_t *pool_waits, json_t *agent_pods, sc_cycle_plan_t *p, sc_cycle_out_t *out);
 void sc__cycle_plan_free(sc_cycle_plan_t *p);
 /* Worker: the gauges of /metrics from the snapshot and decisions. */
 void sc__cycle_gauges(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisions_t *d,
@@ -229,6 +246,22 @@ void sc__cycle_gauges(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisio
 /* A pending job's status fields in events: "Pending" events are made only
  * when a job becomes pending, and folded per queue past a burst. */
 #define SC_EVENT_BURST 10
+
+/* ---- sched_move.c: what the plan asks of the agents' heartbeats ---- */
+
+/* The number of node's heartbeats the server had taken when the cycle
+ * started (0 when none). */
+json_int_t sc__move_heartbeats(json_t *agent_pods, const char *node);
+/* Whether pod entry e of object kind/job is a move whose old node
+ * (e.from.node) may still run the pod, or be stopping it: no heartbeat of
+ * it came after the move was decided (e.from.seen), or the last one listed
+ * the pod. */
+bool sc__move_still_on_old_node(json_t *agent_pods, const char *kind, const char *job, json_t *e);
+/* Nodes (-> true; new reference) whose agent still runs or stops a pod
+ * that the store does not have Running there (evicted, moved, of a deleted
+ * job): its devices are not free yet, so a pod bound there waits
+ * (Pipelined). */
+json_t *sc__move_busy_nodes(const sc_world_t *world, const sc_snapshot_t *snap, json_t *agent_pods);
 
 /* ---- sched_write.c: commit, loop thread ---- */
 

@@ -36,6 +36,7 @@
 #include "base/strmap.h"
 #include "starcloud/buf.h"
 #include "server/deploy.h"
+#include "server/jobstatus.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -84,6 +85,8 @@ typedef struct wctx {
 	json_t *events;     /* new Event objects */
 	json_t *folded;     /* "reason\nqueue" -> {count, names} past the burst */
 	json_t *ports;      /* deployment ports in use (deploy_ctl.c), made on first need */
+	json_t *agent_pods; /* the cycle's copy of the server's (server.h), or NULL; borrowed */
+	json_t *busy;       /* nodes still stopping a pod not Running there (sched_move.c) */
 	char now[40];
 	size_t reason_budget;
 	sc_cycle_out_t *out;
@@ -211,51 +214,20 @@ static void fold_events(wctx_t *w)
  * Pods
  * ------------------------------------------------------------------- */
 
-typedef struct counts {
-	int running, releasing, succeeded, failed;
-} counts_t;
-
-static counts_t count_pods(json_t *pods)
-{
-	counts_t c = {0};
-	json_t *p;
-	size_t i;
-	json_array_foreach(pods, i, p)
-	{
-		const char *ph = str_of(p, "phase");
-		c.running += strcmp(ph, "Running") == 0;
-		c.releasing += strcmp(ph, "Releasing") == 0;
-		c.succeeded += strcmp(ph, "Succeeded") == 0;
-		c.failed += strcmp(ph, "Failed") == 0;
-	}
-	return c;
-}
-
-static json_t *find_pod(json_t *pods, const char *name, size_t *at)
-{
-	size_t i;
-	json_t *p;
-	json_array_foreach(pods, i, p)
-	{
-		if (strcmp(str_of(p, "name"), name) == 0) {
-			if (at)
-				*at = i;
-			return p;
-		}
-	}
-	return NULL;
-}
-
-/* A new Running entry. Its generation, the assignment's identity for the
- * agent's fencing (docs/AGENT.md), is the revision of the object the
- * binding was decided on: the write that stores it is conditional on that
- * revision and moves the object past it, so every later binding of the
- * same pod, on whatever node, gets a larger one. */
+/* A new Running entry, or Pipelined when the core placed the pod onto
+ * resources still being released (the agent starts only Running pods; a
+ * later cycle makes it Running once the node has stopped them: see
+ * carried_pods). Written Running, such a pod started beside the pod it
+ * waited for (the soak of issue 23). Its generation, the assignment's
+ * identity for the agent's fencing (docs/AGENT.md), is the revision of the
+ * object the binding was decided on: the write that stores it is
+ * conditional on that revision and moves the object past it, so every
+ * later binding of the same pod, on whatever node, gets a larger one. */
 static json_t *binding_pod(const sc_binding_t *b, const char *now, int64_t generation)
 {
-	json_t *p =
-	    sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:I}", "name", b->pod, "phase", "Running", "node",
-	                        b->node, "startedAt", now, "generation", (json_int_t)generation));
+	json_t *p = sc_xcheck(json_pack("{s:s,s:s,s:s,s:s,s:I}", "name", b->pod, "phase",
+	                                b->pipelined ? "Pipelined" : "Running", "node", b->node,
+	                                "startedAt", now, "generation", (json_int_t)generation));
 	if (b->ngpus) {
 		json_t *g = json_array();
 		for (size_t i = 0; i < b->ngpus; i++)
@@ -275,19 +247,54 @@ static json_t *binding_pod(const sc_binding_t *b, const char *now, int64_t gener
 
 /* The pods as they were, minus those that were Releasing (their release
  * completes now, which frees resources: *released), each copied so the
- * stored object stays untouched. */
-static json_t *carried_pods(json_t *old, bool *released)
+ * stored object stays untouched. A Pipelined pod waited for Releasing pods
+ * of the cycle that bound it: it is Running from this write on, unless its
+ * node's agent still runs a pod the store does not place there (w->busy)
+ * or, for a move, its old node still lists it (sc__move_still_on_old_node).
+ * The agent's heartbeat that drops such a pod kicks the next cycle
+ * (agent_api.c). */
+static json_t *carried_pods(wctx_t *w, const sc_wobj_t *o, json_t *old, bool *released)
 {
 	json_t *pods = json_array(), *p;
 	size_t i;
+	const char *kind = o->rank == SC_RANK_DEPLOY ? "Deployment" : "Job";
 	json_array_foreach(old, i, p)
 	{
-		if (json_is_object(p) && strcmp(str_of(p, "phase"), "Releasing") != 0)
-			json_array_append_new(pods, json_deep_copy(p));
-		else
+		sc_jobst_pod_t r;
+		if (sc__jobst_pod(p, &r) < 0 || r.phase == SC_PP_RELEASING) {
 			*released = true;
+			continue;
+		}
+		json_t *c = json_deep_copy(p);
+		if (r.phase == SC_PP_PIPELINED &&
+		    !sc__move_still_on_old_node(w->agent_pods, kind, o->name, c) &&
+		    !json_object_get(w->busy, r.node)) {
+			sc__jobst_set_phase(c, SC_PP_RUNNING, NULL);
+			json_object_del(c, "from");
+		}
+		json_array_append_new(pods, c);
 	}
 	return pods;
+}
+
+/* A compaction move's GPUs (released on the node it leaves) and the run
+ * time it loses, as the action's cost counts it: the pod's run time since
+ * it started, at most compaction.checkpointEvery (all of it when unknown). */
+static void count_compaction(wctx_t *w, size_t j, const char *pod)
+{
+	const sc_job_spec_t *js = &w->snap->jobs[j];
+	int64_t cap = w->snap->config.compaction.checkpoint_every;
+	for (size_t i = 0; i < js->npods; i++) {
+		const sc_pod_status_t *p = &js->pods[i];
+		if (strcmp(p->name, pod) != 0)
+			continue;
+		double g = p->gpu_milli ? p->gpu_milli / 1000.0 : (double)p->ngpus;
+		int64_t ran = p->started_at > 0 ? w->snap->now - p->started_at : cap;
+		ran = ran < 0 ? 0 : ran > cap ? cap : ran;
+		w->out->compaction_gpus += g;
+		w->out->compaction_lost_gpu_s += g * (double)ran;
+		return;
+	}
 }
 
 /* What one job's status write does besides the status itself. */
@@ -309,9 +316,11 @@ static void apply_evictions(wctx_t *w, jobw_t *jw, json_t *pods)
 	const sc_eviction_t *first = NULL;
 	for (size_t k = w->bj.estart[j]; k < w->bj.estart[j + 1]; k++) {
 		const sc_eviction_t *e = &w->d->evictions[w->bj.eorder[k]];
-		json_t *p = find_pod(pods, e->pod, NULL);
+		json_t *p = sc__jobst_find(pods, e->pod, NULL);
 		if (p)
-			json_object_set_new(p, "phase", json_string("Releasing"));
+			sc__jobst_set_phase(p, SC_PP_RELEASING, NULL);
+		if (e->action == SC_ACT_COMPACT)
+			count_compaction(w, j, e->pod);
 		if (!first)
 			first = e;
 		json_array_append_new(jw->pods_evicted, json_string(e->pod));
@@ -463,18 +472,41 @@ static void apply_bindings(wctx_t *w, jobw_t *jw, json_t *pods)
 	if (w->bj.bstart[j + 1] == w->bj.bstart[j])
 		return;
 	/* A job's wait ends with its first placement. */
-	if (count_pods(pods).running == 0 && js->created > 0)
+	if (sc__jobst_count(pods).running == 0 && js->created > 0)
 		record_wait(w->out, (double)(w->snap->now - js->created));
 	const sc_binding_t *first = NULL;
 	for (size_t k = w->bj.bstart[j]; k < w->bj.bstart[j + 1]; k++) {
 		const sc_binding_t *b = &w->d->bindings[w->bj.border[k]];
 		size_t at;
 		json_t *np = binding_pod(b, w->now, jw->o->mod_rev);
+		if (b->pipelined)
+			w->out->releasing = true; /* the next cycle soon, to start it */
+		/* Devices the snapshot shows free may still be held by a pod the
+		 * node is stopping (its entry is gone already): wait for it. */
+		if (!b->pipelined && json_object_get(w->busy, b->node))
+			sc__jobst_set_phase(np, SC_PP_PIPELINED, NULL);
 		if (moved_by_compaction(w, j, b->pod))
 			json_object_set_new(np, "movedAt", json_string(w->now));
 		if (jw->o->rank == SC_RANK_DEPLOY)
 			sc__deploy_bind_port(full_obj(jw), np, ports(w));
-		if (find_pod(pods, b->pod, &at))
+		json_t *was = sc__jobst_find(pods, b->pod, &at);
+		sc_jobst_pod_t r;
+		/* A move (consolidation, compaction): the pod starts on its new
+		 * node only once the old one has stopped it (carried_pods). */
+		if (was && sc__jobst_pod(was, &r) == 0 && r.node[0] &&
+		    strcmp(r.node, b->node) != 0 &&
+		    (r.phase == SC_PP_RELEASING || r.phase == SC_PP_RUNNING ||
+		     r.phase == SC_PP_PIPELINED)) {
+			json_t *from = json_object_get(was, "from");
+			sc__jobst_set_phase(np, SC_PP_PIPELINED, NULL);
+			json_object_set_new(
+			    np, "from",
+			    from ? json_incref(from)
+			         : json_pack("{s:s,s:I}", "node", r.node, "seen",
+			                     sc__move_heartbeats(w->agent_pods, r.node)));
+			w->out->releasing = true;
+		}
+		if (was)
 			json_array_set_new(pods, at, np);
 		else
 			json_array_append_new(pods, np);
@@ -512,7 +544,7 @@ static int replicas_of(const sc_job_spec_t *j)
 }
 
 /* Evicted sticks until the job runs again, so a user sees why it stopped. */
-static const char *job_phase(counts_t c, int total, const char *old_phase, bool evicted)
+static const char *job_phase(sc_jobst_counts_t c, int total, const char *old_phase, bool evicted)
 {
 	if (total > 0 && c.succeeded == total)
 		return "Succeeded";
@@ -546,7 +578,7 @@ static json_t *condition(json_t *old_status, const char *phase, const char *reas
 /* staleSince: set while 0 < running < minMember. A new one starts the
  * gang's grace, a time rule the next cycles must see (next_due). */
 static void set_stale(wctx_t *w, json_t *status, json_t *old_status, const sc_job_spec_t *j,
-                      counts_t c)
+                      sc_jobst_counts_t c)
 {
 	int total = replicas_of(j);
 	int min = j && j->min_member ? j->min_member : total;
@@ -574,7 +606,7 @@ static const char *reason_of(const wctx_t *w, const sc_wobj_t *o)
 static json_t *job_status(wctx_t *w, jobw_t *jw)
 {
 	json_t *old = jw->old;
-	json_t *pods = carried_pods(json_object_get(old, "pods"), &w->out->released);
+	json_t *pods = carried_pods(w, jw->o, json_object_get(old, "pods"), &w->out->released);
 	const sc_job_spec_t *j = jw->j >= 0 ? &w->snap->jobs[jw->j] : NULL;
 	const char *reason = reason_of(w, jw->o);
 	size_t evicted = 0;
@@ -583,7 +615,8 @@ static json_t *job_status(wctx_t *w, jobw_t *jw)
 		evicted = json_array_size(jw->pods_evicted) + apply_drain(w, jw, pods);
 		apply_bindings(w, jw, pods);
 	}
-	counts_t c = count_pods(pods);
+	sc_jobst_counts_t c = sc__jobst_count(pods);
+	c.running += c.pipelined; /* bound: it holds its place */
 	const char *phase = job_phase(c, replicas_of(j), str_of(old, "phase"), evicted > 0);
 	json_t *st = json_object();
 	json_object_set_new(st, "phase", json_string(phase));
@@ -678,9 +711,28 @@ static int look(wctx_t *w, sc_wobj_t *o)
 	return o->settled_reason && reason_of(w, o) ? REASON_ONLY : LOOK;
 }
 
+/* A Pipelined pod waits for a node to stop a pod (carried_pods): every
+ * cycle looks again, and one comes within a second (next_due). */
+static bool waits_for_a_node(wctx_t *w, json_t *st)
+{
+	json_t *e;
+	size_t i;
+	sc_jobst_pod_t r;
+	json_array_foreach(json_object_get(st, "pods"), i, e)
+	{
+		if (sc__jobst_pod(e, &r) == 0 && r.phase == SC_PP_PIPELINED) {
+			int64_t due = w->snap->now + 1;
+			if (!w->out->next_due || due < w->out->next_due)
+				w->out->next_due = due;
+			return true;
+		}
+	}
+	return false;
+}
+
 static void settle(wctx_t *w, sc_wobj_t *o, json_t *st)
 {
-	if (decided(w, o))
+	if (decided(w, o) || waits_for_a_node(w, st))
 		return;
 	free(o->settled_why);
 	free(o->settled_reason);
@@ -877,10 +929,15 @@ static void order_puts(sc_cycle_plan_t *p)
 }
 
 int sc__cycle_plan(sc_world_t *world, const sc_snapshot_t *snap, const sc_decisions_t *d,
-                   json_t *pool_waits, sc_cycle_plan_t *p, sc_cycle_out_t *out)
+                   json_t *pool_waits, json_t *agent_pods, sc_cycle_plan_t *p, sc_cycle_out_t *out)
 {
-	wctx_t w = {
-	    .world = world, .snap = snap, .d = d, .pool_waits = pool_waits, .out = out, .p = p};
+	wctx_t w = {.world = world,
+	            .snap = snap,
+	            .d = d,
+	            .pool_waits = pool_waits,
+	            .agent_pods = agent_pods,
+	            .out = out,
+	            .p = p};
 	free(out->waits);
 	memset(out, 0, sizeof(*out));
 	memset(p, 0, sizeof(*p));
@@ -891,6 +948,7 @@ int sc__cycle_plan(sc_world_t *world, const sc_snapshot_t *snap, const sc_decisi
 	w.drain_hash = sc__world_drain_hash(world);
 	w.drained = w.drain_hash ? sc__world_drained(world) : NULL;
 	w.reason_budget = REASON_BUDGET;
+	w.busy = sc__move_busy_nodes(world, snap, agent_pods);
 	add_job_writes(&w);
 	fold_events(&w);
 	order_puts(p);
@@ -899,6 +957,7 @@ int sc__cycle_plan(sc_world_t *world, const sc_snapshot_t *snap, const sc_decisi
 	json_decref(w.drained);
 	json_decref(w.folded);
 	json_decref(w.ports);
+	json_decref(w.busy);
 	by_job_free(&w.bj);
 	return 0;
 }

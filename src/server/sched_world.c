@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "base/strmap.h"
 #include "server/deploy.h"
 #include "server/sched_int.h"
@@ -43,6 +44,11 @@ struct sc_world {
 	size_t nnodes, nqueues, nclasses, njobs;
 	bool dirty;
 	uint64_t drain_hash;
+	/* The SchedulerConfig and Topology read into a config (the set owns
+	 * the strings and arrays it points to), redone when either changes. */
+	sc_config_t config;
+	sc_manifest_set_t *config_set;
+	bool config_dirty;
 	sc_snapshot_t snap;
 };
 
@@ -50,6 +56,7 @@ sc_world_t *sc__world_new(void)
 {
 	sc_world_t *w = sc_xcalloc(1, sizeof(*w));
 	w->dirty = true;
+	sc_config_default(&w->config);
 	return w;
 }
 
@@ -98,6 +105,7 @@ void sc__world_free(sc_world_t *w)
 	free(w->classes);
 	free(w->jobs);
 	free(w->job_obj);
+	sc_manifest_set_free(w->config_set);
 	free(w);
 }
 
@@ -107,8 +115,9 @@ void sc__world_free(sc_world_t *w)
 
 json_t *sc__world_view(int rank, json_t *obj)
 {
-	static const char *const plurals[SC_RANKS] = {"nodes", "queues", "priorityclasses", "jobs",
-	                                              "deployments"};
+	static const char *const plurals[SC_RANKS] = {
+	    "nodes",       "queues",           "priorityclasses", "jobs",
+	    "deployments", "schedulerconfigs", "topologies"};
 	if (rank == SC_RANK_DEPLOY)
 		return sc__deploy_view(obj);
 	return sc__decoder_view(sc__kind_by_plural(plurals[rank], strlen(plurals[rank])), obj);
@@ -179,6 +188,14 @@ static int update(sc_wobj_t *o, sc_change_t *ch, size_t *decoded)
 {
 	o->mod_rev = ch->mod_rev;
 	clear_settled(o);
+	/* The cluster's configuration: its text only (read whole by
+	 * build_config). */
+	if (o->rank >= SC_RANK_CONFIG) {
+		free(o->text);
+		o->text = ch->text;
+		ch->text = NULL;
+		return 1;
+	}
 	/* The plan's own status write coming back: taken as promised. */
 	if (o->promise && strcmp(o->promise, ch->text) == 0 && o->rank != SC_RANK_NODE) {
 		int changed = o->pdec != NULL;
@@ -306,7 +323,7 @@ static void *prepare(void *ud)
 	prep_t *p = ud;
 	for (size_t i = p->from; i < p->to; i++) {
 		sc_change_t *ch = &p->v[i];
-		if (!ch->text || ch->pre)
+		if (!ch->text || ch->pre || ch->rank >= SC_RANK_CONFIG)
 			continue;
 		json_t *obj = json_loads(ch->text, 0, NULL);
 		json_t *view = json_is_object(obj) ? sc__world_view(ch->rank, obj) : NULL;
@@ -616,6 +633,45 @@ static void build_arrays(sc_world_t *w)
 	w->dirty = false;
 }
 
+/* The snapshot's config: the defaults with the cluster's SchedulerConfig
+ * and Topology applied (the API let each in only after the decoder took
+ * it); read together, as `schedule -f` reads them from a file. One that the
+ * decoder refuses now (a newer release's rule) leaves the defaults, said
+ * in the log. */
+static void build_config(sc_world_t *w)
+{
+	sc_manifest_error_t err;
+	memset(&err, 0, sizeof(err));
+	snprintf(err.msg, sizeof(err.msg), "the stored value is not a JSON object");
+	sc_manifest_set_t *set = sc_manifest_set_new();
+	sc_snapshot_t snap;
+	int rc = set ? 0 : SC_ENOMEM;
+	for (int r = SC_RANK_CONFIG; r <= SC_RANK_TOPOLOGY && rc >= 0; r++)
+		for (size_t i = 0; i < w->n[r] && rc >= 0; i++) {
+			json_t *obj = json_loads(w->v[r][i]->text, 0, NULL);
+			rc = obj ? sc_manifest_add_json(set, obj, &err) : SC_EINVAL;
+			json_decref(obj);
+		}
+	if (rc >= 0)
+		rc = sc_manifest_snapshot(set, 0, &snap, &err);
+	if (rc == SC_ENOMEM)
+		sc_oom();
+	sc_manifest_set_free(w->config_set);
+	w->config_set = NULL;
+	sc_config_default(&w->config);
+	if (rc < 0) {
+		char msg[1400];
+		sc_log_error(
+		    "the cluster's SchedulerConfig/Topology is refused, defaults apply: %s",
+		    sc_manifest_error_format(&err, msg, sizeof(msg)));
+		sc_manifest_set_free(set);
+	} else {
+		w->config = snap.config;
+		w->config_set = set;
+	}
+	w->config_dirty = false;
+}
+
 void sc__world_apply(sc_world_t *w, sc_changes_t *c, size_t *decoded)
 {
 	*decoded = 0;
@@ -629,10 +685,14 @@ void sc__world_apply(sc_world_t *w, sc_changes_t *c, size_t *decoded)
 			b++;
 		if (b > a || c->full)
 			apply_rank(w, r, c->v + a, b - a, c->full, decoded);
+		if ((b > a || c->full) && r >= SC_RANK_CONFIG)
+			w->config_dirty = true;
 		a = b;
 	}
 	if (w->dirty)
 		build_arrays(w);
+	if (w->config_dirty)
+		build_config(w);
 }
 
 const sc_snapshot_t *sc__world_snapshot(sc_world_t *w, int64_t now)
@@ -647,8 +707,8 @@ const sc_snapshot_t *sc__world_snapshot(sc_world_t *w, int64_t now)
 	    .jobs = w->jobs,
 	    .njobs = w->njobs,
 	    .now = now,
+	    .config = w->config,
 	};
-	sc_config_default(&w->snap.config);
 	return &w->snap;
 }
 

@@ -37,11 +37,7 @@ struct sc_schedstat {
 	/* the last cycle */
 	int64_t at;
 	double seconds;
-	size_t nodes;
-	double gpus, allocated;
-	sc_queue_report_t *queues; /* names and parents owned */
-	size_t *pending;           /* per queue */
-	size_t nqueues;
+	sc_schedstat_cycle_t last;
 	/* history */
 	char *names[MAX_NAMES];
 	size_t nnames;
@@ -59,24 +55,22 @@ sc_schedstat_t *sc__schedstat_new(void)
 	return st;
 }
 
-static void free_last(sc_schedstat_t *st)
+void sc__schedstat_cycle_free(sc_schedstat_cycle_t *c)
 {
-	for (size_t i = 0; i < st->nqueues; i++) {
-		free((char *)st->queues[i].name);
-		free((char *)st->queues[i].parent);
+	for (size_t i = 0; i < c->nqueues; i++) {
+		free((char *)c->queues[i].name);
+		free((char *)c->queues[i].parent);
 	}
-	free(st->queues);
-	free(st->pending);
-	st->queues = NULL;
-	st->pending = NULL;
-	st->nqueues = 0;
+	free(c->queues);
+	free(c->pending);
+	memset(c, 0, sizeof(*c));
 }
 
 void sc__schedstat_free(sc_schedstat_t *st)
 {
 	if (!st)
 		return;
-	free_last(st);
+	sc__schedstat_cycle_free(&st->last);
 	for (size_t i = 0; i < SC_HISTORY_SAMPLES; i++)
 		free(st->ring[i].q);
 	for (size_t i = 0; i < st->nnames; i++)
@@ -98,54 +92,57 @@ static long name_index(sc_schedstat_t *st, const char *name)
 	return (long)st->nnames++;
 }
 
-/* A sample every SC_HISTORY_INTERVAL_S of cycles: the first cycle in each
- * interval writes one, the rest of the interval's cycles are not kept. */
-static void record_sample(sc_schedstat_t *st)
+/* A sample every SC_HISTORY_INTERVAL_S of cycles: the first cycle (or idle
+ * tick) in each interval writes one, the rest of the interval's are not
+ * kept. */
+static void record_sample(sc_schedstat_t *st, int64_t now)
 {
+	const sc_schedstat_cycle_t *c = &st->last;
 	size_t last = (st->head + SC_HISTORY_SAMPLES - 1) % SC_HISTORY_SAMPLES;
 	if (st->ring[last].time &&
-	    st->at / SC_HISTORY_INTERVAL_S == st->ring[last].time / SC_HISTORY_INTERVAL_S)
+	    now / SC_HISTORY_INTERVAL_S == st->ring[last].time / SC_HISTORY_INTERVAL_S)
 		return;
 	sample_t *s = &st->ring[st->head];
 	st->head = (st->head + 1) % SC_HISTORY_SAMPLES;
 	free(s->q);
 	memset(s, 0, sizeof(*s));
-	s->time = st->at;
-	s->gpus = st->gpus;
-	s->allocated = st->allocated;
-	size_t n = st->nqueues < MAX_SAMPLE_QUEUES ? st->nqueues : MAX_SAMPLE_QUEUES;
+	s->time = now;
+	s->gpus = c->gpus;
+	s->allocated = c->allocated;
+	size_t n = c->nqueues < MAX_SAMPLE_QUEUES ? c->nqueues : MAX_SAMPLE_QUEUES;
 	s->q = sc_xcalloc(n + 1, sizeof(*s->q));
 	for (size_t i = 0; i < n; i++) {
-		long k = name_index(st, st->queues[i].name);
+		long k = name_index(st, c->queues[i].name);
 		if (k < 0)
 			continue;
 		qfig_t *f = &s->q[s->nq++];
 		f->name = (uint32_t)k;
-		f->allocated = (float)st->queues[i].allocated[SC_RES_GPU];
-		f->requested = (float)st->queues[i].requested[SC_RES_GPU];
-		f->pending = (uint32_t)st->pending[i];
+		f->allocated = (float)c->queues[i].allocated[SC_RES_GPU];
+		f->requested = (float)c->queues[i].requested[SC_RES_GPU];
+		f->pending = (uint32_t)c->pending[i];
 	}
 }
 
-void sc__schedstat_cycle(sc_schedstat_t *st, int64_t now, double seconds, const sc_snapshot_t *snap,
-                         const sc_decisions_t *d)
+void sc__schedstat_prepare(sc_schedstat_cycle_t *c, const sc_snapshot_t *snap,
+                           const sc_decisions_t *d)
 {
-	free_last(st);
-	st->at = now;
-	st->seconds = seconds;
-	st->nodes = snap->nnodes;
-	st->gpus = st->allocated = 0;
+	sc__schedstat_cycle_free(c);
+	c->nodes = snap->nnodes;
 	for (size_t i = 0; i < snap->nnodes; i++)
-		st->gpus += snap->nodes[i].gpu_count;
-	st->queues = sc_xcalloc(d->nqueues + 1, sizeof(*st->queues));
-	st->pending = sc_xcalloc(d->nqueues + 1, sizeof(*st->pending));
-	st->nqueues = d->nqueues;
+		c->gpus += snap->nodes[i].gpu_count;
+	c->queues = sc_xcalloc(d->nqueues + 1, sizeof(*c->queues));
+	c->pending = sc_xcalloc(d->nqueues + 1, sizeof(*c->pending));
+	c->nqueues = d->nqueues;
+	sc_strmap_t qi = {0};
+	if (sc_strmap_init(&qi, d->nqueues + 1) < 0)
+		sc_oom();
 	for (size_t i = 0; i < d->nqueues; i++) {
-		st->queues[i] = d->queues[i];
-		st->queues[i].name = sc_xstrdup(d->queues[i].name);
-		st->queues[i].parent = d->queues[i].parent ? sc_xstrdup(d->queues[i].parent) : NULL;
+		c->queues[i] = d->queues[i];
+		c->queues[i].name = sc_xstrdup(d->queues[i].name);
+		c->queues[i].parent = d->queues[i].parent ? sc_xstrdup(d->queues[i].parent) : NULL;
+		sc_strmap_put(&qi, c->queues[i].name, (uint32_t)i);
 		if (!d->queues[i].parent) /* roots sum their children */
-			st->allocated += d->queues[i].allocated[SC_RES_GPU];
+			c->allocated += d->queues[i].allocated[SC_RES_GPU];
 	}
 	/* Pending jobs per leaf queue, then added up the tree so a parent
 	 * shows its children's. */
@@ -153,16 +150,30 @@ void sc__schedstat_cycle(sc_schedstat_t *st, int64_t now, double seconds, const 
 		const char *q =
 		    d->pending[p].job < snap->njobs ? snap->jobs[d->pending[p].job].queue : NULL;
 		for (size_t guard = 0; q && guard < 32; guard++) {
-			size_t i;
-			for (i = 0; i < st->nqueues && strcmp(st->queues[i].name, q) != 0; i++)
-				;
-			if (i == st->nqueues)
+			long i = sc_strmap_get(&qi, q);
+			if (i < 0)
 				break;
-			st->pending[i]++;
-			q = st->queues[i].parent;
+			c->pending[i]++;
+			q = c->queues[i].parent;
 		}
 	}
-	record_sample(st);
+	sc_strmap_free(&qi);
+}
+
+void sc__schedstat_record(sc_schedstat_t *st, int64_t now, double seconds, sc_schedstat_cycle_t *c)
+{
+	sc__schedstat_cycle_free(&st->last);
+	st->last = *c;
+	memset(c, 0, sizeof(*c));
+	st->at = now;
+	st->seconds = seconds;
+	record_sample(st, now);
+}
+
+void sc__schedstat_idle(sc_schedstat_t *st, int64_t now)
+{
+	if (st->at)
+		record_sample(st, now);
 }
 
 /* ---- answers ---------------------------------------------------------- */
@@ -193,17 +204,17 @@ static void handle_status(sc_schedstat_t *st, sc_http_req_t *r, const sc_princip
 {
 	char ts[40];
 	json_t *queues = json_array();
-	for (size_t i = 0; i < st->nqueues; i++) {
-		const sc_queue_report_t *q = &st->queues[i];
+	for (size_t i = 0; i < st->last.nqueues; i++) {
+		const sc_queue_report_t *q = &st->last.queues[i];
 		if (!visible(who, q->name))
 			continue;
 		json_array_append_new(
-		    queues,
-		    json_pack("{s:s,s:s?,s:b,s:I,s:o,s:o,s:o,s:o,s:o}", "name", q->name, "parent",
-		              q->parent, "leaf", q->leaf, "pendingJobs", (json_int_t)st->pending[i],
-		              "fairShare", res_json(q->fair_share), "allocated",
-		              res_json(q->allocated), "requested", res_json(q->requested), "quota",
-		              res_json(q->quota), "limit", res_json(q->limit)));
+		    queues, json_pack("{s:s,s:s?,s:b,s:I,s:o,s:o,s:o,s:o,s:o}", "name", q->name,
+		                      "parent", q->parent, "leaf", q->leaf, "pendingJobs",
+		                      (json_int_t)st->last.pending[i], "fairShare",
+		                      res_json(q->fair_share), "allocated", res_json(q->allocated),
+		                      "requested", res_json(q->requested), "quota",
+		                      res_json(q->quota), "limit", res_json(q->limit)));
 	}
 	json_t *cycle = json_null();
 	if (st->at) {
@@ -213,8 +224,9 @@ static void handle_status(sc_schedstat_t *st, sc_http_req_t *r, const sc_princip
 	sc__api_json(r, 200,
 	             json_pack("{s:s,s:s,s:o,s:{s:I,s:f,s:f},s:o}", "apiVersion",
 	                       "starcloud.dev/v1", "kind", "SchedulerStatus", "cycle", cycle,
-	                       "cluster", "nodes", (json_int_t)st->nodes, "gpus", st->gpus,
-	                       "allocatedGpus", st->allocated, "queues", queues));
+	                       "cluster", "nodes", (json_int_t)st->last.nodes, "gpus",
+	                       st->last.gpus, "allocatedGpus", st->last.allocated, "queues",
+	                       queues));
 }
 
 static void handle_history(sc_schedstat_t *st, sc_http_req_t *r, const sc_principal_t *who)

@@ -42,11 +42,29 @@ typedef struct sc_schedstat sc_schedstat_t;
 sc_schedstat_t *sc__schedstat_new(void);
 void sc__schedstat_free(sc_schedstat_t *st);
 
-/* Records a finished cycle at unix time now (seconds): its duration, the
- * queue figures and pending jobs per queue of decisions d over snapshot
- * snap (both borrowed; what is kept is copied). */
-void sc__schedstat_cycle(sc_schedstat_t *st, int64_t now, double seconds, const sc_snapshot_t *snap,
-                         const sc_decisions_t *d);
+/* One cycle's figures, prepared on the cycle's worker thread (a walk over
+ * the pending jobs) so the loop thread only swaps them in. */
+typedef struct sc_schedstat_cycle {
+	size_t nodes;
+	double gpus, allocated;
+	sc_queue_report_t *queues; /* names and parents owned */
+	size_t *pending;           /* per queue, children's added to their parents */
+	size_t nqueues;
+} sc_schedstat_cycle_t;
+
+/* Fills c from decisions d over snapshot snap (both borrowed; what is kept
+ * is copied). Any thread. */
+void sc__schedstat_prepare(sc_schedstat_cycle_t *c, const sc_snapshot_t *snap,
+                           const sc_decisions_t *d);
+/* Frees what c holds and zeroes it; accepts a zeroed c. */
+void sc__schedstat_cycle_free(sc_schedstat_cycle_t *c);
+/* Records a finished cycle at unix time now (seconds): its duration and
+ * the figures c (taken: c is zeroed). Loop thread. */
+void sc__schedstat_record(sc_schedstat_t *st, int64_t now, double seconds, sc_schedstat_cycle_t *c);
+/* A periodic tick at now that ran no cycle (nothing changed): the last
+ * cycle's figures still hold, so the history gets its sample for this
+ * interval from them. Nothing before the first cycle. */
+void sc__schedstat_idle(sc_schedstat_t *st, int64_t now);
 
 /* Routes /api/v1/scheduler/ on s's HTTP server. */
 int sc__schedstat_register(sc_server_t *s, sc_schedstat_t *st);

@@ -96,7 +96,7 @@ typedef struct sc_server {
 	 * (running or still stopping) its agent listed in its last heartbeat;
 	 * a node given up
 	 * (lease + fence time) is left out. Loop thread (agent_api.c); each
-	 * cycle reads a copy (sched_load.c) to move a pod only once its old
+	 * cycle takes a copy (sched.c, read in sched_move.c) to move a pod only once its old
 	 * node no longer runs it. Owned; NULL before the first heartbeat. A
 	 * node known from before this server started that has not called in
 	 * yet holds SC_AGENT_PODS_UNKNOWN: it may run anything. */

@@ -64,7 +64,7 @@ json_t *sc__decoder_view(const sc_kind_t *k, json_t *obj)
 		/* No pods and an empty list of pods are the same to the
 		 * decoder; leaving the empty one out makes the view of a job the
 		 * loop has only given a pending reason equal to the view of the
-		 * job as applied, so it is not decoded again (sched_decode.c). */
+		 * job as applied, so it is not decoded again (sched_world.c). */
 		if (deployment || !is_input_field(key) ||
 		    (strcmp(key, "pods") == 0 && json_is_array(v) && json_array_size(v) == 0))
 			continue;
