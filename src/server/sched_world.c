@@ -636,34 +636,39 @@ static void build_arrays(sc_world_t *w)
 /* The snapshot's config: the defaults with the cluster's SchedulerConfig
  * and Topology applied (the API let each in only after the decoder took
  * it); read together, as `schedule -f` reads them from a file. One that the
- * decoder refuses now (a newer release's rule) leaves the defaults, said
- * in the log. */
+ * decoder refuses now (stored by an older release, say) is left out, said
+ * in the log, and its defaults apply: the loop never stops for it. */
 static void build_config(sc_world_t *w)
 {
 	sc_manifest_error_t err;
-	memset(&err, 0, sizeof(err));
-	snprintf(err.msg, sizeof(err.msg), "the stored value is not a JSON object");
 	sc_manifest_set_t *set = sc_manifest_set_new();
 	sc_snapshot_t snap;
-	int rc = set ? 0 : SC_ENOMEM;
-	for (int r = SC_RANK_CONFIG; r <= SC_RANK_TOPOLOGY && rc >= 0; r++)
-		for (size_t i = 0; i < w->n[r] && rc >= 0; i++) {
+	char msg[1400];
+	if (!set)
+		sc_oom();
+	for (int r = SC_RANK_CONFIG; r <= SC_RANK_TOPOLOGY; r++)
+		for (size_t i = 0; i < w->n[r]; i++) {
 			json_t *obj = json_loads(w->v[r][i]->text, 0, NULL);
-			rc = obj ? sc_manifest_add_json(set, obj, &err) : SC_EINVAL;
+			memset(&err, 0, sizeof(err));
+			snprintf(err.msg, sizeof(err.msg), "the stored value is not a JSON object");
+			int rc = obj ? sc_manifest_add_json(set, obj, &err) : SC_EINVAL;
 			json_decref(obj);
+			if (rc == SC_ENOMEM)
+				sc_oom();
+			if (rc < 0)
+				sc_log_error("%s is left out of the scheduler's config: %s",
+				             w->v[r][i]->key,
+				             sc_manifest_error_format(&err, msg, sizeof(msg)));
 		}
-	if (rc >= 0)
-		rc = sc_manifest_snapshot(set, 0, &snap, &err);
+	int rc = sc_manifest_snapshot(set, 0, &snap, &err);
 	if (rc == SC_ENOMEM)
 		sc_oom();
 	sc_manifest_set_free(w->config_set);
 	w->config_set = NULL;
 	sc_config_default(&w->config);
 	if (rc < 0) {
-		char msg[1400];
-		sc_log_error(
-		    "the cluster's SchedulerConfig/Topology is refused, defaults apply: %s",
-		    sc_manifest_error_format(&err, msg, sizeof(msg)));
+		sc_log_error("the scheduler's config is refused, defaults apply: %s",
+		             sc_manifest_error_format(&err, msg, sizeof(msg)));
 		sc_manifest_set_free(set);
 	} else {
 		w->config = snap.config;

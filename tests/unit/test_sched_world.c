@@ -18,8 +18,9 @@
 
 static void add(sc_changes_t *c, int rank, const char *name, int64_t rev, const char *text)
 {
-	static const char *const plurals[SC_RANKS] = {"nodes", "queues", "priorityclasses", "jobs",
-	                                              "deployments"};
+	static const char *const plurals[SC_RANKS] = {
+	    "nodes",       "queues",           "priorityclasses", "jobs",
+	    "deployments", "schedulerconfigs", "topologies"};
 	if (c->n == c->cap) {
 		c->cap = c->cap ? c->cap * 2 : 16;
 		c->v = realloc(c->v, c->cap * sizeof(*c->v));
@@ -198,6 +199,55 @@ static void a_deployment_may_not_take_a_jobs_name(void **state)
 	sc__world_free(w);
 }
 
+/* The cluster's SchedulerConfig and Topology are read into the snapshot's
+ * config when either changes; gone, or refused, the defaults hold. */
+static void the_cluster_config_reaches_the_snapshot(void **state)
+{
+	sc_world_t *w = sc__world_new();
+	sc_changes_t c = {.full = true};
+	sc_config_t def;
+	sc_config_default(&def);
+	add(&c, SC_RANK_NODE, "n0", 1, node);
+	add(&c, SC_RANK_CONFIG, "default", 2,
+	    "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"SchedulerConfig\",\"metadata\":{"
+	    "\"name\":\"default\"},\"spec\":{\"compaction\":{\"targetGpus\":8},"
+	    "\"reservations\":{\"after\":0}}}");
+	add(&c, SC_RANK_TOPOLOGY, "default", 3,
+	    "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"Topology\",\"metadata\":{"
+	    "\"name\":\"default\"},\"spec\":{\"levels\":[\"k8s.io/zone\",\"k8s.io/rack\"]}}");
+	apply(w, &c);
+	const sc_snapshot_t *s = sc__world_snapshot(w, 1);
+	assert_int_equal(s->nnodes, 1);
+	assert_int_equal(s->config.compaction.target_gpus, 8);
+	assert_int_equal(s->config.reservation_after, 0);
+	assert_int_equal(s->config.ntopology_levels, 2);
+	assert_string_equal(s->config.topology_levels[1], "k8s.io/rack");
+	/* Another object's change keeps the config as it was. */
+	add(&c, SC_RANK_QUEUE, "q", 4, queue("q", NULL));
+	apply(w, &c);
+	s = sc__world_snapshot(w, 1);
+	assert_int_equal(s->config.compaction.target_gpus, 8);
+	assert_int_equal(s->config.ntopology_levels, 2);
+	/* The SchedulerConfig deleted: its settings go, the Topology stays. */
+	add(&c, SC_RANK_CONFIG, "default", 5, NULL);
+	apply(w, &c);
+	s = sc__world_snapshot(w, 1);
+	assert_int_equal(s->config.compaction.target_gpus, def.compaction.target_gpus);
+	assert_int_equal(s->config.reservation_after, def.reservation_after);
+	assert_int_equal(s->config.ntopology_levels, 2);
+	/* One the decoder refuses (stored by an older release, say): its
+	 * defaults, not a stopped loop; the Topology still applies. */
+	add(&c, SC_RANK_CONFIG, "default", 6,
+	    "{\"apiVersion\":\"starcloud.dev/v1\",\"kind\":\"SchedulerConfig\",\"metadata\":{"
+	    "\"name\":\"default\"},\"spec\":{\"noSuchField\":1}}");
+	apply(w, &c);
+	s = sc__world_snapshot(w, 1);
+	assert_int_equal(s->config.reservation_after, def.reservation_after);
+	assert_int_equal(s->config.ntopology_levels, 2);
+	assert_int_equal(s->nnodes, 1);
+	sc__world_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -205,6 +255,7 @@ int main(void)
 	    cmocka_unit_test(a_status_change_keeps_the_decoding),
 	    cmocka_unit_test(a_full_load_drops_what_is_gone),
 	    cmocka_unit_test(a_deployment_may_not_take_a_jobs_name),
+	    cmocka_unit_test(the_cluster_config_reaches_the_snapshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
