@@ -622,7 +622,7 @@ static void writing(sc_server_t *s, const char *key, int on)
 	if (on)
 		sc__feed_own(sc->feed, key);
 	else
-		sc__feed_own_end(sc->feed, key);
+		sc__feed_writer_done(sc->feed, key);
 }
 
 /* What sc__sched_kick (kick.c) runs while the loop is up. */

@@ -104,6 +104,24 @@ void sc__feed_own_end(sc_feed_t *f, const char *key)
 	json_object_del(f->own, key);
 }
 
+void sc__feed_writer_done(sc_feed_t *f, const char *key)
+{
+	sc__feed_own_end(f, key);
+	/* A key noted while an API write of it was in flight calls for no
+	 * cycle (the writer kicks one when it answers) and a take leaves it
+	 * for the next one. A write the store refused (a create that found
+	 * the object, a conflict) kicks nothing: the change noted meanwhile
+	 * (the first create of `POST; POST -> 409`, taken while the second was
+	 * in flight) would then wait for the safety cycle, 10 s or more. It
+	 * calls for a cycle now. */
+	long i = f->full ? -1 : sc_strmap_get(&f->seen, key);
+	if (i < 0 || f->wanted[i])
+		return;
+	f->wanted[i] = true;
+	f->nwanted++;
+	sc__sched_kick(f->s);
+}
+
 static void forget(sc_feed_t *f)
 {
 	for (size_t i = 0; i < f->n; i++)

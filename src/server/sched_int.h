@@ -111,6 +111,9 @@ void sc__feed_quiet(sc_feed_t *f, bool on);
  * sc__feed_own_end(f, key), when the write was answered. */
 void sc__feed_own(sc_feed_t *f, const char *key);
 void sc__feed_own_end(sc_feed_t *f, const char *key);
+/* An API write of key was answered (stored or refused): sc__feed_own_end,
+ * and a change of key noted meanwhile calls for a cycle. */
+void sc__feed_writer_done(sc_feed_t *f, const char *key);
 /* Hands the changes since the last take to out (emptied first) and starts
  * a new batch. */
 void sc__feed_take(sc_feed_t *f, sc_changes_t *out);
