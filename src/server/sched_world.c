@@ -682,7 +682,8 @@ void sc__world_apply(sc_world_t *w, sc_changes_t *c, size_t *decoded)
 	*decoded = 0;
 	if (c->full)
 		*decoded += prepare_all(c);
-	qsort(c->v, c->n, sizeof(*c->v), cmp_change);
+	if (c->n > 1) /* qsort's array may not be NULL, even empty */
+		qsort(c->v, c->n, sizeof(*c->v), cmp_change);
 	size_t a = 0;
 	for (int r = 0; r < SC_RANKS; r++) {
 		size_t b = a;
