@@ -15,31 +15,61 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/parse.h"
 #include "base/strmap.h"
+#include "starcloud/cluster.h"
 #include "server/sched_int.h"
 #include "starcloud/buf.h"
 
-/* Devices a pod holds: whole devices, a share's fraction, or a MIG
- * instance's compute slices out of seven. */
-static double held(int ngpus, int milli, const char *mig)
+/* Devices a pod that is no MIG instance holds: whole devices, or a
+ * share's fraction. */
+static double held(int ngpus, int milli)
 {
-	if (mig) {
-		uint64_t g = 0; /* "3g.40gb": the slices before the 'g' */
-		sc_parse_digits(&mig, 7, &g);
-		return g > 0 && g <= 7 ? (double)g / 7.0 : 0;
-	}
 	if (milli)
 		return milli / 1000.0 * (ngpus ? ngpus : 1);
 	return ngpus;
 }
 
-static double pod_held(const sc_pod_status_t *p)
+static bool holds(const sc_pod_status_t *p)
 {
-	if (p->phase != SC_POD_RUNNING && p->phase != SC_POD_RELEASING &&
-	    p->phase != SC_POD_PIPELINED)
-		return 0;
-	return held((int)p->ngpus, p->gpu_milli, p->mig_profile);
+	return p->phase == SC_POD_RUNNING || p->phase == SC_POD_RELEASING ||
+	       p->phase == SC_POD_PIPELINED;
+}
+
+/* MIG instances held per device ("node\tgpu" -> [compute, memory slices]):
+ * a device is as allocated as the larger of its compute (of 7) and memory
+ * (of 8) slices held, at most whole (two 3g.40gb fill an A100-80GB's 8
+ * memory slices with 6 of 7 compute slices, and nothing more fits; the
+ * soak of issue 23 read such devices as 86 %). */
+static void mig_add(json_t *devs, const sc_node_spec_t *node, const char *profile, int gpu)
+{
+	const sc_mig_profile_t *p = node ? sc_mig_profile(profile, node->gpu_memory) : NULL;
+	char key[2 * SC_MAX_NAME + 24];
+	if (!p)
+		return;
+	snprintf(key, sizeof(key), "%s\t%d", node->name, gpu);
+	json_t *d = json_object_get(devs, key);
+	if (!d) {
+		d = sc_xcheck(json_pack("[i,i]", 0, 0));
+		json_object_set_new(devs, key, d);
+	}
+	json_array_set_new(d, 0,
+	                   json_integer(json_integer_value(json_array_get(d, 0)) + p->compute));
+	json_array_set_new(d, 1, json_integer(json_integer_value(json_array_get(d, 1)) + p->size));
+}
+
+static double mig_allocated(json_t *devs)
+{
+	double sum = 0;
+	const char *k;
+	json_t *d;
+	json_object_foreach(devs, k, d)
+	{
+		double c = (double)json_integer_value(json_array_get(d, 0)) / 7.0;
+		double m = (double)json_integer_value(json_array_get(d, 1)) / 8.0;
+		double f = c > m ? c : m;
+		sum += f > 1 ? 1 : f;
+	}
+	return sum;
 }
 
 void sc__cycle_gauges(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisions_t *d,
@@ -72,17 +102,43 @@ void sc__cycle_gauges(sc_world_t *w, const sc_snapshot_t *snap, const sc_decisio
 	for (size_t i = 0; i < d->npending; i++)
 		if (d->pending[i].job < snap->njobs)
 			waits[d->pending[i].job] = true;
+	/* MIG devices are counted whole per device (mig_add). */
+	sc_strmap_t nodes_by = {0};
+	json_t *migs = sc_xcheck(json_object());
+	if (sc_strmap_init(&nodes_by, snap->nnodes + 1) < 0)
+		sc_oom();
+	for (size_t i = 0; i < snap->nnodes; i++)
+		sc_strmap_put(&nodes_by, snap->nodes[i].name, (uint32_t)i);
 	for (size_t j = 0; j < snap->njobs; j++) {
 		const sc_job_spec_t *js = &snap->jobs[j];
-		for (size_t p = 0; p < js->npods; p++)
-			g->allocated += pod_held(&js->pods[p]);
+		for (size_t p = 0; p < js->npods; p++) {
+			const sc_pod_status_t *ps = &js->pods[p];
+			if (!holds(ps))
+				continue;
+			if (!ps->mig_profile) {
+				g->allocated += held((int)ps->ngpus, ps->gpu_milli);
+				continue;
+			}
+			long ni = ps->node ? sc_strmap_get(&nodes_by, ps->node) : -1;
+			mig_add(migs, ni >= 0 ? &snap->nodes[ni] : NULL, ps->mig_profile,
+			        ps->mig_gpu);
+		}
 		long q = waits[j] && js->created > 0 ? sc_strmap_get(&qi, js->queue) : -1;
 		if (q >= 0 && (!oldest[q] || js->created < oldest[q]))
 			oldest[q] = js->created;
 	}
-	for (size_t i = 0; i < d->nbindings; i++)
-		g->allocated += held((int)d->bindings[i].ngpus, d->bindings[i].gpu_milli,
-		                     d->bindings[i].mig_profile);
+	for (size_t i = 0; i < d->nbindings; i++) {
+		const sc_binding_t *bd = &d->bindings[i];
+		if (!bd->mig_profile) {
+			g->allocated += held((int)bd->ngpus, bd->gpu_milli);
+			continue;
+		}
+		long ni = sc_strmap_get(&nodes_by, bd->node);
+		mig_add(migs, ni >= 0 ? &snap->nodes[ni] : NULL, bd->mig_profile, bd->mig_gpu);
+	}
+	g->allocated += mig_allocated(migs);
+	sc_strmap_free(&nodes_by);
+	json_decref(migs);
 	sc_buf_printf(&b,
 	              "# HELP starcloud_cluster_gpus GPU devices on all nodes.\n"
 	              "# TYPE starcloud_cluster_gpus gauge\nstarcloud_cluster_gpus %g\n"

@@ -263,8 +263,10 @@ bool sc__move_still_on_old_node(json_t *agent_pods, const char *kind, const char
 /* Nodes (-> true; new reference) whose agent still runs or stops a pod
  * that the store does not have Running there (evicted, moved, of a deleted
  * job): its devices are not free yet, so a pod bound there waits
- * (Pipelined). */
-json_t *sc__move_busy_nodes(const sc_world_t *world, const sc_snapshot_t *snap, json_t *agent_pods);
+ * (Pipelined). Fills listed with every pod an agent lists ("Kind/job/pod"
+ * -> its node): a pod bound elsewhere waits for that node too. */
+json_t *sc__move_busy_nodes(const sc_world_t *world, const sc_snapshot_t *snap, json_t *agent_pods,
+                            json_t *listed);
 
 /* ---- sched_write.c: commit, loop thread ---- */
 

@@ -63,7 +63,8 @@ static void place_text(json_t *placed, const char *kind, const sc_wobj_t *o)
 	json_decref(obj);
 }
 
-json_t *sc__move_busy_nodes(const sc_world_t *world, const sc_snapshot_t *snap, json_t *agent_pods)
+json_t *sc__move_busy_nodes(const sc_world_t *world, const sc_snapshot_t *snap, json_t *agent_pods,
+                            json_t *listed)
 {
 	json_t *busy = json_object();
 	if (json_object_size(agent_pods) == 0)
@@ -99,11 +100,11 @@ json_t *sc__move_busy_nodes(const sc_world_t *world, const sc_snapshot_t *snap, 
 		{
 			if (!strchr(pod, '/') && strcmp(pod, SC_AGENT_PODS_UNKNOWN) != 0)
 				continue;
+			if (strchr(pod, '/'))
+				json_object_set_new(listed, pod, json_string(node));
 			snprintf(key, sizeof(key), "%s\t%s", node, pod);
-			if (!json_object_get(placed, key)) {
+			if (!json_object_get(placed, key))
 				json_object_set_new(busy, node, json_true());
-				break;
-			}
 		}
 	}
 	json_decref(placed);

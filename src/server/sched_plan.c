@@ -87,6 +87,7 @@ typedef struct wctx {
 	json_t *ports;      /* deployment ports in use (deploy_ctl.c), made on first need */
 	json_t *agent_pods; /* the cycle's copy of the server's (server.h), or NULL; borrowed */
 	json_t *busy;       /* nodes still stopping a pod not Running there (sched_move.c) */
+	json_t *listed;     /* "Kind/job/pod" -> a node whose agent lists it */
 	char now[40];
 	size_t reason_budget;
 	sc_cycle_out_t *out;
@@ -465,6 +466,16 @@ static bool moved_by_compaction(const wctx_t *w, size_t j, const char *pod)
 	return false;
 }
 
+/* The node other than b's whose agent still lists b's pod, or NULL. */
+static const char *listed_elsewhere(const wctx_t *w, const jobw_t *jw, const sc_binding_t *b)
+{
+	char key[3 * SC_MAX_NAME + 8];
+	snprintf(key, sizeof(key), "%s/%s/%s", jw->o->rank == SC_RANK_DEPLOY ? "Deployment" : "Job",
+	         jw->o->name, b->pod);
+	const char *node = json_string_value(json_object_get(w->listed, key));
+	return node && strcmp(node, b->node) != 0 ? node : NULL;
+}
+
 static void apply_bindings(wctx_t *w, jobw_t *jw, json_t *pods)
 {
 	size_t j = (size_t)jw->j;
@@ -491,6 +502,7 @@ static void apply_bindings(wctx_t *w, jobw_t *jw, json_t *pods)
 			sc__deploy_bind_port(full_obj(jw), np, ports(w));
 		json_t *was = sc__jobst_find(pods, b->pod, &at);
 		sc_jobst_pod_t r;
+		const char *old_node = listed_elsewhere(w, jw, b);
 		/* A move (consolidation, compaction): the pod starts on its new
 		 * node only once the old one has stopped it (carried_pods). */
 		if (was && sc__jobst_pod(was, &r) == 0 && r.node[0] &&
@@ -504,6 +516,15 @@ static void apply_bindings(wctx_t *w, jobw_t *jw, json_t *pods)
 			    from ? json_incref(from)
 			         : json_pack("{s:s,s:I}", "node", r.node, "seen",
 			                     sc__move_heartbeats(w->agent_pods, r.node)));
+			w->out->releasing = true;
+		} else if (old_node) {
+			/* Its entry went in an earlier cycle, but a node still
+			 * lists it (stopping it, or lost and not yet given up). */
+			sc__jobst_set_phase(np, SC_PP_PIPELINED, NULL);
+			json_object_set_new(
+			    np, "from",
+			    json_pack("{s:s,s:I}", "node", old_node, "seen",
+			              sc__move_heartbeats(w->agent_pods, old_node)));
 			w->out->releasing = true;
 		}
 		if (was)
@@ -948,7 +969,8 @@ int sc__cycle_plan(sc_world_t *world, const sc_snapshot_t *snap, const sc_decisi
 	w.drain_hash = sc__world_drain_hash(world);
 	w.drained = w.drain_hash ? sc__world_drained(world) : NULL;
 	w.reason_budget = REASON_BUDGET;
-	w.busy = sc__move_busy_nodes(world, snap, agent_pods);
+	w.listed = json_object();
+	w.busy = sc__move_busy_nodes(world, snap, agent_pods, w.listed);
 	add_job_writes(&w);
 	fold_events(&w);
 	order_puts(p);
@@ -958,6 +980,7 @@ int sc__cycle_plan(sc_world_t *world, const sc_snapshot_t *snap, const sc_decisi
 	json_decref(w.folded);
 	json_decref(w.ports);
 	json_decref(w.busy);
+	json_decref(w.listed);
 	by_job_free(&w.bj);
 	return 0;
 }
