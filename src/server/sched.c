@@ -364,7 +364,8 @@ static void cycle_end(sc_sched_t *sc, cycle_job_t *j)
 			sc->next_due = j->now + 10;
 		trim_events(sc, j->out.events);
 		sc->s->ready = 1;
-		sc__pool_act(sc->s, j->pools);
+		sc__pool_act(sc->s, j->pools); /* takes them */
+		j->pools = NULL;
 		sc__deploy_tick(sc->s);
 		/* Releasing pods are removed by the next cycle; run it soon so
 		 * an eviction completes (and its preemptor starts) without
