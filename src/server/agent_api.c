@@ -572,6 +572,24 @@ static void evict_saved(const sc_store_res_t *res, void *ud)
 	free(v);
 }
 
+/* The lost node may run the pod though its last heartbeat did not list it:
+ * the binding reached it and the agent stopped (frozen, partitioned)
+ * before its next heartbeat. Until the node is given up (node_lost drops
+ * its entry) or it calls in again (its own list replaces this one), the
+ * pod counts as listed there, so its new place waits Pipelined with from:
+ * this node (sched_plan.c, listed_elsewhere) instead of starting beside a
+ * copy that may still run. */
+static void still_listed(sc_server_t *s, const char *node, const char *kind, const char *job,
+                         const char *pod)
+{
+	json_t *pods = json_object_get(s->agent_pods, node);
+	char key[3 * SC_MAX_NAME + 8];
+	if (!pods)
+		return; /* no agent, or given up: it runs nothing */
+	snprintf(key, sizeof(key), "%s/%s/%s", kind, job, pod);
+	json_object_set_new(pods, key, json_true());
+}
+
 static void evict_try(evict_t *v)
 {
 	int64_t rev;
@@ -592,6 +610,8 @@ static void evict_try(evict_t *v)
 		sc__jobst_pod(e, &p);
 		if (!hit || !bound(&p) || (!whole && strcmp(p.node, v->node) != 0))
 			continue;
+		if (strcmp(p.node, v->node) == 0)
+			still_listed(v->s, v->node, v->kind->kind, v->name, p.name);
 		sc__jobst_set_phase(e, SC_PP_RELEASING, why);
 	}
 	if (hit)

@@ -93,8 +93,9 @@ typedef struct sc_server {
 	uv_timer_t probe;             /* while the storage refuses writes (commit.c) */
 	int ready;
 	/* Node -> {"<kind>/<job>/<pod>": true}: the pods with a live process
-	 * (running or still stopping) its agent listed in its last heartbeat;
-	 * a node given up
+	 * (running or still stopping) its agent listed in its last heartbeat,
+	 * and those of a lapsed node the store bound there when they were
+	 * evicted (agent_api.c, still_listed); a node given up
 	 * (lease + fence time) is left out. Loop thread (agent_api.c); each
 	 * cycle takes a copy (sched.c, read in sched_move.c) to move a pod only once its old
 	 * node no longer runs it. Owned; NULL before the first heartbeat. A
