@@ -294,3 +294,62 @@ def test_a_serving_replica_is_placed_again_when_its_node_expires(server, admin, 
             frozen.proc.send_signal(signal.SIGCONT)
         for a in agents.values():
             a.stop()
+
+
+def test_a_replica_bound_to_a_node_that_stopped_before_listing_it_waits_for_the_give_up(
+        server, admin, tmp_path):
+    """A binding the node never listed still counts as running there until
+    the node is given up: its agent may have started the pod after its last
+    heartbeat and then stopped (here it is frozen before the binding, so
+    its heartbeats never list the pod). At the node's fence deadline the
+    replica is bound again Pipelined with from: that node, not Running
+    beside a copy that may run (the loop branch once started it at once
+    when the freeze fell between the spawn and the next heartbeat).
+    A 5 s heartbeat (15 s lease) leaves the binding at least 10 s to reach
+    the frozen node before its lease lapses; a 10 s fence keeps the
+    Pipelined binding in place for 5 s."""
+    from test_serving import deployment, free_port as port_block
+    slow = ["--fence-time", "10s", "--heartbeat", "5s"]
+    agents = {"n0": Agent(server.url, server.token, "n0", tmp_path / "n0", extra=slow)}
+    try:
+        wait_for(lambda: ready(admin, "n0"), what="n0 ready")
+        setup_queue(admin)
+        agents["n0"].proc.send_signal(signal.SIGSTOP)
+        t0 = time.time()
+        r = admin.post(admin.base + "/deployments",
+                       json=deployment("chat", port_block(), replicas=1))
+        assert r.status_code == 201, r.text
+
+        def pods():
+            return (admin.get(admin.base + "/deployments/chat").json().get("status") or {}) \
+                .get("pods") or []
+
+        def bound_to_n0():
+            run = [p for p in pods() if p.get("node") == "n0" and p.get("phase") == "Running"]
+            return run[0] if run else None
+        pod = wait_for(bound_to_n0, timeout=9, what="the replica bound to n0")["name"]
+        assert ready(admin, "n0"), "n0 lapsed before the binding: the test proves nothing"
+        agents["n1"] = Agent(server.url, server.token, "n1", tmp_path / "n1", extra=slow)
+        seen = []
+
+        def on_n1():
+            e = {q["name"]: q for q in pods()}.get(pod)
+            if e and e.get("node") == "n1":
+                seen.append(e)
+                return e
+            return None
+        # The first binding on n1 is Pipelined from n0 (at n0's fence
+        # deadline, lease + 5 s), not Running.
+        first = wait_for(on_n1, timeout=60, what="the replica bound to n1")
+        assert first.get("phase") == "Pipelined", first
+        assert (first.get("from") or {}).get("node") == "n0", first
+        # Running on n1 once n0 is given up (lease + 10 s: at least 20 s
+        # after the freeze, whose last renewal came at most 5 s before it).
+        wait_for(lambda: (on_n1() or {}).get("phase") == "Running", timeout=60,
+                 what="the replica Running on n1")
+        assert time.time() - t0 > 19, time.time() - t0
+        assert not processes_with_env("STARCLOUD_POD", pod, under=agents["n0"].data_dir)
+    finally:
+        agents["n0"].proc.send_signal(signal.SIGCONT)
+        for a in agents.values():
+            a.stop()
