@@ -223,6 +223,7 @@ static void on_fence(uv_timer_t *t)
 static void fence_arm(sc_agent_t *a)
 {
 	uint64_t now = sc__agent_now_ms(a), deadline = fence_deadline(a);
+	a->fence_at = deadline;
 	uv_timer_start(&a->fence_timer, on_fence, deadline > now ? deadline - now : 0, 0);
 }
 
@@ -418,8 +419,10 @@ static void release_pods(sc_agent_t *a)
 	for (sc_pod_t *p = a->pods; p; p = p->next) {
 		for (int k = 0; k < SC_PROBE_KINDS; k++)
 			sc__probe_free(p->probes[k]);
-		if (p->proc_open && !uv_is_closing((uv_handle_t *)&p->proc))
-			uv_close((uv_handle_t *)&p->proc, NULL);
+		if (p->proc_open) {
+			p->child.on_closed = NULL;
+			sc__child_close(&p->child);
+		}
 		if (p->pidfd >= 0 && !uv_is_closing((uv_handle_t *)&p->pidpoll)) {
 			uv_close((uv_handle_t *)&p->pidpoll, NULL);
 			close(p->pidfd);

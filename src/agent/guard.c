@@ -296,7 +296,11 @@ int sc_guard_main(int argc, char **argv)
 		}
 		uint64_t now = sc__mono_ms();
 		if (have && l.deadline_ms && now >= l.deadline_ms) {
-			if (fenced_for != l.deadline_ms) {
+			/* Fenced at the deadline, and again while a recorded pod
+			 * runs: an agent frozen in a pod's start writes its record
+			 * later, and its process waits for the agent (spawn.h). */
+			size_t live = live_pods(o.data_dir, scratch, MAX_PODS);
+			if (fenced_for != l.deadline_ms || live) {
 				fence_all(o.data_dir, l.grace_ms, now - l.deadline_ms);
 				fenced_for = l.deadline_ms;
 			}

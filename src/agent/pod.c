@@ -64,22 +64,33 @@ static void changed(sc_pod_t *p)
 
 /* ---- freeing ----------------------------------------------------------- */
 
-/* Handles: the timer (always) and the process (while spawned). The pod is
- * freed when it is finished and the last of them has closed. */
-static void on_handle_closed(uv_handle_t *h)
+/* Handles: the timer (always), the child's watcher (while spawned) and an
+ * adopted process's pidfd poll. The pod is freed when it is finished and
+ * the last of them has closed. */
+static void handle_closed(sc_pod_t *p)
 {
-	sc_pod_t *p = h->data;
-	if (h == (uv_handle_t *)&p->proc)
-		p->proc_open = 0;
-	if (h == (uv_handle_t *)&p->pidpoll) {
-		close(p->pidfd);
-		p->pidfd = -1;
-	}
 	if (--p->handles_open > 0 || !p->closing)
 		return;
 	json_decref(p->task);
 	json_decref(p->binding);
 	free(p);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	sc_pod_t *p = h->data;
+	if (h == (uv_handle_t *)&p->pidpoll) {
+		close(p->pidfd);
+		p->pidfd = -1;
+	}
+	handle_closed(p);
+}
+
+static void on_child_closed(sc_child_t *c)
+{
+	sc_pod_t *p = c->data;
+	p->proc_open = 0;
+	handle_closed(p);
 }
 
 static void pod_unlink(sc_pod_t *p)
@@ -218,10 +229,10 @@ static void on_pidfd(uv_poll_t *h, int status, int events)
 	adopted_exit(h->data);
 }
 
-static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
+static void on_exit_cb(sc_child_t *c, int status, int sig)
 {
-	sc_pod_t *p = proc->data;
-	uv_close((uv_handle_t *)proc, on_handle_closed);
+	sc_pod_t *p = c->data;
+	sc__child_close(c);
 	if (!process_gone(p))
 		return;
 	p->has_exit = 1;
@@ -309,13 +320,100 @@ static void unreachable(sc_pod_t *p, const char *why, int rc)
 	changed(p);
 }
 
+/* Test hook (docs/AGENT.md): with STARCLOUD_AGENT_SPAWN_STOP_FILE=PATH,
+ * when PATH exists and names this point of a pod's start ("after-fork",
+ * "after-record"), the agent removes it and stops itself (SIGSTOP) there,
+ * as an agent frozen at that instant would be. The e2e tests freeze or kill
+ * it there to show that no pod runs unrecorded, and none runs twice. */
+static void test_stop_at(const char *point)
+{
+	const char *path = getenv("STARCLOUD_AGENT_SPAWN_STOP_FILE");
+	char text[32] = "";
+	FILE *f = path ? fopen(path, "re") : NULL;
+	if (!f)
+		return;
+	if (!fgets(text, sizeof(text), f))
+		text[0] = '\0';
+	fclose(f);
+	text[strcspn(text, "\n")] = '\0';
+	if (strcmp(text, point) != 0)
+		return;
+	unlink(path);
+	sc_log_warn("test hook: the agent stops itself %s of a pod's process", point);
+	raise(SIGSTOP);
+}
+
+/* Forks the pod's process inside its cgroups (v1: born there, cgv1.h and
+ * devcg.h), waiting at its gate (spawn.h). 0, or a negative errno. */
+static int fork_gated(sc_pod_t *p, const sc_spawn_opts_t *so, const char **what)
+{
+	int64_t cpu, mem;
+	sc__podenv_limits(p, &cpu, &mem);
+	int lim = sc__cgv1_enter(p, cpu, mem);
+	if (lim < 0) {
+		*what = "CPU and memory limits (cgroup v1)";
+		return UV_EPERM;
+	}
+	int in = sc__devcg_enter(p);
+	if (in < 0) {
+		sc__cgv1_leave(p->a, lim);
+		*what = "GPU isolation (devices cgroup)";
+		return UV_EPERM;
+	}
+	int rc = sc__spawn_gated(so, &p->child);
+	sc__devcg_leave(p->a, in);
+	sc__cgv1_leave(p->a, lim);
+	*what = "fork";
+	return rc;
+}
+
+/* The child waits at its gate: its record first, then it may run. Nothing
+ * of the pod runs unless its record is on disk (the guard fences by it, a
+ * restarted agent adopts by it) and the node's lease still holds (else
+ * the server may have given the pod away: the agent was frozen). */
+static int record_then_release(sc_pod_t *p, const char **what)
+{
+	p->pid = p->child.pid;
+	/* v2: moved before it runs anything (v1: born inside). */
+	sc__podenv_cgroup_enter(p, p->pid);
+	if (sc__podstore_save(p) < 0) {
+		sc__spawn_cancel(&p->child);
+		sc__podstore_forget(p);
+		*what = "its record (pod.json)";
+		return UV_EIO;
+	}
+	test_stop_at("after-record");
+	if (!sc__agent_lease_holds(p->a)) {
+		sc__spawn_cancel(&p->child);
+		sc__podstore_forget(p);
+		return 1;
+	}
+	int rc = sc__spawn_release(&p->child);
+	if (rc < 0)
+		sc__podstore_forget(p);
+	return rc;
+}
+
+/* Not started for a lapsed lease: the fence (agent.c) stops the pod next;
+ * until then it waits as in a back-off, counting no failure. */
+static void lease_lapsed(sc_pod_t *p)
+{
+	sc_log_warn("pod %s/%s: not started: the node's lease lapsed while it was being "
+	            "started",
+	            p->job, p->name);
+	p->pid = 0;
+	p->state = SC_PS_BACKOFF;
+	set_message(p, "%s", "not started: the node's lease lapsed");
+	uv_timer_start(&p->timer, on_backoff, p->a->o.backoff_base_ms, 0);
+	changed(p);
+}
+
 static void pod_spawn(sc_pod_t *p)
 {
 	char why[SC_AGENT_MSG_MAX];
 	char *argv[MAX_ARGS + 1];
 	sc_podenv_t env;
-	uv_process_options_t po = {0};
-	uv_stdio_container_t stdio[3];
+	const char *what = NULL;
 	if (build_args(p, argv) < 0) {
 		spawn_failed(p, "command", UV_EINVAL);
 		return;
@@ -331,68 +429,43 @@ static void pod_spawn(sc_pod_t *p)
 		unreachable(p, why, reach);
 		return;
 	}
-	stdio[0].flags = UV_IGNORE;
-	stdio[1].flags = stdio[2].flags = UV_INHERIT_FD;
-	stdio[1].data.fd = stdio[2].data.fd = p->log_fd;
-	po.file = argv[0];
-	po.args = argv;
-	po.env = env.vars;
-	po.cwd = env.cwd;
-	po.stdio = stdio;
-	po.stdio_count = 3;
-	po.exit_cb = on_exit_cb;
-	/* Detached = setsid(): the pod leads its own process group, so a stop
-	 * reaches every process it started, and the agent's signals do not. */
-	po.flags = UV_PROCESS_DETACHED;
-	if (p->sec.set) {
-		/* Not root (podsec.h); libuv also drops root's supplementary
-		 * groups in the child before it changes user. */
-		po.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
-		po.uid = p->sec.uid;
-		po.gid = p->sec.gid;
+	/* Its own session (setsid): the pod leads its own process group, so
+	 * a stop reaches every process it started, and the agent's signals
+	 * do not. Not root (podsec.h): the child drops root's supplementary
+	 * groups before it changes user. */
+	sc_spawn_opts_t so = {.argv = argv,
+	                      .env = env.vars,
+	                      .cwd = env.cwd,
+	                      .set_ids = p->sec.set,
+	                      .uid = p->sec.uid,
+	                      .gid = p->sec.gid,
+	                      .out_fd = p->log_fd};
+	p->child.data = p;
+	p->child.on_exit = on_exit_cb;
+	p->child.on_closed = on_child_closed;
+	int rc = fork_gated(p, &so, &what);
+	if (rc == 0) {
+		test_stop_at("after-fork");
+		what = argv[0];
+		rc = record_then_release(p, &what);
 	}
-	p->proc.data = p;
-	/* Born inside its cgroups (v1: cgv1.h); v2 moves it just after. */
-	int64_t cpu, mem;
-	sc__podenv_limits(p, &cpu, &mem);
-	int lim = sc__cgv1_enter(p, cpu, mem);
-	if (lim < 0) {
-		sc__podenv_free(&env);
-		spawn_failed(p, "CPU and memory limits (cgroup v1)", UV_EPERM);
-		return;
-	}
-	int in = sc__devcg_enter(p);
-	if (in < 0) {
-		sc__cgv1_leave(p->a, lim);
-		sc__podenv_free(&env);
-		spawn_failed(p, "GPU isolation (devices cgroup)", UV_EPERM);
-		return;
-	}
-	int rc = uv_spawn(p->a->loop, &p->proc, &po);
-	sc__devcg_leave(p->a, in);
-	sc__cgv1_leave(p->a, lim);
 	sc__podenv_free(&env);
-	if (rc < 0) {
-		/* A failed uv_spawn leaves an initialised handle that must be
-		 * closed like any other. */
-		p->proc_open = 1;
-		p->handles_open++;
-		uv_close((uv_handle_t *)&p->proc, on_handle_closed);
-		spawn_failed(p, argv[0], rc);
+	if (rc == 1) {
+		lease_lapsed(p);
 		return;
 	}
+	if (rc < 0) {
+		p->pid = 0;
+		spawn_failed(p, what, rc);
+		return;
+	}
+	sc__child_watch(p->a->loop, &p->child);
 	p->proc_open = 1;
 	p->handles_open++;
 	p->alive = 1;
-	p->pid = p->proc.pid;
 	p->state = SC_PS_RUNNING;
 	p->started_ms = sc__agent_now_ms(p->a);
 	set_message(p, "%s", "");
-	sc__podenv_cgroup_enter(p, p->pid);
-	if (sc__podstore_save(p) < 0)
-		sc_log_warn("pod %s/%s: cannot save its record: a restarted agent will not "
-		            "adopt it",
-		            p->job, p->name);
 	sc_log_info("pod %s/%s started (pid %d, restarts %d)", p->job, p->name, p->pid,
 	            p->restarts);
 	start_probes(p);

@@ -11,6 +11,11 @@ uint64_t sc__agent_now_ms(sc_agent_t *a)
 	return uv_now(a->loop);
 }
 
+int sc__agent_lease_holds(sc_agent_t *a)
+{
+	return !a->fenced && a->fence_at && sc__agent_now_ms(a) < a->fence_at;
+}
+
 /* Changes close together share one report. */
 void sc__agent_report_soon(sc_agent_t *a)
 {

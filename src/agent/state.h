@@ -8,8 +8,10 @@
  *   cgv1.c     pod limits on cgroup v1
  *   podstore.c pod records on disk (adoption), retention of old folders
  *   probe.c    startup / liveness / readiness probes (http, tcp, exec)
+ *   spawn.c    gated start of a pod's processes: nothing runs before its
+ *              record is written (pod and exec probes)
  *   pod.c      one pod = one process group: spawn, restarts with back-off,
- *              graceful stop (uses podenv, podstore, probe)
+ *              graceful stop (uses podenv, podstore, probe, spawn)
  *   sync.c     list + watch of jobs and deployments, desired pods (uses pod)
  *   agent_metrics.c  /metrics: pods, the server link, NVML device figures
  *   status.c   the agent's status port: /healthz, /pods, /logs, /metrics
@@ -29,6 +31,7 @@
 
 #include "agent/gpu.h"
 #include "agent/podsec.h"
+#include "agent/spawn.h"
 #include "base/parse.h"
 #include "net/http.h"
 #include "net/hfetch.h"
@@ -123,6 +126,7 @@ struct sc_agent {
 	uint64_t last_hb_ok;  /* uv_now of the last accepted heartbeat */
 	uint64_t report_sent; /* uv_now when the in-flight report was sent */
 	int fenced;           /* pods stopped for a lost lease: start none */
+	uint64_t fence_at;    /* uv_now of the fence deadline armed last; 0: none */
 	int stopping;
 	int cgroup_ok;
 	int cgroup_pids; /* the pids controller is on: pids.max per pod */
@@ -173,7 +177,7 @@ struct sc_pod {
 	int backoff_limit;
 	uint64_t grace_ms;
 
-	uv_process_t proc;
+	sc_child_t child;               /* the process we started (spawn.h) */
 	int pid;                        /* the process (group leader), 0 if none */
 	unsigned long long start_ticks; /* its start time: guards against pid reuse */
 	int adopted;                    /* started by an earlier agent: not our child */
@@ -199,7 +203,7 @@ struct sc_pod {
 	char dir[512];
 	sc_podsec_t sec; /* the uid and gid it runs as (podsec.c) */
 	int closing;     /* finished: handles are being closed */
-	int proc_open;   /* proc is initialised and not yet closed */
+	int proc_open;   /* child's watcher is open and not yet closed */
 	int handles_open;
 };
 
@@ -207,6 +211,9 @@ struct sc_pod {
 uint64_t sc__agent_now_ms(sc_agent_t *a);
 /* Asks for a status report soon (a pod changed). */
 void sc__agent_report_soon(sc_agent_t *a);
+/* 1 while the node's lease holds (a fence deadline is armed and ahead, and
+ * the pods are not fenced): a pod's process may be let run (spawn.h). */
+int sc__agent_lease_holds(sc_agent_t *a);
 /* Reconciles every watched object soon (a stopped pod made room). */
 void sc__agent_resync_soon(sc_agent_t *a);
 /* The pod job/name on this node, or NULL. */

@@ -13,7 +13,8 @@ FAST = ["--heartbeat", "300ms", "--backoff-base", "200ms", "--backoff-max", "2s"
 
 class Agent:
     def __init__(self, server_url, token, name, data_dir, gpus="2xA100-80GB", extra=(),
-                 prefix=(), listen_host="127.0.0.1", drain=True, token_file=None, port=None):
+                 prefix=(), listen_host="127.0.0.1", drain=True, token_file=None, port=None,
+                 env=None):
         self.name = name
         self.data_dir = str(data_dir)
         self.port = port or free_port()
@@ -28,7 +29,8 @@ class Agent:
             args.append("--drain")
         if gpus:
             args += ["--gpus", gpus]
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log,
+                                     env=dict(os.environ, **env) if env else None)
 
     def stop(self, sig=signal.SIGTERM):
         stop_process(self.proc, sig)
@@ -108,16 +110,6 @@ def run_job(session, name, command, replicas=1, gpu=0, q="q", **spec):
     r = session.post(session.base + "/jobs", json=body)
     assert r.status_code == 201, r.text
     return r
-
-
-def recorded(agents, job, pod):
-    """Whether one of the agents has saved the pod's record (pod.json, by
-    which its pod guard and a restarted agent know the process). The agent
-    writes it just after the process starts: a test that freezes or kills
-    the agent must wait for it, or its pod may run on unguarded (a known
-    gap: an agent stopped between the spawn and the record leaves an
-    orphan that the guard cannot fence)."""
-    return any(os.path.exists(os.path.join(a.pod_dir(job, pod), "pod.json")) for a in agents)
 
 
 def process_start(pid):
