@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -221,6 +223,30 @@ fail:
 	return SC_EIO;
 }
 
+int sc__cgv1_join(sc_pod_t *p)
+{
+	sc_agent_t *a = p->a;
+	char dir[800], tasks[900], tid[32];
+	int entered = 0;
+	snprintf(tid, sizeof(tid), "%ld", (long)syscall(SYS_gettid));
+	for (int c = 0; c < SC_CGV1_NCTL; c++) {
+		if (!a->cgv1[c].ok)
+			continue;
+		if (pod_dir(p, c, dir, sizeof(dir)) < 0)
+			goto fail;
+		snprintf(tasks, sizeof(tasks), "%s/tasks", dir);
+		if (sc__cgv1_write(tasks, tid) < 0)
+			goto fail;
+		entered = 1;
+	}
+	return entered;
+fail:
+	sc_log_error("pod %s/%s: cannot enter its cgroup v1 %s (%s)", p->job, p->name, dir,
+	             strerror(errno));
+	sc__cgv1_leave(a, 1);
+	return SC_EIO;
+}
+
 void sc__cgv1_leave(sc_agent_t *a, int entered)
 {
 	char tid[32];
@@ -255,12 +281,34 @@ long long sc__cg_key(const char *path, const char *key)
 	return out;
 }
 
+void sc__cg_kill_all(const char *dir)
+{
+	char path[900];
+	struct timespec pause = {0, 10 * 1000 * 1000};
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	for (int round = 0; round < 100; round++) {
+		FILE *f = fopen(path, "re");
+		int pid, n = 0;
+		if (!f)
+			return;
+		while (fscanf(f, "%d", &pid) == 1)
+			if (pid > 1 && kill(pid, SIGKILL) == 0)
+				n++;
+		fclose(f);
+		if (!n)
+			return;
+		nanosleep(&pause, NULL);
+	}
+}
+
 void sc__cgv1_remove(sc_pod_t *p)
 {
 	char dir[800];
 	for (int c = 0; c < SC_CGV1_NCTL; c++)
-		if (p->a->cgv1[c].ok && pod_dir(p, c, dir, sizeof(dir)) == 0)
+		if (p->a->cgv1[c].ok && pod_dir(p, c, dir, sizeof(dir)) == 0) {
+			sc__cg_kill_all(dir);
 			rmdir(dir); /* fails while a process of it lives on: kept */
+		}
 }
 
 void sc__cgv1_close(sc_agent_t *a)

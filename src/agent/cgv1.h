@@ -18,7 +18,8 @@
  * the agent moved it would escape), and libuv has no hook between fork and
  * exec: so the agent's forking thread joins the pod's cgroups (v1 takes
  * one thread at a time: the `tasks` file), forks, and goes back at once;
- * the child is born inside. Exec probes are not put in them (as on v2). */
+ * the child is born inside. Its exec probes are born there too
+ * (sc__cgv1_join), so its limits hold them and they cannot escape them. */
 #ifndef SC_AGENT_CGV1_H
 #define SC_AGENT_CGV1_H
 
@@ -27,11 +28,15 @@
 /* Finds the cpu, memory and pids hierarchies and makes the agent's folder
  * in each; says at start-up what is not enforced. */
 void sc__cgv1_init(sc_agent_t *a);
-/* Before uv_spawn of pod p: makes or updates its cgroups with the task's
+/* Before the fork of pod p (spawn.h): makes or updates its cgroups with the task's
  * limits (millicores, bytes; 0: none) and moves the calling thread in. 1 when it did (call
- * sc__cgv1_leave right after uv_spawn), 0 when there is nothing to enter,
+ * sc__cgv1_leave right after the fork), 0 when there is nothing to enter,
  * SC_EIO when a limit or the move failed (the thread is back home then). */
 int sc__cgv1_enter(sc_pod_t *p, int64_t cpu_milli, int64_t mem_bytes);
+/* Before the fork of one of p's exec probes: moves the calling thread into
+ * the pod's existing cgroups, limits untouched. As sc__cgv1_enter: 1 (call
+ * sc__cgv1_leave after the fork), 0, or SC_EIO (back home: run nothing). */
+int sc__cgv1_join(sc_pod_t *p);
 /* Helpers of every cgroup module (devcg.c, podenv.c too). Writes text to
  * a cgroup file: 0, or SC_EIO with errno kept. */
 int sc__cgv1_write(const char *path, const char *text);
@@ -47,7 +52,13 @@ void sc__cgv1_leave(sc_agent_t *a, int entered);
 /* How many processes the kernel's OOM killer ended in p's memory cgroup
  * (cumulative), or -1 when unknown. */
 long long sc__cgv1_oom_kills(const sc_pod_t *p);
-/* Removes the pod's cgroups (once its processes are gone). */
+/* SIGKILL to every process left in the cgroup folder dir, until none is
+ * (about a second at most), so that it can be removed: what a pod or its
+ * exec probes left behind (a child that left their process groups, a
+ * probe killed a moment ago) does not outlive the pod. */
+void sc__cg_kill_all(const char *dir);
+/* Removes the pod's cgroups (once its main process is gone), killing what
+ * is left in them first (sc__cg_kill_all). */
 void sc__cgv1_remove(sc_pod_t *p);
 /* Removes the agent's folders when no pod cgroup is left in them. */
 void sc__cgv1_close(sc_agent_t *a);

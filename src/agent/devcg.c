@@ -212,8 +212,10 @@ void sc__devcg_leave(sc_agent_t *a, int entered)
 void sc__devcg_remove(sc_pod_t *p)
 {
 	char dir[800];
-	if (p->a->devcg_ok && pod_dir(p, dir, sizeof(dir)) == 0)
+	if (p->a->devcg_ok && pod_dir(p, dir, sizeof(dir)) == 0) {
+		sc__cg_kill_all(dir);
 		rmdir(dir); /* fails while a process of it lives on: kept */
+	}
 }
 
 void sc__devcg_close(sc_agent_t *a)

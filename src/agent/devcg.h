@@ -17,7 +17,7 @@
  *
  * The pod's process must be in the cgroup before it runs any code, and
  * libuv offers no hook between fork and exec: so the agent moves itself
- * into the pod's cgroup, forks (uv_spawn), and moves itself back at once.
+ * into the pod's cgroup, forks (spawn.h), and moves itself back at once.
  * The child is born inside. Only the devices hierarchy is touched. */
 #ifndef SC_AGENT_DEVCG_H
 #define SC_AGENT_DEVCG_H
@@ -29,16 +29,17 @@
 /* Finds the devices controller and the agent's own cgroup in it; says at
  * start-up when GPU nodes exist but cannot be isolated. */
 void sc__devcg_init(sc_agent_t *a);
-/* Before uv_spawn of one of pod p's processes (the pod itself or an exec
+/* Before the fork of one of pod p's processes (the pod itself or an exec
  * probe): moves the agent into the pod's devices cgroup, made or updated
- * now. 1 when it did (call sc__devcg_leave right after uv_spawn), 0 when
+ * now. 1 when it did (call sc__devcg_leave right after the fork), 0 when
  * the pod needs none (no GPU node to hide, or no devices controller: then
  * said at start-up), SC_EIO when it needs one and it cannot be made or
  * entered: start nothing, the pod would see every GPU. */
 int sc__devcg_enter(sc_pod_t *p);
 /* Moves the agent back to its own cgroup (entered: what enter returned). */
 void sc__devcg_leave(sc_agent_t *a, int entered);
-/* Removes the pod's cgroup (once its processes are gone). */
+/* Removes the pod's cgroup (once its main process is gone), killing what
+ * is left in it first (cgv1.h: sc__cg_kill_all). */
 void sc__devcg_remove(sc_pod_t *p);
 /* Removes DEVICES/starcloud-NODE when no pod cgroup is left in it. */
 void sc__devcg_close(sc_agent_t *a);

@@ -381,10 +381,29 @@ fail:
 	            strerror(errno));
 }
 
+int sc__podenv_cgroup_join(sc_pod_t *p, int pid)
+{
+	char dir[800], file[900], val[32];
+	if (!p->a->cgroup_ok)
+		return 0;
+	if (cgroup_path(p, dir, sizeof(dir)) < 0)
+		return SC_EIO;
+	snprintf(file, sizeof(file), "%s/cgroup.procs", dir);
+	snprintf(val, sizeof(val), "%d", pid);
+	if (write_file(file, val) < 0) {
+		sc_log_warn("pod %s/%s: cannot move a probe into %s: %s", p->job, p->name, dir,
+		            strerror(errno));
+		return SC_EIO;
+	}
+	return 0;
+}
+
 void sc__podenv_cgroup_remove(sc_pod_t *p)
 {
 	char dir[800];
-	if (p->a->cgroup_ok && cgroup_path(p, dir, sizeof(dir)) == 0)
+	if (p->a->cgroup_ok && cgroup_path(p, dir, sizeof(dir)) == 0) {
+		sc__cg_kill_all(dir);
 		rmdir(dir);
+	}
 	sc__cgv1_remove(p);
 }

@@ -26,12 +26,18 @@ void sc__podenv_cgroup_init(sc_agent_t *a);
 /* Moves pid into a new cgroup with the task's cpu and memory limits
  * (cgroup v2; on v1 the pod is born inside, cgv1.h). */
 void sc__podenv_cgroup_enter(sc_pod_t *p, int pid);
+/* Moves pid (one of p's exec probes, waiting at its gate) into the pod's
+ * existing cgroup v2, limits untouched. 0 (also without cgroup v2) or
+ * SC_EIO: the probe must not run. */
+int sc__podenv_cgroup_join(sc_pod_t *p, int pid);
 /* The task's resources.cpu in millicores and resources.memory in bytes
  * (0 when not given): the limits of its cgroup, v1 or v2. */
 void sc__podenv_limits(const sc_pod_t *p, int64_t *cpu_milli, int64_t *mem_bytes);
 /* OOM kills so far in the pod's memory cgroup (v2 memory.events, v1
  * memory.oom_control), -1 when unknown. */
 long long sc__podenv_oom_kills(const sc_pod_t *p);
+/* Removes the pod's cgroups, v2 and v1 (once its main process is gone),
+ * killing what is left in them first (cgv1.h: sc__cg_kill_all). */
 void sc__podenv_cgroup_remove(sc_pod_t *p);
 
 #endif

@@ -16,7 +16,10 @@
 #include "agent/probe.h"
 #include "base/alloc.h"
 #include "agent/backoff.h"
+#include "agent/cgv1.h"
 #include "agent/devcg.h"
+#include "agent/podenv.h"
+#include "agent/spawn.h"
 #include "starcloud/error.h"
 
 #define MAX_EXEC_ARGS 64
@@ -48,7 +51,7 @@ struct attempt {
 	sc_hcli_req_t *http;
 	uv_tcp_t tcp;
 	uv_connect_t conn;
-	uv_process_t proc;
+	sc_child_t child; /* exec: running while child.h is set and open */
 	uv_timer_t deadline;
 };
 
@@ -63,13 +66,24 @@ static void probe_result(sc_probe_t *pr, int ok, const char *msg)
 
 /* ---- attempts ---------------------------------------------------------- */
 
-static void on_attempt_closed(uv_handle_t *h)
+static void attempt_unref(attempt_t *at)
 {
-	attempt_t *at = h->data;
 	if (--at->handles == 0)
 		free(at);
 }
 
+static void on_attempt_closed(uv_handle_t *h)
+{
+	attempt_unref(h->data);
+}
+
+static void on_child_closed(sc_child_t *c)
+{
+	attempt_unref(c->data);
+}
+
+/* An exec attempt's process is closed by its exit (on_exec_exit), never
+ * before: it must be reaped, and its group killed. */
 static void attempt_close(attempt_t *at)
 {
 	if (at->handles == 0) {
@@ -79,8 +93,6 @@ static void attempt_close(attempt_t *at)
 	uv_close((uv_handle_t *)&at->deadline, on_attempt_closed);
 	if (at->type == PT_TCP)
 		uv_close((uv_handle_t *)&at->tcp, on_attempt_closed);
-	else if (at->type == PT_EXEC && at->handles == 2)
-		uv_close((uv_handle_t *)&at->proc, on_attempt_closed);
 }
 
 /* Reports once, then releases the attempt. */
@@ -120,8 +132,9 @@ static void on_http(int status, const char *body, size_t len, void *ud)
 static void on_deadline(uv_timer_t *t)
 {
 	attempt_t *at = t->data;
-	if (at->type == PT_EXEC && at->handles == 2)
-		uv_process_kill(&at->proc, SIGKILL);
+	/* The whole group: a child the probe left behind goes too. */
+	if (at->type == PT_EXEC && at->child.pid > 0)
+		kill(-at->child.pid, SIGKILL);
 	attempt_end(at, 0, "timed out");
 }
 
@@ -133,14 +146,19 @@ static void on_connect(uv_connect_t *c, int status)
 	attempt_end(at, status == 0, msg);
 }
 
-static void on_exec_exit(uv_process_t *proc, int64_t status, int sig)
+static void on_exec_exit(sc_child_t *c, int status, int sig)
 {
-	attempt_t *at = proc->data;
+	attempt_t *at = c->data;
 	char msg[96];
+	/* Nothing of a probe outlives it: what it left in its group ends (its
+	 * id is not reused before the reap, spawn.h; -1: already reaped). */
+	if (status >= 0 || sig)
+		kill(-c->pid, SIGKILL);
+	sc__child_close(c);
 	if (sig)
 		snprintf(msg, sizeof(msg), "exec killed by signal %d", sig);
 	else
-		snprintf(msg, sizeof(msg), "exec exited with status %d", (int)status);
+		snprintf(msg, sizeof(msg), "exec exited with status %d", status);
 	attempt_end(at, status == 0 && sig == 0, msg);
 }
 
@@ -155,46 +173,66 @@ static int start_tcp(sc_probe_t *pr, attempt_t *at)
 	return uv_tcp_connect(&at->conn, &at->tcp, (struct sockaddr *)&sa, on_connect);
 }
 
+/* Forks the probe inside the pod's cgroups (v1, devices: born there),
+ * waiting at its gate (spawn.h). 0 or a negative errno. */
+static int fork_in_pod(sc_pod_t *p, const sc_spawn_opts_t *so, sc_child_t *c)
+{
+	int lim = sc__cgv1_join(p);
+	if (lim < 0)
+		return UV_EPERM;
+	int in = sc__devcg_enter(p);
+	if (in < 0) {
+		sc__cgv1_leave(p->a, lim);
+		return UV_EPERM;
+	}
+	int rc = sc__spawn_gated(so, c);
+	sc__devcg_leave(p->a, in);
+	sc__cgv1_leave(p->a, lim);
+	return rc;
+}
+
+/* As the pod's own process runs (docs/AGENT.md, "Probes"): its user, its
+ * folder, its environment (never the agent's, which may hold its token),
+ * inside its cgroups (v2: moved before it runs anything), in a process
+ * group of its own that the deadline kills whole. */
 static int start_exec(sc_probe_t *pr, attempt_t *at)
 {
+	sc_pod_t *p = pr->p;
 	char *argv[MAX_EXEC_ARGS + 1];
 	size_t i, n = 0;
 	json_t *v;
+	sc_podenv_t env;
 	json_array_foreach(pr->cmd, i, v)
 	{
 		if (n < MAX_EXEC_ARGS)
 			argv[n++] = (char *)json_string_value(v);
 	}
 	argv[n] = NULL;
-	uv_stdio_container_t stdio[3] = {
-	    {.flags = UV_IGNORE}, {.flags = UV_IGNORE}, {.flags = UV_IGNORE}};
-	/* As the pod's user, in its work folder, without the agent's
-	 * environment (which may hold its token). */
-	char work[600], home[620];
-	sc__podsec_workdir(pr->p, work, sizeof(work));
-	snprintf(home, sizeof(home), "HOME=%s", work);
-	char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", home, NULL};
-	uv_process_options_t po = {.file = argv[0],
-	                           .args = argv,
-	                           .env = env,
-	                           .cwd = work,
-	                           .stdio = stdio,
-	                           .stdio_count = 3,
-	                           .exit_cb = on_exec_exit};
-	if (pr->p->sec.set) {
-		po.flags = UV_PROCESS_SETUID | UV_PROCESS_SETGID;
-		po.uid = pr->p->sec.uid;
-		po.gid = pr->p->sec.gid;
+	if (sc__podenv_build(p, &env) < 0)
+		return UV_E2BIG;
+	sc_spawn_opts_t so = {.argv = argv,
+	                      .env = env.vars,
+	                      .cwd = env.cwd,
+	                      .set_ids = p->sec.set,
+	                      .uid = p->sec.uid,
+	                      .gid = p->sec.gid,
+	                      .out_fd = -1};
+	at->child.data = at;
+	at->child.on_exit = on_exec_exit;
+	at->child.on_closed = on_child_closed;
+	int rc = fork_in_pod(p, &so, &at->child);
+	if (rc == 0 && sc__podenv_cgroup_join(p, at->child.pid) < 0) {
+		sc__spawn_cancel(&at->child);
+		rc = UV_EPERM;
 	}
-	at->proc.data = at;
-	/* In the pod's devices cgroup too: a probe runs the tenant's code. */
-	int in = sc__devcg_enter(pr->p);
-	if (in < 0)
-		return UV_EPERM; /* no handle was made */
-	int rc = uv_spawn(pr->p->a->loop, &at->proc, &po);
-	sc__devcg_leave(pr->p->a, in);
+	if (rc == 0)
+		rc = sc__spawn_release(&at->child);
+	sc__podenv_free(&env);
+	if (rc < 0)
+		return rc; /* nothing to watch: reaped */
+	sc__child_watch(p->a->loop, &at->child);
 	at->handles++;
-	return rc;
+	return 0;
 }
 
 static void attempt_start(sc_probe_t *pr)
@@ -233,7 +271,8 @@ static void attempt_start(sc_probe_t *pr)
 	}
 }
 
-/* Leaves the attempt in flight to finish on its own. */
+/* Leaves the attempt in flight to finish on its own (an exec probe's
+ * process group is killed). */
 static void attempt_detach(sc_probe_t *pr)
 {
 	attempt_t *at = pr->cur;
@@ -243,6 +282,11 @@ static void attempt_detach(sc_probe_t *pr)
 	at->pr = NULL;
 	if (at->type == PT_HTTP)
 		sc_hcli_cancel(at->http); /* on_http frees it, reporting nothing */
+	/* An exec probe's group goes now (its exit, not reaped yet, ends the
+	 * attempt): a probe of a stopped pod, or of an agent that exits, must
+	 * not live on in the pod's cgroups. */
+	if (at->type == PT_EXEC && at->child.pid > 0 && !at->done)
+		kill(-at->child.pid, SIGKILL);
 }
 
 /* ---- probe ------------------------------------------------------------- */

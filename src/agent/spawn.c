@@ -149,8 +149,10 @@ int sc__spawn_release(sc_child_t *c)
 {
 	char go = 1;
 	int e = 0;
+	/* A child already dead: EPIPE (the agent ignores SIGPIPE, main.c),
+	 * then end-of-file below, and its watcher sees the exit. */
 	ssize_t n = write(c->gate, &go, 1);
-	(void)n; /* a child already dead (EPIPE) is seen below or by its watcher */
+	(void)n;
 	close(c->gate);
 	c->gate = -1;
 	/* Until the exec closes the pipe (O_CLOEXEC), as uv_spawn waits too. */
@@ -179,20 +181,32 @@ void sc__spawn_cancel(sc_child_t *c)
 
 /* ---- watching ---------------------------------------------------------- */
 
+/* The child's exit is seen without reaping it (WNOWAIT): while on_exit
+ * runs, its pid, which is also its process group's id, cannot be reused,
+ * so on_exit may signal the group safely. Reaped right after. */
 static void check_exit(sc_child_t *c)
 {
-	int st = 0;
-	pid_t r = waitpid(c->pid, &st, WNOHANG);
-	if (r == 0 || (r < 0 && errno == EINTR))
-		return;
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	int pid = c->pid;
+	int r = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
+	if ((r == 0 && si.si_pid == 0) || (r < 0 && errno == EINTR))
+		return; /* still running */
 	if (c->h == (uv_handle_t *)&c->poll)
 		uv_poll_stop(&c->poll);
 	else
 		uv_timer_stop(&c->timer);
-	int status = r < 0 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-	int sig = r > 0 && WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+	int status = -1, sig = 0;
+	if (r == 0 && si.si_code == CLD_EXITED)
+		status = si.si_status;
+	else if (r == 0) {
+		status = 0;
+		sig = si.si_status;
+	}
 	if (c->on_exit)
 		c->on_exit(c, status, sig);
+	while (r == 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
 }
 
 static void on_pidfd(uv_poll_t *h, int status, int events)

@@ -18,8 +18,9 @@
  * copy of the gate's write end to keep it open.
  *
  * The child is the agent's but not libuv's: its exit is watched with a
- * pidfd polled by the loop (a 100 ms timer on kernels without pidfd_open)
- * and reaped with waitpid. */
+ * pidfd polled by the loop (a 100 ms timer on kernels without pidfd_open),
+ * seen first without reaping (waitid WNOWAIT), so on_exit may still signal
+ * its process group safely (its id cannot be reused yet), then reaped. */
 #ifndef SC_AGENT_SPAWN_H
 #define SC_AGENT_SPAWN_H
 

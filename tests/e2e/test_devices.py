@@ -107,9 +107,11 @@ def test_pods_see_only_their_gpus(server, admin, tmp_path):
         probe = PROBE.replace('os.environ["DEVDIR"]', repr(dev)).replace(
             'print("RESULT " + json.dumps(out), flush=True)',
             'open("probe.json", "w").write(json.dumps(out))')
+        # The probe runs inside the pod's CPU limit too (100m): python's
+        # start-up alone may take over a second under load.
         run_job(admin, "probed", ["sleep", "600"], restartPolicy="Never",
                 probes={"startup": {"exec": {"command": ["python3", "-c", probe]},
-                                    "periodSeconds": 1}})
+                                    "periodSeconds": 1, "timeoutSeconds": 60}})
         seen = os.path.join(a.work_dir("probed", "probed-main-0"), "probe.json")
         wait_for(lambda: os.path.exists(seen) and os.path.getsize(seen), what="the probe ran")
         with open(seen) as f:

@@ -156,3 +156,118 @@ def test_limits_written_and_cpu_throttled(admin, agent):
     admin.delete(admin.base + "/jobs/spin")
     for d in (cpu_dir, mem_dir, pids_dir):
         wait_for(lambda: not os.path.exists(d), timeout=60, what=d + " removed")
+
+
+def proc_start(pid):
+    """A process's start time (clock ticks), or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return None if rest[0] in ("Z", "X") else int(rest[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def uid_of(pid):
+    with open("/proc/%d/status" % pid) as f:
+        line = [l for l in f if l.startswith("Uid:")][0]
+    return int(line.split()[1])
+
+
+# Written by the probe into its working folder (its output is discarded).
+WHO = ("echo uid=$(id -u) gid=$(id -g) pwd=$(pwd) pod=$STARCLOUD_POD v=$PROBE_VAR "
+       "pg=$(cut -d' ' -f5 /proc/$$/stat) self=$$ > who.tmp; cat /proc/$$/cgroup >> who.tmp; "
+       "mv who.tmp who.txt")
+
+
+def test_exec_probe_runs_as_the_pod_inside_its_cgroups(admin, agent):
+    """An exec probe is the tenant's code: the pod's uid, folder and
+    environment, inside the pod's cgroups (so its limits hold it), in a
+    process group of its own (issue 15's gap: it ran in none of them, with
+    only PATH and HOME)."""
+    run_job(admin, "who", ["sleep", "600"], restartPolicy="Never", env={"PROBE_VAR": "x1"},
+            probes={"readiness": {"exec": {"command": ["sh", "-c", WHO]},
+                                  "periodSeconds": 1, "timeoutSeconds": 60}})
+    pid = running_pid(agent, "who")
+    work = agent.work_dir("who", "who-main-0")
+    out = wait_for(lambda: os.path.exists(work + "/who.txt") and read(work + "/who.txt"),
+                   timeout=60, what="the probe's report")
+    first, cg = out.split("\n", 1)
+    f = dict(kv.split("=", 1) for kv in first.split())
+    uid = uid_of(pid)
+    assert uid != 0 and f["uid"] == str(uid) and f["gid"] == str(uid), (f, uid)
+    assert f["pwd"] == work and f["pod"] == "who-main-0" and f["v"] == "x1", f
+    assert f["pg"] == f["self"], f  # leads its own process group
+    pod = "who.who-main-0"
+    lines = dict((l.split(":", 2)[1], l.split(":", 2)[2]) for l in cg.splitlines() if l)
+    for ctl in ("cpu", "memory", "pids"):
+        path = [p for c, p in lines.items() if ctl in c.split(",")][0]
+        assert path == cgroup_of(pid, ctl) and path.endswith(
+            "/starcloud-%s/%s" % (agent.name, pod)), (ctl, path, cg)
+    wait_for(pod_where(admin, "who", "who-main-0", lambda p: p["ready"]), timeout=60,
+             what="ready by the probe")
+
+
+# Leaves a child behind, then hangs past its timeout.
+HANG = "sleep 1000 & echo $! > hang.pid; sleep 1000"
+# Leaves a child behind and succeeds (after a second, so that the test
+# sees the child alive first).
+LEAVE = "sleep 1001 & echo $! > leave.pid; sleep 1; exit 0"
+
+
+def caught_child(work, name, arg):
+    """A live child a probe left (its pid file names it, it runs `sleep
+    arg`): (pid, start) once one is seen alive, else None."""
+    try:
+        pid = int(read(os.path.join(work, name)).strip())
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            cmd = f.read()
+    except (OSError, ValueError):
+        return None
+    start = proc_start(pid)
+    return (pid, start) if cmd == b"sleep\0" + arg + b"\0" and start else None
+
+
+# Leaves a child in a session of its own (out of the probe's group): it
+# lives on in the pod's cgroups until the pod stops.
+# (It waits until the child has its session, so its own end cannot catch
+# the child still in its group.)
+ESCAPE = ("setsid sleep 1002 & c=$!; "
+          "while [ \"$(cut -d' ' -f6 /proc/$c/stat)\" = \"$(cut -d' ' -f6 /proc/$$/stat)\" ]; "
+          "do sleep 0.1; done; echo $c > escape.pid")
+
+
+def test_exec_probe_process_group_dies_at_its_timeout_and_end(admin, agent):
+    """A hostile probe forks a child meant to outlive it: the timeout kills
+    the probe's whole process group, and a probe that ends leaves nothing
+    behind either; a child that left the group stays in the pod's cgroups
+    and goes with the pod."""
+    run_job(admin, "hang", ["sleep", "600"], restartPolicy="Never",
+            probes={"startup": {"exec": {"command": ["sh", "-c", ESCAPE]},
+                                "periodSeconds": 1, "timeoutSeconds": 60},
+                    "readiness": {"exec": {"command": ["sh", "-c", HANG]},
+                                  "periodSeconds": 4, "timeoutSeconds": 2},
+                    "liveness": {"exec": {"command": ["sh", "-c", LEAVE]},
+                                 "periodSeconds": 4, "timeoutSeconds": 60}})
+    pid = running_pid(agent, "hang")
+    work = agent.work_dir("hang", "hang-main-0")
+    for name, arg in (("hang.pid", b"1000"), ("leave.pid", b"1001")):
+        child, start = wait_for(lambda: caught_child(work, name, arg), timeout=60,
+                                what="a live child of the probe (%s)" % name)
+        # Inside the pod's cgroups, as the probe.
+        for ctl in ("cpu", "memory", "pids"):
+            assert cgroup_of(child, ctl) == cgroup_of(pid, ctl), ctl
+        wait_for(lambda: proc_start(child) != start, timeout=30,
+                 what="the probe's child (%s) killed" % name)
+    # The readiness probe only ever timed out: never ready; the liveness
+    # probe passed: no restart.
+    p = pods_of(admin, "hang")["hang-main-0"]
+    assert p["phase"] == "Running" and not p["ready"] and p.get("restarts", 0) == 0, p
+    escaped, start = caught_child(work, "escape.pid", b"1002")
+    for ctl in ("cpu", "memory", "pids"):
+        assert cgroup_of(escaped, ctl) == cgroup_of(pid, ctl), ctl
+    admin.delete(admin.base + "/jobs/hang")
+    wait_for(lambda: proc_start(escaped) != start, timeout=60, what="the escaped child killed")
+    for ctl in ("cpu", "memory", "pids"):
+        d = os.path.join(agent_root(agent, ctl), "hang.hang-main-0")
+        wait_for(lambda: not os.path.exists(d), timeout=60, what=d + " removed")
