@@ -51,15 +51,53 @@ def ready_count(soak, role, version=None):
                 (version is None or e.get("version") == version)])
 
 
+BURST = 3.0   # the flood faults' load step: the arrival rate times this
+
+
 def desired(soak, role):
+    """The role's replica count now: the autoscaler's
+    (status.autoscaling.ROLE.replicas, its minReplicas before the first
+    decision), or the spec's for a role that is not autoscaled."""
     d = soak.get_deployment() or {}
     dis = d.get("spec", {}).get("disaggregation") or {}
-    st = d.get("status", {})
-    # An autoscaled Deployment says its current count in status.
-    want = (st.get("replicaCounts") or {}).get(role)
-    if want is None:
-        want = (dis.get(role) or {}).get("replicas")
-    return want
+    st = (d.get("status", {}).get("autoscaling") or {}).get(role) or {}
+    if st.get("replicas") is not None:
+        return st["replicas"]
+    ro = dis.get(role) or {}
+    if ro.get("autoscaling"):
+        return ro["autoscaling"].get("minReplicas", 1)
+    return ro.get("replicas")
+
+
+def max_replicas(soak, role):
+    d = soak.get_deployment() or {}
+    dis = d.get("spec", {}).get("disaggregation") or {}
+    return ((dis.get(role) or {}).get("autoscaling") or {}).get("maxReplicas")
+
+
+class ScaleUp:
+    """The autoscaler's answer to a load step: decode's count at the step
+    and the highest since (each role's, for the report)."""
+
+    def __init__(self, soak):
+        self.before = {r: desired(soak, r) or 0 for r in ("prefill", "decode")}
+        self.peak = dict(self.before)
+        self.t0 = time.time()
+        self.t_up = None
+
+    def seen(self, soak):
+        for r in self.peak:
+            self.peak[r] = max(self.peak[r], desired(soak, r) or 0)
+        up = self.peak["decode"] > self.before["decode"] or \
+            self.before["decode"] >= (max_replicas(soak, "decode") or 0)
+        if up and self.t_up is None:
+            self.t_up = time.time()
+        return up
+
+    def info(self):
+        return {"decode_before": self.before["decode"], "decode_after": self.peak["decode"],
+                "prefill_before": self.before["prefill"], "prefill_after": self.peak["prefill"],
+                "scale_up_s": None if self.t_up is None else round(self.t_up - self.t0, 2)}
 
 
 def serving_whole(soak, stable_only=True):
@@ -195,11 +233,12 @@ class KillDecodeMidStream(Fault):
 class FloodReclaim(Fault):
     name = "queue-flood-reclaim"
     what = ("team-b floods the cluster with one-GPU jobs far over its quota of 12; then "
-            "serving scales up within its own quota and must get its GPUs back by reclaim")
+            "serving traffic steps up x3, its autoscaler asks for more replicas within "
+            "serving's own quota, and they must get their GPUs back by reclaim")
 
-    def __init__(self, at, jobs, duration, extra_decode):
+    def __init__(self, at, jobs, duration):
         super().__init__(at)
-        self.jobs, self.duration, self.extra = jobs, duration, extra_decode
+        self.jobs, self.duration = jobs, duration
 
     def inject(self, soak):
         for k in range(self.jobs):
@@ -217,16 +256,16 @@ class FloodReclaim(Fault):
         self.info["team_b_gpus_at_flood"] = row.get("q_team-b")
         self.info["cluster_alloc_at_flood"] = row.get("alloc")
         self.ev_before = dict(soak.poller.evictions)
-        self.want_before = desired(soak, "decode") or 0
-        self.info["decode_before"] = self.want_before
+        self.scale = ScaleUp(soak)
         self.t_inject = time.time()
-        soak.scale_decode(self.want_before + self.extra)
-        self.info["decode_after"] = self.want_before + self.extra
+        soak.burst(BURST)
         return True
 
     def check(self, soak):
-        ok = serving_whole(soak) and (ready_count(soak, "decode") or 0) >= \
-            self.want_before + self.extra
+        # Whole: the autoscaler asked for more decode replicas, and every
+        # role has the count it asks for now ready and running.
+        ok = self.scale.seen(soak) and serving_whole(soak)
+        self.info.update(self.scale.info())
         if ok:
             after = soak.poller.evictions
             self.info["reclaims"] = after.get("reclaim", 0) - self.ev_before.get("reclaim", 0)
@@ -234,7 +273,7 @@ class FloodReclaim(Fault):
         return ok
 
     def cleanup(self, soak):
-        soak.scale_decode(self.want_before)
+        soak.burst(1.0)
 
 
 class BadRollout(Fault):
@@ -413,17 +452,19 @@ class RestartServer(Fault):
 
 class StormNodeKill(KillNode):
     """Three at once, as the brief of issue 23 asks: team-b floods the
-    cluster far over its quota; serving then scales decode up within its
+    cluster far over its quota; serving traffic steps up and its autoscaler
+    scales decode up within its
     own quota (reclaim must take GPUs back from team-b) and rolls out a good
     version; while that reclaim and that rollout run, the whole-GPU node
     with the most serving and gang pods dies."""
     name = "node-kill-in-rollout-and-reclaim"
-    what = ("team-b floods the cluster; serving scales decode up (reclaim must act) and rolls "
-            "out version 3; while both run, the busiest whole-GPU node is SIGKILLed")
+    what = ("team-b floods the cluster; serving traffic steps up x3 and the autoscaler scales "
+            "decode up (reclaim must act) while version 3 rolls out; while both run, the "
+            "busiest whole-GPU node is SIGKILLed")
 
-    def __init__(self, at, jobs, duration, extra, restart_after=20.0):
+    def __init__(self, at, jobs, duration, restart_after=20.0):
         super().__init__(at, restart_after)
-        self.jobs, self.duration, self.extra = jobs, duration, extra
+        self.jobs, self.duration = jobs, duration
 
     def inject(self, soak):
         for k in range(self.jobs):
@@ -439,20 +480,22 @@ class StormNodeKill(KillNode):
         self.info.update(team_b_gpus_at_flood=row.get("q_team-b"),
                          cluster_alloc_at_flood=row.get("alloc"))
         self.ev_before = dict(soak.poller.evictions)
-        self.want_before = desired(soak, "decode") or 0
-        self.target = self.want_before + self.extra
+        self.scale = ScaleUp(soak)
         self.t_start = time.time()
-        soak.scale_decode(self.target)
+        soak.burst(BURST)
         soak.roll_out("3", fail_rate=0.0)
-        # The node dies once reclaim has begun (its counter moved) and the
-        # rollout runs, or after 8 s whatever happened.
+        # The node dies once the autoscaler asked for more decode replicas
+        # and reclaim has begun (its counter moved) while the rollout runs,
+        # or after 8 s whatever happened.
         deadline = time.time() + 8
         while time.time() < deadline:
-            if soak.poller.evictions.get("reclaim", 0) > self.ev_before.get("reclaim", 0):
+            if self.scale.seen(soak) and \
+                    soak.poller.evictions.get("reclaim", 0) > self.ev_before.get("reclaim", 0):
                 break
             time.sleep(0.1)
         ro = ((soak.get_deployment() or {}).get("status") or {}).get("rollout") or {}
-        self.info.update(rollout_at_kill=ro.get("phase"), decode_target=self.target,
+        self.info.update(self.scale.info())
+        self.info.update(rollout_at_kill=ro.get("phase"),
                          reclaims_before_kill=soak.poller.evictions.get("reclaim", 0) -
                          self.ev_before.get("reclaim", 0),
                          kill_after_s=round(time.time() - self.t_start, 2))
@@ -467,10 +510,12 @@ class StormNodeKill(KillNode):
             n = soak.get_node(self.node)
             if n and n.get("status", {}).get("ready") is False:
                 self.info["t_node_lost"] = now
-        # Serving whole: every role at its count of ready replicas (the
-        # rollout may have either version serving), decode at the target.
-        whole = serving_whole(soak, stable_only=False) and \
-            (ready_count(soak, "decode") or 0) >= self.target
+        # Serving whole: the autoscaler asked for more decode replicas and
+        # every role has the count it asks for now ready (the rollout may
+        # have either version serving).
+        up = self.scale.seen(soak)
+        self.info.update(self.scale.info())
+        whole = up and serving_whole(soak, stable_only=False)
         if whole and "t_serving" not in self.info:
             self.info["t_serving"] = now
         if "t_node_lost" in self.info and now - self.t_inject > self.restart_after and \
@@ -505,4 +550,4 @@ class StormNodeKill(KillNode):
         super().finish(soak)
 
     def cleanup(self, soak):
-        soak.scale_decode(self.want_before)
+        soak.burst(1.0)

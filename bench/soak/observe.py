@@ -165,8 +165,13 @@ class Poller(threading.Thread):
             row["versions"] = sorted({e.get("version") for e in eps})
             spec = d.get("spec", {})
             dis = spec.get("disaggregation") or {}
-            row["want_prefill"] = (dis.get("prefill") or {}).get("replicas")
-            row["want_decode"] = (dis.get("decode") or {}).get("replicas")
+            # The autoscaler's counts (status.autoscaling.ROLE.replicas), or
+            # the spec's for a role that is not autoscaled.
+            auto = st.get("autoscaling") or {}
+            for role in ("prefill", "decode"):
+                row["want_" + role] = (auto.get(role) or {}).get("replicas",
+                                                                 (dis.get(role) or {}).get(
+                                                                     "replicas"))
             for k in ("replicas", "desiredReplicas"):
                 if k in st:
                     row["status_" + k] = st[k]

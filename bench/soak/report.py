@@ -344,7 +344,8 @@ def markdown(soak, F):
              "server (SQLite), one gateway. Queues (GPU quota): inference 16 (priority 200), "
              "research 32 = team-a 20 (over-quota weight 2) + team-b 12 (weight 1), notebooks 16 "
              "(priority 50). Serving: `llama` (model %s), prefill/decode disaggregated, class "
-             "critical. Training: Gavel/Philly virtual clusters %s (team-a) and %s (team-b), %d "
+             "critical, each role autoscaled between 2 and 8 replicas (prefill on prompt "
+             "tokens, decode on tokens/s). Training: Gavel/Philly virtual clusters %s (team-a) and %s (team-b), %d "
              "jobs compressed %dx; notebooks (best-effort) with GPU shares and MIG slices; 2 "
              "elastic jobs." % (workload.SERVED_MODEL, workload.TEAM_TRACES["team-a"],
                                 workload.TEAM_TRACES["team-b"], len(getattr(soak, "training", [])),
@@ -561,10 +562,12 @@ def details(f):
     if n in ("hang-replica", "kill-decode-mid-stream"):
         return "%s on %s" % (i.get("pod"), i.get("node"))
     if n == "queue-flood-reclaim":
-        return "team-b at %s GPUs (quota 12); decode %s -> %s; %s reclaim, %s preempt " \
+        return "team-b at %s GPUs (quota 12); traffic x3: the autoscaler took decode %s -> " \
+               "%s (%s s after the step), prefill %s -> %s; %s reclaim, %s preempt " \
                "evictions" % (i.get("team_b_gpus_at_flood"), i.get("decode_before"),
-                              i.get("decode_after"), fmt(i.get("reclaims"), "", 0),
-                              fmt(i.get("preempts"), "", 0))
+                              i.get("decode_after"), fmt(i.get("scale_up_s"), "", 1),
+                              i.get("prefill_before"), i.get("prefill_after"),
+                              fmt(i.get("reclaims"), "", 0), fmt(i.get("preempts"), "", 0))
     if n == "bad-rollout":
         return "rolled back after %s s; canary: %s requests, %s failed" % (
             fmt(i.get("rollback_s"), "", 1), i.get("canary_requests"), i.get("canary_failed"))
@@ -579,13 +582,15 @@ def details(f):
     if n == "node-kill-in-rollout-and-reclaim":
         g = i.get("gangs") or {}
         whole = [v for v in g.values() if v is not None]
-        return "team-b at %s GPUs; decode %s -> %s and rollout to version 3 (%s when the node " \
-               "died, %s s after the scale-up, %s reclaims by then); %s killed (%s " \
+        return "team-b at %s GPUs; traffic x3, the autoscaler took decode %s -> %s " \
+               "(prefill %s -> %s), and rollout to version 3 (%s when the node " \
+               "died, %s s after the step, %s reclaims by then); %s killed (%s " \
                "processes), NotReady after %s s, serving whole after %s s; %d gangs hit, whole " \
                "again after %s s; %s reclaim, %s preempt evictions; rollout %s (stable %s) %s " \
                "s after it began" % (
-                   i.get("team_b_gpus_at_flood"), i.get("decode_target", 0) - 3,
-                   i.get("decode_target"), i.get("rollout_at_kill"), i.get("kill_after_s"),
+                   i.get("team_b_gpus_at_flood"), i.get("decode_before"),
+                   i.get("decode_after"), i.get("prefill_before"), i.get("prefill_after"),
+                   i.get("rollout_at_kill"), i.get("kill_after_s"),
                    fmt(i.get("reclaims_before_kill"), "", 0), i.get("node"),
                    i.get("killed_processes"), fmt(i.get("node_lost_s"), "", 1),
                    fmt(i.get("serving_s"), "", 1), len(g),

@@ -89,6 +89,7 @@ class Soak:
         self.events = []         # (t, text) for the timeline
         self._dep_cache = (0.0, None)
         self.pc_count = 0
+        self.load_factor = 1.0   # burst(): the flood faults' load step
 
     # ---- API helpers --------------------------------------------------------
 
@@ -174,22 +175,21 @@ class Soak:
             time.sleep(0.5)
         raise RuntimeError("PATCH llama: no answer for 60 s")
 
-    def scale_decode(self, n):
-        self.event("decode replicas -> %d" % n)
-        self.patch_deployment({"spec": {"disaggregation": {"decode": {"replicas": n}}}})
+    def burst(self, factor):
+        """A load step: the open-loop arrival rate times factor (1: the
+        day's curve alone). The autoscaler answers it with replicas."""
+        self.event("traffic x %g" % factor)
+        self.load_factor = factor
 
     def roll_out(self, version, fail_rate):
-        d = self.get_deployment()
-        dis = d["spec"]["disaggregation"]
         tmpl = lambda role: workload.worker_template(self.pod_bin, self.port, role, version,  # noqa: E731
                                                      fail_rate)
         self.event("roll out version %s (fail rate %g)" % (version, fail_rate))
+        # A merge patch: each role's autoscaling stays as it is.
         self.patch_deployment({"spec": {
             "version": version, "template": tmpl("decode"),
-            "disaggregation": {"prefill": {"replicas": dis["prefill"]["replicas"],
-                                           "template": tmpl("prefill")},
-                               "decode": {"replicas": dis["decode"]["replicas"],
-                                          "template": tmpl("decode")}}}})
+            "disaggregation": {"prefill": {"template": tmpl("prefill")},
+                               "decode": {"template": tmpl("decode")}}}})
 
     def pc_writer(self, stop):
         """Creates PriorityClasses one after the other until stop is set."""
@@ -278,8 +278,8 @@ class Soak:
                                              "max_tokens": 4, "stream": True}, res, 10))
             return res.ok()
         cluster.wait_until(answers, 60, step=0.5, what="an answer through the gateway")
-        log("llama serving: 2 prefill + 2 decode replicas behind the gateway %s"
-            % self.gateway.url)
+        log("llama serving: 2 prefill + 2 decode replicas (each role autoscaled 2..8) "
+            "behind the gateway %s" % self.gateway.url)
 
     # ---- the run ----------------------------------------------------------------
 
@@ -295,10 +295,10 @@ class Soak:
         fs = m["faults"]
         make = {"hang": lambda at: faults.HangReplica(at),
                 "kill_decode": lambda at: faults.KillDecodeMidStream(at),
-                "flood": lambda at: faults.FloodReclaim(at, m["flood_jobs"], m["flood_s"], 3),
+                "flood": lambda at: faults.FloodReclaim(at, m["flood_jobs"], m["flood_s"]),
                 "rollout": lambda at: faults.BadRollout(at),
                 "kill_node": lambda at: faults.KillNode(at),
-                "storm": lambda at: faults.StormNodeKill(at, m["flood_jobs"], m["flood_s"], 3),
+                "storm": lambda at: faults.StormNodeKill(at, m["flood_jobs"], m["flood_s"]),
                 "restart_server": lambda at: faults.RestartServer(at)}
         self.faults = [make[k](at) for k, at in sorted(fs.items(), key=lambda kv: kv[1])]
         log("plan: %d training jobs (%d GPUs of gangs), %d notebooks, 2 elastic jobs, %d faults "
@@ -355,7 +355,8 @@ class Soak:
         lo, hi = self.mode["rps"]
         self.t0 = time.time()
         self.traffic = traffic.Traffic(self.gateway.url, workload.SERVED_MODEL,
-                                       lambda t: workload.daily_rate(min(t / W, 1.0), lo, hi),
+                                       lambda t: self.load_factor *
+                                       workload.daily_rate(min(t / W, 1.0), lo, hi),
                                        seconds=W + 600)
         self.traffic.start()
         self.submitter = observe.Submitter(self.session(), items, self.ledger, self.t0)

@@ -132,12 +132,21 @@ async def one_request(host, port, body, res, timeout):
             writer.close()
 
 
+SYSTEM = "You are a helpful assistant. Answer briefly and precisely. "
+
+
 class Traffic(threading.Thread):
     """Runs the open-loop load on its own event loop thread. rate_fn(t)
     gives requests per second at t seconds after start."""
 
-    PROMPTS = ["Once upon a time", "The cluster scheduler", "In a galaxy far away",
-               "Write a haiku about GPUs", "Explain prefill and decode", "Hello"]
+    # Llama-style requests: a system preamble and a question, 60 to 180
+    # bytes (prompt tokens for the byte-level tokenizer), longer than the
+    # answers, so prefill has work of its own to scale on.
+    PROMPTS = [SYSTEM + q for q in (
+        "Once upon a time", "Tell me how the cluster scheduler places a gang of eight workers.",
+        "In a galaxy far away, what would a GPU cluster look like?",
+        "Write a haiku about GPUs", "Explain prefill and decode, and why they run apart, in "
+        "two sentences for an engineer new to serving.", "Hello")]
 
     def __init__(self, url, model, rate_fn, seconds, seed=5, max_tokens=(16, 48),
                  timeout=30.0, max_open=400):

@@ -85,22 +85,32 @@ def worker_template(binary, port, role, version, fail_rate=0.0):
                                         timeoutSeconds=1)}}
 
 
-def deployment(binary, port, version="1", fail_rate=0.0, prefill=2, decode=2,
-               autoscaling=None):
+# Each role autoscaled between 2 and 8 replicas on its own signal
+# (docs/AUTOSCALING.md, "Disaggregated Deployments"): prefill on the prompt
+# tokens waiting for or in prefill, decode on the tokens per second it
+# generates. The targets are set from this machine's figures: a decode
+# replica of the generated checkpoint streams several hundred tokens/s
+# alone but the 2 shared cores hold the whole cluster, so 50 tokens/s per
+# replica puts the short run's peak (6 requests/s x ~32 tokens) at 4
+# replicas and the full run's (9/s) at 6, the night at the minimum.
+AUTOSCALING = {
+    "prefill": {"minReplicas": 2, "maxReplicas": 8,
+                "target": {"promptTokensPerReplica": 100}, "scaleDownStabilization": "20s"},
+    "decode": {"minReplicas": 2, "maxReplicas": 8,
+               "target": {"tokensPerSecondPerReplica": 50}, "scaleDownStabilization": "20s"},
+}
+
+
+def deployment(binary, port, version="1", fail_rate=0.0):
     spec = {"queue": "inference", "model": SERVED_MODEL, "version": version,
             "priorityClass": "critical",
             "template": worker_template(binary, port, "decode", version, fail_rate),
             "disaggregation": {
-                "prefill": {"replicas": prefill,
-                            "template": worker_template(binary, port, "prefill", version,
-                                                        fail_rate)},
-                "decode": {"replicas": decode,
-                           "template": worker_template(binary, port, "decode", version,
-                                                       fail_rate)}},
+                role: {"autoscaling": AUTOSCALING[role],
+                       "template": worker_template(binary, port, role, version, fail_rate)}
+                for role in ("prefill", "decode")},
             "rollout": {"steps": [25, 50, 100], "analysisWindow": "4s", "maxErrorRate": 0.05,
                         "minRequests": 20}}
-    if autoscaling:
-        spec["autoscaling"] = autoscaling
     return meta("Deployment", "llama", spec)
 
 
