@@ -83,7 +83,7 @@ class ScaleUp:
         self.before = {r: desired(soak, r) or 0 for r in ("prefill", "decode")}
         self.peak = dict(self.before)
         self.t0 = time.time()
-        self.t_up = None
+        self.t_up = self.t_all = None
 
     def seen(self, soak):
         for r in self.peak:
@@ -94,22 +94,38 @@ class ScaleUp:
             self.t_up = time.time()
         return up
 
+    def served(self, soak, stable_only=True):
+        """Serving whole again after the step: each role has at least the
+        replicas it had before it ready and running, and decode at least
+        one of those the autoscaler added. (All it asks for may not fit: a
+        rollout's canary pods count against the same quota; the time until
+        they are all ready is reported apart, all_ready_s.)"""
+        if not self.seen(soak):
+            return False
+        if self.t_all is None and serving_whole(soak, stable_only):
+            self.t_all = time.time()
+        need = dict(self.before)
+        need["decode"] = min(self.before["decode"] + 1, self.peak["decode"])
+        return serving_whole(soak, stable_only, need)
+
     def info(self):
         return {"decode_before": self.before["decode"], "decode_after": self.peak["decode"],
                 "prefill_before": self.before["prefill"], "prefill_after": self.peak["prefill"],
-                "scale_up_s": None if self.t_up is None else round(self.t_up - self.t0, 2)}
+                "scale_up_s": None if self.t_up is None else round(self.t_up - self.t0, 2),
+                "all_ready_s": None if self.t_all is None else round(self.t_all - self.t0, 2)}
 
 
-def serving_whole(soak, stable_only=True):
-    """Every role has its desired count of ready endpoints of the stable
-    version, and as many of its processes run (none stopped)."""
+def serving_whole(soak, stable_only=True, want_of=None):
+    """Every role has its desired count (or want_of[role]) of ready
+    endpoints of the stable version, and as many of its processes run
+    (none stopped)."""
     d = soak.get_deployment()
     if not d:
         return False
     stable = d.get("status", {}).get("stableVersion") or d["spec"].get("version")
     running = soak.sampler.running(job="llama")
     for role in ("prefill", "decode"):
-        want = desired(soak, role)
+        want = want_of[role] if want_of else desired(soak, role)
         have = ready_count(soak, role, stable if stable_only else None)
         if want is None or have is None or have < want:
             return False
@@ -262,9 +278,9 @@ class FloodReclaim(Fault):
         return True
 
     def check(self, soak):
-        # Whole: the autoscaler asked for more decode replicas, and every
-        # role has the count it asks for now ready and running.
-        ok = self.scale.seen(soak) and serving_whole(soak)
+        # Whole: the autoscaler asked for more decode replicas and serving
+        # has what it had before plus a new decode replica (ScaleUp.served).
+        ok = self.scale.served(soak)
         self.info.update(self.scale.info())
         if ok:
             after = soak.poller.evictions
@@ -511,11 +527,11 @@ class StormNodeKill(KillNode):
             if n and n.get("status", {}).get("ready") is False:
                 self.info["t_node_lost"] = now
         # Serving whole: the autoscaler asked for more decode replicas and
-        # every role has the count it asks for now ready (the rollout may
-        # have either version serving).
-        up = self.scale.seen(soak)
+        # serving has what it had before the step plus a new decode
+        # replica (ScaleUp.served; the rollout may have either version
+        # serving).
+        whole = self.scale.served(soak, stable_only=False)
         self.info.update(self.scale.info())
-        whole = up and serving_whole(soak, stable_only=False)
         if whole and "t_serving" not in self.info:
             self.info["t_serving"] = now
         if "t_node_lost" in self.info and now - self.t_inject > self.restart_after and \

@@ -563,11 +563,12 @@ def details(f):
         return "%s on %s" % (i.get("pod"), i.get("node"))
     if n == "queue-flood-reclaim":
         return "team-b at %s GPUs (quota 12); traffic x3: the autoscaler took decode %s -> " \
-               "%s (%s s after the step), prefill %s -> %s; %s reclaim, %s preempt " \
-               "evictions" % (i.get("team_b_gpus_at_flood"), i.get("decode_before"),
-                              i.get("decode_after"), fmt(i.get("scale_up_s"), "", 1),
-                              i.get("prefill_before"), i.get("prefill_after"),
-                              fmt(i.get("reclaims"), "", 0), fmt(i.get("preempts"), "", 0))
+               "%s (%s s after the step), prefill %s -> %s; all it asked for ready after %s " \
+               "s; %s reclaim, %s preempt evictions" % (
+                   i.get("team_b_gpus_at_flood"), i.get("decode_before"), i.get("decode_after"),
+                   fmt(i.get("scale_up_s"), "", 1), i.get("prefill_before"),
+                   i.get("prefill_after"), fmt(i.get("all_ready_s"), "", 1),
+                   fmt(i.get("reclaims"), "", 0), fmt(i.get("preempts"), "", 0))
     if n == "bad-rollout":
         return "rolled back after %s s; canary: %s requests, %s failed" % (
             fmt(i.get("rollback_s"), "", 1), i.get("canary_requests"), i.get("canary_failed"))
@@ -583,14 +584,16 @@ def details(f):
         g = i.get("gangs") or {}
         whole = [v for v in g.values() if v is not None]
         return "team-b at %s GPUs; traffic x3, the autoscaler took decode %s -> %s " \
-               "(prefill %s -> %s), and rollout to version 3 (%s when the node " \
+               "(prefill %s -> %s; all it asked for ready after %s s), and rollout to " \
+               "version 3 (%s when the node " \
                "died, %s s after the step, %s reclaims by then); %s killed (%s " \
                "processes), NotReady after %s s, serving whole after %s s; %d gangs hit, whole " \
                "again after %s s; %s reclaim, %s preempt evictions; rollout %s (stable %s) %s " \
                "s after it began" % (
                    i.get("team_b_gpus_at_flood"), i.get("decode_before"),
                    i.get("decode_after"), i.get("prefill_before"), i.get("prefill_after"),
-                   i.get("rollout_at_kill"), i.get("kill_after_s"),
+                   fmt(i.get("all_ready_s"), "", 1), i.get("rollout_at_kill"),
+                   i.get("kill_after_s"),
                    fmt(i.get("reclaims_before_kill"), "", 0), i.get("node"),
                    i.get("killed_processes"), fmt(i.get("node_lost_s"), "", 1),
                    fmt(i.get("serving_s"), "", 1), len(g),
