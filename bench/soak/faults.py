@@ -288,6 +288,15 @@ class FloodReclaim(Fault):
             self.info["preempts"] = after.get("preempt", 0) - self.ev_before.get("preempt", 0)
         return ok
 
+    def finish(self, soak):
+        # Every replica the autoscaler asks for ready: watched up to 30 s
+        # more under the same load (all_ready_s).
+        deadline = time.time() + 30
+        while self.scale.t_all is None and time.time() < deadline and self.recovered:
+            self.scale.served(soak)
+            time.sleep(0.5)
+        self.info.update(self.scale.info())
+
     def cleanup(self, soak):
         soak.burst(1.0)
 
@@ -549,6 +558,7 @@ class StormNodeKill(KillNode):
         deadline = time.time() + 90
         phase = None
         while time.time() < deadline:
+            self.scale.served(soak, stable_only=False)   # all_ready_s, if it comes
             ro = ((soak.get_deployment() or {}).get("status") or {}).get("rollout") or {}
             phase = ro.get("phase")
             if phase in ("Complete", "RolledBack") and ro.get("stable") in ("3", None) or \
@@ -560,6 +570,7 @@ class StormNodeKill(KillNode):
                          rollout_reason=ro.get("reason"),
                          rollout_done_s=round(time.time() - self.t_start, 2)
                          if ro.get("phase") in ("Complete", "RolledBack") else None)
+        self.info.update(self.scale.info())
         after = soak.poller.evictions
         self.info["reclaims"] = after.get("reclaim", 0) - self.ev_before.get("reclaim", 0)
         self.info["preempts"] = after.get("preempt", 0) - self.ev_before.get("preempt", 0)
