@@ -27,6 +27,7 @@ class Fault:
         self.recovered = False
         self.info = {}
         self.notes = []
+        self.before = None      # counts() when injected (soak.run_fault)
 
     @property
     def recovery_s(self):
@@ -67,6 +68,27 @@ def desired(soak, role):
     if ro.get("autoscaling"):
         return ro["autoscaling"].get("minReplicas", 1)
     return ro.get("replicas")
+
+
+def counts(soak):
+    """Each role's count now (desired), kept when a fault is injected."""
+    return {r: desired(soak, r) for r in ("prefill", "decode")}
+
+
+def whole_again(soak, before, stable_only=True):
+    """Serving is whole again after a fault: each role has the replicas it
+    had when the fault hit (before: counts() then), or the autoscaler's
+    count now if that is lower, ready and running. A count the autoscaler
+    raised meanwhile (the flood's load step still in its scale-down window)
+    is not the fault's to restore; the flood faults time their scale-ups
+    apart (ScaleUp)."""
+    if not before or None in before.values():
+        return serving_whole(soak, stable_only)
+    want = {}
+    for r, n in before.items():
+        now = desired(soak, r)
+        want[r] = n if now is None else min(n, now)
+    return serving_whole(soak, stable_only, want)
 
 
 def max_replicas(soak, role):
@@ -195,7 +217,7 @@ class HangReplica(Fault):
         # Back when the agent's liveness probe has killed the stopped
         # process and started the pod again, and the service is whole.
         return replaced(soak, self.info["pod"], self.info["pids"], self.restarts) and \
-            serving_whole(soak)
+            whole_again(soak, self.before)
 
     def cleanup(self, soak):
         for pid in self.info.get("pids", []):
@@ -243,7 +265,7 @@ class KillDecodeMidStream(Fault):
 
     def check(self, soak):
         return replaced(soak, self.info["pod"], self.info["pids"], self.restarts) and \
-            serving_whole(soak)
+            whole_again(soak, self.before)
 
 
 class FloodReclaim(Fault):
@@ -324,7 +346,7 @@ class BadRollout(Fault):
             return False
         # Whole again: the canary's processes gone, the stable version serving.
         canary = [k for k in soak.sampler.running(job="llama") if "-v2-" in k[1]]
-        return not canary and serving_whole(soak)
+        return not canary and whole_again(soak, self.before)
 
     def finish(self, soak):
         """What the clients saw between the rollout and its rollback."""
@@ -392,7 +414,7 @@ class KillNode(Fault):
             n = soak.get_node(self.node)
             if n and n.get("status", {}).get("ready") is False:
                 self.info["t_node_lost"] = now
-        serving = serving_whole(soak)
+        serving = whole_again(soak, self.before)
         if serving and "t_serving" not in self.info:
             self.info["t_serving"] = now
         # Recovered once the server has given the node up and serving is

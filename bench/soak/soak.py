@@ -317,6 +317,7 @@ class Soak:
 
     def run_fault(self, f):
         log("fault %s: %s" % (f.name, f.what))
+        f.before = faults.counts(self)
         try:
             if not f.inject(self):
                 f.notes.append("not injected")
