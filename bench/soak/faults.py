@@ -52,7 +52,7 @@ def ready_count(soak, role, version=None):
                 (version is None or e.get("version") == version)])
 
 
-BURST = 3.0   # the flood faults' load step: the arrival rate times this
+BURST = 3.0   # the flood faults' load step: the arrival rate times this (at most soak.BURST_CAP/s)
 
 
 def desired(soak, role):
@@ -271,7 +271,7 @@ class KillDecodeMidStream(Fault):
 class FloodReclaim(Fault):
     name = "queue-flood-reclaim"
     what = ("team-b floods the cluster with one-GPU jobs far over its quota of 12; then "
-            "serving traffic steps up x3, its autoscaler asks for more replicas within "
+            "serving traffic steps up (x3, at most 10/s), its autoscaler asks for more replicas within "
             "serving's own quota, and they must get their GPUs back by reclaim")
 
     def __init__(self, at, jobs, duration):
@@ -505,7 +505,7 @@ class StormNodeKill(KillNode):
     version; while that reclaim and that rollout run, the whole-GPU node
     with the most serving and gang pods dies."""
     name = "node-kill-in-rollout-and-reclaim"
-    what = ("team-b floods the cluster; serving traffic steps up x3 and the autoscaler scales "
+    what = ("team-b floods the cluster; serving traffic steps up (x3, at most 10/s) and the autoscaler scales "
             "decode up (reclaim must act) while version 3 rolls out; while both run, the "
             "busiest whole-GPU node is SIGKILLed")
 

@@ -562,7 +562,7 @@ def details(f):
     if n in ("hang-replica", "kill-decode-mid-stream"):
         return "%s on %s" % (i.get("pod"), i.get("node"))
     if n == "queue-flood-reclaim":
-        return "team-b at %s GPUs (quota 12); traffic x3: the autoscaler took decode %s -> " \
+        return "team-b at %s GPUs (quota 12); traffic x3 (at most 10/s): the autoscaler took decode %s -> " \
                "%s (%s s after the step), prefill %s -> %s; all it asked for ready after %s " \
                "s; %s reclaim, %s preempt evictions" % (
                    i.get("team_b_gpus_at_flood"), i.get("decode_before"), i.get("decode_after"),
@@ -583,7 +583,7 @@ def details(f):
     if n == "node-kill-in-rollout-and-reclaim":
         g = i.get("gangs") or {}
         whole = [v for v in g.values() if v is not None]
-        return "team-b at %s GPUs; traffic x3, the autoscaler took decode %s -> %s " \
+        return "team-b at %s GPUs; traffic x3 (at most 10/s), the autoscaler took decode %s -> %s " \
                "(prefill %s -> %s; all it asked for ready after %s s), and rollout to " \
                "version 3 (%s when the node " \
                "died, %s s after the step, %s reclaims by then); %s killed (%s " \
