@@ -120,8 +120,14 @@ int sc__gw_model_known(const sc_gw_t *gw, const char *model, const char *version
 
 int sc__gw_model_has_role(const sc_gw_t *gw, const char *model, int role)
 {
+	return sc__gw_version_has_role(gw, model, NULL, role);
+}
+
+int sc__gw_version_has_role(const sc_gw_t *gw, const char *model, const char *version, int role)
+{
 	for (size_t i = 0; i < gw->nbe; i++)
-		if (matches(gw->be[i], model, NULL, role) && sc__gw_backend_usable(gw, gw->be[i]))
+		if (matches(gw->be[i], model, version, role) &&
+		    sc__gw_backend_usable(gw, gw->be[i]))
 			return 1;
 	return 0;
 }

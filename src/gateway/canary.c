@@ -191,6 +191,37 @@ const char *sc__gw_rollout_choose(sc_gw_t *gw, const char *model)
 	return (int)(sc__gw_rand(gw) % 100) < ro->weight ? ro->canary : ro->stable;
 }
 
+/* A version can serve a prefill/decode request only with a usable replica of
+ * both roles: a canary with its prefill ready and no decoder yet would take
+ * the prefill and then answer 404 at the decode. Like Envoy's weighted
+ * clusters skipping one without healthy hosts, the request goes to the
+ * rollout's other version when that one can serve it; its outcome is then
+ * that version's evidence, as it is that version that served it. */
+static int pd_eligible(const sc_gw_t *gw, const char *model, const char *version)
+{
+	return sc__gw_version_has_role(gw, model, version, GW_ROLE_PREFILL) &&
+	       sc__gw_version_has_role(gw, model, version, GW_ROLE_DECODE);
+}
+
+const char *sc__gw_rollout_pd_other(sc_gw_t *gw, const char *model, const char *version)
+{
+	gw_rollout_t *ro = sc__gw_rollout_find(gw, model);
+	if (!ro)
+		return NULL;
+	const char *other = strcmp(version, ro->canary) == 0   ? ro->stable
+	                    : strcmp(version, ro->stable) == 0 ? ro->canary
+	                                                       : NULL;
+	return other && pd_eligible(gw, model, other) ? other : NULL;
+}
+
+const char *sc__gw_rollout_pd_version(sc_gw_t *gw, const char *model, const char *chosen)
+{
+	if (pd_eligible(gw, model, chosen))
+		return chosen;
+	const char *other = sc__gw_rollout_pd_other(gw, model, chosen);
+	return other ? other : chosen;
+}
+
 void sc__gw_rollout_observe(sc_gw_t *gw, const char *model, const char *version, int error,
                             double seconds)
 {

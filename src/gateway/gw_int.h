@@ -246,6 +246,8 @@ void sc__gw_backend_result(sc_gw_t *gw, gw_backend_t *b, int ok);
 int sc__gw_backend_usable(const sc_gw_t *gw, const gw_backend_t *b);
 int sc__gw_model_known(const sc_gw_t *gw, const char *model, const char *version);
 int sc__gw_model_has_role(const sc_gw_t *gw, const char *model, int role);
+/* Same, for one version only (NULL: any version). */
+int sc__gw_version_has_role(const sc_gw_t *gw, const char *model, const char *version, int role);
 void sc__gw_probe_start(sc_gw_t *gw);
 
 /* ---- discover.c ---- */
@@ -270,6 +272,13 @@ gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *sta
 void sc__gw_rollout_follow(sc_gw_t *gw, gw_rollout_t *ro, const char *phase, int weight);
 /* Chooses the version for an unpinned request (NULL = no rollout: any). */
 const char *sc__gw_rollout_choose(sc_gw_t *gw, const char *model);
+/* For a prefill/decode request: chosen if it has a usable replica of both
+ * roles, else the rollout's other version if that one has, else chosen (the
+ * request then fails as before). The result points into the rollout. */
+const char *sc__gw_rollout_pd_version(sc_gw_t *gw, const char *model, const char *chosen);
+/* The rollout's version other than version if it has a usable replica of
+ * both roles, else NULL. */
+const char *sc__gw_rollout_pd_other(sc_gw_t *gw, const char *model, const char *version);
 /* Records a finished request of model/version for the analysis. */
 void sc__gw_rollout_observe(sc_gw_t *gw, const char *model, const char *version, int error,
                             double seconds);

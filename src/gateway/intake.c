@@ -63,6 +63,11 @@ static void route(gw_req_t *q)
 			            "model is served split into prefill and decode");
 			return;
 		}
+		const char *v = q->rollout_chosen
+		                    ? sc__gw_rollout_pd_version(q->gw, q->model, q->version)
+		                    : q->version;
+		if (v != q->version)
+			snprintf(q->version, sizeof(q->version), "%s", v);
 		sc__gw_req_json(q); /* the phases' bodies are built from it */
 		sc__gw_pd_start(q);
 		return;

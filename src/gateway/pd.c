@@ -111,9 +111,12 @@ static void prefill_try(gw_req_t *q)
 	};
 	int why = 503;
 	gw_backend_t *b = sc__gw_pick(q->gw, &p, &why);
-	if (!b && q->rollout_chosen) {
-		p.version = NULL;
-		b = sc__gw_pick(q->gw, &p, &why);
+	if (!b && q->rollout_chosen && p.version) {
+		/* Another version's prefill only if that version also decodes: a
+		 * prefill whose version has no decoder ends in a 404. */
+		p.version = sc__gw_rollout_pd_other(q->gw, q->model, p.version);
+		if (p.version)
+			b = sc__gw_pick(q->gw, &p, &why);
 	}
 	if (!b) {
 		if (q->prefill_attempts == 0 && why == 429)

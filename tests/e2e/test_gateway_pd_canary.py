@@ -83,3 +83,34 @@ def test_good_canary_is_promoted_and_cli_abort(procs):
     assert r.status_code == 400 and "action" in r.json()["error"]["message"]
     assert requests.post(gw.url + "/admin/rollouts/nope",
                          json={"action": "abort"}).status_code == 404
+
+
+def test_pd_canary_missing_a_role_is_skipped(procs):
+    """A P/D canary with its prefill ready and no decoder is not eligible:
+    the old gateway took the canary's prefill and answered 404 at the decode.
+    Every request must go to the stable version, and none counts as canary
+    evidence."""
+    pre1 = procs.worker("1", "prefill")
+    dec1 = procs.worker("1", "decode")
+    pre2 = procs.worker("2", "prefill")
+    # A window far longer than the test: the counts stay in currentWindow.
+    gw = procs.gateway([pre1, dec1, pre2],
+                       rollout="model=tiny,stable=1,canary=2,steps=50/100,window=1h")
+    deadline = time.time() + 60
+    while completion(gw, max_tokens=1).status_code != 200:
+        assert time.time() < deadline, "stable P/D never served"
+        time.sleep(0.2)
+    st = rollout_state(gw)
+    assert st["state"] == "progressing" and st["weight"] == 50, st
+    for _ in range(40):
+        r = completion(gw, max_tokens=2)
+        assert r.status_code == 200, (r.status_code, r.text)
+        assert r.headers["x-starcloud-version"] == "1"
+        assert r.headers["x-starcloud-prefill-replica"] == "127.0.0.1:%d" % pre1.port
+    assert counters(pre2)["prefills"] == 0
+    cur = rollout_state(gw)["currentWindow"]
+    assert cur["canary"]["requests"] == 0 and cur["canary"]["errors"] == 0, cur
+    assert cur["stable"]["requests"] >= 41 and cur["stable"]["errors"] == 0, cur
+    # A version with neither a whole pair: the existing error stays.
+    pinned = completion(gw, model="tiny:2", max_tokens=1)
+    assert pinned.status_code == 404, pinned.text
