@@ -264,8 +264,8 @@ static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok, sc_man
 		sc__cache_give_decoded(o, one, vh);
 	else
 		sc_manifest_obj_free(one);
-	if (o) {
-		const sc_wire_t *w = sc__cache_wire(o);
+	const sc_wire_t *w = o ? sc__cache_wire(o) : NULL;
+	if (w) {
 		sc_http_respond(a->r, ok, "application/json", w->data, w->len + 1);
 		json_decref(obj);
 		return;
@@ -411,19 +411,24 @@ static void store_and_answer(api_req_t *a, json_t *obj, int64_t expect, int ok,
 static void do_get(api_req_t *a)
 {
 	sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(a->s->cache, a->kind, a->name);
-	if (o && sc__cache_obj(o) && a->who.role == SC_ROLE_AGENT &&
-	    !sc__auth_can_see(&a->who, a->kind, o->obj)) {
+	/* Only agents and tenants see a part of the objects: others' answers
+	 * need no parse (and a job's tree is not kept: sc__cache_parse). */
+	int scoped = a->who.role == SC_ROLE_AGENT || a->who.role == SC_ROLE_TENANT;
+	json_t *obj = o && scoped ? sc__cache_parse(o) : NULL;
+	int parsed = obj != NULL, denied = obj && !sc__auth_can_see(&a->who, a->kind, obj);
+	json_decref(obj);
+	if (denied && a->who.role == SC_ROLE_AGENT) {
 		sc__api_error(a->r, 403, "Forbidden", NULL,
 		              "%s \"%s\" has no pod bound to node \"%s\"", a->kind->kind, a->name,
 		              a->who.node);
 		return;
 	}
-	if (!o || !sc__cache_obj(o) || !sc__auth_can_see(&a->who, a->kind, o->obj)) {
+	const sc_wire_t *w = o && !denied && (parsed || !scoped) ? sc__cache_wire(o) : NULL;
+	if (!w) {
 		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,
 		              a->name);
 		return;
 	}
-	const sc_wire_t *w = sc__cache_wire(o);
 	/* It shows this object's revision only: it need not wait for the
 	 * fsync of newer writes (commit.c). */
 	sc_http_answer_rev(a->r, o->mod_rev);

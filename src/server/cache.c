@@ -601,14 +601,30 @@ sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json
 	sc_cobj_t *o = found ? ks->v[i] : NULL;
 	if (!o || o->mod_rev != mod_rev)
 		return NULL;
-	if (!o->obj) {
+	/* Jobs and deployments keep their text (several times smaller than
+	 * its tree, and the scheduling loop's feed takes it as it is): the
+	 * answer bytes are made from it; the tree is kept only for the kinds
+	 * few of which exist. */
+	if (answer && !o->wire && o->text)
+		o->wire = splice_wire(o->text, o->mod_rev);
+	if (!o->obj && (!o->text || !o->kind->queue_scoped)) {
 		o->obj = json_incref(obj);
-		if (answer && !o->wire && o->text)
-			o->wire = splice_wire(o->text, o->mod_rev);
 		free(o->text);
 		o->text = NULL;
 	}
 	return o;
+}
+
+json_t *sc__cache_parse(sc_cobj_t *o)
+{
+	if (o->obj || !o->kind->queue_scoped)
+		return json_incref(sc__cache_obj(o));
+	json_t *obj = o->text ? json_loads(o->text, 0, NULL) : NULL;
+	if (!json_is_object(obj)) {
+		json_decref(obj);
+		return NULL;
+	}
+	return obj;
 }
 
 void sc__cache_give_decoded(sc_cobj_t *o, sc_manifest_obj_t *one, const uint64_t vh[2])
@@ -641,8 +657,12 @@ const char *sc__cache_text(sc_cobj_t *o, char **tmp)
  * API always put it); the cached object itself is not touched. */
 static sc_wire_t *make_wire(sc_cobj_t *o, int64_t rev)
 {
-	json_t *top = sc_xcheck(json_copy(sc__cache_obj(o))); /* shallow */
-	json_t *md = json_copy(json_object_get(o->obj, "metadata"));
+	json_t *obj = sc__cache_parse(o);
+	if (!obj)
+		return NULL; /* not a JSON object: never written by this server */
+	json_t *top = sc_xcheck(json_copy(obj)); /* shallow */
+	json_t *md = json_copy(json_object_get(obj, "metadata"));
+	json_decref(obj);
 	char rv[32];
 	snprintf(rv, sizeof(rv), "%lld", (long long)rev);
 	if (json_is_object(md)) {

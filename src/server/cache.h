@@ -97,12 +97,19 @@ void sc__cache_token_put(sc_cache_t *c, const char *digest, const sc_principal_t
 /* The object's parsed form (parsed on first use; borrowed from o), or NULL
  * for a value that is not a JSON object (never written by this server). */
 json_t *sc__cache_obj(sc_cobj_t *o);
+/* The object parsed (a new reference), or NULL as sc__cache_obj. A job's
+ * or deployment's tree is not kept in the cache (its text is: several
+ * times smaller), so a reader that looks at a few fields of many of them
+ * (lists and watches with a filter, scans) does not grow a tree per job;
+ * other kinds' trees are kept as by sc__cache_obj. */
+json_t *sc__cache_parse(sc_cobj_t *o);
 /* Hands the cache obj, the parsed form of the value just written under key
  * at mod_rev, so the write's own parse is reused; the cache takes a
- * reference and obj must never change again. answer = 1 when the writer
- * is about to answer with the object: its answer bytes are then made from
- * the stored text (no second serialisation). Returns the entry, or NULL
- * when the cache holds another revision. */
+ * reference (jobs and deployments keep their stored text instead, which is
+ * smaller) and obj must never change again. answer = 1 when the writer is
+ * about to answer with the object: its answer bytes are then made from the
+ * stored text (no second serialisation). Returns the entry, or NULL when
+ * the cache holds another revision. */
 sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj,
                            int answer);
 
@@ -129,7 +136,8 @@ void sc__cache_hook(sc_cache_t *c, sc_cache_hook_fn fn, void *ud);
  * over from every object. */
 uint64_t sc__cache_generation(const sc_cache_t *c);
 
-/* The object's answer bytes (made on first use; borrowed from o). */
+/* The object's answer bytes (made on first use; borrowed from o), or NULL
+ * for a value that is not a JSON object (never written by this server). */
 sc_wire_t *sc__cache_wire(sc_cobj_t *o);
 /* o's answer bytes with metadata.resourceVersion rev instead of its own
  * (a deletion's event carries the deletion's revision). New reference. */

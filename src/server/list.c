@@ -102,12 +102,28 @@ static void choose(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k, const 
 	size_t i = after[0] ? sc__cache_after(s->cache, k, after) : 0, bytes = 0;
 	const char *last = NULL;
 	*more = NULL;
+	/* An admin's or viewer's list without a selector looks at nothing but
+	 * the answer bytes, a tenant's at the queue the cache noted; any other
+	 * filter parses each object for the call only (a job's tree is not
+	 * kept: sc__cache_parse). */
+	int by_queue = who->role == SC_ROLE_TENANT && k->queue_scoped && !sel[0];
+	int filter =
+	    !by_queue && (who->role == SC_ROLE_TENANT || who->role == SC_ROLE_AGENT || sel[0]);
 	for (; i < n; i++) {
 		sc_cobj_t *o = v[i];
-		json_t *obj = sc__cache_obj(o);
-		if (!obj || !sc__auth_can_see(who, k, obj) || !sc__selector_match(sel, obj))
+		if (by_queue && !sc__auth_has_queue(who, o->queue))
 			continue;
+		if (filter) {
+			json_t *obj = sc__cache_parse(o);
+			int ok =
+			    obj && sc__auth_can_see(who, k, obj) && sc__selector_match(sel, obj);
+			json_decref(obj);
+			if (!ok)
+				continue;
+		}
 		sc_wire_t *w = sc__cache_wire(o);
+		if (!w)
+			continue; /* not a JSON object: never written by this server */
 		if (limit > 0 &&
 		    (ls->n == (size_t)limit || (ls->n && bytes + w->len > PAGE_BYTES))) {
 			/* The token is the last name sent, never one the caller

@@ -13,12 +13,17 @@
 
 json_t *sc__object_copy(sc_server_t *s, const sc_kind_t *k, const char *name, int64_t *mod_rev)
 {
-	const sc_cobj_t *o = sc__cache_get(s->cache, k, name);
-	json_t *cur = o ? sc__cache_obj((sc_cobj_t *)o) : NULL;
+	sc_cobj_t *o = (sc_cobj_t *)sc__cache_get(s->cache, k, name);
+	json_t *cur = o ? sc__cache_parse(o) : NULL;
 	*mod_rev = cur ? o->mod_rev : 0;
-	/* A copy: the caller changes it, and the cache's is shared with every
-	 * reader (and with a cycle on the worker thread). */
-	return cur ? json_deep_copy(cur) : NULL;
+	/* A copy: the caller changes it, and a tree the cache keeps is shared
+	 * with every reader (a job's is parsed for this call alone). */
+	if (cur && o->obj == cur) {
+		json_t *copy = json_deep_copy(cur);
+		json_decref(cur);
+		return copy;
+	}
+	return cur;
 }
 
 json_t *sc__api_load(sc_server_t *s, sc_http_req_t *r, const sc_principal_t *who,
@@ -38,9 +43,11 @@ int sc__objects_each(sc_server_t *s, const sc_kind_t *k, sc_object_fn fn, void *
 	size_t n;
 	sc_cobj_t *const *items = sc__cache_items(s->cache, k, &n);
 	for (size_t i = 0; i < n; i++) {
-		json_t *obj = sc__cache_obj(items[i]);
+		/* A job's tree is parsed for the call only (sc__cache_parse). */
+		json_t *obj = sc__cache_parse(items[i]);
 		if (obj)
 			fn(s, items[i]->name, obj, ud);
+		json_decref(obj);
 	}
 	return 0;
 }

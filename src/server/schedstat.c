@@ -348,12 +348,13 @@ static void handle_devices(sc_schedstat_t *st, sc_http_req_t *r)
 		size_t n, i, j;
 		sc_cobj_t *const *v = sc__cache_items(st->s->cache, sc__kind_by_name(kinds[k]), &n);
 		for (i = 0; i < n; i++) {
-			json_t *obj = sc__cache_obj(v[i]), *p;
+			json_t *obj = sc__cache_parse(v[i]), *p;
 			json_array_foreach(json_object_get(json_object_get(obj, "status"), "pods"),
 			                   j, p)
 			{
 				add_use(st, nodes, p);
 			}
+			json_decref(obj);
 		}
 	}
 	sc__api_json(r, 200,

@@ -317,7 +317,7 @@ static void on_change(void *ud, int type, sc_cobj_t *o, int64_t rev)
 			continue;
 		if (w->shown) {
 			if (!parsed) {
-				obj = sc__cache_obj(o);
+				obj = sc__cache_parse(o);
 				parsed = 1;
 			}
 			int t = type;
@@ -333,7 +333,7 @@ static void on_change(void *ud, int type, sc_cobj_t *o, int64_t rev)
 			}
 		} else if (w->filter) {
 			if (!parsed) {
-				obj = sc__cache_obj(o);
+				obj = sc__cache_parse(o);
 				parsed = 1;
 			}
 			if (!sees(w, obj))
@@ -342,9 +342,12 @@ static void on_change(void *ud, int type, sc_cobj_t *o, int64_t rev)
 		if (!wire)
 			wire = type == SC_EV_DELETED ? sc__cache_wire_at(o, rev)
 			                             : sc__wire_ref(sc__cache_wire(o));
+		if (!wire)
+			break; /* not a JSON object: never written by this server */
 		deliver(w, type, rev, wire);
 	}
 	sc__wire_unref(wire);
+	json_decref(obj);
 }
 
 /* ---- starting a watch -------------------------------------------------- */
@@ -355,12 +358,15 @@ static void list_cache(watcher_t *w)
 	size_t n;
 	sc_cobj_t *const *v = sc__cache_items(w->h->s->cache, w->kind, &n);
 	for (size_t i = 0; i < n; i++) {
-		json_t *obj = w->filter ? sc__cache_obj(v[i]) : NULL;
-		if (w->filter && !sees(w, obj))
+		json_t *obj = w->filter ? sc__cache_parse(v[i]) : NULL;
+		int seen = !w->filter || sees(w, obj);
+		json_decref(obj);
+		sc_wire_t *wire = seen ? sc__cache_wire(v[i]) : NULL;
+		if (!wire)
 			continue;
 		if (w->shown)
 			json_object_set_new(w->shown, v[i]->name, json_true());
-		q_push(w, SC_EV_ADDED, v[i]->mod_rev, sc__cache_wire(v[i]));
+		q_push(w, SC_EV_ADDED, v[i]->mod_rev, wire);
 	}
 	w->list_rev = sc__cache_rev(w->h->s->cache);
 }
