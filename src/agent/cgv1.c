@@ -195,35 +195,10 @@ static int make_pod_dir(const sc_agent_t *a, int c, const char *dir)
 	return mkdir(dir, 0755) == 0 || errno == EEXIST ? 0 : SC_EIO;
 }
 
-int sc__cgv1_enter(sc_pod_t *p, int64_t cpu_milli, int64_t mem_bytes)
-{
-	sc_agent_t *a = p->a;
-	char dir[800], tid[32];
-	int entered = 0;
-	snprintf(tid, sizeof(tid), "%ld", (long)syscall(SYS_gettid));
-	for (int c = 0; c < SC_CGV1_NCTL; c++) {
-		if (!a->cgv1[c].ok)
-			continue;
-		if (pod_dir(p, c, dir, sizeof(dir)) < 0 || make_pod_dir(a, c, dir) < 0 ||
-		    set_limits(p, c, dir, cpu_milli, mem_bytes) < 0)
-			goto fail;
-		if (c == SC_CGV1_MEMORY)
-			p->oom_base = sc__cgv1_oom_kills(p);
-		char tasks[900];
-		snprintf(tasks, sizeof(tasks), "%s/tasks", dir);
-		if (sc__cgv1_write(tasks, tid) < 0)
-			goto fail;
-		entered = 1;
-	}
-	return entered;
-fail:
-	sc_log_error("pod %s/%s: cannot set its cgroup v1 limits in %s (%s)", p->job, p->name, dir,
-	             strerror(errno));
-	sc__cgv1_leave(a, 1);
-	return SC_EIO;
-}
-
-int sc__cgv1_join(sc_pod_t *p)
+/* Moves the calling thread into the pod's cgroups. With limits (the pod's
+ * start) each folder is made and its limits written first; without (an
+ * exec probe joining a running pod) the folders must exist already. */
+static int move_in(sc_pod_t *p, int limits, int64_t cpu_milli, int64_t mem_bytes)
 {
 	sc_agent_t *a = p->a;
 	char dir[800], tasks[900], tid[32];
@@ -234,6 +209,13 @@ int sc__cgv1_join(sc_pod_t *p)
 			continue;
 		if (pod_dir(p, c, dir, sizeof(dir)) < 0)
 			goto fail;
+		if (limits) {
+			if (make_pod_dir(a, c, dir) < 0 ||
+			    set_limits(p, c, dir, cpu_milli, mem_bytes) < 0)
+				goto fail;
+			if (c == SC_CGV1_MEMORY)
+				p->oom_base = sc__cgv1_oom_kills(p);
+		}
 		snprintf(tasks, sizeof(tasks), "%s/tasks", dir);
 		if (sc__cgv1_write(tasks, tid) < 0)
 			goto fail;
@@ -241,10 +223,21 @@ int sc__cgv1_join(sc_pod_t *p)
 	}
 	return entered;
 fail:
-	sc_log_error("pod %s/%s: cannot enter its cgroup v1 %s (%s)", p->job, p->name, dir,
+	sc_log_error("pod %s/%s: cannot %s %s (%s)", p->job, p->name,
+	             limits ? "set its cgroup v1 limits in" : "enter its cgroup v1", dir,
 	             strerror(errno));
 	sc__cgv1_leave(a, 1);
 	return SC_EIO;
+}
+
+int sc__cgv1_enter(sc_pod_t *p, int64_t cpu_milli, int64_t mem_bytes)
+{
+	return move_in(p, 1, cpu_milli, mem_bytes);
+}
+
+int sc__cgv1_join(sc_pod_t *p)
+{
+	return move_in(p, 0, 0, 0);
 }
 
 void sc__cgv1_leave(sc_agent_t *a, int entered)
