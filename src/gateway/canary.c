@@ -222,6 +222,20 @@ const char *sc__gw_rollout_pd_version(sc_gw_t *gw, const char *model, const char
 	return other ? other : chosen;
 }
 
+const char *sc__gw_rollout_fallback(sc_gw_t *gw, const char *model, const char *version, int role)
+{
+	gw_rollout_t *ro = sc__gw_rollout_find(gw, model);
+	/* Promoted: the canary is the version now, there is nothing to fall
+	 * back to. Rolled back or aborted: a request still on the canary was
+	 * routed before the end, and the stable version serves it. */
+	if (!ro || ro->state == RO_PROMOTED || strcmp(version, ro->canary) != 0 ||
+	    strcmp(ro->stable, ro->canary) == 0)
+		return NULL;
+	int ok = role < 0 ? pd_eligible(gw, model, ro->stable)
+	                  : sc__gw_version_has_role(gw, model, ro->stable, role);
+	return ok ? ro->stable : NULL;
+}
+
 void sc__gw_rollout_observe(sc_gw_t *gw, const char *model, const char *version, int error,
                             double seconds)
 {

@@ -279,6 +279,11 @@ const char *sc__gw_rollout_pd_version(sc_gw_t *gw, const char *model, const char
 /* The rollout's version other than version if it has a usable replica of
  * both roles, else NULL. */
 const char *sc__gw_rollout_pd_other(sc_gw_t *gw, const char *model, const char *version);
+/* The version a request that failed on version (a rollout's canary, not
+ * promoted) is tried again on: the stable version when it has a usable
+ * replica of role (-1: of both prefill and decode), else NULL. The result
+ * points into the rollout. */
+const char *sc__gw_rollout_fallback(sc_gw_t *gw, const char *model, const char *version, int role);
 /* Records a finished request of model/version for the analysis. */
 void sc__gw_rollout_observe(sc_gw_t *gw, const char *model, const char *version, int error,
                             double seconds);

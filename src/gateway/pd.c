@@ -48,6 +48,8 @@ static void prefill_failed(gw_req_t *q, const char *why)
 	snprintf(q->last_err, sizeof(q->last_err), "prefill on %s failed: %s",
 	         q->be ? q->be->id : "?", why);
 	sc_log_warn("%s", q->last_err);
+	if (sc__gw_canary_fallback(q))
+		return;
 	if (q->gw->o.prefill_retry && sc__gw_may_retry(q)) {
 		prefill_try(q);
 		return;
@@ -163,6 +165,7 @@ static json_t *sc__gw_pd_prefill_body(const gw_req_t *q);
 static json_t *sc__gw_pd_decode_body(const gw_req_t *q);
 static int sc__gw_pd_kv_gone(const gw_req_t *q);
 static void sc__gw_pd_release(gw_req_t *q);
+static void sc__gw_pd_restart(gw_req_t *q);
 
 static const gw_pd_ops_t pd_ops = {
     .prefill_body = sc__gw_pd_prefill_body,
@@ -170,6 +173,7 @@ static const gw_pd_ops_t pd_ops = {
     .kv_gone = sc__gw_pd_kv_gone,
     .kv_lost = sc__gw_pd_kv_lost,
     .release = sc__gw_pd_release,
+    .restart = sc__gw_pd_restart,
 };
 
 void sc__gw_pd_start(gw_req_t *q)
@@ -189,6 +193,17 @@ static void sc__gw_pd_kv_lost(gw_req_t *q)
 		return;
 	}
 	sc_log_warn("%s; prefilling again", q->last_err);
+	q->role = GW_ROLE_PREFILL;
+	q->ntried = 0;
+	prefill_try(q);
+}
+
+static void sc__gw_pd_restart(gw_req_t *q)
+{
+	if (q->kv)
+		sc__gw_pd_release(q);
+	json_decref(q->kv);
+	q->kv = NULL;
 	q->role = GW_ROLE_PREFILL;
 	q->ntried = 0;
 	prefill_try(q);

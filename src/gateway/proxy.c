@@ -599,7 +599,9 @@ void sc__gw_attempt_end(gw_req_t *q, int failed)
 	q->held = 0;
 	double secs = since(q->att_ns);
 	sc__gw_backend_result(q->gw, b, !failed);
-	if (b->role != GW_ROLE_PREFILL)
+	/* A request counts once for the version that served it, at its
+	 * decode; a failed prefill counts too: the request failed there. */
+	if (b->role != GW_ROLE_PREFILL || failed)
 		sc__gw_rollout_observe(q->gw, q->model, b->version, failed, secs);
 	if (sc__gw_span_wanted(q->gw, &q->att))
 		sc__gw_attempt_span(q, b, failed);
@@ -729,16 +731,20 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 		         q->be->id);
 	}
 	sc__gw_attempt_end(q, failed);
+	if (failed) {
+		q->last_status = q->up_status > 0 ? q->up_status : 502;
+		if (!q->last_err[0] || err < 0)
+			snprintf(q->last_err, sizeof(q->last_err), "replica %s: %s", q->be->id,
+			         err < 0 ? sc_strerror(err) : "upstream error");
+	}
+	if (failed && q->hr && sc__gw_canary_fallback(q))
+		return;
 	if (!failed || !retry) {
 		if (!q->hr)
 			return;
 		sc__gw_relay(q);
 		return;
 	}
-	q->last_status = q->up_status > 0 ? q->up_status : 502;
-	if (!q->last_err[0] || err < 0)
-		snprintf(q->last_err, sizeof(q->last_err), "replica %s: %s", q->be->id,
-		         err < 0 ? sc_strerror(err) : "upstream error");
 	if (sc__gw_may_retry(q)) {
 		sc__gw_attempt(q);
 		return;
@@ -751,6 +757,36 @@ static void up_done(sc_hcli_req_t *up, int err, void *ud)
 /* ---------------------------------------------------------------------
  * Attempts
  * ------------------------------------------------------------------- */
+
+/* Envoy's retry with the previous-hosts predicate, across a rollout: a
+ * canary that fails a request (connection error, attempt timeout, any 5xx)
+ * before a byte reached the client has it tried once on the stable version,
+ * so a bad canary costs its clients latency, not errors. The failure has
+ * been counted against the canary already (sc__gw_attempt_end): the
+ * analysis still sees it. A pinned version is the client's choice and is
+ * never changed; the request's deadline still ends it (--timeout). */
+int sc__gw_canary_fallback(gw_req_t *q)
+{
+	if (q->fell_back || q->pinned || q->started || !q->hr || !q->be)
+		return 0;
+	const char *v =
+	    sc__gw_rollout_fallback(q->gw, q->model, q->be->version, q->pd ? -1 : q->role);
+	if (!v || !sc__gw_may_retry(q))
+		return 0;
+	sc_log_info("request for %s failed on canary %s (%s); trying stable %s", q->model,
+	            q->be->version, q->last_err[0] ? q->last_err : "upstream error", v);
+	q->fell_back = 1;
+	snprintf(q->version, sizeof(q->version), "%s", v);
+	q->rollout_chosen = 0;
+	q->ntried = 0;
+	if (!q->pd) {
+		sc__gw_attempt(q);
+		return 1;
+	}
+	/* The canary's KV cache means nothing to the stable decoders. */
+	q->pd_ops->restart(q);
+	return 1;
+}
 
 int sc__gw_may_retry(gw_req_t *q)
 {

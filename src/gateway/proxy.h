@@ -28,6 +28,9 @@ typedef struct gw_pd_ops {
 	void (*kv_lost)(struct gw_req *q);
 	/* Frees the prefill's KV handle early (DELETE, best effort). */
 	void (*release)(struct gw_req *q);
+	/* Starts over with a prefill of q->version, freeing the KV handle it
+	 * had (the request moved to another version: sc__gw_canary_fallback). */
+	void (*restart)(struct gw_req *q);
 } gw_pd_ops_t;
 
 typedef struct gw_req {
@@ -38,6 +41,7 @@ typedef struct gw_req {
 	char version[GW_MAX_VERSION]; /* pinned or chosen by the rollout; "" = any */
 	int pinned;
 	int rollout_chosen; /* version came from the rollout, may widen */
+	int fell_back;      /* failed on the canary, moved to the stable version */
 	json_t *body;       /* parsed OpenAI request (owned), lazily: sc__gw_req_json */
 	const char *raw;    /* the client's body (borrowed from hr) */
 	size_t rawlen;
@@ -112,6 +116,11 @@ int sc__gw_may_retry(gw_req_t *q);
 void sc__gw_attempt_end(gw_req_t *q, int failed);
 /* Takes b for the next attempt (inflight, retry budget, tried list). */
 void sc__gw_attempt_take(gw_req_t *q, gw_backend_t *b);
+/* After a failed attempt on a rollout's canary with nothing sent to the
+ * client: 1 when the request was moved to the stable version and tried
+ * there (once per request, within --max-retries and the retry budget),
+ * 0 when the caller goes on as before. */
+int sc__gw_canary_fallback(gw_req_t *q);
 /* Starts the prefill phase (pd.c); the decode phase follows by itself. */
 void sc__gw_pd_start(gw_req_t *q);
 /* The client's OpenAI body as a tree, parsed on first use (only retries
