@@ -167,47 +167,55 @@ static int done(sc__rd_t *rd, sc__mark_t m, int rc)
 	return rc;
 }
 
-static int wrong_type(sc__rd_t *rd, sc__mark_t m, json_t *v, const char *what)
+static int wrong_type(sc__rd_t *rd, json_t *v, const char *what)
 {
-	(void)m;
 	return sc__rd_fail(rd, SC_EINVAL, "expected %s, got %s", what, type_name(v));
+}
+
+/* JSON types as a set, for lookup_as: a quantity may be a string or a
+ * number, a bool is either of two types in jansson. */
+#define KIND(t) (1u << (t))
+#define KIND_NUMBER (KIND(JSON_INTEGER) | KIND(JSON_REAL))
+#define KIND_BOOL (KIND(JSON_TRUE) | KIND(JSON_FALSE))
+
+/* lookup, then the type check every getter starts with: one place says
+ * "expected <what>, got <type>". On 1 the path is still at the field so
+ * that the getter's own checks name it; the getter ends with done(). */
+static int lookup_as(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned kinds,
+                     const char *what, json_t **v, sc__mark_t *m)
+{
+	int rc = lookup(rd, obj, key, req, v, m);
+	if (rc > 0 && !(kinds & KIND(json_typeof(*v))))
+		return wrong_type(rd, *v, what);
+	return rc;
+}
+
+/* A getter that only checks the type and hands the JSON value back. */
+static int get_kind(sc__rd_t *rd, json_t *obj, const char *key, bool req, unsigned kinds,
+                    const char *what, json_t **out)
+{
+	sc__mark_t m;
+	int rc = lookup_as(rd, obj, key, req, kinds, what, out, &m);
+	return rc <= 0 ? rc : done(rd, m, 1);
 }
 
 int sc__get_object(sc__rd_t *rd, json_t *obj, const char *key, bool req, json_t **out)
 {
-	json_t *v;
-	sc__mark_t m;
-	int rc = lookup(rd, obj, key, req, &v, &m);
-	if (rc <= 0)
-		return rc;
-	if (!json_is_object(v))
-		return wrong_type(rd, m, v, "an object");
-	*out = v;
-	return done(rd, m, 1);
+	return get_kind(rd, obj, key, req, KIND(JSON_OBJECT), "an object", out);
 }
 
 int sc__get_array(sc__rd_t *rd, json_t *obj, const char *key, bool req, json_t **out)
 {
-	json_t *v;
-	sc__mark_t m;
-	int rc = lookup(rd, obj, key, req, &v, &m);
-	if (rc <= 0)
-		return rc;
-	if (!json_is_array(v))
-		return wrong_type(rd, m, v, "a list");
-	*out = v;
-	return done(rd, m, 1);
+	return get_kind(rd, obj, key, req, KIND(JSON_ARRAY), "a list", out);
 }
 
 int sc__get_str(sc__rd_t *rd, json_t *obj, const char *key, bool req, const char **out)
 {
 	json_t *v;
 	sc__mark_t m;
-	int rc = lookup(rd, obj, key, req, &v, &m);
+	int rc = lookup_as(rd, obj, key, req, KIND(JSON_STRING), "a string", &v, &m);
 	if (rc <= 0)
 		return rc;
-	if (!json_is_string(v))
-		return wrong_type(rd, m, v, "a string");
 	if (json_string_length(v) == 0)
 		return sc__rd_fail(rd, SC_EINVAL, "expected a non-empty string");
 	if (strlen(json_string_value(v)) != json_string_length(v))
@@ -289,11 +297,9 @@ int sc__get_num(sc__rd_t *rd, json_t *obj, const char *key, bool req, double min
 {
 	json_t *v;
 	sc__mark_t m;
-	int rc = lookup(rd, obj, key, req, &v, &m);
+	int rc = lookup_as(rd, obj, key, req, KIND_NUMBER, "a number", &v, &m);
 	if (rc <= 0)
 		return rc;
-	if (!json_is_number(v))
-		return wrong_type(rd, m, v, "a number");
 	double x = json_number_value(v);
 	if (!(x >= min && x <= max))
 		return sc__rd_fail(rd, SC_EINVAL, "expected a number in [%g, %g], got %g", min, max,
@@ -305,14 +311,10 @@ int sc__get_num(sc__rd_t *rd, json_t *obj, const char *key, bool req, double min
 int sc__get_bool(sc__rd_t *rd, json_t *obj, const char *key, bool req, bool *out)
 {
 	json_t *v;
-	sc__mark_t m;
-	int rc = lookup(rd, obj, key, req, &v, &m);
-	if (rc <= 0)
-		return rc;
-	if (!json_is_boolean(v))
-		return wrong_type(rd, m, v, "true or false");
-	*out = json_is_true(v);
-	return done(rd, m, 1);
+	int rc = get_kind(rd, obj, key, req, KIND_BOOL, "true or false", &v);
+	if (rc > 0)
+		*out = json_is_true(v);
+	return rc;
 }
 
 /* Numbers are formatted back to text so that one parser decides, with the
@@ -337,11 +339,9 @@ static int get_quantity(sc__rd_t *rd, json_t *obj, const char *key, bool req, un
 	json_t *v;
 	sc__mark_t m;
 	char buf[64];
-	int rc = lookup(rd, obj, key, req, &v, &m);
+	int rc = lookup_as(rd, obj, key, req, KIND(JSON_STRING) | KIND_NUMBER, what, &v, &m);
 	if (rc <= 0)
 		return rc;
-	if (!json_is_string(v) && !json_is_number(v))
-		return wrong_type(rd, m, v, what);
 	const char *s = quantity_text(v, buf, sizeof(buf));
 	rc = parse(s, flags, out);
 	if (rc == SC_ERANGE)
@@ -380,11 +380,9 @@ int sc__get_time(sc__rd_t *rd, json_t *obj, const char *key, bool req, int64_t *
 {
 	json_t *v;
 	sc__mark_t m;
-	int rc = lookup(rd, obj, key, req, &v, &m);
+	int rc = lookup_as(rd, obj, key, req, KIND(JSON_STRING), "an RFC 3339 time string", &v, &m);
 	if (rc <= 0)
 		return rc;
-	if (!json_is_string(v))
-		return wrong_type(rd, m, v, "an RFC 3339 time string");
 	if (sc_quantity_time(json_string_value(v), out))
 		return sc__rd_fail(rd, SC_EINVAL,
 		                   "\"%s\" is not an RFC 3339 time such as 2026-11-29T10:00:00Z",
@@ -449,7 +447,7 @@ int sc__get_labels(sc__rd_t *rd, json_t *obj, const char *key, sc_label_t **out,
 		l[i].key = sc_arena_strdup(rd->arena, k);
 		l[i].value = scalar_text(rd, v);
 		if (!json_is_string(v) && !json_is_number(v) && !json_is_boolean(v))
-			return wrong_type(rd, mk, v, "a string");
+			return wrong_type(rd, v, "a string");
 		if (!l[i].key || !l[i].value)
 			return oom(rd);
 		sc__rd_pop(rd, mk);
