@@ -31,33 +31,6 @@ static void roff_text(FILE *out, const char *text)
 	roff(out, text, 1);
 }
 
-/* The value a flag takes, as --help shows it. */
-static const char *meta(const sc_flag_t *f)
-{
-	if (f->meta)
-		return f->meta;
-	switch (f->kind) {
-	case SC_FLAG_BOOL:
-		return "";
-	case SC_FLAG_INT:
-	case SC_FLAG_I64:
-	case SC_FLAG_U64:
-		return "N";
-	case SC_FLAG_NUM:
-		return "F";
-	case SC_FLAG_DURATION:
-		return "DUR";
-	case SC_FLAG_SIZE:
-		return "BYTES";
-	case SC_FLAG_ADDR:
-		return "HOST:PORT";
-	case SC_FLAG_CHOICE:
-		return f->choices;
-	default:
-		return "VALUE";
-	}
-}
-
 void sc_flags_man(const sc_command_t *cmd, FILE *out)
 {
 	fputs(".SS \"", out);
@@ -89,9 +62,9 @@ void sc_flags_man(const sc_command_t *cmd, FILE *out)
 		fputs("\\fB", out);
 		roff_text(out, f->name);
 		fputs("\\fR", out);
-		if (*meta(f)) {
+		if (*sc_flag_meta(f)) {
 			fputs(" \\fI", out);
-			roff_text(out, meta(f));
+			roff_text(out, sc_flag_meta(f));
 			fputs("\\fR", out);
 		}
 		fputc('\n', out);
@@ -136,7 +109,7 @@ void sc_flags_words(const sc_command_t *cmd, FILE *out)
 			for (const char *p = f->choices; *p; p++)
 				fputc(*p == '|' ? ' ' : *p, out);
 		else
-			fputs(names_path(meta(f)) ? "file" : "any", out);
+			fputs(names_path(sc_flag_meta(f)) ? "file" : "any", out);
 		/* the help's first line, for shells that show descriptions */
 		fprintf(out, "\t%.*s\n", (int)strcspn(f->help ? f->help : "", "\n"),
 		        f->help ? f->help : "");

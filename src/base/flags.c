@@ -278,7 +278,7 @@ int sc_flags_defaults(const sc_command_t *cmd, void *opts)
  * --help
  * ------------------------------------------------------------------- */
 
-static const char *meta_of(const sc_flag_t *f)
+const char *sc_flag_meta(const sc_flag_t *f)
 {
 	if (f->meta)
 		return f->meta;
@@ -307,7 +307,7 @@ static const char *meta_of(const sc_flag_t *f)
 /* "--name META" or "-n, --name META" into buf. */
 static void flag_words(const sc_flag_t *f, char *buf, size_t bufsz)
 {
-	const char *m = meta_of(f);
+	const char *m = sc_flag_meta(f);
 	snprintf(buf, bufsz, "%s%s%s%s%s", f->alias ? f->alias : "", f->alias ? ", " : "", f->name,
 	         *m ? " " : "", m);
 }

@@ -142,6 +142,11 @@ int sc_flags_set(const sc_command_t *cmd, const sc_flag_t *f, void *opts, const 
 /* "--max-body" -> "max-body": the key in a configuration file. */
 const char *sc_flag_key(const sc_flag_t *f);
 
+/* The value a flag takes as --help and the man page show it: f->meta, or
+ * one word for its kind ("N", "DUR", "HOST:PORT", "" for a switch).
+ * Static storage or the table's own string. */
+const char *sc_flag_meta(const sc_flag_t *f);
+
 /* The --help text: usage line, about, flags with metavariables, help and
  * defaults aligned, footer. */
 void sc_flags_usage(const sc_command_t *cmd, FILE *out);

@@ -235,21 +235,30 @@ static int duration_parts_ms(const char *p, int64_t *ms)
 	return 0;
 }
 
-int sc_quantity_duration(const char *s, int64_t *seconds)
+/* What both duration parsers do first: NULL, "" and a negative duration are
+ * refused; returns 1 with d set when s is a plain number (which each scales
+ * to its own unit), 0 when s has units (duration_parts_ms reads it). */
+static int duration_plain(const char *s, decimal_t *d)
 {
 	if (!s || !*s)
 		return SC_EPARSE;
 	if (*s == '-')
 		return SC_ERANGE;
-	/* A plain number is seconds, as in Kubernetes' *Seconds fields. */
-	decimal_t d;
 	const char *p = s;
-	int rc = parse_decimal(&p, false, &d);
+	int rc = parse_decimal(&p, false, d);
 	if (rc)
 		return rc;
-	if (*p == '\0')
-		return scale(d.mant, 0, d.exp10, seconds);
+	return *p == '\0';
+}
+
+int sc_quantity_duration(const char *s, int64_t *seconds)
+{
+	/* A plain number is seconds, as in Kubernetes' *Seconds fields. */
+	decimal_t d;
 	int64_t ms;
+	int rc = duration_plain(s, &d);
+	if (rc)
+		return rc < 0 ? rc : scale(d.mant, 0, d.exp10, seconds);
 	if ((rc = duration_parts_ms(s, &ms)))
 		return rc;
 	*seconds = ms / 1000 + (ms % 1000 != 0);
@@ -258,17 +267,10 @@ int sc_quantity_duration(const char *s, int64_t *seconds)
 
 int sc_quantity_duration_ms(const char *s, int64_t *ms)
 {
-	if (!s || !*s)
-		return SC_EPARSE;
-	if (*s == '-')
-		return SC_ERANGE;
 	decimal_t d;
-	const char *p = s;
-	int rc = parse_decimal(&p, false, &d);
+	int rc = duration_plain(s, &d);
 	if (rc)
-		return rc;
-	if (*p == '\0')
-		return scale(d.mant, 0, d.exp10 + 3, ms);
+		return rc < 0 ? rc : scale(d.mant, 0, d.exp10 + 3, ms);
 	return duration_parts_ms(s, ms);
 }
 

@@ -137,6 +137,30 @@ static void test_duration(void **state)
 	assert_int_equal(v, 7);
 }
 
+/* The same start as sc_quantity_duration (duration_plain), but a plain
+ * number is seconds scaled to milliseconds, and units are not rounded to
+ * whole seconds. */
+static void test_duration_ms(void **state)
+{
+	int64_t v = 7;
+	assert_int_equal(sc_quantity_duration_ms("1.5", &v), 0);
+	assert_int_equal(v, 1500);
+	assert_int_equal(sc_quantity_duration_ms("0.0001", &v), 0);
+	assert_int_equal(v, 1); /* below a millisecond rounds up */
+	assert_int_equal(sc_quantity_duration_ms("250ms", &v), 0);
+	assert_int_equal(v, 250);
+	assert_int_equal(sc_quantity_duration_ms("1m1ms", &v), 0);
+	assert_int_equal(v, 60001);
+	v = 7;
+	assert_int_equal(sc_quantity_duration_ms(NULL, &v), SC_EPARSE);
+	assert_int_equal(sc_quantity_duration_ms("", &v), SC_EPARSE);
+	assert_int_equal(sc_quantity_duration_ms("10x", &v), SC_EPARSE);
+	assert_int_equal(sc_quantity_duration_ms("-1", &v), SC_ERANGE);
+	assert_int_equal(sc_quantity_duration_ms("-5s", &v), SC_ERANGE);
+	assert_int_equal(sc_quantity_duration_ms("99999999999999999", &v), SC_ERANGE);
+	assert_int_equal(v, 7);
+}
+
 static void test_time(void **state)
 {
 	assert_int_equal(tm("1970-01-01T00:00:00Z"), 0);
@@ -188,7 +212,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_cpu_ok),      cmocka_unit_test(test_cpu_bad),
 	    cmocka_unit_test(test_memory_ok),   cmocka_unit_test(test_memory_bad),
-	    cmocka_unit_test(test_duration),    cmocka_unit_test(test_time),
+	    cmocka_unit_test(test_duration), cmocka_unit_test(test_duration_ms),    cmocka_unit_test(test_time),
 	    cmocka_unit_test(test_format_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
