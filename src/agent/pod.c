@@ -433,13 +433,7 @@ static void pod_spawn(sc_pod_t *p)
 	 * a stop reaches every process it started, and the agent's signals
 	 * do not. Not root (podsec.h): the child drops root's supplementary
 	 * groups before it changes user. */
-	sc_spawn_opts_t so = {.argv = argv,
-	                      .env = env.vars,
-	                      .cwd = env.cwd,
-	                      .set_ids = p->sec.set,
-	                      .uid = p->sec.uid,
-	                      .gid = p->sec.gid,
-	                      .out_fd = p->log_fd};
+	sc_spawn_opts_t so = sc__podenv_spawn_opts(p, argv, &env, p->log_fd);
 	p->child.data = p;
 	p->child.on_exit = on_exit_cb;
 	p->child.on_closed = on_child_closed;

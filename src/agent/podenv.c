@@ -96,6 +96,18 @@ void sc__podenv_free(sc_podenv_t *env)
 	env->n = 0;
 }
 
+sc_spawn_opts_t sc__podenv_spawn_opts(const sc_pod_t *p, char **argv, sc_podenv_t *env,
+                                      int out_fd)
+{
+	return (sc_spawn_opts_t){.argv = argv,
+	                         .env = env->vars,
+	                         .cwd = env->cwd,
+	                         .set_ids = p->sec.set,
+	                         .uid = p->sec.uid,
+	                         .gid = p->sec.gid,
+	                         .out_fd = out_fd};
+}
+
 /* "a,b,c" of the UUIDs (when every device has one) or indices. */
 static void device_list(sc_pod_t *p, json_t *gpus, char *out, size_t outsz)
 {

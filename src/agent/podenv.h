@@ -3,6 +3,7 @@
 #ifndef SC_AGENT_PODENV_H
 #define SC_AGENT_PODENV_H
 
+#include "agent/spawn.h"
 #include "agent/state.h"
 
 #define SC_PODENV_MAX 512
@@ -18,6 +19,12 @@ int sc__podenv_prepare(sc_pod_t *p);
 /* Fills env for the next start. SC_ETOOBIG when over SC_PODENV_MAX. */
 int sc__podenv_build(sc_pod_t *p, sc_podenv_t *env);
 void sc__podenv_free(sc_podenv_t *env);
+/* How a process of the pod starts (its main process and its exec probes
+ * alike): argv in env's folder and environment, as the pod's user
+ * (podsec.h). out_fd: its stdout and stderr, -1 for /dev/null. The
+ * result borrows argv and env. */
+sc_spawn_opts_t sc__podenv_spawn_opts(const sc_pod_t *p, char **argv, sc_podenv_t *env,
+                                      int out_fd);
 /* Copy-truncate rotation when the log passed the size cap: the process
  * keeps its O_APPEND descriptor and goes on writing at the new end. */
 void sc__podenv_rotate(sc_pod_t *p);

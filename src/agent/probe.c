@@ -210,13 +210,7 @@ static int start_exec(sc_probe_t *pr, attempt_t *at)
 	argv[n] = NULL;
 	if (sc__podenv_build(p, &env) < 0)
 		return UV_E2BIG;
-	sc_spawn_opts_t so = {.argv = argv,
-	                      .env = env.vars,
-	                      .cwd = env.cwd,
-	                      .set_ids = p->sec.set,
-	                      .uid = p->sec.uid,
-	                      .gid = p->sec.gid,
-	                      .out_fd = -1};
+	sc_spawn_opts_t so = sc__podenv_spawn_opts(p, argv, &env, -1);
 	at->child.data = at;
 	at->child.on_exit = on_exec_exit;
 	at->child.on_closed = on_child_closed;
