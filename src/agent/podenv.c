@@ -96,8 +96,7 @@ void sc__podenv_free(sc_podenv_t *env)
 	env->n = 0;
 }
 
-sc_spawn_opts_t sc__podenv_spawn_opts(const sc_pod_t *p, char **argv, sc_podenv_t *env,
-                                      int out_fd)
+sc_spawn_opts_t sc__podenv_spawn_opts(const sc_pod_t *p, char **argv, sc_podenv_t *env, int out_fd)
 {
 	return (sc_spawn_opts_t){.argv = argv,
 	                         .env = env->vars,

@@ -23,8 +23,7 @@ void sc__podenv_free(sc_podenv_t *env);
  * alike): argv in env's folder and environment, as the pod's user
  * (podsec.h). out_fd: its stdout and stderr, -1 for /dev/null. The
  * result borrows argv and env. */
-sc_spawn_opts_t sc__podenv_spawn_opts(const sc_pod_t *p, char **argv, sc_podenv_t *env,
-                                      int out_fd);
+sc_spawn_opts_t sc__podenv_spawn_opts(const sc_pod_t *p, char **argv, sc_podenv_t *env, int out_fd);
 /* Copy-truncate rotation when the log passed the size cap: the process
  * keeps its O_APPEND descriptor and goes on writing at the new end. */
 void sc__podenv_rotate(sc_pod_t *p);

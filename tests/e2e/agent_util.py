@@ -3,9 +3,8 @@ processes against a real server, with short heartbeats and back-offs."""
 import os
 import signal
 import subprocess
-import time
 
-from conftest import BIN, free_port, manifest, stop_process
+from conftest import BIN, free_port, manifest, stop_process, wait_for  # noqa: F401 (re-exported)
 
 FAST = ["--heartbeat", "300ms", "--backoff-base", "200ms", "--backoff-max", "2s",
         "--grace", "2s"]
@@ -58,21 +57,6 @@ def metrics_secret(folder, secret="scrape-secret-0123456789"):
     os.write(fd, (secret + "\n").encode())
     os.close(fd)
     return path, {"Authorization": "Bearer " + secret}
-
-
-# The default deadline is for conditions that hold "soon": generous, since
-# a loaded 2-core CI machine delays agents, servers and this loop alike;
-# a test that asserts how soon measures it (process start times, server
-# timestamps), never by this deadline.
-def wait_for(fn, timeout=30.0, step=0.05, what="condition"):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(step)
-    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
 
 
 def job_obj(session, name):

@@ -90,6 +90,23 @@ def free_port():
         return s.getsockname()[1]
 
 
+# The default deadline is for conditions that hold "soon": generous, since
+# a loaded 2-core CI machine delays agents, servers and this loop alike;
+# a test that asserts how soon measures it (process start times, server
+# timestamps), never by this deadline.
+def wait_for(fn, timeout=30.0, step=0.05, what="condition"):
+    """fn() until it returns something true, which is returned. fn is asked
+    once more after the deadline, so a slow last step still counts."""
+    deadline = time.time() + timeout
+    while True:
+        last = fn()
+        if last:
+            return last
+        if time.time() > deadline:
+            raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+        time.sleep(step)
+
+
 def stop_process(proc, sig=signal.SIGTERM, timeout=10):
     """Sends sig to proc if it still runs, waits up to timeout seconds, then
     kills it; returns once it has exited."""

@@ -5,24 +5,12 @@ not serve it, compaction moves both pods off n1 and the job is bound there. The
 moves are Evicted events with the reason, the moved pods carry movedAt,
 explain of a moved job says so, and /metrics counts the evictions."""
 import re
-import time
 
 import requests
 
-from conftest import job, manifest, node, queue
+from conftest import job, manifest, node, queue, wait_for
 
 LONG_AGO = "2020-01-01T00:00:00Z"
-
-
-def wait_for(fn, timeout=30.0, what="condition"):  # generous: a loaded CI machine
-    deadline = time.time() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.time() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.05)
 
 
 def running(name, q, gpus, cls, node_name, devices):

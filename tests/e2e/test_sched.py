@@ -8,19 +8,8 @@ import time
 import pytest
 import requests
 
-from conftest import BIN, job, manifest, node, queue
+from conftest import BIN, job, manifest, node, queue, wait_for
 from test_cli import cli
-
-
-def wait_for(fn, timeout=30.0, what="condition"):  # generous: a loaded CI machine
-    deadline = time.time() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.time() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.02)
 
 
 def phase(admin, name):

@@ -13,17 +13,8 @@ import time
 import pytest
 import requests
 
+from conftest import wait_for
 from test_worker import BIN, Worker, ckpt, spawn, sse_events  # noqa: F401 (fixtures)
-
-
-def wait_for(cond, timeout=20, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
 
 
 @pytest.fixture(scope="module")

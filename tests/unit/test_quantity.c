@@ -210,10 +210,10 @@ static void test_format_time(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_cpu_ok),      cmocka_unit_test(test_cpu_bad),
-	    cmocka_unit_test(test_memory_ok),   cmocka_unit_test(test_memory_bad),
-	    cmocka_unit_test(test_duration), cmocka_unit_test(test_duration_ms),    cmocka_unit_test(test_time),
-	    cmocka_unit_test(test_format_time),
+	    cmocka_unit_test(test_cpu_ok),    cmocka_unit_test(test_cpu_bad),
+	    cmocka_unit_test(test_memory_ok), cmocka_unit_test(test_memory_bad),
+	    cmocka_unit_test(test_duration),  cmocka_unit_test(test_duration_ms),
+	    cmocka_unit_test(test_time),      cmocka_unit_test(test_format_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
