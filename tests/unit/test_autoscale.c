@@ -52,6 +52,25 @@ static void world_free(world_t *w)
 	sc_manifest_set_free(w->set);
 }
 
+/* The plans of w's one pool, which must succeed (the tests that want an
+ * error or the message call sc_scale*_plan themselves). */
+static sc_scaleup_t *plan_up(world_t *w)
+{
+	sc_scaleup_t *up = NULL;
+	char msg[256];
+	assert_int_equal(sc_scaleup_plan(&w->snap, w->d, w->pools, 1, &up, msg, sizeof(msg)), 0);
+	return up;
+}
+
+static sc_scaledown_t *plan_down(world_t *w, const sc_scaledown_opts_t *o)
+{
+	sc_scaledown_t *down = NULL;
+	char msg[256];
+	assert_int_equal(sc_scaledown_plan(&w->snap, w->d, w->pools, 1, o, &down, msg, sizeof(msg)),
+	                 0);
+	return down;
+}
+
 #define POOL                                                                                       \
 	"apiVersion: starcloud.dev/v1\nkind: NodePool\nmetadata: {name: a100}\n"                   \
 	"spec: {minNodes: %d, maxNodes: 10, provider: {dev: {}},\n"                                \
@@ -74,14 +93,12 @@ static void test_in_flight_nodes_are_used_first(void **state)
 {
 	world_t w;
 	sc_scaleup_t *up;
-	char msg[256];
 	assert_int_equal(world_load(&w, gang_world), 0);
 	int flights[] = {0, 2, 4, 6};
 	int want_add[] = {4, 2, 0, 0};
 	for (int k = 0; k < 4; k++) {
 		w.pools[0].in_flight = flights[k];
-		assert_int_equal(sc_scaleup_plan(&w.snap, w.d, w.pools, 1, &up, msg, sizeof(msg)),
-		                 0);
+		up = plan_up(&w);
 		assert_int_equal(up->add[0], want_add[k]);
 		assert_int_equal(up->nwaits, 1);
 		assert_int_equal(up->waits[0].nodes, 4);
@@ -90,7 +107,7 @@ static void test_in_flight_nodes_are_used_first(void **state)
 	}
 	/* At the maximum with 10 in flight: no headroom, and none needed. */
 	w.pools[0].in_flight = 10;
-	assert_int_equal(sc_scaleup_plan(&w.snap, w.d, w.pools, 1, &up, msg, sizeof(msg)), 0);
+	up = plan_up(&w);
 	assert_int_equal(up->add[0], 0);
 	assert_int_equal(up->headroom[0], 0);
 	sc_scaleup_free(up);
@@ -106,7 +123,6 @@ static void test_releasing_room_counted_once(void **state)
 	char yaml[4096];
 	world_t w;
 	sc_scaleup_t *up;
-	char msg[256];
 	snprintf(yaml, sizeof(yaml),
 	         POOL NODE("n1", "a100") QUEUE
 	         "apiVersion: starcloud.dev/v1\nkind: Job\nmetadata: {name: old}\n"
@@ -119,7 +135,7 @@ static void test_releasing_room_counted_once(void **state)
 	assert_int_equal(world_load(&w, yaml), 0);
 	assert_int_equal(w.d->nbindings, 1);
 	assert_true(w.d->bindings[0].pipelined);
-	assert_int_equal(sc_scaleup_plan(&w.snap, w.d, w.pools, 1, &up, msg, sizeof(msg)), 0);
+	up = plan_up(&w);
 	assert_int_equal(up->add[0], 1);
 	assert_int_equal(up->nwaits, 1);
 	assert_int_equal(up->waits[0].job, 0); /* "old", evicted, waits again */
@@ -134,27 +150,24 @@ static void test_removing_members_do_not_count(void **state)
 	world_t w;
 	sc_scaleup_t *up;
 	sc_scaledown_t *down;
-	char msg[256];
 	snprintf(yaml, sizeof(yaml), POOL NODE("n1", "a100") NODE("n2", "a100") NODE("n3", "a100"),
 	         2);
 	assert_int_equal(world_load(&w, yaml), 0);
-	assert_int_equal(sc_scaledown_plan(&w.snap, w.d, w.pools, 1, NULL, &down, msg, sizeof(msg)),
-	                 0);
+	down = plan_down(&w, NULL);
 	assert_int_equal(down->n, 1);
 	assert_string_equal(down->nodes[0].node, "n1");
 	sc_scaledown_free(down);
 	/* One of the three is being deleted (the caller says so): live is
 	 * 2 = min, nothing more goes and nothing is added. */
 	w.pools[0].removing = 1;
-	assert_int_equal(sc_scaledown_plan(&w.snap, w.d, w.pools, 1, NULL, &down, msg, sizeof(msg)),
-	                 0);
+	down = plan_down(&w, NULL);
 	assert_int_equal(down->n, 0);
 	sc_scaledown_free(down);
-	assert_int_equal(sc_scaleup_plan(&w.snap, w.d, w.pools, 1, &up, msg, sizeof(msg)), 0);
+	up = plan_up(&w);
 	assert_int_equal(up->add[0], 0);
 	sc_scaleup_free(up);
 	w.pools[0].removing = 2;
-	assert_int_equal(sc_scaleup_plan(&w.snap, w.d, w.pools, 1, &up, msg, sizeof(msg)), 0);
+	up = plan_up(&w);
 	assert_int_equal(up->below_min[0], 1);
 	assert_int_equal(up->add[0], 1);
 	sc_scaleup_free(up);
@@ -168,7 +181,6 @@ static void test_moves_are_taken_one_by_one(void **state)
 	char yaml[8192];
 	world_t w;
 	sc_scaledown_t *down;
-	char msg[256];
 	snprintf(yaml, sizeof(yaml),
 	         POOL NODE("p1", "a100") NODE("p2", "a100") QUEUE
 	         "apiVersion: starcloud.dev/v1\nkind: Node\nmetadata: {name: static}\n"
@@ -185,8 +197,7 @@ static void test_moves_are_taken_one_by_one(void **state)
 	         "status: {pods: [{name: b-w-0, phase: Running, node: p2, gpus: [0,1,2]}]}\n",
 	         0);
 	assert_int_equal(world_load(&w, yaml), 0);
-	assert_int_equal(sc_scaledown_plan(&w.snap, w.d, w.pools, 1, NULL, &down, msg, sizeof(msg)),
-	                 0);
+	down = plan_down(&w, NULL);
 	/* p1's 3 GPUs move to static (4 free); p2's then find 1 free there,
 	 * and p1 is gone: p2 stays. */
 	assert_int_equal(down->n, 1);
@@ -198,8 +209,7 @@ static void test_moves_are_taken_one_by_one(void **state)
 	sc_scaledown_opts_t o;
 	sc_scaledown_opts_default(&o);
 	o.moves = false;
-	assert_int_equal(sc_scaledown_plan(&w.snap, w.d, w.pools, 1, &o, &down, msg, sizeof(msg)),
-	                 0);
+	down = plan_down(&w, &o);
 	assert_int_equal(down->n, 0);
 	assert_int_equal(down->checks, 0);
 	sc_scaledown_free(down);
@@ -262,9 +272,8 @@ static void test_fail_each_allocation(void **state)
 	assert_int_equal(world_load(&w, yaml), 0);
 	sc_scaleup_t *ref_up;
 	sc_scaledown_t *ref_down;
-	assert_int_equal(sc_scaleup_plan(&w.snap, w.d, w.pools, 1, &ref_up, msg, sizeof(msg)), 0);
-	assert_int_equal(
-	    sc_scaledown_plan(&w.snap, w.d, w.pools, 1, NULL, &ref_down, msg, sizeof(msg)), 0);
+	ref_up = plan_up(&w);
+	ref_down = plan_down(&w, NULL);
 	assert_int_equal(ref_up->add[0], 2);
 	long n, failures = 0;
 	for (n = 1; n < 100000; n++) {

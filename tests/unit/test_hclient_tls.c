@@ -470,6 +470,27 @@ static void teardown(fixture_t *f)
 	sc_tls_ctx_free(f->ctx);
 }
 
+/* One request on f (limit_ms: its own time limit, 0 for none), run until
+ * it is done; the deadline only bounds a failing test. */
+static void request(fixture_t *f, uint64_t limit_ms, rec_t *x)
+{
+	assert_int_equal(start(f->c, f->url, limit_ms, x), 0);
+	run_until_done(x, 30000);
+}
+
+/* A request with no limit of its own against a server in mode ends once,
+ * with err. */
+static void expect_failure(int mode, uint64_t connect_ms, int err)
+{
+	fixture_t f;
+	setup(&f, mode, connect_ms);
+	rec_t x = {0};
+	request(&f, 0, &x);
+	assert_int_equal(x.err, err);
+	assert_int_equal(x.done, 1);
+	teardown(&f);
+}
+
 /* ---- tests --------------------------------------------------------------- */
 
 /* The answer's last read completes five records (75000 bytes of plaintext,
@@ -479,8 +500,7 @@ static void test_big_last_read(void **state)
 	fixture_t f;
 	setup(&f, BIG_TAIL, 5000);
 	rec_t x = {0};
-	assert_int_equal(start(f.c, f.url, 20000, &x), 0);
-	run_until_done(&x, 30000);
+	request(&f, 20000, &x);
 	assert_int_equal(x.err, 0);
 	assert_int_equal(x.status, 200);
 	assert_int_equal(x.blen, BIG_TOTAL - BIG_HEAD);
@@ -495,8 +515,7 @@ static void test_late_ticket_keeps_connection(void **state)
 	fixture_t f;
 	setup(&f, LATE_TICKET, 5000);
 	rec_t a = {0}, b = {0};
-	assert_int_equal(start(f.c, f.url, 10000, &a), 0);
-	run_until_done(&a, 30000);
+	request(&f, 10000, &a);
 	assert_int_equal(a.err, 0);
 	/* Once the server has sent them, the client reads them at once (the
 	 * same loop, the loopback): 300 ms is far more than needed, and too
@@ -508,8 +527,7 @@ static void test_late_ticket_keeps_connection(void **state)
 		uv_run(&loop, UV_RUN_ONCE);
 	}
 	run_for(300);
-	assert_int_equal(start(f.c, f.url, 10000, &b), 0);
-	run_until_done(&b, 30000);
+	request(&f, 10000, &b);
 	assert_int_equal(b.err, 0);
 	assert_int_equal(b.status, 200);
 	assert_memory_equal(b.body, "hello", 5);
@@ -524,8 +542,7 @@ static void test_close_notify_ends_body(void **state)
 	fixture_t f;
 	setup(&f, CLOSE_NOTIFY, 5000);
 	rec_t x = {0};
-	assert_int_equal(start(f.c, f.url, 20000, &x), 0);
-	run_until_done(&x, 30000);
+	request(&f, 20000, &x);
 	assert_int_equal(x.err, 0);
 	assert_int_equal(x.blen, strlen("until the end"));
 	assert_memory_equal(x.body, "until the end", x.blen);
@@ -537,43 +554,20 @@ static void test_close_notify_ends_body(void **state)
  * limit. */
 static void test_handshake_never_finishes(void **state)
 {
-	fixture_t f;
-	setup(&f, NO_HANDSHAKE, 300);
-	rec_t x = {0};
-	assert_int_equal(start(f.c, f.url, 0, &x), 0);
-	run_until_done(&x, 20000);
-	assert_int_equal(x.err, SC_ELIMIT);
-	assert_int_equal(x.done, 1);
-	teardown(&f);
+	expect_failure(NO_HANDSHAKE, 300, SC_ELIMIT);
 }
 
 /* Hung up on inside the handshake, or answered in plain HTTP: SC_EIO. */
 static void test_handshake_failures(void **state)
 {
-	int modes[] = {HANG_UP, PLAIN_HTTP};
-	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
-		fixture_t f;
-		setup(&f, modes[i], 5000);
-		rec_t x = {0};
-		assert_int_equal(start(f.c, f.url, 0, &x), 0);
-		run_until_done(&x, 20000);
-		assert_int_equal(x.err, SC_EIO);
-		assert_int_equal(x.done, 1);
-		teardown(&f);
-	}
+	expect_failure(HANG_UP, 5000, SC_EIO);
+	expect_failure(PLAIN_HTTP, 5000, SC_EIO);
 }
 
 /* A reset in the middle of the body: SC_EIO, once. */
 static void test_reset_mid_answer(void **state)
 {
-	fixture_t f;
-	setup(&f, RESET_MID, 5000);
-	rec_t x = {0};
-	assert_int_equal(start(f.c, f.url, 0, &x), 0);
-	run_until_done(&x, 20000);
-	assert_int_equal(x.err, SC_EIO);
-	assert_int_equal(x.done, 1);
-	teardown(&f);
+	expect_failure(RESET_MID, 5000, SC_EIO);
 }
 
 /* The server closes each connection right after its answer; the next
@@ -584,8 +578,7 @@ static void test_close_races_next_request(void **state)
 	fixture_t f;
 	setup(&f, CLOSE_AFTER, 5000);
 	rec_t b = {0}, a = {.then = f.url, .next = &b};
-	assert_int_equal(start(f.c, f.url, 10000, &a), 0);
-	run_until_done(&a, 30000);
+	request(&f, 10000, &a);
 	run_until_done(&b, 30000);
 	assert_int_equal(a.err, 0);
 	assert_int_equal(b.err, 0);
