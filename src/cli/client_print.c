@@ -548,24 +548,17 @@ static int event_cmp(const void *a, const void *b)
 
 static void add_queue_tree(sc_cli_printer_t *p, json_t *items)
 {
-	size_t n = json_array_size(items);
-	const char **names = sc_xcalloc(n + 1, sizeof(*names));
-	const char **parents = sc_xcalloc(n + 1, sizeof(*parents));
-	size_t *order = sc_xcalloc(n + 1, sizeof(*order)),
-	       *depth = sc_xcalloc(n + 1, sizeof(*depth));
-	for (size_t i = 0; i < n; i++) {
+	sc_tree_t tr;
+	sc_tree_init(&tr, json_array_size(items));
+	for (size_t i = 0; i < tr.n; i++) {
 		json_t *q = json_array_get(items, i);
-		names[i] = sc_obj_str(q, "metadata", "name", NULL);
-		const char *par = sc_obj_str(q, "spec", "parentQueue", NULL);
-		parents[i] = par[0] ? par : NULL;
+		tr.names[i] = sc_obj_str(q, "metadata", "name", NULL);
+		tr.parents[i] = sc_obj_str(q, "spec", "parentQueue", NULL);
 	}
-	sc_tree_order(n, names, parents, order, depth);
-	for (size_t k = 0; k < n; k++)
-		add_row(p, json_array_get(items, order[k]), depth[k]);
-	free(names);
-	free(parents);
-	free(order);
-	free(depth);
+	sc_tree_sort(&tr);
+	for (size_t k = 0; k < tr.n; k++)
+		add_row(p, json_array_get(items, tr.order[k]), tr.depth[k]);
+	sc_tree_free(&tr);
 }
 
 void sc_cli_printer_doc(sc_cli_printer_t *p, json_t *doc)

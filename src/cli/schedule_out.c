@@ -141,19 +141,17 @@ static void print_queues(const sc_decisions_t *d)
 	       d->nqueues);
 	if (!d->nqueues)
 		return;
-	const char **names = sc_xcalloc(d->nqueues, sizeof(*names));
-	const char **parents = sc_xcalloc(d->nqueues, sizeof(*parents));
-	size_t *order = sc_xcalloc(d->nqueues, sizeof(*order));
-	size_t *depth = sc_xcalloc(d->nqueues, sizeof(*depth));
+	sc_tree_t tr;
+	sc_tree_init(&tr, d->nqueues);
 	for (size_t i = 0; i < d->nqueues; i++) {
-		names[i] = d->queues[i].name;
-		parents[i] = d->queues[i].parent;
+		tr.names[i] = d->queues[i].name;
+		tr.parents[i] = d->queues[i].parent;
 	}
-	sc_tree_order(d->nqueues, names, parents, order, depth);
+	sc_tree_sort(&tr);
 	sc_table_t *t = sc_table_new(10, h);
 	sc_table_margin(t, 2);
 	for (size_t k = 0; k < d->nqueues; k++) {
-		const sc_queue_report_t *q = &d->queues[order[k]];
+		const sc_queue_report_t *q = &d->queues[tr.order[k]];
 		char gq[32], gl[32], fs[32], al[32], rq[32], cql[64], cf[96], mql[64], mf[96];
 		sc_fmt_num(gq, sizeof(gq), q->quota[SC_RES_GPU], 1);
 		sc_fmt_num(gl, sizeof(gl), q->limit[SC_RES_GPU], 1);
@@ -164,15 +162,12 @@ static void print_queues(const sc_decisions_t *d)
 		figures(cf, sizeof(cf), q, SC_RES_CPU, 1000.0);
 		quota_limit(mql, sizeof(mql), q, SC_RES_MEM, gib);
 		figures(mf, sizeof(mf), q, SC_RES_MEM, gib);
-		sc_table_addf(t, depth[k], "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", q->name, gq,
+		sc_table_addf(t, tr.depth[k], "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", q->name, gq,
 		              gl, fs, al, rq, cql, cf, mql, mf);
 	}
 	sc_table_print(t, stdout, 0);
 	sc_table_free(t);
-	free(names);
-	free(parents);
-	free(order);
-	free(depth);
+	sc_tree_free(&tr);
 }
 
 static void print_table(const sc__out_t *o, const sc_snapshot_t *s, const sc_decisions_t *d,

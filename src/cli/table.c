@@ -212,6 +212,33 @@ void sc_tree_order(size_t n, const char *const *names, const char *const *parent
 	free(done);
 }
 
+void sc_tree_init(sc_tree_t *t, size_t n)
+{
+	t->n = n;
+	t->names = sc_xcalloc(n + 1, sizeof(*t->names));
+	t->parents = sc_xcalloc(n + 1, sizeof(*t->parents));
+	t->order = sc_xcalloc(n + 1, sizeof(*t->order));
+	t->depth = sc_xcalloc(n + 1, sizeof(*t->depth));
+}
+
+void sc_tree_sort(sc_tree_t *t)
+{
+	/* "" is what sc_obj_str gives for an absent parent: a root, even if
+	 * some node had no name either. */
+	for (size_t i = 0; i < t->n; i++)
+		if (t->parents[i] && !*t->parents[i])
+			t->parents[i] = NULL;
+	sc_tree_order(t->n, t->names, t->parents, t->order, t->depth);
+}
+
+void sc_tree_free(sc_tree_t *t)
+{
+	free(t->names);
+	free(t->parents);
+	free(t->order);
+	free(t->depth);
+}
+
 /* ---- numbers and durations -------------------------------------------- */
 
 void sc_fmt_num(char *out, size_t outsz, double v, int neg_dash)

@@ -53,6 +53,20 @@ void sc_table_print_row(sc_table_t *t, FILE *f);
 void sc_tree_order(size_t n, const char *const *names, const char *const *parents, size_t *order,
                    size_t *depth);
 
+/* The arrays of sc_tree_order for n nodes, owned (room for n + 1, so that
+ * n == 0 needs no special case): the caller fills names[] and parents[]
+ * (borrowed strings; NULL, "" or an unknown name for a root), calls
+ * sc_tree_sort, reads order[] and depth[], and calls sc_tree_free. */
+typedef struct sc_tree {
+	size_t n;
+	const char **names, **parents;
+	size_t *order, *depth;
+} sc_tree_t;
+
+void sc_tree_init(sc_tree_t *t, size_t n);
+void sc_tree_sort(sc_tree_t *t);
+void sc_tree_free(sc_tree_t *t);
+
 /* "1.5", "2", "0.33": at most two decimals, no trailing zeros; "-" for a
  * negative value (unlimited) when neg_dash is set. */
 void sc_fmt_num(char *out, size_t outsz, double v, int neg_dash);

@@ -32,6 +32,14 @@ static json_t *fetch(sc_cli_get_fn get, void *ud, const char *path, long *st)
 	return NULL;
 }
 
+static void pct(char *out, size_t outsz, double used, double cap)
+{
+	if (cap > 0)
+		snprintf(out, outsz, "%.0f%%", 100.0 * used / cap);
+	else
+		snprintf(out, outsz, "-");
+}
+
 static int top_queues(sc_cli_get_fn get, void *ud)
 {
 	long st;
@@ -47,25 +55,21 @@ static int top_queues(sc_cli_get_fn get, void *ud)
 		json_decref(doc);
 		return SC_EXIT_FAIL;
 	}
-	const char **names = sc_xcalloc(n + 1, sizeof(*names));
-	const char **parents = sc_xcalloc(n + 1, sizeof(*parents));
-	size_t *order = sc_xcalloc(n + 1, sizeof(*order)),
-	       *depth = sc_xcalloc(n + 1, sizeof(*depth));
+	sc_tree_t tr;
+	sc_tree_init(&tr, n);
 	for (size_t i = 0; i < n; i++) {
 		json_t *q = json_array_get(qs, i);
-		names[i] = sc_obj_str(q, "name", NULL, NULL);
-		parents[i] = sc_obj_str(q, "parent", NULL, NULL)[0]
-		                 ? sc_obj_str(q, "parent", NULL, NULL)
-		                 : NULL;
+		tr.names[i] = sc_obj_str(q, "name", NULL, NULL);
+		tr.parents[i] = sc_obj_str(q, "parent", NULL, NULL);
 	}
-	sc_tree_order(n, names, parents, order, depth);
+	sc_tree_sort(&tr);
 	sc_table_t *t = sc_table_new(
 	    10, (const char *const[]){"QUEUE", "GPUS", "FAIR SHARE", "REQUESTED", "QUOTA", "LIMIT",
 	                              "GPU/FAIR", "CPU", "MEMORY", "PENDING"});
 	for (size_t k = 0; k < n; k++) {
-		json_t *q = json_array_get(qs, order[k]);
+		json_t *q = json_array_get(qs, tr.order[k]);
 		json_t *al = json_object_get(q, "allocated"), *fs = json_object_get(q, "fairShare");
-		char a[32], f[32], r[32], qu[32], l[32], pct[32], c[32], m[32];
+		char a[32], f[32], r[32], qu[32], l[32], share[32], c[32], m[32];
 		sc_fmt_res(a, sizeof(a), al, "gpu", 0);
 		sc_fmt_res(f, sizeof(f), fs, "gpu", 0);
 		sc_fmt_res(r, sizeof(r), json_object_get(q, "requested"), "gpu", 0);
@@ -75,12 +79,9 @@ static int top_queues(sc_cli_get_fn get, void *ud)
 		sc_fmt_res(m, sizeof(m), al, "memory", 1);
 		double fv = json_number_value(json_object_get(fs, "gpu"));
 		double av = json_number_value(json_object_get(al, "gpu"));
-		if (fv > 0)
-			snprintf(pct, sizeof(pct), "%.0f%%", 100.0 * av / fv);
-		else
-			snprintf(pct, sizeof(pct), "-");
-		sc_table_addf(t, depth[k], "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%lld",
-		              names[order[k]], a, f, r, qu, l, pct, c, m,
+		pct(share, sizeof(share), av, fv);
+		sc_table_addf(t, tr.depth[k], "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%lld",
+		              tr.names[tr.order[k]], a, f, r, qu, l, share, c, m,
 		              (long long)json_integer_value(json_object_get(q, "pendingJobs")));
 	}
 	if (!n)
@@ -88,10 +89,7 @@ static int top_queues(sc_cli_get_fn get, void *ud)
 	else
 		sc_table_print(t, stdout, 0);
 	sc_table_free(t);
-	free(names);
-	free(parents);
-	free(order);
-	free(depth);
+	sc_tree_free(&tr);
 	json_decref(doc);
 	return SC_EXIT_OK;
 }
@@ -112,14 +110,6 @@ static long node_index(json_t *nodes, const char *name)
 			return (long)i;
 	}
 	return -1;
-}
-
-static void pct(char *out, size_t outsz, double used, double cap)
-{
-	if (cap > 0)
-		snprintf(out, outsz, "%.0f%%", 100.0 * used / cap);
-	else
-		snprintf(out, outsz, "-");
 }
 
 static int top_nodes(sc_cli_get_fn get, void *ud)

@@ -41,6 +41,31 @@ static void test_tree_make_run_queues(void **state)
 	}
 }
 
+/* sc_tree_t, as the CLI's queue tables use it: "" (sc_obj_str's absent
+ * parent) is a root even beside a node with no name; n == 0 allocates. */
+static void test_tree_struct(void **state)
+{
+	sc_tree_t t;
+	sc_tree_init(&t, 3);
+	const char *names[] = {"", "child", "top"}, *parents[] = {"", "top", ""};
+	for (int i = 0; i < 3; i++) {
+		t.names[i] = names[i];
+		t.parents[i] = parents[i];
+	}
+	sc_tree_sort(&t);
+	assert_string_equal(t.names[t.order[0]], "");
+	assert_int_equal(t.depth[0], 0);
+	assert_string_equal(t.names[t.order[1]], "top");
+	assert_int_equal(t.depth[1], 0);
+	assert_string_equal(t.names[t.order[2]], "child");
+	assert_int_equal(t.depth[2], 1);
+	sc_tree_free(&t);
+	sc_tree_init(&t, 0);
+	assert_non_null(t.order);
+	sc_tree_sort(&t);
+	sc_tree_free(&t);
+}
+
 static void test_tree_deep_and_late_parent(void **state)
 {
 	/* A grandchild listed before its parent, which comes before its own. */
@@ -225,6 +250,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tree_make_run_queues),
+	    cmocka_unit_test(test_tree_struct),
 	    cmocka_unit_test(test_tree_deep_and_late_parent),
 	    cmocka_unit_test(test_tree_bad_input),
 	    cmocka_unit_test(test_table_sized_to_content),
