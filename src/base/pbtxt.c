@@ -187,6 +187,59 @@ static json_t *value(pb_t *s, int depth)
 	return scalar(s);
 }
 
+/* message() in three parts: the loop over fields there, and the two ways a
+ * field's values arrive here. obj is the message being built; lists names
+ * its fields whose value is already a list, so that "a: 1 a: 2" and
+ * "a: [1, 2]" make the same list and "a: 1 a: [2]" is refused. */
+
+/* name: [v, v, ...], the '[' read: appended to name's list. 0 or -1. */
+static int list_field(pb_t *s, int depth, json_t *obj, json_t *lists, const char *name)
+{
+	json_t *arr = json_object_get(obj, name);
+	if (arr && !json_object_get(lists, name))
+		return fail(s, "%s given as a value and as a list", name);
+	if (!arr) {
+		arr = json_array();
+		if (!arr || json_object_set_new(obj, name, arr) < 0 ||
+		    json_object_set_new(lists, name, json_true()) < 0)
+			return fail(s, "out of memory");
+	}
+	while (peek(s) != ']') {
+		json_t *v = value(s, depth);
+		if (!v || json_array_append_new(arr, v) < 0)
+			return fail(s, "out of memory");
+		if (peek(s) == ',')
+			s->p++;
+		else if (peek(s) != ']')
+			return fail(s, "expected ',' or ']' in the list of %s", name);
+	}
+	s->p++;
+	return 0;
+}
+
+/* name: v or name { ... }: the field's value, or one more of a repeated
+ * field's values (which become a list). 0 or -1. */
+static int one_field(pb_t *s, int depth, json_t *obj, json_t *lists, const char *name)
+{
+	json_t *v = value(s, depth);
+	if (!v)
+		return -1;
+	json_t *have = json_object_get(obj, name);
+	if (!have)
+		return json_object_set_new(obj, name, v) < 0 ? fail(s, "out of memory") : 0;
+	if (!json_object_get(lists, name)) {
+		json_t *arr = json_array();
+		if (!arr || json_array_append(arr, have) < 0 ||
+		    json_object_set_new(obj, name, arr) < 0 ||
+		    json_object_set_new(lists, name, json_true()) < 0) {
+			json_decref(v);
+			return fail(s, "out of memory");
+		}
+		have = arr;
+	}
+	return json_array_append_new(have, v) < 0 ? fail(s, "out of memory") : 0;
+}
+
 /* The fields up to close ('}', '>', or 0 for the end of the input). */
 static json_t *message(pb_t *s, int depth, int close)
 {
@@ -228,61 +281,10 @@ static json_t *message(pb_t *s, int depth, int close)
 		}
 		if (c == '[') {
 			s->p++;
-			json_t *arr = json_object_get(obj, name);
-			if (arr && !json_object_get(lists, name)) {
-				fail(s, "%s given as a value and as a list", name);
+			if (list_field(s, depth, obj, lists, name) < 0)
 				goto bad;
-			}
-			if (!arr) {
-				arr = json_array();
-				if (!arr || json_object_set_new(obj, name, arr) < 0 ||
-				    json_object_set_new(lists, name, json_true()) < 0) {
-					fail(s, "out of memory");
-					goto bad;
-				}
-			}
-			while (peek(s) != ']') {
-				json_t *v = value(s, depth);
-				if (!v || json_array_append_new(arr, v) < 0) {
-					fail(s, "out of memory");
-					goto bad;
-				}
-				if (peek(s) == ',')
-					s->p++;
-				else if (peek(s) != ']') {
-					fail(s, "expected ',' or ']' in the list of %s", name);
-					goto bad;
-				}
-			}
-			s->p++;
-		} else {
-			json_t *v = value(s, depth);
-			if (!v)
-				goto bad;
-			json_t *have = json_object_get(obj, name);
-			if (!have) {
-				if (json_object_set_new(obj, name, v) < 0) {
-					fail(s, "out of memory");
-					goto bad;
-				}
-			} else {
-				/* A repeated field: its values become a list. */
-				if (!json_object_get(lists, name)) {
-					json_t *arr = json_array();
-					if (!arr || json_array_append(arr, have) < 0 ||
-					    json_object_set_new(obj, name, arr) < 0 ||
-					    json_object_set_new(lists, name, json_true()) < 0) {
-						json_decref(v);
-						fail(s, "out of memory");
-						goto bad;
-					}
-					have = arr;
-				}
-				if (json_array_append_new(have, v) < 0) {
-					fail(s, "out of memory");
-					goto bad;
-				}
-			}
+		} else if (one_field(s, depth, obj, lists, name) < 0) {
+			goto bad;
 		}
 		c = peek(s);
 		if (c == ',' || c == ';')
