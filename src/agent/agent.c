@@ -234,7 +234,8 @@ static void guard_renew(sc_agent_t *a)
 {
 	uint64_t now = sc__agent_now_ms(a), deadline = fence_deadline(a);
 	sc_guard_lease_t l = {.deadline_ms = sc__mono_ms() + (deadline > now ? deadline - now : 0),
-	                      .grace_ms = a->o.fence_ms / 4};
+	                      .grace_ms = a->o.fence_ms / 4,
+	                      .agent_pid = (int)getpid()};
 	if (sc__guard_write_lease(a->o.data_dir, &l) < 0) {
 		sc_log_warn("cannot write %s/lease: the pod guard cannot fence this node's pods "
 		            "if the agent dies",

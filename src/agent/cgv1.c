@@ -12,12 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/cgkill.h"
 #include "base/log.h"
 #include "starcloud/error.h"
 
 #define CFS_PERIOD_US 100000
 
-static const char *const ctl_names[SC_CGV1_NCTL] = {"cpu", "memory", "pids"};
+static const char *const ctl_names[SC_CGV1_NCTL] = {"cpu", "memory", "pids", "freezer"};
 
 int sc__cgv1_write(const char *path, const char *text)
 {
@@ -122,6 +123,9 @@ void sc__cgv1_init(sc_agent_t *a)
 	if (!a->cgv1[SC_CGV1_PIDS].ok)
 		sc_log_warn("cgroup v1: no writable pids controller: pod process counts are NOT "
 		            "limited");
+	if (!a->cgv1[SC_CGV1_FREEZER].ok)
+		sc_log_warn("cgroup v1: no writable freezer controller: a pod that forks fast may "
+		            "outrun the kill that stops it (cgkill.h)");
 	if (n)
 		sc_log_info("cgroup v1: pod limits under %s (cpu), %s (memory), %s (pids)",
 		            a->cgv1[SC_CGV1_CPU].ok ? a->cgv1[SC_CGV1_CPU].root : "-",
@@ -158,6 +162,12 @@ static int set_memory(const char *dir, long long bytes)
 	return write_in(dir, "memory.limit_in_bytes", bytes);
 }
 
+static const char *path_in(const char *dir, const char *file, char *out, size_t outsz)
+{
+	snprintf(out, outsz, "%s/%s", dir, file);
+	return out;
+}
+
 /* Millicores as a CFS quota per period; the kernel's least is 1 ms. */
 static long long quota_us(int64_t milli)
 {
@@ -168,18 +178,19 @@ static long long quota_us(int64_t milli)
 /* The limits of controller c in dir: none is -1 (no limit). */
 static int set_limits(const sc_pod_t *p, int c, const char *dir, int64_t cpu, int64_t mem)
 {
+	char path[900];
 	if (c == SC_CGV1_CPU)
 		return write_in(dir, "cpu.cfs_period_us", CFS_PERIOD_US) < 0
 		           ? SC_EIO
 		           : write_in(dir, "cpu.cfs_quota_us", cpu > 0 ? quota_us(cpu) : -1);
 	if (c == SC_CGV1_MEMORY)
 		return set_memory(dir, mem > 0 ? (long long)mem : -1);
+	if (c == SC_CGV1_FREEZER) /* a kill cut short (cgkill.h) left it frozen */
+		return sc__cgv1_write(path_in(dir, "freezer.state", path, sizeof(path)), "THAWED");
 	int max = p->a->o.pod_pids_max;
 	if (max > 0)
 		return write_in(dir, "pids.max", max);
-	char path[900];
-	snprintf(path, sizeof(path), "%s/pids.max", dir);
-	return sc__cgv1_write(path, "max");
+	return sc__cgv1_write(path_in(dir, "pids.max", path, sizeof(path)), "max");
 }
 
 /* The pod's folder under the agent's, which is made again if it is gone:
@@ -274,32 +285,12 @@ long long sc__cg_key(const char *path, const char *key)
 	return out;
 }
 
-void sc__cg_kill_all(const char *dir)
-{
-	char path[900];
-	struct timespec pause = {0, 10 * 1000 * 1000};
-	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
-	for (int round = 0; round < 100; round++) {
-		FILE *f = fopen(path, "re");
-		int pid, n = 0;
-		if (!f)
-			return;
-		while (fscanf(f, "%d", &pid) == 1)
-			if (pid > 1 && kill(pid, SIGKILL) == 0)
-				n++;
-		fclose(f);
-		if (!n)
-			return;
-		nanosleep(&pause, NULL);
-	}
-}
-
 void sc__cgv1_remove(sc_pod_t *p)
 {
 	char dir[800];
 	for (int c = 0; c < SC_CGV1_NCTL; c++)
 		if (p->a->cgv1[c].ok && pod_dir(p, c, dir, sizeof(dir)) == 0) {
-			sc__cg_kill_all(dir);
+			sc__cg_kill_all(dir, getpid());
 			rmdir(dir); /* fails while a process of it lives on: kept */
 		}
 }

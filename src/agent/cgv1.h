@@ -11,7 +11,10 @@
  *           resources.memory; the kernel's OOM killer ends a pod above it
  *           and the agent reports reason OOMKilled (memory.oom_control's
  *           oom_kill count went up);
- *   pids    pids.max = --pod-pids-max.
+ *   pids    pids.max = --pod-pids-max;
+ *   freezer no limit: it stops the pod whole when it is killed (cgkill.h),
+ *           so a child that left the pod's process group, or one born
+ *           during the kill, does not outlive it.
  * The same values cgroup v2 gets as cpu.max, memory.max and pids.max.
  *
  * The pod must be inside before it runs any code (a child forked before
@@ -52,11 +55,6 @@ void sc__cgv1_leave(sc_agent_t *a, int entered);
 /* How many processes the kernel's OOM killer ended in p's memory cgroup
  * (cumulative), or -1 when unknown. */
 long long sc__cgv1_oom_kills(const sc_pod_t *p);
-/* SIGKILL to every process left in the cgroup folder dir, until none is
- * (about a second at most), so that it can be removed: what a pod or its
- * exec probes left behind (a child that left their process groups, a
- * probe killed a moment ago) does not outlive the pod. */
-void sc__cg_kill_all(const char *dir);
 /* Removes the pod's cgroups (once its main process is gone), killing what
  * is left in them first (sc__cg_kill_all). */
 void sc__cgv1_remove(sc_pod_t *p);

@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "agent/cgkill.h"
 #include "agent/cgv1.h"
 #include "base/log.h"
 #include "base/parse.h"
@@ -213,7 +214,7 @@ void sc__devcg_remove(sc_pod_t *p)
 {
 	char dir[800];
 	if (p->a->devcg_ok && pod_dir(p, dir, sizeof(dir)) == 0) {
-		sc__cg_kill_all(dir);
+		sc__cg_kill_all(dir, getpid());
 		rmdir(dir); /* fails while a process of it lives on: kept */
 	}
 }

@@ -39,7 +39,7 @@ int sc__devcg_enter(sc_pod_t *p);
 /* Moves the agent back to its own cgroup (entered: what enter returned). */
 void sc__devcg_leave(sc_agent_t *a, int entered);
 /* Removes the pod's cgroup (once its main process is gone), killing what
- * is left in it first (cgv1.h: sc__cg_kill_all). */
+ * is left in it first (cgkill.h). */
 void sc__devcg_remove(sc_pod_t *p);
 /* Removes DEVICES/starcloud-NODE when no pod cgroup is left in it. */
 void sc__devcg_close(sc_agent_t *a);

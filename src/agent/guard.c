@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "agent/cgkill.h"
 #include "agent/podstore.h"
 #include "base/cmdline.h"
 #include "base/flags.h"
@@ -50,8 +51,8 @@ int sc__guard_write_lease(const char *data_dir, const sc_guard_lease_t *l)
 	char path[1100], tmp[1100], text[128];
 	path_of(data_dir, LEASE_FILE, path, sizeof(path));
 	path_of(data_dir, LEASE_FILE ".tmp", tmp, sizeof(tmp));
-	int n = snprintf(text, sizeof(text), "%llu %llu %s\n", (unsigned long long)l->deadline_ms,
-	                 (unsigned long long)l->grace_ms, l->stop ? "stop" : "run");
+	int n = snprintf(text, sizeof(text), "%llu %llu %s %d\n", (unsigned long long)l->deadline_ms,
+	                 (unsigned long long)l->grace_ms, l->stop ? "stop" : "run", l->agent_pid);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return SC_EIO;
@@ -66,7 +67,7 @@ int sc__guard_write_lease(const char *data_dir, const sc_guard_lease_t *l)
  * not a lease. */
 static int read_lease(const char *data_dir, sc_guard_lease_t *out)
 {
-	char path[1100], text[128], *f[3];
+	char path[1100], text[128], *f[4];
 	path_of(data_dir, LEASE_FILE, path, sizeof(path));
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -80,8 +81,11 @@ static int read_lease(const char *data_dir, sc_guard_lease_t *out)
 	f[0] = strtok_r(text, " \n", &save);
 	f[1] = strtok_r(NULL, " \n", &save);
 	f[2] = strtok_r(NULL, " \n", &save);
+	f[3] = strtok_r(NULL, " \n", &save); /* the agent's pid; older agents: none */
+	out->agent_pid = 0;
 	if (!f[2] || sc_parse_u64(f[0], 0, UINT64_MAX, &out->deadline_ms) < 0 ||
-	    sc_parse_u64(f[1], 0, UINT64_MAX, &out->grace_ms) < 0)
+	    sc_parse_u64(f[1], 0, UINT64_MAX, &out->grace_ms) < 0 ||
+	    (f[3] && sc_parse_int(f[3], 0, INT32_MAX, &out->agent_pid) < 0))
 		return SC_EPARSE;
 	out->stop = strcmp(f[2], "stop") == 0;
 	return 0;
@@ -153,14 +157,57 @@ int sc__guard_ensure(const char *data_dir)
 
 /* ---- fencing ----------------------------------------------------------- */
 
+#define MAX_CGROUPS 6 /* v2, or v1 freezer, cpu, memory, pids; devices */
+
 typedef struct victim {
 	int pid;
 	unsigned long long ticks;
 	char name[520];
+	int ncg;
+	char cg[MAX_CGROUPS][800];
 } victim_t;
 
-/* The recorded pods whose process still runs. */
-static size_t live_pods(const char *data_dir, victim_t *v, size_t max)
+/* A cgroup folder from a record is used only when it is one the agent
+ * makes for this pod (.../starcloud-NODE/JOB.POD): the guard runs as root
+ * and kills what it lists. */
+static int cgroup_ok(const char *dir, const char *job, const char *pod)
+{
+	char tail[520];
+	size_t n = strlen(dir), t;
+	snprintf(tail, sizeof(tail), "/%s.%s", job, pod);
+	t = strlen(tail);
+	return dir[0] == '/' && n > t && strcmp(dir + n - t, tail) == 0 &&
+	       strstr(dir, "/starcloud-") && !strstr(dir, "/../") && !strstr(dir, "/./");
+}
+
+static void take_cgroups(victim_t *v, json_t *rec, const char *job, const char *pod)
+{
+	size_t i;
+	json_t *d;
+	v->ncg = 0;
+	json_array_foreach(json_object_get(rec, "cgroups"), i, d)
+	{
+		const char *dir = json_string_value(d);
+		if (v->ncg < MAX_CGROUPS && dir && strlen(dir) < sizeof(v->cg[0]) &&
+		    cgroup_ok(dir, job, pod))
+			snprintf(v->cg[v->ncg++], sizeof(v->cg[0]), "%s", dir);
+	}
+}
+
+/* Whether anything of the pod runs: its main process, or any process in
+ * its cgroups (a child that left its group, its main process gone). */
+static int victim_alive(const victim_t *v, int skip)
+{
+	if (v->pid > 1 && sc__proc_alive(v->pid, v->ticks))
+		return 1;
+	for (int i = 0; i < v->ncg; i++)
+		if (sc__cg_populated(v->cg[i], skip))
+			return 1;
+	return 0;
+}
+
+/* The recorded pods of which something still runs. */
+static size_t live_pods(const char *data_dir, int skip, victim_t *v, size_t max)
 {
 	char dir[1100];
 	size_t n = 0;
@@ -179,16 +226,15 @@ static size_t live_pods(const char *data_dir, victim_t *v, size_t max)
 				continue;
 			snprintf(rp, sizeof(rp), "%s/%s/pod.json", jdir, p->d_name);
 			json_t *rec = json_load_file(rp, 0, NULL);
-			int pid = (int)json_integer_value(json_object_get(rec, "pid"));
-			unsigned long long t = (unsigned long long)json_integer_value(
+			if (!rec)
+				continue;
+			v[n].pid = (int)json_integer_value(json_object_get(rec, "pid"));
+			v[n].ticks = (unsigned long long)json_integer_value(
 			    json_object_get(rec, "startTicks"));
-			if (pid > 1 && sc__proc_alive(pid, t)) {
-				v[n].pid = pid;
-				v[n].ticks = t;
-				snprintf(v[n].name, sizeof(v[n].name), "%s/%s", j->d_name,
-				         p->d_name);
+			take_cgroups(&v[n], rec, j->d_name, p->d_name);
+			snprintf(v[n].name, sizeof(v[n].name), "%s/%s", j->d_name, p->d_name);
+			if (victim_alive(&v[n], skip))
 				n++;
-			}
 			json_decref(rec);
 		}
 		if (pods)
@@ -206,35 +252,56 @@ static void sleep_ms(uint64_t ms)
 		;
 }
 
-/* SIGTERM (and SIGCONT) to every live pod's process group, SIGKILL to those
- * still there after grace_ms. The pid is checked against its start time before each
- * signal, so a reused pid is never hit. */
-static void fence_all(const char *data_dir, uint64_t grace_ms, uint64_t late_ms)
+/* sig to the pod's process group (its main process checked against its
+ * start time first, so a reused pid is never hit) and, once, to every
+ * process of its cgroups but the agent's: each of them lists them all,
+ * the first that exists is read. */
+static void signal_pod(const victim_t *v, int sig, int skip)
+{
+	if (v->pid > 1 && sc__proc_alive(v->pid, v->ticks))
+		kill(-v->pid, sig);
+	for (int i = 0; i < v->ncg; i++)
+		if (sc__cg_exists(v->cg[i])) {
+			sc__cg_signal(v->cg[i], sig, skip);
+			return;
+		}
+}
+
+/* SIGTERM (and SIGCONT) to every live pod, SIGKILL to what is left of it
+ * after grace_ms: its group, then its cgroups frozen and emptied. */
+static void fence_all(const char *data_dir, const sc_guard_lease_t *l, uint64_t late_ms)
 {
 	static victim_t v[MAX_PODS];
-	size_t n = live_pods(data_dir, v, MAX_PODS);
+	int skip = l->agent_pid;
+	size_t n = live_pods(data_dir, skip, v, MAX_PODS);
 	sc_log_warn("the node's lease was not renewed (%llu ms past the fence deadline): "
 	            "stopping %zu pod%s",
 	            (unsigned long long)late_ms, n, n == 1 ? "" : "s");
 	for (size_t i = 0; i < n; i++) {
-		sc_log_info("pod %s (pid %d): SIGTERM", v[i].name, v[i].pid);
-		kill(-v[i].pid, SIGTERM);
-		kill(-v[i].pid, SIGCONT); /* a stopped process acts on it only so */
+		sc_log_info("pod %s (pid %d, %d cgroup%s): SIGTERM", v[i].name, v[i].pid, v[i].ncg,
+		            v[i].ncg == 1 ? "" : "s");
+		signal_pod(&v[i], SIGTERM, skip);
+		signal_pod(&v[i], SIGCONT, skip); /* a stopped process acts on it only so */
 	}
-	uint64_t end = sc__mono_ms() + grace_ms;
+	uint64_t end = sc__mono_ms() + l->grace_ms;
 	for (;;) {
 		size_t alive = 0;
 		for (size_t i = 0; i < n; i++)
-			alive += v[i].pid && sc__proc_alive(v[i].pid, v[i].ticks);
+			alive += victim_alive(&v[i], skip);
 		if (!alive || sc__mono_ms() >= end)
 			break;
 		sleep_ms(10);
 	}
-	for (size_t i = 0; i < n; i++)
-		if (sc__proc_alive(v[i].pid, v[i].ticks)) {
-			sc_log_warn("pod %s (pid %d): grace over, SIGKILL", v[i].name, v[i].pid);
+	for (size_t i = 0; i < n; i++) {
+		if (!victim_alive(&v[i], skip))
+			continue;
+		sc_log_warn("pod %s (pid %d): grace over, SIGKILL", v[i].name, v[i].pid);
+		if (v[i].pid > 1 && sc__proc_alive(v[i].pid, v[i].ticks))
 			kill(-v[i].pid, SIGKILL);
-		}
+		for (int c = 0; c < v[i].ncg; c++)
+			if (!sc__cg_kill_all(v[i].cg[c], skip))
+				sc_log_warn("pod %s: %s still holds processes", v[i].name, v[i].cg[c]);
+	}
 }
 
 /* ---- the process ------------------------------------------------------- */
@@ -290,7 +357,7 @@ int sc_guard_main(int argc, char **argv)
 		/* The agent writes the lease before it starts a guard: without
 		 * one (the folder was removed) there is nothing left to guard once
 		 * no recorded pod runs. */
-		if (!have && live_pods(o.data_dir, scratch, MAX_PODS) == 0) {
+		if (!have && live_pods(o.data_dir, l.agent_pid, scratch, MAX_PODS) == 0) {
 			sc_log_info("no lease and no pod: exiting");
 			break;
 		}
@@ -299,14 +366,14 @@ int sc_guard_main(int argc, char **argv)
 			/* Fenced at the deadline, and again while a recorded pod
 			 * runs: an agent frozen in a pod's start writes its record
 			 * later, and its process waits for the agent (spawn.h). */
-			size_t live = live_pods(o.data_dir, scratch, MAX_PODS);
+			size_t live = live_pods(o.data_dir, l.agent_pid, scratch, MAX_PODS);
 			if (fenced_for != l.deadline_ms || live) {
-				fence_all(o.data_dir, l.grace_ms, now - l.deadline_ms);
+				fence_all(o.data_dir, &l, now - l.deadline_ms);
 				fenced_for = l.deadline_ms;
 			}
 			/* Lapsed and nothing runs: nothing to guard until an agent
 			 * renews the lease, and it starts a guard then. */
-			if (live_pods(o.data_dir, scratch, MAX_PODS) == 0) {
+			if (live_pods(o.data_dir, l.agent_pid, scratch, MAX_PODS) == 0) {
 				sc_log_info("no pod runs and the lease has lapsed: exiting");
 				break;
 			}

@@ -10,10 +10,14 @@
  *   DATA/lease   written by the agent after each heartbeat the server took:
  *                the fence deadline (CLOCK_MONOTONIC milliseconds, a clock
  *                every process of the machine shares) and the kill grace;
- *   DATA/pods/JOB/POD/pod.json   the pod records (podstore.c): pid and
- *                process start time;
+ *   DATA/pods/JOB/POD/pod.json   the pod records (podstore.c): pid,
+ *                process start time and the pod's cgroup folders;
  * and once the deadline passes it sends SIGTERM to every recorded pod's
- * process group, then SIGKILL after the grace. The server gives a node's
+ * process group and to every process in its cgroups (a child that called
+ * setsid() is no longer in the group, but cannot leave the cgroups), then
+ * SIGKILL after the grace, freezing each cgroup first so that a pod that
+ * forks cannot outrun it (cgkill.h). Where a pod has no cgroup (no
+ * writable hierarchy) only its process group is fenced. The server gives a node's
  * pods away only after lease + fence time, later than the deadline by half
  * the fence time, so the copies never overlap.
  *
@@ -30,6 +34,9 @@ typedef struct sc_guard_lease {
 	uint64_t deadline_ms; /* CLOCK_MONOTONIC ms; 0: none yet */
 	uint64_t grace_ms;    /* SIGTERM -> SIGKILL when fencing */
 	int stop;             /* the agent asks the guard to exit */
+	/* Never signalled by the guard: while it forks a pod, the agent's
+	 * thread is in the pod's cgroups (cgv1.h). 0: unknown. */
+	int agent_pid;
 } sc_guard_lease_t;
 
 /* CLOCK_MONOTONIC in milliseconds. */

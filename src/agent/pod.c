@@ -187,8 +187,11 @@ static void log_exit(const sc_pod_t *p)
  * stopped for good (and is now finished). */
 static int process_gone(sc_pod_t *p)
 {
-	/* Reap whatever the main process left behind in its group. */
+	/* Reap whatever the main process left behind in its group, and in its
+	 * cgroups what left the group (setsid): a restart starts clean, as a
+	 * container's does. */
 	kill(-p->pid, SIGKILL);
+	sc__podenv_cgroup_kill(p);
 	p->alive = 0;
 	p->ready = 0;
 	p->adopted = 0;
@@ -568,6 +571,7 @@ static void on_grace(uv_timer_t *t)
 	if (p->alive) {
 		sc_log_warn("pod %s/%s: grace period over, SIGKILL", p->job, p->name);
 		kill(-p->pid, SIGKILL);
+		sc__podenv_cgroup_kill(p);
 	}
 }
 
@@ -578,8 +582,11 @@ static void on_grace(uv_timer_t *t)
  * 23). */
 static void terminate(sc_pod_t *p)
 {
+	/* The group, and the pod's processes that left it (cgkill.h). */
 	kill(-p->pid, SIGTERM);
+	sc__podenv_cgroup_signal(p, SIGTERM);
 	kill(-p->pid, SIGCONT);
+	sc__podenv_cgroup_signal(p, SIGCONT);
 	uv_timer_start(&p->timer, on_grace, p->grace_ms, 0);
 }
 

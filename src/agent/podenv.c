@@ -8,6 +8,7 @@
  * client variables that enforce them when an MPS daemon runs. */
 #include "agent/podenv.h"
 
+#include "agent/cgkill.h"
 #include "agent/cgv1.h"
 #include "base/alloc.h"
 #include "base/log.h"
@@ -409,11 +410,57 @@ int sc__podenv_cgroup_join(sc_pod_t *p, int pid)
 	return 0;
 }
 
+static int add_dir(char (*dirs)[SC_PODENV_CGDIR], int n, int max, const char *root,
+                   const sc_pod_t *p)
+{
+	if (n >= max || snprintf(dirs[n], SC_PODENV_CGDIR, "%s/%s.%s", root, p->job, p->name) >=
+	                    SC_PODENV_CGDIR)
+		return n;
+	return n + 1;
+}
+
+int sc__podenv_cgroup_dirs(const sc_pod_t *p, char (*dirs)[SC_PODENV_CGDIR], int max)
+{
+	const sc_agent_t *a = p->a;
+	int n = 0;
+	static const int v1_order[] = {SC_CGV1_FREEZER, SC_CGV1_CPU, SC_CGV1_MEMORY,
+	                               SC_CGV1_PIDS};
+	if (a->cgroup_ok)
+		n = add_dir(dirs, n, max, a->cgroup_root, p);
+	for (size_t i = 0; i < sizeof(v1_order) / sizeof(v1_order[0]); i++)
+		if (a->cgv1[v1_order[i]].ok)
+			n = add_dir(dirs, n, max, a->cgv1[v1_order[i]].root, p);
+	if (a->devcg_ok)
+		n = add_dir(dirs, n, max, a->devcg_root, p);
+	return n;
+}
+
+void sc__podenv_cgroup_signal(const sc_pod_t *p, int sig)
+{
+	char dirs[SC_CGV1_NCTL + 2][SC_PODENV_CGDIR];
+	int n = sc__podenv_cgroup_dirs(p, dirs, SC_CGV1_NCTL + 2);
+	/* Every process of the pod is in each of them: the first that exists
+	 * lists them all (a handler must not get the signal five times). */
+	for (int i = 0; i < n; i++)
+		if (sc__cg_exists(dirs[i])) {
+			sc__cg_signal(dirs[i], sig, getpid());
+			return;
+		}
+}
+
+void sc__podenv_cgroup_kill(const sc_pod_t *p)
+{
+	char dirs[SC_CGV1_NCTL + 2][SC_PODENV_CGDIR];
+	int n = sc__podenv_cgroup_dirs(p, dirs, SC_CGV1_NCTL + 2);
+	for (int i = 0; i < n; i++)
+		sc__cg_kill_all(dirs[i], getpid());
+}
+
 void sc__podenv_cgroup_remove(sc_pod_t *p)
 {
 	char dir[800];
 	if (p->a->cgroup_ok && cgroup_path(p, dir, sizeof(dir)) == 0) {
-		sc__cg_kill_all(dir);
+		sc__cg_kill_all(dir, getpid());
 		rmdir(dir);
 	}
 	sc__cgv1_remove(p);

@@ -42,8 +42,19 @@ void sc__podenv_limits(const sc_pod_t *p, int64_t *cpu_milli, int64_t *mem_bytes
 /* OOM kills so far in the pod's memory cgroup (v2 memory.events, v1
  * memory.oom_control), -1 when unknown. */
 long long sc__podenv_oom_kills(const sc_pod_t *p);
+/* The folders of every cgroup p's processes are born in or moved to (v2,
+ * v1 freezer first, the other v1 controllers, devices), whether or not
+ * they exist now: what stopping the pod must empty (cgkill.h) and what
+ * its record tells the guard (podstore.c). Returns how many (<= max). */
+#define SC_PODENV_CGDIR 800
+int sc__podenv_cgroup_dirs(const sc_pod_t *p, char (*dirs)[SC_PODENV_CGDIR], int max);
+/* Signals every process of p's cgroups (cgkill.h) but the agent, once. */
+void sc__podenv_cgroup_signal(const sc_pod_t *p, int sig);
+/* Kills every process of p's cgroups but the agent, freezing them first
+ * (cgkill.h); the folders stay. */
+void sc__podenv_cgroup_kill(const sc_pod_t *p);
 /* Removes the pod's cgroups, v2 and v1 (once its main process is gone),
- * killing what is left in them first (cgv1.h: sc__cg_kill_all). */
+ * killing what is left in them first (cgkill.h). */
 void sc__podenv_cgroup_remove(sc_pod_t *p);
 
 #endif

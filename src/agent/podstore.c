@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/podenv.h"
 #include "agent/retention.h"
 #include "starcloud/error.h"
 
@@ -71,6 +72,18 @@ static json_t *record_of(const sc_pod_t *p, unsigned long long ticks)
 	                 p->binding);
 }
 
+/* "cgroups": the folders the guard empties when it fences the pod
+ * (guard.h), so that what left the pod's process group goes too. */
+static void add_cgroups(const sc_pod_t *p, json_t *rec)
+{
+	char dirs[SC_CGV1_NCTL + 2][SC_PODENV_CGDIR];
+	int n = sc__podenv_cgroup_dirs(p, dirs, SC_CGV1_NCTL + 2);
+	json_t *list = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(list, json_string(dirs[i]));
+	json_object_set_new(rec, "cgroups", list);
+}
+
 int sc__podstore_save(const sc_pod_t *p)
 {
 	char tmp[700], path[700], state;
@@ -82,6 +95,7 @@ int sc__podstore_save(const sc_pod_t *p)
 	((sc_pod_t *)p)->start_ticks = ticks;
 	json_t *rec = record_of(p, ticks);
 	sc__podsec_save(p, rec);
+	add_cgroups(p, rec);
 	record_path(p, tmp, sizeof(tmp), ".tmp");
 	record_path(p, path, sizeof(path), "");
 	/* 0600: the record holds the task's env, which may carry secrets. */

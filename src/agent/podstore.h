@@ -6,8 +6,9 @@
  * (tmp + rename) every time its process starts: kind, job, pod, pid, the
  * process's start time in clock ticks (a pid alone could have been reused
  * by an unrelated process), restarts, failures, the settings taken from
- * the job spec, the task and the binding (whose generation or startedAt is
- * the assignment's identity). The record is removed when the pod stops for
+ * the job spec, the task, the binding (whose generation or startedAt is
+ * the assignment's identity) and the folders of its cgroups (the guard
+ * empties them when it fences the pod). The record is removed when the pod stops for
  * good; the folder stays for its logs until retention removes it. */
 #ifndef SC_AGENT_PODSTORE_H
 #define SC_AGENT_PODSTORE_H

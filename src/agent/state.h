@@ -46,8 +46,9 @@ typedef struct sc_probe sc_probe_t;
 #define SC_AGENT_NAME_MAX 253
 #define SC_AGENT_MSG_MAX 512 /* room for two paths (podreach.h) */
 
-/* The cgroup v1 controllers pods are limited by (cgv1.c). */
-enum { SC_CGV1_CPU, SC_CGV1_MEMORY, SC_CGV1_PIDS, SC_CGV1_NCTL };
+/* The cgroup v1 controllers each pod is put in (cgv1.c): its limits, and
+ * the freezer that stops it whole (cgkill.h). */
+enum { SC_CGV1_CPU, SC_CGV1_MEMORY, SC_CGV1_PIDS, SC_CGV1_FREEZER, SC_CGV1_NCTL };
 
 typedef struct sc_agent sc_agent_t;
 typedef struct sc_pod sc_pod_t;
