@@ -51,8 +51,9 @@ int sc__guard_write_lease(const char *data_dir, const sc_guard_lease_t *l)
 	char path[1100], tmp[1100], text[128];
 	path_of(data_dir, LEASE_FILE, path, sizeof(path));
 	path_of(data_dir, LEASE_FILE ".tmp", tmp, sizeof(tmp));
-	int n = snprintf(text, sizeof(text), "%llu %llu %s %d\n", (unsigned long long)l->deadline_ms,
-	                 (unsigned long long)l->grace_ms, l->stop ? "stop" : "run", l->agent_pid);
+	int n =
+	    snprintf(text, sizeof(text), "%llu %llu %s %d\n", (unsigned long long)l->deadline_ms,
+	             (unsigned long long)l->grace_ms, l->stop ? "stop" : "run", l->agent_pid);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return SC_EIO;
@@ -300,7 +301,8 @@ static void fence_all(const char *data_dir, const sc_guard_lease_t *l, uint64_t 
 			kill(-v[i].pid, SIGKILL);
 		for (int c = 0; c < v[i].ncg; c++)
 			if (!sc__cg_kill_all(v[i].cg[c], skip))
-				sc_log_warn("pod %s: %s still holds processes", v[i].name, v[i].cg[c]);
+				sc_log_warn("pod %s: %s still holds processes", v[i].name,
+				            v[i].cg[c]);
 	}
 }
 

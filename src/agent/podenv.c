@@ -423,8 +423,7 @@ int sc__podenv_cgroup_dirs(const sc_pod_t *p, char (*dirs)[SC_PODENV_CGDIR], int
 {
 	const sc_agent_t *a = p->a;
 	int n = 0;
-	static const int v1_order[] = {SC_CGV1_FREEZER, SC_CGV1_CPU, SC_CGV1_MEMORY,
-	                               SC_CGV1_PIDS};
+	static const int v1_order[] = {SC_CGV1_FREEZER, SC_CGV1_CPU, SC_CGV1_MEMORY, SC_CGV1_PIDS};
 	if (a->cgroup_ok)
 		n = add_dir(dirs, n, max, a->cgroup_root, p);
 	for (size_t i = 0; i < sizeof(v1_order) / sizeof(v1_order[0]); i++)
