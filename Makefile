@@ -20,7 +20,7 @@ OPT := -O2 -g
 endif
 
 CC ?= cc
-PKGS := jansson yaml-0.1 libuv sqlite3 libcurl openssl
+PKGS := jansson yaml-0.1 libuv sqlite3 libcurl openssl zlib
 CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -Wvla -Iinclude -Isrc $(SANFLAGS) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(XCFLAGS)

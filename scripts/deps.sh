@@ -18,7 +18,7 @@ TEST_PKGS="$TEST_PKGS debhelper debootstrap systemd systemd-container groff-base
 # The generated zsh completion (starcloud completion zsh) is run by a real zsh.
 TEST_PKGS="$TEST_PKGS zsh"
 PKGS="build-essential clang clang-format pkg-config libjansson-dev libyaml-dev libcmocka-dev libuv1-dev
-libhttp-parser-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev libglpk-dev gnuplot-nox python3 python3-pytest
+libhttp-parser-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev zlib1g-dev libglpk-dev gnuplot-nox python3 python3-pytest
 python3-requests python3-yaml prometheus wrk nginx-light curl etcd-server"
 # End-to-end tests with the official OpenAI SDK (tests/e2e/node, installed by
 # scripts/node-deps.sh with npm ci): Debian's nodejs and npm, unless a node and

@@ -20,7 +20,10 @@
  * and a replay from a revision is one range scan of the primary key.
  * Compaction drops changes older than the newest LOG_KEEP revisions except
  * those still holding a current value. Schema 1 stored each value twice
- * (in kv and in its change); migration 2 moves it.
+ * (in kv and in its change); migration 2 moves it. Schema 3 packs values
+ * (sqlite_pack.h: 128 bytes or more, deflated when smaller, as a BLOB;
+ * shorter ones stay TEXT), about halving the file; migration 3 packs the
+ * values already there.
  *
  * The log is bounded in bytes as well: a revision can hold thousands of
  * changes (a scheduling cycle's statuses), so a bound on revisions alone
@@ -30,7 +33,8 @@
  * are compacted until it holds three quarters of that, at most
  * COMPACT_STEP bytes per transaction (a compaction is a range delete on
  * the loop thread: its cost follows the rows it drops). So the store holds
- * about 1.25 x the live data, plus SQLite's own slack. */
+ * about 1.25 x the live data (as written, before packing), plus SQLite's
+ * own slack. */
 #include "store/store_sqlite.h"
 
 #include <stdio.h>
@@ -47,6 +51,7 @@
 #include "base/log.h"
 #include "base/version.h"
 #include "starcloud/error.h"
+#include "store/sqlite_pack.h"
 
 /* Revisions the change log keeps; a watcher further behind gets SC_ERANGE
  * (HTTP 410) and must list again, as with etcd compaction. */
@@ -95,6 +100,9 @@ typedef struct sqlite_store {
 	int64_t log_max; /* fixed bound (tests), or 0: live / LOG_RATIO */
 	int64_t compacted;
 	sc_store_stats_t stats;
+	sc_pack_t pk; /* packed values (schema 3) */
+	char *unpack; /* the last value a replay unpacked */
+	size_t unpack_cap;
 } sqlite_store_t;
 
 /* Each entry moves the schema one version forward. Never edit an entry
@@ -131,6 +139,10 @@ static const char *const migrations[] = {
     "DROP TABLE kv;"
     "ALTER TABLE changes2 RENAME TO changes;"
     "ALTER TABLE kv2 RENAME TO kv;",
+    /* 3: values of SC_PACK_MIN bytes or more may be a BLOB: their length and
+     * a raw deflate stream (sqlite_pack.h); shorter or incompressible ones
+     * stay TEXT. The values already there are packed now. */
+    "UPDATE changes SET value = sc_pack(value) WHERE length(value) >= " SC_STR(SC_PACK_MIN) ";",
 };
 
 /* SQLite's last error as ours: a full disk is SC_ENOSPACE (the server
@@ -260,11 +272,11 @@ static int sq_get(sc_store_t *s, const char *key, sc_kv_t *out)
 	sqlite3_bind_text(q->get, 1, key, -1, SQLITE_STATIC);
 	int step = sqlite3_step(q->get);
 	if (step == SQLITE_ROW) {
-		out->key = sc_xstrdup(key);
-		out->value = dup_col(q->get, 0);
+		out->value = sc_pack_column_dup(&q->pk, q->get, 0);
+		out->key = out->value ? sc_xstrdup(key) : NULL;
 		out->create_rev = sqlite3_column_int64(q->get, 1);
 		out->mod_rev = sqlite3_column_int64(q->get, 2);
-		rc = 0;
+		rc = out->value ? 0 : SC_EIO;
 	} else if (step != SQLITE_DONE) {
 		rc = SC_EIO;
 	}
@@ -305,9 +317,13 @@ static int sq_list(sc_store_t *s, const char *prefix, sc_kv_list_t *out)
 			sc_kv_t *p = sc_xrealloc(out->items, cap * sizeof(*p));
 			out->items = p;
 		}
-		sc_kv_t *kv = &out->items[out->n++];
+		sc_kv_t *kv = &out->items[out->n];
+		if (!(kv->value = sc_pack_column_dup(&q->pk, q->list, 1))) {
+			step = SQLITE_CORRUPT;
+			break;
+		}
+		out->n++;
 		kv->key = dup_col(q->list, 0);
-		kv->value = dup_col(q->list, 1);
 		kv->create_rev = sqlite3_column_int64(q->list, 2);
 		kv->mod_rev = sqlite3_column_int64(q->list, 3);
 	}
@@ -402,7 +418,7 @@ static int apply_op(sqlite_store_t *q, const sc_store_op_t *op, int64_t rev, siz
 	sqlite3_bind_int64(q->log, 1, id);
 	sqlite3_bind_text(q->log, 2, op->key, -1, SQLITE_STATIC);
 	sqlite3_bind_int(q->log, 3, ev->type);
-	sqlite3_bind_text(q->log, 4, ev->value, -1, SQLITE_STATIC);
+	sc_pack_bind(&q->pk, q->log, 4, ev->value);
 	return step_done(q->log);
 }
 
@@ -608,8 +624,12 @@ static int sq_replay(sc_store_t *s, const char *prefix, int64_t from_rev, sc_sto
 		    .rev = sqlite3_column_int64(q->replay, 0) >> OP_BITS,
 		    .key = key,
 		    .type = sqlite3_column_int(q->replay, 2),
-		    .value = (const char *)sqlite3_column_text(q->replay, 3),
+		    .value = sc_pack_column(&q->pk, q->replay, 3, &q->unpack, &q->unpack_cap),
 		};
+		if (!ev.value) {
+			step = SQLITE_CORRUPT;
+			break;
+		}
 		fn(&ev, ud);
 	}
 	sqlite3_reset(q->replay);
@@ -732,6 +752,8 @@ static void sq_close(sc_store_t *s)
 	sqlite3_close(q->db);
 	if (q->walfd >= 0)
 		close(q->walfd);
+	sc_pack_free(&q->pk);
+	free(q->unpack);
 	free(q->rb);
 	free(q);
 }
@@ -772,7 +794,7 @@ static int prepare_all(sqlite_store_t *q)
 	    {&q->list, "SELECT k.key, c.value, k.create_rev, k.mod_rev FROM kv k"
 	               " JOIN changes c ON c.id = k.change"
 	               " WHERE k.key >= ?1 AND k.key < ?2 ORDER BY k.key"},
-	    {&q->revs, "SELECT k.create_rev, k.mod_rev, length(c.value), k.change FROM kv k"
+	    {&q->revs, "SELECT k.create_rev, k.mod_rev, sc_rawlen(c.value), k.change FROM kv k"
 	               " JOIN changes c ON c.id = k.change WHERE k.key = ?1"},
 	    {&q->drop, "DELETE FROM changes WHERE id = ?1"},
 	    {&q->compact_range, "DELETE FROM changes WHERE id >= ?1 AND id < ?2 AND NOT EXISTS"
@@ -850,6 +872,7 @@ int sc_store_sqlite_open_mode(const char *dir, int readonly, sc_store_t **out)
 	    exec(q->db, "PRAGMA synchronous=NORMAL") < 0 ||
 	    exec(q->db, "PRAGMA wal_autocheckpoint=" SC_STR(WAL_PAGES)) < 0 ||
 	    exec(q->db, "PRAGMA journal_size_limit=" SC_STR(WAL_KEEP_BYTES)) < 0 ||
+	    (rc = sc_pack_init(&q->pk, q->db)) < 0 ||
 	    (rc = q->base.schema = migrate(q->db, path, readonly)) < 0 || prepare_all(q) < 0 ||
 	    (readonly && exec(q->db, "PRAGMA query_only=1") < 0)) {
 		rc = rc < 0 ? rc : SC_EIO;
@@ -859,7 +882,7 @@ int sc_store_sqlite_open_mode(const char *dir, int readonly, sc_store_t **out)
 	q->compacted = query_int(q->db, "SELECT value FROM meta WHERE name = 'compacted'", 0);
 	/* One pass over the current values: the byte bound follows them. */
 	q->live_bytes = query_int(q->db,
-	                          "SELECT coalesce(sum(length(c.value)), 0) FROM kv k"
+	                          "SELECT coalesce(sum(sc_rawlen(c.value)), 0) FROM kv k"
 	                          " JOIN changes c ON c.id = k.change",
 	                          0);
 	*out = &q->base;

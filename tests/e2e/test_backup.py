@@ -86,13 +86,13 @@ def test_copy_never_changes_or_creates_its_source(tmp_path):
     srv = Server(data).start()
     srv.stop()
     db = sqlite3.connect(str(data / "store.db"))
-    db.execute("INSERT INTO schema_version VALUES(3)")
+    db.execute("INSERT INTO schema_version VALUES(4)")
     db.commit()
     db.close()
     r = copy("sqlite:%s" % data, "sqlite:%s" % (tmp_path / "to2"))
-    assert r.returncode == 1 and "has schema 3" in r.stderr and "Nothing was changed" in r.stderr
+    assert r.returncode == 1 and "has schema 4" in r.stderr and "Nothing was changed" in r.stderr
     db = sqlite3.connect(str(data / "store.db"))
-    assert db.execute("SELECT max(version) FROM schema_version").fetchone() == (3,)
+    assert db.execute("SELECT max(version) FROM schema_version").fetchone() == (4,)
     db.close()
     # A destination with data is refused.
     full = tmp_path / "full"

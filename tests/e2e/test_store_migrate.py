@@ -1,10 +1,12 @@
 """The SQLite store's schema migration: a data dir written by schema 1 (each
-value stored in kv and again in the change log) opens under schema 2 (the
-change log holds the only copy) with every object, revision and the
-replayable part of the log intact, and a copy of the schema 1 file kept."""
+value stored in kv and again in the change log) opens under schema 3 (the
+change log holds the only copy, schema 2; values of 128 bytes or more
+deflated, schema 3) with every object, revision and the replayable part of
+the log intact, and a copy of the schema 1 file kept."""
 import json
 import os
 import sqlite3
+import zlib
 
 from conftest import Server
 
@@ -35,6 +37,8 @@ def test_schema_1_data_dir_opens(tmp_path):
     job = json.loads(json.dumps(job_old))
     job["metadata"]["labels"] = {"v": "2"}
     gone = obj("Queue", "gone")
+    # Long enough to be packed by migration 3, and replayed from the log.
+    gone["metadata"]["labels"] = {"label-%d" % i: "value-%d" % i for i in range(12)}
     db = sqlite3.connect(str(data / "store.db"))
     db.executescript(V1)
     # The queue's and the first job revision's changes were compacted away
@@ -78,15 +82,28 @@ def test_schema_1_data_dir_opens(tmp_path):
                     break
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in evs] == \
             [("ADDED", "gone"), ("DELETED", "gone")]
+        assert all(e["object"]["metadata"]["labels"] == gone["metadata"]["labels"] for e in evs)
         # New writes go on from the old revision, and reads see them.
         r = s.post(s.base + "/queues", json=obj("Queue", "q2"))
         assert r.status_code == 201 and int(r.json()["metadata"]["resourceVersion"]) > 6
     finally:
         srv.stop()
     db = sqlite3.connect(str(data / "store.db"))
-    assert db.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 2
+    assert db.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 3
     cols = [c[1] for c in db.execute("PRAGMA table_info(kv)")]
     assert "value" not in cols
+    # Packed: the value's length (4 bytes, little-endian), then raw deflate.
+    packed = [v for (v,) in db.execute("SELECT value FROM changes WHERE key = "
+                                       "'/registry/queues/gone'")]
+    assert len(packed) == 2
+    for v in packed:
+        assert isinstance(v, bytes)
+        raw = zlib.decompress(v[4:], -15)
+        assert int.from_bytes(v[:4], "little") == len(raw)
+        assert json.loads(raw) == gone
+    short = db.execute("SELECT typeof(value) FROM changes WHERE key = "
+                       "'/registry/queues/q1'").fetchall()
+    assert short == [("text",)]
     db.close()
     # The database as it was before the migration is kept beside it, so the
     # previous release can be put back (docs/DEPLOY.md), and says so.
@@ -98,8 +115,8 @@ def test_schema_1_data_dir_opens(tmp_path):
     with open(str(data) + ".out") as f:
         log = f.read()
     assert "a copy as it was is kept in %s.schema1" % (data / "store.db") in log
-    assert "migrated to schema 2" in log
-    # A second start finds schema 2 and keeps everything.
+    assert "migrated to schema 2" in log and "migrated to schema 3" in log
+    # A second start finds schema 3 and keeps everything.
     token = srv.token
     srv = Server(data).start()
     try:

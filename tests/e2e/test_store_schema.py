@@ -46,15 +46,15 @@ def test_sqlite_newer_schema_is_refused(tmp_path):
     assert s.post(s.base + "/queues", json=queue("q1")).status_code == 201
     srv.stop()
     db = sqlite3.connect(str(data / "store.db"))
-    db.execute("INSERT INTO schema_version VALUES(3)")
+    db.execute("INSERT INTO schema_version VALUES(4)")
     db.commit()
     db.close()
     before = dump(data / "store.db")
     err = start_fails(data)
-    assert "store.db has schema 3, written by a newer starcloud" in err
-    assert "reads schemas up to 2" in err and "Nothing was changed" in err
+    assert "store.db has schema 4, written by a newer starcloud" in err
+    assert "reads schemas up to 3" in err and "Nothing was changed" in err
     assert dump(data / "store.db") == before
-    assert not os.path.exists(str(data / "store.db.schema3"))
+    assert not os.path.exists(str(data / "store.db.schema4"))
 
 
 def test_sqlite_current_schema_keeps_no_copy(tmp_path):
