@@ -60,6 +60,7 @@ gw_backend_t *sc__gw_backend_add(sc_gw_t *gw, const gw_backend_t *desc)
 	b->ejections = 0;
 	b->ejected_until = 0;
 	b->probing = 0;
+	b->wait_head = b->wait_tail = NULL;
 	b->requests = b->failures = 0;
 	const char *host = strstr(b->url, "://");
 	snprintf(b->id, sizeof(b->id), "%s", host ? host + 3 : b->url);
@@ -132,6 +133,41 @@ int sc__gw_version_has_role(const sc_gw_t *gw, const char *model, const char *ve
 	return 0;
 }
 
+void sc__gw_backend_wait_add(sc_gw_t *gw, gw_backend_t *b, gw_wait_t *w)
+{
+	w->since_ms = sc__gw_now_ms(gw);
+	w->next = NULL;
+	w->prev = b->wait_tail;
+	if (b->wait_tail)
+		b->wait_tail->next = w;
+	else
+		b->wait_head = w;
+	b->wait_tail = w;
+	w->linked = 1;
+}
+
+void sc__gw_backend_wait_del(gw_backend_t *b, gw_wait_t *w)
+{
+	if (!w->linked)
+		return;
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		b->wait_head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		b->wait_tail = w->prev;
+	w->prev = w->next = NULL;
+	w->linked = 0;
+}
+
+static int is_late(const sc_gw_t *gw, const gw_pick_t *p, const gw_backend_t *b)
+{
+	return p->max_wait_ms && b->wait_head &&
+	       sc_queue_late(b->wait_head->since_ms, sc__gw_now_ms(gw), p->max_wait_ms);
+}
+
 static int was_tried(const gw_pick_t *p, const gw_backend_t *b)
 {
 	for (size_t i = 0; i < p->ntried; i++)
@@ -149,7 +185,7 @@ gw_backend_t *sc__gw_pick(sc_gw_t *gw, const gw_pick_t *p, int *why)
 	gw_backend_t *cand[GW_MAX_BACKENDS];
 	double weight[GW_MAX_BACKENDS];
 	int inflight[GW_MAX_BACKENDS];
-	size_t n = 0, known = 0, saturated = 0;
+	size_t n = 0, known = 0, saturated = 0, late = 0;
 	for (size_t i = 0; i < gw->nbe; i++) {
 		gw_backend_t *b = gw->be[i];
 		if (!matches(b, p->model, p->version, p->role) ||
@@ -162,16 +198,22 @@ gw_backend_t *sc__gw_pick(sc_gw_t *gw, const gw_pick_t *p, int *why)
 			saturated++;
 			continue;
 		}
+		if (is_late(gw, p, b)) {
+			late++;
+			continue;
+		}
 		weight[n] = b->weight;
 		inflight[n] = b->inflight;
 		cand[n++] = b;
 	}
 	if (n == 0) {
-		*why = known == 0 ? 404 : saturated > 0 ? 429 : 503;
+		*why = known == 0 ? 404 : late > 0 ? 504 : saturated > 0 ? 429 : 503;
 		return NULL;
 	}
 	if (n == 1)
 		return cand[0];
+	if (p->least)
+		return cand[sc_lb_least(weight, inflight, n)];
 	uint64_t r1 = sc__gw_rand(gw), r2 = sc__gw_rand(gw);
 	return cand[sc_lb_p2c(weight, inflight, n, r1, r2)];
 }

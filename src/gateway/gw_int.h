@@ -39,6 +39,15 @@
 #define GW_SERVER_MIN_REQUESTS 20 /* the server's default spec.rollout.minRequests */
 
 enum { GW_ROLE_BOTH, GW_ROLE_PREFILL, GW_ROLE_DECODE };
+/* Why a prefill attempt failed (a retry's reason in /metrics): no answer in
+ * --attempt-timeout, a connection error / 5xx / unusable answer, the
+ * replica's 429 (its queue is full), or a decode that could not fetch the
+ * KV the prefill made. */
+enum { GW_PF_TIMEOUT, GW_PF_ERROR, GW_PF_BUSY, GW_PF_KV_LOST, GW_PF_NREASONS };
+/* Why a failed prefill was not retried: the request's --max-retries are
+ * spent, the retry budget is, every other prefill replica is late or
+ * saturated, or there is no other one. */
+enum { GW_DENY_ATTEMPTS = 1, GW_DENY_BUDGET, GW_DENY_OVERLOADED, GW_DENY_NO_REPLICA, GW_DENY_N };
 /* What a backend speaks: `starcloud worker` (OpenAI with token ids and the
  * resume and P/D extensions, KServe v2), or any OpenAI-compatible server
  * (vLLM, llama.cpp server, ...): completions, chat and embeddings only. */
@@ -49,6 +58,16 @@ enum { GW_SRC_STATIC, GW_SRC_SERVER, GW_SRC_REPO };
 #define GW_MAX_REPOS 256
 
 typedef struct gw_stats gw_stats_t;
+
+/* An attempt waiting for a replica's answer, in the replica's list of them
+ * (oldest first): how long the oldest has waited says whether the replica
+ * is keeping up (prefill admission, sc__gw_pick's max_wait_ms). Embedded in
+ * the request that makes the attempt. */
+typedef struct gw_wait {
+	struct gw_wait *prev, *next;
+	uint64_t since_ms; /* loop clock */
+	int linked;
+} gw_wait_t;
 
 /* One replica of one version of one model. Backends are never freed while
  * the gateway runs: a removed one is marked gone and its slot is reused
@@ -73,7 +92,8 @@ typedef struct gw_backend {
 	uint64_t ejected_until; /* ms on the loop clock; 0 = not ejected */
 	int probing;
 	uint64_t requests, failures;
-	gw_stats_t *stats; /* the model/version figures */
+	gw_wait_t *wait_head, *wait_tail; /* unanswered prefill attempts, oldest first */
+	gw_stats_t *stats;                /* the model/version figures */
 } gw_backend_t;
 
 typedef sc_window_t gw_window_t; /* src/gateway/policy.h */
@@ -236,14 +256,22 @@ typedef struct gw_pick {
 	int kserve;                 /* KServe routes: starcloud backends only */
 	gw_backend_t *const *tried; /* to avoid */
 	size_t ntried;
+	int least;            /* the least loaded (a retry) instead of two random choices */
+	uint64_t max_wait_ms; /* leave out replicas whose oldest waiting attempt waited longer; 0 =
+	                         no limit */
 } gw_pick_t;
 /* Picks a backend, or NULL with *why = 404 (no such model/version), 503 (none
- * usable) or 429 (all saturated). */
+ * usable), 429 (all saturated: --max-inflight) or 504 (every one left is
+ * late: its oldest waiting attempt has waited over max_wait_ms). */
 gw_backend_t *sc__gw_pick(sc_gw_t *gw, const gw_pick_t *p, int *why);
 /* Records an attempt's outcome: ok resets the failure run, a failure may
  * eject the backend. */
 void sc__gw_backend_result(sc_gw_t *gw, gw_backend_t *b, int ok);
 int sc__gw_backend_usable(const sc_gw_t *gw, const gw_backend_t *b);
+/* Puts w at the end of b's waiting attempts (since now) / takes it out
+ * (nothing when it is not in). */
+void sc__gw_backend_wait_add(sc_gw_t *gw, gw_backend_t *b, gw_wait_t *w);
+void sc__gw_backend_wait_del(gw_backend_t *b, gw_wait_t *w);
 int sc__gw_model_known(const sc_gw_t *gw, const char *model, const char *version);
 int sc__gw_model_has_role(const sc_gw_t *gw, const char *model, int role);
 /* Same, for one version only (NULL: any version). */
@@ -312,6 +340,10 @@ void sc__gw_stats_tokens_add(gw_stats_t *s, uint64_t n);
 void sc__gw_stats_answer_tokens(gw_stats_t *s, const char *body, size_t len);
 uint64_t sc__gw_stats_tokens(const sc_gw_t *gw, const char *model);
 void sc__gw_stats_retry(gw_stats_t *s);
+/* A prefill retried after a failure of kind reason (GW_PF_*), or not
+ * retried for deny (GW_DENY_*): counted on the failed replica's figures. */
+void sc__gw_stats_prefill_retry(gw_stats_t *s, int reason);
+void sc__gw_stats_prefill_denied(gw_stats_t *s, int deny);
 void sc__gw_stats_ejection(gw_stats_t *s);
 void sc__gw_stats_rollback(gw_stats_t *s);
 void sc__gw_stats_shed(gw_stats_t *s);

@@ -15,7 +15,15 @@
  * (502 with error.field "kv_url": the prefill side is gone),
  * --prefill-failure decides: `fail` answers 502 at once (fail fast across
  * the P->D boundary instead of waiting on a dead peer), `retry` prefills
- * again on another prefill replica. */
+ * again on another prefill replica: the least loaded one this request has
+ * not tried, within its --max-retries, the gateway's retry budget and its
+ * deadline. A timeout, a connection error, a 5xx and a replica's 429 are
+ * retried; other 4xx are the client's answer.
+ *
+ * Admission: a prefill replica whose oldest unanswered prefill has waited
+ * over half the attempt timeout takes no new one, and when every replica is
+ * like that a new request is refused at once with 503 "overloaded" and
+ * Retry-After instead of queueing behind requests that will time out. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,19 +50,48 @@ static int pf_data(sc_hcli_req_t *up, const char *d, size_t n, void *ud)
 	return 0;
 }
 
-/* The prefill phase failed: retry it or give up, per the policy. */
-static void prefill_failed(gw_req_t *q, const char *why)
+/* Ends a request whose failed prefill is not retried (deny: GW_DENY_*).
+ * Overload (the retry budget spent, every other replica late or full) is
+ * answered 503 "overloaded" with Retry-After, as a shed request is: the
+ * client should come back later, not at once. A replica's own 429 with
+ * nowhere else to go is the gateway's 429. Otherwise 502 prefill_failed. */
+static void prefill_give_up(gw_req_t *q, int deny)
+{
+	if (q->be)
+		sc__gw_stats_prefill_denied(q->be->stats, deny);
+	if (q->pf_reason == GW_PF_BUSY && deny != GW_DENY_ATTEMPTS)
+		sc__gw_fail(q, 429, "overloaded", NULL, "every prefill replica is saturated");
+	else if (deny == GW_DENY_BUDGET || deny == GW_DENY_OVERLOADED)
+		sc__gw_fail(q, 503, "overloaded", NULL, q->last_err);
+	else
+		sc__gw_fail(q, 502, "prefill_failed", NULL, q->last_err);
+}
+
+/* The prefill phase failed (reason: GW_PF_*): retry it on another prefill
+ * replica or give up, per the policy, the request's retries and the retry
+ * budget. */
+static void prefill_failed(gw_req_t *q, int reason, const char *why)
 {
 	snprintf(q->last_err, sizeof(q->last_err), "prefill on %s failed: %s",
 	         q->be ? q->be->id : "?", why);
 	sc_log_warn("%s", q->last_err);
+	q->pf_reason = reason;
 	if (sc__gw_canary_fallback(q))
 		return;
-	if (q->gw->o.prefill_retry && sc__gw_may_retry(q)) {
-		prefill_try(q);
+	if (!q->gw->o.prefill_retry) {
+		sc__gw_fail(q, 502, "prefill_failed", NULL, q->last_err);
 		return;
 	}
-	sc__gw_fail(q, 502, "prefill_failed", NULL, q->last_err);
+	int deny = sc__gw_retry_check(q);
+	if (deny) {
+		size_t at = strlen(q->last_err);
+		snprintf(q->last_err + at, sizeof(q->last_err) - at, "; not retried: %s",
+		         deny == GW_DENY_BUDGET ? "the retry budget is spent"
+		                                : "the request's retries are spent");
+		prefill_give_up(q, deny);
+		return;
+	}
+	prefill_try(q);
 }
 
 /* Moves on to the decode phase with the handle the prefill returned. */
@@ -81,6 +118,13 @@ static void pf_done(sc_hcli_req_t *up, int err, void *ud)
 		return; /* req_release cancelled the prefill */
 	q->up = NULL;
 	int st = err < 0 ? -1 : q->up_status;
+	if (st == 429) {
+		/* The replica's queue is full: not its fault, and another one
+		 * may have room. */
+		sc__gw_attempt_end(q, 0);
+		prefill_failed(q, GW_PF_BUSY, "busy (429)");
+		return;
+	}
 	if (st >= 400 && st < 500) {
 		/* The request itself was refused: the client hears why, in the
 		 * replica's own words (an OpenAI error naming the field). */
@@ -96,13 +140,20 @@ static void pf_done(sc_hcli_req_t *up, int err, void *ud)
 	if (ok)
 		decode_phase(q, j);
 	else
-		prefill_failed(q, err < 0     ? sc_strerror(err)
-		                  : st == 200 ? "no kv_url/first_token in the answer"
-		                              : "upstream error");
+		prefill_failed(q, err == SC_ELIMIT ? GW_PF_TIMEOUT : GW_PF_ERROR,
+		               err == SC_ELIMIT ? "no answer within the attempt timeout"
+		               : err < 0        ? sc_strerror(err)
+		               : st == 200      ? "no kv_url/first_token in the answer"
+		                                : "upstream error");
 	json_decref(j);
 }
 
-static void prefill_try(gw_req_t *q)
+/* A prefill replica for q: two random choices for a first attempt, the
+ * least loaded other one for a retry (never one this request already
+ * tried), in the chosen version or, for a rollout, the other one if that
+ * one also decodes. Replicas whose oldest unanswered prefill has waited
+ * over half the attempt timeout are left out (sc_prefill_wait_limit). */
+static gw_backend_t *prefill_pick(gw_req_t *q, int *why)
 {
 	gw_pick_t p = {
 	    .model = q->model,
@@ -110,27 +161,64 @@ static void prefill_try(gw_req_t *q)
 	    .role = GW_ROLE_PREFILL,
 	    .tried = q->tried,
 	    .ntried = q->ntried,
+	    .least = q->prefill_attempts > 0,
+	    .max_wait_ms = sc_prefill_wait_limit(q->gw->o.attempt_timeout_ms),
 	};
-	int why = 503;
-	gw_backend_t *b = sc__gw_pick(q->gw, &p, &why);
+	gw_backend_t *b = sc__gw_pick(q->gw, &p, why);
 	if (!b && q->rollout_chosen && p.version) {
 		/* Another version's prefill only if that version also decodes: a
 		 * prefill whose version has no decoder ends in a 404. */
+		int why2 = 503;
 		p.version = sc__gw_rollout_pd_other(q->gw, q->model, p.version);
 		if (p.version)
-			b = sc__gw_pick(q->gw, &p, &why);
+			b = sc__gw_pick(q->gw, &p, &why2);
+		if (!b && (why2 == 504 || why2 == 429))
+			*why = why2;
 	}
-	if (!b) {
-		if (q->prefill_attempts == 0 && why == 429)
-			sc__gw_fail(q, 429, "overloaded", NULL,
-			            "every prefill replica is saturated");
-		else
-			sc__gw_fail(q, q->prefill_attempts ? 502 : 503, "prefill_failed", NULL,
-			            q->last_err[0] ? q->last_err : "no ready prefill replica");
+	return b;
+}
+
+/* No prefill replica to send q to. A first attempt is shed when every
+ * replica is late (503 "overloaded") or full (429), as any shed request
+ * is; a retry that finds none gives up. */
+static void prefill_none(gw_req_t *q, int why)
+{
+	int overloaded = why == 504 || why == 429;
+	if (q->prefill_attempts > 0) {
+		size_t at = strlen(q->last_err);
+		snprintf(q->last_err + at, sizeof(q->last_err) - at, "; not retried: %s",
+		         overloaded ? "every other prefill replica is overloaded"
+		                    : "no other prefill replica");
+		prefill_give_up(q, overloaded ? GW_DENY_OVERLOADED : GW_DENY_NO_REPLICA);
 		return;
 	}
+	if (overloaded) {
+		sc__gw_stats_shed(sc__gw_stats(q->gw, q->model, q->version));
+		q->gw->shed++;
+	}
+	if (why == 504)
+		sc__gw_fail(q, 503, "overloaded", NULL,
+		            "every prefill replica has a backlog over half the attempt timeout; "
+		            "retry later");
+	else if (why == 429)
+		sc__gw_fail(q, 429, "overloaded", NULL, "every prefill replica is saturated");
+	else
+		sc__gw_fail(q, 503, "prefill_failed", NULL, "no ready prefill replica");
+}
+
+static void prefill_try(gw_req_t *q)
+{
+	int why = 503;
+	gw_backend_t *b = prefill_pick(q, &why);
+	if (!b) {
+		prefill_none(q, why);
+		return;
+	}
+	if (q->prefill_attempts > 0 && q->be)
+		sc__gw_stats_prefill_retry(q->be->stats, q->pf_reason);
 	sc__gw_attempt_take(q, b);
 	q->prefill_attempts++;
+	sc__gw_backend_wait_add(q->gw, b, &q->wait);
 	char url[GW_MAX_URL + 32], hdrs[128], tp[56];
 	snprintf(url, sizeof(url), "%s/v1/prefill", b->url);
 	sc__gw_span_child(q->gw, &q->root, &q->att);
@@ -144,7 +232,9 @@ static void prefill_try(gw_req_t *q)
 	    .headers = hdrs,
 	    .body = body,
 	    .body_len = blen,
-	    .timeout_ms = q->gw->o.attempt_timeout_ms,
+	    /* Within the request's deadline: a retry never outlives it. */
+	    .timeout_ms = sc_attempt_timeout(q->gw->o.attempt_timeout_ms, sc__gw_now_ms(q->gw),
+	                                     q->deadline_ms),
 	    .idle_timeout_ms = q->gw->o.idle_timeout_ms,
 	    .cbs = {.on_head = pf_head, .on_data = pf_data, .on_done = pf_done},
 	    .ud = q,
@@ -195,6 +285,9 @@ static void sc__gw_pd_kv_lost(gw_req_t *q)
 	sc_log_warn("%s; prefilling again", q->last_err);
 	q->role = GW_ROLE_PREFILL;
 	q->ntried = 0;
+	q->pf_reason = GW_PF_KV_LOST;
+	/* Counted on the prefill replica whose KV was lost. */
+	q->be = q->prefill_be;
 	prefill_try(q);
 }
 

@@ -44,6 +44,15 @@ size_t sc_lb_p2c(const double *weight, const int *inflight, size_t n, uint64_t r
 	return sc_lb_load(inflight[b], weight[b]) < sc_lb_load(inflight[a], weight[a]) ? b : a;
 }
 
+size_t sc_lb_least(const double *weight, const int *inflight, size_t n)
+{
+	size_t best = 0;
+	for (size_t i = 1; i < n; i++)
+		if (sc_lb_load(inflight[i], weight[i]) < sc_lb_load(inflight[best], weight[best]))
+			best = i;
+	return best;
+}
+
 /* ---------------------------------------------------------------------
  * Retries and ejection
  * ------------------------------------------------------------------- */
@@ -54,6 +63,24 @@ int sc_retry_budget_ok(uint64_t active, uint64_t retries_in_flight, double ratio
 	if (budget < min)
 		budget = min;
 	return (double)retries_in_flight < budget;
+}
+
+uint64_t sc_prefill_wait_limit(uint64_t attempt_timeout_ms)
+{
+	uint64_t l = attempt_timeout_ms / 2;
+	return l ? l : 1;
+}
+
+int sc_queue_late(uint64_t oldest_ms, uint64_t now_ms, uint64_t limit_ms)
+{
+	return oldest_ms && now_ms > oldest_ms && now_ms - oldest_ms > limit_ms;
+}
+
+uint64_t sc_attempt_timeout(uint64_t attempt_ms, uint64_t now_ms, uint64_t deadline_ms)
+{
+	uint64_t left = deadline_ms > now_ms ? deadline_ms - now_ms : 1;
+	uint64_t t = attempt_ms < left ? attempt_ms : left;
+	return t ? t : 1;
 }
 
 uint64_t sc_eject_ms(uint64_t base_ms, uint64_t max_ms, int ejections)

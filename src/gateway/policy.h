@@ -25,11 +25,30 @@ size_t sc_lb_draw(const double *weight, size_t n, double total, size_t skip, uin
  * tie). n must be at least 1. */
 size_t sc_lb_p2c(const double *weight, const int *inflight, size_t n, uint64_t r1, uint64_t r2);
 
+/* Strict least-loaded (for a retry, which must not wait behind the herd a
+ * random draw may hit): the index of the lowest sc_lb_load, the first on a
+ * tie. n must be at least 1. */
+size_t sc_lb_least(const double *weight, const int *inflight, size_t n);
+
 /* ---- retries and ejection ---- */
 
 /* True when one more retry may start: retries in flight stay under
  * ratio x active requests, and at least min are always allowed. */
 int sc_retry_budget_ok(uint64_t active, uint64_t retries_in_flight, double ratio, int min);
+/* Prefill admission (docs/GATEWAY.md, "Prefill/decode"): the longest a
+ * prefill replica's oldest unanswered attempt may have waited before the
+ * replica takes no new one, half the attempt timeout. In a FIFO queue in a
+ * steady state every request waits about as long as the one at its head,
+ * so a request sent behind a head that has waited that long is likely to
+ * time out: it is better refused at once (503 and Retry-After) than sent. */
+uint64_t sc_prefill_wait_limit(uint64_t attempt_timeout_ms);
+/* True when a replica whose oldest unanswered attempt started at oldest_ms
+ * (0: none is waiting) has made it wait past limit_ms at now_ms. */
+int sc_queue_late(uint64_t oldest_ms, uint64_t now_ms, uint64_t limit_ms);
+/* The timeout of an attempt started at now_ms by a request due at
+ * deadline_ms: the attempt timeout, or what is left of the request if that
+ * is less, at least 1 ms (a retry never outlives its request). */
+uint64_t sc_attempt_timeout(uint64_t attempt_ms, uint64_t now_ms, uint64_t deadline_ms);
 /* How long the n-th ejection (n >= 1) of a replica lasts: base x n, at
  * most max. */
 uint64_t sc_eject_ms(uint64_t base_ms, uint64_t max_ms, int ejections);

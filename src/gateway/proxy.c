@@ -109,7 +109,7 @@ void sc__gw_fail(gw_req_t *q, int status, const char *code, const char *param, c
 	} else if (q->hr) {
 		/* No replica gave this answer: it names none, only those tried. */
 		set_tried(q);
-		if (status == 429)
+		if (status == 429 || (code && strcmp(code, "overloaded") == 0))
 			sc_http_set_header(q->hr, "Retry-After", "1");
 		if (kserve_kind(q))
 			sc__gw_kserve_error(q->hr, status, msg);
@@ -238,6 +238,8 @@ static void req_release(gw_req_t *q)
 		q->up = NULL;
 		sc_hcli_cancel(up);
 	}
+	if (q->be)
+		sc__gw_backend_wait_del(q->be, &q->wait);
 	if (q->be && q->held) {
 		q->held = 0;
 		q->be->inflight--;
@@ -597,6 +599,7 @@ void sc__gw_attempt_end(gw_req_t *q, int failed)
 	if (!q->held)
 		return;
 	q->held = 0;
+	sc__gw_backend_wait_del(b, &q->wait);
 	double secs = since(q->att_ns);
 	sc__gw_backend_result(q->gw, b, !failed);
 	/* A request counts once for the version that served it, at its
@@ -788,21 +791,26 @@ int sc__gw_canary_fallback(gw_req_t *q)
 	return 1;
 }
 
-int sc__gw_may_retry(gw_req_t *q)
+int sc__gw_retry_check(gw_req_t *q)
 {
 	sc_gw_t *gw = q->gw;
 	if (q->attempts + q->prefill_attempts > gw->o.max_retries + q->resumes)
-		return 0;
+		return GW_DENY_ATTEMPTS;
 	/* A request refused at connect time added no load anywhere: the
 	 * budget, which protects struggling replicas, does not apply. */
 	if (q->free_retry)
-		return 1;
+		return 0;
 	if (!sc_retry_budget_ok(gw->active, gw->active_retries, gw->o.retry_budget,
 	                        gw->o.retry_budget_min)) {
 		gw->budget_exhausted++;
-		return 0;
+		return GW_DENY_BUDGET;
 	}
-	return 1;
+	return 0;
+}
+
+int sc__gw_may_retry(gw_req_t *q)
+{
+	return sc__gw_retry_check(q) == 0;
 }
 
 json_t *sc__gw_req_json(gw_req_t *q)

@@ -88,6 +88,8 @@ typedef struct gw_req {
 	int closed;
 	int waiting; /* held for a replica of an autoscaled model (sc_gw_t.may_hold) */
 	struct gw_req *prev, *next; /* sc_gw_t.reqs, then .dead and .pool */
+	gw_wait_t wait;             /* a prefill attempt in its replica's waiting list */
+	int pf_reason;              /* why the last prefill attempt failed (GW_PF_*) */
 } gw_req_t;
 
 /* The request's server span (ver: the answering version, may be NULL;
@@ -112,6 +114,10 @@ void sc__gw_fail(gw_req_t *q, int status, const char *code, const char *param, c
 void sc__gw_relay(gw_req_t *q);
 /* True when another attempt is allowed (retry limit and budget). */
 int sc__gw_may_retry(gw_req_t *q);
+/* The same, saying why not: 0 when allowed, else GW_DENY_ATTEMPTS (the
+ * request's --max-retries are spent) or GW_DENY_BUDGET (the gateway's retry
+ * budget is, counted in starcloud_gateway_retry_budget_exhausted_total). */
+int sc__gw_retry_check(gw_req_t *q);
 /* Ends the attempt in flight: replica load, ejection, canary, span. */
 void sc__gw_attempt_end(gw_req_t *q, int failed);
 /* Takes b for the next attempt (inflight, retry budget, tried list). */

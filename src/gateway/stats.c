@@ -35,7 +35,12 @@ struct gw_stats {
 	uint64_t retries, ejections, rollbacks, shed;
 	long long inflight;
 	uint64_t tokens; /* generated tokens relayed (the decode autoscaler's rate) */
+	uint64_t pf_retries[GW_PF_NREASONS], pf_denied[GW_DENY_N];
 };
+
+static const char *const pf_reasons[GW_PF_NREASONS] = {"timeout", "error", "busy", "kv_lost"};
+static const char *const pf_denials[GW_DENY_N] = {NULL, "attempts", "budget", "overloaded",
+                                                  "no_replica"};
 
 static gw_stats_t overflow = {.model = "(overflow)"};
 
@@ -113,6 +118,18 @@ void sc__gw_stats_retry(gw_stats_t *s)
 	s->retries++;
 }
 
+void sc__gw_stats_prefill_retry(gw_stats_t *s, int reason)
+{
+	if (reason >= 0 && reason < GW_PF_NREASONS)
+		s->pf_retries[reason]++;
+}
+
+void sc__gw_stats_prefill_denied(gw_stats_t *s, int deny)
+{
+	if (deny > 0 && deny < GW_DENY_N)
+		s->pf_denied[deny]++;
+}
+
 void sc__gw_stats_ejection(gw_stats_t *s)
 {
 	s->ejections++;
@@ -168,6 +185,23 @@ static void counter_out(sc_buf_t *o, sc_gw_t *gw, const char *name, const char *
 	}
 }
 
+/* A counter with a "reason" label: an array of n counters at off in each
+ * entry, named by names (NULL: no such reason). Only non-zero samples are
+ * written, so an idle model adds no series. */
+static void labelled_out(sc_buf_t *o, sc_gw_t *gw, const char *name, const char *help, size_t off,
+                         const char *const *names, size_t n)
+{
+	gw_stats_t *s;
+	sc_prom_family(o, name, "counter", help);
+	FOR_STATS(gw, s)
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = ((const uint64_t *)((const char *)s + off))[i];
+		if (names[i] && v)
+			sc_buf_printf(o, "%s{model=\"%s\",version=\"%s\",reason=\"%s\"} %llu\n",
+			              name, s->model, s->version, names[i], (unsigned long long)v);
+	}
+}
+
 void sc__gw_stats_out(sc_buf_t *o, sc_gw_t *gw)
 {
 	gw_stats_t *s;
@@ -196,7 +230,16 @@ void sc__gw_stats_out(sc_buf_t *o, sc_gw_t *gw)
 	            "Canaries rolled back (version is the canary's).",
 	            offsetof(gw_stats_t, rollbacks), 0);
 	counter_out(o, gw, "starcloud_gateway_shed_requests_total",
-	            "Requests refused with 429 (load shedding).", offsetof(gw_stats_t, shed), 0);
+	            "Requests refused by load shedding (429, or 503 for an overloaded prefill "
+	            "pool).",
+	            offsetof(gw_stats_t, shed), 0);
+	labelled_out(o, gw, "starcloud_gateway_prefill_retries_total",
+	             "Prefills retried on another prefill replica, by why the attempt failed.",
+	             offsetof(gw_stats_t, pf_retries), pf_reasons, GW_PF_NREASONS);
+	labelled_out(o, gw, "starcloud_gateway_prefill_retries_denied_total",
+	             "Failed prefills not retried, by why not (budget: the retry budget "
+	             "was spent).",
+	             offsetof(gw_stats_t, pf_denied), pf_denials, GW_DENY_N);
 	counter_out(o, gw, "starcloud_gateway_upstream_requests_in_flight",
 	            "Upstream attempts in flight.", offsetof(gw_stats_t, inflight), 1);
 	sc_prom_family(o, "starcloud_gateway_requests_in_flight", "gauge",

@@ -8,7 +8,7 @@ import time
 import requests
 
 from conftest import BIN
-from gwutil import completion, counters, procs, sse_texts  # noqa: F401
+from gwutil import completion, counters, metric, procs, sse_texts  # noqa: F401
 
 
 def test_decode_failure_before_first_byte_is_retried(procs):
@@ -38,6 +38,30 @@ def test_prefill_failure_policy(procs):
         r = completion(retry_gw, max_tokens=2)
         assert r.status_code == 200 and r.json()["choices"][0]["text"] == "t0 t1 "
     assert counters(dec)["decodes"] == 4
+
+
+def test_prefill_429_is_retried_on_another_prefill_replica(procs):
+    """A prefill replica whose queue is full (429) is not at fault and
+    another may have room: the prefill goes there (the real worker's 429
+    needs a full queue, which a test cannot time). With nowhere else to go
+    the client gets 429 with Retry-After."""
+    busy = procs.worker("1", "prefill", "tiny", "--fail-rate", "1", "--fail-status", "429")
+    good = procs.worker("1", "prefill")
+    dec = procs.worker("1", "decode")
+    gw = procs.gateway([busy, good, dec])
+    for _ in range(40):
+        r = completion(gw, max_tokens=2)
+        assert r.status_code == 200 and r.json()["choices"][0]["text"] == "t0 t1 "
+        if metric(gw, "starcloud_gateway_prefill_retries_total", reason="busy") >= 2:
+            break
+    assert metric(gw, "starcloud_gateway_prefill_retries_total", reason="busy") >= 2
+    assert metric(gw, "starcloud_gateway_ejections_total") == 0
+    only_busy = procs.gateway([busy, dec])
+    r = completion(only_busy, max_tokens=2)
+    assert r.status_code == 429 and r.headers["Retry-After"] == "1"
+    assert r.json()["error"]["code"] == "overloaded"
+    assert metric(only_busy, "starcloud_gateway_prefill_retries_denied_total",
+                  reason="no_replica") == 1
 
 
 def test_kv_gone_reprefills_or_fails(procs):

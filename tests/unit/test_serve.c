@@ -75,6 +75,30 @@ static void test_retry_budget(void **state)
 	assert_false(sc_retry_budget_ok(0, 0, 0, 0));
 }
 
+/* A retry takes the least loaded replica (per unit of weight), the first
+ * on a tie; prefill admission and the attempt timeout of a retry. */
+static void test_retry_pick_and_prefill_admission(void **state)
+{
+	double w[3] = {1, 1, 2};
+	int in[3] = {4, 2, 5};
+	assert_int_equal(sc_lb_least(w, in, 3), 1); /* loads 5, 3, 3: the first 3 */
+	in[1] = 3;                                  /* loads 5, 4, 3: the weighted one */
+	assert_int_equal(sc_lb_least(w, in, 3), 2);
+	assert_int_equal(sc_lb_least(w, in, 1), 0);
+	/* Half the attempt timeout, never 0. */
+	assert_int_equal(sc_prefill_wait_limit(3000), 1500);
+	assert_int_equal(sc_prefill_wait_limit(1), 1);
+	/* Late only when something waits, and past the limit. */
+	assert_false(sc_queue_late(0, 10000, 1500));
+	assert_false(sc_queue_late(5000, 6500, 1500));
+	assert_true(sc_queue_late(5000, 6501, 1500));
+	assert_false(sc_queue_late(7000, 6501, 1500)); /* a clock read before the start */
+	/* A retry never outlives its request. */
+	assert_int_equal(sc_attempt_timeout(3000, 1000, 60000), 3000);
+	assert_int_equal(sc_attempt_timeout(3000, 59000, 60000), 1000);
+	assert_int_equal(sc_attempt_timeout(3000, 61000, 60000), 1);
+}
+
 static void test_eject_backoff(void **state)
 {
 	assert_int_equal(sc_eject_ms(30000, 300000, 1), 30000);
@@ -207,6 +231,7 @@ int main(void)
 	    cmocka_unit_test(test_draw_respects_weights_and_skip),
 	    cmocka_unit_test(test_p2c_prefers_less_loaded),
 	    cmocka_unit_test(test_retry_budget),
+	    cmocka_unit_test(test_retry_pick_and_prefill_admission),
 	    cmocka_unit_test(test_eject_backoff),
 	    cmocka_unit_test(test_window_math),
 	    cmocka_unit_test(test_canary_verdict),
