@@ -329,15 +329,35 @@ class BadRollout(Fault):
 
     def inject(self, soak):
         self.t_inject = time.time()
+        self.gw_last = None
         soak.roll_out("2", fail_rate=0.2)
         return True
 
+    def watch_gateway(self, soak):
+        """The gateway's view of the rollout: its canary attempts and failures
+        (a failed canary request is answered by the stable version, so the
+        clients' records do not show it), and when the canary first served."""
+        try:
+            st = requests.get(soak.gateway.url + "/admin/rollouts/llama", timeout=1).json()
+        except (requests.RequestException, ValueError):
+            return
+        if st.get("canary") != "2":
+            return
+        self.gw_last = st
+        ev = st.get("stepEvidence") or {}
+        cur = (st.get("currentWindow") or {}).get("canary") or {}
+        if "t_canary_first" not in self.info and (ev.get("requests") or cur.get("requests")):
+            self.info["t_canary_first"] = time.time()
+
     def check(self, soak):
+        if "t_rollback" not in self.info:
+            self.watch_gateway(soak)
         d = soak.get_deployment() or {}
         ro = d.get("status", {}).get("rollout") or {}
         if ro.get("phase") == "RolledBack" and "t_rollback" not in self.info:
             self.info["t_rollback"] = time.time()
             self.info["reason"] = ro.get("reason")
+            self.watch_gateway(soak)
         if ro.get("phase") in ("Complete",) and ro.get("stable") == "2":
             self.notes.append("the bad version was PROMOTED")
             self.info["promoted"] = True
@@ -349,20 +369,33 @@ class BadRollout(Fault):
         return not canary and whole_again(soak, self.before)
 
     def finish(self, soak):
-        """What the clients saw between the rollout and its rollback."""
+        """What the clients saw between the rollout and its rollback, and
+        what the canary did (the gateway's counts: every attempt on it, a
+        failed one included, though its client got the stable version's
+        answer)."""
         t_rb = self.info.pop("t_rollback", None)
+        t_first = self.info.pop("t_canary_first", None)
         end = t_rb or time.time()
         res = [r for r in soak.traffic.snapshot() if self.t_inject <= r.sched <= end and
                r.end is not None]
-        canary = [r for r in res if r.version == "2"]
         failed = [r for r in res if not r.ok()]
         self.info.update(
             requests_during=len(res), failed_during=len(failed),
             failed_share_pct=100.0 * len(failed) / len(res) if res else None,
-            canary_requests=len(canary), canary_failed=len([r for r in canary if not r.ok()]),
+            canary_answers=len([r for r in res if r.version == "2"]),
             errors=sorted({r.error or "http %d" % r.status for r in failed}))
+        st = self.gw_last or {}
+        ev = st.get("stepEvidence") or {}
+        self.info.update(canary_attempts=ev.get("requests"), canary_failed=ev.get("errors"),
+                         gateway_reason=st.get("reason"))
+        if ev.get("requests"):
+            self.info["canary_failed_pct"] = 100.0 * ev.get("errors", 0) / ev["requests"]
         if t_rb:
             self.info["rollback_s"] = round(t_rb - self.t_inject, 2)
+        if t_first:
+            self.info["canary_first_s"] = round(t_first - self.t_inject, 2)
+            if t_rb:
+                self.info["rollback_after_canary_s"] = round(t_rb - t_first, 2)
 
 
 class KillNode(Fault):

@@ -570,8 +570,12 @@ def details(f):
                    i.get("prefill_after"), fmt(i.get("all_ready_s"), "", 1),
                    fmt(i.get("reclaims"), "", 0), fmt(i.get("preempts"), "", 0))
     if n == "bad-rollout":
-        return "rolled back after %s s; canary: %s requests, %s failed" % (
-            fmt(i.get("rollback_s"), "", 1), i.get("canary_requests"), i.get("canary_failed"))
+        return "rolled back after %s s (%s s after the canary's first request); the canary " \
+               "failed %s of %s attempts (each retried on the stable version); clients: " \
+               "%s of %s requests failed; %s" % (
+                   fmt(i.get("rollback_s"), "", 1), fmt(i.get("rollback_after_canary_s"), "", 1),
+                   i.get("canary_failed"), i.get("canary_attempts"), i.get("failed_during"),
+                   i.get("requests_during"), i.get("reason"))
     if n == "kill-node":
         g = i.get("gangs") or {}
         whole = [v for v in g.values() if v is not None]

@@ -54,7 +54,9 @@ static void finish(sc_gw_t *gw, gw_rollout_t *ro, int state, const char *reason)
 		gw->rollout_outcome(gw, ro, state == RO_PROMOTED ? "promoted" : state_names[state]);
 }
 
-static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
+/* Ends the current window: its figures become the last window's, and the
+ * control plane hears of them. */
+static void close_window(sc_gw_t *gw, gw_rollout_t *ro)
 {
 	for (int i = 0; i < 2; i++) {
 		ro->last_err[i] = sc_window_err(&ro->cur[i]);
@@ -65,10 +67,17 @@ static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
 	ro->windows++;
 	if (gw->rollout_window)
 		gw->rollout_window(gw, ro);
+}
+
+static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
+{
+	close_window(gw, ro);
 	const gw_window_t *c = &ro->last[1];
 	char why[256];
-	int v = sc_canary_verdict(c->requests, ro->last_err[1], ro->last_p99[1], ro->max_error_rate,
-	                          ro->max_p99, ro->min_requests, ro->step, ro->nsteps);
+	sc_canary_limits_t lim = {ro->max_error_rate, ro->max_p99, ro->min_requests,
+	                          ro->confidence};
+	int v =
+	    sc_canary_verdict(c->requests, c->errors, ro->last_p99[1], &lim, ro->step, ro->nsteps);
 	switch (v) {
 	case SC_CANARY_ROLLBACK_ERR:
 		snprintf(why, sizeof(why),
@@ -92,6 +101,7 @@ static void evaluate(sc_gw_t *gw, gw_rollout_t *ro)
 			return; /* the server steps, and the weight follows it */
 		ro->step++;
 		ro->weight = ro->steps[ro->step];
+		ro->step_req = ro->step_err = 0;
 		sc_log_info("rollout %s: canary %s at %d %%", ro->model, ro->canary, ro->weight);
 		return;
 	default:
@@ -137,12 +147,15 @@ gw_rollout_t *sc__gw_rollout_set(sc_gw_t *gw, const char *model, const char *sta
 	ro->source = source;
 	if (!ro->min_requests)
 		ro->min_requests = 1;
+	if (fresh)
+		ro->confidence = GW_EARLY_CONFIDENCE; /* the caller may set its own */
 	if (!fresh)
 		return ro;
 	ro->step = 0;
 	ro->weight = steps[0];
 	ro->state = RO_PROGRESSING;
 	ro->windows = 0;
+	ro->step_req = ro->step_err = 0;
 	ro->reason[0] = '\0';
 	memset(ro->cur, 0, sizeof(ro->cur));
 	memset(ro->last, 0, sizeof(ro->last));
@@ -175,6 +188,7 @@ void sc__gw_rollout_follow(sc_gw_t *gw, gw_rollout_t *ro, const char *phase, int
 		sc_log_info("rollout %s: canary %s at %d %% (the control plane's step)", ro->model,
 		            ro->canary, weight);
 		ro->weight = weight;
+		ro->step_req = ro->step_err = 0;
 	}
 	(void)gw;
 }
@@ -243,8 +257,28 @@ void sc__gw_rollout_observe(sc_gw_t *gw, const char *model, const char *version,
 	if (!ro || ro->state != RO_PROGRESSING)
 		return;
 	int i = strcmp(version, ro->canary) == 0 ? 1 : strcmp(version, ro->stable) == 0 ? 0 : -1;
-	if (i >= 0)
-		sc_window_add(&ro->cur[i], error, seconds, sc__gw_rand(gw));
+	if (i < 0)
+		return;
+	sc_window_add(&ro->cur[i], error, seconds, sc__gw_rand(gw));
+	if (i == 0)
+		return;
+	ro->step_req++;
+	ro->step_err += error != 0;
+	/* Early rollback: failures that already prove the canary's error rate
+	 * above the limit end it now, not at the window's end nor after
+	 * minRequests; checked on failures only (a success never proves it). */
+	if (!error ||
+	    !sc_canary_proven_bad(ro->step_req, ro->step_err, ro->max_error_rate, ro->confidence))
+		return;
+	/* The window so far is the evidence: reported before the outcome. */
+	close_window(gw, ro);
+	char why[256];
+	snprintf(why, sizeof(why),
+	         "canary failed %llu of %llu requests in this step: error rate above %.3f at "
+	         "%.0f %% confidence",
+	         (unsigned long long)ro->step_err, (unsigned long long)ro->step_req,
+	         ro->max_error_rate, ro->confidence * 100);
+	finish(gw, ro, RO_ROLLED_BACK, why);
 }
 
 int sc__gw_rollout_action(sc_gw_t *gw, gw_rollout_t *ro, const char *action)
@@ -279,12 +313,16 @@ json_t *sc__gw_rollout_json(const gw_rollout_t *ro)
 	json_t *cur = json_pack("{s:o,s:o}", "stable",
 	                        window_json(&ro->cur[0], sc_window_err(&ro->cur[0]), 0), "canary",
 	                        window_json(&ro->cur[1], sc_window_err(&ro->cur[1]), 0));
-	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:f,s:f,s:I,s:s,s:o,s:o}", "model",
-	                 ro->model, "stable", ro->stable, "canary", ro->canary, "state",
+	json_t *step = json_pack("{s:I,s:I}", "requests", (json_int_t)ro->step_req, "errors",
+	                         (json_int_t)ro->step_err);
+	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:f,s:f,s:I,s:f,s:I,s:s,s:o,s:o,s:o}",
+	                 "model", ro->model, "stable", ro->stable, "canary", ro->canary, "state",
 	                 state_names[ro->state], "step", (int)ro->step, "weight", ro->weight,
 	                 "steps", steps, "analysisWindowSeconds", (double)ro->window_ms / 1000.0,
-	                 "maxErrorRate", ro->max_error_rate, "windows", (json_int_t)ro->windows,
-	                 "reason", ro->reason, "lastWindow", last, "currentWindow", cur);
+	                 "maxErrorRate", ro->max_error_rate, "minRequests",
+	                 (json_int_t)ro->min_requests, "earlyRollbackConfidence", ro->confidence,
+	                 "windows", (json_int_t)ro->windows, "reason", ro->reason, "lastWindow",
+	                 last, "currentWindow", cur, "stepEvidence", step);
 }
 
 void sc__gw_rollout_stop_all(sc_gw_t *gw)

@@ -196,6 +196,8 @@ static void rollout_from(sc_gw_t *gw, const char *dep, const char *model, const 
 	r->min_requests = json_is_integer(mr) && json_integer_value(mr) > 0
 	                      ? (uint64_t)json_integer_value(mr)
 	                      : GW_SERVER_MIN_REQUESTS;
+	json_t *ec = json_object_get(ro, "earlyRollbackConfidence");
+	r->confidence = json_is_number(ec) ? json_number_value(ec) : GW_EARLY_CONFIDENCE;
 	/* The server owns the steps: the gateway follows its weight and phase,
 	 * reports its windows, and only rolls back by itself. */
 	json_t *sro = json_object_get(status, "rollout");

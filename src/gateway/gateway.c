@@ -194,6 +194,7 @@ typedef struct rollout_desc {
 	uint64_t window_ms;
 	double max_error_rate;
 	uint64_t min_requests;
+	double confidence;
 } rollout_desc_t;
 
 static int parse_rollout_field(rollout_desc_t *d, const char *k, size_t kl, const char *v,
@@ -220,6 +221,10 @@ static int parse_rollout_field(rollout_desc_t *d, const char *k, size_t kl, cons
 		return sc_parse_num(val, 0, 1, &d->max_error_rate);
 	if (kl == 12 && strncmp(k, "min-requests", 12) == 0)
 		return sc_parse_u64(val, 1, 1000000000, &d->min_requests);
+	if (kl == 25 && strncmp(k, "early-rollback-confidence", 25) == 0) {
+		int rc = sc_parse_num(val, 0, 0.9999, &d->confidence);
+		return rc < 0 || d->confidence == 0 || d->confidence >= 0.5 ? rc : SC_EINVAL;
+	}
 	return SC_ENOTFOUND;
 }
 
@@ -232,6 +237,7 @@ static int parse_rollout(const gw_opts_t *o, const char *spec, rollout_desc_t *d
 	d->window_ms = o->window_ms;
 	d->max_error_rate = o->max_error_rate;
 	d->min_requests = 1;
+	d->confidence = GW_EARLY_CONFIDENCE;
 	const char *p = spec;
 	while (*p) {
 		size_t fl = strcspn(p, ",");
@@ -374,10 +380,15 @@ static int file_key(void *opts, const char *key, json_t *e, char *err, size_t er
 	                                    {"health", "health"},
 	                                    {"repository", "repository"}};
 	static const char *const rf[][2] = {
-	    {"model", "model"},           {"stable", "stable"},
-	    {"canary", "canary"},         {"steps", "steps"},
-	    {"analysisWindow", "window"}, {"maxErrorRate", "max-error-rate"},
-	    {"deployment", "deployment"}, {"minRequests", "min-requests"}};
+	    {"model", "model"},
+	    {"stable", "stable"},
+	    {"canary", "canary"},
+	    {"steps", "steps"},
+	    {"analysisWindow", "window"},
+	    {"maxErrorRate", "max-error-rate"},
+	    {"deployment", "deployment"},
+	    {"minRequests", "min-requests"},
+	    {"earlyRollbackConfidence", "early-rollback-confidence"}};
 	int backends = strcmp(key, "backends") == 0;
 	if (!backends && strcmp(key, "rollouts") != 0)
 		return SC_ENOTFOUND;
@@ -655,6 +666,7 @@ static int setup(sc_gw_t *gw, args_t *a)
 			return SC_ELIMIT;
 		snprintf(ro->deployment, sizeof(ro->deployment), "%s", d->deployment);
 		ro->min_requests = d->min_requests;
+		ro->confidence = d->confidence;
 	}
 	int rc = sc__gw_proxy_init(gw);
 	if (rc == 0)

@@ -37,6 +37,7 @@
 #define GW_MAX_TRIED 16
 #define GW_MAX_SERVERS 8
 #define GW_SERVER_MIN_REQUESTS 20 /* the server's default spec.rollout.minRequests */
+#define GW_EARLY_CONFIDENCE 0.99  /* default spec.rollout.earlyRollbackConfidence */
 
 enum { GW_ROLE_BOTH, GW_ROLE_PREFILL, GW_ROLE_DECODE };
 /* Why a prefill attempt failed (a retry's reason in /metrics): no answer in
@@ -128,6 +129,9 @@ typedef struct gw_rollout {
 	double max_p99; /* seconds; 0 = not checked */
 	uint64_t window_ms;
 	uint64_t min_requests; /* canary requests a window needs to advance */
+	double confidence;     /* an early rollback's (sc_canary_proven_bad); 0 = off */
+	uint64_t step_req;     /* canary attempts since the step (weight) began */
+	uint64_t step_err;     /* ... and failures among them */
 	uint64_t windows;
 	gw_window_t cur[2]; /* [0] stable, [1] canary */
 	gw_window_t last[2];

@@ -138,14 +138,50 @@ double sc_window_p99(sc_window_t *w)
 	return w->lat[i ? i - 1 : 0];
 }
 
-int sc_canary_verdict(uint64_t requests, double err, double p99, double max_err, double max_p99,
-                      uint64_t min_requests, size_t step, size_t nsteps)
+double sc_binom_tail(uint64_t n, uint64_t k, double p)
 {
-	if (requests > 0 && err > max_err)
+	if (k == 0)
+		return 1;
+	if (k > n || p <= 0)
+		return 0;
+	if (p >= 1)
+		return 1;
+	/* Terms in log space (n may be large); past the mode they shrink
+	 * geometrically, so the sum stops once they no longer count. */
+	double lp = log(p), lq = log1p(-p), lgn = lgamma((double)n + 1), sum = 0;
+	for (uint64_t i = k; i <= n; i++) {
+		double t = exp(lgn - lgamma((double)i + 1) - lgamma((double)(n - i) + 1) +
+		               (double)i * lp + (double)(n - i) * lq);
+		sum += t;
+		if ((double)i > (double)n * p && t < sum * 1e-12)
+			break;
+	}
+	return sum < 1 ? sum : 1;
+}
+
+int sc_canary_proven_bad(uint64_t n, uint64_t k, double max, double confidence)
+{
+	if (confidence <= 0 || k == 0 || k > n || max >= 1)
+		return 0;
+	/* At or below the expected count the tail is about one half or more:
+	 * proves nothing, and saves the sum. */
+	if ((double)k <= (double)n * max)
+		return 0;
+	/* Strictly below, past rounding: 1 of 1 at 5 % is exactly 5 %. */
+	return sc_binom_tail(n, k, max) < 1 - confidence - 1e-9;
+}
+
+int sc_canary_verdict(uint64_t requests, uint64_t errors, double p99, const sc_canary_limits_t *lim,
+                      size_t step, size_t nsteps)
+{
+	double err = requests ? (double)errors / (double)requests : 0;
+	if (requests > 0 &&
+	    ((requests >= lim->min_requests && err > lim->max_error_rate) ||
+	     sc_canary_proven_bad(requests, errors, lim->max_error_rate, lim->confidence)))
 		return SC_CANARY_ROLLBACK_ERR;
-	if (requests > 0 && max_p99 > 0 && p99 > max_p99)
+	if (requests > 0 && lim->max_p99 > 0 && p99 > lim->max_p99)
 		return SC_CANARY_ROLLBACK_P99;
-	if (requests == 0 || requests < min_requests)
+	if (requests == 0 || requests < lim->min_requests)
 		return SC_CANARY_HOLD;
 	return step + 1 >= nsteps ? SC_CANARY_PROMOTE : SC_CANARY_ADVANCE;
 }

@@ -687,11 +687,12 @@ static int decode_template(sc__rd_t *rd, json_t *o, const char *key, bool req, s
 
 static int decode_rollout(sc__rd_t *rd, json_t *spec)
 {
-	static const char *const fields[] = {"steps", "analysisWindow", "maxErrorRate",
-	                                     "minRequests", NULL};
+	static const char *const fields[] = {
+	    "steps",       "analysisWindow",          "maxErrorRate",
+	    "minRequests", "earlyRollbackConfidence", NULL};
 	json_t *r, *steps = NULL, *v;
 	int64_t window, minreq;
-	double rate;
+	double rate, conf = 0;
 	size_t i;
 	int rc = sc__get_object(rd, spec, "rollout", false, &r);
 	if (rc <= 0)
@@ -701,8 +702,14 @@ static int decode_rollout(sc__rd_t *rd, json_t *spec)
 	    (rc = sc__get_dur(rd, r, "analysisWindow", false, &window)) < 0 ||
 	    (rc = sc__get_num(rd, r, "maxErrorRate", false, 0, 1, &rate)) < 0 ||
 	    (rc = sc__get_int(rd, r, "minRequests", false, 1, 1000000000, &minreq)) < 0 ||
+	    (rc = sc__get_num(rd, r, "earlyRollbackConfidence", false, 0, 0.9999, &conf)) < 0 ||
 	    (rc = sc__get_array(rd, r, "steps", false, &steps)) < 0)
 		return rc;
+	if (conf > 0 && conf < 0.5) {
+		sc__rd_push(rd, "earlyRollbackConfidence");
+		return sc__rd_fail(rd, SC_EINVAL,
+		                   "expected 0 (off) or a confidence in 0.5..0.9999");
+	}
 	sc__rd_push(rd, "steps");
 	json_int_t prev = 0;
 	json_array_foreach(steps, i, v)

@@ -110,11 +110,60 @@ def test_no_fallback_without_retries(procs):
     stable = procs.worker("1")
     bad = procs.worker("2", "both", "tiny", "--fail-rate", "1", "--fail-status", "500")
     gw = procs.gateway([stable, bad], "--max-retries", "0",
-                       rollout="model=tiny,stable=1,canary=2,steps=50/100,window=1h")
-    first_ok(gw)
+                       rollout="model=tiny,stable=1,canary=2,steps=50/100,window=1h,"
+                               "early-rollback-confidence=0")
     codes = set()
     deadline = time.time() + 60
-    while 500 not in codes and time.time() < deadline and \
-            rollouts(gw)["state"] == "progressing":
+    while 500 not in codes and time.time() < deadline:
         codes.add(completion(gw, max_tokens=1).status_code)
     assert 500 in codes, (codes, rollouts(gw))
+    assert rollouts(gw)["state"] == "progressing"
+
+
+def test_failures_that_prove_the_canary_bad_roll_it_back_early(procs):
+    """Early rollback: 2 failures of the canary's first 2 requests prove its
+    error rate above 5 % at 99 % (P = 0.25 %), so it is rolled back at once,
+    not after min-requests nor at the end of its (hour-long) window; the
+    old gateway waited for the window. The clients saw no failure."""
+    stable = procs.worker("1")
+    bad = procs.worker("2", "both", "tiny", "--fail-rate", "1", "--fail-status", "500")
+    gw = procs.gateway([stable, bad], rollout="model=tiny,stable=1,canary=2,steps=50/100,"
+                                              "window=1h,min-requests=1000")
+    first_ok(gw)
+    deadline = time.time() + 60
+    while rollouts(gw)["state"] == "progressing":
+        assert time.time() < deadline, rollouts(gw)
+        r = completion(gw, max_tokens=1)
+        assert r.status_code == 200, r.text
+    st = rollouts(gw)
+    assert st["state"] == "rolled_back" and st["weight"] == 0, st
+    assert "99 % confidence" in st["reason"], st
+    assert st["earlyRollbackConfidence"] == 0.99 and st["minRequests"] == 1000
+    assert st["stepEvidence"]["errors"] == 2 and st["stepEvidence"]["requests"] == 2, st
+    assert counters(bad).get("failed", 0) == 2
+
+
+def test_early_rollback_can_be_turned_off(procs):
+    """early-rollback-confidence=0: only the window's verdict with
+    min-requests rolls back; a canary failing every request then runs on
+    until its window ends (here: not within the test)."""
+    stable = procs.worker("1")
+    bad = procs.worker("2", "both", "tiny", "--fail-rate", "1", "--fail-status", "500")
+    gw = procs.gateway([stable, bad], rollout="model=tiny,stable=1,canary=2,steps=50/100,"
+                                              "window=1h,min-requests=1000,"
+                                              "early-rollback-confidence=0")
+    first_ok(gw)
+    for _ in range(20):
+        assert completion(gw, max_tokens=1).status_code == 200
+    st = rollouts(gw)
+    assert st["state"] == "progressing" and st["stepEvidence"]["errors"] >= 2, st
+
+
+def test_early_rollback_confidence_is_validated():
+    import subprocess
+    from conftest import BIN
+    for bad in ("0.3", "1", "nan", "x", "-0.5"):
+        args = ["--rollout", "model=m,stable=1,canary=2,early-rollback-confidence=" + bad]
+        p = subprocess.run([BIN, "gateway"] + args, capture_output=True, text=True, timeout=5)
+        assert p.returncode == 2, (bad, p.stderr)
+        assert "early-rollback-confidence" in p.stderr, (bad, p.stderr)

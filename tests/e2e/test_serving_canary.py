@@ -176,3 +176,20 @@ def test_min_requests_is_validated(server, admin):
         r = s.post(s.base + "/deployments", json=d)
         assert r.status_code == 400, (bad, r.text)
         assert r.json()["error"]["field"] == "spec.rollout.minRequests"
+
+
+def test_early_rollback_confidence_is_validated(server, admin):
+    s = admin
+    setup_queue(s)
+    for bad in (0.3, 1, 1.5, -0.1, "0.99", True):
+        d = deployment("v", 9000)
+        d["spec"]["rollout"]["earlyRollbackConfidence"] = bad
+        r = s.post(s.base + "/deployments", json=d)
+        assert r.status_code == 400, (bad, r.text)
+        assert r.json()["error"]["field"] == "spec.rollout.earlyRollbackConfidence", r.text
+    for good in (0, 0.95, 0.99, 0.9999):
+        d = deployment("v%d" % int(good * 10000), 9000)
+        d["spec"]["rollout"]["earlyRollbackConfidence"] = good
+        d["spec"]["replicas"] = 0
+        r = s.post(s.base + "/deployments", json=d)
+        assert r.status_code == 201, (good, r.text)

@@ -1,5 +1,6 @@
 /* The gateway's pure policy arithmetic (src/gateway/policy.h): picking,
  * retry budget, ejection backoff, canary windows, SSE framing, traceparent. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -141,19 +142,109 @@ static void test_window_math(void **state)
 
 static void test_canary_verdict(void **state)
 {
+	sc_canary_limits_t lim = {0.05, 0, 1, 0}, p99 = {0.05, 1.0, 1, 0};
 	/* 6 % errors over a 5 % limit: rolled back whatever the step. */
-	assert_int_equal(sc_canary_verdict(100, 0.06, 0.1, 0.05, 0, 1, 0, 3),
-	                 SC_CANARY_ROLLBACK_ERR);
+	assert_int_equal(sc_canary_verdict(100, 6, 0.1, &lim, 0, 3), SC_CANARY_ROLLBACK_ERR);
 	/* Exactly at the limit passes. */
-	assert_int_equal(sc_canary_verdict(100, 0.05, 0.1, 0.05, 0, 1, 0, 3), SC_CANARY_ADVANCE);
-	assert_int_equal(sc_canary_verdict(100, 0.0, 2.0, 0.05, 1.0, 1, 0, 3),
-	                 SC_CANARY_ROLLBACK_P99);
-	assert_int_equal(sc_canary_verdict(100, 0.0, 2.0, 0.05, 0, 1, 0, 3), SC_CANARY_ADVANCE);
+	assert_int_equal(sc_canary_verdict(100, 5, 0.1, &lim, 0, 3), SC_CANARY_ADVANCE);
+	assert_int_equal(sc_canary_verdict(100, 0, 2.0, &p99, 0, 3), SC_CANARY_ROLLBACK_P99);
+	assert_int_equal(sc_canary_verdict(100, 0, 2.0, &lim, 0, 3), SC_CANARY_ADVANCE);
 	/* No canary traffic, or too little: hold. */
-	assert_int_equal(sc_canary_verdict(0, 0, 0, 0.05, 0, 1, 1, 3), SC_CANARY_HOLD);
-	assert_int_equal(sc_canary_verdict(4, 0, 0, 0.05, 0, 5, 1, 3), SC_CANARY_HOLD);
+	assert_int_equal(sc_canary_verdict(0, 0, 0, &lim, 1, 3), SC_CANARY_HOLD);
+	lim.min_requests = 5;
+	assert_int_equal(sc_canary_verdict(4, 0, 0, &lim, 1, 3), SC_CANARY_HOLD);
 	/* A good window at the last step promotes. */
-	assert_int_equal(sc_canary_verdict(10, 0, 0, 0.05, 0, 1, 2, 3), SC_CANARY_PROMOTE);
+	lim.min_requests = 1;
+	assert_int_equal(sc_canary_verdict(10, 0, 0, &lim, 2, 3), SC_CANARY_PROMOTE);
+	/* Under minRequests one failure in a few proves nothing: the old
+	 * gateway rolled back on 1 of 5 (20 % > 5 %). */
+	lim.min_requests = 20;
+	assert_int_equal(sc_canary_verdict(5, 1, 0, &lim, 0, 3), SC_CANARY_HOLD);
+	lim.confidence = 0.99;
+	assert_int_equal(sc_canary_verdict(5, 1, 0, &lim, 0, 3), SC_CANARY_HOLD);
+	/* ... but 3 of 5 do, at 99 %: P(>= 3 of 5 | 5 %) = 0.1 %. */
+	assert_int_equal(sc_canary_verdict(5, 3, 0, &lim, 0, 3), SC_CANARY_ROLLBACK_ERR);
+	/* With minRequests the plain rate rule: 2 of 20 is 10 % > 5 %. */
+	assert_int_equal(sc_canary_verdict(20, 2, 0, &lim, 0, 3), SC_CANARY_ROLLBACK_ERR);
+	assert_int_equal(sc_canary_verdict(20, 1, 0, &lim, 0, 3), SC_CANARY_ADVANCE);
+}
+
+static void test_binom_tail(void **state)
+{
+	/* Against values worked by hand and with exact sums elsewhere. */
+	assert_true(fabs(sc_binom_tail(1, 1, 0.05) - 0.05) < 1e-12);
+	assert_true(fabs(sc_binom_tail(2, 2, 0.05) - 0.0025) < 1e-12);
+	assert_true(fabs(sc_binom_tail(10, 2, 0.05) - (1 - pow(0.95, 10) - 0.5 * pow(0.95, 9))) <
+	            1e-12);
+	assert_true(fabs(sc_binom_tail(20, 0, 0.3) - 1) < 1e-12);
+	assert_true(sc_binom_tail(3, 4, 0.5) == 0);
+	assert_true(fabs(sc_binom_tail(4, 2, 0.5) - 11.0 / 16) < 1e-12);
+	/* Large n: the whole tail above the mean is about one half, and a
+	 * far tail is tiny but not 0. */
+	double mid = sc_binom_tail(1000000, 50000, 0.05);
+	assert_true(mid > 0.49 && mid < 0.51);
+	double far = sc_binom_tail(1000000, 51000, 0.05);
+	assert_true(far > 0 && far < 1e-5);
+}
+
+static void test_canary_proven_bad(void **state)
+{
+	/* One failure never proves more than 5 % at 95 %: P(1 of 1 | 5 %) = 5 %. */
+	assert_false(sc_canary_proven_bad(1, 1, 0.05, 0.95));
+	assert_false(sc_canary_proven_bad(1, 1, 0.05, 0.99));
+	/* 2 of 2: P = 0.25 % < 1 %. */
+	assert_true(sc_canary_proven_bad(2, 2, 0.05, 0.99));
+	/* 2 failures prove it at 95 % within 7 requests, not 8
+	 * (P = 4.4 % and 5.7 %), at 99 % within 3, not 4. */
+	assert_true(sc_canary_proven_bad(7, 2, 0.05, 0.95));
+	assert_false(sc_canary_proven_bad(8, 2, 0.05, 0.95));
+	assert_true(sc_canary_proven_bad(3, 2, 0.05, 0.99));
+	assert_false(sc_canary_proven_bad(4, 2, 0.05, 0.99));
+	/* At or under the limit's share never, however many requests. */
+	assert_false(sc_canary_proven_bad(1000, 50, 0.05, 0.99));
+	assert_false(sc_canary_proven_bad(1000, 10, 0.05, 0.5));
+	/* A clear excess over many requests does. */
+	assert_true(sc_canary_proven_bad(1000, 90, 0.05, 0.99));
+	/* Off, no failures, or a limit of 100 %: never. */
+	assert_false(sc_canary_proven_bad(10, 10, 0.05, 0));
+	assert_false(sc_canary_proven_bad(10, 0, 0.05, 0.99));
+	assert_false(sc_canary_proven_bad(10, 10, 1.0, 0.99));
+	/* A limit of 0: any failure is above it. */
+	assert_true(sc_canary_proven_bad(10, 1, 0, 0.99));
+}
+
+/* The sequential risk the header states: checked after every failure at
+ * 99 %, over the first 100 requests, a canary failing at exactly the
+ * limit is rolled back with probability under 5 %, one at a fifth of it
+ * under 0.1 %; one failing 20 % of requests almost surely (> 99 %). The
+ * exact probabilities, by dynamic programming over the failure count. */
+static double early_rollback_chance(double p, double max, double conf, int n)
+{
+	double alive[101] = {1}, stopped = 0;
+	for (int i = 1; i <= n; i++) {
+		double next[101] = {0};
+		for (int k = 0; k < i; k++) {
+			if (alive[k] == 0)
+				continue;
+			next[k] += alive[k] * (1 - p);
+			if (sc_canary_proven_bad((uint64_t)i, (uint64_t)k + 1, max, conf))
+				stopped += alive[k] * p;
+			else
+				next[k + 1] += alive[k] * p;
+		}
+		memcpy(alive, next, sizeof(alive));
+	}
+	return stopped;
+}
+
+static void test_canary_early_rollback_risk(void **state)
+{
+	assert_true(early_rollback_chance(0.05, 0.05, 0.99, 100) < 0.05);
+	assert_true(early_rollback_chance(0.01, 0.05, 0.99, 100) < 0.001);
+	assert_true(early_rollback_chance(0.2, 0.05, 0.99, 100) > 0.99);
+	/* 0.95 is looser. */
+	assert_true(early_rollback_chance(0.01, 0.05, 0.95, 100) >
+	            2 * early_rollback_chance(0.01, 0.05, 0.99, 100));
 }
 
 static void test_sse_framing(void **state)
@@ -235,6 +326,9 @@ int main(void)
 	    cmocka_unit_test(test_eject_backoff),
 	    cmocka_unit_test(test_window_math),
 	    cmocka_unit_test(test_canary_verdict),
+	    cmocka_unit_test(test_binom_tail),
+	    cmocka_unit_test(test_canary_proven_bad),
+	    cmocka_unit_test(test_canary_early_rollback_risk),
 	    cmocka_unit_test(test_sse_framing),
 	    cmocka_unit_test(test_traceparent),
 	};
