@@ -519,6 +519,8 @@ out:
 	free_pods(a);
 	sc__devcg_close(a);
 	sc__cgv1_close(a);
+	if (a->cgroup_ok)
+		rmdir(a->cgroup_root); /* kept while a pod's cgroup is left in it */
 	sc_gpu_sampler_close(a->sampler);
 	json_decref(a->uids);
 	sc_tls_ctx_free(a->tls);

@@ -13,6 +13,7 @@
 
 #include "agent/cgkill.h"
 #include "agent/cgv1.h"
+#include "agent/devbpf.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "starcloud/error.h"
@@ -83,12 +84,36 @@ static void not_enforced(const char *dir, const char *why)
 	            why, dir);
 }
 
+/* cgroup v2 (the pods' limits are there: podenv.c): a BPF program per
+ * pod cgroup (devbpf.h), if this process may load one. */
+static void v2_init(sc_agent_t *a, const char *dir, int n)
+{
+	if (!sc__devbpf_usable()) {
+		char why[300];
+		snprintf(why, sizeof(why),
+		         "cgroup v2: cannot load a BPF device program (%s; it needs "
+		         "CAP_SYS_ADMIN)",
+		         strerror(errno));
+		if (n)
+			not_enforced(dir, why);
+		return;
+	}
+	a->devbpf_ok = 1;
+	sc_log_info("cgroup v2: pods see only their GPUs' nodes of %s (%d found now), through "
+	            "a BPF device program per pod",
+	            dir, n);
+}
+
 void sc__devcg_init(sc_agent_t *a)
 {
 	char mnt[512], own[512], allow[600];
 	devnode_t nodes[MAX_NODES];
 	const char *dir = a->o.dev_dir ? a->o.dev_dir : "/dev";
 	int n = list_nodes(dir, nodes);
+	if (a->cgroup_ok) {
+		v2_init(a, dir, n);
+		return;
+	}
 	if (!sc__cgv1_mount("devices", mnt, sizeof(mnt)) ||
 	    !sc__cgv1_own("devices", own, sizeof(own)) ||
 	    snprintf(a->devcg_root, sizeof(a->devcg_root), "%s/starcloud-%s", mnt, a->o.name) >=
@@ -197,6 +222,28 @@ int sc__devcg_enter(sc_pod_t *p)
 		return SC_EIO;
 	}
 	return 1;
+}
+
+int sc__devcg_v2_attach(sc_pod_t *p, const char *dir)
+{
+	devnode_t nodes[MAX_NODES];
+	sc_devrule_t deny[MAX_NODES];
+	if (!p->a->devbpf_ok)
+		return 0;
+	int n = list_nodes(p->a->o.dev_dir ? p->a->o.dev_dir : "/dev", nodes), k = 0;
+	int any = pod_has_any_gpu(p);
+	for (int i = 0; i < n; i++)
+		if (!(nodes[i].gpu == NO_GPU ? any : pod_has_gpu(p, nodes[i].gpu)))
+			deny[k++] = (sc_devrule_t){nodes[i].type, nodes[i].major, nodes[i].minor};
+	/* Attached even with nothing to deny: it replaces the program of an
+	 * earlier start of the pod, which may have hidden its GPU now. */
+	if (sc__devbpf_attach(dir, deny, k) < 0) {
+		sc_log_error("pod %s/%s: cannot attach its device program to %s (%s): not "
+		             "started, it would see every GPU",
+		             p->job, p->name, dir, strerror(errno));
+		return SC_EIO;
+	}
+	return 0;
 }
 
 void sc__devcg_leave(sc_agent_t *a, int entered)

@@ -8,7 +8,8 @@
  * for a pod without GPUs, the shared nvidiactl, nvidia-uvm(-tools),
  * nvidia-modeset and nvidia-caps nodes too). Other devices keep their
  * file modes as the only guard (pods are unprivileged users). cgroup v2
- * has no devices files (it needs a BPF program): not done.
+ * has no devices files: there the same rules are a BPF program attached to
+ * the pod's v2 cgroup (devbpf.h, sc__devcg_v2_attach).
  *
  * The nodes are found by reading --dev-dir (/dev) when a pod starts, so a
  * node that appears later (a driver loaded after the pod started) is not
@@ -36,6 +37,11 @@ void sc__devcg_init(sc_agent_t *a);
  * said at start-up), SC_EIO when it needs one and it cannot be made or
  * entered: start nothing, the pod would see every GPU. */
 int sc__devcg_enter(sc_pod_t *p);
+/* cgroup v2: attaches to the pod's v2 cgroup dir (made, the pod not in it
+ * yet) the BPF program denying what devcg_enter would deny on v1
+ * (devbpf.h). 0 (also when v2 device programs are not in use: said at
+ * start-up), or SC_EIO: start nothing, the pod would see every GPU. */
+int sc__devcg_v2_attach(sc_pod_t *p, const char *dir);
 /* Moves the agent back to its own cgroup (entered: what enter returned). */
 void sc__devcg_leave(sc_agent_t *a, int entered);
 /* Removes the pod's cgroup (once its main process is gone), killing what

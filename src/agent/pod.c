@@ -378,7 +378,11 @@ static int record_then_release(sc_pod_t *p, const char **what)
 {
 	p->pid = p->child.pid;
 	/* v2: moved before it runs anything (v1: born inside). */
-	sc__podenv_cgroup_enter(p, p->pid);
+	if (sc__podenv_cgroup_enter(p, p->pid) < 0) {
+		sc__spawn_cancel(&p->child);
+		*what = "GPU isolation (cgroup v2 device program)";
+		return UV_EPERM;
+	}
 	if (sc__podstore_save(p) < 0) {
 		sc__spawn_cancel(&p->child);
 		sc__podstore_forget(p);

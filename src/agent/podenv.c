@@ -10,6 +10,7 @@
 
 #include "agent/cgkill.h"
 #include "agent/cgv1.h"
+#include "agent/devcg.h"
 #include "base/alloc.h"
 #include "base/log.h"
 
@@ -289,11 +290,20 @@ void sc__podenv_cgroup_init(sc_agent_t *a)
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
 	/* pids bounds a fork bomb; a host without the controller still gets
 	 * CPU and memory limits, and is told. */
-	int made = mkdir(a->cgroup_root, 0755) == 0 || errno == EEXIST;
-	int pids = made && write_file(path, "+cpu +memory +pids") == 0;
-	if (!made || (!pids && write_file(path, "+cpu +memory") < 0)) {
+	if (mkdir(a->cgroup_root, 0755) < 0 && errno != EEXIST) {
 		sc_log_warn("cgroup v2 at %s is not writable (%s): pod CPU and memory limits "
 		            "are NOT enforced",
+		            root, strerror(errno));
+		return;
+	}
+	/* Without the controllers (held by v1 hierarchies, or not delegated)
+	 * each pod still gets a cgroup: it is stopped whole (cgkill.h) and its
+	 * device program hangs there (devbpf.h). */
+	a->cgroup_ok = 1;
+	int pids = write_file(path, "+cpu +memory +pids") == 0;
+	if (!pids && write_file(path, "+cpu +memory") < 0) {
+		sc_log_warn("cgroup v2 at %s has no cpu and memory controllers to give (%s): pod "
+		            "CPU and memory limits are NOT enforced",
 		            root, strerror(errno));
 		return;
 	}
@@ -305,7 +315,7 @@ void sc__podenv_cgroup_init(sc_agent_t *a)
 		            a->cgroup_root);
 		return;
 	}
-	a->cgroup_ok = 1;
+	a->cgroup_limits = 1;
 	a->cgroup_pids = pids;
 	if (!pids)
 		sc_log_warn("cgroup v2 at %s has no pids controller: pod process counts are NOT "
@@ -355,16 +365,21 @@ long long sc__podenv_oom_kills(const sc_pod_t *p)
 	return sc__cg_key(path, "oom_kill");
 }
 
-void sc__podenv_cgroup_enter(sc_pod_t *p, int pid)
+int sc__podenv_cgroup_enter(sc_pod_t *p, int pid)
 {
 	char dir[800], file[900], val[64];
 	if (!p->a->cgroup_ok)
-		return;
+		return 0;
 	int64_t cpu, mem;
 	sc__podenv_limits(p, &cpu, &mem);
 	if (cgroup_path(p, dir, sizeof(dir)) < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST))
 		goto fail;
+	/* Before the pod is in it: it must never run without its rules. */
+	if (sc__devcg_v2_attach(p, dir) < 0)
+		return SC_EIO;
 	p->oom_base = sc__podenv_oom_kills(p);
+	if (!p->a->cgroup_limits)
+		cpu = mem = 0;
 	if (cpu > 0) {
 		snprintf(file, sizeof(file), "%s/cpu.max", dir);
 		snprintf(val, sizeof(val), "%lld 100000", (long long)cpu * 100);
@@ -387,10 +402,12 @@ void sc__podenv_cgroup_enter(sc_pod_t *p, int pid)
 	snprintf(val, sizeof(val), "%d", pid);
 	if (write_file(file, val) < 0)
 		goto fail;
-	return;
+	return 0;
 fail:
 	sc_log_warn("pod %s/%s: cannot apply cgroup limits in %s: %s", p->job, p->name, dir,
 	            strerror(errno));
+	/* Outside its cgroup it would be outside its device program too. */
+	return p->a->devbpf_ok ? SC_EIO : 0;
 }
 
 int sc__podenv_cgroup_join(sc_pod_t *p, int pid)

@@ -27,11 +27,15 @@ sc_spawn_opts_t sc__podenv_spawn_opts(const sc_pod_t *p, char **argv, sc_podenv_
 /* Copy-truncate rotation when the log passed the size cap: the process
  * keeps its O_APPEND descriptor and goes on writing at the new end. */
 void sc__podenv_rotate(sc_pod_t *p);
-/* Checks once whether cgroup v2 limits can be set; fills a->cgroup_ok. */
+/* Checks once whether pods get cgroup v2 cgroups (a->cgroup_ok) and
+ * whether limits can be set there (a->cgroup_limits); else cgroup v1. */
 void sc__podenv_cgroup_init(sc_agent_t *a);
-/* Moves pid into a new cgroup with the task's cpu and memory limits
- * (cgroup v2; on v1 the pod is born inside, cgv1.h). */
-void sc__podenv_cgroup_enter(sc_pod_t *p, int pid);
+/* Moves pid into a new cgroup with the task's cpu and memory limits and
+ * its device program (cgroup v2; on v1 the pod is born inside, cgv1.h).
+ * 0, also when a limit could not be set (logged), or SC_EIO when device
+ * rules are in use and the pod could not be put under them: it must not
+ * run. */
+int sc__podenv_cgroup_enter(sc_pod_t *p, int pid);
 /* Moves pid (one of p's exec probes, waiting at its gate) into the pod's
  * existing cgroup v2, limits untouched. 0 (also without cgroup v2) or
  * SC_EIO: the probe must not run. */

@@ -129,9 +129,10 @@ struct sc_agent {
 	int fenced;           /* pods stopped for a lost lease: start none */
 	uint64_t fence_at;    /* uv_now of the fence deadline armed last; 0: none */
 	int stopping;
-	int cgroup_ok;
-	int cgroup_pids; /* the pids controller is on: pids.max per pod */
-	unsigned ticks;  /* seconds since start, for hourly chores */
+	int cgroup_ok;     /* cgroup v2: each pod gets a cgroup there */
+	int cgroup_limits; /* ... with cpu and memory limits (the controllers are on) */
+	int cgroup_pids;   /* the pids controller is on: pids.max per pod */
+	unsigned ticks;    /* seconds since start, for hourly chores */
 	char cgroup_root[256];
 	/* cgroup v1 limits (cgv1.c), used where v2 has no controllers. */
 	struct {
@@ -140,6 +141,7 @@ struct sc_agent {
 		char home[600]; /* CTL/OWN/tasks: where the agent's thread returns */
 	} cgv1[SC_CGV1_NCTL];
 	int devcg_ok;         /* pods get devices cgroups (devcg.c) */
+	int devbpf_ok;        /* cgroup v2: pods get BPF device programs (devbpf.h) */
 	char devcg_root[512]; /* DEVICES/starcloud-NODE */
 	char devcg_home[600]; /* the agent's own cgroup.procs there */
 	char advertise[128];
