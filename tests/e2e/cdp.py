@@ -131,3 +131,11 @@ class Browser:
         stop_process(self.proc)
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One browser for a test module (starting Chromium takes seconds)."""
+    b = Browser(require_chromium())
+    yield b
+    b.close()

@@ -90,6 +90,38 @@ def free_port():
         return s.getsockname()[1]
 
 
+# Checkpoints of `starcloud worker --gen-checkpoint` the serving tests use:
+# TINY answers at once, MICRO is smaller still (a worker to scrape or trace),
+# SLOW takes seconds for a long answer on this machine (a stream still
+# running when the test acts).
+CKPT_TINY = dict(dim=64, layers=2, heads=4, kv_heads=2, vocab=512, seq_len=128, seed=7)
+CKPT_MICRO = dict(dim=32, layers=1, heads=2, kv_heads=1, vocab=512, seq_len=64)
+CKPT_SLOW = dict(dim=256, layers=6, heads=8, kv_heads=4, vocab=512, seq_len=512, seed=7)
+
+
+def gen_checkpoint(path, dim, layers, heads, kv_heads, vocab, seq_len, seed=None):
+    """Writes a random checkpoint of that shape at path (the worker's own
+    default seed when seed is None); returns path."""
+    args = [BIN, "worker", "--gen-checkpoint", str(path), "--dim", str(dim), "--layers",
+            str(layers), "--heads", str(heads), "--kv-heads", str(kv_heads), "--vocab",
+            str(vocab), "--seq-len", str(seq_len)]
+    if seed is not None:
+        args += ["--seed", str(seed)]
+    out = subprocess.run(args, capture_output=True, text=True, check=True)
+    assert "wrote" in out.stdout, out.stdout
+    return path
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return gen_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.bin", **CKPT_TINY)
+
+
+@pytest.fixture(scope="module")
+def slow_ckpt(tmp_path_factory):
+    return gen_checkpoint(tmp_path_factory.mktemp("slow") / "slow.bin", **CKPT_SLOW)
+
+
 # The default deadline is for conditions that hold "soon": generous, since
 # a loaded 2-core CI machine delays agents, servers and this loop alike;
 # a test that asserts how soon measures it (process start times, server
@@ -261,6 +293,13 @@ EXAMPLES = {
     "jobs": lambda n: job(n),
     "deployments": lambda n: deployment(n),
 }
+
+
+def create(session, kind, obj):
+    """POSTs obj to /api/v1/<kind>; it must be created (201). Its JSON."""
+    r = session.post(session.base + "/" + kind, json=obj)
+    assert r.status_code == 201, r.text
+    return r.json()
 
 
 def settled(session, url, timeout=10.0):

@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from agent_util import wait_for
-from conftest import BIN, free_port, job, manifest, node, queue
+from conftest import BIN, CKPT_MICRO, free_port, gen_checkpoint, job, manifest, node, queue
 
 
 def config(spec, name="default"):
@@ -166,9 +166,7 @@ def test_busy_port_is_said(tmp_path, verb):
             "worker": ["--gen-checkpoint-if-missing"]}[verb]
     if verb == "worker":
         ck = tmp_path / "c.bin"
-        subprocess.run([BIN, "worker", "--gen-checkpoint", str(ck), "--dim", "32",
-                        "--layers", "1", "--heads", "2", "--kv-heads", "1", "--vocab", "512",
-                        "--seq-len", "32"], check=True, capture_output=True)
+        gen_checkpoint(ck, **dict(CKPT_MICRO, seq_len=32))
         args = ["--checkpoint", str(ck)]
     try:
         p = subprocess.run([BIN, verb, "--listen", "127.0.0.1:%d" % port] + args,

@@ -8,21 +8,8 @@ import time
 import pytest
 import requests
 
-from cdp import Browser, require_chromium
-from conftest import job, manifest, node, queue
-
-
-@pytest.fixture(scope="module")
-def browser():
-    b = Browser(require_chromium())
-    yield b
-    b.close()
-
-
-def post(admin, kind, obj):
-    r = admin.post(admin.base + "/" + kind, json=obj)
-    assert r.status_code == 201, r.text
-    return r.json()
+from cdp import browser  # noqa: F401 (fixture)
+from conftest import create, job, manifest, node, queue
 
 
 def login(browser, server, token):
@@ -50,13 +37,13 @@ FREE, WHOLE = (0x2c, 0x36, 0x40), (0x3b, 0x82, 0xf6)
 
 
 def cluster(admin):
-    post(admin, "nodes", node("gpu-a1", 8, {"zone": "z1"}))
-    post(admin, "nodes", node("gpu-a2", 8, {"zone": "z1"}))
+    create(admin, "nodes", node("gpu-a1", 8, {"zone": "z1"}))
+    create(admin, "nodes", node("gpu-a2", 8, {"zone": "z1"}))
     mig = node("gpu-m1", 4)
     mig["spec"]["gpus"].update({"model": "A100-40GB", "memory": "40Gi", "mig": "dynamic"})
-    post(admin, "nodes", mig)
-    post(admin, "queues", queue("team-a", 8))
-    post(admin, "queues", queue("team-b", 8))
+    create(admin, "nodes", mig)
+    create(admin, "queues", queue("team-a", 8))
+    create(admin, "queues", queue("team-b", 8))
 
 
 def test_login_rejects_bad_token(browser, server):
@@ -79,17 +66,17 @@ def test_cluster_map(browser, server, admin):
     j["status"] = {"pods": [
         {"name": "train-worker-0", "phase": "Running", "node": "gpu-a1", "gpus": [0]},
         {"name": "train-worker-1", "phase": "Running", "node": "gpu-a1", "gpus": [1]}]}
-    post(admin, "jobs", j)
+    create(admin, "jobs", j)
     s = manifest("Job", "notebook", {"queue": "team-b", "tasks": [
         {"name": "nb", "replicas": 1, "resources": {"gpuFraction": 0.5}}]})
     s["status"] = {"pods": [{"name": "notebook-nb-0", "phase": "Running", "node": "gpu-a2",
                              "gpus": [3], "gpuShare": 500}]}
-    post(admin, "jobs", s)
+    create(admin, "jobs", s)
     m = manifest("Job", "infer", {"queue": "team-b", "tasks": [
         {"name": "i", "replicas": 1, "resources": {"mig": "1g.5gb"}}]})
     m["status"] = {"pods": [{"name": "infer-i-0", "phase": "Running", "node": "gpu-m1",
                              "mig": {"gpu": 0, "profile": "1g.5gb", "start": 0}}]}
-    post(admin, "jobs", m)
+    create(admin, "jobs", m)
     login(browser, server, server.token)
     # Nodes and jobs are followed by separate watches: the summary shows the
     # nodes first and the pods once the jobs' list arrives, so wait for both.
@@ -130,7 +117,7 @@ def explain_reason(server, admin, name, timeout=8):
 
 def test_pending_reason(browser, server, admin):
     cluster(admin)
-    post(admin, "jobs", job("too-big", "team-a", gpus=8, replicas=4))
+    create(admin, "jobs", job("too-big", "team-a", gpus=8, replicas=4))
     login(browser, server, server.token)
     browser.wait_for("document.getElementById('pending').innerText.includes('too-big')",
                      what="the pending job")
@@ -153,8 +140,8 @@ def test_live_event(browser, server, admin):
     login(browser, server, server.token)
     browser.wait_for("document.getElementById('gpu-summary').innerText.includes('3 nodes')")
     browser.wait_for("document.getElementById('conn').innerText === 'live'", what="live watch")
-    post(admin, "nodes", node("gpu-late", 8))
-    post(admin, "jobs", job("late-job", "team-a"))
+    create(admin, "nodes", node("gpu-late", 8))
+    create(admin, "jobs", job("late-job", "team-a"))
     browser.wait_for("document.querySelector('#events li[data-name=\"gpu-late\"]') !== null",
                      what="the node's ADDED event")
     browser.wait_for("document.querySelector('#events li[data-name=\"late-job\"]') !== null",
@@ -176,8 +163,8 @@ def test_live_event(browser, server, admin):
 
 def test_tenant_sees_only_own_queue(browser, server, admin):
     cluster(admin)
-    post(admin, "jobs", job("job-of-a", "team-a", gpus=8, replicas=3))
-    post(admin, "jobs", job("job-of-b", "team-b", gpus=8, replicas=3))
+    create(admin, "jobs", job("job-of-a", "team-a", gpus=8, replicas=3))
+    create(admin, "jobs", job("job-of-b", "team-b", gpus=8, replicas=3))
     r = admin.post(admin.base + "/tokens", json={"role": "tenant", "queues": ["team-a"]})
     assert r.status_code == 201, r.text
     tenant = r.json()["token"]
@@ -197,8 +184,8 @@ def test_tenant_sees_only_own_queue(browser, server, admin):
     browser.wait_for("document.getElementById('gpu-scroll').dataset.others === '0'",
                      what="the tenant's device use read")
     # Live events of the other queue do not reach the tenant either.
-    post(admin, "jobs", job("job-of-b-2", "team-b"))
-    post(admin, "jobs", job("job-of-a-2", "team-a"))
+    create(admin, "jobs", job("job-of-b-2", "team-b"))
+    create(admin, "jobs", job("job-of-a-2", "team-a"))
     browser.wait_for("document.getElementById('events').innerText.includes('job-of-a-2')")
     assert "job-of-b" not in browser.eval("document.body.innerText")
     browser.screenshot("dashboard-tenant")
@@ -219,8 +206,8 @@ def test_ui_assets_served(server):
 
 def test_deployments(browser, server, admin):
     cluster(admin)
-    post(admin, "queues", queue("serving", 8))
-    post(admin, "deployments", manifest("Deployment", "llama-chat", {
+    create(admin, "queues", queue("serving", 8))
+    create(admin, "deployments", manifest("Deployment", "llama-chat", {
         "queue": "serving", "model": "llama-3-8b", "version": "2", "replicas": 2,
         "template": {"resources": {"gpu": 1}}}))
     login(browser, server, server.token)
@@ -239,15 +226,15 @@ def test_node_pools_and_autoscaled_deployments(browser, server, admin):
     """The Node pools panel shows a pool's members, the nodes it requested
     and its size over time (a line per poll since the page opened); an
     autoscaled Deployment says so with its limits."""
-    post(admin, "queues", queue("serving", 8))
-    post(admin, "nodepools", manifest("NodePool", "cloud", {
+    create(admin, "queues", queue("serving", 8))
+    create(admin, "nodepools", manifest("NodePool", "cloud", {
         "maxNodes": 4, "template": {"cpu": 8, "memory": "32Gi",
                                     "gpus": {"count": 2, "model": "A100-80GB"}},
         "provider": {"exec": {"create": ["true"], "delete": ["true"],
                               "joinTimeout": "10m"}}}))
-    post(admin, "jobs", manifest("Job", "needs-pool", {"queue": "serving", "tasks": [
+    create(admin, "jobs", manifest("Job", "needs-pool", {"queue": "serving", "tasks": [
         {"name": "w", "replicas": 1, "command": ["true"], "resources": {"gpu": 1}}]}))
-    post(admin, "deployments", manifest("Deployment", "parked", {
+    create(admin, "deployments", manifest("Deployment", "parked", {
         "queue": "serving", "model": "tiny", "version": "1",
         "autoscaling": {"minReplicas": 0, "maxReplicas": 3,
                         "target": {"inflightPerReplica": 4}},

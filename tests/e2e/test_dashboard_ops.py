@@ -7,24 +7,9 @@ charts. Screenshots go to build/test-artifacts/dashboard-*.png."""
 import json
 import time
 
-import pytest
-
 from agent_util import Agent, run_job, setup_queue, wait_for
-from cdp import Browser, require_chromium
-from conftest import job, manifest, node, queue
-
-
-@pytest.fixture(scope="module")
-def browser():
-    b = Browser(require_chromium())
-    yield b
-    b.close()
-
-
-def post(admin, kind, obj):
-    r = admin.post(admin.base + "/" + kind, json=obj)
-    assert r.status_code == 201, r.text
-    return r.json()
+from cdp import browser  # noqa: F401 (fixture)
+from conftest import create, job, manifest, node, queue
 
 
 def login(browser, server, token, hash=""):
@@ -42,18 +27,18 @@ def running_job(admin, name, q, pods):
     (an admin's status write stands in for both)."""
     j = job(name, q, gpus=1, replicas=len(pods))
     j["status"] = {"pods": pods}
-    post(admin, "jobs", j)
+    create(admin, "jobs", j)
 
 
 def test_rollout_column(browser, server, admin):
-    post(admin, "queues", queue("serving", 16))
+    create(admin, "queues", queue("serving", 16))
     for i in range(2):
-        post(admin, "nodes", node("s%d" % i, 8))
+        create(admin, "nodes", node("s%d" % i, 8))
     d = manifest("Deployment", "chat", {"queue": "serving", "model": "llama-3-8b", "version": "2",
                                         "replicas": 2, "template": {"resources": {"gpu": 1}},
                                         "rollout": {"steps": [10, 50, 100],
                                                     "analysisWindow": "60s"}})
-    post(admin, "deployments", d)
+    create(admin, "deployments", d)
     wait_for(lambda: admin.get(admin.base + "/deployments/chat").json().get("status", {})
              .get("rollout"), what="the first rollout status")
     got = admin.get(admin.base + "/deployments/chat").json()
@@ -81,9 +66,9 @@ def test_rollout_column(browser, server, admin):
 
 
 def test_queue_bars_one_scale(browser, server, admin):
-    post(admin, "nodes", node("n0", 8))
-    post(admin, "queues", queue("big", 8))
-    post(admin, "queues", manifest("Queue", "a-very-long-queue-name-indeed",
+    create(admin, "nodes", node("n0", 8))
+    create(admin, "queues", queue("big", 8))
+    create(admin, "queues", manifest("Queue", "a-very-long-queue-name-indeed",
                                    {"resources": {"gpu": {"quota": 2}}}))
     running_job(admin, "hog", "big", [{"name": "hog-worker-%d" % i, "phase": "Running",
                                        "node": "n0", "gpus": [i]} for i in range(4)])
@@ -109,7 +94,7 @@ def test_map_groups_names_search(browser, server, admin):
                               ("z1", "r2", "b1", "A100-80GB"), ("z2", "r9", "h1", "H100-80GB")):
         n = node(name, 8, {"zone": z, "rack": r})
         n["spec"]["gpus"]["model"] = model
-        post(admin, "nodes", n)
+        create(admin, "nodes", n)
     login(browser, server, server.token)
     grp = "document.getElementById('gpu-scroll').dataset.groups"
     browser.wait_for("%s === '3'" % grp, what="three zone/rack groups")
@@ -135,9 +120,9 @@ def test_map_groups_names_search(browser, server, admin):
 
 
 def test_filters_on_job_lists(browser, server, admin):
-    post(admin, "nodes", node("n0", 8))
+    create(admin, "nodes", node("n0", 8))
     for q in ("qa", "qb"):
-        post(admin, "queues", queue(q, 8))
+        create(admin, "queues", queue(q, 8))
     running_job(admin, "alpha", "qa", [{"name": "alpha-worker-0", "phase": "Running",
                                         "node": "n0", "gpus": [0]}])
     running_job(admin, "beta", "qb", [{"name": "beta-worker-0", "phase": "Running",
@@ -161,9 +146,9 @@ def test_filters_on_job_lists(browser, server, admin):
 
 
 def test_tenant_sees_others_in_use(browser, server, admin):
-    post(admin, "nodes", node("n0", 8))
-    post(admin, "queues", queue("mine", 8))
-    post(admin, "queues", queue("theirs", 8))
+    create(admin, "nodes", node("n0", 8))
+    create(admin, "queues", queue("mine", 8))
+    create(admin, "queues", queue("theirs", 8))
     running_job(admin, "ours", "mine", [{"name": "ours-worker-0", "phase": "Running",
                                          "node": "n0", "gpus": [0]}])
     running_job(admin, "secret", "theirs", [{"name": "secret-worker-%d" % i, "phase": "Running",
@@ -189,7 +174,7 @@ def test_job_page(browser, server, admin, tmp_path):
     a = Agent(server.url, server.token, "n1", tmp_path / "n1")
     try:
         run_job(admin, "hello", ["sh", "-c", "echo hello-from-the-pod; sleep 30"])
-        post(admin, "jobs", manifest("Job", "huge", {"queue": "q", "tasks": [
+        create(admin, "jobs", manifest("Job", "huge", {"queue": "q", "tasks": [
             {"name": "w", "replicas": 1, "resources": {"gpu": 64}}]}))
         wait_for(lambda: any(p.get("phase") == "Running" for p in
                              admin.get(admin.base + "/jobs/hello").json()
@@ -232,14 +217,14 @@ def test_job_page(browser, server, admin, tmp_path):
 
 
 def test_history_charts(browser, server, admin):
-    post(admin, "nodes", node("n0", 8))
-    post(admin, "queues", queue("research", 8))
-    post(admin, "queues", manifest("Queue", "llm", {"parentQueue": "research",
+    create(admin, "nodes", node("n0", 8))
+    create(admin, "queues", queue("research", 8))
+    create(admin, "queues", manifest("Queue", "llm", {"parentQueue": "research",
                                                     "resources": {"gpu": {"quota": 4}}}))
-    post(admin, "queues", manifest("Queue", "vision", {"parentQueue": "research",
+    create(admin, "queues", manifest("Queue", "vision", {"parentQueue": "research",
                                                        "resources": {"gpu": {"quota": 4}}}))
-    post(admin, "jobs", job("train", "llm", gpus=2, replicas=2))
-    post(admin, "jobs", job("waits", "vision", gpus=8, replicas=2))
+    create(admin, "jobs", job("train", "llm", gpus=2, replicas=2))
+    create(admin, "jobs", job("waits", "vision", gpus=8, replicas=2))
     # the ring takes the first cycle of each 10 s window: that cycle may have
     # run before train was placed, so llm's GPUs can take until the next window
     hist = wait_for(lambda: (lambda s: s if s and s[-1]["queues"].get("llm", {}).get("allocated")

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from agent_util import Agent, metrics_secret, run_job, setup_queue, wait_for
-from conftest import BIN, free_port, job, node, queue, stop_process
+from conftest import BIN, CKPT_MICRO, free_port, gen_checkpoint, job, node, queue, stop_process
 
 FAKE_NVML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_nvml.c")
 
@@ -91,9 +91,7 @@ def test_server_metrics_lint(server, admin):
 def test_gateway_and_worker_metrics_lint(tmp_path):
     promtool()
     ckpt = tmp_path / "tiny.bin"
-    subprocess.run([BIN, "worker", "--gen-checkpoint", str(ckpt), "--dim", "32", "--layers", "1",
-                    "--heads", "2", "--kv-heads", "1", "--vocab", "512", "--seq-len", "64"],
-                   check=True, capture_output=True)
+    gen_checkpoint(ckpt, **CKPT_MICRO)
     wport, gport = free_port(), free_port()
     wlog = open(tmp_path / "worker.log", "w")
     w = subprocess.Popen([BIN, "worker", "--checkpoint", str(ckpt), "--model", "tiny",

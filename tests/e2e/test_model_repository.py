@@ -11,15 +11,13 @@ import pytest
 import requests
 
 from agent_util import Agent, setup_queue, wait_for
-from conftest import BIN, free_port, manifest, pod_program, stop_process
+from conftest import BIN, CKPT_MICRO, free_port, gen_checkpoint, manifest, pod_program, stop_process
 from test_serving import free_port as serving_ports
 from gwutil import Procs, procs  # noqa: F401
 
 
 def gen(path, seed):
-    subprocess.run([BIN, "worker", "--gen-checkpoint", str(path), "--dim", "32", "--layers", "1",
-                    "--heads", "2", "--kv-heads", "1", "--vocab", "300", "--seq-len", "64",
-                    "--seed", str(seed)], check=True, capture_output=True)
+    gen_checkpoint(path, **dict(CKPT_MICRO, vocab=300, seed=seed))
 
 
 def config(policy="", extra=""):

@@ -22,7 +22,7 @@ import requests
 import yaml
 
 from agent_util import Agent, metrics_secret, run_job, setup_queue, wait_for
-from conftest import BIN, free_port, stop_process
+from conftest import BIN, CKPT_MICRO, free_port, gen_checkpoint, stop_process
 from prom_util import running_prometheus
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -138,9 +138,7 @@ def stack(server, admin, tmp_path):
     agent = Agent(server.url, server.token, "gpu1", tmp_path / "gpu1", gpus=None,
                   extra=["--nvml-lib", lib, "--metrics-token-file", secret])
     ckpt = tmp_path / "tiny.bin"
-    subprocess.run([BIN, "worker", "--gen-checkpoint", str(ckpt), "--dim", "32", "--layers",
-                    "1", "--heads", "2", "--kv-heads", "1", "--vocab", "512", "--seq-len", "64"],
-                   check=True, capture_output=True)
+    gen_checkpoint(ckpt, **CKPT_MICRO)
     wport, gport = free_port(), free_port()
     log = open(tmp_path / "serving.log", "w")
     worker = subprocess.Popen([BIN, "worker", "--checkpoint", str(ckpt), "--model", "tiny",

@@ -10,26 +10,13 @@ import json
 import shutil
 import socket
 import struct
-import subprocess
 import time
 
-import pytest
 import requests
 
 from nodeutil import run_node
-from test_worker import BIN, Worker
+from test_worker import Worker
 from test_worker_gateway import gateway
-
-
-@pytest.fixture(scope="module")
-def slow_ckpt(tmp_path_factory):
-    """A model large enough that a 400-token answer takes a while to stream,
-    so the client is gone while the daemon is still writing."""
-    path = tmp_path_factory.mktemp("ckpt") / "slow.bin"
-    subprocess.run([BIN, "worker", "--gen-checkpoint", str(path), "--dim", "256", "--layers", "6",
-                    "--heads", "8", "--kv-heads", "4", "--vocab", "512", "--seq-len", "512",
-                    "--seed", "7"], capture_output=True, check=True)
-    return path
 
 
 def abort_stream(host, port, path, body, how):

@@ -24,15 +24,6 @@ def pki(tmp_path_factory):
             "stranger": issue(d, other, "stranger")}
 
 
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ckpt") / "tiny.bin"
-    subprocess.run([BIN, "worker", "--gen-checkpoint", str(path), "--dim", "64", "--layers", "2",
-                    "--heads", "4", "--kv-heads", "2", "--vocab", "512", "--seq-len", "128",
-                    "--seed", "7"], capture_output=True, text=True, check=True)
-    return path
-
-
 class Worker:
     def __init__(self, ckpt, tmp, *args, cert=None, verify=None):
         self.port = free_port()

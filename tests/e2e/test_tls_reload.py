@@ -325,15 +325,6 @@ def test_gateway_and_agent_listeners_rotate(tmp_path, pki, live, daemons):
         assert d.metric("starcloud_tls_reload_total", context="listener", result="error") >= 1
 
 
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ckpt") / "tiny.bin"
-    subprocess.run([BIN, "worker", "--gen-checkpoint", str(path), "--dim", "64", "--layers", "2",
-                    "--heads", "4", "--kv-heads", "2", "--vocab", "512", "--seq-len", "128",
-                    "--seed", "7"], capture_output=True, text=True, check=True)
-    return path
-
-
 def test_worker_client_ca_reloads(tmp_path, pki, live, daemons, ckpt):
     """The client side: a decode worker's --ca, replaced by rename, decides
     whether it trusts a prefill worker's certificate on its next pull."""

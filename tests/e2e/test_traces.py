@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from conftest import BIN, free_port, stop_process
+from conftest import BIN, CKPT_MICRO, free_port, gen_checkpoint, stop_process
 from nodeutil import NODE_DIR
 
 
@@ -75,9 +75,7 @@ def stack(tmp_path):
     col = Collector(logs)
     otlp = col.url
     ckpt = tmp_path / "tiny.bin"
-    subprocess.run([BIN, "worker", "--gen-checkpoint", str(ckpt), "--dim", "32", "--layers", "1",
-                    "--heads", "2", "--kv-heads", "1", "--vocab", "512", "--seq-len", "64"],
-                   check=True, capture_output=True)
+    gen_checkpoint(ckpt, **CKPT_MICRO)
     wport, gport = free_port(), free_port()
     w = subprocess.Popen([BIN, "worker", "--checkpoint", str(ckpt), "--model", "tiny",
                           "--listen", "127.0.0.1:%d" % wport, "--otlp", otlp, "--id", "w1"],

@@ -57,17 +57,6 @@ class Worker:
         self.log.close()
 
 
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ckpt") / "tiny.bin"
-    out = subprocess.run([BIN, "worker", "--gen-checkpoint", str(path), "--dim", "64",
-                          "--layers", "2", "--heads", "4", "--kv-heads", "2", "--vocab", "512",
-                          "--seq-len", "128", "--seed", "7"],
-                         capture_output=True, text=True, check=True)
-    assert "wrote" in out.stdout
-    return path
-
-
 @pytest.fixture
 def spawn(ckpt, tmp_path):
     started = []

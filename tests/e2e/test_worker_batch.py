@@ -14,18 +14,7 @@ import pytest
 import requests
 
 from conftest import wait_for
-from test_worker import BIN, Worker, ckpt, spawn, sse_events  # noqa: F401 (fixtures)
-
-
-@pytest.fixture(scope="module")
-def slow_ckpt(tmp_path_factory):
-    """Large enough that a long answer takes seconds on this machine."""
-    import subprocess
-    path = tmp_path_factory.mktemp("slow") / "slow.bin"
-    subprocess.run([BIN, "worker", "--gen-checkpoint", str(path), "--dim", "256", "--layers",
-                    "6", "--heads", "8", "--kv-heads", "4", "--vocab", "512", "--seq-len",
-                    "512", "--seed", "7"], capture_output=True, check=True)
-    return path
+from test_worker import Worker, spawn, sse_events  # noqa: F401 (fixtures)
 
 
 def compl(w, **body):

@@ -11,7 +11,7 @@ import time
 import pytest
 import requests
 
-from test_worker import BIN, ckpt, free_port, spawn, sse_events  # noqa: F401 (fixtures)
+from test_worker import BIN, free_port, spawn, sse_events  # noqa: F401 (fixtures)
 
 
 def gateway(workers, tmp):
