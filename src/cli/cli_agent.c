@@ -12,13 +12,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,6 +28,7 @@
 #include "cli/cli_config.h"
 #include "cli/cli_agent.h"
 #include "cli/devca.h"
+#include "net/http.h"
 #include "starcloud/buf.h"
 
 #define MAX_DOC (64u << 20)
@@ -332,19 +331,6 @@ int sc_cli_logs(int argc, char **argv)
 
 /* ---- dev ---------------------------------------------------------------- */
 
-static int free_port(void)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 static pid_t spawn(char *const argv[], int out_fd)
 {
 	pid_t pid = fork();
@@ -497,7 +483,7 @@ static pid_t start_dev_agent(int i, const char *url, const char *token, const ch
 	char name[32], listen[32], adir[1100], atok[256], tfile[1200], err[512];
 	char tls[8][1300];
 	snprintf(name, sizeof(name), "dev-node-%d", i);
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", sc_http_free_loopback_port());
 	agent_token(url, token, name, listen, atok, sizeof(atok));
 	snprintf(adir, sizeof(adir), "%s/%s", dir, name);
 	snprintf(tfile, sizeof(tfile), "%s/%s.token", dir, name);
@@ -590,7 +576,7 @@ int sc_cli_dev(int argc, char **argv)
 	chmod(dir, 0711);
 	char sdir[1024], sport[16], tdir[1100], cert[1200], key[1200];
 	snprintf(sdir, sizeof(sdir), "%s/server", dir);
-	snprintf(sport, sizeof(sport), "127.0.0.1:%d", free_port());
+	snprintf(sport, sizeof(sport), "127.0.0.1:%d", sc_http_free_loopback_port());
 	snprintf(url, sizeof(url), "%s://%s", o.plain ? "http" : "https", sport);
 	if (!o.plain) {
 		/* The safe default: TLS everywhere, with a CA made for this run. */

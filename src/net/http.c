@@ -16,7 +16,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include <arpa/inet.h>
 #include <http_parser.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "base/httphead.h"
 #include "net/http_int.h"
@@ -769,4 +773,17 @@ void sc_http_server_close(sc_http_server_t *s)
 		uv_close((uv_handle_t *)&s->listener, on_listener_closed);
 	else if (s->nconns == 0)
 		server_free(s);
+}
+
+int sc_http_free_loopback_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
 }

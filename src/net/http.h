@@ -111,6 +111,11 @@ void sc_http_get_stats(const sc_http_server_t *s, sc_http_stats_t *out);
 const char *sc_http_listen_error(const sc_http_server_t *s);
 /* The bound port after sc_http_listen. */
 int sc_http_port(const sc_http_server_t *s);
+/* A TCP port of 127.0.0.1 free when asked (bound to port 0, then closed),
+ * for a child daemon about to listen on it (starcloud dev's server and
+ * agents, the dev pool's nodes); -1 when none. Another process may take it
+ * first: for loopback development set-ups only. */
+int sc_http_free_loopback_port(void);
 /* Closes the listener and every connection (streams get their close
  * callback); the server is freed once libuv has released the handles. */
 void sc_http_server_close(sc_http_server_t *s);

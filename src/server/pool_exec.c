@@ -20,17 +20,16 @@
  * it stops: they are for `starcloud dev` and tests. */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "net/http.h"
 #include "server/pool.h"
 #include "starcloud/error.h"
 
@@ -292,19 +291,6 @@ static int start_exec(sc_pool_exec_t *e, const sc_nodepool_t *np, const char *no
 
 /* ---- dev agents ---------------------------------------------------------- */
 
-static int free_port(void)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 static action_t *find_agent(sc_pool_exec_t *e, const char *node)
 {
 	for (action_t *a = e->running; a; a = a->next)
@@ -351,7 +337,7 @@ static int start_dev(sc_pool_exec_t *e, const sc_nodepool_t *np, const char *nod
 	labels_text(t, d->labels, sizeof(d->labels));
 	snprintf(d->cpu, sizeof(d->cpu), "%lldm", (long long)t->cpu_milli);
 	snprintf(d->mem, sizeof(d->mem), "%lld", (long long)t->memory);
-	snprintf(d->listen, sizeof(d->listen), "127.0.0.1:%d", free_port());
+	snprintf(d->listen, sizeof(d->listen), "127.0.0.1:%d", sc_http_free_loopback_port());
 	e->minting++;
 	sc__auth_agent_token(e->s, node, dev_token, d); /* may answer before it returns */
 	return 0;
