@@ -257,21 +257,14 @@ static void pct_field(char *out, size_t outsz, double used, double cap, int byte
 		snprintf(out, outsz, "%s of %s", u, c);
 }
 
-static int describe_node(json_t *node, sc_cli_get_fn get, void *ud, int64_t now)
+/* describe_node's pods: those of jobs and deployments holding resources
+ * on node name (running, releasing, or pipelined onto it), added to pods
+ * and summed into dev, gpus, cpu and mem. 0 when a list could not be read
+ * (a tenant's token sees only its queues): the sums are then partial. */
+static int node_pods(sc_cli_get_fn get, void *ud, const char *name, double dev_mem, dev_use_t *dev,
+                     int ndev, sc_table_t *pods, double *gpus, int64_t *cpu, int64_t *mem,
+                     int64_t now)
 {
-	json_t *spec = json_object_get(node, "spec"), *g = json_object_get(spec, "gpus");
-	const char *name = sc_obj_str(node, "metadata", "name", NULL);
-	int ndev = (int)json_integer_value(json_object_get(g, "count"));
-	double dev_mem = sc_node_gpu_mem(node),
-	       cpu_cap = sc_qty_cpu(json_object_get(spec, "cpu"), 0);
-	double mem_cap = sc_qty_mem(json_object_get(spec, "memory"), 0), gpus = 0;
-	int64_t cpu = 0, mem = 0;
-	char st[64], dm[32], cm[32], a[96], b[96], c[96];
-	ndev = ndev < 0 ? 0 : ndev > 64 ? 64 : ndev;
-	dev_use_t *dev = sc_xcalloc((size_t)ndev + 1, sizeof(*dev));
-	sc_table_t *pods =
-	    sc_table_new(9, (const char *const[]){"NAME", "OWNER", "QUEUE", "PHASE", "GPUS", "CPU",
-	                                          "MEMORY", "AGE", NULL});
 	static const char *const owners[][2] = {{"/api/v1/jobs", "job"},
 	                                        {"/api/v1/deployments", "deployment"}};
 	int visible = 1;
@@ -288,12 +281,50 @@ static int describe_node(json_t *node, sc_cli_get_fn get, void *ud, int64_t now)
 				if (strcmp(sc_obj_str(p, "node", NULL, NULL), name) == 0 &&
 				    (strcmp(ph, "Running") == 0 || strcmp(ph, "Releasing") == 0 ||
 				     strcmp(ph, "Pipelined") == 0))
-					node_pod(o, owners[k][1], p, dev_mem, dev, ndev, pods,
-					         &gpus, &cpu, &mem, now);
+					node_pod(o, owners[k][1], p, dev_mem, dev, ndev, pods, gpus,
+					         cpu, mem, now);
 			}
 		}
 		json_decref(doc);
 	}
+	return visible;
+}
+
+/* One row a device: whole, its MIG slices, its shared fraction, or free. */
+static sc_table_t *devices_table(const dev_use_t *dev, int ndev)
+{
+	sc_table_t *devs = sc_table_new(3, (const char *const[]){"GPU", "IN USE", "PODS", NULL});
+	for (int d = 0; d < ndev; d++) {
+		char use[32];
+		if (dev[d].whole)
+			snprintf(use, sizeof(use), "whole");
+		else if (dev[d].slices)
+			snprintf(use, sizeof(use), "MIG %d/7", dev[d].slices);
+		else if (dev[d].milli)
+			snprintf(use, sizeof(use), "shared %d%%", (dev[d].milli + 5) / 10);
+		else
+			snprintf(use, sizeof(use), "free");
+		sc_table_addf(devs, 0, "%d\t%s\t%s", d, use, dev[d].pods[0] ? dev[d].pods : "-");
+	}
+	return devs;
+}
+
+static int describe_node(json_t *node, sc_cli_get_fn get, void *ud, int64_t now)
+{
+	json_t *spec = json_object_get(node, "spec"), *g = json_object_get(spec, "gpus");
+	const char *name = sc_obj_str(node, "metadata", "name", NULL);
+	int ndev = (int)json_integer_value(json_object_get(g, "count"));
+	double dev_mem = sc_node_gpu_mem(node),
+	       cpu_cap = sc_qty_cpu(json_object_get(spec, "cpu"), 0);
+	double mem_cap = sc_qty_mem(json_object_get(spec, "memory"), 0), gpus = 0;
+	int64_t cpu = 0, mem = 0;
+	char st[64], dm[32], cm[32], a[96], b[96], c[96];
+	ndev = ndev < 0 ? 0 : ndev > 64 ? 64 : ndev;
+	dev_use_t *dev = sc_xcalloc((size_t)ndev + 1, sizeof(*dev));
+	sc_table_t *pods =
+	    sc_table_new(9, (const char *const[]){"NAME", "OWNER", "QUEUE", "PHASE", "GPUS", "CPU",
+	                                          "MEMORY", "AGE", NULL});
+	int visible = node_pods(get, ud, name, dev_mem, dev, ndev, pods, &gpus, &cpu, &mem, now);
 	field("Name", "%s", name);
 	labels(node);
 	sc_node_status(node, st, sizeof(st));
@@ -319,19 +350,7 @@ static int describe_node(json_t *node, sc_cli_get_fn get, void *ud, int64_t now)
 	pct_field(c, sizeof(c), (double)mem, mem_cap, 1);
 	field("Allocated", "GPUs %s, cpu %s, memory %s%s", a, b, c,
 	      visible ? "" : " (pods of queues this token cannot see are not counted)");
-	sc_table_t *devs = sc_table_new(3, (const char *const[]){"GPU", "IN USE", "PODS", NULL});
-	for (int d = 0; d < ndev; d++) {
-		char use[32];
-		if (dev[d].whole)
-			snprintf(use, sizeof(use), "whole");
-		else if (dev[d].slices)
-			snprintf(use, sizeof(use), "MIG %d/7", dev[d].slices);
-		else if (dev[d].milli)
-			snprintf(use, sizeof(use), "shared %d%%", (dev[d].milli + 5) / 10);
-		else
-			snprintf(use, sizeof(use), "free");
-		sc_table_addf(devs, 0, "%d\t%s\t%s", d, use, dev[d].pods[0] ? dev[d].pods : "-");
-	}
+	sc_table_t *devs = devices_table(dev, ndev);
 	section("Devices", devs);
 	section("Pods", pods);
 	events(get, ud, "Node", name, now);
