@@ -277,10 +277,8 @@ static int node_pods(sc_cli_get_fn get, void *ud, const char *name, double dev_m
 			json_array_foreach(json_object_get(json_object_get(o, "status"), "pods"), j,
 			                   p)
 			{
-				const char *ph = sc_obj_str(p, "phase", NULL, NULL);
 				if (strcmp(sc_obj_str(p, "node", NULL, NULL), name) == 0 &&
-				    (strcmp(ph, "Running") == 0 || strcmp(ph, "Releasing") == 0 ||
-				     strcmp(ph, "Pipelined") == 0))
+				    sc_pod_holds(p))
 					node_pod(o, owners[k][1], p, dev_mem, dev, ndev, pods, gpus,
 					         cpu, mem, now);
 			}

@@ -28,13 +28,18 @@ double sc_obj_age(json_t *obj, const char *at, int64_t now)
 	return t > now ? 0 : (double)(now - t);
 }
 
-static int has_phase(json_t *pod, const char *phase)
+int sc_pod_holds(json_t *pod)
 {
 	const char *ph = sc_obj_str(pod, "phase", NULL, NULL);
-	if (phase)
-		return strcmp(ph, phase) == 0;
 	return strcmp(ph, "Running") == 0 || strcmp(ph, "Releasing") == 0 ||
 	       strcmp(ph, "Pipelined") == 0;
+}
+
+static int has_phase(json_t *pod, const char *phase)
+{
+	if (!phase)
+		return sc_pod_holds(pod);
+	return strcmp(sc_obj_str(pod, "phase", NULL, NULL), phase) == 0;
 }
 
 long sc_job_pods(json_t *job, const char *phase)
@@ -106,7 +111,7 @@ double sc_job_gpus(json_t *job, double dev_mem)
 	double g = 0;
 	json_array_foreach(json_object_get(json_object_get(job, "status"), "pods"), i, p)
 	{
-		if (has_phase(p, NULL))
+		if (sc_pod_holds(p))
 			g += sc_pod_gpus(p, dev_mem);
 	}
 	return g;

@@ -27,8 +27,12 @@ const char *sc_job_status(json_t *job);
  * none), or a deployment's spec.replicas. */
 long sc_job_replicas(json_t *job);
 
-/* Pods of status.pods in phase (NULL: holding resources, Running or
- * Releasing). */
+/* Whether a pod of status.pods holds its node's resources: Running,
+ * Releasing (being evicted) or Pipelined (bound to resources being freed). */
+int sc_pod_holds(json_t *pod);
+
+/* Pods of status.pods in phase (NULL: those that hold resources,
+ * sc_pod_holds). */
 long sc_job_pods(json_t *job, const char *phase);
 
 /* Devices a pod holds: whole GPUs count 1 each, a gpuShare its milli /

@@ -130,11 +130,8 @@ static int top_nodes(sc_cli_get_fn get, void *ud)
 			json_array_foreach(json_object_get(json_object_get(o, "status"), "pods"), j,
 			                   p)
 			{
-				const char *ph = sc_obj_str(p, "phase", NULL, NULL);
 				long ni = node_index(nodes, sc_obj_str(p, "node", NULL, NULL));
-				if (ni < 0 ||
-				    !(strcmp(ph, "Running") == 0 || strcmp(ph, "Releasing") == 0 ||
-				      strcmp(ph, "Pipelined") == 0))
+				if (ni < 0 || !sc_pod_holds(p))
 					continue;
 				int64_t c, m;
 				json_t *node = json_array_get(nodes, (size_t)ni);
