@@ -40,7 +40,8 @@ long sc_job_pods(json_t *job, const char *phase);
  * 0 when unknown: counted as 0), a MIG instance its compute slices / 7. */
 double sc_pod_gpus(json_t *pod, double dev_mem);
 
-/* GPUs held by a job's Running and Releasing pods (dev_mem as above). */
+/* GPUs held by a job's pods that hold resources (sc_pod_holds; dev_mem as
+ * above). */
 double sc_job_gpus(json_t *job, double dev_mem);
 
 /* The task of a job a pod belongs to (pods are <job>-<task>-<index>), or
