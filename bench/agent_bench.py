@@ -29,14 +29,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 import conftest  # noqa: E402  (Server, free_port, manifest)
 
 
-def wait_for(fn, timeout=60.0, step=0.02, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(step)
-    raise RuntimeError("timed out waiting for " + what)
+def wait_for(fn, timeout=60.0, what="condition", step=0.05):
+    """conftest's, with a bench's longer default deadline."""
+    return conftest.wait_for(fn, timeout, what, step)
 
 
 def env_pids(**want):

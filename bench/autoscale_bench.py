@@ -36,14 +36,9 @@ from gwutil import Procs  # noqa: E402
 from test_serving import free_port as port_block  # noqa: E402
 
 
-def wait_for(fn, timeout=60.0, step=0.05, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(step)
-    raise RuntimeError("timed out waiting for " + what)
+def wait_for(fn, timeout=60.0, what="condition", step=0.05):
+    """conftest's, with a bench's longer default deadline."""
+    return conftest.wait_for(fn, timeout, what, step)
 
 
 class Load:

@@ -126,7 +126,7 @@ def slow_ckpt(tmp_path_factory):
 # a loaded 2-core CI machine delays agents, servers and this loop alike;
 # a test that asserts how soon measures it (process start times, server
 # timestamps), never by this deadline.
-def wait_for(fn, timeout=30.0, step=0.05, what="condition"):
+def wait_for(fn, timeout=30.0, what="condition", step=0.05):
     """fn() until it returns something true, which is returned. fn is asked
     once more after the deadline, so a slow last step still counts."""
     deadline = time.time() + timeout

@@ -21,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from conftest import BIN, SAN, ROOT, check_sanitizers, free_port, stop_process
+from conftest import BIN, SAN, ROOT, check_sanitizers, free_port, stop_process, wait_for
 
 CACHE = os.environ.get("STARCLOUD_KUBE_CACHE", "/var/cache/starcloud/kube")
 DEPLOY = os.path.join(ROOT, "deploy", "k8s")
@@ -448,16 +448,6 @@ class Scheduler:
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
-
-
-def wait_for(cond, timeout, what, period=0.1):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(period)
-    raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
 def condition(pod, type_="PodScheduled"):
