@@ -396,6 +396,85 @@ static int setup(sc_worker_t *w, const wopts_t *o)
 	return 0;
 }
 
+/* Flags that parse alone but not together; 1 after a message. */
+static int flags_conflict(const wopts_t *o)
+{
+	if (o->repository && (o->checkpoint || o->tokenizer)) {
+		fprintf(stderr, "starcloud worker: --model-repository: the repository holds the "
+		                "checkpoints; leave out --checkpoint and --tokenizer\n");
+		return 1;
+	}
+	if (o->nload && (!o->repository || o->control_mode != 1)) {
+		fprintf(stderr, "starcloud worker: --load-model: only with --model-repository and "
+		                "--model-control-mode explicit\n");
+		return 1;
+	}
+	if (o->max_batch_tokens < o->max_batch) {
+		fprintf(stderr,
+		        "starcloud worker: --max-batch-tokens (%d) must be at least --max-batch "
+		        "(%d): every running sequence needs a place in a step\n",
+		        o->max_batch_tokens, o->max_batch);
+		return 1;
+	}
+	return 0;
+}
+
+/* Says what is served (log, stdout for scripts and tests, systemd), once
+ * the models are loaded and the port listens. */
+static void announce(sc_worker_t *w)
+{
+	char who[sizeof(w->id) + 8];
+	snprintf(who, sizeof(who), "worker %s", w->id);
+	sc_log_open(who);
+	int nmodels = 0;
+	for (sc_wmodel_t *m = w->models; m; m = m->next, nmodels++) {
+		const sc_model_config_t *c = &m->model->cfg;
+		sc_log_info("serving %s:%s (dim %d, layers %d, heads %d/%d, vocab %d, seq_len %d) "
+		            "role %s, batches of %d sequences / %d tokens, on http://%s:%d",
+		            m->name, m->version, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
+		            c->vocab_size, c->seq_len,
+		            w->role == ROLE_BOTH      ? "both"
+		            : w->role == ROLE_PREFILL ? "prefill"
+		                                      : "decode",
+		            w->max_batch, w->max_batch_tokens, w->host, w->port);
+	}
+	if (w->repo_dir[0])
+		sc_log_info("model repository %s: %d versions loaded", w->repo_dir, nmodels);
+	printf("listening on http://%s:%d\n", w->host, w->port);
+	fflush(stdout);
+	sc_sd_watchdog_start(w->loop, &watchdog_h);
+	if (w->repo_dir[0])
+		sc_sd_notifyf("READY=1\nSTATUS=serving model repository %s (%d versions) on "
+		              "http://%s:%d",
+		              w->repo_dir, nmodels, w->host, w->port);
+	else
+		sc_sd_notifyf("READY=1\nSTATUS=serving %s:%s on http://%s:%d", w->models->name,
+		              w->models->version, w->host, w->port);
+}
+
+/* After the loop ends (SIGTERM, SIGINT): handles closed, then what they
+ * used freed. */
+static void shut_down(sc_worker_t *w)
+{
+	uv_close((uv_handle_t *)&watchdog_h, NULL);
+	sc_http_server_close(w->http);
+	sc_hcli_close(w->hcli);
+	sc_tls_reload_stop();
+	/* The KV sweep must not run again: the store is freed below while
+	 * the loop still turns to close handles. */
+	uv_timer_stop(&w->sweep_timer);
+	uv_run(w->loop, UV_RUN_NOWAIT);
+	sc_tls_ctx_free(w->tls_client);
+	sc_kvstore_free(w->kv);
+	uv_close((uv_handle_t *)&w->step_idle, NULL);
+	uv_run(w->loop, UV_RUN_NOWAIT);
+	while (w->models) {
+		sc_wmodel_t *m = w->models;
+		w->models = m->next;
+		sc__wmodel_unref(m);
+	}
+}
+
 int sc_worker_main(int argc, char **argv)
 {
 	wopts_t o;
@@ -406,23 +485,8 @@ int sc_worker_main(int argc, char **argv)
 		return rc > 0 ? SC_EXIT_OK : SC_EXIT_USAGE;
 	if (o.gen_out)
 		return gen_checkpoint(&o);
-	if (o.repository && (o.checkpoint || o.tokenizer)) {
-		fprintf(stderr, "starcloud worker: --model-repository: the repository holds the "
-		                "checkpoints; leave out --checkpoint and --tokenizer\n");
+	if (flags_conflict(&o))
 		return SC_EXIT_USAGE;
-	}
-	if (o.nload && (!o.repository || o.control_mode != 1)) {
-		fprintf(stderr, "starcloud worker: --load-model: only with --model-repository and "
-		                "--model-control-mode explicit\n");
-		return SC_EXIT_USAGE;
-	}
-	if (o.max_batch_tokens < o.max_batch) {
-		fprintf(stderr,
-		        "starcloud worker: --max-batch-tokens (%d) must be at least --max-batch "
-		        "(%d): every running sequence needs a place in a step\n",
-		        o.max_batch_tokens, o.max_batch);
-		return SC_EXIT_USAGE;
-	}
 	static sc_worker_t w;
 	w.loop = uv_default_loop();
 	w.max_tokens = o.max_tokens;
@@ -437,51 +501,8 @@ int sc_worker_main(int argc, char **argv)
 		return sc_flags_config_ok(&worker_cmd, o.config);
 	if ((rc = setup(&w, &o)) < 0)
 		return SC_EXIT_FAIL;
-	char who[sizeof(w.id) + 8];
-	snprintf(who, sizeof(who), "worker %s", w.id);
-	sc_log_open(who);
-	int nmodels = 0;
-	for (sc_wmodel_t *m = w.models; m; m = m->next, nmodels++) {
-		const sc_model_config_t *c = &m->model->cfg;
-		sc_log_info("serving %s:%s (dim %d, layers %d, heads %d/%d, vocab %d, seq_len %d) "
-		            "role %s, batches of %d sequences / %d tokens, on http://%s:%d",
-		            m->name, m->version, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
-		            c->vocab_size, c->seq_len,
-		            w.role == ROLE_BOTH      ? "both"
-		            : w.role == ROLE_PREFILL ? "prefill"
-		                                     : "decode",
-		            w.max_batch, w.max_batch_tokens, w.host, w.port);
-	}
-	if (w.repo_dir[0])
-		sc_log_info("model repository %s: %d versions loaded", w.repo_dir, nmodels);
-	printf("listening on http://%s:%d\n", w.host, w.port);
-	fflush(stdout);
-	/* Ready for systemd once the model is loaded and the port listens. */
-	sc_sd_watchdog_start(w.loop, &watchdog_h);
-	if (w.repo_dir[0])
-		sc_sd_notifyf("READY=1\nSTATUS=serving model repository %s (%d versions) on "
-		              "http://%s:%d",
-		              w.repo_dir, nmodels, w.host, w.port);
-	else
-		sc_sd_notifyf("READY=1\nSTATUS=serving %s:%s on http://%s:%d", w.models->name,
-		              w.models->version, w.host, w.port);
+	announce(&w);
 	uv_run(w.loop, UV_RUN_DEFAULT);
-	uv_close((uv_handle_t *)&watchdog_h, NULL);
-	sc_http_server_close(w.http);
-	sc_hcli_close(w.hcli);
-	sc_tls_reload_stop();
-	/* The KV sweep must not run again: the store is freed below while
-	 * the loop still turns to close handles. */
-	uv_timer_stop(&w.sweep_timer);
-	uv_run(w.loop, UV_RUN_NOWAIT);
-	sc_tls_ctx_free(w.tls_client);
-	sc_kvstore_free(w.kv);
-	uv_close((uv_handle_t *)&w.step_idle, NULL);
-	uv_run(w.loop, UV_RUN_NOWAIT);
-	while (w.models) {
-		sc_wmodel_t *m = w.models;
-		w.models = m->next;
-		sc__wmodel_unref(m);
-	}
+	shut_down(&w);
 	return SC_EXIT_OK;
 }
