@@ -333,6 +333,51 @@ static void retire(sc_wmodel_t *m)
 	m->served = 0;
 }
 
+/* Version v of model, into *fresh unless the version served has the same
+ * checkpoint file (size and time): then *fresh stays NULL. The tokenizer
+ * is the version's, else the model's, else none (unless config.pbtxt
+ * names one). 0 or < 0 with err. */
+static int load_version(sc_worker_t *w, const char *model, const mconfig_t *c, int64_t v,
+                        sc_wmodel_t **fresh, char *err, size_t errsz)
+{
+	char ver[32], ck[2048], tk[2048], *tok = NULL;
+	struct stat st;
+	snprintf(ver, sizeof(ver), "%lld", (long long)v);
+	snprintf(ck, sizeof(ck), "%s/%s/%s/%s", w->repo_dir, model, ver, c->file);
+	if (stat(ck, &st) < 0) {
+		snprintf(err, errsz, "%s/%s/%s: %s", model, ver, c->file, strerror(errno));
+		return SC_EIO;
+	}
+	sc_wmodel_t *old = served(w, model, ver);
+	if (old && old->ck_size == (int64_t)st.st_size && old->ck_mtime == (int64_t)st.st_mtime)
+		return 0;
+	const char *tname = c->tokenizer[0] ? c->tokenizer : "tokenizer.bin";
+	snprintf(tk, sizeof(tk), "%s/%s/%s/%s", w->repo_dir, model, ver, tname);
+	if (stat(tk, &st) == 0)
+		tok = tk;
+	else {
+		snprintf(tk, sizeof(tk), "%s/%s/%s", w->repo_dir, model, tname);
+		if (stat(tk, &st) == 0)
+			tok = tk;
+		else if (c->tokenizer[0]) {
+			snprintf(err, errsz, "%s: parameters.tokenizer %s: no such file", model,
+			         c->tokenizer);
+			return SC_ENOTFOUND;
+		}
+	}
+	char lerr[256];
+	int rc =
+	    sc__wmodel_load(w, model, ver, ck, tok, NULL, c->max_batch, fresh, lerr, sizeof(lerr));
+	if (rc < 0) {
+		snprintf(err, errsz, "%s version %s: %s", model, ver, lerr);
+		return rc;
+	}
+	stat(ck, &st);
+	(*fresh)->ck_size = (int64_t)st.st_size;
+	(*fresh)->ck_mtime = (int64_t)st.st_mtime;
+	return 0;
+}
+
 static int repo_load(sc_worker_t *w, const char *model, char *err, size_t errsz)
 {
 	mconfig_t c;
@@ -349,46 +394,8 @@ static int repo_load(sc_worker_t *w, const char *model, char *err, size_t errsz)
 		return rc;
 	/* Build every new or changed version aside. */
 	sc_wmodel_t *fresh[MAX_VERSIONS] = {0};
-	for (size_t i = 0; i < nv && rc == 0; i++) {
-		char ver[32], ck[2048], tk[2048], *tok = NULL;
-		struct stat st;
-		snprintf(ver, sizeof(ver), "%lld", (long long)vs[i]);
-		snprintf(ck, sizeof(ck), "%s/%s/%s/%s", w->repo_dir, model, ver, c.file);
-		if (stat(ck, &st) < 0) {
-			snprintf(err, errsz, "%s/%s/%s: %s", model, ver, c.file, strerror(errno));
-			rc = SC_EIO;
-			break;
-		}
-		sc_wmodel_t *old = served(w, model, ver);
-		if (old && old->ck_size == (int64_t)st.st_size &&
-		    old->ck_mtime == (int64_t)st.st_mtime)
-			continue;
-		const char *tname = c.tokenizer[0] ? c.tokenizer : "tokenizer.bin";
-		snprintf(tk, sizeof(tk), "%s/%s/%s/%s", w->repo_dir, model, ver, tname);
-		if (stat(tk, &st) == 0)
-			tok = tk;
-		else {
-			snprintf(tk, sizeof(tk), "%s/%s/%s", w->repo_dir, model, tname);
-			if (stat(tk, &st) == 0)
-				tok = tk;
-			else if (c.tokenizer[0]) {
-				snprintf(err, errsz, "%s: parameters.tokenizer %s: no such file",
-				         model, c.tokenizer);
-				rc = SC_ENOTFOUND;
-				break;
-			}
-		}
-		char lerr[256];
-		rc = sc__wmodel_load(w, model, ver, ck, tok, NULL, c.max_batch, &fresh[i], lerr,
-		                     sizeof(lerr));
-		if (rc < 0) {
-			snprintf(err, errsz, "%s version %s: %s", model, ver, lerr);
-			break;
-		}
-		stat(ck, &st);
-		fresh[i]->ck_size = (int64_t)st.st_size;
-		fresh[i]->ck_mtime = (int64_t)st.st_mtime;
-	}
+	for (size_t i = 0; i < nv && rc == 0; i++)
+		rc = load_version(w, model, &c, vs[i], &fresh[i], err, errsz);
 	if (rc < 0) {
 		for (size_t i = 0; i < nv; i++)
 			sc__wmodel_unref(fresh[i]);
