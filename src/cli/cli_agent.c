@@ -36,11 +36,6 @@
 
 /* ---- shared: server, token ---------------------------------------------- */
 
-static size_t to_buf(char *p, size_t size, size_t n, void *ud)
-{
-	return sc_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
-}
-
 /* A log answer goes to stdout when it is the log (200), into err when it
  * is the server's error document. The server names the pod's node in a
  * header (X-Starcloud-Node), so a follower can ask about its agent. */
@@ -93,28 +88,18 @@ static long call_json(const char *url, const char *token, const char *body, json
 {
 	char auth[600];
 	sc_buf_t b;
-	long code = -1;
 	sc_buf_init(&b, MAX_DOC);
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hs = curl_slist_append(NULL, auth);
 	if (call_ca[0])
 		curl_easy_setopt(h, CURLOPT_CAINFO, call_ca);
-	if (body) {
+	if (body)
 		hs = curl_slist_append(hs, "Content-Type: application/json");
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
 	sc__cli_curl_limits(h, timeout_ms ? timeout_ms : 30000);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
-	if (curl_easy_perform(h) == CURLE_OK)
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	char err[256];
+	long code = sc__cli_curl_do(h, NULL, url, hs, body, &b, err, sizeof(err));
 	*out = b.len ? json_loadb(b.data, b.len, 0, NULL) : NULL;
-	curl_slist_free_all(hs);
-	curl_easy_cleanup(h);
 	sc_buf_free(&b);
 	return code;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/secret.h"
+#include "base/version.h"
 
 /* --context (or $STARCLOUD_CONTEXT, through the flag table): which of the
  * configuration file's contexts to use; NULL: its current one. */
@@ -48,6 +49,39 @@ void sc__cli_curl_limits(CURL *h, uint64_t timeout_ms)
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, SC_CLI_STALL_S);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+}
+
+static size_t to_buf(char *p, size_t size, size_t n, void *ud)
+{
+	return sc_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
+}
+
+long sc__cli_curl_do(CURL *h, const char *method, const char *url, struct curl_slist *hdrs,
+                     const char *body, sc_buf_t *out, char *err, size_t errsz)
+{
+	long status = -1;
+	if (!h) {
+		snprintf(err, errsz, "out of memory");
+		curl_slist_free_all(hdrs);
+		return -1;
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	if (method)
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
+	if (body)
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	CURLcode rc = curl_easy_perform(h);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	else
+		snprintf(err, errsz, "%s", curl_easy_strerror(rc));
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	return status;
 }
 
 int sc__cli_connect(const char *cmd, const sc_cli_conn_flags_t *f, int argc, char **argv,

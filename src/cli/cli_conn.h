@@ -17,6 +17,7 @@
 #include <curl/curl.h>
 
 #include "base/flags.h"
+#include "starcloud/buf.h"
 
 /* How long a client waits (docs/CONTROL_PLANE.md, "Client timeouts"): a
  * connection must be made within SC_CLI_CONNECT_MS, a request that moves no
@@ -96,5 +97,12 @@ void sc__cli_conn_tls(const sc_cli_conn_t *c, CURL *h);
 /* Sets h's connect and stall limits and the whole request's deadline
  * (timeout_ms; 0: none, for a stream that follows on and on). */
 void sc__cli_curl_limits(CURL *h, uint64_t timeout_ms);
+/* One blocking request of the CLI on h, whose TLS and limits the caller
+ * has set: method (NULL for GET, or POST with a body), url, hdrs, body
+ * (NULL: none), the answer appended to out; h and hdrs are freed. Returns
+ * the HTTP status, or -1 when nothing was answered, with libcurl's reason
+ * in err (the caller's message names what it asked). */
+long sc__cli_curl_do(CURL *h, const char *method, const char *url, struct curl_slist *hdrs,
+                     const char *body, sc_buf_t *out, char *err, size_t errsz);
 
 #endif

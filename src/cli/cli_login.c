@@ -17,6 +17,7 @@
 #include "base/cmdline.h"
 #include "base/version.h"
 #include "cli/cli_config.h"
+#include "cli/cli_conn.h"
 #include "starcloud/buf.h"
 
 typedef struct login_opts {
@@ -56,11 +57,6 @@ static const sc_command_t login_cmd = {
     .max_args = 1,
 };
 
-static size_t on_data(char *p, size_t size, size_t n, void *ud)
-{
-	return sc_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
-}
-
 /* GET url/api/v1/tokens/self: the HTTP status (-1 unreachable) and the
  * token's role. */
 static long whoami(const char *url, const char *token, const char *ca, char *role, size_t rsz)
@@ -72,27 +68,18 @@ static long whoami(const char *url, const char *token, const char *ca, char *rol
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hdrs = curl_slist_append(NULL, auth);
-	curl_easy_setopt(h, CURLOPT_URL, full);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
 	if (ca)
 		curl_easy_setopt(h, CURLOPT_CAINFO, ca);
-	long status = -1;
-	CURLcode rc = curl_easy_perform(h);
-	if (rc == CURLE_OK)
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	else
-		fprintf(stderr, "starcloud login: %s: %s\n", url, curl_easy_strerror(rc));
+	char err[256];
+	long status = sc__cli_curl_do(h, NULL, full, hdrs, NULL, &out, err, sizeof(err));
+	if (status < 0)
+		fprintf(stderr, "starcloud login: %s: %s\n", url, err);
 	json_t *doc = out.len ? json_loadb(out.data, out.len, 0, NULL) : NULL;
 	const char *r = json_string_value(json_object_get(doc, "role"));
 	snprintf(role, rsz, "%s", r ? r : "?");
 	json_decref(doc);
 	sc_buf_free(&out);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
 	return status;
 }
 

@@ -21,11 +21,6 @@
 
 #define MAX_ANSWER (4u << 20)
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
-{
-	return sc_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
-}
-
 /* Performs one request; returns the HTTP status, or -1 when the gateway
  * could not be reached (the message is printed). */
 static long call(const char *method, const char *url, const char *body, sc_buf_t *out)
@@ -34,23 +29,11 @@ static long call(const char *method, const char *url, const char *body, sc_buf_t
 	if (!h)
 		return -1;
 	struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
 	sc__cli_curl_limits(h, 10000);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
-	if (body)
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-	long status = -1;
-	CURLcode rc = curl_easy_perform(h);
-	if (rc == CURLE_OK)
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	else
-		fprintf(stderr, "starcloud rollout: %s: %s\n", url, curl_easy_strerror(rc));
-	curl_slist_free_all(hd);
-	curl_easy_cleanup(h);
+	char err[256];
+	long status = sc__cli_curl_do(h, method, url, hd, body, out, err, sizeof(err));
+	if (status < 0)
+		fprintf(stderr, "starcloud rollout: %s: %s\n", url, err);
 	return status;
 }
 

@@ -223,11 +223,6 @@ static int parse_status(int rc)
  * HTTP
  * ------------------------------------------------------------------- */
 
-static size_t on_data(char *p, size_t size, size_t n, void *ud)
-{
-	return sc_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
-}
-
 /* Performs one request on the server base (n bytes); *resp gets the
  * parsed JSON body (or NULL). Returns the HTTP status, or -1 when the
  * server could not be reached. */
@@ -246,23 +241,11 @@ static long http_one(const cli_t *c, const char *base, int n, const char *method
 		hdrs = curl_slist_append(hdrs, auth);
 	}
 	sc__cli_conn_tls(&c->conn, h);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
 	sc__cli_curl_limits(h, c->conn.timeout_ms);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, SC_USER_AGENT("cli"));
-	if (body)
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-	long status = -1;
-	CURLcode rc = curl_easy_perform(h);
-	if (rc == CURLE_OK)
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	else
-		fprintf(stderr, "starcloud: %.*s: %s\n", n, base, curl_easy_strerror(rc));
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
+	char err[256];
+	long status = sc__cli_curl_do(h, method, url, hdrs, body, &out, err, sizeof(err));
+	if (status < 0)
+		fprintf(stderr, "starcloud: %.*s: %s\n", n, base, err);
 	*resp = out.len ? json_loadb(out.data, out.len, 0, NULL) : NULL;
 	sc_buf_free(&out);
 	return status;
