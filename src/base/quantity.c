@@ -156,14 +156,20 @@ static int finish(const decimal_t *d, int shift, int exp10, unsigned flags, int6
 	return 0;
 }
 
+/* The number a memory or CPU quantity starts with: signed decimal, then an
+ * optional exponent (1e3); *s is left at the suffix. */
+static int quantity_number(const char **s, decimal_t *d)
+{
+	if (!*s)
+		return SC_EPARSE;
+	int rc = parse_decimal(s, true, d);
+	return rc ? rc : parse_exponent(s, &d->exp10);
+}
+
 int sc_quantity_memory(const char *s, unsigned flags, int64_t *bytes)
 {
 	decimal_t d;
-	if (!s)
-		return SC_EPARSE;
-	int rc = parse_decimal(&s, true, &d);
-	if (rc == 0)
-		rc = parse_exponent(&s, &d.exp10);
+	int rc = quantity_number(&s, &d);
 	if (rc)
 		return rc;
 	if (*s == '\0')
@@ -179,11 +185,7 @@ int sc_quantity_memory(const char *s, unsigned flags, int64_t *bytes)
 int sc_quantity_cpu(const char *s, unsigned flags, int64_t *milli)
 {
 	decimal_t d;
-	if (!s)
-		return SC_EPARSE;
-	int rc = parse_decimal(&s, true, &d);
-	if (rc == 0)
-		rc = parse_exponent(&s, &d.exp10);
+	int rc = quantity_number(&s, &d);
 	if (rc)
 		return rc;
 	if (*s == '\0')
