@@ -137,22 +137,10 @@ static bool place_running(world_t *w, int j, int r)
 	return false;
 }
 
-static void build(world_t *w, uint64_t seed, bool tiny)
+/* build() in the order it draws from rnd (the worlds of every seed stay as
+ * they were): nodes, queues, then jobs, some of them running. */
+static void build_nodes(world_t *w, bool tiny)
 {
-	memset(w, 0, sizeof(*w));
-	rng = seed * 0x9e3779b97f4a7c15ull + 1;
-	sc_config_default(&w->snap.config);
-	/* Every job has waited since creation (now is far later), so with
-	 * reservations on, every pending gang head is a candidate: on even
-	 * seeds of the full worlds they are on (more candidates than the 4
-	 * slots is common), on the others off. Derived from the seed, not
-	 * drawn, so the random worlds stay as they were. */
-	bool reserve = !tiny && seed % 2 == 0;
-	w->snap.config.reservation_after = reserve ? 1800 : 0;
-	w->snap.now = 2000000000;
-	w->snap.nodes = w->nodes;
-	w->snap.queues = w->queues;
-	w->snap.jobs = w->jobs;
 	int nn = tiny ? 1 : 1 + (int)rnd(4);
 	for (int i = 0; i < nn; i++) {
 		sc_node_spec_t *n = &w->nodes[i];
@@ -169,8 +157,13 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 			n->unschedulable = true;
 	}
 	w->snap.nnodes = (size_t)nn;
+}
+
+/* Fills leaves[] with the leaf queues' indexes; returns how many. */
+static int build_queues(world_t *w, bool tiny, int *leaves)
+{
 	/* queues: one or two parents, each with one to three leaves */
-	int nq = 0, leaves[MAXQ], nleaves = 0;
+	int nq = 0, nleaves = 0;
 	int nparents = tiny ? 0 : (int)rnd(3);
 	for (int p = 0; p < nparents; p++) {
 		snprintf(w->qname[nq], 16, "p%d", p);
@@ -196,6 +189,12 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 		qs->created = q + 1;
 	}
 	w->snap.nqueues = (size_t)nq;
+	return nleaves;
+}
+
+static void build_jobs(world_t *w, uint64_t seed, bool tiny, bool reserve, const int *leaves,
+                       int nleaves)
+{
 	int nj = tiny ? 2 + (int)rnd(5) : 3 + (int)rnd(MAXJ - 3);
 	for (int j = 0; j < nj; j++) {
 		sc_job_spec_t *js = &w->jobs[j];
@@ -239,6 +238,28 @@ static void build(world_t *w, uint64_t seed, bool tiny)
 		}
 	}
 	w->snap.njobs = (size_t)nj;
+}
+
+static void build(world_t *w, uint64_t seed, bool tiny)
+{
+	memset(w, 0, sizeof(*w));
+	rng = seed * 0x9e3779b97f4a7c15ull + 1;
+	sc_config_default(&w->snap.config);
+	/* Every job has waited since creation (now is far later), so with
+	 * reservations on, every pending gang head is a candidate: on even
+	 * seeds of the full worlds they are on (more candidates than the 4
+	 * slots is common), on the others off. Derived from the seed, not
+	 * drawn, so the random worlds stay as they were. */
+	bool reserve = !tiny && seed % 2 == 0;
+	w->snap.config.reservation_after = reserve ? 1800 : 0;
+	w->snap.now = 2000000000;
+	w->snap.nodes = w->nodes;
+	w->snap.queues = w->queues;
+	w->snap.jobs = w->jobs;
+	int leaves[MAXQ];
+	build_nodes(w, tiny);
+	int nleaves = build_queues(w, tiny, leaves);
+	build_jobs(w, seed, tiny, reserve, leaves, nleaves);
 }
 
 /* Prints a case, for reproducing a failure by hand. */
