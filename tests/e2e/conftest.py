@@ -295,6 +295,23 @@ EXAMPLES = {
 }
 
 
+def wait_daemon(url, proc, what, headers=None, timeout=30):
+    """GETs url until it answers 2xx and returns the text; the test fails
+    when proc (the daemon `what`) exits first, or after timeout seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail("%s exited with %d" % (what, proc.returncode))
+        try:
+            r = requests.get(url, timeout=1, headers=headers)
+            if r.ok:
+                return r.text
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    pytest.fail("%s did not answer %s" % (what, url))
+
+
 def create(session, kind, obj):
     """POSTs obj to /api/v1/<kind>; it must be created (201). Its JSON."""
     r = session.post(session.base + "/" + kind, json=obj)

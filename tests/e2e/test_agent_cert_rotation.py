@@ -20,22 +20,7 @@ import requests
 from agent_util import Agent, wait_for
 from conftest import BIN, free_port, stop_process
 from test_tls_reload import RELOAD, not_after, put, replace
-from tls_util import _run, issue, make_ca
-
-
-def client_cert(folder, ca, name, cn, days):
-    """A clientAuth certificate for cn signed by ca, valid for days."""
-    f = str(folder)
-    key, csr, cert = (os.path.join(f, name + s) for s in ("-key.pem", ".csr", ".pem"))
-    ext = os.path.join(f, name + ".ext")
-    with open(ext, "w") as e:
-        e.write("extendedKeyUsage=clientAuth\n")
-    _run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
-         "-out", csr, "-subj", "/CN=" + cn)
-    _run("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
-         "-out", cert, "-days", str(days), "-extfile", ext)
-    os.chmod(key, 0o600)
-    return cert, key
+from tls_util import issue, issue_client, make_ca
 
 
 def metric(text, name, **labels):
@@ -133,8 +118,8 @@ def test_an_agent_rotates_its_client_certificate(tmp_path):
     pki = tmp_path / "pki"
     ca1, ca2 = make_ca(pki, "ca1"), make_ca(pki, "ca2")
     node = "rot%d" % os.getpid()
-    a_cert = client_cert(pki, ca1, "a", "node:" + node, days=2)
-    b_cert = client_cert(pki, ca2, "b", "node:" + node, days=3)
+    a_cert = issue_client(pki, ca1, "a", "node:" + node, days=2)
+    b_cert = issue_client(pki, ca2, "b", "node:" + node, days=3)
     live_dir = tmp_path / "live"
     live_dir.mkdir()
     client_cas = str(live_dir / "client-cas.pem")

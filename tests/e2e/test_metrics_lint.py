@@ -13,7 +13,8 @@ import pytest
 import requests
 
 from agent_util import Agent, metrics_secret, run_job, setup_queue, wait_for
-from conftest import BIN, CKPT_MICRO, free_port, gen_checkpoint, job, node, queue, stop_process
+from conftest import (BIN, CKPT_MICRO, free_port, gen_checkpoint, job, node, queue,
+                      stop_process, wait_daemon)
 
 FAKE_NVML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_nvml.c")
 
@@ -58,21 +59,6 @@ def sample(text, name, **labels):
     return out
 
 
-def wait_http(url, proc, what, headers=None):
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail("%s exited with %d" % (what, proc.returncode))
-        try:
-            r = requests.get(url, timeout=1, headers=headers)
-            if r.ok:
-                return r.text
-        except requests.RequestException:
-            pass
-        time.sleep(0.1)
-    pytest.fail("%s did not answer %s" % (what, url))
-
-
 def test_server_metrics_lint(server, admin):
     promtool()
     admin.post(admin.base + "/nodes", json=node("n0"))
@@ -102,8 +88,8 @@ def test_gateway_and_worker_metrics_lint(tmp_path):
                           "model=tiny,version=1,url=http://127.0.0.1:%d" % wport],
                          stdout=glog, stderr=glog)
     try:
-        wait_http("http://127.0.0.1:%d/v2/health/live" % wport, w, "worker")
-        wait_http("http://127.0.0.1:%d/metrics" % gport, g, "gateway")
+        wait_daemon("http://127.0.0.1:%d/v2/health/live" % wport, w, "worker")
+        wait_daemon("http://127.0.0.1:%d/metrics" % gport, g, "gateway")
         # One request through, so the per-model series have samples.
         r = requests.post("http://127.0.0.1:%d/v1/completions" % gport,
                           json={"model": "tiny", "prompt": "a", "max_tokens": 2}, timeout=30)
@@ -132,7 +118,7 @@ def test_agent_metrics_nvml(server, admin, tmp_path):
               extra=["--nvml-lib", lib, "--metrics-token-file", secret])
     try:
         url = "http://%s/metrics" % a.addr
-        text = wait_http(url, a.proc, "agent", auth)
+        text = wait_daemon(url, a.proc, "agent", auth)
         lint(text, "agent")
         common(text, "agent")
         # The fake library's figures, in DCGM's units (MiB, %, C, W).
@@ -167,7 +153,7 @@ def test_agent_metrics_declared_gpus(server, tmp_path):
     promtool()
     a = Agent(server.url, server.token, "decl", tmp_path / "decl", extra=["--metrics-public"])
     try:
-        text = wait_http("http://%s/metrics" % a.addr, a.proc, "agent")
+        text = wait_daemon("http://%s/metrics" % a.addr, a.proc, "agent")
         lint(text, "agent (declared GPUs)")
         assert "DCGM_FI_DEV" not in text
         assert sample(text, "starcloud_agent_gpus", source="declared") == [2]

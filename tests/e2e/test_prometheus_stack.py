@@ -22,7 +22,7 @@ import requests
 import yaml
 
 from agent_util import Agent, metrics_secret, run_job, setup_queue, wait_for
-from conftest import BIN, CKPT_MICRO, free_port, gen_checkpoint, stop_process
+from conftest import BIN, CKPT_MICRO, free_port, gen_checkpoint, stop_process, wait_daemon
 from prom_util import running_prometheus
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -45,20 +45,6 @@ def label_values(base, label, match):
                      timeout=5)
     assert r.ok, r.text
     return r.json()["data"]
-
-
-def wait_http(url, proc, what, headers=None):
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail("%s exited with %d" % (what, proc.returncode))
-        try:
-            if requests.get(url, timeout=1, headers=headers).ok:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.1)
-    pytest.fail("%s did not answer %s" % (what, url))
 
 
 def wait_ready(base, log):
@@ -151,9 +137,9 @@ def stack(server, admin, tmp_path):
     token_file.write_text(server.token)
     os.chmod(token_file, 0o600)
     try:
-        wait_http("http://%s/metrics" % agent.addr, agent.proc, "agent", auth)
-        wait_http("http://127.0.0.1:%d/v2/health/live" % wport, worker, "worker")
-        wait_http("http://127.0.0.1:%d/metrics" % gport, gateway, "gateway")
+        wait_daemon("http://%s/metrics" % agent.addr, agent.proc, "agent", auth)
+        wait_daemon("http://127.0.0.1:%d/v2/health/live" % wport, worker, "worker")
+        wait_daemon("http://127.0.0.1:%d/metrics" % gport, gateway, "gateway")
         cfg = shipped_config({"starcloud-server": "127.0.0.1:%d" % server.port,
                               "starcloud-gateway": "127.0.0.1:%d" % gport,
                               "starcloud-agent": agent.addr}, token_file, secret)

@@ -23,34 +23,9 @@ import requests
 from agent_util import wait_for
 from conftest import BIN, free_port, stop_process
 from test_metrics_lint import lint
-from tls_util import _run, issue, make_ca
+from tls_util import issue, issue_client, issue_expired, make_ca
 
 RELOAD = 90.0  # seconds: a reload is due within ~4 s; this is for a loaded machine
-
-
-def issue_client(folder, ca, name, cn):
-    """A client certificate (clientAuth) for cn signed by ca."""
-    f = str(folder)
-    key, csr, cert = (os.path.join(f, name + s) for s in ("-key.pem", ".csr", ".pem"))
-    ext = os.path.join(f, name + ".ext")
-    with open(ext, "w") as e:
-        e.write("extendedKeyUsage=clientAuth\n")
-    _run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
-         "-out", csr, "-subj", "/CN=" + cn)
-    _run("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
-         "-out", cert, "-days", "2", "-extfile", ext)
-    return cert, key
-
-
-def issue_expired(folder, ca, name):
-    """A server certificate for 127.0.0.1 whose notAfter is a day ago."""
-    f = str(folder)
-    key, csr, cert = (os.path.join(f, name + s) for s in ("-key.pem", ".csr", ".pem"))
-    _run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
-         "-out", csr, "-subj", "/CN=127.0.0.1")
-    _run("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
-         "-out", cert, "-days", "-1")
-    return cert, key
 
 
 @pytest.fixture(scope="module")

@@ -25,20 +25,41 @@ def make_ca(folder, name="ca"):
     return cert, key
 
 
-def issue(folder, ca, name, ip="127.0.0.1"):
-    """folder/NAME.pem and NAME-key.pem: a server certificate for ip signed
-    by ca (cert, key). Returns (cert, key)."""
+def _issue(folder, ca, name, cn, ext, days):
+    """folder/NAME.pem and NAME-key.pem (mode 0600), for CN cn with the
+    extensions ext (None: none), signed by ca, valid for days (-1: expired a
+    day ago). Returns (cert, key)."""
     f = str(folder)
     key, csr, cert = (os.path.join(f, name + s) for s in ("-key.pem", ".csr", ".pem"))
-    ext = os.path.join(f, name + ".ext")
-    with open(ext, "w") as e:
-        e.write("subjectAltName=IP:%s\nextendedKeyUsage=serverAuth\n" % ip)
+    extra = []
+    if ext is not None:
+        extra = ["-extfile", os.path.join(f, name + ".ext")]
+        with open(extra[1], "w") as e:
+            e.write(ext)
     _run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
-         "-out", csr, "-subj", "/CN=" + ip)
+         "-out", csr, "-subj", "/CN=" + cn)
     _run("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
-         "-out", cert, "-days", "2", "-extfile", ext)
+         "-out", cert, "-days", str(days), *extra)
     os.chmod(key, 0o600)
     return cert, key
+
+
+def issue(folder, ca, name, ip="127.0.0.1"):
+    """A server certificate for ip signed by ca. Returns (cert, key)."""
+    return _issue(folder, ca, name, ip,
+                  "subjectAltName=IP:%s\nextendedKeyUsage=serverAuth\n" % ip, 2)
+
+
+def issue_expired(folder, ca, name):
+    """A certificate for 127.0.0.1 (no extensions) whose notAfter is a day
+    ago. Returns (cert, key)."""
+    return _issue(folder, ca, name, "127.0.0.1", None, -1)
+
+
+def issue_client(folder, ca, name, cn, days=2):
+    """A client certificate (clientAuth) for cn signed by ca. Returns
+    (cert, key)."""
+    return _issue(folder, ca, name, cn, "extendedKeyUsage=clientAuth\n", days)
 
 
 class Collector:
