@@ -130,6 +130,9 @@ const char *sc_http_body(const sc_http_req_t *r, size_t *len);
 const char *sc_http_peer(const sc_http_req_t *r);
 /* The common name of the client's verified TLS certificate (mTLS), or "". */
 void sc_http_peer_name(const sc_http_req_t *r, char *out, size_t outsz);
+/* Serial and notAfter of that certificate (net/tls.h: sc_tls_peer_cert);
+ * 0 on plain HTTP or without a verified one. */
+int sc_http_peer_cert(const sc_http_req_t *r, char *serial, size_t serialsz, int64_t *not_after);
 /* Copies the percent-decoded value of query parameter key into out.
  * Returns its length, -1 when absent, SC_ETOOBIG when it does not fit. */
 int sc_http_query_param(const sc_http_req_t *r, const char *key, char *out, size_t outsz);

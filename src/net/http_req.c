@@ -150,3 +150,10 @@ void sc_http_peer_name(const sc_http_req_t *r, char *out, size_t outsz)
 	if (r->conn->tls)
 		sc_tls_peer_name(r->conn->tls, out, outsz);
 }
+
+int sc_http_peer_cert(const sc_http_req_t *r, char *serial, size_t serialsz, int64_t *not_after)
+{
+	serial[0] = '\0';
+	*not_after = 0;
+	return r->conn->tls ? sc_tls_peer_cert(r->conn->tls, serial, serialsz, not_after) : 0;
+}

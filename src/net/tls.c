@@ -518,6 +518,29 @@ void sc_tls_peer_name(const sc_tls_t *t, char *out, size_t outsz)
 	X509_free(peer);
 }
 
+int sc_tls_peer_cert(const sc_tls_t *t, char *serial, size_t serialsz, int64_t *not_after)
+{
+	struct tm tm;
+	int ok = 0;
+	serial[0] = '\0';
+	*not_after = 0;
+	X509 *peer = SSL_get1_peer_certificate(t->ssl);
+	if (!peer)
+		return 0;
+	BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(peer), NULL);
+	char *hex = bn ? BN_bn2hex(bn) : NULL;
+	if (SSL_get_verify_result(t->ssl) == X509_V_OK && hex && strlen(hex) < serialsz &&
+	    ASN1_TIME_to_tm(X509_get0_notAfter(peer), &tm) == 1) {
+		snprintf(serial, serialsz, "%s", hex);
+		*not_after = (int64_t)timegm(&tm);
+		ok = 1;
+	}
+	OPENSSL_free(hex);
+	BN_free(bn);
+	X509_free(peer);
+	return ok;
+}
+
 const char *sc_tls_error(const sc_tls_t *t)
 {
 	return t->error;

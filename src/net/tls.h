@@ -28,6 +28,7 @@
 #define SC_NET_TLS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 #include <sys/types.h>
 
@@ -107,6 +108,11 @@ int sc_tls_closed(const sc_tls_t *t);
 /* The common name of the peer's certificate when one was presented and
  * verified; "" otherwise. */
 void sc_tls_peer_name(const sc_tls_t *t, char *out, size_t outsz);
+/* The serial (upper-case hex) and notAfter (seconds since the epoch) of
+ * the peer's verified certificate: 1, or 0 when none was presented and
+ * verified (serial "" then). What a server reports of an agent's client
+ * certificate, so that a rotation can be seen. */
+int sc_tls_peer_cert(const sc_tls_t *t, char *serial, size_t serialsz, int64_t *not_after);
 /* What went wrong last (for logs), or "". */
 const char *sc_tls_error(const sc_tls_t *t);
 

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/version.h"
 #include "base/parse.h"
@@ -364,6 +365,24 @@ static void agent_version(sc_http_req_t *r, json_t *st)
 	json_object_set_new(json_object_get(st, "agent"), "version", json_string(ver));
 }
 
+/* agent.clientCertificate: the serial and notAfter of the certificate the
+ * agent showed on this heartbeat's connection (mTLS), so that an operator
+ * sees a rotation and what expires when. A change is a write, once per
+ * rotation. */
+static void agent_cert(sc_http_req_t *r, json_t *st)
+{
+	char serial[128], when[32];
+	int64_t not_after;
+	struct tm tm;
+	if (!sc_http_peer_cert(r, serial, sizeof(serial), &not_after))
+		return;
+	time_t t = (time_t)not_after;
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	json_object_set_new(json_object_get(st, "agent"), "clientCertificate",
+	                    json_pack("{s:s,s:s}", "serial", serial, "notAfter", when));
+}
+
 static uint64_t fence_of(json_t *body);
 
 static void node_status(sc_server_t *s, sc_http_req_t *r, json_t *node, int64_t rev, json_t *body,
@@ -384,6 +403,7 @@ static void node_status(sc_server_t *s, sc_http_req_t *r, json_t *node, int64_t 
 	if (json_is_true(json_object_get(body, "statusTls")))
 		json_object_set_new(json_object_get(st, "agent"), "tls", json_true());
 	agent_version(r, st);
+	agent_cert(r, st);
 	if (!json_equal(st, json_object_get(node, "status"))) {
 		json_object_set(node, "status", st);
 		save(s, "Node", node, rev);

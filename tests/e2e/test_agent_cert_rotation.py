@@ -2,7 +2,8 @@
 (docs/SECURITY.md, Rotating certificates; net/tlsreload.c): the server wants
 agents' certificates (--agents-need-cert), the agent's certificate and key
 files are replaced by rename, and it goes on heartbeating with the new one
-once the old one is no longer trusted; a bad pair keeps the one it has.
+once the old one is no longer trusted (the server shows the serial it saw,
+node.status.agent.clientCertificate); a bad pair keeps the one it has.
 
 Certificate A comes from CA 1 and B from CA 2; the server trusts both, then
 only CA 2 (A is "revoked" with its CA). An established connection keeps the
@@ -13,6 +14,7 @@ deadlines far above the 2 s file poll."""
 import os
 import re
 import subprocess
+import time
 
 import pytest
 import requests
@@ -114,6 +116,20 @@ def who(server, tok, cert):
         return "refused", str(e)
 
 
+def serial(cert):
+    out = subprocess.run(["openssl", "x509", "-in", cert, "-noout", "-serial"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.strip().split("=", 1)[1], 16)
+
+
+def seen_by_server(srv, node):
+    """The serial of the client certificate the server saw on the node's
+    last heartbeat that changed its status (node.status.agent)."""
+    st = srv.admin().get(srv.url + "/api/v1/nodes/" + node).json().get("status", {})
+    cc = st.get("agent", {}).get("clientCertificate")
+    return int(cc["serial"], 16) if cc else None
+
+
 def test_an_agent_rotates_its_client_certificate(tmp_path):
     pki = tmp_path / "pki"
     ca1, ca2 = make_ca(pki, "ca1"), make_ca(pki, "ca2")
@@ -145,6 +161,11 @@ def test_an_agent_rotates_its_client_certificate(tmp_path):
         assert who(srv, tok, a_cert)[0] == 200
         wait_for(lambda: lease(agent) is not None, timeout=60, what="the agent's first lease")
         renewed_twice(agent)
+        wait_for(lambda: seen_by_server(srv, node) == serial(a_cert[0]), timeout=60,
+                 what="the server seeing certificate A")
+        st = srv.admin().get(srv.url + "/api/v1/nodes/" + node).json()["status"]
+        assert st["agent"]["clientCertificate"]["notAfter"] == time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(not_after(a_cert[0])))
         expiry = lambda: metric(agent_metrics(agent),
                                 "starcloud_tls_certificate_expiry_timestamp_seconds",
                                 context="client")
@@ -172,6 +193,8 @@ def test_an_agent_rotates_its_client_certificate(tmp_path):
         srv.start()
         renewed_twice(agent)
         assert metric(agent_metrics(agent), "starcloud_agent_heartbeat_failing") == 0
+        wait_for(lambda: seen_by_server(srv, node) == serial(b_cert[0]), timeout=60,
+                 what="the server seeing certificate B")
 
         # A bad pair (B's certificate with A's key) is refused and B kept.
         errors = lambda: metric(agent_metrics(agent), "starcloud_tls_reload_total",
@@ -186,6 +209,7 @@ def test_an_agent_rotates_its_client_certificate(tmp_path):
         assert metric(agent_metrics(agent), "starcloud_agent_heartbeat_failing") == 0
         node_obj = srv.admin().get(srv.url + "/api/v1/nodes/" + node).json()
         assert node_obj["status"]["ready"] is True, node_obj
+        assert seen_by_server(srv, node) == serial(b_cert[0])
     finally:
         if agent:
             agent.stop()
