@@ -250,6 +250,7 @@ static void metrics_page(sc_http_req_t *r, void *ud)
 	sc_buf_t o;
 	sc_buf_init(&o, 0);
 	sc__gw_stats_out(&o, gw);
+	sc__gw_pd_metrics(&o, gw);
 	replicas_out(&o, gw);
 	rollouts_out(&o, gw);
 	sc_prom_build_info(&o, "gateway", "");

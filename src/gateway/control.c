@@ -231,6 +231,9 @@ static void rebuild(control_t *ct)
 		json_t *eps = json_object_get(json_object_get(obj, "status"), "endpoints");
 		if (!model || !ver)
 			continue;
+		/* The server checked it (0.25..64); absent: the default. */
+		sc__gw_pd_bytes_per_token(
+		    gw, model, json_number_value(json_object_get(spec, "promptBytesPerToken")));
 		for (size_t i = 0; i < json_array_size(eps); i++)
 			add_endpoint(gw, name, model, ver, json_array_get(eps, i));
 		/* A repository's versions are its own: no canary split by the

@@ -112,6 +112,15 @@ typedef struct gw_repo {
 	sc_buf_t body; /* the index being read (freed with the gateway) */
 } gw_repo_t;
 
+/* A model's prompt-token estimate (pd.c, the prefill autoscaler's signal):
+ * the Deployment's bytes per token and the backends' own counts. */
+#define GW_MAX_TOKMODELS 256
+typedef struct gw_tokmodel {
+	char model[GW_MAX_NAME];
+	double bytes_per_token;         /* spec.promptBytesPerToken; 0 = the default (4) */
+	double seen_tokens, seen_bytes; /* backends' counts (sc_prompt_tokens_learn) */
+} gw_tokmodel_t;
+
 enum { RO_PROGRESSING, RO_PROMOTED, RO_ROLLED_BACK, RO_ABORTED };
 
 /* A canary rollout between two versions of one model. */
@@ -184,6 +193,8 @@ typedef struct sc_gw {
 	size_t nrepos;
 	gw_stats_t *stats[GW_MAX_STATS];
 	size_t nstats;
+	gw_tokmodel_t tok[GW_MAX_TOKMODELS]; /* models with prefill/decode traffic or a setting */
+	size_t ntok;
 	uint64_t active;         /* client requests in flight */
 	uint64_t active_retries; /* retry attempts in flight */
 	uint64_t shed, budget_exhausted;
@@ -384,8 +395,15 @@ void sc__gw_trace_close(sc_gw_t *gw);
 /* Held requests of model (all when NULL). */
 size_t sc__gw_proxy_held(sc_gw_t *gw, const char *model);
 /* Prompt tokens of model's requests in their prefill phase (at a replica
- * or waiting for one): the prefill autoscaler's signal (pd.c). */
+ * or waiting for one): the prefill autoscaler's signal (pd.c). Token ids
+ * count one each; text is estimated (sc_prompt_tokens_estimate) from the
+ * model's bytes per token and the counts its prefill replicas answered. */
 long long sc__gw_pd_prompt_tokens(sc_gw_t *gw, const char *model);
+/* Sets model's bytes per token (a Deployment's spec.promptBytesPerToken;
+ * 0: the default), control.c. */
+void sc__gw_pd_bytes_per_token(sc_gw_t *gw, const char *model, double bpt);
+/* starcloud_gateway_prefill_prompt_tokens{model} for /metrics (admin.c). */
+void sc__gw_pd_metrics(sc_buf_t *o, sc_gw_t *gw);
 /* Tries every held request again (replicas changed). */
 void sc__gw_proxy_wake(sc_gw_t *gw);
 

@@ -29,9 +29,13 @@
 
 #include "base/log.h"
 #include "gateway/proxy.h"
+#include "net/promtext.h"
 #include "starcloud/error.h"
 
 static void prefill_try(gw_req_t *q);
+static gw_tokmodel_t *tokmodel(sc_gw_t *gw, const char *model, int create);
+static void note_prompt(gw_req_t *q);
+static void learn_prompt(gw_req_t *q, const json_t *answer);
 
 static int pf_head(sc_hcli_req_t *up, int status, void *ud)
 {
@@ -137,6 +141,8 @@ static void pf_done(sc_hcli_req_t *up, int err, void *ud)
 	int ok = json_is_string(json_object_get(j, "kv_url")) &&
 	         json_is_integer(json_object_get(j, "first_token"));
 	sc__gw_attempt_end(q, !ok);
+	if (ok)
+		learn_prompt(q, j);
 	if (ok)
 		decode_phase(q, j);
 	else
@@ -271,6 +277,8 @@ void sc__gw_pd_start(gw_req_t *q)
 	q->pd = 1;
 	q->pd_ops = &pd_ops;
 	q->role = GW_ROLE_PREFILL;
+	note_prompt(q);
+	tokmodel(q->gw, q->model, 1); /* the model's gauge, from its first request */
 	prefill_try(q);
 }
 
@@ -386,34 +394,105 @@ static void sc__gw_pd_release(gw_req_t *q)
  * The prefill autoscaler's signal
  * ------------------------------------------------------------------- */
 
-/* Prompt tokens of q as the reference worker counts them: its byte-level
- * tokenizer makes one token a byte, plus BOS; token ids count one each.
- * (With a BPE tokenizer a token is about 4 bytes: the figure is then an
- * upper bound, docs/AUTOSCALING.md.) */
-static long long prompt_tokens(gw_req_t *q)
+/* The model's estimate state; created on first use when create is set
+ * (NULL when the table is full: the default estimate, nothing learnt). */
+static gw_tokmodel_t *tokmodel(sc_gw_t *gw, const char *model, int create)
 {
-	json_t *b = sc__gw_req_json(q), *p = json_object_get(b, "prompt"), *m;
-	size_t i;
-	long long n = 0;
-	if (json_is_string(p))
-		return (long long)json_string_length(p) + 1;
-	if (json_is_array(p) && json_is_integer(json_array_get(p, 0)))
-		return (long long)json_array_size(p);
-	if (json_is_array(p) && json_is_string(json_array_get(p, 0)))
-		return (long long)json_string_length(json_array_get(p, 0)) + 1;
-	json_array_foreach(json_object_get(b, "messages"), i, m)
+	for (size_t i = 0; i < gw->ntok; i++)
+		if (strcmp(gw->tok[i].model, model) == 0)
+			return &gw->tok[i];
+	if (!create || gw->ntok == GW_MAX_TOKMODELS)
+		return NULL;
+	gw_tokmodel_t *t = &gw->tok[gw->ntok++];
+	memset(t, 0, sizeof(*t));
+	snprintf(t->model, sizeof(t->model), "%s", model);
+	return t;
+}
+
+void sc__gw_pd_bytes_per_token(sc_gw_t *gw, const char *model, double bpt)
+{
+	gw_tokmodel_t *t = tokmodel(gw, model, bpt > 0);
+	if (t)
+		t->bytes_per_token = bpt > 0 ? bpt : 0;
+}
+
+/* Text bytes of a message's content: a string, or an array of parts whose
+ * text counts. */
+static size_t content_bytes(const json_t *c)
+{
+	size_t i, n = json_string_length(c);
+	const json_t *part;
+	json_array_foreach(c, i, part)
 	{
-		n += (long long)json_string_length(json_object_get(m, "content")) + 1;
+		n += json_string_length(json_object_get(part, "text"));
 	}
 	return n;
 }
 
+/* Notes the size of q's prompt (P/D requests have one sequence): its
+ * token ids, or the bytes of its text (a string prompt, or the messages'
+ * contents). */
+static void note_prompt(gw_req_t *q)
+{
+	json_t *b = sc__gw_req_json(q), *p = json_object_get(b, "prompt"), *m;
+	size_t i, n = 0;
+	q->prompt_ids = 0;
+	if (json_is_array(p) && json_is_string(json_array_get(p, 0)))
+		p = json_array_get(p, 0);
+	if (json_is_array(p)) {
+		q->prompt_bytes = -1;
+		q->prompt_ids = (long long)json_array_size(p);
+		return;
+	}
+	if (json_is_string(p)) {
+		q->prompt_bytes = (long long)json_string_length(p);
+		return;
+	}
+	json_array_foreach(json_object_get(b, "messages"), i, m)
+	{
+		n += content_bytes(json_object_get(m, "content"));
+	}
+	q->prompt_bytes = (long long)n;
+}
+
+/* A prefill replica's count of q's prompt (the reference worker's
+ * "n_tokens"), learnt for the model's estimate. */
+static void learn_prompt(gw_req_t *q, const json_t *answer)
+{
+	json_t *n = json_object_get(answer, "n_tokens");
+	if (q->prompt_bytes <= 0 || !json_is_integer(n))
+		return;
+	gw_tokmodel_t *t = tokmodel(q->gw, q->model, 1);
+	if (t)
+		sc_prompt_tokens_learn(&t->seen_tokens, &t->seen_bytes, (size_t)q->prompt_bytes,
+		                       json_integer_value(n));
+}
+
+static long long prompt_tokens(const gw_req_t *q, const gw_tokmodel_t *t)
+{
+	if (q->prompt_bytes < 0)
+		return q->prompt_ids;
+	return sc_prompt_tokens_estimate((size_t)q->prompt_bytes, t ? t->bytes_per_token : 0,
+	                                 t ? t->seen_tokens : 0, t ? t->seen_bytes : 0);
+}
+
 long long sc__gw_pd_prompt_tokens(sc_gw_t *gw, const char *model)
 {
+	const gw_tokmodel_t *t = tokmodel(gw, model, 0);
 	long long n = 0;
 	for (gw_req_t *q = gw->reqs; q; q = q->next)
 		if (q->pd && q->role == GW_ROLE_PREFILL && !q->closed &&
 		    strcmp(q->model, model) == 0)
-			n += prompt_tokens(q);
+			n += prompt_tokens(q, t);
 	return n;
+}
+
+void sc__gw_pd_metrics(sc_buf_t *o, sc_gw_t *gw)
+{
+	sc_prom_family(o, "starcloud_gateway_prefill_prompt_tokens", "gauge",
+	               "Prompt tokens of the requests waiting for or in prefill (the prefill "
+	               "autoscaler's signal; text estimated, docs/GATEWAY.md).");
+	for (size_t i = 0; i < gw->ntok; i++)
+		sc_buf_printf(o, "starcloud_gateway_prefill_prompt_tokens{model=\"%s\"} %lld\n",
+		              gw->tok[i].model, sc__gw_pd_prompt_tokens(gw, gw->tok[i].model));
 }

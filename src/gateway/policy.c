@@ -100,6 +100,30 @@ int sc_eject_allowed(size_t ejected, size_t total)
 }
 
 /* ---------------------------------------------------------------------
+ * Prompt tokens
+ * ------------------------------------------------------------------- */
+
+long long sc_prompt_tokens_estimate(size_t bytes, double bytes_per_token, double seen_tokens,
+                                    double seen_bytes)
+{
+	if (bytes == 0)
+		return 0;
+	double t = seen_bytes > 0 ? (double)bytes * seen_tokens / seen_bytes
+	                          : (double)bytes / (bytes_per_token > 0 ? bytes_per_token
+	                                                                 : SC_BYTES_PER_TOKEN);
+	long long n = (long long)llround(t);
+	return n < 1 ? 1 : n;
+}
+
+void sc_prompt_tokens_learn(double *seen_tokens, double *seen_bytes, size_t bytes, long long tokens)
+{
+	if (bytes == 0 || tokens <= 0)
+		return;
+	*seen_tokens = *seen_tokens * 0.9 + (double)tokens;
+	*seen_bytes = *seen_bytes * 0.9 + (double)bytes;
+}
+
+/* ---------------------------------------------------------------------
  * Canary windows
  * ------------------------------------------------------------------- */
 

@@ -56,6 +56,26 @@ uint64_t sc_eject_ms(uint64_t base_ms, uint64_t max_ms, int ejections);
  * already are: never more than half of them at once. */
 int sc_eject_allowed(size_t ejected, size_t total);
 
+/* ---- prompt tokens (the prefill autoscaler's signal) ---- */
+
+/* Bytes of prompt text (UTF-8) per token when nothing better is known:
+ * OpenAI's rule of thumb of about 4 characters per token of English text
+ * for BPE tokenizers. A Deployment may set its own (spec.promptBytesPerToken:
+ * 1 for a byte-level tokenizer such as the reference worker's). */
+#define SC_BYTES_PER_TOKEN 4.0
+/* The estimated tokens of a prompt of bytes bytes: bytes x seen_tokens /
+ * seen_bytes once a backend has counted prompts of the model (seen_bytes >
+ * 0: its own count wins), else bytes / bytes_per_token (<= 0: the
+ * default); rounded to the nearest, at least 1 for a non-empty prompt. */
+long long sc_prompt_tokens_estimate(size_t bytes, double bytes_per_token, double seen_tokens,
+                                    double seen_bytes);
+/* Adds a backend's count (tokens for a prompt of bytes bytes) to the sums
+ * sc_prompt_tokens_estimate reads, the older counts fading by 0.9 per new
+ * one (about the last ten weigh), so a changed tokenizer (a new version)
+ * is followed. Counts of nothing (bytes or tokens <= 0) are left out. */
+void sc_prompt_tokens_learn(double *seen_tokens, double *seen_bytes, size_t bytes,
+                            long long tokens);
+
 /* ---- canary analysis windows ---- */
 
 #define SC_WINDOW_SAMPLES 1024

@@ -90,6 +90,8 @@ typedef struct gw_req {
 	struct gw_req *prev, *next; /* sc_gw_t.reqs, then .dead and .pool */
 	gw_wait_t wait;             /* a prefill attempt in its replica's waiting list */
 	int pf_reason;              /* why the last prefill attempt failed (GW_PF_*) */
+	long long prompt_bytes;     /* P/D: the prompt's text bytes, or -1 for token ids */
+	long long prompt_ids;       /* P/D: the prompt's token ids (prompt_bytes -1) */
 } gw_req_t;
 
 /* The request's server span (ver: the answering version, may be NULL;

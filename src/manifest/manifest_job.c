@@ -798,11 +798,23 @@ static int decode_deployment_tasks(sc__rd_t *rd, json_t *spec, sc_job_spec_t *j)
 int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 {
 	static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
-	static const char *const fields[] = {
-	    "queue",           "model",       "version",   "replicas",
-	    "priorityClass",   "preemptible", "placement", "spreadFactor",
-	    "topology",        "template",    "rollout",   "disaggregation",
-	    "modelRepository", "autoscaling", "runAsUser", NULL};
+	static const char *const fields[] = {"queue",
+	                                     "model",
+	                                     "version",
+	                                     "replicas",
+	                                     "priorityClass",
+	                                     "preemptible",
+	                                     "placement",
+	                                     "spreadFactor",
+	                                     "topology",
+	                                     "template",
+	                                     "rollout",
+	                                     "disaggregation",
+	                                     "modelRepository",
+	                                     "autoscaling",
+	                                     "runAsUser",
+	                                     "promptBytesPerToken",
+	                                     NULL};
 	sc__job_t job = {0};
 	sc_job_spec_t *j = &job.spec;
 	json_t *spec;
@@ -838,7 +850,12 @@ int sc__decode_deployment(sc__rd_t *rd, json_t *obj, sc__batch_t *b)
 	if (autoscaled)
 		((sc_task_spec_t *)j->tasks)[0].replicas = (int)min_replicas;
 	int64_t uid;
-	if ((rc = sc__get_int(rd, spec, "runAsUser", false, 0, 2147483646, &uid)) < 0)
+	double bpt;
+	/* The gateway's estimate of a prompt's tokens from its text before a
+	 * replica counts them (docs/GATEWAY.md): 1 for a byte-level
+	 * tokenizer, about 4 for English with a BPE one, CJK text near 1-2. */
+	if ((rc = sc__get_int(rd, spec, "runAsUser", false, 0, 2147483646, &uid)) < 0 ||
+	    (rc = sc__get_num(rd, spec, "promptBytesPerToken", false, 0.25, 64, &bpt)) < 0)
 		return rc;
 	if (total_replicas(j) == 0)
 		j->min_member = 0;

@@ -100,6 +100,32 @@ static void test_retry_pick_and_prefill_admission(void **state)
 	assert_int_equal(sc_attempt_timeout(3000, 61000, 60000), 1);
 }
 
+/* Prompt tokens: bytes / 4 by default, the Deployment's bytes per token,
+ * and a backend's own counts once there are some. */
+static void test_prompt_token_estimate(void **state)
+{
+	assert_int_equal(sc_prompt_tokens_estimate(400, 0, 0, 0), 100);
+	assert_int_equal(sc_prompt_tokens_estimate(401, 0, 0, 0), 100);
+	assert_int_equal(sc_prompt_tokens_estimate(402, 0, 0, 0), 101); /* 100.5 rounds up */
+	assert_int_equal(sc_prompt_tokens_estimate(400, 1, 0, 0), 400);
+	assert_int_equal(sc_prompt_tokens_estimate(400, 2.5, 0, 0), 160);
+	assert_int_equal(sc_prompt_tokens_estimate(0, 4, 0, 0), 0);
+	assert_int_equal(sc_prompt_tokens_estimate(1, 4, 0, 0), 1); /* never 0 for text */
+	double t = 0, b = 0;
+	sc_prompt_tokens_learn(&t, &b, 0, 5);  /* nothing counted: left out */
+	sc_prompt_tokens_learn(&t, &b, 10, 0); /* likewise */
+	assert_true(t == 0 && b == 0);
+	/* The reference worker: a byte a token, plus BOS. */
+	sc_prompt_tokens_learn(&t, &b, 400, 401);
+	assert_int_equal(sc_prompt_tokens_estimate(400, 4, t, b), 401); /* the count wins */
+	assert_int_equal(sc_prompt_tokens_estimate(800, 4, t, b), 802);
+	/* A new tokenizer (4 bytes a token) takes over within a few dozen. */
+	for (int i = 0; i < 40; i++)
+		sc_prompt_tokens_learn(&t, &b, 400, 100);
+	long long n = sc_prompt_tokens_estimate(400, 4, t, b);
+	assert_true(n >= 100 && n <= 102);
+}
+
 static void test_eject_backoff(void **state)
 {
 	assert_int_equal(sc_eject_ms(30000, 300000, 1), 30000);
@@ -323,6 +349,7 @@ int main(void)
 	    cmocka_unit_test(test_p2c_prefers_less_loaded),
 	    cmocka_unit_test(test_retry_budget),
 	    cmocka_unit_test(test_retry_pick_and_prefill_admission),
+	    cmocka_unit_test(test_prompt_token_estimate),
 	    cmocka_unit_test(test_eject_backoff),
 	    cmocka_unit_test(test_window_math),
 	    cmocka_unit_test(test_canary_verdict),
