@@ -17,6 +17,7 @@
 #include "base/cmdline.h"
 #include "base/flags.h"
 #include "base/version.h"
+#include "cli/objinfo.h"
 
 #define MAX_LINE 8192
 
@@ -58,8 +59,7 @@ static const sc_command_t audit_cmd = {
 
 static const char *str(json_t *o, const char *k)
 {
-	const char *v = json_string_value(json_object_get(o, k));
-	return v ? v : "";
+	return sc_obj_str(o, k, NULL, NULL);
 }
 
 static int wanted(const audit_opts_t *o, json_t *rec)
@@ -91,8 +91,8 @@ static int print_file(const audit_opts_t *o, const char *path)
 			else
 				printf(
 				    "%-24s  %-16s  %-7s  %-6s  %-48s  %lld\n", str(rec, "time"),
-				    str(rec, "principal")[0] ? str(rec, "principal") : "-",
-				    str(rec, "role")[0] ? str(rec, "role") : "-", str(rec, "verb"),
+				    sc_str_or(str(rec, "principal"), "-"),
+				    sc_str_or(str(rec, "role"), "-"), str(rec, "verb"),
 				    str(rec, "object"),
 				    (long long)json_integer_value(json_object_get(rec, "result")));
 		}

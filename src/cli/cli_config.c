@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "base/yamljson.h"
+#include "cli/objinfo.h"
 #include "cli/table.h"
 
 #define MAX_CONFIG (1u << 20)
@@ -56,8 +57,7 @@ static json_t *load(char *err, size_t errsz)
 
 static const char *str(json_t *o, const char *k)
 {
-	json_t *v = json_object_get(o, k);
-	return json_is_string(v) ? json_string_value(v) : "";
+	return sc_obj_str(o, k, NULL, NULL);
 }
 
 /* The chosen context's object: the named one, the current one, or the

@@ -19,6 +19,7 @@
 #include "cli/cli_conn.h"
 #include "cli/client_print.h"
 #include "cli/describe.h"
+#include "cli/objinfo.h"
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 
@@ -470,23 +471,23 @@ typedef struct watch_st {
 
 static void watch_event(watch_st_t *w, json_t *ev)
 {
-	const char *type = sc_cli_str_at(ev, "type", NULL);
+	const char *type = sc_obj_str(ev, "type", NULL, NULL);
 	json_t *obj = json_object_get(ev, "object");
-	const char *rv = sc_cli_str_at(obj, "metadata", "resourceVersion");
+	const char *rv = sc_obj_str(obj, "metadata", "resourceVersion", NULL);
 	if (strcmp(type, "ERROR") == 0) {
 		/* The watch's own failure ({"code":410} when too old). */
 		if (json_integer_value(json_object_get(obj, "code")) == 410)
 			w->gone = 1;
 		else
 			fprintf(stderr, "starcloud: watch: %s\n",
-			        sc_cli_str_at(obj, "message", NULL));
+			        sc_obj_str(obj, "message", NULL, NULL));
 		return;
 	}
 	if (rv[0])
 		snprintf(w->rv, sizeof(w->rv), "%s", rv);
 	if (strcmp(type, "BOOKMARK") == 0) /* progress only (issue 16's bookmarks) */
 		return;
-	if (w->name && strcmp(sc_cli_str_at(obj, "metadata", "name"), w->name) != 0)
+	if (w->name && strcmp(sc_obj_str(obj, "metadata", "name", NULL), w->name) != 0)
 		return;
 	sc_cli_printer_event(w->pr, type, obj);
 }
@@ -551,7 +552,7 @@ static int watch_loop(const cli_t *c, const char *res, const char *name, const c
 	char path[1200];
 	char *esel = sel ? curl_easy_escape(NULL, sel, 0) : NULL;
 	watch_st_t w = {.pr = pr, .name = name};
-	snprintf(w.rv, sizeof(w.rv), "%s", sc_cli_str_at(first, "metadata", "resourceVersion"));
+	snprintf(w.rv, sizeof(w.rv), "%s", sc_obj_str(first, "metadata", "resourceVersion", NULL));
 	snprintf(path, sizeof(path), "/api/v1/%s%s%s", res, esel ? "?labelSelector=" : "",
 	         esel ? esel : "");
 	curl_free(esel);
@@ -565,11 +566,11 @@ static int watch_loop(const cli_t *c, const char *res, const char *name, const c
 			size_t i;
 			if (fetch(c, res, NULL, &doc) == 0) {
 				snprintf(w.rv, sizeof(w.rv), "%s",
-				         sc_cli_str_at(doc, "metadata", "resourceVersion"));
+				         sc_obj_str(doc, "metadata", "resourceVersion", NULL));
 				json_array_foreach(json_object_get(doc, "items"), i, o)
 				{
-					if (!name ||
-					    strcmp(sc_cli_str_at(o, "metadata", "name"), name) == 0)
+					if (!name || strcmp(sc_obj_str(o, "metadata", "name", NULL),
+					                    name) == 0)
 						sc_cli_printer_event(pr, "ADDED", o);
 				}
 			}
@@ -736,7 +737,7 @@ int sc_cli_token(int argc, char **argv)
 		st = http(&c, "POST", "/api/v1/tokens", body, &resp);
 		free(body);
 		if (st == 201)
-			printf("%s\n", sc_cli_str_at(resp, "token", NULL));
+			printf("%s\n", sc_obj_str(resp, "token", NULL, NULL));
 	} else if (strcmp(verb, "list") == 0 || strcmp(verb, "whoami") == 0) {
 		st = http(&c, "GET", verb[0] == 'l' ? "/api/v1/tokens" : "/api/v1/tokens/self",
 		          NULL, &resp);
@@ -828,10 +829,10 @@ static void rollout_row(json_t *doc)
 			n += (size_t)snprintf(weights + n, sizeof(weights) - n, "%s%.32s=%lld%%",
 			                      n ? "," : "", v, (long long)json_integer_value(w));
 	}
-	printf("%-24s %-16s %-8s %-8s %-12s %-16s %s\n", sc_cli_str_at(doc, "deployment", NULL),
-	       sc_cli_str_at(doc, "model", NULL), sc_cli_str_at(ro, "stable", NULL),
-	       sc_cli_str_at(ro, "canary", NULL)[0] ? sc_cli_str_at(ro, "canary", NULL) : "-",
-	       sc_cli_str_at(ro, "phase", NULL), weights, sc_cli_str_at(ro, "reason", NULL));
+	printf("%-24s %-16s %-8s %-8s %-12s %-16s %s\n", sc_obj_str(doc, "deployment", NULL, NULL),
+	       sc_obj_str(doc, "model", NULL, NULL), sc_obj_str(ro, "stable", NULL, NULL),
+	       sc_str_or(sc_obj_str(ro, "canary", NULL, NULL), "-"),
+	       sc_obj_str(ro, "phase", NULL, NULL), weights, sc_obj_str(ro, "reason", NULL, NULL));
 }
 
 static int rollout_show(const cli_t *c, const char *name)
@@ -903,8 +904,8 @@ int sc_cli_rollout_server(int argc, char **argv)
 	int rc = report(http(&c, "POST", path, body, &doc), doc, c.pos[1]);
 	if (rc == 0) {
 		json_t *ro = json_object_get(doc, "rollout");
-		printf("deployment/%s: %s (%s)\n", c.pos[1], sc_cli_str_at(ro, "phase", NULL),
-		       sc_cli_str_at(ro, "reason", NULL));
+		printf("deployment/%s: %s (%s)\n", c.pos[1], sc_obj_str(ro, "phase", NULL, NULL),
+		       sc_obj_str(ro, "reason", NULL, NULL));
 	}
 	json_decref(doc);
 	return rc;

@@ -75,11 +75,6 @@ void sc_cli_yaml_print(json_t *v, int indent, int in_list)
 	}
 }
 
-const char *sc_cli_str_at(json_t *obj, const char *a, const char *b)
-{
-	return sc_obj_str(obj, a, b, NULL);
-}
-
 /* ---------------------------------------------------------------------
  * Formats
  * ------------------------------------------------------------------- */

@@ -10,9 +10,6 @@
 
 #include "cli/jsonpath.h"
 
-/* The string at obj.a (or obj.a.b when b is set), or "" (never NULL);
- * borrowed from obj. */
-const char *sc_cli_str_at(json_t *obj, const char *a, const char *b);
 /* Prints v as YAML on stdout. */
 void sc_cli_yaml_print(json_t *v, int indent, int in_list);
 

@@ -402,12 +402,12 @@ static void pods_table(json_t *o, int64_t now)
 		pod_gpu_text(p, gt, sizeof(gt));
 		sc_fmt_age(ag, sizeof(ag),
 		           sc_obj_age(p, sc_obj_str(p, "startedAt", NULL, NULL), now));
-		sc_table_addf(
-		    t, 0, "%s\t%s\t%s\t%s\t%s\t%lld\t%s", sc_obj_str(p, "name", NULL, NULL),
-		    sc_obj_str(p, "phase", NULL, NULL),
-		    sc_obj_str(p, "node", NULL, NULL)[0] ? sc_obj_str(p, "node", NULL, NULL) : "-",
-		    gt, json_is_boolean(ready) ? (json_is_true(ready) ? "true" : "false") : "-",
-		    (long long)json_integer_value(rs), ag);
+		sc_table_addf(t, 0, "%s\t%s\t%s\t%s\t%s\t%lld\t%s",
+		              sc_obj_str(p, "name", NULL, NULL), sc_obj_str(p, "phase", NULL, NULL),
+		              sc_str_or(sc_obj_str(p, "node", NULL, NULL), "-"), gt,
+		              json_is_boolean(ready) ? (json_is_true(ready) ? "true" : "false")
+		                                     : "-",
+		              (long long)json_integer_value(rs), ag);
 	}
 	section("Pods", t);
 	sc_table_free(t);
@@ -443,7 +443,7 @@ static void rollout_fields(json_t *o)
 	if (json_is_number(w))
 		snprintf(weight, sizeof(weight), ", canary weight %g%%", json_number_value(w));
 	field("Rollout", "%s (stable v%s%s%s%s)%s%s", sc_obj_str(ro, "phase", NULL, NULL),
-	      sc_obj_str(ro, "stable", NULL, NULL)[0] ? sc_obj_str(ro, "stable", NULL, NULL) : "?",
+	      sc_str_or(sc_obj_str(ro, "stable", NULL, NULL), "?"),
 	      sc_obj_str(ro, "canary", NULL, NULL)[0] ? ", canary v" : "",
 	      sc_obj_str(ro, "canary", NULL, NULL), weight,
 	      sc_obj_str(ro, "reason", NULL, NULL)[0] ? ": " : "",
@@ -463,9 +463,7 @@ static int describe_job(const char *res, json_t *o, sc_cli_get_fn get, void *ud,
 	field("Kind", "%s", dep ? "Deployment" : "Job");
 	field("Queue", "%s", sc_obj_str(spec, "queue", NULL, NULL));
 	field("Priority", "%s",
-	      sc_obj_str(spec, "priorityClass", NULL, NULL)[0]
-	          ? sc_obj_str(spec, "priorityClass", NULL, NULL)
-	          : "normal (default)");
+	      sc_str_or(sc_obj_str(spec, "priorityClass", NULL, NULL), "normal (default)"));
 	labels(o);
 	created(o, now);
 	sc_fmt_num(g, sizeof(g), sc_job_gpus(o, 0), 0);
@@ -481,9 +479,8 @@ static int describe_job(const char *res, json_t *o, sc_cli_get_fn get, void *ud,
 		field("Gang", "at least %lld of %ld pods together",
 		      min ? (long long)json_integer_value(min) : (long long)total, total);
 		field("Restart", "%s",
-		      sc_obj_str(spec, "restartPolicy", NULL, NULL)[0]
-		          ? sc_obj_str(spec, "restartPolicy", NULL, NULL)
-		          : "OnFailure (default)");
+		      sc_str_or(sc_obj_str(spec, "restartPolicy", NULL, NULL),
+		                "OnFailure (default)"));
 	}
 	tasks_table(o);
 	pods_table(o, now);

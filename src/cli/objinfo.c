@@ -19,6 +19,11 @@ const char *sc_obj_str(json_t *obj, const char *a, const char *b, const char *c)
 	return json_is_string(v) ? json_string_value(v) : "";
 }
 
+const char *sc_str_or(const char *s, const char *dflt)
+{
+	return s && s[0] ? s : dflt;
+}
+
 double sc_obj_age(json_t *obj, const char *at, int64_t now)
 {
 	int64_t t;

@@ -14,6 +14,10 @@
 /* The string at obj.a.b.c (NULL ends the path), or "" (never NULL). */
 const char *sc_obj_str(json_t *obj, const char *a, const char *b, const char *c);
 
+/* s, or dflt when s is "" (what sc_obj_str gives for an absent field): the
+ * placeholder a table or a description shows instead. */
+const char *sc_str_or(const char *s, const char *dflt);
+
 /* Seconds since metadata.creationTimestamp (or `at`, an RFC 3339 string,
  * when given), at now; -1 when unknown. */
 double sc_obj_age(json_t *obj, const char *at, int64_t now);

@@ -25,9 +25,7 @@ static json_t *fetch(sc_cli_get_fn get, void *ud, const char *path, long *st)
 	json_t *e = json_object_get(doc, "error");
 	if (*st > 0)
 		fprintf(stderr, "starcloud top: %s: %ld %s\n", path, *st,
-		        sc_obj_str(e, "message", NULL, NULL)[0]
-		            ? sc_obj_str(e, "message", NULL, NULL)
-		            : "request failed");
+		        sc_str_or(sc_obj_str(e, "message", NULL, NULL), "request failed"));
 	json_decref(doc);
 	return NULL;
 }

@@ -30,6 +30,18 @@ static void test_pod_holds(void **state)
 	json_decref(none);
 }
 
+/* An absent field reads "" and shows the placeholder; a value shows. */
+static void test_str_or(void **state)
+{
+	json_t *o = json_pack("{s:s, s:s, s:i}", "node", "n1", "empty", "", "num", 3);
+	assert_string_equal(sc_str_or(sc_obj_str(o, "node", NULL, NULL), "-"), "n1");
+	assert_string_equal(sc_str_or(sc_obj_str(o, "empty", NULL, NULL), "-"), "-");
+	assert_string_equal(sc_str_or(sc_obj_str(o, "num", NULL, NULL), "-"), "-");
+	assert_string_equal(sc_str_or(sc_obj_str(o, "none", "deeper", NULL), "?"), "?");
+	assert_string_equal(sc_str_or(NULL, "x"), "x");
+	json_decref(o);
+}
+
 /* sc_job_pods(NULL) and sc_job_gpus count the same pods. */
 static void test_job_counts_agree(void **state)
 {
@@ -53,6 +65,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_pod_holds),
 	    cmocka_unit_test(test_job_counts_agree),
+	    cmocka_unit_test(test_str_or),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
