@@ -8,7 +8,7 @@ import re
 
 import requests
 
-from conftest import job, manifest, node, queue, wait_for
+from conftest import create, job, manifest, node, queue, wait_for
 
 LONG_AGO = "2020-01-01T00:00:00Z"
 
@@ -21,6 +21,17 @@ def running(name, q, gpus, cls, node_name, devices):
     return j
 
 
+def queue_and_movable_class(admin):
+    """Queue team-a (64 GPUs; CPU and memory without quota, since
+    non-preemptible work must stay within quota in every resource it asks
+    for) and batch-hi, a preemptible class whose pods compaction may move."""
+    q = queue("team-a", 64)
+    q["spec"]["resources"].update({"cpu": {"quota": -1}, "memory": {"quota": -1}})
+    create(admin, "queues", q)
+    create(admin, "priorityclasses",
+           manifest("PriorityClass", "batch-hi", {"value": 100, "preemptible": True}))
+
+
 def status(admin, name):
     return admin.get(admin.base + "/jobs/" + name).json().get("status", {})
 
@@ -28,13 +39,7 @@ def status(admin, name):
 def test_compaction_frees_a_node_for_a_big_job(server, admin):
     for i in range(3):
         assert admin.post(admin.base + "/nodes", json=node("n%d" % i)).status_code == 201
-    # Non-preemptible work must stay within quota in every resource it asks for.
-    q = queue("team-a", 64)
-    q["spec"]["resources"].update({"cpu": {"quota": -1}, "memory": {"quota": -1}})
-    assert admin.post(admin.base + "/queues", json=q).status_code == 201
-    assert admin.post(admin.base + "/priorityclasses",
-                      json=manifest("PriorityClass", "batch-hi",
-                                    {"value": 100, "preemptible": True})).status_code == 201
+    queue_and_movable_class(admin)
     for obj in (running("fixed-0", "team-a", 6, "build", "n0", [0, 1, 2, 3, 4, 5]),
                 running("fixed-2", "team-a", 6, "build", "n2", [0, 1, 2, 3, 4, 5]),
                 running("a", "team-a", 2, "batch-hi", "n1", [0, 1]),

@@ -13,7 +13,8 @@ import threading
 import time
 
 from agent_util import Agent, pods_of, processes_with_env, setup_queue, wait_for
-from conftest import job, manifest, queue
+from conftest import job
+from test_compaction import queue_and_movable_class
 from test_faults import Sampler
 
 LONG_AGO = "2020-01-01T00:00:00Z"
@@ -110,12 +111,7 @@ def fixed_on_n0_and_a_on_n1(admin, agents):
     pod of `a` (slow to stop) placed on n1's GPUs 0-1: compaction can then
     free n1 by moving it to n0."""
     wait_for(lambda: all(ready(admin, a.name) for a in agents), what="nodes ready")
-    q = queue("team-a", 64)
-    q["spec"]["resources"].update({"cpu": {"quota": -1}, "memory": {"quota": -1}})
-    assert admin.post(admin.base + "/queues", json=q).status_code == 201
-    assert admin.post(admin.base + "/priorityclasses",
-                      json=manifest("PriorityClass", "batch-hi",
-                                    {"value": 100, "preemptible": True})).status_code == 201
+    queue_and_movable_class(admin)
     for obj in (placed("fixed", "build", 6, ["sleep", "600"], "n0", [0, 1, 2, 3, 4, 5]),
                 placed("a", "batch-hi", 2, SLOW_STOP, "n1", [0, 1])):
         r = admin.post(admin.base + "/jobs", json=obj)
