@@ -304,6 +304,13 @@ static void fence_all(const char *data_dir, const sc_guard_lease_t *l, uint64_t 
 				sc_log_warn("pod %s: %s still holds processes", v[i].name,
 				            v[i].cg[c]);
 	}
+	/* The pods' cgroups go too (an agent killed for good never removes
+	 * them); one that still holds a process stays. An agent that starts
+	 * the pod again makes them again. */
+	for (size_t i = 0; i < n; i++)
+		for (int c = 0; c < v[i].ncg; c++)
+			if (!sc__cg_populated(v[i].cg[c], -1))
+				rmdir(v[i].cg[c]);
 }
 
 /* ---- the process ------------------------------------------------------- */

@@ -4,6 +4,7 @@ grandchild that calls setsid() (so it leaves the pod's process group) and
 ignores SIGTERM. Each test uses a node name of its own: the pod's cgroups
 are named after the node, and another run on this machine must not share
 them."""
+import json
 import os
 import signal
 
@@ -95,6 +96,12 @@ def test_the_guard_kills_a_pod_child_that_left_its_process_group(server, admin, 
     try:
         wait_for(lambda: ready(admin, node), timeout=40, what="the node ready")
         main, gc = hostile_pod(admin, "hostile", "hostile-main-0", here)
+        with open(os.path.join(a.pod_dir("hostile", "hostile-main-0"), "pod.json")) as f:
+            cgroups = json.load(f)["cgroups"]
+        # Every cgroup the pod could be in (its devices one only when it
+        # must be kept from a GPU node): the freezer's is there.
+        assert any(os.path.isdir(d) and "/freezer/" in d for d in cgroups) or \
+            not os.path.isdir("/sys/fs/cgroup/freezer"), cgroups
         a.proc.send_signal(signal.SIGSTOP)
         wait_for(lambda: not alive(main), timeout=60, what="the guard fenced the pod")
         wait_for(lambda: not alive(gc), timeout=30,
@@ -102,6 +109,10 @@ def test_the_guard_kills_a_pod_child_that_left_its_process_group(server, admin, 
         log = open(os.path.join(a.data_dir, "guard.log")).read()
         assert "stopping 1 pod" in log, log
         assert "grace over, SIGKILL" in log, log  # it ignored SIGTERM
+        # Its cgroups are removed by the guard too (an agent killed for good
+        # would leave them behind).
+        wait_for(lambda: not any(os.path.exists(d) for d in cgroups), timeout=30,
+                 what="the pod's cgroups removed by the guard")
     finally:
         a.proc.send_signal(signal.SIGCONT)
         a.stop()
