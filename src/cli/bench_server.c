@@ -101,8 +101,10 @@ static const sc_command_t bs_cmd = {
     .name = "bench server",
     .about = "A real server with the embedded store, a world of N nodes and M jobs loaded\n"
              "through the API; prints one JSON line: apply rate, time to settle, cycle\n"
-             "p50/p99, idle CPU share, GET p99 during cycles, peak RSS, store size,\n"
-             "restart to ready.",
+             "p50/p99, idle CPU share, GET p99 during cycles, peak RSS, the data folder's\n"
+             "bytes at a clean stop (store_bytes: the store's files, db_bytes, and the audit\n"
+             "log, audit_bytes) and while running (running_bytes, WAL included), restart\n"
+             "to ready.",
     .flags = bs_flags,
     .nflags = sizeof(bs_flags) / sizeof(bs_flags[0]),
 };
@@ -586,6 +588,27 @@ static long long dir_bytes(const char *path)
 	return total;
 }
 
+/* The bytes of the files in path whose name starts with prefix (the
+ * store's: store.db, its WAL and shared memory; the audit log's). */
+static long long files_bytes(const char *path, const char *prefix)
+{
+	DIR *d = opendir(path);
+	long long total = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		char p[1200];
+		struct stat st;
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+		if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+			total += (long long)st.st_size;
+	}
+	if (d)
+		closedir(d);
+	return total;
+}
+
 /* The live data: the bytes of every current value, as a full list of
  * each kind answers them (less the resourceVersion the answer adds). */
 static long long live_bytes(bench_t *b)
@@ -676,6 +699,8 @@ typedef struct result {
 	size_t objects, applied_failed;
 	samples_t cycles, gets;
 	long long store, live;
+	long long db, audit; /* of store: the store's files, the audit log's */
+	long long running;   /* the data folder at the end of the idle window (WAL and all) */
 } result_t;
 
 static int phase_load(bench_t *b, result_t *r)
@@ -734,6 +759,9 @@ static int phase_idle(bench_t *b, result_t *r)
 	sleep_s(b->o.idle);
 	r->idle_cpu = (proc_cpu(b->pid) - c0) / (mono() - t0);
 	r->rss = proc_hwm_mib(b->pid);
+	char data[600];
+	snprintf(data, sizeof(data), "%s/data", b->dir);
+	r->running = dir_bytes(data);
 	if (loop_state(b, &s1) < 0)
 		return SC_EIO;
 	r->idle_cycles = s1.cycles - s0.cycles;
@@ -762,6 +790,8 @@ static int phase_restart(bench_t *b, result_t *r)
 	stop_server(b);
 	snprintf(data, sizeof(data), "%s/data", b->dir);
 	r->store = dir_bytes(data);
+	r->db = files_bytes(data, "store.db");
+	r->audit = files_bytes(data, "audit.log");
 	if (start_server(b) < 0)
 		return SC_EIO;
 	r->restart_s = wait_for(b, "/readyz", 600);
@@ -779,15 +809,16 @@ static void print_result(const bench_t *b, result_t *r)
 	       "\"cycle_p99_s\":%.3f,\"cycle_max_s\":%.3f,\"idle_cpu_share\":%.4f,"
 	       "\"gets\":%zu,\"get_p50_ms\":%.2f,\"get_p99_ms\":%.2f,\"get_max_ms\":%.1f,"
 	       "\"peak_rss_mib\":%.0f,\"store_bytes\":%lld,\"live_bytes\":%lld,"
-	       "\"store_ratio\":%.2f,\"log_bytes\":%.0f,\"compactions\":%.0f,"
+	       "\"store_ratio\":%.2f,\"db_bytes\":%lld,\"audit_bytes\":%lld,"
+	       "\"running_bytes\":%lld,\"log_bytes\":%.0f,\"compactions\":%.0f,"
 	       "\"compaction_s\":%.3f,\"idle_cycles\":%.0f,\"restart_to_ready_s\":%.2f,"
 	       "\"load_before\":%.2f,\"load_after\":%.2f}\n",
 	       (unsigned long long)b->o.nodes, (unsigned long long)b->o.jobs, r->objects,
 	       r->apply_s, (double)r->objects / r->apply_s, r->settle_s, r->cycles.n, c50, c99,
 	       cmax, r->idle_cpu, r->gets.n, g50 * 1e3, g99 * 1e3, gmax * 1e3, r->rss, r->store,
-	       r->live, r->live > 0 ? (double)r->store / (double)r->live : -1, r->log_bytes,
-	       r->compactions, r->compact_s, r->idle_cycles, r->restart_s, r->load0[0],
-	       r->load1[0]);
+	       r->live, r->live > 0 ? (double)r->store / (double)r->live : -1, r->db, r->audit,
+	       r->running, r->log_bytes, r->compactions, r->compact_s, r->idle_cycles, r->restart_s,
+	       r->load0[0], r->load1[0]);
 	fflush(stdout);
 }
 

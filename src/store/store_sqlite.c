@@ -11,11 +11,10 @@
  * them, as it may see a write a power loss takes back). SQLite itself syncs
  * the WAL before each checkpoint, so the database file never gets ahead.
  *
- * Tables (schema 2): changes, the change log watchers replay, which also
- * holds the only copy of every current value; kv, one small row per live
- * key (its revisions and the id of the change that holds its value); meta
- * (the global revision, and the revision the log is compacted up to);
- * schema_version (migrations applied). A change's id is its revision << 20
+ * Tables (schema 2, values packed from schema 3): changes, the change log watchers replay, which
+ * also holds the only copy of every current value; kv, one small row per live key (its revisions
+ * and the id of the change that holds its value); meta (the global revision, and the revision the
+ * log is compacted up to); schema_version (migrations applied). A change's id is its revision << 20
  * plus its place in the transaction, so the log needs no index of its own
  * and a replay from a revision is one range scan of the primary key.
  * Compaction drops changes older than the newest LOG_KEEP revisions except

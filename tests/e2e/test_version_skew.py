@@ -24,10 +24,10 @@ def test_version_endpoint(server):
     v = requests.get(server.url + "/version", timeout=5).json()
     assert v["version"] == "%d.%d.%d" % release()
     assert re.fullmatch(r"\d+\.\d+\.\d+", v["minPeerVersion"])
-    assert v["store"] == {"backend": "sqlite", "schema": 2}
+    assert v["store"] == {"backend": "sqlite", "schema": 3}
     metrics = requests.get(server.url + "/metrics", timeout=5,
                            headers={"Authorization": "Bearer " + server.token}).text
-    assert ('starcloud_build_info{component="server",version="%s",store_schema="2"} 1'
+    assert ('starcloud_build_info{component="server",version="%s",store_schema="3"} 1'
             % v["version"]) in metrics
 
 
