@@ -76,6 +76,46 @@ def test_prefill_timeout_is_retried_on_another_prefill_replica(procs, ckpt):
     assert sum(counters(g)["prefills"] for g in good) >= len(answers)
 
 
+def test_prefill_retries_beyond_the_budget_are_refused_503(procs, ckpt):
+    """Retries in flight stay under the budget (20 % of the requests in
+    flight, at least 3): six prefills time out at once on a hung replica
+    while nothing else is in flight, three are retried on the slow good
+    one, the others answer 503 overloaded with Retry-After at once."""
+    stuck = hung_prefill(procs, ckpt)
+    # Answers every prefill after 4 s: never late (half of 12 s is 6 s).
+    slow = worker(procs, ckpt, "1", "prefill", "--latency-ms", "4000")
+    dec = worker(procs, ckpt, "1", "decode")
+    gw = procs.gateway([stuck, slow, dec], "--attempt-timeout", "12s", "--timeout", "60s",
+                       "--probe-interval", "0", "--eject-after", "1000")
+    rows, lock = [], threading.Lock()
+
+    def one():
+        r = completion(gw, timeout=120)
+        with lock:
+            rows.append((r.status_code, r.headers.get("Retry-After"),
+                         r.json().get("error", {}) if r.status_code != 200 else None))
+    # Two choices by requests in flight split twelve requests sent
+    # together six and six over the two replicas.
+    ts = [threading.Thread(target=one) for _ in range(12)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    hits = sent(gw, stuck)
+    assert hits >= 4, (hits, rows)
+    refused = [r for r in rows if r[0] == 503]
+    assert all(r[0] == 200 for r in rows if r[0] != 503), rows
+    assert refused, rows
+    for _, ra, err in refused:
+        assert ra == "1" and err["code"] == "overloaded", refused
+        assert "retry budget" in err["message"], err
+    # At least three were retried (the floor), and every refusal is counted.
+    assert metric(gw, "starcloud_gateway_prefill_retries_total", reason="timeout") >= 3
+    assert metric(gw, "starcloud_gateway_prefill_retries_denied_total",
+                  reason="budget") == len(refused)
+    assert metric(gw, "starcloud_gateway_retry_budget_exhausted_total") >= len(refused)
+
+
 def load(gw, threads, seconds, stagger):
     """threads clients in a loop for seconds, the i-th starting i x stagger s
     late (clients in step would all arrive when a replica's queue has just
