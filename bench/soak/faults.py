@@ -338,7 +338,8 @@ class BadRollout(Fault):
         (a failed canary request is answered by the stable version, so the
         clients' records do not show it), and when the canary first served."""
         try:
-            st = requests.get(soak.gateway.url + "/admin/rollouts/llama", timeout=1).json()
+            st = requests.get(soak.gateway.url + "/admin/rollouts/" + workload.SERVED_MODEL,
+                              timeout=1).json()
         except (requests.RequestException, ValueError):
             return
         if st.get("canary") != "2":
