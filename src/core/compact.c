@@ -103,7 +103,7 @@ static int unit_of(const cctx_t *c, int j, int p, uint32_t node)
 		if (o->phase == SC_POD_PENDING || o->phase == SC_POD_SUCCEEDED ||
 		    o->phase == SC_POD_FAILED)
 			continue;
-		if (o->assign.node != node || !pod_ok(c, o))
+		if (sc__pod_at(o)->node != node || !pod_ok(c, o))
 			return 0;
 	}
 	return 2;

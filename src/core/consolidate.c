@@ -251,7 +251,7 @@ static int held_domain(const sc_sched_t *s, const sjob_t *jb, const topo_level_t
 {
 	for (int p = 0; p < jb->total; p++)
 		if (jb->pods[p].phase == SC_POD_RUNNING || jb->pods[p].phase == SC_POD_RELEASING)
-			return l->node_domain[jb->pods[p].assign.node];
+			return l->node_domain[sc__pod_at(&jb->pods[p])->node];
 	return -1;
 }
 

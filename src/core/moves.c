@@ -39,7 +39,7 @@ int sc__movable_index(sc_sched_t *s, sc_node_pods_t *np)
 	for (int j = 0; j < s->njobs; j++)
 		for (int p = 0; p < s->jobs[j].total; p++)
 			if (sc__movable(s, j, p)) {
-				np->start[s->jobs[j].pods[p].assign.node + 1]++;
+				np->start[sc__pod_at(&s->jobs[j].pods[p])->node + 1]++;
 				total++;
 			}
 	for (size_t i = 1; i <= n; i++)
@@ -51,7 +51,7 @@ int sc__movable_index(sc_sched_t *s, sc_node_pods_t *np)
 	for (int j = 0; j < s->njobs; j++)
 		for (int p = 0; p < s->jobs[j].total; p++)
 			if (sc__movable(s, j, p)) {
-				uint32_t node = s->jobs[j].pods[p].assign.node;
+				uint32_t node = sc__pod_at(&s->jobs[j].pods[p])->node;
 				int at = np->start[node] + fill[node]++;
 				np->list[2 * at] = j;
 				np->list[2 * at + 1] = p;

@@ -322,6 +322,8 @@ static void add_pending(sc_sched_t *s, sjob_t *j, const sc_request_t *r)
 	j->npending++;
 }
 
+const sc_assign_t sc__no_assign;
+
 const char *sc__pod_name(sc_sched_t *s, sjob_t *j, int p)
 {
 	spod_t *pod = &j->pods[p];
@@ -362,18 +364,24 @@ static int build_pods(sc_sched_t *s, sjob_t *j)
 			if (waiting)
 				pod->phase = SC_POD_RUNNING;
 			if (pod->phase == SC_POD_RUNNING || pod->phase == SC_POD_RELEASING) {
-				if (!status_assign(s, &ts->req, ps, &pod->assign)) {
+				/* What status_assign wrote stays, even when it
+				 * failed: the pod is then pending there. */
+				sc_assign_t a = {0};
+				bool known = status_assign(s, &ts->req, ps, &a);
+				if (!(pod->at = sc_arena_alloc(s->arena, sizeof(a))))
+					return SC_ENOMEM;
+				*pod->at = a;
+				if (!known) {
 					pod->phase = SC_POD_PENDING;
 				} else {
 					pod->started_at = ps->started_at;
-					sc__cluster_force_take(s->cluster, &ts->req, &pod->assign);
+					sc__cluster_force_take(s->cluster, &ts->req, &a);
 					if (pod->phase == SC_POD_RELEASING)
-						sc__cluster_release(s->cluster, &ts->req,
-						                    &pod->assign);
+						sc__cluster_release(s->cluster, &ts->req, &a);
 					if (waiting)
-						sc__cluster_mark_waiting(s->cluster, &pod->assign);
+						sc__cluster_mark_waiting(s->cluster, &a);
 					const sc_node_view_t *nv =
-					    sc_cluster_node(s->cluster, pod->assign.node);
+					    sc_cluster_node(s->cluster, a.node);
 					res3_t v = sc__pod_res(s, &ts->req, nv);
 					for (int k = 0; k < SC_RES_COUNT; k++)
 						j->alloc.v[k] += v.v[k];

@@ -8,8 +8,55 @@ void sc__stmt_open(sc_stmt_t *st, sc_sched_t *s)
 	st->s = s;
 }
 
+/* A log's buffer that no statement needs goes to the cycle's spares
+ * (when they are full, in place of the smallest one that is smaller). */
+static void spare_put(sc_sched_t *s, stmt_op_t *ops, size_t cap)
+{
+	int slot = -1;
+	if (!ops)
+		return;
+	if (s->nstmt_spare < SC_STMT_SPARES)
+		slot = s->nstmt_spare++;
+	else
+		for (int i = 0; i < SC_STMT_SPARES; i++)
+			if (s->stmt_spare_cap[i] < cap &&
+			    (slot < 0 || s->stmt_spare_cap[i] < s->stmt_spare_cap[slot]))
+				slot = i;
+	if (slot >= 0) {
+		s->stmt_spare[slot] = ops;
+		s->stmt_spare_cap[slot] = cap;
+	}
+}
+
+/* An empty log hands its buffer back: the next statement, or this one
+ * when it logs again, takes the largest spare. */
+static void release_log(sc_stmt_t *st)
+{
+	spare_put(st->s, st->ops, st->cap);
+	st->ops = NULL;
+	st->cap = 0;
+}
+
+static void take_spare(sc_stmt_t *st)
+{
+	sc_sched_t *s = st->s;
+	int best = -1;
+	for (int i = 0; i < s->nstmt_spare; i++)
+		if (best < 0 || s->stmt_spare_cap[i] > s->stmt_spare_cap[best])
+			best = i;
+	if (best < 0)
+		return;
+	st->ops = s->stmt_spare[best];
+	st->cap = s->stmt_spare_cap[best];
+	s->nstmt_spare--;
+	s->stmt_spare[best] = s->stmt_spare[s->nstmt_spare];
+	s->stmt_spare_cap[best] = s->stmt_spare_cap[s->nstmt_spare];
+}
+
 static int push(sc_stmt_t *st, const stmt_op_t *op)
 {
+	if (!st->ops)
+		take_spare(st);
 	if (st->nops == st->cap) {
 		size_t cap = st->cap ? st->cap * 2 : 16;
 		stmt_op_t *n = sc_arena_alloc(st->s->arena, cap * sizeof(*n));
@@ -17,10 +64,39 @@ static int push(sc_stmt_t *st, const stmt_op_t *op)
 			return SC_ENOMEM;
 		if (st->nops)
 			memcpy(n, st->ops, st->nops * sizeof(*n));
+		spare_put(st->s, st->ops, st->cap);
 		st->ops = n;
 		st->cap = cap;
 	}
 	st->ops[st->nops++] = *op;
+	return 0;
+}
+
+/* A pipelined allocation's record of what it took: from the cycle's list
+ * of records no log holds any more, or new. */
+static sc_pipe_t *pipe_take(sc_sched_t *s)
+{
+	sc_pipe_t *p = s->pipe_free;
+	if (!p)
+		return sc_arena_alloc(s->arena, sizeof(*p));
+	memcpy(&s->pipe_free, p, sizeof(void *));
+	return p;
+}
+
+static void pipe_put(sc_sched_t *s, sc_pipe_t *p)
+{
+	if (!p)
+		return;
+	memcpy(p, &s->pipe_free, sizeof(void *));
+	s->pipe_free = p;
+}
+
+/* The pod's record of where it is (spod_t.at), made on its first
+ * placement; SC_ENOMEM before anything changed. */
+static int need_at(sc_sched_t *s, spod_t *p)
+{
+	if (!p->at && !(p->at = sc_arena_alloc(s->arena, sizeof(*p->at))))
+		return SC_ENOMEM;
 	return 0;
 }
 
@@ -48,7 +124,10 @@ int sc__stmt_allocate(sc_stmt_t *st, int job, int pod, const sc_assign_t *a)
 {
 	sc_sched_t *s = st->s;
 	spod_t *p = &s->jobs[job].pods[pod];
-	int rc = sc_cluster_take(s->cluster, pod_req(s, job, pod), a);
+	int rc = need_at(s, p);
+	if (rc < 0)
+		return rc;
+	rc = sc_cluster_take(s->cluster, pod_req(s, job, pod), a);
 	if (rc < 0)
 		return rc;
 	stmt_op_t op = {
@@ -59,7 +138,7 @@ int sc__stmt_allocate(sc_stmt_t *st, int job, int pod, const sc_assign_t *a)
 		return rc;
 	}
 	p->phase = SC_POD_RUNNING;
-	p->assign = *a;
+	*p->at = *a;
 	p->placed_now = true;
 	s->jobs[job].npending--;
 	account(s, job, pod, a, +1);
@@ -70,12 +149,14 @@ int sc__stmt_allocate_pipe(sc_stmt_t *st, int job, int pod, const sc_assign_t *a
 {
 	sc_sched_t *s = st->s;
 	spod_t *p = &s->jobs[job].pods[pod];
-	sc_pipe_t *used = sc_arena_alloc(s->arena, sizeof(*used));
+	sc_pipe_t *used = need_at(s, p) < 0 ? NULL : pipe_take(s);
 	if (!used)
 		return SC_ENOMEM;
 	int rc = sc__cluster_take_pipe(s->cluster, pod_req(s, job, pod), a, used);
-	if (rc < 0)
+	if (rc < 0) {
+		pipe_put(s, used);
 		return rc;
+	}
 	stmt_op_t op = {.kind = OP_ALLOC,
 	                .job = job,
 	                .pod = pod,
@@ -86,10 +167,11 @@ int sc__stmt_allocate_pipe(sc_stmt_t *st, int job, int pod, const sc_assign_t *a
 	rc = push(st, &op);
 	if (rc < 0) {
 		sc__cluster_give_pipe(s->cluster, pod_req(s, job, pod), a, used);
+		pipe_put(s, used);
 		return rc;
 	}
 	p->phase = SC_POD_RUNNING;
-	p->assign = *a;
+	*p->at = *a;
 	p->placed_now = true;
 	s->jobs[job].npending--;
 	account(s, job, pod, a, +1);
@@ -114,12 +196,12 @@ int sc__stmt_evict(sc_stmt_t *st, int job, int pod, int action, int by, const ch
 {
 	sc_sched_t *s = st->s;
 	spod_t *p = &s->jobs[job].pods[pod];
-	if (p->phase != SC_POD_RUNNING)
+	if (p->phase != SC_POD_RUNNING || !p->at)
 		return SC_EINVAL;
 	stmt_op_t op = {.kind = OP_EVICT,
 	                .job = job,
 	                .pod = pod,
-	                .assign = p->assign,
+	                .assign = *p->at,
 	                .prev_phase = p->phase,
 	                .action = action,
 	                .by = by,
@@ -127,8 +209,8 @@ int sc__stmt_evict(sc_stmt_t *st, int job, int pod, int action, int by, const ch
 	int rc = push(st, &op);
 	if (rc < 0)
 		return rc;
-	sc__cluster_release(s->cluster, pod_req(s, job, pod), &p->assign);
-	account(s, job, pod, &p->assign, -1);
+	sc__cluster_release(s->cluster, pod_req(s, job, pod), p->at);
+	account(s, job, pod, p->at, -1);
 	p->phase = SC_POD_PENDING;
 	p->evicted_now = true;
 	s->jobs[job].npending++;
@@ -148,9 +230,10 @@ void sc__stmt_rollback(sc_stmt_t *st, size_t mark)
 		spod_t *p = &s->jobs[op->job].pods[op->pod];
 		const sc_request_t *r = pod_req(s, op->job, op->pod);
 		if (op->kind == OP_ALLOC) {
-			if (op->pipe)
+			if (op->pipe) {
 				sc__cluster_give_pipe(s->cluster, r, &op->assign, op->pipe);
-			else
+				pipe_put(s, op->pipe);
+			} else
 				sc_cluster_give(s->cluster, r, &op->assign);
 			account(s, op->job, op->pod, &op->assign, -1);
 			p->placed_now = false;
@@ -165,8 +248,12 @@ void sc__stmt_rollback(sc_stmt_t *st, size_t mark)
 			s->jobs[op->job].npending--;
 		}
 		p->phase = op->prev_phase;
-		p->assign = op->assign;
+		/* p->at was made by the op's allocation, or was there before
+		 * its eviction. */
+		*p->at = op->assign;
 	}
+	if (st->nops == 0)
+		release_log(st);
 }
 
 /* An eviction followed by an allocation of the same pod is a move (a
@@ -237,6 +324,10 @@ int sc__stmt_commit(sc_stmt_t *st)
 		if (rc < 0)
 			return rc;
 	}
+	/* Committed: nothing rolls these back any more. */
+	for (size_t i = 0; i < st->nops; i++)
+		pipe_put(st->s, st->ops[i].pipe);
 	st->nops = 0;
+	release_log(st);
 	return 0;
 }

@@ -66,7 +66,8 @@ static void unit_res(sc_sched_t *s, int j, int pod, vunit_t *u)
 	for (int p = 0; p < jb->total; p++) {
 		if ((pod >= 0 && p != pod) || !evictable(&jb->pods[p]))
 			continue;
-		const sc_node_view_t *n = sc_cluster_node(s->cluster, jb->pods[p].assign.node);
+		const sc_node_view_t *n =
+		    sc_cluster_node(s->cluster, sc__pod_at(&jb->pods[p])->node);
 		res3_t r = sc__pod_res(s, &jb->spec->tasks[jb->pods[p].task].req, n);
 		for (int k = 0; k < SC_RES_COUNT; k++)
 			u->res.v[k] += r.v[k];
@@ -446,7 +447,7 @@ static bool unit_on_node(const sc_sched_t *s, const vunit_t *u, uint32_t node)
 	const sjob_t *jb = &s->jobs[u->job];
 	for (int p = 0; p < jb->total; p++)
 		if ((u->pod < 0 || p == u->pod) && evictable(&jb->pods[p]) &&
-		    jb->pods[p].assign.node == node)
+		    sc__pod_at(&jb->pods[p])->node == node)
 			return true;
 	return false;
 }
@@ -482,11 +483,11 @@ static int ordered_step(sc_sched_t *s, sc_stmt_t *st, int preemptor, const vunit
 		for (int p = 0; p < vj->total; p++) {
 			if ((c[k].pod >= 0 && p != c[k].pod) || !evictable(&vj->pods[p]))
 				continue;
-			uint32_t node = vj->pods[p].assign.node;
+			uint32_t node = sc__pod_at(&vj->pods[p])->node;
 			bool seen = false; /* each node of the latest victim once */
 			for (int q = 0; q < p && !seen; q++)
 				seen = (c[k].pod < 0 || q == c[k].pod) && evictable(&vj->pods[q]) &&
-				       vj->pods[q].assign.node == node;
+				       sc__pod_at(&vj->pods[q])->node == node;
 			if (seen)
 				continue;
 			int m = *nrec;
