@@ -2,9 +2,11 @@
  *
  * The server keeps one of these per object its scheduling loop reads, so
  * its size is what matters: the struct is copied into the object's own
- * arena, which starts at 1 KiB (a pending job takes a few hundred bytes;
- * a running gang's pod list gets a block of its own), and nothing else of
- * the decoding (the batch's arrays, the reader) is kept. */
+ * arena, which starts at 512 bytes (a pending job of `bench server`'s
+ * world takes 480-512 of them, 97 % of its 50,000 jobs; a running gang's
+ * pod list gets a block of its own), and nothing else of the decoding
+ * (the batch's arrays, the reader) is kept. A first block of 1 KiB left
+ * half of each one empty: 25 MB at 50,000 jobs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,7 @@
 #include "manifest/manifest_int.h"
 #include "starcloud/error.h"
 
-#define CHUNK 1024
+#define CHUNK 512
 
 enum { OBJ_NONE = 0, OBJ_NODE, OBJ_QUEUE, OBJ_CLASS, OBJ_JOB };
 
