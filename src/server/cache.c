@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/jscan.h"
+#include "base/rtext.h"
 #include "starcloud/error.h"
 
 static const char *const cached_plurals[] = {"nodes",     "queues",           "priorityclasses",
@@ -192,7 +193,7 @@ static void entry_free(sc_cobj_t *o)
 	if (!o)
 		return;
 	free(o->key);
-	free(o->text);
+	sc_rtext_unref(o->text);
 	json_decref(o->obj);
 	sc__wire_unref(o->wire);
 	sc_manifest_obj_free(o->decoded);
@@ -234,7 +235,7 @@ static sc_cobj_t *cache_put(sc_cache_t *c, const char *key, const char *value, i
 		return NULL; /* a replayed change we already hold */
 	sc_cobj_t *o = sc_xcalloc(1, sizeof(*o));
 	o->key = sc_xstrdup(key);
-	o->text = sc_xstrdup(value);
+	o->text = sc_rtext_new(value);
 	o->kind = ks->kind;
 	o->name = o->key + (name - key);
 	o->mod_rev = mod_rev;
@@ -552,7 +553,7 @@ json_t *sc__cache_obj(sc_cobj_t *o)
 			json_decref(o->obj);
 			o->obj = NULL;
 		}
-		free(o->text);
+		sc_rtext_unref(o->text);
 		o->text = NULL;
 	}
 	return o->obj;
@@ -609,7 +610,7 @@ sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json
 		o->wire = splice_wire(o->text, o->mod_rev);
 	if (!o->obj && (!o->text || !o->kind->queue_scoped)) {
 		o->obj = json_incref(obj);
-		free(o->text);
+		sc_rtext_unref(o->text);
 		o->text = NULL;
 	}
 	return o;
@@ -642,7 +643,9 @@ sc_manifest_obj_t *sc__cache_take_decoded(sc_cobj_t *o, uint64_t vh[2])
 	return one;
 }
 
-const char *sc__cache_text(sc_cobj_t *o, char **tmp)
+/* The stored text (borrowed from o, or made from its parsed form into
+ * tmp, which the caller frees). */
+static const char *cache_text(sc_cobj_t *o, char **tmp)
 {
 	*tmp = NULL;
 	if (o->text)
@@ -651,6 +654,17 @@ const char *sc__cache_text(sc_cobj_t *o, char **tmp)
 	 * same compact dump. */
 	*tmp = o->obj ? json_dumps(o->obj, JSON_COMPACT) : NULL;
 	return *tmp;
+}
+
+char *sc__cache_text_ref(sc_cobj_t *o)
+{
+	char *tmp;
+	const char *text = cache_text(o, &tmp);
+	if (!tmp)
+		return sc_rtext_ref(o->text);
+	char *t = sc_rtext_new(text);
+	free(tmp);
+	return t;
 }
 
 /* The object as answered: metadata gains resourceVersion (last, as the
@@ -702,11 +716,11 @@ sc_wire_t *sc__wire_from_text(const char *text, int64_t rev)
 	sc_wire_t *w = splice_wire(text, rev);
 	if (w)
 		return w;
-	sc_cobj_t tmp = {.text = sc_xstrdup(text), .mod_rev = rev};
+	sc_cobj_t tmp = {.text = sc_rtext_new(text), .mod_rev = rev};
 	if (sc__cache_obj(&tmp))
 		w = make_wire(&tmp, rev);
 	json_decref(tmp.obj);
-	free(tmp.text);
+	sc_rtext_unref(tmp.text);
 	return w;
 }
 

@@ -47,7 +47,8 @@ typedef struct sc_cobj {
 	const char *name; /* points into key */
 	json_t *obj;      /* owned reference; immutable (stored form, no resourceVersion);
 	                   * NULL until parsed: use sc__cache_obj() */
-	char *text;       /* owned: the stored value until it is parsed */
+	char *text;       /* one reference (base/rtext.h): the stored value until
+	                   * it is parsed; the scheduling loop shares it */
 	int64_t mod_rev, create_rev;
 	sc_wire_t *wire; /* owned reference; NULL until first needed */
 	/* Owned, or NULL: this revision as the manifest decoder made it when
@@ -120,10 +121,12 @@ void sc__cache_give_decoded(sc_cobj_t *o, sc_manifest_obj_t *one, const uint64_t
 /* Takes o's decoded form away (the caller owns it), or NULL; vh gets its
  * view's digest. */
 sc_manifest_obj_t *sc__cache_take_decoded(sc_cobj_t *o, uint64_t vh[2]);
-/* The stored text of o at its revision (borrowed from o, or made from its
- * answer bytes into tmp, which the caller frees): the value exactly as
- * stored, so a follower compares it byte for byte. */
-const char *sc__cache_text(sc_cobj_t *o, char **tmp);
+/* The stored text of o at its revision, exactly as stored (a follower
+ * compares it byte for byte), as a shared string (base/rtext.h): a new
+ * reference to o's own text, or a new one made from its parsed form; NULL
+ * for a value that is not a JSON object. The caller drops it with
+ * sc_rtext_unref, on any thread. */
+char *sc__cache_text_ref(sc_cobj_t *o);
 
 /* A follower of the cache's changes (the scheduling loop's feed): called on
  * the loop thread for each object of kind k the cache took in (put or

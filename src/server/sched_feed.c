@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/rtext.h"
 #include "base/strmap.h"
 #include "server/cache.h"
 #include "server/sched_int.h"
@@ -174,15 +175,15 @@ static sc_change_t *add(sc_changes_t *c)
  * API's decoding when the writer left one. */
 static void take_obj(sc_changes_t *c, int rank, sc_cobj_t *o)
 {
-	char *tmp;
-	const char *text = sc__cache_text(o, &tmp);
+	/* The cache's own text, shared: the world keeps it without a copy. */
+	char *text = sc__cache_text_ref(o);
 	if (!text)
 		return; /* not JSON: never written by this server */
 	sc_change_t *ch = add(c);
 	ch->rank = rank;
 	ch->key = sc_xstrdup(o->key);
 	ch->mod_rev = o->mod_rev;
-	ch->text = tmp ? tmp : sc_xstrdup(text);
+	ch->text = text;
 	ch->pre = sc__cache_take_decoded(o, ch->pre_vh);
 }
 
@@ -249,7 +250,7 @@ void sc__changes_free(sc_changes_t *c)
 {
 	for (size_t i = 0; i < c->n; i++) {
 		free(c->v[i].key);
-		free(c->v[i].text);
+		sc_rtext_unref(c->v[i].text);
 		free(c->v[i].why);
 		free(c->v[i].address);
 		free(c->v[i].plain_reason);

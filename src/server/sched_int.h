@@ -72,7 +72,8 @@ typedef struct sc_change {
 	int rank;
 	char *key; /* owned */
 	int64_t mod_rev;
-	char *text; /* owned: the stored value at mod_rev; NULL: deleted */
+	char *text; /* one reference (base/rtext.h, shared with the cache): the
+	             * stored value at mod_rev; NULL: deleted */
 	/* Owned, or NULL: this revision decoded by the API's validation,
 	 * and its view's digest. */
 	sc_manifest_obj_t *pre;
@@ -127,7 +128,7 @@ typedef struct sc_wobj {
 	char *key;        /* owned: /registry/<plural>/<name> */
 	const char *name; /* into key */
 	int64_t mod_rev;
-	char *text;             /* owned: the stored value at mod_rev */
+	char *text;             /* one reference (base/rtext.h): the stored value at mod_rev */
 	uint64_t vh[2];         /* digest of the decoder's view of text, when vh_ok */
 	bool vh_ok;             /* vh known (made when first needed) */
 	sc_manifest_obj_t *dec; /* owned: the view decoded; NULL when refused */

@@ -27,6 +27,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/rtext.h"
 #include "base/strmap.h"
 #include "server/deploy.h"
 #include "server/sched_int.h"
@@ -81,7 +82,7 @@ static void wobj_free(sc_wobj_t *o)
 	if (!o)
 		return;
 	free(o->key);
-	free(o->text);
+	sc_rtext_unref(o->text);
 	sc_manifest_obj_free(o->dec);
 	free(o->dec_why);
 	free(o->ref_why);
@@ -191,7 +192,7 @@ static int update(sc_wobj_t *o, sc_change_t *ch, size_t *decoded)
 	/* The cluster's configuration: its text only (read whole by
 	 * build_config). */
 	if (o->rank >= SC_RANK_CONFIG) {
-		free(o->text);
+		sc_rtext_unref(o->text);
 		o->text = ch->text;
 		ch->text = NULL;
 		return 1;
@@ -199,7 +200,7 @@ static int update(sc_wobj_t *o, sc_change_t *ch, size_t *decoded)
 	/* The plan's own status write coming back: taken as promised. */
 	if (o->promise && strcmp(o->promise, ch->text) == 0 && o->rank != SC_RANK_NODE) {
 		int changed = o->pdec != NULL;
-		free(o->text);
+		sc_rtext_unref(o->text);
 		o->text = ch->text;
 		ch->text = NULL;
 		free(o->promise);
@@ -215,7 +216,7 @@ static int update(sc_wobj_t *o, sc_change_t *ch, size_t *decoded)
 	clear_promise(o);
 	/* Decoded ahead (a full load): nothing left to do but take it. */
 	if (ch->prepared) {
-		free(o->text);
+		sc_rtext_unref(o->text);
 		o->text = ch->text;
 		ch->text = NULL;
 		set_dec(o, ch->pre, ch->why);
@@ -235,7 +236,7 @@ static int update(sc_wobj_t *o, sc_change_t *ch, size_t *decoded)
 	/* Decoded by the API's validation: nothing to parse (a node is, for
 	 * what its decoding does not hold). */
 	if (ch->pre && o->rank != SC_RANK_NODE) {
-		free(o->text);
+		sc_rtext_unref(o->text);
 		o->text = ch->text;
 		ch->text = NULL;
 		set_dec(o, ch->pre, NULL);
@@ -250,7 +251,7 @@ static int update(sc_wobj_t *o, sc_change_t *ch, size_t *decoded)
 		text_digest(o->rank, o->text, o->vh);
 		o->vh_ok = true;
 	}
-	free(o->text);
+	sc_rtext_unref(o->text);
 	o->text = ch->text;
 	ch->text = NULL;
 	json_t *obj = json_loads(o->text, 0, NULL);

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "base/rtext.h"
 #include "server/sched_int.h"
 #include "starcloud/error.h"
 
@@ -32,7 +33,7 @@ static void add(sc_changes_t *c, int rank, const char *name, int64_t rev, const 
 	ch->rank = rank;
 	ch->key = strdup(key);
 	ch->mod_rev = rev;
-	ch->text = text ? strdup(text) : NULL;
+	ch->text = sc_rtext_new(text);
 }
 
 static char *job(const char *name, const char *queue, const char *extra)
