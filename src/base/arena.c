@@ -50,14 +50,26 @@ void sc_arena_free(sc_arena_t *a)
 	free(a);
 }
 
-/* Every block is kept for the next cycle: a scheduler that runs every
- * second would otherwise hand its pages back to the kernel and fault them
- * in again each time, which costs more than the cycle's own work. */
+/* The blocks the last cycle used are kept for the next one: a scheduler
+ * that runs every second would otherwise hand its pages back to the kernel
+ * and fault them in again each time, which costs more than the cycle's own
+ * work. Spare blocks that this cycle did not take are freed: a cycle's big
+ * arrays get blocks of their own size, which vary a little from cycle to
+ * cycle (a job more or less), so keeping every block ever made grew the
+ * arena by a staircase of near-equal blocks (the loop's grew from 40 to
+ * 159 MB over 20 rounds of churn at 5,000 nodes, heaptrack). */
 void sc_arena_reset(sc_arena_t *a)
 {
 	if (!a)
 		return;
-	block_t *b = a->head;
+	block_t *b = a->spare;
+	while (b) {
+		block_t *n = b->next;
+		free(b);
+		b = n;
+	}
+	a->spare = NULL;
+	b = a->head;
 	while (b) {
 		block_t *n = b->next;
 		b->used = 0;
@@ -69,18 +81,21 @@ void sc_arena_reset(sc_arena_t *a)
 	a->used = 0;
 }
 
-/* Takes a spare block of at least `need` bytes, or NULL. */
+/* Takes the smallest spare block of at least `need` bytes, or NULL: a
+ * small request then takes a chunk-sized block, not a big array's. */
 static block_t *reuse_block(sc_arena_t *a, size_t need)
 {
+	block_t **best = NULL;
 	for (block_t **pp = &a->spare; *pp; pp = &(*pp)->next)
-		if ((*pp)->size >= need) {
-			block_t *b = *pp;
-			*pp = b->next;
-			b->next = NULL;
-			b->used = 0;
-			return b;
-		}
-	return NULL;
+		if ((*pp)->size >= need && (!best || (*pp)->size < (*best)->size))
+			best = pp;
+	if (!best)
+		return NULL;
+	block_t *b = *best;
+	*best = b->next;
+	b->next = NULL;
+	b->used = 0;
+	return b;
 }
 
 static block_t *new_block(sc_arena_t *a, size_t need)
