@@ -15,7 +15,6 @@ import requests
 
 from gwutil import procs, sse_texts  # noqa: F401
 from test_gateway_worker import ckpt, counters, worker  # noqa: F401
-from test_worker_batch import slow_ckpt  # noqa: F401
 
 
 def stream_ids(gw_or_w, path, body):

@@ -14,7 +14,6 @@ import requests
 from gwutil import procs  # noqa: F401
 from nodeutil import run_node
 from test_gateway_worker import counters, worker
-from test_worker_batch import slow_ckpt  # noqa: F401 (fixture)
 
 
 def direct(w, path, body):
