@@ -13,6 +13,7 @@ import requests
 from agent_util import Agent, setup_queue, wait_for
 from conftest import BIN, CKPT_MICRO, free_port, gen_checkpoint, manifest, pod_program, stop_process
 from test_serving import free_port as serving_ports
+from test_worker import Worker
 from gwutil import Procs, procs  # noqa: F401
 
 
@@ -45,21 +46,11 @@ def make_repo(root, ckpts, policy=""):
     return repo
 
 
-class RepoWorker:
-    def __init__(self, repo, *extra, tmp):
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
-        self.log = open(os.path.join(str(tmp), "w-%d.log" % self.port), "w")
-        self.proc = subprocess.Popen([BIN, "worker", "--model-repository", str(repo),
-                                      "--listen", "127.0.0.1:%d" % self.port] + list(extra),
-                                     stdout=subprocess.DEVNULL, stderr=self.log)
-        wait_for(lambda: self._up(), timeout=15, what="the worker")
+class RepoWorker(Worker):
+    """A worker serving the model repository repo (test_worker.Worker)."""
 
-    def _up(self):
-        try:
-            return requests.get(self.url + "/v2/health/live", timeout=0.5).ok
-        except requests.RequestException:
-            return False
+    def __init__(self, repo, *extra, tmp):
+        super().__init__(repo, *extra, tmp=tmp, repo=True)
 
     def index(self, ready=False):
         r = requests.post(self.url + "/v2/repository/index", json={"ready": ready}, timeout=5)
@@ -72,10 +63,6 @@ class RepoWorker:
     def complete(self, model, n=6, **kw):
         return requests.post(self.url + "/v1/completions", timeout=30,
                              json=dict({"model": model, "prompt": "hello", "max_tokens": n}, **kw))
-
-    def stop(self):
-        stop_process(self.proc)
-        self.log.close()
 
 
 def direct_text(ckpts, seed, tmp):

@@ -3,15 +3,15 @@ a decode worker pulls KV blocks from an https:// prefill worker only when it
 trusts the prefill worker's certificate (--ca), and OTLP exports from the
 worker and the gateway verify the collector the same way. The certificates
 come from the openssl command (tls_util.py), not from Starcloud's own CA."""
-import os
 import subprocess
 import time
 
 import pytest
 import requests
 
-from conftest import BIN, free_port, stop_process
+from conftest import BIN
 from gwutil import procs  # noqa: F401  (fixture)
+from test_worker import spawn  # noqa: F401 (fixture)
 from tls_util import Collector, issue, make_ca
 
 
@@ -22,58 +22,6 @@ def pki(tmp_path_factory):
     other = make_ca(d, "other-ca")
     return {"ca": ca[0], "other": other[0], "server": issue(d, ca, "server"),
             "stranger": issue(d, other, "stranger")}
-
-
-class Worker:
-    def __init__(self, ckpt, tmp, *args, cert=None, verify=None):
-        self.port = free_port()
-        scheme = "https" if cert else "http"
-        self.url = "%s://127.0.0.1:%d" % (scheme, self.port)
-        self.verify = verify
-        tls = ["--tls-cert", cert[0], "--tls-key", cert[1]] if cert else []
-        self.log = open(os.path.join(str(tmp), "worker-%d.log" % self.port), "w+")
-        self.proc = subprocess.Popen([BIN, "worker", "--checkpoint", str(ckpt), "--listen",
-                                      "127.0.0.1:%d" % self.port] + tls + list(args),
-                                     stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            assert self.proc.poll() is None, self.output()
-            try:
-                if self.get("/v2/health/live", timeout=0.5).ok:
-                    return
-            except requests.RequestException:
-                time.sleep(0.05)
-        raise RuntimeError("worker did not start: " + self.output())
-
-    def post(self, path, body, **kw):
-        return requests.post(self.url + path, json=body, timeout=kw.pop("timeout", 10),
-                             verify=self.verify, **kw)
-
-    def get(self, path, **kw):
-        return requests.get(self.url + path, timeout=kw.pop("timeout", 10), verify=self.verify,
-                            **kw)
-
-    def output(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
-    def stop(self):
-        stop_process(self.proc, timeout=5)
-        self.log.close()
-
-
-@pytest.fixture
-def spawn(ckpt, tmp_path):
-    started = []
-
-    def start(*args, **kw):
-        w = Worker(ckpt, tmp_path, *args, **kw)
-        started.append(w)
-        return w
-    yield start
-    for w in started:
-        w.stop()
 
 
 def test_kv_pull_over_tls_needs_the_prefill_workers_ca(spawn, pki):

@@ -5,7 +5,6 @@ leases, fault flags, trace context and bad requests."""
 import http.server
 import json
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -13,44 +12,50 @@ import time
 import pytest
 import requests
 
-from conftest import stop_process
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.environ.get("STARCLOUD_BIN", os.path.join(ROOT, "build", "starcloud"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import BIN, free_port, stop_process  # noqa: F401 (re-exported)
 
 
 class Worker:
-    def __init__(self, ckpt, *args, tmp=None):
+    """A `starcloud worker` on a free port of 127.0.0.1, live when built.
+    ckpt is its --checkpoint (its --model-repository with repo=True); with
+    cert (cert, key) it serves https, and requests check it against verify
+    (a CA file). The other tests that start workers use this one."""
+
+    def __init__(self, ckpt, *args, tmp=None, cert=None, verify=None, repo=False):
         self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
+        self.verify = verify
+        self.url = "%s://127.0.0.1:%d" % ("https" if cert else "http", self.port)
+        tls = ["--tls-cert", cert[0], "--tls-key", cert[1]] if cert else []
         self.log = open(os.path.join(str(tmp), "worker-%d.log" % self.port), "w+")
         self.proc = subprocess.Popen(
-            [BIN, "worker", "--checkpoint", str(ckpt), "--listen",
-             "127.0.0.1:%d" % self.port] + list(args),
+            [BIN, "worker", "--model-repository" if repo else "--checkpoint", str(ckpt),
+             "--listen", "127.0.0.1:%d" % self.port] + tls + list(args),
             stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.time() + 30
         while time.time() < deadline:
+            assert self.proc.poll() is None, self.output()
             try:
-                if requests.get(self.url + "/v2/health/live", timeout=0.5).ok:
+                if self.get("/v2/health/live", timeout=0.5).ok:
                     return
             except requests.RequestException:
                 time.sleep(0.05)
-        raise RuntimeError("worker did not start")
+        raise RuntimeError("worker did not start: " + self.output())
 
     def post(self, path, body, **kw):
-        return requests.post(self.url + path, json=body, timeout=kw.pop("timeout", 10), **kw)
+        return requests.post(self.url + path, json=body, timeout=kw.pop("timeout", 10),
+                             verify=self.verify, **kw)
 
     def get(self, path, **kw):
-        return requests.get(self.url + path, timeout=kw.pop("timeout", 10), **kw)
+        return requests.get(self.url + path, timeout=kw.pop("timeout", 10), verify=self.verify,
+                            **kw)
 
     def counters(self):
         return self.get("/debug/counters").json()
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
 
     def stop(self):
         stop_process(self.proc, timeout=5)
@@ -61,8 +66,8 @@ class Worker:
 def spawn(ckpt, tmp_path):
     started = []
 
-    def start(*args):
-        w = Worker(ckpt, *args, tmp=tmp_path)
+    def start(*args, **kw):
+        w = Worker(ckpt, *args, tmp=tmp_path, **kw)
         started.append(w)
         return w
     yield start
