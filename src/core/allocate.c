@@ -89,26 +89,16 @@ static uint64_t mix_str(uint64_t h, const char *s)
 	return mix(h, 0xff);
 }
 
-/* A hash of everything that decides whether a job fits, and of the task
- * names its reason quotes. Jobs that already hold pods are never cached:
- * where those pods are matters. */
-static uint64_t signature(const sc_sched_t *s, int job)
+/* The part of a job's failure-cache signature that its spec decides (see
+ * signature()): made when the job is built (snapshot.c), while its spec is
+ * in the cache, not when allocate reaches the job. */
+uint64_t sc__job_shape(const sjob_t *j)
 {
-	const sjob_t *j = &s->jobs[job];
 	const sc_job_spec_t *js = j->spec;
 	uint64_t h = mix(0, (uint64_t)j->min_member);
 	h = mix(h, (uint64_t)js->placement);
 	h = mix(h, (uint64_t)js->spread_factor * 2 + js->serving);
 	h = mix_str(mix_str(h, js->topo_required), js->topo_preferred);
-	/* The declared runtime matters only for backfill onto reserved nodes,
-	 * and there only as whether it ends before each reservation starts:
-	 * hashing the runtime itself made every job of a trace a shape of its
-	 * own (simulate --time spent 60 % of its time explaining). */
-	if (s->reserved_by) {
-		h = mix(h, (uint64_t)s->nres);
-		for (int r = 0; r < s->nres; r++)
-			h = mix(h, sc__ends_before(s, job, s->res_until[r]));
-	}
 	for (size_t t = 0; t < js->ntasks; t++) {
 		const sc_task_spec_t *ts = &js->tasks[t];
 		h = mix_str(h, ts->name);
@@ -124,6 +114,35 @@ static uint64_t signature(const sc_sched_t *s, int job)
 		for (size_t k = 0; k < ts->nselector; k++)
 			h = mix_str(mix_str(h, ts->selector[k].key), ts->selector[k].value);
 	}
+	return h;
+}
+
+/* A hash of everything that decides whether a job fits, and of the task
+ * names its reason quotes: its shape, and where reservations hold nodes.
+ * Jobs that already hold pods are never cached: where those pods are
+ * matters. */
+static uint64_t signature(sc_sched_t *s, int job)
+{
+	sjob_t *j = &s->jobs[job];
+	if (!j->shape_ok) { /* its pods were evicted earlier in the cycle */
+		j->shape = sc__job_shape(j);
+		j->shape_ok = true;
+	}
+	uint64_t h = j->shape;
+	/* The declared runtime matters only for backfill onto reserved nodes,
+	 * and there only as whether it ends before each reservation starts:
+	 * hashing the runtime itself made every job of a trace a shape of its
+	 * own (simulate --time spent 60 % of its time explaining). */
+	if (s->reserved_by) {
+		h = mix(h, (uint64_t)s->nres);
+		for (int r = 0; r < s->nres; r++)
+			h = mix(h, sc__ends_before(s, job, s->res_until[r]));
+	}
+	/* Spread the last mixes over every bit (splitmix64's finalizer): the
+	 * low bit is forced below, and mix() of 0 or 1 may differ only there. */
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	h ^= h >> 31;
 	return h | 1; /* never 0, which marks an empty slot */
 }
 

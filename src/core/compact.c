@@ -435,9 +435,8 @@ static bool want_compact(sc_sched_t *s, int j, void *ctx)
 	if (((js->topo_required || js->topo_preferred) && jb->step > 1) || js->spread_factor > 1 ||
 	    js->serving)
 		return false;
-	for (int p = 0; p < jb->total; p++)
-		if (jb->pods[p].evicted_now)
-			return false;
+	if (jb->nevicted_now > 0)
+		return false;
 	for (int t = 0; t < (int)jb->spec->ntasks; t++)
 		if (jb->spec->tasks[t].req.gpus <= 0)
 			return false;

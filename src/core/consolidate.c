@@ -341,9 +341,8 @@ static int try_job(sc_sched_t *s, const sc_node_pods_t *np, int j)
 static bool want_consolidate(sc_sched_t *s, int j, void *ctx)
 {
 	const sjob_t *jb = &s->jobs[j];
-	for (int p = 0; p < jb->total; p++)
-		if (jb->pods[p].evicted_now)
-			return false;
+	if (jb->nevicted_now > 0)
+		return false;
 	/* Pods are placed one at a time here, which cannot honour a spread
 	 * cap: those jobs are left to allocate (a topology domain is held by
 	 * trying one domain at a time). Non-preemptible jobs do not

@@ -14,10 +14,7 @@
  * KAI its pods are Releasing, not Pending, so it is not a preemptor). */
 static bool evicted_this_cycle(const sjob_t *jb)
 {
-	for (int p = 0; p < jb->total; p++)
-		if (jb->pods[p].evicted_now)
-			return true;
-	return false;
+	return jb->nevicted_now > 0;
 }
 
 static bool want_preemptor(sc_sched_t *s, int j, void *ctx)

@@ -93,6 +93,86 @@ static int job_order_cmp(const void *x, const void *y, void *ctx)
 	return a->index < b->index ? -1 : (a->index > b->index);
 }
 
+/* The part of the job order that cannot change within a cycle: higher
+ * priority, older, input order (job_order_cmp without the elastic state). */
+static int job_static_cmp(const void *x, const void *y, void *ctx)
+{
+	const sc_sched_t *s = ctx;
+	const sjob_t *a = &s->jobs[*(const int *)x], *b = &s->jobs[*(const int *)y];
+	if (a->priority != b->priority)
+		return a->priority > b->priority ? -1 : 1;
+	if (a->spec->created != b->spec->created)
+		return a->spec->created < b->spec->created ? -1 : 1;
+	return a->index < b->index ? -1 : (a->index > b->index);
+}
+
+/* Sorts every leaf's jobs by the static part of the job order, once per
+ * cycle: each action's sc__order_init then only splits runs of equal
+ * priority by elastic state (O(jobs)), where it sorted all the jobs again
+ * (five actions, 100,000 jobs: a sixth of the core's time at 10k nodes). */
+static int presort(sc_sched_t *s)
+{
+	int most = 0;
+	for (int q = 0; q < s->nqueues; q++) {
+		squeue_t *sq = &s->queues[q];
+		sq->nsorted = 0;
+		sq->sorted = NULL;
+		if (!sq->leaf)
+			continue;
+		sq->sorted = sc_arena_alloc(s->arena, ((size_t)sq->njobs_all + 1) * sizeof(int));
+		if (!sq->sorted)
+			return SC_ENOMEM;
+		if (sq->njobs_all > most)
+			most = sq->njobs_all;
+	}
+	s->order_tmp = sc_arena_alloc(s->arena, (2 * (size_t)most + 1) * sizeof(int));
+	if (!s->order_tmp)
+		return SC_ENOMEM;
+	for (int j = 0; j < s->njobs; j++) {
+		int q = s->jobs[j].queue;
+		if (q >= 0)
+			s->queues[q].sorted[s->queues[q].nsorted++] = j;
+	}
+	for (int q = 0; q < s->nqueues; q++) {
+		squeue_t *sq = &s->queues[q];
+		if (sq->nsorted > 1)
+			qsort_r(sq->sorted, (size_t)sq->nsorted, sizeof(int), job_static_cmp, s);
+	}
+	s->presorted = true;
+	return 0;
+}
+
+/* Leaf q's jobs that `want` takes, in job order: its static order with each
+ * run of equal priority split by elastic state (stable), which is what
+ * sorting them with job_order_cmp gives. Each taken job's step is made. */
+static void fill_leaf(sc_sched_t *s, squeue_t *sq, bool (*want)(sc_sched_t *, int, void *),
+                      void *ctx)
+{
+	int *t1 = s->order_tmp, *t2 = s->order_tmp + sq->nsorted;
+	int i = 0;
+	while (i < sq->nsorted) {
+		int prio = s->jobs[sq->sorted[i]].priority, n1 = 0, n2 = 0;
+		for (; i < sq->nsorted && s->jobs[sq->sorted[i]].priority == prio; i++) {
+			int j = sq->sorted[i];
+			sjob_t *jb = &s->jobs[j];
+			if (jb->bad || jb->npending == 0 || !want(s, j, ctx))
+				continue;
+			job_step(s, j);
+			int e = elastic_state(jb);
+			if (e == 0)
+				sq->jobs[sq->njobs++] = j;
+			else if (e == 1)
+				t1[n1++] = j;
+			else
+				t2[n2++] = j;
+		}
+		memcpy(sq->jobs + sq->njobs, t1, (size_t)n1 * sizeof(int));
+		sq->njobs += n1;
+		memcpy(sq->jobs + sq->njobs, t2, (size_t)n2 * sizeof(int));
+		sq->njobs += n2;
+	}
+}
+
 static bool job_before(sc_sched_t *s, int a, int b)
 {
 	return job_order_cmp(&a, &b, s) < 0;
@@ -402,18 +482,12 @@ int sc__order_init(sc_sched_t *s, bool (*want)(sc_sched_t *, int, void *), void 
 		sq->njobs = sq->next_job = sq->nback = 0;
 		sq->head = -1;
 	}
-	for (int j = 0; j < s->njobs; j++) {
-		sjob_t *jb = &s->jobs[j];
-		if (jb->queue < 0 || jb->bad || jb->npending == 0 || !want(s, j, ctx))
-			continue;
-		job_step(s, j);
-		squeue_t *q = &s->queues[jb->queue];
-		q->jobs[q->njobs++] = j;
-	}
+	if (!s->presorted && presort(s) < 0)
+		return SC_ENOMEM;
 	for (int q = 0; q < s->nqueues; q++) {
 		squeue_t *sq = &s->queues[q];
-		if (sq->njobs > 1)
-			qsort_r(sq->jobs, (size_t)sq->njobs, sizeof(int), job_order_cmp, s);
+		if (sq->leaf)
+			fill_leaf(s, sq, want, ctx);
 		leaf_refresh(s, sq);
 	}
 	/* Insert active queues deepest first so parents see their children. */

@@ -67,6 +67,10 @@ typedef struct squeue {
 	int heap_pos; /* position in the parent's heap, -1 none */
 	int *jobs;    /* leaf: jobs in job order, from next_job */
 	int njobs, jobs_cap, next_job;
+	/* leaf: all its jobs by priority, age and input order, sorted once
+	 * per cycle (queue_order.c); each sc__order_init filters them. */
+	int *sorted;
+	int nsorted;
 	int *back; /* leaf: a heap of jobs put back */
 	int nback;
 	int head; /* leaf: the job it offers next, -1 none */
@@ -126,8 +130,11 @@ typedef struct sjob {
 	const char *reason;  /* pending reason when it stays pending */
 	const char *bad;     /* a reason the job cannot be scheduled at all */
 	uint64_t signature;  /* shape hash for failure caching */
+	uint64_t shape;      /* its spec's part (sc__job_shape), when shape_ok */
+	bool shape_ok;
 	bool done;           /* tried this cycle */
 	bool touched;        /* a pod was placed or evicted this cycle */
+	int nevicted_now;    /* its pods with evicted_now (statement.c keeps it) */
 	int64_t reservation; /* expected start of its reservation, 0 none */
 	uint32_t *reserved;  /* the reservation's nodes */
 	int nreserved;
@@ -200,6 +207,8 @@ struct sc_sched {
 	bool quiet;                      /* simulating: no explanations */
 	void *scratch[SC_SCRATCH_SLOTS]; /* reusable buffers (sc__scratch) */
 	size_t scratch_cap[SC_SCRATCH_SLOTS];
+	bool presorted; /* every leaf's `sorted` is made (queue_order.c) */
+	int *order_tmp; /* scratch of sc__order_init: 2 x the largest leaf */
 	int *running;       /* jobs holding pods, grouped by leaf queue */
 	int *running_start; /* per queue (nqueues + 1 entries) */
 	/* Statements' logs that emptied (statement.c), and pipelined
@@ -218,6 +227,9 @@ struct sc_sched {
 /* A buffer of at least `bytes` for slot `slot`, reused from call to call
  * (its contents are not kept); NULL when out of memory. */
 void *sc__scratch(sc_sched_t *s, int slot, size_t bytes);
+
+/* allocate.c: the spec's part of a job's failure-cache signature. */
+uint64_t sc__job_shape(const sjob_t *j);
 
 /* snapshot.c */
 int sc__sched_build(sc_sched_t *s, const sc_snapshot_t *snap);

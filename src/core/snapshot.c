@@ -423,7 +423,12 @@ static int job_setup(sc_sched_t *s, sjob_t *j)
 	if (j->min_member > j->total)
 		j->bad = sc_arena_printf(s->arena, "minMember %d is more than the job's %d pods",
 		                         j->min_member, j->total);
-	return build_pods(s, j);
+	int rc = build_pods(s, j);
+	if (rc == 0 && j->npending > 0 && j->nrunning == 0) {
+		j->shape = sc__job_shape(j); /* allocate looks it up (allocate.c) */
+		j->shape_ok = true;
+	}
+	return rc;
 }
 
 static int build_jobs(sc_sched_t *s)

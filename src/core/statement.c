@@ -213,6 +213,7 @@ int sc__stmt_evict(sc_stmt_t *st, int job, int pod, int action, int by, const ch
 	account(s, job, pod, p->at, -1);
 	p->phase = SC_POD_PENDING;
 	p->evicted_now = true;
+	s->jobs[job].nevicted_now++;
 	s->jobs[job].npending++;
 	return 0;
 }
@@ -245,6 +246,7 @@ void sc__stmt_rollback(sc_stmt_t *st, size_t mark)
 			sc__cluster_unrelease(s->cluster, r, &op->assign);
 			account(s, op->job, op->pod, &op->assign, +1);
 			p->evicted_now = false;
+			s->jobs[op->job].nevicted_now--;
 			s->jobs[op->job].npending--;
 		}
 		p->phase = op->prev_phase;

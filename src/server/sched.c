@@ -7,14 +7,23 @@
  *     1,000 objects) costs one cycle. The delay grows with the last
  *     cycle's duration (KICK_MS + 2 x cycle time, at most the period), so
  *     on a busy machine the cycles leave the cores to the API.
- *   - for time rules (a stale gang's grace running out, a job waiting long
- *     enough for a reservation, a pod's minimum runtime ending, a pending
- *     reason left to rewrite): each cycle says when the next such moment
- *     may come (next_due); the periodic tick runs a cycle then, but not
- *     sooner than IDLE_FACTOR x the last cycle's time after it, so an idle
- *     server spends at most about 1/IDLE_FACTOR of a core on them.
- *   - and at least every max(SAFETY_S, IDLE_FACTOR x cycle time), for rules
- *     of the core the loop cannot predict.
+ *   - for time rules of the core (a stale gang's grace running out, a job
+ *     waiting long enough for a reservation, a pod's minimum runtime
+ *     ending, compaction's minRuntime, cooldown and hourly budget): each
+ *     cycle says when the next such moment may come (next_due); the
+ *     periodic tick runs a cycle then, but not sooner than IDLE_FACTOR x
+ *     the last core run's time after it, so an idle server spends at most
+ *     about 1/IDLE_FACTOR of a core on them.
+ *   - for pending reasons left to rewrite (sched_plan.c writes at most so
+ *     many per cycle, and a job's at most every 10 s): such a cycle, like
+ *     one for changes that leave the snapshot as it was, runs no core: the
+ *     last decisions still hold (decide()) and only the plan runs.
+ *   - and at least every max(SAFETY_S, IDLE_FACTOR x core time), for rules
+ *     of the core the loop cannot predict (which moves compaction finds
+ *     worth their cost changes with the pods' run time). 60 s: every rule
+ *     that can turn "nothing to do" into a decision is in next_due, so
+ *     this is a guard, and at 10,000 nodes (a 0.5-0.8 s core run) it costs
+ *     an idle server about 1 % of a core.
  *   Any other periodic tick is skipped (starcloud_schedule_cycles_skipped_total).
  *
  * A cycle never blocks the event loop: the loop thread hands the feed's
@@ -44,7 +53,7 @@
 #define PERIOD_MS 1000
 #define KICK_MS 2
 #define IDLE_FACTOR 30
-#define SAFETY_S 10
+#define SAFETY_S 60
 #define COMMIT_MS 4.0
 #define MAX_EXCLUDE 64 /* objects the core may refuse in one cycle */
 
@@ -62,12 +71,19 @@ struct sc_sched {
 	cycle_job_t *job;          /* the cycle in progress (worker or commit), or NULL */
 	double last_cycle;         /* seconds */
 	uint64_t last_end;         /* uv_now when the last cycle ended */
+	double core_cost;          /* the worker's seconds of the last cycle that ran the core */
+	uint64_t core_end;         /* uv_now when it ended */
 	int64_t next_due;          /* seconds since the epoch; 0 = no time rule known */
+	int64_t flush_due;         /* when deferred pending reasons are due; 0 = none */
 	long events;               /* events in the store, as far as we know; -1 = unknown */
 	sc_queue_report_t *queues; /* last cycle's; names owned */
 	size_t nqueues;
 	sc_scheduler_t *core; /* keeps the core's scratch memory between cycles */
 	sc_world_t *world;    /* worker's: the kept snapshot */
+	/* Worker's: the last decisions, when they bound and evicted nothing,
+	 * and the world's generation they were taken at (see work()). */
+	sc_decisions_t *kept;
+	uint64_t kept_gen;
 	sc_feed_t *feed;
 };
 
@@ -78,6 +94,8 @@ struct cycle_job {
 	uint64_t t0;
 	int64_t now;
 	sc_changes_t changes;
+	bool need_core;            /* a time rule is due: run the core whatever changed */
+	bool core_skipped;         /* worker: the kept decisions were used */
 	sc_pool_cycle_t *pools;    /* node pools' input and plans, or NULL */
 	json_t *agent_pods;        /* a copy of the server's (server.h), or NULL */
 	sc_schedstat_cycle_t stat; /* the scheduler's figures (schedstat.h) */
@@ -136,6 +154,7 @@ static void job_free(cycle_job_t *j)
 static void sched_free(sc_sched_t *sc)
 {
 	free_queues(sc->queues, sc->nqueues);
+	sc_decisions_free(sc->kept);
 	sc_scheduler_free(sc->core);
 	sc__world_free(sc->world);
 	sc__feed_free(sc->feed);
@@ -156,8 +175,9 @@ static void report_busy(sc_sched_t *sc)
  * decide otherwise for an unchanged snapshot: a stale gang's grace ends,
  * a pending job has waited reservations.after, a running pod's minimum
  * runtime (preempt or reclaim, of its queue or one above) ends while jobs
- * wait. Reservations themselves move with time: while one is held the
- * answer is "now". 0 when none is known. */
+ * wait, compaction's minRuntime, cooldown or hourly budget lets a pod move.
+ * Reservations themselves move with time: while one is held the answer is
+ * "now". 0 when none is known. */
 static int64_t next_due(const sc_snapshot_t *s, const sc_decisions_t *d)
 {
 	int64_t due = 0, now = s->now;
@@ -175,6 +195,8 @@ static int64_t next_due(const sc_snapshot_t *s, const sc_decisions_t *d)
 		if (j && j->created > 0)
 			CONSIDER(j->created + s->config.reservation_after);
 	}
+	const sc_compaction_t *cp = &s->config.compaction;
+	bool compacting = d->npending && cp->enabled && s->config.pack_threshold > 0;
 	for (size_t i = 0; i < s->njobs; i++) {
 		const sc_job_spec_t *j = &s->jobs[i];
 		if (j->stale_since > 0)
@@ -182,6 +204,20 @@ static int64_t next_due(const sc_snapshot_t *s, const sc_decisions_t *d)
 			         (j->staleness_grace < 0 ? 60 : j->staleness_grace));
 		if (!d->npending)
 			continue;
+		/* Compaction (for jobs left waiting): a pod may move once it
+		 * ran minRuntime and its last move is a cooldown old; a move
+		 * leaves the hourly budget an hour after it was made. */
+		for (size_t p = 0; compacting && p < j->npods; p++) {
+			const sc_pod_status_t *ps = &j->pods[p];
+			if (ps->phase != SC_POD_RUNNING)
+				continue;
+			if (ps->started_at)
+				CONSIDER(ps->started_at + cp->min_runtime);
+			if (ps->moved_at > 0) {
+				CONSIDER(ps->moved_at + cp->cooldown);
+				CONSIDER(ps->moved_at + 3600);
+			}
+		}
 		for (size_t q = 0; q < s->nqueues; q++) {
 			const sc_queue_spec_t *qs = &s->queues[q];
 			if (!qs->preempt_min_runtime && !qs->reclaim_min_runtime)
@@ -241,6 +277,45 @@ static double thread_cpu(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The core is pure: on the same snapshot it decides the same, but for the
+ * time rules (which the loop tracks: next_due, and the safety cycle). So
+ * when the last decisions bound and evicted nothing, the world's snapshot
+ * has not changed since (its generation), and no time rule is due, they
+ * are taken again instead of running the core: a cycle for the changes
+ * that concern no decision (the loop's own writes, an agent's report of
+ * no change) or for the pending reasons left to rewrite (the plan) costs
+ * the plan only. Returns 1 when it ran the core. */
+static int decide(cycle_job_t *j, sc_decisions_t **d)
+{
+	sc_sched_t *sc = j->sc;
+	uint64_t gen = sc__world_gen(sc->world);
+	if (!j->need_core && sc->kept && sc->kept_gen == gen) {
+		*d = sc->kept;
+		j->core_skipped = true;
+		j->rc = 0;
+		return 0;
+	}
+	sc_decisions_free(sc->kept);
+	sc->kept = NULL;
+	j->rc = run_core(j, d);
+	return 1;
+}
+
+/* After the plan: keeps d for decide() when it may be taken again. */
+static void keep_or_free(cycle_job_t *j, sc_decisions_t *d)
+{
+	sc_sched_t *sc = j->sc;
+	if (j->core_skipped)
+		return; /* it is sc->kept */
+	if (j->rc == 0 && d && d->nbindings == 0 && d->nevictions == 0 && !j->pools) {
+		sc->kept = d;
+		/* A refused object was left out meanwhile: the generation moved. */
+		sc->kept_gen = sc__world_gen(sc->world);
+		return;
+	}
+	sc_decisions_free(d);
+}
+
 static void work(uv_work_t *req)
 {
 	cycle_job_t *j = req->data;
@@ -252,7 +327,7 @@ static void work(uv_work_t *req)
 	sc__world_apply(sc->world, &j->changes, &j->decoded);
 	sc__changes_free(&j->changes); /* the old revisions' text, freed here */
 	uint64_t t1 = uv_hrtime();
-	j->rc = run_core(j, &d);
+	decide(j, &d);
 	uint64_t t2 = uv_hrtime();
 	j->t_apply = (double)(t1 - t0) / 1e9;
 	j->t_core = (double)(t2 - t1) / 1e9;
@@ -276,7 +351,7 @@ static void work(uv_work_t *req)
 	if (due && (!j->out.next_due || due < j->out.next_due))
 		j->out.next_due = due;
 	j->world_bytes = (double)sc__world_bytes(sc->world);
-	sc_decisions_free(d);
+	keep_or_free(j, d);
 	j->t_plan = (double)(uv_hrtime() - t2) / 1e9;
 	j->t_work = (double)(uv_hrtime() - t0) / 1e9;
 	j->cpu_work = thread_cpu() - c0;
@@ -324,6 +399,10 @@ static void cycle_end(sc_sched_t *sc, cycle_job_t *j)
 	 * the commit's parts wait for the loop between them and cost it
 	 * little; the histogram gets the whole time from start to committed. */
 	sc->last_cycle = j->t_work;
+	if (!j->core_skipped) {
+		sc->core_cost = j->t_work;
+		sc->core_end = sc->last_end;
+	}
 	double took = (double)(uv_hrtime() - j->t0) / 1e9;
 	if (j->rc < 0) {
 		cycle_failed(sc, j);
@@ -352,16 +431,18 @@ static void cycle_end(sc_sched_t *sc, cycle_job_t *j)
 		sc_log_debug("cycle: %.3f s (worker %.3f, cpu %.3f: world %.3f, core %.3f, plan "
 		             "%.3f; commit "
 		             "%zu parts): %zu changes, %zu decoded, %zu writes, %zu events, %zu "
-		             "placements, %zu evictions, %zu pending, %zu reasons deferred%s%s%s",
+		             "placements, %zu evictions, %zu pending, %zu reasons deferred%s%s%s%s",
 		             took, j->t_work, j->cpu_work, j->t_apply, j->t_core, j->t_plan,
 		             j->parts, j->nchanges, j->decoded + j->out.decoded, j->out.writes,
 		             j->out.events, j->out.placements, evictions(&j->out), j->out.pending,
-		             j->out.deferred, j->out.releasing ? ", releasing" : "",
+		             j->out.deferred, j->core_skipped ? ", core skipped" : "",
+		             j->out.releasing ? ", releasing" : "",
 		             j->out.released ? ", released" : "",
 		             j->plan.dropped_evict ? ", dropped an eviction" : "");
 		sc->next_due = j->out.next_due;
-		if (j->out.deferred && (!sc->next_due || sc->next_due > j->now + 10))
-			sc->next_due = j->now + 10;
+		/* Deferred reasons need no new decision: the plan writes them
+		 * from the kept ones (decide()). */
+		sc->flush_due = j->out.deferred ? j->now + 10 : 0;
 		trim_events(sc, j->out.events);
 		sc->s->ready = 1;
 		sc__pool_act(sc->s, j->pools); /* takes them */
@@ -469,6 +550,15 @@ static void after_work(uv_work_t *req, int status)
 	commit_part(sc);
 }
 
+/* Whether the safety cycle is due: the core has not run for SAFETY_S, nor
+ * for IDLE_FACTOR times what it cost last. */
+static bool safety_due(const sc_sched_t *sc)
+{
+	double since = (double)(uv_now(sc->s->loop) - sc->core_end);
+	double gap = IDLE_FACTOR * sc->core_cost * 1000;
+	return since >= (gap > SAFETY_S * 1000 ? gap : SAFETY_S * 1000);
+}
+
 static void start_cycle(sc_sched_t *sc)
 {
 	cycle_job_t *j = sc_xcalloc(1, sizeof(*j));
@@ -478,6 +568,8 @@ static void start_cycle(sc_sched_t *sc)
 	j->req.data = j;
 	sc__feed_take(sc->feed, &j->changes);
 	j->pools = sc__pool_input(sc->s, j->now);
+	j->need_core = !sc->s->ready || (sc->next_due && j->now >= sc->next_due) || j->pools ||
+	               safety_due(sc);
 	/* What the agents run, for moves and Pipelined pods (sched_move.c). */
 	j->agent_pods = sc->s->agent_pods ? json_deep_copy(sc->s->agent_pods) : NULL;
 	sc->job = j;
@@ -521,12 +613,16 @@ static void on_period(uv_timer_t *t)
 	sc_sched_t *sc = t->data;
 	if (sc->job || !sc__ha_is_leader(sc->s))
 		return;
-	uint64_t now_ms = uv_now(sc->s->loop), since = now_ms - sc->last_end;
-	double gap = IDLE_FACTOR * sc->last_cycle * 1000;
+	uint64_t now_ms = uv_now(sc->s->loop);
+	double since = (double)(now_ms - sc->last_end), since_core = (double)(now_ms - sc->core_end);
 	int64_t now = (int64_t)time(NULL);
 	bool due = (sc->next_due && now >= sc->next_due) || have_pools(sc);
-	if (sc__feed_pending(sc->feed) || !sc->s->ready || (due && (double)since >= gap) ||
-	    (double)since >= (gap > SAFETY_S * 1000 ? gap : SAFETY_S * 1000)) {
+	bool flush = sc->flush_due && now >= sc->flush_due;
+	/* A time rule runs the core, paced by what the core costs; deferred
+	 * reasons only the plan (decide()), paced by what that cost. */
+	if (sc__feed_pending(sc->feed) || !sc->s->ready ||
+	    (due && since_core >= IDLE_FACTOR * sc->core_cost * 1000) ||
+	    (flush && since >= IDLE_FACTOR * sc->last_cycle * 1000) || safety_due(sc)) {
 		cycle(sc);
 		return;
 	}

@@ -166,6 +166,10 @@ const sc_snapshot_t *sc__world_snapshot(sc_world_t *w, int64_t now);
 /* Leaves an object out after the core refused the snapshot because of it
  * (msg: the core's message); returns 1 when one was found. */
 int sc__world_exclude(sc_world_t *w, const char *msg);
+/* Changes whenever the snapshot's content may have changed (its arrays or
+ * config rebuilt): decisions taken at one generation hold for the same
+ * snapshot until it changes, but for the time rules. */
+uint64_t sc__world_gen(const sc_world_t *w);
 /* Objects of one rank in key order (borrowed). */
 sc_wobj_t *const *sc__world_objs(const sc_world_t *w, int rank, size_t *n);
 /* Hash of the drained nodes' names; 0 when none. */

@@ -44,6 +44,7 @@ struct sc_world {
 	sc_wobj_t **job_obj;
 	size_t nnodes, nqueues, nclasses, njobs;
 	bool dirty;
+	uint64_t gen; /* counts rebuilds of the arrays or the config */
 	uint64_t drain_hash;
 	/* The SchedulerConfig and Topology read into a config (the set owns
 	 * the strings and arrays it points to), redone when either changes. */
@@ -632,6 +633,7 @@ static void build_arrays(sc_world_t *w)
 	sc_strmap_free(&job_names);
 	free(has_child);
 	w->dirty = false;
+	w->gen++;
 }
 
 /* The snapshot's config: the defaults with the cluster's SchedulerConfig
@@ -676,6 +678,7 @@ static void build_config(sc_world_t *w)
 		w->config_set = set;
 	}
 	w->config_dirty = false;
+	w->gen++;
 }
 
 void sc__world_apply(sc_world_t *w, sc_changes_t *c, size_t *decoded)
@@ -752,6 +755,11 @@ int sc__world_exclude(sc_world_t *w, const char *msg)
 	o->vh_ok = true; /* decoded again at its next change, whatever it is */
 	build_arrays(w);
 	return 1;
+}
+
+uint64_t sc__world_gen(const sc_world_t *w)
+{
+	return w->gen;
 }
 
 sc_wobj_t *const *sc__world_objs(const sc_world_t *w, int rank, size_t *n)
