@@ -76,47 +76,6 @@ static bool within_quota(const sc_sched_t *s, int q, const res3_t *add, char *wh
 
 /* ---- failure cache ------------------------------------------------- */
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-	return h;
-}
-
-static uint64_t mix_str(uint64_t h, const char *s)
-{
-	for (; s && *s; s++)
-		h = mix(h, (unsigned char)*s);
-	return mix(h, 0xff);
-}
-
-/* The part of a job's failure-cache signature that its spec decides (see
- * signature()): made when the job is built (snapshot.c), while its spec is
- * in the cache, not when allocate reaches the job. */
-uint64_t sc__job_shape(const sjob_t *j)
-{
-	const sc_job_spec_t *js = j->spec;
-	uint64_t h = mix(0, (uint64_t)j->min_member);
-	h = mix(h, (uint64_t)js->placement);
-	h = mix(h, (uint64_t)js->spread_factor * 2 + js->serving);
-	h = mix_str(mix_str(h, js->topo_required), js->topo_preferred);
-	for (size_t t = 0; t < js->ntasks; t++) {
-		const sc_task_spec_t *ts = &js->tasks[t];
-		h = mix_str(h, ts->name);
-		h = mix(h, (uint64_t)ts->replicas);
-		h = mix(h, (uint64_t)ts->req.cpu_milli);
-		h = mix(h, (uint64_t)ts->req.memory);
-		h = mix(h, (uint64_t)ts->req.gpus);
-		h = mix(h, (uint64_t)ts->req.gpu_milli);
-		h = mix(h, (uint64_t)ts->req.gpu_memory);
-		h = mix_str(h, ts->req.mig);
-		for (size_t k = 0; k < ts->ngpu_models; k++)
-			h = mix_str(h, ts->gpu_models[k]);
-		for (size_t k = 0; k < ts->nselector; k++)
-			h = mix_str(mix_str(h, ts->selector[k].key), ts->selector[k].value);
-	}
-	return h;
-}
-
 /* A hash of everything that decides whether a job fits, and of the task
  * names its reason quotes: its shape, and where reservations hold nodes.
  * Jobs that already hold pods are never cached: where those pods are
@@ -134,9 +93,9 @@ static uint64_t signature(sc_sched_t *s, int job)
 	 * hashing the runtime itself made every job of a trace a shape of its
 	 * own (simulate --time spent 60 % of its time explaining). */
 	if (s->reserved_by) {
-		h = mix(h, (uint64_t)s->nres);
+		h = sc__mix(h, (uint64_t)s->nres);
 		for (int r = 0; r < s->nres; r++)
-			h = mix(h, sc__ends_before(s, job, s->res_until[r]));
+			h = sc__mix(h, sc__ends_before(s, job, s->res_until[r]));
 	}
 	/* Spread the last mixes over every bit (splitmix64's finalizer): the
 	 * low bit is forced below, and mix() of 0 or 1 may differ only there. */

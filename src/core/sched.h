@@ -126,11 +126,11 @@ typedef struct sjob {
 	 * bring the job to minMember, or one pod once it is there. */
 	int step;
 	res3_t step_req;
-	res3_t alloc;        /* resources held */
-	const char *reason;  /* pending reason when it stays pending */
-	const char *bad;     /* a reason the job cannot be scheduled at all */
-	uint64_t signature;  /* shape hash for failure caching */
-	uint64_t shape;      /* its spec's part (sc__job_shape), when shape_ok */
+	res3_t alloc;       /* resources held */
+	const char *reason; /* pending reason when it stays pending */
+	const char *bad;    /* a reason the job cannot be scheduled at all */
+	uint64_t signature; /* shape hash for failure caching */
+	uint64_t shape;     /* its spec's part (sc__job_shape), when shape_ok */
 	bool shape_ok;
 	bool done;           /* tried this cycle */
 	bool touched;        /* a pod was placed or evicted this cycle */
@@ -207,8 +207,8 @@ struct sc_sched {
 	bool quiet;                      /* simulating: no explanations */
 	void *scratch[SC_SCRATCH_SLOTS]; /* reusable buffers (sc__scratch) */
 	size_t scratch_cap[SC_SCRATCH_SLOTS];
-	bool presorted; /* every leaf's `sorted` is made (queue_order.c) */
-	int *order_tmp; /* scratch of sc__order_init: 2 x the largest leaf */
+	bool presorted;     /* every leaf's `sorted` is made (queue_order.c) */
+	int *order_tmp;     /* scratch of sc__order_init: 2 x the largest leaf */
 	int *running;       /* jobs holding pods, grouped by leaf queue */
 	int *running_start; /* per queue (nqueues + 1 entries) */
 	/* Statements' logs that emptied (statement.c), and pipelined
@@ -228,7 +228,21 @@ struct sc_sched {
  * (its contents are not kept); NULL when out of memory. */
 void *sc__scratch(sc_sched_t *s, int slot, size_t bytes);
 
-/* allocate.c: the spec's part of a job's failure-cache signature. */
+/* Hashing for the failure cache's signatures (allocate.c, snapshot.c). */
+static inline uint64_t sc__mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	return h;
+}
+
+static inline uint64_t sc__mix_str(uint64_t h, const char *s)
+{
+	for (; s && *s; s++)
+		h = sc__mix(h, (unsigned char)*s);
+	return sc__mix(h, 0xff);
+}
+
+/* snapshot.c: the spec's part of a job's failure-cache signature. */
 uint64_t sc__job_shape(const sjob_t *j);
 
 /* snapshot.c */

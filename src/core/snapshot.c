@@ -395,6 +395,34 @@ static int build_pods(sc_sched_t *s, sjob_t *j)
 	return 0;
 }
 
+/* The part of a job's failure-cache signature that its spec decides
+ * (allocate.c's signature()): made when the job is built, while its spec is
+ * in the CPU's cache, not when allocate reaches the job. */
+uint64_t sc__job_shape(const sjob_t *j)
+{
+	const sc_job_spec_t *js = j->spec;
+	uint64_t h = sc__mix(0, (uint64_t)j->min_member);
+	h = sc__mix(h, (uint64_t)js->placement);
+	h = sc__mix(h, (uint64_t)js->spread_factor * 2 + js->serving);
+	h = sc__mix_str(sc__mix_str(h, js->topo_required), js->topo_preferred);
+	for (size_t t = 0; t < js->ntasks; t++) {
+		const sc_task_spec_t *ts = &js->tasks[t];
+		h = sc__mix_str(h, ts->name);
+		h = sc__mix(h, (uint64_t)ts->replicas);
+		h = sc__mix(h, (uint64_t)ts->req.cpu_milli);
+		h = sc__mix(h, (uint64_t)ts->req.memory);
+		h = sc__mix(h, (uint64_t)ts->req.gpus);
+		h = sc__mix(h, (uint64_t)ts->req.gpu_milli);
+		h = sc__mix(h, (uint64_t)ts->req.gpu_memory);
+		h = sc__mix_str(h, ts->req.mig);
+		for (size_t k = 0; k < ts->ngpu_models; k++)
+			h = sc__mix_str(h, ts->gpu_models[k]);
+		for (size_t k = 0; k < ts->nselector; k++)
+			h = sc__mix_str(sc__mix_str(h, ts->selector[k].key), ts->selector[k].value);
+	}
+	return h;
+}
+
 static int job_setup(sc_sched_t *s, sjob_t *j)
 {
 	const sc_job_spec_t *js = j->spec;

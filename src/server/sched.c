@@ -195,6 +195,23 @@ static int64_t next_due(const sc_snapshot_t *s, const sc_decisions_t *d)
 		if (j && j->created > 0)
 			CONSIDER(j->created + s->config.reservation_after);
 	}
+	/* The queues' preempt and reclaim minimum runtimes, each value once
+	 * (every queue's apply to every running pod: conservative, and a
+	 * walk of the queues per job cost 11 million steps at 10,000 nodes). */
+	int64_t *rt = sc_xcalloc(2 * s->nqueues + 1, sizeof(*rt));
+	size_t nrt = 0;
+	for (size_t q = 0; q < s->nqueues; q++) {
+		int64_t v[2] = {s->queues[q].preempt_min_runtime, s->queues[q].reclaim_min_runtime};
+		if (!v[0] && !v[1])
+			continue;
+		for (int i = 0; i < 2; i++) {
+			size_t k = 0;
+			while (k < nrt && rt[k] != v[i])
+				k++;
+			if (k == nrt)
+				rt[nrt++] = v[i];
+		}
+	}
 	const sc_compaction_t *cp = &s->config.compaction;
 	bool compacting = d->npending && cp->enabled && s->config.pack_threshold > 0;
 	for (size_t i = 0; i < s->njobs; i++) {
@@ -218,19 +235,15 @@ static int64_t next_due(const sc_snapshot_t *s, const sc_decisions_t *d)
 				CONSIDER(ps->moved_at + 3600);
 			}
 		}
-		for (size_t q = 0; q < s->nqueues; q++) {
-			const sc_queue_spec_t *qs = &s->queues[q];
-			if (!qs->preempt_min_runtime && !qs->reclaim_min_runtime)
+		for (size_t p = 0; nrt && p < j->npods; p++) {
+			if (j->pods[p].phase != SC_POD_RUNNING || !j->pods[p].started_at)
 				continue;
-			for (size_t p = 0; p < j->npods; p++) {
-				if (j->pods[p].phase != SC_POD_RUNNING || !j->pods[p].started_at)
-					continue;
-				CONSIDER(j->pods[p].started_at + qs->preempt_min_runtime);
-				CONSIDER(j->pods[p].started_at + qs->reclaim_min_runtime);
-			}
+			for (size_t k = 0; k < nrt; k++)
+				CONSIDER(j->pods[p].started_at + rt[k]);
 		}
 	}
 #undef CONSIDER
+	free(rt);
 	return due;
 }
 
@@ -568,8 +581,8 @@ static void start_cycle(sc_sched_t *sc)
 	j->req.data = j;
 	sc__feed_take(sc->feed, &j->changes);
 	j->pools = sc__pool_input(sc->s, j->now);
-	j->need_core = !sc->s->ready || (sc->next_due && j->now >= sc->next_due) || j->pools ||
-	               safety_due(sc);
+	j->need_core =
+	    !sc->s->ready || (sc->next_due && j->now >= sc->next_due) || j->pools || safety_due(sc);
 	/* What the agents run, for moves and Pipelined pods (sched_move.c). */
 	j->agent_pods = sc->s->agent_pods ? json_deep_copy(sc->s->agent_pods) : NULL;
 	sc->job = j;
@@ -614,7 +627,8 @@ static void on_period(uv_timer_t *t)
 	if (sc->job || !sc__ha_is_leader(sc->s))
 		return;
 	uint64_t now_ms = uv_now(sc->s->loop);
-	double since = (double)(now_ms - sc->last_end), since_core = (double)(now_ms - sc->core_end);
+	double since = (double)(now_ms - sc->last_end),
+	       since_core = (double)(now_ms - sc->core_end);
 	int64_t now = (int64_t)time(NULL);
 	bool due = (sc->next_due && now >= sc->next_due) || have_pools(sc);
 	bool flush = sc->flush_due && now >= sc->flush_due;
