@@ -18,6 +18,17 @@ int sc__compact(sc_sched_t *s);
  * (KAI's ShouldPipelineJob, queue order refreshed). victims.c: KAI's rule
  * that non-preemptible work stays within its queue's quota. */
 int sc__preemptors_init(sc_sched_t *s);
+/* The victim searches of reclaim and preempt depend on the preemptor only
+ * through its leaf queue, priority, preemptibility, next step and shape
+ * (and, with reservations, whether it ends before each), while it holds
+ * no pods and no reservation: a search that failed fails again for an
+ * equivalent preemptor until a statement is committed. sc__vfail_key is
+ * that class (0: the job has none, always search); sc__vfail_seen
+ * whether a search of it failed since the last commit; sc__vfail_put
+ * notes a failure (SC_ENOMEM or 0). */
+uint64_t sc__vfail_key(sc_sched_t *s, int j, int action);
+bool sc__vfail_seen(sc_sched_t *s, uint64_t key);
+int sc__vfail_put(sc_sched_t *s, uint64_t key);
 bool sc__nonpreempt_within_quota(const sc_sched_t *s, const sjob_t *p);
 int sc__commit_preemption(sc_sched_t *s, sc_stmt_t *st, int j);
 

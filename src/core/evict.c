@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/actions.h"
+#include "core/reservation.h"
 #include "core/victims.h"
 
 /* A job evicted in this cycle does not turn around and evict others in the
@@ -24,7 +25,96 @@ static bool want_preemptor(sc_sched_t *s, int j, void *ctx)
 
 int sc__preemptors_init(sc_sched_t *s)
 {
+	/* Each action starts with no failure known (sc__vfail_seen). */
+	s->vfail_commits = s->commits + 1;
 	return sc__order_init(s, want_preemptor, NULL);
+}
+
+/* ---- failed searches, per class of preemptor ----------------------- */
+
+uint64_t sc__vfail_key(sc_sched_t *s, int j, int action)
+{
+	sjob_t *jb = &s->jobs[j];
+	if (jb->nrunning > 0 || jb->reservation || jb->nreserved)
+		return 0; /* where its pods are, or its reservation, matters */
+	if (!jb->shape_ok) {
+		jb->shape = sc__job_shape(jb);
+		jb->shape_ok = true;
+	}
+	uint64_t h = sc__mix(jb->shape, (uint64_t)action);
+	h = sc__mix(h, (uint64_t)jb->queue);
+	h = sc__mix(h, (uint64_t)(int64_t)jb->priority);
+	h = sc__mix(h, (uint64_t)jb->preemptible * 2 + 1);
+	h = sc__mix(h, (uint64_t)jb->step);
+	for (int r = 0; r < SC_RES_COUNT; r++) {
+		uint64_t bits;
+		memcpy(&bits, &jb->step_req.v[r], sizeof(bits));
+		h = sc__mix(h, bits);
+	}
+	if (s->reserved_by) {
+		h = sc__mix(h, (uint64_t)s->nres);
+		for (int r = 0; r < s->nres; r++)
+			h = sc__mix(h, sc__ends_before(s, j, s->res_until[r]));
+	}
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull; /* splitmix64's finalizer */
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	h ^= h >> 31;
+	return h | 1;
+}
+
+/* Forgets every failure once a statement was committed since. */
+static void vfail_sync(sc_sched_t *s)
+{
+	if (s->vfail_commits == s->commits)
+		return;
+	if (s->nvfail)
+		memset(s->vfail, 0, s->capvfail * sizeof(*s->vfail));
+	s->nvfail = 0;
+	s->vfail_commits = s->commits;
+}
+
+bool sc__vfail_seen(sc_sched_t *s, uint64_t key)
+{
+	vfail_sync(s);
+	if (!key || !s->capvfail)
+		return false;
+	size_t mask = s->capvfail - 1;
+	for (size_t i = key & mask; s->vfail[i]; i = (i + 1) & mask)
+		if (s->vfail[i] == key)
+			return true;
+	return false;
+}
+
+int sc__vfail_put(sc_sched_t *s, uint64_t key)
+{
+	vfail_sync(s);
+	if (!key)
+		return 0;
+	if ((s->nvfail + 1) * 2 > s->capvfail) {
+		size_t cap = s->capvfail ? s->capvfail * 2 : 1024;
+		uint64_t *n = sc_arena_calloc(s->arena, cap, sizeof(uint64_t));
+		if (!n)
+			return SC_ENOMEM;
+		for (size_t i = 0; i < s->capvfail; i++) {
+			if (!s->vfail[i])
+				continue;
+			size_t k = s->vfail[i] & (cap - 1);
+			while (n[k])
+				k = (k + 1) & (cap - 1);
+			n[k] = s->vfail[i];
+		}
+		s->vfail = n;
+		s->capvfail = cap;
+	}
+	size_t mask = s->capvfail - 1, i = key & mask;
+	while (s->vfail[i]) {
+		if (s->vfail[i] == key)
+			return 0;
+		i = (i + 1) & mask;
+	}
+	s->vfail[i] = key;
+	s->nvfail++;
+	return 0;
 }
 
 int sc__commit_preemption(sc_sched_t *s, sc_stmt_t *st, int j)
@@ -85,21 +175,23 @@ static int preempt(sc_sched_t *s)
 		sjob_t *p = &s->jobs[j];
 		if (p->step == 0 || (!p->preemptible && !sc__nonpreempt_within_quota(s, p)))
 			continue;
+		uint64_t key = sc__vfail_key(s, j, SC_ACT_PREEMPT);
+		if (sc__vfail_seen(s, key))
+			continue;
 		preempt_ctx_t x = {p->queue, p->priority, low};
 		vunit_t *c;
 		int nc = sc__victim_units(s, j, p->queue, preempt_pick, &x, &c);
-		if (nc <= 0) {
-			if (nc < 0)
-				return nc;
-			continue;
-		}
+		if (nc < 0)
+			return nc;
 		victim_rules_t rules = {NULL, &x, SC_ACT_PREEMPT, NULL, false};
 		sc_stmt_t st;
 		sc__stmt_open(&st, s);
-		rc = sc__find_victims(s, &st, j, c, nc, &rules);
+		rc = nc > 0 ? sc__find_victims(s, &st, j, c, nc, &rules) : 0;
+		if (rc == 0)
+			rc = sc__vfail_put(s, key);
+		else if (rc == 1)
+			rc = sc__commit_preemption(s, &st, j);
 		if (rc < 0)
-			return rc;
-		if (rc == 1 && (rc = sc__commit_preemption(s, &st, j)) < 0)
 			return rc;
 	}
 	return 0;

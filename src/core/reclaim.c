@@ -263,6 +263,9 @@ int sc__reclaim(sc_sched_t *s)
 		sjob_t *p = &s->jobs[j];
 		if (p->step == 0 || !can_reclaim(s, p))
 			continue;
+		uint64_t key = sc__vfail_key(s, j, SC_ACT_RECLAIM);
+		if (sc__vfail_seen(s, key))
+			continue;
 		x.queue = p->queue;
 		for (int q = 0; q < s->nqueues; q++) {
 			x.alloc0[q] = s->queues[q].allocated;
@@ -271,19 +274,18 @@ int sc__reclaim(sc_sched_t *s)
 		pick_ctx_t pc = {&x, j, -1, false};
 		vunit_t *c;
 		int nc = sc__victim_units(s, j, -1, reclaim_pick, &pc, &c);
-		if (nc <= 0) {
-			if (nc < 0)
-				return nc;
-			continue;
-		}
+		if (nc < 0)
+			return nc;
 		victim_rules_t rules = {reclaimable, &x, SC_ACT_RECLAIM, NULL,
 		                        s->snap->config.reclaim_consolidating};
 		sc_stmt_t st;
 		sc__stmt_open(&st, s);
-		rc = sc__find_victims(s, &st, j, c, nc, &rules);
+		rc = nc > 0 ? sc__find_victims(s, &st, j, c, nc, &rules) : 0;
+		if (rc == 0)
+			rc = sc__vfail_put(s, key); /* an equivalent job fails too */
+		else if (rc == 1)
+			rc = sc__commit_preemption(s, &st, j);
 		if (rc < 0)
-			return rc;
-		if (rc == 1 && (rc = sc__commit_preemption(s, &st, j)) < 0)
 			return rc;
 	}
 	return 0;

@@ -207,7 +207,12 @@ struct sc_sched {
 	bool quiet;                      /* simulating: no explanations */
 	void *scratch[SC_SCRATCH_SLOTS]; /* reusable buffers (sc__scratch) */
 	size_t scratch_cap[SC_SCRATCH_SLOTS];
-	bool presorted;     /* every leaf's `sorted` is made (queue_order.c) */
+	bool presorted; /* every leaf's `sorted` is made (queue_order.c) */
+	size_t commits; /* statements committed so far (statement.c) */
+	/* Preemptors whose victim search failed since commit number
+	 * vfail_commits, by sc__vfail_key (evict.c); empty slots are 0. */
+	uint64_t *vfail;
+	size_t nvfail, capvfail, vfail_commits;
 	int *order_tmp;     /* scratch of sc__order_init: 2 x the largest leaf */
 	int *running;       /* jobs holding pods, grouped by leaf queue */
 	int *running_start; /* per queue (nqueues + 1 entries) */

@@ -331,5 +331,6 @@ int sc__stmt_commit(sc_stmt_t *st)
 		pipe_put(st->s, st->ops[i].pipe);
 	st->nops = 0;
 	release_log(st);
+	st->s->commits++;
 	return 0;
 }
