@@ -158,6 +158,44 @@ static void expected(const sc_flag_t *f, char *out, size_t outsz)
 	}
 }
 
+/* set_value's numbers: parsed within the flag's bounds (those of the C
+ * type when the table gives none) into field. 0 or < 0. */
+static int set_number(const sc_flag_t *f, char *field, const char *v)
+{
+	int64_t i;
+	uint64_t u;
+	int rc;
+	switch (f->kind) {
+	case SC_FLAG_INT:
+		rc = sc_parse_i64(v, unbounded(f) ? INT_MIN : i64_bound(f->min),
+		                  no_max(f) ? INT_MAX : i64_bound(f->max), &i);
+		if (rc == 0)
+			*(int *)field = (int)i;
+		return rc;
+	case SC_FLAG_I64:
+		return sc_parse_i64(v, unbounded(f) ? INT64_MIN : i64_bound(f->min),
+		                    no_max(f) ? INT64_MAX : i64_bound(f->max), (int64_t *)field);
+	case SC_FLAG_U64:
+		return sc_parse_u64(v, u64_bound(f->min),
+		                    no_max(f) ? UINT64_MAX : u64_bound(f->max), (uint64_t *)field);
+	case SC_FLAG_NUM:
+		return sc_parse_num(v, unbounded(f) ? -1e308 : f->min, no_max(f) ? 1e308 : f->max,
+		                    (double *)field);
+	case SC_FLAG_DURATION:
+		return sc_parse_duration_ms(v, u64_bound(f->min),
+		                            no_max(f) ? UINT64_MAX : u64_bound(f->max),
+		                            (uint64_t *)field);
+	case SC_FLAG_SIZE:
+		rc = sc_parse_size(v, u64_bound(f->min), no_max(f) ? SIZE_MAX : u64_bound(f->max),
+		                   &u);
+		if (rc == 0)
+			*(size_t *)field = (size_t)u;
+		return rc;
+	default:
+		return SC_EINVAL;
+	}
+}
+
 static int set_value(const sc_flag_t *f, void *opts, const char *v, char *err, size_t errsz)
 {
 	char *field = (char *)opts + f->off;
@@ -178,39 +216,14 @@ static int set_value(const sc_flag_t *f, void *opts, const char *v, char *err, s
 		}
 		memcpy(field, v, strlen(v) + 1);
 		return 0;
-	case SC_FLAG_INT: {
-		int64_t x;
-		rc = sc_parse_i64(v, unbounded(f) ? INT_MIN : i64_bound(f->min),
-		                  no_max(f) ? INT_MAX : i64_bound(f->max), &x);
-		if (rc == 0)
-			*(int *)field = (int)x;
-		break;
-	}
+	case SC_FLAG_INT:
 	case SC_FLAG_I64:
-		rc = sc_parse_i64(v, unbounded(f) ? INT64_MIN : i64_bound(f->min),
-		                  no_max(f) ? INT64_MAX : i64_bound(f->max), (int64_t *)field);
-		break;
 	case SC_FLAG_U64:
-		rc = sc_parse_u64(v, u64_bound(f->min), no_max(f) ? UINT64_MAX : u64_bound(f->max),
-		                  (uint64_t *)field);
-		break;
 	case SC_FLAG_NUM:
-		rc = sc_parse_num(v, unbounded(f) ? -1e308 : f->min, no_max(f) ? 1e308 : f->max,
-		                  (double *)field);
-		break;
 	case SC_FLAG_DURATION:
-		rc = sc_parse_duration_ms(v, u64_bound(f->min),
-		                          no_max(f) ? UINT64_MAX : u64_bound(f->max),
-		                          (uint64_t *)field);
+	case SC_FLAG_SIZE:
+		rc = set_number(f, field, v);
 		break;
-	case SC_FLAG_SIZE: {
-		uint64_t x;
-		rc = sc_parse_size(v, u64_bound(f->min), no_max(f) ? SIZE_MAX : u64_bound(f->max),
-		                   &x);
-		if (rc == 0)
-			*(size_t *)field = (size_t)x;
-		break;
-	}
 	case SC_FLAG_ADDR:
 		rc = sc_parse_hostport(v, (sc_hostport_t *)field);
 		break;
