@@ -256,6 +256,20 @@ static int migrate(sqlite3 *db, const char *path, int readonly)
 		if (have > 0)
 			sc_log_info("store: %s migrated to schema %lld", path, (long long)v + 1);
 	}
+	/* Migration 3 packed every value in place: the file keeps its size
+	 * (the freed pages inside it) until it is rewritten once. A failure
+	 * (no room for the copy VACUUM writes) loses nothing: the file stays
+	 * as it is, only larger. */
+	if (have > 0 && have < 3 && want >= 3) {
+		uint64_t t0 = sc__store_now_ns();
+		if (exec(db, "VACUUM") == 0)
+			sc_log_info("store: %s rewritten packed in %.1f s", path,
+			            (double)(sc__store_now_ns() - t0) / 1e9);
+		else
+			sc_log_warn("store: %s could not be rewritten after migration 3; it keeps "
+			            "the space its values took before they were packed",
+			            path);
+	}
 	return (int)want;
 }
 
