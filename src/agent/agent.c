@@ -22,6 +22,7 @@
 #include "agent/agent_opts.h"
 #include "agent/guard.h"
 #include "agent/pod.h"
+#include "agent/cgname.h"
 #include "agent/cgv1.h"
 #include "agent/devcg.h"
 #include "agent/podenv.h"
@@ -397,6 +398,7 @@ static int setup(sc_agent_t *a)
 	int rc;
 	if ((rc = sc__podsec_init(a)) < 0 || (rc = sc__status_start(a)) < 0)
 		return rc;
+	sc__cgname_init(a);
 	sc__podenv_cgroup_init(a);
 	sc__devcg_init(a);
 	/* Before the first list: pods still running from an earlier agent are

@@ -98,8 +98,8 @@ void sc__cgv1_init(sc_agent_t *a)
 		if (!cgv1_find(ctl_names[c], mnt, sizeof(mnt), own, sizeof(own)))
 			continue;
 		const char *o = strcmp(own, "/") == 0 ? "" : own;
-		if (snprintf(a->cgv1[c].root, sizeof(a->cgv1[c].root), "%s%s/starcloud-%s", mnt, o,
-		             a->o.name) >= (int)sizeof(a->cgv1[c].root) ||
+		if (snprintf(a->cgv1[c].root, sizeof(a->cgv1[c].root), "%s%s/%s", mnt, o,
+		             a->cgroup_name) >= (int)sizeof(a->cgv1[c].root) ||
 		    snprintf(a->cgv1[c].home, sizeof(a->cgv1[c].home), "%s%s/tasks", mnt, o) >=
 		        (int)sizeof(a->cgv1[c].home))
 			continue;

@@ -116,7 +116,7 @@ void sc__devcg_init(sc_agent_t *a)
 	}
 	if (!sc__cgv1_mount("devices", mnt, sizeof(mnt)) ||
 	    !sc__cgv1_own("devices", own, sizeof(own)) ||
-	    snprintf(a->devcg_root, sizeof(a->devcg_root), "%s/starcloud-%s", mnt, a->o.name) >=
+	    snprintf(a->devcg_root, sizeof(a->devcg_root), "%s/%s", mnt, a->cgroup_name) >=
 	        (int)sizeof(a->devcg_root) ||
 	    snprintf(a->devcg_home, sizeof(a->devcg_home), "%s%s/cgroup.procs", mnt,
 	             strcmp(own, "/") == 0 ? "" : own) >= (int)sizeof(a->devcg_home)) {

@@ -169,7 +169,7 @@ typedef struct victim {
 } victim_t;
 
 /* A cgroup folder from a record is used only when it is one the agent
- * makes for this pod (.../starcloud-NODE/JOB.POD): the guard runs as root
+ * makes for this pod (.../starcloud-NODE-HASH/JOB.POD, cgname.h): the guard runs as root
  * and kills what it lists. */
 static int cgroup_ok(const char *dir, const char *job, const char *pod)
 {

@@ -286,7 +286,7 @@ void sc__podenv_cgroup_init(sc_agent_t *a)
 		sc__cgv1_init(a);
 		return;
 	}
-	snprintf(a->cgroup_root, sizeof(a->cgroup_root), "%s/starcloud-%s", root, a->o.name);
+	snprintf(a->cgroup_root, sizeof(a->cgroup_root), "%s/%s", root, a->cgroup_name);
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
 	/* pids bounds a fork bomb; a host without the controller still gets
 	 * CPU and memory limits, and is told. */

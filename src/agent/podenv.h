@@ -28,7 +28,8 @@ sc_spawn_opts_t sc__podenv_spawn_opts(const sc_pod_t *p, char **argv, sc_podenv_
  * keeps its O_APPEND descriptor and goes on writing at the new end. */
 void sc__podenv_rotate(sc_pod_t *p);
 /* Checks once whether pods get cgroup v2 cgroups (a->cgroup_ok) and
- * whether limits can be set there (a->cgroup_limits); else cgroup v1. */
+ * whether limits can be set there (a->cgroup_limits); else cgroup v1.
+ * The folders are named a->cgroup_name (cgname.h). */
 void sc__podenv_cgroup_init(sc_agent_t *a);
 /* Moves pid into a new cgroup with the task's cpu and memory limits and
  * its device program (cgroup v2; on v1 the pod is born inside, cgv1.h).

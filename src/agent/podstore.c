@@ -148,30 +148,29 @@ static int record_valid(json_t *rec, const char *job, const char *pod)
 	       json_is_object(json_object_get(rec, "binding"));
 }
 
-/* One folder DATA/pods/JOB/POD: adopts its pod when the recorded process
- * still runs; 1 when adopted. */
-static int adopt_one(sc_agent_t *a, const char *job, const char *pod,
-                     sc_pod_t *(*adopt)(sc_agent_t *a, json_t *rec))
+/* The record of DATA/pods/JOB/POD when it is valid and its process still
+ * runs (new reference), else NULL; gone is set when the record names a
+ * process that ended. warn: log a record that is not valid. */
+static json_t *live_record(const sc_agent_t *a, const char *job, const char *pod, int *gone,
+                           int warn)
 {
 	char path[1200];
 	snprintf(path, sizeof(path), "%s/pods/%s/%s/" RECORD, a->o.data_dir, job, pod);
 	json_t *rec = json_load_file(path, 0, NULL);
-	int adopted = 0;
+	*gone = 0;
 	if (!rec)
-		return 0;
+		return NULL;
 	if (!record_valid(rec, job, pod)) {
-		sc_log_warn("%s: not a valid pod record; ignored", path);
-	} else if (sc__pod_find(a, job, pod)) {
-		/* Already ours (cannot happen at start-up; be safe). */
+		if (warn)
+			sc_log_warn("%s: not a valid pod record; ignored", path);
 	} else if (!sc__proc_alive(int_of(rec, "pid"), (unsigned long long)json_integer_value(
 	                                                   json_object_get(rec, "startTicks")))) {
-		unlink(path); /* the process ended while no agent watched it */
+		*gone = 1;
 	} else {
-		adopt(a, rec);
-		adopted = 1;
+		return rec;
 	}
 	json_decref(rec);
-	return adopted;
+	return NULL;
 }
 
 static int is_entry(const struct dirent *d)
@@ -179,7 +178,10 @@ static int is_entry(const struct dirent *d)
 	return d->d_name[0] != '.';
 }
 
-int sc__podstore_adopt_all(sc_agent_t *a, sc_pod_t *(*adopt)(sc_agent_t *a, json_t *rec))
+typedef int (*folder_fn)(sc_agent_t *a, const char *job, const char *pod, void *arg);
+
+/* Calls fn on every folder DATA/pods/JOB/POD; the sum of what it returns. */
+static int each_folder(sc_agent_t *a, folder_fn fn, void *arg)
 {
 	char dir[1024];
 	int n = 0;
@@ -194,15 +196,78 @@ int sc__podstore_adopt_all(sc_agent_t *a, sc_pod_t *(*adopt)(sc_agent_t *a, json
 		DIR *pods = opendir(jdir);
 		while (pods && (p = readdir(pods)))
 			if (is_entry(p))
-				n += adopt_one(a, j->d_name, p->d_name, adopt);
+				n += fn(a, j->d_name, p->d_name, arg);
 		if (pods)
 			closedir(pods);
 	}
 	if (jobs)
 		closedir(jobs);
+	return n;
+}
+
+typedef struct adopter {
+	sc_pod_t *(*adopt)(sc_agent_t *a, json_t *rec);
+} adopter_t;
+
+/* One folder: adopts its pod when the recorded process still runs; 1 when
+ * adopted. */
+static int adopt_one(sc_agent_t *a, const char *job, const char *pod, void *arg)
+{
+	char path[1200];
+	int gone;
+	json_t *rec = live_record(a, job, pod, &gone, 1);
+	if (gone) {
+		/* the process ended while no agent watched it */
+		snprintf(path, sizeof(path), "%s/pods/%s/%s/" RECORD, a->o.data_dir, job, pod);
+		unlink(path);
+	}
+	if (!rec || sc__pod_find(a, job, pod)) { /* already ours: cannot happen at start-up */
+		json_decref(rec);
+		return 0;
+	}
+	((adopter_t *)arg)->adopt(a, rec);
+	json_decref(rec);
+	return 1;
+}
+
+int sc__podstore_adopt_all(sc_agent_t *a, sc_pod_t *(*adopt)(sc_agent_t *a, json_t *rec))
+{
+	adopter_t ad = {adopt};
+	int n = each_folder(a, adopt_one, &ad);
 	if (n)
 		sc_log_info("adopted %d running pod%s from an earlier agent", n, n == 1 ? "" : "s");
 	return n;
+}
+
+/* 1 when pid's cgroup in some hierarchy is .../NAME/JOB.POD. */
+static int proc_in_cgroup(int pid, const char *name, const char *job, const char *pod)
+{
+	char path[64], line[2048], tail[800];
+	int found = 0;
+	size_t t = (size_t)snprintf(tail, sizeof(tail), "/%s/%s.%s", name, job, pod);
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	FILE *f = t < sizeof(tail) ? fopen(path, "re") : NULL;
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\n");
+		found = n >= t && memcmp(line + n - t, tail, t) == 0;
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static int in_cgroup_one(sc_agent_t *a, const char *job, const char *pod, void *arg)
+{
+	int gone, found;
+	json_t *rec = live_record(a, job, pod, &gone, 0);
+	found = rec && proc_in_cgroup(int_of(rec, "pid"), arg, job, pod);
+	json_decref(rec);
+	return found;
+}
+
+int sc__podstore_in_cgroup(sc_agent_t *a, const char *name)
+{
+	return each_folder(a, in_cgroup_one, (void *)name) > 0;
 }
 
 /* ---- retention --------------------------------------------------------- */

@@ -27,6 +27,10 @@ void sc__podstore_settings(sc_pod_t *p, json_t *rec);
  * it); records of processes that are gone are removed. Returns the number
  * of pods adopted. */
 int sc__podstore_adopt_all(sc_agent_t *a, sc_pod_t *(*adopt)(sc_agent_t *a, json_t *rec));
+/* 1 when the process of a pod recorded here still runs in a cgroup folder
+ * named name (.../NAME/JOB.POD in any hierarchy): the pods an agent of an
+ * earlier layout left running (cgname.h). */
+int sc__podstore_in_cgroup(sc_agent_t *a, const char *name);
 /* 1 when pid runs (not a zombie) and started at ticks (0: any start). */
 int sc__proc_alive(int pid, unsigned long long ticks);
 /* Removes the folders of pods that are not running here: those idle for

@@ -133,16 +133,19 @@ struct sc_agent {
 	int cgroup_limits; /* ... with cpu and memory limits (the controllers are on) */
 	int cgroup_pids;   /* the pids controller is on: pids.max per pod */
 	unsigned ticks;    /* seconds since start, for hourly chores */
-	char cgroup_root[256];
+	/* The name of the agent's folder under every cgroup hierarchy (v2,
+	 * each v1 controller, devices): starcloud-NODE-HASH (cgname.h). */
+	char cgroup_name[256];
+	char cgroup_root[300]; /* /sys/fs/cgroup/cgroup_name */
 	/* cgroup v1 limits (cgv1.c), used where v2 has no controllers. */
 	struct {
 		int ok;         /* the controller's hierarchy is writable */
-		char root[512]; /* CTL/OWN/starcloud-NODE */
+		char root[512]; /* CTL/OWN/cgroup_name */
 		char home[600]; /* CTL/OWN/tasks: where the agent's thread returns */
 	} cgv1[SC_CGV1_NCTL];
 	int devcg_ok;         /* pods get devices cgroups (devcg.c) */
 	int devbpf_ok;        /* cgroup v2: pods get BPF device programs (devbpf.h) */
-	char devcg_root[512]; /* DEVICES/starcloud-NODE */
+	char devcg_root[512]; /* DEVICES/cgroup_name */
 	char devcg_home[600]; /* the agent's own cgroup.procs there */
 	char advertise[128];
 	char server[520]; /* the server in use, from --server URL1,URL2 */

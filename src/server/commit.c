@@ -42,7 +42,6 @@
 #include "starcloud/error.h"
 
 #define PROBE_MS 1000
-#define QUIET_MS 2000
 
 typedef struct flush_job {
 	uv_work_t req;
@@ -101,25 +100,6 @@ static void release(sc_server_t *s)
 	if (s->http)
 		sc_http_release(s->http, readable_rev(s));
 	sc__watch_flush(s->watch, readable_rev(s));
-}
-
-/* Every QUIET_MS: when nothing was committed since the last tick and all
- * of it is durable, the store may give space back (SQLite: the WAL, 16-52
- * MB while the server writes, goes into the database and is truncated);
- * once per quiet spell. On the loop thread: a quiet loop has nothing else
- * to do, and the checkpoint it does here is one a busy loop does not. */
-static void on_quiet(uv_timer_t *t)
-{
-	sc_server_t *s = t->data;
-	int64_t rev = s->committed_rev;
-	if (rev != s->quiet_seen) {
-		s->quiet_seen = rev;
-		return;
-	}
-	if (rev == s->quiet_done || s->flushing || s->storage_error || s->durable_rev < rev)
-		return;
-	s->quiet_done = rev;
-	sc_store_quiet(s->store);
 }
 
 static void on_probe(uv_timer_t *t)
@@ -289,14 +269,10 @@ void sc__commit_start(sc_server_t *s)
 		sc_http_set_hold_check(s->http, current_rev, s);
 	uv_check_init(s->loop, &s->commit);
 	uv_timer_init(s->loop, &s->probe);
-	uv_timer_init(s->loop, &s->quiet);
-	s->commit.data = s->probe.data = s->quiet.data = s;
-	s->quiet_seen = s->quiet_done = -1;
+	s->commit.data = s->probe.data = s;
 	uv_check_start(&s->commit, on_commit);
-	uv_timer_start(&s->quiet, on_quiet, QUIET_MS, QUIET_MS);
 	uv_unref((uv_handle_t *)&s->commit);
 	uv_unref((uv_handle_t *)&s->probe);
-	uv_unref((uv_handle_t *)&s->quiet);
 }
 
 void sc__commit_stop(sc_server_t *s)
@@ -304,5 +280,4 @@ void sc__commit_stop(sc_server_t *s)
 	s->stopping = 1;
 	uv_close((uv_handle_t *)&s->commit, NULL);
 	uv_close((uv_handle_t *)&s->probe, NULL);
-	uv_close((uv_handle_t *)&s->quiet, NULL);
 }

@@ -91,7 +91,6 @@ typedef struct sc_server {
 	const char *admin_token_file; /* --admin-token-file, or NULL: print it */
 	uv_check_t commit;            /* group commit at the end of each loop iteration */
 	uv_timer_t probe;             /* while the storage refuses writes (commit.c) */
-	uv_timer_t quiet;             /* the store gives space back when quiet (commit.c) */
 	int ready;
 	/* Node -> {"<kind>/<job>/<pod>": true}: the pods with a live process
 	 * (running or still stopping) its agent listed in its last heartbeat,
@@ -114,8 +113,6 @@ typedef struct sc_server {
 	int64_t void_from, void_to; /* revisions (void_from, void_to] were undone */
 	int pipelined;              /* the store's fsync runs on a worker thread */
 	int flushing;               /* that fsync is in flight */
-	int64_t quiet_seen;         /* committed_rev at the last quiet tick */
-	int64_t quiet_done;         /* the store was told it is quiet at this revision */
 	int stopping;
 	unsigned long rollbacks_seen; /* store->rollbacks already dealt with */
 	unsigned long store_epoch;    /* moves when the store undid writes */

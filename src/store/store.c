@@ -92,11 +92,6 @@ int sc_store_flush_fd(sc_store_t *s)
 	return s->ops->flush_fd ? s->ops->flush_fd(s) : -1;
 }
 
-int sc_store_quiet(sc_store_t *s)
-{
-	return s->ops->quiet ? s->ops->quiet(s) : 0;
-}
-
 int sc_store_watch(sc_store_t *s, const char *prefix, int64_t from_rev, sc_store_watch_fn fn,
                    void *ud, sc_store_watch_t **out)
 {

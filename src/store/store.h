@@ -109,11 +109,6 @@ typedef struct sc_store_ops {
 	 * write waits for one. */
 	int (*commit)(sc_store_t *s);
 	int (*flush_fd)(sc_store_t *s);
-	/* The caller has written nothing for a while and every write is
-	 * durable: the backend may give disk space back (SQLite: the WAL is
-	 * checkpointed into the database and truncated). Never blocks on a
-	 * reader; 0 or < 0, nothing is lost either way (NULL: nothing to do). */
-	int (*quiet)(sc_store_t *s);
 	void (*close)(sc_store_t *s);
 	/* Asynchronous calls (NULL: the generic code runs the blocking call
 	 * and the callback at once). submit takes the call. */
@@ -155,8 +150,6 @@ int sc_store_sync(sc_store_t *s);
  * nothing waits (then everything committed is durable already). */
 int sc_store_commit(sc_store_t *s);
 int sc_store_flush_fd(sc_store_t *s);
-/* ops->quiet (0 when the backend has none). */
-int sc_store_quiet(sc_store_t *s);
 /* While rc < 0, every write fails with rc at once, touching nothing (the
  * server stops writing to a full disk); 0 takes writes again. */
 void sc_store_refuse_writes(sc_store_t *s, int rc);

@@ -62,8 +62,6 @@
 /* The WAL shrinks back to this after a checkpoint (it is reused in place
  * and would otherwise keep its largest size). */
 #define WAL_KEEP_BYTES 16777216
-/* A quiet server truncates a WAL of at least this many bytes (sq_quiet). */
-#define QUIET_MIN_WAL (1 << 20)
 /* Changes per revision: a change's id is rev << OP_BITS | its index. */
 #define OP_BITS 20
 #define MAX_OPS ((size_t)1 << OP_BITS)
@@ -735,35 +733,6 @@ static int sq_flush_fd(sc_store_t *s)
 	return fd;
 }
 
-/* The server has been quiet: the WAL (16-52 MB while the server writes:
- * checkpointed every WAL_PAGES pages, kept at WAL_KEEP_BYTES after) goes
- * into the database and is truncated, so a quiet server's store is its
- * database file. The checkpoint syncs the WAL before it copies and the
- * database before it truncates, so nothing committed can be lost; a
- * reader (a backup) holding the WAL makes it SQLITE_BUSY at once (no busy
- * wait on the loop thread), and it is tried the next quiet time. */
-static int sq_quiet(sc_store_t *s)
-{
-	sqlite_store_t *q = (sqlite_store_t *)s;
-	struct stat st;
-	if (q->batch_open || q->dirty || q->unflushed || q->lost < 0 || stat(q->walpath, &st) < 0 ||
-	    st.st_size < QUIET_MIN_WAL)
-		return 0;
-	uint64_t t0 = sc__store_now_ns();
-	sqlite3_busy_timeout(q->db, 0);
-	int rc = sqlite3_wal_checkpoint_v2(q->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-	sqlite3_busy_timeout(q->db, 5000);
-	if (rc == SQLITE_BUSY)
-		return 0;
-	if (rc != SQLITE_OK) {
-		sc_log_warn("store: cannot checkpoint %s: %s", q->walpath, sqlite3_errmsg(q->db));
-		return db_error(q->db);
-	}
-	sc_log_debug("store: quiet: %lld bytes of WAL checkpointed and truncated in %.3f s",
-	             (long long)st.st_size, (double)(sc__store_now_ns() - t0) / 1e9);
-	return 0;
-}
-
 /* The write-probe of a store that refused writes: a row of meta, which no
  * reader lists, committed and synced like any batch. */
 static int sq_probe(sc_store_t *s)
@@ -824,7 +793,6 @@ static const sc_store_ops_t sqlite_ops = {
     .probe = sq_probe,
     .commit = sq_commit,
     .flush_fd = sq_flush_fd,
-    .quiet = sq_quiet,
     .close = sq_close,
 };
 

@@ -40,6 +40,9 @@ class Agent:
         with open(self.data_dir + ".log") as f:
             return f.read()
 
+    def cgroup_name(self):
+        return cgroup_name(self.name, self.data_dir)
+
     def pod_dir(self, job, pod):
         return os.path.join(self.data_dir, "pods", job, pod)
 
@@ -47,6 +50,16 @@ class Agent:
         """The pod's own folder (its cwd and HOME, owned by its uid); the
         pod folder above it holds the agent's files (log, record)."""
         return os.path.join(self.pod_dir(job, pod), "work")
+
+
+def cgroup_name(node, data_dir):
+    """The agent's folder under every cgroup hierarchy (src/agent/cgname.h):
+    starcloud-NODE-HASH, HASH the 8 hex digits of a 32-bit FNV-1a over the
+    node name and the data folder's real path, each with its NUL."""
+    h = 2166136261
+    for b in node.encode() + b"\0" + os.path.realpath(str(data_dir)).encode() + b"\0":
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return "starcloud-%s-%08x" % (node[:255 - len("starcloud--00000000")], h)
 
 
 def metrics_secret(folder, secret="scrape-secret-0123456789"):

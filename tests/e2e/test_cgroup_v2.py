@@ -62,7 +62,7 @@ class V2Agent(Agent):
         super().stop(sig)
         # What it made at the root of the unified hierarchy (empty by now,
         # its pods stopped; kept by the kernel while a process is in it).
-        root = os.path.join(v2_mount(), "starcloud-" + self.name)
+        root = os.path.join(v2_mount(), self.cgroup_name())
         for d in (os.listdir(root) if os.path.isdir(root) else []):
             if os.path.isdir(os.path.join(root, d)):
                 try:
@@ -102,12 +102,12 @@ def test_v2_device_program_hides_other_gpus(server, admin, tmp_path):
         assert none["nvidiactl"] == none["nvidia-uvm"] == "EPERM"
         # A running pod is in its v2 cgroup, which goes with it.
         run_job(admin, "long", ["sleep", "600"], gpu=1, restartPolicy="Never")
-        pod_cg = os.path.join(v2_mount(), "starcloud-" + name, "long.long-main-0")
+        pod_cg = os.path.join(v2_mount(), a.cgroup_name(), "long.long-main-0")
         pid = wait_for(lambda: pods_of(admin, "long").get("long-main-0", {}).get("phase") ==
                        "Running" and os.path.exists(pod_cg) and open(
                            pod_cg + "/cgroup.procs").read().split(), what="long's cgroup",
                        timeout=40)
-        assert v2_cgroup(int(pid[0])) == "/starcloud-%s/long.long-main-0" % name
+        assert v2_cgroup(int(pid[0])) == "/%s/long.long-main-0" % a.cgroup_name()
         admin.delete(admin.base + "/jobs/long")
         wait_for(lambda: not os.path.exists(pod_cg), timeout=40,
                  what="the pod's cgroup removed")
@@ -125,7 +125,7 @@ def test_v2_guard_kills_a_pod_child_that_left_its_group(server, admin, tmp_path)
     try:
         wait_for(lambda: ready(admin, name), timeout=40, what="the node ready")
         main, gc = hostile_pod(admin, "hostile", "hostile-main-0", here)
-        assert v2_cgroup(gc) == "/starcloud-%s/hostile.hostile-main-0" % name
+        assert v2_cgroup(gc) == "/%s/hostile.hostile-main-0" % a.cgroup_name()
         a.proc.send_signal(signal.SIGSTOP)
         wait_for(lambda: not alive(main), timeout=60, what="the guard fenced the pod")
         wait_for(lambda: not alive(gc), timeout=30,

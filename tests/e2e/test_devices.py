@@ -95,12 +95,12 @@ def test_pods_see_only_their_gpus(server, admin, tmp_path):
         assert devices_cgroup(a.proc.pid) == home
         # A running pod is in its cgroup; the cgroup goes with the pod.
         run_job(admin, "long", ["sleep", "600"], gpu=1, restartPolicy="Never")
-        pod_cg = os.path.join(DEVICES, "starcloud-" + name, "long.long-main-0")
+        pod_cg = os.path.join(DEVICES, a.cgroup_name(), "long.long-main-0")
         pid = wait_for(lambda: pods_of(admin, "long").get("long-main-0", {}).get("phase") ==
                        "Running" and os.path.exists(pod_cg) and open(
                            pod_cg + "/cgroup.procs").read().split(), what="long's cgroup")
-        assert devices_cgroup(int(pid[0])).endswith("/starcloud-%s/long.long-main-0" % name)
-        assert not os.path.exists(os.path.join(DEVICES, "starcloud-" + name, "two.two-main-0"))
+        assert devices_cgroup(int(pid[0])).endswith("/%s/long.long-main-0" % a.cgroup_name())
+        assert not os.path.exists(os.path.join(DEVICES, a.cgroup_name(), "two.two-main-0"))
         admin.delete(admin.base + "/jobs/long")
         wait_for(lambda: not os.path.exists(pod_cg), what="the pod's cgroup removed")
         # An exec probe runs the tenant's code too: in the pod's cgroup.
@@ -118,7 +118,7 @@ def test_pods_see_only_their_gpus(server, admin, tmp_path):
             assert set(json.load(f).values()) == {"EPERM"}
     finally:
         a.stop()
-    wait_for(lambda: not os.path.exists(os.path.join(DEVICES, "starcloud-" + name)),
+    wait_for(lambda: not os.path.exists(os.path.join(DEVICES, a.cgroup_name())),
              what="the agent's cgroup folder removed")
 
 
@@ -159,7 +159,7 @@ def test_without_cap_sys_admin_the_agent_says_so(server, admin, tmp_path):
     try:
         wait_for(lambda: "GPU isolation NOT enforced" in a.output(), what="the warning")
         assert "CAP_SYS_ADMIN" in a.output()
-        assert not os.path.exists(os.path.join(DEVICES, "starcloud-" + name))
+        assert not os.path.exists(os.path.join(DEVICES, a.cgroup_name()))
         wait_for(lambda: admin.get(admin.base + "/nodes/" + name).json().get(
             "status", {}).get("ready"), what="agent ready")
         setup_queue(admin)

@@ -56,7 +56,7 @@ def stat_of(path):
 
 
 def agent_root(a, ctl):
-    return os.path.join(V1, ctl, a.home[ctl].lstrip("/"), "starcloud-" + a.name)
+    return os.path.join(V1, ctl, a.home[ctl].lstrip("/"), a.cgroup_name())
 
 
 @pytest.fixture
@@ -107,15 +107,16 @@ def test_memory_above_the_limit_is_oom_killed_and_reported(admin, agent):
 
 
 def test_agent_folder_removed_under_it_is_made_again(admin, agent):
-    """Another agent of the same name on this machine (a second test run)
-    removes the node's cgroup folders at exit while they are empty: the
-    next pod makes them again instead of failing to start."""
+    """The agent's cgroup folders removed under it while they are empty (by
+    an operator's clean-up, or an agent of the earlier layout of the same
+    node name at its exit): the next pod makes them again instead of
+    failing to start."""
     for ctl in ("cpu", "memory", "pids"):
         os.rmdir(agent_root(agent, ctl))  # empty: no pod yet
     run_job(admin, "again", ["sleep", "600"], restartPolicy="Never")
     pid = running_pid(agent, "again")
     for ctl in ("cpu", "memory", "pids"):
-        assert cgroup_of(pid, ctl).endswith("/starcloud-%s/again.again-main-0" % agent.name)
+        assert cgroup_of(pid, ctl).endswith("/%s/again.again-main-0" % agent.cgroup_name())
     assert pods_of(admin, "again")["again-main-0"].get("restarts", 0) == 0
 
 
@@ -133,7 +134,7 @@ def test_limits_written_and_cpu_throttled(admin, agent):
     assert read(pids_dir + "/pids.max").strip() == "4096"
     # Born inside: the pod's process is in all three.
     for ctl in ("cpu", "memory", "pids"):
-        assert cgroup_of(pid, ctl).endswith("/starcloud-%s/%s" % (agent.name, pod)), ctl
+        assert cgroup_of(pid, ctl).endswith("/%s/%s" % (agent.cgroup_name(), pod)), ctl
     # A busy loop at 100m is throttled, period after period.
     wait_for(lambda: stat_of(cpu_dir + "/cpu.stat")["nr_throttled"] >= 5, timeout=60,
              what="spin throttled")
@@ -203,7 +204,7 @@ def test_exec_probe_runs_as_the_pod_inside_its_cgroups(admin, agent):
     for ctl in ("cpu", "memory", "pids"):
         path = [p for c, p in lines.items() if ctl in c.split(",")][0]
         assert path == cgroup_of(pid, ctl) and path.endswith(
-            "/starcloud-%s/%s" % (agent.name, pod)), (ctl, path, cg)
+            "/%s/%s" % (agent.cgroup_name(), pod)), (ctl, path, cg)
     wait_for(pod_where(admin, "who", "who-main-0", lambda p: p["ready"]), timeout=60,
              what="ready by the probe")
 

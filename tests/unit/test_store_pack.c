@@ -1,5 +1,4 @@
-/* The SQLite store's packed values (schema 3), and its WAL given back
- * when the server is quiet. Packed values: a value of 128 bytes or
+/* The SQLite store's packed values (schema 3): a value of 128 bytes or
  * more is stored deflated when that is smaller, anything else as text;
  * every read (get, list, the change log's replay, a delete's event, the
  * live-byte count after a reopen) gives back exactly what was written,
@@ -11,8 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -214,81 +211,11 @@ static void damaged_value_is_an_error(void **state)
 	}
 }
 
-static long long wal_bytes(const char *dir)
-{
-	char path[128];
-	struct stat st;
-	snprintf(path, sizeof(path), "%s/store.db-wal", dir);
-	return stat(path, &st) == 0 ? (long long)st.st_size : 0;
-}
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* A quiet store gives its WAL back (checkpointed into the database,
- * truncated), losing nothing; with a reader holding the WAL it returns
- * at once (no busy wait) and tries again the next time. */
-static void quiet_truncates_the_wal(void **state)
-{
-	fixture_t *f = *state;
-	sc_store_t *s = NULL;
-	char key[32], path[128];
-	sqlite3 *db;
-	sqlite3_stmt *st;
-	assert_int_equal(sc_store_sqlite_open(f->dir, &s), 0);
-	assert_int_equal(sc_store_quiet(s), 0); /* an empty WAL: nothing to do */
-	for (int i = 0; i < 400; i++) {
-		snprintf(key, sizeof(key), "q/%03d", i);
-		assert_int_equal(sc_store_put(s, key, f->vals[3], SC_REV_ANY, NULL), 0);
-		assert_int_equal(sc_store_sync(s), 0);
-	}
-	long long before = wal_bytes(f->dir);
-	assert_true(before >= 1 << 20);
-
-	/* A reader in a read transaction: the WAL stays, and quickly. */
-	snprintf(path, sizeof(path), "%s/store.db", f->dir);
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM kv", -1, &st, NULL),
-	                 SQLITE_OK);
-	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int(st, 0), 400);
-	double t0 = now_s();
-	assert_int_equal(sc_store_quiet(s), 0);
-	assert_true(now_s() - t0 < 4.0); /* the store's busy wait is 5 s */
-	assert_true(wal_bytes(f->dir) > 0);
-	sqlite3_finalize(st);
-	assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
-
-	assert_int_equal(sc_store_quiet(s), 0);
-	assert_int_equal(wal_bytes(f->dir), 0);
-	/* Writes go on after it, and everything reads back after a reopen. */
-	assert_int_equal(sc_store_put(s, "q/after", f->vals[1], SC_REV_ANY, NULL), 0);
-	assert_int_equal(sc_store_sync(s), 0);
-	sc_store_close(s);
-	assert_int_equal(sc_store_sqlite_open(f->dir, &s), 0);
-	sc_kv_list_t l = {0};
-	assert_int_equal(sc_store_list(s, "q/", &l), 0);
-	assert_int_equal(l.n, 401);
-	for (size_t i = 0; i < l.n; i++)
-		assert_string_equal(l.items[i].value, strcmp(l.items[i].key, "q/after") == 0
-		                                          ? f->vals[1]
-		                                          : f->vals[3]);
-	sc_kv_list_free(&l);
-	sc_store_close(s);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(values_read_back_as_written, setup, teardown),
 	    cmocka_unit_test_setup_teardown(damaged_value_is_an_error, setup, teardown),
-	    cmocka_unit_test_setup_teardown(quiet_truncates_the_wal, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
