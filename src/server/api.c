@@ -264,9 +264,10 @@ static void answer_stored(api_req_t *a, json_t *obj, int64_t rev, int ok, sc_man
 		sc__cache_give_decoded(o, one, vh);
 	else
 		sc_manifest_obj_free(one);
-	const sc_wire_t *w = o ? sc__cache_wire(o) : NULL;
+	sc_wire_t *w = o ? sc__cache_wire_ref(o) : NULL;
 	if (w) {
 		sc_http_respond(a->r, ok, "application/json", w->data, w->len + 1);
+		sc__wire_unref(w);
 		json_decref(obj);
 		return;
 	}
@@ -423,7 +424,7 @@ static void do_get(api_req_t *a)
 		              a->who.node);
 		return;
 	}
-	const sc_wire_t *w = o && !denied && (parsed || !scoped) ? sc__cache_wire(o) : NULL;
+	sc_wire_t *w = o && !denied && (parsed || !scoped) ? sc__cache_wire_ref(o) : NULL;
 	if (!w) {
 		sc__api_error(a->r, 404, "NotFound", NULL, "%s \"%s\" not found", a->kind->kind,
 		              a->name);
@@ -433,6 +434,7 @@ static void do_get(api_req_t *a)
 	 * fsync of newer writes (commit.c). */
 	sc_http_answer_rev(a->r, o->mod_rev);
 	sc_http_respond(a->r, 200, "application/json", w->data, w->len + 1);
+	sc__wire_unref(w);
 }
 
 /* Node authorization: an agent lists and watches only what is bound to its

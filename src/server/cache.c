@@ -604,9 +604,9 @@ sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json
 		return NULL;
 	/* Jobs and deployments keep their text (several times smaller than
 	 * its tree, and the scheduling loop's feed takes it as it is): the
-	 * answer bytes are made from it; the tree is kept only for the kinds
-	 * few of which exist. */
-	if (answer && !o->wire && o->text)
+	 * answer bytes are made from it when asked for (sc__cache_wire_ref);
+	 * the tree is kept only for the kinds few of which exist. */
+	if (answer && !o->wire && o->text && !o->kind->queue_scoped)
 		o->wire = splice_wire(o->text, o->mod_rev);
 	if (!o->obj && (!o->text || !o->kind->queue_scoped)) {
 		o->obj = json_incref(obj);
@@ -694,7 +694,7 @@ static sc_wire_t *make_wire(sc_cobj_t *o, int64_t rev)
 	return w;
 }
 
-sc_wire_t *sc__cache_wire(sc_cobj_t *o)
+static sc_wire_t *cache_wire(sc_cobj_t *o)
 {
 	/* From the stored text when it has not been parsed: no tree to print
 	 * (a watch event of a new revision usually comes here first). */
@@ -703,6 +703,21 @@ sc_wire_t *sc__cache_wire(sc_cobj_t *o)
 	if (!o->wire)
 		o->wire = make_wire(o, o->mod_rev);
 	return o->wire;
+}
+
+sc_wire_t *sc__cache_wire_ref(sc_cobj_t *o)
+{
+	/* A job's or deployment's answer bytes are made for the caller and
+	 * not kept: its text is, and splicing resourceVersion into it is a
+	 * copy. Kept, they were a second copy of every job that was ever
+	 * listed, watched or read (60 MB at 100,000 jobs, for good, after one
+	 * client paged through them). */
+	if (o->kind->queue_scoped && !o->wire && o->text) {
+		sc_wire_t *w = splice_wire(o->text, o->mod_rev);
+		return w ? w : make_wire(o, o->mod_rev);
+	}
+	sc_wire_t *w = cache_wire(o);
+	return w ? sc__wire_ref(w) : NULL;
 }
 
 sc_wire_t *sc__cache_wire_at(sc_cobj_t *o, int64_t rev)

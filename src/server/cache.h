@@ -13,7 +13,9 @@
  * when the writer hands over its own parsed copy (sc__cache_adopt: the API
  * and the scheduling loop do); its answer bytes (the object with
  * metadata.resourceVersion) are serialised at most once per revision, on
- * first use, and shared by every get and list that sends them.
+ * first use, and shared by every get and list that sends them; a job's or
+ * deployment's are spliced from its stored text for each call instead,
+ * and not kept (the text is kept once, shared with the scheduling loop).
  *
  * Threading: the cache belongs to the event-loop thread. A cached json_t is
  * never modified after it is cached (a change replaces it), so a cycle on a
@@ -109,7 +111,8 @@ json_t *sc__cache_parse(sc_cobj_t *o);
  * reference (jobs and deployments keep their stored text instead, which is
  * smaller) and obj must never change again. answer = 1 when the writer is
  * about to answer with the object: its answer bytes are then made from the
- * stored text (no second serialisation). Returns the entry, or NULL when
+ * stored text (no second serialisation; for the kinds whose tree is kept,
+ * before the text goes). Returns the entry, or NULL when
  * the cache holds another revision. */
 sc_cobj_t *sc__cache_adopt(sc_cache_t *c, const char *key, int64_t mod_rev, json_t *obj,
                            int answer);
@@ -139,9 +142,12 @@ void sc__cache_hook(sc_cache_t *c, sc_cache_hook_fn fn, void *ud);
  * over from every object. */
 uint64_t sc__cache_generation(const sc_cache_t *c);
 
-/* The object's answer bytes (made on first use; borrowed from o), or NULL
- * for a value that is not a JSON object (never written by this server). */
-sc_wire_t *sc__cache_wire(sc_cobj_t *o);
+/* The object's answer bytes, a new reference (sc__wire_unref), or NULL
+ * for a value that is not a JSON object (never written by this server).
+ * Kept in o and shared by every caller for the kinds few of which exist;
+ * made for the call from the stored text for jobs and deployments, whose
+ * text is what the cache keeps. */
+sc_wire_t *sc__cache_wire_ref(sc_cobj_t *o);
 /* o's answer bytes with metadata.resourceVersion rev instead of its own
  * (a deletion's event carries the deletion's revision). New reference. */
 sc_wire_t *sc__cache_wire_at(sc_cobj_t *o, int64_t rev);

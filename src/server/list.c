@@ -54,13 +54,14 @@ static void ls_free(list_stream_t *ls)
 	free(ls);
 }
 
+/* Takes w (a reference). */
 static void ls_add(list_stream_t *ls, size_t *cap, sc_wire_t *w)
 {
 	if (ls->n == *cap) {
 		*cap = *cap ? *cap * 2 : 64;
 		ls->items = sc_xreallocarray(ls->items, *cap, sizeof(*ls->items));
 	}
-	ls->items[ls->n++] = sc__wire_ref(w);
+	ls->items[ls->n++] = w;
 }
 
 /* Parses ?limit= and ?continue=; answers 400 and returns < 0 when bad. */
@@ -121,7 +122,7 @@ static void choose(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k, const 
 			if (!ok)
 				continue;
 		}
-		sc_wire_t *w = sc__cache_wire(o);
+		sc_wire_t *w = sc__cache_wire_ref(o);
 		if (!w)
 			continue; /* not a JSON object: never written by this server */
 		if (limit > 0 &&
@@ -129,9 +130,10 @@ static void choose(sc_server_t *s, list_stream_t *ls, const sc_kind_t *k, const 
 			/* The token is the last name sent, never one the caller
 			 * may not see (a tenant must not learn other queues' jobs). */
 			*more = last;
+			sc__wire_unref(w);
 			break;
 		}
-		ls_add(ls, &cap, w);
+		ls_add(ls, &cap, w); /* takes w */
 		bytes += w->len;
 		last = o->name;
 	}

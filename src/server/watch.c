@@ -341,7 +341,7 @@ static void on_change(void *ud, int type, sc_cobj_t *o, int64_t rev)
 		}
 		if (!wire)
 			wire = type == SC_EV_DELETED ? sc__cache_wire_at(o, rev)
-			                             : sc__wire_ref(sc__cache_wire(o));
+			                             : sc__cache_wire_ref(o);
 		if (!wire)
 			break; /* not a JSON object: never written by this server */
 		deliver(w, type, rev, wire);
@@ -361,12 +361,13 @@ static void list_cache(watcher_t *w)
 		json_t *obj = w->filter ? sc__cache_parse(v[i]) : NULL;
 		int seen = !w->filter || sees(w, obj);
 		json_decref(obj);
-		sc_wire_t *wire = seen ? sc__cache_wire(v[i]) : NULL;
+		sc_wire_t *wire = seen ? sc__cache_wire_ref(v[i]) : NULL;
 		if (!wire)
 			continue;
 		if (w->shown)
 			json_object_set_new(w->shown, v[i]->name, json_true());
 		q_push(w, SC_EV_ADDED, v[i]->mod_rev, wire);
+		sc__wire_unref(wire); /* q_push took its own */
 	}
 	w->list_rev = sc__cache_rev(w->h->s->cache);
 }
