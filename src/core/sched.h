@@ -97,8 +97,8 @@ typedef struct spod {
 	 * in the cycle's arena, made when the pod is first found running or
 	 * placed, NULL before. Most pods of a big cluster wait and are never
 	 * placed in a cycle; an assignment inside every pod took 96 of its
-	 * 144 bytes: 100 MB of the arena at 10,000 nodes (1,060,000 pods,
-	 * 1.5 % of them running). */
+	 * 144 bytes: ~100 MB of the arena at 10,000 nodes (~1,060,000 pods,
+	 * 1.5 % of them running in bench server's world). */
 	sc_assign_t *at;
 } spod_t;
 
