@@ -135,6 +135,8 @@ void sc__gw_pd_start(gw_req_t *q);
  * that rewrite it and prefill/decode need one); NULL for other kinds or a
  * body jansson refuses. Owned by q. */
 json_t *sc__gw_req_json(gw_req_t *q);
+/* True when the client's body can go upstream byte for byte (attempt.c). */
+int sc__gw_body_verbatim(const gw_req_t *q);
 /* The request body for the next attempt (caller frees with free()). */
 char *sc__gw_body_for_attempt(gw_req_t *q, size_t *len);
 
