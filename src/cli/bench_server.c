@@ -23,9 +23,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <sys/socket.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,6 +39,7 @@
 #include "cli/apply.h"
 #include "cli/cli.h"
 #include "cli/hpipe.h"
+#include "net/http.h"
 #include "starcloud/buf.h"
 #include "starcloud/error.h"
 
@@ -212,21 +210,6 @@ static int write_world(bench_t *b, const char *path)
 /* ---------------------------------------------------------------------
  * The server process
  * ------------------------------------------------------------------- */
-
-static int free_port(void)
-{
-	/* The kernel's choice for an ephemeral bind; a race with another
-	 * process taking it before the server is possible but rare. */
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
 
 static size_t on_data(char *p, size_t size, size_t n, void *ud)
 {
@@ -569,7 +552,11 @@ static int churn_round(bench_t *b, int round, size_t k, churn_t *c)
  * The store's size
  * ------------------------------------------------------------------- */
 
-static long long dir_bytes(const char *path)
+/* The bytes under path: with prefix NULL every file (dot files left out)
+ * in every folder below; else the regular files of path itself whose name
+ * starts with prefix (the store's: store.db, its WAL and shared memory; the
+ * audit log's). */
+static long long bytes_in(const char *path, const char *prefix)
 {
 	DIR *d = opendir(path);
 	long long total = 0;
@@ -577,31 +564,14 @@ static long long dir_bytes(const char *path)
 	while (d && (e = readdir(d)) != NULL) {
 		char p[1200];
 		struct stat st;
-		if (e->d_name[0] == '.')
+		if (prefix ? strncmp(e->d_name, prefix, strlen(prefix)) != 0 : e->d_name[0] == '.')
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-		if (stat(p, &st) == 0)
-			total += S_ISDIR(st.st_mode) ? dir_bytes(p) : (long long)st.st_size;
-	}
-	if (d)
-		closedir(d);
-	return total;
-}
-
-/* The bytes of the files in path whose name starts with prefix (the
- * store's: store.db, its WAL and shared memory; the audit log's). */
-static long long files_bytes(const char *path, const char *prefix)
-{
-	DIR *d = opendir(path);
-	long long total = 0;
-	struct dirent *e;
-	while (d && (e = readdir(d)) != NULL) {
-		char p[1200];
-		struct stat st;
-		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+		if (stat(p, &st) != 0)
 			continue;
-		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-		if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+		if (S_ISDIR(st.st_mode))
+			total += prefix ? 0 : bytes_in(p, NULL);
+		else if (!prefix || S_ISREG(st.st_mode))
 			total += (long long)st.st_size;
 	}
 	if (d)
@@ -670,7 +640,7 @@ static int setup(bench_t *b)
 		snprintf(b->bin, sizeof(b->bin), "%s", b->o.server_bin);
 	else if (readlink("/proc/self/exe", b->bin, sizeof(b->bin) - 1) < 0)
 		return SC_EIO;
-	b->port = free_port();
+	b->port = sc_http_free_loopback_port();
 	snprintf(b->base, sizeof(b->base), "http://127.0.0.1:%d", b->port);
 	b->h = curl_easy_init();
 	b->rng = b->o.seed;
@@ -761,7 +731,7 @@ static int phase_idle(bench_t *b, result_t *r)
 	r->rss = proc_hwm_mib(b->pid);
 	char data[600];
 	snprintf(data, sizeof(data), "%s/data", b->dir);
-	r->running = dir_bytes(data);
+	r->running = bytes_in(data, NULL);
 	if (loop_state(b, &s1) < 0)
 		return SC_EIO;
 	r->idle_cycles = s1.cycles - s0.cycles;
@@ -789,9 +759,9 @@ static int phase_restart(bench_t *b, result_t *r)
 	store_metrics(b, r);
 	stop_server(b);
 	snprintf(data, sizeof(data), "%s/data", b->dir);
-	r->store = dir_bytes(data);
-	r->db = files_bytes(data, "store.db");
-	r->audit = files_bytes(data, "audit.log");
+	r->store = bytes_in(data, NULL);
+	r->db = bytes_in(data, "store.db");
+	r->audit = bytes_in(data, "audit.log");
 	if (start_server(b) < 0)
 		return SC_EIO;
 	r->restart_s = wait_for(b, "/readyz", 600);
