@@ -26,6 +26,7 @@
 
 #include "agent/cgkill.h"
 #include "agent/cgv1.h"
+#include "cgroup_fixture.h"
 
 #define CHAIN_MAX 300 /* a bound, should the kill fail: no fork bomb here */
 
@@ -49,24 +50,6 @@ static void hostile(void)
 	}
 	for (;;)
 		pause();
-}
-
-/* The first cgroup2 mount, or 0. */
-static int v2_mount(char *out, size_t outsz)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096], mnt[1024], fstype[64];
-	int found = 0;
-	while (f && !found && fgets(line, sizeof(line), f)) {
-		const char *dash = strstr(line, " - ");
-		if (dash && sscanf(line, "%*s %*s %*s %*s %1023s", mnt) == 1 &&
-		    sscanf(dash + 3, "%63s", fstype) == 1 && strcmp(fstype, "cgroup2") == 0 &&
-		    (size_t)snprintf(out, outsz, "%s", mnt) < outsz)
-			found = 1;
-	}
-	if (f)
-		fclose(f);
-	return found;
 }
 
 static int put_pid(const char *dir, int pid)

@@ -25,6 +25,7 @@
 
 #include "agent/cgv1.h"
 #include "agent/devbpf.h"
+#include "cgroup_fixture.h"
 #include "starcloud/error.h"
 
 typedef struct fx {
@@ -32,23 +33,6 @@ typedef struct fx {
 	char dev[64];
 	char node[2][128];
 } fx_t;
-
-static int v2_mount(char *out, size_t outsz)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096], mnt[1024], fstype[64];
-	int found = 0;
-	while (f && !found && fgets(line, sizeof(line), f)) {
-		const char *dash = strstr(line, " - ");
-		if (dash && sscanf(line, "%*s %*s %*s %*s %1023s", mnt) == 1 &&
-		    sscanf(dash + 3, "%63s", fstype) == 1 && strcmp(fstype, "cgroup2") == 0 &&
-		    (size_t)snprintf(out, outsz, "%s", mnt) < outsz)
-			found = 1;
-	}
-	if (f)
-		fclose(f);
-	return found;
-}
 
 static int setup(void **state)
 {
