@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from agent_util import Agent, pods_of, run_job, setup_queue, wait_for
-from test_devices import PROBE, fake_devices, result
+from agent_util import Agent, pods_of, run_job, wait_for
+from test_devices import fake_devices, pods_see_only_their_gpus
 from test_faults import ready
 from test_guard_cgroups import alive, hostile_pod
 
@@ -87,19 +87,7 @@ def test_v2_device_program_hides_other_gpus(server, admin, tmp_path):
         with open(os.path.join(v2_mount(), "cgroup.controllers")) as f:
             if "memory" not in f.read().split():  # this machine: v1 holds it
                 assert "CPU and memory limits are NOT enforced" in out, out
-        setup_queue(admin)
-        env = {"DEVDIR": dev}
-        run_job(admin, "two", ["python3", "-c", PROBE], gpu=2, env=env, restartPolicy="Never")
-        run_job(admin, "none", ["python3", "-c", PROBE], env=env, restartPolicy="Never")
-        two, none = result(admin, a, "two"), result(admin, a, "none")
-        mine = {"nvidia%d" % g for g in pods_of(admin, "two")["two-main-0"]["gpus"]}
-        assert len(mine) == 2
-        for i in range(4):
-            n = "nvidia%d" % i
-            assert two[n] == ("ENXIO" if n in mine else "EPERM"), (n, two)
-            assert none[n] == "EPERM", (n, none)
-        assert two["nvidiactl"] == two["nvidia-uvm"] == "ENXIO"
-        assert none["nvidiactl"] == none["nvidia-uvm"] == "EPERM"
+        pods_see_only_their_gpus(admin, a, dev)
         # A running pod is in its v2 cgroup, which goes with it.
         run_job(admin, "long", ["sleep", "600"], gpu=1, restartPolicy="Never")
         pod_cg = os.path.join(v2_mount(), a.cgroup_name(), "long.long-main-0")

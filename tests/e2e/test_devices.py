@@ -59,6 +59,26 @@ def result(admin, a, job):
     return json.loads(line[0][7:])
 
 
+def pods_see_only_their_gpus(admin, a, dev):
+    """Runs PROBE in a pod with 2 of the agent's 4 fake GPUs and in one with
+    none: each reaches its own GPUs' nodes (ENXIO: no driver behind them)
+    and is refused the others' (EPERM); the shared control nodes are for
+    pods with GPUs only. The device rules' outcome on cgroup v1 and v2."""
+    setup_queue(admin)
+    env = {"DEVDIR": dev}
+    run_job(admin, "two", ["python3", "-c", PROBE], gpu=2, env=env, restartPolicy="Never")
+    run_job(admin, "none", ["python3", "-c", PROBE], env=env, restartPolicy="Never")
+    two, none = result(admin, a, "two"), result(admin, a, "none")
+    mine = {"nvidia%d" % g for g in pods_of(admin, "two")["two-main-0"]["gpus"]}
+    assert len(mine) == 2
+    for i in range(4):
+        n = "nvidia%d" % i
+        assert two[n] == ("ENXIO" if n in mine else "EPERM"), (n, two)
+        assert none[n] == "EPERM", (n, none)
+    assert two["nvidiactl"] == two["nvidia-uvm"] == "ENXIO"
+    assert none["nvidiactl"] == none["nvidia-uvm"] == "EPERM"
+
+
 def devices_cgroup(pid):
     with open("/proc/%d/cgroup" % pid) as f:
         for line in f:
@@ -77,20 +97,7 @@ def test_pods_see_only_their_gpus(server, admin, tmp_path):
         wait_for(lambda: admin.get(admin.base + "/nodes/" + name).json().get(
             "status", {}).get("ready"), what="agent ready")
         home = devices_cgroup(a.proc.pid)
-        setup_queue(admin)
-        env = {"DEVDIR": dev}
-        run_job(admin, "two", ["python3", "-c", PROBE], gpu=2, env=env, restartPolicy="Never")
-        run_job(admin, "none", ["python3", "-c", PROBE], env=env, restartPolicy="Never")
-        two, none = result(admin, a, "two"), result(admin, a, "none")
-        mine = {"nvidia%d" % g for g in pods_of(admin, "two")["two-main-0"]["gpus"]}
-        assert len(mine) == 2
-        for i in range(4):
-            n = "nvidia%d" % i
-            assert two[n] == ("ENXIO" if n in mine else "EPERM"), (n, two)
-            assert none[n] == "EPERM", (n, none)
-        # The shared control nodes: for pods with GPUs only.
-        assert two["nvidiactl"] == two["nvidia-uvm"] == "ENXIO"
-        assert none["nvidiactl"] == none["nvidia-uvm"] == "EPERM"
+        pods_see_only_their_gpus(admin, a, dev)
         # The agent went back to its own cgroup after starting them.
         assert devices_cgroup(a.proc.pid) == home
         # A running pod is in its cgroup; the cgroup goes with the pod.
