@@ -27,32 +27,38 @@ def compl(w, **body):
 # Batching
 # ---------------------------------------------------------------------------
 
-def test_concurrent_requests_share_steps_and_answer_as_alone(spawn):
+def test_concurrent_requests_share_steps_and_answer_as_alone(slow_ckpt, tmp_path):
     """Sixteen requests at once are computed in shared forward steps, and
     each answer is exactly the one it gets alone (batching changes no
-    token: the arithmetic per token does not depend on the batch)."""
-    w = spawn("--max-batch", "16")
-    bodies = [{"prompt": "story %d about" % i, "max_tokens": 24, "temperature": 0.7 * (i % 2),
-               "seed": i} for i in range(16)]
-    alone = [compl(w, **b)["choices"][0]["token_ids"] for b in bodies]
-    before = w.counters()
-    out = [None] * 16
+    token: the arithmetic per token does not depend on the batch). The slow
+    checkpoint, so that each answer takes long enough for all sixteen to be
+    in flight together however unevenly the threads start on a loaded
+    machine (with the tiny one a run once saw 598 items in 302 steps)."""
+    w = Worker(slow_ckpt, "--max-batch", "16", tmp=tmp_path)
+    try:
+        bodies = [{"prompt": "story %d about" % i, "max_tokens": 24, "temperature": 0.7 * (i % 2),
+                   "seed": i} for i in range(16)]
+        alone = [compl(w, **b)["choices"][0]["token_ids"] for b in bodies]
+        before = w.counters()
+        out = [None] * 16
 
-    def one(i):
-        out[i] = compl(w, **bodies[i])["choices"][0]["token_ids"]
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert out == alone
-    after = w.counters()
-    steps = after["batch_steps"] - before["batch_steps"]
-    items = after["batch_items"] - before["batch_items"]
-    # 16 x 24 tokens and 16 prompts in fewer steps than one request alone
-    # would need for its share: sequences shared steps.
-    assert items >= 16 * 23
-    assert items / steps > 2, (items, steps)
+        def one(i):
+            out[i] = compl(w, **bodies[i])["choices"][0]["token_ids"]
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert out == alone
+        after = w.counters()
+        steps = after["batch_steps"] - before["batch_steps"]
+        items = after["batch_items"] - before["batch_items"]
+        # 16 x 24 tokens and 16 prompts in fewer steps than one request alone
+        # would need for its share: sequences shared steps.
+        assert items >= 16 * 23
+        assert items / steps > 2, (items, steps)
+    finally:
+        w.stop()
 
 
 def test_short_request_not_stuck_behind_long_one(slow_ckpt, tmp_path):
